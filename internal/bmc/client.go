@@ -1,0 +1,364 @@
+package bmc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/stmcginnis/gofish"
+	"github.com/stmcginnis/gofish/schemas"
+)
+
+var _ BMC = (*conn)(nil)
+
+// Systems implements BMC.
+func (c *conn) Systems(ctx context.Context) ([]SystemSummary, error) {
+	const op = "list systems"
+	api, err := c.client(ctx)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	if c.root.Systems.ID == "" {
+		return nil, newError(ReasonNotFound, op, "service root has no Systems collection")
+	}
+	systems, err := schemas.GetCollectionObjects[schemas.ComputerSystem](api, c.root.Systems.ID)
+	if err != nil && len(systems) == 0 {
+		return nil, wrap(op, err)
+	}
+	if err != nil {
+		// Some members failed: return the ones we could read.
+		c.log.Info("some systems could not be read", "error", err.Error())
+	}
+	out := make([]SystemSummary, 0, len(systems))
+	c.mu.Lock()
+	for _, s := range systems {
+		c.systems[s.ID] = s.ODataID
+		out = append(out, SystemSummary{
+			ID: s.ID, ODataID: s.ODataID, Name: s.Name, UUID: s.UUID,
+			Manufacturer: s.Manufacturer, Model: s.Model, SerialNumber: s.SerialNumber,
+			PowerState: PowerState(s.PowerState),
+		})
+	}
+	c.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ODataID < out[j].ODataID })
+	return out, nil
+}
+
+// System implements BMC.
+func (c *conn) System(ctx context.Context, systemID string) (*SystemStatus, error) {
+	op := "read system " + systemID
+	sys, err := c.getSystem(ctx, systemID)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	st := &SystemStatus{
+		ID:         sys.ID,
+		UUID:       sys.UUID,
+		PowerState: PowerState(sys.PowerState),
+		Health:     string(sys.Status.Health),
+		Boot: BootOverride{
+			Enabled: string(sys.Boot.BootSourceOverrideEnabled),
+			Target:  string(sys.Boot.BootSourceOverrideTarget),
+			Mode:    string(sys.Boot.BootSourceOverrideMode),
+		},
+	}
+	// Only the inline annotation: reading ActionInfo here would double the
+	// cost of every status poll.
+	st.ResetTypes = inlineResetTypes(sys.RawData)
+	return st, nil
+}
+
+// resetCandidates lists reset types for an action in order of preference.
+func resetCandidates(action PowerAction, state PowerState, forceFallback bool) ([]schemas.ResetType, error) {
+	switch action {
+	case PowerOn:
+		c := []schemas.ResetType{schemas.OnResetType, schemas.ForceOnResetType}
+		if state == PowerStateOff {
+			// A button push only means "on" when the system is off.
+			c = append(c, schemas.PushPowerButtonResetType)
+		}
+		return c, nil
+	case PowerOff:
+		return []schemas.ResetType{schemas.ForceOffResetType}, nil
+	case PowerGracefulOff:
+		c := []schemas.ResetType{schemas.GracefulShutdownResetType}
+		if forceFallback {
+			c = append(c, schemas.ForceOffResetType)
+		}
+		return c, nil
+	case PowerRestart:
+		c := []schemas.ResetType{schemas.GracefulRestartResetType}
+		if forceFallback {
+			c = append(c, schemas.ForceRestartResetType, schemas.PowerCycleResetType)
+		}
+		return c, nil
+	case PowerForceRestart:
+		return []schemas.ResetType{schemas.ForceRestartResetType, schemas.PowerCycleResetType}, nil
+	}
+	return nil, fmt.Errorf("unknown power action %q", action)
+}
+
+// chooseResetType picks the first candidate the system allows. With no
+// advertised list the first candidate is tried and the BMC has the last word.
+func chooseResetType(candidates []schemas.ResetType, allowed []string) (schemas.ResetType, bool) {
+	if len(allowed) == 0 {
+		return candidates[0], true
+	}
+	for _, c := range candidates {
+		if slices.Contains(allowed, string(c)) {
+			return c, true
+		}
+	}
+	return "", false
+}
+
+// alreadyThere reports whether the observed state makes the action a no-op.
+func alreadyThere(action PowerAction, state PowerState) bool {
+	switch action {
+	case PowerOn:
+		return state == PowerStateOn || state == PowerStatePoweringOn
+	case PowerOff, PowerGracefulOff:
+		return state == PowerStateOff || state == PowerStatePoweringOff
+	}
+	return false
+}
+
+// Power implements BMC.
+func (c *conn) Power(ctx context.Context, systemID string, action PowerAction, opts ...PowerOption) error {
+	op := fmt.Sprintf("power %s %s", action, systemID)
+	var o powerOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	sys, err := c.getSystem(ctx, systemID)
+	if err != nil {
+		return wrap(op, err)
+	}
+	state := PowerState(sys.PowerState)
+	candidates, err := resetCandidates(action, state, o.forceFallback)
+	if err != nil {
+		return &Error{Reason: ReasonInvalidConfig, Op: op, Err: err}
+	}
+	if alreadyThere(action, state) {
+		return nil
+	}
+	allowed, err := c.resetTypes(sys)
+	if err != nil {
+		// Not knowing the list is not fatal: the BMC rejects what it lacks.
+		c.log.V(1).Info("could not read allowed reset types", "system", sys.ID, "error", err.Error())
+	}
+	rt, ok := chooseResetType(candidates, allowed)
+	if !ok {
+		return newError(ReasonUnsupported, op, "system allows reset types %v, none of %v", allowed, candidates)
+	}
+	// Actions are not conditional: an If-Match on POST only invites a 412
+	// after the power state (and so the ETag) moved.
+	sys.DisableEtagMatch(true)
+	if _, err := sys.Reset(rt); err != nil {
+		return wrap(fmt.Sprintf("%s (ResetType %s)", op, rt), err)
+	}
+	c.log.V(1).Info("reset accepted", "system", sys.ID, "resetType", rt)
+	return nil
+}
+
+// resetTypes returns the advertised reset types, from the inline
+// AllowableValues or the ActionInfo resource.
+func (c *conn) resetTypes(sys *schemas.ComputerSystem) ([]string, error) {
+	if inline := inlineResetTypes(sys.RawData); len(inline) > 0 {
+		return inline, nil
+	}
+	types, err := sys.GetSupportedResetTypes()
+	out := make([]string, 0, len(types))
+	for _, t := range types {
+		out = append(out, string(t))
+	}
+	return out, err
+}
+
+func inlineResetTypes(raw []byte) []string {
+	var v struct {
+		Actions struct {
+			Reset struct {
+				Allowed []string `json:"ResetType@Redfish.AllowableValues"`
+			} `json:"#ComputerSystem.Reset"`
+		}
+	}
+	_ = json.Unmarshal(raw, &v)
+	return v.Actions.Reset.Allowed
+}
+
+// bootAllowances reads the Boot annotations gofish does not model.
+type bootAllowances struct {
+	Targets []string `json:"BootSourceOverrideTarget@Redfish.AllowableValues"`
+	Modes   []string `json:"BootSourceOverrideMode@Redfish.AllowableValues"`
+}
+
+func readBootAllowances(raw []byte) bootAllowances {
+	var v struct{ Boot bootAllowances }
+	_ = json.Unmarshal(raw, &v)
+	return v.Boot
+}
+
+// SetBootOnce implements BMC.
+func (c *conn) SetBootOnce(ctx context.Context, systemID string, target BootTarget) error {
+	op := fmt.Sprintf("set boot override %s once on %s", target, systemID)
+	for attempt := 0; ; attempt++ {
+		sys, err := c.getSystem(ctx, systemID)
+		if err != nil {
+			return wrap(op, err)
+		}
+		allow := readBootAllowances(sys.RawData)
+		if len(allow.Targets) > 0 && !slices.Contains(allow.Targets, string(target)) {
+			return newError(ReasonUnsupported, op, "system allows boot targets %v", allow.Targets)
+		}
+		boot := &schemas.Boot{
+			BootSourceOverrideEnabled: schemas.OnceBootSourceOverrideEnabled,
+			BootSourceOverrideTarget:  schemas.BootSource(target),
+		}
+		// Setting the mode where it is not advertised gets 400 on some BMCs.
+		if slices.Contains(allow.Modes, string(schemas.UEFIBootSourceOverrideMode)) {
+			boot.BootSourceOverrideMode = schemas.UEFIBootSourceOverrideMode
+		}
+		// gofish sends If-Match with the ETag read above; a 412 means the
+		// system changed in between: read it again once.
+		err = sys.SetBoot(boot)
+		if err == nil {
+			c.log.V(1).Info("boot override set", "system", sys.ID, "target", target, "mode", boot.BootSourceOverrideMode)
+			return nil
+		}
+		if attempt == 0 && schemas.Is412PreconditionFailed(err) {
+			continue
+		}
+		return wrap(op, err)
+	}
+}
+
+// Manager implements BMC.
+func (c *conn) Manager(ctx context.Context) (*ManagerInfo, error) {
+	const op = "read manager"
+	api, err := c.client(ctx)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	if c.root.Managers.ID == "" {
+		return nil, newError(ReasonNotFound, op, "service root has no Managers collection")
+	}
+	coll, err := schemas.GetCollection(api, c.root.Managers.ID)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	if len(coll.ItemLinks) == 0 {
+		return nil, newError(ReasonNotFound, op, "Managers collection is empty")
+	}
+	links := slices.Clone(coll.ItemLinks)
+	sort.Strings(links)
+	return c.readManager(api, links[0])
+}
+
+func (c *conn) readManager(api *gofish.APIClient, uri string) (*ManagerInfo, error) {
+	m, err := schemas.GetObject[schemas.Manager](api, uri)
+	if err != nil {
+		return nil, wrap("read manager "+uri, err)
+	}
+	info := &ManagerInfo{
+		ID: m.ID, Manufacturer: m.Manufacturer, Model: m.Model,
+		FirmwareVersion: m.FirmwareVersion, UUID: m.UUID,
+	}
+	// The MAC is a nicety: a broken EthernetInterfaces must not hide the rest.
+	if nics, err := m.EthernetInterfaces(); err == nil || len(nics) > 0 {
+		sort.Slice(nics, func(i, j int) bool { return nics[i].ODataID < nics[j].ODataID })
+		for _, n := range nics {
+			if mac := firstNonEmpty(n.MACAddress, n.PermanentMACAddress); mac != "" {
+				info.MACAddress = strings.ToLower(mac)
+				break
+			}
+		}
+	}
+	return info, nil
+}
+
+// getSystem reads one ComputerSystem, resolving its Id to a URI through the
+// Systems collection (cached; re-resolved once on 404).
+func (c *conn) getSystem(ctx context.Context, systemID string) (*schemas.ComputerSystem, error) {
+	if strings.TrimSpace(systemID) == "" {
+		return nil, newError(ReasonInvalidConfig, "resolve system", "system ID is empty")
+	}
+	api, err := c.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 0; attempt < 2; attempt++ {
+		uri, cached, err := c.resolveSystem(api, systemID)
+		if err != nil {
+			return nil, err
+		}
+		sys, err := schemas.GetObject[schemas.ComputerSystem](api, uri)
+		if err == nil {
+			return sys, nil
+		}
+		if !cached || ReasonOf(err) != ReasonNotFound {
+			return nil, wrap("read "+uri, err)
+		}
+		c.mu.Lock()
+		delete(c.systems, systemID)
+		c.mu.Unlock()
+	}
+	return nil, newError(ReasonNotFound, "resolve system", "system %q not found", systemID)
+}
+
+func (c *conn) resolveSystem(api *gofish.APIClient, systemID string) (uri string, cached bool, err error) {
+	if strings.HasPrefix(systemID, "/redfish/") {
+		return systemID, false, nil
+	}
+	c.mu.Lock()
+	uri, ok := c.systems[systemID]
+	c.mu.Unlock()
+	if ok {
+		return uri, true, nil
+	}
+	if c.root.Systems.ID == "" {
+		return "", false, newError(ReasonNotFound, "resolve system", "service root has no Systems collection")
+	}
+	coll, err := schemas.GetCollection(api, c.root.Systems.ID)
+	if err != nil {
+		return "", false, wrap("list systems", err)
+	}
+	remember := func(id, uri string) {
+		c.mu.Lock()
+		c.systems[id] = uri
+		c.mu.Unlock()
+	}
+	// Usually the Id is the last path segment; do not rely on it (aliases,
+	// UUID paths): fall back to reading members.
+	for _, link := range coll.ItemLinks {
+		if lastSegment(link) == systemID {
+			remember(systemID, link)
+			return link, false, nil
+		}
+	}
+	ids := make([]string, 0, len(coll.ItemLinks))
+	for _, link := range coll.ItemLinks {
+		sys, err := schemas.GetObject[schemas.ComputerSystem](api, link)
+		if err != nil {
+			continue
+		}
+		ids = append(ids, sys.ID)
+		if sys.ID == systemID || strings.EqualFold(sys.UUID, systemID) {
+			remember(systemID, link)
+			return link, false, nil
+		}
+	}
+	return "", false, newError(ReasonNotFound, "resolve system", "system %q not found (systems: %s)", systemID, strings.Join(ids, ", "))
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,243 @@
+// Package bmc is the Redfish client controllers use to drive bare-metal
+// servers. It is built on gofish and hardened for what real BMCs do: one
+// reused session per BMC, a per-BMC cap on concurrent requests, a timeout on
+// every request, best-effort inventory and typed errors with stable reasons.
+package bmc
+
+import (
+	"context"
+)
+
+// BMC is what controllers use to talk to one BMC. Every method is safe for
+// concurrent use; implementations reuse one session across calls.
+//
+// systemID is the Redfish "Id" of a ComputerSystem (as returned by Systems) or
+// its @odata.id path. IDs are not guessable ("1", "System.Embedded.1", a serial
+// or UUID): list them with Systems first.
+type BMC interface {
+	// Systems lists the computer systems this BMC manages.
+	Systems(ctx context.Context) ([]SystemSummary, error)
+	// System reads the current power state and boot override of one system.
+	System(ctx context.Context, systemID string) (*SystemStatus, error)
+	// Power asks the BMC to change the power state and returns as soon as the
+	// BMC accepted the request. The state changes asynchronously: observe it
+	// with System (controllers requeue). A request that matches the observed
+	// state (On while On or PoweringOn, Off while Off or PoweringOff) is not sent.
+	Power(ctx context.Context, systemID string, action PowerAction, opts ...PowerOption) error
+	// SetBootOnce sets a one-time boot override to target for the next boot.
+	SetBootOnce(ctx context.Context, systemID string, target BootTarget) error
+	// Inventory reads the hardware inventory of one system, best effort per
+	// section: failed sections are listed in Inventory.FailedSections.
+	Inventory(ctx context.Context, systemID string) (*Inventory, error)
+	// Manager describes the BMC itself (the manager of the first system, or
+	// the first manager of the service).
+	Manager(ctx context.Context) (*ManagerInfo, error)
+}
+
+// PowerState mirrors Redfish PowerState.
+type PowerState string
+
+const (
+	PowerStateOn          PowerState = "On"
+	PowerStateOff         PowerState = "Off"
+	PowerStatePoweringOn  PowerState = "PoweringOn"
+	PowerStatePoweringOff PowerState = "PoweringOff"
+	PowerStatePaused      PowerState = "Paused"
+	PowerStateUnknown     PowerState = ""
+)
+
+// PowerAction is what the caller wants; the client maps it to a ResetType the
+// system advertises.
+type PowerAction string
+
+const (
+	// PowerOn powers the system on (On, else ForceOn, else PushPowerButton when off).
+	PowerOn PowerAction = "On"
+	// PowerOff cuts power immediately (ForceOff).
+	PowerOff PowerAction = "Off"
+	// PowerGracefulOff asks the OS to shut down (GracefulShutdown). Some
+	// machines ignore it: escalating to PowerOff after a timeout is the caller's
+	// decision.
+	PowerGracefulOff PowerAction = "GracefulOff"
+	// PowerRestart restarts gracefully (GracefulRestart).
+	PowerRestart PowerAction = "Restart"
+	// PowerForceRestart restarts immediately (ForceRestart, else PowerCycle).
+	PowerForceRestart PowerAction = "ForceRestart"
+)
+
+// PowerActions lists all actions, for CLIs and validation.
+var PowerActions = []PowerAction{PowerOn, PowerOff, PowerGracefulOff, PowerRestart, PowerForceRestart}
+
+// PowerOption tunes Power.
+type PowerOption func(*powerOptions)
+
+type powerOptions struct{ forceFallback bool }
+
+// WithForceFallback lets a graceful action (GracefulOff, Restart) use the
+// forced reset type when the system does not advertise the graceful one.
+// Without it such a request fails with ReasonUnsupported.
+func WithForceFallback() PowerOption { return func(o *powerOptions) { o.forceFallback = true } }
+
+// BootTarget mirrors Redfish BootSourceOverrideTarget.
+type BootTarget string
+
+const (
+	BootPxe       BootTarget = "Pxe"
+	BootHdd       BootTarget = "Hdd"
+	BootCd        BootTarget = "Cd"
+	BootBiosSetup BootTarget = "BiosSetup"
+)
+
+// SystemSummary is one member of the Systems collection.
+type SystemSummary struct {
+	ID           string     `json:"id"`
+	ODataID      string     `json:"odataId"`
+	Name         string     `json:"name,omitempty"`
+	UUID         string     `json:"uuid,omitempty"`
+	Manufacturer string     `json:"manufacturer,omitempty"`
+	Model        string     `json:"model,omitempty"`
+	SerialNumber string     `json:"serialNumber,omitempty"`
+	PowerState   PowerState `json:"powerState,omitempty"`
+}
+
+// SystemStatus is the observed, mutable state of a system.
+type SystemStatus struct {
+	ID         string     `json:"id"`
+	UUID       string     `json:"uuid,omitempty"`
+	PowerState PowerState `json:"powerState"`
+	Health     string     `json:"health,omitempty"`
+	// Boot is the boot override as read back. Some BMCs report Continuous
+	// after Once was set, so do not compare it strictly.
+	Boot BootOverride `json:"boot"`
+	// ResetTypes are the reset types the system advertises (empty when it
+	// does not say).
+	ResetTypes []string `json:"resetTypes,omitempty"`
+}
+
+// BootOverride is the Boot.BootSourceOverride* triple.
+type BootOverride struct {
+	Enabled string `json:"enabled,omitempty"`
+	Target  string `json:"target,omitempty"`
+	Mode    string `json:"mode,omitempty"`
+}
+
+// Inventory is the hardware description of one system.
+type Inventory struct {
+	System     SystemInfo     `json:"system"`
+	Processors []Processor    `json:"processors,omitempty"`
+	Memory     MemoryInfo     `json:"memory"`
+	NICs       []NIC          `json:"nics,omitempty"`
+	Storage    StorageInfo    `json:"storage"`
+	Manager    *ManagerInfo   `json:"manager,omitempty"`
+	// FailedSections lists the sections that could not be read (fully or in
+	// part); the rest of the inventory is still valid.
+	FailedSections []SectionError `json:"failedSections,omitempty"`
+}
+
+// Inventory section names used in SectionError.Section.
+const (
+	SectionProcessors = "processors"
+	SectionMemory     = "memory"
+	SectionNICs       = "nics"
+	SectionStorage    = "storage"
+	SectionManager    = "manager"
+)
+
+// SectionError records why one inventory section is missing or partial.
+type SectionError struct {
+	Section string `json:"section"`
+	Reason  Reason `json:"reason"`
+	Message string `json:"message"`
+}
+
+// SystemInfo is the ComputerSystem identity.
+type SystemInfo struct {
+	ID           string     `json:"id"`
+	ODataID      string     `json:"odataId"`
+	Name         string     `json:"name,omitempty"`
+	UUID         string     `json:"uuid,omitempty"`
+	Manufacturer string     `json:"manufacturer,omitempty"`
+	Model        string     `json:"model,omitempty"`
+	SerialNumber string     `json:"serialNumber,omitempty"`
+	SKU          string     `json:"sku,omitempty"`
+	PartNumber   string     `json:"partNumber,omitempty"`
+	BIOSVersion  string     `json:"biosVersion,omitempty"`
+	PowerState   PowerState `json:"powerState,omitempty"`
+	IndicatorLED string     `json:"indicatorLED,omitempty"`
+	Health       string     `json:"health,omitempty"`
+	// ProcessorCount and ProcessorModel come from ProcessorSummary and stay
+	// valid when the Processors collection is broken.
+	ProcessorCount int    `json:"processorCount,omitempty"`
+	ProcessorModel string `json:"processorModel,omitempty"`
+}
+
+// Processor is one CPU socket.
+type Processor struct {
+	ID           string `json:"id"`
+	Socket       string `json:"socket,omitempty"`
+	Manufacturer string `json:"manufacturer,omitempty"`
+	Model        string `json:"model,omitempty"`
+	Architecture string `json:"architecture,omitempty"`
+	Cores        int    `json:"cores,omitempty"`
+	Threads      int    `json:"threads,omitempty"`
+	MaxSpeedMHz  int    `json:"maxSpeedMHz,omitempty"`
+}
+
+// MemoryInfo totals the installed memory.
+type MemoryInfo struct {
+	TotalMiB int64 `json:"totalMiB"`
+	// Modules is the number of populated DIMMs (0 when unknown).
+	Modules int `json:"modules,omitempty"`
+}
+
+// NIC is one host EthernetInterface.
+type NIC struct {
+	ID         string   `json:"id"`
+	Name       string   `json:"name,omitempty"`
+	MACAddress string   `json:"macAddress,omitempty"`
+	LinkStatus string   `json:"linkStatus,omitempty"`
+	Carrier    bool     `json:"carrier"`
+	SpeedMbps  int      `json:"speedMbps,omitempty"`
+	IPv4       []string `json:"ipv4,omitempty"`
+	IPv6       []string `json:"ipv6,omitempty"`
+}
+
+// StorageInfo lists controllers, drives and volumes.
+type StorageInfo struct {
+	// Source is "Storage" or "SimpleStorage" (the latter when the BMC has no
+	// Storage collection).
+	Source      string   `json:"source,omitempty"`
+	Controllers []string `json:"controllers,omitempty"`
+	Drives      []Drive  `json:"drives,omitempty"`
+	Volumes     []Volume `json:"volumes,omitempty"`
+}
+
+// Drive is one physical disk.
+type Drive struct {
+	ID            string `json:"id,omitempty"`
+	Name          string `json:"name,omitempty"`
+	Model         string `json:"model,omitempty"`
+	Manufacturer  string `json:"manufacturer,omitempty"`
+	SerialNumber  string `json:"serialNumber,omitempty"`
+	CapacityBytes int64  `json:"capacityBytes,omitempty"`
+	MediaType     string `json:"mediaType,omitempty"`
+	Protocol      string `json:"protocol,omitempty"`
+}
+
+// Volume is one logical disk.
+type Volume struct {
+	ID            string `json:"id"`
+	Name          string `json:"name,omitempty"`
+	CapacityBytes int64  `json:"capacityBytes,omitempty"`
+	RAIDType      string `json:"raidType,omitempty"`
+}
+
+// ManagerInfo describes the BMC.
+type ManagerInfo struct {
+	ID              string `json:"id"`
+	Manufacturer    string `json:"manufacturer,omitempty"`
+	Model           string `json:"model,omitempty"`
+	FirmwareVersion string `json:"firmwareVersion,omitempty"`
+	UUID            string `json:"uuid,omitempty"`
+	MACAddress      string `json:"macAddress,omitempty"`
+}
