@@ -1,0 +1,110 @@
+package infrahub
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// controlRoutes expose the run-time controls over HTTP for dev mode and
+// out-of-process benchmarks. They need no authentication.
+//
+//	GET    /emulator/requests            {"requests":[...],"counters":{...}}
+//	DELETE /emulator/requests            reset log and counters
+//	GET    /emulator/artifacts?branch=&at=   artifacts (with content) as of at
+//	POST   /emulator/artifacts           body: Change; answers the Artifact
+//	PUT    /emulator/faults/{class}      body: {"kind":"latency","latency":"2s","status":503,"times":1}
+//	DELETE /emulator/faults              clear all faults
+//	POST   /emulator/revoke?sessions=true   revoke access tokens (and refresh tokens)
+func (e *Emulator) controlRoutes(m *http.ServeMux) {
+	m.HandleFunc("GET /emulator/requests", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"requests": e.Requests(), "counters": e.Counters()})
+	})
+	m.HandleFunc("DELETE /emulator/requests", func(w http.ResponseWriter, r *http.Request) {
+		e.ResetRequests()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	m.HandleFunc("GET /emulator/artifacts", func(w http.ResponseWriter, r *http.Request) {
+		at := time.Time{}
+		if v := r.URL.Query().Get("at"); v != "" {
+			t, err := ParseAt(v, e.now())
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			at = t
+		}
+		arts, err := e.Artifacts(r.URL.Query().Get("branch"), at)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"artifacts": arts})
+	})
+	m.HandleFunc("POST /emulator/artifacts", func(w http.ResponseWriter, r *http.Request) {
+		var ch Change
+		if err := json.NewDecoder(io.LimitReader(r.Body, 64<<20)).Decode(&ch); err != nil {
+			http.Error(w, "invalid change: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if ch.Branch != "" {
+			_ = e.AddBranch(ch.Branch)
+		}
+		a, err := e.Apply(ch)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, http.StatusOK, a)
+	})
+	m.HandleFunc("PUT /emulator/faults/{class}", func(w http.ResponseWriter, r *http.Request) {
+		var in struct {
+			Kind    FaultKind `json:"kind"`
+			Latency string    `json:"latency"`
+			Status  int       `json:"status"`
+			Times   int       `json:"times"`
+		}
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil {
+			http.Error(w, "invalid fault: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		f := Fault{Kind: in.Kind, Status: in.Status, Times: in.Times}
+		if in.Latency != "" {
+			d, err := time.ParseDuration(in.Latency)
+			if err != nil {
+				http.Error(w, "invalid latency: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			f.Latency = d
+		}
+		c := Class(r.PathValue("class"))
+		switch c {
+		case ClassAll, ClassAuth, ClassQuery, ClassArtifact:
+		default:
+			http.Error(w, fmt.Sprintf("unknown class %q (all, auth, query, artifact)", c), http.StatusBadRequest)
+			return
+		}
+		switch f.Kind {
+		case FaultLatency, FaultStatus, FaultHang, FaultDrop:
+		default:
+			http.Error(w, fmt.Sprintf("unknown fault kind %q (latency, status, hang, drop)", f.Kind), http.StatusBadRequest)
+			return
+		}
+		e.SetFault(c, f)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	m.HandleFunc("DELETE /emulator/faults", func(w http.ResponseWriter, r *http.Request) {
+		e.ClearFaults()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	m.HandleFunc("POST /emulator/revoke", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("sessions") == "true" {
+			e.RevokeSessions()
+		} else {
+			e.RevokeAccessTokens()
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
