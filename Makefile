@@ -1,0 +1,69 @@
+# metalhub — everything a developer runs. Each target builds what it needs itself.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+
+GO            ?= go
+BIN           := $(CURDIR)/bin
+CONTROLLER_GEN = $(BIN)/controller-gen
+ENVTEST_ASSETS = $(BIN)/k8s/current
+GO_TEST_FLAGS ?= -count=1 -timeout 20m
+RUN_ARGS      ?=
+
+.PHONY: all
+all: build
+
+## Tools -------------------------------------------------------------------
+
+.PHONY: tools
+tools: ## Build controller-gen, kube-apiserver, kubectl and etcd into bin/ (once per version).
+	hack/tools/build.sh all >/dev/null
+
+.PHONY: controller-gen
+controller-gen:
+	hack/tools/build.sh controller-gen >/dev/null
+
+.PHONY: envtest-assets
+envtest-assets:
+	hack/tools/build.sh envtest >/dev/null
+
+## Code generation ---------------------------------------------------------
+
+.PHONY: generate
+generate: controller-gen ## Generate deepcopy functions.
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+
+.PHONY: manifests
+manifests: controller-gen ## Generate CRDs and RBAC.
+	$(CONTROLLER_GEN) crd rbac:roleName=metalhub-manager \
+	  paths=./api/... paths=./internal/... paths=./cmd/... \
+	  output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+
+.PHONY: verify
+verify: ## Fail when generated files are stale or code is not gofmt'ed.
+	hack/verify.sh
+
+## Build, run, test ----------------------------------------------------------
+
+.PHONY: build
+build: ## Build the metalhub binary into bin/.
+	$(GO) build -o $(BIN)/metalhub ./cmd/metalhub
+
+.PHONY: run
+run: build envtest-assets ## Local control plane + emulated fleet + operator.
+	$(BIN)/metalhub dev $(RUN_ARGS)
+
+.PHONY: vet
+vet:
+	$(GO) vet ./...
+
+.PHONY: test
+test: verify vet envtest-assets ## Verify, vet, unit and envtest tests.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test $(GO_TEST_FLAGS) ./...
+
+.PHONY: bench
+bench: envtest-assets ## Benchmarks (print their figures).
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
+
+.PHONY: help
+help:
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'

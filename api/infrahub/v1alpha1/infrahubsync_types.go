@@ -1,0 +1,90 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// Source says which Infrahub artifacts to deliver.
+type Source struct {
+	// InfrahubAPIURL is the base URL of the Infrahub API.
+	// +required
+	// +kubebuilder:validation:Pattern=`^(http|https)://[a-zA-Z0-9.-]+(:[0-9]+)?(?:/[a-zA-Z0-9-]+)*$`
+	InfrahubAPIURL string `json:"infrahubAPIURL"`
+	// TargetBranch is the Infrahub branch to read.
+	// +required
+	// +kubebuilder:default=main
+	TargetBranch string `json:"targetBranch"`
+	// TargetDate reads the branch as it was at this time: an RFC 3339 timestamp or a relative
+	// form such as now-2h.
+	// +optional
+	TargetDate string `json:"targetDate,omitempty"`
+	// ArtefactName is the name of the artifacts to deliver (spelt as the reference does).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	ArtefactName string `json:"artefactName"`
+}
+
+// InfrahubSyncSpec says what to fetch and where to apply it.
+type InfrahubSyncSpec struct {
+	// Source of the artifacts.
+	// +required
+	Source Source `json:"source"`
+	// Destination of the artifacts.
+	// +optional
+	Destination Destination `json:"destination,omitempty"`
+}
+
+// InfrahubSyncStatus reports the last sync.
+type InfrahubSyncStatus struct {
+	// Checksums of the artifacts applied in the last successful sync; an unchanged checksum means
+	// nothing is downloaded.
+	// +optional
+	Checksums []string `json:"checksums,omitempty"`
+	// LastError is the last error, cleared by a successful sync.
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+	// LastSyncTime is when a sync last succeeded.
+	// +optional
+	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
+	// SyncState is the state of the sync.
+	// +optional
+	SyncState State `json:"syncState,omitempty"`
+	// ObservedGeneration is the generation the status reports on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions report readiness and why not.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// InfrahubSync polls Infrahub for artifacts and keeps one VidraResource per artifact.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster
+// +kubebuilder:printcolumn:name="Artefact",type=string,JSONPath=`.spec.source.artefactName`
+// +kubebuilder:printcolumn:name="Branch",type=string,JSONPath=`.spec.source.targetBranch`
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.syncState`
+// +kubebuilder:printcolumn:name="Last Sync",type=date,JSONPath=`.status.lastSyncTime`
+// +kubebuilder:printcolumn:name="Error",type=string,JSONPath=`.status.lastError`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type InfrahubSync struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   InfrahubSyncSpec   `json:"spec,omitempty"`
+	Status InfrahubSyncStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// InfrahubSyncList is a list of InfrahubSyncs.
+type InfrahubSyncList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []InfrahubSync `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&InfrahubSync{}, &InfrahubSyncList{})
+}

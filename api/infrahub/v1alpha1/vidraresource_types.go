@@ -1,0 +1,86 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// VidraResourceSpec holds one artifact's manifest and where to apply it.
+type VidraResourceSpec struct {
+	// Destination of the manifest.
+	// +optional
+	Destination Destination `json:"destination,omitempty"`
+	// Manifest is the artifact's content: one or more YAML or JSON documents.
+	// +optional
+	Manifest string `json:"manifest,omitempty"`
+	// ReconciledAt is when the sync last wrote this manifest.
+	// +optional
+	ReconciledAt *metav1.Time `json:"reconciledAt,omitempty"`
+}
+
+// ManagedResource is one object applied from the manifest.
+type ManagedResource struct {
+	// +required
+	APIVersion string `json:"apiVersion"`
+	// +required
+	Kind string `json:"kind"`
+	// +required
+	Name string `json:"name"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// VidraResourceStatus reports the last deployment.
+type VidraResourceStatus struct {
+	// DeployState is the state of the deployment (spelt as the reference does).
+	// +optional
+	DeployState State `json:"DeployState,omitempty"`
+	// LastError is the last error, cleared by a successful apply.
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+	// LastSyncTime is when the manifest was last applied successfully.
+	// +optional
+	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
+	// ManagedResources are the objects applied from the manifest.
+	// +optional
+	ManagedResources []ManagedResource `json:"managedResources,omitempty"`
+	// ManagedResourceCount is len(managedResources), for kubectl get.
+	// +optional
+	ManagedResourceCount int32 `json:"managedResourceCount,omitempty"`
+	// ObservedGeneration is the generation the status reports on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions report readiness and why not.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// VidraResource applies one Infrahub artifact to a cluster and keeps it there.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.DeployState`
+// +kubebuilder:printcolumn:name="Resources",type=integer,JSONPath=`.status.managedResourceCount`
+// +kubebuilder:printcolumn:name="Last Sync",type=date,JSONPath=`.status.lastSyncTime`
+// +kubebuilder:printcolumn:name="Error",type=string,JSONPath=`.status.lastError`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type VidraResource struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   VidraResourceSpec   `json:"spec,omitempty"`
+	Status VidraResourceStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// VidraResourceList is a list of VidraResources.
+type VidraResourceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []VidraResource `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&VidraResource{}, &VidraResourceList{})
+}

@@ -1,0 +1,293 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ServerState is a Server's lifecycle state. The controller keeps it as its own bookkeeping in
+// metadata; status.state only mirrors it for kubectl and tools.
+// +kubebuilder:validation:Enum=Initial;Discovery;Available;Reserved;Released;Error;Maintenance;Parked
+type ServerState string
+
+const (
+	ServerStateInitial     ServerState = "Initial"
+	ServerStateDiscovery   ServerState = "Discovery"
+	ServerStateAvailable   ServerState = "Available"
+	ServerStateReserved    ServerState = "Reserved"
+	ServerStateReleased    ServerState = "Released"
+	ServerStateError       ServerState = "Error"
+	ServerStateMaintenance ServerState = "Maintenance"
+	ServerStateParked      ServerState = "Parked"
+)
+
+// ReclaimPolicy says what happens to a server when its claim goes.
+// +kubebuilder:validation:Enum=Recycle;Retain
+type ReclaimPolicy string
+
+const (
+	// ReclaimPolicyRecycle makes the server Available again.
+	ReclaimPolicyRecycle ReclaimPolicy = "Recycle"
+	// ReclaimPolicyRetain keeps it Released until its claim ref is removed by hand.
+	ReclaimPolicyRetain ReclaimPolicy = "Retain"
+)
+
+// IndicatorLED is the state of a server's locator LED.
+// +kubebuilder:validation:Enum=Unknown;Lit;Blinking;Off
+type IndicatorLED string
+
+// BMCAccess gives a server's BMC inline, for servers registered without a BMC object.
+type BMCAccess struct {
+	// Protocol to manage the BMC with.
+	// +required
+	Protocol Protocol `json:"protocol"`
+	// Address (IP or host name) of the BMC.
+	// +required
+	Address string `json:"address"`
+	// BMCSecretRef names the BMCSecret with the credentials.
+	// +required
+	BMCSecretRef corev1.LocalObjectReference `json:"bmcSecretRef"`
+}
+
+// BootOrder is one entry of a server's boot order.
+type BootOrder struct {
+	// Name of the boot device.
+	// +required
+	Name string `json:"name"`
+	// Priority of the entry; lower boots first.
+	// +required
+	Priority int `json:"priority"`
+	// Device is the boot device.
+	// +required
+	Device string `json:"device"`
+}
+
+// ServerSpec is what the controller and users want of a server.
+type ServerSpec struct {
+	// SystemUUID is the UUID of the Redfish system.
+	// +required
+	SystemUUID string `json:"systemUUID"`
+	// SystemURI is the Redfish path of the system on its BMC.
+	// +optional
+	SystemURI string `json:"systemURI,omitempty"`
+	// Power is the desired power state; the controller sets it from the lifecycle.
+	// +optional
+	Power Power `json:"power,omitempty"`
+	// IndicatorLED is the desired locator LED state.
+	// +optional
+	IndicatorLED IndicatorLED `json:"indicatorLED,omitempty"`
+	// ServerClaimRef names the claim that holds this server. Set by the claim controller; it can
+	// be removed but not re-pointed.
+	// +optional
+	ServerClaimRef *ImmutableObjectReference `json:"serverClaimRef,omitempty"`
+	// ServerMaintenanceRef names the maintenance that holds this server.
+	// +optional
+	ServerMaintenanceRef *ObjectReference `json:"serverMaintenanceRef,omitempty"`
+	// BMCRef names the BMC the server belongs to.
+	// +optional
+	BMCRef *corev1.LocalObjectReference `json:"bmcRef,omitempty"`
+	// BMC gives the BMC inline, when there is no BMC object.
+	// +optional
+	BMC *BMCAccess `json:"bmc,omitempty"`
+	// BootConfigurationRef names the ServerBootConfiguration the server boots with.
+	// +optional
+	BootConfigurationRef *ObjectReference `json:"bootConfigurationRef,omitempty"`
+	// MaintenanceBootConfigurationRef names the boot configuration used during maintenance.
+	// +optional
+	MaintenanceBootConfigurationRef *ObjectReference `json:"maintenanceBootConfigurationRef,omitempty"`
+	// BootOrder is the desired boot order.
+	// +optional
+	BootOrder []BootOrder `json:"bootOrder,omitempty"`
+	// Taints keep claims that do not tolerate them away.
+	// +optional
+	Taints []Taint `json:"taints,omitempty"`
+	// Unclaimable servers are never bound by a claim.
+	// +optional
+	// +kubebuilder:default=false
+	Unclaimable bool `json:"unclaimable,omitempty"`
+	// ReclaimPolicy says what happens when the claim goes.
+	// +optional
+	// +kubebuilder:default=Recycle
+	ReclaimPolicy ReclaimPolicy `json:"reclaimPolicy,omitempty"`
+}
+
+// Processor is one CPU of a server.
+type Processor struct {
+	// ID of the processor on the BMC.
+	// +required
+	ID string `json:"id"`
+	// +optional
+	Type string `json:"type,omitempty"`
+	// +optional
+	Architecture string `json:"architecture,omitempty"`
+	// +optional
+	InstructionSet string `json:"instructionSet,omitempty"`
+	// +optional
+	Manufacturer string `json:"manufacturer,omitempty"`
+	// +optional
+	Model string `json:"model,omitempty"`
+	// +optional
+	MaxSpeedMHz int32 `json:"maxSpeedMHz,omitempty"`
+	// +optional
+	TotalCores int32 `json:"totalCores,omitempty"`
+	// +optional
+	TotalThreads int32 `json:"totalThreads,omitempty"`
+}
+
+// LLDPNeighbor is a switch port seen on a network interface.
+type LLDPNeighbor struct {
+	// +optional
+	MACAddress string `json:"macAddress,omitempty"`
+	// +optional
+	PortID string `json:"portID,omitempty"`
+	// +optional
+	PortDescription string `json:"portDescription,omitempty"`
+	// +optional
+	SystemName string `json:"systemName,omitempty"`
+	// +optional
+	SystemDescription string `json:"systemDescription,omitempty"`
+}
+
+// NetworkInterface is a NIC of a server.
+type NetworkInterface struct {
+	// Name of the interface.
+	// +required
+	Name string `json:"name"`
+	// MACAddress of the interface.
+	// +required
+	MACAddress string `json:"macAddress"`
+	// IP is the first address of the interface.
+	// +optional
+	IP string `json:"ip,omitempty"`
+	// IPs are all addresses of the interface.
+	// +optional
+	// +kubebuilder:validation:items:Format=ip
+	IPs []string `json:"ips,omitempty"`
+	// CarrierStatus is the link state.
+	// +optional
+	CarrierStatus string `json:"carrierStatus,omitempty"`
+	// Neighbors seen over LLDP.
+	// +optional
+	Neighbors []LLDPNeighbor `json:"neighbors,omitempty"`
+}
+
+// StorageDrive is a physical drive.
+type StorageDrive struct {
+	// +optional
+	Name string `json:"name,omitempty"`
+	// +optional
+	MediaType string `json:"mediaType,omitempty"`
+	// +optional
+	Type string `json:"type,omitempty"`
+	// +optional
+	Capacity *resource.Quantity `json:"capacity,omitempty"`
+	// +optional
+	Vendor string `json:"vendor,omitempty"`
+	// +optional
+	Model string `json:"model,omitempty"`
+	// +optional
+	State string `json:"state,omitempty"`
+}
+
+// StorageVolume is a logical volume.
+type StorageVolume struct {
+	// +optional
+	Name string `json:"name,omitempty"`
+	// +optional
+	Capacity *resource.Quantity `json:"capacity,omitempty"`
+	// +optional
+	State string `json:"state,omitempty"`
+	// +optional
+	RAIDType string `json:"raidType,omitempty"`
+	// +optional
+	VolumeUsage string `json:"volumeUsage,omitempty"`
+}
+
+// Storage is a storage subsystem with its drives and volumes.
+type Storage struct {
+	// +optional
+	Name string `json:"name,omitempty"`
+	// +optional
+	State string `json:"state,omitempty"`
+	// +optional
+	Volumes []StorageVolume `json:"volumes,omitempty"`
+	// +optional
+	Drives []StorageDrive `json:"drives,omitempty"`
+}
+
+// ServerStatus is observation and report: rebuildable at any time, never read back to decide the
+// lifecycle.
+type ServerStatus struct {
+	// State mirrors the lifecycle state the controller keeps in metadata.
+	// +optional
+	State ServerState `json:"state,omitempty"`
+	// PowerState as reported by the BMC.
+	// +optional
+	PowerState PowerState `json:"powerState,omitempty"`
+	// IndicatorLED as reported by the BMC.
+	// +optional
+	IndicatorLED IndicatorLED `json:"indicatorLED,omitempty"`
+	// +optional
+	Manufacturer string `json:"manufacturer,omitempty"`
+	// +optional
+	Model string `json:"model,omitempty"`
+	// +optional
+	SKU string `json:"sku,omitempty"`
+	// +optional
+	SerialNumber string `json:"serialNumber,omitempty"`
+	// +optional
+	BIOSVersion string `json:"biosVersion,omitempty"`
+	// TotalSystemMemory of the server.
+	// +optional
+	TotalSystemMemory *resource.Quantity `json:"totalSystemMemory,omitempty"`
+	// +optional
+	Processors []Processor `json:"processors,omitempty"`
+	// +optional
+	NetworkInterfaces []NetworkInterface `json:"networkInterfaces,omitempty"`
+	// +optional
+	Storages []Storage `json:"storages,omitempty"`
+	// Conditions report what the controller saw and why it is waiting.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Server is a bare-metal machine managed through its BMC.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=srv
+// +kubebuilder:printcolumn:name="SystemUUID",type=string,JSONPath=`.spec.systemUUID`
+// +kubebuilder:printcolumn:name="Manufacturer",type=string,JSONPath=`.status.manufacturer`
+// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.status.model`,priority=1
+// +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=`.status.totalSystemMemory`,priority=1
+// +kubebuilder:printcolumn:name="SKU",type=string,JSONPath=`.status.sku`,priority=1
+// +kubebuilder:printcolumn:name="SerialNumber",type=string,JSONPath=`.status.serialNumber`,priority=1
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Power",type=string,JSONPath=`.status.powerState`
+// +kubebuilder:printcolumn:name="Claim",type=string,JSONPath=`.spec.serverClaimRef.name`
+// +kubebuilder:printcolumn:name="IndicatorLED",type=string,JSONPath=`.status.indicatorLED`,priority=1
+// +kubebuilder:printcolumn:name="Unclaimable",type=boolean,JSONPath=`.spec.unclaimable`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Server struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ServerSpec   `json:"spec,omitempty"`
+	Status ServerStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ServerList is a list of Servers.
+type ServerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Server `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Server{}, &ServerList{})
+}

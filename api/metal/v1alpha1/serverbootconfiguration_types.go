@@ -1,0 +1,72 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ServerBootConfigurationSpec is what a server boots: an image and its ignition.
+type ServerBootConfigurationSpec struct {
+	// ServerRef names the server that boots this configuration.
+	// +required
+	ServerRef corev1.LocalObjectReference `json:"serverRef"`
+	// Image is the OS image to boot.
+	// +optional
+	Image string `json:"image,omitempty"`
+	// IgnitionSecretRef names the Secret with the ignition.
+	// +optional
+	IgnitionSecretRef *corev1.LocalObjectReference `json:"ignitionSecretRef,omitempty"`
+}
+
+// ServerBootConfigurationState is set by a boot provider.
+// +kubebuilder:validation:Enum=Pending;Ready;Error
+type ServerBootConfigurationState string
+
+const (
+	ServerBootConfigurationStatePending ServerBootConfigurationState = "Pending"
+	ServerBootConfigurationStateReady   ServerBootConfigurationState = "Ready"
+	ServerBootConfigurationStateError   ServerBootConfigurationState = "Error"
+)
+
+// ServerBootConfigurationStatus reports whether the boot provider can serve the configuration.
+type ServerBootConfigurationStatus struct {
+	// State is Pending until a boot provider marks it Ready or Error.
+	// +optional
+	State ServerBootConfigurationState `json:"state,omitempty"`
+	// Conditions give the boot provider's reasons.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ServerBootConfiguration tells a boot provider what a server should network-boot.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=sbc
+// +kubebuilder:printcolumn:name="ServerRef",type=string,JSONPath=`.spec.serverRef.name`
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`
+// +kubebuilder:printcolumn:name="IgnitionRef",type=string,JSONPath=`.spec.ignitionSecretRef.name`
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ServerBootConfiguration struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ServerBootConfigurationSpec   `json:"spec,omitempty"`
+	Status ServerBootConfigurationStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ServerBootConfigurationList is a list of ServerBootConfigurations.
+type ServerBootConfigurationList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ServerBootConfiguration `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ServerBootConfiguration{}, &ServerBootConfigurationList{})
+}

@@ -1,0 +1,89 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ServerClaimSpec asks for a server, the image it boots and its power.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.serverRef) || has(self.serverRef)",message="serverRef cannot be removed once set"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.serverSelector) || has(self.serverSelector)",message="serverSelector cannot be removed once set"
+type ServerClaimSpec struct {
+	// Power is the desired power state of the claimed server.
+	// +required
+	Power Power `json:"power"`
+	// ServerRef names the server to claim. Set by the controller when binding by selector;
+	// immutable once set.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="serverRef is immutable"
+	ServerRef *corev1.LocalObjectReference `json:"serverRef,omitempty"`
+	// ServerSelector picks a server by its labels. Immutable.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="serverSelector is immutable"
+	ServerSelector *metav1.LabelSelector `json:"serverSelector,omitempty"`
+	// IgnitionSecretRef names the Secret with the ignition the server boots with.
+	// +optional
+	IgnitionSecretRef *corev1.LocalObjectReference `json:"ignitionSecretRef,omitempty"`
+	// Image is the OS image to boot.
+	// +required
+	Image string `json:"image"`
+	// Tolerations let the claim bind tainted servers.
+	// +optional
+	Tolerations []Toleration `json:"tolerations,omitempty"`
+	// UserDataRef names a Secret of type metal.ironcore.dev/user-data.
+	// +optional
+	UserDataRef *corev1.LocalObjectReference `json:"userDataRef,omitempty"`
+}
+
+// Phase is whether a claim holds a server.
+// +kubebuilder:validation:Enum=Bound;Unbound
+type Phase string
+
+const (
+	PhaseBound   Phase = "Bound"
+	PhaseUnbound Phase = "Unbound"
+)
+
+// ServerClaimStatus reports the binding.
+type ServerClaimStatus struct {
+	// Phase is Bound or Unbound.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+	// Conditions say why a claim is unbound or not ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ServerClaim claims one server for a user.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=scl
+// +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.spec.serverRef.name`
+// +kubebuilder:printcolumn:name="Ignition",type=string,JSONPath=`.spec.ignitionSecretRef.name`
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`
+// +kubebuilder:printcolumn:name="Power",type=string,JSONPath=`.spec.power`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ServerClaim struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ServerClaimSpec   `json:"spec,omitempty"`
+	Status ServerClaimStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ServerClaimList is a list of ServerClaims.
+type ServerClaimList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ServerClaim `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ServerClaim{}, &ServerClaimList{})
+}

@@ -1,0 +1,23 @@
+// Package scheme builds the runtime.Scheme every metalhub component uses: the core Kubernetes
+// kinds plus both metalhub API groups.
+package scheme
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+)
+
+// New returns a fresh scheme with every kind metalhub reads or writes.
+func New() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	utilruntime.Must(metalv1alpha1.AddToScheme(s))
+	utilruntime.Must(infrahubv1alpha1.AddToScheme(s))
+	return s
+}
