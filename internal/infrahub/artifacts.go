@@ -49,7 +49,7 @@ type Content struct {
 // do sends an authenticated request; after a 401 it renews the token (refresh,
 // else login) and tries once more, because access tokens expire or are revoked
 // between reconciles.
-func (c *Client) do(ctx context.Context, op, method, target string, body []byte) (*response, error) {
+func (c *Client) do(ctx context.Context, op, method, target string, body []byte, limit int64) (*response, error) {
 	for attempt := 0; ; attempt++ {
 		h := http.Header{}
 		var used string
@@ -63,7 +63,7 @@ func (c *Client) do(ctx context.Context, op, method, target string, body []byte)
 			used = tok
 			h.Set("Authorization", "Bearer "+tok)
 		}
-		r, err := c.send(ctx, op, method, target, body, h)
+		r, err := c.send(ctx, op, method, target, body, h, limit)
 		if err == nil && r.status == http.StatusUnauthorized && c.tokens != nil && attempt == 0 {
 			c.tokens.invalidate(used)
 			continue
@@ -99,7 +99,7 @@ func (c *Client) QueryArtifacts(ctx context.Context, query, artifactName string,
 	if err != nil {
 		return nil, &Error{Op: op, Kind: ErrInvalidRequest, Err: err}
 	}
-	r, err := c.do(ctx, op, http.MethodPost, c.endpoint("/api/query/"+url.PathEscape(query), q), body)
+	r, err := c.do(ctx, op, http.MethodPost, c.endpoint("/api/query/"+url.PathEscape(query), q), body, c.jsonLimit())
 	if err != nil {
 		return nil, tooLargeOr(op, err)
 	}
@@ -169,12 +169,9 @@ func (c *Client) DownloadArtifact(ctx context.Context, id string, t Target) (*Co
 	if err != nil {
 		return nil, err
 	}
-	r, err := c.do(ctx, op, http.MethodGet, c.endpoint("/api/artifact/"+url.PathEscape(id), q), nil)
-	if errors.Is(err, errTooLarge) {
-		return nil, &Error{Op: op, Kind: ErrTooLarge, StatusCode: r.status,
-			Err: fmt.Errorf("artifact exceeds %d bytes", c.cfg.MaxBodyBytes)}
-	}
-	if err != nil {
+	r, err := c.do(ctx, op, http.MethodGet, c.endpoint("/api/artifact/"+url.PathEscape(id), q), nil, c.cfg.MaxBodyBytes)
+	tooLarge := err == errTooLarge //nolint:errorlint // send returns the bare sentinel; a wrapped one came from the login
+	if err != nil && !tooLarge {
 		return nil, err
 	}
 	switch {
@@ -182,6 +179,9 @@ func (c *Client) DownloadArtifact(ctx context.Context, id string, t Target) (*Co
 		return nil, &Error{Op: op, Kind: ErrArtifactNotFound, StatusCode: r.status, Messages: serverMessages(r.body)}
 	case r.status != http.StatusOK:
 		return nil, statusError(op, r)
+	case tooLarge:
+		return nil, &Error{Op: op, Kind: ErrTooLarge, StatusCode: r.status,
+			Err: fmt.Errorf("artifact exceeds %d bytes", c.cfg.MaxBodyBytes)}
 	}
 	return &Content{Data: r.body, ContentType: r.contentType}, nil
 }

@@ -85,7 +85,7 @@ func (ts *tokenSource) renew(ctx context.Context) (string, error) {
 func (ts *tokenSource) login(ctx context.Context) (string, error) {
 	const op = "log in"
 	body, _ := json.Marshal(map[string]string{"username": ts.c.cfg.Username, "password": ts.c.cfg.Password})
-	r, err := ts.c.send(ctx, op, http.MethodPost, ts.c.endpoint("/api/auth/login", nil), body, nil)
+	r, err := ts.c.send(ctx, op, http.MethodPost, ts.c.endpoint("/api/auth/login", nil), body, nil, ts.c.jsonLimit())
 	if err != nil {
 		return "", tooLargeOr(op, err)
 	}
@@ -112,7 +112,7 @@ func (ts *tokenSource) login(ctx context.Context) (string, error) {
 func (ts *tokenSource) refreshAccess(ctx context.Context, refresh string) (string, error) {
 	const op = "refresh token"
 	h := http.Header{"Authorization": {"Bearer " + refresh}}
-	r, err := ts.c.send(ctx, op, http.MethodPost, ts.c.endpoint("/api/auth/refresh", nil), nil, h)
+	r, err := ts.c.send(ctx, op, http.MethodPost, ts.c.endpoint("/api/auth/refresh", nil), nil, h, ts.c.jsonLimit())
 	if err != nil {
 		return "", tooLargeOr(op, err)
 	}

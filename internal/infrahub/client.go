@@ -155,12 +155,16 @@ type response struct {
 	body        []byte
 }
 
-// errTooLarge marks a body cut at MaxBodyBytes.
+// errTooLarge marks a body cut at its limit.
 var errTooLarge = errors.New("body exceeds limit")
+
+// jsonLimit bounds JSON answers (login, query results). It does not shrink
+// with a small MaxBodyBytes, which is about artifacts.
+func (c *Client) jsonLimit() int64 { return max(c.cfg.MaxBodyBytes, 8<<20) }
 
 // send performs one HTTP request with its own timeout and reads the whole
 // (size-limited) body before the deadline is released.
-func (c *Client) send(ctx context.Context, op, method, target string, body []byte, header http.Header) (*response, error) {
+func (c *Client) send(ctx context.Context, op, method, target string, body []byte, header http.Header, limit int64) (*response, error) {
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	var rd io.Reader
@@ -183,11 +187,11 @@ func (c *Client) send(ctx context.Context, op, method, target string, body []byt
 		return nil, transportError(op, ctx, stripURL(err))
 	}
 	defer func() { _ = resp.Body.Close() }()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxBodyBytes+1))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		return nil, transportError(op, ctx, err)
 	}
-	if int64(len(data)) > c.cfg.MaxBodyBytes {
+	if int64(len(data)) > limit {
 		return &response{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type")}, errTooLarge
 	}
 	return &response{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: data}, nil
