@@ -35,7 +35,7 @@ generate: controller-gen ## Generate deepcopy functions.
 .PHONY: manifests
 manifests: controller-gen ## Generate CRDs and RBAC.
 	$(CONTROLLER_GEN) crd rbac:roleName=metalhub-manager \
-	  paths=./api/... paths=./internal/... paths=./cmd/... \
+	  paths=./api/... paths=./internal/manager/... paths=./internal/controller/... \
 	  output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 
 .PHONY: verify
