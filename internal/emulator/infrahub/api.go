@@ -110,28 +110,37 @@ func (e *Emulator) handleQuery(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": err.Error()})
 		return
 	}
+	status, body := e.runQuery(w, r, names, filtered)
+	if body != nil {
+		writeJSON(w, status, body)
+	}
+}
+
+// runQuery evaluates a stored query under the lock; the answer is written
+// after it is released so a slow reader cannot stall the emulator. A nil
+// body means the answer (an error) was already written.
+func (e *Emulator) runQuery(w http.ResponseWriter, r *http.Request, names map[string]bool, filtered bool) (int, any) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.authenticate(w, r) {
-		return
+		return 0, nil
 	}
 	branch, at, ok := e.branchAt(w, r)
 	if !ok {
-		return
+		return 0, nil
 	}
 	name := r.PathValue("name")
 	failures, known := e.queries[name]
 	switch {
 	case !known:
 		writeErrors(w, http.StatusNotFound, fmt.Sprintf("Unable to find the CoreGraphQLQuery %s", name))
-		return
+		return 0, nil
 	case len(failures) > 0:
 		errs := make([]map[string]any, 0, len(failures))
 		for _, m := range failures {
 			errs = append(errs, map[string]any{"message": m, "path": []string{"CoreArtifact"}})
 		}
-		writeJSON(w, http.StatusBadGateway, map[string]any{"data": nil, "errors": errs})
-		return
+		return http.StatusBadGateway, map[string]any{"data": nil, "errors": errs}
 	}
 	edges := []any{}
 	for _, a := range e.store.list(branch, at) {
@@ -145,7 +154,7 @@ func (e *Emulator) handleQuery(w http.ResponseWriter, r *http.Request) {
 			"name":       map[string]any{"value": a.Name},
 		}})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": map[string]any{"CoreArtifact": map[string]any{"edges": edges}}})
+	return http.StatusOK, map[string]any{"data": map[string]any{"CoreArtifact": map[string]any{"edges": edges}}}
 }
 
 // artifactNames reads the artifactname variable ([String]: a single string
