@@ -146,8 +146,9 @@ func Messages(err error) []string {
 	return nil
 }
 
-// transportError classifies a failure to get a response at all.
-// reqCtx is the per-request context (carrying our timeout), parent the caller's.
+// transportError classifies a failure to get a response at all. parent is
+// the caller's context: its cancellation is Canceled, while our own
+// per-request deadline (or the caller's) is Timeout.
 func transportError(op string, parent context.Context, err error) *Error {
 	kind := ErrUnavailable
 	var (
