@@ -1,0 +1,387 @@
+// Package redfish emulates a fleet of Redfish BMCs in one process: each BMC
+// has its own listener, one or more systems with deterministic, vendor-shaped
+// inventory, sessions and Basic auth, asynchronous power, boot overrides with
+// ETags, a run-time fault menu, a recorder of power and boot actions and a
+// hook fired when a system PXE-boots.
+package redfish
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// Options configure an Emulator. Zero values get defaults.
+type Options struct {
+	// BMCs is the number of BMCs (default 1).
+	BMCs int
+	// SystemsPerBMC is the number of systems behind each BMC (default 1).
+	SystemsPerBMC int
+	// Host is the listen address (default 127.0.0.1).
+	Host string
+	// BasePort > 0 puts BMC i on BasePort+i; 0 picks free ports.
+	BasePort int
+	// Seed makes inventories deterministic (same seed, same fleet).
+	Seed uint64
+	// Username and Password are accepted by every BMC (default admin/password).
+	Username, Password string
+	// PowerDelay is how long a power transition takes (default 3s; set a
+	// negative value for instant transitions).
+	PowerDelay time.Duration
+	// TLS serves HTTPS with a self-signed certificate (see CACertPEM).
+	TLS bool
+	// MaxSessions caps open sessions per BMC, like real BMCs (default 16).
+	MaxSessions int
+	// SessionTimeout expires idle sessions (default 30m).
+	SessionTimeout time.Duration
+	// InitialPower is the power state systems start in (default Off).
+	InitialPower string
+	// OnBoot is called (in its own goroutine) when a system finishes powering
+	// on while a PXE boot override is set.
+	OnBoot func(BootEvent)
+	// Logger receives lifecycle messages.
+	Logger logr.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.BMCs <= 0 {
+		o.BMCs = 1
+	}
+	if o.SystemsPerBMC <= 0 {
+		o.SystemsPerBMC = 1
+	}
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	if o.Username == "" {
+		o.Username = "admin"
+	}
+	if o.Password == "" {
+		o.Password = "password"
+	}
+	switch {
+	case o.PowerDelay == 0:
+		o.PowerDelay = 3 * time.Second
+	case o.PowerDelay < 0:
+		o.PowerDelay = 0
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = 16
+	}
+	if o.SessionTimeout <= 0 {
+		o.SessionTimeout = 30 * time.Minute
+	}
+	if o.InitialPower == "" {
+		o.InitialPower = PowerOff
+	}
+	return o
+}
+
+// Power states as Redfish spells them.
+const (
+	PowerOn          = "On"
+	PowerOff         = "Off"
+	PowerPoweringOn  = "PoweringOn"
+	PowerPoweringOff = "PoweringOff"
+)
+
+// Emulator is a running fleet of emulated BMCs.
+type Emulator struct {
+	opts    Options
+	bmcs    []*BMC
+	servers []*http.Server
+	tlsCfg  *tls.Config
+	caPEM   []byte
+	closing chan struct{}
+	wg      sync.WaitGroup
+	hook    atomic.Pointer[func(BootEvent)]
+	rec     recorder
+	started bool
+	closed  sync.Once
+}
+
+// New builds the fleet (no listening yet: see Start).
+func New(opts Options) (*Emulator, error) {
+	opts = opts.withDefaults()
+	e := &Emulator{opts: opts, closing: make(chan struct{})}
+	if opts.OnBoot != nil {
+		e.SetBootHook(opts.OnBoot)
+	}
+	if opts.TLS {
+		cfg, caPEM, err := selfSignedTLS(opts.Host)
+		if err != nil {
+			return nil, fmt.Errorf("generate TLS certificate: %w", err)
+		}
+		e.tlsCfg, e.caPEM = cfg, caPEM
+	}
+	for i := range opts.BMCs {
+		e.bmcs = append(e.bmcs, newBMC(e, i))
+	}
+	return e, nil
+}
+
+// Start opens one listener per BMC and serves until Close.
+func (e *Emulator) Start() error {
+	if e.started {
+		return errors.New("emulator already started")
+	}
+	e.started = true
+	var listeners []net.Listener
+	for i, b := range e.bmcs {
+		port := 0
+		if e.opts.BasePort > 0 {
+			port = e.opts.BasePort + i
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort(e.opts.Host, strconv.Itoa(port)))
+		if err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return fmt.Errorf("listen for BMC %d: %w", i, err)
+		}
+		scheme := "http"
+		if e.tlsCfg != nil {
+			l = tls.NewListener(l, e.tlsCfg)
+			scheme = "https"
+		}
+		b.url = scheme + "://" + l.Addr().String()
+		listeners = append(listeners, l)
+	}
+	for i, l := range listeners {
+		srv := &http.Server{
+			Handler:           e.bmcs[i],
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			// Dropped and hung connections are part of the fault menu, not news.
+			ErrorLog: log.New(io.Discard, "", 0),
+		}
+		e.servers = append(e.servers, srv)
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			_ = srv.Serve(l)
+		}()
+	}
+	e.opts.Logger.V(1).Info("emulator started", "bmcs", len(e.bmcs), "systemsPerBMC", e.opts.SystemsPerBMC)
+	return nil
+}
+
+// Start is New followed by Emulator.Start.
+func Start(opts Options) (*Emulator, error) {
+	e, err := New(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.Start(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Close stops every BMC, releasing hung requests and pending power timers.
+func (e *Emulator) Close() error {
+	e.closed.Do(func() {
+		close(e.closing)
+		for _, s := range e.servers {
+			_ = s.Close()
+		}
+		e.wg.Wait()
+		for _, b := range e.bmcs {
+			for _, s := range b.systems {
+				s.stopTimer()
+			}
+		}
+	})
+	return nil
+}
+
+// Shutdown closes the emulator when ctx is done; handy for commands.
+func (e *Emulator) Shutdown(ctx context.Context) error {
+	<-ctx.Done()
+	return e.Close()
+}
+
+// BMCs returns every BMC, in index order.
+func (e *Emulator) BMCs() []*BMC { return e.bmcs }
+
+// BMC returns BMC i (nil when out of range).
+func (e *Emulator) BMC(i int) *BMC {
+	if i < 0 || i >= len(e.bmcs) {
+		return nil
+	}
+	return e.bmcs[i]
+}
+
+// CACertPEM is the certificate to trust when Options.TLS is set.
+func (e *Emulator) CACertPEM() []byte { return e.caPEM }
+
+// SetBootHook replaces the boot hook (nil removes it).
+func (e *Emulator) SetBootHook(fn func(BootEvent)) {
+	if fn == nil {
+		e.hook.Store(nil)
+		return
+	}
+	e.hook.Store(&fn)
+}
+
+// Records returns every recorded power action and boot override change.
+func (e *Emulator) Records() []Record { return e.rec.list() }
+
+// ClearRecords forgets the recorded actions.
+func (e *Emulator) ClearRecords() { e.rec.clear() }
+
+// Options returns the effective options.
+func (e *Emulator) Options() Options { return e.opts }
+
+// BMC is one emulated BMC with its systems.
+type BMC struct {
+	em        *Emulator
+	index     int
+	url       string
+	profile   *profile
+	managerID string
+	mgrModel  string
+	mgrFW     string
+	mgrMAC    string
+	mgrUUID   string
+	systems   []*System
+	byID      map[string]*System
+
+	faults atomic.Pointer[Faults]
+	creds  atomic.Pointer[[2]string]
+
+	sessMu   sync.Mutex
+	sessions map[string]*session // by token
+	nextSess int
+
+	requests, inFlight, maxInFlight  atomic.Int64
+	sessionsCreated, sessionsDeleted atomic.Int64
+	unauthorized                     atomic.Int64
+	tasks                            atomic.Int64
+}
+
+func newBMC(e *Emulator, i int) *BMC {
+	r := rand.New(rand.NewPCG(e.opts.Seed, uint64(i)+1))
+	p := &profiles[r.IntN(len(profiles))]
+	b := &BMC{
+		em: e, index: i, profile: p, managerID: p.managerID, mgrModel: p.managerModel,
+		mgrFW:    p.firmware[r.IntN(len(p.firmware))],
+		mgrMAC:   makeMAC(p.macOUI, 0x800000+i),
+		mgrUUID:  makeUUID(r, 0x40000000+i),
+		byID:     map[string]*System{},
+		sessions: map[string]*session{},
+	}
+	b.creds.Store(&[2]string{e.opts.Username, e.opts.Password})
+	b.faults.Store(&Faults{})
+	style := idStyle(r.IntN(3))
+	for k := range e.opts.SystemsPerBMC {
+		idx := i*e.opts.SystemsPerBMC + k
+		hw := generateSystem(p, r, idx, k, e.opts.SystemsPerBMC, style)
+		s := &System{bmc: b, hw: hw, power: e.opts.InitialPower, etag: 1}
+		s.boot = BootOverride{Enabled: "Disabled", Target: "None"}
+		if p.uefi {
+			s.boot.Mode = "UEFI"
+		}
+		b.systems = append(b.systems, s)
+		b.byID[hw.ID] = s
+	}
+	return b
+}
+
+// Index is the BMC's position in the fleet.
+func (b *BMC) Index() int { return b.index }
+
+// URL is the BMC base URL, e.g. http://127.0.0.1:8000 (empty before Start).
+func (b *BMC) URL() string { return b.url }
+
+// Credentials returns the accepted username and password.
+func (b *BMC) Credentials() (string, string) {
+	c := b.creds.Load()
+	return c[0], c[1]
+}
+
+// SetCredentials changes the accepted credentials (existing sessions stay).
+func (b *BMC) SetCredentials(username, password string) {
+	b.creds.Store(&[2]string{username, password})
+}
+
+// Vendor is the profile name shaping this BMC ("dell", "hpe", ...).
+func (b *BMC) Vendor() string { return b.profile.name }
+
+// SystemIDs lists the Redfish Ids of this BMC's systems.
+func (b *BMC) SystemIDs() []string {
+	out := make([]string, len(b.systems))
+	for i, s := range b.systems {
+		out[i] = s.hw.ID
+	}
+	return out
+}
+
+// System returns a system by Redfish Id (nil when unknown).
+func (b *BMC) System(id string) *System { return b.byID[id] }
+
+// Systems returns every system.
+func (b *BMC) Systems() []*System { return b.systems }
+
+// Faults returns the active faults.
+func (b *BMC) Faults() Faults { return *b.faults.Load() }
+
+// SetFaults replaces the active faults; they apply to the next request.
+func (b *BMC) SetFaults(f Faults) { b.faults.Store(&f) }
+
+// ClearFaults removes every fault.
+func (b *BMC) ClearFaults() { b.faults.Store(&Faults{}) }
+
+// Stats are request and session counters for one BMC.
+type Stats struct {
+	Requests        int64 `json:"requests"`
+	InFlight        int64 `json:"inFlight"`
+	MaxInFlight     int64 `json:"maxInFlight"`
+	SessionsCreated int64 `json:"sessionsCreated"`
+	SessionsDeleted int64 `json:"sessionsDeleted"`
+	ActiveSessions  int   `json:"activeSessions"`
+	Unauthorized    int64 `json:"unauthorized"`
+}
+
+// Stats returns the counters.
+func (b *BMC) Stats() Stats {
+	b.sessMu.Lock()
+	active := len(b.sessions)
+	b.sessMu.Unlock()
+	return Stats{
+		Requests: b.requests.Load(), InFlight: b.inFlight.Load(), MaxInFlight: b.maxInFlight.Load(),
+		SessionsCreated: b.sessionsCreated.Load(), SessionsDeleted: b.sessionsDeleted.Load(),
+		ActiveSessions: active, Unauthorized: b.unauthorized.Load(),
+	}
+}
+
+// ResetStats zeroes the counters (not the open sessions).
+func (b *BMC) ResetStats() {
+	b.requests.Store(0)
+	b.maxInFlight.Store(b.inFlight.Load())
+	b.sessionsCreated.Store(0)
+	b.sessionsDeleted.Store(0)
+	b.unauthorized.Store(0)
+}
+
+// ExpireSessions deletes every open session, as a BMC reboot or session
+// timeout would; clients must log in again. It returns how many were open.
+func (b *BMC) ExpireSessions() int {
+	b.sessMu.Lock()
+	defer b.sessMu.Unlock()
+	n := len(b.sessions)
+	clear(b.sessions)
+	return n
+}

@@ -1,0 +1,67 @@
+package redfish
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Faults is the per-BMC fault menu; each field mimics something real BMCs do.
+// Set it with BMC.SetFaults or PUT /emulator/bmcs/{i}/faults.
+type Faults struct {
+	// Latency delays every answer.
+	Latency Duration `json:"latency,omitempty"`
+	// Status answers every request with this HTTP status (e.g. 503).
+	Status int `json:"status,omitempty"`
+	// Unauthorized rejects every authenticated request and login with 401,
+	// as after a password change on the BMC.
+	Unauthorized bool `json:"unauthorized,omitempty"`
+	// Hang accepts requests and never answers.
+	Hang bool `json:"hang,omitempty"`
+	// DropConnection closes the TCP connection without answering.
+	DropConnection bool `json:"dropConnection,omitempty"`
+	// CloseConnections answers with Connection: close (no keep-alive).
+	CloseConnections bool `json:"closeConnections,omitempty"`
+	// NoSessionService removes SessionService: only Basic auth works.
+	NoSessionService bool `json:"noSessionService,omitempty"`
+	// BrokenCollections answers a status for a collection and everything
+	// below it, by collection name: {"Memory": 404, "Processors": 501,
+	// "Storage": 500, "EthernetInterfaces": 500, "SimpleStorage": 501}.
+	BrokenCollections map[string]int `json:"brokenCollections,omitempty"`
+	// StrictETag answers 412 to a PATCH without If-Match (a mismatching
+	// If-Match always gets 412).
+	StrictETag bool `json:"strictETag,omitempty"`
+	// IgnoreGracefulShutdown accepts GracefulShutdown/GracefulRestart but
+	// never acts on them, like a host whose OS ignores ACPI.
+	IgnoreGracefulShutdown bool `json:"ignoreGracefulShutdown,omitempty"`
+	// BootReadbackContinuous reads a Once override back as Continuous.
+	BootReadbackContinuous bool `json:"bootReadbackContinuous,omitempty"`
+}
+
+// Duration is a time.Duration that reads "250ms" or nanoseconds from JSON.
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string like "250ms".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON accepts "250ms" or a number of nanoseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("parse duration %q: %w", s, err)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return fmt.Errorf("duration must be a string like \"250ms\" or nanoseconds: %w", err)
+	}
+	*d = Duration(n)
+	return nil
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }

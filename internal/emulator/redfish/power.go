@@ -1,0 +1,293 @@
+package redfish
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// BootOverride is the Boot.BootSourceOverride* triple.
+type BootOverride struct {
+	Enabled string `json:"enabled"`
+	Target  string `json:"target"`
+	Mode    string `json:"mode,omitempty"`
+}
+
+// BootEvent is what the boot hook receives when a system powers on with a
+// PXE override set. A discovery agent can use the MACs to answer the boot.
+type BootEvent struct {
+	Time         time.Time `json:"time"`
+	BMC          int       `json:"bmc"`
+	Address      string    `json:"address"`
+	SystemID     string    `json:"systemId"`
+	UUID         string    `json:"uuid"`
+	SerialNumber string    `json:"serialNumber"`
+	// MACs are the host NIC MACs, the PXE-capable (first connected) NIC first.
+	MACs []string `json:"macs"`
+	// Enabled is Once (consumed by this boot) or Continuous.
+	Enabled string `json:"enabled"`
+	Target  string `json:"target"`
+	Mode    string `json:"mode,omitempty"`
+}
+
+// Record is one accepted power action or boot override change.
+type Record struct {
+	Seq       int64         `json:"seq"`
+	Time      time.Time     `json:"time"`
+	BMC       int           `json:"bmc"`
+	Address   string        `json:"address"`
+	SystemID  string        `json:"systemId"`
+	Action    string        `json:"action"` // "Reset" or "BootOverride"
+	ResetType string        `json:"resetType,omitempty"`
+	Boot      *BootOverride `json:"boot,omitempty"`
+}
+
+// Record actions.
+const (
+	ActionReset        = "Reset"
+	ActionBootOverride = "BootOverride"
+)
+
+// maxRecords bounds the recorder so a long soak cannot eat memory.
+const maxRecords = 100000
+
+type recorder struct {
+	mu   sync.Mutex
+	seq  int64
+	recs []Record
+}
+
+func (r *recorder) add(rec Record) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seq++
+	rec.Seq = r.seq
+	if len(r.recs) >= maxRecords {
+		r.recs = slices.Delete(r.recs, 0, len(r.recs)/10)
+	}
+	r.recs = append(r.recs, rec)
+}
+
+func (r *recorder) list() []Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.recs)
+}
+
+func (r *recorder) clear() {
+	r.mu.Lock()
+	r.recs = nil
+	r.mu.Unlock()
+}
+
+// System is one emulated computer system.
+type System struct {
+	bmc *BMC
+	hw  hardware
+
+	mu    sync.Mutex
+	power string
+	boot  BootOverride
+	led   string
+	etag  uint64
+	gen   uint64 // bumps on every power action; stale timers see it and stop
+	timer *time.Timer
+}
+
+// ID is the Redfish Id.
+func (s *System) ID() string { return s.hw.ID }
+
+// UUID is the system UUID.
+func (s *System) UUID() string { return s.hw.UUID }
+
+// SerialNumber is the system serial number.
+func (s *System) SerialNumber() string { return s.hw.Serial }
+
+// MACs lists the host NIC MACs in NIC order.
+func (s *System) MACs() []string {
+	out := make([]string, len(s.hw.NICs))
+	for i, n := range s.hw.NICs {
+		out[i] = n.MAC
+	}
+	return out
+}
+
+// PowerState is the current power state.
+func (s *System) PowerState() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.power
+}
+
+// Boot is the current boot override (as stored, not as read back).
+func (s *System) Boot() BootOverride {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.boot
+}
+
+// SetPowerState forces a power state at once (test setup; not recorded).
+func (s *System) SetPowerState(state string) {
+	s.mu.Lock()
+	s.gen++
+	s.power = state
+	s.etag++
+	s.mu.Unlock()
+}
+
+func (s *System) stopTimer() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gen++
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+}
+
+func (s *System) allowedResetTypes() []string { return s.bmc.profile.resetTypes }
+
+// reset applies a ResetType; the caller validated it. Transitions run on
+// timers so the BMC answers at once and PowerState moves later.
+func (s *System) reset(resetType string, ignoreGraceful bool) {
+	delay := s.bmc.em.opts.PowerDelay
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	on := s.power == PowerOn || s.power == PowerPoweringOn
+	switch resetType {
+	case "On", "ForceOn":
+		if !on {
+			s.transitionLocked(PowerPoweringOn, PowerOn, delay)
+		}
+	case "ForceOff":
+		if on || s.power == PowerPoweringOff {
+			s.transitionLocked(PowerPoweringOff, PowerOff, delay)
+		}
+	case "GracefulShutdown":
+		if ignoreGraceful {
+			return // some OSes never act on the ACPI request
+		}
+		if on {
+			s.transitionLocked(PowerPoweringOff, PowerOff, delay)
+		}
+	case "PushPowerButton":
+		if on {
+			if !ignoreGraceful {
+				s.transitionLocked(PowerPoweringOff, PowerOff, delay)
+			}
+		} else {
+			s.transitionLocked(PowerPoweringOn, PowerOn, delay)
+		}
+	case "GracefulRestart":
+		if ignoreGraceful && on {
+			return
+		}
+		s.restartLocked(delay)
+	case "ForceRestart", "PowerCycle":
+		s.restartLocked(delay)
+	case "Nmi":
+	}
+}
+
+// restartLocked goes through PoweringOff then PoweringOn; an Off system
+// simply powers on, as most BMCs do.
+func (s *System) restartLocked(delay time.Duration) {
+	if s.power == PowerOff || s.power == PowerPoweringOff {
+		s.transitionLocked(PowerPoweringOn, PowerOn, delay)
+		return
+	}
+	s.gen++
+	gen := s.gen
+	s.power = PowerPoweringOff
+	s.etag++
+	s.schedule(delay/2, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.gen != gen {
+			return
+		}
+		s.transitionLocked(PowerPoweringOn, PowerOn, delay-delay/2)
+	})
+}
+
+// transitionLocked sets an intermediate state now and the final one after
+// delay, firing the boot hook when the system reaches On.
+func (s *System) transitionLocked(mid, final string, delay time.Duration) {
+	s.gen++
+	gen := s.gen
+	if delay <= 0 {
+		s.settleLocked(final)
+		return
+	}
+	s.power = mid
+	s.etag++
+	s.schedule(delay, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.gen != gen {
+			return
+		}
+		s.settleLocked(final)
+	})
+}
+
+func (s *System) schedule(d time.Duration, f func()) {
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	select {
+	case <-s.bmc.em.closing:
+		return
+	default:
+	}
+	s.timer = time.AfterFunc(d, f)
+}
+
+func (s *System) settleLocked(final string) {
+	s.power = final
+	s.etag++
+	if final != PowerOn || s.boot.Target != "Pxe" || (s.boot.Enabled != "Once" && s.boot.Enabled != "Continuous") {
+		return
+	}
+	ev := BootEvent{
+		Time: time.Now(), BMC: s.bmc.index, Address: s.bmc.url, SystemID: s.hw.ID,
+		UUID: s.hw.UUID, SerialNumber: s.hw.Serial, Enabled: s.boot.Enabled,
+		Target: s.boot.Target, Mode: s.boot.Mode, MACs: s.pxeOrderedMACs(),
+	}
+	if s.boot.Enabled == "Once" {
+		// Real BMCs consume a one-time override on the boot that uses it.
+		s.boot.Enabled = "Disabled"
+	}
+	if hook := s.bmc.em.hook.Load(); hook != nil {
+		go (*hook)(ev)
+	}
+}
+
+func (s *System) pxeOrderedMACs() []string {
+	var first, rest []string
+	for _, n := range s.hw.NICs {
+		if n.Connected && first == nil {
+			first = append(first, n.MAC)
+			continue
+		}
+		rest = append(rest, n.MAC)
+	}
+	return append(first, rest...)
+}
+
+func (s *System) etagLocked() string { return `W/"` + itoa(int64(s.etag)) + `"` }
+
+func validBootTarget(t string) bool {
+	return slices.Contains(bootTargets, t)
+}
+
+var bootTargets = []string{"None", "Pxe", "Hdd", "Cd", "Usb", "BiosSetup", "UefiShell", "UefiHttp"}
+
+func normalizeEnabled(v string) string {
+	for _, e := range []string{"Disabled", "Once", "Continuous"} {
+		if strings.EqualFold(e, v) {
+			return e
+		}
+	}
+	return ""
+}
