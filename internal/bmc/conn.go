@@ -336,5 +336,4 @@ func lastSegment(p string) string {
 	return p
 }
 
-
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -123,12 +123,12 @@ type BootOverride struct {
 
 // Inventory is the hardware description of one system.
 type Inventory struct {
-	System     SystemInfo     `json:"system"`
-	Processors []Processor    `json:"processors,omitempty"`
-	Memory     MemoryInfo     `json:"memory"`
-	NICs       []NIC          `json:"nics,omitempty"`
-	Storage    StorageInfo    `json:"storage"`
-	Manager    *ManagerInfo   `json:"manager,omitempty"`
+	System     SystemInfo   `json:"system"`
+	Processors []Processor  `json:"processors,omitempty"`
+	Memory     MemoryInfo   `json:"memory"`
+	NICs       []NIC        `json:"nics,omitempty"`
+	Storage    StorageInfo  `json:"storage"`
+	Manager    *ManagerInfo `json:"manager,omitempty"`
 	// FailedSections lists the sections that could not be read (fully or in
 	// part); the rest of the inventory is still valid.
 	FailedSections []SectionError `json:"failedSections,omitempty"`
