@@ -2,6 +2,8 @@
 //
 //	metalhub [manager flags]          run the operator (same as `metalhub manager`)
 //	metalhub manager [flags]          run the operator
+//	metalhub dev [flags]              local control plane + the operator, for a first look
+//	metalhub emulate infrahub [flags] an Infrahub API emulator
 //	metalhub version                  print the version
 //
 // Run `metalhub <command> -h` for a command's flags.
@@ -36,6 +38,8 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"manager": {"run the operator", runManager},
+		"dev":     {"local control plane + the operator, for a first look", runDev},
+		"emulate": {"run an emulator: infrahub", runEmulate},
 		"version": {"print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) int {
 			fmt.Fprintln(stdout, version)
 			return 0
