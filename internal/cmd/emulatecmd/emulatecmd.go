@@ -1,0 +1,155 @@
+// Package emulatecmd implements "metalhub emulate bmc": a fleet of emulated
+// Redfish BMCs on consecutive ports, for trying metalhub without hardware.
+package emulatecmd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/metalhub/metalhub/internal/emulator/redfish"
+)
+
+const usage = `usage: emulate bmc [flags]
+
+Runs emulated Redfish BMCs until interrupted. BMC i listens on the --listen
+port + i (port 0 picks free ports). Each line printed names one BMC, its URL,
+credentials and system IDs.
+
+flags:
+`
+
+// Main runs the command; args exclude the leading "emulate".
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "bmc" {
+		newFlags(stderr).fs.Usage()
+		return 2
+	}
+	f := newFlags(stderr)
+	if err := f.fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if f.fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "error: unexpected arguments %q\n", f.fs.Args())
+		return 2
+	}
+	opts, err := f.options()
+	if err != nil {
+		fmt.Fprintf(stderr, "error: %v\n", err)
+		return 2
+	}
+	out := &lockedWriter{w: stdout}
+	opts.OnBoot = func(ev redfish.BootEvent) {
+		fmt.Fprintf(out, "pxe-boot bmc=%d system=%s uuid=%s macs=%s\n", ev.BMC, ev.SystemID, ev.UUID, strings.Join(ev.MACs, ","))
+	}
+	em, err := redfish.Start(opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "error: start emulator: %v\n", err)
+		return 1
+	}
+	defer em.Close()
+
+	var ctl *http.Server
+	if f.control != "" {
+		l, err := net.Listen("tcp", f.control)
+		if err != nil {
+			fmt.Fprintf(stderr, "error: listen for the control API on %s: %v\n", f.control, err)
+			return 1
+		}
+		ctl = &http.Server{Handler: em.ControlHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = ctl.Serve(l) }()
+		defer ctl.Close()
+		fmt.Fprintf(out, "control http://%s/emulator/bmcs (records: /emulator/records)\n", l.Addr())
+	}
+	delay := "instant"
+	if opts.PowerDelay > 0 {
+		delay = opts.PowerDelay.String()
+	}
+	fmt.Fprintf(out, "emulating %d BMCs with %d system(s) each, power delay %s\n", opts.BMCs, opts.SystemsPerBMC, delay)
+	for _, b := range em.BMCs() {
+		i := b.Info()
+		fmt.Fprintf(out, "bmc %d %s username=%s password=%s vendor=%s systems=%s\n",
+			i.Index, i.URL, i.Username, i.Password, i.Vendor, strings.Join(i.SystemIDs, ","))
+	}
+	if opts.TLS {
+		fmt.Fprintf(out, "ca-certificate:\n%s", em.CACertPEM())
+	}
+	<-ctx.Done()
+	return 0
+}
+
+type flags struct {
+	fs                 *flag.FlagSet
+	servers, perBMC    int
+	listen, control    string
+	username, password string
+	powerDelay         time.Duration
+	seed               uint64
+	tls                bool
+	maxSessions        int
+}
+
+func newFlags(stderr io.Writer) *flags {
+	f := &flags{fs: flag.NewFlagSet("emulate bmc", flag.ContinueOnError)}
+	f.fs.SetOutput(stderr)
+	f.fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		f.fs.PrintDefaults()
+	}
+	f.fs.IntVar(&f.servers, "servers", 1, "number of BMCs")
+	f.fs.IntVar(&f.perBMC, "systems-per-bmc", 1, "systems behind each BMC")
+	f.fs.StringVar(&f.listen, "listen", "127.0.0.1:8000", "address of BMC 0; BMC i uses port+i (port 0: free ports)")
+	f.fs.StringVar(&f.control, "control", "", "address for the control API (faults, records), e.g. 127.0.0.1:7999; empty: off")
+	f.fs.StringVar(&f.username, "username", "admin", "username every BMC accepts")
+	f.fs.StringVar(&f.password, "password", "password", "password every BMC accepts")
+	f.fs.DurationVar(&f.powerDelay, "power-delay", 3*time.Second, "time a power transition takes (0: instant)")
+	f.fs.Uint64Var(&f.seed, "seed", 1, "seed for the generated inventory")
+	f.fs.BoolVar(&f.tls, "tls", false, "serve HTTPS with a self-signed certificate (printed)")
+	f.fs.IntVar(&f.maxSessions, "max-sessions", 16, "open sessions each BMC allows")
+	return f
+}
+
+func (f *flags) options() (redfish.Options, error) {
+	if f.servers < 1 || f.perBMC < 1 {
+		return redfish.Options{}, errors.New("--servers and --systems-per-bmc must be at least 1")
+	}
+	host, portStr, err := net.SplitHostPort(f.listen)
+	if err != nil {
+		return redfish.Options{}, fmt.Errorf("--listen %q: %w", f.listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port+f.servers-1 > 65535 {
+		return redfish.Options{}, fmt.Errorf("--listen %q: port must leave room for %d BMCs", f.listen, f.servers)
+	}
+	delay := f.powerDelay
+	if delay == 0 {
+		delay = -1 // the library reads 0 as "default"
+	}
+	return redfish.Options{
+		BMCs: f.servers, SystemsPerBMC: f.perBMC, Host: host, BasePort: port, Seed: f.seed,
+		Username: f.username, Password: f.password, PowerDelay: delay, TLS: f.tls, MaxSessions: f.maxSessions,
+	}, nil
+}
+
+// lockedWriter serializes writes from the boot hook and the main goroutine.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
