@@ -1,0 +1,241 @@
+package lifecycle
+
+import (
+	"context"
+
+	"errors"
+	"fmt"
+	"github.com/go-logr/logr"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/scheme"
+	"github.com/metalhub/metalhub/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
+
+func newEndpoint(t *testing.T, name string) *metalv1alpha1.Endpoint {
+	t.Helper()
+	ep := &metalv1alpha1.Endpoint{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: metalv1alpha1.EndpointSpec{IP: "127.0.0.1"}}
+	if err := env.Client.Create(context.Background(), ep); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ep) })
+	return ep
+}
+
+func req(name string) ctrl.Request {
+	return ctrl.Request{NamespacedName: client.ObjectKey{Name: name}}
+}
+
+func newEP() *metalv1alpha1.Endpoint { return &metalv1alpha1.Endpoint{} }
+
+func TestSecondWriteRefused(t *testing.T) {
+	newEndpoint(t, "twice")
+	var second error
+	r := NewReconciler(env.Client, newEP, func(ctx context.Context, p *Pass[*metalv1alpha1.Endpoint]) (Result, error) {
+		c := p.Client()
+		if err := PatchMetadata(ctx, c, p.Obj, func(o client.Object) { SetAnnotation(o, "first", "1") }); err != nil {
+			return Result{}, err
+		}
+		second = PatchMetadata(ctx, c, p.Obj, func(o client.Object) { SetAnnotation(o, "second", "1") })
+		return Result{}, second
+	})
+	if _, err := r.Reconcile(context.Background(), req("twice")); !errors.Is(err, ErrSecondWrite) {
+		t.Fatalf("Reconcile error = %v, want ErrSecondWrite", err)
+	}
+	got := &metalv1alpha1.Endpoint{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "twice"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Annotations["first"] != "1" || got.Annotations["second"] != "" {
+		t.Fatalf("annotations = %v: the second write must not reach the API server", got.Annotations)
+	}
+}
+
+func TestRereadRefused(t *testing.T) {
+	newEndpoint(t, "reread")
+	r := NewReconciler(env.Client, newEP, func(ctx context.Context, p *Pass[*metalv1alpha1.Endpoint]) (Result, error) {
+		return Done(), p.Client().Get(ctx, client.ObjectKeyFromObject(p.Obj), &metalv1alpha1.Endpoint{})
+	})
+	if _, err := r.Reconcile(context.Background(), req("reread")); !errors.Is(err, ErrReread) {
+		t.Fatalf("err = %v, want ErrReread", err)
+	}
+}
+
+func TestStoreSetIsOptimisticallyLocked(t *testing.T) {
+	ep := newEndpoint(t, "locked")
+	stale := ep.DeepCopy()
+	store := Store[string]{Initial: "Initial"}
+	ctx := context.Background()
+	if err := store.Set(ctx, env.Client, ep, "A"); err != nil {
+		t.Fatal(err)
+	}
+	err := store.Set(ctx, env.Client, stale, "B")
+	if !apierrors.IsConflict(err) {
+		t.Fatalf("a write from a stale copy must conflict, got %v", err)
+	}
+	got := &metalv1alpha1.Endpoint{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "locked"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if s, src := store.Get(got); s != "A" || src != FromAnnotation {
+		t.Fatalf("state = %s (%s), want A from the annotation", s, src)
+	}
+	// A conflict inside a handler is a quick, quiet retry, not an error.
+	r := NewReconciler(env.Client, newEP, func(ctx context.Context, p *Pass[*metalv1alpha1.Endpoint]) (Result, error) {
+		return Result{}, store.Set(ctx, p.Client(), stale, "C")
+	})
+	res, err := r.Reconcile(ctx, req("locked"))
+	if err != nil || res.RequeueAfter != ConflictRetry {
+		t.Fatalf("conflict: res %+v err %v", res, err)
+	}
+}
+
+// laggingReader serves a frozen copy of one object, as an informer cache does before the watch
+// event of our own write has arrived.
+type laggingReader struct {
+	client.Client
+	frozen *metalv1alpha1.Endpoint
+}
+
+func (l *laggingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if key.Name == l.frozen.Name {
+		l.frozen.DeepCopyInto(obj.(*metalv1alpha1.Endpoint))
+		return nil
+	}
+	return l.Client.Get(ctx, key, obj, opts...)
+}
+
+func TestStaleCacheRequeuesInsteadOfActing(t *testing.T) {
+	ep := newEndpoint(t, "lagging")
+	lag := &laggingReader{Client: env.Client, frozen: ep.DeepCopy()}
+	calls := 0
+	r := NewReconciler[*metalv1alpha1.Endpoint](lag, newEP, func(ctx context.Context, p *Pass[*metalv1alpha1.Endpoint]) (Result, error) {
+		calls++
+		return Wrote("step"), PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) { SetAnnotation(o, "step", fmt.Sprint(calls)) })
+	})
+	ctx := context.Background()
+	if res, err := r.Reconcile(ctx, req("lagging")); err != nil || res.RequeueAfter != 0 {
+		t.Fatalf("first pass: %+v %v", res, err)
+	}
+	// The cache still has the old version: the step must not run again.
+	res, err := r.Reconcile(ctx, req("lagging"))
+	if err != nil || res.RequeueAfter != StaleRetry || calls != 1 {
+		t.Fatalf("stale pass: res %+v err %v calls %d", res, err, calls)
+	}
+	// Once the cache catches up, the next step runs.
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "lagging"}, lag.frozen); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req("lagging")); err != nil || calls != 2 {
+		t.Fatalf("caught-up pass: err %v calls %d", err, calls)
+	}
+}
+
+// A real manager with the Predicate: a three-step lifecycle, each step one write, ends with one
+// status write that must not bring another pass. Every transition happens exactly once.
+func TestStepsRunOnceEachUnderAManager(t *testing.T) {
+	const n = 10
+	store := Store[string]{Initial: "Initial"}
+	next := map[string]string{"Initial": "A", "A": "B", "B": "C"}
+	var mu sync.Mutex
+	transitions := map[string][]string{}
+	passesAfterStatus := map[string]int{}
+	statusWritten := map[string]bool{}
+
+	handle := func(ctx context.Context, p *Pass[*metalv1alpha1.Server]) (Result, error) {
+		state, _ := store.Get(p.Obj)
+		mu.Lock()
+		if statusWritten[p.Obj.Name] {
+			passesAfterStatus[p.Obj.Name]++
+		}
+		mu.Unlock()
+		if to, ok := next[state]; ok {
+			if err := store.Set(ctx, p.Client(), p.Obj, to); err != nil {
+				return Result{}, err
+			}
+			mu.Lock()
+			transitions[p.Obj.Name] = append(transitions[p.Obj.Name], state+">"+to)
+			mu.Unlock()
+			return Wrote(to), nil
+		}
+		mu.Lock()
+		written := statusWritten[p.Obj.Name]
+		mu.Unlock()
+		if !written { // the report: a status-only write, once
+			p.Obj.Status.State = metalv1alpha1.ServerStateAvailable
+			if err := p.Client().Status().Update(ctx, p.Obj); err != nil {
+				return Result{}, err
+			}
+			mu.Lock()
+			statusWritten[p.Obj.Name] = true
+			mu.Unlock()
+			return Wrote("status"), nil
+		}
+		return Done(), nil
+	}
+
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
+		Logger: logr.Discard(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewReconciler(mgr.GetClient(), func() *metalv1alpha1.Server { return &metalv1alpha1.Server{} }, handle)
+	if err := ctrl.NewControllerManagedBy(mgr).Named("steps").
+		For(&metalv1alpha1.Server{}, builder.WithPredicates(Predicate())).Complete(r); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	for i := range n {
+		s := &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("steps-%d", i)}, Spec: metalv1alpha1.ServerSpec{SystemUUID: fmt.Sprint(i)}}
+		if err := env.Client.Create(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), s) })
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		all := len(statusWritten) == n
+		mu.Unlock()
+		if all {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not all objects finished: %v", transitions)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // room for a wrongly triggered pass to show
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range n {
+		name := fmt.Sprintf("steps-%d", i)
+		if got := fmt.Sprint(transitions[name]); got != "[Initial>A A>B B>C]" {
+			t.Errorf("%s transitions %s, want each step exactly once", name, got)
+		}
+		if passesAfterStatus[name] != 0 {
+			t.Errorf("%s: %d passes after its status-only write; status churn must not trigger", name, passesAfterStatus[name])
+		}
+	}
+}

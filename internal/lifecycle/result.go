@@ -1,0 +1,68 @@
+package lifecycle
+
+import (
+	"math/rand/v2"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// DefaultResync is how often an object is looked at when nothing happens to it: the safety net
+// for missed events and for observing hardware that does not send any.
+const DefaultResync = 10 * time.Minute
+
+type resultKind int
+
+const (
+	kindDone resultKind = iota
+	kindWrote
+	kindRequeue
+)
+
+// Result is what a single-step handler says after its look: it wrote (stop, the write's event
+// continues), wants another look after a delay, or is done until something changes.
+type Result struct {
+	kind  resultKind
+	after time.Duration
+	// Reason says why, for logs and tests.
+	Reason string
+}
+
+// Wrote says the handler wrote and the pass must stop.
+func Wrote(reason string) Result { return Result{kind: kindWrote, Reason: reason} }
+
+// RequeueAfter asks for another pass after d (e.g. to observe a power action in flight).
+func RequeueAfter(d time.Duration, reason string) Result {
+	return Result{kind: kindRequeue, after: d, Reason: reason}
+}
+
+// Done says nothing is left to do until an event or the periodic resync.
+func Done() Result { return Result{kind: kindDone} }
+
+// IsWrote reports whether the handler wrote.
+func (r Result) IsWrote() bool { return r.kind == kindWrote }
+
+// After is the requeue delay of a RequeueAfter result, else 0.
+func (r Result) After() time.Duration {
+	if r.kind == kindRequeue {
+		return r.after
+	}
+	return 0
+}
+
+// ctrlResult turns r into a controller-runtime result. A write needs no requeue: its watch
+// event brings the next pass. Done still comes back after resync (jittered so that a fleet
+// created at once does not resync at once).
+func (r Result) ctrlResult(resync time.Duration) ctrl.Result {
+	switch r.kind {
+	case kindWrote:
+		return ctrl.Result{}
+	case kindRequeue:
+		return ctrl.Result{RequeueAfter: r.after}
+	default:
+		if resync <= 0 {
+			return ctrl.Result{}
+		}
+		return ctrl.Result{RequeueAfter: resync + rand.N(resync/10+1)}
+	}
+}
