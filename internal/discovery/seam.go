@@ -1,0 +1,55 @@
+// Package discovery is the contract between the Server controller and discovery: how a discovery
+// round is started, how the probe agent proves who it is, and how the controller learns that
+// fresh hardware data has arrived.
+//
+// A round: the Server controller, entering Discovery, creates a round id and a token, stores the
+// token in the round's Secret (with the rendered ignition that starts metalprobe), points a
+// ServerBootConfiguration at it and records the round id in RoundAnnotation. The registry accepts
+// a report only with that token, writes the hardware into the Server's status and sets
+// ReportedAnnotation to the round id. An annotation change passes the lifecycle predicate, so the
+// Server is reconciled at once, and both survive a manager restart. The controller moves the
+// Server to Available when Fresh reports true.
+package discovery
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+const (
+	// RoundAnnotation on a Server is the id of its current discovery round.
+	RoundAnnotation = "discovery.metalhub.io/round"
+	// ReportedAnnotation on a Server is the id of the round whose hardware report arrived.
+	ReportedAnnotation = "discovery.metalhub.io/reported"
+	// ServerLabel on a round's Secret and ServerBootConfiguration names the Server.
+	ServerLabel = "discovery.metalhub.io/server"
+	// RoundLabel on a round's Secret names the round.
+	RoundLabel = "discovery.metalhub.io/round"
+
+	// TokenKey holds the round's bearer token in the round's Secret.
+	TokenKey = "token"
+	// IgnitionKey holds the rendered ignition in the round's Secret (the key the boot-operator reads).
+	IgnitionKey = "ignition"
+)
+
+// ObjectName is the name of the Secret and ServerBootConfiguration of a Server's discovery.
+func ObjectName(serverName string) string { return "discovery-" + serverName }
+
+// NewRound returns a fresh round id and bearer token.
+func NewRound() (round, token string, err error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", "", fmt.Errorf("generating discovery token: %w", err)
+	}
+	return hex.EncodeToString(b[:6]), hex.EncodeToString(b[6:]), nil
+}
+
+// Fresh reports whether the hardware report of the Server's current round has arrived.
+func Fresh(server client.Object) bool {
+	a := server.GetAnnotations()
+	round := a[RoundAnnotation]
+	return round != "" && a[ReportedAnnotation] == round
+}
