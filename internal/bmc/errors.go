@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"syscall"
 
 	"github.com/stmcginnis/gofish/schemas"
@@ -88,6 +89,11 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	var inner *Error
+	if errors.As(e.Err, &inner) {
+		// The innermost *Error prints the reason; say it once.
+		return e.Op + ": " + e.Err.Error()
+	}
 	msg := fmt.Sprintf("%s: %s", e.Op, e.Reason)
 	if e.StatusCode != 0 {
 		msg += fmt.Sprintf(" (HTTP %d)", e.StatusCode)
@@ -135,6 +141,11 @@ func wrap(op string, err error) error {
 		// Keep the original classification; prefix the operation for context.
 		if op == "" || op == e.Op {
 			return err
+		}
+		var ue *url.Error
+		if errors.As(err, &ue) && ue.Err == e {
+			// net/http's `Get "url":` only repeats what e.Op says.
+			err = e
 		}
 		return &Error{Reason: e.Reason, Op: op, StatusCode: e.StatusCode, Err: err}
 	}

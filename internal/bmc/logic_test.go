@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -125,5 +126,14 @@ func TestAlreadyThere(t *testing.T) {
 	}
 	if !slices.Contains(PowerActions, PowerGracefulOff) {
 		t.Error("PowerActions incomplete")
+	}
+}
+
+func TestEndpointRedactsPassword(t *testing.T) {
+	ep := Endpoint{Address: "https://x", Username: "root", Password: "hunter2"}
+	for _, s := range []string{fmt.Sprint(ep), fmt.Sprintf("%v %+v %#v %s", ep, ep, ep, ep)} {
+		if strings.Contains(s, "hunter2") {
+			t.Fatalf("password leaked: %s", s)
+		}
 	}
 }

@@ -223,3 +223,15 @@ func acquire(ctx context.Context, sem chan struct{}) error {
 		return ctx.Err()
 	}
 }
+
+// String redacts the password so an Endpoint can be logged or printed.
+func (e Endpoint) String() string {
+	pw := ""
+	if e.Password != "" {
+		pw = "<redacted>"
+	}
+	return fmt.Sprintf("{Address:%s Username:%s Password:%s InsecureSkipVerify:%t CACert:%d bytes}", e.Address, e.Username, pw, e.InsecureSkipVerify, len(e.CACert))
+}
+
+// GoString redacts the password for %#v as well.
+func (e Endpoint) GoString() string { return "bmc.Endpoint" + e.String() }

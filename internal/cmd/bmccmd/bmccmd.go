@@ -103,7 +103,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "inspect":
 		return c.inspect(ctx)
 	case "power":
-		return c.power(ctx, powerAction(rest[0]))
+		return c.power(ctx, powerAction(rest[0]), strings.ToLower(rest[0]))
 	default:
 		return c.bootOnce(ctx)
 	}
@@ -288,7 +288,7 @@ func (c *cli) pickSystem(ctx context.Context) (string, int) {
 	return "", exitUsage
 }
 
-func (c *cli) power(ctx context.Context, action bmc.PowerAction) int {
+func (c *cli) power(ctx context.Context, action bmc.PowerAction, word string) int {
 	id, code := c.pickSystem(ctx)
 	if code != exitOK {
 		return code
@@ -300,7 +300,7 @@ func (c *cli) power(ctx context.Context, action bmc.PowerAction) int {
 	if err := c.bmc.Power(ctx, id, action, opts...); err != nil {
 		return c.fail(err)
 	}
-	fmt.Fprintf(c.stdout, "power %s accepted for system %s\n", action, id)
+	fmt.Fprintf(c.stdout, "power %s accepted for system %s; the power state changes asynchronously\n", word, id)
 	want := map[bmc.PowerAction]bmc.PowerState{bmc.PowerOn: bmc.PowerStateOn, bmc.PowerOff: bmc.PowerStateOff, bmc.PowerGracefulOff: bmc.PowerStateOff}[action]
 	if c.wait <= 0 || want == "" {
 		return exitOK
