@@ -165,12 +165,19 @@ func TestPowerIsAsynchronous(t *testing.T) {
 			b := byVendor(t, e, vendor)
 			c := get(t, p, endpoint(b))
 			id := b.SystemIDs()[0]
+			// A BMC that takes forever: Power must return while it is still
+			// PoweringOn, since the library never polls.
+			b.SetPowerDelay(time.Hour)
 			if err := c.Power(ctx, id, bmc.PowerOn); err != nil {
 				t.Fatalf("power on: %v", err)
 			}
-			// The call returned before the state flipped: no polling inside.
-			if st := b.System(id).PowerState(); st != redfish.PowerPoweringOn {
-				t.Fatalf("right after Power(On): %s, want PoweringOn", st)
+			if st, err := c.System(ctx, id); err != nil || st.PowerState != bmc.PowerStatePoweringOn {
+				t.Fatalf("right after Power(On): %+v %v, want PoweringOn", st, err)
+			}
+			b.SetPowerDelay(50 * time.Millisecond)
+			b.System(id).SetPowerState(redfish.PowerOff)
+			if err := c.Power(ctx, id, bmc.PowerOn); err != nil {
+				t.Fatalf("power on: %v", err)
 			}
 			waitPower(t, c, id, bmc.PowerStateOn)
 			before := len(e.Records())

@@ -259,8 +259,9 @@ type BMC struct {
 	systems   []*System
 	byID      map[string]*System
 
-	faults atomic.Pointer[Faults]
-	creds  atomic.Pointer[[2]string]
+	faults     atomic.Pointer[Faults]
+	creds      atomic.Pointer[[2]string]
+	powerDelay atomic.Int64 // nanoseconds
 
 	sessMu   sync.Mutex
 	sessions map[string]*session // by token
@@ -284,6 +285,7 @@ func newBMC(e *Emulator, i int) *BMC {
 		sessions: map[string]*session{},
 	}
 	b.creds.Store(&[2]string{e.opts.Username, e.opts.Password})
+	b.powerDelay.Store(int64(e.opts.PowerDelay))
 	b.faults.Store(&Faults{})
 	style := idStyle(r.IntN(3))
 	for k := range e.opts.SystemsPerBMC {
@@ -334,6 +336,10 @@ func (b *BMC) System(id string) *System { return b.byID[id] }
 
 // Systems returns every system.
 func (b *BMC) Systems() []*System { return b.systems }
+
+// SetPowerDelay changes how long this BMC's power transitions take from the
+// next action on (big machines take minutes; tests may want forever).
+func (b *BMC) SetPowerDelay(d time.Duration) { b.powerDelay.Store(int64(max(d, 0))) }
 
 // Faults returns the active faults.
 func (b *BMC) Faults() Faults { return *b.faults.Load() }

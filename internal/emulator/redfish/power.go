@@ -150,7 +150,7 @@ func (s *System) allowedResetTypes() []string { return s.bmc.profile.resetTypes 
 // reset applies a ResetType; the caller validated it. Transitions run on
 // timers so the BMC answers at once and PowerState moves later.
 func (s *System) reset(resetType string, ignoreGraceful bool) {
-	delay := s.bmc.em.opts.PowerDelay
+	delay := time.Duration(s.bmc.powerDelay.Load())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	on := s.power == PowerOn || s.power == PowerPoweringOn
