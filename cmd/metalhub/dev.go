@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/metalhub/metalhub/internal/cmd/emulatecmd"
 	"github.com/metalhub/metalhub/internal/cmd/infrahubemucmd"
 	"github.com/metalhub/metalhub/internal/dev"
 )
@@ -39,6 +40,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func runEmulate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	emulators := map[string]command{
 		"infrahub": {"Infrahub API (login, stored queries, artifacts)", infrahubemucmd.Main},
+		"bmc":      {"a fleet of Redfish BMCs (power, boot override, inventory, faults)", emulatecmd.Main},
 	}
 	if len(args) == 0 || emulators[args[0]].run == nil {
 		fmt.Fprintln(stderr, "Usage: metalhub emulate <emulator> [flags]\n\nEmulators:")
@@ -46,6 +48,9 @@ func runEmulate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			fmt.Fprintf(stderr, "  %-10s %s\n", name, emulators[name].summary)
 		}
 		return 2
+	}
+	if args[0] == "bmc" { // emulatecmd parses its own "bmc" word
+		return emulatecmd.Main(ctx, args, stdout, stderr)
 	}
 	return emulators[args[0]].run(ctx, args[1:], stdout, stderr)
 }

@@ -3,7 +3,9 @@
 //	metalhub [manager flags]          run the operator (same as `metalhub manager`)
 //	metalhub manager [flags]          run the operator
 //	metalhub dev [flags]              local control plane + the operator, for a first look
+//	metalhub emulate bmc [flags]      a fleet of emulated Redfish BMCs
 //	metalhub emulate infrahub [flags] an Infrahub API emulator
+//	metalhub bmc inspect [flags]      check a BMC before registering it
 //	metalhub version                  print the version
 //
 // Run `metalhub <command> -h` for a command's flags.
@@ -23,6 +25,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/metalhub/metalhub/internal/cmd/bmccmd"
 	"github.com/metalhub/metalhub/internal/manager"
 )
 
@@ -39,7 +42,8 @@ func commands() map[string]command {
 	return map[string]command{
 		"manager": {"run the operator", runManager},
 		"dev":     {"local control plane + the operator, for a first look", runDev},
-		"emulate": {"run an emulator: infrahub", runEmulate},
+		"emulate": {"run an emulator: bmc or infrahub", runEmulate},
+		"bmc":     {"check a BMC before registering it: inspect, power, boot-once", bmccmd.Main},
 		"version": {"print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) int {
 			fmt.Fprintln(stdout, version)
 			return 0

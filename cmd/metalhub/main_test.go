@@ -168,3 +168,13 @@ func TestManagerRejectsBadFlags(t *testing.T) {
 		t.Fatalf("unknown command: code %d, stderr %s", code, stderr.String())
 	}
 }
+
+// The companion commands are reachable through the one binary.
+func TestSubcommandsWired(t *testing.T) {
+	for _, args := range [][]string{{"emulate", "bmc", "-h"}, {"emulate", "infrahub", "-h"}, {"bmc", "-h"}, {"dev", "-h"}, {"version"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), args, &stdout, &stderr); code != 0 {
+			t.Errorf("%v: exit %d\n%s", args, code, stderr.String())
+		}
+	}
+}
