@@ -20,6 +20,12 @@ type Source struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	ArtefactName string `json:"artefactName"`
+	// AllowEmpty lets a query result with no artifacts delete the VidraResources this sync
+	// created. Without it an empty result — most often a misspelt artefactName, a wrong
+	// branch or a targetDate before the artifacts existed — fails the sync and deletes
+	// nothing (the reference deleted everything and reported success).
+	// +optional
+	AllowEmpty bool `json:"allowEmpty,omitempty"`
 }
 
 // InfrahubSyncSpec says what to fetch and where to apply it.
