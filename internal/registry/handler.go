@@ -1,0 +1,272 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/discovery"
+	"github.com/metalhub/metalhub/internal/probe"
+)
+
+// writeAttempts bounds the re-read-and-retry loop when a write meets a newer Server.
+const writeAttempts = 5
+
+// outcome is the answer to one report.
+type outcome struct {
+	code   int
+	result string // reportsTotal label
+	msg    string // told to the client: never a token, nothing about other servers
+	server string
+	round  string
+	err    error // logged only
+}
+
+func reject(code int, result, msg string, err error) *outcome {
+	return &outcome{code: code, result: result, msg: msg, err: err}
+}
+
+func (r *Registry) serveRegister(w http.ResponseWriter, req *http.Request) {
+	start := time.Now()
+	out, uuid := r.register(w, req)
+	reportsTotal.WithLabelValues(out.result).Inc()
+	kv := []any{"result", out.result, "code", out.code, "systemUUID", uuid, "server", out.server,
+		"round", out.round, "remote", req.RemoteAddr, "duration", time.Since(start).String()}
+	switch {
+	case out.code == http.StatusOK:
+		r.log.Info("discovery report", kv...)
+	case out.code >= 500:
+		r.log.Error(out.err, "discovery report failed", kv...)
+	default:
+		if out.err != nil {
+			kv = append(kv, "reason", out.err.Error())
+		}
+		r.log.Info("discovery report rejected", kv...)
+	}
+	if out.code == http.StatusOK {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(probe.Answer{Done: true})
+		return
+	}
+	if out.code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "5")
+	}
+	http.Error(w, out.msg, out.code)
+}
+
+// register reads, checks and applies one report. Nothing is written unless the token is the
+// current round's and the report is valid.
+func (r *Registry) register(w http.ResponseWriter, req *http.Request) (*outcome, string) {
+	token, ok := bearerToken(req.Header.Get("Authorization"))
+	if !ok {
+		return reject(http.StatusUnauthorized, resultUnauthorized, "a bearer token is required", errors.New("no bearer token")), ""
+	}
+	if req.ContentLength > r.opts.MaxBodyBytes {
+		return reject(http.StatusRequestEntityTooLarge, resultTooLarge, fmt.Sprintf("report larger than %d bytes", r.opts.MaxBodyBytes), nil), ""
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.opts.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return reject(http.StatusRequestEntityTooLarge, resultTooLarge, fmt.Sprintf("report larger than %d bytes", r.opts.MaxBodyBytes), nil), ""
+		}
+		return reject(http.StatusBadRequest, resultMalformed, "reading the report failed", err), ""
+	}
+	rep, err := decodeReport(body)
+	if err != nil {
+		return reject(http.StatusBadRequest, resultMalformed, err.Error(), err), ""
+	}
+	if err := rep.Validate(); err != nil {
+		return reject(http.StatusBadRequest, resultMalformed, "invalid report: "+err.Error(), err), rep.SystemUUID
+	}
+
+	select {
+	case r.sem <- struct{}{}:
+		defer func() { <-r.sem }()
+	case <-req.Context().Done():
+		return reject(http.StatusServiceUnavailable, resultError, "registry busy", req.Context().Err()), rep.SystemUUID
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), r.opts.RequestTimeout)
+	defer cancel()
+	return r.accept(ctx, rep, token), rep.SystemUUID
+}
+
+func bearerToken(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// decodeReport decodes exactly one JSON object. Unknown fields are allowed so that a newer agent
+// can add information an older registry ignores.
+func decodeReport(body []byte) (*probe.Report, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var rep probe.Report
+	if err := dec.Decode(&rep); err != nil {
+		return nil, fmt.Errorf("report is not valid JSON: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("report is not valid JSON: data after the object")
+	}
+	return &rep, nil
+}
+
+// accept authenticates the report against the Server's current round and writes it: status
+// first, then ReportedAnnotation, so that the annotation always means "status holds this
+// round's hardware". Both writes carry the resourceVersion the authentication was made
+// against, so a round that changed in between (or any other write) makes them fail with a
+// conflict; then the Server is read again and everything is checked afresh.
+func (r *Registry) accept(ctx context.Context, rep *probe.Report, token string) *outcome {
+	srv, out := r.lookup(ctx, rep.SystemUUID)
+	if out != nil {
+		return out
+	}
+	fromCache := true
+	for attempt := 1; ; attempt++ {
+		round, out := r.authenticate(ctx, srv, token, &fromCache)
+		if out != nil {
+			out.server = srv.Name
+			return out
+		}
+		if discovery.Fresh(srv) {
+			return &outcome{code: http.StatusOK, result: resultDuplicate, server: srv.Name, round: round}
+		}
+		err := r.write(ctx, srv, rep, round)
+		if err == nil {
+			return &outcome{code: http.StatusOK, result: resultAccepted, server: srv.Name, round: round}
+		}
+		if apierrors.IsNotFound(err) {
+			return reject(http.StatusNotFound, resultUnknownServer, "no server with this UUID", err)
+		}
+		if !apierrors.IsConflict(err) || attempt == writeAttempts {
+			return &outcome{code: http.StatusServiceUnavailable, result: resultError, msg: "could not store the report, retry later",
+				server: srv.Name, round: round, err: err}
+		}
+		name := srv.Name
+		srv = &metalv1alpha1.Server{}
+		if err := r.reader.Get(ctx, client.ObjectKey{Name: name}, srv); err != nil {
+			if apierrors.IsNotFound(err) {
+				return reject(http.StatusNotFound, resultUnknownServer, "no server with this UUID", err)
+			}
+			return &outcome{code: http.StatusServiceUnavailable, result: resultError, msg: "could not read the server, retry later", server: name, err: err}
+		}
+		fromCache = false
+	}
+}
+
+// lookup finds the one Server with the UUID through the cache index.
+func (r *Registry) lookup(ctx context.Context, uuid string) (*metalv1alpha1.Server, *outcome) {
+	var list metalv1alpha1.ServerList
+	if err := r.client.List(ctx, &list, client.MatchingFields{ServerUUIDIndex: NormalizeUUID(uuid)}); err != nil {
+		return nil, &outcome{code: http.StatusServiceUnavailable, result: resultError, msg: "could not look up the server, retry later",
+			err: fmt.Errorf("listing Servers by UUID (is the %s index registered?): %w", ServerUUIDIndex, err)}
+	}
+	switch len(list.Items) {
+	case 0:
+		return nil, reject(http.StatusNotFound, resultUnknownServer, "no server with this UUID", nil)
+	case 1:
+		return &list.Items[0], nil
+	default:
+		names := make([]string, len(list.Items))
+		for i := range list.Items {
+			names[i] = list.Items[i].Name
+		}
+		return nil, reject(http.StatusConflict, resultAmbiguous, "several servers have this UUID", fmt.Errorf("servers %v share the UUID", names))
+	}
+}
+
+// authenticate checks the token against the Server's current round Secret and returns the
+// round. A Server read from the cache may be behind the Secret (the controller writes the Secret
+// before the round annotation); then it is read once more from the API server before refusing.
+func (r *Registry) authenticate(ctx context.Context, srv *metalv1alpha1.Server, token string, fromCache *bool) (string, *outcome) {
+	unauthorized := func(err error) (string, *outcome) {
+		return "", reject(http.StatusUnauthorized, resultUnauthorized, "token not valid for this server's discovery round", err)
+	}
+	var secret corev1.Secret
+	key := client.ObjectKey{Namespace: r.opts.DiscoveryNamespace, Name: discovery.ObjectName(srv.Name)}
+	if err := r.reader.Get(ctx, key, &secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return unauthorized(fmt.Errorf("no round secret %s", key))
+		}
+		return "", &outcome{code: http.StatusServiceUnavailable, result: resultError, msg: "could not read the discovery round, retry later", err: err}
+	}
+	if !tokenEqual(secret.Data[discovery.TokenKey], token) {
+		return unauthorized(errors.New("token does not match the round secret"))
+	}
+	if owner := secret.Labels[discovery.ServerLabel]; owner != "" && owner != srv.Name {
+		return unauthorized(fmt.Errorf("round secret %s belongs to server %q", key, owner))
+	}
+	for {
+		round := srv.Annotations[discovery.RoundAnnotation]
+		secretRound, labelled := secret.Labels[discovery.RoundLabel]
+		var err error
+		switch {
+		case round == "":
+			err = errors.New("server has no discovery round")
+		case labelled && secretRound != round:
+			// The Secret is of another round than the Server: a previous round's leftover or a
+			// round the controller has not finished starting. Its token is not this round's.
+			err = fmt.Errorf("round secret is of round %q, server is in round %q", secretRound, round)
+		default:
+			return round, nil
+		}
+		if !*fromCache {
+			return unauthorized(err)
+		}
+		*fromCache = false
+		fresh := &metalv1alpha1.Server{}
+		if gerr := r.reader.Get(ctx, client.ObjectKey{Name: srv.Name}, fresh); gerr != nil {
+			return unauthorized(err)
+		}
+		*srv = *fresh
+	}
+}
+
+// tokenEqual compares in constant time; hashing first hides the expected token's length too.
+func tokenEqual(want []byte, got string) bool {
+	if len(want) == 0 {
+		return false
+	}
+	a := sha256.Sum256(bytes.TrimSpace(want))
+	b := sha256.Sum256([]byte(got))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}
+
+// write stores the report in status, then marks the round reported, each with an optimistic
+// lock. The status write is skipped when status already holds the report (a retry after the
+// annotation write lost a race).
+func (r *Registry) write(ctx context.Context, srv *metalv1alpha1.Server, rep *probe.Report, round string) error {
+	before := srv.DeepCopy()
+	applyReport(&srv.Status, rep)
+	if !equality.Semantic.DeepEqual(before.Status, srv.Status) {
+		if err := r.client.Status().Patch(ctx, srv, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("writing hardware into the status of server %s: %w", srv.Name, err)
+		}
+	}
+	before = srv.DeepCopy()
+	if srv.Annotations == nil {
+		srv.Annotations = map[string]string{}
+	}
+	srv.Annotations[discovery.ReportedAnnotation] = round
+	if err := r.client.Patch(ctx, srv, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("marking round %s of server %s reported: %w", round, srv.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+// Package registry is the discovery intake: an HTTP endpoint, run by the manager, where the
+// metalprobe agent on a server in Discovery posts its hardware report. The registry checks the
+// report's bearer token against the server's current discovery round, writes the hardware into
+// the Server's status and then marks the round reported (discovery.ReportedAnnotation), which is
+// what the Server controller waits for.
+//
+// Wiring: call Setup(mgr, opts), or SetupIndexes(ctx, mgr.GetFieldIndexer()) + New + mgr.Add.
+// The registry finds a Server by UUID through the cached client's ServerUUIDIndex; without the
+// index every post fails with 503.
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/metalhub/metalhub/internal/probe"
+)
+
+// The registry reads Servers (cached) and round Secrets (uncached, only in the discovery
+// namespace in practice), and patches Servers' status and annotations.
+// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servers,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servers/status,verbs=get;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+
+// Options configure the registry.
+type Options struct {
+	// BindAddress is where the registry listens (default ":8082"); servers in Discovery must
+	// reach it. "127.0.0.1:0" picks a free port (see Registry.Addr).
+	BindAddress string
+	// DiscoveryNamespace holds the rounds' Secrets (required).
+	DiscoveryNamespace string
+	// MaxBodyBytes bounds a report (default 1 MiB; a big server's report is ~100 KiB).
+	MaxBodyBytes int64
+	// MaxConcurrent bounds the reports handled at once (default 32), so a whole fleet booting
+	// together queues here instead of hammering the API server.
+	MaxConcurrent int
+	// RequestTimeout bounds the API calls for one report (default 30s).
+	RequestTimeout time.Duration
+	// APIReader reads what must not come from a possibly stale cache: round Secrets and
+	// Servers after a conflict. Defaults to the client given to New; Setup uses the manager's.
+	APIReader client.Reader
+	// Logger defaults to ctrl.Log.WithName("discovery-registry").
+	Logger logr.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.BindAddress == "" {
+		o.BindAddress = ":8082"
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 1 << 20
+	}
+	if o.MaxConcurrent <= 0 {
+		o.MaxConcurrent = 32
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 30 * time.Second
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = ctrl.Log.WithName("discovery-registry")
+	}
+	return o
+}
+
+// Registry is the discovery intake. It is a manager.Runnable that serves HTTP until its
+// context ends. It runs on every replica (it needs no leader): each write carries an optimistic
+// lock, so replicas cannot overwrite each other or a newer round.
+type Registry struct {
+	client client.Client
+	reader client.Reader
+	opts   Options
+	log    logr.Logger
+	sem    chan struct{}
+
+	mu        sync.Mutex
+	addr      net.Addr
+	listening chan struct{}
+}
+
+var (
+	_ manager.Runnable               = (*Registry)(nil)
+	_ manager.LeaderElectionRunnable = (*Registry)(nil)
+)
+
+// New builds a registry on c, a client whose Server reads are served by a cache with
+// ServerUUIDIndex (the manager's client after SetupIndexes).
+func New(c client.Client, o Options) (*Registry, error) {
+	o = o.withDefaults()
+	if c == nil {
+		return nil, errors.New("registry: a client is required")
+	}
+	if strings.TrimSpace(o.DiscoveryNamespace) == "" {
+		return nil, errors.New("registry: a discovery namespace is required")
+	}
+	if o.APIReader == nil {
+		o.APIReader = c
+	}
+	return &Registry{
+		client:    c,
+		reader:    o.APIReader,
+		opts:      o,
+		log:       o.Logger,
+		sem:       make(chan struct{}, o.MaxConcurrent),
+		listening: make(chan struct{}),
+	}, nil
+}
+
+// Setup registers the UUID index on the manager's cache and adds a registry to the manager.
+func Setup(ctx context.Context, mgr manager.Manager, o Options) (*Registry, error) {
+	if err := SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
+	if o.APIReader == nil {
+		o.APIReader = mgr.GetAPIReader()
+	}
+	r, err := New(mgr.GetClient(), o)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(r); err != nil {
+		return nil, fmt.Errorf("adding the discovery registry to the manager: %w", err)
+	}
+	return r, nil
+}
+
+// NeedLeaderElection is false: see Registry.
+func (r *Registry) NeedLeaderElection() bool { return false }
+
+// Addr is the address the registry listens on, nil before it does (see Listening).
+func (r *Registry) Addr() net.Addr {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.addr
+}
+
+// Listening is closed once the registry accepts connections.
+func (r *Registry) Listening() <-chan struct{} { return r.listening }
+
+// Start serves until ctx ends, then finishes the reports in flight (at most 10s).
+func (r *Registry) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", r.opts.BindAddress)
+	if err != nil {
+		return fmt.Errorf("discovery registry: listening on %s: %w", r.opts.BindAddress, err)
+	}
+	r.mu.Lock()
+	r.addr = ln.Addr()
+	r.mu.Unlock()
+	close(r.listening)
+	srv := &http.Server{
+		Handler:           r.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      r.opts.RequestTimeout + 30*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          log.New(logWriter{r.log}, "", 0),
+	}
+	r.log.Info("discovery registry listening", "address", ln.Addr().String(), "namespace", r.opts.DiscoveryNamespace)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("discovery registry: serving: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("discovery registry: shutting down: %w", err)
+	}
+	return nil
+}
+
+// Handler serves POST probe.RegisterPath and GET /healthz.
+func (r *Registry) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+probe.RegisterPath, r.serveRegister)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+// logWriter sends net/http's own complaints (TLS garbage, hijack errors) to the logger.
+type logWriter struct{ log logr.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.V(1).Info(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
