@@ -1,15 +1,246 @@
 // Package delivery holds the reconcilers of the infrahub.operators.com family: InfrahubSync and
-// VidraResource. One reconciler per file.
+// VidraResource (and the settings ConfigMap watch that serves both). One reconciler per file.
+//
+// Rights: the markers below are what the controllers need for their own kinds, the Secrets and
+// ConfigMaps they read, and events. They do NOT include the rights to create what artifacts
+// contain: applying a Deployment needs create/patch/delete/list/watch on deployments. Grant those
+// deliberately, kind by kind, with a ClusterRole bound to the operator's ServiceAccount, and keep
+// --delivery-allowed-kinds in step with it (the reference granted */*, defect 11).
 package delivery
 
-import ctrl "sigs.k8s.io/controller-runtime"
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
 
-// Options configure the delivery family.
-type Options struct{}
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
-// Setup registers the family's reconcilers with mgr. The reconcilers themselves arrive with the
-// delivery work; until then the family only claims its place in the manager.
-func Setup(mgr ctrl.Manager, _ Options) error {
-	_ = mgr
-	return nil
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/infrahub"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// +kubebuilder:rbac:groups=infrahub.operators.com,resources=infrahubsyncs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=infrahub.operators.com,resources=infrahubsyncs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=infrahub.operators.com,resources=infrahubsyncs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=infrahub.operators.com,resources=vidraresources,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=infrahub.operators.com,resources=vidraresources/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=infrahub.operators.com,resources=vidraresources/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// eventBuffer sizes the channels that feed watch and settings events to the controllers.
+const eventBuffer = 1024
+
+// Setup registers the family's reconcilers with mgr.
+func Setup(mgr ctrl.Manager, o Options) error {
+	_, err := setup(mgr, o)
+	return err
+}
+
+// reconcilers are the family's reconcilers, for tests.
+type reconcilers struct {
+	sync     *InfrahubSyncReconciler
+	resource *VidraResourceReconciler
+	settings *SettingsReconciler
+	clusters *clusterRegistry
+}
+
+// ownCache lets the manager start a cache of our own with its other caches, before the
+// controllers, and wait for it to fill.
+type ownCache struct{ cache.Cache }
+
+func (c ownCache) GetCache() cache.Cache { return c.Cache }
+
+func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
+	o = o.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	log := mgr.GetLogger().WithName("delivery")
+	rec := mgr.GetEventRecorder("metalhub-delivery")
+
+	// Secrets and the settings ConfigMap come from caches of our own that hold only what
+	// carries our labels: the manager's cache would hold every Secret of the cluster.
+	credCache, err := labelledCache(mgr, map[client.Object]cache.ByObject{
+		&corev1.Secret{}:    {Label: hasLabel(infrahubv1alpha1.InfrahubAPIURLLabel), Namespaces: only(o.SecretsNamespace)},
+		&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{SettingsLabel: SettingsLabelValue}), Namespaces: only(o.SettingsNamespace)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	kubeconfigCache, err := labelledCache(mgr, map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Label: hasLabel(infrahubv1alpha1.ClusterKubeconfigLabel), Namespaces: only(o.SecretsNamespace)},
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &infrahubv1alpha1.VidraResource{}, vrControllerIndex,
+		func(obj client.Object) []string {
+			if ref := metav1.GetControllerOf(obj); ref != nil && ref.Kind == "InfrahubSync" {
+				return []string{string(ref.UID)}
+			}
+			return nil
+		}); err != nil {
+		return nil, fmt.Errorf("indexing VidraResources by controller: %w", err)
+	}
+
+	settings := &settingsSource{base: o.Settings, reader: credCache, namespace: o.SettingsNamespace}
+	syncEvents := make(chan event.GenericEvent, eventBuffer)
+	vrEvents := make(chan event.GenericEvent, eventBuffer)
+
+	sr := &InfrahubSyncReconciler{
+		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), scheme: mgr.GetScheme(), settings: settings,
+		creds:   &credentials{reader: credCache, namespace: o.SecretsNamespace, timeout: o.InfrahubTimeout},
+		clients: &infrahub.Cache{}, recorder: rec, downloads: o.DownloadConcurrency, now: time.Now,
+	}
+	sr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.InfrahubSync { return &infrahubv1alpha1.InfrahubSync{} }, sr.handle)
+	sr.lc.Resync = 0 // the handler schedules the sync interval itself (it follows the settings)
+
+	vr := &VidraResourceReconciler{
+		client: mgr.GetClient(), settings: settings, memory: newAppliedMemory(), policy: o.Policy,
+		recorder: rec, now: time.Now,
+	}
+	vr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.VidraResource { return &infrahubv1alpha1.VidraResource{} }, vr.handle)
+	vr.lc.Resync = 0
+	enqueueVR := func(name string) {
+		vrEvents <- event.GenericEvent{Object: &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: name}}}
+	}
+	vr.clusters = newClusterRegistry(mgr.GetScheme(), mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper(),
+		kubeconfigCache, o.SecretsNamespace, o.ClusterTimeout,
+		func(ev objectEvent) { vr.onObjectEvent(ev, enqueueVR) }, log.WithName("clusters"))
+
+	setr := &SettingsReconciler{source: settings, client: mgr.GetClient(), recorder: rec,
+		syncEvents: syncEvents, vrEvents: vrEvents, last: o.Settings, reported: map[string]bool{}}
+
+	for _, r := range []manager.Runnable{ownCache{credCache}, ownCache{kubeconfigCache}, vr.clusters} {
+		if err := mgr.Add(r); err != nil {
+			return nil, fmt.Errorf("adding delivery runnable: %w", err)
+		}
+	}
+
+	err = ctrl.NewControllerManagedBy(mgr).Named("infrahubsync").
+		For(&infrahubv1alpha1.InfrahubSync{}, builder.WithPredicates(lifecycle.Predicate())).
+		// A VidraResource deleted or edited by hand brings its sync at once (defect 5).
+		Owns(&infrahubv1alpha1.VidraResource{}, builder.WithPredicates(lifecycle.Predicate())).
+		WatchesRawSource(source.Kind(credCache, &corev1.Secret{}, handler.TypedEnqueueRequestsFromMapFunc(
+			func(ctx context.Context, s *corev1.Secret) []reconcile.Request {
+				return syncsForHost(ctx, mgr.GetClient(), s.Labels[infrahubv1alpha1.InfrahubAPIURLLabel])
+			}))).
+		WatchesRawSource(source.Channel(syncEvents, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.SyncConcurrency}).
+		Complete(sr)
+	if err != nil {
+		return nil, fmt.Errorf("setting up the InfrahubSync controller: %w", err)
+	}
+	err = ctrl.NewControllerManagedBy(mgr).Named("vidraresource").
+		For(&infrahubv1alpha1.VidraResource{}, builder.WithPredicates(lifecycle.Predicate())).
+		WatchesRawSource(source.Kind(kubeconfigCache, &corev1.Secret{}, handler.TypedEnqueueRequestsFromMapFunc(
+			func(ctx context.Context, s *corev1.Secret) []reconcile.Request {
+				return resourcesForHost(ctx, mgr.GetClient(), s.Labels[infrahubv1alpha1.ClusterKubeconfigLabel])
+			}))).
+		// Changes to applied objects, from the watches of every destination cluster.
+		WatchesRawSource(source.Channel(vrEvents, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.ResourceConcurrency}).
+		Complete(vr)
+	if err != nil {
+		return nil, fmt.Errorf("setting up the VidraResource controller: %w", err)
+	}
+	err = ctrl.NewControllerManagedBy(mgr).Named("delivery-settings").
+		WatchesRawSource(source.Kind(credCache, &corev1.ConfigMap{}, handler.TypedEnqueueRequestsFromMapFunc(
+			func(context.Context, *corev1.ConfigMap) []reconcile.Request {
+				return []reconcile.Request{settingsRequest}
+			}))).
+		Complete(setr)
+	if err != nil {
+		return nil, fmt.Errorf("setting up the delivery settings controller: %w", err)
+	}
+	log.Info("delivery controllers configured", "requeueSyncAfter", o.Settings.RequeueSyncAfter.String(),
+		"requeueResourcesAfter", o.Settings.RequeueResourcesAfter.String(), "queryName", o.Settings.QueryName,
+		"eventBasedReconcile", o.Settings.EventBasedReconcile, "allowedKinds", o.Policy.AllowedKinds,
+		"allowedNamespaces", o.Policy.AllowedNamespaces)
+	return &reconcilers{sync: sr, resource: vr, settings: setr, clusters: vr.clusters}, nil
+}
+
+// labelledCache builds a cache of our own for a few label-selected kinds.
+func labelledCache(mgr ctrl.Manager, by map[client.Object]cache.ByObject) (cache.Cache, error) {
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		ByObject: by, DefaultTransform: cache.TransformStripManagedFields(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating delivery cache: %w", err)
+	}
+	// Create the informers now, so the manager waits for them to fill before the controllers
+	// start and the first pass already sees the Secrets and the settings.
+	for obj := range by {
+		if _, err := c.GetInformer(context.Background(), obj, cache.BlockUntilSynced(false)); err != nil {
+			return nil, fmt.Errorf("creating delivery informer for %T: %w", obj, err)
+		}
+	}
+	return c, nil
+}
+
+func hasLabel(key string) labels.Selector {
+	req, err := labels.NewRequirement(key, selection.Exists, nil)
+	if err != nil {
+		panic(err) // the keys are constants
+	}
+	return labels.NewSelector().Add(*req)
+}
+
+func only(namespace string) map[string]cache.Config {
+	if namespace == "" {
+		return nil
+	}
+	return map[string]cache.Config{namespace: {}}
+}
+
+// syncsForHost maps an Infrahub credentials Secret to the syncs whose URL it names.
+func syncsForHost(ctx context.Context, c client.Client, labelValue string) []reconcile.Request {
+	var list infrahubv1alpha1.InfrahubSyncList
+	if labelValue == "" || c.List(ctx, &list) != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, s := range list.Items {
+		if values, err := hostLabelValues(s.Spec.Source.InfrahubAPIURL); err == nil && slices.Contains(values, labelValue) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Name: s.Name}})
+		}
+	}
+	return out
+}
+
+// resourcesForHost maps a cluster kubeconfig Secret to the VidraResources that deploy there.
+func resourcesForHost(ctx context.Context, c client.Client, labelValue string) []reconcile.Request {
+	var list infrahubv1alpha1.VidraResourceList
+	if labelValue == "" || c.List(ctx, &list) != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, vr := range list.Items {
+		if isLocal(vr.Spec.Destination.Server) {
+			continue
+		}
+		if values, err := hostLabelValues(vr.Spec.Destination.Server); err == nil && slices.Contains(values, labelValue) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Name: vr.Name}})
+		}
+	}
+	return out
 }

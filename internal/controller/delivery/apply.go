@@ -1,0 +1,168 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+)
+
+// plannedObject is one object of a manifest, resolved against its cluster.
+type plannedObject struct {
+	ref objectRef
+	obj *unstructured.Unstructured
+}
+
+// plan resolves every object of a manifest on t: its kind must be served there, namespaced
+// objects get destination.namespace when they name none, and the policy must allow it. Any
+// failure refuses the whole manifest, so an artifact is never half applied because one of its
+// objects was refused.
+func plan(t *target, objs []*unstructured.Unstructured, defaultNS string, p Policy) ([]plannedObject, error) {
+	if defaultNS == "" {
+		defaultNS = metav1.NamespaceDefault
+	}
+	var (
+		out      []plannedObject
+		unknown  []string
+		denied   []string
+		failures []string
+	)
+	seen := map[string]bool{}
+	for i, o := range objs {
+		gvk := o.GroupVersionKind()
+		m, err := t.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if meta.IsNoMatchError(err) {
+			unknown = append(unknown, fmt.Sprintf("object %d: kind %s of apiVersion %s is not served by cluster %s", i+1, gvk.Kind, o.GetAPIVersion(), t.key))
+			continue
+		}
+		if err != nil {
+			failures = append(failures, fmt.Sprintf("object %d: resolving %s on cluster %s: %v", i+1, gvk, t.key, err))
+			continue
+		}
+		namespaced := m.Scope.Name() == meta.RESTScopeNameNamespace
+		o = o.DeepCopy()
+		if !namespaced {
+			o.SetNamespace("")
+		} else if o.GetNamespace() == "" {
+			o.SetNamespace(defaultNS)
+		}
+		ref := objectRef{GVK: gvk, Namespace: o.GetNamespace(), Name: o.GetName()}
+		if err := p.Check(gvk.GroupKind(), namespaced, o.GetNamespace()); err != nil {
+			denied = append(denied, fmt.Sprintf("%s refused: %v", ref, err))
+			continue
+		}
+		if seen[ref.key()] {
+			return nil, reasonf(ReasonInvalidManifest, "%s appears twice in the manifest", ref)
+		}
+		seen[ref.key()] = true
+		out = append(out, plannedObject{ref: ref, obj: o})
+	}
+	switch {
+	case len(failures) > 0:
+		return nil, reasonf(ReasonClusterUnavailable, "%s", strings.Join(failures, "; "))
+	case len(denied) > 0:
+		return nil, reasonf(ReasonPolicyDenied, "nothing applied: %s", strings.Join(denied, "; "))
+	case len(unknown) > 0:
+		return nil, reasonf(ReasonUnknownKind, "nothing applied: %s", strings.Join(unknown, "; "))
+	}
+	return out, nil
+}
+
+// ownersOf reads the owned-by annotation. The reference appended its name on every pass
+// (defect 6), so "a,a,a" from a migrated object means a.
+func ownersOf(m metav1.Object) []string {
+	v := strings.TrimSpace(m.GetAnnotations()[ownedByAnnotation])
+	if v == "" {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ownedBy reports whether m is marked as applied by VidraResource name (and nobody else).
+func ownedBy(m metav1.Object, name string) bool {
+	owners := ownersOf(m)
+	return len(owners) == 1 && owners[0] == name
+}
+
+// applyObject server-side applies one object with our field manager and ownership marks, and
+// returns its drift token. Force: the manifest is authoritative for the fields it names; fields
+// it does not name stay with whoever set them (defect 6).
+func applyObject(ctx context.Context, t *target, po plannedObject, owner string) (string, error) {
+	u := po.obj.DeepCopy()
+	prepareForApply(u)
+	l := u.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[ManagedByLabel] = ManagedByValue
+	u.SetLabels(l)
+	a := u.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[ownedByAnnotation] = owner
+	u.SetAnnotations(a)
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	if err := t.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		if meta.IsNoMatchError(err) {
+			return "", reasonf(ReasonUnknownKind, "applying %s: %v", po.ref, err)
+		}
+		return "", reasonf(ReasonApplyFailed, "applying %s: %v", po.ref, err)
+	}
+	return driftToken(u), nil
+}
+
+// deleteOwned deletes an object if, and only if, it is marked as ours. Gone already is fine.
+func deleteOwned(ctx context.Context, t *target, ref objectRef, owner string) (bool, error) {
+	live, err := t.observe(ctx, ref.GVK, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name})
+	if err != nil {
+		return false, fmt.Errorf("reading %s: %w", ref, err)
+	}
+	if live == nil || !ownedBy(live, owner) {
+		return false, nil
+	}
+	obj := partial(ref.GVK)
+	obj.SetNamespace(ref.Namespace)
+	obj.SetName(ref.Name)
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	err = t.client.Delete(ctx, obj, client.Preconditions{UID: &live.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return false, fmt.Errorf("deleting %s: %w", ref, err)
+	}
+	return err == nil, nil
+}
+
+// managedRefs turns a status list back into references.
+func managedRefs(list []infrahubv1alpha1.ManagedResource) []objectRef {
+	out := make([]objectRef, 0, len(list))
+	for _, m := range list {
+		gv, err := schema.ParseGroupVersion(m.APIVersion)
+		if err != nil {
+			continue
+		}
+		out = append(out, objectRef{GVK: gv.WithKind(m.Kind), Namespace: m.Namespace, Name: m.Name})
+	}
+	return out
+}
+
+func toManaged(r objectRef) infrahubv1alpha1.ManagedResource {
+	return infrahubv1alpha1.ManagedResource{APIVersion: r.GVK.GroupVersion().String(), Kind: r.GVK.Kind, Name: r.Name, Namespace: r.Namespace}
+}

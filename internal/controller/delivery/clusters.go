@@ -1,0 +1,196 @@
+package delivery
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+)
+
+// kubeconfigKey is the key of a cluster Secret holding the kubeconfig.
+const kubeconfigKey = "kubeconfig"
+
+// localHosts are the destination.server hosts that mean "this cluster".
+var localHosts = map[string]bool{
+	"kubernetes.default.svc":               true,
+	"kubernetes.default.svc.cluster.local": true,
+	"kubernetes.default":                   true,
+	"kubernetes":                           true,
+}
+
+// isLocal reports whether a destination.server names the cluster the operator runs in.
+func isLocal(server string) bool {
+	if strings.TrimSpace(server) == "" {
+		return true
+	}
+	u, err := url.Parse(server)
+	return err == nil && localHosts[strings.ToLower(u.Hostname())]
+}
+
+// clusterRegistry hands out one target per destination cluster. A remote cluster's target is
+// built from the kubeconfig in its Secret, with its own RESTMapper (the local one knows nothing
+// of a remote cluster's kinds, defect 9), and rebuilt when the Secret's content changes, so a
+// rotated credential is used on the next pass.
+type clusterRegistry struct {
+	scheme      *runtime.Scheme
+	localCfg    *rest.Config
+	localHTTP   *http.Client
+	localMapper meta.RESTMapper
+	secrets     client.Reader // cache of Secrets labelled cluster-kubeconfig
+	namespace   string
+	timeout     time.Duration
+	onEvent     func(objectEvent)
+	log         logr.Logger
+
+	started chan struct{}
+	ctx     context.Context // the manager's, once started
+
+	mu      sync.Mutex
+	local   *target
+	remotes map[string]*target // by host[:port]
+}
+
+func newClusterRegistry(scheme *runtime.Scheme, cfg *rest.Config, hc *http.Client, mapper meta.RESTMapper,
+	secrets client.Reader, namespace string, timeout time.Duration, onEvent func(objectEvent), log logr.Logger) *clusterRegistry {
+	return &clusterRegistry{
+		scheme: scheme, localCfg: cfg, localHTTP: hc, localMapper: mapper,
+		secrets: secrets, namespace: namespace, timeout: timeout, onEvent: onEvent, log: log,
+		started: make(chan struct{}), remotes: map[string]*target{},
+	}
+}
+
+// Start implements manager.Runnable: targets live as long as the manager.
+func (r *clusterRegistry) Start(ctx context.Context) error {
+	r.ctx = ctx
+	close(r.started)
+	<-ctx.Done()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.local != nil {
+		r.local.stop()
+	}
+	for _, t := range r.remotes {
+		t.stop()
+	}
+	return nil
+}
+
+// NeedLeaderElection: targets serve the controllers, which only run as leader.
+func (r *clusterRegistry) NeedLeaderElection() bool { return true }
+
+// get returns the target for a destination.server.
+func (r *clusterRegistry) get(ctx context.Context, server string) (*target, error) {
+	select {
+	case <-r.started:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if isLocal(server) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.local == nil {
+			t, err := r.newTarget("local", "", r.localCfg, r.localHTTP, r.localMapper)
+			if err != nil {
+				return nil, withReason(ReasonInternal, err)
+			}
+			r.local = t
+		}
+		return r.local, nil
+	}
+	s, err := findLabelledSecret(ctx, r.secrets, r.namespace, infrahubv1alpha1.ClusterKubeconfigLabel, server, ReasonKubeconfigNotFound)
+	if err != nil {
+		return nil, err
+	}
+	data := s.Data[kubeconfigKey]
+	if len(data) == 0 {
+		return nil, reasonf(ReasonKubeconfigInvalid, "Secret %s/%s has no key %q", s.Namespace, s.Name, kubeconfigKey)
+	}
+	sum := sha256.Sum256(data)
+	fp := hex.EncodeToString(sum[:])
+	key := hostKey(server)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t := r.remotes[key]; t != nil && t.fingerprint == fp {
+		return t, nil
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	if err != nil {
+		return nil, reasonf(ReasonKubeconfigInvalid, "Secret %s/%s: %v", s.Namespace, s.Name, err)
+	}
+	cfg.Timeout = r.timeout
+	if cfg.QPS == 0 { // as controller-runtime does: rely on the server's priority and fairness
+		cfg.QPS = -1
+	}
+	t, err := r.newTarget(key, fp, cfg, nil, nil)
+	if err != nil {
+		return nil, withReason(ReasonKubeconfigInvalid, err)
+	}
+	if old := r.remotes[key]; old != nil {
+		r.log.Info("cluster credentials changed; reconnecting", "cluster", key, "secret", s.Namespace+"/"+s.Name)
+		old.stop()
+	}
+	r.remotes[key] = t
+	return t, nil
+}
+
+// newTarget builds the clients of one cluster; nothing is contacted yet.
+func (r *clusterRegistry) newTarget(key, fp string, cfg *rest.Config, hc *http.Client, mapper meta.RESTMapper) (*target, error) {
+	var err error
+	if hc == nil {
+		if hc, err = rest.HTTPClientFor(cfg); err != nil {
+			return nil, fmt.Errorf("HTTP client for %s: %w", key, err)
+		}
+	}
+	if mapper == nil {
+		if mapper, err = apiutil.NewDynamicRESTMapper(cfg, hc); err != nil {
+			return nil, fmt.Errorf("REST mapper for %s: %w", key, err)
+		}
+	}
+	c, err := client.New(cfg, client.Options{HTTPClient: hc, Scheme: r.scheme, Mapper: mapper})
+	if err != nil {
+		return nil, fmt.Errorf("client for %s: %w", key, err)
+	}
+	ca, err := cache.New(cfg, cache.Options{
+		HTTPClient: hc, Scheme: r.scheme, Mapper: mapper,
+		// Only objects we applied; metadata only (PartialObjectMetadata), managedFields dropped.
+		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue}),
+		DefaultTransform:     cache.TransformStripManagedFields(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cache for %s: %w", key, err)
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	t := &target{
+		key: key, fingerprint: fp, client: c, mapper: mapper, cache: ca, cancel: cancel,
+		timeout: r.timeout, onEvent: r.onEvent, log: r.log.WithValues("cluster", key),
+		watches: map[watchKey]*watchEntry{},
+	}
+	go func() {
+		if err := ca.Start(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			t.log.Error(err, "watch cache stopped")
+		}
+	}()
+	return t, nil
+}
+
+// id identifies a target and the credentials it was built with: applied-object memory of one
+// id is void for another.
+func (t *target) id() string { return t.key + "@" + t.fingerprint }

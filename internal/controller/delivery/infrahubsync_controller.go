@@ -1,0 +1,340 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/infrahub"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// vrControllerIndex indexes VidraResources by the UID of their controlling InfrahubSync.
+const vrControllerIndex = ".metadata.controllerUID"
+
+// lagRetry is how soon a pass that found the cache behind a write it just made looks again.
+const lagRetry = time.Second
+
+// InfrahubSyncReconciler keeps one VidraResource per artifact that the stored query returns:
+// it downloads only artifacts whose checksum changed, and deletes only its own VidraResources
+// that left the result.
+type InfrahubSyncReconciler struct {
+	client    client.Client // the manager's: cached reads
+	apiReader client.Reader // uncached, to tell a lagging cache from a foreign object
+	scheme    *runtime.Scheme
+	settings  *settingsSource
+	creds     *credentials
+	clients   *infrahub.Cache
+	recorder  recorder.EventRecorder
+	downloads int
+	lc        *lifecycle.Reconciler[*infrahubv1alpha1.InfrahubSync]
+	now       func() time.Time
+}
+
+// Reconcile runs one pass under the lifecycle discipline and makes sure the sync comes back
+// after the sync interval even when its pass ended with a status-only write (no event follows).
+func (r *InfrahubSyncReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	res, err := r.lc.Reconcile(ctx, req)
+	if err != nil || res.RequeueAfter > 0 {
+		return res, err
+	}
+	s := &infrahubv1alpha1.InfrahubSync{}
+	if r.client.Get(ctx, req.NamespacedName, s) == nil && s.DeletionTimestamp.IsZero() {
+		res.RequeueAfter = jitter(r.settings.Current(ctx).RequeueSyncAfter)
+	}
+	return res, nil
+}
+
+// syncOutcome is what a sync pass did, for the report.
+type syncOutcome struct {
+	err        error
+	checksums  []string // id:checksum of every artifact delivered and current
+	keep       bool     // keep status.checksums (the pass never got to compare)
+	progressed bool     // a VidraResource was written or deleted
+	delivered  int
+	retrySoon  bool // the cache lagged behind our own writes: look again shortly
+}
+
+func (r *InfrahubSyncReconciler) handle(ctx context.Context, p *lifecycle.Pass[*infrahubv1alpha1.InfrahubSync]) (lifecycle.Result, error) {
+	s := p.Obj
+	if !s.DeletionTimestamp.IsZero() {
+		return lifecycle.Done(), nil // the garbage collector removes its VidraResources
+	}
+	st := r.settings.Current(ctx)
+	out := r.sync(ctx, p.Client(), s, st.QueryName)
+	if out.retrySoon && out.err == nil {
+		return lifecycle.RequeueAfter(lagRetry, "cache behind our writes"), nil
+	}
+	return r.report(ctx, p, out, st.RequeueSyncAfter)
+}
+
+// sync queries Infrahub and brings the sync's VidraResources in line. It never writes the sync.
+func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *infrahubv1alpha1.InfrahubSync, query string) syncOutcome {
+	src := s.Spec.Source
+	target := infrahub.Target{Branch: src.TargetBranch, At: src.TargetDate}
+	if err := infrahub.ValidateTargetDate(src.TargetDate); err != nil {
+		return syncOutcome{err: err, keep: true}
+	}
+	cfg, err := r.creds.config(ctx, src.InfrahubAPIURL)
+	if err != nil {
+		return syncOutcome{err: err, keep: true}
+	}
+	ic, err := r.clients.Get(cfg)
+	if err != nil {
+		return syncOutcome{err: err, keep: true}
+	}
+	arts, err := ic.QueryArtifacts(ctx, query, src.ArtefactName, target)
+	if err != nil {
+		return syncOutcome{err: err, keep: true}
+	}
+	owned, err := r.ownedResources(ctx, c, s)
+	if err != nil {
+		return syncOutcome{err: withReason(ReasonInternal, err), keep: true}
+	}
+	if len(arts) == 0 && !src.AllowEmpty {
+		return syncOutcome{keep: true, err: reasonf(ReasonEmptyResult,
+			"query %s found no artifact named %q on branch %s%s; %d VidraResources kept. Check artefactName, targetBranch and targetDate, or set spec.source.allowEmpty to let an empty result delete them",
+			query, src.ArtefactName, src.TargetBranch, atSuffix(src.TargetDate), len(owned))}
+	}
+
+	results := r.deliverAll(ctx, c, ic, s, arts, target)
+	var (
+		out  syncOutcome
+		errs []error
+	)
+	inResult := map[string]bool{}
+	for i, res := range results {
+		if inResult[arts[i].ID] { // a duplicate in the answer, delivered once
+			continue
+		}
+		inResult[arts[i].ID] = true
+		switch {
+		case res.err != nil:
+			errs = append(errs, res.err)
+		case res.lagging:
+			out.retrySoon = true
+		default:
+			out.checksums = append(out.checksums, arts[i].ID+":"+arts[i].Checksum)
+			out.delivered++
+		}
+		out.progressed = out.progressed || res.wrote
+	}
+	// Only this sync's own VidraResources (controller reference), never another's (defect 2).
+	for name, vr := range owned {
+		if inResult[name] {
+			continue
+		}
+		uid := vr.UID
+		if err := c.Delete(ctx, vr, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, withReason(ReasonInternal, fmt.Errorf("deleting VidraResource %s that left the result: %w", name, err)))
+			continue
+		}
+		logf.FromContext(ctx).Info("deleted VidraResource whose artifact left the result", "vidraresource", name)
+		out.progressed = true
+	}
+	sort.Strings(out.checksums)
+	if len(errs) > 0 {
+		out.err = withReason(reasonOf(errs[0]), fmt.Errorf("%d of %d artifacts not delivered: %w", len(errs), len(arts), errors.Join(errs...)))
+	}
+	return out
+}
+
+func atSuffix(at string) string {
+	if at == "" {
+		return ""
+	}
+	return " at " + at
+}
+
+// ownedResources returns the VidraResources this sync controls, by name.
+func (r *InfrahubSyncReconciler) ownedResources(ctx context.Context, c client.Client, s *infrahubv1alpha1.InfrahubSync) (map[string]*infrahubv1alpha1.VidraResource, error) {
+	var list infrahubv1alpha1.VidraResourceList
+	if err := c.List(ctx, &list, client.MatchingFields{vrControllerIndex: string(s.UID)}); err != nil {
+		return nil, fmt.Errorf("listing VidraResources of %s: %w", s.Name, err)
+	}
+	out := make(map[string]*infrahubv1alpha1.VidraResource, len(list.Items))
+	for i := range list.Items {
+		out[list.Items[i].Name] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// deliverResult is what became of one artifact.
+type deliverResult struct {
+	err     error
+	wrote   bool
+	lagging bool
+}
+
+// deliverAll delivers every artifact, a few at a time: downloads are network-bound.
+func (r *InfrahubSyncReconciler) deliverAll(ctx context.Context, c client.Client, ic *infrahub.Client, s *infrahubv1alpha1.InfrahubSync, arts []infrahub.Artifact, target infrahub.Target) []deliverResult {
+	results := make([]deliverResult, len(arts))
+	sem := make(chan struct{}, r.downloads)
+	var wg sync.WaitGroup
+	seen := map[string]bool{}
+	for i, a := range arts {
+		if seen[a.ID] { // an id twice in one answer: deliver it once
+			continue
+		}
+		seen[a.ID] = true
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			results[i] = r.deliver(ctx, c, ic, s, a, target)
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+// deliver makes the artifact's VidraResource current. The artifact is downloaded only when its
+// checksum differs from the one the VidraResource was written with, or the manifest there was
+// edited by hand (defect 1; storage ids do not change with content, so they are not compared).
+func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, ic *infrahub.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, target infrahub.Target) deliverResult {
+	vr := &infrahubv1alpha1.VidraResource{}
+	err := c.Get(ctx, client.ObjectKey{Name: a.ID}, vr)
+	exists := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return deliverResult{err: withReason(ReasonInternal, fmt.Errorf("reading VidraResource %s: %w", a.ID, err))}
+	}
+	if exists {
+		if ctl := metav1.GetControllerOf(vr); ctl == nil || ctl.UID != s.UID {
+			return deliverResult{err: reasonf(ReasonOwnershipConflict, "artifact %s: VidraResource %s exists and is not controlled by this InfrahubSync (%s)", a.ID, a.ID, controllerName(ctl))}
+		}
+		if !vr.DeletionTimestamp.IsZero() {
+			// Being removed (by hand, say): its delete event brings the pass that recreates it.
+			return deliverResult{lagging: true}
+		}
+	}
+	contentCurrent := exists && vr.Annotations[ChecksumAnnotation] == a.Checksum &&
+		vr.Annotations[ManifestHashAnnotation] == manifestHash(vr.Spec.Manifest)
+	if contentCurrent && vr.Labels[SyncLabel] == s.Name && vr.Spec.Destination == s.Spec.Destination &&
+		vr.Annotations[ArtifactNameAnnotation] == a.Name {
+		return deliverResult{}
+	}
+	manifest := ""
+	if contentCurrent {
+		manifest = vr.Spec.Manifest
+	} else {
+		content, err := ic.DownloadArtifact(ctx, a.ID, target)
+		if err != nil {
+			return deliverResult{err: err}
+		}
+		manifest = string(content.Data)
+	}
+	if !exists {
+		return r.create(ctx, c, s, a, manifest)
+	}
+	base := vr.DeepCopy()
+	r.shape(vr, s, a, manifest, !contentCurrent)
+	if err := c.Patch(ctx, vr, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) {
+			return deliverResult{lagging: true}
+		}
+		return deliverResult{err: withReason(ReasonInternal, fmt.Errorf("updating VidraResource %s: %w", a.ID, err))}
+	}
+	return deliverResult{wrote: true}
+}
+
+func (r *InfrahubSyncReconciler) create(ctx context.Context, c client.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, manifest string) deliverResult {
+	vr := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: a.ID}}
+	r.shape(vr, s, a, manifest, true)
+	// The VidraResource controller would add its finalizer as its first step; adding it here
+	// saves a write and a pass per artifact.
+	controllerutil.AddFinalizer(vr, finalizer)
+	if err := controllerutil.SetControllerReference(s, vr, r.scheme); err != nil {
+		return deliverResult{err: withReason(ReasonInternal, err)}
+	}
+	err := c.Create(ctx, vr)
+	if apierrors.IsAlreadyExists(err) {
+		// Our cache missed it: either it is ours and the cache lags, or it is someone else's.
+		live := &infrahubv1alpha1.VidraResource{}
+		if gerr := r.apiReader.Get(ctx, client.ObjectKey{Name: a.ID}, live); gerr == nil {
+			if ctl := metav1.GetControllerOf(live); ctl == nil || ctl.UID != s.UID {
+				return deliverResult{err: reasonf(ReasonOwnershipConflict, "artifact %s: VidraResource %s exists and is not controlled by this InfrahubSync (%s)", a.ID, a.ID, controllerName(ctl))}
+			}
+		}
+		return deliverResult{lagging: true}
+	}
+	if err != nil {
+		return deliverResult{err: withReason(ReasonInternal, fmt.Errorf("creating VidraResource %s: %w", a.ID, err))}
+	}
+	return deliverResult{wrote: true}
+}
+
+// shape sets what the sync owns of a VidraResource.
+func (r *InfrahubSyncReconciler) shape(vr *infrahubv1alpha1.VidraResource, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, manifest string, newContent bool) {
+	if vr.Labels == nil {
+		vr.Labels = map[string]string{}
+	}
+	vr.Labels[SyncLabel] = s.Name
+	if vr.Annotations == nil {
+		vr.Annotations = map[string]string{}
+	}
+	vr.Annotations[ChecksumAnnotation] = a.Checksum
+	vr.Annotations[ManifestHashAnnotation] = manifestHash(manifest)
+	vr.Annotations[ArtifactNameAnnotation] = a.Name
+	vr.Spec.Destination = s.Spec.Destination
+	vr.Spec.Manifest = manifest
+	if newContent || vr.Spec.ReconciledAt == nil {
+		t := metav1.NewTime(r.now().Truncate(time.Second))
+		vr.Spec.ReconciledAt = &t
+	}
+}
+
+func controllerName(ref *metav1.OwnerReference) string {
+	if ref == nil {
+		return "no controller"
+	}
+	return "controlled by " + ref.Kind + " " + ref.Name
+}
+
+// report writes the status if, and only if, it changed.
+func (r *InfrahubSyncReconciler) report(ctx context.Context, p *lifecycle.Pass[*infrahubv1alpha1.InfrahubSync], out syncOutcome, requeue time.Duration) (lifecycle.Result, error) {
+	s := p.Obj
+	st := s.Status.DeepCopy()
+	rep := lifecycle.Report{LastSuccess: &st.LastSyncTime, LastError: &st.LastError}
+	if !out.keep {
+		st.Checksums = out.checksums
+	}
+	if out.err == nil {
+		st.SyncState = infrahubv1alpha1.StateSucceeded
+		rep.Succeeded(r.now(), out.progressed)
+		lifecycle.SetCondition(&st.Conditions, s.Generation, ConditionReady, metav1.ConditionTrue, ReasonSynced,
+			fmt.Sprintf("%d artifacts delivered", out.delivered))
+	} else {
+		st.SyncState = infrahubv1alpha1.StateFailed
+		if rep.Failed(out.err) {
+			r.recorder.Eventf(s, nil, "Warning", reasonOf(out.err), "Sync", "%s", clip(out.err.Error()))
+		}
+		lifecycle.SetCondition(&st.Conditions, s.Generation, ConditionReady, metav1.ConditionFalse, reasonOf(out.err), clip(out.err.Error()))
+	}
+	st.ObservedGeneration = s.Generation
+	next := lifecycle.RequeueAfter(jitter(requeue), "sync interval")
+	if out.retrySoon {
+		next = lifecycle.RequeueAfter(lagRetry, "cache behind our writes")
+	}
+	if equality.Semantic.DeepEqual(*st, s.Status) {
+		return next, nil
+	}
+	s.Status = *st
+	if err := p.Client().Status().Update(ctx, s); err != nil {
+		return lifecycle.Result{}, fmt.Errorf("updating status of InfrahubSync %s: %w", s.Name, err)
+	}
+	return next, nil
+}

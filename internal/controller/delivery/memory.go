@@ -1,0 +1,105 @@
+package delivery
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sort"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// appliedMemory remembers, per VidraResource, what its last apply left in the cluster: the
+// manifest applied, where, and each object's drift token. A pass that finds all of it unchanged
+// writes nothing (an unchanged pass costs no API writes). It is a cache of observation: lost on
+// restart, which only costs one re-apply per VidraResource.
+type appliedMemory struct {
+	mu   sync.Mutex
+	byVR map[string]*vrMemory // by VidraResource name (cluster-scoped, so unique)
+}
+
+type vrMemory struct {
+	uid          types.UID
+	manifestHash string
+	target       string            // target id the objects were applied to
+	requestedAt  string            // requested-at annotation the apply honoured
+	tokens       map[string]string // objectRef.key() -> drift token after our apply
+	events       bool              // restore on watch events (event mode)
+}
+
+func newAppliedMemory() *appliedMemory { return &appliedMemory{byVR: map[string]*vrMemory{}} }
+
+// get returns a copy of the memory of a VidraResource, nil if none or of another incarnation.
+func (m *appliedMemory) get(name string, uid types.UID) *vrMemory {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v := m.byVR[name]
+	if v == nil || v.uid != uid {
+		return nil
+	}
+	cp := *v
+	cp.tokens = make(map[string]string, len(v.tokens))
+	for k, t := range v.tokens {
+		cp.tokens[k] = t
+	}
+	return &cp
+}
+
+// put replaces the memory of a VidraResource.
+func (m *appliedMemory) put(name string, v *vrMemory) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.byVR[name] = v
+}
+
+// setEvents records whether a VidraResource restores on events, keeping the rest.
+func (m *appliedMemory) setEvents(name string, uid types.UID, on bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v := m.byVR[name]
+	if v == nil || v.uid != uid {
+		v = &vrMemory{uid: uid, tokens: map[string]string{}}
+		m.byVR[name] = v
+	}
+	v.events = on
+}
+
+// forget drops a VidraResource.
+func (m *appliedMemory) forget(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.byVR, name)
+}
+
+// wants reports whether an event about one of owner's objects should start a pass: the owner
+// is in event mode and the object is not as our last apply left it (our own writes come back as
+// events too; they must not cause a pass each).
+func (m *appliedMemory) wants(owner, targetID, objKey, token string, deleted bool) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v := m.byVR[owner]
+	if v == nil || !v.events {
+		return false
+	}
+	if deleted || v.target != targetID {
+		return true
+	}
+	return v.tokens[objKey] != token
+}
+
+// mapDigest is an order-independent digest of a string map.
+func mapDigest(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		h.Write([]byte(m[k]))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}

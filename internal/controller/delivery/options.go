@@ -1,0 +1,141 @@
+package delivery
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/metalhub/metalhub/internal/infrahub"
+)
+
+// Options configure the delivery family. Flags set them (BindFlags); the reference's settings
+// ConfigMap (labelled app=vidra) overrides the four settings it knows — requeueSyncAfter,
+// requeueResourcesAfter, queryName, eventBasedReconcile — while it exists, and is re-read
+// whenever it changes.
+type Options struct {
+	// Settings are the defaults the ConfigMap may override.
+	Settings Settings
+	// SettingsNamespace is where the settings ConfigMap is looked for; "" means any namespace.
+	SettingsNamespace string
+	// SecretsNamespace is where Infrahub credentials and cluster kubeconfig Secrets are looked
+	// for; "" means any namespace.
+	SecretsNamespace string
+	// InfrahubTimeout bounds every request to Infrahub.
+	InfrahubTimeout time.Duration
+	// ClusterTimeout bounds every request to a destination cluster, and how long a pass waits
+	// for a new watch on it to fill.
+	ClusterTimeout time.Duration
+	// Policy says what an artifact may create.
+	Policy Policy
+	// SyncConcurrency is how many InfrahubSyncs are reconciled at once.
+	SyncConcurrency int
+	// ResourceConcurrency is how many VidraResources are reconciled at once.
+	ResourceConcurrency int
+	// DownloadConcurrency is how many artifacts one sync pass downloads at once.
+	DownloadConcurrency int
+}
+
+// DefaultOptions are the reference's defaults, with timeouts it lacked (defect 8) and a policy
+// that refuses RBAC and cluster-scoped kinds (defect 11).
+func DefaultOptions() Options {
+	return Options{
+		Settings:            DefaultSettings(),
+		InfrahubTimeout:     infrahub.DefaultTimeout,
+		ClusterTimeout:      30 * time.Second,
+		SyncConcurrency:     2,
+		ResourceConcurrency: 8,
+		DownloadConcurrency: 4,
+	}
+}
+
+// withDefaults fills zero fields from DefaultOptions, so a zero Options (as the manager has
+// when no flag was bound) works.
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o.Settings.RequeueSyncAfter <= 0 {
+		o.Settings.RequeueSyncAfter = d.Settings.RequeueSyncAfter
+	}
+	if o.Settings.RequeueResourcesAfter <= 0 {
+		o.Settings.RequeueResourcesAfter = d.Settings.RequeueResourcesAfter
+	}
+	if o.Settings.QueryName == "" {
+		o.Settings.QueryName = d.Settings.QueryName
+	}
+	if o.InfrahubTimeout <= 0 {
+		o.InfrahubTimeout = d.InfrahubTimeout
+	}
+	if o.ClusterTimeout <= 0 {
+		o.ClusterTimeout = d.ClusterTimeout
+	}
+	if o.SyncConcurrency <= 0 {
+		o.SyncConcurrency = d.SyncConcurrency
+	}
+	if o.ResourceConcurrency <= 0 {
+		o.ResourceConcurrency = d.ResourceConcurrency
+	}
+	if o.DownloadConcurrency <= 0 {
+		o.DownloadConcurrency = d.DownloadConcurrency
+	}
+	return o
+}
+
+// BindFlags registers the delivery flags on fs, with o's values (or the defaults) as defaults.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	*o = o.withDefaults()
+	fs.DurationVar(&o.Settings.RequeueSyncAfter, "delivery-requeue-sync-after", o.Settings.RequeueSyncAfter,
+		"How often an InfrahubSync queries Infrahub (ConfigMap key requeueSyncAfter overrides).")
+	fs.DurationVar(&o.Settings.RequeueResourcesAfter, "delivery-requeue-resources-after", o.Settings.RequeueResourcesAfter,
+		"How often a VidraResource checks its objects without an event (ConfigMap key requeueResourcesAfter overrides).")
+	fs.StringVar(&o.Settings.QueryName, "delivery-query-name", o.Settings.QueryName,
+		"Name of the stored Infrahub query that lists artifacts (ConfigMap key queryName overrides).")
+	fs.BoolVar(&o.Settings.EventBasedReconcile, "delivery-event-based-reconcile", o.Settings.EventBasedReconcile,
+		"Restore managed objects as soon as they are changed or deleted, for every VidraResource (ConfigMap key eventBasedReconcile overrides).")
+	fs.StringVar(&o.SettingsNamespace, "delivery-settings-namespace", o.SettingsNamespace,
+		"Namespace of the settings ConfigMap labelled app=vidra; empty means any namespace.")
+	fs.StringVar(&o.SecretsNamespace, "delivery-secrets-namespace", o.SecretsNamespace,
+		"Namespace of the Infrahub credentials and cluster kubeconfig Secrets; empty means any namespace.")
+	fs.DurationVar(&o.InfrahubTimeout, "delivery-infrahub-timeout", o.InfrahubTimeout, "Timeout of each request to Infrahub.")
+	fs.DurationVar(&o.ClusterTimeout, "delivery-cluster-timeout", o.ClusterTimeout, "Timeout of each request to a destination cluster.")
+	fs.Var(&listFlag{&o.Policy.AllowedKinds}, "delivery-allowed-kinds",
+		"Comma-separated kinds artifacts may create, as Kind.group (Deployment.apps) or Kind for the core group; "+
+			"'*' allows every namespaced kind. Empty: every namespaced kind except RBAC. RBAC and cluster-scoped "+
+			"kinds are only allowed when named here explicitly (e.g. ClusterRoleBinding.rbac.authorization.k8s.io).")
+	fs.Var(&listFlag{&o.Policy.AllowedNamespaces}, "delivery-allowed-namespaces",
+		"Comma-separated namespaces artifacts may create objects in; empty means any.")
+	fs.IntVar(&o.SyncConcurrency, "delivery-sync-concurrency", o.SyncConcurrency, "InfrahubSyncs reconciled at once.")
+	fs.IntVar(&o.ResourceConcurrency, "delivery-resource-concurrency", o.ResourceConcurrency, "VidraResources reconciled at once.")
+	fs.IntVar(&o.DownloadConcurrency, "delivery-download-concurrency", o.DownloadConcurrency, "Artifacts one sync downloads at once.")
+}
+
+// listFlag is a comma-separated list flag.
+type listFlag struct{ list *[]string }
+
+func (f *listFlag) String() string {
+	if f.list == nil {
+		return ""
+	}
+	return strings.Join(*f.list, ",")
+}
+
+func (f *listFlag) Set(v string) error {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	*f.list = out
+	return nil
+}
+
+// validate rejects options that cannot work, at start-up rather than on the first pass.
+func (o Options) validate() error {
+	if err := o.Policy.validate(); err != nil {
+		return fmt.Errorf("delivery policy: %w", err)
+	}
+	if o.Settings.RequeueSyncAfter < minInterval || o.Settings.RequeueResourcesAfter < minInterval {
+		return fmt.Errorf("delivery requeue intervals must be at least %s", minInterval)
+	}
+	return nil
+}

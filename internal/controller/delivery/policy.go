@@ -1,0 +1,69 @@
+package delivery
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Policy says what an artifact may create. An artifact is code from Infrahub running with the
+// operator's rights; the reference ran it with */* (defect 11), so one artifact could bind
+// itself cluster-admin. Here RBAC kinds and cluster-scoped kinds are refused unless named.
+type Policy struct {
+	// AllowedKinds are GroupKinds as Kind.group (Deployment.apps), or Kind for the core group.
+	// Empty, or containing "*", allows every namespaced non-RBAC kind. RBAC kinds
+	// (rbac.authorization.k8s.io) and cluster-scoped kinds are allowed only when listed by name.
+	AllowedKinds []string
+	// AllowedNamespaces limit where namespaced objects may go; empty means anywhere.
+	AllowedNamespaces []string
+}
+
+const rbacGroup = "rbac.authorization.k8s.io"
+
+func (p Policy) validate() error {
+	for _, k := range p.AllowedKinds {
+		if k == "*" {
+			continue
+		}
+		gk := schema.ParseGroupKind(k)
+		if gk.Kind == "" || strings.ContainsAny(k, "/ ") {
+			return fmt.Errorf("allowed kind %q: want Kind or Kind.group, e.g. Deployment.apps", k)
+		}
+	}
+	for _, ns := range p.AllowedNamespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return fmt.Errorf("allowed namespace %q: %s", ns, strings.Join(errs, "; "))
+		}
+	}
+	return nil
+}
+
+// named reports whether gk is listed by name (not only through "*").
+func (p Policy) named(gk schema.GroupKind) bool {
+	for _, k := range p.AllowedKinds {
+		if k != "*" && schema.ParseGroupKind(k) == gk {
+			return true
+		}
+	}
+	return false
+}
+
+// Check returns why an object of kind gk in namespace (cluster-scoped when !namespaced) may not be
+// created, or nil. The message names the flag that would allow it.
+func (p Policy) Check(gk schema.GroupKind, namespaced bool, namespace string) error {
+	named := p.named(gk)
+	switch {
+	case gk.Group == rbacGroup && !named:
+		return fmt.Errorf("kind %s is RBAC and refused unless allowed by name (--delivery-allowed-kinds=%s)", gk, gk)
+	case !namespaced && !named:
+		return fmt.Errorf("kind %s is cluster-scoped and refused unless allowed by name (--delivery-allowed-kinds=%s)", gk, gk)
+	case len(p.AllowedKinds) > 0 && !slices.Contains(p.AllowedKinds, "*") && !named:
+		return fmt.Errorf("kind %s is not among the allowed kinds (%s)", gk, strings.Join(p.AllowedKinds, ","))
+	case namespaced && len(p.AllowedNamespaces) > 0 && !slices.Contains(p.AllowedNamespaces, namespace):
+		return fmt.Errorf("namespace %q is not among the allowed namespaces (%s)", namespace, strings.Join(p.AllowedNamespaces, ","))
+	}
+	return nil
+}

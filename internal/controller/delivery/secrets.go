@@ -1,0 +1,109 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// hostLabelValues returns the label values that name the host of rawURL, most specific first.
+// A label value cannot hold ':', so the reference's convention is the bare host; to tell two
+// services on one host apart, host_port is accepted too and wins over the bare host.
+func hostLabelValues(rawURL string) ([]string, error) {
+	u, err := url.Parse(strings.TrimSpace(rawURL))
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("%q is not an absolute URL", rawURL)
+	}
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	var out []string
+	if port != "" {
+		out = append(out, host+"_"+port)
+	}
+	out = append(out, host)
+	for _, v := range out {
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			return nil, fmt.Errorf("host %q cannot be a label value: %s", host, strings.Join(errs, "; "))
+		}
+	}
+	return out, nil
+}
+
+// hostKey is the host[:port] of rawURL, used to key caches and to match Secret events to objects.
+func hostKey(rawURL string) string {
+	u, err := url.Parse(strings.TrimSpace(rawURL))
+	if err != nil {
+		return ""
+	}
+	if u.Port() == "" {
+		return strings.ToLower(u.Hostname())
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), u.Port())
+}
+
+// findLabelledSecret finds the one Secret whose label key names the host of rawURL. The most
+// specific label value wins; two Secrets on the same value are an error rather than a coin toss.
+// notFoundReason is the condition reason when there is none.
+func findLabelledSecret(ctx context.Context, r client.Reader, namespace, key, rawURL, notFoundReason string) (*corev1.Secret, error) {
+	values, err := hostLabelValues(rawURL)
+	if err != nil {
+		return nil, withReason(notFoundReason, err)
+	}
+	req, err := labels.NewRequirement(key, selection.In, values)
+	if err != nil {
+		return nil, withReason(notFoundReason, fmt.Errorf("selecting Secrets by %s: %w", key, err))
+	}
+	var list corev1.SecretList
+	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*req)}}
+	if namespace != "" {
+		opts = append(opts, client.InNamespace(namespace))
+	}
+	if err := r.List(ctx, &list, opts...); err != nil {
+		return nil, fmt.Errorf("listing Secrets labelled %s: %w", key, err)
+	}
+	for _, v := range values {
+		var found []corev1.Secret
+		for _, s := range list.Items {
+			if s.Labels[key] == v {
+				found = append(found, s)
+			}
+		}
+		switch len(found) {
+		case 0:
+			continue
+		case 1:
+			return &found[0], nil
+		default:
+			names := make([]string, 0, len(found))
+			for _, s := range found {
+				names = append(names, s.Namespace+"/"+s.Name)
+			}
+			sort.Strings(names)
+			return nil, reasonf(ReasonSecretAmbiguous, "%d Secrets are labelled %s=%s (%s); keep one", len(found), key, v, strings.Join(names, ", "))
+		}
+	}
+	where := "any namespace"
+	if namespace != "" {
+		where = "namespace " + namespace
+	}
+	return nil, reasonf(notFoundReason, "no Secret labelled %s=%s in %s", key, strings.Join(values, " or "), where)
+}
+
+// secretValue returns the first non-empty key of a Secret, trimmed: values created with
+// `echo` carry a trailing newline that would otherwise end up in a password.
+func secretValue(s *corev1.Secret, keys ...string) string {
+	for _, k := range keys {
+		if v := strings.TrimSpace(string(s.Data[k])); v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,239 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ownedByIndex indexes watched objects by their owned-by annotation.
+const ownedByIndex = "metadata.annotations.owned-by"
+
+// watchRetry is how long a kind that could not be watched (no list/watch right, say) is read
+// with plain GETs before the watch is tried again.
+const watchRetry = 5 * time.Minute
+
+// target is one destination cluster: an uncached client for applies and deletes, its own
+// RESTMapper, and metadata-only watches on the kinds applied there.
+type target struct {
+	key         string
+	fingerprint string
+	client      client.Client
+	mapper      meta.RESTMapper
+	cache       cache.Cache
+	cancel      context.CancelFunc
+	timeout     time.Duration
+	onEvent     func(objectEvent)
+	log         logr.Logger
+
+	mu      sync.Mutex
+	watches map[watchKey]*watchEntry
+}
+
+type watchKey = schema.GroupVersionKind
+
+type watchEntry struct {
+	done     chan struct{}
+	err      error
+	failedAt time.Time
+}
+
+// objectEvent is a change to an object we applied, seen by a watch.
+type objectEvent struct {
+	cluster string // target id
+	gvk     schema.GroupVersionKind
+	obj     metav1.Object
+	deleted bool
+}
+
+func (t *target) stop() { t.cancel() }
+
+func partial(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
+	p := &metav1.PartialObjectMetadata{}
+	p.SetGroupVersionKind(gvk)
+	return p
+}
+
+// watch makes sure objects of gvk we applied are watched, metadata only. It returns nil once
+// the watch is filled; an error means reads fall back to GETs for a while.
+func (t *target) watch(ctx context.Context, gvk schema.GroupVersionKind) error {
+	t.mu.Lock()
+	e, ok := t.watches[gvk]
+	if ok && e.err != nil && time.Since(e.failedAt) > watchRetry {
+		ok = false
+	}
+	if !ok {
+		e = &watchEntry{done: make(chan struct{})}
+		t.watches[gvk] = e
+		t.mu.Unlock()
+		err := t.startWatch(ctx, gvk)
+		t.mu.Lock()
+		e.err, e.failedAt = err, time.Now()
+		close(e.done)
+		t.mu.Unlock()
+		if err != nil {
+			t.log.Info("cannot watch kind; reading it with GETs", "kind", gvk.String(), "error", err.Error())
+		}
+		return err
+	}
+	t.mu.Unlock()
+	select {
+	case <-e.done:
+		return e.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (t *target) startWatch(ctx context.Context, gvk schema.GroupVersionKind) error {
+	obj := partial(gvk)
+	inf, err := t.cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("watching %s: %w", gvk, err)
+	}
+	if err := t.cache.IndexField(ctx, obj, ownedByIndex, func(o client.Object) []string {
+		if v := o.GetAnnotations()[ownedByAnnotation]; v != "" {
+			return []string{v}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing %s: %w", gvk, err)
+	}
+	emit := func(o any, deleted bool) {
+		if tomb, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+			o = tomb.Obj
+		}
+		if m, ok := o.(metav1.Object); ok {
+			t.onEvent(objectEvent{cluster: t.id(), gvk: gvk, obj: m, deleted: deleted})
+		}
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { emit(o, false) },
+		UpdateFunc: func(_, o any) { emit(o, false) },
+		DeleteFunc: func(o any) { emit(o, true) },
+	}); err != nil {
+		return fmt.Errorf("watching %s: %w", gvk, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	if !toolscache.WaitForCacheSync(wctx.Done(), inf.HasSynced) {
+		_ = t.cache.RemoveInformer(context.WithoutCancel(ctx), obj)
+		return fmt.Errorf("watch on %s did not fill within %s", gvk, t.timeout)
+	}
+	return nil
+}
+
+// watching reports whether gvk's watch is up (reads can come from it).
+func (t *target) watching(gvk schema.GroupVersionKind) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.watches[gvk]
+	if !ok {
+		return false
+	}
+	select {
+	case <-e.done:
+		return e.err == nil
+	default:
+		return false
+	}
+}
+
+// observe returns an object's metadata: from the watch when there is one, else with a GET.
+// A missing object is (nil, nil).
+func (t *target) observe(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey) (*metav1.PartialObjectMetadata, error) {
+	obj := partial(gvk)
+	var err error
+	if t.watching(gvk) {
+		err = t.cache.Get(ctx, key, obj)
+		// Not in a label-filtered watch means: absent, or present without our label (an
+		// object someone else created, or whose label was removed). Ask the server.
+		if apierrors.IsNotFound(err) {
+			err = t.get(ctx, key, obj)
+		}
+	} else {
+		err = t.get(ctx, key, obj)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+func (t *target) get(ctx context.Context, key client.ObjectKey, obj client.Object) error {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	return t.client.Get(ctx, key, obj)
+}
+
+// ownedObjects lists, from the watches, the objects whose owned-by annotation names owner. It
+// finds what a lost status no longer lists.
+func (t *target) ownedObjects(ctx context.Context, owner string) []objectRef {
+	t.mu.Lock()
+	var kinds []schema.GroupVersionKind
+	for gvk, e := range t.watches {
+		select {
+		case <-e.done:
+			if e.err == nil {
+				kinds = append(kinds, gvk)
+			}
+		default:
+		}
+	}
+	t.mu.Unlock()
+	var out []objectRef
+	for _, gvk := range kinds {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := t.cache.List(ctx, list, client.MatchingFields{ownedByIndex: owner}); err != nil {
+			continue
+		}
+		for _, o := range list.Items {
+			out = append(out, objectRef{GVK: gvk, Namespace: o.Namespace, Name: o.Name})
+		}
+	}
+	return out
+}
+
+// objectRef names one object of a cluster.
+type objectRef struct {
+	GVK       schema.GroupVersionKind
+	Namespace string
+	Name      string
+}
+
+func (r objectRef) String() string {
+	if r.Namespace == "" {
+		return r.GVK.Kind + "/" + r.Name
+	}
+	return r.GVK.Kind + "/" + r.Namespace + "/" + r.Name
+}
+
+// key identifies the object whatever its version.
+func (r objectRef) key() string {
+	return r.GVK.Group + "/" + r.GVK.Kind + "/" + r.Namespace + "/" + r.Name
+}
+
+// driftToken summarises what of an object's metadata moves when someone else changes it: the
+// generation (spec) and labels/annotations where the kind counts generations, else the
+// resourceVersion. It is recorded after each apply; a different token later means drift.
+func driftToken(m metav1.Object) string {
+	if g := m.GetGeneration(); g > 0 {
+		return "g" + strconv.FormatInt(g, 10) + "|" + mapDigest(m.GetLabels()) + "|" + mapDigest(m.GetAnnotations())
+	}
+	return "rv" + m.GetResourceVersion()
+}
