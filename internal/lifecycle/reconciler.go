@@ -7,19 +7,20 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // ConflictRetry is how soon a pass whose write lost an optimistic-lock race looks again.
 const ConflictRetry = 100 * time.Millisecond
 
 // Handler is a single-step handler: look at p.Obj, do at most one write through p.Client(),
-// return what happened.
+// return what happened. After a spec or metadata write, Wrote: its watch event brings the next
+// pass. After a status-only write (which the Predicate filters out by design), Done or
+// RequeueAfter: no event will come.
 type Handler[T client.Object] func(ctx context.Context, p *Pass[T]) (Result, error)
 
 // Reconciler runs a Handler under the discipline: it reads the object from the cache, refuses to
-// act on a cache older than our last write, hands the handler a Pass, and turns the result into a
-// requeue. A handler that wrote always ends the pass.
+// act on a cache older than our last write, hands the handler a Pass (which refuses a second
+// write), and turns the result into a requeue.
 type Reconciler[T client.Object] struct {
 	// Client reads from the manager's cache and writes to the API server.
 	Client client.Client
@@ -59,10 +60,6 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 			return ctrl.Result{RequeueAfter: ConflictRetry}, nil
 		}
 		return ctrl.Result{}, err
-	}
-	if p.wrote != "" && !res.IsWrote() {
-		logf.FromContext(ctx).V(1).Info("handler wrote but did not say so; stopping the pass", "wrote", p.wrote)
-		res = Wrote(p.wrote)
 	}
 	return res.ctrlResult(r.Resync), nil
 }

@@ -92,6 +92,7 @@ func DefaultOptions() Options {
 		LeaderElectionID: "metalhub.metal.ironcore.dev",
 		Controllers:      Families{FamilyDelivery, FamilyMetal},
 		GracefulShutdown: 30 * time.Second,
+		Metal:            metal.DefaultOptions(),
 	}
 }
 
@@ -104,6 +105,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader election Lease.")
 	fs.Var(&o.Controllers, "controllers", "Controller families to run: metal, delivery, or both (comma-separated).")
 	fs.DurationVar(&o.GracefulShutdown, "graceful-shutdown-timeout", o.GracefulShutdown, "How long running reconciles may take to finish on shutdown.")
+	o.Metal.BindFlags(fs)
 }
 
 // New builds a manager on cfg with the selected families registered.
@@ -140,7 +142,7 @@ func New(cfg *rest.Config, o Options, log logr.Logger) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("adding readiness check: %w", err)
 	}
 	if o.Controllers.Has(FamilyMetal) {
-		if err := metal.Setup(mgr, o.Metal); err != nil {
+		if err := metal.Setup(context.Background(), mgr, o.Metal); err != nil {
 			return nil, fmt.Errorf("setting up metal controllers: %w", err)
 		}
 	}

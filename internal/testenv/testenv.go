@@ -68,18 +68,24 @@ func (e *Env) Stop() error {
 }
 
 // Main is the body of a package's TestMain: it starts one control plane, stores it in *env for
-// the package's tests, runs them and stops it.
+// the package's tests, runs them (through run, when a package starts more around them) and
+// stops it.
 //
 //	var env *testenv.Env
 //	func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
-func Main(m *testing.M, env **Env) int {
+func Main(m *testing.M, env **Env, run ...func(*testing.M) int) int {
 	e, err := Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		return 1
 	}
 	*env = e
-	code := m.Run()
+	var code int
+	if len(run) > 0 {
+		code = run[0](m)
+	} else {
+		code = m.Run()
+	}
 	if err := e.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv: stopping:", err)
 	}

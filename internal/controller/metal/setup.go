@@ -2,14 +2,154 @@
 // boot configurations and maintenance. One reconciler per file.
 package metal
 
-import ctrl "sigs.k8s.io/controller-runtime"
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
+)
+
+// Field indexes the family's watches and lookups use instead of scanning every object.
+const (
+	indexServerBMC   = "spec.bmcRef.name"
+	indexBMCSecret   = "spec.bmcSecretRef.name"
+	indexBMCEndpoint = "spec.endpointRef.name"
+)
 
 // Options configure the metal family.
-type Options struct{}
+type Options struct {
+	// BMCRequestTimeout bounds every Redfish request; no reconcile waits longer on a BMC.
+	BMCRequestTimeout time.Duration
+	// BMCMaxConcurrentRequests caps in-flight requests per BMC.
+	BMCMaxConcurrentRequests int
+	// Concurrency is the number of parallel reconciles per controller.
+	Concurrency int
+	// BMCResync is the steady-state look at a reachable BMC.
+	BMCResync time.Duration
+	// ServerResync is the steady-state look at a server (one Redfish request).
+	ServerResync time.Duration
+	// RetryAfter is the look after a failure.
+	RetryAfter time.Duration
+	// PowerPoll is how often a power change in flight is observed.
+	PowerPoll time.Duration
+	// PowerTimeout is how long a power change may take before it is issued again.
+	PowerTimeout time.Duration
+	// DiscoveryNamespace holds the discovery ServerBootConfigurations and their Secrets.
+	DiscoveryNamespace string
+	// DiscoveryImage is the OS image the discovery boot configuration boots.
+	DiscoveryImage string
+	// DiscoveryTimeout sends a Server back to Initial when no report arrived in time.
+	DiscoveryTimeout time.Duration
+	// ErrorThreshold is the number of consecutive BMC failures after which a Server is Error.
+	ErrorThreshold int
+	// Ignition renders the discovery ignition for a server and its round's token; nil leaves
+	// the Secret without one (a boot provider of the user's renders it).
+	Ignition func(s *metalv1alpha1.Server, token string) ([]byte, error)
+	// Pool, if set, is used instead of a new pool.
+	Pool *bmc.Pool
+}
 
-// Setup registers the family's reconcilers with mgr. The reconcilers themselves arrive with the
-// lifecycle work; until then the family only claims its place in the manager.
-func Setup(mgr ctrl.Manager, _ Options) error {
-	_ = mgr
+// DefaultOptions are the settings for a real fleet.
+func DefaultOptions() Options {
+	return Options{
+		BMCRequestTimeout:        10 * time.Second,
+		BMCMaxConcurrentRequests: bmc.DefaultMaxConcurrentRequests,
+		Concurrency:              16,
+		BMCResync:                5 * time.Minute,
+		ServerResync:             2 * time.Minute,
+		RetryAfter:               15 * time.Second,
+		PowerPoll:                2 * time.Second,
+		PowerTimeout:             5 * time.Minute,
+		DiscoveryNamespace:       "default",
+		DiscoveryImage:           "metalprobe:latest",
+		DiscoveryTimeout:         30 * time.Minute,
+		ErrorThreshold:           5,
+	}
+}
+
+// BindFlags registers the family's flags.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&o.BMCRequestTimeout, "bmc-request-timeout", o.BMCRequestTimeout, "Timeout of every Redfish request.")
+	fs.IntVar(&o.BMCMaxConcurrentRequests, "bmc-max-concurrent-requests", o.BMCMaxConcurrentRequests, "Cap on in-flight Redfish requests per BMC.")
+	fs.IntVar(&o.Concurrency, "metal-concurrency", o.Concurrency, "Parallel reconciles per metal controller.")
+	fs.DurationVar(&o.ServerResync, "server-resync", o.ServerResync, "Steady-state observation interval of a server (one Redfish request).")
+	fs.DurationVar(&o.BMCResync, "bmc-resync", o.BMCResync, "Steady-state observation interval of a BMC.")
+	fs.DurationVar(&o.PowerPoll, "power-poll", o.PowerPoll, "Observation interval while a power change is in flight.")
+	fs.DurationVar(&o.PowerTimeout, "power-timeout", o.PowerTimeout, "How long a power change may take before it is issued again.")
+	fs.StringVar(&o.DiscoveryNamespace, "discovery-namespace", o.DiscoveryNamespace, "Namespace of discovery boot configurations and their Secrets.")
+	fs.StringVar(&o.DiscoveryImage, "discovery-image", o.DiscoveryImage, "OS image servers boot for discovery.")
+	fs.DurationVar(&o.DiscoveryTimeout, "discovery-timeout", o.DiscoveryTimeout, "Time after which a server without a discovery report goes back to Initial.")
+	fs.IntVar(&o.ErrorThreshold, "server-error-threshold", o.ErrorThreshold, "Consecutive BMC failures after which a server is put in Error.")
+}
+
+// Setup registers the family's indexes and reconcilers with mgr.
+func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
+	if err := setupIndexes(ctx, mgr); err != nil {
+		return err
+	}
+	pool := o.Pool
+	if pool == nil {
+		pool = bmc.NewPool(bmc.Options{
+			MaxConcurrentRequests: o.BMCMaxConcurrentRequests,
+			RequestTimeout:        o.BMCRequestTimeout,
+			Logger:                mgr.GetLogger().WithName("bmc"),
+		})
+		// Log out of every BMC on shutdown: BMCs cap their sessions.
+		if err := mgr.Add(poolCloser{pool}); err != nil {
+			return err
+		}
+	}
+	if err := (&BMCReconciler{
+		Client: mgr.GetClient(), Pool: pool, Recorder: mgr.GetEventRecorder("bmc-controller"),
+		Resync: o.BMCResync, RetryAfter: o.RetryAfter,
+	}).SetupWithManager(mgr, o.Concurrency); err != nil {
+		return fmt.Errorf("bmc controller: %w", err)
+	}
+	if err := (&ServerReconciler{
+		Client: mgr.GetClient(), Pool: pool, Recorder: mgr.GetEventRecorder("server-controller"), Options: o,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("server controller: %w", err)
+	}
+	return nil
+}
+
+func setupIndexes(ctx context.Context, mgr ctrl.Manager) error {
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &metalv1alpha1.Server{}, indexServerBMC, func(o client.Object) []string {
+		if ref := o.(*metalv1alpha1.Server).Spec.BMCRef; ref != nil && ref.Name != "" {
+			return []string{ref.Name}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing servers by BMC: %w", err)
+	}
+	if err := idx.IndexField(ctx, &metalv1alpha1.BMC{}, indexBMCSecret, func(o client.Object) []string {
+		return []string{o.(*metalv1alpha1.BMC).Spec.BMCSecretRef.Name}
+	}); err != nil {
+		return fmt.Errorf("indexing BMCs by secret: %w", err)
+	}
+	if err := idx.IndexField(ctx, &metalv1alpha1.BMC{}, indexBMCEndpoint, func(o client.Object) []string {
+		if ref := o.(*metalv1alpha1.BMC).Spec.EndpointRef; ref != nil && ref.Name != "" {
+			return []string{ref.Name}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing BMCs by endpoint: %w", err)
+	}
+	return nil
+}
+
+// poolCloser logs out of every BMC when the manager stops.
+type poolCloser struct{ pool *bmc.Pool }
+
+func (p poolCloser) Start(ctx context.Context) error {
+	<-ctx.Done()
+	p.pool.Close()
 	return nil
 }

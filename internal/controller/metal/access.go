@@ -1,0 +1,149 @@
+package metal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
+)
+
+// InsecureAnnotation on a BMC turns TLS verification off for it. Self-signed BMCs are the norm;
+// turning verification off is a per-BMC decision a user makes explicitly, never a default.
+const InsecureAnnotation = "metal.metalhub.io/insecure-skip-tls-verify"
+
+// Reasons for conditions that are not BMC errors.
+const (
+	ReasonConnected        = "Connected"
+	ReasonSecretNotFound   = "SecretNotFound"
+	ReasonSecretInvalid    = "SecretInvalid"
+	ReasonEndpointNotFound = "EndpointNotFound"
+	ReasonEndpointInvalid  = "EndpointInvalid"
+	ReasonBMCNotFound      = "BMCNotFound"
+)
+
+// accessError is a problem with what the user gave us (missing secret, endpoint, ...): it gets a
+// condition reason and a slow retry, and recovers by itself when the object appears (watched).
+type accessError struct {
+	reason string
+	err    error
+}
+
+func (e *accessError) Error() string { return e.err.Error() }
+func (e *accessError) Unwrap() error { return e.err }
+
+func accessErr(reason, format string, args ...any) error {
+	return &accessError{reason: reason, err: fmt.Errorf(format, args...)}
+}
+
+// reasonOf gives the condition reason of any error of this package or of internal/bmc.
+func reasonOf(err error) string {
+	var ae *accessError
+	if errors.As(err, &ae) {
+		return ae.reason
+	}
+	return bmc.ReasonString(err)
+}
+
+// bmcAddress builds the base URL of a BMC from its protocol and host.
+func bmcAddress(p metalv1alpha1.Protocol, host string) string {
+	scheme := string(p.Scheme)
+	if scheme == "" {
+		// The reference's local test protocol speaks plain HTTP; real BMCs HTTPS.
+		scheme = "https"
+		if p.Name == metalv1alpha1.ProtocolRedfishLocal {
+			scheme = "http"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(int(p.Port)))
+}
+
+// credentials reads username and password from a BMCSecret.
+func credentials(ctx context.Context, c client.Reader, name string) (string, string, error) {
+	if name == "" {
+		return "", "", accessErr(ReasonSecretNotFound, "no bmcSecretRef")
+	}
+	s := &metalv1alpha1.BMCSecret{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", "", accessErr(ReasonSecretNotFound, "BMCSecret %q not found", name)
+		}
+		return "", "", fmt.Errorf("reading BMCSecret %q: %w", name, err)
+	}
+	user, okU := s.Value(metalv1alpha1.BMCSecretUsernameKey)
+	pass, okP := s.Value(metalv1alpha1.BMCSecretPasswordKey)
+	if !okU || !okP || user == "" {
+		return "", "", accessErr(ReasonSecretInvalid, "BMCSecret %q needs %q and %q", name, metalv1alpha1.BMCSecretUsernameKey, metalv1alpha1.BMCSecretPasswordKey)
+	}
+	return user, pass, nil
+}
+
+// bmcHost returns the host of a BMC: inline access or its Endpoint.
+func bmcHost(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC) (string, error) {
+	if b.Spec.Access != nil {
+		if b.Spec.Access.IP == "" {
+			return "", accessErr(ReasonEndpointInvalid, "spec.access.ip is empty")
+		}
+		return b.Spec.Access.IP, nil
+	}
+	if b.Spec.EndpointRef == nil || b.Spec.EndpointRef.Name == "" {
+		return "", accessErr(ReasonEndpointInvalid, "neither spec.access nor spec.endpointRef is set")
+	}
+	ep := &metalv1alpha1.Endpoint{}
+	if err := c.Get(ctx, client.ObjectKey{Name: b.Spec.EndpointRef.Name}, ep); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", accessErr(ReasonEndpointNotFound, "Endpoint %q not found", b.Spec.EndpointRef.Name)
+		}
+		return "", fmt.Errorf("reading Endpoint %q: %w", b.Spec.EndpointRef.Name, err)
+	}
+	if ep.Spec.IP == "" {
+		return "", accessErr(ReasonEndpointInvalid, "Endpoint %q has no IP", ep.Name)
+	}
+	return ep.Spec.IP, nil
+}
+
+// bmcEndpoint resolves everything needed to talk to a BMC object.
+func bmcEndpoint(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC) (bmc.Endpoint, error) {
+	host, err := bmcHost(ctx, c, b)
+	if err != nil {
+		return bmc.Endpoint{}, err
+	}
+	user, pass, err := credentials(ctx, c, b.Spec.BMCSecretRef.Name)
+	if err != nil {
+		return bmc.Endpoint{}, err
+	}
+	return bmc.Endpoint{
+		Address:            bmcAddress(b.Spec.Protocol, host),
+		Username:           user,
+		Password:           pass,
+		InsecureSkipVerify: b.Annotations[InsecureAnnotation] == "true",
+	}, nil
+}
+
+// serverEndpoint resolves the BMC of a Server: its BMC object, or inline access.
+func serverEndpoint(ctx context.Context, c client.Reader, s *metalv1alpha1.Server) (bmc.Endpoint, error) {
+	if s.Spec.BMCRef != nil && s.Spec.BMCRef.Name != "" {
+		b := &metalv1alpha1.BMC{}
+		if err := c.Get(ctx, client.ObjectKey{Name: s.Spec.BMCRef.Name}, b); err != nil {
+			if apierrors.IsNotFound(err) {
+				return bmc.Endpoint{}, accessErr(ReasonBMCNotFound, "BMC %q not found", s.Spec.BMCRef.Name)
+			}
+			return bmc.Endpoint{}, fmt.Errorf("reading BMC %q: %w", s.Spec.BMCRef.Name, err)
+		}
+		return bmcEndpoint(ctx, c, b)
+	}
+	if s.Spec.BMC != nil {
+		user, pass, err := credentials(ctx, c, s.Spec.BMC.BMCSecretRef.Name)
+		if err != nil {
+			return bmc.Endpoint{}, err
+		}
+		return bmc.Endpoint{Address: bmcAddress(s.Spec.BMC.Protocol, s.Spec.BMC.Address), Username: user, Password: pass}, nil
+	}
+	return bmc.Endpoint{}, accessErr(ReasonBMCNotFound, "server has neither spec.bmcRef nor spec.bmc")
+}

@@ -1,0 +1,256 @@
+package metal
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// BMCFinalizer keeps a BMC until its Servers are gone and its session is logged out. The
+// reference's name, so migrated objects are handled alike.
+const BMCFinalizer = "metal.ironcore.dev/bmc"
+
+// ConditionReady says whether the controller can manage the object's hardware.
+const ConditionReady = "Ready"
+
+// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=bmcs,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=bmcs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=bmcs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=bmcsecrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=endpoints,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servers,verbs=get;list;watch;create;delete
+
+// BMCReconciler connects to each BMC, reports what it is, and keeps one Server per Redfish
+// system. It never watches Server updates: a Server's writes are none of its business, only a
+// Server's deletion (to recreate it) is.
+type BMCReconciler struct {
+	Client   client.Client
+	Pool     *bmc.Pool
+	Recorder events.EventRecorder
+	// Resync is the steady-state look at a reachable BMC (two Redfish requests).
+	Resync time.Duration
+	// RetryAfter is the look after a failure.
+	RetryAfter time.Duration
+}
+
+// SetupWithManager registers the reconciler.
+func (r *BMCReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
+	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.BMC { return &metalv1alpha1.BMC{} }, r.handle)
+	rec.Resync = r.Resync
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("bmc").
+		For(&metalv1alpha1.BMC{}, builder.WithPredicates(lifecycle.Predicate())).
+		// Only a Server's deletion concerns the BMC (to recreate it).
+		Owns(&metalv1alpha1.Server{}, builder.WithPredicates(predicate.Funcs{
+			CreateFunc:  func(event.CreateEvent) bool { return false },
+			UpdateFunc:  func(event.UpdateEvent) bool { return false },
+			GenericFunc: func(event.GenericEvent) bool { return false },
+		})).
+		Watches(&metalv1alpha1.BMCSecret{}, handler.EnqueueRequestsFromMapFunc(r.bmcsFor(indexBMCSecret))).
+		Watches(&metalv1alpha1.Endpoint{}, handler.EnqueueRequestsFromMapFunc(r.bmcsFor(indexBMCEndpoint))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Complete(rec)
+}
+
+// bmcsFor maps a BMCSecret or Endpoint to the BMCs that reference it by name.
+func (r *BMCReconciler) bmcsFor(index string) handler.MapFunc {
+	return func(ctx context.Context, obj client.Object) []ctrl.Request {
+		list := &metalv1alpha1.BMCList{}
+		if err := r.Client.List(ctx, list, client.MatchingFields{index: obj.GetName()}); err != nil {
+			return nil
+		}
+		reqs := make([]ctrl.Request, 0, len(list.Items))
+		for _, b := range list.Items {
+			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKey{Name: b.Name}})
+		}
+		return reqs
+	}
+}
+
+func (r *BMCReconciler) handle(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC]) (lifecycle.Result, error) {
+	b, c := p.Obj, p.Client()
+	if !b.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, p)
+	}
+	if !controllerutil.ContainsFinalizer(b, BMCFinalizer) {
+		return lifecycle.Wrote("finalizer"), lifecycle.PatchMetadata(ctx, c, b, func(o client.Object) {
+			controllerutil.AddFinalizer(o, BMCFinalizer)
+		})
+	}
+
+	ep, err := bmcEndpoint(ctx, c, b)
+	if err != nil {
+		return r.failed(ctx, p, err)
+	}
+	conn, err := r.Pool.Get(ep)
+	if err != nil {
+		return r.failed(ctx, p, err)
+	}
+	info, err := conn.Manager(ctx)
+	if err != nil {
+		return r.failed(ctx, p, err)
+	}
+	systems, err := conn.Systems(ctx)
+	if err != nil {
+		return r.failed(ctx, p, err)
+	}
+	if err := r.ensureServers(ctx, c, b, systems); err != nil {
+		return lifecycle.Result{}, err
+	}
+
+	st := b.Status.DeepCopy()
+	st.Manufacturer, st.Model, st.FirmwareVersion = info.Manufacturer, info.Model, info.FirmwareVersion
+	if macPattern.MatchString(info.MACAddress) {
+		st.MACAddress = info.MACAddress
+	}
+	if host, err := bmcHost(ctx, c, b); err == nil {
+		st.IP = host
+	}
+	st.State = metalv1alpha1.BMCStateEnabled
+	st.PowerState = metalv1alpha1.PowerStateOn
+	msg := fmt.Sprintf("connected to %s (%d systems)", ep.Address, len(systems))
+	return r.writeStatus(ctx, p, st, metav1.ConditionTrue, ReasonConnected, msg, lifecycle.Done())
+}
+
+var macPattern = regexp.MustCompile(`^([0-9A-Fa-f]{2}[:-]){5}([0-9A-Fa-f]{2})$`)
+
+// failed reports why the BMC cannot be managed and looks again later; it recovers by itself.
+func (r *BMCReconciler) failed(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC], err error) (lifecycle.Result, error) {
+	st := p.Obj.Status.DeepCopy()
+	st.State = metalv1alpha1.BMCStateError
+	st.PowerState = ""
+	return r.writeStatus(ctx, p, st, metav1.ConditionFalse, reasonOf(err), err.Error(), lifecycle.RequeueAfter(r.RetryAfter, "retry"))
+}
+
+// writeStatus writes st with the Ready condition if anything changed, with an event when Ready
+// changes. Either way the pass ends with then: a status write brings no event by design.
+func (r *BMCReconciler) writeStatus(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC], st *metalv1alpha1.BMCStatus,
+	ready metav1.ConditionStatus, reason, msg string, then lifecycle.Result) (lifecycle.Result, error) {
+	b := p.Obj
+	before := apimeta.FindStatusCondition(b.Status.Conditions, ConditionReady)
+	lifecycle.SetCondition(&st.Conditions, b.Generation, ConditionReady, ready, reason, msg)
+	if equality.Semantic.DeepEqual(*st, b.Status) {
+		return then, nil
+	}
+	if before == nil || before.Status != ready || before.Reason != reason {
+		typ := corev1.EventTypeNormal
+		if ready != metav1.ConditionTrue {
+			typ = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(b, nil, typ, reason, "Connect", "%s", msg)
+	}
+	b.Status = *st
+	if err := p.Client().Status().Update(ctx, b); err != nil {
+		return lifecycle.Result{}, fmt.Errorf("writing BMC status: %w", err)
+	}
+	return then, nil
+}
+
+// ServerName is the deterministic name of the Server for a BMC's system.
+func ServerName(bmcName, systemID string) string {
+	id := strings.Trim(nonDNS.ReplaceAllString(strings.ToLower(systemID), "-"), "-")
+	if id == "" {
+		id = "system"
+	}
+	return bmcName + "-" + id
+}
+
+var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// ensureServers creates the Servers of systems that have none. Existing Servers are left alone:
+// their spec belongs to users and the Server controller from then on.
+func (r *BMCReconciler) ensureServers(ctx context.Context, c client.Client, b *metalv1alpha1.BMC, systems []bmc.SystemSummary) error {
+	for _, sys := range systems {
+		name := ServerName(b.Name, sys.ID)
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &metalv1alpha1.Server{}); err == nil {
+			continue
+		} else if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading Server %s: %w", name, err)
+		}
+		uuid := sys.UUID
+		if uuid == "" {
+			uuid = sys.ID
+		}
+		s := &metalv1alpha1.Server{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: copyLabels(b.Labels)},
+			Spec: metalv1alpha1.ServerSpec{
+				SystemUUID: strings.ToLower(uuid),
+				SystemURI:  sys.ODataID,
+				BMCRef:     &corev1.LocalObjectReference{Name: b.Name},
+			},
+		}
+		if err := controllerutil.SetControllerReference(b, s, c.Scheme()); err != nil {
+			return err
+		}
+		if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating Server %s: %w", name, err)
+		}
+		r.Recorder.Eventf(b, s, corev1.EventTypeNormal, "ServerCreated", "Discover", "system %s became Server %s", sys.ID, name)
+	}
+	return nil
+}
+
+// copyLabels copies a BMC's labels onto its Servers, so selectors written against BMC labels
+// (manufacturer, rack, emulator) find the servers.
+func copyLabels(in map[string]string) map[string]string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
+
+// finalize deletes the BMC's Servers (their own finalizers power them off), logs out, and lets
+// the BMC go once they are gone.
+func (r *BMCReconciler) finalize(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC]) (lifecycle.Result, error) {
+	b, c := p.Obj, p.Client()
+	if !controllerutil.ContainsFinalizer(b, BMCFinalizer) {
+		return lifecycle.Done(), nil
+	}
+	servers := &metalv1alpha1.ServerList{}
+	if err := c.List(ctx, servers, client.MatchingFields{indexServerBMC: b.Name}); err != nil {
+		return lifecycle.Result{}, err
+	}
+	for i := range servers.Items {
+		s := &servers.Items[i]
+		if s.DeletionTimestamp.IsZero() {
+			if err := c.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+				return lifecycle.Result{}, fmt.Errorf("deleting Server %s: %w", s.Name, err)
+			}
+		}
+	}
+	if len(servers.Items) > 0 {
+		// Each Server's deletion event brings us back; the requeue is a safety net.
+		return lifecycle.RequeueAfter(r.RetryAfter, "servers still present"), nil
+	}
+	if ep, err := bmcEndpoint(ctx, c, b); err == nil {
+		r.Pool.Remove(ep.Address)
+	}
+	return lifecycle.Wrote("finalizer removed"), lifecycle.PatchMetadata(ctx, c, b, func(o client.Object) {
+		controllerutil.RemoveFinalizer(o, BMCFinalizer)
+	})
+}

@@ -1,0 +1,439 @@
+package metal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// ServerFinalizer keeps a Server until it is powered off and its boot configurations are gone.
+const ServerFinalizer = "metal.ironcore.dev/server"
+
+// requeueSoon continues a lifecycle after a status-only write, which brings no event by design.
+const requeueSoon = 10 * time.Millisecond
+
+// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servers,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servers/finalizers,verbs=update
+// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servermaintenances,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverbootconfigurations,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete
+
+// ServerReconciler runs the Server lifecycle. Each pass looks at the server and its BMC, does one
+// thing — at most one write to the Server — and returns. Power never blocks: an action is issued
+// and recorded in the same write, then observed on later passes.
+type ServerReconciler struct {
+	Client   client.Client
+	Pool     *bmc.Pool
+	Recorder events.EventRecorder
+	Options  Options
+	// Now is the clock (tests move it).
+	Now func() time.Time
+
+	// failures counts consecutive BMC failures per server. In memory on purpose: after a restart
+	// a server gets a fresh allowance before it is declared Error.
+	failures sync.Map
+}
+
+// SetupWithManager registers the reconciler.
+func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.Server { return &metalv1alpha1.Server{} }, r.handle)
+	rec.Resync = r.Options.ServerResync
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("server").
+		For(&metalv1alpha1.Server{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(), mirrorDrifted()))).
+		Watches(&metalv1alpha1.ServerClaim{}, handler.EnqueueRequestsFromMapFunc(claimedServer)).
+		Watches(&metalv1alpha1.ServerMaintenance{}, handler.EnqueueRequestsFromMapFunc(maintainedServer)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
+		Complete(rec)
+}
+
+// mirrorDrifted passes a status change that left status.state different from the durable state:
+// a wiped or restored status is rebuilt at once instead of at the next resync. Our own mirror
+// writes keep the two equal and do not pass.
+func mirrorDrifted() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		DeleteFunc: func(event.DeleteEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			s, ok := e.ObjectNew.(*metalv1alpha1.Server)
+			if !ok {
+				return false
+			}
+			state, _ := serverStore.Get(s)
+			return s.Status.State != state
+		},
+	}
+}
+
+func claimedServer(_ context.Context, o client.Object) []ctrl.Request {
+	c := o.(*metalv1alpha1.ServerClaim)
+	if c.Spec.ServerRef == nil || c.Spec.ServerRef.Name == "" {
+		return nil
+	}
+	return []ctrl.Request{{NamespacedName: client.ObjectKey{Name: c.Spec.ServerRef.Name}}}
+}
+
+func maintainedServer(_ context.Context, o client.Object) []ctrl.Request {
+	m := o.(*metalv1alpha1.ServerMaintenance)
+	if m.Spec.ServerRef == nil || m.Spec.ServerRef.Name == "" {
+		return nil
+	}
+	return []ctrl.Request{{NamespacedName: client.ObjectKey{Name: m.Spec.ServerRef.Name}}}
+}
+
+// pass bundles what one pass over one Server knows.
+type pass struct {
+	*lifecycle.Pass[*metalv1alpha1.Server]
+	c     client.Client
+	state metalv1alpha1.ServerState
+	conn  bmc.BMC
+	sysID string
+	sys   *bmc.SystemStatus
+}
+
+func (r *ServerReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.Server]) (lifecycle.Result, error) {
+	s := lp.Obj
+	if s.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore {
+		return lifecycle.Done(), nil
+	}
+	p := &pass{Pass: lp, c: lp.Client()}
+	var src lifecycle.Source
+	p.state, src = serverStore.Get(s)
+
+	// Persist a derived or adopted state before anything else: from now on it is bookkeeping.
+	if src == lifecycle.FromDerived || src == lifecycle.FromAdopted {
+		r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, "StateRecovered", "Recover",
+			"state %s recovered (%s) without rediscovery", p.state, strings.ToLower(string(src)))
+		return lifecycle.Wrote("persist state"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+			lifecycle.SetAnnotation(s, lifecycle.StateAnnotation, string(p.state))
+			controllerutil.AddFinalizer(s, ServerFinalizer)
+		})
+	}
+	if p.state == metalv1alpha1.ServerStateParked && s.DeletionTimestamp.IsZero() {
+		return r.parked(ctx, p)
+	}
+
+	// Every BMC call of the pass shares one deadline: no pass outlasts the request timeout.
+	bctx, cancel := context.WithTimeout(ctx, r.Options.BMCRequestTimeout)
+	defer cancel()
+	if err := r.connect(bctx, p); err != nil {
+		if !s.DeletionTimestamp.IsZero() && errors.As(err, new(*accessError)) {
+			// Nothing to power off without a BMC: let a deleted server go.
+			return r.release(ctx, p)
+		}
+		return r.bmcFailed(ctx, p, err)
+	}
+	r.failures.Delete(s.Name)
+
+	if !s.DeletionTimestamp.IsZero() {
+		return r.finalize(bctx, ctx, p)
+	}
+	if res, done, err := r.observe(bctx, ctx, p); done || err != nil {
+		return res, err
+	}
+	if res, done, err := r.operation(bctx, ctx, p); done || err != nil {
+		return res, err
+	}
+	if res, done, err := r.maintenance(ctx, p); done || err != nil {
+		return res, err
+	}
+
+	switch p.state {
+	case metalv1alpha1.ServerStateInitial:
+		return r.initial(bctx, ctx, p)
+	case metalv1alpha1.ServerStateDiscovery:
+		return r.discovery(bctx, ctx, p)
+	case metalv1alpha1.ServerStateAvailable:
+		return r.available(bctx, ctx, p)
+	case metalv1alpha1.ServerStateReserved:
+		return r.reserved(bctx, ctx, p)
+	case metalv1alpha1.ServerStateReleased:
+		return r.released(bctx, ctx, p)
+	case metalv1alpha1.ServerStateMaintenance:
+		return r.inMaintenance(bctx, ctx, p)
+	case metalv1alpha1.ServerStateError:
+		// The BMC answered (connect succeeded): leave Error on our own.
+		return r.transition(ctx, p, previousState(s), "BMC answers again", nil)
+	}
+	return lifecycle.Done(), nil
+}
+
+// connect resolves the BMC and reads the system's power state and boot override.
+func (r *ServerReconciler) connect(ctx context.Context, p *pass) error {
+	ep, err := serverEndpoint(ctx, p.c, p.Obj)
+	if err != nil {
+		return err
+	}
+	if p.conn, err = r.Pool.Get(ep); err != nil {
+		return err
+	}
+	p.sysID = p.Obj.Spec.SystemURI
+	if p.sysID == "" {
+		if p.sysID, err = r.findSystem(ctx, p); err != nil {
+			return err
+		}
+	}
+	p.sys, err = p.conn.System(ctx, p.sysID)
+	return err
+}
+
+// findSystem finds a server's system by UUID, for servers registered without a system URI.
+func (r *ServerReconciler) findSystem(ctx context.Context, p *pass) (string, error) {
+	systems, err := p.conn.Systems(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, sys := range systems {
+		if strings.EqualFold(sys.UUID, p.Obj.Spec.SystemUUID) {
+			return sys.ODataID, nil
+		}
+	}
+	return "", accessErr(string(bmc.ReasonNotFound), "no system with UUID %s on the BMC", p.Obj.Spec.SystemUUID)
+}
+
+// bmcFailed reports a BMC failure on the server and retries later. After ErrorThreshold
+// consecutive failures the server is put in Error, which it leaves by itself once the BMC answers.
+func (r *ServerReconciler) bmcFailed(ctx context.Context, p *pass, err error) (lifecycle.Result, error) {
+	s := p.Obj
+	n := 1
+	if v, ok := r.failures.Load(s.Name); ok {
+		n = v.(int) + 1
+	}
+	r.failures.Store(s.Name, n)
+	reason := reasonOf(err)
+	if n >= r.Options.ErrorThreshold && p.state != metalv1alpha1.ServerStateError &&
+		p.state != metalv1alpha1.ServerStateReserved && p.state != metalv1alpha1.ServerStateMaintenance {
+		// A claimed or maintained server keeps its state: its holder must not lose it to a flaky BMC.
+		prev := p.state
+		return r.transition(ctx, p, metalv1alpha1.ServerStateError, fmt.Sprintf("%d consecutive BMC failures: %s", n, reason), func(s *metalv1alpha1.Server) {
+			lifecycle.SetAnnotation(s, PreviousStateAnnotation, string(prev))
+		})
+	}
+	st := s.Status.DeepCopy()
+	st.State = p.state
+	before := apimeta.FindStatusCondition(s.Status.Conditions, ConditionReady)
+	lifecycle.SetCondition(&st.Conditions, s.Generation, ConditionReady, metav1.ConditionFalse, reason, err.Error())
+	if equality.Semantic.DeepEqual(*st, s.Status) {
+		return lifecycle.RequeueAfter(r.Options.RetryAfter, reason), nil
+	}
+	if before == nil || before.Reason != reason || before.Status != metav1.ConditionFalse {
+		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, reason, "Connect", "%s", err.Error())
+	}
+	s.Status = *st
+	if werr := p.c.Status().Update(ctx, s); werr != nil {
+		return lifecycle.Result{}, fmt.Errorf("writing server status: %w", werr)
+	}
+	return lifecycle.RequeueAfter(r.Options.RetryAfter, reason), nil
+}
+
+func previousState(s *metalv1alpha1.Server) metalv1alpha1.ServerState {
+	prev := metalv1alpha1.ServerState(s.Annotations[PreviousStateAnnotation])
+	if !validServerState(prev) || prev == metalv1alpha1.ServerStateError || prev == metalv1alpha1.ServerStateMaintenance {
+		return metalv1alpha1.ServerStateInitial
+	}
+	return prev
+}
+
+// observe rebuilds status from the durable state and the BMC: the state mirror, power, the
+// Ready condition and, when missing (new server, wiped status), the Redfish inventory.
+func (r *ServerReconciler) observe(bctx, ctx context.Context, p *pass) (lifecycle.Result, bool, error) {
+	s := p.Obj
+	st := s.Status.DeepCopy()
+	st.State = p.state
+	st.PowerState = metalv1alpha1.PowerState(p.sys.PowerState)
+	lifecycle.SetCondition(&st.Conditions, s.Generation, ConditionReady, metav1.ConditionTrue, ReasonConnected, "BMC reachable")
+	if st.Manufacturer == "" || len(st.Processors) == 0 {
+		inv, err := p.conn.Inventory(bctx, p.sysID)
+		if err != nil {
+			return lifecycle.Result{}, true, fmt.Errorf("reading inventory: %w", err)
+		}
+		applyInventory(st, inv)
+	}
+	if equality.Semantic.DeepEqual(*st, s.Status) {
+		return lifecycle.Result{}, false, nil
+	}
+	s.Status = *st
+	if err := p.c.Status().Update(ctx, s); err != nil {
+		return lifecycle.Result{}, true, fmt.Errorf("writing server status: %w", err)
+	}
+	// A status write brings no event by design; continue the lifecycle with a short requeue.
+	return lifecycle.RequeueAfter(requeueSoon, "observed"), true, nil
+}
+
+// applyInventory fills the hardware fields from Redfish where the discovery report has not
+// already (the probe sees more than the BMC: IPs, LLDP neighbours).
+func applyInventory(st *metalv1alpha1.ServerStatus, inv *bmc.Inventory) {
+	st.Manufacturer, st.Model, st.SKU = inv.System.Manufacturer, inv.System.Model, inv.System.SKU
+	st.SerialNumber, st.BIOSVersion = inv.System.SerialNumber, inv.System.BIOSVersion
+	if led := metalv1alpha1.IndicatorLED(inv.System.IndicatorLED); led == "Lit" || led == "Blinking" || led == "Off" || led == "Unknown" {
+		st.IndicatorLED = led
+	}
+	if inv.Memory.TotalMiB > 0 {
+		q := resource.NewQuantity(inv.Memory.TotalMiB*1024*1024, resource.BinarySI)
+		st.TotalSystemMemory = q
+	}
+	if len(st.Processors) == 0 {
+		for _, c := range inv.Processors {
+			st.Processors = append(st.Processors, metalv1alpha1.Processor{
+				ID: c.ID, Manufacturer: c.Manufacturer, Model: c.Model, Architecture: c.Architecture,
+				MaxSpeedMHz: int32(c.MaxSpeedMHz), TotalCores: int32(c.Cores), TotalThreads: int32(c.Threads),
+			})
+		}
+	}
+	if len(st.NetworkInterfaces) == 0 {
+		for _, n := range inv.NICs {
+			if n.MACAddress == "" {
+				continue
+			}
+			ni := metalv1alpha1.NetworkInterface{Name: firstNonEmpty(n.Name, n.ID), MACAddress: n.MACAddress, IPs: append(append([]string{}, n.IPv4...), n.IPv6...)}
+			if len(ni.IPs) > 0 {
+				ni.IP = ni.IPs[0]
+			}
+			if n.Carrier {
+				ni.CarrierStatus = "Up"
+			} else if n.LinkStatus != "" {
+				ni.CarrierStatus = n.LinkStatus
+			}
+			st.NetworkInterfaces = append(st.NetworkInterfaces, ni)
+		}
+	}
+	if len(st.Storages) == 0 && (len(inv.Storage.Drives) > 0 || len(inv.Storage.Volumes) > 0) {
+		stor := metalv1alpha1.Storage{Name: firstNonEmpty(inv.Storage.Source, "Storage")}
+		for _, d := range inv.Storage.Drives {
+			stor.Drives = append(stor.Drives, metalv1alpha1.StorageDrive{
+				Name: firstNonEmpty(d.Name, d.ID), Model: d.Model, Vendor: d.Manufacturer, MediaType: d.MediaType,
+				Type: d.Protocol, Capacity: resource.NewQuantity(d.CapacityBytes, resource.BinarySI),
+			})
+		}
+		for _, v := range inv.Storage.Volumes {
+			stor.Volumes = append(stor.Volumes, metalv1alpha1.StorageVolume{
+				Name: firstNonEmpty(v.Name, v.ID), RAIDType: v.RAIDType, Capacity: resource.NewQuantity(v.CapacityBytes, resource.BinarySI),
+			})
+		}
+		st.Storages = []metalv1alpha1.Storage{stor}
+	}
+}
+
+func firstNonEmpty(v ...string) string {
+	for _, s := range v {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// patch applies mutate to the Server and writes the difference with an optimistic lock.
+func (r *ServerReconciler) patch(ctx context.Context, p *pass, mutate func(*metalv1alpha1.Server)) error {
+	return lifecycle.PatchMetadata(ctx, p.c, p.Obj, func(o client.Object) { mutate(o.(*metalv1alpha1.Server)) })
+}
+
+// transition records a new state (plus whatever extra sets in the same write) and reports it.
+func (r *ServerReconciler) transition(ctx context.Context, p *pass, to metalv1alpha1.ServerState, why string, extra func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
+	from := p.state
+	err := r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+		lifecycle.SetAnnotation(s, lifecycle.StateAnnotation, string(to))
+		controllerutil.AddFinalizer(s, ServerFinalizer)
+		if extra != nil {
+			extra(s)
+		}
+	})
+	if err != nil {
+		return lifecycle.Result{}, err
+	}
+	typ := corev1.EventTypeNormal
+	if to == metalv1alpha1.ServerStateError {
+		typ = corev1.EventTypeWarning
+	}
+	r.Recorder.Eventf(p.Obj, nil, typ, "Transition", string(to), "%s -> %s: %s", from, to, why)
+	return lifecycle.Wrote(string(to)), nil
+}
+
+func reached(obs bmc.PowerState, want metalv1alpha1.Power) bool {
+	return (want == metalv1alpha1.PowerOn && obs == bmc.PowerStateOn) || (want == metalv1alpha1.PowerOff && obs == bmc.PowerStateOff)
+}
+
+func moving(obs bmc.PowerState, want metalv1alpha1.Power) bool {
+	return (want == metalv1alpha1.PowerOn && obs == bmc.PowerStatePoweringOn) || (want == metalv1alpha1.PowerOff && obs == bmc.PowerStatePoweringOff)
+}
+
+// inFlight reports whether an action towards want was issued recently enough to wait for it.
+func (r *ServerReconciler) inFlight(p *pass, want metalv1alpha1.Power) bool {
+	rec, ok := parsePowerRecord(p.Obj.Annotations[PowerAnnotation])
+	return ok && rec.target == want && r.Now().Sub(rec.at) < r.Options.PowerTimeout
+}
+
+// powerAction issues the BMC action towards want, unless the system is there, on its way, or
+// an action towards it is already in flight. It returns done=false when there is nothing to do.
+// The caller records the action in the same write as whatever else its step writes.
+func (r *ServerReconciler) powerAction(ctx context.Context, p *pass, want metalv1alpha1.Power, graceful bool) (issued bool, wait bool, err error) {
+	if reached(p.sys.PowerState, want) {
+		return false, false, nil
+	}
+	if moving(p.sys.PowerState, want) || r.inFlight(p, want) {
+		return false, true, nil
+	}
+	action := bmc.PowerOn
+	if want == metalv1alpha1.PowerOff {
+		action = bmc.PowerOff
+		// Graceful first; a graceful off that timed out (its record is still there) is forced.
+		if rec, ok := parsePowerRecord(p.Obj.Annotations[PowerAnnotation]); graceful && !(ok && rec.target == want) {
+			action = bmc.PowerGracefulOff
+		}
+	}
+	var opts []bmc.PowerOption
+	if action == bmc.PowerGracefulOff {
+		opts = append(opts, bmc.WithForceFallback())
+	}
+	if err := p.conn.Power(ctx, p.sysID, action, opts...); err != nil {
+		return false, false, fmt.Errorf("power %s: %w", action, err)
+	}
+	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "Power"+string(want), string(action), "power %s requested (was %s)", action, p.sys.PowerState)
+	return true, true, nil
+}
+
+// converge drives power towards want as a step of its own: issue and record in one write, then
+// observe on later passes.
+func (r *ServerReconciler) converge(ctx, wctx context.Context, p *pass, want metalv1alpha1.Power, graceful bool) (lifecycle.Result, bool, error) {
+	issued, wait, err := r.powerAction(ctx, p, want, graceful)
+	if err != nil {
+		return lifecycle.Result{}, true, err
+	}
+	if issued {
+		rec := powerRecord{target: want, at: r.Now()}
+		return lifecycle.Wrote("power " + string(want)), true, r.patch(wctx, p, func(s *metalv1alpha1.Server) {
+			lifecycle.SetAnnotation(s, PowerAnnotation, rec.String())
+		})
+	}
+	if wait {
+		return lifecycle.RequeueAfter(r.Options.PowerPoll, "power in flight"), true, nil
+	}
+	return lifecycle.Result{}, false, nil
+}

@@ -1,0 +1,85 @@
+package metal
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// Bookkeeping annotations of the Server lifecycle, beside lifecycle.StateAnnotation. Like the
+// state, they live in metadata so that a wiped status loses nothing.
+const (
+	// PowerAnnotation records the power action in flight: "<target>@<unix seconds>". It is
+	// written in the same pass that issued the action, so a restart does not issue it again.
+	PowerAnnotation = "lifecycle.metalhub.io/power"
+	// BootOnceAnnotation records the discovery round the one-time PXE override was set for.
+	BootOnceAnnotation = "lifecycle.metalhub.io/boot-once"
+	// DiscoveryStartedAnnotation is when Discovery began (RFC 3339): the timeout runs from here.
+	DiscoveryStartedAnnotation = "lifecycle.metalhub.io/discovery-started"
+	// PreviousStateAnnotation is the state to return to after Maintenance or Error.
+	PreviousStateAnnotation = "lifecycle.metalhub.io/previous-state"
+)
+
+// serverStore keeps the Server lifecycle state. Without the annotation (a restore from a backup
+// of spec and metadata), the state is derived from what the controller itself set: a maintenance
+// ref means Maintenance, a claim ref Reserved, the parked marker Parked. A status.state left by
+// the reference operator is adopted once. Otherwise the server starts at Initial.
+var serverStore = lifecycle.Store[metalv1alpha1.ServerState]{
+	Initial: metalv1alpha1.ServerStateInitial,
+	Valid:   validServerState,
+	Derive: func(o client.Object) (metalv1alpha1.ServerState, bool) {
+		s := o.(*metalv1alpha1.Server)
+		switch {
+		case s.Spec.ServerMaintenanceRef != nil:
+			return metalv1alpha1.ServerStateMaintenance, true
+		case s.Spec.ServerClaimRef != nil:
+			return metalv1alpha1.ServerStateReserved, true
+		case s.Annotations[metalv1alpha1.ParkedAnnotation] != "":
+			return metalv1alpha1.ServerStateParked, true
+		}
+		return "", false
+	},
+	Adopt: func(o client.Object) (metalv1alpha1.ServerState, bool) {
+		// Initial carries no bookkeeping worth adopting (and is what our own mirror writes
+		// before the first transition): a server showing it simply starts at Initial.
+		st := o.(*metalv1alpha1.Server).Status.State
+		return st, st != metalv1alpha1.ServerStateInitial
+	},
+}
+
+func validServerState(s metalv1alpha1.ServerState) bool {
+	switch s {
+	case metalv1alpha1.ServerStateInitial, metalv1alpha1.ServerStateDiscovery, metalv1alpha1.ServerStateAvailable,
+		metalv1alpha1.ServerStateReserved, metalv1alpha1.ServerStateReleased, metalv1alpha1.ServerStateError,
+		metalv1alpha1.ServerStateMaintenance, metalv1alpha1.ServerStateParked:
+		return true
+	}
+	return false
+}
+
+// powerRecord is a parsed PowerAnnotation.
+type powerRecord struct {
+	target metalv1alpha1.Power
+	at     time.Time
+}
+
+func parsePowerRecord(v string) (powerRecord, bool) {
+	target, at, ok := strings.Cut(v, "@")
+	if !ok {
+		return powerRecord{}, false
+	}
+	secs, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return powerRecord{}, false
+	}
+	return powerRecord{target: metalv1alpha1.Power(target), at: time.Unix(secs, 0)}, true
+}
+
+func (r powerRecord) String() string {
+	return string(r.target) + "@" + strconv.FormatInt(r.at.Unix(), 10)
+}

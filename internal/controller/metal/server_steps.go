@@ -1,0 +1,456 @@
+package metal
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/discovery"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// ConditionDeletionBlocked says why a deleted server is still there.
+const ConditionDeletionBlocked = "DeletionBlocked"
+
+// roundObjects returns the discovery Secret of a server, if any.
+func (r *ServerReconciler) roundSecret(ctx context.Context, p *pass) (*corev1.Secret, error) {
+	sec := &corev1.Secret{}
+	err := p.c.Get(ctx, client.ObjectKey{Namespace: r.Options.DiscoveryNamespace, Name: discovery.ObjectName(p.Obj.Name)}, sec)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading discovery secret: %w", err)
+	}
+	return sec, nil
+}
+
+// createRound creates the Secret (token, ignition) and ServerBootConfiguration of a new
+// discovery round. Both are owned by the Server, so they go with it.
+func (r *ServerReconciler) createRound(ctx context.Context, p *pass) (*corev1.Secret, error) {
+	s := p.Obj
+	round, token, err := discovery.NewRound()
+	if err != nil {
+		return nil, err
+	}
+	name := discovery.ObjectName(s.Name)
+	labels := map[string]string{discovery.ServerLabel: s.Name, discovery.RoundLabel: round}
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.DiscoveryNamespace, Name: name, Labels: labels},
+		Data:       map[string][]byte{discovery.TokenKey: []byte(token)},
+	}
+	if r.Options.Ignition != nil {
+		ign, err := r.Options.Ignition(s, token)
+		if err != nil {
+			return nil, fmt.Errorf("rendering discovery ignition: %w", err)
+		}
+		sec.Data[discovery.IgnitionKey] = ign
+	}
+	sbc := &metalv1alpha1.ServerBootConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.DiscoveryNamespace, Name: name, Labels: labels},
+		Spec: metalv1alpha1.ServerBootConfigurationSpec{
+			ServerRef:         corev1.LocalObjectReference{Name: s.Name},
+			Image:             r.Options.DiscoveryImage,
+			IgnitionSecretRef: &corev1.LocalObjectReference{Name: name},
+		},
+	}
+	for _, o := range []client.Object{sec, sbc} {
+		if err := controllerutil.SetOwnerReference(s, o, p.c.Scheme()); err != nil {
+			return nil, err
+		}
+		if err := p.c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("creating discovery %T: %w", o, err)
+		}
+	}
+	return sec, nil
+}
+
+// deleteRound removes a server's discovery objects.
+func (r *ServerReconciler) deleteRound(ctx context.Context, p *pass) error {
+	name := discovery.ObjectName(p.Obj.Name)
+	for _, o := range []client.Object{
+		&metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.DiscoveryNamespace, Name: name}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.DiscoveryNamespace, Name: name}},
+	} {
+		if err := p.c.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting discovery %T: %w", o, err)
+		}
+	}
+	return nil
+}
+
+func (r *ServerReconciler) discoveryRef() *metalv1alpha1.ObjectReference {
+	return &metalv1alpha1.ObjectReference{Namespace: r.Options.DiscoveryNamespace}
+}
+
+func pxeSet(b bmc.BootOverride) bool {
+	// Read-back lies on some BMCs (Continuous after Once): any enabled PXE override counts.
+	return b.Target == string(bmc.BootPxe) && b.Enabled != "" && b.Enabled != "Disabled"
+}
+
+// initial prepares discovery: power off, a new round's objects, a one-time PXE override and
+// power on — then records all of it with the move to Discovery in one write. After a crash
+// anywhere in between, what the BMC already did is observed, not done again.
+func (r *ServerReconciler) initial(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
+	sec, err := r.roundSecret(ctx, p)
+	if err != nil {
+		return lifecycle.Result{}, err
+	}
+	if sec == nil {
+		// A new round starts from a powered-off box so the PXE boot really happens.
+		if res, acted, err := r.converge(bctx, ctx, p, metalv1alpha1.PowerOff, false); acted || err != nil {
+			return res, err
+		}
+		if sec, err = r.createRound(ctx, p); err != nil {
+			return lifecycle.Result{}, err
+		}
+	}
+	round := sec.Labels[discovery.RoundLabel]
+	rec := p.Obj.Annotations[PowerAnnotation]
+	switch p.sys.PowerState {
+	case bmc.PowerStateOn, bmc.PowerStatePoweringOn:
+		// Already booting: we did it before a restart. Do not boot it twice.
+	case bmc.PowerStatePoweringOff:
+		return lifecycle.RequeueAfter(r.Options.PowerPoll, "powering off"), nil
+	default:
+		if !pxeSet(p.sys.Boot) {
+			if err := p.conn.SetBootOnce(bctx, p.sysID, bmc.BootPxe); err != nil {
+				return lifecycle.Result{}, fmt.Errorf("setting one-time PXE boot: %w", err)
+			}
+			r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "BootOnce", "SetBootOnce", "one-time PXE boot set for discovery round %s", round)
+		}
+		issued, _, err := r.powerAction(bctx, p, metalv1alpha1.PowerOn, false)
+		if err != nil {
+			return lifecycle.Result{}, err
+		}
+		if issued {
+			rec = powerRecord{target: metalv1alpha1.PowerOn, at: r.Now()}.String()
+		}
+	}
+	ref := r.discoveryRef()
+	ref.Name = discovery.ObjectName(p.Obj.Name)
+	return r.transition(ctx, p, metalv1alpha1.ServerStateDiscovery, "booting the discovery image, round "+round, func(s *metalv1alpha1.Server) {
+		lifecycle.SetAnnotation(s, discovery.RoundAnnotation, round)
+		lifecycle.SetAnnotation(s, BootOnceAnnotation, round)
+		lifecycle.SetAnnotation(s, DiscoveryStartedAnnotation, r.Now().UTC().Format(time.RFC3339))
+		if rec != "" {
+			lifecycle.SetAnnotation(s, PowerAnnotation, rec)
+		}
+		lifecycle.RemoveAnnotation(s, discovery.ReportedAnnotation)
+		s.Spec.BootConfigurationRef = ref
+	})
+}
+
+// discovery waits for the probe's report of this round, keeping the box on; a report moves the
+// server to Available (powered off in the same pass), a timeout back to Initial.
+func (r *ServerReconciler) discovery(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
+	s := p.Obj
+	if discovery.Fresh(s) {
+		issued, _, err := r.powerAction(bctx, p, metalv1alpha1.PowerOff, false)
+		if err != nil {
+			return lifecycle.Result{}, err
+		}
+		return r.transition(ctx, p, metalv1alpha1.ServerStateAvailable, "hardware report received", func(s *metalv1alpha1.Server) {
+			if issued {
+				lifecycle.SetAnnotation(s, PowerAnnotation, powerRecord{target: metalv1alpha1.PowerOff, at: r.Now()}.String())
+			}
+			clearDiscovery(s, r.Options.DiscoveryNamespace)
+		})
+	}
+	started, err := time.Parse(time.RFC3339, s.Annotations[DiscoveryStartedAnnotation])
+	if err != nil {
+		started = r.Now() // unknown start (restored object): the timeout runs from now on
+		return lifecycle.Wrote("discovery start"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+			lifecycle.SetAnnotation(s, DiscoveryStartedAnnotation, started.UTC().Format(time.RFC3339))
+		})
+	}
+	left := r.Options.DiscoveryTimeout - r.Now().Sub(started)
+	if left <= 0 {
+		if err := r.deleteRound(ctx, p); err != nil {
+			return lifecycle.Result{}, err
+		}
+		return r.transition(ctx, p, metalv1alpha1.ServerStateInitial, "no hardware report within "+r.Options.DiscoveryTimeout.String(), func(s *metalv1alpha1.Server) {
+			clearDiscovery(s, r.Options.DiscoveryNamespace)
+			lifecycle.RemoveAnnotation(s, discovery.RoundAnnotation)
+		})
+	}
+	if res, acted, err := r.converge(bctx, ctx, p, metalv1alpha1.PowerOn, false); acted || err != nil {
+		return res, err
+	}
+	return lifecycle.RequeueAfter(min(left, r.Options.ServerResync), "waiting for the hardware report"), nil
+}
+
+// clearDiscovery removes a finished round's bookkeeping (the round id stays for the record).
+func clearDiscovery(s *metalv1alpha1.Server, ns string) {
+	lifecycle.RemoveAnnotation(s, BootOnceAnnotation)
+	lifecycle.RemoveAnnotation(s, DiscoveryStartedAnnotation)
+	if ref := s.Spec.BootConfigurationRef; ref != nil && ref.Namespace == ns && ref.Name == discovery.ObjectName(s.Name) {
+		s.Spec.BootConfigurationRef = nil
+	}
+}
+
+// available keeps an unclaimed server off and clean, and hands it to a claim.
+func (r *ServerReconciler) available(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
+	if p.Obj.Spec.ServerClaimRef != nil {
+		ref := p.Obj.Spec.ServerClaimRef
+		return r.transition(ctx, p, metalv1alpha1.ServerStateReserved, "claimed by "+ref.Namespace+"/"+ref.Name, nil)
+	}
+	if sec, err := r.roundSecret(ctx, p); err != nil {
+		return lifecycle.Result{}, err
+	} else if sec != nil {
+		if err := r.deleteRound(ctx, p); err != nil {
+			return lifecycle.Result{}, err
+		}
+	}
+	if res, acted, err := r.converge(bctx, ctx, p, metalv1alpha1.PowerOff, false); acted || err != nil {
+		return res, err
+	}
+	return lifecycle.Done(), nil
+}
+
+// reserved follows the claim's power. When the claim is gone the box is powered off, and only
+// once the BMC confirms it off does the server go back to Available (Recycle) or Released (Retain).
+func (r *ServerReconciler) reserved(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
+	s := p.Obj
+	claim, err := r.claim(ctx, p)
+	if err != nil {
+		return lifecycle.Result{}, err
+	}
+	if claim != nil && claim.DeletionTimestamp.IsZero() {
+		if res, acted, err := r.converge(bctx, ctx, p, claim.Spec.Power, true); acted || err != nil {
+			return res, err
+		}
+		return lifecycle.Done(), nil
+	}
+	if res, acted, err := r.converge(bctx, ctx, p, metalv1alpha1.PowerOff, true); acted || err != nil {
+		return res, err
+	}
+	if s.Spec.ReclaimPolicy == metalv1alpha1.ReclaimPolicyRetain {
+		return r.transition(ctx, p, metalv1alpha1.ServerStateReleased, "claim gone, power off confirmed, reclaim policy Retain", nil)
+	}
+	return r.transition(ctx, p, metalv1alpha1.ServerStateAvailable, "claim gone, power off confirmed", func(s *metalv1alpha1.Server) {
+		s.Spec.ServerClaimRef = nil
+		s.Spec.BootConfigurationRef = nil
+	})
+}
+
+func (r *ServerReconciler) claim(ctx context.Context, p *pass) (*metalv1alpha1.ServerClaim, error) {
+	ref := p.Obj.Spec.ServerClaimRef
+	if ref == nil {
+		return nil, nil
+	}
+	c := &metalv1alpha1.ServerClaim{}
+	if err := p.c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, c); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading claim %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	return c, nil
+}
+
+func (r *ServerReconciler) maintenanceObj(ctx context.Context, p *pass) (*metalv1alpha1.ServerMaintenance, error) {
+	ref := p.Obj.Spec.ServerMaintenanceRef
+	if ref == nil {
+		return nil, nil
+	}
+	m := &metalv1alpha1.ServerMaintenance{}
+	if err := p.c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading maintenance %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	return m, nil
+}
+
+// released waits, powered off, for its claim ref to be removed by hand.
+func (r *ServerReconciler) released(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
+	if p.Obj.Spec.ServerClaimRef == nil {
+		return r.transition(ctx, p, metalv1alpha1.ServerStateAvailable, "claim ref removed", nil)
+	}
+	if res, acted, err := r.converge(bctx, ctx, p, metalv1alpha1.PowerOff, true); acted || err != nil {
+		return res, err
+	}
+	return lifecycle.Done(), nil
+}
+
+// maintenance moves a server into Maintenance when a maintenance ref appears, remembering the
+// state to return to.
+func (r *ServerReconciler) maintenance(ctx context.Context, p *pass) (lifecycle.Result, bool, error) {
+	if p.Obj.Spec.ServerMaintenanceRef == nil || p.state == metalv1alpha1.ServerStateMaintenance {
+		return lifecycle.Result{}, false, nil
+	}
+	prev, ref := p.state, p.Obj.Spec.ServerMaintenanceRef
+	res, err := r.transition(ctx, p, metalv1alpha1.ServerStateMaintenance, "maintenance "+ref.Namespace+"/"+ref.Name, func(s *metalv1alpha1.Server) {
+		lifecycle.SetAnnotation(s, PreviousStateAnnotation, string(prev))
+	})
+	return res, true, err
+}
+
+// inMaintenance applies the maintenance's power and returns to the previous state when the
+// maintenance ref is removed.
+func (r *ServerReconciler) inMaintenance(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
+	if p.Obj.Spec.ServerMaintenanceRef == nil {
+		prev := previousState(p.Obj)
+		if p.Obj.Spec.ServerClaimRef != nil && prev != metalv1alpha1.ServerStateReleased {
+			prev = metalv1alpha1.ServerStateReserved
+		}
+		return r.transition(ctx, p, prev, "maintenance ended", func(s *metalv1alpha1.Server) {
+			lifecycle.RemoveAnnotation(s, PreviousStateAnnotation)
+		})
+	}
+	m, err := r.maintenanceObj(ctx, p)
+	if err != nil {
+		return lifecycle.Result{}, err
+	}
+	if m != nil && m.Spec.ServerPower != "" {
+		if res, acted, err := r.converge(bctx, ctx, p, m.Spec.ServerPower, true); acted || err != nil {
+			return res, err
+		}
+	}
+	return lifecycle.Done(), nil
+}
+
+// operation carries out the one-off operation a user asked for with the operation annotation,
+// and removes the annotation in the same pass.
+func (r *ServerReconciler) operation(bctx, ctx context.Context, p *pass) (lifecycle.Result, bool, error) {
+	op, ok := p.Obj.Annotations[metalv1alpha1.OperationAnnotation]
+	if !ok {
+		return lifecycle.Result{}, false, nil
+	}
+	clearOp := func(s *metalv1alpha1.Server) { lifecycle.RemoveAnnotation(s, metalv1alpha1.OperationAnnotation) }
+	if op == metalv1alpha1.OperationPark {
+		prev := p.state
+		res, err := r.transition(ctx, p, metalv1alpha1.ServerStateParked, "parked by operation annotation", func(s *metalv1alpha1.Server) {
+			clearOp(s)
+			lifecycle.SetAnnotation(s, metalv1alpha1.ParkedAnnotation, r.Now().UTC().Format(time.RFC3339))
+			lifecycle.SetAnnotation(s, PreviousStateAnnotation, string(prev))
+		})
+		return res, true, err
+	}
+	if op == metalv1alpha1.OperationRetry && p.state == metalv1alpha1.ServerStateError {
+		res, err := r.transition(ctx, p, previousState(p.Obj), "retry requested", clearOp)
+		return res, true, err
+	}
+	actions := map[string]bmc.PowerAction{
+		metalv1alpha1.OperationGracefulRestartServer: bmc.PowerRestart,
+		metalv1alpha1.OperationHardRestartServer:     bmc.PowerForceRestart,
+		metalv1alpha1.OperationPowerCycleServer:      bmc.PowerForceRestart,
+		metalv1alpha1.OperationForceOffServer:        bmc.PowerOff,
+		metalv1alpha1.OperationForceOnServer:         bmc.PowerOn,
+	}
+	if action, ok := actions[op]; ok {
+		if err := p.conn.Power(bctx, p.sysID, action, bmc.WithForceFallback()); err != nil {
+			return lifecycle.Result{}, true, fmt.Errorf("operation %s: %w", op, err)
+		}
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "Operation", string(action), "operation %s carried out", op)
+	} else {
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, "UnsupportedOperation", "Operation", "operation %q is not supported on a server; removed", op)
+	}
+	return lifecycle.Wrote("operation " + op), true, r.patch(ctx, p, clearOp)
+}
+
+// parked leaves the box alone (no BMC calls at all) until it is unparked, which starts it over.
+func (r *ServerReconciler) parked(ctx context.Context, p *pass) (lifecycle.Result, error) {
+	if p.Obj.Annotations[metalv1alpha1.OperationAnnotation] != metalv1alpha1.OperationUnpark {
+		return r.mirror(ctx, p)
+	}
+	return r.transition(ctx, p, metalv1alpha1.ServerStateInitial, "unparked", func(s *metalv1alpha1.Server) {
+		lifecycle.RemoveAnnotation(s, metalv1alpha1.OperationAnnotation)
+		lifecycle.RemoveAnnotation(s, metalv1alpha1.ParkedAnnotation)
+		lifecycle.RemoveAnnotation(s, PreviousStateAnnotation)
+	})
+}
+
+// mirror writes only the state mirror (for states that make no BMC calls).
+func (r *ServerReconciler) mirror(ctx context.Context, p *pass) (lifecycle.Result, error) {
+	if p.Obj.Status.State == p.state {
+		return lifecycle.Done(), nil
+	}
+	p.Obj.Status.State = p.state
+	if err := p.c.Status().Update(ctx, p.Obj); err != nil {
+		return lifecycle.Result{}, fmt.Errorf("writing server status: %w", err)
+	}
+	return lifecycle.Done(), nil
+}
+
+// finalize holds a deleted server while a claim or maintenance holds it (read from durable
+// bookkeeping and refs, never from status), then powers it off and lets it go.
+func (r *ServerReconciler) finalize(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
+	s := p.Obj
+	if !controllerutil.ContainsFinalizer(s, ServerFinalizer) {
+		return lifecycle.Done(), nil
+	}
+	if held, why, err := r.held(ctx, p); err != nil || held {
+		if err != nil {
+			return lifecycle.Result{}, err
+		}
+		st := s.Status.DeepCopy()
+		st.State = p.state
+		lifecycle.SetCondition(&st.Conditions, s.Generation, ConditionDeletionBlocked, metav1.ConditionTrue, "Held", why)
+		if !equality.Semantic.DeepEqual(*st, s.Status) {
+			r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, "DeletionBlocked", "Delete", "%s", why)
+			s.Status = *st
+			if err := p.c.Status().Update(ctx, s); err != nil {
+				return lifecycle.Result{}, fmt.Errorf("writing server status: %w", err)
+			}
+		}
+		return lifecycle.RequeueAfter(r.Options.RetryAfter, "deletion blocked"), nil
+	}
+	if p.state != metalv1alpha1.ServerStateParked {
+		if res, acted, err := r.converge(bctx, ctx, p, metalv1alpha1.PowerOff, false); acted || err != nil {
+			return res, err
+		}
+	}
+	return r.release(ctx, p)
+}
+
+// held reports whether a claim or maintenance still holds the server.
+func (r *ServerReconciler) held(ctx context.Context, p *pass) (bool, string, error) {
+	if p.state == metalv1alpha1.ServerStateReserved || p.Obj.Spec.ServerClaimRef != nil {
+		if c, err := r.claim(ctx, p); err != nil || c != nil {
+			if c != nil {
+				return true, fmt.Sprintf("claimed by %s/%s: delete the claim first", c.Namespace, c.Name), nil
+			}
+			return false, "", err
+		}
+	}
+	if p.state == metalv1alpha1.ServerStateMaintenance || p.Obj.Spec.ServerMaintenanceRef != nil {
+		if m, err := r.maintenanceObj(ctx, p); err != nil || m != nil {
+			if m != nil {
+				return true, fmt.Sprintf("in maintenance %s/%s: delete the maintenance first", m.Namespace, m.Name), nil
+			}
+			if err != nil {
+				return false, "", err
+			}
+		}
+		if p.Obj.Spec.ServerMaintenanceRef == nil && p.state == metalv1alpha1.ServerStateMaintenance {
+			return false, "", nil
+		}
+	}
+	return false, "", nil
+}
+
+// release removes the server's discovery objects and its finalizer.
+func (r *ServerReconciler) release(ctx context.Context, p *pass) (lifecycle.Result, error) {
+	if !controllerutil.ContainsFinalizer(p.Obj, ServerFinalizer) {
+		return lifecycle.Done(), nil
+	}
+	if err := r.deleteRound(ctx, p); err != nil {
+		return lifecycle.Result{}, err
+	}
+	r.failures.Delete(p.Obj.Name)
+	return lifecycle.Wrote("finalizer removed"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+		controllerutil.RemoveFinalizer(s, ServerFinalizer)
+	})
+}

@@ -1,0 +1,297 @@
+package metal
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/discovery"
+	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/scheme"
+	"github.com/metalhub/metalhub/internal/testenv"
+)
+
+// One control plane, one emulated fleet and one manager for the whole package: tests take their
+// own BMCs from the fleet so they do not see each other's servers.
+var (
+	env      *testenv.Env
+	fleet    *redfish.Emulator
+	writes   = &writeCounter{perPass: map[string]map[types.UID]int{}}
+	nextBMC  atomic.Int32
+	testOpts Options
+
+	// reportsOff holds system UUIDs whose PXE boots the stand-in registry ignores.
+	reportsOff sync.Map
+)
+
+const (
+	fleetSize  = 90
+	powerDelay = 300 * time.Millisecond
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env, runSuite)) }
+
+func runSuite(m *testing.M) int {
+	var err error
+	fleet, err = redfish.Start(redfish.Options{BMCs: fleetSize, PowerDelay: powerDelay, OnBoot: standInRegistry})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "emulator:", err)
+		return 1
+	}
+	defer fleet.Close()
+
+	testOpts = DefaultOptions()
+	testOpts.BMCRequestTimeout = 2 * time.Second
+	testOpts.PowerPoll = 100 * time.Millisecond
+	testOpts.RetryAfter = 500 * time.Millisecond
+	testOpts.ServerResync = 30 * time.Second
+	testOpts.BMCResync = 30 * time.Second
+	testOpts.DiscoveryTimeout = 2 * time.Minute
+	testOpts.ErrorThreshold = 1000 // Error is tested on its own reconciler
+	testOpts.Concurrency = 20
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:  scheme.New(),
+		Logger:  logr.Discard(),
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
+			c, err := client.New(cfg, o)
+			if err != nil {
+				return nil, err
+			}
+			writes.Client = c
+			return writes, nil
+		},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := Setup(ctx, mgr, testOpts); err != nil {
+		fmt.Fprintln(os.Stderr, "setup:", err)
+		cancel()
+		return 1
+	}
+	done := make(chan struct{})
+	go func() { _ = mgr.Start(ctx); close(done) }()
+	code := m.Run()
+	cancel()
+	<-done
+	return code
+}
+
+// standInRegistry plays the discovery registry: a PXE boot of a server in Discovery reports its
+// round, as the probe agent would. (The real registry is tested with discovery.)
+func standInRegistry(ev redfish.BootEvent) {
+	if _, off := reportsOff.Load(strings.ToLower(ev.UUID)); off {
+		return
+	}
+	ctx := context.Background()
+	// Like the probe agent, retry until the report is in (conflicts with the controller's own
+	// writes are expected).
+	for range 50 {
+		list := &metalv1alpha1.ServerList{}
+		if err := env.Client.List(ctx, list); err != nil {
+			return
+		}
+		for i := range list.Items {
+			s := &list.Items[i]
+			round := s.Annotations[discovery.RoundAnnotation]
+			if !strings.EqualFold(s.Spec.SystemUUID, ev.UUID) || round == "" {
+				continue
+			}
+			if err := lifecycle.PatchMetadata(ctx, env.Client, s, func(o client.Object) {
+				lifecycle.SetAnnotation(o, discovery.ReportedAnnotation, round)
+			}); err == nil {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// writeCounter wraps the manager's client and counts writes per reconcile pass and object: the
+// test of "one write per pass" reads it.
+type writeCounter struct {
+	client.Client
+	mu         sync.Mutex
+	perPass    map[string]map[types.UID]int
+	violations []string
+	total      atomic.Int64
+}
+
+func (w *writeCounter) count(ctx context.Context, obj client.Object, what string) {
+	w.total.Add(1)
+	id := string(controller.ReconcileIDFromContext(ctx))
+	if id == "" || obj.GetUID() == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := w.perPass[id]
+	if m == nil {
+		m = map[types.UID]int{}
+		w.perPass[id] = m
+	}
+	m[obj.GetUID()]++
+	if m[obj.GetUID()] > 1 {
+		w.violations = append(w.violations, fmt.Sprintf("%T %s: %s was write %d of pass %s", obj, obj.GetName(), what, m[obj.GetUID()], id))
+	}
+}
+
+func (w *writeCounter) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	w.count(ctx, obj, "update")
+	return w.Client.Update(ctx, obj, opts...)
+}
+
+func (w *writeCounter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	w.count(ctx, obj, "patch")
+	return w.Client.Patch(ctx, obj, patch, opts...)
+}
+
+func (w *writeCounter) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	w.count(ctx, obj, "delete")
+	return w.Client.Delete(ctx, obj, opts...)
+}
+
+func (w *writeCounter) Status() client.SubResourceWriter {
+	return &statusCounter{SubResourceWriter: w.Client.Status(), w: w}
+}
+
+type statusCounter struct {
+	client.SubResourceWriter
+	w *writeCounter
+}
+
+func (s *statusCounter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	s.w.count(ctx, obj, "status update")
+	return s.SubResourceWriter.Update(ctx, obj, opts...)
+}
+
+func (s *statusCounter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	s.w.count(ctx, obj, "status patch")
+	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+}
+
+func (w *writeCounter) Violations() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.violations...)
+}
+
+// ---- helpers ---------------------------------------------------------------------------------
+
+// takeBMC reserves the next emulated BMC for a test.
+func takeBMC(t *testing.T) *redfish.BMC {
+	t.Helper()
+	i := int(nextBMC.Add(1)) - 1
+	if i >= fleetSize {
+		t.Fatalf("fleet exhausted: raise fleetSize")
+	}
+	return fleet.BMC(i)
+}
+
+func port(b *redfish.BMC) int32 {
+	var p int32
+	fmt.Sscanf(b.URL()[strings.LastIndex(b.URL(), ":")+1:], "%d", &p)
+	return p
+}
+
+// registerBMC creates a BMCSecret and a BMC for an emulated BMC and returns the name of the
+// Server its (single) system becomes.
+func registerBMC(t *testing.T, b *redfish.BMC, name string) string {
+	t.Helper()
+	user, pass := b.Credentials()
+	ctx := context.Background()
+	sec := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: map[string]string{"username": user, "password": pass}}
+	if err := env.Client.Create(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	obj := bmcObject(b, name)
+	if err := env.Client.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	return ServerName(name, b.SystemIDs()[0])
+}
+
+func bmcObject(b *redfish.BMC, name string) *metalv1alpha1.BMC {
+	return &metalv1alpha1.BMC{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"test": name}},
+		Spec: metalv1alpha1.BMCSpec{
+			Access:       &metalv1alpha1.InlineEndpoint{IP: "127.0.0.1"},
+			BMCSecretRef: corev1.LocalObjectReference{Name: name},
+			Protocol:     metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: port(b), Scheme: metalv1alpha1.HTTPScheme},
+		},
+	}
+}
+
+func getServer(t *testing.T, name string) *metalv1alpha1.Server {
+	t.Helper()
+	s := &metalv1alpha1.Server{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, s); err != nil {
+		return nil
+	}
+	return s
+}
+
+// eventually polls cond until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		var ok bool
+		if ok, last = cond(); ok {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s (last: %s)", what, timeout, last)
+}
+
+func durableState(s *metalv1alpha1.Server) string { return s.Annotations[lifecycle.StateAnnotation] }
+
+// waitState waits until the server's durable state and its status mirror both say want.
+func waitState(t *testing.T, name string, want metalv1alpha1.ServerState, timeout time.Duration) *metalv1alpha1.Server {
+	t.Helper()
+	var s *metalv1alpha1.Server
+	eventually(t, timeout, name+" "+string(want), func() (bool, string) {
+		s = getServer(t, name)
+		if s == nil {
+			return false, "no server"
+		}
+		return durableState(s) == string(want) && s.Status.State == want,
+			fmt.Sprintf("annotation %s, status %s, power %s", durableState(s), s.Status.State, s.Status.PowerState)
+	})
+	return s
+}
+
+// records returns the emulator's power and boot records for one BMC.
+func records(b *redfish.BMC) []redfish.Record {
+	var out []redfish.Record
+	for _, r := range fleet.Records() {
+		if r.BMC == b.Index() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func systemOf(b *redfish.BMC) *redfish.System { return b.Systems()[0] }
