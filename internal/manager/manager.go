@@ -105,6 +105,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader election Lease.")
 	fs.Var(&o.Controllers, "controllers", "Controller families to run: metal, delivery, or both (comma-separated).")
 	fs.DurationVar(&o.GracefulShutdown, "graceful-shutdown-timeout", o.GracefulShutdown, "How long running reconciles may take to finish on shutdown.")
+	o.Delivery.BindFlags(fs)
 	o.Metal.BindFlags(fs)
 }
 
