@@ -1,0 +1,284 @@
+// Package netboot plays the network-boot side of discovery for the Redfish emulator: what a
+// boot provider (the IronCore boot-operator with its PXE server) and the booted discovery OS
+// would do. When an emulated system PXE-boots, it looks up the Server with the system's UUID,
+// that Server's discovery ServerBootConfiguration and ignition Secret, reads the registry URL,
+// UUID and token out of the ignition, writes a hardware tree for the machine and runs the real
+// agent (internal/probe) against it, posting to the registry over HTTP.
+//
+// Attach it with em.SetBootHook(nb.OnBoot) (or redfish.Options.OnBoot = nb.OnBoot).
+package netboot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/discovery"
+	"github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/probe"
+)
+
+// Options configure a Netboot.
+type Options struct {
+	// Client reads Servers, ServerBootConfigurations and Secrets (required).
+	Client client.Reader
+	// Namespace holds the discovery ServerBootConfigurations and Secrets (required).
+	Namespace string
+	// WorkDir holds the generated hardware trees while their probes run (default: a new
+	// directory under os.TempDir(), removed by Close).
+	WorkDir string
+	// MaxConcurrent bounds the probes running at once (default 8); more boots wait their turn.
+	MaxConcurrent int
+	// LookupTimeout is how long a boot waits for its boot configuration to exist (default 30s).
+	LookupTimeout time.Duration
+	// BootTimeout bounds one boot's probe run (default 10m), like a discovery timeout.
+	BootTimeout time.Duration
+	// ProbeInterval is the agent's pause between reports while not done (default 2s).
+	ProbeInterval time.Duration
+	// HTTPClient is the agent's (default: 10s timeout).
+	HTTPClient *http.Client
+	// OnResult, if set, is told how each boot ended (tests, dev mode).
+	OnResult func(Result)
+	Logger   logr.Logger
+}
+
+// Result is how one emulated boot ended.
+type Result struct {
+	UUID   string
+	Server string
+	// Err is nil when the registry confirmed the report.
+	Err error
+}
+
+// ErrNoBootConfiguration means no Server, ServerBootConfiguration or ignition Secret existed
+// for the booting system: a real machine would find nothing to boot.
+var ErrNoBootConfiguration = errors.New("no discovery boot configuration")
+
+// Netboot answers emulated PXE boots. Each boot runs in its own goroutine, never on the
+// emulator's request path; a second boot of the same system ends the first one's probe, as a
+// reboot would.
+type Netboot struct {
+	opts    Options
+	log     logr.Logger
+	ownDir  bool
+	sem     chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	running map[string]*boot // by normalized UUID
+}
+
+type boot struct{ cancel context.CancelFunc }
+
+// New builds a Netboot.
+func New(o Options) (*Netboot, error) {
+	if o.Client == nil || o.Namespace == "" {
+		return nil, errors.New("netboot: a client and a namespace are required")
+	}
+	if o.MaxConcurrent <= 0 {
+		o.MaxConcurrent = 8
+	}
+	if o.LookupTimeout <= 0 {
+		o.LookupTimeout = 30 * time.Second
+	}
+	if o.BootTimeout <= 0 {
+		o.BootTimeout = 10 * time.Minute
+	}
+	if o.ProbeInterval <= 0 {
+		o.ProbeInterval = 2 * time.Second
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	n := &Netboot{opts: o, log: o.Logger, sem: make(chan struct{}, o.MaxConcurrent), running: map[string]*boot{}}
+	if n.opts.WorkDir == "" {
+		dir, err := os.MkdirTemp("", "metalhub-netboot-")
+		if err != nil {
+			return nil, fmt.Errorf("netboot: creating work directory: %w", err)
+		}
+		n.opts.WorkDir, n.ownDir = dir, true
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	return n, nil
+}
+
+// OnBoot is the emulator's boot hook. It returns at once.
+func (n *Netboot) OnBoot(ev redfish.BootEvent) {
+	key := strings.ToLower(ev.UUID)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ctx.Err() != nil {
+		return
+	}
+	if prev := n.running[key]; prev != nil {
+		prev.cancel() // the machine rebooted: its previous OS, and probe, are gone
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, n.opts.BootTimeout)
+	b := &boot{cancel: cancel}
+	n.running[key] = b
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer func() {
+			cancel()
+			n.mu.Lock()
+			if n.running[key] == b {
+				delete(n.running, key)
+			}
+			n.mu.Unlock()
+		}()
+		server, err := n.boot(ctx, ev)
+		log := n.log.WithValues("uuid", ev.UUID, "server", server, "bmc", ev.BMC, "system", ev.SystemID)
+		if err != nil {
+			log.Info("emulated discovery boot ended without a report", "error", err.Error())
+		} else {
+			log.Info("emulated discovery boot reported")
+		}
+		if n.opts.OnResult != nil {
+			n.opts.OnResult(Result{UUID: ev.UUID, Server: server, Err: err})
+		}
+	}()
+}
+
+// Close stops running probes, waits for them and removes the work directory if it made it.
+func (n *Netboot) Close() {
+	n.cancel()
+	n.wg.Wait()
+	if n.ownDir {
+		_ = os.RemoveAll(n.opts.WorkDir)
+	}
+}
+
+// boot does what the PXE server and the discovery OS would: find the boot configuration, boot
+// it, and let metalprobe report.
+func (n *Netboot) boot(ctx context.Context, ev redfish.BootEvent) (string, error) {
+	select {
+	case n.sem <- struct{}{}:
+		defer func() { <-n.sem }()
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	server, params, err := n.waitForConfiguration(ctx, ev.UUID)
+	if err != nil {
+		return server, err
+	}
+	hw := HardwareFor(ev.UUID, ev.SerialNumber, ev.MACs)
+	root, err := os.MkdirTemp(n.opts.WorkDir, strings.ToLower(ev.UUID)+"-")
+	if err != nil {
+		return server, fmt.Errorf("creating hardware tree: %w", err)
+	}
+	defer os.RemoveAll(root)
+	if err := hw.WriteTree(root); err != nil {
+		return server, err
+	}
+	log := n.log.WithValues("uuid", ev.UUID, "server", server)
+	agent := &probe.Agent{
+		Client: &probe.Client{RegistryURL: params.RegistryURL, Token: params.Token, HTTPClient: n.opts.HTTPClient,
+			Backoff: 200 * time.Millisecond, MaxBackoff: 2 * time.Second, Logger: log},
+		Collect: func(ctx context.Context) (*probe.Report, error) {
+			r, err := probe.Collect(ctx, probe.Options{Root: root, Logger: log})
+			if err != nil {
+				return nil, err
+			}
+			r.SystemUUID = params.ServerUUID
+			return r, nil
+		},
+		Interval: n.opts.ProbeInterval,
+		Logger:   log,
+	}
+	if err := agent.Run(ctx); err != nil {
+		return server, fmt.Errorf("metalprobe: %w", err)
+	}
+	return server, nil
+}
+
+// waitForConfiguration polls for the boot configuration until LookupTimeout: the controller
+// may still be creating it when the machine powers on.
+func (n *Netboot) waitForConfiguration(ctx context.Context, uuid string) (string, discovery.Params, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.opts.LookupTimeout)
+	defer cancel()
+	for {
+		server, params, err := n.configuration(ctx, uuid)
+		if err == nil || !errors.Is(err, ErrNoBootConfiguration) {
+			return server, params, err
+		}
+		select {
+		case <-ctx.Done():
+			return server, params, err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// configuration finds the Server with the UUID, its discovery ServerBootConfiguration and the
+// ignition Secret that configuration names, and reads the agent's parameters from the ignition.
+func (n *Netboot) configuration(ctx context.Context, uuid string) (string, discovery.Params, error) {
+	var p discovery.Params
+	var servers metalv1alpha1.ServerList
+	if err := n.opts.Client.List(ctx, &servers); err != nil {
+		return "", p, fmt.Errorf("listing servers: %w", err)
+	}
+	var srv *metalv1alpha1.Server
+	for i := range servers.Items {
+		if strings.EqualFold(servers.Items[i].Spec.SystemUUID, uuid) {
+			srv = &servers.Items[i]
+			break
+		}
+	}
+	if srv == nil {
+		return "", p, fmt.Errorf("%w: no server with UUID %s", ErrNoBootConfiguration, uuid)
+	}
+	var sbc metalv1alpha1.ServerBootConfiguration
+	key := client.ObjectKey{Namespace: n.opts.Namespace, Name: discovery.ObjectName(srv.Name)}
+	if err := n.opts.Client.Get(ctx, key, &sbc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return srv.Name, p, fmt.Errorf("%w: no ServerBootConfiguration %s", ErrNoBootConfiguration, key)
+		}
+		return srv.Name, p, fmt.Errorf("reading ServerBootConfiguration %s: %w", key, err)
+	}
+	if sbc.Spec.ServerRef.Name != srv.Name {
+		return srv.Name, p, fmt.Errorf("ServerBootConfiguration %s is for server %q", key, sbc.Spec.ServerRef.Name)
+	}
+	if sbc.Spec.IgnitionSecretRef == nil || sbc.Spec.IgnitionSecretRef.Name == "" {
+		return srv.Name, p, fmt.Errorf("%w: ServerBootConfiguration %s names no ignition Secret", ErrNoBootConfiguration, key)
+	}
+	var secret corev1.Secret
+	skey := client.ObjectKey{Namespace: n.opts.Namespace, Name: sbc.Spec.IgnitionSecretRef.Name}
+	if err := n.opts.Client.Get(ctx, skey, &secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return srv.Name, p, fmt.Errorf("%w: no ignition Secret %s", ErrNoBootConfiguration, skey)
+		}
+		return srv.Name, p, fmt.Errorf("reading ignition Secret %s: %w", skey, err)
+	}
+	ign := secret.Data[discovery.IgnitionKey]
+	if len(ign) == 0 {
+		return srv.Name, p, fmt.Errorf("%w: ignition Secret %s has no %q", ErrNoBootConfiguration, skey, discovery.IgnitionKey)
+	}
+	p, err := ParseIgnition(ign)
+	if err != nil {
+		return srv.Name, p, fmt.Errorf("ignition of %s: %w", skey, err)
+	}
+	if p.Token == "" {
+		// A custom template may leave the token to another mechanism; the Secret has it.
+		p.Token = string(secret.Data[discovery.TokenKey])
+	}
+	if p.ServerUUID == "" {
+		p.ServerUUID = uuid
+	}
+	if !strings.EqualFold(p.ServerUUID, uuid) {
+		return srv.Name, p, fmt.Errorf("ignition of %s is for UUID %s, the booting system is %s", skey, p.ServerUUID, uuid)
+	}
+	return srv.Name, p, nil
+}
