@@ -42,7 +42,7 @@ var (
 )
 
 const (
-	fleetSize  = 90
+	fleetSize  = 100
 	powerDelay = 300 * time.Millisecond
 )
 
