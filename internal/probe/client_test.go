@@ -170,6 +170,7 @@ func TestValidate(t *testing.T) {
 		{"no uuid", func(r *Report) { r.SystemUUID = "" }, "systemUUID"},
 		{"bad mac", func(r *Report) { r.NICs[0].MAC = "nope" }, "mac"},
 		{"ip with prefix", func(r *Report) { r.NICs[0].IPs = []string{"10.0.0.1/24"} }, "ip"},
+		{"ip with zone", func(r *Report) { r.NICs[0].IPs = []string{"fe80::1%eth0"} }, "zone"},
 		{"too many nics", func(r *Report) { r.NICs = make([]NIC, MaxNICs+1) }, "nics"},
 		{"long string", func(r *Report) { r.System.Vendor = strings.Repeat("x", MaxStringLen+1) }, "system.vendor"},
 		{"negative memory", func(r *Report) { r.MemoryBytes = -1 }, "memoryBytes"},

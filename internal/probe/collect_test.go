@@ -187,7 +187,7 @@ func TestCollectNICs(t *testing.T) {
 			map[string]string{
 				"sys/class/net/lo/address": "00:00:00:00:00:00\n", "sys/class/net/lo/type": "772\n",
 				"sys/class/net/tun0/address": "\n", "sys/class/net/tun0/type": "65534\n",
-				FixtureAddresses: "# fixture\neno1 10.0.0.5/24\neno1 fe80::1/64\neno1 10.0.0.5\nbr0 192.168.1.1\n",
+				FixtureAddresses: "# fixture\neno1 10.0.0.5/24\neno1 fe80::1%eno1/64\neno1 10.0.0.5\nbr0 192.168.1.1\n",
 			}), []NIC{
 			{Name: "br0", MAC: "02:00:00:00:00:09", Carrier: "down", MTU: 1500, Virtual: true, IPs: []string{"192.168.1.1"}},
 			{Name: "eno1", MAC: "b0:26:28:00:00:01", Carrier: "up", SpeedMbps: 25000, MTU: 1500, IPs: []string{"10.0.0.5", "fe80::1"}},

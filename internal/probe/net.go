@@ -87,9 +87,9 @@ func liveAddresses() map[string][]string {
 		}
 		for _, a := range as {
 			if p, err := netip.ParsePrefix(a.String()); err == nil {
-				out[ifc.Name] = append(out[ifc.Name], p.Addr().String())
+				out[ifc.Name] = append(out[ifc.Name], p.Addr().WithZone("").String())
 			} else if ip, err := netip.ParseAddr(a.String()); err == nil {
-				out[ifc.Name] = append(out[ifc.Name], ip.String())
+				out[ifc.Name] = append(out[ifc.Name], ip.WithZone("").String())
 			}
 		}
 	}
@@ -122,6 +122,7 @@ func fixtureAddresses(path string) (map[string][]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
 		}
+		ip = ip.WithZone("")
 		if !slices.Contains(out[fields[0]], ip.String()) {
 			out[fields[0]] = append(out[fields[0]], ip.String())
 		}

@@ -164,8 +164,10 @@ func (r *Report) Validate() error {
 			bad("nics[%d]: %d ips, at most %d", i, len(n.IPs), MaxIPsPerNIC)
 		}
 		for _, ip := range n.IPs {
-			if _, err := netip.ParseAddr(ip); err != nil {
+			if a, err := netip.ParseAddr(ip); err != nil {
 				bad("nics[%d]: ip %q: %v", i, ip, err)
+			} else if a.Zone() != "" {
+				bad("nics[%d]: ip %q has a zone", i, ip) // the Server CRD's format=ip refuses it
 			}
 		}
 		if len(n.Neighbors) > MaxNeighbors {

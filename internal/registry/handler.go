@@ -155,6 +155,12 @@ func (r *Registry) accept(ctx context.Context, rep *probe.Report, token string) 
 		if apierrors.IsNotFound(err) {
 			return reject(http.StatusNotFound, resultUnknownServer, "no server with this UUID", err)
 		}
+		if apierrors.IsInvalid(err) {
+			// The API server's schema refused what Validate let through: sending it again
+			// will not help, so say so instead of asking the agent to retry forever.
+			return &outcome{code: http.StatusBadRequest, result: resultMalformed, msg: "report refused by the Server schema",
+				server: srv.Name, round: round, err: err}
+		}
 		if !apierrors.IsConflict(err) || attempt == writeAttempts {
 			return &outcome{code: http.StatusServiceUnavailable, result: resultError, msg: "could not store the report, retry later",
 				server: srv.Name, round: round, err: err}
@@ -193,8 +199,10 @@ func (r *Registry) lookup(ctx context.Context, uuid string) (*metalv1alpha1.Serv
 }
 
 // authenticate checks the token against the Server's current round Secret and returns the
-// round. A Server read from the cache may be behind the Secret (the controller writes the Secret
-// before the round annotation); then it is read once more from the API server before refusing.
+// round. A Secret labelled with another round than the Server's is refused even with the right
+// token (a Secret without RoundLabel is judged by its token alone). A Server read from the cache
+// may be behind the Secret (the controller writes the Secret before the round annotation); then
+// it is read once more from the API server before refusing.
 func (r *Registry) authenticate(ctx context.Context, srv *metalv1alpha1.Server, token string, fromCache *bool) (string, *outcome) {
 	unauthorized := func(err error) (string, *outcome) {
 		return "", reject(http.StatusUnauthorized, resultUnauthorized, "token not valid for this server's discovery round", err)
