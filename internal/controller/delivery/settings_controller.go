@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"strings"
 	"sync"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -46,8 +47,10 @@ func (r *SettingsReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 			r.reported[key] = true
 			for _, p := range v.Problems {
 				log.Info("settings ConfigMap problem", "configmap", v.From.Namespace+"/"+v.From.Name, "problem", p)
-				r.recorder.Eventf(v.From, nil, "Warning", "InvalidSetting", "Configure", "%s", p)
 			}
+			// One event with every problem: events of one object, reason and action are
+			// merged into a series that keeps the first note only.
+			r.recorder.Eventf(v.From, nil, "Warning", "InvalidSetting", "Configure", "%s", clip(strings.Join(v.Problems, "; ")))
 		}
 	}
 	changed := v.Settings != r.last
