@@ -43,6 +43,7 @@ var (
 func TestMain(m *testing.M) { os.Exit(runTests(m)) }
 
 func runTests(m *testing.M) int {
+	ctrl.SetLogger(testLogger())
 	e, err := testenv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)

@@ -1,0 +1,459 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/scheme"
+	"github.com/metalhub/metalhub/internal/testenv"
+)
+
+// Defect 4 (managed object side) and the acceptance point: a managed Deployment deleted by hand
+// is back within 5 s with no interval elapsing (both are 10 minutes), and drift is undone.
+func TestDefect04_DeletedManagedObjectRestoredWithin5s(t *testing.T) {
+	startManager(t, fastOptions())
+	ns := namespace(t)
+	newResource(t, "d04-restore", ns, docs(deploymentYAML("web", 1), serviceYAML("web"), configMapYAML("web", "", "1")))
+	vr := waitResource(t, "d04-restore", infrahubv1alpha1.StateSucceeded, ReasonDeployed, 30*time.Second)
+	if vr.Status.ManagedResourceCount != 3 || len(vr.Status.ManagedResources) != 3 {
+		t.Fatalf("managedResources %+v (count %d)", vr.Status.ManagedResources, vr.Status.ManagedResourceCount)
+	}
+	old := &appsv1.Deployment{}
+	if err := exists(t, env.Client, old, ns, "web"); err != nil {
+		t.Fatal(err)
+	}
+
+	deleted := time.Now()
+	if err := env.Client.Delete(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, func() error {
+		d := &appsv1.Deployment{}
+		if err := exists(t, env.Client, d, ns, "web"); err != nil {
+			return err
+		}
+		if d.UID == old.UID {
+			return fmt.Errorf("old Deployment still there")
+		}
+		return nil
+	})
+	t.Logf("deleted Deployment back after %s", time.Since(deleted).Round(10*time.Millisecond))
+
+	// Drift: scaled by hand (generation moves) and data edited (resourceVersion moves).
+	d := &appsv1.Deployment{}
+	_ = exists(t, env.Client, d, ns, "web")
+	d.Spec.Replicas = ptr.To[int32](5)
+	if err := env.Client.Update(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{}
+	_ = exists(t, env.Client, cm, ns, "web")
+	cm.Data["value"] = "edited"
+	if err := env.Client.Update(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, func() error {
+		d := &appsv1.Deployment{}
+		cm := &corev1.ConfigMap{}
+		if err := exists(t, env.Client, d, ns, "web"); err != nil {
+			return err
+		}
+		if err := exists(t, env.Client, cm, ns, "web"); err != nil {
+			return err
+		}
+		if *d.Spec.Replicas != 1 || cm.Data["value"] != "1" {
+			return fmt.Errorf("drift not undone: replicas %d, value %q", *d.Spec.Replicas, cm.Data["value"])
+		}
+		return nil
+	})
+}
+
+// Defect 4 (predicate): annotation edits — requested-at in particular — start a pass at once;
+// status-only edits do not.
+func TestDefect04_AnnotationsTriggerStatusEditsDoNot(t *testing.T) {
+	startManager(t, fastOptions())
+	e, url := startInfrahub(t, nil)
+	ns := namespace(t)
+	_, _ = e.AddArtifact("", "web", "", []byte(configMapYAML("pred", "", "1")))
+	newSync(t, "d04-pred", url, "web", ns)
+	waitSync(t, "d04-pred", infrahubv1alpha1.StateSucceeded, ReasonSynced, 30*time.Second)
+	time.Sleep(500 * time.Millisecond) // let passes caused by the VidraResource's creation finish
+	queries := e.Counters().Queries
+
+	s := getSync(t, "d04-pred")
+	s.Status.LastError = "edited by hand"
+	if err := env.Client.Status().Update(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	consistently(t, 1500*time.Millisecond, func() error {
+		if q := e.Counters().Queries; q != queries {
+			return fmt.Errorf("a status-only edit started a pass (%d queries, was %d)", q, queries)
+		}
+		return nil
+	})
+
+	requestSync(t, getSync(t, "d04-pred"))
+	eventually(t, 3*time.Second, func() error {
+		if q := e.Counters().Queries; q == queries {
+			return fmt.Errorf("requested-at did not start a pass")
+		}
+		if s := getSync(t, "d04-pred"); s.Status.LastError != "" {
+			return fmt.Errorf("status not rebuilt by the pass: %q", s.Status.LastError)
+		}
+		return nil
+	})
+}
+
+// Defect 6: server-side apply with our own field manager: fields set by others survive, the
+// owned-by annotation is set once and never grows, and two VidraResources do not fight over an
+// object — the second one is refused with a reason.
+func TestDefect06_ServerSideApplyOwnershipNoClobbering(t *testing.T) {
+	startManager(t, fastOptions())
+	ns := namespace(t)
+	vr := newResource(t, "d06-a", ns, configMapYAML("shared", "", "a"))
+	waitResource(t, "d06-a", infrahubv1alpha1.StateSucceeded, ReasonDeployed, 30*time.Second)
+
+	// Another controller adds a label and a data key with its own field manager.
+	other := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "shared", "namespace": ns, "labels": map[string]any{"team": "other"}},
+		"data":     map[string]any{"extra": "x"},
+	}}
+	if err := env.Client.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(other), client.FieldOwner("someone-else")); err != nil {
+		t.Fatal(err)
+	}
+	// Our manifest changes, and a few forced passes follow.
+	vr = getResource(t, "d06-a")
+	vr.Spec.Manifest = configMapYAML("shared", "", "b")
+	if err := env.Client.Update(context.Background(), vr); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		requestSync(t, getResource(t, "d06-a"))
+		time.Sleep(200 * time.Millisecond)
+	}
+	eventually(t, 5*time.Second, func() error {
+		cm := &corev1.ConfigMap{}
+		if err := exists(t, env.Client, cm, ns, "shared"); err != nil {
+			return err
+		}
+		if cm.Data["value"] != "b" {
+			return fmt.Errorf("manifest change not applied: %v", cm.Data)
+		}
+		return nil
+	})
+	cm := &corev1.ConfigMap{}
+	_ = exists(t, env.Client, cm, ns, "shared")
+	if cm.Data["extra"] != "x" || cm.Labels["team"] != "other" {
+		t.Fatalf("fields of another manager clobbered: data %v labels %v", cm.Data, cm.Labels)
+	}
+	if got := cm.Annotations[infrahubv1alpha1.OwnedByAnnotation]; got != "d06-a" {
+		t.Fatalf("owned-by annotation %q, want exactly d06-a", got)
+	}
+	var ours bool
+	for _, mf := range cm.ManagedFields {
+		if mf.Manager == FieldManager && mf.Operation == metav1.ManagedFieldsOperationApply {
+			ours = true
+		}
+	}
+	if !ours {
+		t.Fatalf("no server-side apply entry of %s in managedFields", FieldManager)
+	}
+
+	// A second VidraResource claiming the same object is refused; the first keeps it.
+	newResource(t, "d06-b", ns, configMapYAML("shared", "", "from-b"))
+	got := waitResource(t, "d06-b", infrahubv1alpha1.StateFailed, ReasonOwnershipConflict, 10*time.Second)
+	if !strings.Contains(got.Status.LastError, "d06-a") {
+		t.Fatalf("conflict does not name the owner: %q", got.Status.LastError)
+	}
+	consistently(t, time.Second, func() error {
+		cm := &corev1.ConfigMap{}
+		if err := exists(t, env.Client, cm, ns, "shared"); err != nil {
+			return err
+		}
+		if cm.Data["value"] != "b" || cm.Annotations[infrahubv1alpha1.OwnedByAnnotation] != "d06-a" {
+			return fmt.Errorf("second VidraResource took the object: %v %v", cm.Data, cm.Annotations)
+		}
+		return nil
+	})
+}
+
+// Defect 7: event mode (per resource or global) keeps the periodic requeue.
+func TestDefect07_EventModeKeepsPeriodicRequeue(t *testing.T) {
+	o := fastOptions()
+	o.Settings.EventBasedReconcile = true
+	h := startManager(t, o)
+	ns := namespace(t)
+	newResource(t, "d07-global", ns, configMapYAML("d07-global", "", "1"), func(vr *infrahubv1alpha1.VidraResource) {
+		vr.Spec.Destination.ReconcileOnEvents = false
+	})
+	newResource(t, "d07-own", ns, configMapYAML("d07-own", "", "1"))
+	for _, name := range []string{"d07-global", "d07-own"} {
+		waitResource(t, name, infrahubv1alpha1.StateSucceeded, ReasonDeployed, 30*time.Second)
+		res, err := h.rs.resource.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Name: name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		min, max := o.Settings.RequeueResourcesAfter, o.Settings.RequeueResourcesAfter*11/10+time.Second
+		if res.RequeueAfter < min || res.RequeueAfter > max {
+			t.Fatalf("%s: requeue after %s in event mode, want the resource interval %s", name, res.RequeueAfter, min)
+		}
+	}
+}
+
+// Without event mode, a deleted object comes back on the periodic pass, not at once.
+func TestPeriodicRestoreWithoutEventMode(t *testing.T) {
+	o := fastOptions()
+	o.Settings.RequeueResourcesAfter = 3 * time.Second
+	startManager(t, o)
+	ns := namespace(t)
+	newResource(t, "periodic", ns, configMapYAML("periodic", "", "1"), func(vr *infrahubv1alpha1.VidraResource) {
+		vr.Spec.Destination.ReconcileOnEvents = false
+	})
+	waitResource(t, "periodic", infrahubv1alpha1.StateSucceeded, ReasonDeployed, 30*time.Second)
+	cm := &corev1.ConfigMap{}
+	_ = exists(t, env.Client, cm, ns, "periodic")
+	if err := env.Client.Delete(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	// Event mode is off: the deletion alone does not bring a pass...
+	consistently(t, 800*time.Millisecond, func() error {
+		if exists(t, env.Client, &corev1.ConfigMap{}, ns, "periodic") == nil {
+			return fmt.Errorf("restored at once although reconcileOnEvents is false")
+		}
+		return nil
+	})
+	// ...the periodic one does.
+	eventually(t, 3*time.Second*11/10+3*time.Second, func() error { return exists(t, env.Client, &corev1.ConfigMap{}, ns, "periodic") })
+}
+
+// Defect 11: an artifact cannot create a ClusterRoleBinding unless the policy names the kind.
+func TestDefect11_PolicyRefusesClusterRoleBinding(t *testing.T) {
+	h := startManager(t, fastOptions())
+	ns := namespace(t)
+	crb := `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: d11-escalate
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
+subjects:
+- {kind: ServiceAccount, name: default, namespace: ` + ns + `}
+`
+	newResource(t, "d11", ns, docs(configMapYAML("d11", "", "1"), crb))
+	vr := waitResource(t, "d11", infrahubv1alpha1.StateFailed, ReasonPolicyDenied, 30*time.Second)
+	for _, want := range []string{"ClusterRoleBinding", "--delivery-allowed-kinds=ClusterRoleBinding.rbac.authorization.k8s.io", "nothing applied"} {
+		if !strings.Contains(vr.Status.LastError, want) {
+			t.Fatalf("status %q does not say %q", vr.Status.LastError, want)
+		}
+	}
+	if exists(t, env.Client, &rbacv1.ClusterRoleBinding{}, "", "d11-escalate") == nil {
+		t.Fatal("ClusterRoleBinding created despite the policy")
+	}
+	if exists(t, env.Client, &corev1.ConfigMap{}, ns, "d11") == nil {
+		t.Fatal("part of a refused artifact was applied")
+	}
+
+	// An operator that allows the kind by name applies it.
+	h.stop()
+	o := fastOptions()
+	o.Policy.AllowedKinds = []string{"*", "ClusterRoleBinding.rbac.authorization.k8s.io"}
+	startManager(t, o)
+	requestSync(t, getResource(t, "d11"))
+	waitResource(t, "d11", infrahubv1alpha1.StateSucceeded, ReasonDeployed, 30*time.Second)
+	if err := exists(t, env.Client, &rbacv1.ClusterRoleBinding{}, "", "d11-escalate"); err != nil {
+		t.Fatal(err)
+	}
+	deleteResource(t, "d11") // while this manager runs: its finalizer removes the binding
+	if exists(t, env.Client, &rbacv1.ClusterRoleBinding{}, "", "d11-escalate") == nil {
+		t.Fatal("ClusterRoleBinding left behind by the finalizer")
+	}
+}
+
+// Defect 11 (RBAC side): the generated role grants no wildcard.
+func TestDefect11_GeneratedRoleHasNoWildcards(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.Unmarshal(data, &role); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range role.Rules {
+		for _, list := range [][]string{r.APIGroups, r.Resources, r.Verbs} {
+			for _, v := range list {
+				if v == "*" {
+					t.Fatalf("role.yaml grants a wildcard: %+v", r)
+				}
+			}
+		}
+	}
+	var vr bool
+	for _, r := range role.Rules {
+		for _, res := range r.Resources {
+			vr = vr || res == "vidraresources"
+		}
+	}
+	if !vr {
+		t.Fatal("role.yaml lacks the delivery controllers' rules (run make manifests)")
+	}
+}
+
+// Objects that leave the manifest are pruned if, and only if, they are ours; the finalizer
+// removes what was applied and nothing else.
+func TestPruneAndFinalizerTouchOnlyOwnObjects(t *testing.T) {
+	startManager(t, fastOptions())
+	ns := namespace(t)
+	mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "not-ours", Namespace: ns}, Data: map[string]string{"k": "v"}}
+	if err := env.Client.Create(context.Background(), mine); err != nil {
+		t.Fatal(err)
+	}
+	newResource(t, "prune", ns, docs(configMapYAML("keep", "", "1"), configMapYAML("drop", "", "1")))
+	waitResource(t, "prune", infrahubv1alpha1.StateSucceeded, ReasonDeployed, 30*time.Second)
+
+	vr := getResource(t, "prune")
+	vr.Spec.Manifest = configMapYAML("keep", "", "1")
+	if err := env.Client.Update(context.Background(), vr); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, func() error {
+		if exists(t, env.Client, &corev1.ConfigMap{}, ns, "drop") == nil {
+			return fmt.Errorf("ConfigMap drop not pruned")
+		}
+		vr := getResource(t, "prune")
+		if vr.Status.ManagedResourceCount != 1 {
+			return fmt.Errorf("managedResources %+v", vr.Status.ManagedResources)
+		}
+		return nil
+	})
+
+	deleteResource(t, "prune")
+	if exists(t, env.Client, &corev1.ConfigMap{}, ns, "keep") == nil {
+		t.Fatal("finalizer left the applied ConfigMap behind")
+	}
+	if err := exists(t, env.Client, &corev1.ConfigMap{}, ns, "not-ours"); err != nil {
+		t.Fatalf("an object we never applied was removed: %v", err)
+	}
+}
+
+// Defect 9: a remote cluster is reached with its own RESTMapper (it serves a kind the local one
+// does not), its objects are watched, and rotated credentials are used without a restart.
+func TestDefect09_RemoteClusterOwnMapperAndRotation(t *testing.T) {
+	rem := remote(t)
+	rc, err := client.New(rem.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	installWidgetCRD(t, rc)
+	if err := rc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}); err != nil && !strings.Contains(err.Error(), "already exists") {
+		t.Fatal(err)
+	}
+	kubeconfig, err := os.ReadFile(rem.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := kc.Clusters[kc.Contexts[kc.CurrentContext].Cluster].Server
+
+	startManager(t, fastOptions())
+	secret := createSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), map[string]string{"kubeconfig": string(kubeconfig)})
+	widget := "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 3\n"
+	newResource(t, "d09", "apps", docs(configMapYAML("remote-cm", "", "1"), widget), func(vr *infrahubv1alpha1.VidraResource) {
+		vr.Spec.Destination.Server = server
+	})
+	waitResource(t, "d09", infrahubv1alpha1.StateSucceeded, ReasonDeployed, 30*time.Second)
+	w := &unstructured.Unstructured{}
+	w.SetAPIVersion("example.com/v1")
+	w.SetKind("Widget")
+	if err := exists(t, rc, w, "apps", "w1"); err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := exists(t, rc, cm, "apps", "remote-cm"); err != nil {
+		t.Fatal(err)
+	}
+	if exists(t, env.Client, &corev1.ConfigMap{}, "apps", "remote-cm") == nil {
+		t.Fatal("remote object applied to the local cluster")
+	}
+
+	// Deleted on the remote cluster: the remote watch brings it back.
+	if err := rc.Delete(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, func() error { return exists(t, rc, &corev1.ConfigMap{}, "apps", "remote-cm") })
+
+	// Rotation: credentials that do not work, then working ones again, each picked up from the
+	// Secret's change alone.
+	broken := strings.Replace(string(kubeconfig), server, closedURL(t), 1)
+	setSecretData(t, secret, "kubeconfig", broken)
+	requestSync(t, getResource(t, "d09"))
+	waitResource(t, "d09", infrahubv1alpha1.StateFailed, ReasonClusterUnavailable, 30*time.Second)
+	setSecretData(t, secret, "kubeconfig", string(kubeconfig))
+	waitResource(t, "d09", infrahubv1alpha1.StateSucceeded, ReasonDeployed, 30*time.Second)
+}
+
+func setSecretData(t testing.TB, s *corev1.Secret, key, value string) {
+	t.Helper()
+	cur := &corev1.Secret{}
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(s), cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Data[key] = []byte(value)
+	if err := env.Client.Update(context.Background(), cur); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func installWidgetCRD(t testing.TB, c client.Client) {
+	t.Helper()
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "example.com", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptr.To(true),
+				}},
+			}},
+		},
+	}
+	if err := c.Create(context.Background(), crd); err != nil && !strings.Contains(err.Error(), "already exists") {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		got := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(context.Background(), client.ObjectKey{Name: crd.Name}, got); err != nil {
+			return err
+		}
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("CRD not established")
+	})
+}
