@@ -1,0 +1,80 @@
+package delivery
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+func TestPolicyCheck(t *testing.T) {
+	deploy := schema.GroupKind{Group: "apps", Kind: "Deployment"}
+	cm := schema.GroupKind{Kind: "ConfigMap"}
+	crb := schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}
+	role := schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "Role"}
+	ns := schema.GroupKind{Kind: "Namespace"}
+	tests := []struct {
+		name       string
+		policy     Policy
+		gk         schema.GroupKind
+		namespaced bool
+		namespace  string
+		deny       string
+	}{
+		{name: "default allows namespaced", gk: deploy, namespaced: true, namespace: "a"},
+		{name: "default refuses ClusterRoleBinding", gk: crb, deny: "RBAC"},
+		{name: "default refuses namespaced RBAC", gk: role, namespaced: true, namespace: "a", deny: "RBAC"},
+		{name: "default refuses cluster-scoped", gk: ns, deny: "cluster-scoped"},
+		{name: "wildcard does not open RBAC", policy: Policy{AllowedKinds: []string{"*"}}, gk: crb, deny: "RBAC"},
+		{name: "named RBAC allowed", policy: Policy{AllowedKinds: []string{"ClusterRoleBinding.rbac.authorization.k8s.io"}}, gk: crb},
+		{name: "named cluster-scoped allowed", policy: Policy{AllowedKinds: []string{"Namespace"}}, gk: ns},
+		{name: "list restricts", policy: Policy{AllowedKinds: []string{"ConfigMap"}}, gk: deploy, namespaced: true, namespace: "a", deny: "not among the allowed kinds"},
+		{name: "list allows core kind", policy: Policy{AllowedKinds: []string{"ConfigMap"}}, gk: cm, namespaced: true, namespace: "a"},
+		{name: "namespace refused", policy: Policy{AllowedNamespaces: []string{"apps"}}, gk: cm, namespaced: true, namespace: "kube-system", deny: "kube-system"},
+		{name: "namespace allowed", policy: Policy{AllowedNamespaces: []string{"apps"}}, gk: cm, namespaced: true, namespace: "apps"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.policy.Check(tc.gk, tc.namespaced, tc.namespace)
+			if tc.deny == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.deny) {
+				t.Fatalf("err %v, want %q", err, tc.deny)
+			}
+		})
+	}
+}
+
+func TestHostLabelValues(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		want string
+		err  bool
+	}{
+		{url: "https://infrahub-server.infrahub.orb.local", want: "infrahub-server.infrahub.orb.local"},
+		{url: "http://127.0.0.1:8300", want: "127.0.0.1_8300,127.0.0.1"},
+		{url: "https://K8S.example.com:6443/prefix", want: "k8s.example.com_6443,k8s.example.com"},
+		{url: "not a url", err: true},
+	} {
+		got, err := hostLabelValues(tc.url)
+		if (err != nil) != tc.err || strings.Join(got, ",") != tc.want {
+			t.Errorf("%s: %v %v, want %s (err %v)", tc.url, got, err, tc.want, tc.err)
+		}
+	}
+	if !isLocal("") || !isLocal("https://kubernetes.default.svc") || isLocal("https://10.0.0.1:6443") {
+		t.Fatal("isLocal")
+	}
+}
+
+func configMapObject(ownedBy string) metav1.Object {
+	m := &metav1.ObjectMeta{Name: "cm"}
+	if ownedBy != "" {
+		m.Annotations = map[string]string{ownedByAnnotation: ownedBy}
+	}
+	return m
+}

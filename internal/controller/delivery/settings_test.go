@@ -1,0 +1,56 @@
+package delivery
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSettingsOverlay(t *testing.T) {
+	base := DefaultSettings()
+	tests := []struct {
+		name     string
+		data     map[string]string
+		want     Settings
+		problems []string
+	}{
+		{name: "none", data: nil, want: base},
+		{name: "reference sample", data: map[string]string{"requeueSyncAfter": "1m", "requeueResourcesAfter": "1m", "queryName": "ArtifactIDs", "eventBasedReconcile": "true"},
+			want: Settings{RequeueSyncAfter: time.Minute, RequeueResourcesAfter: time.Minute, QueryName: "ArtifactIDs", EventBasedReconcile: true}},
+		{name: "bare seconds", data: map[string]string{"requeueSyncAfter": "30"},
+			want: Settings{RequeueSyncAfter: 30 * time.Second, RequeueResourcesAfter: base.RequeueResourcesAfter, QueryName: base.QueryName}},
+		{name: "malformed values keep the base", data: map[string]string{"requeueSyncAfter": "soon", "requeueResourcesAfter": "0s", "eventBasedReconcile": "yes please", "queryName": " "},
+			want: base, problems: []string{"eventBasedReconcile", "queryName: empty", "requeueResourcesAfter", "requeueSyncAfter"}},
+		{name: "unknown key", data: map[string]string{"requeueSyncAfer": "5m"}, want: base, problems: []string{`unknown key "requeueSyncAfer"`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, problems := base.Overlay(tc.data)
+			if got != tc.want {
+				t.Fatalf("settings %+v, want %+v", got, tc.want)
+			}
+			if len(problems) != len(tc.problems) {
+				t.Fatalf("problems %q, want %d", problems, len(tc.problems))
+			}
+			for i, p := range tc.problems {
+				if !strings.Contains(problems[i], p) {
+					t.Fatalf("problem %d %q does not mention %q", i, problems[i], p)
+				}
+			}
+		})
+	}
+}
+
+func TestOptionsDefaultsAndValidation(t *testing.T) {
+	o := Options{}.withDefaults()
+	if o.Settings != DefaultSettings() || o.InfrahubTimeout <= 0 || o.ClusterTimeout <= 0 {
+		t.Fatalf("zero options not defaulted: %+v", o)
+	}
+	if err := o.validate(); err != nil {
+		t.Fatal(err)
+	}
+	o.Policy.AllowedKinds = []string{"apps/v1 Deployment"}
+	if err := o.validate(); err == nil {
+		t.Fatal("malformed allowed kind accepted")
+	}
+}
