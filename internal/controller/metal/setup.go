@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -13,6 +14,8 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/discovery"
+	"github.com/metalhub/metalhub/internal/registry"
 )
 
 // Field indexes the family's watches and lookups use instead of scanning every object.
@@ -48,8 +51,18 @@ type Options struct {
 	DiscoveryTimeout time.Duration
 	// ErrorThreshold is the number of consecutive BMC failures after which a Server is Error.
 	ErrorThreshold int
-	// Ignition renders the discovery ignition for a server and its round's token; nil leaves
-	// the Secret without one (a boot provider of the user's renders it).
+	// RegistryBindAddress is where the discovery registry listens; "0" turns it off (another
+	// replica or process serves it).
+	RegistryBindAddress string
+	// RegistryURL is the registry's URL as the servers reach it, written into the discovery
+	// ignition. Empty leaves the ignition out of the round's Secret.
+	RegistryURL string
+	// ProbeImage is the container image with metalprobe, started by the discovery ignition.
+	ProbeImage string
+	// IgnitionTemplateFile overrides the built-in discovery ignition template.
+	IgnitionTemplateFile string
+	// Ignition renders the discovery ignition for a server and its round's token; Setup fills
+	// it from the options above when RegistryURL is set.
 	Ignition func(s *metalv1alpha1.Server, token string) ([]byte, error)
 	// Pool, if set, is used instead of a new pool.
 	Pool *bmc.Pool
@@ -70,6 +83,8 @@ func DefaultOptions() Options {
 		DiscoveryImage:           "metalprobe:latest",
 		DiscoveryTimeout:         30 * time.Minute,
 		ErrorThreshold:           5,
+		RegistryBindAddress:      ":8082",
+		ProbeImage:               "metalprobe:latest",
 	}
 }
 
@@ -86,12 +101,48 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DiscoveryImage, "discovery-image", o.DiscoveryImage, "OS image servers boot for discovery.")
 	fs.DurationVar(&o.DiscoveryTimeout, "discovery-timeout", o.DiscoveryTimeout, "Time after which a server without a discovery report goes back to Initial.")
 	fs.IntVar(&o.ErrorThreshold, "server-error-threshold", o.ErrorThreshold, "Consecutive BMC failures after which a server is put in Error.")
+	fs.StringVar(&o.RegistryBindAddress, "registry-bind-address", o.RegistryBindAddress, "Address the discovery registry listens on; \"0\" turns it off.")
+	fs.StringVar(&o.RegistryURL, "registry-url", o.RegistryURL, "URL of the discovery registry as servers reach it (written into the discovery ignition).")
+	fs.StringVar(&o.ProbeImage, "probe-image", o.ProbeImage, "Container image with metalprobe that the discovery ignition starts.")
+	fs.StringVar(&o.IgnitionTemplateFile, "discovery-ignition-template", o.IgnitionTemplateFile, "File with a Go template overriding the built-in discovery ignition.")
+}
+
+// ignition builds the discovery ignition renderer; the template is checked now so a bad one
+// fails at start-up, not at the first discovery.
+func (o *Options) ignition() error {
+	if o.Ignition != nil || o.RegistryURL == "" {
+		return nil
+	}
+	tmpl := ""
+	if o.IgnitionTemplateFile != "" {
+		b, err := os.ReadFile(o.IgnitionTemplateFile)
+		if err != nil {
+			return fmt.Errorf("reading discovery ignition template: %w", err)
+		}
+		tmpl = string(b)
+	}
+	if _, err := discovery.ParseIgnitionTemplate(tmpl); err != nil {
+		return err
+	}
+	url, image := o.RegistryURL, o.ProbeImage
+	o.Ignition = func(s *metalv1alpha1.Server, token string) ([]byte, error) {
+		return discovery.RenderIgnition(discovery.Params{RegistryURL: url, ServerUUID: s.Spec.SystemUUID, Token: token, ProbeImage: image}, tmpl)
+	}
+	return nil
 }
 
 // Setup registers the family's indexes and reconcilers with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := setupIndexes(ctx, mgr); err != nil {
 		return err
+	}
+	if err := o.ignition(); err != nil {
+		return err
+	}
+	if o.RegistryBindAddress != "0" && o.RegistryBindAddress != "" {
+		if _, err := registry.Setup(ctx, mgr, registry.Options{BindAddress: o.RegistryBindAddress, DiscoveryNamespace: o.DiscoveryNamespace}); err != nil {
+			return fmt.Errorf("discovery registry: %w", err)
+		}
 	}
 	pool := o.Pool
 	if pool == nil {
