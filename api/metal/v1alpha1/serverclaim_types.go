@@ -8,6 +8,7 @@ import (
 // ServerClaimSpec asks for a server, the image it boots and its power.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.serverRef) || has(self.serverRef)",message="serverRef cannot be removed once set"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.serverSelector) || has(self.serverSelector)",message="serverSelector cannot be removed once set"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.serverRef) || !has(oldSelf.serverSelector) || self.serverSelector == oldSelf.serverSelector",message="serverSelector is immutable once the claim is bound"
 type ServerClaimSpec struct {
 	// Power is the desired power state of the claimed server.
 	// +required
@@ -17,9 +18,9 @@ type ServerClaimSpec struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="serverRef is immutable"
 	ServerRef *corev1.LocalObjectReference `json:"serverRef,omitempty"`
-	// ServerSelector picks a server by its labels. Immutable.
+	// ServerSelector picks a server by its labels. It can be corrected (an invalid selector, say)
+	// until the claim is bound; from then on it is immutable.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="serverSelector is immutable"
 	ServerSelector *metav1.LabelSelector `json:"serverSelector,omitempty"`
 	// IgnitionSecretRef names the Secret with the ignition the server boots with.
 	// +optional

@@ -66,6 +66,8 @@ type Options struct {
 	Ignition func(s *metalv1alpha1.Server, token string) ([]byte, error)
 	// Pool, if set, is used instead of a new pool.
 	Pool *bmc.Pool
+	// Claims configure the claim, boot configuration and maintenance controllers (claims.go).
+	Claims ClaimOptions
 }
 
 // DefaultOptions are the settings for a real fleet.
@@ -85,6 +87,7 @@ func DefaultOptions() Options {
 		ErrorThreshold:           5,
 		RegistryBindAddress:      ":8082",
 		ProbeImage:               "metalprobe:latest",
+		Claims:                   DefaultClaimOptions(),
 	}
 }
 
@@ -101,6 +104,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DiscoveryImage, "discovery-image", o.DiscoveryImage, "OS image servers boot for discovery.")
 	fs.DurationVar(&o.DiscoveryTimeout, "discovery-timeout", o.DiscoveryTimeout, "Time after which a server without a discovery report goes back to Initial.")
 	fs.IntVar(&o.ErrorThreshold, "server-error-threshold", o.ErrorThreshold, "Consecutive BMC failures after which a server is put in Error.")
+	o.Claims.BindFlags(fs)
 	fs.StringVar(&o.RegistryBindAddress, "registry-bind-address", o.RegistryBindAddress, "Address the discovery registry listens on; \"0\" turns it off.")
 	fs.StringVar(&o.RegistryURL, "registry-url", o.RegistryURL, "URL of the discovery registry as servers reach it (written into the discovery ignition).")
 	fs.StringVar(&o.ProbeImage, "probe-image", o.ProbeImage, "Container image with metalprobe that the discovery ignition starts.")
@@ -167,7 +171,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("server controller: %w", err)
 	}
-	return nil
+	return setupClaims(ctx, mgr, o)
 }
 
 func setupIndexes(ctx context.Context, mgr ctrl.Manager) error {

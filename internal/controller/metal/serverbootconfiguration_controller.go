@@ -1,0 +1,127 @@
+package metal
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// Reasons of a boot configuration's Ready condition (beside ReasonImageMissing and
+// ReasonIgnitionSecretNotFound, shared with claims).
+const (
+	ReasonBootConfigurationReady = "BootConfigurationReady"
+	ReasonWaitingForBootProvider = "WaitingForBootProvider"
+)
+
+// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverbootconfigurations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverbootconfigurations/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+
+// ServerBootConfigurationReconciler is the built-in boot provider's bookkeeping: a boot
+// configuration is Pending until a provider marks it Ready or Error. The built-in provider marks
+// it Ready when it has an image and its ignition Secret (if it names one) exists, Error with the
+// reason otherwise, and looks again when the Secret appears. With External set (the IronCore
+// boot-operator consumes the same objects and reports on them), it only marks new ones Pending.
+type ServerBootConfigurationReconciler struct {
+	Client      client.Client
+	Recorder    events.EventRecorder
+	External    bool
+	Concurrency int
+}
+
+// SetupWithManager registers the reconciler.
+func (r *ServerBootConfigurationReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.ServerBootConfiguration { return &metalv1alpha1.ServerBootConfiguration{} }, r.handle)
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("serverbootconfiguration").
+		For(&metalv1alpha1.ServerBootConfiguration{}, builder.WithPredicates(lifecycle.Predicate())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Concurrency, 1)})
+	if !r.External {
+		b = b.Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forSecret))
+	}
+	return b.Complete(rec)
+}
+
+// forSecret maps an ignition Secret to the boot configurations in its namespace that name it.
+func (r *ServerBootConfigurationReconciler) forSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &metalv1alpha1.ServerBootConfigurationList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexIgnitionSecret: o.GetName()}); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
+}
+
+func (r *ServerBootConfigurationReconciler) handle(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerBootConfiguration]) (lifecycle.Result, error) {
+	sbc := p.Obj
+	if !sbc.DeletionTimestamp.IsZero() || sbc.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore {
+		return lifecycle.Done(), nil
+	}
+	st := sbc.Status.DeepCopy()
+	if r.External {
+		if st.State != "" {
+			return lifecycle.Done(), nil // the provider's to report
+		}
+		st.State = metalv1alpha1.ServerBootConfigurationStatePending
+		lifecycle.SetCondition(&st.Conditions, sbc.Generation, ConditionReady, metav1.ConditionFalse, ReasonWaitingForBootProvider, "waiting for the boot provider")
+	} else {
+		state, status, reason, msg, err := r.evaluate(ctx, p)
+		if err != nil {
+			return lifecycle.Result{}, err
+		}
+		st.State = state
+		lifecycle.SetCondition(&st.Conditions, sbc.Generation, ConditionReady, status, reason, msg)
+	}
+	if equality.Semantic.DeepEqual(*st, sbc.Status) {
+		return lifecycle.Done(), nil
+	}
+	if st.State != sbc.Status.State {
+		typ := corev1.EventTypeNormal
+		if st.State == metalv1alpha1.ServerBootConfigurationStateError {
+			typ = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(sbc, nil, typ, string(st.State), "Provide", "%s", findCondition(st.Conditions, ConditionReady).Message)
+	}
+	sbc.Status = *st
+	if err := p.Client().Status().Update(ctx, sbc); err != nil {
+		return lifecycle.Result{}, fmt.Errorf("writing boot configuration status: %w", err)
+	}
+	return lifecycle.Done(), nil
+}
+
+// evaluate is the built-in provider's verdict.
+func (r *ServerBootConfigurationReconciler) evaluate(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerBootConfiguration]) (metalv1alpha1.ServerBootConfigurationState, metav1.ConditionStatus, string, string, error) {
+	sbc := p.Obj
+	if strings.TrimSpace(sbc.Spec.Image) == "" {
+		return metalv1alpha1.ServerBootConfigurationStateError, metav1.ConditionFalse, ReasonImageMissing, "spec.image is empty: nothing to boot", nil
+	}
+	if ref := sbc.Spec.IgnitionSecretRef; ref != nil && ref.Name != "" {
+		err := p.Client().Get(ctx, client.ObjectKey{Namespace: sbc.Namespace, Name: ref.Name}, &corev1.Secret{})
+		if apierrors.IsNotFound(err) {
+			return metalv1alpha1.ServerBootConfigurationStateError, metav1.ConditionFalse, ReasonIgnitionSecretNotFound,
+				fmt.Sprintf("ignition Secret %s/%s not found", sbc.Namespace, ref.Name), nil
+		}
+		if err != nil {
+			return "", "", "", "", fmt.Errorf("reading ignition Secret: %w", err)
+		}
+	}
+	return metalv1alpha1.ServerBootConfigurationStateReady, metav1.ConditionTrue, ReasonBootConfigurationReady, "image " + sbc.Spec.Image + " ready to boot", nil
+}
