@@ -347,6 +347,31 @@ func TestSessionReuseExpiryAndLogout(t *testing.T) {
 	}
 }
 
+// A BMC whose session slots are all taken — by sessions a killed predecessor never logged out of
+// — is still managed, over Basic auth, instead of being locked out until they expire.
+func TestSessionLimitFallsBackToBasic(t *testing.T) {
+	e := fleet(t, redfish.Options{BMCs: 1, MaxSessions: 2})
+	b := e.BMC(0)
+	id := b.SystemIDs()[0]
+	ctx := context.Background()
+	for range 2 { // predecessors that die without logging out
+		p := bmc.NewPool(bmc.Options{RequestTimeout: 2 * time.Second})
+		if _, err := get(t, p, endpoint(b)).System(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := b.Stats(); st.ActiveSessions != 2 {
+		t.Fatalf("setup: %+v", st)
+	}
+	c := get(t, pool(t, bmc.Options{}), endpoint(b))
+	if _, err := c.System(ctx, id); err != nil {
+		t.Fatalf("with every session slot taken: %v", err)
+	}
+	if err := c.Power(ctx, id, bmc.PowerOn); err != nil {
+		t.Fatalf("power over Basic auth: %v", err)
+	}
+}
+
 func TestConcurrencyCap(t *testing.T) {
 	e := fleet(t, redfish.Options{BMCs: 1})
 	b := e.BMC(0)

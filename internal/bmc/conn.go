@@ -235,6 +235,12 @@ func (c *conn) login(ctx context.Context, sessionsURI string) error {
 		c.log.V(1).Info("session login not supported, using Basic authentication", "status", resp.StatusCode)
 		c.setBasic()
 		return nil
+	case resp.StatusCode == http.StatusServiceUnavailable && bytes.Contains(body, []byte("SessionLimitExceeded")):
+		// Every session slot is taken, typically by sessions a killed predecessor never logged
+		// out of. They expire only after the BMC's session timeout; Basic auth needs no slot.
+		c.log.Info("BMC session limit reached, using Basic authentication")
+		c.setBasic()
+		return nil
 	case resp.StatusCode >= 300:
 		return statusError(op, resp.StatusCode, body)
 	}
