@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"sort"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -24,7 +25,7 @@ type vrMemory struct {
 	target       string            // target id the objects were applied to
 	requestedAt  string            // requested-at annotation the apply honoured
 	tokens       map[string]string // objectRef.key() -> drift token after our apply
-	events       bool              // restore on watch events (event mode)
+	checkedAt    time.Time         // last full pass: every object checked, restored if needed
 }
 
 func newAppliedMemory() *appliedMemory { return &appliedMemory{byVR: map[string]*vrMemory{}} }
@@ -52,18 +53,6 @@ func (m *appliedMemory) put(name string, v *vrMemory) {
 	m.byVR[name] = v
 }
 
-// setEvents records whether a VidraResource restores on events, keeping the rest.
-func (m *appliedMemory) setEvents(name string, uid types.UID, on bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	v := m.byVR[name]
-	if v == nil || v.uid != uid {
-		v = &vrMemory{uid: uid, tokens: map[string]string{}}
-		m.byVR[name] = v
-	}
-	v.events = on
-}
-
 // forget drops a VidraResource.
 func (m *appliedMemory) forget(name string) {
 	m.mu.Lock()
@@ -71,14 +60,15 @@ func (m *appliedMemory) forget(name string) {
 	delete(m.byVR, name)
 }
 
-// wants reports whether an event about one of owner's objects should start a pass: the owner
-// is in event mode and the object is not as our last apply left it (our own writes come back as
-// events too; they must not cause a pass each).
+// wants reports whether an event about one of owner's objects should start a pass: the object
+// is not as our last apply left it (our own writes come back as events too; they must not cause
+// a pass each). Outside event mode that pass only reports the drift (Stale); the periodic pass
+// restores.
 func (m *appliedMemory) wants(owner, targetID, objKey, token string, deleted bool) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	v := m.byVR[owner]
-	if v == nil || !v.events {
+	if v == nil {
 		return false
 	}
 	if deleted || v.target != targetID {

@@ -41,6 +41,7 @@ const (
 
 	ReasonSynced              = "Synced"
 	ReasonDeployed            = "Deployed"
+	ReasonDrifted             = "Drifted"
 	ReasonCredentialsNotFound = "CredentialsNotFound"
 	ReasonCredentialsInvalid  = "CredentialsInvalid"
 	ReasonSecretAmbiguous     = "SecretAmbiguous"

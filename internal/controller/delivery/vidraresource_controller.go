@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -58,6 +59,10 @@ type deployOutcome struct {
 	managed    []infrahubv1alpha1.ManagedResource
 	keep       bool // keep the managedResources of the status (nothing was applied)
 	progressed bool // something was applied or deleted
+	// drift found by a pass that may only observe (not in event mode, before the periodic
+	// pass): reported as Stale, restored by the periodic pass due after nextCheck.
+	drift     []string
+	nextCheck time.Duration
 }
 
 func (r *VidraResourceReconciler) handle(ctx context.Context, p *lifecycle.Pass[*infrahubv1alpha1.VidraResource]) (lifecycle.Result, error) {
@@ -74,13 +79,16 @@ func (r *VidraResourceReconciler) handle(ctx context.Context, p *lifecycle.Pass[
 	}
 	st := r.settings.Current(ctx)
 	events := vr.Spec.Destination.ReconcileOnEvents || st.EventBasedReconcile
-	r.memory.setEvents(vr.Name, vr.UID, events)
-	out := r.deploy(ctx, vr, events)
-	return r.report(ctx, p, out, st.RequeueResourcesAfter)
+	out := r.deploy(ctx, vr, events, st.RequeueResourcesAfter)
+	requeue := st.RequeueResourcesAfter
+	if out.nextCheck > 0 {
+		requeue = out.nextCheck
+	}
+	return r.report(ctx, p, out, requeue)
 }
 
 // deploy applies the manifest and prunes what left it. It never writes the VidraResource.
-func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alpha1.VidraResource, events bool) deployOutcome {
+func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alpha1.VidraResource, events bool, interval time.Duration) deployOutcome {
 	log := logf.FromContext(ctx)
 	objs, err := decodeManifest(vr.Spec.Manifest)
 	if err != nil {
@@ -102,7 +110,13 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 	requested := vr.Annotations[infrahubv1alpha1.RequestedAtAnnotation]
 	mem := r.memory.get(vr.Name, vr.UID)
 	fresh := mem == nil || mem.manifestHash != hash || mem.target != t.id() || mem.requestedAt != requested
-	next := &vrMemory{uid: vr.UID, manifestHash: hash, target: t.id(), requestedAt: requested, tokens: map[string]string{}, events: events}
+	// Outside event mode, a pass brought by a watch event before the periodic pass is due only
+	// reports drift: the user chose periodic restoration, but the status must not read
+	// Succeeded over a deleted object (defect 4).
+	if !events && !fresh && r.now().Sub(mem.checkedAt) < interval*9/10 {
+		return r.observeDrift(ctx, t, vr, planned, mem, interval)
+	}
+	next := &vrMemory{uid: vr.UID, manifestHash: hash, target: t.id(), requestedAt: requested, tokens: map[string]string{}, checkedAt: r.now()}
 
 	var (
 		out     deployOutcome
@@ -170,6 +184,24 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 	return out
 }
 
+// observeDrift compares the objects with our last apply without touching them.
+func (r *VidraResourceReconciler) observeDrift(ctx context.Context, t *target, vr *infrahubv1alpha1.VidraResource, planned []plannedObject, mem *vrMemory, interval time.Duration) deployOutcome {
+	out := deployOutcome{keep: true, nextCheck: max(time.Second, mem.checkedAt.Add(interval).Sub(r.now()))}
+	for _, po := range planned {
+		live, err := t.observe(ctx, po.ref.GVK, client.ObjectKey{Namespace: po.ref.Namespace, Name: po.ref.Name})
+		switch {
+		case err != nil:
+			out.err = reasonf(ReasonClusterUnavailable, "reading %s: %v", po.ref, err)
+			return out
+		case live == nil:
+			out.drift = append(out.drift, po.ref.String()+" deleted")
+		case mem.tokens[po.ref.key()] != driftToken(live):
+			out.drift = append(out.drift, po.ref.String()+" changed")
+		}
+	}
+	return out
+}
+
 // liveOwner returns the VidraResource that owns an object we are about to apply, if it still
 // exists; "" means the object is free to take (unmarked, or its owner is gone).
 func (r *VidraResourceReconciler) liveOwner(ctx context.Context, live metav1.Object, self string) string {
@@ -191,7 +223,7 @@ func (r *VidraResourceReconciler) finalize(ctx context.Context, p *lifecycle.Pas
 		r.memory.forget(vr.Name)
 		return lifecycle.Done(), nil
 	}
-	r.memory.setEvents(vr.Name, vr.UID, false) // our own deletes must not bring passes
+	r.memory.forget(vr.Name) // our own deletes must not bring passes
 	if err := r.cleanup(ctx, vr); err != nil {
 		logf.FromContext(ctx).Info("cannot remove applied objects yet", "error", err.Error())
 		res, werr := r.report(ctx, p, deployOutcome{err: withReason(ReasonCleanupFailed, err), keep: true}, cleanupRetry)
@@ -242,12 +274,17 @@ func (r *VidraResourceReconciler) report(ctx context.Context, p *lifecycle.Pass[
 	vr := p.Obj
 	st := vr.Status.DeepCopy()
 	rep := lifecycle.Report{LastSuccess: &st.LastSyncTime, LastError: &st.LastError}
-	if out.err == nil {
+	switch {
+	case out.err == nil && len(out.drift) > 0:
+		st.DeployState = infrahubv1alpha1.StateStale
+		lifecycle.SetCondition(&st.Conditions, vr.Generation, ConditionReady, metav1.ConditionFalse, ReasonDrifted,
+			clip(fmt.Sprintf("%s; restored by the periodic pass (reconcileOnEvents is off)", strings.Join(out.drift, ", "))))
+	case out.err == nil:
 		st.DeployState = infrahubv1alpha1.StateSucceeded
 		rep.Succeeded(r.now(), out.progressed)
 		lifecycle.SetCondition(&st.Conditions, vr.Generation, ConditionReady, metav1.ConditionTrue, ReasonDeployed,
 			fmt.Sprintf("%d objects applied", len(out.managed)))
-	} else {
+	default:
 		st.DeployState = infrahubv1alpha1.StateFailed
 		if rep.Failed(out.err) {
 			r.recorder.Eventf(vr, nil, "Warning", reasonOf(out.err), "Deploy", "%s", clip(out.err.Error()))
@@ -269,8 +306,8 @@ func (r *VidraResourceReconciler) report(ctx context.Context, p *lifecycle.Pass[
 	return lifecycle.RequeueAfter(jitter(requeue), "status written"), nil
 }
 
-// onObjectEvent turns a watch event on an applied object into a pass of its VidraResource, when
-// that one restores on events and the object is not as we left it.
+// onObjectEvent turns a watch event on an applied object into a pass of its VidraResource when
+// the object is not as we left it: in event mode the pass restores it, otherwise it reports it.
 func (r *VidraResourceReconciler) onObjectEvent(ev objectEvent, enqueue func(name string)) {
 	owners := ownersOf(ev.obj)
 	if len(owners) != 1 {

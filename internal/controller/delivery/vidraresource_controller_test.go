@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
@@ -219,7 +220,8 @@ func TestDefect07_EventModeKeepsPeriodicRequeue(t *testing.T) {
 	}
 }
 
-// Without event mode, a deleted object comes back on the periodic pass, not at once.
+// Without event mode, a deleted object is reported Stale at once and comes back on the periodic
+// pass.
 func TestPeriodicRestoreWithoutEventMode(t *testing.T) {
 	o := fastOptions()
 	o.Settings.RequeueResourcesAfter = 3 * time.Second
@@ -234,15 +236,18 @@ func TestPeriodicRestoreWithoutEventMode(t *testing.T) {
 	if err := env.Client.Delete(context.Background(), cm); err != nil {
 		t.Fatal(err)
 	}
-	// Event mode is off: the deletion alone does not bring a pass...
-	consistently(t, 800*time.Millisecond, func() error {
-		if exists(t, env.Client, &corev1.ConfigMap{}, ns, "periodic") == nil {
-			return fmt.Errorf("restored at once although reconcileOnEvents is false")
-		}
-		return nil
-	})
-	// ...the periodic one does.
+	// Event mode is off: the deletion is reported at once (not Succeeded over a missing
+	// object, defect 4) but not undone...
+	vr := waitResource(t, "periodic", infrahubv1alpha1.StateStale, ReasonDrifted, 2*time.Second)
+	if c := meta.FindStatusCondition(vr.Status.Conditions, ConditionReady); !strings.Contains(c.Message, "ConfigMap/"+ns+"/periodic deleted") {
+		t.Fatalf("Stale condition does not name the object: %q", c.Message)
+	}
+	if exists(t, env.Client, &corev1.ConfigMap{}, ns, "periodic") == nil {
+		t.Fatal("restored at once although reconcileOnEvents is false")
+	}
+	// ...until the periodic pass.
 	eventually(t, 3*time.Second*11/10+3*time.Second, func() error { return exists(t, env.Client, &corev1.ConfigMap{}, ns, "periodic") })
+	waitResource(t, "periodic", infrahubv1alpha1.StateSucceeded, ReasonDeployed, 5*time.Second)
 }
 
 // Defect 11: an artifact cannot create a ClusterRoleBinding unless the policy names the kind.
