@@ -228,14 +228,25 @@ func TestStatusWipeChangesNothing(t *testing.T) {
 	if getServer(t, m.name) == nil {
 		t.Fatal("a server in maintenance was let go")
 	}
-	// Once the maintenance is gone, the server is powered off and released.
+	// Once the maintenance is gone, the server is powered off and released. (Its BMC then
+	// creates a new Server of the same name, which starts discovery: look at the old one's UID
+	// and at the actions before that new discovery.)
+	oldUID := s.UID
 	if err := env.Client.Delete(ctx(), maint); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "server released after maintenance ended", func() (bool, string) {
-		return getServer(t, m.name) == nil, "still there"
+		sv := getServer(t, m.name)
+		return sv == nil || sv.UID != oldUID, "still there"
 	})
-	if got := resetTypes(since(records(m.bmc), wiped)); len(got) != 1 || got[0] != "ForceOff" {
+	var got []string
+	for _, a := range resetTypes(since(records(m.bmc), wiped)) {
+		if strings.HasPrefix(a, "Boot:") {
+			break // the new Server's discovery
+		}
+		got = append(got, a)
+	}
+	if len(got) != 1 || got[0] != "ForceOff" {
 		t.Errorf("deletion: BMC actions %v, want one power off", got)
 	}
 }

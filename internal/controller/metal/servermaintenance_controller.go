@@ -79,6 +79,8 @@ func (r *ServerMaintenanceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("servermaintenance").
 		For(&metalv1alpha1.ServerMaintenance{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
 			statusWiped(func(o client.Object) bool { return o.(*metalv1alpha1.ServerMaintenance).Status.State == "" })))).
+		// A maintenance created, re-prioritised or deleted moves the others of its server in line.
+		Watches(&metalv1alpha1.ServerMaintenance{}, handler.EnqueueRequestsFromMapFunc(r.siblings), builder.WithPredicates(lifecycle.Predicate())).
 		// A boot configuration's state (Ready, Error) decides between InMaintenance and Failed.
 		Owns(&metalv1alpha1.ServerBootConfiguration{}).
 		Watches(&metalv1alpha1.Server{}, handler.EnqueueRequestsFromMapFunc(r.forServer), builder.WithPredicates(lifecycle.Predicate())).
@@ -104,6 +106,14 @@ func statusWiped(empty func(client.Object) bool) predicate.Predicate {
 
 func (r *ServerMaintenanceReconciler) forServer(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.forServerName(ctx, o.GetName())
+}
+
+func (r *ServerMaintenanceReconciler) siblings(ctx context.Context, o client.Object) []reconcile.Request {
+	m := o.(*metalv1alpha1.ServerMaintenance)
+	if m.Spec.ServerRef == nil || m.Spec.ServerRef.Name == "" {
+		return nil
+	}
+	return r.forServerName(ctx, m.Spec.ServerRef.Name)
 }
 
 func (r *ServerMaintenanceReconciler) forClaim(ctx context.Context, o client.Object) []reconcile.Request {
@@ -435,6 +445,19 @@ func (r *ServerMaintenanceReconciler) finalize(ctx context.Context, p *lifecycle
 	}
 	if s != nil && (isMaintenanceRef(s.Spec.ServerMaintenanceRef, m) || ours(s.Spec.MaintenanceBootConfigurationRef)) {
 		held := isMaintenanceRef(s.Spec.ServerMaintenanceRef, m)
+		if held {
+			// The approval was for this maintenance: clear it first, in a pass of its own, so that
+			// the next maintenance in line — which moves once the server is handed back — finds
+			// the claim unmarked in the cache and asks the owner again.
+			if c, err := r.claim(ctx, p, s); err != nil {
+				return lifecycle.Result{}, err
+			} else if c != nil && marked(c) {
+				if err := r.clearClaim(ctx, p, c); err != nil {
+					return lifecycle.Result{}, err
+				}
+				return lifecycle.Done(), nil // the claim's event brings us back
+			}
+		}
 		if err := lifecycle.PatchMetadata(ctx, cl, s.DeepCopy(), func(o client.Object) {
 			srv := o.(*metalv1alpha1.Server)
 			if isMaintenanceRef(srv.Spec.ServerMaintenanceRef, m) {
@@ -449,10 +472,6 @@ func (r *ServerMaintenanceReconciler) finalize(ctx context.Context, p *lifecycle
 		if held {
 			ctrl.LoggerFrom(ctx).Info("maintenance ended", "server", s.Name)
 			r.Recorder.Eventf(m, s, corev1.EventTypeNormal, "Ended", "Maintenance", "server %s handed back", s.Name)
-			// The approval was for this maintenance: the next one in line asks again.
-			if err := r.clearClaim(ctx, p, s); err != nil {
-				return lifecycle.Result{}, err
-			}
 		}
 		return lifecycle.Done(), nil // the server's event brings us back
 	}
@@ -474,13 +493,11 @@ func (r *ServerMaintenanceReconciler) finalize(ctx context.Context, p *lifecycle
 		if err != nil {
 			return lifecycle.Result{}, err
 		}
-		if first == nil {
-			c, err := r.claim(ctx, p, s)
-			if err != nil {
+		if first == nil && s.Spec.ServerMaintenanceRef == nil {
+			if c, err := r.claim(ctx, p, s); err != nil {
 				return lifecycle.Result{}, err
-			}
-			if c != nil && marked(c) {
-				if err := r.clearClaim(ctx, p, s); err != nil {
+			} else if c != nil && marked(c) {
+				if err := r.clearClaim(ctx, p, c); err != nil {
 					return lifecycle.Result{}, err
 				}
 				return lifecycle.Done(), nil // the claim's event brings us back
@@ -492,12 +509,8 @@ func (r *ServerMaintenanceReconciler) finalize(ctx context.Context, p *lifecycle
 	})
 }
 
-// clearClaim removes the maintenance marks (needed, approved, reason) from the server's claim.
-func (r *ServerMaintenanceReconciler) clearClaim(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], s *metalv1alpha1.Server) error {
-	c, err := r.claim(ctx, p, s)
-	if err != nil || c == nil || !marked(c) {
-		return err
-	}
+// clearClaim removes the maintenance marks (needed, approved, reason) from a claim.
+func (r *ServerMaintenanceReconciler) clearClaim(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], c *metalv1alpha1.ServerClaim) error {
 	if err := lifecycle.PatchMetadata(ctx, p.Client(), c, func(o client.Object) {
 		l := o.GetLabels()
 		delete(l, metalv1alpha1.MaintenanceNeededLabel)

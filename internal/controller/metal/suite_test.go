@@ -42,7 +42,7 @@ var (
 )
 
 const (
-	fleetSize  = 100
+	fleetSize  = 160
 	powerDelay = 300 * time.Millisecond
 )
 

@@ -1,0 +1,601 @@
+package metal
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/scheme"
+)
+
+// ---- helpers ---------------------------------------------------------------------------------
+
+// registerLabeled registers an emulated BMC whose labels (copied onto its Server) include lbls,
+// and returns the Server's name.
+func registerLabeled(t *testing.T, b *redfish.BMC, name string, lbls map[string]string) string {
+	t.Helper()
+	user, pass := b.Credentials()
+	sec := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: map[string]string{"username": user, "password": pass}}
+	if err := env.Client.Create(ctx(), sec); err != nil {
+		t.Fatal(err)
+	}
+	obj := bmcObject(b, name)
+	maps.Copy(obj.Labels, lbls)
+	if err := env.Client.Create(ctx(), obj); err != nil {
+		t.Fatal(err)
+	}
+	return ServerName(name, b.SystemIDs()[0])
+}
+
+// availableServers registers n BMCs with the given labels and waits until their Servers are
+// Available and observed off, i.e. claimable.
+func availableServers(t *testing.T, prefix string, n int, lbls func(i int) map[string]string) ([]string, []*redfish.BMC) {
+	t.Helper()
+	names := make([]string, n)
+	bmcs := make([]*redfish.BMC, n)
+	for i := range n {
+		bmcs[i] = takeBMC(t)
+		names[i] = registerLabeled(t, bmcs[i], fmt.Sprintf("%s-%d", prefix, i), lbls(i))
+	}
+	parallel(n, func(i int) {
+		waitState(t, names[i], metalv1alpha1.ServerStateAvailable, 60*time.Second)
+		waitPower(t, names[i], metalv1alpha1.PowerStateOff, 20*time.Second)
+	})
+	return names, bmcs
+}
+
+func ensureNamespace(t *testing.T, name string) {
+	t.Helper()
+	err := env.Client.Create(ctx(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+func selectorClaim(ns, name string, power metalv1alpha1.Power, sel *metav1.LabelSelector) *metalv1alpha1.ServerClaim {
+	return &metalv1alpha1.ServerClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       metalv1alpha1.ServerClaimSpec{Power: power, Image: "os-image:latest", ServerSelector: sel},
+	}
+}
+
+func getClaim(ns, name string) *metalv1alpha1.ServerClaim {
+	c := &metalv1alpha1.ServerClaim{}
+	if err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, c); err != nil {
+		return nil
+	}
+	return c
+}
+
+// claimStatus is "<phase>/<reason of Bound>".
+func claimStatus(c *metalv1alpha1.ServerClaim) string {
+	if c == nil {
+		return "gone"
+	}
+	reason := ""
+	if cond := findCondition(c.Status.Conditions, ConditionBound); cond != nil {
+		reason = cond.Reason
+	}
+	return string(c.Status.Phase) + "/" + reason
+}
+
+func waitClaim(t *testing.T, ns, name, want string, timeout time.Duration) *metalv1alpha1.ServerClaim {
+	t.Helper()
+	var c *metalv1alpha1.ServerClaim
+	eventually(t, timeout, "claim "+name+" "+want, func() (bool, string) {
+		c = getClaim(ns, name)
+		return claimStatus(c) == want, claimStatus(c)
+	})
+	return c
+}
+
+func waitClaimGone(t *testing.T, ns, name string, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, "claim "+name+" gone", func() (bool, string) {
+		c := getClaim(ns, name)
+		return c == nil, claimStatus(c)
+	})
+}
+
+func updateClaim(t *testing.T, ns, name string, mutate func(*metalv1alpha1.ServerClaim)) {
+	t.Helper()
+	eventually(t, 5*time.Second, "update claim "+name, func() (bool, string) {
+		c := getClaim(ns, name)
+		if c == nil {
+			return false, "gone"
+		}
+		mutate(c)
+		if err := env.Client.Update(ctx(), c); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+}
+
+func systemPower(b *redfish.BMC) string { return systemOf(b).PowerState() }
+
+func waitSystemPower(t *testing.T, b *redfish.BMC, want string, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, fmt.Sprintf("BMC %d power %s", b.Index(), want), func() (bool, string) {
+		got := systemPower(b)
+		return got == want, got
+	})
+}
+
+// history records, from watches, every serverRef each claim had and every claim ref each
+// server had, in order: flapping shows as a second entry.
+type history struct {
+	mu      sync.Mutex
+	claims  map[string][]string
+	servers map[string][]string
+}
+
+func watchHistory(t *testing.T, ns string) *history {
+	t.Helper()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &history{claims: map[string][]string{}, servers: map[string][]string{}}
+	wctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	record := func(m map[string][]string, key, val string) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if l := m[key]; len(l) == 0 && val == "" || len(l) > 0 && l[len(l)-1] == val {
+			return
+		}
+		m[key] = append(m[key], val)
+	}
+	run := func(list client.ObjectList, opts []client.ListOption, on func(obj any)) {
+		for wctx.Err() == nil {
+			w, err := wc.Watch(wctx, list, opts...)
+			if err != nil {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Added || ev.Type == watch.Modified {
+					on(ev.Object)
+				}
+			}
+		}
+	}
+	go run(&metalv1alpha1.ServerClaimList{}, []client.ListOption{client.InNamespace(ns)}, func(o any) {
+		c := o.(*metalv1alpha1.ServerClaim)
+		if c.Spec.ServerRef != nil {
+			record(h.claims, c.Name, c.Spec.ServerRef.Name)
+		}
+	})
+	go run(&metalv1alpha1.ServerList{}, nil, func(o any) {
+		s := o.(*metalv1alpha1.Server)
+		ref := ""
+		if s.Spec.ServerClaimRef != nil {
+			ref = s.Spec.ServerClaimRef.Namespace + "/" + s.Spec.ServerClaimRef.Name
+		}
+		record(h.servers, s.Name, ref)
+	})
+	return h
+}
+
+// check reports claims that had more than one server and servers handed from one claim to
+// another without being released in between.
+func (h *history) check(t *testing.T) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for c, refs := range h.claims {
+		if len(refs) > 1 {
+			t.Errorf("claim %s flapped between servers: %v", c, refs)
+		}
+	}
+	for s, refs := range h.servers {
+		for i := 1; i < len(refs); i++ {
+			if refs[i-1] != "" && refs[i] != "" {
+				t.Errorf("server %s went from claim %s to %s without release: %v", s, refs[i-1], refs[i], refs)
+			}
+		}
+	}
+}
+
+func checkNoDoubleWrites(t *testing.T) {
+	t.Helper()
+	if v := writes.Violations(); len(v) > 0 {
+		t.Fatalf("passes that wrote their object twice:\n%s", strings.Join(v, "\n"))
+	}
+}
+
+// ---- tests -----------------------------------------------------------------------------------
+
+// 100 claims with overlapping selectors race for 40 servers: exactly 40 bind, 60 say why not;
+// no server holds two claims, no claim holds two servers or changes server. Deleting 10 bound
+// claims lets 10 waiting claims bind the servers they free.
+func TestClaimRace(t *testing.T) {
+	const n, claims, ns = 40, 100, "race"
+	ensureNamespace(t, ns)
+	servers, _ := availableServers(t, "race", n, func(i int) map[string]string {
+		return map[string]string{"pool": "race", "rack": fmt.Sprintf("r%d", i%4), "gen": fmt.Sprintf("g%d", i%2)}
+	})
+	h := watchHistory(t, ns)
+	time.Sleep(200 * time.Millisecond) // let the watches start
+
+	// Half the claims take any race server, so every server stays wanted until all are bound;
+	// the rest overlap on racks and generations.
+	selectorFor := func(i int) *metav1.LabelSelector {
+		pool := map[string]string{"pool": "race"}
+		switch {
+		case i%2 == 0:
+			return &metav1.LabelSelector{MatchLabels: pool}
+		case i%6 == 1:
+			return &metav1.LabelSelector{MatchLabels: pool, MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "rack", Operator: metav1.LabelSelectorOpIn, Values: []string{"r0", "r1"}}}}
+		case i%6 == 3:
+			return &metav1.LabelSelector{MatchLabels: pool, MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "rack", Operator: metav1.LabelSelectorOpIn, Values: []string{"r1", "r2"}}}}
+		default:
+			return &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "race", "gen": "g0"}}
+		}
+	}
+	parallel(claims, func(i int) {
+		c := selectorClaim(ns, fmt.Sprintf("race-%03d", i), metalv1alpha1.PowerOff, selectorFor(i))
+		if err := env.Client.Create(ctx(), c); err != nil {
+			t.Error(err)
+		}
+	})
+
+	settled := func(wantBound, wantUnbound int) map[string]string {
+		var bound map[string]string
+		eventually(t, 60*time.Second, fmt.Sprintf("%d bound, %d unbound", wantBound, wantUnbound), func() (bool, string) {
+			list := &metalv1alpha1.ServerClaimList{}
+			if err := env.Client.List(ctx(), list, client.InNamespace(ns)); err != nil {
+				return false, err.Error()
+			}
+			bound = map[string]string{}
+			unbound, other := 0, map[string]int{}
+			for _, c := range list.Items {
+				switch claimStatus(&c) {
+				case "Bound/Bound":
+					bound[c.Name] = c.Spec.ServerRef.Name
+				case "Unbound/" + ReasonAllMatchingServersTaken:
+					unbound++
+				default:
+					other[claimStatus(&c)]++
+				}
+			}
+			return len(bound) == wantBound && unbound == wantUnbound && len(list.Items) == wantBound+wantUnbound,
+				fmt.Sprintf("%d bound, %d unbound, others %v", len(bound), unbound, other)
+		})
+		return bound
+	}
+	checkBindings := func(bound map[string]string) {
+		t.Helper()
+		held := map[string]string{}
+		for claim, server := range bound {
+			if other, ok := held[server]; ok {
+				t.Errorf("server %s bound by %s and %s", server, other, claim)
+			}
+			held[server] = claim
+			s := getServer(t, server)
+			if s.Spec.ServerClaimRef == nil || s.Spec.ServerClaimRef.Name != claim || s.Spec.ServerClaimRef.Namespace != ns {
+				t.Errorf("claim %s bound to %s, which points at %+v", claim, server, s.Spec.ServerClaimRef)
+			}
+			sbc := &metalv1alpha1.ServerBootConfiguration{}
+			if err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: claim}, sbc); err != nil {
+				t.Errorf("claim %s: boot configuration: %v", claim, err)
+			} else if sbc.Spec.ServerRef.Name != server || s.Spec.BootConfigurationRef == nil || s.Spec.BootConfigurationRef.Name != claim {
+				t.Errorf("claim %s: boot configuration for %s, server points at %+v", claim, sbc.Spec.ServerRef.Name, s.Spec.BootConfigurationRef)
+			}
+		}
+		if len(held) != len(bound) {
+			t.Errorf("%d claims bound to %d servers", len(bound), len(held))
+		}
+	}
+
+	bound := settled(n, claims-n)
+	checkBindings(bound)
+	for _, s := range servers {
+		waitState(t, s, metalv1alpha1.ServerStateReserved, 20*time.Second)
+	}
+
+	// Free ten servers: ten waiting claims get them.
+	victims := slices.Sorted(maps.Keys(bound))[:10]
+	freed := map[string]bool{}
+	for _, name := range victims {
+		freed[bound[name]] = true
+		if err := env.Client.Delete(ctx(), getClaim(ns, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range victims {
+		waitClaimGone(t, ns, name, 30*time.Second)
+	}
+	after := settled(n, claims-n-10)
+	checkBindings(after)
+	var newcomers []string
+	for claim, server := range after {
+		if _, before := bound[claim]; before {
+			if bound[claim] != server {
+				t.Errorf("claim %s moved from %s to %s", claim, bound[claim], server)
+			}
+			continue
+		}
+		newcomers = append(newcomers, claim)
+		if !freed[server] {
+			t.Errorf("newly bound claim %s got %s, which was not freed", claim, server)
+		}
+	}
+	sort.Strings(newcomers)
+	t.Logf("freed servers went to %v", newcomers)
+	time.Sleep(time.Second) // let the watches catch up
+	h.check(t)
+	checkNoDoubleWrites(t)
+	if !hasEvent(t, victims[0], "Unbound") || !hasEvent(t, newcomers[0], "Bound") {
+		t.Error("no Bound/Unbound events")
+	}
+}
+
+// A claim's power drives the server; deleting the claim powers the server off and returns it to
+// Available (Recycle) or Released (Retain), and the claim goes only after that.
+func TestClaimPowerAndReclaim(t *testing.T) {
+	const ns = "default"
+	names, bmcs := availableServers(t, "reclaim", 2, func(i int) map[string]string {
+		return map[string]string{"pool": fmt.Sprintf("reclaim-%d", i)}
+	})
+	recycle, retain := names[0], names[1]
+	if err := lifecycle.PatchMetadata(ctx(), env.Client, getServer(t, retain), func(o client.Object) {
+		o.(*metalv1alpha1.Server).Spec.ReclaimPolicy = metalv1alpha1.ReclaimPolicyRetain
+	}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for i := range 2 {
+		c := selectorClaim(ns, fmt.Sprintf("reclaim-%d", i), metalv1alpha1.PowerOn,
+			&metav1.LabelSelector{MatchLabels: map[string]string{"pool": fmt.Sprintf("reclaim-%d", i)}})
+		if err := env.Client.Create(ctx(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, name := range names {
+		c := waitClaim(t, ns, fmt.Sprintf("reclaim-%d", i), "Bound/Bound", 20*time.Second)
+		if c.Spec.ServerRef == nil || c.Spec.ServerRef.Name != name || !slices.Contains(c.Finalizers, ServerClaimFinalizer) {
+			t.Fatalf("claim %s: serverRef %+v, finalizers %v", c.Name, c.Spec.ServerRef, c.Finalizers)
+		}
+		waitState(t, name, metalv1alpha1.ServerStateReserved, 10*time.Second)
+		waitSystemPower(t, bmcs[i], redfish.PowerOn, 10*time.Second)
+		waitPower(t, name, metalv1alpha1.PowerStateOn, 10*time.Second)
+	}
+
+	// Power follows the claim.
+	updateClaim(t, ns, "reclaim-0", func(c *metalv1alpha1.ServerClaim) { c.Spec.Power = metalv1alpha1.PowerOff })
+	waitSystemPower(t, bmcs[0], redfish.PowerOff, 10*time.Second)
+	updateClaim(t, ns, "reclaim-0", func(c *metalv1alpha1.ServerClaim) { c.Spec.Power = metalv1alpha1.PowerOn })
+	waitSystemPower(t, bmcs[0], redfish.PowerOn, 10*time.Second)
+	waitPower(t, recycle, metalv1alpha1.PowerStateOn, 10*time.Second)
+
+	for i := range 2 {
+		if err := env.Client.Delete(ctx(), getClaim(ns, fmt.Sprintf("reclaim-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := waitState(t, recycle, metalv1alpha1.ServerStateAvailable, 20*time.Second)
+	if s.Spec.ServerClaimRef != nil || s.Spec.BootConfigurationRef != nil {
+		t.Errorf("recycled server keeps refs: claim %+v, boot %+v", s.Spec.ServerClaimRef, s.Spec.BootConfigurationRef)
+	}
+	s = waitState(t, retain, metalv1alpha1.ServerStateReleased, 20*time.Second)
+	if s.Spec.ServerClaimRef == nil || s.Spec.ServerClaimRef.Name != "reclaim-1" {
+		t.Errorf("retained server lost its claim ref: %+v", s.Spec.ServerClaimRef)
+	}
+	for i, name := range names {
+		waitClaimGone(t, ns, fmt.Sprintf("reclaim-%d", i), 20*time.Second)
+		if systemPower(bmcs[i]) != redfish.PowerOff {
+			t.Errorf("%s: power %s after the claim went", name, systemPower(bmcs[i]))
+		}
+		err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("reclaim-%d", i)}, &metalv1alpha1.ServerBootConfiguration{})
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("boot configuration of reclaim-%d still there: %v", i, err)
+		}
+	}
+	eventually(t, 10*time.Second, "retained server's boot configuration ref removed", func() (bool, string) {
+		s := getServer(t, retain)
+		return s.Spec.BootConfigurationRef == nil, fmt.Sprintf("%+v", s.Spec.BootConfigurationRef)
+	})
+	if got := fmt.Sprint(resetTypes(since(records(bmcs[0]), start))); got != "[On GracefulShutdown On GracefulShutdown]" {
+		t.Errorf("recycled server: BMC actions %s", got)
+	}
+	if got := fmt.Sprint(resetTypes(since(records(bmcs[1]), start))); got != "[On GracefulShutdown]" {
+		t.Errorf("retained server: BMC actions %s", got)
+	}
+	// An admin removes the retained claim ref: the server is Available again.
+	if err := lifecycle.PatchMetadata(ctx(), env.Client, getServer(t, retain), func(o client.Object) {
+		o.(*metalv1alpha1.Server).Spec.ServerClaimRef = nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, retain, metalv1alpha1.ServerStateAvailable, 10*time.Second)
+	for _, reason := range []string{"Bound", "Unbound"} {
+		if !hasEvent(t, "reclaim-0", reason) {
+			t.Errorf("no %s event", reason)
+		}
+	}
+	checkNoDoubleWrites(t)
+}
+
+// Bad input — an empty image, a missing ignition Secret, an invalid selector — gives a
+// condition that says so and binds nothing; fixing it lets the claim bind.
+func TestClaimBadInput(t *testing.T) {
+	const ns = "default"
+	pool := func(int) map[string]string { return map[string]string{"pool": "bad"} }
+	names, _ := availableServers(t, "bad", 1, pool)
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "bad"}}
+
+	noImage := selectorClaim(ns, "bad-image", metalv1alpha1.PowerOff, sel)
+	noImage.Spec.Image = ""
+	noSecret := selectorClaim(ns, "bad-secret", metalv1alpha1.PowerOff, sel)
+	noSecret.Spec.IgnitionSecretRef = &corev1.LocalObjectReference{Name: "bad-ignition"}
+	badSel := selectorClaim(ns, "bad-selector", metalv1alpha1.PowerOff, &metav1.LabelSelector{
+		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "pool", Operator: "Bogus", Values: []string{"bad"}}}})
+	for _, c := range []*metalv1alpha1.ServerClaim{noImage, noSecret, badSel} {
+		if err := env.Client.Create(ctx(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitClaim(t, ns, "bad-image", "Unbound/"+ReasonImageMissing, 10*time.Second)
+	waitClaim(t, ns, "bad-secret", "Unbound/"+ReasonIgnitionSecretNotFound, 10*time.Second)
+	waitClaim(t, ns, "bad-selector", "Unbound/"+ReasonInvalidSelector, 10*time.Second)
+	if s := getServer(t, names[0]); s.Spec.ServerClaimRef != nil {
+		t.Fatalf("a claim with bad input bound %s", names[0])
+	}
+
+	// The selector can be corrected while unbound; the claim then binds the one server.
+	updateClaim(t, ns, "bad-selector", func(c *metalv1alpha1.ServerClaim) {
+		c.Spec.ServerSelector.MatchExpressions[0].Operator = metav1.LabelSelectorOpIn
+	})
+	c := waitClaim(t, ns, "bad-selector", "Bound/Bound", 10*time.Second)
+	if c.Spec.ServerRef == nil || c.Spec.ServerRef.Name != names[0] {
+		t.Fatalf("bad-selector bound %+v, want %s", c.Spec.ServerRef, names[0])
+	}
+	// Once bound, it is immutable.
+	c.Spec.ServerSelector.MatchExpressions[0].Values = []string{"other"}
+	if err := env.Client.Update(ctx(), c); err == nil || !apierrors.IsInvalid(err) {
+		t.Errorf("changing the selector of a bound claim: err %v, want Invalid", err)
+	}
+
+	// Two more servers: the broken claims still do not bind them.
+	more, _ := availableServers(t, "bad-more", 2, pool)
+	time.Sleep(time.Second)
+	waitClaim(t, ns, "bad-image", "Unbound/"+ReasonImageMissing, time.Second)
+	waitClaim(t, ns, "bad-secret", "Unbound/"+ReasonIgnitionSecretNotFound, time.Second)
+	for _, name := range more {
+		if s := getServer(t, name); s.Spec.ServerClaimRef != nil {
+			t.Fatalf("a claim with bad input bound %s", name)
+		}
+	}
+	// Fixing them lets them bind.
+	updateClaim(t, ns, "bad-image", func(c *metalv1alpha1.ServerClaim) { c.Spec.Image = "os-image:latest" })
+	if err := env.Client.Create(ctx(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad-ignition"},
+		Data: map[string][]byte{"ignition": []byte("{}")}}); err != nil {
+		t.Fatal(err)
+	}
+	waitClaim(t, ns, "bad-image", "Bound/Bound", 10*time.Second)
+	waitClaim(t, ns, "bad-secret", "Bound/Bound", 10*time.Second)
+	eventually(t, 10*time.Second, "boot configuration of bad-secret Ready", func() (bool, string) {
+		sbc := &metalv1alpha1.ServerBootConfiguration{}
+		if err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "bad-secret"}, sbc); err != nil {
+			return false, err.Error()
+		}
+		return sbc.Status.State == metalv1alpha1.ServerBootConfigurationStateReady, string(sbc.Status.State)
+	})
+	if !hasEvent(t, "bad-image", ReasonImageMissing) {
+		t.Error("no ImageMissing event")
+	}
+	checkNoDoubleWrites(t)
+}
+
+// After a crash between the two binding writes the claim adopts the server already pointing at
+// it instead of binding another; if two servers point at one claim, it keeps one and releases
+// the other.
+func TestClaimAdoptsAndRepairs(t *testing.T) {
+	const ns = "default"
+	names, _ := availableServers(t, "adopt", 4, func(i int) map[string]string {
+		return map[string]string{"pool": fmt.Sprintf("adopt-%d", i/2)}
+	})
+	point := func(server, claim string) {
+		t.Helper()
+		if err := lifecycle.PatchMetadata(ctx(), env.Client, getServer(t, server), func(o client.Object) {
+			o.(*metalv1alpha1.Server).Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Namespace: ns, Name: claim}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, claim := range []string{"adopt-0", "adopt-1"} {
+		c := selectorClaim(ns, claim, metalv1alpha1.PowerOff, &metav1.LabelSelector{MatchLabels: map[string]string{"pool": claim}})
+		c.Annotations = map[string]string{metalv1alpha1.OperationAnnotation: metalv1alpha1.OperationIgnore}
+		if err := env.Client.Create(ctx(), c); err != nil {
+			t.Fatal(err)
+		}
+		point(names[2*i+1], claim) // the first write of a binding, then "crash"
+		if i == 1 {
+			point(names[2*i], claim) // and a second server pointing at the same claim
+		}
+	}
+	for _, claim := range []string{"adopt-0", "adopt-1"} {
+		c := getClaim(ns, claim)
+		if err := lifecycle.PatchMetadata(ctx(), env.Client, c, func(o client.Object) {
+			lifecycle.RemoveAnnotation(o, metalv1alpha1.OperationAnnotation)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := waitClaim(t, ns, "adopt-0", "Bound/Bound", 10*time.Second)
+	if c.Spec.ServerRef.Name != names[1] {
+		t.Errorf("adopt-0 bound %s, want the server pointing at it, %s", c.Spec.ServerRef.Name, names[1])
+	}
+	c = waitClaim(t, ns, "adopt-1", "Bound/Bound", 10*time.Second)
+	keep, other := names[2], names[3] // the first by name is kept
+	if c.Spec.ServerRef.Name != keep {
+		t.Errorf("adopt-1 bound %s, want %s", c.Spec.ServerRef.Name, keep)
+	}
+	waitState(t, other, metalv1alpha1.ServerStateAvailable, 20*time.Second)
+	eventually(t, 10*time.Second, "second server released", func() (bool, string) {
+		s := getServer(t, other)
+		return s.Spec.ServerClaimRef == nil, fmt.Sprintf("%+v", s.Spec.ServerClaimRef)
+	})
+	time.Sleep(500 * time.Millisecond)
+	if s := getServer(t, names[0]); s.Spec.ServerClaimRef != nil {
+		t.Errorf("%s was bound too: %+v", names[0], s.Spec.ServerClaimRef)
+	}
+	checkNoDoubleWrites(t)
+}
+
+// The built-in boot provider marks boot configurations Ready or Error and looks again when the
+// ignition Secret appears.
+func TestBootConfigurationProvider(t *testing.T) {
+	const ns = "default"
+	mk := func(name, image, secret string) {
+		sbc := &metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: metalv1alpha1.ServerBootConfigurationSpec{ServerRef: corev1.LocalObjectReference{Name: "some-server"}, Image: image}}
+		if secret != "" {
+			sbc.Spec.IgnitionSecretRef = &corev1.LocalObjectReference{Name: secret}
+		}
+		if err := env.Client.Create(ctx(), sbc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait := func(name string, want metalv1alpha1.ServerBootConfigurationState, reason string) {
+		t.Helper()
+		eventually(t, 10*time.Second, "boot configuration "+name+" "+string(want), func() (bool, string) {
+			sbc := &metalv1alpha1.ServerBootConfiguration{}
+			if err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, sbc); err != nil {
+				return false, err.Error()
+			}
+			got := string(sbc.Status.State)
+			if c := findCondition(sbc.Status.Conditions, ConditionReady); c != nil {
+				got += "/" + c.Reason
+			}
+			return got == string(want)+"/"+reason, got
+		})
+	}
+	mk("sbc-ready", "img", "")
+	mk("sbc-noimage", "", "")
+	mk("sbc-nosecret", "img", "sbc-ignition")
+	wait("sbc-ready", metalv1alpha1.ServerBootConfigurationStateReady, ReasonBootConfigurationReady)
+	wait("sbc-noimage", metalv1alpha1.ServerBootConfigurationStateError, ReasonImageMissing)
+	wait("sbc-nosecret", metalv1alpha1.ServerBootConfigurationStateError, ReasonIgnitionSecretNotFound)
+	if err := env.Client.Create(ctx(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sbc-ignition"}}); err != nil {
+		t.Fatal(err)
+	}
+	wait("sbc-nosecret", metalv1alpha1.ServerBootConfigurationStateReady, ReasonBootConfigurationReady)
+}

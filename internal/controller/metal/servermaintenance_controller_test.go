@@ -1,0 +1,248 @@
+package metal
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+func getMaintenance(ns, name string) *metalv1alpha1.ServerMaintenance {
+	m := &metalv1alpha1.ServerMaintenance{}
+	if err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, m); err != nil {
+		return nil
+	}
+	return m
+}
+
+// maintenanceStatus is "<state>/<reason of InMaintenance>".
+func maintenanceStatus(m *metalv1alpha1.ServerMaintenance) string {
+	if m == nil {
+		return "gone"
+	}
+	reason := ""
+	if c := findCondition(m.Status.Conditions, ConditionInMaintenance); c != nil {
+		reason = c.Reason
+	}
+	return string(m.Status.State) + "/" + reason
+}
+
+func waitMaintenance(t *testing.T, ns, name, want string, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, "maintenance "+name+" "+want, func() (bool, string) {
+		got := maintenanceStatus(getMaintenance(ns, name))
+		return got == want, got
+	})
+}
+
+func newMaintenance(ns, name, server string, policy metalv1alpha1.ServerMaintenancePolicy, power metalv1alpha1.Power, prio int32) *metalv1alpha1.ServerMaintenance {
+	return &metalv1alpha1.ServerMaintenance{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{metalv1alpha1.MaintenanceReasonAnnotation: "firmware update"}},
+		Spec: metalv1alpha1.ServerMaintenanceSpec{ServerRef: &corev1.LocalObjectReference{Name: server}, Policy: policy,
+			ServerPower: power, Priority: prio},
+	}
+}
+
+func deleteMaintenance(t *testing.T, ns, name string) {
+	t.Helper()
+	if err := env.Client.Delete(ctx(), getMaintenance(ns, name)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "maintenance "+name+" gone", func() (bool, string) {
+		m := getMaintenance(ns, name)
+		return m == nil, maintenanceStatus(m)
+	})
+}
+
+func approve(t *testing.T, ns, claim string) {
+	t.Helper()
+	if err := lifecycle.PatchMetadata(ctx(), env.Client, getClaim(ns, claim), func(o client.Object) {
+		l := o.GetLabels()
+		l[metalv1alpha1.MaintenanceApprovedLabel] = "true"
+		o.SetLabels(l)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitLabel(t *testing.T, ns, claim, key string, present bool) {
+	t.Helper()
+	eventually(t, 10*time.Second, fmt.Sprintf("claim %s label %s present=%v", claim, key, present), func() (bool, string) {
+		c := getClaim(ns, claim)
+		_, ok := c.Labels[key]
+		return ok == present, fmt.Sprint(c.Labels)
+	})
+}
+
+// boundClaims creates one claim per server (by a per-server label) with power On and waits until
+// each server is Reserved and on.
+func boundClaims(t *testing.T, ns, prefix string, names []string, bmcs []*redfish.BMC) {
+	t.Helper()
+	for i := range names {
+		c := selectorClaim(ns, fmt.Sprintf("%s-%d", prefix, i), metalv1alpha1.PowerOn,
+			&metav1.LabelSelector{MatchLabels: map[string]string{"pool": fmt.Sprintf("%s-%d", prefix, i)}})
+		if err := env.Client.Create(ctx(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, name := range names {
+		waitClaim(t, ns, fmt.Sprintf("%s-%d", prefix, i), "Bound/Bound", 20*time.Second)
+		waitState(t, name, metalv1alpha1.ServerStateReserved, 10*time.Second)
+		waitSystemPower(t, bmcs[i], redfish.PowerOn, 10*time.Second)
+		waitPower(t, name, metalv1alpha1.PowerStateOn, 10*time.Second)
+	}
+}
+
+// Enforced maintenance takes a Reserved server at once, with its power; a status wipe during it
+// changes nothing; deleting it returns the server to Reserved with the claim's power.
+// OwnerApproval waits for the claim owner's label.
+func TestMaintenanceEnforcedAndApproval(t *testing.T) {
+	const ns = "default"
+	names, bmcs := availableServers(t, "maint", 2, func(i int) map[string]string {
+		return map[string]string{"pool": fmt.Sprintf("maint-%d", i)}
+	})
+	boundClaims(t, ns, "maint", names, bmcs)
+
+	// Enforced.
+	if err := env.Client.Create(ctx(), newMaintenance(ns, "maint-enforced", names[0], metalv1alpha1.ServerMaintenancePolicyEnforced, metalv1alpha1.PowerOff, 0)); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, names[0], metalv1alpha1.ServerStateMaintenance, 10*time.Second)
+	waitSystemPower(t, bmcs[0], redfish.PowerOff, 10*time.Second)
+	waitMaintenance(t, ns, "maint-enforced", "InMaintenance/"+ReasonInMaintenance, 10*time.Second)
+	waitLabel(t, ns, "maint-0", metalv1alpha1.MaintenanceNeededLabel, true)
+	if c := getClaim(ns, "maint-0"); c.Annotations[metalv1alpha1.MaintenanceReasonAnnotation] != "firmware update" {
+		t.Errorf("maintenance reason not on the claim: %v", c.Annotations)
+	}
+	waitPower(t, names[0], metalv1alpha1.PowerStateOff, 10*time.Second)
+	time.Sleep(300 * time.Millisecond)
+
+	// Wipe every status involved: nothing moves.
+	wiped := time.Now()
+	s := getServer(t, names[0])
+	s.Status = metalv1alpha1.ServerStatus{}
+	if err := env.Client.Status().Update(ctx(), s); err != nil {
+		t.Fatal(err)
+	}
+	m := getMaintenance(ns, "maint-enforced")
+	m.Status = metalv1alpha1.ServerMaintenanceStatus{}
+	if err := env.Client.Status().Update(ctx(), m); err != nil {
+		t.Fatal(err)
+	}
+	c := getClaim(ns, "maint-0")
+	c.Status = metalv1alpha1.ServerClaimStatus{}
+	if err := env.Client.Status().Update(ctx(), c); err != nil {
+		t.Fatal(err)
+	}
+	waitMaintenance(t, ns, "maint-enforced", "InMaintenance/"+ReasonInMaintenance, 10*time.Second)
+	waitState(t, names[0], metalv1alpha1.ServerStateMaintenance, 10*time.Second)
+	time.Sleep(1500 * time.Millisecond) // room for a wrong action to show
+	if recs := since(records(bmcs[0]), wiped); len(recs) != 0 {
+		t.Errorf("BMC actions after the wipe: %v", resetTypes(recs))
+	}
+	if s := getServer(t, names[0]); durableState(s) != string(metalv1alpha1.ServerStateMaintenance) || s.Spec.ServerMaintenanceRef == nil {
+		t.Errorf("after the wipe: state %s, maintenance ref %+v", durableState(s), s.Spec.ServerMaintenanceRef)
+	}
+
+	// Deleting it hands the server back: Reserved, the claim's power, marks cleared.
+	deleteMaintenance(t, ns, "maint-enforced")
+	waitState(t, names[0], metalv1alpha1.ServerStateReserved, 10*time.Second)
+	waitSystemPower(t, bmcs[0], redfish.PowerOn, 10*time.Second)
+	waitLabel(t, ns, "maint-0", metalv1alpha1.MaintenanceNeededLabel, false)
+	if s := getServer(t, names[0]); s.Spec.ServerMaintenanceRef != nil || s.Spec.ServerClaimRef == nil {
+		t.Errorf("handed back: maintenance ref %+v, claim ref %+v", s.Spec.ServerMaintenanceRef, s.Spec.ServerClaimRef)
+	}
+
+	// OwnerApproval waits for the owner.
+	if err := env.Client.Create(ctx(), newMaintenance(ns, "maint-approval", names[1], metalv1alpha1.ServerMaintenancePolicyOwnerApproval, metalv1alpha1.PowerOff, 0)); err != nil {
+		t.Fatal(err)
+	}
+	waitLabel(t, ns, "maint-1", metalv1alpha1.MaintenanceNeededLabel, true)
+	waitMaintenance(t, ns, "maint-approval", "Pending/"+ReasonWaitingForApproval, 10*time.Second)
+	asked := time.Now()
+	time.Sleep(time.Second)
+	if s := getServer(t, names[1]); durableState(s) != string(metalv1alpha1.ServerStateReserved) || s.Spec.ServerMaintenanceRef != nil {
+		t.Fatalf("maintenance started without approval: state %s, ref %+v", durableState(s), s.Spec.ServerMaintenanceRef)
+	}
+	if recs := since(records(bmcs[1]), asked); len(recs) != 0 {
+		t.Errorf("BMC actions before approval: %v", resetTypes(recs))
+	}
+	approve(t, ns, "maint-1")
+	waitState(t, names[1], metalv1alpha1.ServerStateMaintenance, 10*time.Second)
+	waitSystemPower(t, bmcs[1], redfish.PowerOff, 10*time.Second)
+	waitMaintenance(t, ns, "maint-approval", "InMaintenance/"+ReasonInMaintenance, 10*time.Second)
+	deleteMaintenance(t, ns, "maint-approval")
+	waitState(t, names[1], metalv1alpha1.ServerStateReserved, 10*time.Second)
+	waitSystemPower(t, bmcs[1], redfish.PowerOn, 10*time.Second)
+	waitLabel(t, ns, "maint-1", metalv1alpha1.MaintenanceApprovedLabel, false)
+	for _, reason := range []string{"Started", "Ended"} {
+		if !hasEvent(t, "maint-approval", reason) {
+			t.Errorf("no %s event", reason)
+		}
+	}
+	checkNoDoubleWrites(t)
+}
+
+// Several maintenances of one server go highest priority first; each asks the owner again; the
+// maintenance boot configuration is created, referenced and removed with its maintenance.
+func TestMaintenancePriorityAndBootConfiguration(t *testing.T) {
+	const ns = "default"
+	names, bmcs := availableServers(t, "prio", 1, func(int) map[string]string { return map[string]string{"pool": "prio-0"} })
+	boundClaims(t, ns, "prio", names, bmcs)
+	server := names[0]
+
+	low := newMaintenance(ns, "prio-low", server, metalv1alpha1.ServerMaintenancePolicyOwnerApproval, metalv1alpha1.PowerOff, 1)
+	if err := env.Client.Create(ctx(), low); err != nil {
+		t.Fatal(err)
+	}
+	waitMaintenance(t, ns, "prio-low", "Pending/"+ReasonWaitingForApproval, 10*time.Second)
+	high := newMaintenance(ns, "prio-high", server, metalv1alpha1.ServerMaintenancePolicyOwnerApproval, metalv1alpha1.PowerOn, 10)
+	high.Spec.ServerBootConfigurationTemplate = &metalv1alpha1.ServerBootConfigurationTemplate{
+		Name: "prio-high-boot", Spec: metalv1alpha1.ServerBootConfigurationSpec{Image: "firmware-updater:1"}}
+	if err := env.Client.Create(ctx(), high); err != nil {
+		t.Fatal(err)
+	}
+	waitMaintenance(t, ns, "prio-low", "Pending/"+ReasonQueued, 10*time.Second)
+	waitMaintenance(t, ns, "prio-high", "Pending/"+ReasonWaitingForApproval, 10*time.Second)
+
+	approve(t, ns, "prio-0")
+	waitMaintenance(t, ns, "prio-high", "InMaintenance/"+ReasonInMaintenance, 10*time.Second)
+	waitMaintenance(t, ns, "prio-low", "Pending/"+ReasonQueued, 10*time.Second)
+	s := waitState(t, server, metalv1alpha1.ServerStateMaintenance, 10*time.Second)
+	if ref := s.Spec.MaintenanceBootConfigurationRef; ref == nil || ref.Name != "prio-high-boot" || ref.Namespace != ns {
+		t.Errorf("maintenance boot configuration ref %+v", ref)
+	}
+	sbc := &metalv1alpha1.ServerBootConfiguration{}
+	if err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "prio-high-boot"}, sbc); err != nil {
+		t.Fatal(err)
+	}
+	if sbc.Spec.ServerRef.Name != server || sbc.Spec.Image != "firmware-updater:1" {
+		t.Errorf("maintenance boot configuration spec %+v", sbc.Spec)
+	}
+	waitSystemPower(t, bmcs[0], redfish.PowerOn, 10*time.Second) // the maintenance wants it on
+
+	// The high one ends: the low one asks the owner again, then runs.
+	deleteMaintenance(t, ns, "prio-high")
+	eventually(t, 10*time.Second, "maintenance boot configuration removed", func() (bool, string) {
+		err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "prio-high-boot"}, &metalv1alpha1.ServerBootConfiguration{})
+		s := getServer(t, server)
+		return apierrors.IsNotFound(err) && s.Spec.MaintenanceBootConfigurationRef == nil, fmt.Sprint(err)
+	})
+	waitMaintenance(t, ns, "prio-low", "Pending/"+ReasonWaitingForApproval, 10*time.Second)
+	waitState(t, server, metalv1alpha1.ServerStateReserved, 10*time.Second)
+	approve(t, ns, "prio-0")
+	waitMaintenance(t, ns, "prio-low", "InMaintenance/"+ReasonInMaintenance, 10*time.Second)
+	waitSystemPower(t, bmcs[0], redfish.PowerOff, 10*time.Second)
+	deleteMaintenance(t, ns, "prio-low")
+	waitState(t, server, metalv1alpha1.ServerStateReserved, 10*time.Second)
+	waitSystemPower(t, bmcs[0], redfish.PowerOn, 10*time.Second)
+	checkNoDoubleWrites(t)
+}
