@@ -127,6 +127,7 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 			errs = append(errs, res.err)
 		case res.lagging:
 			out.retrySoon = true
+		case res.pending:
 		default:
 			out.checksums = append(out.checksums, arts[i].ID+":"+arts[i].Checksum)
 			out.delivered++
@@ -177,7 +178,8 @@ func (r *InfrahubSyncReconciler) ownedResources(ctx context.Context, c client.Cl
 type deliverResult struct {
 	err     error
 	wrote   bool
-	lagging bool
+	lagging bool // the cache is behind our own write: look again shortly
+	pending bool // waiting for its VidraResource to finish deleting
 }
 
 // deliverAll delivers every artifact, a few at a time: downloads are network-bound.
@@ -218,7 +220,8 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 		}
 		if !vr.DeletionTimestamp.IsZero() {
 			// Being removed (by hand, say): its delete event brings the pass that recreates it.
-			return deliverResult{lagging: true}
+			// Not a retry: a deletion stuck on its finalizer must not turn into a query loop.
+			return deliverResult{pending: true}
 		}
 	}
 	contentCurrent := exists && vr.Annotations[ChecksumAnnotation] == a.Checksum &&

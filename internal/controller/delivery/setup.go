@@ -1,11 +1,3 @@
-// Package delivery holds the reconcilers of the infrahub.operators.com family: InfrahubSync and
-// VidraResource (and the settings ConfigMap watch that serves both). One reconciler per file.
-//
-// Rights: the markers below are what the controllers need for their own kinds, the Secrets and
-// ConfigMaps they read, and events. They do NOT include the rights to create what artifacts
-// contain: applying a Deployment needs create/patch/delete/list/watch on deployments. Grant those
-// deliberately, kind by kind, with a ClusterRole bound to the operator's ServiceAccount, and keep
-// --delivery-allowed-kinds in step with it (the reference granted */*, defect 11).
 package delivery
 
 import (

@@ -1,0 +1,52 @@
+// Package delivery holds the reconcilers of the infrahub.operators.com family — InfrahubSync and
+// VidraResource, one per file — and the watch on the settings ConfigMap that serves both. They
+// speak the Vidra operator's API (same group, kinds, fields, Secrets and ConfigMap) without its
+// defects (shared/reference/vidra-api.md).
+//
+// # InfrahubSync
+//
+// Each pass validates spec.source.targetDate, finds the credentials Secret labelled
+// infrahub-api-url=<host> (or <host>_<port>, which wins: a label value cannot hold ':'; keys
+// username/password or token/api-token, optional ca.crt), runs the stored query (queryName) and
+// keeps one VidraResource per artifact, named after the artifact id, controlled by the sync and
+// labelled infrahub.operators.com/sync=<sync>. An artifact is downloaded only when its checksum
+// differs from the one its VidraResource was written with (annotation
+// infrahub.operators.com/checksum; status.checksums lists id:checksum as the report). Only the
+// sync's own VidraResources that left the result are deleted. An empty result fails the sync
+// with reason EmptyResult and deletes nothing, unless spec.source.allowEmpty is true. A pass
+// that changes nothing writes nothing: status is written only when it changes, so lastSyncTime
+// is the time of the last delivered change (or the first success), not of the last query.
+//
+// # VidraResource
+//
+// Each pass decodes spec.manifest (multi-document YAML, JSON or a v1 List), resolves every
+// object on the destination cluster (its own RESTMapper; a remote cluster through the Secret
+// labelled cluster-kubeconfig=<host> or <host>_<port>, key kubeconfig, rebuilt when the Secret's
+// content changes), checks the policy, and server-side applies with field manager
+// metalhub-delivery, label infrahub.operators.com/managed-by=metalhub and annotation
+// vidraresource.infrahub.operators.com/owned-by=<name>. A manifest with an object that is
+// malformed, of an unknown kind or refused by the policy is not applied at all. An object owned
+// by another existing VidraResource is not taken over. Objects that left the manifest are pruned
+// if they carry our owned-by annotation; the finalizer removes what was applied. Applied kinds
+// are watched (metadata only, label-selected): in event mode (destination.reconcileOnEvents or
+// eventBasedReconcile) a deleted or changed object is restored at once; otherwise it is reported
+// Stale at once and restored by the periodic pass, which runs in both modes.
+//
+// # Settings
+//
+// Flags (Options.BindFlags) give requeueSyncAfter, requeueResourcesAfter, queryName and
+// eventBasedReconcile; a ConfigMap labelled app=vidra (any namespace, or
+// --delivery-settings-namespace) overrides them while it exists and is re-read on every change,
+// which also starts a pass of every object. Unknown keys and malformed values are ignored and
+// reported in a Warning event on the ConfigMap and the log.
+//
+// # Rights
+//
+// The RBAC markers in setup.go cover the controllers' own kinds, the Secrets and ConfigMaps they
+// read, and events. They deliberately do NOT include the rights to create what artifacts contain:
+// applying a Deployment needs get/list/watch/create/patch/delete on deployments in the
+// destination cluster. Grant those kind by kind with a ClusterRole bound to the operator's
+// ServiceAccount (or the identity in a remote kubeconfig) and keep --delivery-allowed-kinds in
+// step. RBAC kinds and cluster-scoped kinds are refused unless named in --delivery-allowed-kinds
+// (the reference ran artifacts with */*, so any artifact could bind itself cluster-admin).
+package delivery
