@@ -63,6 +63,7 @@ type deployOutcome struct {
 	// pass): reported as Stale, restored by the periodic pass due after nextCheck.
 	drift     []string
 	nextCheck time.Duration
+	observed  bool // an observe-only pass: without drift, the status stays as it was
 }
 
 func (r *VidraResourceReconciler) handle(ctx context.Context, p *lifecycle.Pass[*infrahubv1alpha1.VidraResource]) (lifecycle.Result, error) {
@@ -186,7 +187,7 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 
 // observeDrift compares the objects with our last apply without touching them.
 func (r *VidraResourceReconciler) observeDrift(ctx context.Context, t *target, vr *infrahubv1alpha1.VidraResource, planned []plannedObject, mem *vrMemory, interval time.Duration) deployOutcome {
-	out := deployOutcome{keep: true, nextCheck: max(time.Second, mem.checkedAt.Add(interval).Sub(r.now()))}
+	out := deployOutcome{keep: true, observed: true, nextCheck: max(time.Second, mem.checkedAt.Add(interval).Sub(r.now()))}
 	for _, po := range planned {
 		live, err := t.observe(ctx, po.ref.GVK, client.ObjectKey{Namespace: po.ref.Namespace, Name: po.ref.Name})
 		switch {
@@ -272,6 +273,9 @@ func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alp
 // report writes the status if, and only if, it changed: an unchanged pass writes nothing.
 func (r *VidraResourceReconciler) report(ctx context.Context, p *lifecycle.Pass[*infrahubv1alpha1.VidraResource], out deployOutcome, requeue time.Duration) (lifecycle.Result, error) {
 	vr := p.Obj
+	if out.observed && out.err == nil && len(out.drift) == 0 {
+		return lifecycle.RequeueAfter(requeue, "nothing drifted"), nil
+	}
 	st := vr.Status.DeepCopy()
 	rep := lifecycle.Report{LastSuccess: &st.LastSyncTime, LastError: &st.LastError}
 	switch {
