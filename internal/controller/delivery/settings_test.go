@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"flag"
 	"strings"
 	"testing"
 	"time"
@@ -52,5 +53,26 @@ func TestOptionsDefaultsAndValidation(t *testing.T) {
 	o.Policy.AllowedKinds = []string{"apps/v1 Deployment"}
 	if err := o.validate(); err == nil {
 		t.Fatal("malformed allowed kind accepted")
+	}
+}
+
+func TestBindFlags(t *testing.T) {
+	var o Options
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	o.BindFlags(fs)
+	err := fs.Parse([]string{
+		"--delivery-requeue-sync-after=30s", "--delivery-requeue-resources-after=5m", "--delivery-query-name=MyQuery",
+		"--delivery-event-based-reconcile", "--delivery-allowed-kinds=Deployment.apps, ConfigMap",
+		"--delivery-allowed-namespaces=apps", "--delivery-settings-namespace=ops",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Settings{RequeueSyncAfter: 30 * time.Second, RequeueResourcesAfter: 5 * time.Minute, QueryName: "MyQuery", EventBasedReconcile: true}
+	if o.Settings != want || o.SettingsNamespace != "ops" || o.InfrahubTimeout <= 0 {
+		t.Fatalf("options %+v", o)
+	}
+	if strings.Join(o.Policy.AllowedKinds, "|") != "Deployment.apps|ConfigMap" || strings.Join(o.Policy.AllowedNamespaces, "|") != "apps" {
+		t.Fatalf("policy %+v", o.Policy)
 	}
 }
