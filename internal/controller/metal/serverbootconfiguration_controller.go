@@ -93,7 +93,9 @@ func (r *ServerBootConfigurationReconciler) handle(ctx context.Context, p *lifec
 	if equality.Semantic.DeepEqual(*st, sbc.Status) {
 		return lifecycle.Done(), nil
 	}
-	if st.State != sbc.Status.State {
+	// Events for what someone must act on (Error) and for its recovery; a plain Pending -> Ready,
+	// once per claim, would only add an API write per claim.
+	if st.State != sbc.Status.State && (st.State == metalv1alpha1.ServerBootConfigurationStateError || sbc.Status.State == metalv1alpha1.ServerBootConfigurationStateError) {
 		typ := corev1.EventTypeNormal
 		if st.State == metalv1alpha1.ServerBootConfigurationStateError {
 			typ = corev1.EventTypeWarning

@@ -1,0 +1,622 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal"
+	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/scheme"
+	"github.com/metalhub/metalhub/internal/testenv"
+)
+
+// emulatorEnv makes the test binary, re-executed by the benchmark, run the emulated fleet
+// instead of tests: the emulator's CPU then stays out of the controllers' figure.
+const emulatorEnv = "METALHUB_BENCH_EMULATOR"
+
+// powerDelay is how long an emulated power transition takes.
+const powerDelay = time.Second
+
+func TestMain(m *testing.M) {
+	if n := os.Getenv(emulatorEnv); n != "" {
+		os.Exit(runEmulator(n))
+	}
+	os.Exit(m.Run())
+}
+
+// system is what the benchmark needs of one emulated BMC and its system.
+type system struct {
+	URL, User, Pass, ID, UUID string
+}
+
+// runEmulator is the child process: it starts n BMCs, prints them as JSON and serves until its
+// stdin closes.
+func runEmulator(arg string) int {
+	n, err := strconv.Atoi(arg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "emulator: bad size:", arg)
+		return 2
+	}
+	e, err := redfish.Start(redfish.Options{BMCs: n, PowerDelay: powerDelay, Seed: 1})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "emulator:", err)
+		return 1
+	}
+	defer e.Close()
+	out := make([]system, 0, n)
+	for _, b := range e.BMCs() {
+		u, p := b.Credentials()
+		sys := b.Systems()[0]
+		out = append(out, system{URL: b.URL(), User: u, Pass: p, ID: sys.ID(), UUID: sys.UUID()})
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
+		return 1
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+func startEmulator(b *testing.B, n int) []system {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
+	cmd.Env = append(os.Environ(), emulatorEnv+"="+strconv.Itoa(n))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
+	var systems []system
+	if err := json.NewDecoder(stdout).Decode(&systems); err != nil {
+		b.Fatalf("reading the emulator's fleet: %v", err)
+	}
+	return systems
+}
+
+// ctrlSink is a log sink that writes nothing and remembers the controller a logger belongs to:
+// controller-runtime puts the reconcile's logger into its context, so a client wrapper can
+// tell which controller wrote.
+type ctrlSink struct{ controller string }
+
+func (s ctrlSink) Init(logr.RuntimeInfo)        {}
+func (s ctrlSink) Enabled(int) bool             { return false }
+func (s ctrlSink) Info(int, string, ...any)     {}
+func (s ctrlSink) Error(error, string, ...any)  {}
+func (s ctrlSink) WithName(string) logr.LogSink { return s }
+func (s ctrlSink) WithValues(kv ...any) logr.LogSink {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i] == "controller" {
+			s.controller = fmt.Sprint(kv[i+1])
+		}
+	}
+	return s
+}
+
+// writes counts API writes of the manager's client per controller.
+type writes struct {
+	client.Client
+	mu     sync.Mutex
+	counts map[string]int
+	nanos  atomic.Int64 // time spent in writes
+}
+
+func (w *writes) count(ctx context.Context, began time.Time) {
+	w.nanos.Add(int64(time.Since(began)))
+	name := "(outside a reconcile)"
+	if s, ok := logr.FromContextOrDiscard(ctx).GetSink().(ctrlSink); ok && s.controller != "" {
+		name = s.controller
+	}
+	w.mu.Lock()
+	w.counts[name]++
+	w.mu.Unlock()
+}
+
+func (w *writes) reset() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	old := w.counts
+	w.counts = map[string]int{}
+	w.nanos.Store(0)
+	return old
+}
+
+func (w *writes) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	defer w.count(ctx, time.Now())
+	return w.Client.Create(ctx, obj, opts...)
+}
+
+func (w *writes) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	defer w.count(ctx, time.Now())
+	return w.Client.Update(ctx, obj, opts...)
+}
+
+func (w *writes) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	defer w.count(ctx, time.Now())
+	return w.Client.Patch(ctx, obj, patch, opts...)
+}
+
+func (w *writes) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	defer w.count(ctx, time.Now())
+	return w.Client.Delete(ctx, obj, opts...)
+}
+
+func (w *writes) Status() client.SubResourceWriter {
+	return &statusWrites{SubResourceWriter: w.Client.Status(), w: w}
+}
+
+type statusWrites struct {
+	client.SubResourceWriter
+	w *writes
+}
+
+func (s *statusWrites) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	defer s.w.count(ctx, time.Now())
+	return s.SubResourceWriter.Update(ctx, obj, opts...)
+}
+
+func (s *statusWrites) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	defer s.w.count(ctx, time.Now())
+	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+}
+
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// parallelDo runs f(0..n-1) on w workers.
+func parallelDo(n, w int, f func(i int) error) error {
+	var next atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	for range w {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := f(i); err != nil {
+					first.CompareAndSwap(nil, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, ok := first.Load().(error); ok {
+		return err
+	}
+	return nil
+}
+
+// BenchmarkClaims binds servers/2 claims (no selector: any server) against a fleet of Available
+// servers with a 1 s emulated power delay, at 250, 500 and 1000 servers, and reports:
+//
+//   - s-to-bound: from the first claim created to every claim Bound (target <= 5 s at 1000)
+//   - s-to-on: to every claimed server reported On in its status (target <= 15 s at 1000)
+//   - claim-writes/claim: API writes of the claim, boot configuration and maintenance
+//     controllers per claim (target <= 4)
+//   - writes/claim: API writes of all controllers per claim (the Server controller's too)
+//   - cpu-s/claim: CPU seconds of this process (controllers and the benchmark's own claim
+//     creation and cache reads; the emulator runs in a child process, kube-apiserver and etcd
+//     in their own) per claim, which should stay flat across fleet sizes.
+//
+// The fleet is set up on the fast path: Servers created directly with the durable state
+// Available and a bmcRef (no discovery), then observed off by the Server controller.
+//
+// Run: KUBEBUILDER_ASSETS=... go test -run '^$' -bench Claims -benchtime 1x ./internal/controller/metal/bench/
+func BenchmarkClaims(b *testing.B) {
+	for _, n := range []int{250, 500, 1000} {
+		b.Run(fmt.Sprintf("servers=%d", n), func(b *testing.B) {
+			for range b.N {
+				runClaims(b, n, n/2)
+			}
+		})
+	}
+}
+
+func runClaims(b *testing.B, servers, claims int) {
+	b.StopTimer()
+	env, err := testenv.Start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = env.Stop() }()
+	fleet := startEmulator(b, servers)
+
+	counter := &writes{counts: map[string]int{}}
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:  scheme.New(),
+		Logger:  logr.New(ctrlSink{}),
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
+			c, err := client.New(cfg, o)
+			if err != nil {
+				return nil, err
+			}
+			counter.Client = c
+			return counter, nil
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts := metal.DefaultOptions()
+	opts.RegistryBindAddress = "0"
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := metal.Setup(ctx, mgr, opts); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = mgr.Start(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		b.Fatal("cache did not sync")
+	}
+	cache := mgr.GetCache()
+
+	setupStart := time.Now()
+	createFleet(b, env.Client, fleet)
+	waitFor(b, 10*time.Minute, "fleet Available and off", func() (bool, string) {
+		list := &metalv1alpha1.ServerList{}
+		if err := cache.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+			return false, err.Error()
+		}
+		ready := 0
+		for i := range list.Items {
+			s := &list.Items[i]
+			if s.Status.State == metalv1alpha1.ServerStateAvailable && s.Status.PowerState == metalv1alpha1.PowerStateOff {
+				ready++
+			}
+		}
+		return ready == servers, fmt.Sprintf("%d/%d", ready, servers)
+	})
+	b.Logf("%d servers Available and off in %s", servers, time.Since(setupStart).Round(time.Millisecond))
+	time.Sleep(2 * time.Second) // let the set-up's stragglers settle before measuring
+
+	const ns = "bench"
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		b.Fatal(err)
+	}
+	tl := newTimeline(b, ctx, cache, ns)
+	req0 := apiserverRequests(b, env.Config)
+	counter.reset()
+	cpu0 := cpuSeconds()
+	b.StartTimer()
+	start := time.Now()
+	if err := parallelDo(claims, 32, func(i int) error {
+		return env.Client.Create(ctx, &metalv1alpha1.ServerClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("claim-%04d", i)},
+			Spec:       metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn, Image: "os-image:latest"},
+		})
+	}); err != nil {
+		b.Fatal(err)
+	}
+	created := time.Since(start)
+	waitFor(b, 5*time.Minute, "claims Bound", func() (bool, string) {
+		list := &metalv1alpha1.ServerClaimList{}
+		if err := cache.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+			return false, err.Error()
+		}
+		bound := 0
+		for i := range list.Items {
+			if list.Items[i].Status.Phase == metalv1alpha1.PhaseBound {
+				bound++
+			}
+		}
+		return bound == claims, fmt.Sprintf("%d/%d", bound, claims)
+	})
+	toBound := time.Since(start)
+	waitFor(b, 5*time.Minute, "claimed servers On", func() (bool, string) {
+		list := &metalv1alpha1.ServerList{}
+		if err := cache.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+			return false, err.Error()
+		}
+		on := 0
+		for i := range list.Items {
+			s := &list.Items[i]
+			if s.Spec.ServerClaimRef != nil && s.Spec.ServerClaimRef.Namespace == ns && s.Status.PowerState == metalv1alpha1.PowerStateOn {
+				on++
+			}
+		}
+		return on == claims, fmt.Sprintf("%d/%d", on, claims)
+	})
+	toOn := time.Since(start)
+	b.StopTimer()
+	cpu := cpuSeconds() - cpu0
+	req1 := apiserverRequests(b, env.Config)
+	writeTime := time.Duration(counter.nanos.Load())
+	counts := counter.reset()
+
+	total, family := 0, 0
+	var names []string
+	for name, n := range counts {
+		total += n
+		names = append(names, name)
+		if name == "serverclaim" || name == "serverbootconfiguration" || name == "servermaintenance" {
+			family += n
+		}
+	}
+	sort.Strings(names)
+	var breakdown []string
+	for _, name := range names {
+		breakdown = append(breakdown, fmt.Sprintf("%s %.2f", name, float64(counts[name])/float64(claims)))
+	}
+	checkBindings(b, ctx, cache, ns, claims)
+
+	perClaim := func(v float64) float64 { return v / float64(claims) }
+	b.ReportMetric(toBound.Seconds(), "s-to-bound")
+	b.ReportMetric(toOn.Seconds(), "s-to-on")
+	b.ReportMetric(perClaim(float64(family)), "claim-writes/claim")
+	b.ReportMetric(perClaim(float64(total)), "writes/claim")
+	b.ReportMetric(perClaim(cpu), "cpu-s/claim")
+	b.Logf("%d claims on %d servers: created in %s, all Bound after %s (target <= 5s), all On after %s (target <= 15s)",
+		claims, servers, created.Round(time.Millisecond), toBound.Round(time.Millisecond), toOn.Round(time.Millisecond))
+	b.Logf("API writes per claim by controller: %s; claim family %.2f (target <= 4), all %.2f",
+		strings.Join(breakdown, ", "), perClaim(float64(family)), perClaim(float64(total)))
+	b.Logf("CPU %.2f s in all, %.4f s per claim; %d writes, %s on average", cpu, perClaim(cpu), total, (writeTime / time.Duration(max(total, 1))).Round(100*time.Microsecond))
+	tl.report(b, start)
+	reportRequests(b, req0, req1, claims)
+}
+
+// apiserverRequests reads kube-apiserver's request counters, by verb and resource.
+func apiserverRequests(b *testing.B, cfg *rest.Config) map[string]float64 {
+	b.Helper()
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp, err := hc.Get(strings.TrimSuffix(cfg.Host, "/") + "/metrics")
+	if err != nil {
+		b.Logf("reading apiserver metrics: %v", err)
+		return nil
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	out := map[string]float64{}
+	label := func(line, key string) string {
+		_, rest, ok := strings.Cut(line, key+`="`)
+		if !ok {
+			return ""
+		}
+		v, _, _ := strings.Cut(rest, `"`)
+		return v
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		verb, res, sub := label(line, "verb"), label(line, "resource"), label(line, "subresource")
+		if sub != "" {
+			res += "/" + sub
+		}
+		var n float64
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			n, _ = strconv.ParseFloat(line[i+1:], 64)
+		}
+		out[verb+" "+res] += n
+	}
+	return out
+}
+
+// reportRequests logs what kube-apiserver served during the measurement, per claim: the
+// controllers share its throughput, which bounds the timings on a small machine.
+func reportRequests(b *testing.B, before, after map[string]float64, claims int) {
+	var keys []string
+	total := 0.0
+	for k, v := range after {
+		if d := v - before[k]; d > 0 && !strings.HasPrefix(k, "WATCH") && !strings.HasPrefix(k, "GET") && !strings.HasPrefix(k, "LIST") {
+			keys = append(keys, k)
+			total += d
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return after[keys[i]]-before[keys[i]] > after[keys[j]]-before[keys[j]] })
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, (after[k]-before[k])/float64(claims)))
+	}
+	b.Logf("apiserver writes per claim (all clients, events included): %.2f = %s", total/float64(claims), strings.Join(parts, ", "))
+}
+
+// timeline records, from the manager's informers, when each claim reached each step of its
+// binding, to show where the time goes.
+type timeline struct {
+	mu    sync.Mutex
+	steps map[string]map[string]time.Time // step -> claim -> first seen
+}
+
+var steps = []string{"server points at claim", "claim names server", "claim Bound", "server On"}
+
+func newTimeline(b *testing.B, ctx context.Context, c crcache.Cache, ns string) *timeline {
+	b.Helper()
+	tl := &timeline{steps: map[string]map[string]time.Time{}}
+	for _, s := range steps {
+		tl.steps[s] = map[string]time.Time{}
+	}
+	mark := func(step, claim string) {
+		tl.mu.Lock()
+		defer tl.mu.Unlock()
+		if _, ok := tl.steps[step][claim]; !ok {
+			tl.steps[step][claim] = time.Now()
+		}
+	}
+	onClaim := func(o any) {
+		if c, ok := o.(*metalv1alpha1.ServerClaim); ok && c.Namespace == ns {
+			if c.Spec.ServerRef != nil {
+				mark("claim names server", c.Name)
+			}
+			if c.Status.Phase == metalv1alpha1.PhaseBound {
+				mark("claim Bound", c.Name)
+			}
+		}
+	}
+	onServer := func(o any) {
+		if s, ok := o.(*metalv1alpha1.Server); ok && s.Spec.ServerClaimRef != nil && s.Spec.ServerClaimRef.Namespace == ns {
+			mark("server points at claim", s.Spec.ServerClaimRef.Name)
+			if s.Status.PowerState == metalv1alpha1.PowerStateOn {
+				mark("server On", s.Spec.ServerClaimRef.Name)
+			}
+		}
+	}
+	for obj, on := range map[client.Object]func(any){&metalv1alpha1.ServerClaim{}: onClaim, &metalv1alpha1.Server{}: onServer} {
+		inf, err := c.GetInformer(ctx, obj)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    on,
+			UpdateFunc: func(_, o any) { on(o) },
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return tl
+}
+
+func (tl *timeline) report(b *testing.B, start time.Time) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for _, step := range steps {
+		var ds []time.Duration
+		for _, t := range tl.steps[step] {
+			ds = append(ds, t.Sub(start))
+		}
+		if len(ds) == 0 {
+			continue
+		}
+		slices.Sort(ds)
+		q := func(f float64) time.Duration { return ds[int(f*float64(len(ds)-1))].Round(10 * time.Millisecond) }
+		b.Logf("%-24s p10 %-8s p50 %-8s p90 %-8s max %s", step, q(0.1), q(0.5), q(0.9), q(1))
+	}
+}
+
+// createFleet registers every emulated BMC (one shared secret) and creates its Server directly
+// in Available — the fast path past discovery.
+func createFleet(b *testing.B, c client.Client, fleet []system) {
+	b.Helper()
+	ctx := context.Background()
+	user, pass := fleet[0].User, fleet[0].Pass
+	if err := c.Create(ctx, &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "bench"},
+		StringData: map[string]string{metalv1alpha1.BMCSecretUsernameKey: user, metalv1alpha1.BMCSecretPasswordKey: pass}}); err != nil {
+		b.Fatal(err)
+	}
+	if err := parallelDo(len(fleet), 32, func(i int) error {
+		sys := fleet[i]
+		u, err := url.Parse(sys.URL)
+		if err != nil {
+			return err
+		}
+		p, err := strconv.Atoi(u.Port())
+		if err != nil {
+			return err
+		}
+		bmcName := fmt.Sprintf("bmc-%04d", i)
+		s := &metalv1alpha1.Server{
+			ObjectMeta: metav1.ObjectMeta{Name: metal.ServerName(bmcName, sys.ID),
+				Annotations: map[string]string{lifecycle.StateAnnotation: string(metalv1alpha1.ServerStateAvailable)}},
+			Spec: metalv1alpha1.ServerSpec{SystemUUID: strings.ToLower(sys.UUID), SystemURI: "/redfish/v1/Systems/" + sys.ID,
+				BMCRef: &corev1.LocalObjectReference{Name: bmcName}},
+		}
+		if err := c.Create(ctx, s); err != nil {
+			return fmt.Errorf("creating server %s: %w", s.Name, err)
+		}
+		bm := &metalv1alpha1.BMC{
+			ObjectMeta: metav1.ObjectMeta{Name: bmcName},
+			Spec: metalv1alpha1.BMCSpec{
+				Access:       &metalv1alpha1.InlineEndpoint{IP: u.Hostname()},
+				BMCSecretRef: corev1.LocalObjectReference{Name: "bench"},
+				Protocol:     metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: int32(p), Scheme: metalv1alpha1.HTTPScheme},
+			},
+		}
+		if err := c.Create(ctx, bm); err != nil {
+			return fmt.Errorf("creating BMC %s: %w", bmcName, err)
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// checkBindings verifies the outcome the timing is worth nothing without: every claim holds a
+// distinct server that points back at it.
+func checkBindings(b *testing.B, ctx context.Context, r client.Reader, ns string, claims int) {
+	b.Helper()
+	list := &metalv1alpha1.ServerClaimList{}
+	if err := r.List(ctx, list, client.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, c := range list.Items {
+		if c.Spec.ServerRef == nil {
+			b.Errorf("claim %s bound without serverRef", c.Name)
+			continue
+		}
+		if other, ok := seen[c.Spec.ServerRef.Name]; ok {
+			b.Errorf("server %s bound by %s and %s", c.Spec.ServerRef.Name, other, c.Name)
+		}
+		seen[c.Spec.ServerRef.Name] = c.Name
+		s := &metalv1alpha1.Server{}
+		if err := r.Get(ctx, client.ObjectKey{Name: c.Spec.ServerRef.Name}, s); err != nil {
+			b.Error(err)
+			continue
+		}
+		if ref := s.Spec.ServerClaimRef; ref == nil || ref.Namespace != ns || ref.Name != c.Name {
+			b.Errorf("claim %s bound to %s, which points at %+v", c.Name, s.Name, ref)
+		}
+	}
+	if len(seen) != claims {
+		b.Errorf("%d claims hold %d distinct servers", claims, len(seen))
+	}
+}
+
+func waitFor(b *testing.B, timeout time.Duration, what string, cond func() (bool, string)) {
+	b.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		var ok bool
+		if ok, last = cond(); ok {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.Fatalf("%s: not within %s (last: %s)", what, timeout, last)
+}
