@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
@@ -49,7 +50,8 @@ func (r *ServerBootConfigurationReconciler) SetupWithManager(mgr ctrl.Manager) e
 	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.ServerBootConfiguration { return &metalv1alpha1.ServerBootConfiguration{} }, r.handle)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("serverbootconfiguration").
-		For(&metalv1alpha1.ServerBootConfiguration{}, builder.WithPredicates(lifecycle.Predicate())).
+		For(&metalv1alpha1.ServerBootConfiguration{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
+			statusWiped(func(o client.Object) bool { return o.(*metalv1alpha1.ServerBootConfiguration).Status.State == "" })))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Concurrency, 1)})
 	if !r.External {
 		b = b.Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forSecret))

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
@@ -116,7 +117,8 @@ func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.ServerClaim { return &metalv1alpha1.ServerClaim{} }, r.handle)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("serverclaim").
-		For(&metalv1alpha1.ServerClaim{}, builder.WithPredicates(lifecycle.Predicate())).
+		For(&metalv1alpha1.ServerClaim{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
+			statusWiped(func(o client.Object) bool { return o.(*metalv1alpha1.ServerClaim).Status.Phase == "" })))).
 		Owns(&metalv1alpha1.ServerBootConfiguration{}, builder.WithPredicates(lifecycle.Predicate())).
 		Watches(&metalv1alpha1.Server{}, r.serverEvents()).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.claimsForSecret)).

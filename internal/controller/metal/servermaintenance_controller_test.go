@@ -144,6 +144,7 @@ func TestMaintenanceEnforcedAndApproval(t *testing.T) {
 	}
 	waitMaintenance(t, ns, "maint-enforced", "InMaintenance/"+ReasonInMaintenance, 10*time.Second)
 	waitState(t, names[0], metalv1alpha1.ServerStateMaintenance, 10*time.Second)
+	waitClaim(t, ns, "maint-0", "Bound/Bound", 10*time.Second)
 	time.Sleep(1500 * time.Millisecond) // room for a wrong action to show
 	if recs := since(records(bmcs[0]), wiped); len(recs) != 0 {
 		t.Errorf("BMC actions after the wipe: %v", resetTypes(recs))
