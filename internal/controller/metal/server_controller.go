@@ -361,6 +361,9 @@ func (r *ServerReconciler) transition(ctx context.Context, p *pass, to metalv1al
 	err := r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 		lifecycle.SetAnnotation(s, lifecycle.StateAnnotation, string(to))
 		controllerutil.AddFinalizer(s, ServerFinalizer)
+		// A power record belongs to the state that issued it; left behind, a finished "On"
+		// would read as still in flight when the next state wants On again.
+		lifecycle.RemoveAnnotation(s, PowerAnnotation)
 		if extra != nil {
 			extra(s)
 		}

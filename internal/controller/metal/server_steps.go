@@ -34,44 +34,61 @@ func (r *ServerReconciler) roundSecret(ctx context.Context, p *pass) (*corev1.Se
 	return sec, nil
 }
 
-// createRound creates the Secret (token, ignition) and ServerBootConfiguration of a new
-// discovery round. Both are owned by the Server, so they go with it.
-func (r *ServerReconciler) createRound(ctx context.Context, p *pass) (*corev1.Secret, error) {
+// ensureRound makes sure the server's discovery round has its Secret (token, ignition) and
+// ServerBootConfiguration, creating a new round when there is no Secret. Both are owned by the
+// Server, so they go with it. After a crash between the two creates, the next pass completes the
+// pair for the same round.
+func (r *ServerReconciler) ensureRound(ctx context.Context, p *pass, sec *corev1.Secret) (*corev1.Secret, error) {
 	s := p.Obj
-	round, token, err := discovery.NewRound()
-	if err != nil {
-		return nil, err
-	}
 	name := discovery.ObjectName(s.Name)
-	labels := map[string]string{discovery.ServerLabel: s.Name, discovery.RoundLabel: round}
-	sec := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.DiscoveryNamespace, Name: name, Labels: labels},
-		Data:       map[string][]byte{discovery.TokenKey: []byte(token)},
-	}
-	if r.Options.Ignition != nil {
-		ign, err := r.Options.Ignition(s, token)
+	if sec == nil {
+		round, token, err := discovery.NewRound()
 		if err != nil {
-			return nil, fmt.Errorf("rendering discovery ignition: %w", err)
-		}
-		sec.Data[discovery.IgnitionKey] = ign
-	}
-	sbc := &metalv1alpha1.ServerBootConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.DiscoveryNamespace, Name: name, Labels: labels},
-		Spec: metalv1alpha1.ServerBootConfigurationSpec{
-			ServerRef:         corev1.LocalObjectReference{Name: s.Name},
-			Image:             r.Options.DiscoveryImage,
-			IgnitionSecretRef: &corev1.LocalObjectReference{Name: name},
-		},
-	}
-	for _, o := range []client.Object{sec, sbc} {
-		if err := controllerutil.SetOwnerReference(s, o, p.c.Scheme()); err != nil {
 			return nil, err
 		}
-		if err := p.c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("creating discovery %T: %w", o, err)
+		sec = &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.DiscoveryNamespace, Name: name,
+				Labels: map[string]string{discovery.ServerLabel: s.Name, discovery.RoundLabel: round}},
+			Data: map[string][]byte{discovery.TokenKey: []byte(token)},
+		}
+		if r.Options.Ignition != nil {
+			ign, err := r.Options.Ignition(s, token)
+			if err != nil {
+				return nil, fmt.Errorf("rendering discovery ignition: %w", err)
+			}
+			sec.Data[discovery.IgnitionKey] = ign
+		}
+		if err := r.createOwned(ctx, p, sec); err != nil {
+			return nil, err
 		}
 	}
+	sbc := &metalv1alpha1.ServerBootConfiguration{}
+	err := p.c.Get(ctx, client.ObjectKey{Namespace: r.Options.DiscoveryNamespace, Name: name}, sbc)
+	if apierrors.IsNotFound(err) {
+		sbc = &metalv1alpha1.ServerBootConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.DiscoveryNamespace, Name: name, Labels: sec.Labels},
+			Spec: metalv1alpha1.ServerBootConfigurationSpec{
+				ServerRef:         corev1.LocalObjectReference{Name: s.Name},
+				Image:             r.Options.DiscoveryImage,
+				IgnitionSecretRef: &corev1.LocalObjectReference{Name: name},
+			},
+		}
+		err = r.createOwned(ctx, p, sbc)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("discovery boot configuration: %w", err)
+	}
 	return sec, nil
+}
+
+func (r *ServerReconciler) createOwned(ctx context.Context, p *pass, o client.Object) error {
+	if err := controllerutil.SetOwnerReference(p.Obj, o, p.c.Scheme()); err != nil {
+		return err
+	}
+	if err := p.c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating discovery %T: %w", o, err)
+	}
+	return nil
 }
 
 // deleteRound removes a server's discovery objects.
@@ -110,9 +127,9 @@ func (r *ServerReconciler) initial(bctx, ctx context.Context, p *pass) (lifecycl
 		if res, acted, err := r.converge(bctx, ctx, p, metalv1alpha1.PowerOff, false); acted || err != nil {
 			return res, err
 		}
-		if sec, err = r.createRound(ctx, p); err != nil {
-			return lifecycle.Result{}, err
-		}
+	}
+	if sec, err = r.ensureRound(ctx, p, sec); err != nil {
+		return lifecycle.Result{}, err
 	}
 	round := sec.Labels[discovery.RoundLabel]
 	rec := p.Obj.Annotations[PowerAnnotation]
@@ -328,7 +345,10 @@ func (r *ServerReconciler) operation(bctx, ctx context.Context, p *pass) (lifecy
 	if !ok {
 		return lifecycle.Result{}, false, nil
 	}
-	clearOp := func(s *metalv1alpha1.Server) { lifecycle.RemoveAnnotation(s, metalv1alpha1.OperationAnnotation) }
+	clearOp := func(s *metalv1alpha1.Server) {
+		lifecycle.RemoveAnnotation(s, metalv1alpha1.OperationAnnotation)
+		lifecycle.RemoveAnnotation(s, PowerAnnotation) // the user's action supersedes ours
+	}
 	if op == metalv1alpha1.OperationPark {
 		prev := p.state
 		res, err := r.transition(ctx, p, metalv1alpha1.ServerStateParked, "parked by operation annotation", func(s *metalv1alpha1.Server) {

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/emulator/netboot"
+	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// managerProcess runs the metalhub binary with the metal family, restartable after a SIGKILL.
+type managerProcess struct {
+	bin, logPath string
+	args         []string
+	mu           sync.Mutex
+	cmd          *exec.Cmd
+	exited       chan struct{}
+}
+
+func (m *managerProcess) start(t *testing.T) {
+	t.Helper()
+	log, err := os.OpenFile(m.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(m.bin, m.args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); log.Close(); close(exited) }()
+	m.mu.Lock()
+	m.cmd, m.exited = cmd, exited
+	m.mu.Unlock()
+}
+
+func (m *managerProcess) kill() {
+	m.mu.Lock()
+	cmd, exited := m.cmd, m.exited
+	m.mu.Unlock()
+	_ = cmd.Process.Signal(os.Kill)
+	<-exited
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// The manager, as its own process, is killed with SIGKILL at random moments, 20 times, while
+// 20 servers go Initial -> Available -> Reserved -> Available (discovery through the real
+// registry and probe). Every server ends right, and the emulator's recorder shows each BMC
+// action exactly once: what is in flight is bookkeeping and survives the kills.
+func TestCrashConsistency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: kills and restarts the manager 20 times")
+	}
+	const n, kills = 20, 20
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	nb, err := netboot.New(netboot.Options{Client: env.Client, Namespace: "default", ProbeInterval: 200 * time.Millisecond, Logger: logr.Discard(),
+		OnResult: func(r netboot.Result) {
+			if r.Err != nil {
+				t.Logf("emulated boot of %s ended without a report: %v", r.Server, r.Err)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nb.Close()
+	fleet, err := redfish.Start(redfish.Options{BMCs: n, PowerDelay: 500 * time.Millisecond, OnBoot: nb.OnBoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fleet.Close()
+
+	reg := freePort(t)
+	mgr := &managerProcess{bin: bin, logPath: filepath.Join(t.TempDir(), "manager.log"), args: []string{
+		"--kubeconfig", env.Kubeconfig, "--controllers", "metal",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+		"--registry-bind-address", fmt.Sprintf("127.0.0.1:%d", reg), "--registry-url", fmt.Sprintf("http://127.0.0.1:%d", reg),
+		"--power-poll", "100ms", "--bmc-request-timeout", "2s", "--discovery-namespace", "default",
+		"--graceful-shutdown-timeout", "1s",
+	}}
+	mgr.start(t)
+	stopKilling := make(chan struct{})
+	killerDone := make(chan struct{})
+	defer func() {
+		select {
+		case <-stopKilling:
+		default:
+			close(stopKilling)
+		}
+		<-killerDone
+		mgr.kill()
+		if t.Failed() {
+			if b, err := os.ReadFile(mgr.logPath); err == nil {
+				lines := strings.Split(string(b), "\n")
+				t.Logf("last manager log lines:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
+			}
+		}
+	}()
+
+	// The killer: SIGKILL at random moments, restart at once, 20 times.
+	var killed atomic.Int32
+	go func() {
+		defer close(killerDone)
+		for range kills {
+			select {
+			case <-stopKilling:
+				return
+			case <-time.After(time.Duration(300+rand.IntN(1700)) * time.Millisecond):
+			}
+			mgr.kill()
+			killed.Add(1)
+			mgr.start(t)
+		}
+	}()
+
+	names := make([]string, n)
+	for i := range n {
+		b := fleet.BMC(i)
+		user, pass := b.Credentials()
+		name := fmt.Sprintf("crash-%d", i)
+		port, _ := strconv.Atoi(b.URL()[strings.LastIndex(b.URL(), ":")+1:])
+		if err := env.Client.Create(ctx, &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: name},
+			StringData: map[string]string{"username": user, "password": pass}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.Create(ctx, &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: metalv1alpha1.BMCSpec{
+			Access: &metalv1alpha1.InlineEndpoint{IP: "127.0.0.1"}, BMCSecretRef: corev1.LocalObjectReference{Name: name},
+			Protocol: metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: int32(port), Scheme: metalv1alpha1.HTTPScheme},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		names[i] = metal.ServerName(name, b.SystemIDs()[0])
+	}
+
+	waitAll := func(what string, timeout time.Duration, ok func(*metalv1alpha1.Server) bool) {
+		t.Helper()
+		deadline := time.Now().Add(timeout)
+		for {
+			done, last := 0, ""
+			for _, name := range names {
+				s := &metalv1alpha1.Server{}
+				if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, s); err == nil && ok(s) {
+					done++
+				} else if err == nil {
+					last = fmt.Sprintf("%s: %s/%s power %s annotations %v conditions %v", name, s.Annotations[lifecycle.StateAnnotation], s.Status.State, s.Status.PowerState, s.Annotations, s.Status.Conditions)
+				}
+			}
+			if done == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d/%d after %s (e.g. %s)", what, done, n, timeout, last)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	is := func(state metalv1alpha1.ServerState, power metalv1alpha1.PowerState) func(*metalv1alpha1.Server) bool {
+		return func(s *metalv1alpha1.Server) bool {
+			return s.Annotations[lifecycle.StateAnnotation] == string(state) && s.Status.State == state && s.Status.PowerState == power
+		}
+	}
+
+	waitAll("Available", 4*time.Minute, is(metalv1alpha1.ServerStateAvailable, metalv1alpha1.PowerStateOff))
+	for i, name := range names {
+		claim := &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("crash-%d", i)},
+			Spec: metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn, Image: "img", ServerRef: &corev1.LocalObjectReference{Name: name}}}
+		if err := env.Client.Create(ctx, claim); err != nil {
+			t.Fatal(err)
+		}
+		// Bind as the claim controller does (the same value if it already did).
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			s := &metalv1alpha1.Server{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, s); err != nil {
+				return err
+			}
+			return lifecycle.PatchMetadata(ctx, env.Client, s, func(o client.Object) {
+				o.(*metalv1alpha1.Server).Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Namespace: "default", Name: claim.Name}
+			})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitAll("Reserved and On", 3*time.Minute, is(metalv1alpha1.ServerStateReserved, metalv1alpha1.PowerStateOn))
+	for i := range n {
+		if err := env.Client.Delete(ctx, &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("crash-%d", i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitAll("back to Available and Off", 3*time.Minute, is(metalv1alpha1.ServerStateAvailable, metalv1alpha1.PowerStateOff))
+	// Finish the 20 kills if the lifecycle was quicker, then let the last manager settle.
+	<-killerDone
+	time.Sleep(2 * time.Second)
+	waitAll("still Available and Off after the last restart", time.Minute, is(metalv1alpha1.ServerStateAvailable, metalv1alpha1.PowerStateOff))
+	t.Logf("manager killed %d times", killed.Load())
+	if killed.Load() != kills {
+		t.Errorf("killed %d times, want %d", killed.Load(), kills)
+	}
+
+	perBMC := map[int][]string{}
+	for _, r := range fleet.Records() {
+		a := r.ResetType
+		if r.Action == redfish.ActionBootOverride {
+			a = "Boot:" + r.Boot.Target + "/" + r.Boot.Enabled
+		}
+		perBMC[r.BMC] = append(perBMC[r.BMC], a)
+	}
+	for i := range n {
+		if got := fmt.Sprint(perBMC[i]); got != "[Boot:Pxe/Once On ForceOff On GracefulShutdown]" {
+			t.Errorf("%s: BMC actions %s, want each exactly once", names[i], got)
+		}
+	}
+}
