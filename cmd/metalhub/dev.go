@@ -8,6 +8,7 @@ import (
 	"io"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"go.uber.org/zap/zapcore"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/metalhub/metalhub/internal/cmd/emulatecmd"
@@ -20,7 +21,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	opts := dev.DefaultOptions()
 	opts.BindFlags(fs)
-	zapOpts := zap.Options{Development: true}
+	// Human-readable logs at info: the live table on stdout is the main show.
+	zapOpts := zap.Options{Development: true, Level: zapcore.InfoLevel}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

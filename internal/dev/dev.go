@@ -1,6 +1,8 @@
-// Package dev is `metalhub dev`: everything a newcomer needs to see metalhub work on one machine —
-// a local control plane (or an existing cluster) with the CRDs installed and the operator running
-// in the same process. Ctrl-C stops all of it.
+// Package dev is `metalhub dev` (`make run`): everything a newcomer needs to see metalhub work
+// on one machine — a local control plane (or an existing cluster) with the CRDs, an emulated BMC
+// fleet whose PXE boots run the real discovery probe, an Infrahub emulator with sample
+// artifacts, and the operator in the same process, with a live table of what happens. Ctrl-C
+// stops all of it.
 package dev
 
 import (
@@ -10,68 +12,129 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/metalhub/metalhub/config/crd"
 	"github.com/metalhub/metalhub/internal/controlplane"
 	"github.com/metalhub/metalhub/internal/manager"
+	"github.com/metalhub/metalhub/internal/scheme"
 )
 
 // Options configure a dev run.
 type Options struct {
-	// DataDir keeps etcd's data and the kubeconfig between runs; empty means a temporary
-	// directory removed on exit.
+	// DataDir keeps etcd's data, the kubeconfig and the fleet's power states between runs;
+	// empty means a temporary directory removed on exit.
 	DataDir string
 	// Kubeconfig points at an existing cluster to use instead of a local control plane.
 	Kubeconfig string
+	// Servers is the size of the emulated fleet (one system per BMC).
+	Servers int
+	// NoEmulators runs only the control plane and the operator.
+	NoEmulators bool
+	// BMCBasePort puts emulated BMC i on 127.0.0.1:BMCBasePort+i.
+	BMCBasePort int
+	// PowerDelay is how long an emulated power transition takes.
+	PowerDelay time.Duration
+	// EmulatorControlAddress serves the BMC emulator's recorder and fault menu.
+	EmulatorControlAddress string
+	// InfrahubAddress is where the Infrahub emulator listens.
+	InfrahubAddress string
+	// RegistryAddress is where the discovery registry listens (the emulated servers post there).
+	RegistryAddress string
+	// Table prints the live table of servers and syncs.
+	Table bool
 	// Manager configures the operator run in-process.
 	Manager manager.Options
 }
 
-// DefaultOptions binds the operator's endpoints to loopback so a dev run exposes nothing.
+// DefaultOptions bind everything to loopback so a dev run exposes nothing.
 func DefaultOptions() Options {
 	m := manager.DefaultOptions()
 	m.MetricsAddr = "127.0.0.1:8080"
 	m.HealthAddr = "127.0.0.1:8081"
-	return Options{Manager: m}
+	m.Metal.PowerPoll = 500 * time.Millisecond
+	return Options{
+		Servers: 8, BMCBasePort: 18000, PowerDelay: time.Second,
+		EmulatorControlAddress: "127.0.0.1:17999", InfrahubAddress: "127.0.0.1:8300", RegistryAddress: "127.0.0.1:8082",
+		Table: true, Manager: m,
+	}
 }
 
 // BindFlags registers the dev flags on fs.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Keep etcd's data and the kubeconfig in this directory so a second run resumes (default: temporary, removed on exit).")
+	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Keep etcd's data, the kubeconfig and the fleet's power states here so a second run resumes (default: temporary, removed on exit).")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Use the cluster of this kubeconfig instead of starting a local control plane.")
+	fs.IntVar(&o.Servers, "servers", o.Servers, "Number of emulated servers (one BMC each).")
+	fs.BoolVar(&o.NoEmulators, "no-emulators", o.NoEmulators, "Run only the control plane and the operator: no emulated BMCs or Infrahub.")
+	fs.IntVar(&o.BMCBasePort, "bmc-base-port", o.BMCBasePort, "Emulated BMC i listens on 127.0.0.1:<port+i>.")
+	fs.DurationVar(&o.PowerDelay, "power-delay", o.PowerDelay, "How long an emulated power transition takes.")
+	fs.StringVar(&o.EmulatorControlAddress, "emulator-control-address", o.EmulatorControlAddress, "Address of the BMC emulator's recorder and fault menu (/emulator/...).")
+	fs.StringVar(&o.InfrahubAddress, "infrahub-address", o.InfrahubAddress, "Address of the Infrahub emulator.")
+	fs.StringVar(&o.RegistryAddress, "registry-address", o.RegistryAddress, "Address of the discovery registry the emulated servers report to.")
+	fs.BoolVar(&o.Table, "table", o.Table, "Print a live table of servers and syncs.")
 	fs.StringVar(&o.Manager.MetricsAddr, "metrics-bind-address", o.Manager.MetricsAddr, "Address of the operator's metrics endpoint; \"0\" disables it.")
 	fs.StringVar(&o.Manager.HealthAddr, "health-probe-bind-address", o.Manager.HealthAddr, "Address of the operator's /healthz and /readyz.")
 	fs.Var(&o.Manager.Controllers, "controllers", "Controller families to run: metal, delivery, or both.")
 }
 
 // Run runs the dev environment until ctx is cancelled. ready, if not nil, is called with the
-// kubeconfig path once the operator is about to start.
+// kubeconfig path once everything is registered and the operator is about to start.
 func Run(ctx context.Context, o Options, out io.Writer, log logr.Logger, ready func(kubeconfig string)) error {
 	cfg, kubeconfig, stop, err := cluster(o, out)
 	if err != nil {
 		return err
 	}
 	defer stop()
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return fmt.Errorf("creating client: %w", err)
+	}
+
+	if !o.NoEmulators {
+		o.Manager.Metal.RegistryBindAddress = o.RegistryAddress
+		o.Manager.Metal.RegistryURL = "http://" + o.RegistryAddress
+		emus, err := startEmulators(o, c, out, log)
+		if err != nil {
+			return err
+		}
+		defer emus.close()
+		if err := emus.register(ctx, c); err != nil {
+			return err
+		}
+	}
+	mgr, err := manager.New(cfg, o.Manager, log)
+	if err != nil {
+		return err
+	}
 
 	fmt.Fprintf(out, "\nmetalhub dev is up. In another shell:\n  export KUBECONFIG=%s\n", kubeconfig)
 	if o.Kubeconfig == "" {
-		fmt.Fprintf(out, "  alias kubectl=%s\n", filepath.Join(controlplaneAssets(), "kubectl"))
+		fmt.Fprintf(out, "  alias kubectl=%s\n", filepath.Join(assetsDir, "kubectl"))
 	}
-	fmt.Fprintf(out, "  kubectl get bmcs,servers,serverclaims,infrahubsyncs,vidraresources\nCtrl-C stops everything.\n\n")
+	fmt.Fprintf(out, "  kubectl get bmcs,servers,serverclaims,infrahubsyncs,vidraresources\n")
+	if !o.NoEmulators {
+		fmt.Fprintf(out, "  kubectl apply -f config/samples/dev/serverclaim.yaml   # claim a server and power it on\n")
+	}
+	fmt.Fprintf(out, "Ctrl-C stops everything.\n")
+	if o.Table {
+		go liveTable(ctx, c, out, 2*time.Second)
+	}
 	if ready != nil {
 		ready(kubeconfig)
 	}
-	return manager.Run(ctx, cfg, o.Manager, log)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("running manager: %w", err)
+	}
+	return nil
 }
 
 var assetsDir string
-
-func controlplaneAssets() string { return assetsDir }
 
 // cluster starts a local control plane, or connects to the one o.Kubeconfig names and installs
 // the CRDs there. It returns a config, a kubeconfig path for users and a stop function.

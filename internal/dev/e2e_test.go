@@ -1,0 +1,232 @@
+package dev
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controlplane"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/scheme"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// freeBase finds n consecutive free ports for the emulated BMCs.
+func freeBase(t *testing.T, n int) int {
+	t.Helper()
+	for base := 21000 + os.Getpid()%20000; base < 65000-n; base += n {
+		ok := true
+		for i := range n {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no free port range")
+	return 0
+}
+
+// devRun is one `metalhub dev` subprocess.
+type devRun struct {
+	cmd     *exec.Cmd
+	exited  chan error
+	control string
+	c       client.Client
+}
+
+func startDev(t *testing.T, bin, dataDir string, args []string) *devRun {
+	t.Helper()
+	control := freeAddr(t)
+	log, err := os.Create(filepath.Join(t.TempDir(), "dev.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Remove(filepath.Join(dataDir, "kubeconfig"))
+	cmd := exec.Command(bin, append([]string{"dev", "--data-dir", dataDir, "--emulator-control-address", control}, args...)...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := &devRun{cmd: cmd, exited: make(chan error, 1), control: control}
+	go func() { r.exited <- cmd.Wait(); log.Close() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		if cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "kubeconfig")); err == nil {
+			if r.c, err = client.New(cfg, client.Options{Scheme: scheme.New()}); err == nil {
+				if err := r.c.List(context.Background(), &metalv1alpha1.BMCList{}); err == nil {
+					return r
+				}
+			}
+		}
+		select {
+		case err := <-r.exited:
+			b, _ := os.ReadFile(log.Name())
+			t.Fatalf("metalhub dev exited early: %v\n%s", err, b)
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("metalhub dev not up after 3m")
+		}
+	}
+}
+
+// stop sends Ctrl-C and checks a clean exit that leaves nothing listening.
+func (r *devRun) stop(t *testing.T) {
+	t.Helper()
+	_ = r.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-r.exited:
+		if err != nil {
+			t.Fatalf("metalhub dev exited with %v after Ctrl-C", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("metalhub dev still running 1m after Ctrl-C")
+	}
+	if conn, err := net.Dial("tcp", r.control); err == nil {
+		conn.Close()
+		t.Fatal("emulator still listening after exit")
+	}
+}
+
+func (r *devRun) records(t *testing.T) []map[string]any {
+	t.Helper()
+	resp, err := http.Get("http://" + r.control + "/emulator/records")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var recs []map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&recs); err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+func (r *devRun) wait(t *testing.T, what string, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s (%s)", what, timeout, last)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func (r *devRun) states(t *testing.T) map[string]string {
+	t.Helper()
+	list := &metalv1alpha1.ServerList{}
+	if err := r.c.List(context.Background(), list); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, s := range list.Items {
+		out[s.Name] = s.Annotations[lifecycle.StateAnnotation] + "/" + string(s.Status.PowerState)
+	}
+	return out
+}
+
+// `make run` end to end: 8/8 servers Available through the real discovery path, the sample
+// InfrahubSync synced, the sample claim binds a server and powers it on; a second run on the same
+// data dir resumes everything with no rediscovery and no power action.
+func TestMakeRunEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	assets, err := controlplane.AssetsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "metalhub")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/metalhub").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dataDir := t.TempDir()
+	args := []string{"--servers", "8", "--bmc-base-port", fmt.Sprint(freeBase(t, 8)), "--power-delay", "300ms",
+		"--infrahub-address", freeAddr(t), "--registry-address", freeAddr(t),
+		"--metrics-bind-address", "0", "--health-probe-bind-address", freeAddr(t), "--table=false"}
+	ctx := context.Background()
+
+	run := startDev(t, bin, dataDir, args)
+	run.wait(t, "8/8 Available", 3*time.Minute, func() (bool, string) {
+		st := run.states(t)
+		n := 0
+		for _, v := range st {
+			if v == "Available/Off" {
+				n++
+			}
+		}
+		return n == 8, fmt.Sprint(st)
+	})
+	run.wait(t, "sample sync Succeeded", time.Minute, func() (bool, string) {
+		s := &infrahubv1alpha1.InfrahubSync{}
+		if err := run.c.Get(ctx, client.ObjectKey{Name: "sample"}, s); err != nil {
+			return false, err.Error()
+		}
+		return s.Status.SyncState == infrahubv1alpha1.StateSucceeded, string(s.Status.SyncState) + " " + s.Status.LastError
+	})
+	kubectl := exec.Command(filepath.Join(assets, "kubectl"), "apply", "-f", "../../config/samples/dev/serverclaim.yaml")
+	kubectl.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(dataDir, "kubeconfig"))
+	if out, err := kubectl.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	run.wait(t, "sample claim bound and its server On", time.Minute, func() (bool, string) {
+		claim := &metalv1alpha1.ServerClaim{}
+		if err := run.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "dev-claim"}, claim); err != nil {
+			return false, err.Error()
+		}
+		if claim.Status.Phase != metalv1alpha1.PhaseBound || claim.Spec.ServerRef == nil {
+			return false, "phase " + string(claim.Status.Phase)
+		}
+		st := run.states(t)[claim.Spec.ServerRef.Name]
+		return st == "Reserved/On", st
+	})
+	before := run.states(t)
+	if n := len(run.records(t)); n != 8*3+1 {
+		t.Errorf("first run: %d BMC actions, want 8 discoveries (PXE, on, off) and one claim power-on", n)
+	}
+	run.stop(t)
+
+	run = startDev(t, bin, dataDir, args)
+	time.Sleep(10 * time.Second) // long enough for every server to be looked at again
+	if got := run.states(t); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Errorf("second run changed the servers:\nbefore %v\nafter  %v", before, got)
+	}
+	if recs := run.records(t); len(recs) != 0 {
+		t.Errorf("second run: %d BMC actions, want none (no rediscovery, no power action): %v", len(recs), recs)
+	}
+	run.stop(t)
+}

@@ -1,0 +1,180 @@
+package dev
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	emuinfrahub "github.com/metalhub/metalhub/internal/emulator/infrahub"
+	"github.com/metalhub/metalhub/internal/emulator/netboot"
+	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+)
+
+// DevLabel marks the objects `metalhub dev` creates, so samples can select its servers.
+const DevLabel = "metalhub.io/dev"
+
+// emulators are the stand-ins `metalhub dev` runs beside the operator.
+type emulators struct {
+	fleet    *redfish.Emulator
+	netboot  *netboot.Netboot
+	infrahub *emuinfrahub.Emulator
+	control  *http.Server
+	state    string // file keeping the fleet's power states between runs
+}
+
+// fleetState is what survives a dev run: each system's power, so that a second run finds the
+// boxes as the first left them (real machines keep their state too).
+type fleetState map[string]string
+
+func startEmulators(o Options, c client.Client, out io.Writer, log logr.Logger) (*emulators, error) {
+	e := &emulators{}
+	var err error
+	if e.netboot, err = netboot.New(netboot.Options{Client: c, Namespace: o.Manager.Metal.DiscoveryNamespace, Logger: log.WithName("netboot")}); err != nil {
+		return nil, err
+	}
+	if e.fleet, err = redfish.Start(redfish.Options{
+		BMCs: o.Servers, BasePort: o.BMCBasePort, Seed: 1, PowerDelay: o.PowerDelay,
+		OnBoot: e.netboot.OnBoot, Logger: log.WithName("redfish"),
+	}); err != nil {
+		e.close()
+		return nil, fmt.Errorf("starting the emulated BMC fleet: %w", err)
+	}
+	if o.DataDir != "" {
+		e.state = filepath.Join(o.DataDir, "fleet.json")
+		e.restore()
+	}
+	ln, err := net.Listen("tcp", o.EmulatorControlAddress)
+	if err != nil {
+		e.close()
+		return nil, fmt.Errorf("emulator control endpoint: %w", err)
+	}
+	e.control = &http.Server{Handler: e.fleet.ControlHandler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = e.control.Serve(ln) }()
+
+	e.infrahub = emuinfrahub.New(emuinfrahub.Options{Users: map[string]string{"admin": "infrahub"}})
+	if err := e.infrahub.LoadSample(); err != nil {
+		e.close()
+		return nil, err
+	}
+	if _, err := e.infrahub.Start(o.InfrahubAddress); err != nil {
+		e.close()
+		return nil, fmt.Errorf("starting the Infrahub emulator: %w", err)
+	}
+	fmt.Fprintf(out, "emulated BMCs: %d at %s ... (user/password %s/%s)\n", o.Servers, e.fleet.BMC(0).URL(), "admin", "password")
+	fmt.Fprintf(out, "BMC power and boot recorder: http://%s/emulator/records\n", ln.Addr())
+	fmt.Fprintf(out, "Infrahub emulator: %s (admin/infrahub), artifacts named Webserver_Manifest\n", e.infrahub.URL())
+	return e, nil
+}
+
+func (e *emulators) restore() {
+	b, err := os.ReadFile(e.state)
+	if err != nil {
+		return
+	}
+	st := fleetState{}
+	if json.Unmarshal(b, &st) != nil {
+		return
+	}
+	for _, bmc := range e.fleet.BMCs() {
+		for _, sys := range bmc.Systems() {
+			if p, ok := st[sys.UUID()]; ok {
+				sys.SetPowerState(p)
+			}
+		}
+	}
+}
+
+func (e *emulators) save() {
+	if e.state == "" || e.fleet == nil {
+		return
+	}
+	st := fleetState{}
+	for _, bmc := range e.fleet.BMCs() {
+		for _, sys := range bmc.Systems() {
+			st[sys.UUID()] = sys.PowerState()
+		}
+	}
+	if b, err := json.Marshal(st); err == nil {
+		_ = os.WriteFile(e.state, b, 0o600)
+	}
+}
+
+func (e *emulators) close() {
+	if e.netboot != nil {
+		e.netboot.Close()
+	}
+	e.save()
+	if e.control != nil {
+		_ = e.control.Close()
+	}
+	if e.fleet != nil {
+		_ = e.fleet.Close()
+	}
+	if e.infrahub != nil {
+		_ = e.infrahub.Close()
+	}
+}
+
+// register creates (or finds, on a resumed run) the BMCSecrets and BMCs of the fleet, and the
+// Infrahub credentials and a sample InfrahubSync.
+func (e *emulators) register(ctx context.Context, c client.Client) error {
+	for i, b := range e.fleet.BMCs() {
+		user, pass := b.Credentials()
+		name := "bmc-" + strconv.Itoa(i)
+		u, err := url.Parse(b.URL())
+		if err != nil {
+			return fmt.Errorf("emulated BMC address %q: %w", b.URL(), err)
+		}
+		port, _ := strconv.Atoi(u.Port())
+		objs := []client.Object{
+			&metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{DevLabel: "true"}},
+				StringData: map[string]string{metalv1alpha1.BMCSecretUsernameKey: user, metalv1alpha1.BMCSecretPasswordKey: pass}},
+			&metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{DevLabel: "true"}},
+				Spec: metalv1alpha1.BMCSpec{
+					Access:       &metalv1alpha1.InlineEndpoint{IP: "127.0.0.1"},
+					BMCSecretRef: corev1.LocalObjectReference{Name: name},
+					Protocol:     metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: int32(port), Scheme: metalv1alpha1.HTTPScheme},
+				}},
+		}
+		if err := createAll(ctx, c, objs...); err != nil {
+			return err
+		}
+	}
+	return createAll(ctx, c,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "infrahub-credentials",
+			Labels: map[string]string{infrahubv1alpha1.InfrahubAPIURLLabel: "127.0.0.1"}},
+			StringData: map[string]string{"username": "admin", "password": "infrahub"}},
+		&infrahubv1alpha1.InfrahubSync{ObjectMeta: metav1.ObjectMeta{Name: "sample"},
+			Spec: infrahubv1alpha1.InfrahubSyncSpec{
+				Source: infrahubv1alpha1.Source{InfrahubAPIURL: e.infrahub.URL(), TargetBranch: "main", ArtefactName: "Webserver_Manifest"},
+				Destination: infrahubv1alpha1.Destination{Namespace: "default", ReconcileOnEvents: true},
+			}},
+	)
+}
+
+func createAll(ctx context.Context, c client.Client, objs ...client.Object) error {
+	var errs []error
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			errs = append(errs, fmt.Errorf("creating %T %s: %w", o, o.GetName(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
