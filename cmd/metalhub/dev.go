@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 
-	ctrl "sigs.k8s.io/controller-runtime"
 	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/metalhub/metalhub/internal/cmd/emulatecmd"

@@ -163,7 +163,7 @@ func (e *emulators) register(ctx context.Context, c client.Client) error {
 			StringData: map[string]string{"username": "admin", "password": "infrahub"}},
 		&infrahubv1alpha1.InfrahubSync{ObjectMeta: metav1.ObjectMeta{Name: "sample"},
 			Spec: infrahubv1alpha1.InfrahubSyncSpec{
-				Source: infrahubv1alpha1.Source{InfrahubAPIURL: e.infrahub.URL(), TargetBranch: "main", ArtefactName: "Webserver_Manifest"},
+				Source:      infrahubv1alpha1.Source{InfrahubAPIURL: e.infrahub.URL(), TargetBranch: "main", ArtefactName: "Webserver_Manifest"},
 				Destination: infrahubv1alpha1.Destination{Namespace: "default", ReconcileOnEvents: true},
 			}},
 	)
