@@ -22,6 +22,10 @@ tools: ## Build controller-gen, kube-apiserver, kubectl and etcd into bin/ (once
 controller-gen:
 	hack/tools/build.sh controller-gen >/dev/null
 
+.PHONY: helm
+helm:
+	hack/tools/build.sh helm >/dev/null
+
 .PHONY: envtest-assets
 envtest-assets:
 	hack/tools/build.sh envtest >/dev/null
@@ -33,10 +37,13 @@ generate: controller-gen ## Generate deepcopy functions.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
-manifests: controller-gen ## Generate CRDs and RBAC.
+manifests: controller-gen ## Generate CRDs and RBAC (and copy them into charts/metalhub).
 	$(CONTROLLER_GEN) crd rbac:roleName=metalhub-manager \
 	  paths=./api/... paths=./internal/manager/... paths=./internal/controller/... \
 	  output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	rm -f charts/metalhub/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/metalhub/crds/
+	cp config/rbac/role.yaml charts/metalhub/files/manager-role.yaml
 
 .PHONY: verify
 verify: ## Fail when generated files are stale or code is not gofmt'ed.
