@@ -1,0 +1,365 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/yaml"
+
+	"github.com/metalhub/metalhub/internal/manager"
+)
+
+const (
+	release   = "metalhub"
+	namespace = "metalhub-system"
+)
+
+// metalOnlyValues are the chart values for the settings of the kustomize overlay
+// testdata/metal-only.
+var metalOnlyValues = []string{
+	"controllers={metal}",
+	"replicas=3",
+	"image.tag=1.2.3",
+	"metal.registry.url=http://192.0.2.1:30082",
+	"metal.registry.service.type=NodePort",
+	"metal.registry.service.nodePort=30082",
+	"metal.externalBootProvider=true",
+	"metal.discoveryNamespace=metal-discovery",
+}
+
+// chartOnlyLabels are the labels helm conventions add and kustomize does not; they are the only
+// difference allowed between the two renderings (with the Namespace, which `helm install
+// --create-namespace` makes).
+var chartOnlyLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by"}
+
+// The chart with its defaults renders exactly config/default, object by object; the chart with
+// metalOnlyValues renders exactly the overlay testdata/metal-only.
+func TestChartMatchesKustomize(t *testing.T) {
+	for _, tc := range []struct {
+		name, kustomization string
+		values              []string
+	}{
+		{"defaults", filepath.Join(root, "config", "default"), nil},
+		{"metal-only", filepath.Join("testdata", "metal-only"), metalOnlyValues},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kust := decode(t, kustomize(t, tc.kustomization))
+			chart := decode(t, helmTemplate(t, tc.values...))
+			if len(kust) < 10 {
+				t.Fatalf("kustomize rendered only %d objects", len(kust))
+			}
+			compareRenderings(t, kust, chart)
+		})
+	}
+}
+
+func compareRenderings(t *testing.T, kust, chart []*unstructured.Unstructured) {
+	t.Helper()
+	k, c := byKey(t, kust), byKey(t, chart)
+	for key, obj := range c {
+		for _, l := range chartOnlyLabels {
+			unstructured.RemoveNestedField(obj.Object, "metadata", "labels", l)
+		}
+		if _, ok := k[key]; !ok {
+			t.Errorf("the chart renders %s, config/ does not", key)
+		}
+	}
+	for key, want := range k {
+		got, ok := c[key]
+		if !ok {
+			if want.GetKind() == "Namespace" && want.GetName() == namespace {
+				continue // helm install --create-namespace
+			}
+			t.Errorf("config/ renders %s, the chart does not", key)
+			continue
+		}
+		if !reflect.DeepEqual(want.Object, got.Object) {
+			wy, _ := yaml.Marshal(want.Object)
+			gy, _ := yaml.Marshal(got.Object)
+			t.Errorf("%s differs (- config/, + chart):\n%s", key, lineDiff(string(wy), string(gy)))
+		}
+	}
+}
+
+// Every flag the chart can render is one the binary has (parsed as `metalhub manager` parses).
+func TestChartFlagsExist(t *testing.T) {
+	objs := decode(t, helmTemplate(t,
+		"metal.registry.url=http://192.0.2.1:8082", "metal.externalBootProvider=true",
+		"metal.discoveryNamespace=d", "metal.discoveryImage=img", "metal.probeImage=probe",
+		"delivery.allowedNamespaces={a,b}", "delivery.eventBasedReconcile=true",
+		"delivery.secretsNamespace=s", "delivery.settingsNamespace=s",
+		"extraArgs={--zap-log-level=debug}"))
+	args := managerArgs(t, objs)
+	if len(args) < 15 || args[0] != "manager" {
+		t.Fatalf("unexpected args %q", args)
+	}
+	for _, v := range []string{"--leader-elect", "--external-boot-provider", "--delivery-event-based-reconcile", "--zap-log-level=debug"} {
+		if !contains(args, v) {
+			t.Errorf("args %q lack %s", args, v)
+		}
+	}
+	parseManagerFlags(t, args[1:])
+	// And the flags of config/default.
+	parseManagerFlags(t, managerArgs(t, decode(t, kustomize(t, filepath.Join(root, "config", "default"))))[1:])
+
+	// Registry off: the flag turns it off, no port, no Service.
+	objs = decode(t, helmTemplate(t, "metal.registry.enabled=false"))
+	args = managerArgs(t, objs)
+	if !contains(args, "--registry-bind-address=0") {
+		t.Errorf("registry disabled: args %q", args)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Service" && strings.HasSuffix(o.GetName(), "-registry") {
+			t.Errorf("registry disabled, but the chart renders Service %s", o.GetName())
+		}
+	}
+	// Delivery only: no metal flags; metal only: no delivery flags or apply role.
+	args = managerArgs(t, decode(t, helmTemplate(t, "controllers={delivery}")))
+	for _, a := range args {
+		if strings.HasPrefix(a, "--registry") {
+			t.Errorf("delivery only: metal flag %s", a)
+		}
+	}
+	objs = decode(t, helmTemplate(t, "controllers={metal}"))
+	for _, a := range managerArgs(t, objs) {
+		if strings.HasPrefix(a, "--delivery") {
+			t.Errorf("metal only: delivery flag %s", a)
+		}
+	}
+	for _, o := range objs {
+		if strings.Contains(o.GetName(), "delivery-apply") {
+			t.Errorf("metal only, but the chart renders %s %s", o.GetKind(), o.GetName())
+		}
+	}
+	// A family the binary does not have is refused at render time.
+	if out, err := helmTemplateErr("controllers={metal,bogus}"); err == nil {
+		t.Errorf("controllers={metal,bogus} rendered:\n%s", out)
+	}
+}
+
+// parseManagerFlags parses args with the flags `metalhub manager` binds (cmd/metalhub runManager).
+func parseManagerFlags(t *testing.T, args []string) {
+	t.Helper()
+	fs := flag.NewFlagSet("metalhub manager", flag.ContinueOnError)
+	var out bytes.Buffer
+	fs.SetOutput(&out)
+	opts := manager.DefaultOptions()
+	opts.BindFlags(fs)
+	fs.String("kubeconfig", "", "")
+	zo := zap.Options{}
+	zo.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Errorf("metalhub manager refuses %q: %v", args, err)
+	}
+	if fs.NArg() > 0 {
+		t.Errorf("metalhub manager: unexpected arguments %q", fs.Args())
+	}
+}
+
+func managerArgs(t *testing.T, objs []*unstructured.Unstructured) []string {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for _, c := range containers {
+			c := c.(map[string]any)
+			if c["name"] == "manager" {
+				var args []string
+				for _, a := range c["args"].([]any) {
+					args = append(args, a.(string))
+				}
+				return args
+			}
+		}
+	}
+	t.Fatal("no manager container rendered")
+	return nil
+}
+
+// ---- rendering ------------------------------------------------------------------------------
+
+func kustomize(t *testing.T, dir string) []byte {
+	t.Helper()
+	out, err := run(filepath.Join(env.AssetsDir, "kubectl"), "kustomize", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func helmTemplate(t *testing.T, set ...string) []byte {
+	t.Helper()
+	out, err := helmTemplateErr(set...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func helmTemplateErr(set ...string) ([]byte, error) {
+	helm, err := helmBinary()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"template", release, filepath.Join(root, "charts", "metalhub"), "--namespace", namespace, "--include-crds"}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	return run(helm, args...)
+}
+
+func run(name string, args ...string) ([]byte, error) {
+	cmd := exec.Command(name, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, stderr.String())
+	}
+	return out, nil
+}
+
+func decode(t *testing.T, data []byte) []*unstructured.Unstructured {
+	t.Helper()
+	d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var m map[string]any
+		if err := d.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			t.Fatalf("decoding rendered YAML: %v", err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+}
+
+func key(o *unstructured.Unstructured) string {
+	k := o.GetAPIVersion() + " " + o.GetKind() + " "
+	if o.GetNamespace() != "" {
+		k += o.GetNamespace() + "/"
+	}
+	return k + o.GetName()
+}
+
+func byKey(t *testing.T, objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+	t.Helper()
+	m := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		if _, dup := m[key(o)]; dup {
+			t.Errorf("%s rendered twice", key(o))
+		}
+		m[key(o)] = o
+	}
+	return m
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// lineDiff shows the lines only in a (-) or only in b (+), in order (longest common subsequence).
+func lineDiff(a, b string) string {
+	x, y := strings.Split(a, "\n"), strings.Split(b, "\n")
+	lcs := make([][]int, len(x)+1)
+	for i := range lcs {
+		lcs[i] = make([]int, len(y)+1)
+	}
+	for i := len(x) - 1; i >= 0; i-- {
+		for j := len(y) - 1; j >= 0; j-- {
+			if x[i] == y[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	var out []string
+	i, j := 0, 0
+	for i < len(x) || j < len(y) {
+		switch {
+		case i < len(x) && j < len(y) && x[i] == y[j]:
+			i, j = i+1, j+1
+		case j < len(y) && (i == len(x) || lcs[i][j+1] >= lcs[i+1][j]):
+			out = append(out, "+ "+y[j])
+			j++
+		default:
+			out = append(out, "- "+x[i])
+			i++
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// The API server accepts both renderings and the samples (kubectl apply --dry-run=server, as
+// the cluster admin of the test control plane).
+func TestServerDryRun(t *testing.T) {
+	ensureNamespace(t, namespace)
+	for _, tc := range []struct {
+		name string
+		data []byte
+	}{
+		{"config/default", kustomize(t, filepath.Join(root, "config", "default"))},
+		{"chart", helmTemplate(t)},
+		{"chart metal-only", helmTemplate(t, metalOnlyValues...)},
+		{"config/samples", kustomize(t, filepath.Join(root, "config", "samples"))},
+	} {
+		t.Run(strings.ReplaceAll(tc.name, "/", "-"), func(t *testing.T) {
+			out, err := kubectlStdin(tc.data, "apply", "--dry-run=server", "-f", "-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := strings.Count(strings.TrimSpace(string(out)), "\n") + 1
+			if want := len(decode(t, tc.data)); n != want {
+				t.Errorf("kubectl applied %d objects, want %d:\n%s", n, want, out)
+			}
+			t.Logf("%s: %d objects accepted", tc.name, n)
+		})
+	}
+}
+
+func kubectlStdin(stdin []byte, args ...string) ([]byte, error) {
+	cmd := exec.Command(filepath.Join(env.AssetsDir, "kubectl"), append([]string{"--kubeconfig", env.Kubeconfig}, args...)...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+	}
+	return out, nil
+}
+
+func ensureNamespace(t *testing.T, name string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := env.Client.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
