@@ -11,19 +11,19 @@ if [ -n "$unformatted" ]; then
   echo "verify: not gofmt'ed:" >&2; echo "$unformatted" >&2; fail=1
 fi
 
-before=$(git status --porcelain -- api config | sort)
+before=$(git status --porcelain -- api config charts | sort)
 make -s generate manifests >/dev/null
-after=$(git status --porcelain -- api config | sort)
+after=$(git status --porcelain -- api config charts | sort)
 if [ "$before" != "$after" ]; then
   echo "verify: generated files were stale; 'make generate manifests' changed:" >&2
   diff <(echo "$before") <(echo "$after") >&2 || true
   fail=1
 fi
 # In CI the tree is a clean clone: any change at all means a stale commit.
-if [ "${CI:-}" = "true" ] && [ -n "$(git status --porcelain -- api config)" ]; then
+if [ "${CI:-}" = "true" ] && [ -n "$(git status --porcelain -- api config charts)" ]; then
   echo "verify: generated files differ from the commit:" >&2
-  git status --porcelain -- api config >&2
-  git --no-pager diff --stat -- api config >&2
+  git status --porcelain -- api config charts >&2
+  git --no-pager diff --stat -- api config charts >&2
   fail=1
 fi
 exit $fail
