@@ -1,6 +1,7 @@
 package metal
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -44,6 +45,9 @@ type ClaimOptions struct {
 	Resync time.Duration
 	// WakeFanOut bounds how many waiting claims one freed server wakes (oldest first).
 	WakeFanOut int
+	// Concurrency is the number of parallel claim reconciles; 0 takes the family's. Binding
+	// makes no BMC calls, only API writes, so it can run wider than the Server controller.
+	Concurrency int
 }
 
 const (
@@ -62,6 +66,7 @@ func (o *ClaimOptions) BindFlags(fs *flag.FlagSet) {
 		"Another boot provider (the IronCore boot-operator) reports ServerBootConfigurations; the built-in one stays out.")
 	fs.DurationVar(&o.Resync, "claim-resync", o.Resync, "Safety-net interval at which a claim that could not bind looks again.")
 	fs.IntVar(&o.WakeFanOut, "claim-wake-fan-out", o.WakeFanOut, "Waiting claims one freed server wakes, oldest first.")
+	fs.IntVar(&o.Concurrency, "claim-concurrency", o.Concurrency, "Parallel claim reconciles (0: --metal-concurrency).")
 }
 
 func (o ClaimOptions) withDefaults() ClaimOptions {
@@ -83,7 +88,7 @@ func setupClaims(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	co := o.Claims.withDefaults()
 	if err := (&ServerClaimReconciler{
 		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("serverclaim-controller"),
-		Options: co, Concurrency: o.Concurrency, RetryAfter: o.RetryAfter,
+		Options: co, Concurrency: cmp.Or(co.Concurrency, o.Concurrency), RetryAfter: o.RetryAfter,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("serverclaim controller: %w", err)
 	}

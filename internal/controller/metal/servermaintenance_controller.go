@@ -166,8 +166,16 @@ func (r *ServerMaintenanceReconciler) handle(ctx context.Context, p *lifecycle.P
 	if ref := s.Spec.ServerMaintenanceRef; isMaintenanceRef(ref, m) {
 		return r.active(ctx, p, s)
 	} else if ref != nil {
-		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, ReasonQueued,
-			fmt.Sprintf("server %s is in maintenance %s/%s", s.Name, ref.Namespace, ref.Name), lifecycle.Done())
+		// A ref to a maintenance that is gone (removed without its finalizer) holds nothing:
+		// the next maintenance in line takes the server over.
+		gone, err := r.maintenanceGone(ctx, p, ref)
+		if err != nil {
+			return lifecycle.Result{}, err
+		}
+		if !gone {
+			return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, ReasonQueued,
+				fmt.Sprintf("server %s is in maintenance %s/%s", s.Name, ref.Namespace, ref.Name), lifecycle.Done())
+		}
 	}
 	if !s.DeletionTimestamp.IsZero() {
 		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, ReasonQueued, fmt.Sprintf("server %s is being deleted", s.Name), lifecycle.Done())
@@ -199,6 +207,17 @@ func (r *ServerMaintenanceReconciler) handle(ctx context.Context, p *lifecycle.P
 		}
 	}
 	return r.start(ctx, p, s)
+}
+
+func (r *ServerMaintenanceReconciler) maintenanceGone(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], ref *metalv1alpha1.ObjectReference) (bool, error) {
+	err := p.Client().Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &metalv1alpha1.ServerMaintenance{})
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading maintenance %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	return false, nil
 }
 
 func (r *ServerMaintenanceReconciler) server(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance]) (*metalv1alpha1.Server, error) {
@@ -303,6 +322,9 @@ func policyOf(m *metalv1alpha1.ServerMaintenance) metalv1alpha1.ServerMaintenanc
 func (r *ServerMaintenanceReconciler) start(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], s *metalv1alpha1.Server) (lifecycle.Result, error) {
 	m := p.Obj
 	sbcRef, err := r.ensureBootConfiguration(ctx, p, s)
+	if taken, ok := err.(errBootConfigurationTaken); ok {
+		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStateFailed, ReasonBootConfigurationConflict, taken.msg, lifecycle.Done())
+	}
 	if err != nil {
 		return lifecycle.Result{}, err
 	}
@@ -320,6 +342,12 @@ func (r *ServerMaintenanceReconciler) start(ctx context.Context, p *lifecycle.Pa
 	return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, ReasonEnteringMaintenance,
 		fmt.Sprintf("waiting for server %s to enter Maintenance", s.Name), lifecycle.Done())
 }
+
+// errBootConfigurationTaken says the template's name is used by someone else's boot
+// configuration: a user's mistake, reported as Failed rather than retried.
+type errBootConfigurationTaken struct{ msg string }
+
+func (e errBootConfigurationTaken) Error() string { return e.msg }
 
 // ensureBootConfiguration creates the boot configuration of spec.serverBootConfigurationTemplate,
 // owned by the maintenance, and returns the reference to it (nil without a template).
@@ -345,7 +373,7 @@ func (r *ServerMaintenanceReconciler) ensureBootConfiguration(ctx context.Contex
 	case err != nil:
 		return nil, fmt.Errorf("reading maintenance boot configuration: %w", err)
 	case !metav1.IsControlledBy(sbc, m):
-		return nil, fmt.Errorf("ServerBootConfiguration %s/%s exists and belongs to someone else", m.Namespace, t.Name)
+		return nil, errBootConfigurationTaken{fmt.Sprintf("ServerBootConfiguration %s/%s exists and belongs to someone else", m.Namespace, t.Name)}
 	case !equality.Semantic.DeepEqual(sbc.Spec, spec):
 		sbc.Spec = spec
 		if err := cl.Update(ctx, sbc); err != nil {
@@ -360,6 +388,9 @@ func (r *ServerMaintenanceReconciler) ensureBootConfiguration(ctx context.Contex
 func (r *ServerMaintenanceReconciler) active(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], s *metalv1alpha1.Server) (lifecycle.Result, error) {
 	m := p.Obj
 	sbcRef, err := r.ensureBootConfiguration(ctx, p, s)
+	if taken, ok := err.(errBootConfigurationTaken); ok {
+		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStateFailed, ReasonBootConfigurationConflict, taken.msg, lifecycle.Done())
+	}
 	if err != nil {
 		return lifecycle.Result{}, err
 	}

@@ -26,6 +26,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
@@ -243,6 +244,7 @@ func parallelDo(n, w int, f func(i int) error) error {
 // Available and a bmcRef (no discovery), then observed off by the Server controller.
 //
 // Run: KUBEBUILDER_ASSETS=... go test -run '^$' -bench Claims -benchtime 1x ./internal/controller/metal/bench/
+// (BENCH_CLAIM_CONCURRENCY=n sets --claim-concurrency for experiments.)
 func BenchmarkClaims(b *testing.B) {
 	for _, n := range []int{250, 500, 1000} {
 		b.Run(fmt.Sprintf("servers=%d", n), func(b *testing.B) {
@@ -267,6 +269,8 @@ func runClaims(b *testing.B, servers, claims int) {
 		Scheme:  scheme.New(),
 		Logger:  logr.New(ctrlSink{}),
 		Metrics: metricsserver.Options{BindAddress: "0"},
+		// One manager per fleet size in this process: the controllers' names repeat.
+		Controller: config.Controller{SkipNameValidation: new(true)},
 		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
 			c, err := client.New(cfg, o)
 			if err != nil {
@@ -281,6 +285,9 @@ func runClaims(b *testing.B, servers, claims int) {
 	}
 	opts := metal.DefaultOptions()
 	opts.RegistryBindAddress = "0"
+	if v, err := strconv.Atoi(os.Getenv("BENCH_CLAIM_CONCURRENCY")); err == nil {
+		opts.Claims.Concurrency = v
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := metal.Setup(ctx, mgr, opts); err != nil {
 		b.Fatal(err)
