@@ -46,6 +46,10 @@ type Options struct {
 	LeaderElectionID        string
 	Controllers             Families
 	GracefulShutdown        time.Duration
+	// KubeAPIQPS and KubeAPIBurst bound the manager's requests to the API server. The client
+	// default (20/30) throttles a fleet of a thousand servers to minutes.
+	KubeAPIQPS   float64
+	KubeAPIBurst int
 
 	Metal    metal.Options
 	Delivery delivery.Options
@@ -92,6 +96,8 @@ func DefaultOptions() Options {
 		LeaderElectionID: "metalhub.metal.ironcore.dev",
 		Controllers:      Families{FamilyDelivery, FamilyMetal},
 		GracefulShutdown: 30 * time.Second,
+		KubeAPIQPS:       100,
+		KubeAPIBurst:     200,
 		Metal:            metal.DefaultOptions(),
 	}
 }
@@ -105,12 +111,18 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader election Lease.")
 	fs.Var(&o.Controllers, "controllers", "Controller families to run: metal, delivery, or both (comma-separated).")
 	fs.DurationVar(&o.GracefulShutdown, "graceful-shutdown-timeout", o.GracefulShutdown, "How long running reconciles may take to finish on shutdown.")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Sustained requests per second to the API server.")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of requests to the API server.")
 	o.Delivery.BindFlags(fs)
 	o.Metal.BindFlags(fs)
 }
 
 // New builds a manager on cfg with the selected families registered.
 func New(cfg *rest.Config, o Options, log logr.Logger) (ctrl.Manager, error) {
+	cfg = rest.CopyConfig(cfg)
+	if o.KubeAPIQPS > 0 {
+		cfg.QPS, cfg.Burst = float32(o.KubeAPIQPS), max(o.KubeAPIBurst, int(o.KubeAPIQPS))
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme.New(),
 		Logger:                  log,
