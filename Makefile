@@ -8,6 +8,9 @@ CONTROLLER_GEN = $(BIN)/controller-gen
 ENVTEST_ASSETS = $(BIN)/k8s/current
 GO_TEST_FLAGS ?= -count=1 -timeout 20m
 RUN_ARGS      ?=
+IMG           ?= metalhub:latest
+PROBE_IMG     ?= metalprobe:latest
+CONTAINER_TOOL ?= docker
 
 .PHONY: all
 all: build
@@ -15,7 +18,7 @@ all: build
 ## Tools -------------------------------------------------------------------
 
 .PHONY: tools
-tools: ## Build controller-gen, kube-apiserver, kubectl and etcd into bin/ (once per version).
+tools: ## Build controller-gen, helm, kube-apiserver, kubectl and etcd into bin/ (once per version).
 	hack/tools/build.sh all >/dev/null
 
 .PHONY: controller-gen
@@ -63,8 +66,17 @@ run: build envtest-assets ## Local control plane + emulated fleet + operator.
 vet:
 	$(GO) vet ./...
 
+.PHONY: docker-build
+docker-build: ## Build the operator image IMG and the discovery agent image PROBE_IMG.
+	$(CONTAINER_TOOL) build --build-arg VERSION=$$(git describe --always --dirty 2>/dev/null || echo dev) -t $(IMG) .
+	$(CONTAINER_TOOL) build --target metalprobe -t $(PROBE_IMG) .
+
+.PHONY: docker-build-check
+docker-build-check: ## Without a container engine: run the Dockerfile's build stage here and check its binaries.
+	hack/docker-build-check.sh
+
 .PHONY: test
-test: verify vet envtest-assets ## Verify, vet, unit and envtest tests.
+test: verify vet envtest-assets docker-build-check ## Verify, vet, build-stage check, unit and envtest tests.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test $(GO_TEST_FLAGS) ./...
 
 .PHONY: bench
