@@ -5,6 +5,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"hash/fnv"
+	"strconv"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,7 +20,9 @@ import (
 // candidates through them instead of scanning every server for every claim, and a changed server
 // or Secret reaches only the objects that name it.
 const (
-	// indexServerClaimable holds "true" for servers a claim may bind (see serverClaimable).
+	// indexServerClaimable holds, for servers a claim may bind (see serverClaimable), one of
+	// claimBuckets bucket numbers: a claim looks at one bucket of the free pool at a time, so a
+	// pass costs a fraction of the pool, however large the fleet.
 	indexServerClaimable = "metalhub.claimable"
 	// indexServerClaimRef holds "<namespace>/<name>" of the claim a server points at.
 	indexServerClaimRef = "spec.serverClaimRef"
@@ -115,7 +119,7 @@ func setupClaimIndexes(ctx context.Context, idx client.FieldIndexer) error {
 	}{
 		{&metalv1alpha1.Server{}, indexServerClaimable, func(o client.Object) []string {
 			if serverClaimable(o.(*metalv1alpha1.Server)) {
-				return []string{"true"}
+				return []string{claimBucket(o.GetName())}
 			}
 			return nil
 		}},
@@ -163,6 +167,16 @@ func setupClaimIndexes(ctx context.Context, idx client.FieldIndexer) error {
 		}
 	}
 	return nil
+}
+
+// claimBuckets is the number of buckets the claimable index spreads the free pool over.
+const claimBuckets = 16
+
+// claimBucket is the claimable-index bucket of a server, by its name.
+func claimBucket(name string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name))
+	return strconv.Itoa(int(h.Sum32() % claimBuckets))
 }
 
 // serverClaimable reports whether a claim may bind s, from the server alone: its durable state

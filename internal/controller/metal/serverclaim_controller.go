@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -441,20 +442,24 @@ func (r *ServerClaimReconciler) bindNamed(ctx context.Context, p *lifecycle.Pass
 }
 
 // bindAny binds one of the claimable servers that match the claim's selector (any, without
-// one). Candidates come from the claimable index, read without copying; the walk starts at a
-// random place so that claims created together spread over the fleet instead of all racing for
-// the first server.
+// one). Candidates come from the claimable index, one bucket at a time starting at a random one,
+// read without copying, and the walk within a bucket starts at a random place too: claims created
+// together spread over the fleet instead of all racing for the same server, and a pass costs a
+// bucket, not the whole free pool.
 func (r *ServerClaimReconciler) bindAny(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], sel labels.Selector) (lifecycle.Result, error) {
 	c, cl := p.Obj, p.Client()
-	list := &metalv1alpha1.ServerList{}
-	if err := cl.List(ctx, list, client.MatchingFields{indexServerClaimable: "true"},
-		client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
-		return lifecycle.Result{}, fmt.Errorf("listing claimable servers: %w", err)
-	}
-	n := len(list.Items)
-	if n > 0 {
+	first, busy := rand.N(claimBuckets), false
+	for b := range claimBuckets {
+		list := &metalv1alpha1.ServerList{}
+		if err := cl.List(ctx, list, client.MatchingFields{indexServerClaimable: strconv.Itoa((first + b) % claimBuckets)},
+			client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
+			return lifecycle.Result{}, fmt.Errorf("listing claimable servers: %w", err)
+		}
+		n := len(list.Items)
+		if n == 0 {
+			continue
+		}
 		start := rand.N(n)
-		busy := false
 		for i := range n {
 			s := &list.Items[(start+i)%n]
 			if r.reservedByOther(s.Name, c.UID) {
@@ -471,10 +476,10 @@ func (r *ServerClaimReconciler) bindAny(ctx context.Context, p *lifecycle.Pass[*
 			}
 			return r.claimServer(ctx, p, s.DeepCopy())
 		}
-		if busy {
-			// Only servers other claims are binding right now: one of those may fail.
-			return lifecycle.RequeueAfter(lifecycle.StaleRetry, "candidates being bound by other claims"), nil
-		}
+	}
+	if busy {
+		// Only servers other claims are binding right now: one of those may fail.
+		return lifecycle.RequeueAfter(lifecycle.StaleRetry, "candidates being bound by other claims"), nil
 	}
 	reason, msg, err := r.noServerReason(ctx, p, sel)
 	if err != nil {
