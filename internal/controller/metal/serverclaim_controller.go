@@ -145,6 +145,12 @@ func (r *ServerClaimReconciler) handle(ctx context.Context, p *lifecycle.Pass[*m
 	if !c.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, p, held)
 	}
+	// A Released server was retained from an earlier claim of the same name (the Server
+	// controller releases only for a claim that is gone or going): it is not this claim's.
+	held = slices.DeleteFunc(held, func(s *metalv1alpha1.Server) bool {
+		state, _ := serverStore.Get(s)
+		return state == metalv1alpha1.ServerStateReleased
+	})
 	keep, extra := splitHeld(c, held)
 	if len(extra) > 0 {
 		// Never expected (the server-side lock and the in-flight record prevent it), but if a

@@ -418,13 +418,27 @@ func TestClaimPowerAndReclaim(t *testing.T) {
 	if got := fmt.Sprint(resetTypes(since(records(bmcs[1]), start))); got != "[On GracefulShutdown]" {
 		t.Errorf("retained server: BMC actions %s", got)
 	}
-	// An admin removes the retained claim ref: the server is Available again.
+	// A new claim of the same name does not inherit the retained server...
+	again := selectorClaim(ns, "reclaim-1", metalv1alpha1.PowerOff, &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "reclaim-1"}})
+	if err := env.Client.Create(ctx(), again); err != nil {
+		t.Fatal(err)
+	}
+	waitClaim(t, ns, "reclaim-1", "Unbound/"+ReasonAllMatchingServersTaken, 10*time.Second)
+	if s := getServer(t, retain); durableState(s) != string(metalv1alpha1.ServerStateReleased) {
+		t.Errorf("retained server became %s", durableState(s))
+	}
+	// ...until an admin removes the retained claim ref: the server is Available again, and the
+	// waiting claim binds it.
 	if err := lifecycle.PatchMetadata(ctx(), env.Client, getServer(t, retain), func(o client.Object) {
 		o.(*metalv1alpha1.Server).Spec.ServerClaimRef = nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, retain, metalv1alpha1.ServerStateAvailable, 10*time.Second)
+	c := waitClaim(t, ns, "reclaim-1", "Bound/Bound", 20*time.Second)
+	if c.Spec.ServerRef == nil || c.Spec.ServerRef.Name != retain {
+		t.Errorf("new reclaim-1 bound %+v, want %s", c.Spec.ServerRef, retain)
+	}
+	waitState(t, retain, metalv1alpha1.ServerStateReserved, 10*time.Second)
 	for _, reason := range []string{"Bound", "Unbound"} {
 		if !hasEvent(t, "reclaim-0", reason) {
 			t.Errorf("no %s event", reason)
