@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,31 +14,15 @@ import (
 	"github.com/metalhub/metalhub/internal/cmd/bmccmd"
 	"github.com/metalhub/metalhub/internal/cmd/emulatecmd"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/syncbuf"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // runEmulator runs "emulate bmc" as a user would and returns the BMC URLs and
 // the control API base URL parsed from its output.
 func runEmulator(t *testing.T, args ...string) (bmcs []string, control string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out, errOut := &syncBuffer{}, &syncBuffer{}
+	out, errOut := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- emulatecmd.Main(ctx, append([]string{"bmc"}, args...), out, errOut) }()
 	t.Cleanup(func() {

@@ -9,38 +9,20 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/metalhub/metalhub/internal/infrahub"
+	"github.com/metalhub/metalhub/internal/syncbuf"
 )
-
-// syncBuffer lets the test read what Main prints while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var urlRE = regexp.MustCompile(`listening on (http://\S+)`)
 
 // run starts Main in the background and waits for its address.
-func run(t *testing.T, args ...string) (url string, stdout *syncBuffer, stop func() int) {
+func run(t *testing.T, args ...string) (url string, stdout *syncbuf.Buffer, stop func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	stdout, stderr := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	code := make(chan int, 1)
 	go func() { code <- Main(ctx, args, stdout, stderr) }()
 	deadline := time.Now().Add(10 * time.Second)
