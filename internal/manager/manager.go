@@ -25,9 +25,10 @@ import (
 	"github.com/metalhub/metalhub/internal/scheme"
 )
 
-// The manager itself needs leases for leader election and events for reporting; each reconciler
-// declares its own rights beside its code.
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// The manager itself needs events for reporting (on objects in any namespace); each reconciler
+// declares its own rights beside its code. The leader-election Lease lives in the operator's own
+// namespace, so its right is a namespaced Role (config/rbac/leader_election_role.yaml), not a
+// marker here: a cluster-wide right to leases would let the operator take over any Lease.
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
