@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -362,4 +363,100 @@ func ensureNamespace(t *testing.T, name string) {
 	if err := env.Client.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+}
+
+// No RBAC rule in config/ or the chart grants '*' (verbs, resources or API groups).
+func TestNoWildcardRights(t *testing.T) {
+	for name, data := range map[string][]byte{
+		"config/default": kustomize(t, filepath.Join(root, "config", "default")),
+		"chart":          helmTemplate(t),
+	} {
+		n := 0
+		for _, o := range decode(t, data) {
+			if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" {
+				continue
+			}
+			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+			for _, r := range rules {
+				n++
+				for _, field := range []string{"verbs", "resources", "apiGroups", "nonResourceURLs"} {
+					values, _, _ := unstructured.NestedStringSlice(r.(map[string]any), field)
+					for _, v := range values {
+						if strings.Contains(v, "*") {
+							t.Errorf("%s: %s %s grants %s %q", name, o.GetKind(), o.GetName(), field, v)
+						}
+					}
+				}
+			}
+		}
+		if n < 10 {
+			t.Errorf("%s: only %d RBAC rules rendered", name, n)
+		}
+	}
+}
+
+// The Deployment of config/default is hardened and highly available as docs/install.md says.
+func TestDeploymentHardening(t *testing.T) {
+	var dep *unstructured.Unstructured
+	for _, o := range decode(t, kustomize(t, filepath.Join(root, "config", "default"))) {
+		if o.GetKind() == "Deployment" {
+			dep = o
+		}
+	}
+	if dep == nil {
+		t.Fatal("no Deployment")
+	}
+	want := map[string]any{
+		"spec.replicas": int64(2),
+		"spec.template.spec.securityContext.runAsNonRoot":                          true,
+		"spec.template.spec.containers.0.securityContext.readOnlyRootFilesystem":   true,
+		"spec.template.spec.containers.0.securityContext.allowPrivilegeEscalation": false,
+		"spec.template.spec.containers.0.securityContext.capabilities.drop.0":      "ALL",
+		"spec.template.spec.containers.0.livenessProbe.httpGet.path":               "/healthz",
+		"spec.template.spec.containers.0.readinessProbe.httpGet.path":              "/readyz",
+		"spec.template.spec.containers.0.resources.requests.cpu":                   "100m",
+		"spec.template.spec.containers.0.resources.requests.memory":                "128Mi",
+		"spec.template.spec.serviceAccountName":                                    serviceAccount,
+		"spec.template.spec.containers.0.ports.2.containerPort":                    int64(8082),
+		"spec.template.spec.securityContext.seccompProfile.type":                   "RuntimeDefault",
+		"spec.template.spec.containers.0.securityContext.capabilities.add":         nil,
+		"spec.template.spec.containers.0.securityContext.privileged":               nil,
+		"spec.template.spec.hostNetwork":                                           nil,
+		"spec.template.spec.containers.0.livenessProbe.httpGet.port":               "health",
+		"spec.template.spec.containers.0.readinessProbe.httpGet.port":              "health",
+		"spec.template.spec.containers.0.ports.1.containerPort":                    int64(8081),
+		"spec.template.spec.containers.0.ports.0.containerPort":                    int64(8080),
+		"spec.template.spec.containers.0.resources.limits.memory":                  "512Mi",
+		"spec.template.spec.containers.0.securityContext.capabilities.drop.1":      nil,
+		"spec.template.spec.containers.0.securityContext.runAsUser":                nil,
+		"spec.template.spec.securityContext.runAsUser":                             int64(65532),
+	}
+	for path, v := range want {
+		// Numbers decode as float64 or int64 depending on the decoder: compare printed values.
+		if got := lookup(dep.Object, path); fmt.Sprint(got) != fmt.Sprint(v) {
+			t.Errorf("Deployment %s = %#v, want %#v", path, got, v)
+		}
+	}
+	if args := managerArgs(t, []*unstructured.Unstructured{dep}); !contains(args, "--leader-elect") {
+		t.Errorf("leader election off: %q", args)
+	}
+}
+
+// lookup follows a dotted path through maps and (numeric) list indexes; nil if absent.
+func lookup(obj any, path string) any {
+	for _, p := range strings.Split(path, ".") {
+		switch o := obj.(type) {
+		case map[string]any:
+			obj = o[p]
+		case []any:
+			i, err := strconv.Atoi(p)
+			if err != nil || i >= len(o) {
+				return nil
+			}
+			obj = o[i]
+		default:
+			return nil
+		}
+	}
+	return obj
 }
