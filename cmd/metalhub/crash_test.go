@@ -37,7 +37,7 @@ type managerProcess struct {
 	exited       chan struct{}
 }
 
-func (m *managerProcess) start(t *testing.T) {
+func (m *managerProcess) start(t testing.TB) {
 	t.Helper()
 	log, err := os.OpenFile(m.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -55,6 +55,12 @@ func (m *managerProcess) start(t *testing.T) {
 	m.mu.Unlock()
 }
 
+func (m *managerProcess) pid() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cmd.Process.Pid
+}
+
 func (m *managerProcess) kill() {
 	m.mu.Lock()
 	cmd, exited := m.cmd, m.exited
@@ -63,7 +69,7 @@ func (m *managerProcess) kill() {
 	<-exited
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -194,6 +200,20 @@ func TestCrashConsistency(t *testing.T) {
 	}
 
 	waitAll("Available", 4*time.Minute, is(metalv1alpha1.ServerStateAvailable, metalv1alpha1.PowerStateOff))
+	// The hardware in status came from the probe's report: only the probe sees LLDP neighbours.
+	for _, name := range names {
+		s := &metalv1alpha1.Server{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, s); err != nil {
+			t.Fatal(err)
+		}
+		neighbours := 0
+		for _, nic := range s.Status.NetworkInterfaces {
+			neighbours += len(nic.Neighbors)
+		}
+		if neighbours == 0 || len(s.Status.Processors) == 0 || s.Status.TotalSystemMemory == nil {
+			t.Errorf("%s: status not filled from the probe's report: %+v", name, s.Status)
+		}
+	}
 	for i, name := range names {
 		claim := &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("crash-%d", i)},
 			Spec: metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn, Image: "img", ServerRef: &corev1.LocalObjectReference{Name: name}}}

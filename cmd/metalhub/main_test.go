@@ -18,6 +18,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/metalhub/metalhub/internal/syncbuf"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
 
@@ -49,24 +50,6 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// syncBuffer collects a subprocess's output safely while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func waitHTTP200(url string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var last string
@@ -94,7 +77,7 @@ func TestManagerStartsHealthyAndStopsOnSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	health, metrics := freeAddr(t), freeAddr(t)
-	var out syncBuffer
+	var out syncbuf.Buffer
 	cmd := exec.Command(bin,
 		"--kubeconfig", env.Kubeconfig,
 		"--health-probe-bind-address", health,

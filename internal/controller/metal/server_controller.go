@@ -265,6 +265,11 @@ func previousState(s *metalv1alpha1.Server) metalv1alpha1.ServerState {
 // Ready condition and, when missing (new server, wiped status), the Redfish inventory.
 func (r *ServerReconciler) observe(bctx, ctx context.Context, p *pass) (lifecycle.Result, bool, error) {
 	s := p.Obj
+	if p.state == metalv1alpha1.ServerStateInitial && s.Status.State == "" {
+		// A new server leaves Initial within a pass or two: its first status write waits for
+		// Discovery and carries the inventory then, one write instead of two.
+		return lifecycle.Result{}, false, nil
+	}
 	st := s.Status.DeepCopy()
 	st.State = p.state
 	st.PowerState = metalv1alpha1.PowerState(p.sys.PowerState)

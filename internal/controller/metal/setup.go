@@ -76,7 +76,7 @@ func DefaultOptions() Options {
 		BMCRequestTimeout:        10 * time.Second,
 		BMCMaxConcurrentRequests: bmc.DefaultMaxConcurrentRequests,
 		Concurrency:              16,
-		BMCResync:                5 * time.Minute,
+		BMCResync:                15 * time.Minute,
 		ServerResync:             2 * time.Minute,
 		RetryAfter:               15 * time.Second,
 		PowerPoll:                2 * time.Second,
