@@ -287,10 +287,10 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		update:  "apiVersion: metal.ironcore.dev/v1alpha1\nkind: ServerClaim\nmetadata: {name: unref, namespace: default}\nspec: {power: 'On', image: img}",
 		want:    "serverRef cannot be removed once set",
 	}, {
-		name:    "claim serverSelector changed",
-		initial: "apiVersion: metal.ironcore.dev/v1alpha1\nkind: ServerClaim\nmetadata: {name: reselect, namespace: default}\nspec: {power: 'On', image: img, serverSelector: {matchLabels: {a: b}}}",
-		update:  "apiVersion: metal.ironcore.dev/v1alpha1\nkind: ServerClaim\nmetadata: {name: reselect, namespace: default}\nspec: {power: 'On', image: img, serverSelector: {matchLabels: {a: c}}}",
-		want:    "serverSelector is immutable",
+		name:    "bound claim serverSelector changed",
+		initial: "apiVersion: metal.ironcore.dev/v1alpha1\nkind: ServerClaim\nmetadata: {name: reselect, namespace: default}\nspec: {power: 'On', image: img, serverRef: {name: s}, serverSelector: {matchLabels: {a: b}}}",
+		update:  "apiVersion: metal.ironcore.dev/v1alpha1\nkind: ServerClaim\nmetadata: {name: reselect, namespace: default}\nspec: {power: 'On', image: img, serverRef: {name: s}, serverSelector: {matchLabels: {a: c}}}",
+		want:    "serverSelector is immutable once the claim is bound",
 	}, {
 		name:    "server claim ref re-pointed",
 		initial: "apiVersion: metal.ironcore.dev/v1alpha1\nkind: Server\nmetadata: {name: claimed}\nspec: {systemUUID: u1, serverClaimRef: {name: c1, namespace: default}}",
