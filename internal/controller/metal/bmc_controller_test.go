@@ -118,6 +118,21 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 		waitBMCReady(t, obj.Name, "False/ConnectionFailed")
 	})
 
+	t.Run("BMC hanging", func(t *testing.T) {
+		// A BMC that accepts requests and never answers costs a pass at most the request
+		// timeout: the server reports Timeout instead of holding a worker.
+		b := takeBMC(t)
+		name := registerBMC(t, b, "fault-hang")
+		waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+		b.SetFaults(redfish.Faults{Hang: true})
+		start := time.Now()
+		poke(t, &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		waitServerReady(t, name, "False/Timeout")
+		t.Logf("hanging BMC reported after %s (request timeout %s)", time.Since(start).Round(10*time.Millisecond), testOpts.BMCRequestTimeout)
+		b.ClearFaults()
+		waitServerReady(t, name, "True/"+ReasonConnected)
+	})
+
 	t.Run("BMC answering 500", func(t *testing.T) {
 		b := takeBMC(t)
 		name := registerBMC(t, b, "fault-500")
