@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/stmcginnis/gofish"
@@ -124,12 +125,15 @@ func (c *conn) exchange(req *http.Request, token string, noAuth bool) (*http.Res
 			r.SetBasicAuth(c.ep.Username, c.ep.Password)
 		}
 	}
+	start := time.Now()
 	resp, err := c.transport.RoundTrip(r)
 	if err != nil {
+		observe(c.base, start, nil, err)
 		return nil, c.transportError(ctx, req, err)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	resp.Body.Close()
+	observe(c.base, start, resp, err)
 	if err != nil {
 		return nil, c.transportError(ctx, req, err)
 	}

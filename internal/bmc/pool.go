@@ -211,6 +211,7 @@ func newConn(base string, ep Endpoint, fp [32]byte, opts Options) (*conn, error)
 		systems:     map[string]string{},
 	}
 	c.http = &http.Client{Transport: c}
+	initMetrics(base)
 	return c, nil
 }
 
