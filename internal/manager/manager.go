@@ -22,6 +22,7 @@ import (
 
 	"github.com/metalhub/metalhub/internal/controller/delivery"
 	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/metrics"
 	"github.com/metalhub/metalhub/internal/scheme"
 )
 
@@ -165,6 +166,9 @@ func New(cfg *rest.Config, o Options, log logr.Logger) (ctrl.Manager, error) {
 			return nil, fmt.Errorf("setting up delivery controllers: %w", err)
 		}
 	}
+	// State gauges (servers, claims, syncs, resources) on /metrics, from the leader's cache.
+	metrics.Register(metrics.Source{Reader: mgr.GetCache(), Elected: mgr.Elected(),
+		Metal: o.Controllers.Has(FamilyMetal), Delivery: o.Controllers.Has(FamilyDelivery), Logger: log.WithName("metrics")})
 	log.Info("manager configured", "controllers", o.Controllers.String(), "leaderElection", o.LeaderElect)
 	return mgr, nil
 }
