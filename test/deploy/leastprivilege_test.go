@@ -29,6 +29,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
@@ -122,6 +123,7 @@ func TestLeastPrivilege(t *testing.T) {
 	go func() { defer wg.Done(); metalLifecycle(t, ctx) }()
 	go func() { defer wg.Done(); deliverySync(t, ctx) }()
 	wg.Wait()
+	checkMetrics(t)
 
 	stopManager()
 	if n, what := refused.get(); n > 0 {
@@ -510,5 +512,65 @@ func eventuallyOK(t *testing.T, timeout time.Duration, f func() error) bool {
 			return false
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// checkMetrics reads the operator's /metrics registry after the lifecycle and the sync: the
+// state gauges count what the cluster holds, with zero-valued series for what nothing is in,
+// and the event counters counted what happened. Every metric the alert rules use is there.
+func checkMetrics(t *testing.T) {
+	t.Helper()
+	mfs, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "bmc" {
+					continue // ports differ per run
+				}
+				labels = append(labels, lp.GetName()+"="+lp.GetValue())
+			}
+			key := mf.GetName() + "{" + strings.Join(labels, ",") + "}"
+			switch {
+			case m.Counter != nil:
+				series[key] += m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				series[key] += m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				series[mf.GetName()+"_count{"+strings.Join(labels, ",")+"}"] += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	for key, want := range map[string]float64{
+		"metalhub_leader{}": 1,
+		"metalhub_servers{power_state=Off,state=Available}":  2,
+		"metalhub_servers{power_state=On,state=Reserved}":    0,
+		"metalhub_servers{power_state=Off,state=Error}":      0,
+		"metalhub_server_claims{phase=Bound}":                0,
+		"metalhub_server_claims{phase=Unbound}":              0,
+		"metalhub_infrahub_syncs{state=Failed}":              0,
+		"metalhub_vidra_resources{state=Failed}":             0,
+		"metalhub_vidra_applied_objects{}":                   0,
+		"metalhub_state_metrics_errors{}":                    0,
+		"metalhub_discovery_reports_total{result=malformed}": 0,
+		"metalhub_bmc_requests_total{result=5xx}":            0,
+		"metalhub_bmc_requests_total{result=error}":          0,
+	} {
+		if got, ok := series[key]; !ok || got != want {
+			t.Errorf("metrics: %s = %v (present %t), want %v", key, got, ok, want)
+		}
+	}
+	for key, atLeast := range map[string]float64{
+		"metalhub_discovery_reports_total{result=accepted}": 2,
+		"metalhub_bmc_requests_total{result=2xx}":           10,
+		"metalhub_bmc_request_duration_seconds_count{}":     10,
+	} {
+		if got := series[key]; got < atLeast {
+			t.Errorf("metrics: %s = %v, want at least %v", key, got, atLeast)
+		}
 	}
 }
