@@ -18,7 +18,7 @@ all: build
 ## Tools -------------------------------------------------------------------
 
 .PHONY: tools
-tools: ## Build controller-gen, helm, kube-apiserver, kubectl and etcd into bin/ (once per version).
+tools: ## Build controller-gen, helm, promtool, kube-apiserver, kubectl and etcd into bin/ (once per version).
 	hack/tools/build.sh all >/dev/null
 
 .PHONY: controller-gen
@@ -28,6 +28,10 @@ controller-gen:
 .PHONY: helm
 helm:
 	hack/tools/build.sh helm >/dev/null
+
+.PHONY: promtool
+promtool:
+	hack/tools/build.sh promtool >/dev/null
 
 .PHONY: envtest-assets
 envtest-assets:
@@ -76,7 +80,7 @@ docker-build-check: ## Without a container engine: run the Dockerfile's build st
 	hack/docker-build-check.sh
 
 .PHONY: test
-test: verify vet envtest-assets docker-build-check ## Verify, vet, build-stage check, unit and envtest tests.
+test: verify vet envtest-assets helm promtool docker-build-check ## Verify, vet, build-stage check, unit and envtest tests.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test $(GO_TEST_FLAGS) ./...
 
 .PHONY: bench

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds the binaries the project needs but cannot download: kube-apiserver, kubectl
-# (k8s.io/kubernetes), etcd, controller-gen and helm, each from its pinned tools module, into
+# (k8s.io/kubernetes), etcd, controller-gen, helm and promtool, each from its pinned tools module, into
 # bin/. A binary already built at the pinned version is kept, so only the first run pays
 # for the long kube-apiserver build (5-10 minutes, ~2 GB RAM).
 #
-# Usage: hack/tools/build.sh [envtest|controller-gen|helm|all]   (default: all)
+# Usage: hack/tools/build.sh [envtest|controller-gen|helm|promtool|all]   (default: all)
 # Prints the envtest assets directory (KUBEBUILDER_ASSETS) as its last line for "envtest".
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -17,10 +17,12 @@ KUBE_VERSION=$(modver kube-apiserver k8s.io/kubernetes)
 ETCD_VERSION=$(modver etcd go.etcd.io/etcd/server/v3)
 CG_VERSION=$(modver controller-gen sigs.k8s.io/controller-tools)
 HELM_VERSION=$(modver helm helm.sh/helm/v3)
+PROMTOOL_VERSION=$(modver promtool github.com/prometheus/prometheus)
 
 ASSETS="$root/bin/k8s/${KUBE_VERSION}-etcd-${ETCD_VERSION}"
 CONTROLLER_GEN="$root/bin/controller-gen-${CG_VERSION}"
 HELM="$root/bin/helm-${HELM_VERSION}"
+PROMTOOL="$root/bin/promtool-${PROMTOOL_VERSION}"
 
 log() { echo "[build-tools] $*" >&2; }
 
@@ -59,10 +61,16 @@ helm() {
   ln -sfn "$(basename "$HELM")" "$root/bin/helm"
 }
 
+promtool() {
+  build promtool github.com/prometheus/prometheus/cmd/promtool "$PROMTOOL"
+  ln -sfn "$(basename "$PROMTOOL")" "$root/bin/promtool"
+}
+
 case "${1:-all}" in
   envtest) envtest; echo "$ASSETS" ;;
   controller-gen) controller_gen; echo "$CONTROLLER_GEN" ;;
   helm) helm; echo "$HELM" ;;
-  all) controller_gen; helm; envtest; echo "$ASSETS" ;;
-  *) echo "usage: $0 [envtest|controller-gen|helm|all]" >&2; exit 2 ;;
+  promtool) promtool; echo "$PROMTOOL" ;;
+  all) controller_gen; helm; promtool; envtest; echo "$ASSETS" ;;
+  *) echo "usage: $0 [envtest|controller-gen|helm|promtool|all]" >&2; exit 2 ;;
 esac
