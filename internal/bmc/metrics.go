@@ -56,4 +56,3 @@ func observe(base string, start time.Time, resp *http.Response, err error) {
 	}
 	requestsTotal.WithLabelValues(base, result).Inc()
 }
-
