@@ -144,13 +144,16 @@ func ServerState(s *metalv1alpha1.Server) metalv1alpha1.ServerState {
 	return metalv1alpha1.ServerStateInitial
 }
 
+// The lists are read-only here, so they share the cache's objects instead of copying a fleet
+// on every scrape (client.UnsafeDisableDeepCopy).
+
 func collectMetal(ctx context.Context, r client.Reader, ch chan<- prometheus.Metric) error {
 	var servers metalv1alpha1.ServerList
-	if err := r.List(ctx, &servers); err != nil {
+	if err := r.List(ctx, &servers, client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
 	var claims metalv1alpha1.ServerClaimList
-	if err := r.List(ctx, &claims); err != nil {
+	if err := r.List(ctx, &claims, client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
 	type key struct {
@@ -193,11 +196,11 @@ func collectMetal(ctx context.Context, r client.Reader, ch chan<- prometheus.Met
 
 func collectDelivery(ctx context.Context, r client.Reader, ch chan<- prometheus.Metric) error {
 	var syncs infrahubv1alpha1.InfrahubSyncList
-	if err := r.List(ctx, &syncs); err != nil {
+	if err := r.List(ctx, &syncs, client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
 	var resources infrahubv1alpha1.VidraResourceList
-	if err := r.List(ctx, &resources); err != nil {
+	if err := r.List(ctx, &resources, client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
 	states := func() map[infrahubv1alpha1.State]int {
