@@ -112,7 +112,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(leaderDesc, prometheus.GaugeValue, b2f(leader))
 	if !leader {
-		return // a standby's cache holds nothing of ours; the leader reports
+		return // the leader reports; a standby too would count every object twice in a sum()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
