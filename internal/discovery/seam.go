@@ -28,6 +28,9 @@ const (
 	ServerLabel = "discovery.metalhub.io/server"
 	// RoundLabel on a round's Secret names the round.
 	RoundLabel = "discovery.metalhub.io/round"
+	// SystemUUIDLabel on a round's Secret and ServerBootConfiguration is the server's system
+	// UUID (lower case), so a boot server finds a booting machine's configuration directly.
+	SystemUUIDLabel = "discovery.metalhub.io/system-uuid"
 
 	// TokenKey holds the round's bearer token in the round's Secret.
 	TokenKey = "token"

@@ -3,12 +3,14 @@ package metal
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -46,10 +48,13 @@ func (r *ServerReconciler) ensureRound(ctx context.Context, p *pass, sec *corev1
 		if err != nil {
 			return nil, err
 		}
+		labels := map[string]string{discovery.ServerLabel: s.Name, discovery.RoundLabel: round}
+		if uuid := strings.ToLower(s.Spec.SystemUUID); len(validation.IsValidLabelValue(uuid)) == 0 {
+			labels[discovery.SystemUUIDLabel] = uuid
+		}
 		sec = &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.DiscoveryNamespace, Name: name,
-				Labels: map[string]string{discovery.ServerLabel: s.Name, discovery.RoundLabel: round}},
-			Data: map[string][]byte{discovery.TokenKey: []byte(token)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.DiscoveryNamespace, Name: name, Labels: labels},
+			Data:       map[string][]byte{discovery.TokenKey: []byte(token)},
 		}
 		if r.Options.Ignition != nil {
 			ign, err := r.Options.Ignition(s, token)

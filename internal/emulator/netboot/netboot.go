@@ -226,16 +226,9 @@ func (n *Netboot) waitForConfiguration(ctx context.Context, uuid string) (string
 // ignition Secret that configuration names, and reads the agent's parameters from the ignition.
 func (n *Netboot) configuration(ctx context.Context, uuid string) (string, discovery.Params, error) {
 	var p discovery.Params
-	var servers metalv1alpha1.ServerList
-	if err := n.opts.Client.List(ctx, &servers); err != nil {
-		return "", p, fmt.Errorf("listing servers: %w", err)
-	}
-	var srv *metalv1alpha1.Server
-	for i := range servers.Items {
-		if strings.EqualFold(servers.Items[i].Spec.SystemUUID, uuid) {
-			srv = &servers.Items[i]
-			break
-		}
+	srv, err := n.serverFor(ctx, uuid)
+	if err != nil {
+		return "", p, err
 	}
 	if srv == nil {
 		return "", p, fmt.Errorf("%w: no server with UUID %s", ErrNoBootConfiguration, uuid)
@@ -266,7 +259,7 @@ func (n *Netboot) configuration(ctx context.Context, uuid string) (string, disco
 	if len(ign) == 0 {
 		return srv.Name, p, fmt.Errorf("%w: ignition Secret %s has no %q", ErrNoBootConfiguration, skey, discovery.IgnitionKey)
 	}
-	p, err := ParseIgnition(ign)
+	p, err = ParseIgnition(ign)
 	if err != nil {
 		return srv.Name, p, fmt.Errorf("ignition of %s: %w", skey, err)
 	}
@@ -281,4 +274,27 @@ func (n *Netboot) configuration(ctx context.Context, uuid string) (string, disco
 		return srv.Name, p, fmt.Errorf("ignition of %s is for UUID %s, the booting system is %s", skey, p.ServerUUID, uuid)
 	}
 	return srv.Name, p, nil
+}
+
+// serverFor finds the Server of a booting system: through the UUID label of its discovery boot
+// configuration (one small list, as a boot server keeps an index), else by scanning the Servers.
+func (n *Netboot) serverFor(ctx context.Context, uuid string) (*metalv1alpha1.Server, error) {
+	var sbcs metalv1alpha1.ServerBootConfigurationList
+	if err := n.opts.Client.List(ctx, &sbcs, client.InNamespace(n.opts.Namespace),
+		client.MatchingLabels{discovery.SystemUUIDLabel: strings.ToLower(uuid)}); err == nil && len(sbcs.Items) == 1 {
+		srv := &metalv1alpha1.Server{}
+		if err := n.opts.Client.Get(ctx, client.ObjectKey{Name: sbcs.Items[0].Spec.ServerRef.Name}, srv); err == nil {
+			return srv, nil
+		}
+	}
+	var servers metalv1alpha1.ServerList
+	if err := n.opts.Client.List(ctx, &servers); err != nil {
+		return nil, fmt.Errorf("listing servers: %w", err)
+	}
+	for i := range servers.Items {
+		if strings.EqualFold(servers.Items[i].Spec.SystemUUID, uuid) {
+			return &servers.Items[i], nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no server with UUID %s", ErrNoBootConfiguration, uuid)
 }
