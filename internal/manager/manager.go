@@ -46,6 +46,10 @@ type Options struct {
 	LeaderElect             bool
 	LeaderElectionNamespace string
 	LeaderElectionID        string
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election: a killed leader's lease
+	// is taken over at most LeaseDuration + 2 jittered RetryPeriods (up to 2.2x each) later: the
+	// standby measures expiry from when it last saw a renewal, which it polls.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	Controllers             Families
 	GracefulShutdown        time.Duration
 	// KubeAPIQPS and KubeAPIBurst bound the manager's requests to the API server. The client
@@ -96,6 +100,9 @@ func DefaultOptions() Options {
 		MetricsAddr:      ":8080",
 		HealthAddr:       ":8081",
 		LeaderElectionID: "metalhub.metal.ironcore.dev",
+		LeaseDuration:    15 * time.Second,
+		RenewDeadline:    10 * time.Second,
+		RetryPeriod:      2 * time.Second,
 		Controllers:      Families{FamilyDelivery, FamilyMetal},
 		GracefulShutdown: 30 * time.Second,
 		KubeAPIQPS:       100,
@@ -111,6 +118,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so that only one of several replicas reconciles.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader election Lease; defaults to the pod's namespace in a cluster.")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader election Lease.")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "How long a lease lasts without renewal; a killed leader is replaced within this plus about two retry periods.")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "How long the leader keeps trying to renew before it gives up leadership.")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "How often candidates try to acquire or renew the lease.")
 	fs.Var(&o.Controllers, "controllers", "Controller families to run: metal, delivery, or both (comma-separated).")
 	fs.DurationVar(&o.GracefulShutdown, "graceful-shutdown-timeout", o.GracefulShutdown, "How long running reconciles may take to finish on shutdown.")
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Sustained requests per second to the API server.")
@@ -133,6 +143,9 @@ func New(cfg *rest.Config, o Options, log logr.Logger) (ctrl.Manager, error) {
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		LeaderElectionID:        o.LeaderElectionID,
+		LeaseDuration:           &o.LeaseDuration,
+		RenewDeadline:           &o.RenewDeadline,
+		RetryPeriod:             &o.RetryPeriod,
 		// Releasing the lease on a clean stop lets a standby take over at once instead of
 		// waiting out the lease.
 		LeaderElectionReleaseOnCancel: true,
