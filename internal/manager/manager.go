@@ -50,8 +50,8 @@ type Options struct {
 	// is taken over at most LeaseDuration + 2 jittered RetryPeriods (up to 2.2x each) later: the
 	// standby measures expiry from when it last saw a renewal, which it polls.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	Controllers             Families
-	GracefulShutdown        time.Duration
+	Controllers                               Families
+	GracefulShutdown                          time.Duration
 	// KubeAPIQPS and KubeAPIBurst bound the manager's requests to the API server. The client
 	// default (20/30) throttles a fleet of a thousand servers to minutes.
 	KubeAPIQPS   float64
