@@ -107,6 +107,7 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 	}
 	ctx := context.Background()
 	for range b.N {
+		purgeMetal(b)
 		// The API server's sequential write rate on this machine, for scale.
 		start := time.Now()
 		const seq = 200

@@ -17,6 +17,8 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -69,6 +71,34 @@ func (m *managerProcess) kill() {
 	<-exited
 }
 
+// purgeMetal removes every metal object a previous test of this package left, finalizers and
+// all: the tests share one control plane, and a left-over BMC pointing at a port the next test's
+// fleet reuses would register a second Server for the same system.
+func purgeMetal(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	lists := []client.ObjectList{&metalv1alpha1.ServerClaimList{}, &metalv1alpha1.ServerMaintenanceList{},
+		&metalv1alpha1.ServerBootConfigurationList{}, &metalv1alpha1.ServerList{}, &metalv1alpha1.BMCList{}, &metalv1alpha1.BMCSecretList{}}
+	for _, list := range lists {
+		if err := env.Client.List(ctx, list); err != nil {
+			t.Fatal(err)
+		}
+		items, _ := meta.ExtractList(list)
+		for _, item := range items {
+			obj := item.(client.Object)
+			if len(obj.GetFinalizers()) > 0 {
+				obj.SetFinalizers(nil)
+				if err := env.Client.Update(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+					t.Fatal(err)
+				}
+			}
+			if err := env.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -88,6 +118,7 @@ func TestCrashConsistency(t *testing.T) {
 		t.Skip("long: kills and restarts the manager 20 times")
 	}
 	const n, kills = 20, 20
+	purgeMetal(t)
 	bin, err := buildBinary()
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,7 @@ func TestLeaderHandover(t *testing.T) {
 		t.Skip("waits out a lease")
 	}
 	const n = 10
+	purgeMetal(t)
 	bin, err := buildBinary()
 	if err != nil {
 		t.Fatal(err)
