@@ -139,22 +139,7 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		b.ResetTimer()
 		start = time.Now()
 		mgr.start(b)
-		for i := range n {
-			bm := fleet.BMC(i)
-			user, pass := bm.Credentials()
-			name := fmt.Sprintf("bench-%d", i)
-			port, _ := strconv.Atoi(bm.URL()[strings.LastIndex(bm.URL(), ":")+1:])
-			if err := env.Client.Create(ctx, &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: name},
-				StringData: map[string]string{"username": user, "password": pass}}); err != nil {
-				b.Fatal(err)
-			}
-			if err := env.Client.Create(ctx, &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: metalv1alpha1.BMCSpec{
-				Access: &metalv1alpha1.InlineEndpoint{IP: "127.0.0.1"}, BMCSecretRef: corev1.LocalObjectReference{Name: name},
-				Protocol: metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: int32(port), Scheme: metalv1alpha1.HTTPScheme},
-			}}); err != nil {
-				b.Fatal(err)
-			}
-		}
+		registerFleet(b, fleet, "bench")
 		deadline := time.Now().Add(10 * time.Minute)
 		available := 0
 		for available < n {

@@ -71,6 +71,31 @@ func (m *managerProcess) kill() {
 	<-exited
 }
 
+// registerFleet creates a BMCSecret and a BMC named <prefix>-<i> for every emulated BMC and
+// returns the names of the Servers their systems become.
+func registerFleet(t testing.TB, fleet *redfish.Emulator, prefix string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var names []string
+	for i, b := range fleet.BMCs() {
+		user, pass := b.Credentials()
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		port, _ := strconv.Atoi(b.URL()[strings.LastIndex(b.URL(), ":")+1:])
+		if err := env.Client.Create(ctx, &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: name},
+			StringData: map[string]string{"username": user, "password": pass}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.Create(ctx, &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: metalv1alpha1.BMCSpec{
+			Access: &metalv1alpha1.InlineEndpoint{IP: "127.0.0.1"}, BMCSecretRef: corev1.LocalObjectReference{Name: name},
+			Protocol: metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: int32(port), Scheme: metalv1alpha1.HTTPScheme},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, metal.ServerName(name, b.SystemIDs()[0]))
+	}
+	return names
+}
+
 // purgeMetal removes every metal object a previous test of this package left, finalizers and
 // all: the tests share one control plane, and a left-over BMC pointing at a port the next test's
 // fleet reuses would register a second Server for the same system.
@@ -183,24 +208,7 @@ func TestCrashConsistency(t *testing.T) {
 		}
 	}()
 
-	names := make([]string, n)
-	for i := range n {
-		b := fleet.BMC(i)
-		user, pass := b.Credentials()
-		name := fmt.Sprintf("crash-%d", i)
-		port, _ := strconv.Atoi(b.URL()[strings.LastIndex(b.URL(), ":")+1:])
-		if err := env.Client.Create(ctx, &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: name},
-			StringData: map[string]string{"username": user, "password": pass}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := env.Client.Create(ctx, &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: metalv1alpha1.BMCSpec{
-			Access: &metalv1alpha1.InlineEndpoint{IP: "127.0.0.1"}, BMCSecretRef: corev1.LocalObjectReference{Name: name},
-			Protocol: metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: int32(port), Scheme: metalv1alpha1.HTTPScheme},
-		}}); err != nil {
-			t.Fatal(err)
-		}
-		names[i] = metal.ServerName(name, b.SystemIDs()[0])
-	}
+	names := registerFleet(t, fleet, "crash")
 
 	waitAll := func(what string, timeout time.Duration, ok func(*metalv1alpha1.Server) bool) {
 		t.Helper()

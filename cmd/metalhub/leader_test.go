@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/metal"
 	"github.com/metalhub/metalhub/internal/emulator/netboot"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -69,24 +67,7 @@ func TestLeaderHandover(t *testing.T) {
 	// Controllers start their workers only once their process holds the lease.
 	const acquired = "Starting workers"
 
-	names := make([]string, n)
-	for i := range n {
-		b := fleet.BMC(i)
-		user, pass := b.Credentials()
-		name := fmt.Sprintf("handover-%d", i)
-		port, _ := strconv.Atoi(b.URL()[strings.LastIndex(b.URL(), ":")+1:])
-		if err := env.Client.Create(ctx, &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: name},
-			StringData: map[string]string{"username": user, "password": pass}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := env.Client.Create(ctx, &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: metalv1alpha1.BMCSpec{
-			Access: &metalv1alpha1.InlineEndpoint{IP: "127.0.0.1"}, BMCSecretRef: corev1.LocalObjectReference{Name: name},
-			Protocol: metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: int32(port), Scheme: metalv1alpha1.HTTPScheme},
-		}}); err != nil {
-			t.Fatal(err)
-		}
-		names[i] = metal.ServerName(name, b.SystemIDs()[0])
-	}
+	names := registerFleet(t, fleet, "handover")
 	waitAll := func(what string, timeout time.Duration, state metalv1alpha1.ServerState, power metalv1alpha1.PowerState) {
 		t.Helper()
 		deadline := time.Now().Add(timeout)
