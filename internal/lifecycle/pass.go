@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,6 +45,9 @@ func (p *Pass[T]) Client() client.Client { return &passClient[T]{Client: p.c, p:
 
 // Wrote reports what the pass wrote to its object ("" if nothing).
 func (p *Pass[T]) Wrote() string { return p.wrote }
+
+// wroteStatusOnly reports whether the pass's one write went to the status subresource.
+func (p *Pass[T]) wroteStatusOnly() bool { return strings.HasPrefix(p.wrote, "status ") }
 
 func (p *Pass[T]) isOwn(obj client.Object) bool {
 	if obj.GetUID() != "" {

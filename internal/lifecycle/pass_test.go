@@ -239,3 +239,40 @@ func TestStepsRunOnceEachUnderAManager(t *testing.T) {
 		}
 	}
 }
+
+// A handler that says Wrote after a status-only write would never be looked at again (no event
+// passes the Predicate): the Reconciler gives it the periodic look, from ResyncFunc when set.
+func TestStatusOnlyWriteGetsTheResync(t *testing.T) {
+	s := &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: "status-only"}, Spec: metalv1alpha1.ServerSpec{SystemUUID: "so"}}
+	if err := env.Client.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), s) })
+	states := []metalv1alpha1.ServerState{metalv1alpha1.ServerStateAvailable, metalv1alpha1.ServerStateReserved}
+	pass := 0
+	r := NewReconciler(env.Client, func() *metalv1alpha1.Server { return &metalv1alpha1.Server{} },
+		func(ctx context.Context, p *Pass[*metalv1alpha1.Server]) (Result, error) {
+			p.Obj.Status.State = states[pass]
+			pass++
+			return Wrote("status"), p.Client().Status().Update(ctx, p.Obj)
+		})
+	r.Resync = time.Minute
+	res, err := r.Reconcile(context.Background(), req("status-only"))
+	if err != nil || res.RequeueAfter < time.Minute {
+		t.Fatalf("status-only write: res %+v err %v, want the one-minute resync", res, err)
+	}
+	r.ResyncFunc = func(context.Context) time.Duration { return time.Hour }
+	r.Guard = NewGuard() // the uncached client is never stale
+	res, err = r.Reconcile(context.Background(), req("status-only"))
+	if err != nil || res.RequeueAfter < time.Hour {
+		t.Fatalf("with ResyncFunc: res %+v err %v, want the one-hour resync", res, err)
+	}
+	// A metadata write keeps Wrote: its own event brings the next pass.
+	r2 := NewReconciler(env.Client, func() *metalv1alpha1.Server { return &metalv1alpha1.Server{} },
+		func(ctx context.Context, p *Pass[*metalv1alpha1.Server]) (Result, error) {
+			return Wrote("meta"), PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) { SetAnnotation(o, "x", "1") })
+		})
+	if res, err := r2.Reconcile(context.Background(), req("status-only")); err != nil || res.RequeueAfter != 0 {
+		t.Fatalf("metadata write: res %+v err %v, want no requeue", res, err)
+	}
+}

@@ -32,6 +32,9 @@ type Reconciler[T client.Object] struct {
 	Guard *Guard
 	// Resync is the periodic look when nothing happens; 0 disables it.
 	Resync time.Duration
+	// ResyncFunc, if set, gives the periodic look at pass time instead of Resync (for intervals
+	// that follow settings changed at run time).
+	ResyncFunc func(context.Context) time.Duration
 }
 
 // NewReconciler returns a Reconciler with a fresh guard and the default resync.
@@ -61,5 +64,14 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		}
 		return ctrl.Result{}, err
 	}
-	return res.ctrlResult(r.Resync), nil
+	// A status-only write brings no event (the Predicate drops it by design): a handler that
+	// says Wrote after one would never be looked at again, so it gets the periodic look.
+	if res.IsWrote() && p.wroteStatusOnly() {
+		res = Done()
+	}
+	resync := r.Resync
+	if r.ResyncFunc != nil {
+		resync = r.ResyncFunc(ctx)
+	}
+	return res.ctrlResult(resync), nil
 }

@@ -45,18 +45,10 @@ type InfrahubSyncReconciler struct {
 	now       func() time.Time
 }
 
-// Reconcile runs one pass under the lifecycle discipline and makes sure the sync comes back
-// after the sync interval even when its pass ended with a status-only write (no event follows).
+// Reconcile runs one pass under the lifecycle discipline; its periodic look follows the sync
+// interval of the current settings (lifecycle.Reconciler.ResyncFunc).
 func (r *InfrahubSyncReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	res, err := r.lc.Reconcile(ctx, req)
-	if err != nil || res.RequeueAfter > 0 {
-		return res, err
-	}
-	s := &infrahubv1alpha1.InfrahubSync{}
-	if r.client.Get(ctx, req.NamespacedName, s) == nil && s.DeletionTimestamp.IsZero() {
-		res.RequeueAfter = jitter(r.settings.Current(ctx).RequeueSyncAfter)
-	}
-	return res, nil
+	return r.lc.Reconcile(ctx, req)
 }
 
 // syncOutcome is what a sync pass did, for the report.

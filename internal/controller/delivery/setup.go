@@ -103,14 +103,15 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		clients: &infrahub.Cache{}, recorder: rec, downloads: o.DownloadConcurrency, now: time.Now,
 	}
 	sr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.InfrahubSync { return &infrahubv1alpha1.InfrahubSync{} }, sr.handle)
-	sr.lc.Resync = 0 // the handler schedules the sync interval itself (it follows the settings)
+	// The periodic looks follow the settings, which a ConfigMap may change at run time.
+	sr.lc.ResyncFunc = func(ctx context.Context) time.Duration { return settings.Current(ctx).RequeueSyncAfter }
 
 	vr := &VidraResourceReconciler{
 		client: mgr.GetClient(), settings: settings, memory: newAppliedMemory(), policy: o.Policy,
 		recorder: rec, now: time.Now,
 	}
 	vr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.VidraResource { return &infrahubv1alpha1.VidraResource{} }, vr.handle)
-	vr.lc.Resync = 0
+	vr.lc.ResyncFunc = func(ctx context.Context) time.Duration { return settings.Current(ctx).RequeueResourcesAfter }
 	enqueueVR := func(name string) {
 		vrEvents <- event.GenericEvent{Object: &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: name}}}
 	}

@@ -38,19 +38,10 @@ type VidraResourceReconciler struct {
 	now      func() time.Time
 }
 
-// Reconcile runs one pass under the lifecycle discipline. A pass whose only write was its
-// status gets no watch event (the predicate drops status churn), so the periodic look is
-// scheduled here whatever the pass returned.
+// Reconcile runs one pass under the lifecycle discipline; its periodic look follows the
+// resource interval of the current settings (lifecycle.Reconciler.ResyncFunc).
 func (r *VidraResourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	res, err := r.lc.Reconcile(ctx, req)
-	if err != nil || res.RequeueAfter > 0 {
-		return res, err
-	}
-	vr := &infrahubv1alpha1.VidraResource{}
-	if r.client.Get(ctx, req.NamespacedName, vr) == nil && vr.DeletionTimestamp.IsZero() {
-		res.RequeueAfter = jitter(r.settings.Current(ctx).RequeueResourcesAfter)
-	}
-	return res, nil
+	return r.lc.Reconcile(ctx, req)
 }
 
 // deployOutcome is what a deploy did, for the report.
