@@ -301,6 +301,37 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		update: "apiVersion: metal.ironcore.dev/v1alpha1\nkind: Server\nmetadata: {name: reclaim}\nspec: {systemUUID: u2, reclaimPolicy: Destroy}",
 		want:   `spec.reclaimPolicy: Unsupported value: "Destroy"`,
 	}, {
+		name:    "immutable BMCSecret data changed",
+		initial: "apiVersion: metal.ironcore.dev/v1alpha1\nkind: BMCSecret\nmetadata: {name: frozen-data}\nimmutable: true\ndata: {username: YWRtaW4=, password: b2xk}",
+		update:  "apiVersion: metal.ironcore.dev/v1alpha1\nkind: BMCSecret\nmetadata: {name: frozen-data}\nimmutable: true\ndata: {username: YWRtaW4=, password: bmV3}",
+		want:    "data is immutable because immutable is true",
+	}, {
+		name:    "immutable BMCSecret stringData added",
+		initial: "apiVersion: metal.ironcore.dev/v1alpha1\nkind: BMCSecret\nmetadata: {name: frozen-string}\nimmutable: true\ndata: {username: YWRtaW4=}",
+		update:  "apiVersion: metal.ironcore.dev/v1alpha1\nkind: BMCSecret\nmetadata: {name: frozen-string}\nimmutable: true\ndata: {username: YWRtaW4=}\nstringData: {password: new}",
+		want:    "stringData is immutable because immutable is true",
+	}, {
+		name:    "BMCSecret immutable unset",
+		initial: "apiVersion: metal.ironcore.dev/v1alpha1\nkind: BMCSecret\nmetadata: {name: thawed}\nimmutable: true\nstringData: {username: admin}",
+		update:  "apiVersion: metal.ironcore.dev/v1alpha1\nkind: BMCSecret\nmetadata: {name: thawed}\nstringData: {username: admin}",
+		want:    "immutable cannot be unset once true",
+	}, {
+		name:   "infrahubAPIURL port out of range",
+		update: "apiVersion: infrahub.operators.com/v1alpha1\nkind: InfrahubSync\nmetadata: {name: bad-port}\nspec: {source: {infrahubAPIURL: 'http://infrahub:99999', artefactName: a}}",
+		want:   `spec.source.infrahubAPIURL: Invalid value: "http://infrahub:99999": port must be between 1 and 65535`,
+	}, {
+		name:   "infrahubAPIURL bad host",
+		update: "apiVersion: infrahub.operators.com/v1alpha1\nkind: InfrahubSync\nmetadata: {name: bad-host}\nspec: {source: {infrahubAPIURL: 'https://infra..hub', artefactName: a}}",
+		want:   "host must be a DNS name or an IPv4 address",
+	}, {
+		name:   "destination namespace not a name",
+		update: "apiVersion: infrahub.operators.com/v1alpha1\nkind: InfrahubSync\nmetadata: {name: bad-ns}\nspec: {source: {infrahubAPIURL: 'http://infrahub', artefactName: a}, destination: {namespace: Web_Servers}}",
+		want:   `spec.destination.namespace: Invalid value: "Web_Servers": must be a namespace name`,
+	}, {
+		name:   "destination server port out of range",
+		update: "apiVersion: infrahub.operators.com/v1alpha1\nkind: VidraResource\nmetadata: {name: bad-dest-port}\nspec: {destination: {server: 'https://k8s:0'}}",
+		want:   "port must be between 1 and 65535",
+	}, {
 		name:   "maintenance unknown policy",
 		update: "apiVersion: metal.ironcore.dev/v1alpha1\nkind: ServerMaintenance\nmetadata: {name: pol, namespace: default}\nspec: {serverRef: {name: s}, policy: Whenever}",
 		want:   `spec.policy: Unsupported value: "Whenever"`,
@@ -333,6 +364,39 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("message %q does not say %q", err.Error(), tc.want)
+			}
+		})
+	}
+}
+
+// What the rules above do not refuse: a BMCSecret not marked immutable may be edited (a
+// password rotation), an immutable one may be relabelled and marked immutable later.
+func TestAllowedChanges(t *testing.T) {
+	tests := []struct{ name, initial, update string }{{
+		name:    "mutable BMCSecret rotated",
+		initial: "apiVersion: metal.ironcore.dev/v1alpha1\nkind: BMCSecret\nmetadata: {name: rotate}\nstringData: {username: admin, password: old}",
+		update:  "apiVersion: metal.ironcore.dev/v1alpha1\nkind: BMCSecret\nmetadata: {name: rotate}\nstringData: {username: admin, password: new}",
+	}, {
+		name:    "BMCSecret made immutable",
+		initial: "apiVersion: metal.ironcore.dev/v1alpha1\nkind: BMCSecret\nmetadata: {name: freeze}\nstringData: {username: admin}",
+		update:  "apiVersion: metal.ironcore.dev/v1alpha1\nkind: BMCSecret\nmetadata: {name: freeze}\nimmutable: true\nstringData: {username: admin}",
+	}, {
+		name:    "immutable BMCSecret relabelled",
+		initial: "apiVersion: metal.ironcore.dev/v1alpha1\nkind: BMCSecret\nmetadata: {name: relabel}\nimmutable: true\ndata: {username: YWRtaW4=}",
+		update:  "apiVersion: metal.ironcore.dev/v1alpha1\nkind: BMCSecret\nmetadata: {name: relabel, labels: {rack: r1}}\nimmutable: true\ndata: {username: YWRtaW4=}",
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ctx(t)
+			obj := mustObject(t, tc.initial)
+			if err := create(c, obj); err != nil {
+				t.Fatalf("initial object rejected: %v", err)
+			}
+			t.Cleanup(func() { _ = env.Client.Delete(context.Background(), obj) })
+			upd := mustObject(t, tc.update)
+			upd.SetResourceVersion(obj.GetResourceVersion())
+			if err := env.Client.Update(c, upd); err != nil {
+				t.Fatalf("refused: %v", err)
 			}
 		})
 	}

@@ -17,10 +17,16 @@ type Destination struct {
 	// Server is the API server URL of a remote cluster. Empty, or
 	// https://kubernetes.default.svc, means the local cluster.
 	// +optional
+	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^(http|https)://[a-zA-Z0-9.-]+(:[0-9]+)?(?:/[a-zA-Z0-9-]+)*$`
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="must be an absolute http or https URL with a host"
+	// +kubebuilder:validation:XValidation:rule="!isURL(self) || self.matches('^[a-zA-Z]+://[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?([.][a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?)*([:/?#]|$)')",message="host must be a DNS name or an IPv4 address"
+	// +kubebuilder:validation:XValidation:rule="!isURL(self) || url(self).getPort() == '' || (url(self).getPort().size() <= 5 && int(url(self).getPort()) >= 1 && int(url(self).getPort()) <= 65535)",message="port must be between 1 and 65535"
 	Server string `json:"server,omitempty"`
 	// Namespace for objects whose manifest names none.
 	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self == '' || !format.dns1123Label().validate(self).hasValue()",message="must be a namespace name: lower-case letters, digits and '-', starting and ending with a letter or digit"
 	Namespace string `json:"namespace,omitempty"`
 	// ReconcileOnEvents restores managed objects as soon as they change, instead of only on the
 	// periodic resync.

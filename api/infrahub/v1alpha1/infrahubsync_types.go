@@ -6,14 +6,18 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 type Source struct {
 	// InfrahubAPIURL is the base URL of the Infrahub API.
 	// +required
+	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^(http|https)://[a-zA-Z0-9.-]+(:[0-9]+)?(?:/[a-zA-Z0-9-]+)*$`
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="must be an absolute http or https URL with a host"
+	// +kubebuilder:validation:XValidation:rule="!isURL(self) || self.matches('^[a-zA-Z]+://[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?([.][a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?)*([:/?#]|$)')",message="host must be a DNS name or an IPv4 address"
+	// +kubebuilder:validation:XValidation:rule="!isURL(self) || url(self).getPort() == '' || (url(self).getPort().size() <= 5 && int(url(self).getPort()) >= 1 && int(url(self).getPort()) <= 65535)",message="port must be between 1 and 65535"
 	InfrahubAPIURL string `json:"infrahubAPIURL"`
 	// TargetBranch is the Infrahub branch to read.
 	// +required
 	// +kubebuilder:default=main
 	TargetBranch string `json:"targetBranch"`
 	// TargetDate reads the branch as it was at this time: an RFC 3339 timestamp or a relative
-	// form such as now-2h.
+	// form such as now-2h. The admission webhook refuses a value Infrahub would misread.
 	// +optional
 	TargetDate string `json:"targetDate,omitempty"`
 	// ArtefactName is the name of the artifacts to deliver (spelt as the reference does).

@@ -15,14 +15,21 @@ const (
 // as in the reference. Unlike a core Secret, stringData is stored as written: readers must look
 // at both data and stringData (stringData wins).
 //
+// Like a core Secret, a BMCSecret marked immutable keeps its data: the API server refuses any
+// change of data or stringData, and immutable cannot be turned off again (delete and recreate
+// the secret instead). Secrets not marked immutable may be edited, e.g. to rotate a password.
+//
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=bmcsec
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.immutable) || !oldSelf.immutable || (has(self.immutable) && self.immutable)",message="immutable cannot be unset once true"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.immutable) || !oldSelf.immutable || (has(self.data) == has(oldSelf.data) && (!has(self.data) || self.data == oldSelf.data))",message="data is immutable because immutable is true"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.immutable) || !oldSelf.immutable || (has(self.stringData) == has(oldSelf.stringData) && (!has(self.stringData) || self.stringData == oldSelf.stringData))",message="stringData is immutable because immutable is true"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type BMCSecret struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// Immutable, if true, keeps data from being changed.
+	// Immutable, if true, keeps data and stringData from being changed; it cannot be unset.
 	// +optional
 	Immutable *bool `json:"immutable,omitempty"`
 	// Data holds base64-encoded values.
