@@ -44,13 +44,15 @@ generate: controller-gen ## Generate deepcopy functions.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
-manifests: controller-gen ## Generate CRDs and RBAC (and copy them into charts/metalhub).
-	$(CONTROLLER_GEN) crd rbac:roleName=metalhub-manager \
-	  paths=./api/... paths=./internal/manager/... paths=./internal/controller/... \
-	  output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+manifests: controller-gen ## Generate CRDs, RBAC and the webhook configuration (and copy them into charts/metalhub).
+	$(CONTROLLER_GEN) crd rbac:roleName=metalhub-manager webhook \
+	  paths=./api/... paths=./internal/manager/... paths=./internal/controller/... paths=./internal/webhook/... \
+	  output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
+	  output:webhook:artifacts:config=config/webhook
 	rm -f charts/metalhub/crds/*.yaml
 	cp config/crd/bases/*.yaml charts/metalhub/crds/
 	cp config/rbac/role.yaml charts/metalhub/files/manager-role.yaml
+	cp config/webhook/manifests.yaml charts/metalhub/files/webhook-manifests.yaml
 
 .PHONY: verify
 verify: ## Fail when generated files are stale or code is not gofmt'ed.

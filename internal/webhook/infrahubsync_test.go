@@ -1,0 +1,63 @@
+package webhook
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+)
+
+func sync(targetDate string) *infrahubv1alpha1.InfrahubSync {
+	return &infrahubv1alpha1.InfrahubSync{ObjectMeta: metav1.ObjectMeta{Name: "s"}, Spec: infrahubv1alpha1.InfrahubSyncSpec{
+		Source: infrahubv1alpha1.Source{InfrahubAPIURL: "http://infrahub:8000", TargetBranch: "main", ArtefactName: "a", TargetDate: targetDate}}}
+}
+
+func TestValidateInfrahubSyncSpec(t *testing.T) {
+	tests := []struct{ date, want string }{
+		{date: ""},
+		{date: "now"},
+		{date: "2025-04-09T00:00:00Z"},
+		{date: "2025-04-09T00:00:00.5+02:00"},
+		{date: "now-2h"},
+		{date: "now-1h30m"},
+		{date: "now-2d", want: `spec.source.targetDate: Invalid value: "now-2d": Infrahub does not understand day or week units; use hours, e.g. now-48h`},
+		{date: "now+2h", want: "Infrahub reads now+2h as 2h in the past"},
+		{date: "2025-04-09", want: "a date without a time is read by Infrahub as 12:00 UTC"},
+		{date: "yesterday", want: "expected an RFC 3339 timestamp"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.date, func(t *testing.T) {
+			errs := ValidateInfrahubSyncSpec(&sync(tc.date).Spec)
+			if tc.want == "" {
+				if len(errs) > 0 {
+					t.Fatalf("refused: %v", errs)
+				}
+				return
+			}
+			if len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.want) {
+				t.Fatalf("errors %v, want one saying %q", errs, tc.want)
+			}
+		})
+	}
+}
+
+func TestInfrahubSyncValidatorUpdates(t *testing.T) {
+	ctx := context.Background()
+	v := InfrahubSyncValidator{}
+	if _, err := v.ValidateCreate(ctx, sync("now-2d")); !apierrors.IsInvalid(err) {
+		t.Fatalf("create with bad date: %v", err)
+	}
+	// Unchanged bad date (admitted before the webhook): other changes pass.
+	old, upd := sync("now-2d"), sync("now-2d")
+	upd.Spec.Source.ArtefactName = "b"
+	if _, err := v.ValidateUpdate(ctx, old, upd); err != nil {
+		t.Fatalf("unchanged date refused: %v", err)
+	}
+	if _, err := v.ValidateUpdate(ctx, sync("now-2h"), sync("now+2h")); !apierrors.IsInvalid(err) {
+		t.Fatalf("date broken by an update: %v", err)
+	}
+}
