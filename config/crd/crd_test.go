@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,11 +24,44 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/webhook"
 )
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
+// The control plane runs with metalhub's admission webhooks served from this process and
+// registered (as `metalhub dev` does), so every sample goes through the CRD schema and the
+// webhooks, as in a cluster installed from config/default.
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, &env, func(m *testing.M) int {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		dir, err := os.MkdirTemp("", "metalhub-webhook-certs-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		o := webhook.DefaultOptions()
+		o.Enabled, o.Host, o.Port, o.CertDir = true, "127.0.0.1", port, dir
+		done, err := webhook.StartLocal(ctx, env.Config, o, logr.Discard())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "starting the webhooks:", err)
+			return 1
+		}
+		code := m.Run()
+		cancel()
+		<-done
+		return code
+	}))
+}
 
 // samplesDir is shared/compat/samples beside the checkout, where users' manifests of both
 // reference systems are kept (CI lays a copy of shared/ there too).
@@ -245,7 +280,8 @@ func TestInvalidObjectsRejected(t *testing.T) {
 	tests := []struct {
 		name    string
 		initial string // created first, when set
-		update  string // then created (no initial) or applied as an update
+		update  string // then created (no initial, or create set) or applied as an update
+		create  bool
 		want    string // in the error message
 	}{{
 		name:   "unknown power enum",
@@ -332,6 +368,20 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		update: "apiVersion: infrahub.operators.com/v1alpha1\nkind: VidraResource\nmetadata: {name: bad-dest-port}\nspec: {destination: {server: 'https://k8s:0'}}",
 		want:   "port must be between 1 and 65535",
 	}, {
+		name:    "duplicate Endpoint MAC (webhook)",
+		initial: "apiVersion: metal.ironcore.dev/v1alpha1\nkind: Endpoint\nmetadata: {name: mac-owner}\nspec: {macAddress: '52:54:00:0A:0B:0C', ip: 10.0.0.1}",
+		update:  "apiVersion: metal.ironcore.dev/v1alpha1\nkind: Endpoint\nmetadata: {name: mac-thief}\nspec: {macAddress: '52-54-00-0a-0b-0c', ip: 10.0.0.2}",
+		create:  true,
+		want:    `spec.macAddress: Duplicate value: "52-54-00-0a-0b-0c": MAC address 52:54:00:0a:0b:0c is already used by Endpoint "mac-owner"`,
+	}, {
+		name:   "claim selector Exists with values (webhook)",
+		update: "apiVersion: metal.ironcore.dev/v1alpha1\nkind: ServerClaim\nmetadata: {name: exists-values, namespace: default}\nspec: {power: 'On', image: img, serverSelector: {matchExpressions: [{key: gpu, operator: Exists, values: ['yes']}]}}",
+		want:   "spec.serverSelector.matchExpressions[0].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+	}, {
+		name:   "sync target date in days (webhook)",
+		update: "apiVersion: infrahub.operators.com/v1alpha1\nkind: InfrahubSync\nmetadata: {name: days}\nspec: {source: {infrahubAPIURL: 'http://infrahub', artefactName: a, targetDate: now-2d}}",
+		want:   `spec.source.targetDate: Invalid value: "now-2d": Infrahub does not understand day or week units; use hours, e.g. now-48h`,
+	}, {
 		name:   "maintenance unknown policy",
 		update: "apiVersion: metal.ironcore.dev/v1alpha1\nkind: ServerMaintenance\nmetadata: {name: pol, namespace: default}\nspec: {serverRef: {name: s}, policy: Whenever}",
 		want:   `spec.policy: Unsupported value: "Whenever"`,
@@ -340,12 +390,15 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ctx(t)
 			var err error
+			var obj *unstructured.Unstructured
 			if tc.initial != "" {
-				obj := mustObject(t, tc.initial)
+				obj = mustObject(t, tc.initial)
 				if err := create(c, obj); err != nil {
 					t.Fatalf("initial object rejected: %v", err)
 				}
 				t.Cleanup(func() { _ = env.Client.Delete(context.Background(), obj) })
+			}
+			if obj != nil && !tc.create {
 				upd := mustObject(t, tc.update)
 				upd.SetNamespace(obj.GetNamespace())
 				upd.SetResourceVersion(obj.GetResourceVersion())
