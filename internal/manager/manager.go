@@ -19,11 +19,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/metalhub/metalhub/internal/controller/delivery"
 	"github.com/metalhub/metalhub/internal/controller/metal"
 	"github.com/metalhub/metalhub/internal/metrics"
 	"github.com/metalhub/metalhub/internal/scheme"
+	"github.com/metalhub/metalhub/internal/webhook"
 )
 
 // The manager itself needs events for reporting (on objects in any namespace); each reconciler
@@ -59,6 +61,8 @@ type Options struct {
 
 	Metal    metal.Options
 	Delivery delivery.Options
+	// Webhook configures the validating admission webhooks (off unless enabled).
+	Webhook webhook.Options
 }
 
 // Families is the set of controller families to run; it implements flag.Value.
@@ -108,6 +112,7 @@ func DefaultOptions() Options {
 		KubeAPIQPS:       100,
 		KubeAPIBurst:     200,
 		Metal:            metal.DefaultOptions(),
+		Webhook:          webhook.DefaultOptions(),
 	}
 }
 
@@ -127,6 +132,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of requests to the API server.")
 	o.Delivery.BindFlags(fs)
 	o.Metal.BindFlags(fs)
+	o.Webhook.BindFlags(fs)
 }
 
 // New builds a manager on cfg with the selected families registered.
@@ -134,6 +140,14 @@ func New(cfg *rest.Config, o Options, log logr.Logger) (ctrl.Manager, error) {
 	cfg = rest.CopyConfig(cfg)
 	if o.KubeAPIQPS > 0 {
 		cfg.QPS, cfg.Burst = float32(o.KubeAPIQPS), max(o.KubeAPIBurst, int(o.KubeAPIQPS))
+	}
+	var webhookServer ctrlwebhook.Server
+	if o.Webhook.Enabled {
+		srv, _, err := webhook.NewServer(o.Webhook, log.WithName("webhook"))
+		if err != nil {
+			return nil, err
+		}
+		webhookServer = srv
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme.New(),
@@ -150,6 +164,8 @@ func New(cfg *rest.Config, o Options, log logr.Logger) (ctrl.Manager, error) {
 		// waiting out the lease.
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &o.GracefulShutdown,
+		// Every replica serves the webhooks; admission needs no leadership.
+		WebhookServer: webhookServer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -169,6 +185,16 @@ func New(cfg *rest.Config, o Options, log logr.Logger) (ctrl.Manager, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("adding readiness check: %w", err)
 	}
+	if o.Webhook.Enabled {
+		// All validators, whatever the families: the webhook configuration names them all.
+		if err := webhook.Setup(mgr); err != nil {
+			return nil, fmt.Errorf("setting up webhooks: %w", err)
+		}
+		// Not ready (no traffic from the webhook Service) until the server answers.
+		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+			return nil, fmt.Errorf("adding webhook readiness check: %w", err)
+		}
+	}
 	if o.Controllers.Has(FamilyMetal) {
 		if err := metal.Setup(context.Background(), mgr, o.Metal); err != nil {
 			return nil, fmt.Errorf("setting up metal controllers: %w", err)
@@ -182,7 +208,7 @@ func New(cfg *rest.Config, o Options, log logr.Logger) (ctrl.Manager, error) {
 	// State gauges (servers, claims, syncs, resources) on /metrics, from the leader's cache.
 	metrics.Register(metrics.Source{Reader: mgr.GetCache(), Elected: mgr.Elected(),
 		Metal: o.Controllers.Has(FamilyMetal), Delivery: o.Controllers.Has(FamilyDelivery), Logger: log.WithName("metrics")})
-	log.Info("manager configured", "controllers", o.Controllers.String(), "leaderElection", o.LeaderElect)
+	log.Info("manager configured", "controllers", o.Controllers.String(), "leaderElection", o.LeaderElect, "webhooks", o.Webhook.Enabled)
 	return mgr, nil
 }
 
