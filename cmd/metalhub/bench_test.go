@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -127,39 +130,62 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		reg := freePort(b)
+		reg, metricsPort, pprofPort := freePort(b), freePort(b), freePort(b)
 		mgr := &managerProcess{bin: bin, logPath: filepath.Join(b.TempDir(), "manager.log"), args: []string{
 			"--kubeconfig", env.Kubeconfig, "--controllers", "metal", "--zap-log-level", "error",
-			"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+			"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort), "--health-probe-bind-address", "0",
 			"--registry-bind-address", fmt.Sprintf("127.0.0.1:%d", reg), "--registry-url", fmt.Sprintf("http://127.0.0.1:%d", reg),
 			"--discovery-namespace", "default", "--kube-api-qps", "500", "--kube-api-burst", "1000", "--metal-concurrency", "32",
+			"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", pprofPort),
 			"--server-resync", serverResync.String(), "--bmc-resync", bmcResync.String(),
 		}}
 		writes0, serverWrites0 := apiserverWrites(b)
 		b.ResetTimer()
 		start = time.Now()
 		mgr.start(b)
+		cpu0 := sampleCPU(mgr.pid())
 		registerFleet(b, fleet, "bench")
+		b.Logf("%d BMCs and their secrets registered in %s", n, time.Since(start).Round(100*time.Millisecond))
 		deadline := time.Now().Add(10 * time.Minute)
 		available := 0
+		var lastProgress time.Time
 		for available < n {
 			if time.Now().After(deadline) {
 				b.Fatalf("%d/%d Available after 10m", available, n)
 			}
-			time.Sleep(500 * time.Millisecond)
+			// The poll shares the machine with what it measures: once a second, served from the
+			// API server's watch cache.
+			time.Sleep(time.Second)
 			list := &metalv1alpha1.ServerList{}
-			if err := env.Client.List(ctx, list); err != nil {
+			if err := env.Client.List(ctx, list, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}); err != nil {
 				b.Fatal(err)
 			}
 			available = 0
+			states := map[string]int{}
 			for _, s := range list.Items {
-				if s.Annotations[lifecycle.StateAnnotation] == string(metalv1alpha1.ServerStateAvailable) && s.Status.PowerState == metalv1alpha1.PowerStateOff {
+				st := s.Annotations[lifecycle.StateAnnotation]
+				if st == string(metalv1alpha1.ServerStateAvailable) && s.Status.PowerState != metalv1alpha1.PowerStateOff {
+					st += "/not-off"
+				}
+				states[st]++
+				if st == string(metalv1alpha1.ServerStateAvailable) {
 					available++
 				}
+			}
+			// The shape of the run over time tells which step is the bottleneck.
+			if testing.Verbose() && time.Since(lastProgress) >= 5*time.Second {
+				lastProgress = time.Now()
+				b.Logf("%5.1fs: %d servers %v queues %s", time.Since(start).Seconds(), len(list.Items), states, queueDepths(metricsPort))
 			}
 		}
 		wall := time.Since(start)
 		b.StopTimer()
+		cpu := sampleCPU(mgr.pid()).since(cpu0)
+		summary := managerSummary(metricsPort, n)
+		// METALHUB_BENCH_HEAP names a file for the manager's heap profile at this point.
+		if path := os.Getenv("METALHUB_BENCH_HEAP"); path != "" {
+			saveProfile(b, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", pprofPort), path)
+		}
 		writes1, serverWrites1 := apiserverWrites(b)
 
 		// Steady state: Redfish requests per server per minute once everything has settled.
@@ -186,9 +212,180 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		fmt.Printf("fleet of %d: all Available in %s; %.1f API writes per server (%.1f to the Server object); steady state %.2f Redfish requests per server per minute; manager peak RSS %.0f MiB; API server sequential write rate %.0f/s\n",
 			n, wall.Round(100*time.Millisecond), perServer, (serverWrites1-serverWrites0)/float64(n), float64(r1-r0)/float64(n)/steady.Minutes(), rss, seqRate)
 
+		fmt.Printf("manager to all Available: %s\n", summary)
+		fmt.Printf("CPU seconds to all Available (2 cores, %.0f s of wall time): %s\n", wall.Seconds(), cpu)
 		mgr.kill()
 		nb.Close()
 		_ = fleet.Close()
 		_ = env.Client.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace("default"))
+	}
+}
+
+// queueDepths reads the manager's workqueue depths, for the progress log.
+func queueDepths(port int) string {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	if fam := families["workqueue_depth"]; fam != nil {
+		for _, m := range fam.Metric {
+			if d := m.GetGauge().GetValue(); d > 0 {
+				out = append(out, fmt.Sprintf("%s=%.0f", labels(m)["name"], d))
+			}
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
+// cpuSeconds is a process's user+system CPU time so far (clock ticks of 1/100 s, as on Linux).
+func cpuSeconds(pid int) float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100
+}
+
+// childByName finds a direct child of this test process by command name (the control plane's
+// kube-apiserver and etcd), or 0.
+func childByName(name string) int {
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(raw)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		f := strings.Fields(s[end+2:])
+		if s[open+1:end] == name && len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
+			return pid
+		}
+	}
+	return 0
+}
+
+// cpuShares samples the CPU seconds of the processes that share the machine during a run.
+type cpuShares map[string]float64
+
+func sampleCPU(manager int) cpuShares {
+	return cpuShares{
+		"manager":        cpuSeconds(manager),
+		"kube-apiserver": cpuSeconds(childByName("kube-apiserver")),
+		"etcd":           cpuSeconds(childByName("etcd")),
+		"test+emulators": cpuSeconds(os.Getpid()),
+	}
+}
+
+func (c cpuShares) since(before cpuShares) string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []string
+	for _, k := range keys {
+		out = append(out, fmt.Sprintf("%s %.1fs", k, c[k]-before[k]))
+	}
+	return strings.Join(out, ", ")
+}
+
+// managerSummary condenses the manager's own metrics into one line: reconciles and mean pass
+// time per controller, and its Redfish requests with their mean latency.
+func managerSummary(port, servers int) string {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return err.Error()
+	}
+	passes := map[string]float64{}
+	if fam := families["controller_runtime_reconcile_total"]; fam != nil {
+		for _, m := range fam.Metric {
+			passes[labels(m)["controller"]] += m.GetCounter().GetValue()
+		}
+	}
+	var out []string
+	if fam := families["controller_runtime_reconcile_time_seconds"]; fam != nil {
+		for _, m := range fam.Metric {
+			c, h := labels(m)["controller"], m.GetHistogram()
+			if h.GetSampleCount() == 0 {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s %.0f passes (%.1f/server, mean %.0f ms)", c, passes[c], passes[c]/float64(servers),
+				1000*h.GetSampleSum()/float64(h.GetSampleCount())))
+		}
+	}
+	sort.Strings(out)
+	if fam := families["metalhub_bmc_request_duration_seconds"]; fam != nil {
+		var n, sum float64
+		for _, m := range fam.Metric {
+			n += float64(m.GetHistogram().GetSampleCount())
+			sum += m.GetHistogram().GetSampleSum()
+		}
+		if n > 0 {
+			out = append(out, fmt.Sprintf("Redfish %.1f requests/server (mean %.0f ms)", n/float64(servers), 1000*sum/n))
+		}
+	}
+	for _, name := range []string{"rest_client_request_duration_seconds", "rest_client_rate_limiter_duration_seconds"} {
+		fam := families[name]
+		if fam == nil {
+			continue
+		}
+		byVerb := map[string][2]float64{}
+		for _, m := range fam.Metric {
+			v := byVerb[labels(m)["verb"]]
+			v[0] += float64(m.GetHistogram().GetSampleCount())
+			v[1] += m.GetHistogram().GetSampleSum()
+			byVerb[labels(m)["verb"]] = v
+		}
+		var parts []string
+		for verb, v := range byVerb {
+			if v[0] > 0 {
+				parts = append(parts, fmt.Sprintf("%s %.0f x %.0f ms", verb, v[0], 1000*v[1]/v[0]))
+			}
+		}
+		sort.Strings(parts)
+		out = append(out, strings.TrimSuffix(strings.TrimPrefix(name, "rest_client_"), "_seconds")+": "+strings.Join(parts, ", "))
+	}
+	return strings.Join(out, "; ")
+}
+
+func saveProfile(b *testing.B, url, path string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		b.Logf("profile: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err == nil {
+		err = os.WriteFile(path, raw, 0o644)
+	}
+	if err != nil {
+		b.Logf("profile: %v", err)
 	}
 }

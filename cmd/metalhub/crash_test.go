@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -76,22 +77,50 @@ func (m *managerProcess) kill() {
 func registerFleet(t testing.TB, fleet *redfish.Emulator, prefix string) []string {
 	t.Helper()
 	ctx := context.Background()
-	var names []string
-	for i, b := range fleet.BMCs() {
-		user, pass := b.Credentials()
-		name := fmt.Sprintf("%s-%d", prefix, i)
-		port, _ := strconv.Atoi(b.URL()[strings.LastIndex(b.URL(), ":")+1:])
-		if err := env.Client.Create(ctx, &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: name},
-			StringData: map[string]string{"username": user, "password": pass}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := env.Client.Create(ctx, &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: metalv1alpha1.BMCSpec{
-			Access: &metalv1alpha1.InlineEndpoint{IP: "127.0.0.1"}, BMCSecretRef: corev1.LocalObjectReference{Name: name},
-			Protocol: metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: int32(port), Scheme: metalv1alpha1.HTTPScheme},
-		}}); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, metal.ServerName(name, b.SystemIDs()[0]))
+	// The registration is what a user's `kubectl apply` of the fleet does; it must not be the
+	// slow part of a timed run, so it is parallel and not throttled on the client side.
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bmcs := fleet.BMCs()
+	names := make([]string, len(bmcs))
+	errs := make(chan error, len(bmcs))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range work {
+				b := bmcs[i]
+				user, pass := b.Credentials()
+				name := fmt.Sprintf("%s-%d", prefix, i)
+				port, _ := strconv.Atoi(b.URL()[strings.LastIndex(b.URL(), ":")+1:])
+				if err := c.Create(ctx, &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: name},
+					StringData: map[string]string{"username": user, "password": pass}}); err != nil {
+					errs <- err
+					continue
+				}
+				if err := c.Create(ctx, &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: metalv1alpha1.BMCSpec{
+					Access: &metalv1alpha1.InlineEndpoint{IP: "127.0.0.1"}, BMCSecretRef: corev1.LocalObjectReference{Name: name},
+					Protocol: metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: int32(port), Scheme: metalv1alpha1.HTTPScheme},
+				}}); err != nil {
+					errs <- err
+					continue
+				}
+				names[i] = metal.ServerName(name, b.SystemIDs()[0])
+			}
+		})
+	}
+	for i := range bmcs {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 	return names
 }

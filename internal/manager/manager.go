@@ -43,8 +43,10 @@ const (
 
 // Options configure the manager. BindFlags documents each one.
 type Options struct {
-	MetricsAddr             string
-	HealthAddr              string
+	MetricsAddr string
+	HealthAddr  string
+	// PprofAddr serves net/http/pprof for profiling a running manager; off by default.
+	PprofAddr               string
 	LeaderElect             bool
 	LeaderElectionNamespace string
 	LeaderElectionID        string
@@ -120,6 +122,7 @@ func DefaultOptions() Options {
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "Address the /healthz and /readyz endpoints bind to.")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "", "Address a net/http/pprof endpoint binds to, for profiling; empty disables it.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so that only one of several replicas reconciles.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader election Lease; defaults to the pod's namespace in a cluster.")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader election Lease.")
@@ -154,6 +157,7 @@ func New(cfg *rest.Config, o Options, log logr.Logger) (ctrl.Manager, error) {
 		Logger:                  log,
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.HealthAddr,
+		PprofBindAddress:        o.PprofAddr,
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		LeaderElectionID:        o.LeaderElectionID,
