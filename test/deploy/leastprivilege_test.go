@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -41,6 +43,7 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/manager"
 	"github.com/metalhub/metalhub/internal/scheme"
+	"github.com/metalhub/metalhub/internal/webhook"
 )
 
 const serviceAccount = "metalhub-controller-manager"
@@ -81,6 +84,11 @@ func TestLeastPrivilege(t *testing.T) {
 	opts.Metal.BMCRequestTimeout = 2 * time.Second
 	opts.Metal.RetryAfter = 500 * time.Millisecond
 	opts.Delivery.Policy.AllowedKinds = []string{"ConfigMap", "Service", "Deployment.apps"}
+	// The admission webhooks too, as config/default runs them: their reads (the Endpoint MAC
+	// check lists Endpoints) are the ServiceAccount's.
+	opts.Webhook.Enabled, opts.Webhook.Host = true, "127.0.0.1"
+	opts.Webhook.Port, _ = strconv.Atoi(freeAddr(t)[len("127.0.0.1:"):])
+	opts.Webhook.CertDir = t.TempDir()
 	mgr, err := manager.New(cfg, opts, log)
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +126,8 @@ func TestLeastPrivilege(t *testing.T) {
 		return nil
 	})
 
+	admission(t, ctx, opts.Webhook)
+
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); metalLifecycle(t, ctx) }()
@@ -137,6 +147,37 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	if len(forbidden) > 0 {
 		t.Errorf("%d operator log lines say forbidden, e.g.:\n%s", len(forbidden), strings.Join(forbidden[:min(5, len(forbidden))], "\n"))
+	}
+}
+
+// admission registers the operator's webhooks with the API server (until the test ends: later
+// tests share the control plane) and has the Endpoint webhook refuse a duplicate MAC.
+func admission(t *testing.T, ctx context.Context, o webhook.Options) {
+	ca, err := os.ReadFile(filepath.Join(o.CertDir, webhook.CAFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := webhook.InstallLocal(ctx, env.Client, webhook.LocalURL(o), ca); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhook.LocalConfigurationName}})
+	})
+	if err := webhook.WaitActive(ctx, env.Client, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for i, mac := range []string{"52:54:00:1e:a5:70", "52-54-00-1E-A5-70"} {
+		ep := &metalv1alpha1.Endpoint{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("lp-endpoint-%d", i)}, Spec: metalv1alpha1.EndpointSpec{MACAddress: mac, IP: "192.0.2.10"}}
+		err := env.Client.Create(ctx, ep)
+		if i == 0 && err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ep) })
+		}
+		if i == 1 && (err == nil || !strings.Contains(err.Error(), `already used by Endpoint "lp-endpoint-0"`)) {
+			t.Fatalf("duplicate MAC: %v", err)
+		}
 	}
 }
 

@@ -15,10 +15,13 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
@@ -43,13 +46,16 @@ var metalOnlyValues = []string{
 	"metal.discoveryNamespace=metal-discovery",
 }
 
+// caBundle is the webhook CA bundle of testdata/no-certmanager.
+const caBundle = "Q0EgYnVuZGxl"
+
 // chartOnlyLabels are the labels helm conventions add and kustomize does not; they are the only
-// difference allowed between the two renderings (with the Namespace, which `helm install
-// --create-namespace` makes).
+// difference allowed between the two renderings.
 var chartOnlyLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by"}
 
-// The chart with its defaults renders exactly config/default, object by object; the chart with
-// metalOnlyValues renders exactly the overlay testdata/metal-only.
+// The chart with its defaults renders exactly config/default, object by object (Namespace,
+// webhooks and cert-manager objects included); with other values, exactly the overlay of
+// testdata/ that makes the same choice the way docs/install.md shows.
 func TestChartMatchesKustomize(t *testing.T) {
 	for _, tc := range []struct {
 		name, kustomization string
@@ -57,6 +63,8 @@ func TestChartMatchesKustomize(t *testing.T) {
 	}{
 		{"defaults", filepath.Join(root, "config", "default"), nil},
 		{"metal-only", filepath.Join("testdata", "metal-only"), metalOnlyValues},
+		{"no-webhooks", filepath.Join("testdata", "no-webhooks"), []string{"webhook.enabled=false"}},
+		{"no-certmanager", filepath.Join("testdata", "no-certmanager"), []string{"webhook.certManager.enabled=false", "webhook.caBundle=" + caBundle}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kust := decode(t, kustomize(t, tc.kustomization))
@@ -83,9 +91,6 @@ func compareRenderings(t *testing.T, kust, chart []*unstructured.Unstructured) {
 	for key, want := range k {
 		got, ok := c[key]
 		if !ok {
-			if want.GetKind() == "Namespace" && want.GetName() == namespace {
-				continue // helm install --create-namespace
-			}
 			t.Errorf("config/ renders %s, the chart does not", key)
 			continue
 		}
@@ -146,6 +151,35 @@ func TestChartFlagsExist(t *testing.T) {
 		if strings.Contains(o.GetName(), "delivery-apply") {
 			t.Errorf("metal only, but the chart renders %s %s", o.GetKind(), o.GetName())
 		}
+	}
+	// Webhooks on (the default): the flags, the port, the certificate volume and the objects;
+	// off: none of them.
+	objs = decode(t, helmTemplate(t))
+	args = managerArgs(t, objs)
+	for _, v := range []string{"--enable-webhooks", "--webhook-port=9443", "--webhook-cert-dir=/tmp/k8s-webhook-server/serving-certs"} {
+		if !contains(args, v) {
+			t.Errorf("webhooks on: args %q lack %s", args, v)
+		}
+	}
+	for _, kind := range []string{"ValidatingWebhookConfiguration", "Issuer", "Certificate", "Namespace"} {
+		if !hasKind(objs, kind) {
+			t.Errorf("defaults render no %s", kind)
+		}
+	}
+	objs = decode(t, helmTemplate(t, "webhook.enabled=false", "namespace.create=false"))
+	for _, a := range managerArgs(t, objs) {
+		if strings.Contains(a, "webhook") {
+			t.Errorf("webhooks off: flag %s", a)
+		}
+	}
+	for _, kind := range []string{"ValidatingWebhookConfiguration", "Issuer", "Certificate", "Namespace"} {
+		if hasKind(objs, kind) {
+			t.Errorf("webhook.enabled=false, namespace.create=false: the chart renders a %s", kind)
+		}
+	}
+	// Without cert-manager the CA bundle is required.
+	if out, err := helmTemplateErr("webhook.certManager.enabled=false"); err == nil || !strings.Contains(err.Error(), "webhook.caBundle") {
+		t.Errorf("webhook.certManager.enabled=false without caBundle: err %v\n%s", err, out)
 	}
 	// A family the binary does not have is refused at render time.
 	if out, err := helmTemplateErr("controllers={metal,bogus}"); err == nil {
@@ -276,6 +310,15 @@ func byKey(t *testing.T, objs []*unstructured.Unstructured) map[string]*unstruct
 	return m
 }
 
+func hasKind(objs []*unstructured.Unstructured, kind string) bool {
+	for _, o := range objs {
+		if o.GetKind() == kind {
+			return true
+		}
+	}
+	return false
+}
+
 func contains(list []string, s string) bool {
 	for _, v := range list {
 		if v == s {
@@ -322,6 +365,7 @@ func lineDiff(a, b string) string {
 // the cluster admin of the test control plane).
 func TestServerDryRun(t *testing.T) {
 	ensureNamespace(t, namespace)
+	installCertManagerStandIns(t)
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -329,6 +373,7 @@ func TestServerDryRun(t *testing.T) {
 		{"config/default", kustomize(t, filepath.Join(root, "config", "default"))},
 		{"chart", helmTemplate(t)},
 		{"chart metal-only", helmTemplate(t, metalOnlyValues...)},
+		{"chart no-certmanager", helmTemplate(t, "webhook.certManager.enabled=false", "webhook.caBundle="+caBundle)},
 		{"config/samples", kustomize(t, filepath.Join(root, "config", "samples"))},
 	} {
 		t.Run(strings.ReplaceAll(tc.name, "/", "-"), func(t *testing.T) {
@@ -355,6 +400,30 @@ func kubectlStdin(stdin []byte, args ...string) ([]byte, error) {
 		return out, fmt.Errorf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
 	}
 	return out, nil
+}
+
+// installCertManagerStandIns installs CRDs for cert-manager's Issuer and Certificate that accept
+// any content: this control plane has no cert-manager, and the dry run checks our objects, not
+// cert-manager's schema.
+func installCertManagerStandIns(t *testing.T) {
+	t.Helper()
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, kind := range []string{"Issuer", "Certificate"} {
+		plural := strings.ToLower(kind) + "s"
+		crds = append(crds, &apiextensionsv1.CustomResourceDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: plural + ".cert-manager.io"},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+				Group: "cert-manager.io", Scope: apiextensionsv1.NamespaceScoped,
+				Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: kind, ListKind: kind + "List", Plural: plural, Singular: strings.ToLower(kind)},
+				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+						Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
+			},
+		})
+	}
+	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{CRDs: crds}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func ensureNamespace(t *testing.T, name string) {
