@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -24,6 +26,7 @@ import (
 	"github.com/metalhub/metalhub/internal/controlplane"
 	"github.com/metalhub/metalhub/internal/manager"
 	"github.com/metalhub/metalhub/internal/scheme"
+	"github.com/metalhub/metalhub/internal/webhook"
 )
 
 // Options configure a dev run.
@@ -49,6 +52,10 @@ type Options struct {
 	RegistryAddress string
 	// Table prints the live table of servers and syncs.
 	Table bool
+	// WebhookPort is where the operator serves the admission webhooks to the local control
+	// plane (127.0.0.1 only). With Kubeconfig set the webhooks are off: another cluster's API
+	// server cannot reach this process.
+	WebhookPort int
 	// Manager configures the operator run in-process.
 	Manager manager.Options
 }
@@ -62,7 +69,7 @@ func DefaultOptions() Options {
 	return Options{
 		Servers: 8, BMCBasePort: 18000, PowerDelay: time.Second,
 		EmulatorControlAddress: "127.0.0.1:17999", InfrahubAddress: "127.0.0.1:8300", RegistryAddress: "127.0.0.1:8082",
-		Table: true, Manager: m,
+		Table: true, Manager: m, WebhookPort: webhook.DefaultPort,
 	}
 }
 
@@ -78,6 +85,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.InfrahubAddress, "infrahub-address", o.InfrahubAddress, "Address of the Infrahub emulator.")
 	fs.StringVar(&o.RegistryAddress, "registry-address", o.RegistryAddress, "Address of the discovery registry the emulated servers report to.")
 	fs.BoolVar(&o.Table, "table", o.Table, "Print a live table of servers and syncs.")
+	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port on 127.0.0.1 of the operator's admission webhooks, which the local control plane calls (off with --kubeconfig).")
 	fs.StringVar(&o.Manager.MetricsAddr, "metrics-bind-address", o.Manager.MetricsAddr, "Address of the operator's metrics endpoint; \"0\" disables it.")
 	fs.StringVar(&o.Manager.HealthAddr, "health-probe-bind-address", o.Manager.HealthAddr, "Address of the operator's /healthz and /readyz.")
 	fs.Var(&o.Manager.Controllers, "controllers", "Controller families to run: metal, delivery, or both.")
@@ -86,9 +94,17 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 // Run runs the dev environment until ctx is cancelled. ready, if not nil, is called with the
 // kubeconfig path once everything is registered and the operator is about to start.
 func Run(ctx context.Context, o Options, out io.Writer, log logr.Logger, ready func(kubeconfig string)) error {
-	cfg, kubeconfig, stop, err := cluster(o, out)
+	cfg, kubeconfig, dataDir, stop, err := cluster(o, out)
 	if err != nil {
 		return err
+	}
+	if o.Kubeconfig == "" {
+		// A self-signed CA and certificate, generated once into the data dir; the webhook
+		// configuration pointing at 127.0.0.1 is installed once the server answers.
+		o.Manager.Webhook = webhook.Options{Enabled: true, Host: "127.0.0.1", Port: o.WebhookPort,
+			CertDir: filepath.Join(dataDir, "webhook-certs")}
+	} else {
+		log.Info("admission webhooks off: the cluster's API server cannot call this process; CRD rules still apply")
 	}
 	defer stop()
 	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
@@ -96,6 +112,13 @@ func Run(ctx context.Context, o Options, out io.Writer, log logr.Logger, ready f
 		return fmt.Errorf("creating client: %w", err)
 	}
 
+	if o.Manager.Webhook.Enabled {
+		// A configuration left by an earlier run on this data dir would refuse the samples
+		// registered below until the operator serves again; it is installed anew once it does.
+		if err := webhook.UninstallLocal(ctx, c); err != nil {
+			return err
+		}
+	}
 	if !o.NoEmulators {
 		o.Manager.Metal.RegistryBindAddress = o.RegistryAddress
 		o.Manager.Metal.RegistryURL = "http://" + o.RegistryAddress
@@ -111,6 +134,11 @@ func Run(ctx context.Context, o Options, out io.Writer, log logr.Logger, ready f
 	mgr, err := manager.New(cfg, o.Manager, log)
 	if err != nil {
 		return err
+	}
+	if o.Manager.Webhook.Enabled {
+		if err := mgr.Add(localWebhooks{mgr: mgr, c: c, o: o.Manager.Webhook, log: log.WithName("webhook")}); err != nil {
+			return err
+		}
 	}
 
 	fmt.Fprintf(out, "\nmetalhub dev is up. In another shell:\n  export KUBECONFIG=%s\n", kubeconfig)
@@ -137,39 +165,40 @@ func Run(ctx context.Context, o Options, out io.Writer, log logr.Logger, ready f
 var assetsDir string
 
 // cluster starts a local control plane, or connects to the one o.Kubeconfig names and installs
-// the CRDs there. It returns a config, a kubeconfig path for users and a stop function.
-func cluster(o Options, out io.Writer) (*rest.Config, string, func(), error) {
+// the CRDs there. It returns a config, a kubeconfig path for users, the data directory (empty
+// for another cluster) and a stop function.
+func cluster(o Options, out io.Writer) (*rest.Config, string, string, func(), error) {
 	crds, err := crd.CRDs()
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", "", nil, err
 	}
 	if o.Kubeconfig != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("reading kubeconfig %s: %w", o.Kubeconfig, err)
+			return nil, "", "", nil, fmt.Errorf("reading kubeconfig %s: %w", o.Kubeconfig, err)
 		}
 		fmt.Fprintf(out, "installing %d CRDs into the cluster of %s\n", len(crds), o.Kubeconfig)
 		if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{CRDs: crds}); err != nil {
-			return nil, "", nil, fmt.Errorf("installing CRDs: %w", err)
+			return nil, "", "", nil, fmt.Errorf("installing CRDs: %w", err)
 		}
-		return cfg, o.Kubeconfig, func() {}, nil
+		return cfg, o.Kubeconfig, "", func() {}, nil
 	}
 
 	dataDir, cleanup := o.DataDir, func() {}
 	if dataDir == "" {
 		tmp, err := os.MkdirTemp("", "metalhub-dev-")
 		if err != nil {
-			return nil, "", nil, err
+			return nil, "", "", nil, err
 		}
 		dataDir, cleanup = tmp, func() { _ = os.RemoveAll(tmp) }
 	} else if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, "", nil, fmt.Errorf("creating data dir: %w", err)
+		return nil, "", "", nil, fmt.Errorf("creating data dir: %w", err)
 	}
 	fmt.Fprintf(out, "starting kube-apiserver and etcd (data in %s)\n", dataDir)
 	cp, err := controlplane.Start(controlplane.Options{DataDir: dataDir})
 	if err != nil {
 		cleanup()
-		return nil, "", nil, err
+		return nil, "", "", nil, err
 	}
 	assetsDir = cp.AssetsDir
 	stop := func() {
@@ -181,7 +210,42 @@ func cluster(o Options, out io.Writer) (*rest.Config, string, func(), error) {
 	kubeconfig := filepath.Join(dataDir, "kubeconfig")
 	if err := cp.WriteAdminKubeconfig(kubeconfig); err != nil {
 		stop()
-		return nil, "", nil, err
+		return nil, "", "", nil, err
 	}
-	return cp.Config, kubeconfig, stop, nil
+	return cp.Config, kubeconfig, dataDir, stop, nil
+}
+
+// localWebhooks registers the operator's webhooks with the local control plane once the
+// webhook server answers (a configuration left by an earlier run with --data-dir is updated).
+type localWebhooks struct {
+	mgr ctrl.Manager
+	c   client.Client
+	o   webhook.Options
+	log logr.Logger
+}
+
+// NeedLeaderElection is false: it must run even if leader election is turned on.
+func (localWebhooks) NeedLeaderElection() bool { return false }
+
+func (l localWebhooks) Start(ctx context.Context) error {
+	started := l.mgr.GetWebhookServer().StartedChecker()
+	for started(&http.Request{}) != nil {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	ca, err := os.ReadFile(filepath.Join(l.o.CertDir, webhook.CAFile))
+	if err != nil {
+		return fmt.Errorf("reading the webhook CA: %w", err)
+	}
+	if err := webhook.InstallLocal(ctx, l.c, webhook.LocalURL(l.o), ca); err != nil {
+		return err
+	}
+	if err := webhook.WaitActive(ctx, l.c, 30*time.Second); err != nil {
+		return err
+	}
+	l.log.Info("admission webhooks registered", "url", webhook.LocalURL(l.o))
+	return nil
 }

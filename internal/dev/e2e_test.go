@@ -9,10 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -78,6 +81,13 @@ func startDev(t *testing.T, bin, dataDir string, args []string) *devRun {
 	r := &devRun{cmd: cmd, exited: make(chan error, 1), control: control}
 	go func() { r.exited <- cmd.Wait(); log.Close() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(log.Name())
+			lines := strings.Split(string(b), "\n")
+			t.Logf("last lines of this metalhub dev run:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		}
+	})
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		if cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "kubeconfig")); err == nil {
@@ -177,7 +187,8 @@ func TestMakeRunEndToEnd(t *testing.T) {
 	dataDir := t.TempDir()
 	args := []string{"--servers", "8", "--bmc-base-port", fmt.Sprint(freeBase(t, 8)), "--power-delay", "300ms",
 		"--infrahub-address", freeAddr(t), "--registry-address", freeAddr(t),
-		"--metrics-bind-address", "0", "--health-probe-bind-address", freeAddr(t), "--table=false"}
+		"--metrics-bind-address", "0", "--health-probe-bind-address", freeAddr(t), "--table=false",
+		"--webhook-port", freeAddr(t)[len("127.0.0.1:"):]}
 	ctx := context.Background()
 
 	run := startDev(t, bin, dataDir, args)
@@ -197,6 +208,14 @@ func TestMakeRunEndToEnd(t *testing.T) {
 			return false, err.Error()
 		}
 		return s.Status.SyncState == infrahubv1alpha1.StateSucceeded, string(s.Status.SyncState) + " " + s.Status.LastError
+	})
+	// The admission webhooks are live: a claim with a selector no server could match is refused.
+	bad := &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bad-selector"},
+		Spec: metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn, Image: "img", ServerSelector: &metav1.LabelSelector{
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "rack", Operator: metav1.LabelSelectorOpIn}}}}}
+	run.wait(t, "webhooks refuse a bad selector", 30*time.Second, func() (bool, string) {
+		err := run.c.Create(ctx, bad.DeepCopy(), client.DryRunAll)
+		return apierrors.IsInvalid(err) && strings.Contains(err.Error(), "spec.serverSelector.matchExpressions[0].values"), fmt.Sprint(err)
 	})
 	kubectl := exec.Command(filepath.Join(assets, "kubectl"), "apply", "-f", "../../config/samples/dev/serverclaim.yaml")
 	kubectl.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(dataDir, "kubeconfig"))

@@ -75,6 +75,16 @@ func InstallLocal(ctx context.Context, c client.Client, baseURL string, caPEM []
 	return nil
 }
 
+// UninstallLocal deletes LocalConfiguration, if there is one: until the webhook server answers
+// again, the API server would refuse every write the webhooks check (they fail closed).
+func UninstallLocal(ctx context.Context, c client.Client) error {
+	err := c.Delete(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: LocalConfigurationName}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the webhook configuration: %w", err)
+	}
+	return nil
+}
+
 // WaitActive waits until the API server of c calls the webhooks and they answer: the API server
 // picks up a new webhook configuration a moment after it is written, and until then admits
 // everything. It sends a dry-run ServerClaim with a selector only the webhook refuses.

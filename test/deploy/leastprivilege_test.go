@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -160,9 +159,7 @@ func admission(t *testing.T, ctx context.Context, o webhook.Options) {
 	if err := webhook.InstallLocal(ctx, env.Client, webhook.LocalURL(o), ca); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = env.Client.Delete(context.Background(), &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhook.LocalConfigurationName}})
-	})
+	t.Cleanup(func() { _ = webhook.UninstallLocal(context.Background(), env.Client) })
 	if err := webhook.WaitActive(ctx, env.Client, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
