@@ -29,9 +29,11 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
-// apiserverWrites reads the API server's own request counter: writes (POST/PUT/PATCH/DELETE) in
-// total and to servers (including status).
-func apiserverWrites(b *testing.B) (total, servers float64) {
+// apiserverWriteBreakdown reads the API server's own request counter: writes
+// (POST/PUT/PATCH/DELETE) in total, to servers (including status), and by resource,
+// subresource and verb.
+func apiserverWriteBreakdown(b *testing.B) (total, servers float64, by map[string]float64) {
+	by = map[string]float64{}
 	b.Helper()
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
@@ -58,8 +60,33 @@ func apiserverWrites(b *testing.B) (total, servers float64) {
 		if l["resource"] == "servers" {
 			servers += m.GetCounter().GetValue()
 		}
+		key := l["resource"]
+		if l["subresource"] != "" {
+			key += "/" + l["subresource"]
+		}
+		by[key+" "+l["verb"]] += m.GetCounter().GetValue()
 	}
-	return total, servers
+	return total, servers, by
+}
+
+// perServer formats the difference of two breakdowns per server, largest first.
+func writesPerServer(before, after map[string]float64, n int) string {
+	type kv struct {
+		k string
+		v float64
+	}
+	var rows []kv
+	for k, v := range after {
+		if d := (v - before[k]) / float64(n); d >= 0.05 {
+			rows = append(rows, kv{k, d})
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].v > rows[j].v })
+	var out []string
+	for _, r := range rows {
+		out = append(out, fmt.Sprintf("%s %.1f", r.k, r.v))
+	}
+	return strings.Join(out, ", ")
 }
 
 func labels(m *dto.Metric) map[string]string {
@@ -139,24 +166,41 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 			"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", pprofPort),
 			"--server-resync", serverResync.String(), "--bmc-resync", bmcResync.String(),
 		}}
-		writes0, serverWrites0 := apiserverWrites(b)
+		writes0, serverWrites0, by0 := apiserverWriteBreakdown(b)
 		b.ResetTimer()
 		start = time.Now()
 		mgr.start(b)
 		cpu0 := sampleCPU(mgr.pid())
+		// METALHUB_BENCH_APISERVER_CPU names a file for 30 s of the API server's CPU profile
+		// taken from the start of the run, to see what the fleet costs it.
+		if path := os.Getenv("METALHUB_BENCH_APISERVER_CPU"); path != "" {
+			go func() {
+				cs := kubernetes.NewForConfigOrDie(env.Config)
+				raw, err := cs.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "30").Timeout(time.Minute).DoRaw(context.Background())
+				if err == nil {
+					err = os.WriteFile(path, raw, 0o644)
+				}
+				if err != nil {
+					b.Logf("apiserver profile: %v", err)
+				}
+			}()
+		}
 		registerFleet(b, fleet, "bench")
 		b.Logf("%d BMCs and their secrets registered in %s", n, time.Since(start).Round(100*time.Millisecond))
 		deadline := time.Now().Add(10 * time.Minute)
 		available := 0
 		var lastProgress time.Time
+		tookGoroutines := false
 		for available < n {
 			if time.Now().After(deadline) {
 				b.Fatalf("%d/%d Available after 10m", available, n)
 			}
-			// The poll shares the machine with what it measures: once a second, served from the
-			// API server's watch cache.
+			// The poll shares the machine with what it measures: once a second, metadata only
+			// (the state is an annotation), from the API server's watch cache; the power state
+			// is checked once all say Available.
 			time.Sleep(time.Second)
-			list := &metalv1alpha1.ServerList{}
+			list := &metav1.PartialObjectMetadataList{}
+			list.SetGroupVersionKind(metalv1alpha1.GroupVersion.WithKind("ServerList"))
 			if err := env.Client.List(ctx, list, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}); err != nil {
 				b.Fatal(err)
 			}
@@ -164,13 +208,27 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 			states := map[string]int{}
 			for _, s := range list.Items {
 				st := s.Annotations[lifecycle.StateAnnotation]
-				if st == string(metalv1alpha1.ServerStateAvailable) && s.Status.PowerState != metalv1alpha1.PowerStateOff {
-					st += "/not-off"
-				}
 				states[st]++
 				if st == string(metalv1alpha1.ServerStateAvailable) {
 					available++
 				}
+			}
+			if available == n {
+				full := &metalv1alpha1.ServerList{}
+				if err := env.Client.List(ctx, full); err != nil {
+					b.Fatal(err)
+				}
+				for _, s := range full.Items {
+					if s.Status.PowerState != metalv1alpha1.PowerStateOff {
+						available--
+					}
+				}
+			}
+			// METALHUB_BENCH_GOROUTINES names a file for the manager's goroutines 25 s into the
+			// run, to see what its workers wait on.
+			if path := os.Getenv("METALHUB_BENCH_GOROUTINES"); path != "" && !tookGoroutines && time.Since(start) > 25*time.Second {
+				tookGoroutines = true
+				saveProfile(b, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/goroutine?debug=1", pprofPort), path)
 			}
 			// The shape of the run over time tells which step is the bottleneck.
 			if testing.Verbose() && time.Since(lastProgress) >= 5*time.Second {
@@ -186,7 +244,7 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		if path := os.Getenv("METALHUB_BENCH_HEAP"); path != "" {
 			saveProfile(b, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", pprofPort), path)
 		}
-		writes1, serverWrites1 := apiserverWrites(b)
+		writes1, serverWrites1, by1 := apiserverWriteBreakdown(b)
 
 		// Steady state: Redfish requests per server per minute once everything has settled.
 		time.Sleep(10 * time.Second)
@@ -213,6 +271,7 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 			n, wall.Round(100*time.Millisecond), perServer, (serverWrites1-serverWrites0)/float64(n), float64(r1-r0)/float64(n)/steady.Minutes(), rss, seqRate)
 
 		fmt.Printf("manager to all Available: %s\n", summary)
+		fmt.Printf("API writes per server by resource and verb (the benchmark's own included): %s\n", writesPerServer(by0, by1, n))
 		fmt.Printf("CPU seconds to all Available (2 cores, %.0f s of wall time): %s\n", wall.Seconds(), cpu)
 		mgr.kill()
 		nb.Close()
@@ -340,6 +399,16 @@ func managerSummary(port, servers int) string {
 		}
 	}
 	sort.Strings(out)
+	for _, g := range []string{"go_goroutines", "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes"} {
+		if fam := families[g]; fam != nil && len(fam.Metric) > 0 {
+			v := fam.Metric[0].GetGauge().GetValue()
+			if strings.HasSuffix(g, "_bytes") {
+				out = append(out, fmt.Sprintf("%s %.0f MiB", strings.TrimPrefix(g, "go_memstats_"), v/(1<<20)))
+			} else {
+				out = append(out, fmt.Sprintf("%s %.0f", g, v))
+			}
+		}
+	}
 	if fam := families["metalhub_bmc_request_duration_seconds"]; fam != nil {
 		var n, sum float64
 		for _, m := range fam.Metric {

@@ -193,11 +193,13 @@ func newConn(base string, ep Endpoint, fp [32]byte, opts Options) (*conn, error)
 		DialContext:         dialer.DialContext,
 		TLSClientConfig:     tlsCfg,
 		TLSHandshakeTimeout: opts.RequestTimeout,
-		// One BMC per transport: keep as many idle connections as we may
-		// have in flight, never more.
-		MaxIdleConnsPerHost: opts.MaxConcurrentRequests,
+		// One BMC per transport. Bursts may use MaxConcurrentRequests connections, but only
+		// one is kept warm, and not for long: a fleet's steady state looks at a system every
+		// few minutes, and each idle connection holds buffers and two goroutines (~40 KiB), which
+		// across a thousand BMCs was most of the manager's memory.
+		MaxIdleConnsPerHost: 1,
 		MaxConnsPerHost:     opts.MaxConcurrentRequests,
-		IdleConnTimeout:     60 * time.Second,
+		IdleConnTimeout:     20 * time.Second,
 	}
 	c := &conn{
 		base:        base,
