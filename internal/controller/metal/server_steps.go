@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -223,8 +224,7 @@ func clearDiscovery(s *metalv1alpha1.Server, ns string) {
 // available keeps an unclaimed server off and clean, and hands it to a claim.
 func (r *ServerReconciler) available(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
 	if p.Obj.Spec.ServerClaimRef != nil {
-		ref := p.Obj.Spec.ServerClaimRef
-		return r.transition(ctx, p, metalv1alpha1.ServerStateReserved, "claimed by "+ref.Namespace+"/"+ref.Name, nil)
+		return r.reserve(bctx, ctx, p)
 	}
 	if sec, err := r.roundSecret(ctx, p); err != nil {
 		return lifecycle.Result{}, err
@@ -237,6 +237,34 @@ func (r *ServerReconciler) available(bctx, ctx context.Context, p *pass) (lifecy
 		return res, err
 	}
 	return lifecycle.Done(), nil
+}
+
+// reserve moves a claimed server to Reserved and, when the claim wants it on, powers it on and
+// records the action in the same write (as Initial does with its boot): a claim costs the
+// server one lifecycle write, not two. After a crash between the action and the write, the next
+// pass sees the box on or powering on and does not act again. A BMC refusing the action does not
+// hold the transition back: Reserved retries the power and reports the failure.
+func (r *ServerReconciler) reserve(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
+	ref := p.Obj.Spec.ServerClaimRef
+	claim, err := r.claim(ctx, p)
+	if err != nil {
+		return lifecycle.Result{}, err
+	}
+	rec := ""
+	if claim != nil && claim.DeletionTimestamp.IsZero() && claim.Spec.Power == metalv1alpha1.PowerOn {
+		issued, _, err := r.powerAction(bctx, p, metalv1alpha1.PowerOn, true)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Info("power on for the claim failed; Reserved retries it", "error", err.Error())
+		}
+		if issued {
+			rec = powerRecord{target: metalv1alpha1.PowerOn, at: r.Now()}.String()
+		}
+	}
+	return r.transition(ctx, p, metalv1alpha1.ServerStateReserved, "claimed by "+ref.Namespace+"/"+ref.Name, func(s *metalv1alpha1.Server) {
+		if rec != "" {
+			lifecycle.SetAnnotation(s, PowerAnnotation, rec)
+		}
+	})
 }
 
 // reserved follows the claim's power. When the claim is gone the box is powered off, and only
