@@ -70,6 +70,10 @@ func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&metalv1alpha1.Server{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(), mirrorDrifted()))).
 		Watches(&metalv1alpha1.ServerClaim{}, handler.EnqueueRequestsFromMapFunc(claimedServer)).
 		Watches(&metalv1alpha1.ServerMaintenance{}, handler.EnqueueRequestsFromMapFunc(maintainedServer)).
+		// A claimed server powers on once its boot configuration is Ready: the boot provider's
+		// status write is the one status change of another object we wait for.
+		Watches(&metalv1alpha1.ServerBootConfiguration{}, handler.EnqueueRequestsFromMapFunc(bootConfiguredServer),
+			builder.WithPredicates(bootStateChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
 		Complete(rec)
 }
@@ -98,6 +102,24 @@ func claimedServer(_ context.Context, o client.Object) []ctrl.Request {
 		return nil
 	}
 	return []ctrl.Request{{NamespacedName: client.ObjectKey{Name: c.Spec.ServerRef.Name}}}
+}
+
+func bootConfiguredServer(_ context.Context, o client.Object) []ctrl.Request {
+	b := o.(*metalv1alpha1.ServerBootConfiguration)
+	if b.Spec.ServerRef.Name == "" {
+		return nil
+	}
+	return []ctrl.Request{{NamespacedName: client.ObjectKey{Name: b.Spec.ServerRef.Name}}}
+}
+
+func bootStateChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, okO := e.ObjectOld.(*metalv1alpha1.ServerBootConfiguration)
+			n, okN := e.ObjectNew.(*metalv1alpha1.ServerBootConfiguration)
+			return okO && okN && o.Status.State != n.Status.State
+		},
+	}
 }
 
 func maintainedServer(_ context.Context, o client.Object) []ctrl.Request {

@@ -1,6 +1,7 @@
 package metal
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -251,7 +252,11 @@ func (r *ServerReconciler) reserve(bctx, ctx context.Context, p *pass) (lifecycl
 		return lifecycle.Result{}, err
 	}
 	rec := ""
-	if claim != nil && claim.DeletionTimestamp.IsZero() && claim.Spec.Power == metalv1alpha1.PowerOn {
+	ready, _, err := r.bootReady(ctx, p)
+	if err != nil {
+		return lifecycle.Result{}, err
+	}
+	if ready && claim != nil && claim.DeletionTimestamp.IsZero() && claim.Spec.Power == metalv1alpha1.PowerOn {
 		issued, _, err := r.powerAction(bctx, p, metalv1alpha1.PowerOn, true)
 		if err != nil {
 			ctrl.LoggerFrom(ctx).Info("power on for the claim failed; Reserved retries it", "error", err.Error())
@@ -276,6 +281,12 @@ func (r *ServerReconciler) reserved(bctx, ctx context.Context, p *pass) (lifecyc
 		return lifecycle.Result{}, err
 	}
 	if claim != nil && claim.DeletionTimestamp.IsZero() {
+		if claim.Spec.Power == metalv1alpha1.PowerOn && !reached(p.sys.PowerState, metalv1alpha1.PowerOn) {
+			if ready, why, err := r.bootReady(ctx, p); err != nil || !ready {
+				// The boot provider's Ready (watched) brings the next pass.
+				return lifecycle.RequeueAfter(r.Options.RetryAfter, why), err
+			}
+		}
 		if res, acted, err := r.converge(bctx, ctx, p, claim.Spec.Power, true); acted || err != nil {
 			return res, err
 		}
@@ -291,6 +302,28 @@ func (r *ServerReconciler) reserved(bctx, ctx context.Context, p *pass) (lifecyc
 		s.Spec.ServerClaimRef = nil
 		s.Spec.BootConfigurationRef = nil
 	})
+}
+
+// bootReady reports whether the boot configuration the server names (if any) is Ready: a box
+// powered on for its claim before its boot provider serves the image boots whatever is on its
+// disk. The reason says what it waits for.
+func (r *ServerReconciler) bootReady(ctx context.Context, p *pass) (bool, string, error) {
+	ref := p.Obj.Spec.BootConfigurationRef
+	if ref == nil || ref.Name == "" {
+		return true, "", nil
+	}
+	sbc := &metalv1alpha1.ServerBootConfiguration{}
+	if err := p.c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, sbc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, fmt.Sprintf("waiting for boot configuration %s/%s to exist", ref.Namespace, ref.Name), nil
+		}
+		return false, "", fmt.Errorf("reading boot configuration %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	if sbc.Status.State == metalv1alpha1.ServerBootConfigurationStateReady {
+		return true, "", nil
+	}
+	return false, fmt.Sprintf("waiting for boot configuration %s/%s to be Ready (%s)", ref.Namespace, ref.Name,
+		cmp.Or(string(sbc.Status.State), string(metalv1alpha1.ServerBootConfigurationStatePending))), nil
 }
 
 func (r *ServerReconciler) claim(ctx context.Context, p *pass) (*metalv1alpha1.ServerClaim, error) {

@@ -613,3 +613,41 @@ func TestBootConfigurationProvider(t *testing.T) {
 	}
 	wait("sbc-nosecret", metalv1alpha1.ServerBootConfigurationStateReady, ReasonBootConfigurationReady)
 }
+
+// A claimed server is powered on only once its boot configuration is Ready: before, its boot
+// provider serves nothing and the box would boot whatever is on its disk.
+func TestClaimPowerWaitsForBootConfiguration(t *testing.T) {
+	const ns = "default"
+	names, bmcs := availableServers(t, "bootwait", 1, func(int) map[string]string { return map[string]string{"pool": "bootwait"} })
+	// A boot configuration of the claim's name that is not the claim's (the claim reports the
+	// conflict) and not Ready: its ignition Secret is missing.
+	sbc := &metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bootwait"},
+		Spec: metalv1alpha1.ServerBootConfigurationSpec{ServerRef: corev1.LocalObjectReference{Name: names[0]}, Image: "img",
+			IgnitionSecretRef: &corev1.LocalObjectReference{Name: "bootwait-ignition"}}}
+	if err := env.Client.Create(ctx(), sbc); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx(), selectorClaim(ns, "bootwait", metalv1alpha1.PowerOn,
+		&metav1.LabelSelector{MatchLabels: map[string]string{"pool": "bootwait"}})); err != nil {
+		t.Fatal(err)
+	}
+	waitClaim(t, ns, "bootwait", "Bound/"+ReasonBootConfigurationConflict, 20*time.Second)
+	waitState(t, names[0], metalv1alpha1.ServerStateReserved, 10*time.Second)
+	time.Sleep(2 * time.Second) // what a wrong power-on would need to show
+	if p := systemPower(bmcs[0]); p != redfish.PowerOff {
+		t.Fatalf("server powered %s before its boot configuration was Ready", p)
+	}
+	if err := env.Client.Create(ctx(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bootwait-ignition"}}); err != nil {
+		t.Fatal(err)
+	}
+	// The boot provider's Ready reaches the server through its watch, long before the 15 s retry.
+	waitSystemPower(t, bmcs[0], redfish.PowerOn, 5*time.Second)
+	waitPower(t, names[0], metalv1alpha1.PowerStateOn, 10*time.Second)
+
+	if err := env.Client.Delete(ctx(), getClaim(ns, "bootwait")); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, names[0], metalv1alpha1.ServerStateAvailable, 20*time.Second)
+	waitClaimGone(t, ns, "bootwait", 20*time.Second)
+	_ = env.Client.Delete(ctx(), sbc)
+}
