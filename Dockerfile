@@ -18,6 +18,7 @@ RUN go mod download
 COPY api/ api/
 COPY cmd/ cmd/
 COPY config/crd/ config/crd/
+COPY config/webhook/ config/webhook/
 COPY internal/ internal/
 RUN go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/metalhub ./cmd/metalhub
 RUN go build -trimpath -ldflags "-s -w" -o /out/metalprobe ./cmd/metalprobe
