@@ -27,66 +27,23 @@ import (
 	"github.com/metalhub/metalhub/internal/emulator/netboot"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/testenv"
 )
 
-// apiserverWriteBreakdown reads the API server's own request counter: writes
-// (POST/PUT/PATCH/DELETE) in total, to servers (including status), and by resource,
-// subresource and verb.
-func apiserverWriteBreakdown(b *testing.B) (total, servers float64, by map[string]float64) {
-	by = map[string]float64{}
+// apiWrites reads the API server's write counters (testenv.Env.APIWrites).
+func apiWrites(b *testing.B) map[string]float64 {
 	b.Helper()
-	cs := kubernetes.NewForConfigOrDie(env.Config)
-	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	w, err := env.APIWrites()
 	if err != nil {
 		b.Fatal(err)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(string(raw)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	fam := families["apiserver_request_total"]
-	if fam == nil {
-		b.Fatal("no apiserver_request_total")
-	}
-	for _, m := range fam.Metric {
-		l := labels(m)
-		switch l["verb"] {
-		case "POST", "PUT", "PATCH", "DELETE", "APPLY", "CREATE", "UPDATE":
-		default:
-			continue
-		}
-		total += m.GetCounter().GetValue()
-		if l["resource"] == "servers" {
-			servers += m.GetCounter().GetValue()
-		}
-		key := l["resource"]
-		if l["subresource"] != "" {
-			key += "/" + l["subresource"]
-		}
-		by[key+" "+l["verb"]] += m.GetCounter().GetValue()
-	}
-	return total, servers, by
+	return w
 }
 
-// perServer formats the difference of two breakdowns per server, largest first.
-func writesPerServer(before, after map[string]float64, n int) string {
-	type kv struct {
-		k string
-		v float64
-	}
-	var rows []kv
-	for k, v := range after {
-		if d := (v - before[k]) / float64(n); d >= 0.05 {
-			rows = append(rows, kv{k, d})
-		}
-	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].v > rows[j].v })
-	var out []string
-	for _, r := range rows {
-		out = append(out, fmt.Sprintf("%s %.1f", r.k, r.v))
-	}
-	return strings.Join(out, ", ")
+// toServers keeps the writes to the Server object, status included.
+func toServers(key string) bool {
+	_, res, _ := strings.Cut(key, " ")
+	return res == "servers" || strings.HasPrefix(res, "servers/")
 }
 
 func labels(m *dto.Metric) map[string]string {
@@ -166,7 +123,7 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 			"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", pprofPort),
 			"--server-resync", serverResync.String(), "--bmc-resync", bmcResync.String(),
 		}}
-		writes0, serverWrites0, by0 := apiserverWriteBreakdown(b)
+		writes0 := apiWrites(b)
 		b.ResetTimer()
 		start = time.Now()
 		mgr.start(b)
@@ -244,7 +201,9 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		if path := os.Getenv("METALHUB_BENCH_HEAP"); path != "" {
 			saveProfile(b, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", pprofPort), path)
 		}
-		writes1, serverWrites1, by1 := apiserverWriteBreakdown(b)
+		writes1 := apiWrites(b)
+		all, breakdown := testenv.WritesPer(writes0, writes1, n, nil)
+		toServer, _ := testenv.WritesPer(writes0, writes1, n, toServers)
 
 		// Steady state: Redfish requests per server per minute once everything has settled.
 		time.Sleep(10 * time.Second)
@@ -260,18 +219,18 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		rss := peakRSSMiB(mgr.pid())
 
 		// The benchmark's own creates (a BMCSecret and a BMC per server) are not the operator's.
-		perServer := (writes1 - writes0 - float64(2*n)) / float64(n)
+		perServer := all - 2 // the benchmark's own BMCSecret and BMC
 		b.ReportMetric(wall.Seconds(), "s-to-all-available")
 		b.ReportMetric(perServer, "api-writes/server")
-		b.ReportMetric((serverWrites1-serverWrites0)/float64(n), "server-object-writes/server")
+		b.ReportMetric(toServer, "server-object-writes/server")
 		b.ReportMetric(float64(r1-r0)/float64(n)/steady.Minutes(), "redfish-req/server/min")
 		b.ReportMetric(rss, "manager-peak-MiB")
 		b.ReportMetric(seqRate, "apiserver-seq-writes/s")
 		fmt.Printf("fleet of %d: all Available in %s; %.1f API writes per server (%.1f to the Server object); steady state %.2f Redfish requests per server per minute; manager peak RSS %.0f MiB; API server sequential write rate %.0f/s\n",
-			n, wall.Round(100*time.Millisecond), perServer, (serverWrites1-serverWrites0)/float64(n), float64(r1-r0)/float64(n)/steady.Minutes(), rss, seqRate)
+			n, wall.Round(100*time.Millisecond), perServer, toServer, float64(r1-r0)/float64(n)/steady.Minutes(), rss, seqRate)
 
 		fmt.Printf("manager to all Available: %s\n", summary)
-		fmt.Printf("API writes per server by resource and verb (the benchmark's own included): %s\n", writesPerServer(by0, by1, n))
+		fmt.Printf("API writes per server by resource and verb (the benchmark's own included): %s\n", breakdown)
 		fmt.Printf("CPU seconds to all Available (2 cores, %.0f s of wall time): %s\n", wall.Seconds(), cpu)
 		mgr.kill()
 		nb.Close()

@@ -29,6 +29,7 @@ import (
 	"github.com/metalhub/metalhub/internal/emulator/netboot"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/testenv"
 )
 
 // managerProcess runs the metalhub binary with the metal family, restartable after a SIGKILL.
@@ -87,39 +88,25 @@ func registerFleet(t testing.TB, fleet *redfish.Emulator, prefix string) []strin
 	}
 	bmcs := fleet.BMCs()
 	names := make([]string, len(bmcs))
-	errs := make(chan error, len(bmcs))
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for i := range work {
-				b := bmcs[i]
-				user, pass := b.Credentials()
-				name := fmt.Sprintf("%s-%d", prefix, i)
-				port, _ := strconv.Atoi(b.URL()[strings.LastIndex(b.URL(), ":")+1:])
-				if err := c.Create(ctx, &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: name},
-					StringData: map[string]string{"username": user, "password": pass}}); err != nil {
-					errs <- err
-					continue
-				}
-				if err := c.Create(ctx, &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: metalv1alpha1.BMCSpec{
-					Access: &metalv1alpha1.InlineEndpoint{IP: "127.0.0.1"}, BMCSecretRef: corev1.LocalObjectReference{Name: name},
-					Protocol: metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: int32(port), Scheme: metalv1alpha1.HTTPScheme},
-				}}); err != nil {
-					errs <- err
-					continue
-				}
-				names[i] = metal.ServerName(name, b.SystemIDs()[0])
-			}
-		})
-	}
-	for i := range bmcs {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	err = testenv.Parallel(len(bmcs), 8, func(i int) error {
+		b := bmcs[i]
+		user, pass := b.Credentials()
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		port, _ := strconv.Atoi(b.URL()[strings.LastIndex(b.URL(), ":")+1:])
+		if err := c.Create(ctx, &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: name},
+			StringData: map[string]string{"username": user, "password": pass}}); err != nil {
+			return err
+		}
+		if err := c.Create(ctx, &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: metalv1alpha1.BMCSpec{
+			Access: &metalv1alpha1.InlineEndpoint{IP: "127.0.0.1"}, BMCSecretRef: corev1.LocalObjectReference{Name: name},
+			Protocol: metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: int32(port), Scheme: metalv1alpha1.HTTPScheme},
+		}}); err != nil {
+			return err
+		}
+		names[i] = metal.ServerName(name, b.SystemIDs()[0])
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return names

@@ -13,11 +13,8 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
@@ -31,9 +28,10 @@ import (
 // One control plane, one emulated fleet and one manager for the whole package: tests take their
 // own BMCs from the fleet so they do not see each other's servers.
 var (
-	env      *testenv.Env
-	fleet    *redfish.Emulator
-	writes   = &writeCounter{perPass: map[string]map[types.UID]int{}}
+	env   *testenv.Env
+	fleet *redfish.Emulator
+	// writes counts the manager's writes: the tests of "one write per pass" read it.
+	writes   = &testenv.WriteCounter{}
 	nextBMC  atomic.Int32
 	testOpts Options
 
@@ -68,17 +66,10 @@ func runSuite(m *testing.M) int {
 	testOpts.Concurrency = 20
 	testOpts.RegistryBindAddress = "0" // the stand-in below reports; the registry has its own tests
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:  scheme.New(),
-		Logger:  logr.Discard(),
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
-			c, err := client.New(cfg, o)
-			if err != nil {
-				return nil, err
-			}
-			writes.Client = c
-			return writes, nil
-		},
+		Scheme:    scheme.New(),
+		Logger:    logr.Discard(),
+		Metrics:   metricsserver.Options{BindAddress: "0"},
+		NewClient: writes.NewClient,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
@@ -126,75 +117,6 @@ func standInRegistry(ev redfish.BootEvent) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// writeCounter wraps the manager's client and counts writes per reconcile pass and object: the
-// test of "one write per pass" reads it.
-type writeCounter struct {
-	client.Client
-	mu         sync.Mutex
-	perPass    map[string]map[types.UID]int
-	violations []string
-	total      atomic.Int64
-}
-
-func (w *writeCounter) count(ctx context.Context, obj client.Object, what string) {
-	w.total.Add(1)
-	id := string(controller.ReconcileIDFromContext(ctx))
-	if id == "" || obj.GetUID() == "" {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	m := w.perPass[id]
-	if m == nil {
-		m = map[types.UID]int{}
-		w.perPass[id] = m
-	}
-	m[obj.GetUID()]++
-	if m[obj.GetUID()] > 1 {
-		w.violations = append(w.violations, fmt.Sprintf("%T %s: %s was write %d of pass %s", obj, obj.GetName(), what, m[obj.GetUID()], id))
-	}
-}
-
-func (w *writeCounter) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	w.count(ctx, obj, "update")
-	return w.Client.Update(ctx, obj, opts...)
-}
-
-func (w *writeCounter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	w.count(ctx, obj, "patch")
-	return w.Client.Patch(ctx, obj, patch, opts...)
-}
-
-func (w *writeCounter) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	w.count(ctx, obj, "delete")
-	return w.Client.Delete(ctx, obj, opts...)
-}
-
-func (w *writeCounter) Status() client.SubResourceWriter {
-	return &statusCounter{SubResourceWriter: w.Client.Status(), w: w}
-}
-
-type statusCounter struct {
-	client.SubResourceWriter
-	w *writeCounter
-}
-
-func (s *statusCounter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	s.w.count(ctx, obj, "status update")
-	return s.SubResourceWriter.Update(ctx, obj, opts...)
-}
-
-func (s *statusCounter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	s.w.count(ctx, obj, "status patch")
-	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
-}
-
-func (w *writeCounter) Violations() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]string(nil), w.violations...)
 }
 
 // ---- helpers ---------------------------------------------------------------------------------

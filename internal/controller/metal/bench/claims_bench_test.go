@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -21,7 +20,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -126,71 +124,12 @@ func (s ctrlSink) WithValues(kv ...any) logr.LogSink {
 	return s
 }
 
-// writes counts API writes of the manager's client per controller.
-type writes struct {
-	client.Client
-	mu     sync.Mutex
-	counts map[string]int
-	nanos  atomic.Int64 // time spent in writes
-}
-
-func (w *writes) count(ctx context.Context, began time.Time) {
-	w.nanos.Add(int64(time.Since(began)))
-	name := "(outside a reconcile)"
+// writerOf names the controller a write was made for, from the reconcile's logger (ctrlSink).
+func writerOf(ctx context.Context) string {
 	if s, ok := logr.FromContextOrDiscard(ctx).GetSink().(ctrlSink); ok && s.controller != "" {
-		name = s.controller
+		return s.controller
 	}
-	w.mu.Lock()
-	w.counts[name]++
-	w.mu.Unlock()
-}
-
-func (w *writes) reset() map[string]int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	old := w.counts
-	w.counts = map[string]int{}
-	w.nanos.Store(0)
-	return old
-}
-
-func (w *writes) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	defer w.count(ctx, time.Now())
-	return w.Client.Create(ctx, obj, opts...)
-}
-
-func (w *writes) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	defer w.count(ctx, time.Now())
-	return w.Client.Update(ctx, obj, opts...)
-}
-
-func (w *writes) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	defer w.count(ctx, time.Now())
-	return w.Client.Patch(ctx, obj, patch, opts...)
-}
-
-func (w *writes) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	defer w.count(ctx, time.Now())
-	return w.Client.Delete(ctx, obj, opts...)
-}
-
-func (w *writes) Status() client.SubResourceWriter {
-	return &statusWrites{SubResourceWriter: w.Client.Status(), w: w}
-}
-
-type statusWrites struct {
-	client.SubResourceWriter
-	w *writes
-}
-
-func (s *statusWrites) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	defer s.w.count(ctx, time.Now())
-	return s.SubResourceWriter.Update(ctx, obj, opts...)
-}
-
-func (s *statusWrites) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	defer s.w.count(ctx, time.Now())
-	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+	return "(outside a reconcile)"
 }
 
 func cpuSeconds() float64 {
@@ -199,33 +138,6 @@ func cpuSeconds() float64 {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-}
-
-// parallelDo runs f(0..n-1) on w workers.
-func parallelDo(n, w int, f func(i int) error) error {
-	var next atomic.Int64
-	var first atomic.Value
-	var wg sync.WaitGroup
-	for range w {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if err := f(i); err != nil {
-					first.CompareAndSwap(nil, err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if err, ok := first.Load().(error); ok {
-		return err
-	}
-	return nil
 }
 
 // BenchmarkClaims binds servers/2 claims (no selector: any server) against a fleet of Available
@@ -264,21 +176,14 @@ func runClaims(b *testing.B, servers, claims int) {
 	defer func() { _ = env.Stop() }()
 	fleet := startEmulator(b, servers)
 
-	counter := &writes{counts: map[string]int{}}
+	counter := &testenv.WriteCounter{Controller: writerOf}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:  scheme.New(),
 		Logger:  logr.New(ctrlSink{}),
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		// One manager per fleet size in this process: the controllers' names repeat.
 		Controller: config.Controller{SkipNameValidation: new(true)},
-		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
-			c, err := client.New(cfg, o)
-			if err != nil {
-				return nil, err
-			}
-			counter.Client = c
-			return counter, nil
-		},
+		NewClient:  counter.NewClient,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -324,12 +229,12 @@ func runClaims(b *testing.B, servers, claims int) {
 		b.Fatal(err)
 	}
 	tl := newTimeline(b, ctx, cache, ns)
-	req0 := apiserverRequests(b, env.Config)
-	counter.reset()
+	req0 := apiWrites(b, env)
+	counter.Reset()
 	cpu0 := cpuSeconds()
 	b.StartTimer()
 	start := time.Now()
-	if err := parallelDo(claims, 32, func(i int) error {
+	if err := testenv.Parallel(claims, 32, func(i int) error {
 		return env.Client.Create(ctx, &metalv1alpha1.ServerClaim{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("claim-%04d", i)},
 			Spec:       metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn, Image: "os-image:latest"},
@@ -369,9 +274,8 @@ func runClaims(b *testing.B, servers, claims int) {
 	toOn := time.Since(start)
 	b.StopTimer()
 	cpu := cpuSeconds() - cpu0
-	req1 := apiserverRequests(b, env.Config)
-	writeTime := time.Duration(counter.nanos.Load())
-	counts := counter.reset()
+	req1 := apiWrites(b, env)
+	counts, writeTime := counter.Reset()
 
 	total, family := 0, 0
 	var names []string
@@ -401,66 +305,18 @@ func runClaims(b *testing.B, servers, claims int) {
 		strings.Join(breakdown, ", "), perClaim(float64(family)), perClaim(float64(total)))
 	b.Logf("CPU %.2f s in all, %.4f s per claim; %d writes, %s on average", cpu, perClaim(cpu), total, (writeTime / time.Duration(max(total, 1))).Round(100*time.Microsecond))
 	tl.report(b, start)
-	reportRequests(b, req0, req1, claims)
+	// The controllers share the API server's throughput, which bounds the timings here.
+	all, breakdownAPI := testenv.WritesPer(req0, req1, claims, nil)
+	b.Logf("apiserver writes per claim (all clients, events included): %.2f = %s", all, breakdownAPI)
 }
 
-// apiserverRequests reads kube-apiserver's request counters, by verb and resource.
-func apiserverRequests(b *testing.B, cfg *rest.Config) map[string]float64 {
+func apiWrites(b *testing.B, env *testenv.Env) map[string]float64 {
 	b.Helper()
-	hc, err := rest.HTTPClientFor(cfg)
+	w, err := env.APIWrites()
 	if err != nil {
 		b.Fatal(err)
 	}
-	resp, err := hc.Get(strings.TrimSuffix(cfg.Host, "/") + "/metrics")
-	if err != nil {
-		b.Logf("reading apiserver metrics: %v", err)
-		return nil
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	out := map[string]float64{}
-	label := func(line, key string) string {
-		_, rest, ok := strings.Cut(line, key+`="`)
-		if !ok {
-			return ""
-		}
-		v, _, _ := strings.Cut(rest, `"`)
-		return v
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		verb, res, sub := label(line, "verb"), label(line, "resource"), label(line, "subresource")
-		if sub != "" {
-			res += "/" + sub
-		}
-		var n float64
-		if i := strings.LastIndexByte(line, ' '); i > 0 {
-			n, _ = strconv.ParseFloat(line[i+1:], 64)
-		}
-		out[verb+" "+res] += n
-	}
-	return out
-}
-
-// reportRequests logs what kube-apiserver served during the measurement, per claim: the
-// controllers share its throughput, which bounds the timings on a small machine.
-func reportRequests(b *testing.B, before, after map[string]float64, claims int) {
-	var keys []string
-	total := 0.0
-	for k, v := range after {
-		if d := v - before[k]; d > 0 && !strings.HasPrefix(k, "WATCH") && !strings.HasPrefix(k, "GET") && !strings.HasPrefix(k, "LIST") {
-			keys = append(keys, k)
-			total += d
-		}
-	}
-	sort.Slice(keys, func(i, j int) bool { return after[keys[i]]-before[keys[i]] > after[keys[j]]-before[keys[j]] })
-	var parts []string
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s %.2f", k, (after[k]-before[k])/float64(claims)))
-	}
-	b.Logf("apiserver writes per claim (all clients, events included): %.2f = %s", total/float64(claims), strings.Join(parts, ", "))
+	return w
 }
 
 // timeline records, from the manager's informers, when each claim reached each step of its
@@ -545,7 +401,7 @@ func createFleet(b *testing.B, c client.Client, fleet []system) {
 		StringData: map[string]string{metalv1alpha1.BMCSecretUsernameKey: user, metalv1alpha1.BMCSecretPasswordKey: pass}}); err != nil {
 		b.Fatal(err)
 	}
-	if err := parallelDo(len(fleet), 32, func(i int) error {
+	if err := testenv.Parallel(len(fleet), 32, func(i int) error {
 		sys := fleet[i]
 		u, err := url.Parse(sys.URL)
 		if err != nil {

@@ -1,0 +1,224 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+)
+
+// WriteCounter wraps a manager's client (install it with NewClient) and counts its writes:
+// per reconcile pass and object, where a second write of one object in one pass is a breach
+// of the lifecycle discipline (Violations); per controller, when Controller names them; and
+// the time they took.
+type WriteCounter struct {
+	client.Client
+	// Controller names the controller a write is made for; nil counts every write under "".
+	Controller func(context.Context) string
+
+	mu           sync.Mutex
+	perPass      map[string]map[types.UID]int
+	byController map[string]int
+	violations   []string
+	nanos        atomic.Int64
+}
+
+// NewClient is a manager's Options.NewClient that installs the counter.
+func (w *WriteCounter) NewClient(cfg *rest.Config, o client.Options) (client.Client, error) {
+	c, err := client.New(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	w.Client = c
+	return w, nil
+}
+
+// count records one write of obj; uid is the object's before the call (none for a create).
+func (w *WriteCounter) count(ctx context.Context, obj client.Object, uid types.UID, what string, began time.Time) {
+	w.nanos.Add(int64(time.Since(began)))
+	name := ""
+	if w.Controller != nil {
+		name = w.Controller(ctx)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.byController == nil {
+		w.byController, w.perPass = map[string]int{}, map[string]map[types.UID]int{}
+	}
+	w.byController[name]++
+	id := string(controller.ReconcileIDFromContext(ctx))
+	if id == "" || uid == "" {
+		return
+	}
+	m := w.perPass[id]
+	if m == nil {
+		m = map[types.UID]int{}
+		w.perPass[id] = m
+	}
+	m[uid]++
+	if m[uid] > 1 {
+		w.violations = append(w.violations, fmt.Sprintf("%T %s: %s was write %d of pass %s", obj, obj.GetName(), what, m[uid], id))
+	}
+}
+
+// Violations lists the passes that wrote one object more than once.
+func (w *WriteCounter) Violations() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.violations...)
+}
+
+// Reset returns the writes per controller and the time spent in writes since the last Reset,
+// and starts counting anew.
+func (w *WriteCounter) Reset() (map[string]int, time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.byController
+	w.byController, w.perPass = map[string]int{}, map[string]map[types.UID]int{}
+	return out, time.Duration(w.nanos.Swap(0))
+}
+
+// Create counts a create: an object without a UID yet, never a second write of a pass.
+func (w *WriteCounter) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	defer w.count(ctx, obj, "", "create", time.Now())
+	return w.Client.Create(ctx, obj, opts...)
+}
+
+func (w *WriteCounter) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	defer w.count(ctx, obj, obj.GetUID(), "update", time.Now())
+	return w.Client.Update(ctx, obj, opts...)
+}
+
+func (w *WriteCounter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	defer w.count(ctx, obj, obj.GetUID(), "patch", time.Now())
+	return w.Client.Patch(ctx, obj, patch, opts...)
+}
+
+func (w *WriteCounter) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	defer w.count(ctx, obj, obj.GetUID(), "delete", time.Now())
+	return w.Client.Delete(ctx, obj, opts...)
+}
+
+func (w *WriteCounter) Status() client.SubResourceWriter {
+	return &statusCounter{SubResourceWriter: w.Client.Status(), w: w}
+}
+
+type statusCounter struct {
+	client.SubResourceWriter
+	w *WriteCounter
+}
+
+func (s *statusCounter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	defer s.w.count(ctx, obj, obj.GetUID(), "status update", time.Now())
+	return s.SubResourceWriter.Update(ctx, obj, opts...)
+}
+
+func (s *statusCounter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	defer s.w.count(ctx, obj, obj.GetUID(), "status patch", time.Now())
+	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+}
+
+// APIWrites reads the API server's own request counter: writes (every client's) by "VERB
+// resource[/subresource]", e.g. "PATCH servers" or "PUT servers/status".
+func (e *Env) APIWrites() (map[string]float64, error) {
+	hc, err := rest.HTTPClientFor(e.Config)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Get(strings.TrimSuffix(e.Config.Host, "/") + "/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(string(raw)))
+	if err != nil {
+		return nil, fmt.Errorf("parsing the API server's metrics: %w", err)
+	}
+	out := map[string]float64{}
+	if fam := families["apiserver_request_total"]; fam != nil {
+		for _, m := range fam.Metric {
+			l := map[string]string{}
+			for _, p := range m.Label {
+				l[p.GetName()] = p.GetValue()
+			}
+			switch l["verb"] {
+			case "POST", "PUT", "PATCH", "DELETE", "APPLY", "CREATE", "UPDATE", "DELETECOLLECTION":
+			default:
+				continue
+			}
+			key := l["verb"] + " " + l["resource"]
+			if l["subresource"] != "" {
+				key += "/" + l["subresource"]
+			}
+			out[key] += m.GetCounter().GetValue()
+		}
+	}
+	return out, nil
+}
+
+// WritesPer sums the writes between two APIWrites readings matching keep (nil: all) and divides
+// by n; breakdown lists them largest first, e.g. "POST events 7.0, PATCH servers 3.0".
+func WritesPer(before, after map[string]float64, n int, keep func(key string) bool) (total float64, breakdown string) {
+	type row struct {
+		key string
+		v   float64
+	}
+	var rows []row
+	for k, v := range after {
+		d := (v - before[k]) / float64(n)
+		if d <= 0 || (keep != nil && !keep(k)) {
+			continue
+		}
+		total += d
+		rows = append(rows, row{k, d})
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		return rows[i].v > rows[j].v || rows[i].v == rows[j].v && rows[i].key < rows[j].key
+	})
+	parts := make([]string, 0, len(rows))
+	for _, r := range rows {
+		parts = append(parts, fmt.Sprintf("%s %.2f", r.key, r.v))
+	}
+	return total, strings.Join(parts, ", ")
+}
+
+// Parallel runs f(0..n-1) on workers goroutines and returns the first error.
+func Parallel(n, workers int, f func(i int) error) error {
+	var next atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := f(i); err != nil {
+					first.CompareAndSwap(nil, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, ok := first.Load().(error); ok {
+		return err
+	}
+	return nil
+}
