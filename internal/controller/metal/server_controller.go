@@ -31,9 +31,6 @@ import (
 // ServerFinalizer keeps a Server until it is powered off and its boot configurations are gone.
 const ServerFinalizer = "metal.ironcore.dev/server"
 
-// requeueSoon continues a lifecycle after a status-only write, which brings no event by design.
-const requeueSoon = 10 * time.Millisecond
-
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servers,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servers/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servers/finalizers,verbs=update
@@ -189,13 +186,13 @@ func (r *ServerReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metal
 	res, err := r.step(bctx, ctx, p)
 	if err != nil {
 		// A step that keeps failing must not keep status from being rebuilt.
-		_, _, _ = r.observe(bctx, ctx, p)
+		_ = r.observe(bctx, ctx, p)
 		return res, err
 	}
 	if res.IsWrote() {
 		return res, nil
 	}
-	if _, _, err := r.observe(bctx, ctx, p); err != nil {
+	if err := r.observe(bctx, ctx, p); err != nil {
 		return lifecycle.Result{}, err
 	}
 	return res, nil
@@ -300,13 +297,15 @@ func previousState(s *metalv1alpha1.Server) metalv1alpha1.ServerState {
 }
 
 // observe rebuilds status from the durable state and the BMC: the state mirror, power, the
-// Ready condition and, when missing (new server, wiped status), the Redfish inventory.
-func (r *ServerReconciler) observe(bctx, ctx context.Context, p *pass) (lifecycle.Result, bool, error) {
+// Ready condition and, when missing (new server, wiped status), the Redfish inventory. It runs
+// after the pass's step, which did not write the Server; a status write brings no event, and
+// the step's own result already says when to look again.
+func (r *ServerReconciler) observe(bctx, ctx context.Context, p *pass) error {
 	s := p.Obj
 	if p.state == metalv1alpha1.ServerStateInitial && s.Status.State == "" {
 		// A new server leaves Initial within a pass or two: its first status write waits for
 		// Discovery and carries the inventory then, one write instead of two.
-		return lifecycle.Result{}, false, nil
+		return nil
 	}
 	st := s.Status.DeepCopy()
 	st.State = p.state
@@ -315,25 +314,24 @@ func (r *ServerReconciler) observe(bctx, ctx context.Context, p *pass) (lifecycl
 	if st.Manufacturer == "" || len(st.Processors) == 0 {
 		inv, err := p.conn.Inventory(bctx, p.sysID)
 		if err != nil {
-			return lifecycle.Result{}, true, fmt.Errorf("reading inventory: %w", err)
+			return fmt.Errorf("reading inventory: %w", err)
 		}
 		applyInventory(st, inv)
 	}
 	if equality.Semantic.DeepEqual(*st, s.Status) {
-		return lifecycle.Result{}, false, nil
+		return nil
 	}
 	if rec, ok := parsePowerRecord(s.Annotations[PowerAnnotation]); ok && r.inFlight(p, rec.target) &&
 		!reached(p.sys.PowerState, rec.target) && onlyStateAndPower(*st, s.Status) {
 		// Our power action is on its way: report state and power once the box gets there (or
 		// the action times out), one write instead of one per step. The handler waits for it.
-		return lifecycle.Result{}, false, nil
+		return nil
 	}
 	s.Status = *st
 	if err := p.c.Status().Update(ctx, s); err != nil {
-		return lifecycle.Result{}, true, fmt.Errorf("writing server status: %w", err)
+		return fmt.Errorf("writing server status: %w", err)
 	}
-	// A status write brings no event by design; continue the lifecycle with a short requeue.
-	return lifecycle.RequeueAfter(requeueSoon, "observed"), true, nil
+	return nil
 }
 
 // onlyStateAndPower reports whether two statuses differ in nothing but the state mirror and
