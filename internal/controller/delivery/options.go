@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/infrahub"
 )
 
@@ -34,6 +35,8 @@ type Options struct {
 	ResourceConcurrency int
 	// DownloadConcurrency is how many artifacts one sync pass downloads at once.
 	DownloadConcurrency int
+	// Events, if set, records the family's events; setup otherwise starts a provider of its own.
+	Events *eventsink.Provider
 }
 
 // DefaultOptions are the reference's defaults, with timeouts it lacked (defect 8) and a policy

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/infrahub"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -65,7 +66,14 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		return nil, err
 	}
 	log := mgr.GetLogger().WithName("delivery")
-	rec := mgr.GetEventRecorder("metalhub-delivery")
+	if o.Events == nil {
+		ev, err := eventsink.New(mgr, eventsink.Options{})
+		if err != nil {
+			return nil, err
+		}
+		o.Events = ev
+	}
+	rec := o.Events.Recorder("metalhub-delivery")
 
 	// Secrets and the settings ConfigMap come from caches of our own that hold only what
 	// carries our labels: the manager's cache would hold every Secret of the cluster.

@@ -95,19 +95,19 @@ func setupClaims(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	co := o.Claims.withDefaults()
 	if err := (&ServerClaimReconciler{
-		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("serverclaim-controller"),
+		Client: mgr.GetClient(), Recorder: o.Events.Recorder("serverclaim-controller"),
 		Options: co, Concurrency: cmp.Or(co.Concurrency, o.Concurrency), RetryAfter: o.RetryAfter,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("serverclaim controller: %w", err)
 	}
 	if err := (&ServerBootConfigurationReconciler{
-		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("serverbootconfiguration-controller"),
+		Client: mgr.GetClient(), Recorder: o.Events.Recorder("serverbootconfiguration-controller"),
 		External: co.ExternalBootProvider, Concurrency: o.Concurrency,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("serverbootconfiguration controller: %w", err)
 	}
 	if err := (&ServerMaintenanceReconciler{
-		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("servermaintenance-controller"),
+		Client: mgr.GetClient(), Recorder: o.Events.Recorder("servermaintenance-controller"),
 		Concurrency: o.Concurrency, RetryAfter: o.RetryAfter,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("servermaintenance controller: %w", err)

@@ -15,6 +15,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/discovery"
+	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/registry"
 )
 
@@ -68,6 +69,8 @@ type Options struct {
 	Pool *bmc.Pool
 	// Claims configure the claim, boot configuration and maintenance controllers (claims.go).
 	Claims ClaimOptions
+	// Events, if set, records the family's events; Setup otherwise starts a provider of its own.
+	Events *eventsink.Provider
 }
 
 // DefaultOptions are the settings for a real fleet.
@@ -148,6 +151,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 			return fmt.Errorf("discovery registry: %w", err)
 		}
 	}
+	if o.Events == nil {
+		ev, err := eventsink.New(mgr, eventsink.Options{})
+		if err != nil {
+			return err
+		}
+		o.Events = ev
+	}
 	pool := o.Pool
 	if pool == nil {
 		pool = bmc.NewPool(bmc.Options{
@@ -161,13 +171,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		}
 	}
 	if err := (&BMCReconciler{
-		Client: mgr.GetClient(), Pool: pool, Recorder: mgr.GetEventRecorder("bmc-controller"),
+		Client: mgr.GetClient(), Pool: pool, Recorder: o.Events.Recorder("bmc-controller"),
 		Resync: o.BMCResync, RetryAfter: o.RetryAfter,
 	}).SetupWithManager(mgr, o.Concurrency); err != nil {
 		return fmt.Errorf("bmc controller: %w", err)
 	}
 	if err := (&ServerReconciler{
-		Client: mgr.GetClient(), Pool: pool, Recorder: mgr.GetEventRecorder("server-controller"), Options: o,
+		Client: mgr.GetClient(), Pool: pool, Recorder: o.Events.Recorder("server-controller"), Options: o,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("server controller: %w", err)
 	}
