@@ -22,8 +22,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/metalhub/metalhub/internal/apilimit"
 	"github.com/metalhub/metalhub/internal/controller/delivery"
 	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/metrics"
 	"github.com/metalhub/metalhub/internal/scheme"
 	"github.com/metalhub/metalhub/internal/webhook"
@@ -61,6 +63,10 @@ type Options struct {
 	// default (20/30) throttles a fleet of a thousand servers to minutes.
 	KubeAPIQPS   float64
 	KubeAPIBurst int
+	// KubeAPIWritesInFlight bounds the manager's writes in flight (see internal/apilimit).
+	KubeAPIWritesInFlight int
+	// Events bound the event writes, which both families share (see internal/eventsink).
+	Events eventsink.Options
 
 	Metal    metal.Options
 	Delivery delivery.Options
@@ -104,18 +110,20 @@ func (f Families) Has(family string) bool { return slices.Contains(f, family) }
 // DefaultOptions runs both families with probes on :8081 and metrics on :8080.
 func DefaultOptions() Options {
 	return Options{
-		MetricsAddr:      ":8080",
-		HealthAddr:       ":8081",
-		LeaderElectionID: "metalhub.metal.ironcore.dev",
-		LeaseDuration:    15 * time.Second,
-		RenewDeadline:    10 * time.Second,
-		RetryPeriod:      2 * time.Second,
-		Controllers:      Families{FamilyDelivery, FamilyMetal},
-		GracefulShutdown: 30 * time.Second,
-		KubeAPIQPS:       100,
-		KubeAPIBurst:     200,
-		Metal:            metal.DefaultOptions(),
-		Webhook:          webhook.DefaultOptions(),
+		MetricsAddr:           ":8080",
+		HealthAddr:            ":8081",
+		LeaderElectionID:      "metalhub.metal.ironcore.dev",
+		LeaseDuration:         15 * time.Second,
+		RenewDeadline:         10 * time.Second,
+		RetryPeriod:           2 * time.Second,
+		Controllers:           Families{FamilyDelivery, FamilyMetal},
+		GracefulShutdown:      30 * time.Second,
+		KubeAPIQPS:            100,
+		KubeAPIBurst:          200,
+		KubeAPIWritesInFlight: apilimit.DefaultWritesInFlight,
+		Events:                eventsink.Options{InFlight: eventsink.DefaultInFlight, Backlog: eventsink.DefaultBacklog},
+		Metal:                 metal.DefaultOptions(),
+		Webhook:               webhook.DefaultOptions(),
 	}
 }
 
@@ -134,6 +142,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.GracefulShutdown, "graceful-shutdown-timeout", o.GracefulShutdown, "How long running reconciles may take to finish on shutdown.")
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Sustained requests per second to the API server.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of requests to the API server.")
+	fs.IntVar(&o.KubeAPIWritesInFlight, "kube-api-writes-in-flight", o.KubeAPIWritesInFlight, "Writes the manager has in flight at the API server at most (0: no bound); more only queue inside the API server and slow its watches.")
+	fs.IntVar(&o.Events.InFlight, "event-writes-in-flight", o.Events.InFlight, "Event writes sent to the API server at once; the others wait, so events never crowd out lifecycle writes.")
+	fs.IntVar(&o.Events.Backlog, "event-backlog", o.Events.Backlog, "Events that may wait for a write; more are dropped (metalhub_events_dropped_total).")
 	o.Delivery.BindFlags(fs)
 	o.Metal.BindFlags(fs)
 	o.Webhook.BindFlags(fs)
@@ -173,7 +184,8 @@ func New(cfg *rest.Config, o Options, log logr.Logger) (ctrl.Manager, error) {
 		WebhookServer: webhookServer,
 		// No controller reads managedFields, and on a fleet's Servers they are a good part of
 		// each cached object. Writes without them leave the stored ones alone.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Cache:     cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		NewClient: apilimit.NewClient(o.KubeAPIWritesInFlight),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -203,6 +215,12 @@ func New(cfg *rest.Config, o Options, log logr.Logger) (ctrl.Manager, error) {
 			return nil, fmt.Errorf("adding webhook readiness check: %w", err)
 		}
 	}
+	// One event sink for both families: its bound on writes in flight is the process's.
+	events, err := eventsink.New(mgr, o.Events)
+	if err != nil {
+		return nil, err
+	}
+	o.Metal.Events, o.Delivery.Events = events, events
 	if o.Controllers.Has(FamilyMetal) {
 		if err := metal.Setup(context.Background(), mgr, o.Metal); err != nil {
 			return nil, fmt.Errorf("setting up metal controllers: %w", err)

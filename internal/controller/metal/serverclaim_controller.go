@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/apilimit"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -54,6 +55,9 @@ const (
 	ReasonServerSelectorMismatch    = "ServerDoesNotMatchSelector"
 	ReasonBootConfigurationConflict = "BootConfigurationConflict"
 )
+
+// boundNext is how soon a claim just reported Bound goes on to its boot configuration.
+const boundNext = 10 * time.Millisecond
 
 // bindTTL bounds how long an in-flight binding is remembered (as lifecycle's guard does): if the
 // server's watch event never shows, the claim must not stay blocked.
@@ -131,6 +135,7 @@ func claimKey(c *metalv1alpha1.ServerClaim) string { return c.Namespace + "/" + 
 
 func (r *ServerClaimReconciler) handle(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (lifecycle.Result, error) {
 	c := p.Obj
+	ctx = apilimit.Urgent(ctx)
 	r.unwake(c)
 	if c.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore {
 		return lifecycle.Done(), nil
@@ -286,6 +291,13 @@ func (r *ServerClaimReconciler) bound(ctx context.Context, p *lifecycle.Pass[*me
 		return lifecycle.Wrote("bound"), nil
 	}
 
+	if c.Status.Phase != metalv1alpha1.PhaseBound {
+		// Bound is reported as soon as both sides name each other: that is what binding is, and
+		// the boot configuration, its provider and the power-on all follow on their own. A
+		// status write brings no event, so the pass asks for the next one itself.
+		return r.report(ctx, p, metalv1alpha1.PhaseBound, metav1.ConditionTrue, ReasonBound, "bound to server "+s.Name,
+			lifecycle.RequeueAfter(boundNext, "bound; boot configuration next"))
+	}
 	if reason, msg, err := r.ensureBootConfiguration(ctx, p, s); err != nil || reason != "" {
 		if err != nil {
 			return lifecycle.Result{}, err

@@ -292,8 +292,15 @@ func TestClaimRace(t *testing.T) {
 			if s.Spec.ServerClaimRef == nil || s.Spec.ServerClaimRef.Name != claim || s.Spec.ServerClaimRef.Namespace != ns {
 				t.Errorf("claim %s bound to %s, which points at %+v", claim, server, s.Spec.ServerClaimRef)
 			}
+			// Bound is reported first; the boot configuration follows.
 			sbc := &metalv1alpha1.ServerBootConfiguration{}
-			if err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: claim}, sbc); err != nil {
+			var err error
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				if err = env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: claim}, sbc); err == nil || time.Now().After(deadline) {
+					break
+				}
+			}
+			if err != nil {
 				t.Errorf("claim %s: boot configuration: %v", claim, err)
 			} else if sbc.Spec.ServerRef.Name != server || s.Spec.BootConfigurationRef == nil || s.Spec.BootConfigurationRef.Name != claim {
 				t.Errorf("claim %s: boot configuration for %s, server points at %+v", claim, sbc.Spec.ServerRef.Name, s.Spec.BootConfigurationRef)

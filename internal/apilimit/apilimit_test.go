@@ -1,0 +1,172 @@
+package apilimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+)
+
+// gate is a fake API server whose writes block until released, recording their order and the
+// most in flight at once.
+type gate struct {
+	release chan struct{}
+	mu      sync.Mutex
+	order   []string
+	cur     atomic.Int32
+	max     atomic.Int32
+}
+
+func newGated(t *testing.T, n int) (client.Client, *gate) {
+	t.Helper()
+	g := &gate{release: make(chan struct{})}
+	write := func(name string) {
+		now := g.cur.Add(1)
+		for {
+			m := g.max.Load()
+			if now <= m || g.max.CompareAndSwap(m, now) {
+				break
+			}
+		}
+		<-g.release
+		g.mu.Lock()
+		g.order = append(g.order, name)
+		g.mu.Unlock()
+		g.cur.Add(-1)
+	}
+	base := interceptor.NewClient(fake.NewClientBuilder().Build(), interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			write(obj.GetName())
+			return c.Create(ctx, obj, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			write(sub + "/" + obj.GetName())
+			return nil
+		},
+	})
+	return Wrap(base, n), g
+}
+
+func cm(name string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
+}
+
+// waitFor polls cond: the writers are goroutines, and the test must know they queued.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func queued(c client.Client) (urgent, other int) {
+	s := c.(*limited).slots
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.urgent), len(s.other)
+}
+
+func TestWritesBounded(t *testing.T) {
+	c, g := newGated(t, 2)
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Go(func() {
+			if err := c.Create(context.Background(), cm(fmt.Sprintf("cm-%d", i))); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Go(func() { _ = c.Status().Update(context.Background(), cm("status")) })
+	waitFor(t, "two writes in flight, five queued", func() bool { _, o := queued(c); return InFlight(c) == 2 && o == 5 })
+	close(g.release)
+	wg.Wait()
+	if m := g.max.Load(); m != 2 {
+		t.Errorf("at most %d writes were in flight, want 2", m)
+	}
+	if InFlight(c) != 0 {
+		t.Errorf("%d writes still counted in flight", InFlight(c))
+	}
+}
+
+func TestUrgentWritesGoFirst(t *testing.T) {
+	c, g := newGated(t, 1)
+	var wg sync.WaitGroup
+	start := func(name string, urgent bool) {
+		ctx := context.Background()
+		if urgent {
+			ctx = Urgent(ctx)
+		}
+		wg.Go(func() { _ = c.Create(ctx, cm(name)) })
+	}
+	start("holder", false)
+	waitFor(t, "the holder in flight", func() bool { return g.cur.Load() == 1 })
+	// Queue in this order, one after the other: other-1, urgent-1, other-2, urgent-2.
+	for i, w := range []struct {
+		name   string
+		urgent bool
+	}{{"other-1", false}, {"urgent-1", true}, {"other-2", false}, {"urgent-2", true}} {
+		start(w.name, w.urgent)
+		waitFor(t, w.name+" queued", func() bool { u, o := queued(c); return u+o == i+1 })
+	}
+	// Let the writes through one at a time.
+	for range 5 {
+		g.release <- struct{}{}
+	}
+	wg.Wait()
+	want := []string{"holder", "urgent-1", "urgent-2", "other-1", "other-2"}
+	if fmt.Sprint(g.order) != fmt.Sprint(want) {
+		t.Errorf("writes ran in order %v, want %v", g.order, want)
+	}
+}
+
+func TestGivingUpFreesNothingTwice(t *testing.T) {
+	c, g := newGated(t, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = c.Create(context.Background(), cm("holder")) })
+	waitFor(t, "the holder in flight", func() bool { return g.cur.Load() == 1 })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- c.Create(ctx, cm("impatient")) }()
+	waitFor(t, "the impatient write queued", func() bool { _, o := queued(c); return o == 1 })
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a write that gave up returned %v, want context.Canceled", err)
+	}
+	if _, o := queued(c); o != 0 {
+		t.Errorf("%d waiters left queued", o)
+	}
+	g.release <- struct{}{}
+	wg.Wait()
+	if InFlight(c) != 0 {
+		t.Errorf("%d writes counted in flight after all returned", InFlight(c))
+	}
+	// The slot is usable again, and only one: two writes run one after the other.
+	wg.Go(func() { _ = c.Create(context.Background(), cm("a")) })
+	wg.Go(func() { _ = c.Create(context.Background(), cm("b")) })
+	waitFor(t, "one in flight, one queued", func() bool { _, o := queued(c); return g.cur.Load() == 1 && o == 1 })
+	g.release <- struct{}{}
+	g.release <- struct{}{}
+	wg.Wait()
+	if m := g.max.Load(); m != 1 {
+		t.Errorf("at most %d writes were in flight, want 1", m)
+	}
+}
+
+func TestNoBound(t *testing.T) {
+	base := fake.NewClientBuilder().Build()
+	if Wrap(base, 0) != base {
+		t.Error("Wrap with n <= 0 should return the client itself")
+	}
+}
