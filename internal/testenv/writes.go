@@ -26,6 +26,12 @@ type WriteCounter struct {
 	client.Client
 	// Controller names the controller a write is made for; nil counts every write under "".
 	Controller func(context.Context) string
+	// Written, if set, sees every write that succeeded, as it returned (obj is the server's
+	// answer): a benchmark compares it with when its informers see the write.
+	Written func(obj client.Object, what string)
+	// New, if set, makes the client the counter wraps (client.New otherwise): the manager's
+	// production client, say, with its write bound.
+	New func(*rest.Config, client.Options) (client.Client, error)
 
 	mu           sync.Mutex
 	perPass      map[string]map[types.UID]int
@@ -36,7 +42,11 @@ type WriteCounter struct {
 
 // NewClient is a manager's Options.NewClient that installs the counter.
 func (w *WriteCounter) NewClient(cfg *rest.Config, o client.Options) (client.Client, error) {
-	c, err := client.New(cfg, o)
+	newClient := w.New
+	if newClient == nil {
+		newClient = client.New
+	}
+	c, err := newClient(cfg, o)
 	if err != nil {
 		return nil, err
 	}
@@ -45,8 +55,11 @@ func (w *WriteCounter) NewClient(cfg *rest.Config, o client.Options) (client.Cli
 }
 
 // count records one write of obj; uid is the object's before the call (none for a create).
-func (w *WriteCounter) count(ctx context.Context, obj client.Object, uid types.UID, what string, began time.Time) {
+func (w *WriteCounter) count(ctx context.Context, obj client.Object, uid types.UID, what string, began time.Time, err *error) {
 	w.nanos.Add(int64(time.Since(began)))
+	if w.Written != nil && *err == nil {
+		w.Written(obj, what)
+	}
 	name := ""
 	if w.Controller != nil {
 		name = w.Controller(ctx)
@@ -90,23 +103,23 @@ func (w *WriteCounter) Reset() (map[string]int, time.Duration) {
 }
 
 // Create counts a create: an object without a UID yet, never a second write of a pass.
-func (w *WriteCounter) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	defer w.count(ctx, obj, "", "create", time.Now())
+func (w *WriteCounter) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) (err error) {
+	defer w.count(ctx, obj, "", "create", time.Now(), &err)
 	return w.Client.Create(ctx, obj, opts...)
 }
 
-func (w *WriteCounter) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	defer w.count(ctx, obj, obj.GetUID(), "update", time.Now())
+func (w *WriteCounter) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) (err error) {
+	defer w.count(ctx, obj, obj.GetUID(), "update", time.Now(), &err)
 	return w.Client.Update(ctx, obj, opts...)
 }
 
-func (w *WriteCounter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	defer w.count(ctx, obj, obj.GetUID(), "patch", time.Now())
+func (w *WriteCounter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) (err error) {
+	defer w.count(ctx, obj, obj.GetUID(), "patch", time.Now(), &err)
 	return w.Client.Patch(ctx, obj, patch, opts...)
 }
 
-func (w *WriteCounter) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	defer w.count(ctx, obj, obj.GetUID(), "delete", time.Now())
+func (w *WriteCounter) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) (err error) {
+	defer w.count(ctx, obj, obj.GetUID(), "delete", time.Now(), &err)
 	return w.Client.Delete(ctx, obj, opts...)
 }
 
@@ -119,13 +132,13 @@ type statusCounter struct {
 	w *WriteCounter
 }
 
-func (s *statusCounter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	defer s.w.count(ctx, obj, obj.GetUID(), "status update", time.Now())
+func (s *statusCounter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) (err error) {
+	defer s.w.count(ctx, obj, obj.GetUID(), "status update", time.Now(), &err)
 	return s.SubResourceWriter.Update(ctx, obj, opts...)
 }
 
-func (s *statusCounter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	defer s.w.count(ctx, obj, obj.GetUID(), "status patch", time.Now())
+func (s *statusCounter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) (err error) {
+	defer s.w.count(ctx, obj, obj.GetUID(), "status patch", time.Now(), &err)
 	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
 }
 
