@@ -368,6 +368,9 @@ func managerSummary(port, servers int) string {
 			}
 		}
 	}
+	if fam := families["metalhub_events_dropped_total"]; fam != nil && len(fam.Metric) > 0 {
+		out = append(out, fmt.Sprintf("events dropped %.0f", fam.Metric[0].GetCounter().GetValue()))
+	}
 	if fam := families["metalhub_bmc_request_duration_seconds"]; fam != nil {
 		var n, sum float64
 		for _, m := range fam.Metric {

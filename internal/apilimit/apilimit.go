@@ -26,32 +26,124 @@ import (
 // bound 500 claims no faster and powered them on slower; 32 no faster either).
 const DefaultWritesInFlight = 16
 
-// NewClient returns a manager's Options.NewClient that bounds writes to n in flight (none when
-// n <= 0).
-func NewClient(n int) func(*rest.Config, client.Options) (client.Client, error) {
+// Priority orders the writes waiting for a slot.
+type Priority int
+
+const (
+	// Normal is every write not marked otherwise.
+	Normal Priority = iota
+	// High is for writes a user waits on (see Urgent).
+	High
+)
+
+// Slots is a bound on writes in flight, with waiters served by priority and, within one, in
+// order.
+type Slots struct {
+	mu     sync.Mutex
+	free   int
+	size   int
+	queues [High + 1][]chan struct{}
+}
+
+// NewSlots returns n slots; nil (no bound) when n <= 0.
+func NewSlots(n int) *Slots {
+	if n <= 0 {
+		return nil
+	}
+	return &Slots{free: n, size: n}
+}
+
+// InFlight is the number of slots taken.
+func (s *Slots) InFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.size - s.free
+}
+
+// Acquire waits for a slot; waiting ends with ctx. Release it when the write returns.
+func (s *Slots) Acquire(ctx context.Context, p Priority) error {
+	s.mu.Lock()
+	if s.free > 0 && !s.waitersFrom(p) {
+		s.free--
+		s.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	s.queues[p] = append(s.queues[p], ch)
+	s.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.drop(p, ch) {
+			// Granted while giving up: pass the slot on.
+			s.handOff()
+		}
+		return ctx.Err()
+	}
+}
+
+// Release gives a slot back.
+func (s *Slots) Release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handOff()
+}
+
+// waitersFrom reports whether anyone of priority p or higher waits: they go first.
+func (s *Slots) waitersFrom(p Priority) bool {
+	for q := p; q <= High; q++ {
+		if len(s.queues[q]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// drop removes a waiter that gave up; false if it was granted a slot already.
+func (s *Slots) drop(p Priority, ch chan struct{}) bool {
+	q := s.queues[p]
+	for i, c := range q {
+		if c == ch {
+			s.queues[p] = append(q[:i], q[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// handOff gives a freed slot to the first waiter of the highest priority, or frees it.
+func (s *Slots) handOff() {
+	for p := High; p >= Normal; p-- {
+		if q := s.queues[p]; len(q) > 0 {
+			s.queues[p] = q[1:]
+			close(q[0])
+			return
+		}
+	}
+	s.free++
+}
+
+// NewClient returns a manager's Options.NewClient whose writes take slots (unbounded when
+// slots is nil).
+func NewClient(slots *Slots) func(*rest.Config, client.Options) (client.Client, error) {
 	return func(cfg *rest.Config, o client.Options) (client.Client, error) {
 		c, err := client.New(cfg, o)
 		if err != nil {
 			return nil, err
 		}
-		return Wrap(c, n), nil
+		return Wrap(c, slots), nil
 	}
 }
 
-// Wrap bounds c's writes to n in flight; n <= 0 returns c.
-func Wrap(c client.Client, n int) client.Client {
-	if n <= 0 {
+// Wrap makes c's writes take slots; nil slots returns c.
+func Wrap(c client.Client, slots *Slots) client.Client {
+	if slots == nil {
 		return c
 	}
-	return &limited{Client: c, slots: newSlots(n)}
-}
-
-// InFlight is the number of writes a wrapped client has in flight (0 for another client).
-func InFlight(c client.Client) int {
-	if l, ok := c.(*limited); ok {
-		return l.slots.inFlight()
-	}
-	return 0
+	return &limited{Client: c, slots: slots}
 }
 
 type urgentKey struct{}
@@ -62,96 +154,25 @@ type urgentKey struct{}
 // seconds of hardware time anyway.
 func Urgent(ctx context.Context) context.Context { return context.WithValue(ctx, urgentKey{}, true) }
 
-func isUrgent(ctx context.Context) bool { v, _ := ctx.Value(urgentKey{}).(bool); return v }
+func priorityOf(ctx context.Context) Priority {
+	if v, _ := ctx.Value(urgentKey{}).(bool); v {
+		return High
+	}
+	return Normal
+}
 
 type limited struct {
 	client.Client
-	slots *slots
+	slots *Slots
 }
 
 // do runs write in a free slot; waiting ends with ctx.
 func (l *limited) do(ctx context.Context, write func() error) error {
-	if err := l.slots.acquire(ctx, isUrgent(ctx)); err != nil {
+	if err := l.slots.Acquire(ctx, priorityOf(ctx)); err != nil {
 		return fmt.Errorf("waiting for a free API write slot: %w", err)
 	}
-	defer l.slots.release()
+	defer l.slots.Release()
 	return write()
-}
-
-// slots is a counting semaphore with two FIFO queues of waiters: urgent ones are served first.
-type slots struct {
-	mu            sync.Mutex
-	free, size    int
-	urgent, other []chan struct{}
-}
-
-func newSlots(n int) *slots { return &slots{free: n, size: n} }
-
-func (s *slots) inFlight() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.size - s.free
-}
-
-func (s *slots) acquire(ctx context.Context, urgent bool) error {
-	s.mu.Lock()
-	if s.free > 0 && len(s.urgent) == 0 && (urgent || len(s.other) == 0) {
-		s.free--
-		s.mu.Unlock()
-		return nil
-	}
-	ch := make(chan struct{})
-	if urgent {
-		s.urgent = append(s.urgent, ch)
-	} else {
-		s.other = append(s.other, ch)
-	}
-	s.mu.Unlock()
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.drop(ch) {
-			return ctx.Err()
-		}
-		// Granted while giving up: pass the slot on.
-		s.handOff()
-		return ctx.Err()
-	}
-}
-
-// drop removes a waiter that gave up; false if it was granted a slot already.
-func (s *slots) drop(ch chan struct{}) bool {
-	for _, q := range []*[]chan struct{}{&s.urgent, &s.other} {
-		for i, c := range *q {
-			if c == ch {
-				*q = append((*q)[:i], (*q)[i+1:]...)
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func (s *slots) release() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.handOff()
-}
-
-// handOff gives a freed slot to the first waiter, urgent ones first, or frees it.
-func (s *slots) handOff() {
-	for _, q := range []*[]chan struct{}{&s.urgent, &s.other} {
-		if len(*q) > 0 {
-			ch := (*q)[0]
-			*q = (*q)[1:]
-			close(ch)
-			return
-		}
-	}
-	s.free++
 }
 
 func (l *limited) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {

@@ -53,7 +53,7 @@ func newGated(t *testing.T, n int) (client.Client, *gate) {
 			return nil
 		},
 	})
-	return Wrap(base, n), g
+	return Wrap(base, NewSlots(n)), g
 }
 
 func cm(name string) *corev1.ConfigMap {
@@ -74,8 +74,10 @@ func queued(c client.Client) (urgent, other int) {
 	s := c.(*limited).slots
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.urgent), len(s.other)
+	return len(s.queues[High]), len(s.queues[Normal])
 }
+
+func inFlight(c client.Client) int { return c.(*limited).slots.InFlight() }
 
 func TestWritesBounded(t *testing.T) {
 	c, g := newGated(t, 2)
@@ -88,14 +90,14 @@ func TestWritesBounded(t *testing.T) {
 		})
 	}
 	wg.Go(func() { _ = c.Status().Update(context.Background(), cm("status")) })
-	waitFor(t, "two writes in flight, five queued", func() bool { _, o := queued(c); return InFlight(c) == 2 && o == 5 })
+	waitFor(t, "two writes in flight, five queued", func() bool { _, o := queued(c); return inFlight(c) == 2 && o == 5 })
 	close(g.release)
 	wg.Wait()
 	if m := g.max.Load(); m != 2 {
 		t.Errorf("at most %d writes were in flight, want 2", m)
 	}
-	if InFlight(c) != 0 {
-		t.Errorf("%d writes still counted in flight", InFlight(c))
+	if inFlight(c) != 0 {
+		t.Errorf("%d writes still counted in flight", inFlight(c))
 	}
 }
 
@@ -149,8 +151,8 @@ func TestGivingUpFreesNothingTwice(t *testing.T) {
 	}
 	g.release <- struct{}{}
 	wg.Wait()
-	if InFlight(c) != 0 {
-		t.Errorf("%d writes counted in flight after all returned", InFlight(c))
+	if inFlight(c) != 0 {
+		t.Errorf("%d writes counted in flight after all returned", inFlight(c))
 	}
 	// The slot is usable again, and only one: two writes run one after the other.
 	wg.Go(func() { _ = c.Create(context.Background(), cm("a")) })
@@ -166,7 +168,43 @@ func TestGivingUpFreesNothingTwice(t *testing.T) {
 
 func TestNoBound(t *testing.T) {
 	base := fake.NewClientBuilder().Build()
-	if Wrap(base, 0) != base {
-		t.Error("Wrap with n <= 0 should return the client itself")
+	if NewSlots(0) != nil || Wrap(base, nil) != base {
+		t.Error("no bound should leave the client as it is")
+	}
+}
+
+func TestSlotsServeByPriority(t *testing.T) {
+	s := NewSlots(1)
+	if err := s.Acquire(context.Background(), Normal); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []Priority
+	var wg sync.WaitGroup
+	waiting := func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.queues[Normal]) + len(s.queues[High])
+	}
+	for i, p := range []Priority{Normal, High, Normal, High} {
+		wg.Go(func() {
+			if err := s.Acquire(context.Background(), p); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, p)
+			mu.Unlock()
+			s.Release()
+		})
+		waitFor(t, "waiter queued", func() bool { return waiting() == i+1 })
+	}
+	s.Release()
+	wg.Wait()
+	if want := []Priority{High, High, Normal, Normal}; fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Errorf("served in order %v, want %v", order, want)
+	}
+	if s.InFlight() != 0 {
+		t.Errorf("%d slots taken after all released", s.InFlight())
 	}
 }

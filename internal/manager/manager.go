@@ -65,7 +65,7 @@ type Options struct {
 	KubeAPIBurst int
 	// KubeAPIWritesInFlight bounds the manager's writes in flight (see internal/apilimit).
 	KubeAPIWritesInFlight int
-	// Events bound the event writes, which both families share (see internal/eventsink).
+	// Events bound the event writes of both families (see internal/eventsink).
 	Events eventsink.Options
 
 	Metal    metal.Options
@@ -143,7 +143,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Sustained requests per second to the API server.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of requests to the API server.")
 	fs.IntVar(&o.KubeAPIWritesInFlight, "kube-api-writes-in-flight", o.KubeAPIWritesInFlight, "Writes the manager has in flight at the API server at most (0: no bound); more only queue inside the API server and slow its watches.")
-	fs.IntVar(&o.Events.InFlight, "event-writes-in-flight", o.Events.InFlight, "Event writes sent to the API server at once; the others wait, so events never crowd out lifecycle writes.")
+	fs.IntVar(&o.Events.InFlight, "event-writes-in-flight", o.Events.InFlight, "Event writes sent to the API server at once; the others wait, so a burst of events cannot flood it.")
 	fs.IntVar(&o.Events.Backlog, "event-backlog", o.Events.Backlog, "Events that may wait for a write; more are dropped (metalhub_events_dropped_total).")
 	o.Delivery.BindFlags(fs)
 	o.Metal.BindFlags(fs)
@@ -156,6 +156,8 @@ func New(cfg *rest.Config, o Options, log logr.Logger) (ctrl.Manager, error) {
 	if o.KubeAPIQPS > 0 {
 		cfg.QPS, cfg.Burst = float32(o.KubeAPIQPS), max(o.KubeAPIBurst, int(o.KubeAPIQPS))
 	}
+	// One bound on the writes in flight of every controller (events have their own).
+	slots := apilimit.NewSlots(o.KubeAPIWritesInFlight)
 	var webhookServer ctrlwebhook.Server
 	if o.Webhook.Enabled {
 		srv, _, err := webhook.NewServer(o.Webhook, log.WithName("webhook"))
@@ -185,7 +187,7 @@ func New(cfg *rest.Config, o Options, log logr.Logger) (ctrl.Manager, error) {
 		// No controller reads managedFields, and on a fleet's Servers they are a good part of
 		// each cached object. Writes without them leave the stored ones alone.
 		Cache:     cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
-		NewClient: apilimit.NewClient(o.KubeAPIWritesInFlight),
+		NewClient: apilimit.NewClient(slots),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)

@@ -190,7 +190,8 @@ func runClaims(b *testing.B, servers, claims int) {
 	if v, err := strconv.Atoi(os.Getenv("BENCH_WRITES_IN_FLIGHT")); err == nil {
 		writeLimit = v
 	}
-	counter.New = apilimit.NewClient(writeLimit)
+	slots := apilimit.NewSlots(writeLimit)
+	counter.New = apilimit.NewClient(slots)
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:  scheme.New(),
 		Logger:  logr.New(ctrlSink{}),
@@ -319,7 +320,6 @@ func runClaims(b *testing.B, servers, claims int) {
 	})
 	req1 := apiWrites(b, env)
 	closed := closedWatches(b, env) - closed0
-
 
 	counts, writeTime := counter.Reset()
 
