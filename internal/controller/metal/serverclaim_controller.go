@@ -63,7 +63,7 @@ const boundNext = 10 * time.Millisecond
 // server's watch event never shows, the claim must not stay blocked.
 const bindTTL = 30 * time.Second
 
-// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverclaims,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverclaims,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverclaims/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverclaims/finalizers,verbs=update
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servers,verbs=get;list;watch;patch
@@ -275,6 +275,9 @@ func (r *ServerClaimReconciler) unwake(c *metalv1alpha1.ServerClaim) {
 func (r *ServerClaimReconciler) bound(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server) (lifecycle.Result, error) {
 	c, cl := p.Obj, p.Client()
 	log := ctrl.LoggerFrom(ctx)
+	if ok, why := tolerates(c.Spec.Tolerations, evictTaints(s.Spec.Taints)); !ok {
+		return r.evict(ctx, p, s, why)
+	}
 	if !controllerutil.ContainsFinalizer(c, ServerClaimFinalizer) || c.Spec.ServerRef == nil || c.Spec.ServerRef.Name == "" {
 		adopted := c.Spec.ServerRef == nil
 		if err := lifecycle.PatchMetadata(ctx, cl, c, func(o client.Object) {
@@ -313,6 +316,31 @@ func (r *ServerClaimReconciler) bound(ctx context.Context, p *lifecycle.Pass[*me
 		}
 	}
 	return r.report(ctx, p, metalv1alpha1.PhaseBound, metav1.ConditionTrue, ReasonBound, "bound to server "+s.Name, lifecycle.Done())
+}
+
+// evict deletes a bound claim whose server carries an Evict taint it does not tolerate, as a
+// NoExecute taint evicts a pod: whoever owns the claim sees it go and may claim again. The
+// deletion then releases the server as any other (power off confirmed, boot configuration
+// removed, Recycle or Retain), and the taint keeps claims without the toleration away.
+func (r *ServerClaimReconciler) evict(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server, why string) (lifecycle.Result, error) {
+	c := p.Obj
+	if err := p.Client().Delete(ctx, c, client.Preconditions{UID: &c.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return lifecycle.Result{}, fmt.Errorf("evicting claim from server %s: %w", s.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("claim evicted", "server", s.Name, "reason", why)
+	r.Recorder.Eventf(c, s, corev1.EventTypeWarning, "Evicted", "Evict", "evicted from server %s: %s", s.Name, why)
+	return lifecycle.Wrote("evicted"), nil
+}
+
+// evictTaints are the taints that evict bound claims which do not tolerate them.
+func evictTaints(taints []metalv1alpha1.Taint) []metalv1alpha1.Taint {
+	var out []metalv1alpha1.Taint
+	for _, t := range taints {
+		if taintEffect(t) == metalv1alpha1.TaintEffectEvict {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // ensureBootConfiguration creates or updates the claim's ServerBootConfiguration: same name and

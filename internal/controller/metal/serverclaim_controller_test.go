@@ -658,3 +658,68 @@ func TestClaimPowerWaitsForBootConfiguration(t *testing.T) {
 	waitClaimGone(t, ns, "bootwait", 20*time.Second)
 	_ = env.Client.Delete(ctx(), sbc)
 }
+
+// An Evict taint evicts the bound claims that do not tolerate it (they are deleted, and their
+// servers released as on any deletion); claims that tolerate it stay, and the taint keeps new
+// claims without the toleration away.
+func TestClaimEvictTaint(t *testing.T) {
+	const ns = "default"
+	names, _ := availableServers(t, "evict", 2, func(i int) map[string]string {
+		return map[string]string{"pool": fmt.Sprintf("evict-%d", i)}
+	})
+	taint := metalv1alpha1.Taint{Key: "broken", Value: "psu", Effect: metalv1alpha1.TaintEffectEvict}
+	claims := []*metalv1alpha1.ServerClaim{
+		selectorClaim(ns, "evict-0", metalv1alpha1.PowerOff, &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "evict-0"}}),
+		selectorClaim(ns, "evict-1", metalv1alpha1.PowerOff, &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "evict-1"}}),
+	}
+	claims[1].Spec.Tolerations = []metalv1alpha1.Toleration{{Key: "broken", Operator: metalv1alpha1.TolerationOpExists, Effect: metalv1alpha1.TaintEffectEvict}}
+	for _, c := range claims {
+		if err := env.Client.Create(ctx(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, c := range claims {
+		waitClaim(t, ns, c.Name, "Bound/Bound", 20*time.Second)
+		waitState(t, names[i], metalv1alpha1.ServerStateReserved, 10*time.Second)
+	}
+	// A NoBind taint leaves bound claims alone.
+	for _, name := range names {
+		if err := lifecycle.PatchMetadata(ctx(), env.Client, getServer(t, name), func(o client.Object) {
+			o.(*metalv1alpha1.Server).Spec.Taints = []metalv1alpha1.Taint{{Key: "cordon"}}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second)
+	if got := claimStatus(getClaim(ns, "evict-0")); got != "Bound/Bound" {
+		t.Fatalf("a NoBind taint changed a bound claim: %s", got)
+	}
+	for _, name := range names {
+		if err := lifecycle.PatchMetadata(ctx(), env.Client, getServer(t, name), func(o client.Object) {
+			o.(*metalv1alpha1.Server).Spec.Taints = []metalv1alpha1.Taint{taint}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitClaimGone(t, ns, "evict-0", 20*time.Second)
+	s := waitState(t, names[0], metalv1alpha1.ServerStateAvailable, 20*time.Second)
+	if s.Spec.ServerClaimRef != nil || len(s.Spec.Taints) != 1 {
+		t.Errorf("evicted server: claim ref %+v, taints %+v", s.Spec.ServerClaimRef, s.Spec.Taints)
+	}
+	if !hasEvent(t, "evict-0", "Evicted") {
+		t.Error("no Evicted event")
+	}
+	if got := claimStatus(getClaim(ns, "evict-1")); got != "Bound/Bound" {
+		t.Errorf("the claim tolerating the taint: %s", got)
+	}
+	if s := getServer(t, names[1]); durableState(s) != string(metalv1alpha1.ServerStateReserved) {
+		t.Errorf("the tolerating claim's server is %s", durableState(s))
+	}
+	// A new claim without the toleration does not bind the tainted server.
+	again := selectorClaim(ns, "evict-0", metalv1alpha1.PowerOff, &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "evict-0"}})
+	if err := env.Client.Create(ctx(), again); err != nil {
+		t.Fatal(err)
+	}
+	waitClaim(t, ns, "evict-0", "Unbound/"+ReasonNoClaimableServer, 10*time.Second)
+	checkNoDoubleWrites(t)
+}
