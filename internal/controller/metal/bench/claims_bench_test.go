@@ -243,7 +243,7 @@ func runClaims(b *testing.B, servers, claims int) {
 		}
 		return ready == servers, fmt.Sprintf("%d/%d", ready, servers)
 	})
-	b.Logf("%d servers Available and off in %s", servers, time.Since(setupStart).Round(time.Millisecond))
+	setup := time.Since(setupStart)
 	time.Sleep(2 * time.Second) // let the set-up's stragglers settle before measuring
 
 	const ns = "bench"
@@ -346,17 +346,17 @@ func runClaims(b *testing.B, servers, claims int) {
 	b.ReportMetric(perClaim(float64(family)), "claim-writes/claim")
 	b.ReportMetric(perClaim(float64(total)), "writes/claim")
 	b.ReportMetric(perClaim(cpu), "cpu-s/claim")
-	b.Logf("%d claims on %d servers: created in %s, all Bound after %s (target <= 5s), all On after %s (target <= 15s)",
-		claims, servers, created.Round(time.Millisecond), toBound.Round(time.Millisecond), toOn.Round(time.Millisecond))
+	// Go shows ten log lines of a benchmark without -v: the figures first, the timeline last.
+	b.Logf("%d servers Available and off in %s; %d claims: created in %s, all Bound after %s (target <= 5s), all On after %s (target <= 15s)",
+		servers, setup.Round(time.Millisecond), claims, created.Round(time.Millisecond), toBound.Round(time.Millisecond), toOn.Round(time.Millisecond))
 	b.Logf("API writes per claim by controller: %s; claim controller %.2f (target <= 4), with boot provider and maintenance %.2f, all %.2f",
 		strings.Join(breakdown, ", "), perClaim(float64(counts["serverclaim"])), perClaim(float64(family)), perClaim(float64(total)))
-	b.Logf("CPU %.2f s in all, %.4f s per claim; %d writes, %s on average", cpu, perClaim(cpu), total, (writeTime / time.Duration(max(total, 1))).Round(100*time.Microsecond))
-	tl.report(b, start)
-	b.Logf("events still waiting to be written when all were On: %d (written before the API writes below were counted)", eventsLeft)
-	b.Logf("watches the API server closed as unresponsive: %.0f", closed)
+	b.Logf("CPU %.2f s in all, %.4f s per claim; %d writes, %s on average (waiting for a write slot included); events still to write when all were On: %d; watches the API server closed as unresponsive: %.0f",
+		cpu, perClaim(cpu), total, (writeTime / time.Duration(max(total, 1))).Round(100*time.Microsecond), eventsLeft, closed)
 	// The controllers share the API server's throughput, which bounds the timings here.
 	all, breakdownAPI := testenv.WritesPer(req0, req1, claims, nil)
-	b.Logf("apiserver writes per claim (all clients, events included): %.2f = %s", all, breakdownAPI)
+	b.Logf("apiserver writes per claim (all clients, events included, counted once written): %.2f = %s", all, breakdownAPI)
+	tl.report(b, start)
 }
 
 func apiWrites(b *testing.B, env *testenv.Env) map[string]float64 {
