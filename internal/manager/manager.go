@@ -60,7 +60,9 @@ type Options struct {
 	Controllers                               Families
 	GracefulShutdown                          time.Duration
 	// KubeAPIQPS and KubeAPIBurst bound the manager's requests to the API server. The client
-	// default (20/30) throttles a fleet of a thousand servers to minutes.
+	// default (20/30) throttles a fleet of a thousand servers to minutes; at 100/200, 500
+	// claims took 8.9 s to bind and 21 s to power on, at 300/600 3.5 s and 11 s. What keeps
+	// a burst from swamping the API server is the bound on writes in flight.
 	KubeAPIQPS   float64
 	KubeAPIBurst int
 	// KubeAPIWritesInFlight bounds the manager's writes in flight (see internal/apilimit).
@@ -118,8 +120,8 @@ func DefaultOptions() Options {
 		RetryPeriod:           2 * time.Second,
 		Controllers:           Families{FamilyDelivery, FamilyMetal},
 		GracefulShutdown:      30 * time.Second,
-		KubeAPIQPS:            100,
-		KubeAPIBurst:          200,
+		KubeAPIQPS:            300,
+		KubeAPIBurst:          600,
 		KubeAPIWritesInFlight: apilimit.DefaultWritesInFlight,
 		Events:                eventsink.Options{InFlight: eventsink.DefaultInFlight, Backlog: eventsink.DefaultBacklog},
 		Metal:                 metal.DefaultOptions(),

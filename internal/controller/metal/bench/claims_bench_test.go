@@ -35,6 +35,7 @@ import (
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/manager"
 	"github.com/metalhub/metalhub/internal/scheme"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
@@ -192,7 +193,15 @@ func runClaims(b *testing.B, servers, claims int) {
 	}
 	slots := apilimit.NewSlots(writeLimit)
 	counter.New = apilimit.NewClient(slots)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	// The manager's client rate limit is the operator's default (--kube-api-qps/-burst) unless
+	// BENCH_KUBE_API_QPS sets one (burst twice that).
+	cfg := rest.CopyConfig(env.Config)
+	defaults := manager.DefaultOptions()
+	cfg.QPS, cfg.Burst = float32(defaults.KubeAPIQPS), defaults.KubeAPIBurst
+	if v, err := strconv.ParseFloat(os.Getenv("BENCH_KUBE_API_QPS"), 32); err == nil {
+		cfg.QPS, cfg.Burst = float32(v), int(2*v)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  scheme.New(),
 		Logger:  logr.New(ctrlSink{}),
 		Metrics: metricsserver.Options{BindAddress: "0"},
