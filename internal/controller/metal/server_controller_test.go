@@ -110,6 +110,52 @@ func TestDiscoveryToAvailable(t *testing.T) {
 	}
 }
 
+// Discovery does not boot a server whose round's boot configuration is in Error (nor, with an
+// external boot provider, one not Ready yet): the box would PXE-boot nothing and only time out.
+func TestDiscoveryWaitsForBootConfiguration(t *testing.T) {
+	b := takeBMC(t)
+	name := ServerName("discwait", b.SystemIDs()[0])
+	// The round's boot configuration exists already, and its provider reports Error: its
+	// ignition Secret is missing.
+	sbc := &metalv1alpha1.ServerBootConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testOpts.DiscoveryNamespace, Name: discovery.ObjectName(name)},
+		Spec: metalv1alpha1.ServerBootConfigurationSpec{ServerRef: corev1.LocalObjectReference{Name: name}, Image: "img",
+			IgnitionSecretRef: &corev1.LocalObjectReference{Name: "discwait-ignition"}},
+	}
+	if err := env.Client.Create(ctx(), sbc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "boot configuration in Error", func() (bool, string) {
+		got := &metalv1alpha1.ServerBootConfiguration{}
+		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(sbc), got); err != nil {
+			return false, err.Error()
+		}
+		return got.Status.State == metalv1alpha1.ServerBootConfigurationStateError, string(got.Status.State)
+	})
+	start := time.Now()
+	registerBMC(t, b, "discwait")
+	if !hasEvent(t, name, "DiscoveryBootNotReady") {
+		t.Fatal("no event says why discovery waits")
+	}
+	time.Sleep(time.Second) // what a wrong boot would need to show
+	if s := getServer(t, name); durableState(s) != "" && durableState(s) != string(metalv1alpha1.ServerStateInitial) {
+		t.Fatalf("server went %s before its discovery boot configuration was Ready", durableState(s))
+	}
+	for _, r := range since(records(b), start) {
+		if r.Action == redfish.ActionReset && r.ResetType == "On" || r.Boot.Target == "Pxe" {
+			t.Fatalf("BMC action before the boot configuration was Ready: %+v", r)
+		}
+	}
+	if err := env.Client.Create(ctx(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testOpts.DiscoveryNamespace, Name: "discwait-ignition"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Ready reaches the server through its watch: discovery goes on without waiting out a retry.
+	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	if got := fmt.Sprint(resetTypes(since(records(b), start))); !strings.HasPrefix(got, "[Boot:Pxe/Once On") {
+		t.Errorf("BMC actions %s, want the PXE override and power on after Ready", got)
+	}
+}
+
 func hasEvent(t *testing.T, regarding, reason string) bool {
 	t.Helper()
 	var found bool
