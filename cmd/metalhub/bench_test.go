@@ -16,11 +16,8 @@ import (
 
 	"github.com/go-logr/logr"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
@@ -114,7 +111,7 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		reg, metricsPort, pprofPort := freePort(b), freePort(b), freePort(b)
+		reg, metricsPort, pprofPort := testenv.FreePort(b), testenv.FreePort(b), testenv.FreePort(b)
 		mgr := &managerProcess{bin: bin, logPath: filepath.Join(b.TempDir(), "manager.log"), args: []string{
 			"--kubeconfig", env.Kubeconfig, "--controllers", "metal", "--zap-log-level", "error",
 			"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort), "--health-probe-bind-address", "0",
@@ -131,16 +128,7 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		// METALHUB_BENCH_APISERVER_CPU names a file for 30 s of the API server's CPU profile
 		// taken from the start of the run, to see what the fleet costs it.
 		if path := os.Getenv("METALHUB_BENCH_APISERVER_CPU"); path != "" {
-			go func() {
-				cs := kubernetes.NewForConfigOrDie(env.Config)
-				raw, err := cs.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "30").Timeout(time.Minute).DoRaw(context.Background())
-				if err == nil {
-					err = os.WriteFile(path, raw, 0o644)
-				}
-				if err != nil {
-					b.Logf("apiserver profile: %v", err)
-				}
-			}()
+			env.ProfileAPIServer(b, 30*time.Second, path)
 		}
 		registerFleet(b, fleet, "bench")
 		b.Logf("%d BMCs and their secrets registered in %s", n, time.Since(start).Round(100*time.Millisecond))
@@ -241,13 +229,7 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 
 // queueDepths reads the manager's workqueue depths, for the progress log.
 func queueDepths(port int) string {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
-	if err != nil {
-		return err.Error()
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	families, err := testenv.Scrape(http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
 	if err != nil {
 		return err.Error()
 	}
@@ -330,13 +312,7 @@ func (c cpuShares) since(before cpuShares) string {
 // managerSummary condenses the manager's own metrics into one line: reconciles and mean pass
 // time per controller, and its Redfish requests with their mean latency.
 func managerSummary(port, servers int) string {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
-	if err != nil {
-		return err.Error()
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	families, err := testenv.Scrape(http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
 	if err != nil {
 		return err.Error()
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -140,16 +139,6 @@ func purgeMetal(t testing.TB) {
 	}
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // The manager, as its own process, is killed with SIGKILL at random moments, 20 times, while
 // 20 servers go Initial -> Available -> Reserved -> Available (discovery through the real
 // registry and probe). Every server ends right, and the emulator's recorder shows each BMC
@@ -181,7 +170,7 @@ func TestCrashConsistency(t *testing.T) {
 	}
 	defer fleet.Close()
 
-	reg := freePort(t)
+	reg := testenv.FreePort(t)
 	mgr := &managerProcess{bin: bin, logPath: filepath.Join(t.TempDir(), "manager.log"), args: []string{
 		"--kubeconfig", env.Kubeconfig, "--controllers", "metal",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
@@ -304,6 +293,16 @@ func TestCrashConsistency(t *testing.T) {
 		t.Errorf("killed %d times, want %d", killed.Load(), kills)
 	}
 
+	perBMC := actionsPerBMC(fleet)
+	for i := range n {
+		if got := fmt.Sprint(perBMC[i]); got != "[Boot:Pxe/Once On ForceOff On GracefulShutdown]" {
+			t.Errorf("%s: BMC actions %s, want each exactly once", names[i], got)
+		}
+	}
+}
+
+// actionsPerBMC lists, per BMC of the fleet, its power actions and boot overrides in order.
+func actionsPerBMC(fleet *redfish.Emulator) map[int][]string {
 	perBMC := map[int][]string{}
 	for _, r := range fleet.Records() {
 		a := r.ResetType
@@ -312,9 +311,5 @@ func TestCrashConsistency(t *testing.T) {
 		}
 		perBMC[r.BMC] = append(perBMC[r.BMC], a)
 	}
-	for i := range n {
-		if got := fmt.Sprint(perBMC[i]); got != "[Boot:Pxe/Once On ForceOff On GracefulShutdown]" {
-			t.Errorf("%s: BMC actions %s, want each exactly once", names[i], got)
-		}
-	}
+	return perBMC
 }

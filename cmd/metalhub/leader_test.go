@@ -19,6 +19,7 @@ import (
 	"github.com/metalhub/metalhub/internal/emulator/netboot"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/testenv"
 )
 
 // Two manager processes with leader election: only the leader reconciles; killing it while ten
@@ -48,7 +49,7 @@ func TestLeaderHandover(t *testing.T) {
 
 	managers := make([]*managerProcess, 2)
 	for i := range managers {
-		reg := freePort(t)
+		reg := testenv.FreePort(t)
 		managers[i] = &managerProcess{bin: bin, logPath: filepath.Join(t.TempDir(), fmt.Sprintf("manager-%d.log", i)), args: []string{
 			"--kubeconfig", env.Kubeconfig, "--controllers", "metal", "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 			"--leader-elect", "--leader-election-namespace", "default", "--leader-election-id", "metalhub-handover-test",
@@ -132,14 +133,7 @@ func TestLeaderHandover(t *testing.T) {
 	}
 	waitAll("Reserved and On after the handover", time.Minute, metalv1alpha1.ServerStateReserved, metalv1alpha1.PowerStateOn)
 
-	perBMC := map[int][]string{}
-	for _, r := range fleet.Records() {
-		a := r.ResetType
-		if r.Action == redfish.ActionBootOverride {
-			a = "Boot:" + r.Boot.Target + "/" + r.Boot.Enabled
-		}
-		perBMC[r.BMC] = append(perBMC[r.BMC], a)
-	}
+	perBMC := actionsPerBMC(fleet)
 	for i := range n {
 		if got := fmt.Sprint(perBMC[i]); got != "[Boot:Pxe/Once On ForceOff On]" {
 			t.Errorf("%s: BMC actions %s, want each exactly once across the handover", names[i], got)

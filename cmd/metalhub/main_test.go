@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -40,16 +39,6 @@ var buildBinary = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func waitHTTP200(url string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var last string
@@ -76,7 +65,7 @@ func TestManagerStartsHealthyAndStopsOnSIGTERM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	health, metrics := freeAddr(t), freeAddr(t)
+	health, metrics := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	var out syncbuf.Buffer
 	cmd := exec.Command(bin,
 		"--kubeconfig", env.Kubeconfig,

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -42,15 +41,8 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
 		o := webhook.DefaultOptions()
-		o.Enabled, o.Host, o.Port, o.CertDir = true, "127.0.0.1", port, dir
+		o.Enabled, o.Host, o.Port, o.CertDir = true, "127.0.0.1", 0, dir
 		done, err := webhook.StartLocal(ctx, env.Config, o, logr.Discard())
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "starting the webhooks:", err)

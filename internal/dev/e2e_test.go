@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,17 +25,8 @@ import (
 	"github.com/metalhub/metalhub/internal/controlplane"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/scheme"
+	"github.com/metalhub/metalhub/internal/testenv"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // freeBase finds n consecutive free ports for the emulated BMCs.
 func freeBase(t *testing.T, n int) int {
@@ -67,7 +59,7 @@ type devRun struct {
 
 func startDev(t *testing.T, bin, dataDir string, args []string) *devRun {
 	t.Helper()
-	control := freeAddr(t)
+	control := testenv.FreeAddr(t)
 	log, err := os.Create(filepath.Join(t.TempDir(), "dev.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -186,9 +178,9 @@ func TestMakeRunEndToEnd(t *testing.T) {
 	}
 	dataDir := t.TempDir()
 	args := []string{"--servers", "8", "--bmc-base-port", fmt.Sprint(freeBase(t, 8)), "--power-delay", "300ms",
-		"--infrahub-address", freeAddr(t), "--registry-address", freeAddr(t),
-		"--metrics-bind-address", "0", "--health-probe-bind-address", freeAddr(t), "--table=false",
-		"--webhook-port", freeAddr(t)[len("127.0.0.1:"):]}
+		"--infrahub-address", testenv.FreeAddr(t), "--registry-address", testenv.FreeAddr(t),
+		"--metrics-bind-address", "0", "--health-probe-bind-address", testenv.FreeAddr(t), "--table=false",
+		"--webhook-port", strconv.Itoa(testenv.FreePort(t))}
 	ctx := context.Background()
 
 	run := startDev(t, bin, dataDir, args)

@@ -17,7 +17,6 @@ package eventsink
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,31 +69,23 @@ type Provider struct {
 	scheme      *runtime.Scheme
 }
 
-// New returns a provider writing through a client on cfg, and adds it to mgr.
+// New returns a provider writing through a client on mgr's config, and adds it to mgr.
 func New(mgr ctrl.Manager, o Options) (*Provider, error) {
-	p, err := NewForConfig(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme(), o)
-	if err != nil {
-		return nil, err
-	}
-	if err := mgr.Add(p); err != nil {
-		return nil, fmt.Errorf("adding the event recorder: %w", err)
-	}
-	return p, nil
-}
-
-// NewForConfig returns a provider that is not added to a manager: Start it yourself.
-func NewForConfig(cfg *rest.Config, hc *http.Client, scheme *runtime.Scheme, o Options) (*Provider, error) {
 	o = o.withDefaults()
 	// Events are a core type: protobuf costs the API server less than JSON.
-	cfg = rest.CopyConfig(cfg)
+	cfg := rest.CopyConfig(mgr.GetConfig())
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	cl, err := eventsclient.NewForConfigAndClient(cfg, hc)
+	cl, err := eventsclient.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
 	if err != nil {
 		return nil, fmt.Errorf("creating the events client: %w", err)
 	}
 	s := &sink{next: &events.EventSinkImpl{Interface: cl}, slots: make(chan struct{}, o.InFlight), backlog: o.Backlog}
-	return &Provider{broadcaster: events.NewBroadcaster(s), sink: s, scheme: scheme}, nil
+	p := &Provider{broadcaster: events.NewBroadcaster(s), sink: s, scheme: mgr.GetScheme()}
+	if err := mgr.Add(p); err != nil {
+		return nil, fmt.Errorf("adding the event recorder: %w", err)
+	}
+	return p, nil
 }
 
 // Recorder returns a recorder reporting as controller name.

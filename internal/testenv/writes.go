@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/types"
@@ -142,26 +146,52 @@ func (s *statusCounter) Patch(ctx context.Context, obj client.Object, patch clie
 	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
 }
 
-// APIWrites reads the API server's own request counter: writes (every client's) by "VERB
-// resource[/subresource]", e.g. "PATCH servers" or "PUT servers/status".
-func (e *Env) APIWrites() (map[string]float64, error) {
+// Scrape reads and parses a Prometheus text endpoint.
+func Scrape(hc *http.Client, url string) (map[string]*dto.MetricFamily, error) {
+	resp, err := hc.Get(url)
+	if err != nil {
+		return nil, fmt.Errorf("reading metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("parsing metrics of %s: %w", url, err)
+	}
+	return families, nil
+}
+
+// apiMetrics reads the API server's own metrics.
+func (e *Env) apiMetrics() (map[string]*dto.MetricFamily, error) {
 	hc, err := rest.HTTPClientFor(e.Config)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := hc.Get(strings.TrimSuffix(e.Config.Host, "/") + "/metrics")
+	return Scrape(hc, strings.TrimSuffix(e.Config.Host, "/")+"/metrics")
+}
+
+// ClosedWatches is how many watches the API server has closed as unresponsive: a watch it
+// cannot feed fast enough is closed, and the informer behind it sees every change late.
+func (e *Env) ClosedWatches() (float64, error) {
+	families, err := e.apiMetrics()
 	if err != nil {
-		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
+		return 0, err
 	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
+	sum := 0.0
+	if fam := families["apiserver_terminated_watchers_total"]; fam != nil {
+		for _, m := range fam.Metric {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum, nil
+}
+
+// APIWrites reads the API server's own request counter: writes (every client's) by "VERB
+// resource[/subresource]", e.g. "PATCH servers" or "PUT servers/status".
+func (e *Env) APIWrites() (map[string]float64, error) {
+	families, err := e.apiMetrics()
 	if err != nil {
 		return nil, err
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(string(raw)))
-	if err != nil {
-		return nil, fmt.Errorf("parsing the API server's metrics: %w", err)
 	}
 	out := map[string]float64{}
 	if fam := families["apiserver_request_total"]; fam != nil {
@@ -234,4 +264,26 @@ func Parallel(n, workers int, f func(i int) error) error {
 		return err
 	}
 	return nil
+}
+
+// ProfileAPIServer writes the API server's CPU profile over the next d into path, in the
+// background; a failure is logged on tb.
+func (e *Env) ProfileAPIServer(tb testing.TB, d time.Duration, path string) {
+	go func() {
+		hc, err := rest.HTTPClientFor(e.Config)
+		if err == nil {
+			var resp *http.Response
+			url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(e.Config.Host, "/"), int(d.Seconds()))
+			if resp, err = hc.Get(url); err == nil {
+				defer resp.Body.Close()
+				var raw []byte
+				if raw, err = io.ReadAll(resp.Body); err == nil {
+					err = os.WriteFile(path, raw, 0o644)
+				}
+			}
+		}
+		if err != nil {
+			tb.Logf("apiserver profile: %v", err)
+		}
+	}()
 }

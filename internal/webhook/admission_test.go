@@ -2,7 +2,6 @@ package webhook_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,7 +35,7 @@ func TestMain(m *testing.M) {
 		}
 		defer os.RemoveAll(dir)
 		o := webhook.DefaultOptions()
-		o.Enabled, o.Host, o.Port, o.CertDir = true, "127.0.0.1", freePort(), filepath.Join(dir, "certs")
+		o.Enabled, o.Host, o.Port, o.CertDir = true, "127.0.0.1", 0, filepath.Join(dir, "certs")
 		done, err := webhook.StartLocal(ctx, env.Config, o, logr.Discard())
 		if err != nil {
 			panic(err)
@@ -48,15 +47,6 @@ func TestMain(m *testing.M) {
 		}
 		return code
 	}))
-}
-
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func ctx(t *testing.T) context.Context {

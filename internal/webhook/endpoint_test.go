@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 )
@@ -50,16 +51,7 @@ func TestValidateUniqueMAC(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ep := endpoint(tc.ep, tc.mac)
-			errs := ValidateUniqueMAC(&ep, others)
-			if tc.want == "" {
-				if len(errs) > 0 {
-					t.Fatalf("refused: %v", errs)
-				}
-				return
-			}
-			if len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.want) {
-				t.Fatalf("errors %v, want one saying %q", errs, tc.want)
-			}
+			checkRefusal(t, ValidateUniqueMAC(&ep, others), tc.want)
 		})
 	}
 }
@@ -76,5 +68,19 @@ func TestEndpointUpdateChecksOnlyMACChanges(t *testing.T) {
 	upd.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	if _, err := v.ValidateUpdate(context.Background(), &old, &upd); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// checkRefusal asserts that errs is empty when want is, else that it holds one error saying want.
+func checkRefusal(t *testing.T, errs field.ErrorList, want string) {
+	t.Helper()
+	if want == "" {
+		if len(errs) > 0 {
+			t.Fatalf("refused: %v", errs)
+		}
+		return
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), want) {
+		t.Fatalf("errors %v, want one saying %q", errs, want)
 	}
 }

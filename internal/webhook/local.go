@@ -127,9 +127,17 @@ func LocalURL(o Options) string {
 // run on this machine, until ctx is done: it prepares o's certificate directory (a self-signed
 // CA when it is empty), starts the server, waits until it answers and installs
 // LocalConfiguration. For tests and tools that need admission without the operator; the
-// operator serves the webhooks from its own manager (internal/manager). The returned channel
-// yields the server's result once ctx is done.
+// operator serves the webhooks from its own manager (internal/manager). Port 0 takes a free
+// port. The returned channel yields the server's result once ctx is done.
 func StartLocal(ctx context.Context, cfg *rest.Config, o Options, log logr.Logger) (<-chan error, error) {
+	if o.Port == 0 {
+		l, err := net.Listen("tcp", net.JoinHostPort(o.Host, "0"))
+		if err != nil {
+			return nil, fmt.Errorf("finding a free webhook port: %w", err)
+		}
+		o.Port = l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+	}
 	srv, ca, err := NewServer(o, log)
 	if err != nil {
 		return nil, err

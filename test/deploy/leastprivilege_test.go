@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -42,6 +41,8 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/manager"
 	"github.com/metalhub/metalhub/internal/scheme"
+	"github.com/metalhub/metalhub/internal/syncbuf"
+	"github.com/metalhub/metalhub/internal/testenv"
 	"github.com/metalhub/metalhub/internal/webhook"
 )
 
@@ -68,10 +69,10 @@ func TestLeastPrivilege(t *testing.T) {
 	cfg.QPS, cfg.Burst = -1, 0
 
 	// The operator, in this process, as the ServiceAccount.
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	log := zap.New(zap.WriteTo(&logs), zap.UseDevMode(false))
 	ctrl.SetLogger(log) // the registry logs through controller-runtime's root logger
-	regAddr := freeAddr(t)
+	regAddr := testenv.FreeAddr(t)
 	opts := manager.DefaultOptions()
 	opts.MetricsAddr, opts.HealthAddr = "0", "0"
 	opts.LeaderElect, opts.LeaderElectionNamespace = true, namespace
@@ -86,7 +87,7 @@ func TestLeastPrivilege(t *testing.T) {
 	// The admission webhooks too, as config/default runs them: their reads (the Endpoint MAC
 	// check lists Endpoints) are the ServiceAccount's.
 	opts.Webhook.Enabled, opts.Webhook.Host = true, "127.0.0.1"
-	opts.Webhook.Port, _ = strconv.Atoi(freeAddr(t)[len("127.0.0.1:"):])
+	opts.Webhook.Port = testenv.FreePort(t)
 	opts.Webhook.CertDir = t.TempDir()
 	mgr, err := manager.New(cfg, opts, log)
 	if err != nil {
@@ -500,33 +501,6 @@ func (c refusalCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // ---- helpers ---------------------------------------------------------------------------------
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 func eventually(t *testing.T, timeout time.Duration, f func() error) {
 	t.Helper()

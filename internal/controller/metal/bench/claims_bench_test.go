@@ -20,7 +20,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -269,16 +268,7 @@ func runClaims(b *testing.B, servers, claims int) {
 	// METALHUB_BENCH_APISERVER_CPU names a file for the API server's CPU profile over the
 	// first 8 s of the claims, to see what binding costs it.
 	if path := os.Getenv("METALHUB_BENCH_APISERVER_CPU"); path != "" {
-		go func() {
-			cs := kubernetes.NewForConfigOrDie(env.Config)
-			raw, err := cs.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "8").Timeout(time.Minute).DoRaw(context.Background())
-			if err == nil {
-				err = os.WriteFile(path, raw, 0o644)
-			}
-			if err != nil {
-				b.Logf("apiserver profile: %v", err)
-			}
-		}()
+		env.ProfileAPIServer(b, 8*time.Second, path)
 	}
 	b.StartTimer()
 	start := time.Now()
@@ -562,30 +552,11 @@ func waitFor(b *testing.B, timeout time.Duration, what string, cond func() (bool
 	b.Fatalf("%s: not within %s (last: %s)", what, timeout, last)
 }
 
-// closedWatches reads how many watches the API server has closed as unresponsive: a watch it
-// cannot feed fast enough is closed, and the informer behind it sees every change late.
 func closedWatches(b *testing.B, env *testenv.Env) float64 {
 	b.Helper()
-	hc, err := rest.HTTPClientFor(env.Config)
+	n, err := env.ClosedWatches()
 	if err != nil {
 		b.Fatal(err)
 	}
-	resp, err := hc.Get(strings.TrimSuffix(env.Config.Host, "/") + "/metrics")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sum := 0.0
-	for _, l := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(l, "apiserver_terminated_watchers_total{") {
-			f := strings.Fields(l)
-			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-			sum += v
-		}
-	}
-	return sum
+	return n
 }
