@@ -82,8 +82,22 @@ docker-build-check: ## Without a container engine: run the Dockerfile's build st
 	hack/docker-build-check.sh
 
 .PHONY: test
-test: verify vet envtest-assets helm promtool docker-build-check ## Verify, vet, build-stage check, unit and envtest tests.
+test: verify vet envtest-assets helm promtool docker-build-check ## Verify, vet, build-stage check, unit, envtest and end-to-end tests, the campaign's fixed seeds.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test $(GO_TEST_FLAGS) ./...
+
+# The fault campaign (test/campaign, docs/safety.md). `make test` runs its fixed seeds; this runs
+# SEEDS=N seeds (1..N, or from SEED_FROM) or replays SEED=s, and prints the summary last.
+SEEDS     ?=
+SEED      ?=
+SEED_FROM ?=
+
+.PHONY: campaign
+campaign: envtest-assets ## Fault campaign: SEEDS=N runs seeds 1..N (SEED_FROM=k starts at k), SEED=s replays one; summary last.
+	@summary=$$(mktemp); rc=0; \
+	METALHUB_CAMPAIGN_SEEDS="$(SEEDS)" METALHUB_CAMPAIGN_SEED="$(SEED)" METALHUB_CAMPAIGN_SEED_FROM="$(SEED_FROM)" \
+	METALHUB_CAMPAIGN_SUMMARY="$$summary" KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) \
+	  $(GO) test -count=1 -run '^TestCampaign$$' -v -timeout $$(( $(or $(SEEDS),4) * 3 + 10 ))m ./test/campaign/ || rc=$$?; \
+	cat "$$summary"; rm -f "$$summary"; exit $$rc
 
 .PHONY: bench
 bench: envtest-assets ## Benchmarks (print their figures).

@@ -1,0 +1,657 @@
+package campaign
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+)
+
+// fixedSeeds are what `go test ./test/campaign/` (and so `make test`) runs: about a minute each
+// on two cores.
+var fixedSeeds = []uint64{1, 2, 3, 4}
+
+const (
+	// convergeBound is how long the fleet may take to settle once faults stop. It covers the
+	// controllers' fixed 15 s retry after a BMC failure, a lease handover and a rediscovery.
+	convergeBound = 90 * time.Second
+	// probeBound is how long a claim on a healthy server may take to bind and power on while
+	// other BMCs are dead.
+	probeBound = 10 * time.Second
+)
+
+// seeds reads METALHUB_CAMPAIGN_SEED (one seed), METALHUB_CAMPAIGN_SEEDS (that many, from
+// METALHUB_CAMPAIGN_SEED_FROM, default 1), else the fixed set.
+func seeds(t *testing.T) []uint64 {
+	if v := os.Getenv("METALHUB_CAMPAIGN_SEED"); v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("METALHUB_CAMPAIGN_SEED=%q: %v", v, err)
+		}
+		return []uint64{s}
+	}
+	if v := os.Getenv("METALHUB_CAMPAIGN_SEEDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("METALHUB_CAMPAIGN_SEEDS=%q: want a count", v)
+		}
+		from := uint64(1)
+		if f := os.Getenv("METALHUB_CAMPAIGN_SEED_FROM"); f != "" {
+			if from, err = strconv.ParseUint(f, 10, 64); err != nil {
+				t.Fatalf("METALHUB_CAMPAIGN_SEED_FROM=%q: %v", f, err)
+			}
+		}
+		out := make([]uint64, n)
+		for i := range out {
+			out[i] = from + uint64(i)
+		}
+		return out
+	}
+	return fixedSeeds
+}
+
+// TestCampaign runs one schedule per seed, each a subtest seed-<n>, and prints the summary.
+func TestCampaign(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: each seed runs a fleet, two managers and a minute of faults")
+	}
+	tot := &totals{checks: map[string]int{}, breaches: map[string]int{}, seeds: map[string][]uint64{}}
+	began := time.Now()
+	for _, seed := range seeds(t) {
+		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
+			tot.add(runSchedule(t, seed))
+		})
+	}
+	tot.took = time.Since(began)
+	summary := tot.String()
+	t.Log("\n" + summary)
+	if p := os.Getenv("METALHUB_CAMPAIGN_SUMMARY"); p != "" {
+		if err := os.WriteFile(p, []byte(summary), 0o644); err != nil {
+			t.Errorf("writing the summary: %v", err)
+		}
+	}
+}
+
+// result is what one schedule found.
+type result struct {
+	seed                   uint64
+	steps, faults          int
+	checks                 map[string]int
+	breaches               []*breach
+	setup, chaos, converge time.Duration
+}
+
+// runSchedule runs one seed: setup, chaos, heal, convergence, final checks.
+func runSchedule(t *testing.T, seed uint64) *result {
+	sch := newSchedule(seed)
+	res := &result{seed: seed, checks: map[string]int{}}
+	began := time.Now()
+	w, err := newWorld(t, sch)
+	if w != nil {
+		defer w.close()
+	}
+	if err != nil {
+		t.Fatalf("seed %d: harness: %v", seed, err)
+	}
+	ctx, cancel := context.WithCancel(w.ctx)
+	defer cancel()
+	if err := w.waitAvailable(90 * time.Second); err != nil {
+		w.m.mu.Lock()
+		w.m.breach(invConverge, "setup", "%v", err)
+		w.m.mu.Unlock()
+		return w.finish(t, res)
+	}
+	res.setup = time.Since(began)
+	pollDone, scrapeDone := make(chan struct{}), make(chan struct{})
+	defer func() { cancel(); <-pollDone; <-scrapeDone }()
+	start := time.Now()
+	w.m.setStart(start)
+	go w.m.run(ctx, pollDone)
+	go w.scrapeLoop(ctx, scrapeDone)
+
+	for n, st := range sch.Steps {
+		// Pacing: a step runs at its planned time (or later, behind a slow one).
+		if d := time.Until(start.Add(st.At)); d > 0 {
+			time.Sleep(d)
+		}
+		at := time.Since(start)
+		out := w.run(st)
+		w.mu.Lock()
+		w.journal = append(w.journal, fmt.Sprintf("  #%02d +%6.2fs (planned +%5.2fs) %s -> %s", n+1, at.Seconds(), st.At.Seconds(), st.describe(w.num), out))
+		w.steps++
+		if st.Kind.isFault() && !strings.HasPrefix(out, "skipped") {
+			w.injected++
+		}
+		w.mu.Unlock()
+	}
+	if d := time.Until(start.Add(sch.Chaos)); d > 0 {
+		time.Sleep(d)
+	}
+	w.probeWG.Wait()
+	res.chaos = time.Since(start)
+
+	// Faults stop: heal every BMC, stop user actions, restart the manager once.
+	healed := time.Now()
+	w.note("heal: every fault ends, the fleet's objects are re-created, the leader restarts")
+	w.heal()
+	leader := w.leader()
+	if leader == nil {
+		leader = w.slots[0]
+	}
+	leader.stop(syscall.SIGKILL)
+	leader.start()
+	w.voidProbes("manager restarted")
+	w.converge(healed)
+	res.converge = time.Since(healed)
+
+	// Final checks: every recorded action judged, every operation accounted for, pass times.
+	if err := w.m.pollOnce(w.ctx); err != nil {
+		t.Errorf("final poll: %v", err)
+	}
+	for _, s := range w.slots {
+		s.scrape(w.ctx, &http.Client{Timeout: 2 * time.Second})
+	}
+	w.m.mu.Lock()
+	w.m.judgeRecords(true)
+	if n := len(w.m.snaps); n > 0 {
+		w.m.finalOps(w.m.snaps[n-1])
+	}
+	w.checkPasses()
+	w.checkProbes()
+	w.m.mu.Unlock()
+	return w.finish(t, res)
+}
+
+// finish fills the result and, on a breach, prints the seed, how to replay it, the breaches and
+// the whole schedule as it ran.
+func (w *world) finish(t *testing.T, res *result) *result {
+	w.mu.Lock()
+	res.steps, res.faults = w.steps, w.injected
+	journal := slices.Clone(w.journal)
+	w.mu.Unlock()
+	w.m.mu.Lock()
+	for k, v := range w.m.checks {
+		res.checks[k] = v
+	}
+	w.m.mu.Unlock()
+	res.breaches = w.m.sortedBreaches()
+	t.Logf("seed %d: %d steps, %d faults; setup %s, chaos %s, heal to converged %s; %d breaches",
+		res.seed, res.steps, res.faults, res.setup.Round(100*time.Millisecond), res.chaos.Round(100*time.Millisecond),
+		res.converge.Round(100*time.Millisecond), len(res.breaches))
+	if len(res.breaches) == 0 {
+		return res
+	}
+	var b strings.Builder
+	for _, br := range res.breaches {
+		fmt.Fprintf(&b, "  [%s] %s (x%d, first at +%s): %s\n", br.Inv, br.Subject, br.Count, br.At, br.Msg)
+	}
+	t.Errorf("seed %d: %d invariant breaches; replay with: make campaign SEED=%d\n%s", res.seed, len(res.breaches), res.seed, b.String())
+	t.Logf("schedule of seed %d:\n%s\nas it ran (steps, notes):\n%s\nmanager logs: %s", res.seed, w.sch, strings.Join(journal, "\n"), w.dir)
+	return res
+}
+
+// scrapeLoop reads every replica's metrics each second: a killed incarnation keeps its last
+// sample, so its passes count too.
+func (w *world) scrapeLoop(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	hc := &http.Client{Timeout: time.Second}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, s := range w.slots {
+			s.scrape(ctx, hc)
+		}
+	}
+}
+
+// checkPasses: no reconcile pass took longer than the request timeout plus a margin, and none
+// panicked. Called with w.m.mu held.
+func (w *world) checkPasses() {
+	total, over, panics := passTotals(w.slots)
+	controllers := make([]string, 0, len(total))
+	for c := range total {
+		controllers = append(controllers, c)
+	}
+	sort.Strings(controllers)
+	for _, c := range controllers {
+		w.m.checks[invPassBound] += int(total[c])
+		if over[c] > 0 {
+			w.m.breach(invPassBound, "controller "+c, "%.0f of %.0f passes of the %s controller took longer than %s (request timeout %s plus margin)",
+				over[c], total[c], c, passBoundValue, bmcRequestTimeout)
+		}
+		if panics[c] > 0 {
+			w.m.breach(invPassBound, "controller "+c+" panics", "%.0f reconcile panics in the %s controller", panics[c], c)
+		}
+	}
+}
+
+// probe is one claim on a healthy server, timed while other BMCs are dead.
+type probe struct {
+	n            int
+	bmc          int
+	server       string
+	claim        string
+	dead         []int
+	start        time.Time
+	void, failed string
+	took         time.Duration
+}
+
+// startProbe claims a healthy, Available server by name and times its binding and power-on.
+func (w *world) startProbe(st step) (string, error) {
+	s := w.m.last()
+	if s == nil {
+		return "", errSkip("no poll yet")
+	}
+	dead := w.dead()
+	n := w.sch.BMCs
+	chosen := -1
+	for k := range n {
+		i := (st.Index + k) % n
+		if w.faulty(i) {
+			continue
+		}
+		name := w.serverName(i)
+		v := s.Servers[name]
+		if b := s.BMCs[w.bmcName(i)]; b == nil || b.Deleting || v == nil || !claimable(v) || len(v.Taints) > 0 || pendingMaintenance(s, name) {
+			continue
+		}
+		busy := false
+		for _, c := range s.Claims {
+			busy = busy || c.ServerRef == name
+		}
+		if !busy {
+			chosen = i
+			break
+		}
+	}
+	if chosen < 0 {
+		return "", errSkip("no healthy Available server")
+	}
+	p := &probe{n: st.ID, bmc: chosen, server: w.serverName(chosen), claim: fmt.Sprintf("probe-%d", st.ID), dead: dead, start: time.Now()}
+	c := &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.claim},
+		Spec: metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn, Image: "campaign-image", ServerRef: &corev1.LocalObjectReference{Name: p.server}}}
+	if err := w.c.Create(w.ctx, c); err != nil {
+		return "", err
+	}
+	w.mu.Lock()
+	w.probes = append(w.probes, p)
+	w.mu.Unlock()
+	w.probeWG.Add(1)
+	go w.watchProbe(p, c)
+	return fmt.Sprintf("%s on %s while BMCs %v are dead", p.claim, p.server, dead), nil
+}
+
+func (w *world) watchProbe(p *probe, c *metalv1alpha1.ServerClaim) {
+	defer w.probeWG.Done()
+	sys := w.fleet.BMC(p.bmc).Systems()[0]
+	deadline := p.start.Add(probeBound)
+	for {
+		got := &metalv1alpha1.ServerClaim{}
+		if err := w.c.Get(w.ctx, client.ObjectKeyFromObject(c), got); err == nil && got.Status.Phase == metalv1alpha1.PhaseBound && sys.PowerState() == redfish.PowerOn {
+			w.mu.Lock()
+			p.took = time.Since(p.start)
+			w.mu.Unlock()
+			break
+		}
+		if time.Now().After(deadline) {
+			w.mu.Lock()
+			p.failed = fmt.Sprintf("phase %q, power %s after %s", got.Status.Phase, sys.PowerState(), probeBound)
+			w.mu.Unlock()
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := w.c.Delete(w.ctx, c); err != nil {
+		w.note("probe %s: deleting its claim: %v", p.claim, err)
+	}
+	w.m.poke()
+}
+
+// disturbProbes voids the probes a step makes meaningless: a manager restart stalls everything,
+// a step on the probe's BMC or server changes what is measured.
+func (w *world) disturbProbes(i int, k kind) {
+	switch k {
+	case kKill, kHandover, kRestore:
+		w.voidProbes(string(k))
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.probes {
+		if p.bmc == i && p.void == "" && p.took == 0 && p.failed == "" {
+			p.void = string(k) + " on its server"
+		}
+	}
+}
+
+func (w *world) voidProbes(why string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.probes {
+		if p.void == "" && p.took == 0 && p.failed == "" {
+			p.void = why
+		}
+	}
+}
+
+// checkProbes turns probe results into checks and breaches. Called with w.m.mu held.
+func (w *world) checkProbes() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.probes {
+		if p.void != "" {
+			w.journal = append(w.journal, fmt.Sprintf("         probe %s void: %s", p.claim, p.void))
+			continue
+		}
+		w.m.checks[invHealthy]++
+		if p.failed != "" {
+			w.m.breach(invHealthy, p.server, "claim %s on healthy server %s (BMCs %v dead) not Bound and powered on within %s: %s",
+				p.claim, p.server, p.dead, probeBound, p.failed)
+		}
+	}
+}
+
+// faulty reports whether BMC i has any fault set right now.
+func (w *world) faulty(i int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !reflect.DeepEqual(w.faults[i], w.baseFaults(i)) || w.slow[i]
+}
+
+// claimable is the controllers' own notion (claims.go serverClaimable), read from a view.
+func claimable(v *srvView) bool {
+	return !v.Deleting && v.State == string(metalv1alpha1.ServerStateAvailable) && !v.Unclaimable && v.ClaimRef == "" &&
+		v.MaintRef == "" && v.Power == string(metalv1alpha1.PowerStateOff) && v.Op != metalv1alpha1.OperationIgnore
+}
+
+func pendingMaintenance(s *snapshot, server string) bool {
+	for _, mt := range s.Maints {
+		if mt.ServerRef == server && !mt.Deleting {
+			return true
+		}
+	}
+	return false
+}
+
+func tolerated(tols []metalv1alpha1.Toleration, taints []metalv1alpha1.Taint) bool {
+	for _, t := range taints {
+		effect := t.Effect
+		if effect == "" {
+			effect = metalv1alpha1.TaintEffectNoBind
+		}
+		ok := false
+		for _, tol := range tols {
+			if tol.Effect != "" && tol.Effect != effect {
+				continue
+			}
+			if tol.Operator == metalv1alpha1.TolerationOpExists && (tol.Key == "" || tol.Key == t.Key) ||
+				tol.Key == t.Key && tol.Value == t.Value {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// couldBind names a server a pending claim could bind right now, if there is one.
+func couldBind(s *snapshot, c *claimView) string {
+	names := make([]string, 0, len(s.Servers))
+	for name := range s.Servers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		v := s.Servers[name]
+		if (c.ServerRef != "" && name != c.ServerRef) || !claimable(v) || !tolerated(c.Tolerations, v.Taints) || pendingMaintenance(s, name) {
+			continue
+		}
+		if c.Selector != nil {
+			sel, err := metav1.LabelSelectorAsSelector(c.Selector)
+			if err != nil || !sel.Matches(labels.Set(v.Labels)) {
+				continue
+			}
+		}
+		return name
+	}
+	return ""
+}
+
+// converge waits until the fleet is settled (twice, 2 s apart) or convergeBound has passed.
+func (w *world) converge(healed time.Time) {
+	deadline := healed.Add(convergeBound)
+	var stable time.Time
+	var seen *snapshot
+	for {
+		s := w.m.last()
+		if s != nil && s != seen && s.Start.After(healed) {
+			seen = s
+			problems := w.convergence(s)
+			w.m.mu.Lock()
+			w.m.checks[invConverge]++
+			w.m.mu.Unlock()
+			switch {
+			case len(problems) > 0:
+				stable = time.Time{}
+				if time.Now().After(deadline) {
+					w.m.mu.Lock()
+					w.m.breach(invConverge, "fleet", "not settled %s after the faults stopped: %s", convergeBound, strings.Join(problems, "; "))
+					w.m.mu.Unlock()
+					return
+				}
+			case stable.IsZero():
+				stable = time.Now()
+			case time.Since(stable) >= 2*time.Second:
+				w.note("converged %s after the heal", time.Since(healed).Round(100*time.Millisecond))
+				return
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// convergence lists what is not settled in a snapshot: every system one Server, in the state its
+// refs say with the power they ask for and a status mirroring its durable state; claims Bound or
+// pending for a reason that holds; maintenances reporting what they hold; BMCs ready.
+func (w *world) convergence(s *snapshot) []string {
+	m := w.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var p []string
+	power := map[string]string{}
+	for i := range w.sch.BMCs {
+		u := w.uuid(i)
+		power[u] = w.fleet.BMC(i).Systems()[0].PowerState()
+		if names := s.serversOf(u); len(names) != 1 {
+			p = append(p, fmt.Sprintf("system of %s has Servers %v", w.bmcName(i), names))
+		}
+	}
+	names := make([]string, 0, len(s.Servers))
+	for name := range s.Servers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		v := s.Servers[name]
+		if v.Deleting {
+			if len(m.holders(s, name, v)) == 0 {
+				p = append(p, name+" is being deleted but nothing holds it")
+			}
+			continue
+		}
+		want, wantPower := metalv1alpha1.ServerStateAvailable, metalv1alpha1.PowerOff
+		switch {
+		case v.MaintRef != "":
+			want, wantPower = metalv1alpha1.ServerStateMaintenance, ""
+			if mt := s.Maints[v.MaintRef]; mt == nil {
+				p = append(p, fmt.Sprintf("%s points at maintenance %s, which does not exist", name, v.MaintRef))
+			} else {
+				wantPower = mt.Power
+			}
+		case v.ClaimRef != "":
+			want = metalv1alpha1.ServerStateReserved
+			if c := s.Claims[v.ClaimRef]; c == nil || c.Deleting {
+				p = append(p, fmt.Sprintf("%s points at claim %s, which is gone or going", name, v.ClaimRef))
+			} else {
+				wantPower = c.Power
+			}
+		case v.Parked:
+			want, wantPower = metalv1alpha1.ServerStateParked, ""
+		}
+		if v.State != string(want) {
+			p = append(p, fmt.Sprintf("%s is %q, its refs say %s", name, v.State, want))
+		}
+		if v.Mirror != v.State {
+			p = append(p, fmt.Sprintf("%s status.state %q does not mirror its state %q", name, v.Mirror, v.State))
+		}
+		if wantPower != "" && (v.Power != string(wantPower) || power[v.UUID] != string(wantPower)) {
+			p = append(p, fmt.Sprintf("%s power: status %q, BMC %q, want %s", name, v.Power, power[v.UUID], wantPower))
+		}
+		if want != metalv1alpha1.ServerStateParked && v.Ready != string(metav1.ConditionTrue) {
+			p = append(p, fmt.Sprintf("%s Ready is %q", name, v.Ready))
+		}
+		if v.Op != "" && !v.Parked {
+			p = append(p, fmt.Sprintf("%s operation %q still pending", name, v.Op))
+		}
+	}
+	keys := make([]string, 0, len(s.Claims))
+	for k := range s.Claims {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		c := s.Claims[key]
+		if c.Deleting {
+			p = append(p, "claim "+key+" is being deleted and not gone")
+			continue
+		}
+		var holds []string
+		for _, name := range names {
+			if s.Servers[name].ClaimRef == key {
+				holds = append(holds, name)
+			}
+		}
+		switch c.Phase {
+		case string(metalv1alpha1.PhaseBound):
+			if len(holds) != 1 || c.ServerRef != holds[0] {
+				p = append(p, fmt.Sprintf("claim %s reports Bound to %q, servers pointing at it: %v", key, c.ServerRef, holds))
+			}
+		case string(metalv1alpha1.PhaseUnbound):
+			if c.Bound != string(metav1.ConditionFalse) || c.Why == "" {
+				p = append(p, fmt.Sprintf("claim %s is Unbound without a reason (Bound %q %q)", key, c.Bound, c.Why))
+			} else if could := couldBind(s, c); could != "" {
+				p = append(p, fmt.Sprintf("claim %s is Unbound (%s) while %s is free for it", key, c.Why, could))
+			}
+		default:
+			p = append(p, fmt.Sprintf("claim %s has phase %q", key, c.Phase))
+		}
+	}
+	keys = keys[:0]
+	for k := range s.Maints {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		mt := s.Maints[key]
+		if mt.Deleting {
+			p = append(p, "maintenance "+key+" is being deleted and not gone")
+			continue
+		}
+		v := s.Servers[mt.ServerRef]
+		active := v != nil && v.MaintRef == key
+		switch {
+		case active && mt.State != string(metalv1alpha1.ServerMaintenanceStateInMaintenance) && mt.State != string(metalv1alpha1.ServerMaintenanceStateFailed):
+			p = append(p, fmt.Sprintf("maintenance %s holds %s but reports %q", key, mt.ServerRef, mt.State))
+		case !active && (mt.State != string(metalv1alpha1.ServerMaintenanceStatePending) || mt.Reason == ""):
+			p = append(p, fmt.Sprintf("maintenance %s waits but reports %q (%q)", key, mt.State, mt.Reason))
+		case active && mt.Template && mt.Power != metalv1alpha1.PowerOff:
+			since := m.maintSince[mt.UID]
+			acts := m.actions(v.UUID, since)
+			if !slices.Contains(acts, clsBoot) || !(slices.Contains(acts, clsRestart) || slices.Contains(acts, clsOn)) {
+				p = append(p, fmt.Sprintf("maintenance %s holds %s since +%s but its boot configuration was never booted (actions since: %v)",
+					key, mt.ServerRef, m.since(since), acts))
+			}
+		}
+	}
+	bmcs := make([]string, 0, len(s.BMCs))
+	for name := range s.BMCs {
+		bmcs = append(bmcs, name)
+	}
+	sort.Strings(bmcs)
+	for _, name := range bmcs {
+		b := s.BMCs[name]
+		if b.Deleting || b.State != string(metalv1alpha1.BMCStateEnabled) || b.Ready != string(metav1.ConditionTrue) {
+			p = append(p, fmt.Sprintf("BMC %s: deleting %v, state %q, Ready %q", name, b.Deleting, b.State, b.Ready))
+		}
+	}
+	return p
+}
+
+// totals add up schedules for the summary.
+type totals struct {
+	schedules, steps, faults int
+	checks, breaches         map[string]int
+	seeds                    map[string][]uint64
+	took                     time.Duration
+}
+
+func (t *totals) add(r *result) {
+	t.schedules++
+	t.steps += r.steps
+	t.faults += r.faults
+	for k, v := range r.checks {
+		t.checks[k] += v
+	}
+	for _, b := range r.breaches {
+		t.breaches[b.Inv]++
+		if !slices.Contains(t.seeds[b.Inv], r.seed) {
+			t.seeds[b.Inv] = append(t.seeds[b.Inv], r.seed)
+		}
+	}
+}
+
+// String is the summary: per invariant, schedules run, steps, faults injected, what was checked
+// and breaches; the last line totals the breaches.
+func (t *totals) String() string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "invariant\tschedules\tsteps\tfaults\tchecked\tbreaches\tseeds")
+	total := 0
+	for _, inv := range invariants {
+		total += t.breaches[inv]
+		seeds := "-"
+		if s := t.seeds[inv]; len(s) > 0 {
+			seeds = strings.Trim(fmt.Sprint(s), "[]")
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", inv, t.schedules, t.steps, t.faults, t.checks[inv], t.breaches[inv], seeds)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(&b, "campaign: %d schedules, %d steps, %d faults injected in %s: %d breaches\n",
+		t.schedules, t.steps, t.faults, t.took.Round(time.Second), total)
+	return b.String()
+}

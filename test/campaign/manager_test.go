@@ -1,0 +1,291 @@
+package campaign
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Manager timing: short enough that a schedule converges in seconds, the same discipline as in
+// production (every value is a flag users set too).
+const (
+	bmcRequestTimeout = 2 * time.Second
+	// passBound is the longest reconcile pass the campaign accepts: the request timeout plus a
+	// margin for API writes; it must be a bucket of controller_runtime_reconcile_time_seconds.
+	passBound      = "5"
+	passBoundValue = 5 * time.Second
+	leaseDuration  = 4 * time.Second
+	leaseID        = "metalhub-campaign"
+)
+
+// managerArgs are the flags of every manager process; ports are per slot.
+func managerArgs(registryPort, metricsPort int) []string {
+	return []string{
+		"--kubeconfig", env.Kubeconfig, "--controllers", "metal",
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort), "--health-probe-bind-address", "0",
+		"--leader-elect", "--leader-election-namespace", "default", "--leader-election-id", leaseID,
+		"--leader-election-lease-duration", leaseDuration.String(), "--leader-election-renew-deadline", "3s",
+		"--leader-election-retry-period", "500ms",
+		"--registry-bind-address", fmt.Sprintf("127.0.0.1:%d", registryPort),
+		"--registry-url", fmt.Sprintf("http://127.0.0.1:%d", registryPort),
+		"--discovery-namespace", "default",
+		"--power-poll", "100ms", "--power-timeout", "5s", "--bmc-request-timeout", bmcRequestTimeout.String(),
+		"--server-resync", "3s", "--bmc-resync", "3s", "--claim-resync", "3s", "--discovery-timeout", "15s",
+		"--metal-concurrency", "4", "--graceful-shutdown-timeout", "1s",
+	}
+}
+
+// slot is one of the two manager replicas. A replica that exits without being told to (lost
+// leadership, a crash) is restarted, as a Deployment would; a crash is reported.
+type slot struct {
+	idx     int
+	bin     string
+	dir     string
+	onCrash func(string)
+	logf    func(string, ...any)
+
+	mu           sync.Mutex
+	cmd          *exec.Cmd
+	exited       chan struct{}
+	incarnation  int
+	logPath      string
+	up           bool // the harness wants it running
+	expectExit   bool // the harness is stopping it
+	registryPort int
+	metricsPort  int
+	samples      map[int]metricsSample // last scrape per incarnation
+}
+
+func (s *slot) start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.startLocked()
+}
+
+func (s *slot) startLocked() {
+	if s.registryPort == 0 {
+		// The manager reports neither port when given :0 (see /tmp/campaign-needs.md): pick
+		// free ones and keep them across restarts, as a Service would.
+		if err := s.pickPorts(); err != nil {
+			s.logf("manager-%d: %v", s.idx, err)
+			return
+		}
+	}
+	s.incarnation++
+	s.logPath = filepath.Join(s.dir, fmt.Sprintf("manager-%d.%d.log", s.idx, s.incarnation))
+	log, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		s.logf("manager-%d: %v", s.idx, err)
+		return
+	}
+	cmd := exec.Command(s.bin, managerArgs(s.registryPort, s.metricsPort)...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		s.logf("manager-%d: starting: %v", s.idx, err)
+		return
+	}
+	exited := make(chan struct{})
+	s.cmd, s.exited, s.up, s.expectExit = cmd, exited, true, false
+	inc, path := s.incarnation, s.logPath
+	go func() {
+		err := cmd.Wait()
+		log.Close()
+		close(exited)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.expectExit || !s.up || s.incarnation != inc {
+			return
+		}
+		tail := logTail(path, 30)
+		if strings.Contains(tail, "panic:") || strings.Contains(tail, "fatal error:") {
+			s.onCrash(fmt.Sprintf("manager-%d.%d crashed (%v):\n%s", s.idx, inc, err, tail))
+		} else {
+			s.logf("manager-%d.%d exited on its own (%v); restarting it", s.idx, inc, err)
+		}
+		if strings.Contains(tail, "address already in use") {
+			s.registryPort = 0 // someone took a port between our pick and the listen: pick again
+		}
+		s.startLocked()
+	}()
+}
+
+// pickPorts picks a registry and a metrics port that are free right now (testenv.FreePort
+// without a testing.TB: it runs on the supervisor's goroutine too).
+func (s *slot) pickPorts() error {
+	var ports [2]int
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return fmt.Errorf("picking a port: %w", err)
+		}
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+	}
+	s.registryPort, s.metricsPort = ports[0], ports[1]
+	return nil
+}
+
+// stop ends the replica with sig and waits for it; it stays down until start.
+func (s *slot) stop(sig syscall.Signal) {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.expectExit, s.up = true, false
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
+// leads reports whether the replica's current incarnation runs the controllers.
+func (s *slot) leads() bool {
+	s.mu.Lock()
+	up, path := s.up, s.logPath
+	s.mu.Unlock()
+	if !up {
+		return false
+	}
+	b, err := os.ReadFile(path)
+	return err == nil && bytes.Contains(b, []byte("Starting workers"))
+}
+
+// logTail returns the last n lines of a file.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// metricsSample is one scrape: per controller, passes in total and passes longer than passBound,
+// and reconcile panics.
+type metricsSample struct {
+	total, over, panics map[string]float64
+}
+
+func (s *slot) scrape(ctx context.Context, hc *http.Client) {
+	s.mu.Lock()
+	up, inc, port := s.up, s.incarnation, s.metricsPort
+	s.mu.Unlock()
+	if !up || port == 0 {
+		return
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/metrics", port), nil)
+	if err != nil {
+		return
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return // starting, stopping, or killed: the last sample of that incarnation stands
+	}
+	defer resp.Body.Close()
+	sample, err := parseMetrics(resp.Body)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	if s.samples == nil {
+		s.samples = map[int]metricsSample{}
+	}
+	s.samples[inc] = sample
+	s.mu.Unlock()
+}
+
+// parseMetrics reads the reconcile-time histogram and the panic counter from the Prometheus
+// text format.
+func parseMetrics(r io.Reader) (metricsSample, error) {
+	m := metricsSample{total: map[string]float64{}, over: map[string]float64{}, panics: map[string]float64{}}
+	within := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		name, labels, value, ok := metricLine(line)
+		if !ok {
+			continue
+		}
+		switch name {
+		case "controller_runtime_reconcile_time_seconds_bucket":
+			if labels["le"] == passBound {
+				within[labels["controller"]] = value
+			}
+		case "controller_runtime_reconcile_time_seconds_count":
+			m.total[labels["controller"]] = value
+		case "controller_runtime_reconcile_panics_total":
+			m.panics[labels["controller"]] = value
+		}
+	}
+	for c, total := range m.total {
+		m.over[c] = total - within[c]
+	}
+	return m, sc.Err()
+}
+
+// metricLine splits `name{a="b",c="d"} 12` into its parts.
+func metricLine(line string) (string, map[string]string, float64, bool) {
+	if line == "" || line[0] == '#' {
+		return "", nil, 0, false
+	}
+	open, closing := strings.IndexByte(line, '{'), strings.LastIndexByte(line, '}')
+	if open < 0 || closing < open {
+		return "", nil, 0, false
+	}
+	labels := map[string]string{}
+	for _, kv := range strings.Split(line[open+1:closing], ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok {
+			labels[k] = strings.Trim(v, `"`)
+		}
+	}
+	fields := strings.Fields(line[closing+1:])
+	if len(fields) == 0 {
+		return "", nil, 0, false
+	}
+	v, err := strconv.ParseFloat(fields[0], 64)
+	if err != nil {
+		return "", nil, 0, false
+	}
+	return line[:open], labels, v, true
+}
+
+// passTotals sums the last sample of every incarnation of every slot.
+func passTotals(slots []*slot) (total, over, panics map[string]float64) {
+	total, over, panics = map[string]float64{}, map[string]float64{}, map[string]float64{}
+	for _, s := range slots {
+		s.mu.Lock()
+		for _, m := range s.samples {
+			for c, v := range m.total {
+				total[c] += v
+			}
+			for c, v := range m.over {
+				over[c] += v
+			}
+			for c, v := range m.panics {
+				panics[c] += v
+			}
+		}
+		s.mu.Unlock()
+	}
+	return total, over, panics
+}

@@ -1,0 +1,234 @@
+package campaign
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+)
+
+// These tests need no control plane: they feed the model hand-made polls and records, so each
+// invariant is shown to fire on what breaks it and to stay quiet on the legitimate neighbour.
+
+// A seed is the whole schedule: same seed, same steps; and over a few seeds every step kind and
+// every BMC fault occurs.
+func TestScheduleIsAFunctionOfItsSeed(t *testing.T) {
+	if a, b := newSchedule(7).String(), newSchedule(7).String(); a != b {
+		t.Fatalf("seed 7 drew two different schedules:\n%s\n%s", a, b)
+	}
+	if newSchedule(7).String() == newSchedule(8).String() {
+		t.Fatal("seeds 7 and 8 drew the same schedule")
+	}
+	kinds, faults := map[kind]bool{}, map[string]bool{}
+	for seed := range uint64(40) {
+		for _, st := range newSchedule(seed).Steps {
+			kinds[st.Kind] = true
+			if st.Kind == kFault {
+				faults[st.Fault] = true
+			}
+			if st.At < 0 || st.At >= newSchedule(seed).Chaos {
+				t.Fatalf("seed %d: step at %s outside the chaos phase", seed, st.At)
+			}
+		}
+	}
+	for _, w := range stepWeights {
+		if !kinds[w.k] {
+			t.Errorf("no schedule of 40 seeds has a %s step", w.k)
+		}
+	}
+	for _, k := range []kind{kHeal, kFixSecret} {
+		if !kinds[k] {
+			t.Errorf("no schedule of 40 seeds has a %s step", k)
+		}
+	}
+	for _, f := range faultWeights {
+		if !faults[f.f] {
+			t.Errorf("no schedule of 40 seeds injects %s", f.f)
+		}
+	}
+}
+
+// fixture is a model over a fake recorder with one system, uuid "u0" behind bmc-0.
+type fixture struct {
+	t    *testing.T
+	m    *model
+	recs []redfish.Record
+	now  time.Time
+	seq  int64
+	logs []string
+}
+
+func newFixture(t *testing.T) *fixture {
+	f := &fixture{t: t, now: time.Now()}
+	f.m = newModelWith(nil, func() []redfish.Record { return f.recs }, func(int, string) string { return "u0" },
+		func(format string, args ...any) { f.logs = append(f.logs, format) })
+	return f
+}
+
+// poll files a snapshot 150 ms after the previous one.
+func (f *fixture) poll(servers map[string]*srvView, claims map[string]*claimView) {
+	f.now = f.now.Add(150 * time.Millisecond)
+	s := &snapshot{Start: f.now, End: f.now.Add(10 * time.Millisecond), Servers: servers, Claims: claims,
+		Maints: map[string]*maintView{}, BMCs: map[string]*bmcView{}}
+	f.m.mu.Lock()
+	f.m.add(s)
+	f.m.mu.Unlock()
+}
+
+// act records a BMC action 50 ms after the last poll.
+func (f *fixture) act(resetType string) {
+	f.seq++
+	f.recs = append(f.recs, redfish.Record{Seq: f.seq, Time: f.now.Add(50 * time.Millisecond), Action: redfish.ActionReset, ResetType: resetType})
+}
+
+func (f *fixture) breaches(inv string) int {
+	n := 0
+	for _, b := range f.m.sortedBreaches() {
+		if b.Inv == inv {
+			n++
+		}
+	}
+	return n
+}
+
+func claimed(power metalv1alpha1.Power, deleting bool) (map[string]*srvView, map[string]*claimView) {
+	return map[string]*srvView{"s0": {UID: "s0-1", UUID: "u0", ClaimRef: "default/c0", Finalizer: true, State: "Reserved"}},
+		map[string]*claimView{"default/c0": {UID: "c0-1", Power: power, ServerRef: "s0", Deleting: deleting}}
+}
+
+func TestModelFlagsAPowerOffOfAClaimedServer(t *testing.T) {
+	f := newFixture(t)
+	for range 3 {
+		f.poll(claimed(metalv1alpha1.PowerOn, false))
+	}
+	f.act("ForceOff")
+	f.poll(claimed(metalv1alpha1.PowerOn, false))
+	if f.breaches(invUnasked) != 1 {
+		t.Fatalf("ForceOff of a server claimed with power On: %d breaches, want 1", f.breaches(invUnasked))
+	}
+}
+
+func TestModelAllowsTheReleaseOfADeletedClaim(t *testing.T) {
+	f := newFixture(t)
+	for range 3 {
+		f.poll(claimed(metalv1alpha1.PowerOn, false))
+	}
+	f.poll(claimed(metalv1alpha1.PowerOn, true)) // the user deleted the claim
+	f.act("GracefulShutdown")
+	f.poll(claimed(metalv1alpha1.PowerOn, true))
+	if n := f.breaches(invUnasked); n != 0 {
+		t.Fatalf("power-off after the claim's deletion: %d breaches, want 0", n)
+	}
+	// And when the deletion shows only in the first poll after the action (the poll missed it).
+	f = newFixture(t)
+	f.poll(claimed(metalv1alpha1.PowerOn, false))
+	f.act("GracefulShutdown")
+	f.poll(claimed(metalv1alpha1.PowerOn, true))
+	if n := f.breaches(invUnasked); n != 0 {
+		t.Fatalf("power-off with the deletion seen just after: %d breaches, want 0", n)
+	}
+}
+
+func TestModelFollowsTheClaimsPower(t *testing.T) {
+	f := newFixture(t)
+	f.poll(claimed(metalv1alpha1.PowerOff, false))
+	f.act("GracefulShutdown")
+	f.poll(claimed(metalv1alpha1.PowerOff, false))
+	f.act("On")
+	f.poll(claimed(metalv1alpha1.PowerOff, false))
+	if n := f.breaches(invUnasked); n != 1 {
+		t.Fatalf("claim power Off: shutdown allowed, power-on not: %d breaches, want 1", n)
+	}
+}
+
+// A server re-created without its claim ref (its old object let go) is still the claim's box.
+func TestModelKnowsTheClaimAcrossARecreatedServer(t *testing.T) {
+	f := newFixture(t)
+	f.poll(claimed(metalv1alpha1.PowerOn, false))
+	servers, claims := claimed(metalv1alpha1.PowerOn, false)
+	servers["s0"] = &srvView{UID: "s0-2", UUID: "u0", Finalizer: true, State: "Initial"}
+	f.poll(servers, claims)
+	f.act("ForceOff")
+	f.poll(servers, claims)
+	if n := f.breaches(invUnasked); n != 1 {
+		t.Fatalf("ForceOff of the box of a live claim under a re-created Server: %d breaches, want 1", n)
+	}
+	if n := f.breaches(invHeld); n != 1 {
+		t.Fatalf("the held server re-created under a live claim: %d breaches, want 1", n)
+	}
+}
+
+func TestModelFlagsAHeldServerLettingGo(t *testing.T) {
+	f := newFixture(t)
+	f.poll(claimed(metalv1alpha1.PowerOn, false))
+	_, claims := claimed(metalv1alpha1.PowerOn, false)
+	f.poll(map[string]*srvView{}, claims)
+	if n := f.breaches(invHeld); n != 1 {
+		t.Fatalf("server gone under a live claim: %d breaches, want 1", n)
+	}
+	f = newFixture(t)
+	f.poll(claimed(metalv1alpha1.PowerOn, false))
+	_, claims = claimed(metalv1alpha1.PowerOn, true)
+	f.poll(map[string]*srvView{}, claims)
+	if n := f.breaches(invHeld); n != 0 {
+		t.Fatalf("server gone after its claim's deletion: %d breaches, want 0", n)
+	}
+}
+
+func TestModelCountsAnOperationOnce(t *testing.T) {
+	f := newFixture(t)
+	f.poll(claimed(metalv1alpha1.PowerOn, false))
+	f.m.registerOp("s0", "s0-1", "u0", metalv1alpha1.OperationHardRestartServer, f.now)
+	f.act("ForceRestart")
+	f.poll(claimed(metalv1alpha1.PowerOn, false))
+	if n := len(f.m.sortedBreaches()); n != 0 {
+		t.Fatalf("one restart for one hard-restart-server: %d breaches, want 0", n)
+	}
+	f.act("ForceRestart")
+	f.poll(claimed(metalv1alpha1.PowerOn, false))
+	if n := f.breaches(invOnce); n != 1 {
+		t.Fatalf("two restarts for one hard-restart-server: %d breaches, want 1", n)
+	}
+	// An operation the controller took away without doing it.
+	f = newFixture(t)
+	servers, claims := claimed(metalv1alpha1.PowerOn, false)
+	servers["s0"].Op = metalv1alpha1.OperationPowerCycleServer
+	f.poll(servers, claims)
+	f.m.registerOp("s0", "s0-1", "u0", metalv1alpha1.OperationPowerCycleServer, f.now.Add(-time.Millisecond))
+	f.poll(claimed(metalv1alpha1.PowerOn, false))
+	f.m.mu.Lock()
+	f.m.finalOps(f.m.snaps[len(f.m.snaps)-1])
+	f.m.mu.Unlock()
+	if n := f.breaches(invOnce); n != 1 {
+		t.Fatalf("power-cycle-server never carried out: %d breaches, want 1", n)
+	}
+}
+
+func TestModelFlagsTwoServersForOneSystem(t *testing.T) {
+	f := newFixture(t)
+	servers, claims := claimed(metalv1alpha1.PowerOn, false)
+	servers["s0-copy"] = &srvView{UID: "x", UUID: "u0"}
+	f.poll(servers, claims)
+	if n := f.breaches(invUnique); n != 1 {
+		t.Fatalf("two Servers for system u0: %d breaches, want 1", n)
+	}
+}
+
+func TestParseMetricsCountsSlowPasses(t *testing.T) {
+	text := `# HELP controller_runtime_reconcile_time_seconds Length of time per reconciliation per controller
+controller_runtime_reconcile_time_seconds_bucket{controller="bmc",le="4.5"} 10
+controller_runtime_reconcile_time_seconds_bucket{controller="bmc",le="5"} 11
+controller_runtime_reconcile_time_seconds_bucket{controller="bmc",le="+Inf"} 13
+controller_runtime_reconcile_time_seconds_count{controller="bmc"} 13
+controller_runtime_reconcile_panics_total{controller="bmc"} 0
+`
+	m, err := parseMetrics(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.total["bmc"] != 13 || m.over["bmc"] != 2 {
+		t.Fatalf("total %v over %v, want 13 and 2", m.total, m.over)
+	}
+}

@@ -1,0 +1,443 @@
+package campaign
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+)
+
+// kind is what a step does.
+type kind string
+
+// User actions.
+const (
+	kClaimByName     kind = "claim-by-name"
+	kClaimBySelector kind = "claim-by-selector"
+	kClaimDelete     kind = "claim-delete"
+	kClaimPower      kind = "claim-power"
+	kCordon          kind = "cordon"
+	kTaint           kind = "taint"
+	kOperation       kind = "operation"
+	kBMCOperation    kind = "bmc-operation"
+	kMaintCreate     kind = "maintenance-create"
+	kMaintApprove    kind = "maintenance-approve"
+	kMaintDelete     kind = "maintenance-delete"
+	kDeleteServer    kind = "delete-server"
+	kDeleteBMC       kind = "delete-bmc"
+	kDeleteSecret    kind = "delete-bmcsecret"
+	kDeleteEndpoint  kind = "delete-endpoint"
+	kRecreate        kind = "recreate-bmc"
+	kFixSecret       kind = "fix-bmcsecret"
+	kProbe           kind = "probe-healthy"
+)
+
+// Control-plane faults.
+const (
+	kWipeStatus kind = "wipe-status"
+	kStrip      kind = "strip-annotations"
+	kKill       kind = "kill-manager"
+	kHandover   kind = "leader-handover"
+	kBackup     kind = "backup"
+	kRestore    kind = "restore"
+)
+
+// BMC faults.
+const (
+	kFault       kind = "bmc-fault"
+	kHeal        kind = "bmc-heal"
+	kCredentials kind = "bmc-credentials"
+)
+
+// isFault reports whether a step injects a fault (the rest are user actions and their follow-ups).
+func (k kind) isFault() bool {
+	switch k {
+	case kWipeStatus, kStrip, kKill, kHandover, kRestore, kFault, kCredentials:
+		return true
+	}
+	return false
+}
+
+// BMC fault types (step.Fault).
+const (
+	fStatus500       = "http-500"
+	fStatus503       = "http-503"
+	fHang            = "hang"
+	fDrop            = "connection-reset"
+	fLatency         = "latency"
+	fSlowPower       = "slow-power"
+	fStuckPower      = "stuck-power"
+	fIgnoreGraceful  = "ignore-graceful-shutdown"
+	fUnauthorized    = "unauthorized"
+	fUnreachable     = "unreachable"
+	fBrokenInventory = "broken-inventory"
+)
+
+// Object kinds a status wipe or an annotation strip hits.
+const (
+	oServer      = "Server"
+	oClaim       = "ServerClaim"
+	oMaintenance = "ServerMaintenance"
+	oBMC         = "BMC"
+	oBootConfig  = "ServerBootConfiguration"
+)
+
+// Fleet and slot sizes: small, so that steps keep hitting the same objects.
+const (
+	claimSlots       = 6
+	maintenanceSlots = 4
+)
+
+// step is one entry of a schedule. Targets are indices drawn from the seed; where Claimed is set
+// the target resolves, when the step runs, to a server that is claimed right then (if any), so
+// that faults land where they matter.
+type step struct {
+	ID         int // generation order; follow-ups name their origin by it
+	At         time.Duration
+	Kind       kind
+	Index      int
+	Claimed    bool
+	Slot       int
+	On         bool
+	Power      metalv1alpha1.Power
+	Op         string
+	Policy     metalv1alpha1.ServerMaintenancePolicy
+	Template   bool
+	Effect     metalv1alpha1.TaintEffect
+	Tolerate   bool
+	Rack       string
+	Fault      string
+	Value      time.Duration
+	Object     string
+	WithSecret bool
+	Dur        time.Duration
+	Origin     int // for follow-ups (heal, unpark, approve, ...): the ID of the step they follow; -1 otherwise
+}
+
+// schedule is everything a seed decides: the fleet's shape and the timed steps.
+type schedule struct {
+	Seed       uint64
+	BMCs       int
+	PowerDelay time.Duration
+	// Endpoint[i] registers BMC i through an Endpoint object instead of inline access.
+	Endpoint []bool
+	// Quirk, when set, is a collection BMC QuirkBMC answers with an error for the whole run, as
+	// some real BMCs do (e.g. Storage 500): a permanent property, not a fault that heals.
+	Quirk    string
+	QuirkBMC int
+	Chaos    time.Duration
+	Steps    []step
+}
+
+var serverOps = []struct {
+	op     string
+	weight int
+}{
+	{metalv1alpha1.OperationPark, 4},
+	{metalv1alpha1.OperationUnpark, 1},
+	{metalv1alpha1.OperationGracefulRestartServer, 2},
+	{metalv1alpha1.OperationHardRestartServer, 3},
+	{metalv1alpha1.OperationPowerCycleServer, 2},
+	{metalv1alpha1.OperationForceOffServer, 2},
+	{metalv1alpha1.OperationForceOnServer, 2},
+	{metalv1alpha1.OperationRetry, 1},
+	{metalv1alpha1.OperationIgnore, 1},
+	{metalv1alpha1.OperationRotateCredentials, 1},
+	{metalv1alpha1.OperationGracefulRestartBMC, 1},
+}
+
+var stepWeights = []struct {
+	k      kind
+	weight int
+}{
+	{kClaimByName, 6}, {kClaimBySelector, 4}, {kClaimDelete, 4}, {kClaimPower, 3},
+	{kCordon, 2}, {kTaint, 3}, {kOperation, 7}, {kBMCOperation, 1},
+	{kMaintCreate, 4}, {kMaintApprove, 2}, {kMaintDelete, 2},
+	{kDeleteServer, 2}, {kDeleteBMC, 2}, {kDeleteSecret, 1}, {kDeleteEndpoint, 1}, {kRecreate, 1},
+	{kWipeStatus, 5}, {kStrip, 3}, {kKill, 2}, {kHandover, 1}, {kBackup, 1}, {kRestore, 1},
+	{kFault, 9}, {kCredentials, 1}, {kProbe, 2},
+}
+
+var faultWeights = []struct {
+	f      string
+	weight int
+}{
+	{fStatus500, 2}, {fStatus503, 2}, {fHang, 2}, {fDrop, 2}, {fLatency, 2}, {fSlowPower, 2},
+	{fStuckPower, 1}, {fIgnoreGraceful, 1}, {fUnauthorized, 1}, {fUnreachable, 2}, {fBrokenInventory, 1},
+}
+
+var objectWeights = []struct {
+	o      string
+	weight int
+}{{oServer, 4}, {oClaim, 2}, {oMaintenance, 1}, {oBMC, 1}, {oBootConfig, 1}}
+
+// quirks are collections real BMCs are known to break permanently.
+var quirks = []string{"Storage", "SimpleStorage", "Memory", "EthernetInterfaces"}
+
+func pick[T any](r *rand.Rand, items []T, weight func(T) int) T {
+	total := 0
+	for _, it := range items {
+		total += weight(it)
+	}
+	n := r.IntN(total)
+	for _, it := range items {
+		if n -= weight(it); n < 0 {
+			return it
+		}
+	}
+	return items[len(items)-1]
+}
+
+func between(r *rand.Rand, lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(r.Int64N(int64(hi-lo)+1))
+}
+
+// newSchedule draws a schedule from seed: the same seed gives the same schedule on any machine
+// (PCG from math/rand/v2, one stream, every draw in a fixed order).
+func newSchedule(seed uint64) *schedule {
+	r := rand.New(rand.NewPCG(seed, 0x6d6574616c687562))
+	s := &schedule{
+		Seed:       seed,
+		BMCs:       6 + r.IntN(3),
+		PowerDelay: between(r, 200*time.Millisecond, 300*time.Millisecond),
+		Chaos:      between(r, 18*time.Second, 25*time.Second),
+	}
+	s.Endpoint = make([]bool, s.BMCs)
+	for i := range s.Endpoint {
+		s.Endpoint[i] = r.IntN(2) == 0
+	}
+	if r.IntN(10) < 3 {
+		s.Quirk, s.QuirkBMC = quirks[r.IntN(len(quirks))], r.IntN(s.BMCs)
+	}
+	n := 24 + r.IntN(17)
+	times := make([]time.Duration, n)
+	for i := range times {
+		times[i] = time.Duration(r.Int64N(int64(s.Chaos)))
+	}
+	slices.Sort(times)
+	id := 0
+	add := func(st step) int {
+		st.ID = id
+		id++
+		if st.At < s.Chaos {
+			s.Steps = append(s.Steps, st)
+		}
+		return st.ID
+	}
+	// The opening: a few claims, so that the faults find claimed servers to protect.
+	for k := range 2 + r.IntN(3) {
+		st := step{At: between(r, 0, 1500*time.Millisecond), Kind: kClaimByName, Index: r.IntN(s.BMCs), Slot: k,
+			Power: metalv1alpha1.PowerOn, Origin: -1}
+		if r.IntN(3) == 0 {
+			st.Kind, st.Rack = kClaimBySelector, []string{"", "r0", "r1"}[r.IntN(3)]
+		}
+		add(st)
+	}
+	backedUp := false
+	for _, at := range times {
+		k := pick(r, stepWeights, func(w struct {
+			k      kind
+			weight int
+		}) int {
+			// Claims first: a fleet with nothing claimed has nothing to protect.
+			if at < s.Chaos/4 && (w.k == kClaimByName || w.k == kClaimBySelector) {
+				return w.weight * 4
+			}
+			return w.weight
+		}).k
+		if k == kRestore && !backedUp {
+			k = kBackup
+		}
+		st := step{At: at, Kind: k, Index: r.IntN(s.BMCs), Slot: r.IntN(claimSlots), Origin: -1}
+		switch k {
+		case kClaimByName, kClaimBySelector:
+			st.Power = metalv1alpha1.PowerOn
+			if r.IntN(5) == 0 {
+				st.Power = metalv1alpha1.PowerOff
+			}
+			st.Tolerate = r.IntN(4) == 0
+			if k == kClaimBySelector {
+				st.Rack = []string{"", "r0", "r1"}[r.IntN(3)]
+			}
+		case kCordon:
+			st.Claimed, st.On = r.IntN(3) == 0, r.IntN(3) != 0
+		case kTaint:
+			st.Claimed = r.IntN(2) == 0
+			st.Effect = []metalv1alpha1.TaintEffect{metalv1alpha1.TaintEffectNoBind, metalv1alpha1.TaintEffectEvict, ""}[r.IntN(3)]
+		case kOperation:
+			st.Claimed = r.IntN(5) < 3
+			st.Op = pick(r, serverOps, func(o struct {
+				op     string
+				weight int
+			}) int {
+				return o.weight
+			}).op
+			st.Dur = between(r, 2*time.Second, 8*time.Second)
+		case kBMCOperation:
+			st.Op = []string{metalv1alpha1.OperationRotateCredentials, metalv1alpha1.OperationGracefulRestartBMC}[r.IntN(2)]
+		case kMaintCreate, kMaintApprove, kMaintDelete:
+			st.Slot = r.IntN(maintenanceSlots)
+			st.Claimed = r.IntN(5) < 3
+			st.Policy = metalv1alpha1.ServerMaintenancePolicyOwnerApproval
+			if r.IntN(2) == 0 {
+				st.Policy = metalv1alpha1.ServerMaintenancePolicyEnforced
+			}
+			st.Power = []metalv1alpha1.Power{metalv1alpha1.PowerOff, metalv1alpha1.PowerOn, ""}[r.IntN(3)]
+			st.Template = r.IntN(10) < 3
+		case kDeleteServer:
+			st.Claimed = r.IntN(2) == 0
+		case kDeleteBMC, kDeleteSecret:
+			st.Claimed = r.IntN(2) == 0
+			st.WithSecret = k == kDeleteBMC && r.IntN(2) == 0
+		case kWipeStatus, kStrip:
+			st.Object = pick(r, objectWeights, func(o struct {
+				o      string
+				weight int
+			}) int {
+				return o.weight
+			}).o
+			st.Claimed = r.IntN(2) == 0
+		case kRestore:
+			// Restores an earlier backup: metadata and spec, no status.
+		case kBackup:
+			backedUp = true
+		case kFault:
+			st.Claimed = r.IntN(5) < 2
+			st.Fault = pick(r, faultWeights, func(f struct {
+				f      string
+				weight int
+			}) int {
+				return f.weight
+			}).f
+			st.Dur = between(r, time.Second, 6*time.Second)
+			switch st.Fault {
+			case fUnreachable:
+				st.Dur = between(r, 6*time.Second, 15*time.Second)
+			case fLatency:
+				st.Value = between(r, 200*time.Millisecond, 1800*time.Millisecond)
+			case fSlowPower:
+				st.Value = between(r, 2*time.Second, 5*time.Second)
+			case fStuckPower:
+				st.Value = 20 * time.Second
+			}
+		case kCredentials:
+			st.Claimed = r.IntN(5) < 2
+			st.Dur = between(r, time.Second, 6*time.Second)
+		}
+		origin := add(st)
+		// Follow-ups a user (or the fault's end) brings, drawn now so the schedule stays fixed.
+		follow := func(k kind, after time.Duration, p int, mutate func(*step)) {
+			if r.IntN(10) < p {
+				f := st
+				f.Kind, f.At, f.Origin = k, st.At+after, origin
+				if mutate != nil {
+					mutate(&f)
+				}
+				add(f)
+			}
+		}
+		switch {
+		case k == kFault:
+			follow(kHeal, st.Dur, 10, nil)
+		case k == kCredentials:
+			follow(kFixSecret, st.Dur, 7, nil)
+		case k == kOperation && st.Op == metalv1alpha1.OperationPark:
+			follow(kOperation, st.Dur, 8, func(f *step) { f.Op = metalv1alpha1.OperationUnpark })
+		case k == kOperation && st.Op == metalv1alpha1.OperationIgnore:
+			follow(kOperation, st.Dur, 10, func(f *step) { f.Op = "" }) // removes the ignore annotation
+		case k == kMaintCreate:
+			if st.Policy == metalv1alpha1.ServerMaintenancePolicyOwnerApproval {
+				follow(kMaintApprove, between(r, 500*time.Millisecond, 3*time.Second), 6, nil)
+			}
+			follow(kMaintDelete, between(r, 3*time.Second, 10*time.Second), 7, nil)
+		case k == kDeleteBMC || k == kDeleteSecret || k == kDeleteEndpoint:
+			follow(kRecreate, between(r, 2*time.Second, 8*time.Second), 7, nil)
+		}
+	}
+	slices.SortStableFunc(s.Steps, func(a, b step) int { return int(a.At - b.At) })
+	return s
+}
+
+// describe is the step as the journal prints it.
+func (st step) describe(num map[int]int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s", st.Kind)
+	target := fmt.Sprintf(" target=%d", st.Index)
+	if st.Claimed {
+		target += "(a claimed server if any)"
+	}
+	switch st.Kind {
+	case kClaimByName:
+		fmt.Fprintf(&b, " claim-%d server=%d power=%s tolerate=%v", st.Slot, st.Index, st.Power, st.Tolerate)
+	case kClaimBySelector:
+		fmt.Fprintf(&b, " claim-%d rack=%q power=%s tolerate=%v", st.Slot, st.Rack, st.Power, st.Tolerate)
+	case kClaimDelete, kClaimPower:
+		fmt.Fprintf(&b, " claim-%d", st.Slot)
+	case kCordon:
+		fmt.Fprintf(&b, "%s unclaimable=%v", target, st.On)
+	case kTaint:
+		fmt.Fprintf(&b, "%s effect=%q", target, st.Effect)
+	case kOperation:
+		op := st.Op
+		if op == "" {
+			op = "(remove ignore)"
+		}
+		fmt.Fprintf(&b, "%s op=%s", target, op)
+	case kBMCOperation:
+		fmt.Fprintf(&b, " bmc=%d op=%s", st.Index, st.Op)
+	case kMaintCreate:
+		fmt.Fprintf(&b, " maint-%d%s policy=%s power=%q bootTemplate=%v", st.Slot, target, st.Policy, st.Power, st.Template)
+	case kMaintApprove, kMaintDelete:
+		fmt.Fprintf(&b, " maint-%d", st.Slot)
+	case kDeleteServer, kDeleteSecret, kDeleteEndpoint, kRecreate, kFixSecret, kProbe:
+		b.WriteString(target)
+	case kDeleteBMC:
+		fmt.Fprintf(&b, "%s withSecret=%v", target, st.WithSecret)
+	case kWipeStatus, kStrip:
+		fmt.Fprintf(&b, " %s%s slot=%d", st.Object, target, st.Slot)
+	case kFault:
+		fmt.Fprintf(&b, "%s %s for %s", target, st.Fault, st.Dur.Round(100*time.Millisecond))
+		if st.Value > 0 {
+			fmt.Fprintf(&b, " (%s)", st.Value.Round(10*time.Millisecond))
+		}
+	case kCredentials:
+		b.WriteString(target)
+	}
+	if n, ok := num[st.Origin]; ok && st.Origin >= 0 {
+		fmt.Fprintf(&b, " (follows #%d)", n)
+	}
+	return b.String()
+}
+
+// numbers maps step IDs to their 1-based position in the schedule.
+func (s *schedule) numbers() map[int]int {
+	num := make(map[int]int, len(s.Steps))
+	for i, st := range s.Steps {
+		num[st.ID] = i + 1
+	}
+	return num
+}
+
+// String prints the whole schedule, numbered, with planned times.
+func (s *schedule) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: %d BMCs, power delay %s, chaos %s", s.Seed, s.BMCs, s.PowerDelay.Round(time.Millisecond), s.Chaos.Round(100*time.Millisecond))
+	if s.Quirk != "" {
+		fmt.Fprintf(&b, ", BMC %d answers %s with 500 throughout", s.QuirkBMC, s.Quirk)
+	}
+	var eps []string
+	for i, e := range s.Endpoint {
+		if e {
+			eps = append(eps, fmt.Sprint(i))
+		}
+	}
+	fmt.Fprintf(&b, ", Endpoint objects for BMCs %v\n", eps)
+	num := s.numbers()
+	for i, st := range s.Steps {
+		fmt.Fprintf(&b, "  #%02d +%5.2fs %s\n", i+1, st.At.Seconds(), st.describe(num))
+	}
+	return b.String()
+}

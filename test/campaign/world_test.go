@@ -1,0 +1,439 @@
+package campaign
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/discovery"
+	"github.com/metalhub/metalhub/internal/emulator/netboot"
+	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+)
+
+const (
+	ns        = "default"
+	rackLabel = "campaign.metalhub.io/rack"
+	taintKey  = "campaign.metalhub.io/taint"
+)
+
+// world is one schedule's fleet, managers, model and journal.
+type world struct {
+	t     *testing.T
+	sch   *schedule
+	ctx   context.Context
+	c     client.Client
+	fleet *redfish.Emulator
+	nb    *netboot.Netboot
+	slots []*slot
+	m     *model
+	dir   string
+	num   map[int]int
+
+	mu       sync.Mutex
+	faults   []redfish.Faults // per BMC, as the harness set them
+	slow     []bool           // per BMC: power transitions slowed
+	user     []string         // per BMC: the original credentials
+	pass     []string
+	backup   *backup
+	journal  []string
+	probes   []*probe
+	probeWG  sync.WaitGroup
+	steps    int
+	injected int
+	notes    []string
+}
+
+// client returns a client on the control plane without client-side throttling: the harness polls
+// four lists every 150 ms and must not queue behind its own rate limit.
+func fastClient() (client.Client, error) {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		return nil, fmt.Errorf("creating a client: %w", err)
+	}
+	return c, nil
+}
+
+func (w *world) bmcName(i int) string { return fmt.Sprintf("bmc-%d", i) }
+
+func (w *world) serverName(i int) string {
+	return metal.ServerName(w.bmcName(i), w.fleet.BMC(i).SystemIDs()[0])
+}
+
+func (w *world) uuid(i int) string { return strings.ToLower(w.fleet.BMC(i).Systems()[0].UUID()) }
+
+func (w *world) logf(format string, args ...any) {
+	w.t.Helper()
+	w.t.Logf(format, args...)
+}
+
+// note adds a line to the journal (printed with the schedule on a breach).
+func (w *world) note(format string, args ...any) {
+	line := fmt.Sprintf("        %+7.2fs ", w.m.since(time.Now()).Seconds()) + fmt.Sprintf(format, args...)
+	w.mu.Lock()
+	w.journal = append(w.journal, line)
+	w.mu.Unlock()
+}
+
+// newWorld starts the emulated fleet, netboot and two manager replicas, and registers the fleet.
+func newWorld(t *testing.T, sch *schedule) (*world, error) {
+	bin, err := managerBinary()
+	if err != nil {
+		return nil, err
+	}
+	c, err := fastClient()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", fmt.Sprintf("metalhub-campaign-%d-", sch.Seed))
+	if err != nil {
+		return nil, fmt.Errorf("creating the log directory: %w", err)
+	}
+	w := &world{t: t, sch: sch, ctx: context.Background(), c: c, dir: dir, num: sch.numbers()}
+	if err := purge(w.ctx, c); err != nil {
+		return w, err
+	}
+	w.nb, err = netboot.New(netboot.Options{Client: c, Namespace: ns, ProbeInterval: 200 * time.Millisecond,
+		LookupTimeout: 10 * time.Second, BootTimeout: 30 * time.Second, Logger: logr.Discard()})
+	if err != nil {
+		return w, fmt.Errorf("starting netboot: %w", err)
+	}
+	w.fleet, err = redfish.Start(redfish.Options{BMCs: sch.BMCs, Seed: sch.Seed, PowerDelay: sch.PowerDelay, OnBoot: w.nb.OnBoot})
+	if err != nil {
+		return w, fmt.Errorf("starting the emulated fleet: %w", err)
+	}
+	w.m = newModel(c, w.fleet, func(f string, a ...any) { t.Logf(f, a...) })
+	w.faults, w.slow = make([]redfish.Faults, sch.BMCs), make([]bool, sch.BMCs)
+	for i, b := range w.fleet.BMCs() {
+		u, p := b.Credentials()
+		w.user, w.pass = append(w.user, u), append(w.pass, p)
+		w.faults[i] = w.baseFaults(i)
+		b.SetFaults(w.faults[i])
+	}
+	for i := range 2 {
+		s := &slot{idx: i, bin: bin, dir: dir, logf: func(f string, a ...any) { w.note(f, a...) }}
+		s.onCrash = func(msg string) {
+			w.m.mu.Lock()
+			w.m.breach(invPassBound, fmt.Sprintf("manager-%d crash", s.idx), "%s", msg)
+			w.m.mu.Unlock()
+		}
+		w.slots = append(w.slots, s)
+		s.start()
+	}
+	for i := range sch.BMCs {
+		if _, err := w.ensureBMC(i); err != nil {
+			return w, err
+		}
+	}
+	return w, nil
+}
+
+// baseFaults are the faults a BMC has when healthy: none, or the schedule's permanent quirk.
+func (w *world) baseFaults(i int) redfish.Faults {
+	if w.sch.Quirk != "" && i == w.sch.QuirkBMC {
+		return redfish.Faults{BrokenCollections: map[string]int{w.sch.Quirk: 500}}
+	}
+	return redfish.Faults{}
+}
+
+// ensureBMC creates whatever of BMC i's BMCSecret, Endpoint and BMC is missing, as a user
+// re-applying the fleet's manifests would.
+func (w *world) ensureBMC(i int) (string, error) {
+	name := w.bmcName(i)
+	b := w.fleet.BMC(i)
+	user, pass := b.Credentials()
+	port, err := strconv.Atoi(b.URL()[strings.LastIndex(b.URL(), ":")+1:])
+	if err != nil {
+		return "", fmt.Errorf("BMC %d URL %s: %w", i, b.URL(), err)
+	}
+	objs := []client.Object{&metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: name},
+		StringData: map[string]string{metalv1alpha1.BMCSecretUsernameKey: user, metalv1alpha1.BMCSecretPasswordKey: pass}}}
+	spec := metalv1alpha1.BMCSpec{BMCSecretRef: corev1.LocalObjectReference{Name: name},
+		Protocol: metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: int32(port), Scheme: metalv1alpha1.HTTPScheme}}
+	if w.sch.Endpoint[i] {
+		objs = append(objs, &metalv1alpha1.Endpoint{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: metalv1alpha1.EndpointSpec{IP: "127.0.0.1", MACAddress: fmt.Sprintf("02:00:5e:00:01:%02x", i)}})
+		spec.EndpointRef = &corev1.LocalObjectReference{Name: name}
+	} else {
+		spec.Access = &metalv1alpha1.InlineEndpoint{IP: "127.0.0.1"}
+	}
+	objs = append(objs, &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{rackLabel: fmt.Sprintf("r%d", i%2)}}, Spec: spec})
+	var made []string
+	for _, o := range objs {
+		err := w.c.Create(w.ctx, o)
+		switch {
+		case err == nil:
+			made = append(made, fmt.Sprintf("%T", o)[len("*v1alpha1."):])
+		case apierrors.IsAlreadyExists(err):
+		default:
+			return strings.Join(made, ","), fmt.Errorf("creating %T %s: %w", o, name, err)
+		}
+	}
+	w.m.poke()
+	if len(made) == 0 {
+		return "all present", nil
+	}
+	return "created " + strings.Join(made, ", "), nil
+}
+
+// waitAvailable waits for every server of the fleet to be Available and off.
+func (w *world) waitAvailable(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var missing []string
+		s, err := w.m.take(w.ctx)
+		if err != nil {
+			return err
+		}
+		for i := range w.sch.BMCs {
+			v := s.Servers[w.serverName(i)]
+			if v == nil || v.State != string(metalv1alpha1.ServerStateAvailable) || v.Mirror != v.State || v.Power != string(metalv1alpha1.PowerStateOff) {
+				missing = append(missing, fmt.Sprintf("%s=%+v", w.serverName(i), v))
+			}
+		}
+		if len(missing) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("fleet not Available after %s: %s", timeout, strings.Join(missing, "; "))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// leader returns the replica that runs the controllers (nil while none does).
+func (w *world) leader() *slot {
+	for _, s := range w.slots {
+		if s.leads() {
+			return s
+		}
+	}
+	return nil
+}
+
+// close stops everything the world started and removes every metal object it left.
+func (w *world) close() {
+	w.probeWG.Wait()
+	for _, s := range w.slots {
+		s.stop(syscall.SIGKILL)
+	}
+	if w.fleet != nil {
+		_ = w.fleet.Close()
+	}
+	if w.nb != nil {
+		w.nb.Close()
+	}
+	if err := purge(w.ctx, w.c); err != nil {
+		w.t.Errorf("purging after seed %d: %v", w.sch.Seed, err)
+	}
+	if !w.t.Failed() {
+		_ = os.RemoveAll(w.dir)
+	}
+}
+
+// purgeLists are the kinds a purge and a backup cover, owners before what they own.
+func purgeLists() []client.ObjectList {
+	return []client.ObjectList{&metalv1alpha1.BMCSecretList{}, &metalv1alpha1.EndpointList{}, &metalv1alpha1.BMCList{},
+		&metalv1alpha1.ServerList{}, &metalv1alpha1.ServerClaimList{}, &metalv1alpha1.ServerMaintenanceList{},
+		&metalv1alpha1.ServerBootConfigurationList{}, &corev1.SecretList{}}
+}
+
+// listOpts selects what a list of purgeLists covers: discovery Secrets only, among Secrets.
+func listOpts(l client.ObjectList) []client.ListOption {
+	if _, ok := l.(*corev1.SecretList); ok {
+		return []client.ListOption{client.InNamespace(ns), client.HasLabels{discovery.ServerLabel}}
+	}
+	return nil
+}
+
+// purge removes every metal object and discovery Secret, finalizers and all, and the lease,
+// and waits until they are gone: schedules share one control plane.
+func purge(ctx context.Context, c client.Client) error {
+	for _, list := range purgeLists() {
+		if err := c.List(ctx, list, listOpts(list)...); err != nil {
+			return fmt.Errorf("listing %T: %w", list, err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return fmt.Errorf("reading %T: %w", list, err)
+		}
+		for _, item := range items {
+			obj := item.(client.Object)
+			if len(obj.GetFinalizers()) > 0 {
+				err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+					if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+						return err
+					}
+					obj.SetFinalizers(nil)
+					return c.Update(ctx, obj)
+				})
+				if err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("removing finalizers of %T %s: %w", obj, obj.GetName(), err)
+				}
+			}
+			if err := c.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("deleting %T %s: %w", obj, obj.GetName(), err)
+			}
+		}
+	}
+	if err := c.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: leaseID}}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the lease: %w", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		left := 0
+		for _, list := range purgeLists() {
+			if err := c.List(ctx, list, listOpts(list)...); err != nil {
+				return fmt.Errorf("listing %T: %w", list, err)
+			}
+			left += meta.LenList(list)
+		}
+		if left == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d objects still there 30s after the purge", left)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// backup is what a cluster backup tool saves: every object's metadata and spec (status is not
+// restored by such tools, and resourceVersion/UID cannot be).
+type backup struct {
+	at   time.Time
+	objs []client.Object
+}
+
+func (w *world) takeBackup() (*backup, error) {
+	b := &backup{at: time.Now()}
+	// Servers are listed before claims and maintenances, so a ref names an object in the backup.
+	for _, list := range purgeLists() {
+		if err := w.c.List(w.ctx, list, listOpts(list)...); err != nil {
+			return nil, fmt.Errorf("backing up %T: %w", list, err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return nil, fmt.Errorf("reading %T: %w", list, err)
+		}
+		for _, item := range items {
+			b.objs = append(b.objs, item.(client.Object).DeepCopyObject().(client.Object))
+		}
+	}
+	return b, nil
+}
+
+// restore replays a backup onto an empty cluster with the operator stopped, as restoring a lost
+// control plane does: every object is re-created with its labels, annotations, finalizers and
+// spec, without status; owner references are re-pointed at the restored owners' new UIDs.
+func (w *world) restore(b *backup) (string, error) {
+	for _, s := range w.slots {
+		s.stop(syscall.SIGKILL)
+	}
+	w.m.beginRestore()
+	defer func() {
+		w.m.endRestore()
+		w.m.disturbOps("", "restored from a backup")
+		for _, s := range w.slots {
+			s.start()
+		}
+		w.m.poke()
+	}()
+	if err := purge(w.ctx, w.c); err != nil {
+		return "", err
+	}
+	uids := map[types.UID]types.UID{}
+	made := 0
+	for _, saved := range b.objs {
+		o := saved.DeepCopyObject().(client.Object)
+		old := o.GetUID()
+		o.SetUID("")
+		o.SetResourceVersion("")
+		o.SetCreationTimestamp(metav1.Time{})
+		o.SetDeletionTimestamp(nil)
+		o.SetDeletionGracePeriodSeconds(nil)
+		o.SetManagedFields(nil)
+		o.SetGeneration(0)
+		var refs []metav1.OwnerReference
+		for _, r := range o.GetOwnerReferences() {
+			if uid, ok := uids[r.UID]; ok {
+				r.UID = uid
+				refs = append(refs, r)
+			}
+		}
+		o.SetOwnerReferences(refs)
+		clearStatus(o)
+		if err := w.c.Create(w.ctx, o); err != nil {
+			return "", fmt.Errorf("restoring %T %s: %w", o, o.GetName(), err)
+		}
+		uids[old] = o.GetUID()
+		made++
+		if s, ok := o.(*metalv1alpha1.Server); ok {
+			if op := s.Annotations[metalv1alpha1.OperationAnnotation]; op != "" {
+				// The restored annotation asks again: a new request as far as the model goes.
+				w.m.registerOp(s.Name, string(s.UID), strings.ToLower(s.Spec.SystemUUID), op, time.Now())
+			}
+		}
+	}
+	return fmt.Sprintf("restored %d objects from the backup of +%s", made, w.m.since(b.at)), nil
+}
+
+func clearStatus(o client.Object) {
+	switch v := o.(type) {
+	case *metalv1alpha1.Server:
+		v.Status = metalv1alpha1.ServerStatus{}
+	case *metalv1alpha1.ServerClaim:
+		v.Status = metalv1alpha1.ServerClaimStatus{}
+	case *metalv1alpha1.ServerMaintenance:
+		v.Status = metalv1alpha1.ServerMaintenanceStatus{}
+	case *metalv1alpha1.BMC:
+		v.Status = metalv1alpha1.BMCStatus{}
+	case *metalv1alpha1.ServerBootConfiguration:
+		v.Status = metalv1alpha1.ServerBootConfigurationStatus{}
+	}
+}
+
+// patch reads obj by key, applies mutate and writes the difference with an optimistic lock,
+// retrying on conflicts: a user's kubectl edit.
+func (w *world) patch(key client.ObjectKey, obj client.Object, mutate func(client.Object) error) error {
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		if err := w.c.Get(w.ctx, key, obj); err != nil {
+			return err
+		}
+		base := obj.DeepCopyObject().(client.Object)
+		if err := mutate(obj); err != nil {
+			return err
+		}
+		return w.c.Patch(w.ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	})
+	w.m.poke()
+	return err
+}
+
+// errSkip ends a step without a write: the object is not in a state the step applies to.
+type errSkip string
+
+func (e errSkip) Error() string { return string(e) }
+
+func isSkip(err error) bool { var s errSkip; return errors.As(err, &s) }
