@@ -93,6 +93,13 @@ func (r *Registry) register(w http.ResponseWriter, req *http.Request) (*outcome,
 	if err := rep.Validate(); err != nil {
 		return reject(http.StatusBadRequest, resultMalformed, "invalid report: "+err.Error(), err), rep.SystemUUID
 	}
+	if NormalizeUUID(rep.System.UUID) == "" {
+		// The DMI UUID is the only thing in a report that says which machine sent it; real
+		// hardware always has one and the probe runs privileged, so its absence is refused
+		// rather than trusted.
+		return reject(http.StatusBadRequest, resultMalformed, "invalid report: system.uuid (the DMI system UUID) is empty",
+			errors.New("report without a DMI system UUID")), rep.SystemUUID
+	}
 
 	select {
 	case r.sem <- struct{}{}:
@@ -145,6 +152,9 @@ func (r *Registry) accept(ctx context.Context, rep *probe.Report, token string) 
 			out.server = srv.Name
 			return out
 		}
+		if out := r.sameMachine(srv, rep, round); out != nil {
+			return out
+		}
 		if discovery.Fresh(srv) {
 			return &outcome{code: http.StatusOK, result: resultDuplicate, server: srv.Name, round: round}
 		}
@@ -175,6 +185,24 @@ func (r *Registry) accept(ctx context.Context, rep *probe.Report, token string) 
 		}
 		fromCache = false
 	}
+}
+
+// sameMachine refuses a report whose DMI system UUID is not the Server's: the ignition (token
+// and --server-uuid) reached another machine, e.g. a mis-cabled or mis-assigned PXE boot, and
+// that machine's hardware must not be written onto this Server. It runs after authentication,
+// so only a holder of the round's token can cause the Warning event.
+func (r *Registry) sameMachine(srv *metalv1alpha1.Server, rep *probe.Report, round string) *outcome {
+	got, want := NormalizeUUID(rep.System.UUID), NormalizeUUID(srv.Spec.SystemUUID)
+	if got == want {
+		return nil
+	}
+	if r.opts.Recorder != nil {
+		r.opts.Recorder.Eventf(srv, nil, corev1.EventTypeWarning, ReasonReportFromWrongMachine, "Discover",
+			"refused a discovery report from the machine with DMI system UUID %s: this server's system UUID is %s", got, want)
+	}
+	return &outcome{code: http.StatusForbidden, result: resultWrongMachine, server: srv.Name, round: round,
+		msg: fmt.Sprintf("this machine's DMI system UUID %s is not the server's system UUID %s: the report is for another machine", got, want),
+		err: fmt.Errorf("DMI system UUID %s in the report, server %s has system UUID %s", got, srv.Name, want)}
 }
 
 // lookup finds the one Server with the UUID through the cache index.

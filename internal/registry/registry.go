@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -53,7 +54,14 @@ type Options struct {
 	APIReader client.Reader
 	// Logger defaults to ctrl.Log.WithName("discovery-registry").
 	Logger logr.Logger
+	// Recorder receives the Warning events of refused reports that name a Server (nil: logs
+	// only). Setup defaults it to the manager's recorder.
+	Recorder events.EventRecorder
 }
+
+// ReasonReportFromWrongMachine is the reason of the Warning event on a Server whose discovery
+// report came from a machine with another DMI system UUID.
+const ReasonReportFromWrongMachine = "ReportFromWrongMachine"
 
 func (o Options) withDefaults() Options {
 	if o.BindAddress == "" {
@@ -86,6 +94,7 @@ type Registry struct {
 
 	mu        sync.Mutex
 	addr      net.Addr
+	ln        net.Listener // bound by the caller (UseListener); nil: Start binds BindAddress
 	listening chan struct{}
 }
 
@@ -125,6 +134,9 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options) (*Registry, erro
 	if o.APIReader == nil {
 		o.APIReader = mgr.GetAPIReader()
 	}
+	if o.Recorder == nil {
+		o.Recorder = mgr.GetEventRecorder("discovery-registry")
+	}
 	r, err := New(mgr.GetClient(), o)
 	if err != nil {
 		return nil, err
@@ -148,11 +160,24 @@ func (r *Registry) Addr() net.Addr {
 // Listening is closed once the registry accepts connections.
 func (r *Registry) Listening() <-chan struct{} { return r.listening }
 
+// UseListener makes Start serve on ln instead of binding BindAddress: a caller that binds first
+// knows the address (a port 0 picked) before the registry runs. Call it before Start.
+func (r *Registry) UseListener(ln net.Listener) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ln = ln
+}
+
 // Start serves until ctx ends, then finishes the reports in flight (at most 10s).
 func (r *Registry) Start(ctx context.Context) error {
-	ln, err := net.Listen("tcp", r.opts.BindAddress)
-	if err != nil {
-		return fmt.Errorf("discovery registry: listening on %s: %w", r.opts.BindAddress, err)
+	r.mu.Lock()
+	ln := r.ln
+	r.mu.Unlock()
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", r.opts.BindAddress); err != nil {
+			return fmt.Errorf("discovery registry: listening on %s: %w", r.opts.BindAddress, err)
+		}
 	}
 	r.mu.Lock()
 	r.addr = ln.Addr()

@@ -19,6 +19,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,7 +78,8 @@ func startRegistry(t *testing.T, wrap func(client.Client) client.Client) *runnin
 		c = wrap(c)
 	}
 	reg, err := New(c, Options{BindAddress: "127.0.0.1:0", DiscoveryNamespace: namespace,
-		APIReader: mgr.GetAPIReader(), Logger: testr.New(t), MaxBodyBytes: 64 << 10})
+		APIReader: mgr.GetAPIReader(), Logger: testr.New(t), MaxBodyBytes: 64 << 10,
+		Recorder: mgr.GetEventRecorder("discovery-registry")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,6 +429,76 @@ func mustRound(t *testing.T) (string, string) {
 		t.Fatal(err)
 	}
 	return id, token
+}
+
+// The ignition of one server (its token and --server-uuid) booted on another machine: that
+// machine's report names the right server and carries the right token, but its DMI system UUID
+// is its own. It is refused for good (403, which the agent does not retry), nothing is written,
+// and the Server gets a Warning event naming both UUIDs. The right machine still gets through.
+func TestReportFromWrongMachineRefused(t *testing.T) {
+	r := startRegistry(t, nil)
+	const serverUUID, otherUUID = "4C4C4544-0042-3510-8056-B2C04F4B3733", "9a9a9a9a-0000-0000-0000-00000000abcd"
+	rd := newServerInDiscovery(t, r, "wrong-machine", serverUUID)
+	wrong := sampleReport(serverUUID)
+	wrong.System.UUID = otherUUID
+	before := get(t, rd.server.Name)
+	n := count(resultWrongMachine)
+	code, body := post(t, r.url, "Bearer "+rd.token, encode(t, wrong))
+	if code != http.StatusForbidden {
+		t.Fatalf("got %d %s, want 403", code, body)
+	}
+	if !strings.Contains(body, otherUUID) || !strings.Contains(strings.ToLower(body), strings.ToLower(serverUUID)) {
+		t.Errorf("answer %q does not name both UUIDs", body)
+	}
+	if (&probe.StatusError{Code: code}).Retryable() {
+		t.Error("the agent would retry a refusal that cannot change")
+	}
+	if count(resultWrongMachine)-n != 1 {
+		t.Error("refusal not counted")
+	}
+	unchanged(t, before)
+	waitEvent(t, rd.server.Name, ReasonReportFromWrongMachine, func(note string) bool {
+		return strings.Contains(note, otherUUID) && strings.Contains(note, strings.ToLower(serverUUID))
+	})
+
+	// A report without a DMI UUID cannot say which machine sent it.
+	anonymous := sampleReport(serverUUID)
+	anonymous.System.UUID = ""
+	if code, body := post(t, r.url, "Bearer "+rd.token, encode(t, anonymous)); code != http.StatusBadRequest {
+		t.Fatalf("without a DMI UUID: got %d %s, want 400", code, body)
+	}
+	unchanged(t, before)
+
+	// The machine itself, its DMI UUID in another case than the Server's, is accepted.
+	right := sampleReport(serverUUID)
+	right.System.UUID = strings.ToLower(serverUUID)
+	if code, body := post(t, r.url, "Bearer "+rd.token, encode(t, right)); code != http.StatusOK {
+		t.Fatalf("the right machine: got %d %s", code, body)
+	}
+	if s := get(t, rd.server.Name); !discovery.Fresh(s) || len(s.Status.Processors) == 0 {
+		t.Fatalf("the right machine's report was not written: %v", s.Annotations)
+	}
+}
+
+// waitEvent waits for an event about the named object with reason and a note that ok accepts.
+func waitEvent(t *testing.T, regarding, reason string, ok func(note string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(context.Background(), list); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == regarding && e.Reason == reason && e.Type == corev1.EventTypeWarning && ok(e.Note) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s Warning event for %s (%d events)", reason, regarding, len(list.Items))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func TestAmbiguousUUID(t *testing.T) {
