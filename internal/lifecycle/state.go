@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 )
 
 // StateAnnotation holds an object's lifecycle state. Metadata survives a wiped or restored
@@ -36,9 +37,15 @@ type Store[S ~string] struct {
 	Derive func(client.Object) (S, bool)
 	// Adopt reads a state the reference operator left in status, for migrated objects.
 	Adopt func(client.Object) (S, bool)
+	// Managed reports whether obj shows that this controller has kept its state before (a
+	// status it wrote, bookkeeping of its own). Such an object is never adopted again: its
+	// status.state is our own mirror, which can lag the annotation it mirrors, so after the
+	// annotation is lost it is derived or starts over, never read back from status.
+	Managed func(client.Object) bool
 }
 
-// Get returns obj's state and where it came from. It never writes: when the source is not
+// Get returns obj's state and where it came from: the annotation, else derived, else adopted
+// (only for an object this controller never managed), else Initial. It never writes: when the source is not
 // FromAnnotation the caller persists the state with Set as its one write of the pass.
 func (s Store[S]) Get(obj client.Object) (S, Source) {
 	if v, ok := obj.GetAnnotations()[StateAnnotation]; ok && s.valid(S(v)) {
@@ -49,7 +56,7 @@ func (s Store[S]) Get(obj client.Object) (S, Source) {
 			return v, FromDerived
 		}
 	}
-	if s.Adopt != nil {
+	if s.Adopt != nil && (s.Managed == nil || !s.Managed(obj)) {
 		if v, ok := s.Adopt(obj); ok && s.valid(v) {
 			return v, FromAdopted
 		}
@@ -100,4 +107,12 @@ func RemoveAnnotation(obj client.Object, key string) {
 	a := obj.GetAnnotations()
 	delete(a, key)
 	obj.SetAnnotations(a)
+}
+
+// AddFinalizer adds f to obj unless obj is being deleted: the API server refuses a new finalizer
+// on a deleting object, and a pass that tried would fail on every retry.
+func AddFinalizer(obj client.Object, f string) {
+	if obj.GetDeletionTimestamp().IsZero() {
+		controllerutil.AddFinalizer(obj, f)
+	}
 }

@@ -251,7 +251,7 @@ func (r *InfrahubSyncReconciler) create(ctx context.Context, c client.Client, s 
 	r.shape(vr, s, a, manifest, true)
 	// The VidraResource controller would add its finalizer as its first step; adding it here
 	// saves a write and a pass per artifact.
-	controllerutil.AddFinalizer(vr, finalizer)
+	lifecycle.AddFinalizer(vr, finalizer)
 	if err := controllerutil.SetControllerReference(s, vr, r.scheme); err != nil {
 		return deliverResult{err: withReason(ReasonInternal, err)}
 	}

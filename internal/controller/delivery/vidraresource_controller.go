@@ -64,7 +64,7 @@ func (r *VidraResourceReconciler) handle(ctx context.Context, p *lifecycle.Pass[
 	}
 	if !controllerutil.ContainsFinalizer(vr, finalizer) {
 		// Before anything is applied, so that whatever gets applied is also removed.
-		if err := lifecycle.PatchMetadata(ctx, p.Client(), vr, func(o client.Object) { controllerutil.AddFinalizer(o, finalizer) }); err != nil {
+		if err := lifecycle.PatchMetadata(ctx, p.Client(), vr, func(o client.Object) { lifecycle.AddFinalizer(o, finalizer) }); err != nil {
 			return lifecycle.Result{}, err
 		}
 		return lifecycle.Wrote("finalizer added"), nil

@@ -282,7 +282,7 @@ func (r *ServerClaimReconciler) bound(ctx context.Context, p *lifecycle.Pass[*me
 		adopted := c.Spec.ServerRef == nil
 		if err := lifecycle.PatchMetadata(ctx, cl, c, func(o client.Object) {
 			oc := o.(*metalv1alpha1.ServerClaim)
-			controllerutil.AddFinalizer(oc, ServerClaimFinalizer)
+			lifecycle.AddFinalizer(oc, ServerClaimFinalizer)
 			if oc.Spec.ServerRef == nil || oc.Spec.ServerRef.Name == "" {
 				oc.Spec.ServerRef = &corev1.LocalObjectReference{Name: s.Name}
 			}

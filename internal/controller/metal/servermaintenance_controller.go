@@ -150,7 +150,7 @@ func (r *ServerMaintenanceReconciler) handle(ctx context.Context, p *lifecycle.P
 	}
 	if !controllerutil.ContainsFinalizer(m, ServerMaintenanceFinalizer) {
 		return lifecycle.Wrote("finalizer"), lifecycle.PatchMetadata(ctx, cl, m, func(o client.Object) {
-			controllerutil.AddFinalizer(o, ServerMaintenanceFinalizer)
+			lifecycle.AddFinalizer(o, ServerMaintenanceFinalizer)
 		})
 	}
 	if m.Spec.ServerRef == nil || m.Spec.ServerRef.Name == "" {
