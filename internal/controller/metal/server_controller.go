@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -50,15 +49,28 @@ type ServerReconciler struct {
 	// Now is the clock (tests move it).
 	Now func() time.Time
 
+	// APIReader reads past the cache, for the few objects whose absence must not be a stale
+	// cache's (a discovery round's Secret); nil reads through Client.
+	APIReader client.Reader
+
 	// failures counts consecutive BMC failures per server. In memory on purpose: after a restart
 	// a server gets a fresh allowance before it is declared Error.
 	failures sync.Map
+	// outcomes holds what issuing an operation gave until the next pass reports it (see
+	// OperationIntentAnnotation): only the process that issued it knows.
+	outcomes sync.Map
+	// inventories runs inventory walks beside the passes.
+	inventories *inventoryJobs
 }
 
 // SetupWithManager registers the reconciler.
 func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Now == nil {
 		r.Now = time.Now
+	}
+	if r.inventories == nil {
+		// A walk may take several request timeouts on a big machine; it runs beside the passes.
+		r.inventories = newInventoryJobs(6 * r.Options.BMCRequestTimeout)
 	}
 	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.Server { return &metalv1alpha1.Server{} }, r.handle)
 	rec.Resync = r.Options.ServerResync
@@ -152,11 +164,23 @@ func (r *ServerReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metal
 			"state %s recovered (%s) without rediscovery", p.state, strings.ToLower(string(src)))
 		return lifecycle.Wrote("persist state"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 			lifecycle.SetAnnotation(s, lifecycle.StateAnnotation, string(p.state))
-			controllerutil.AddFinalizer(s, ServerFinalizer)
+			lifecycle.AddFinalizer(s, ServerFinalizer)
 		})
+	}
+	// An operation issued by the previous pass is reported first, BMC or not: only then may
+	// the next one, or a step that powers the box, follow.
+	if i, ok := parseOpIntent(s.Annotations[OperationIntentAnnotation]); ok && i.phase == intentIssuing {
+		return r.reportOperation(ctx, p, i)
 	}
 	if p.state == metalv1alpha1.ServerStateParked && s.DeletionTimestamp.IsZero() {
 		return r.parked(ctx, p)
+	}
+	// A held server stays, whatever its BMC does: deciding that needs no BMC, so a BMC or
+	// BMCSecret deleted together with the server cannot let it go.
+	if !s.DeletionTimestamp.IsZero() {
+		if res, blocked, err := r.blockDeletion(ctx, p); blocked || err != nil {
+			return res, err
+		}
 	}
 
 	// Every BMC call of the pass shares one deadline: no pass outlasts the request timeout.
@@ -164,7 +188,7 @@ func (r *ServerReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metal
 	defer cancel()
 	if err := r.connect(bctx, p); err != nil {
 		if !s.DeletionTimestamp.IsZero() && errors.As(err, new(*accessError)) {
-			// Nothing to power off without a BMC: let a deleted server go.
+			// Not held, and nothing to power off without a BMC: let a deleted server go.
 			return r.release(ctx, p)
 		}
 		return r.bmcFailed(ctx, p, err)
@@ -186,14 +210,18 @@ func (r *ServerReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metal
 	res, err := r.step(bctx, ctx, p)
 	if err != nil {
 		// A step that keeps failing must not keep status from being rebuilt.
-		_ = r.observe(bctx, ctx, p)
+		_, _ = r.observe(bctx, ctx, p)
 		return res, err
 	}
 	if res.IsWrote() {
 		return res, nil
 	}
-	if err := r.observe(bctx, ctx, p); err != nil {
+	more, err := r.observe(bctx, ctx, p)
+	if err != nil {
 		return lifecycle.Result{}, err
+	}
+	if more > 0 && (res.After() == 0 || more < res.After()) {
+		return lifecycle.RequeueAfter(more, "inventory"), nil
 	}
 	return res, nil
 }
@@ -263,6 +291,9 @@ func (r *ServerReconciler) bmcFailed(ctx context.Context, p *pass, err error) (l
 	}
 	r.failures.Store(s.Name, n)
 	reason := reasonOf(err)
+	// Backing off per server, and never before its BMC is tried again: a dead BMC then costs
+	// a worker next to nothing per pass.
+	retry := failureBackoff(r.Options.RetryAfter, r.Options.ServerResync, n, err)
 	if n >= r.Options.ErrorThreshold && p.state != metalv1alpha1.ServerStateError &&
 		p.state != metalv1alpha1.ServerStateReserved && p.state != metalv1alpha1.ServerStateMaintenance {
 		// A claimed or maintained server keeps its state: its holder must not lose it to a flaky BMC.
@@ -272,11 +303,11 @@ func (r *ServerReconciler) bmcFailed(ctx context.Context, p *pass, err error) (l
 		})
 	}
 	st := s.Status.DeepCopy()
-	st.State = p.state
+	mirrorState(st, s.Generation, p.state)
 	before := apimeta.FindStatusCondition(s.Status.Conditions, ConditionReady)
 	lifecycle.SetCondition(&st.Conditions, s.Generation, ConditionReady, metav1.ConditionFalse, reason, err.Error())
 	if equality.Semantic.DeepEqual(*st, s.Status) {
-		return lifecycle.RequeueAfter(r.Options.RetryAfter, reason), nil
+		return lifecycle.RequeueAfter(retry, reason), nil
 	}
 	if before == nil || before.Reason != reason || before.Status != metav1.ConditionFalse {
 		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, reason, "Connect", "%s", err.Error())
@@ -285,7 +316,7 @@ func (r *ServerReconciler) bmcFailed(ctx context.Context, p *pass, err error) (l
 	if werr := p.c.Status().Update(ctx, s); werr != nil {
 		return lifecycle.Result{}, fmt.Errorf("writing server status: %w", werr)
 	}
-	return lifecycle.RequeueAfter(r.Options.RetryAfter, reason), nil
+	return lifecycle.RequeueAfter(retry, reason), nil
 }
 
 func previousState(s *metalv1alpha1.Server) metalv1alpha1.ServerState {
@@ -299,39 +330,49 @@ func previousState(s *metalv1alpha1.Server) metalv1alpha1.ServerState {
 // observe rebuilds status from the durable state and the BMC: the state mirror, power, the
 // Ready condition and, when missing (new server, wiped status), the Redfish inventory. It runs
 // after the pass's step, which did not write the Server; a status write brings no event, and
-// the step's own result already says when to look again.
-func (r *ServerReconciler) observe(bctx, ctx context.Context, p *pass) error {
+// the step's own result already says when to look again. State and power never wait for the
+// inventory: a walk that fails or outlasts the pass (a real BMC with many DIMMs and drives)
+// goes on in the background, and a later pass adds it; the returned delay asks for that pass.
+func (r *ServerReconciler) observe(bctx, ctx context.Context, p *pass) (time.Duration, error) {
 	s := p.Obj
 	if p.state == metalv1alpha1.ServerStateInitial && s.Status.State == "" {
 		// A new server leaves Initial within a pass or two: its first status write waits for
 		// Discovery and carries the inventory then, one write instead of two.
-		return nil
+		return 0, nil
 	}
 	st := s.Status.DeepCopy()
-	st.State = p.state
+	mirrorState(st, s.Generation, p.state)
 	st.PowerState = metalv1alpha1.PowerState(p.sys.PowerState)
 	lifecycle.SetCondition(&st.Conditions, s.Generation, ConditionReady, metav1.ConditionTrue, ReasonConnected, "BMC reachable")
+	var more time.Duration
 	if st.Manufacturer == "" || len(st.Processors) == 0 {
-		inv, err := p.conn.Inventory(bctx, p.sysID)
-		if err != nil {
-			return fmt.Errorf("reading inventory: %w", err)
+		inv, err := r.inventories.wait(bctx, s.UID, func(ictx context.Context) (*bmc.Inventory, error) {
+			return p.conn.Inventory(ictx, p.sysID)
+		})
+		switch {
+		case inv != nil:
+			applyInventory(st, inv)
+		case err != nil:
+			ctrl.LoggerFrom(ctx).Info("reading inventory failed; state and power are reported without it", "error", err.Error())
+			more = r.Options.RetryAfter
+		default:
+			more = r.Options.PowerPoll // still walking
 		}
-		applyInventory(st, inv)
 	}
 	if equality.Semantic.DeepEqual(*st, s.Status) {
-		return nil
+		return more, nil
 	}
 	if rec, ok := parsePowerRecord(s.Annotations[PowerAnnotation]); ok && r.inFlight(p, rec.target) &&
 		!reached(p.sys.PowerState, rec.target) && onlyStateAndPower(*st, s.Status) {
 		// Our power action is on its way: report state and power once the box gets there (or
 		// the action times out), one write instead of one per step. The handler waits for it.
-		return nil
+		return more, nil
 	}
 	s.Status = *st
 	if err := p.c.Status().Update(ctx, s); err != nil {
-		return fmt.Errorf("writing server status: %w", err)
+		return 0, fmt.Errorf("writing server status: %w", err)
 	}
-	return nil
+	return more, nil
 }
 
 // onlyStateAndPower reports whether two statuses differ in nothing but the state mirror and
@@ -414,7 +455,7 @@ func (r *ServerReconciler) transition(ctx context.Context, p *pass, to metalv1al
 	from := p.state
 	err := r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 		lifecycle.SetAnnotation(s, lifecycle.StateAnnotation, string(to))
-		controllerutil.AddFinalizer(s, ServerFinalizer)
+		lifecycle.AddFinalizer(s, ServerFinalizer)
 		// A power record belongs to the state that issued it; left behind, a finished "On"
 		// would read as still in flight when the next state wants On again.
 		lifecycle.RemoveAnnotation(s, PowerAnnotation)
@@ -455,6 +496,12 @@ func (r *ServerReconciler) powerAction(ctx context.Context, p *pass, want metalv
 		return false, false, nil
 	}
 	if moving(p.sys.PowerState, want) || r.inFlight(p, want) {
+		return false, true, nil
+	}
+	if rec, ok := parsePowerRecord(p.Obj.Annotations[PowerAnnotation]); ok && rec.target != want &&
+		r.Now().Sub(rec.at) < r.Options.PowerTimeout && !reached(p.sys.PowerState, rec.target) {
+		// Another change (an operation's, say) is on its way: let it land before undoing it,
+		// so a restart's PoweringOff is not answered with a second action.
 		return false, true, nil
 	}
 	action := bmc.PowerOn

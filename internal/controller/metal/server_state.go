@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
@@ -21,6 +23,9 @@ const (
 	BootOnceAnnotation = "lifecycle.metalhub.io/boot-once"
 	// DiscoveryStartedAnnotation is when Discovery began (RFC 3339): the timeout runs from here.
 	DiscoveryStartedAnnotation = "lifecycle.metalhub.io/discovery-started"
+	// MaintenanceBootAnnotation is the UID of the maintenance whose boot configuration the
+	// server was booted into (once per maintenance).
+	MaintenanceBootAnnotation = "lifecycle.metalhub.io/maintenance-boot"
 	// PreviousStateAnnotation is the state to return to after Maintenance or Error.
 	PreviousStateAnnotation = "lifecycle.metalhub.io/previous-state"
 )
@@ -44,12 +49,39 @@ var serverStore = lifecycle.Store[metalv1alpha1.ServerState]{
 		}
 		return "", false
 	},
+	Managed: managedServer,
 	Adopt: func(o client.Object) (metalv1alpha1.ServerState, bool) {
 		// Initial carries no bookkeeping worth adopting (and is what our own mirror writes
 		// before the first transition): a server showing it simply starts at Initial.
 		st := o.(*metalv1alpha1.Server).Status.State
 		return st, st != metalv1alpha1.ServerStateInitial
 	},
+}
+
+// ConditionLifecycle marks a status metalhub wrote: its state is our mirror, not the reference
+// operator's bookkeeping, and is never adopted.
+const ConditionLifecycle = "Lifecycle"
+
+// ReasonRecorded is the reason of the Lifecycle condition.
+const ReasonRecorded = "Recorded"
+
+// mirrorState sets the state mirror, and the condition that says whose it is.
+func mirrorState(st *metalv1alpha1.ServerStatus, generation int64, state metalv1alpha1.ServerState) {
+	st.State = state
+	lifecycle.SetCondition(&st.Conditions, generation, ConditionLifecycle, metav1.ConditionTrue, ReasonRecorded,
+		"the lifecycle state is kept in annotation "+lifecycle.StateAnnotation+"; status.state mirrors it")
+}
+
+// managedServer reports whether metalhub has kept this server's state before: bookkeeping of
+// ours in metadata, or a status we wrote. Either survives the loss of the other.
+func managedServer(o client.Object) bool {
+	for k := range o.GetAnnotations() {
+		if strings.HasPrefix(k, "lifecycle.metalhub.io/") {
+			return true
+		}
+	}
+	s := o.(*metalv1alpha1.Server)
+	return apimeta.FindStatusCondition(s.Status.Conditions, ConditionLifecycle) != nil
 }
 
 func validServerState(s metalv1alpha1.ServerState) bool {

@@ -25,10 +25,17 @@ import (
 // ConditionDeletionBlocked says why a deleted server is still there.
 const ConditionDeletionBlocked = "DeletionBlocked"
 
-// roundObjects returns the discovery Secret of a server, if any.
+// roundSecret returns the discovery Secret of a server, if any, read past the cache: a Secret
+// created by the previous pass and not cached yet would start a second round whose token the
+// first one's ignition does not carry, and a deleted one still cached would skip the power-off
+// that makes the next PXE boot happen.
 func (r *ServerReconciler) roundSecret(ctx context.Context, p *pass) (*corev1.Secret, error) {
 	sec := &corev1.Secret{}
-	err := p.c.Get(ctx, client.ObjectKey{Namespace: r.Options.DiscoveryNamespace, Name: discovery.ObjectName(p.Obj.Name)}, sec)
+	var rd client.Reader = p.c
+	if r.APIReader != nil {
+		rd = r.APIReader
+	}
+	err := rd.Get(ctx, client.ObjectKey{Namespace: r.Options.DiscoveryNamespace, Name: discovery.ObjectName(p.Obj.Name)}, sec)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -65,8 +72,18 @@ func (r *ServerReconciler) ensureRound(ctx context.Context, p *pass, sec *corev1
 			}
 			sec.Data[discovery.IgnitionKey] = ign
 		}
-		if err := r.createOwned(ctx, p, sec); err != nil {
+		if err := controllerutil.SetOwnerReference(p.Obj, sec, p.c.Scheme()); err != nil {
 			return nil, err
+		}
+		if err := p.c.Create(ctx, sec); apierrors.IsAlreadyExists(err) {
+			// Created by a pass the live read above did not see finish: that round is the one.
+			if sec, err = r.roundSecret(ctx, p); err != nil {
+				return nil, err
+			} else if sec == nil {
+				return nil, fmt.Errorf("discovery secret %s/%s exists and is gone again", r.Options.DiscoveryNamespace, name)
+			}
+		} else if err != nil {
+			return nil, fmt.Errorf("creating discovery secret: %w", err)
 		}
 	}
 	sbc := &metalv1alpha1.ServerBootConfiguration{}
@@ -405,82 +422,119 @@ func (r *ServerReconciler) maintenance(ctx context.Context, p *pass) (lifecycle.
 	return res, true, err
 }
 
-// inMaintenance applies the maintenance's power and returns to the previous state when the
-// maintenance ref is removed.
+// inMaintenance boots the maintenance's boot configuration once it is Ready (a one-time PXE
+// override, then power on, or a restart of a running box through an operation intent so it
+// happens exactly once), applies the maintenance's power otherwise, and returns to the previous
+// state when the maintenance ref is removed.
 func (r *ServerReconciler) inMaintenance(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
-	if p.Obj.Spec.ServerMaintenanceRef == nil {
-		prev := previousState(p.Obj)
-		if p.Obj.Spec.ServerClaimRef != nil && prev != metalv1alpha1.ServerStateReleased {
+	s := p.Obj
+	if s.Spec.ServerMaintenanceRef == nil {
+		prev := previousState(s)
+		if s.Spec.ServerClaimRef != nil && prev != metalv1alpha1.ServerStateReleased {
 			prev = metalv1alpha1.ServerStateReserved
 		}
 		return r.transition(ctx, p, prev, "maintenance ended", func(s *metalv1alpha1.Server) {
 			lifecycle.RemoveAnnotation(s, PreviousStateAnnotation)
+			lifecycle.RemoveAnnotation(s, MaintenanceBootAnnotation)
 		})
 	}
 	m, err := r.maintenanceObj(ctx, p)
+	if err != nil || m == nil {
+		return lifecycle.Done(), err
+	}
+	ref := s.Spec.MaintenanceBootConfigurationRef
+	if ref == nil || ref.Name == "" || m.Spec.ServerPower == metalv1alpha1.PowerOff {
+		if m.Spec.ServerPower != "" {
+			if res, acted, err := r.converge(bctx, ctx, p, m.Spec.ServerPower, true); acted || err != nil {
+				return res, err
+			}
+		}
+		return lifecycle.Done(), nil
+	}
+	if s.Annotations[MaintenanceBootAnnotation] == string(m.UID) {
+		// Booted into it: keep it on.
+		if res, acted, err := r.converge(bctx, ctx, p, metalv1alpha1.PowerOn, true); acted || err != nil {
+			return res, err
+		}
+		return lifecycle.Done(), nil
+	}
+	ready, why, _, err := r.bootConfigurationReady(ctx, p, ref.Namespace, ref.Name)
+	if err != nil || !ready {
+		// The boot provider's Ready (watched) brings the next pass.
+		return lifecycle.RequeueAfter(r.Options.RetryAfter, why), err
+	}
+	switch p.sys.PowerState {
+	case bmc.PowerStatePoweringOn, bmc.PowerStatePoweringOff:
+		return lifecycle.RequeueAfter(r.Options.PowerPoll, "power in transition"), nil
+	}
+	if !pxeSet(p.sys.Boot) {
+		// Observable and idempotent: a lost write after it finds it set and goes on.
+		if err := p.conn.SetBootOnce(bctx, p.sysID, bmc.BootPxe); err != nil {
+			return lifecycle.Result{}, fmt.Errorf("setting one-time PXE boot for maintenance: %w", err)
+		}
+		r.Recorder.Eventf(s, m, corev1.EventTypeNormal, "BootOnce", "SetBootOnce", "one-time PXE boot set for maintenance %s/%s", m.Namespace, m.Name)
+	}
+	booted := func(s *metalv1alpha1.Server) { lifecycle.SetAnnotation(s, MaintenanceBootAnnotation, string(m.UID)) }
+	if p.sys.PowerState == bmc.PowerStateOn {
+		return r.issueOperation(bctx, ctx, p, opIntent{op: metalv1alpha1.OperationPowerCycleServer, phase: intentOwed, at: r.Now()}, booted)
+	}
+	issued, _, err := r.powerAction(bctx, p, metalv1alpha1.PowerOn, false)
 	if err != nil {
 		return lifecycle.Result{}, err
 	}
-	if m != nil && m.Spec.ServerPower != "" {
-		if res, acted, err := r.converge(bctx, ctx, p, m.Spec.ServerPower, true); acted || err != nil {
-			return res, err
+	return lifecycle.Wrote("maintenance boot"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+		booted(s)
+		if issued {
+			lifecycle.SetAnnotation(s, PowerAnnotation, powerRecord{target: metalv1alpha1.PowerOn, at: r.Now()}.String())
 		}
-	}
-	return lifecycle.Done(), nil
+	})
 }
 
-// operation carries out the one-off operation a user asked for with the operation annotation,
-// and removes the annotation in the same pass.
-func (r *ServerReconciler) operation(bctx, ctx context.Context, p *pass) (lifecycle.Result, bool, error) {
-	op, ok := p.Obj.Annotations[metalv1alpha1.OperationAnnotation]
-	if !ok {
-		return lifecycle.Result{}, false, nil
-	}
-	clearOp := func(s *metalv1alpha1.Server) {
-		lifecycle.RemoveAnnotation(s, metalv1alpha1.OperationAnnotation)
-		lifecycle.RemoveAnnotation(s, PowerAnnotation) // the user's action supersedes ours
-	}
-	if op == metalv1alpha1.OperationPark {
-		prev := p.state
-		res, err := r.transition(ctx, p, metalv1alpha1.ServerStateParked, "parked by operation annotation", func(s *metalv1alpha1.Server) {
-			clearOp(s)
-			lifecycle.SetAnnotation(s, metalv1alpha1.ParkedAnnotation, r.Now().UTC().Format(time.RFC3339))
-			lifecycle.SetAnnotation(s, PreviousStateAnnotation, string(prev))
-		})
-		return res, true, err
-	}
-	if op == metalv1alpha1.OperationRetry && p.state == metalv1alpha1.ServerStateError {
-		res, err := r.transition(ctx, p, previousState(p.Obj), "retry requested", clearOp)
-		return res, true, err
-	}
-	actions := map[string]bmc.PowerAction{
-		metalv1alpha1.OperationGracefulRestartServer: bmc.PowerRestart,
-		metalv1alpha1.OperationHardRestartServer:     bmc.PowerForceRestart,
-		metalv1alpha1.OperationPowerCycleServer:      bmc.PowerForceRestart,
-		metalv1alpha1.OperationForceOffServer:        bmc.PowerOff,
-		metalv1alpha1.OperationForceOnServer:         bmc.PowerOn,
-	}
-	if action, ok := actions[op]; ok {
-		if err := p.conn.Power(bctx, p.sysID, action, bmc.WithForceFallback()); err != nil {
-			return lifecycle.Result{}, true, fmt.Errorf("operation %s: %w", op, err)
-		}
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "Operation", string(action), "operation %s carried out", op)
-	} else {
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, "UnsupportedOperation", "Operation", "operation %q is not supported on a server; removed", op)
-	}
-	return lifecycle.Wrote("operation " + op), true, r.patch(ctx, p, clearOp)
-}
-
-// parked leaves the box alone (no BMC calls at all) until it is unparked, which starts it over.
+// parked leaves the box alone (no BMC calls at all) until it is unparked, which returns it to the
+// state it was parked in: a claimed box stays claimed and is not powered off or rediscovered.
 func (r *ServerReconciler) parked(ctx context.Context, p *pass) (lifecycle.Result, error) {
-	if p.Obj.Annotations[metalv1alpha1.OperationAnnotation] != metalv1alpha1.OperationUnpark {
+	switch p.Obj.Annotations[metalv1alpha1.OperationAnnotation] {
+	case metalv1alpha1.OperationUnpark:
+	case metalv1alpha1.OperationPark:
+		// Parked already: the request is done.
+		return lifecycle.Wrote("park again"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+			lifecycle.RemoveAnnotation(s, metalv1alpha1.OperationAnnotation)
+		})
+	default:
 		return r.mirror(ctx, p)
 	}
-	return r.transition(ctx, p, metalv1alpha1.ServerStateInitial, "unparked", func(s *metalv1alpha1.Server) {
+	to := unparkedState(p.Obj)
+	return r.transition(ctx, p, to, "unparked", func(s *metalv1alpha1.Server) {
 		lifecycle.RemoveAnnotation(s, metalv1alpha1.OperationAnnotation)
 		lifecycle.RemoveAnnotation(s, metalv1alpha1.ParkedAnnotation)
 		lifecycle.RemoveAnnotation(s, PreviousStateAnnotation)
 	})
+}
+
+// unparkedState is where an unparked server goes: what its refs say first (a claim keeps it
+// Reserved, or Released under Retain; a maintenance ref is entered from there by the next
+// pass), else the state saved at park. Only a server that was not past discovery, or whose saved
+// state is lost, starts over.
+func unparkedState(s *metalv1alpha1.Server) metalv1alpha1.ServerState {
+	prev := metalv1alpha1.ServerState(s.Annotations[PreviousStateAnnotation])
+	if s.Spec.ServerClaimRef != nil {
+		if prev == metalv1alpha1.ServerStateReleased {
+			return metalv1alpha1.ServerStateReleased
+		}
+		return metalv1alpha1.ServerStateReserved
+	}
+	switch prev {
+	case metalv1alpha1.ServerStateAvailable, metalv1alpha1.ServerStateReleased:
+		return metalv1alpha1.ServerStateAvailable
+	case metalv1alpha1.ServerStateReserved:
+		// The claim went while parked: Reserved powers it off and hands it back.
+		return metalv1alpha1.ServerStateReserved
+	case metalv1alpha1.ServerStateMaintenance:
+		if s.Spec.ServerMaintenanceRef != nil {
+			return metalv1alpha1.ServerStateMaintenance
+		}
+	}
+	return metalv1alpha1.ServerStateInitial
 }
 
 // mirror writes only the state mirror (for states that make no BMC calls).
@@ -488,36 +542,40 @@ func (r *ServerReconciler) mirror(ctx context.Context, p *pass) (lifecycle.Resul
 	if p.Obj.Status.State == p.state {
 		return lifecycle.Done(), nil
 	}
-	p.Obj.Status.State = p.state
+	mirrorState(&p.Obj.Status, p.Obj.Generation, p.state)
 	if err := p.c.Status().Update(ctx, p.Obj); err != nil {
 		return lifecycle.Result{}, fmt.Errorf("writing server status: %w", err)
 	}
 	return lifecycle.Done(), nil
 }
 
-// finalize holds a deleted server while a claim or maintenance holds it (read from durable
-// bookkeeping and refs, never from status), then powers it off and lets it go.
-func (r *ServerReconciler) finalize(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
+// blockDeletion holds a deleted server while a claim or maintenance holds it (read from durable
+// bookkeeping and refs, never from status), and reports why. It needs no BMC.
+func (r *ServerReconciler) blockDeletion(ctx context.Context, p *pass) (lifecycle.Result, bool, error) {
 	s := p.Obj
 	if !controllerutil.ContainsFinalizer(s, ServerFinalizer) {
-		return lifecycle.Done(), nil
+		return lifecycle.Done(), true, nil
 	}
-	if held, why, err := r.held(ctx, p); err != nil || held {
-		if err != nil {
-			return lifecycle.Result{}, err
-		}
-		st := s.Status.DeepCopy()
-		st.State = p.state
-		lifecycle.SetCondition(&st.Conditions, s.Generation, ConditionDeletionBlocked, metav1.ConditionTrue, "Held", why)
-		if !equality.Semantic.DeepEqual(*st, s.Status) {
-			r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, "DeletionBlocked", "Delete", "%s", why)
-			s.Status = *st
-			if err := p.c.Status().Update(ctx, s); err != nil {
-				return lifecycle.Result{}, fmt.Errorf("writing server status: %w", err)
-			}
-		}
-		return lifecycle.RequeueAfter(r.Options.RetryAfter, "deletion blocked"), nil
+	held, why, err := r.held(ctx, p)
+	if err != nil || !held {
+		return lifecycle.Result{}, false, err
 	}
+	st := s.Status.DeepCopy()
+	mirrorState(st, s.Generation, p.state)
+	lifecycle.SetCondition(&st.Conditions, s.Generation, ConditionDeletionBlocked, metav1.ConditionTrue, "Held", why)
+	if !equality.Semantic.DeepEqual(*st, s.Status) {
+		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, "DeletionBlocked", "Delete", "%s", why)
+		s.Status = *st
+		if err := p.c.Status().Update(ctx, s); err != nil {
+			return lifecycle.Result{}, true, fmt.Errorf("writing server status: %w", err)
+		}
+	}
+	return lifecycle.RequeueAfter(r.Options.RetryAfter, "deletion blocked"), true, nil
+}
+
+// finalize powers off a deleted server that nothing holds any more (blockDeletion ran first) and
+// lets it go.
+func (r *ServerReconciler) finalize(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
 	if p.state != metalv1alpha1.ServerStateParked {
 		if res, acted, err := r.converge(bctx, ctx, p, metalv1alpha1.PowerOff, false); acted || err != nil {
 			return res, err
@@ -561,6 +619,7 @@ func (r *ServerReconciler) release(ctx context.Context, p *pass) (lifecycle.Resu
 		return lifecycle.Result{}, err
 	}
 	r.failures.Delete(p.Obj.Name)
+	r.inventories.forget(p.Obj.UID)
 	return lifecycle.Wrote("finalizer removed"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 		controllerutil.RemoveFinalizer(s, ServerFinalizer)
 	})

@@ -172,12 +172,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	if err := (&BMCReconciler{
 		Client: mgr.GetClient(), Pool: pool, Recorder: o.Events.Recorder("bmc-controller"),
-		Resync: o.BMCResync, RetryAfter: o.RetryAfter,
+		Resync: o.BMCResync, RetryAfter: o.RetryAfter, RequestTimeout: o.BMCRequestTimeout,
 	}).SetupWithManager(mgr, o.Concurrency); err != nil {
 		return fmt.Errorf("bmc controller: %w", err)
 	}
 	if err := (&ServerReconciler{
-		Client: mgr.GetClient(), Pool: pool, Recorder: o.Events.Recorder("server-controller"), Options: o,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: o.Events.Recorder("server-controller"), Options: o,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("server controller: %w", err)
 	}

@@ -1,0 +1,354 @@
+package metal
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/discovery"
+	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// The regression tests of issue 14's holes: each is a path a careful user can take.
+
+// claimedOn registers a BMC, waits for its server to be Available, claims it powered on and
+// waits until it is Reserved and On.
+func claimedOn(t *testing.T, prefix string) (string, *redfish.BMC, *metalv1alpha1.ServerClaim) {
+	t.Helper()
+	b := takeBMC(t)
+	name := registerBMC(t, b, prefix)
+	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	c := claimServer(t, name, prefix+"-claim", metalv1alpha1.PowerOn)
+	waitState(t, name, metalv1alpha1.ServerStateReserved, 15*time.Second)
+	waitPower(t, name, metalv1alpha1.PowerStateOn, 15*time.Second)
+	return name, b, c
+}
+
+func annotate(t *testing.T, name, key, value string) {
+	t.Helper()
+	eventually(t, 5*time.Second, "annotate "+name, func() (bool, string) {
+		s := getServer(t, name)
+		if s == nil {
+			return false, "no server"
+		}
+		err := lifecycle.PatchMetadata(ctx(), env.Client, s, func(o client.Object) { lifecycle.SetAnnotation(o, key, value) })
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+func countResets(recs []redfish.Record, resetType string) int {
+	n := 0
+	for _, r := range recs {
+		if r.Action == redfish.ActionReset && r.ResetType == resetType {
+			n++
+		}
+	}
+	return n
+}
+
+// `kubectl delete -f` of a manifest with a BMC and its BMCSecret: the claimed server loses its
+// BMC access while being deleted, and must stay held, powered and unguarded by nobody.
+func TestBMCDeletedWithItsSecretKeepsClaimedServer(t *testing.T) {
+	name, b, claim := claimedOn(t, "delbmc")
+	start := time.Now()
+	for _, o := range []client.Object{
+		&metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: "delbmc"}},
+		&metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "delbmc"}},
+	} {
+		if err := env.Client.Delete(ctx(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 15*time.Second, "deletion of the claimed server blocked", func() (bool, string) {
+		s := getServer(t, name)
+		if s == nil {
+			return false, "server gone"
+		}
+		c := apimeta.FindStatusCondition(s.Status.Conditions, ConditionDeletionBlocked)
+		return !s.DeletionTimestamp.IsZero() && c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", s.Status.Conditions)
+	})
+	time.Sleep(2 * time.Second) // room for a wrong release to show
+	s := getServer(t, name)
+	if s == nil || !hasFinalizer(s, ServerFinalizer) {
+		t.Fatalf("claimed server let go after its BMC and BMCSecret were deleted: %+v", s)
+	}
+	if recs := since(records(b), start); len(recs) != 0 {
+		t.Errorf("BMC actions on the claimed server: %v", resetTypes(recs))
+	}
+	// The claim goes: nothing holds the server any more, and without a BMC it is let go.
+	if err := env.Client.Delete(ctx(), claim); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "server released once unclaimed", func() (bool, string) {
+		return getServer(t, name) == nil, "still there"
+	})
+}
+
+func hasFinalizer(o client.Object, f string) bool {
+	for _, x := range o.GetFinalizers() {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+// A hard restart asked for while other writers keep the Server's resourceVersion moving (a
+// conflict on every write that follows the action): the box is restarted exactly once.
+func TestOperationUnderWriteConflictsRunsOnce(t *testing.T) {
+	name, b, _ := claimedOn(t, "opconflict")
+	time.Sleep(500 * time.Millisecond) // the power-on settles
+	b.SetFaults(redfish.Faults{Latency: redfish.Duration(300 * time.Millisecond)})
+	defer b.ClearFaults()
+	start := time.Now()
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // another writer: a label every 20 ms, without a lock
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			s := getServer(t, name)
+			if s == nil {
+				continue
+			}
+			base := s.DeepCopy()
+			s.Labels = map[string]string{"writer": fmt.Sprint(i)}
+			_ = env.Client.Patch(ctx(), s, client.MergeFrom(base))
+		}
+	}()
+	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationHardRestartServer)
+	time.Sleep(3 * time.Second) // the other writer's window
+	close(stop)
+	wg.Wait()
+	eventually(t, 20*time.Second, "operation carried out and reported", func() (bool, string) {
+		s := getServer(t, name)
+		_, asked := s.Annotations[metalv1alpha1.OperationAnnotation]
+		_, owed := s.Annotations[OperationIntentAnnotation]
+		return !asked && !owed && countResets(since(records(b), start), "ForceRestart") > 0, fmt.Sprint(s.Annotations)
+	})
+	b.ClearFaults()
+	waitPower(t, name, metalv1alpha1.PowerStateOn, 15*time.Second)
+	time.Sleep(time.Second) // room for a repeat to show
+	recs := since(records(b), start)
+	if n := countResets(recs, "ForceRestart"); n != 1 {
+		t.Errorf("hard restart issued %d times, want once: %v", n, resetTypes(recs))
+	}
+	for _, r := range recs {
+		if r.Action == redfish.ActionReset && r.ResetType != "ForceRestart" {
+			t.Errorf("unexpected action on the claimed server: %v", resetTypes(recs))
+			break
+		}
+	}
+}
+
+// Parking a claimed, running server and unparking it returns it to Reserved: no power-off, no
+// boot override, no rediscovery.
+func TestUnparkKeepsClaimedServerReserved(t *testing.T) {
+	name, b, _ := claimedOn(t, "unpark")
+	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationPark)
+	waitState(t, name, metalv1alpha1.ServerStateParked, 10*time.Second)
+	start := time.Now()
+	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationUnpark)
+	waitState(t, name, metalv1alpha1.ServerStateReserved, 10*time.Second)
+	time.Sleep(2 * time.Second) // room for a wrong action to show
+	if recs := since(records(b), start); len(recs) != 0 {
+		t.Errorf("BMC actions on unpark: %v", resetTypes(recs))
+	}
+	s := getServer(t, name)
+	if durableState(s) != string(metalv1alpha1.ServerStateReserved) || s.Status.PowerState != metalv1alpha1.PowerStateOn {
+		t.Errorf("after unpark: state %s, power %s", durableState(s), s.Status.PowerState)
+	}
+}
+
+// A wiped status on a BMC whose inventory walk outlasts the pass (every answer slow, as on a big
+// machine with many DIMMs and drives): state and power come back at once, inventory after.
+func TestWipedStatusWithSlowInventoryReportsStateFirst(t *testing.T) {
+	b := takeBMC(t)
+	name := registerBMC(t, b, "slowinv")
+	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	waitPower(t, name, metalv1alpha1.PowerStateOff, 10*time.Second)
+	b.SetFaults(redfish.Faults{Latency: redfish.Duration(250 * time.Millisecond)})
+	defer b.ClearFaults()
+	s := getServer(t, name)
+	s.Status = metalv1alpha1.ServerStatus{}
+	if err := env.Client.Status().Update(ctx(), s); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "state and power rebuilt", func() (bool, string) {
+		s := getServer(t, name)
+		return s.Status.State == metalv1alpha1.ServerStateAvailable && s.Status.PowerState == metalv1alpha1.PowerStateOff,
+			fmt.Sprintf("state %q power %q", s.Status.State, s.Status.PowerState)
+	})
+	eventually(t, 40*time.Second, "inventory rebuilt in a later pass", func() (bool, string) {
+		s := getServer(t, name)
+		return len(s.Status.Processors) > 0 && s.Status.Manufacturer != "", fmt.Sprintf("%d processors", len(s.Status.Processors))
+	})
+}
+
+// hideSecrets is a cache that has not caught up: Secrets are not in it yet.
+type hideSecrets struct{ client.Client }
+
+func (h hideSecrets) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.Secret); ok {
+		return apierrors.NewNotFound(corev1.Resource("secrets"), key.Name)
+	}
+	return h.Client.Get(ctx, key, obj, opts...)
+}
+
+// A pass in Initial that runs before the cache has the round's Secret (created by the pass before
+// it, whose Server write then lost a race) continues that round: no second round with a token
+// the booting box does not carry, and no power-off of the box already booting it.
+func TestInitialContinuesRoundTheCacheHasNotSeen(t *testing.T) {
+	b := takeBMC(t)
+	sys := systemOf(b)
+	sys.SetPowerState(redfish.PowerOn) // booting round r1 already
+	name := "cachelag"
+	s := &metalv1alpha1.Server{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
+			// The suite's manager leaves it alone: this test runs the pass itself.
+			metalv1alpha1.OperationAnnotation: metalv1alpha1.OperationIgnore}},
+		Spec: metalv1alpha1.ServerSpec{SystemUUID: strings.ToLower(sys.UUID())},
+	}
+	if err := env.Client.Create(ctx(), s); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if s := getServer(t, name); s != nil {
+			s.Finalizers = nil
+			_ = env.Client.Update(ctx(), s)
+			_ = env.Client.Delete(ctx(), s)
+		}
+	})
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testOpts.DiscoveryNamespace, Name: discovery.ObjectName(name),
+			Labels: map[string]string{discovery.ServerLabel: name, discovery.RoundLabel: "r1"}},
+		Data: map[string][]byte{discovery.TokenKey: []byte("token-of-r1")},
+	}
+	if err := env.Client.Create(ctx(), sec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx(), sec) })
+
+	user, pw := b.Credentials()
+	pool := bmc.NewPool(bmc.Options{RequestTimeout: 2 * time.Second})
+	defer pool.Close()
+	conn, err := pool.Get(bmc.Endpoint{Address: b.URL(), Username: user, Password: pw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	systems, err := conn.Systems(ctx())
+	if err != nil || len(systems) == 0 {
+		t.Fatalf("systems: %v %v", systems, err)
+	}
+	cached := hideSecrets{env.Client}
+	r := &ServerReconciler{Client: cached, APIReader: env.Client, Pool: pool, Recorder: events.NewFakeRecorder(100), Options: testOpts, Now: time.Now}
+	start := time.Now()
+	rec := lifecycle.NewReconciler[*metalv1alpha1.Server](cached, func() *metalv1alpha1.Server { return &metalv1alpha1.Server{} },
+		func(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.Server]) (lifecycle.Result, error) {
+			p := &pass{Pass: lp, c: lp.Client(), state: metalv1alpha1.ServerStateInitial, conn: conn, sysID: systems[0].ODataID}
+			if p.sys, err = conn.System(ctx, p.sysID); err != nil {
+				return lifecycle.Result{}, err
+			}
+			return r.initial(ctx, ctx, p)
+		})
+	if _, err := rec.Reconcile(ctx(), ctrl.Request{NamespacedName: client.ObjectKey{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	s = getServer(t, name)
+	if got := s.Annotations[discovery.RoundAnnotation]; got != "r1" || durableState(s) != string(metalv1alpha1.ServerStateDiscovery) {
+		t.Errorf("round %q, state %q: want round r1 continued in Discovery", got, durableState(s))
+	}
+	if recs := since(records(b), start); len(recs) != 0 {
+		t.Errorf("BMC actions on a box already booting its round: %v", resetTypes(recs))
+	}
+	live := &corev1.Secret{}
+	if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(sec), live); err != nil || string(live.Data[discovery.TokenKey]) != "token-of-r1" {
+		t.Errorf("round Secret replaced: %v %v", live.Labels, err)
+	}
+}
+
+// A Server being deleted that does not carry our finalizer (another controller's holds it, and
+// its state annotation was lost): the pass records the state and does not try to add a
+// finalizer the API server refuses, which would fail every retry.
+func TestDeletingServerWithoutOurFinalizerDoesNotLoop(t *testing.T) {
+	name := "nofinalizer"
+	s := &metalv1alpha1.Server{
+		// Ignored until it is deleting, so that our finalizer never got on it.
+		ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{"test.metalhub.io/hold"},
+			Annotations: map[string]string{metalv1alpha1.OperationAnnotation: metalv1alpha1.OperationIgnore}},
+		Spec: metalv1alpha1.ServerSpec{SystemUUID: "00000000-0000-0000-0000-00000000f1a1",
+			ServerClaimRef: &metalv1alpha1.ImmutableObjectReference{Namespace: "default", Name: "nofinalizer-claim"}},
+	}
+	if err := env.Client.Create(ctx(), s); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx(), s); err != nil {
+		t.Fatal(err)
+	}
+	s = getServer(t, name)
+	if err := lifecycle.PatchMetadata(ctx(), env.Client, s, func(o client.Object) {
+		lifecycle.RemoveAnnotation(o, metalv1alpha1.OperationAnnotation)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "derived state recorded on the deleting server", func() (bool, string) {
+		s := getServer(t, name)
+		return s != nil && durableState(s) == string(metalv1alpha1.ServerStateReserved), fmt.Sprintf("%+v", s.ObjectMeta)
+	})
+	s = getServer(t, name)
+	if hasFinalizer(s, ServerFinalizer) {
+		t.Errorf("finalizer added to a deleting object: %v", s.Finalizers)
+	}
+	s.Finalizers = nil
+	if err := env.Client.Update(ctx(), s); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "server gone", func() (bool, string) { return getServer(t, name) == nil, "still there" })
+}
+
+// An approved maintenance with a boot configuration boots the server into it once it is Ready:
+// a one-time PXE override and one restart of the running box, not repeated.
+func TestMaintenanceBootsItsBootConfigurationOnce(t *testing.T) {
+	name, b, _ := claimedOn(t, "mboot")
+	time.Sleep(500 * time.Millisecond) // the power-on settles
+	start := time.Now()
+	m := newMaintenance("default", "mboot", name, metalv1alpha1.ServerMaintenancePolicyEnforced, metalv1alpha1.PowerOn, 0)
+	m.Spec.ServerBootConfigurationTemplate = &metalv1alpha1.ServerBootConfigurationTemplate{
+		Name: "mboot-boot", Spec: metalv1alpha1.ServerBootConfigurationSpec{Image: "firmware-updater:1"}}
+	if err := env.Client.Create(ctx(), m); err != nil {
+		t.Fatal(err)
+	}
+	waitMaintenance(t, "default", "mboot", "InMaintenance/"+ReasonInMaintenance, 15*time.Second)
+	eventually(t, 15*time.Second, "booted into the maintenance boot configuration", func() (bool, string) {
+		recs := since(records(b), start)
+		return countResets(recs, "ForceRestart") == 1, fmt.Sprint(resetTypes(recs))
+	})
+	waitPower(t, name, metalv1alpha1.PowerStateOn, 15*time.Second)
+	time.Sleep(2 * time.Second) // room for a repeat to show
+	got := resetTypes(since(records(b), start))
+	if fmt.Sprint(got) != "[Boot:Pxe/Once ForceRestart]" {
+		t.Errorf("maintenance boot: BMC actions %v, want one PXE override and one restart", got)
+	}
+	deleteMaintenance(t, "default", "mboot")
+	waitState(t, name, metalv1alpha1.ServerStateReserved, 15*time.Second)
+}

@@ -1,0 +1,196 @@
+package metal
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// OperationIntentAnnotation records a one-off power operation (a user's operation annotation, or
+// the reboot into a maintenance's boot configuration) from before it is issued until it has been
+// reported: "<operation>/<phase>@<unix seconds>". A restart cannot be observed on the BMC
+// afterwards, so the intent, not the hardware, says whether it is owed: it is written (with an
+// optimistic lock) before the action, the action follows only once that write won, and the
+// next pass reports and clears it. A crash or a lost write never issues it twice.
+const OperationIntentAnnotation = "lifecycle.metalhub.io/operation"
+
+// Phases of an operation intent.
+const (
+	// intentOwed: recorded, not issued yet (or refused by the BMC and to be issued again).
+	intentOwed = "owed"
+	// intentIssuing: the write that claimed the issue won; the action followed in that pass.
+	intentIssuing = "issuing"
+)
+
+// Event reasons of one-off operations.
+const (
+	ReasonOperation            = "Operation"
+	ReasonOperationFailed      = "OperationFailed"
+	ReasonOperationUncertain   = "OperationUncertain"
+	ReasonUnsupportedOperation = "UnsupportedOperation"
+)
+
+// operationActions maps the power operations to their Redfish reset and the power state they end in.
+var operationActions = map[string]struct {
+	action bmc.PowerAction
+	ends   metalv1alpha1.Power
+}{
+	metalv1alpha1.OperationGracefulRestartServer: {bmc.PowerRestart, metalv1alpha1.PowerOn},
+	metalv1alpha1.OperationHardRestartServer:     {bmc.PowerForceRestart, metalv1alpha1.PowerOn},
+	metalv1alpha1.OperationPowerCycleServer:      {bmc.PowerForceRestart, metalv1alpha1.PowerOn},
+	metalv1alpha1.OperationForceOffServer:        {bmc.PowerOff, metalv1alpha1.PowerOff},
+	metalv1alpha1.OperationForceOnServer:         {bmc.PowerOn, metalv1alpha1.PowerOn},
+}
+
+type opIntent struct {
+	op, phase string
+	at        time.Time
+}
+
+func parseOpIntent(v string) (opIntent, bool) {
+	rest, at, ok := strings.Cut(v, "@")
+	if !ok {
+		return opIntent{}, false
+	}
+	op, phase, ok := strings.Cut(rest, "/")
+	secs, err := strconv.ParseInt(at, 10, 64)
+	if !ok || err != nil || (phase != intentOwed && phase != intentIssuing) {
+		return opIntent{}, false
+	}
+	if _, known := operationActions[op]; !known {
+		return opIntent{}, false
+	}
+	return opIntent{op: op, phase: phase, at: time.Unix(secs, 0)}, true
+}
+
+func (i opIntent) String() string {
+	return i.op + "/" + i.phase + "@" + strconv.FormatInt(i.at.Unix(), 10)
+}
+
+// opOutcome is what issuing an operation gave, kept in memory until it is reported.
+type opOutcome struct{ err error }
+
+// outcomeKey identifies one issue of one intent in this process's memory.
+func outcomeKey(s *metalv1alpha1.Server, i opIntent) string {
+	return string(s.UID) + "/" + i.op + "@" + strconv.FormatInt(i.at.Unix(), 10)
+}
+
+// reportOperation finishes an intent whose issue a previous pass claimed: it needs no BMC. What
+// happened is known only to the process that issued it; any other (after a crash, a restart, a
+// leader handover) cannot know whether the action reached the BMC and does not repeat it.
+func (r *ServerReconciler) reportOperation(ctx context.Context, p *pass, i opIntent) (lifecycle.Result, error) {
+	key := outcomeKey(p.Obj, i)
+	o, known := r.outcomes.Load(key)
+	var v opOutcome
+	if known {
+		v = o.(opOutcome)
+	}
+	clear := func(s *metalv1alpha1.Server) { lifecycle.RemoveAnnotation(s, OperationIntentAnnotation) }
+	switch {
+	case !known:
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, ReasonOperationUncertain, "Operation",
+			"operation %s may not have reached the BMC (the manager stopped while issuing it); not repeated: check the server and ask again if needed", i.op)
+	case v.err == nil:
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, ReasonOperation, "Operation", "operation %s carried out", i.op)
+	case retryable(v.err):
+		// The BMC answered and refused before acting: the operation is still owed.
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, ReasonOperationFailed, "Operation", "operation %s refused, will retry: %v", i.op, v.err)
+		clear = func(s *metalv1alpha1.Server) {
+			lifecycle.SetAnnotation(s, OperationIntentAnnotation, opIntent{op: i.op, phase: intentOwed, at: i.at}.String())
+		}
+	default:
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, ReasonOperationUncertain, "Operation",
+			"operation %s may not have been carried out (%v); not repeated: check the server and ask again if needed", i.op, v.err)
+	}
+	if err := r.patch(ctx, p, clear); err != nil {
+		return lifecycle.Result{}, err
+	}
+	r.outcomes.Delete(key)
+	if known && v.err != nil && retryable(v.err) {
+		return lifecycle.RequeueAfter(r.Options.RetryAfter, "operation refused"), nil
+	}
+	return lifecycle.Wrote("operation reported"), nil
+}
+
+// retryable reports whether a failed action certainly did not happen: the BMC answered and
+// refused it. A timeout or a dropped connection may have carried it out.
+func retryable(err error) bool {
+	switch bmc.ReasonOf(err) {
+	case bmc.ReasonUnavailable, bmc.ReasonRejected, bmc.ReasonAuthenticationFailed:
+		return true
+	}
+	return false
+}
+
+// issueOperation claims the issue of an operation with one optimistic-lock write (the user's
+// annotation, if any, goes in the same write), and only once that write has won, issues it. The
+// write is the commit point: nothing is written after the action in this pass, and the write's
+// event brings the pass that reports it.
+func (r *ServerReconciler) issueOperation(bctx, ctx context.Context, p *pass, i opIntent, extra func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
+	a := operationActions[i.op]
+	issuing := opIntent{op: i.op, phase: intentIssuing, at: i.at}
+	err := r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+		lifecycle.SetAnnotation(s, OperationIntentAnnotation, issuing.String())
+		// The operation supersedes our own power action in flight; what it ends in is awaited
+		// by the steps that follow, so they do not act on its transient states.
+		lifecycle.SetAnnotation(s, PowerAnnotation, powerRecord{target: a.ends, at: r.Now()}.String())
+		if extra != nil {
+			extra(s)
+		}
+	})
+	if err != nil {
+		return lifecycle.Result{}, err
+	}
+	aerr := p.conn.Power(bctx, p.sysID, a.action, bmc.WithForceFallback())
+	if aerr != nil {
+		aerr = fmt.Errorf("operation %s: %w", i.op, aerr)
+	}
+	r.outcomes.Store(outcomeKey(p.Obj, issuing), opOutcome{err: aerr})
+	return lifecycle.Wrote("operation " + i.op + " issued"), nil
+}
+
+// operation carries out the one-off operation a user asked for with the operation annotation.
+// Park and retry are lifecycle transitions; the power operations go through an intent.
+func (r *ServerReconciler) operation(bctx, ctx context.Context, p *pass) (lifecycle.Result, bool, error) {
+	if i, ok := parseOpIntent(p.Obj.Annotations[OperationIntentAnnotation]); ok && i.phase == intentOwed {
+		res, err := r.issueOperation(bctx, ctx, p, i, nil)
+		return res, true, err
+	}
+	op, ok := p.Obj.Annotations[metalv1alpha1.OperationAnnotation]
+	if !ok {
+		return lifecycle.Result{}, false, nil
+	}
+	clearOp := func(s *metalv1alpha1.Server) { lifecycle.RemoveAnnotation(s, metalv1alpha1.OperationAnnotation) }
+	switch {
+	case op == metalv1alpha1.OperationPark:
+		prev := p.state
+		res, err := r.transition(ctx, p, metalv1alpha1.ServerStateParked, "parked by operation annotation", func(s *metalv1alpha1.Server) {
+			clearOp(s)
+			lifecycle.RemoveAnnotation(s, PowerAnnotation)
+			lifecycle.SetAnnotation(s, metalv1alpha1.ParkedAnnotation, r.Now().UTC().Format(time.RFC3339))
+			lifecycle.SetAnnotation(s, PreviousStateAnnotation, string(prev))
+		})
+		return res, true, err
+	case op == metalv1alpha1.OperationRetry && p.state == metalv1alpha1.ServerStateError:
+		res, err := r.transition(ctx, p, previousState(p.Obj), "retry requested", clearOp)
+		return res, true, err
+	}
+	if _, ok := operationActions[op]; ok {
+		if _, pending := parseOpIntent(p.Obj.Annotations[OperationIntentAnnotation]); pending {
+			// One operation at a time: the next waits until the one in flight is reported.
+			return lifecycle.RequeueAfter(r.Options.PowerPoll, "operation in flight"), true, nil
+		}
+		res, err := r.issueOperation(bctx, ctx, p, opIntent{op: op, phase: intentOwed, at: r.Now()}, clearOp)
+		return res, true, err
+	}
+	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, ReasonUnsupportedOperation, "Operation", "operation %q is not supported on a server in state %s; removed", op, p.state)
+	return lifecycle.Wrote("operation " + op + " removed"), true, r.patch(ctx, p, clearOp)
+}
