@@ -256,3 +256,28 @@ func TestPowerTransitionsAreAsynchronous(t *testing.T) {
 		t.Fatalf("instant On: %s", st)
 	}
 }
+
+// A failed power transition starts (PoweringOn), then falls back to where it was; the reset is
+// still answered and recorded, as a BMC whose PSU or POST fails does.
+func TestFailedPowerTransitionFallsBack(t *testing.T) {
+	e := start(t, redfish.Options{PowerDelay: -1})
+	b := e.BMC(0)
+	s := b.Systems()[0]
+	b.SetFaults(redfish.Faults{FailPowerTransitions: true})
+	if resp, _ := do(t, b, call{method: "POST", path: "/redfish/v1/Systems/" + s.ID() + "/Actions/ComputerSystem.Reset", basic: true, body: map[string]string{"ResetType": "On"}}); resp.StatusCode/100 != 2 {
+		t.Fatalf("reset On: %d", resp.StatusCode)
+	}
+	if st := s.PowerState(); st != redfish.PowerOff {
+		t.Fatalf("after a failed On: %s, want Off", st)
+	}
+	if n := len(e.Records()); n != 1 {
+		t.Fatalf("records: %d, want the reset recorded once", n)
+	}
+	b.ClearFaults()
+	if resp, _ := do(t, b, call{method: "POST", path: "/redfish/v1/Systems/" + s.ID() + "/Actions/ComputerSystem.Reset", basic: true, body: map[string]string{"ResetType": "On"}}); resp.StatusCode/100 != 2 {
+		t.Fatalf("reset On: %d", resp.StatusCode)
+	}
+	if st := s.PowerState(); st != redfish.PowerOn {
+		t.Fatalf("after a healed On: %s, want On", st)
+	}
+}

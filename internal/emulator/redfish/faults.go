@@ -35,6 +35,10 @@ type Faults struct {
 	// IgnoreGracefulShutdown accepts GracefulShutdown/GracefulRestart but
 	// never acts on them, like a host whose OS ignores ACPI.
 	IgnoreGracefulShutdown bool `json:"ignoreGracefulShutdown,omitempty"`
+	// FailPowerTransitions starts every power transition and lets it fail: the
+	// system shows PoweringOn/PoweringOff, then falls back to where it was (a
+	// PSU fault, a failed POST). The reset is answered and recorded as usual.
+	FailPowerTransitions bool `json:"failPowerTransitions,omitempty"`
 	// BootReadbackContinuous reads a Once override back as Continuous.
 	BootReadbackContinuous bool `json:"bootReadbackContinuous,omitempty"`
 }

@@ -93,6 +93,8 @@ type System struct {
 	etag  uint64
 	gen   uint64 // bumps on every power action; stale timers see it and stop
 	timer *time.Timer
+	// failing makes the transitions of the current reset fail (Faults.FailPowerTransitions).
+	failing bool
 }
 
 // ID is the Redfish Id.
@@ -149,10 +151,11 @@ func (s *System) allowedResetTypes() []string { return s.bmc.profile.resetTypes 
 
 // reset applies a ResetType; the caller validated it. Transitions run on
 // timers so the BMC answers at once and PowerState moves later.
-func (s *System) reset(resetType string, ignoreGraceful bool) {
+func (s *System) reset(resetType string, ignoreGraceful, fail bool) {
 	delay := time.Duration(s.bmc.powerDelay.Load())
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.failing = fail
 	on := s.power == PowerOn || s.power == PowerPoweringOn
 	switch resetType {
 	case "On", "ForceOn":
@@ -215,6 +218,13 @@ func (s *System) restartLocked(delay time.Duration) {
 func (s *System) transitionLocked(mid, final string, delay time.Duration) {
 	s.gen++
 	gen := s.gen
+	if s.failing {
+		// The transition starts and does not complete: back to where it was.
+		final = s.power
+		if final == PowerPoweringOn || final == PowerPoweringOff {
+			final = PowerOff
+		}
+	}
 	if delay <= 0 {
 		s.settleLocked(final)
 		return

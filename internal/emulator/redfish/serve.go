@@ -612,7 +612,7 @@ func (b *BMC) resetSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 		writeError(w, http.StatusBadRequest, "ActionParameterNotSupported", "The parameter ResetType value "+req.ResetType+" is not supported by this system.")
 		return
 	}
-	s.reset(req.ResetType, f.IgnoreGracefulShutdown)
+	s.reset(req.ResetType, f.IgnoreGracefulShutdown, f.FailPowerTransitions)
 	b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, SystemID: s.hw.ID, Action: ActionReset, ResetType: req.ResetType})
 	switch b.profile.resetStatus {
 	case http.StatusAccepted:
