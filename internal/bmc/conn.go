@@ -25,6 +25,11 @@ type ctxKey int
 // noAuthKey marks requests (session login) that must carry no credentials.
 const noAuthKey ctxKey = 1
 
+// probeKey marks the breaker's probe, which is sent while the breaker is open.
+const probeKey ctxKey = 2
+
+func isProbe(req *http.Request) bool { return req.Context().Value(probeKey) != nil }
+
 // conn is one BMC connection. It is its own http.RoundTripper so that every
 // request, including the ones gofish makes while walking links, goes through
 // the concurrency cap, the request timeout and the session renewal.
@@ -38,15 +43,22 @@ type conn struct {
 	http        *http.Client
 	sem         chan struct{}
 
-	// connectLock serializes connecting while honouring callers' contexts.
-	connectLock chan struct{}
-	api         *gofish.APIClient // nil until connected
-	root        serviceRoot
+	// life ends when the conn is retired: it stops the background connect and probe, which
+	// wg waits for.
+	life context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+	brk  breaker
+
+	// root is written by the connect in flight only, and read once api is set.
+	root serviceRoot
 
 	// loginMu serializes session (re)creation.
 	loginMu sync.Mutex
 
-	mu         sync.Mutex // guards the fields below
+	mu         sync.Mutex        // guards the fields below
+	api        *gofish.APIClient // nil until connected
+	connecting *connectCall      // the connect in flight, if any
 	basicAuth  bool
 	token      string
 	sessionURI string
@@ -106,14 +118,29 @@ func (c *conn) RoundTrip(req *http.Request) (*http.Response, error) {
 	return c.exchange(retry, token, false)
 }
 
-// exchange runs one HTTP exchange under the concurrency cap and the request
-// timeout, buffering the body so the slot is released only once the BMC is
-// done sending.
+// exchange runs one HTTP exchange under the circuit breaker, the concurrency cap and the
+// request timeout, buffering the body so the slot is released only once the BMC is done
+// sending.
 func (c *conn) exchange(req *http.Request, token string, noAuth bool) (*http.Response, error) {
+	op := req.Method + " " + req.URL.Path
+	if err := c.admit(op); err != nil {
+		return nil, err
+	}
+	return c.send(req, token, noAuth)
+}
+
+// send is exchange without the breaker's admission (the probe is admitted by definition).
+func (c *conn) send(req *http.Request, token string, noAuth bool) (*http.Response, error) {
 	if err := acquire(req.Context(), c.sem); err != nil {
 		return nil, err
 	}
 	defer func() { <-c.sem }()
+	// The breaker may have opened while this request waited for a slot.
+	if !isProbe(req) {
+		if err := c.admit(req.Method + " " + req.URL.Path); err != nil {
+			return nil, err
+		}
+	}
 
 	ctx, cancel := context.WithTimeout(req.Context(), c.opts.RequestTimeout)
 	defer cancel()
@@ -129,14 +156,19 @@ func (c *conn) exchange(req *http.Request, token string, noAuth bool) (*http.Res
 	resp, err := c.transport.RoundTrip(r)
 	if err != nil {
 		observe(c.base, start, nil, err)
-		return nil, c.transportError(ctx, req, err)
+		terr := c.transportError(ctx, req, err)
+		c.settle(req.Context(), start, terr)
+		return nil, terr
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	resp.Body.Close()
 	observe(c.base, start, resp, err)
 	if err != nil {
-		return nil, c.transportError(ctx, req, err)
+		terr := c.transportError(ctx, req, err)
+		c.settle(req.Context(), start, terr)
+		return nil, terr
 	}
+	c.settle(req.Context(), start, nil)
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	resp.ContentLength = int64(len(body))
 	resp.Request = req
@@ -145,7 +177,7 @@ func (c *conn) exchange(req *http.Request, token string, noAuth bool) (*http.Res
 
 // transportError tells our own request timeout apart from the caller's
 // context ending, so both classify correctly.
-func (c *conn) transportError(ctx context.Context, req *http.Request, err error) error {
+func (c *conn) transportError(ctx context.Context, req *http.Request, err error) *Error {
 	op := req.Method + " " + req.URL.Path
 	if req.Context().Err() != nil {
 		return &Error{Reason: classify("", req.Context().Err()).Reason, Op: op, Err: req.Context().Err()}
@@ -156,28 +188,70 @@ func (c *conn) transportError(ctx context.Context, req *http.Request, err error)
 	return classify(op, err)
 }
 
-// client returns a gofish client bound to ctx, connecting (service root and
-// session) on first use.
-func (c *conn) client(ctx context.Context) (*gofish.APIClient, error) {
-	if err := acquire(ctx, c.connectLock); err != nil {
-		return nil, wrap("connect", err)
-	}
-	defer func() { <-c.connectLock }()
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
-		return nil, newError(ReasonCanceled, "connect", "connection was removed from the pool")
-	}
-	if c.api == nil {
-		if err := c.connect(ctx); err != nil {
-			return nil, err
-		}
-	}
-	return c.api.WithContext(ctx), nil
+// connectCall is one connect in flight; done is closed when err and the conn's api are set.
+type connectCall struct {
+	done chan struct{}
+	err  error
 }
 
-func (c *conn) connect(ctx context.Context) error {
+// client returns a gofish client bound to ctx, connecting (service root and
+// session) on first use.
+//
+// The connect runs on its own, not on the first caller's context: every server of a BMC
+// waits for the same one, each only as long as its own context allows, and a slow BMC's
+// connect that outlasts one pass is there for the next instead of being started over. It is
+// bounded by the request timeout of each of its requests, and the breaker ends it at the
+// first transport failure.
+func (c *conn) client(ctx context.Context) (*gofish.APIClient, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, newError(ReasonCanceled, "connect", "connection was removed from the pool")
+	}
+	if api := c.api; api != nil {
+		c.mu.Unlock()
+		return api.WithContext(ctx), nil
+	}
+	call := c.connecting
+	if call == nil {
+		if err := c.admit("connect"); err != nil {
+			c.mu.Unlock()
+			return nil, err
+		}
+		call = &connectCall{done: make(chan struct{})}
+		c.connecting = call
+		c.wg.Add(1)
+		go c.runConnect(call)
+	}
+	c.mu.Unlock()
+	select {
+	case <-call.done:
+		if call.err != nil {
+			return nil, call.err
+		}
+		c.mu.Lock()
+		api := c.api
+		c.mu.Unlock()
+		return api.WithContext(ctx), nil
+	case <-ctx.Done():
+		return nil, wrap("connect", ctx.Err())
+	}
+}
+
+func (c *conn) runConnect(call *connectCall) {
+	defer c.wg.Done()
+	api, err := c.connect(c.life)
+	c.mu.Lock()
+	c.connecting = nil
+	if err == nil {
+		c.api = api
+	}
+	c.mu.Unlock()
+	call.err = err
+	close(call.done)
+}
+
+func (c *conn) connect(ctx context.Context) (*gofish.APIClient, error) {
 	api, err := gofish.ConnectContext(ctx, gofish.ClientConfig{
 		Endpoint:              c.base,
 		HTTPClient:            c.http,
@@ -186,10 +260,10 @@ func (c *conn) connect(ctx context.Context) error {
 		MaxConcurrentRequests: int64(c.opts.MaxConcurrentRequests),
 	})
 	if err != nil {
-		return wrap("read service root", err)
+		return nil, wrap("read service root", err)
 	}
 	if err := getJSON(api, "/redfish/v1/", &c.root); err != nil {
-		return wrap("read service root", err)
+		return nil, wrap("read service root", err)
 	}
 	sessions := c.root.Links.Sessions.ID
 	if sessions == "" && c.root.SessionService.ID != "" {
@@ -197,18 +271,17 @@ func (c *conn) connect(ctx context.Context) error {
 		if err := getJSON(api, c.root.SessionService.ID, &ss); err == nil {
 			sessions = ss.Sessions.ID
 		} else if ReasonOf(err) != ReasonNotFound {
-			return wrap("read session service", err)
+			return nil, wrap("read session service", err)
 		}
 	}
 	if sessions == "" {
 		c.log.V(1).Info("BMC has no SessionService, using Basic authentication")
 		c.setBasic()
 	} else if err := c.login(ctx, sessions); err != nil {
-		return err
+		return nil, err
 	}
 	c.root.Links.Sessions.ID = sessions
-	c.api = api
-	return nil
+	return api, nil
 }
 
 func (c *conn) setBasic() {
@@ -299,6 +372,10 @@ func (c *conn) close() {
 	c.closed = true
 	token, uri := c.token, c.sessionURI
 	c.mu.Unlock()
+	c.brk.mu.Lock() // no probe starts once life has ended
+	c.stop()
+	c.brk.mu.Unlock()
+	c.wg.Wait()
 	if token != "" && uri != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), c.opts.RequestTimeout)
 		defer cancel()
@@ -319,6 +396,7 @@ func (c *conn) close() {
 		}
 	}
 	c.transport.CloseIdleConnections()
+	unreachable.WithLabelValues(c.base).Set(0)
 }
 
 // getJSON GETs uri through gofish and decodes the body into v.

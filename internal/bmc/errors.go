@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"syscall"
+	"time"
 
 	"github.com/stmcginnis/gofish/schemas"
 )
@@ -60,6 +61,9 @@ var (
 	ErrRejected              = errors.New(string(ReasonRejected))
 	ErrCanceled              = errors.New(string(ReasonCanceled))
 	ErrInvalidConfig         = errors.New(string(ReasonInvalidConfig))
+	// ErrUnreachable matches a request that was not sent because the BMC failed at the
+	// transport level a moment ago (see Error.RetryAt); its Reason is that failure's.
+	ErrUnreachable = errors.New("Unreachable")
 )
 
 var sentinels = map[Reason]error{
@@ -86,6 +90,9 @@ type Error struct {
 	StatusCode int
 	// Err is the underlying cause.
 	Err error
+	// RetryAt is set when the request was not sent because the BMC is unreachable: it is not
+	// tried again before then. See RetryAt and ErrUnreachable.
+	RetryAt time.Time
 }
 
 func (e *Error) Error() string {
@@ -108,6 +115,9 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Is makes errors.Is(err, ErrTimeout) and friends work.
 func (e *Error) Is(target error) bool {
+	if target == ErrUnreachable {
+		return !e.RetryAt.IsZero()
+	}
 	s, ok := sentinels[e.Reason]
 	return ok && s == target
 }
@@ -147,13 +157,18 @@ func wrap(op string, err error) error {
 			// net/http's `Get "url":` only repeats what e.Op says.
 			err = e
 		}
-		return &Error{Reason: e.Reason, Op: op, StatusCode: e.StatusCode, Err: err}
+		return &Error{Reason: e.Reason, Op: op, StatusCode: e.StatusCode, RetryAt: e.RetryAt, Err: err}
 	}
 	return classify(op, err)
 }
 
 // classify maps a raw error from gofish / net/http to an *Error.
 func classify(op string, err error) *Error {
+	var typed *Error
+	if errors.As(err, &typed) {
+		// Ours already, e.g. inside a *url.Error or a collection member's failure.
+		return &Error{Reason: typed.Reason, Op: op, StatusCode: typed.StatusCode, RetryAt: typed.RetryAt, Err: err}
+	}
 	e := &Error{Reason: ReasonUnknown, Op: op, Err: err}
 
 	var collErr *schemas.CollectionError
@@ -162,7 +177,7 @@ func classify(op string, err error) *Error {
 		// first failure so a broken collection still gets a useful reason.
 		for _, f := range collErr.Failures {
 			inner := classify(op, f)
-			e.Reason, e.StatusCode = inner.Reason, inner.StatusCode
+			e.Reason, e.StatusCode, e.RetryAt = inner.Reason, inner.StatusCode, inner.RetryAt
 			break
 		}
 		return e

@@ -26,10 +26,14 @@ var (
 		Help:    "Duration of HTTP exchanges with a BMC (its base URL), answered or not, excluding the wait for a free slot.",
 		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 	}, []string{"bmc"})
+	unreachable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "metalhub_bmc_unreachable",
+		Help: "1 while requests to a BMC (its base URL) fail fast after a transport failure (no connection, no answer in time), else 0.",
+	}, []string{"bmc"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(requestsTotal, requestDuration)
+	metrics.Registry.MustRegister(requestsTotal, requestDuration, unreachable)
 }
 
 // initMetrics starts a BMC's series at 0, so error ratios and alerts work before the first error.
@@ -38,6 +42,7 @@ func initMetrics(base string) {
 		requestsTotal.WithLabelValues(base, r)
 	}
 	requestDuration.WithLabelValues(base)
+	unreachable.WithLabelValues(base).Set(0)
 }
 
 // observe records one exchange.

@@ -20,6 +20,8 @@ import (
 const (
 	DefaultMaxConcurrentRequests = 4
 	DefaultRequestTimeout        = 10 * time.Second
+	DefaultUnreachableBackoff    = time.Second
+	DefaultMaxUnreachableBackoff = 2 * time.Minute
 )
 
 // Options tune every connection of a Pool.
@@ -31,6 +33,13 @@ type Options struct {
 	// body). Waiting for a free slot under MaxConcurrentRequests is bounded by
 	// the caller's context only. Default 10s.
 	RequestTimeout time.Duration
+	// UnreachableBackoff is how long requests to a BMC fail fast after its first transport
+	// failure (refused, reset, no answer within RequestTimeout); each further failure doubles
+	// it up to MaxUnreachableBackoff, and the first answer ends it. Defaults 1s and 2m.
+	UnreachableBackoff    time.Duration
+	MaxUnreachableBackoff time.Duration
+	// Now is the clock of those windows (tests move it). Default time.Now.
+	Now func() time.Time
 	// Logger receives session events. Credentials are never logged.
 	Logger logr.Logger
 }
@@ -41,6 +50,16 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.UnreachableBackoff <= 0 {
+		o.UnreachableBackoff = DefaultUnreachableBackoff
+	}
+	if o.MaxUnreachableBackoff <= 0 {
+		o.MaxUnreachableBackoff = DefaultMaxUnreachableBackoff
+	}
+	o.MaxUnreachableBackoff = max(o.MaxUnreachableBackoff, o.UnreachableBackoff)
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	return o
 }
@@ -209,9 +228,9 @@ func newConn(base string, ep Endpoint, fp [32]byte, opts Options) (*conn, error)
 		log:         opts.Logger.WithValues("bmc", base),
 		transport:   tr,
 		sem:         make(chan struct{}, opts.MaxConcurrentRequests),
-		connectLock: make(chan struct{}, 1),
 		systems:     map[string]string{},
 	}
+	c.life, c.stop = context.WithCancel(context.Background())
 	c.http = &http.Client{Transport: c}
 	initMetrics(base)
 	return c, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,8 +51,15 @@ type BMCReconciler struct {
 	Recorder events.EventRecorder
 	// Resync is the steady-state look at a reachable BMC (two Redfish requests).
 	Resync time.Duration
-	// RetryAfter is the look after a failure.
+	// RetryAfter is the look after a failure; it doubles with each consecutive failure up to
+	// Resync, and a BMC that is failing fast is not looked at before it is tried again.
 	RetryAfter time.Duration
+	// RequestTimeout bounds every pass's BMC calls together: no pass outlasts it.
+	RequestTimeout time.Duration
+
+	// failures counts consecutive failures per BMC, for the backoff (in memory, like the
+	// Server controller's).
+	failures sync.Map
 }
 
 // SetupWithManager registers the reconciler.
@@ -107,14 +115,11 @@ func (r *BMCReconciler) handle(ctx context.Context, p *lifecycle.Pass[*metalv1al
 	if err != nil {
 		return r.failed(ctx, p, err)
 	}
-	info, err := conn.Manager(ctx)
+	info, systems, err := r.inspect(ctx, conn)
 	if err != nil {
 		return r.failed(ctx, p, err)
 	}
-	systems, err := conn.Systems(ctx)
-	if err != nil {
-		return r.failed(ctx, p, err)
-	}
+	r.failures.Delete(b.Name)
 	if err := r.ensureServers(ctx, c, b, systems); err != nil {
 		return lifecycle.Result{}, err
 	}
@@ -133,14 +138,66 @@ func (r *BMCReconciler) handle(ctx context.Context, p *lifecycle.Pass[*metalv1al
 	return r.writeStatus(ctx, p, st, metav1.ConditionTrue, ReasonConnected, msg, lifecycle.Done())
 }
 
+// inspect reads the manager and the systems under one deadline, the request timeout, so that
+// a slow or hanging BMC never holds a worker longer. The two walks are independent and run
+// side by side (the pool's per-BMC cap still applies).
+func (r *BMCReconciler) inspect(ctx context.Context, conn bmc.BMC) (*bmc.ManagerInfo, []bmc.SystemSummary, error) {
+	timeout := r.RequestTimeout
+	if timeout <= 0 {
+		timeout = bmc.DefaultRequestTimeout
+	}
+	bctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var (
+		info    *bmc.ManagerInfo
+		infoErr error
+		done    = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		info, infoErr = conn.Manager(bctx)
+	}()
+	systems, err := conn.Systems(bctx)
+	<-done
+	if infoErr != nil {
+		return nil, nil, infoErr
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return info, systems, nil
+}
+
+// failureBackoff is the look after the n-th consecutive failure: base doubling per failure up
+// to limit, and never before a BMC that is failing fast is tried again (looking earlier would
+// only fail fast again).
+func failureBackoff(base, limit time.Duration, n int, err error) time.Duration {
+	d := base
+	for i := 1; i < n && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, max(base, limit))
+	if at, ok := bmc.RetryAt(err); ok {
+		d = max(d, time.Until(at))
+	}
+	return d
+}
+
 var macPattern = regexp.MustCompile(`^([0-9A-Fa-f]{2}[:-]){5}([0-9A-Fa-f]{2})$`)
 
 // failed reports why the BMC cannot be managed and looks again later; it recovers by itself.
 func (r *BMCReconciler) failed(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC], err error) (lifecycle.Result, error) {
+	n := 1
+	if v, ok := r.failures.Load(p.Obj.Name); ok {
+		n = v.(int) + 1
+	}
+	r.failures.Store(p.Obj.Name, n)
 	st := p.Obj.Status.DeepCopy()
 	st.State = metalv1alpha1.BMCStateError
 	st.PowerState = ""
-	return r.writeStatus(ctx, p, st, metav1.ConditionFalse, reasonOf(err), err.Error(), lifecycle.RequeueAfter(r.RetryAfter, "retry"))
+	// Capped like the BMC's own unreachable window, so a healed BMC reports so soon after.
+	retry := failureBackoff(r.RetryAfter, min(r.Resync, bmc.DefaultMaxUnreachableBackoff), n, err)
+	return r.writeStatus(ctx, p, st, metav1.ConditionFalse, reasonOf(err), err.Error(), lifecycle.RequeueAfter(retry, "retry"))
 }
 
 // writeStatus writes st with the Ready condition if anything changed, with an event when Ready
@@ -250,6 +307,7 @@ func (r *BMCReconciler) finalize(ctx context.Context, p *lifecycle.Pass[*metalv1
 	if ep, err := bmcEndpoint(ctx, c, b); err == nil {
 		r.Pool.Remove(ep.Address)
 	}
+	r.failures.Delete(b.Name)
 	return lifecycle.Wrote("finalizer removed"), lifecycle.PatchMetadata(ctx, c, b, func(o client.Object) {
 		controllerutil.RemoveFinalizer(o, BMCFinalizer)
 	})

@@ -3,14 +3,17 @@ package metal
 import (
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -180,4 +183,125 @@ func TestFiftyServersPowerOnAtOnce(t *testing.T) {
 	if took > 2*delay+5*time.Second {
 		t.Errorf("power-on of %d servers took %s, more than two power delays (%s) plus 5s", n, took, 2*delay)
 	}
+}
+
+// startGraveyard starts an emulated fleet of its own (not the suite's), with faults set on
+// every BMC before anything talks to it. Cleanup heals it and removes what the test made.
+func startGraveyard(t *testing.T, n int, faults redfish.Faults) *redfish.Emulator {
+	t.Helper()
+	e, err := redfish.Start(redfish.Options{BMCs: n, PowerDelay: powerDelay})
+	if err != nil {
+		t.Fatalf("start emulator: %v", err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	for _, b := range e.BMCs() {
+		b.SetFaults(faults)
+	}
+	return e
+}
+
+// addBMC creates a BMCSecret and a BMC for b, and with withServer its Server as well (the BMC
+// controller cannot list the systems of a dead BMC). Cleanup removes them, finalizers and all:
+// they are this test's fixtures, not what it checks.
+func addBMC(t *testing.T, b *redfish.BMC, name string, withServer bool) string {
+	t.Helper()
+	user, pass := b.Credentials()
+	objs := []client.Object{
+		&metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: map[string]string{"username": user, "password": pass}},
+		bmcObject(b, name),
+	}
+	server := ServerName(name, b.SystemIDs()[0])
+	if withServer {
+		sys := systemOf(b)
+		objs = append(objs, &metalv1alpha1.Server{
+			ObjectMeta: metav1.ObjectMeta{Name: server},
+			Spec: metalv1alpha1.ServerSpec{SystemUUID: strings.ToLower(sys.UUID()), SystemURI: "/redfish/v1/Systems/" + sys.ID(),
+				BMCRef: &corev1.LocalObjectReference{Name: name}},
+		})
+	}
+	for _, o := range objs {
+		if err := env.Client.Create(ctx(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		b.ClearFaults()
+		_ = env.Client.Delete(ctx(), &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: server}})
+		for _, o := range objs {
+			_ = env.Client.Delete(ctx(), o)
+		}
+		for _, o := range []client.Object{&metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: server}}, objs[1]} {
+			for range 20 {
+				if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(o), o); err != nil {
+					break
+				}
+				if err := lifecycle.PatchMetadata(ctx(), env.Client, o, func(o client.Object) { o.SetFinalizers(nil) }); err == nil {
+					break
+				}
+			}
+		}
+	})
+	return server
+}
+
+// More dead BMCs than the Server controller has workers, each hanging on every request: after
+// each has cost its first request timeout, a healthy server is still claimed and powered on
+// as if they were not there. Before the BMC circuit breaker every dead server's pass held a
+// worker for the whole request timeout, every RetryAfter, and the healthy server's passes
+// queued behind them.
+func TestDeadBMCsDoNotStarveHealthyServers(t *testing.T) {
+	const dead = 4 * 20 // the suite runs 20 workers per controller
+	if testOpts.Concurrency >= dead {
+		t.Fatalf("%d dead BMCs do not outnumber %d workers", dead, testOpts.Concurrency)
+	}
+	healthy := takeBMC(t)
+	name := registerBMC(t, healthy, "starve-healthy")
+	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	waitPower(t, name, metalv1alpha1.PowerStateOff, 30*time.Second)
+
+	graveyard := startGraveyard(t, dead, redfish.Faults{Hang: true})
+	servers := make([]string, dead)
+	for i, b := range graveyard.BMCs() {
+		servers[i] = addBMC(t, b, fmt.Sprintf("starve-dead-%d", i), true)
+	}
+	// Every dead server has had a pass fail on its BMC's first timeout.
+	parallel(dead, func(i int) {
+		eventually(t, 60*time.Second, "dead server "+servers[i]+" not ready", func() (bool, string) {
+			s := getServer(t, servers[i])
+			if s == nil {
+				return false, "no server"
+			}
+			got := readyReason(s.Status.Conditions)
+			return got == "False/"+string(bmc.ReasonTimeout), got
+		})
+	})
+
+	start := time.Now()
+	claimServer(t, name, "starve-claim", metalv1alpha1.PowerOn)
+	// Unloaded, this takes a few passes and one emulated power delay; the bound is for
+	// correctness: it is what a handful of passes waiting one request timeout each would break.
+	bound := 3 * testOpts.BMCRequestTimeout
+	waitPower(t, name, metalv1alpha1.PowerStateOn, bound)
+	t.Logf("with %d dead BMCs the healthy server was claimed and powered on in %s", dead, time.Since(start).Round(10*time.Millisecond))
+}
+
+// A BMC pass has a deadline: a BMC answering every request slowly, just within the request
+// timeout, makes a pass end after the request timeout with Timeout, instead of taking as many
+// request timeouts as the pass has requests. It is not taken for unreachable: it answers.
+func TestBMCPassIsBounded(t *testing.T) {
+	slow := redfish.Faults{Latency: redfish.Duration(testOpts.BMCRequestTimeout * 3 / 4)}
+	b := startGraveyard(t, 1, slow).BMC(0)
+	addBMC(t, b, "slow-bmc", false)
+	// The first pass adds the finalizer, the second talks to the BMC.
+	bound := testOpts.BMCRequestTimeout + 3*time.Second
+	start := time.Now()
+	eventually(t, bound, "slow BMC reported within its pass deadline", func() (bool, string) {
+		o := &metalv1alpha1.BMC{}
+		if err := env.Client.Get(ctx(), client.ObjectKey{Name: "slow-bmc"}, o); err != nil {
+			return false, err.Error()
+		}
+		got := readyReason(o.Status.Conditions)
+		return got == "False/"+string(bmc.ReasonTimeout), got
+	})
+	t.Logf("slow BMC reported after %s (request timeout %s)", time.Since(start).Round(10*time.Millisecond), testOpts.BMCRequestTimeout)
 }
