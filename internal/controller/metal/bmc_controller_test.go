@@ -72,7 +72,7 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitBMCReady(t, obj.Name, "False/"+ReasonSecretNotFound)
-		hasEvent(t, obj.Name, ReasonSecretNotFound)
+		waitEvent(t, obj.Name, ReasonSecretNotFound)
 		user, pass := b.Credentials()
 		if err := env.Client.Create(ctx(), &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: obj.Name},
 			StringData: map[string]string{"username": user, "password": pass}}); err != nil {
@@ -94,7 +94,7 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitBMCReady(t, obj.Name, "False/AuthenticationFailed")
-		hasEvent(t, obj.Name, "AuthenticationFailed")
+		waitEvent(t, obj.Name, "AuthenticationFailed")
 		sec.StringData["password"] = pass
 		if err := env.Client.Update(ctx(), sec); err != nil {
 			t.Fatal(err)
@@ -145,7 +145,7 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 		poke(t, &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: name}})
 		waitBMCReady(t, "fault-500", "False/Unavailable")
 		waitServerReady(t, name, "False/Unavailable")
-		hasEvent(t, name, "Unavailable")
+		waitEvent(t, name, "Unavailable")
 		if s := getServer(t, name); durableState(s) != string(metalv1alpha1.ServerStateAvailable) {
 			t.Errorf("a flaky BMC changed the lifecycle: %s", durableState(s))
 		}

@@ -105,9 +105,7 @@ func TestDiscoveryToAvailable(t *testing.T) {
 	if bmcObj.Status.State != metalv1alpha1.BMCStateEnabled || ready == nil || ready.Reason != ReasonConnected || bmcObj.Status.FirmwareVersion == "" {
 		t.Errorf("BMC status: %+v", bmcObj.Status)
 	}
-	if !hasEvent(t, name, "Transition") {
-		t.Errorf("no Transition event for %s", name)
-	}
+	waitEvent(t, name, "Transition")
 }
 
 // Discovery does not boot a server whose round's boot configuration is in Error (nor, with an
@@ -134,9 +132,8 @@ func TestDiscoveryWaitsForBootConfiguration(t *testing.T) {
 	})
 	start := time.Now()
 	registerBMC(t, b, "discwait")
-	if !hasEvent(t, name, "DiscoveryBootNotReady") {
-		t.Fatal("no event says why discovery waits")
-	}
+	// An event says why discovery waits.
+	waitEvent(t, name, "DiscoveryBootNotReady")
 	time.Sleep(time.Second) // what a wrong boot would need to show
 	if s := getServer(t, name); durableState(s) != "" && durableState(s) != string(metalv1alpha1.ServerStateInitial) {
 		t.Fatalf("server went %s before its discovery boot configuration was Ready", durableState(s))
@@ -156,9 +153,10 @@ func TestDiscoveryWaitsForBootConfiguration(t *testing.T) {
 	}
 }
 
-func hasEvent(t *testing.T, regarding, reason string) bool {
+// waitEvent fails the test unless an event with reason about the object named regarding
+// arrives within 5s (events are written asynchronously, after the pass that records them).
+func waitEvent(t *testing.T, regarding, reason string) {
 	t.Helper()
-	var found bool
 	eventually(t, 5*time.Second, "event "+reason+" for "+regarding, func() (bool, string) {
 		list := &eventsv1.EventList{}
 		if err := env.Client.List(ctx(), list); err != nil {
@@ -166,13 +164,11 @@ func hasEvent(t *testing.T, regarding, reason string) bool {
 		}
 		for _, e := range list.Items {
 			if e.Regarding.Name == regarding && e.Reason == reason {
-				found = true
 				return true, ""
 			}
 		}
 		return false, fmt.Sprintf("%d events", len(list.Items))
 	})
-	return found
 }
 
 // A wiped status in Discovery, Available, Reserved (powered on), Maintenance and Parked is rebuilt
@@ -350,9 +346,7 @@ func TestRestoreAndMigration(t *testing.T) {
 			t.Errorf("BMC %d: actions %v, want none (no rediscovery, power untouched)", b.Index(), resetTypes(recs))
 		}
 	}
-	if !hasEvent(t, rs.Name, "StateRecovered") {
-		t.Error("no StateRecovered event")
-	}
+	waitEvent(t, rs.Name, "StateRecovered")
 }
 
 // Twenty servers go Initial -> Available -> Reserved -> Available; no reconcile pass writes its

@@ -349,9 +349,8 @@ func TestClaimRace(t *testing.T) {
 	time.Sleep(time.Second) // let the watches catch up
 	h.check(t)
 	checkNoDoubleWrites(t)
-	if !hasEvent(t, victims[0], "Unbound") || !hasEvent(t, newcomers[0], "Bound") {
-		t.Error("no Bound/Unbound events")
-	}
+	waitEvent(t, victims[0], "Unbound")
+	waitEvent(t, newcomers[0], "Bound")
 }
 
 // A claim's power drives the server; deleting the claim powers the server off and returns it to
@@ -447,9 +446,7 @@ func TestClaimPowerAndReclaim(t *testing.T) {
 	}
 	waitState(t, retain, metalv1alpha1.ServerStateReserved, 10*time.Second)
 	for _, reason := range []string{"Bound", "Unbound"} {
-		if !hasEvent(t, "reclaim-0", reason) {
-			t.Errorf("no %s event", reason)
-		}
+		waitEvent(t, "reclaim-0", reason)
 	}
 	checkNoDoubleWrites(t)
 }
@@ -519,9 +516,7 @@ func TestClaimBadInput(t *testing.T) {
 		}
 		return sbc.Status.State == metalv1alpha1.ServerBootConfigurationStateReady, string(sbc.Status.State)
 	})
-	if !hasEvent(t, "bad-image", ReasonImageMissing) {
-		t.Error("no ImageMissing event")
-	}
+	waitEvent(t, "bad-image", ReasonImageMissing)
 	checkNoDoubleWrites(t)
 }
 
@@ -706,9 +701,7 @@ func TestClaimEvictTaint(t *testing.T) {
 	if s.Spec.ServerClaimRef != nil || len(s.Spec.Taints) != 1 {
 		t.Errorf("evicted server: claim ref %+v, taints %+v", s.Spec.ServerClaimRef, s.Spec.Taints)
 	}
-	if !hasEvent(t, "evict-0", "Evicted") {
-		t.Error("no Evicted event")
-	}
+	waitEvent(t, "evict-0", "Evicted")
 	if got := claimStatus(getClaim(ns, "evict-1")); got != "Bound/Bound" {
 		t.Errorf("the claim tolerating the taint: %s", got)
 	}

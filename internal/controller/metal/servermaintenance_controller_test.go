@@ -185,9 +185,7 @@ func TestMaintenanceEnforcedAndApproval(t *testing.T) {
 	waitSystemPower(t, bmcs[1], redfish.PowerOn, 10*time.Second)
 	waitLabel(t, ns, "maint-1", metalv1alpha1.MaintenanceApprovedLabel, false)
 	for _, reason := range []string{"Started", "Ended"} {
-		if !hasEvent(t, "maint-approval", reason) {
-			t.Errorf("no %s event", reason)
-		}
+		waitEvent(t, "maint-approval", reason)
 	}
 	checkNoDoubleWrites(t)
 }
