@@ -130,7 +130,18 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 		b.SetFaults(redfish.Faults{Hang: true})
 		start := time.Now()
 		poke(t, &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: name}})
-		waitServerReady(t, name, "False/Timeout")
+		// The margin covers the watch event, the queue and the status write, but not a second
+		// request timeout: a pass that hangs, or waits on the BMC twice, fails here.
+		bound := testOpts.BMCRequestTimeout + 1500*time.Millisecond
+		want := "False/" + string(bmc.ReasonTimeout)
+		eventually(t, bound, "server "+name+" "+want+" within the request timeout", func() (bool, string) {
+			s := getServer(t, name)
+			if s == nil {
+				return false, "no server"
+			}
+			got := readyReason(s.Status.Conditions)
+			return got == want, got
+		})
 		t.Logf("hanging BMC reported after %s (request timeout %s)", time.Since(start).Round(10*time.Millisecond), testOpts.BMCRequestTimeout)
 		b.ClearFaults()
 		waitServerReady(t, name, "True/"+ReasonConnected)
