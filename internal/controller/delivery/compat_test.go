@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,8 @@ import (
 )
 
 // vidraSamples is shared/compat/samples/vidra beside the checkout (METALHUB_COMPAT_SAMPLES
-// overrides, as for the CRD tests).
+// overrides, as for the CRD tests). A checkout without them skips the test, but CI lays them
+// out, so there a missing directory is a failure: a skip would pass unnoticed.
 func vidraSamples(t testing.TB) string {
 	t.Helper()
 	dir := os.Getenv("METALHUB_COMPAT_SAMPLES")
@@ -29,6 +31,9 @@ func vidraSamples(t testing.TB) string {
 	}
 	dir = filepath.Join(dir, "vidra")
 	if _, err := os.Stat(dir); err != nil {
+		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+			t.Fatalf("compat samples not found at %s (CI is set; set METALHUB_COMPAT_SAMPLES): %v", dir, err)
+		}
 		t.Skipf("compat samples not found at %s: %v", dir, err)
 	}
 	return dir
