@@ -61,7 +61,12 @@ func (c *conn) admit(op string) error {
 	}
 	at := b.openUntil
 	if b.probing {
+		// The probe may answer at once: come back after the first window, not the probe's
+		// whole bound.
 		at = b.probeBy
+		if soon := now.Add(c.opts.UnreachableBackoff); soon.Before(at) {
+			at = soon
+		}
 	}
 	var last any = b.cause.Reason
 	if b.cause.Err != nil {
