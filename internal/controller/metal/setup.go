@@ -103,6 +103,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.BMCResync, "bmc-resync", o.BMCResync, "Steady-state observation interval of a BMC.")
 	fs.DurationVar(&o.PowerPoll, "power-poll", o.PowerPoll, "Observation interval while a power change is in flight.")
 	fs.DurationVar(&o.PowerTimeout, "power-timeout", o.PowerTimeout, "How long a power change may take before it is issued again.")
+	fs.DurationVar(&o.RetryAfter, "retry-after", o.RetryAfter, "Look again after a failed pass or while waiting on something unwatched (a BMC, a boot provider).")
 	fs.StringVar(&o.DiscoveryNamespace, "discovery-namespace", o.DiscoveryNamespace, "Namespace of discovery boot configurations and their Secrets.")
 	fs.StringVar(&o.DiscoveryImage, "discovery-image", o.DiscoveryImage, "OS image servers boot for discovery.")
 	fs.DurationVar(&o.DiscoveryTimeout, "discovery-timeout", o.DiscoveryTimeout, "Time after which a server without a discovery report goes back to Initial.")
