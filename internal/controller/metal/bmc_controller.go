@@ -103,7 +103,7 @@ func (r *BMCReconciler) handle(ctx context.Context, p *lifecycle.Pass[*metalv1al
 	}
 	if !controllerutil.ContainsFinalizer(b, BMCFinalizer) {
 		return lifecycle.Wrote("finalizer"), lifecycle.PatchMetadata(ctx, c, b, func(o client.Object) {
-			controllerutil.AddFinalizer(o, BMCFinalizer)
+			lifecycle.AddFinalizer(o, BMCFinalizer)
 		})
 	}
 
