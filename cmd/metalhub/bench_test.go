@@ -111,19 +111,19 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		reg, metricsPort, pprofPort := testenv.FreePort(b), testenv.FreePort(b), testenv.FreePort(b)
 		mgr := &managerProcess{bin: bin, logPath: filepath.Join(b.TempDir(), "manager.log"), args: []string{
 			"--kubeconfig", env.Kubeconfig, "--controllers", "metal", "--zap-log-level", "error",
-			"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort), "--health-probe-bind-address", "0",
-			"--registry-bind-address", fmt.Sprintf("127.0.0.1:%d", reg), "--registry-url", fmt.Sprintf("http://127.0.0.1:%d", reg),
+			"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "0", "--registry-bind-address", "127.0.0.1:0",
 			"--discovery-namespace", "default", "--kube-api-qps", "500", "--kube-api-burst", "1000", "--metal-concurrency", "32",
-			"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", pprofPort),
+			"--pprof-bind-address", "127.0.0.1:0",
 			"--server-resync", serverResync.String(), "--bmc-resync", bmcResync.String(),
 		}}
+		mgr.args = append(mgr.args, "--registry-url", registryFront(b, mgr))
 		writes0 := apiWrites(b)
 		b.ResetTimer()
 		start = time.Now()
 		mgr.start(b)
+		metricsAddr, pprofAddr := mgr.addresses().Metrics, mgr.addresses().Pprof
 		cpu0 := sampleCPU(mgr.pid())
 		// METALHUB_BENCH_APISERVER_CPU names a file for 30 s of the API server's CPU profile
 		// taken from the start of the run, to see what the fleet costs it.
@@ -173,21 +173,21 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 			// run, to see what its workers wait on.
 			if path := os.Getenv("METALHUB_BENCH_GOROUTINES"); path != "" && !tookGoroutines && time.Since(start) > 25*time.Second {
 				tookGoroutines = true
-				saveProfile(b, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/goroutine?debug=1", pprofPort), path)
+				saveProfile(b, "http://"+pprofAddr+"/debug/pprof/goroutine?debug=1", path)
 			}
 			// The shape of the run over time tells which step is the bottleneck.
 			if testing.Verbose() && time.Since(lastProgress) >= 5*time.Second {
 				lastProgress = time.Now()
-				b.Logf("%5.1fs: %d servers %v queues %s", time.Since(start).Seconds(), len(list.Items), states, queueDepths(metricsPort))
+				b.Logf("%5.1fs: %d servers %v queues %s", time.Since(start).Seconds(), len(list.Items), states, queueDepths(metricsAddr))
 			}
 		}
 		wall := time.Since(start)
 		b.StopTimer()
 		cpu := sampleCPU(mgr.pid()).since(cpu0)
-		summary := managerSummary(metricsPort, n)
+		summary := managerSummary(metricsAddr, n)
 		// METALHUB_BENCH_HEAP names a file for the manager's heap profile at this point.
 		if path := os.Getenv("METALHUB_BENCH_HEAP"); path != "" {
-			saveProfile(b, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", pprofPort), path)
+			saveProfile(b, "http://"+pprofAddr+"/debug/pprof/heap", path)
 		}
 		writes1 := apiWrites(b)
 		all, breakdown := testenv.WritesPer(writes0, writes1, n, nil)
@@ -228,8 +228,8 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 }
 
 // queueDepths reads the manager's workqueue depths, for the progress log.
-func queueDepths(port int) string {
-	families, err := testenv.Scrape(http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+func queueDepths(metricsAddr string) string {
+	families, err := testenv.Scrape(http.DefaultClient, "http://"+metricsAddr+"/metrics")
 	if err != nil {
 		return err.Error()
 	}
@@ -311,8 +311,8 @@ func (c cpuShares) since(before cpuShares) string {
 
 // managerSummary condenses the manager's own metrics into one line: reconciles and mean pass
 // time per controller, and its Redfish requests with their mean latency.
-func managerSummary(port, servers int) string {
-	families, err := testenv.Scrape(http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+func managerSummary(metricsAddr string, servers int) string {
+	families, err := testenv.Scrape(http.DefaultClient, "http://"+metricsAddr+"/metrics")
 	if err != nil {
 		return err.Error()
 	}

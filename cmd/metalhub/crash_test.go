@@ -2,11 +2,19 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log"
 	"math/rand/v2"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,16 +36,20 @@ import (
 	"github.com/metalhub/metalhub/internal/emulator/netboot"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/manager"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
 
 // managerProcess runs the metalhub binary with the metal family, restartable after a SIGKILL.
+// Its endpoints listen on ports the system picks (port 0); start returns once the process has
+// written where (--address-file).
 type managerProcess struct {
 	bin, logPath string
 	args         []string
 	mu           sync.Mutex
 	cmd          *exec.Cmd
 	exited       chan struct{}
+	addrs        manager.Addresses // of the running process; zero while none runs
 }
 
 func (m *managerProcess) start(t testing.TB) {
@@ -46,7 +58,11 @@ func (m *managerProcess) start(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(m.bin, m.args...)
+	addrFile := m.logPath + ".addresses"
+	if err := os.Remove(addrFile); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(m.bin, append(slices.Clone(m.args), "--address-file", addrFile)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -56,6 +72,69 @@ func (m *managerProcess) start(t testing.TB) {
 	m.mu.Lock()
 	m.cmd, m.exited = cmd, exited
 	m.mu.Unlock()
+	addrs, err := readAddressFile(addrFile, exited, time.Minute)
+	if err != nil {
+		t.Fatalf("manager: %v", err)
+	}
+	m.mu.Lock()
+	m.addrs = addrs
+	m.mu.Unlock()
+}
+
+// readAddressFile waits for the address file a manager writes once its endpoints are bound.
+func readAddressFile(path string, exited <-chan struct{}, timeout time.Duration) (manager.Addresses, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			var a manager.Addresses
+			if err := json.Unmarshal(b, &a); err != nil {
+				return a, fmt.Errorf("address file %s: %w", path, err)
+			}
+			return a, nil
+		}
+		if !os.IsNotExist(err) {
+			return manager.Addresses{}, fmt.Errorf("reading the address file: %w", err)
+		}
+		if time.Now().After(deadline) {
+			return manager.Addresses{}, fmt.Errorf("no address file after %s", timeout)
+		}
+		select {
+		case <-exited:
+			return manager.Addresses{}, errors.New("exited before it listened")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// addresses are where the running process listens (zero while none runs).
+func (m *managerProcess) addresses() manager.Addresses {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.addrs
+}
+
+// registryFront stands where a Service stands in a cluster: one address for the discovery
+// registry of whichever of the managers runs (each process binds a port of its own), so a boot
+// begun under one process reports to the next. It returns the front's URL.
+func registryFront(t testing.TB, managers ...*managerProcess) string {
+	t.Helper()
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			for _, m := range managers {
+				if a := m.addresses().Registry; a != "" {
+					r.SetURL(&url.URL{Scheme: "http", Host: a})
+					return
+				}
+			}
+		},
+		// No manager up, or one just killed: the probe gets 502 and retries, as it would
+		// through a Service without endpoints.
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 func (m *managerProcess) pid() int {
@@ -67,6 +146,7 @@ func (m *managerProcess) pid() int {
 func (m *managerProcess) kill() {
 	m.mu.Lock()
 	cmd, exited := m.cmd, m.exited
+	m.addrs = manager.Addresses{}
 	m.mu.Unlock()
 	_ = cmd.Process.Signal(os.Kill)
 	<-exited
@@ -170,14 +250,14 @@ func TestCrashConsistency(t *testing.T) {
 	}
 	defer fleet.Close()
 
-	reg := testenv.FreePort(t)
 	mgr := &managerProcess{bin: bin, logPath: filepath.Join(t.TempDir(), "manager.log"), args: []string{
 		"--kubeconfig", env.Kubeconfig, "--controllers", "metal",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-		"--registry-bind-address", fmt.Sprintf("127.0.0.1:%d", reg), "--registry-url", fmt.Sprintf("http://127.0.0.1:%d", reg),
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--registry-bind-address", "127.0.0.1:0",
 		"--power-poll", "100ms", "--bmc-request-timeout", "2s", "--discovery-namespace", "default",
 		"--graceful-shutdown-timeout", "1s",
 	}}
+	// Each restart listens on another port; the ignition carries the front's.
+	mgr.args = append(mgr.args, "--registry-url", registryFront(t, mgr))
 	mgr.start(t)
 	stopKilling := make(chan struct{})
 	killerDone := make(chan struct{})

@@ -19,7 +19,6 @@ import (
 	"github.com/metalhub/metalhub/internal/emulator/netboot"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
-	"github.com/metalhub/metalhub/internal/testenv"
 )
 
 // Two manager processes with leader election: only the leader reconciles; killing it while ten
@@ -49,15 +48,18 @@ func TestLeaderHandover(t *testing.T) {
 
 	managers := make([]*managerProcess, 2)
 	for i := range managers {
-		reg := testenv.FreePort(t)
 		managers[i] = &managerProcess{bin: bin, logPath: filepath.Join(t.TempDir(), fmt.Sprintf("manager-%d.log", i)), args: []string{
 			"--kubeconfig", env.Kubeconfig, "--controllers", "metal", "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 			"--leader-elect", "--leader-election-namespace", "default", "--leader-election-id", "metalhub-handover-test",
 			"--leader-election-lease-duration", "6s", "--leader-election-renew-deadline", "4s", "--leader-election-retry-period", "1s",
-			"--registry-bind-address", fmt.Sprintf("127.0.0.1:%d", reg), "--registry-url", fmt.Sprintf("http://127.0.0.1:%d", reg),
-			"--power-poll", "100ms", "--discovery-namespace", "default",
+			"--registry-bind-address", "127.0.0.1:0", "--power-poll", "100ms", "--discovery-namespace", "default",
 		}}
-		managers[i].start(t)
+	}
+	// Both replicas serve the registry, each on its own port, behind one front.
+	front := registryFront(t, managers...)
+	for _, m := range managers {
+		m.args = append(m.args, "--registry-url", front)
+		m.start(t)
 	}
 	defer func() {
 		for _, m := range managers {

@@ -65,28 +65,35 @@ func TestManagerStartsHealthyAndStopsOnSIGTERM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	health, metrics := testenv.FreeAddr(t), testenv.FreeAddr(t)
+	addrFile := filepath.Join(t.TempDir(), "addresses.json")
 	var out syncbuf.Buffer
 	cmd := exec.Command(bin,
 		"--kubeconfig", env.Kubeconfig,
-		"--health-probe-bind-address", health,
-		"--metrics-bind-address", metrics,
+		"--health-probe-bind-address", "127.0.0.1:0",
+		"--metrics-bind-address", "127.0.0.1:0",
+		"--registry-bind-address", "127.0.0.1:0",
+		"--address-file", addrFile,
 		"--leader-elect", "--leader-election-namespace", "default", "--leader-election-id", "metalhub-test",
 		"--controllers", "metal,delivery")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	exited, stopped := make(chan error, 1), make(chan struct{})
+	go func() { exited <- cmd.Wait(); close(stopped) }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 
+	// Port 0 everywhere: the ports are the ones the manager reports.
+	addrs, err := readAddressFile(addrFile, stopped, 30*time.Second)
+	if err != nil {
+		t.Fatalf("%v\n--- manager output ---\n%s", err, out.String())
+	}
 	for _, path := range []string{"/healthz", "/readyz"} {
-		if err := waitHTTP200("http://"+health+path, 30*time.Second); err != nil {
+		if err := waitHTTP200("http://"+addrs.Health+path, 30*time.Second); err != nil {
 			t.Fatalf("%v\n--- manager output ---\n%s", err, out.String())
 		}
 	}
-	if err := waitHTTP200("http://"+metrics+"/metrics", 10*time.Second); err != nil {
+	if err := waitHTTP200("http://"+addrs.Metrics+"/metrics", 10*time.Second); err != nil {
 		t.Fatalf("%v\n--- manager output ---\n%s", err, out.String())
 	}
 	lease := &coordinationv1.Lease{}

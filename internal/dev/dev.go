@@ -10,9 +10,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -53,9 +55,12 @@ type Options struct {
 	// Table prints the live table of servers and syncs.
 	Table bool
 	// WebhookPort is where the operator serves the admission webhooks to the local control
-	// plane (127.0.0.1 only). With Kubeconfig set the webhooks are off: another cluster's API
-	// server cannot reach this process.
+	// plane (127.0.0.1 only; 0 picks a free port). With Kubeconfig set the webhooks are off:
+	// another cluster's API server cannot reach this process.
 	WebhookPort int
+	// AddressFile, if set, receives the addresses the run listens on (JSON, Addresses) once
+	// everything is up: with port 0 in an address, the port the system picked.
+	AddressFile string
 	// Manager configures the operator run in-process.
 	Manager manager.Options
 }
@@ -79,15 +84,16 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Use the cluster of this kubeconfig instead of starting a local control plane.")
 	fs.IntVar(&o.Servers, "servers", o.Servers, "Number of emulated servers (one BMC each).")
 	fs.BoolVar(&o.NoEmulators, "no-emulators", o.NoEmulators, "Run only the control plane and the operator: no emulated BMCs or Infrahub.")
-	fs.IntVar(&o.BMCBasePort, "bmc-base-port", o.BMCBasePort, "Emulated BMC i listens on 127.0.0.1:<port+i>.")
+	fs.IntVar(&o.BMCBasePort, "bmc-base-port", o.BMCBasePort, "Emulated BMC i listens on 127.0.0.1:<port+i>; 0 picks a free port for each.")
 	fs.DurationVar(&o.PowerDelay, "power-delay", o.PowerDelay, "How long an emulated power transition takes.")
 	fs.StringVar(&o.EmulatorControlAddress, "emulator-control-address", o.EmulatorControlAddress, "Address of the BMC emulator's recorder and fault menu (/emulator/...).")
 	fs.StringVar(&o.InfrahubAddress, "infrahub-address", o.InfrahubAddress, "Address of the Infrahub emulator.")
 	fs.StringVar(&o.RegistryAddress, "registry-address", o.RegistryAddress, "Address of the discovery registry the emulated servers report to.")
 	fs.BoolVar(&o.Table, "table", o.Table, "Print a live table of servers and syncs.")
-	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port on 127.0.0.1 of the operator's admission webhooks, which the local control plane calls (off with --kubeconfig).")
+	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port on 127.0.0.1 of the operator's admission webhooks, which the local control plane calls (0 picks a free one; off with --kubeconfig).")
 	fs.StringVar(&o.Manager.MetricsAddr, "metrics-bind-address", o.Manager.MetricsAddr, "Address of the operator's metrics endpoint; \"0\" disables it.")
 	fs.StringVar(&o.Manager.HealthAddr, "health-probe-bind-address", o.Manager.HealthAddr, "Address of the operator's /healthz and /readyz.")
+	fs.StringVar(&o.AddressFile, "address-file", o.AddressFile, "Write the addresses this run listens on (operator endpoints, emulators, BMCs) as JSON to this file once it is up; a port 0 in any address or --bmc-base-port 0 picks free ports, which the file names.")
 	fs.Var(&o.Manager.Controllers, "controllers", "Controller families to run: metal, delivery, or both.")
 }
 
@@ -121,7 +127,30 @@ func Run(ctx context.Context, o Options, out io.Writer, log logr.Logger, ready f
 	}
 	if !o.NoEmulators {
 		o.Manager.Metal.RegistryBindAddress = o.RegistryAddress
-		o.Manager.Metal.RegistryURL = "http://" + o.RegistryAddress
+	}
+	// The operator's endpoints are bound first: the registry's URL goes into the discovery
+	// ignition, and the webhook's into the webhook configuration.
+	listeners, err := manager.Listen(o.Manager)
+	if err != nil {
+		return err
+	}
+	o.Manager.Listeners = listeners
+	handedOver := false
+	defer func() {
+		if !handedOver {
+			_ = listeners.Close()
+		}
+	}()
+	addrs := Addresses{Addresses: listeners.Addresses()}
+	if !o.NoEmulators {
+		o.Manager.Metal.RegistryURL = "http://" + addrs.Registry
+	}
+	if o.Manager.Webhook.Enabled {
+		if o.Manager.Webhook.Port, err = port(addrs.Webhook); err != nil {
+			return err
+		}
+	}
+	if !o.NoEmulators {
 		emus, err := startEmulators(o, c, out, log)
 		if err != nil {
 			return err
@@ -130,7 +159,9 @@ func Run(ctx context.Context, o Options, out io.Writer, log logr.Logger, ready f
 		if err := emus.register(ctx, c); err != nil {
 			return err
 		}
+		addrs.EmulatorControl, addrs.Infrahub, addrs.BMCs = emus.addresses()
 	}
+	handedOver = true // New closes them if it fails, the manager once it stops
 	mgr, err := manager.New(cfg, o.Manager, log)
 	if err != nil {
 		return err
@@ -153,6 +184,11 @@ func Run(ctx context.Context, o Options, out io.Writer, log logr.Logger, ready f
 	if o.Table {
 		go liveTable(ctx, c, out, 2*time.Second)
 	}
+	if o.AddressFile != "" {
+		if err := manager.WriteAddressFile(o.AddressFile, addrs); err != nil {
+			return err
+		}
+	}
 	if ready != nil {
 		ready(kubeconfig)
 	}
@@ -160,6 +196,28 @@ func Run(ctx context.Context, o Options, out io.Writer, log logr.Logger, ready f
 		return fmt.Errorf("running manager: %w", err)
 	}
 	return nil
+}
+
+// Addresses are where a dev run listens (host:port), as --address-file writes them.
+type Addresses struct {
+	manager.Addresses
+	// EmulatorControl serves the BMC recorder and fault menu.
+	EmulatorControl string `json:"emulatorControl,omitempty"`
+	Infrahub        string `json:"infrahub,omitempty"`
+	// BMCs are the emulated BMCs, BMC i at index i.
+	BMCs []string `json:"bmcs,omitempty"`
+}
+
+func port(addr string) (int, error) {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, fmt.Errorf("address %q: %w", addr, err)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		return 0, fmt.Errorf("address %q: %w", addr, err)
+	}
+	return n, nil
 }
 
 var assetsDir string

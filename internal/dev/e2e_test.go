@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,29 +24,7 @@ import (
 	"github.com/metalhub/metalhub/internal/controlplane"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/scheme"
-	"github.com/metalhub/metalhub/internal/testenv"
 )
-
-// freeBase finds n consecutive free ports for the emulated BMCs.
-func freeBase(t *testing.T, n int) int {
-	t.Helper()
-	for base := 21000 + os.Getpid()%20000; base < 65000-n; base += n {
-		ok := true
-		for i := range n {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
-			if err != nil {
-				ok = false
-				break
-			}
-			l.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatal("no free port range")
-	return 0
-}
 
 // devRun is one `metalhub dev` subprocess.
 type devRun struct {
@@ -57,20 +34,24 @@ type devRun struct {
 	c       client.Client
 }
 
+// startDev runs `metalhub dev` with every address on port 0 and returns once it has written
+// where it listens.
 func startDev(t *testing.T, bin, dataDir string, args []string) *devRun {
 	t.Helper()
-	control := testenv.FreeAddr(t)
-	log, err := os.Create(filepath.Join(t.TempDir(), "dev.log"))
+	tmp := t.TempDir()
+	log, err := os.Create(filepath.Join(tmp, "dev.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = os.Remove(filepath.Join(dataDir, "kubeconfig"))
-	cmd := exec.Command(bin, append([]string{"dev", "--data-dir", dataDir, "--emulator-control-address", control}, args...)...)
+	addrFile := filepath.Join(tmp, "addresses.json")
+	cmd := exec.Command(bin, append([]string{"dev", "--data-dir", dataDir, "--address-file", addrFile,
+		"--emulator-control-address", "127.0.0.1:0", "--bmc-base-port", "0", "--infrahub-address", "127.0.0.1:0",
+		"--registry-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0", "--webhook-port", "0"}, args...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	r := &devRun{cmd: cmd, exited: make(chan error, 1), control: control}
+	r := &devRun{cmd: cmd, exited: make(chan error, 1)}
 	go func() { r.exited <- cmd.Wait(); log.Close() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	t.Cleanup(func() {
@@ -80,14 +61,26 @@ func startDev(t *testing.T, bin, dataDir string, args []string) *devRun {
 			t.Logf("last lines of this metalhub dev run:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
 		}
 	})
+	// The address file comes last, once the emulators are registered and the operator starts.
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		if cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "kubeconfig")); err == nil {
-			if r.c, err = client.New(cfg, client.Options{Scheme: scheme.New()}); err == nil {
-				if err := r.c.List(context.Background(), &metalv1alpha1.BMCList{}); err == nil {
-					return r
-				}
+		if b, err := os.ReadFile(addrFile); err == nil {
+			var addrs Addresses
+			if err := json.Unmarshal(b, &addrs); err != nil {
+				t.Fatalf("address file: %v\n%s", err, b)
 			}
+			if addrs.EmulatorControl == "" || len(addrs.BMCs) == 0 {
+				t.Fatalf("address file without the emulators:\n%s", b)
+			}
+			r.control = addrs.EmulatorControl
+			cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "kubeconfig"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.c, err = client.New(cfg, client.Options{Scheme: scheme.New()}); err != nil {
+				t.Fatal(err)
+			}
+			return r
 		}
 		select {
 		case err := <-r.exited:
@@ -177,10 +170,9 @@ func TestMakeRunEndToEnd(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	dataDir := t.TempDir()
-	args := []string{"--servers", "8", "--bmc-base-port", fmt.Sprint(freeBase(t, 8)), "--power-delay", "300ms",
-		"--infrahub-address", testenv.FreeAddr(t), "--registry-address", testenv.FreeAddr(t),
-		"--metrics-bind-address", "0", "--health-probe-bind-address", testenv.FreeAddr(t), "--table=false",
-		"--webhook-port", strconv.Itoa(testenv.FreePort(t))}
+	// Every address is on port 0 (startDev), so the second run listens elsewhere than the
+	// first: resuming also points the BMCs and the sync at the emulators' new ports.
+	args := []string{"--servers", "8", "--power-delay", "300ms", "--metrics-bind-address", "0", "--table=false"}
 	ctx := context.Background()
 
 	run := startDev(t, bin, dataDir, args)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -32,11 +33,12 @@ const DevLabel = "metalhub.io/dev"
 
 // emulators are the stand-ins `metalhub dev` runs beside the operator.
 type emulators struct {
-	fleet    *redfish.Emulator
-	netboot  *netboot.Netboot
-	infrahub *emuinfrahub.Emulator
-	control  *http.Server
-	state    string // file keeping the fleet's power states between runs
+	fleet       *redfish.Emulator
+	netboot     *netboot.Netboot
+	infrahub    *emuinfrahub.Emulator
+	control     *http.Server
+	controlAddr string
+	state       string // file keeping the fleet's power states between runs
 }
 
 // fleetState is what survives a dev run: each system's power, so that a second run finds the
@@ -65,6 +67,7 @@ func startEmulators(o Options, c client.Client, out io.Writer, log logr.Logger) 
 		e.close()
 		return nil, fmt.Errorf("emulator control endpoint: %w", err)
 	}
+	e.controlAddr = ln.Addr().String()
 	e.control = &http.Server{Handler: e.fleet.ControlHandler(), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = e.control.Serve(ln) }()
 
@@ -81,6 +84,14 @@ func startEmulators(o Options, c client.Client, out io.Writer, log logr.Logger) 
 	fmt.Fprintf(out, "BMC power and boot recorder: http://%s/emulator/records\n", ln.Addr())
 	fmt.Fprintf(out, "Infrahub emulator: %s (admin/infrahub), artifacts named Webserver_Manifest\n", e.infrahub.URL())
 	return e, nil
+}
+
+// addresses are where the control endpoint, the Infrahub emulator and each BMC listen.
+func (e *emulators) addresses() (control, infrahub string, bmcs []string) {
+	for _, b := range e.fleet.BMCs() {
+		bmcs = append(bmcs, strings.TrimPrefix(b.URL(), "http://"))
+	}
+	return e.controlAddr, strings.TrimPrefix(e.infrahub.URL(), "http://"), bmcs
 }
 
 func (e *emulators) restore() {
@@ -133,7 +144,8 @@ func (e *emulators) close() {
 }
 
 // register creates (or finds, on a resumed run) the BMCSecrets and BMCs of the fleet, and the
-// Infrahub credentials and a sample InfrahubSync.
+// Infrahub credentials and a sample InfrahubSync. Found BMCs and the sync are pointed at where
+// the emulators listen now: with port 0 (or another base port) that changes between runs.
 func (e *emulators) register(ctx context.Context, c client.Client) error {
 	for i, b := range e.fleet.BMCs() {
 		user, pass := b.Credentials()
@@ -142,31 +154,73 @@ func (e *emulators) register(ctx context.Context, c client.Client) error {
 		if err != nil {
 			return fmt.Errorf("emulated BMC address %q: %w", b.URL(), err)
 		}
-		port, _ := strconv.Atoi(u.Port())
-		objs := []client.Object{
-			&metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{DevLabel: "true"}},
-				StringData: map[string]string{metalv1alpha1.BMCSecretUsernameKey: user, metalv1alpha1.BMCSecretPasswordKey: pass}},
-			&metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{DevLabel: "true"}},
-				Spec: metalv1alpha1.BMCSpec{
-					Access:       &metalv1alpha1.InlineEndpoint{IP: "127.0.0.1"},
-					BMCSecretRef: corev1.LocalObjectReference{Name: name},
-					Protocol:     metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: int32(port), Scheme: metalv1alpha1.HTTPScheme},
-				}},
+		p, err := strconv.Atoi(u.Port())
+		if err != nil {
+			return fmt.Errorf("emulated BMC address %q: %w", b.URL(), err)
 		}
-		if err := createAll(ctx, c, objs...); err != nil {
+		port := int32(p)
+		if err := createAll(ctx, c, &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{DevLabel: "true"}},
+			StringData: map[string]string{metalv1alpha1.BMCSecretUsernameKey: user, metalv1alpha1.BMCSecretPasswordKey: pass}}); err != nil {
+			return err
+		}
+		if err := createOrRepoint(ctx, c, &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{DevLabel: "true"}},
+			Spec: metalv1alpha1.BMCSpec{
+				Access:       &metalv1alpha1.InlineEndpoint{IP: "127.0.0.1"},
+				BMCSecretRef: corev1.LocalObjectReference{Name: name},
+				Protocol:     metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: port, Scheme: metalv1alpha1.HTTPScheme},
+			}}, func(b *metalv1alpha1.BMC) bool {
+			changed := b.Spec.Protocol.Port != port
+			b.Spec.Protocol.Port = port
+			return changed
+		}); err != nil {
 			return err
 		}
 	}
-	return createAll(ctx, c,
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "infrahub-credentials",
-			Labels: map[string]string{infrahubv1alpha1.InfrahubAPIURLLabel: "127.0.0.1"}},
-			StringData: map[string]string{"username": "admin", "password": "infrahub"}},
-		&infrahubv1alpha1.InfrahubSync{ObjectMeta: metav1.ObjectMeta{Name: "sample"},
-			Spec: infrahubv1alpha1.InfrahubSyncSpec{
-				Source:      infrahubv1alpha1.Source{InfrahubAPIURL: e.infrahub.URL(), TargetBranch: "main", ArtefactName: "Webserver_Manifest"},
-				Destination: infrahubv1alpha1.Destination{Namespace: "default", ReconcileOnEvents: true},
-			}},
-	)
+	if err := createAll(ctx, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "infrahub-credentials",
+		Labels: map[string]string{infrahubv1alpha1.InfrahubAPIURLLabel: "127.0.0.1"}},
+		StringData: map[string]string{"username": "admin", "password": "infrahub"}}); err != nil {
+		return err
+	}
+	infrahubURL := e.infrahub.URL()
+	return createOrRepoint(ctx, c, &infrahubv1alpha1.InfrahubSync{ObjectMeta: metav1.ObjectMeta{Name: "sample"},
+		Spec: infrahubv1alpha1.InfrahubSyncSpec{
+			Source:      infrahubv1alpha1.Source{InfrahubAPIURL: infrahubURL, TargetBranch: "main", ArtefactName: "Webserver_Manifest"},
+			Destination: infrahubv1alpha1.Destination{Namespace: "default", ReconcileOnEvents: true},
+		}}, func(s *infrahubv1alpha1.InfrahubSync) bool {
+		changed := s.Spec.Source.InfrahubAPIURL != infrahubURL
+		s.Spec.Source.InfrahubAPIURL = infrahubURL
+		return changed
+	})
+}
+
+// createOrRepoint creates obj or, when it exists, lets repoint change the stored object and
+// patches what it changed (nothing when it returns false).
+func createOrRepoint[T client.Object](ctx context.Context, c client.Client, obj T, repoint func(T) bool) error {
+	err := c.Create(ctx, obj)
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+	}
+	got, ok := obj.DeepCopyObject().(T)
+	if !ok {
+		return fmt.Errorf("copying %T", obj)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), got); err != nil {
+		return fmt.Errorf("reading %T %s: %w", obj, obj.GetName(), err)
+	}
+	base, ok := got.DeepCopyObject().(client.Object)
+	if !ok {
+		return fmt.Errorf("copying %T", obj)
+	}
+	if !repoint(got) {
+		return nil
+	}
+	if err := c.Patch(ctx, got, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("pointing %T %s at the emulator: %w", obj, obj.GetName(), err)
+	}
+	return nil
 }
 
 func createAll(ctx context.Context, c client.Client, objs ...client.Object) error {

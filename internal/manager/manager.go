@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"sort"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -74,6 +76,16 @@ type Options struct {
 	Delivery delivery.Options
 	// Webhook configures the validating admission webhooks (off unless enabled).
 	Webhook webhook.Options
+
+	// Listeners, if set, were bound by Listen; otherwise New binds the endpoints itself.
+	Listeners *Listeners
+	// AddressFile, if set, receives the addresses the manager listens on (JSON, Addresses)
+	// once they are bound, so that a caller that asked for port 0 learns the ports.
+	AddressFile string
+
+	// manyPerProcess lets this package's tests build several managers with the same
+	// controllers: controller-runtime refuses a controller name twice in one process.
+	manyPerProcess bool
 }
 
 // Families is the set of controller families to run; it implements flag.Value.
@@ -134,6 +146,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "Address the /healthz and /readyz endpoints bind to.")
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "", "Address a net/http/pprof endpoint binds to, for profiling; empty disables it.")
+	fs.StringVar(&o.AddressFile, "address-file", o.AddressFile, "Write the addresses the manager listens on (metrics, health, pprof, registry, webhook) as JSON to this file once bound: with port 0 in a bind address, the port the system picked.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so that only one of several replicas reconciles.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader election Lease; defaults to the pod's namespace in a cluster.")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader election Lease.")
@@ -152,8 +165,31 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	o.Webhook.BindFlags(fs)
 }
 
-// New builds a manager on cfg with the selected families registered.
+// New builds a manager on cfg with the selected families registered. It serves on
+// o.Listeners (bound now when nil), which it closes if it fails.
 func New(cfg *rest.Config, o Options, log logr.Logger) (ctrl.Manager, error) {
+	l := o.Listeners
+	if l == nil {
+		var err error
+		if l, err = Listen(o); err != nil {
+			return nil, err
+		}
+	}
+	mgr, err := newManager(cfg, o, l, log)
+	if err != nil {
+		_ = l.Close()
+		return nil, err
+	}
+	if o.AddressFile != "" {
+		if err := WriteAddressFile(o.AddressFile, l.Addresses()); err != nil {
+			_ = l.Close()
+			return nil, err
+		}
+	}
+	return mgr, nil
+}
+
+func newManager(cfg *rest.Config, o Options, l *Listeners, log logr.Logger) (ctrl.Manager, error) {
 	cfg = rest.CopyConfig(cfg)
 	if o.KubeAPIQPS > 0 {
 		cfg.QPS, cfg.Burst = float32(o.KubeAPIQPS), max(o.KubeAPIBurst, int(o.KubeAPIQPS))
@@ -166,14 +202,17 @@ func New(cfg *rest.Config, o Options, log logr.Logger) (ctrl.Manager, error) {
 		if err != nil {
 			return nil, err
 		}
-		webhookServer = srv
+		if webhookServer, err = newWebhookServer(srv, l.webhook); err != nil {
+			return nil, err
+		}
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme.New(),
-		Logger:                  log,
-		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
-		HealthProbeBindAddress:  o.HealthAddr,
-		PprofBindAddress:        o.PprofAddr,
+	crm, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme.New(),
+		Logger: log,
+		// Metrics, probes and pprof serve on l (below), not on listeners of controller-runtime's
+		// own, which would not say what port 0 became.
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:  "0",
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		LeaderElectionID:        o.LeaderElectionID,
@@ -188,11 +227,25 @@ func New(cfg *rest.Config, o Options, log logr.Logger) (ctrl.Manager, error) {
 		WebhookServer: webhookServer,
 		// No controller reads managedFields, and on a fleet's Servers they are a good part of
 		// each cached object. Writes without them leave the stored ones alone.
-		Cache:     cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
-		NewClient: apilimit.NewClient(slots),
+		Cache:      cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		NewClient:  apilimit.NewClient(slots),
+		Controller: config.Controller{SkipNameValidation: &o.manyPerProcess},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	mgr := &boundManager{Manager: crm, probes: &probes{}, registry: l.registry}
+	for _, srv := range []struct {
+		name    string
+		ln      net.Listener
+		handler func() http.Handler
+	}{{"metrics", l.metrics, metricsHandler}, {"health probe", l.health, mgr.probes.handler}, {"pprof", l.pprof, pprofHandler}} {
+		if srv.ln == nil {
+			continue // off
+		}
+		if err := mgr.Add(httpServer(srv.name, srv.ln, srv.handler())); err != nil {
+			return nil, fmt.Errorf("adding the %s server: %w", srv.name, err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding health check: %w", err)
@@ -228,6 +281,9 @@ func New(cfg *rest.Config, o Options, log logr.Logger) (ctrl.Manager, error) {
 	if o.Controllers.Has(FamilyMetal) {
 		if err := metal.Setup(context.Background(), mgr, o.Metal); err != nil {
 			return nil, fmt.Errorf("setting up metal controllers: %w", err)
+		}
+		if mgr.registry != nil {
+			return nil, fmt.Errorf("the metal controllers added no discovery registry to serve on %s", mgr.registry.Addr())
 		}
 	}
 	if o.Controllers.Has(FamilyDelivery) {

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
-	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	webhookconfig "github.com/metalhub/metalhub/config/webhook"
 	"github.com/metalhub/metalhub/internal/webhook"
@@ -42,11 +41,16 @@ func TestNewServesEveryConfiguredWebhook(t *testing.T) {
 	for _, families := range []Families{{FamilyDelivery}, {FamilyMetal}} {
 		o := DefaultOptions()
 		o.Controllers = families
-		o.MetricsAddr, o.HealthAddr = "0", "0"
-		o.Webhook.Enabled = true
+		o.MetricsAddr, o.HealthAddr, o.Metal.RegistryBindAddress = "0", "0", "127.0.0.1:0"
+		o.Webhook.Enabled, o.Webhook.Host, o.Webhook.Port = true, "127.0.0.1", 0
 		o.Webhook.CertDir = filepath.Join(t.TempDir(), "certs")
-		mgr, err := New(env.Config, o, logr.Discard()) // not started: nothing runs
-
+		l, err := Listen(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() }) // the manager is not started: nothing else closes them
+		o.Listeners = l
+		mgr, err := New(env.Config, o, logr.Discard())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +59,7 @@ func TestNewServesEveryConfiguredWebhook(t *testing.T) {
 				t.Errorf("%s: %v", families, err)
 			}
 		}
-		mux := mgr.GetWebhookServer().(*ctrlwebhook.DefaultServer).WebhookMux()
+		mux := mgr.GetWebhookServer().WebhookMux()
 		for _, w := range cfg.Webhooks {
 			path := *w.ClientConfig.Service.Path
 			if _, pattern := mux.Handler(httptest.NewRequest("POST", path, nil)); pattern != path {

@@ -42,7 +42,6 @@ import (
 	"github.com/metalhub/metalhub/internal/manager"
 	"github.com/metalhub/metalhub/internal/scheme"
 	"github.com/metalhub/metalhub/internal/syncbuf"
-	"github.com/metalhub/metalhub/internal/testenv"
 	"github.com/metalhub/metalhub/internal/webhook"
 )
 
@@ -72,13 +71,11 @@ func TestLeastPrivilege(t *testing.T) {
 	var logs syncbuf.Buffer
 	log := zap.New(zap.WriteTo(&logs), zap.UseDevMode(false))
 	ctrl.SetLogger(log) // the registry logs through controller-runtime's root logger
-	regAddr := testenv.FreeAddr(t)
 	opts := manager.DefaultOptions()
 	opts.MetricsAddr, opts.HealthAddr = "0", "0"
 	opts.LeaderElect, opts.LeaderElectionNamespace = true, namespace
 	opts.GracefulShutdown = 5 * time.Second
-	opts.Metal.RegistryBindAddress = regAddr
-	opts.Metal.RegistryURL = "http://" + regAddr
+	opts.Metal.RegistryBindAddress = "127.0.0.1:0"
 	opts.Metal.DiscoveryNamespace = "default"
 	opts.Metal.PowerPoll = 100 * time.Millisecond
 	opts.Metal.BMCRequestTimeout = 2 * time.Second
@@ -86,9 +83,17 @@ func TestLeastPrivilege(t *testing.T) {
 	opts.Delivery.Policy.AllowedKinds = []string{"ConfigMap", "Service", "Deployment.apps"}
 	// The admission webhooks too, as config/default runs them: their reads (the Endpoint MAC
 	// check lists Endpoints) are the ServiceAccount's.
-	opts.Webhook.Enabled, opts.Webhook.Host = true, "127.0.0.1"
-	opts.Webhook.Port = testenv.FreePort(t)
+	opts.Webhook.Enabled, opts.Webhook.Host, opts.Webhook.Port = true, "127.0.0.1", 0
 	opts.Webhook.CertDir = t.TempDir()
+	// Bound first, on ports the system picks: the registry's URL goes into the ignition, the
+	// webhook's into the webhook configuration.
+	listeners, err := manager.Listen(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := listeners.Addresses()
+	opts.Listeners = listeners
+	opts.Metal.RegistryURL = "http://" + addrs.Registry
 	mgr, err := manager.New(cfg, opts, log)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +131,7 @@ func TestLeastPrivilege(t *testing.T) {
 		return nil
 	})
 
-	admission(t, ctx, opts.Webhook)
+	admission(t, ctx, opts.Webhook.CertDir, "https://"+addrs.Webhook)
 
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -150,14 +155,14 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 }
 
-// admission registers the operator's webhooks with the API server (until the test ends: later
-// tests share the control plane) and has the Endpoint webhook refuse a duplicate MAC.
-func admission(t *testing.T, ctx context.Context, o webhook.Options) {
-	ca, err := os.ReadFile(filepath.Join(o.CertDir, webhook.CAFile))
+// admission registers the operator's webhooks at url with the API server (until the test ends:
+// later tests share the control plane) and has the Endpoint webhook refuse a duplicate MAC.
+func admission(t *testing.T, ctx context.Context, certDir, url string) {
+	ca, err := os.ReadFile(filepath.Join(certDir, webhook.CAFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := webhook.InstallLocal(ctx, env.Client, webhook.LocalURL(o), ca); err != nil {
+	if err := webhook.InstallLocal(ctx, env.Client, url, ca); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = webhook.UninstallLocal(context.Background(), env.Client) })
