@@ -71,21 +71,35 @@ func Start(o Options) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDInstallOptions:     envtest.CRDInstallOptions{CRDs: crds},
-		ErrorIfCRDPathMissing: true,
-	}
-	if o.DataDir != "" {
-		dir := filepath.Join(o.DataDir, "etcd")
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("creating etcd data dir: %w", err)
+	// envtest picks etcd's and kube-apiserver's ports by listening on port 0 and closing, and
+	// neither binary can report a port of its own choosing. Another process (the next test
+	// package, go test runs them side by side) can take a port in between: the start fails on
+	// the bind, and a fresh attempt picks new ports.
+	var (
+		e   *envtest.Environment
+		cfg *rest.Config
+	)
+	for attempt := 1; ; attempt++ {
+		e = &envtest.Environment{
+			BinaryAssetsDirectory: assets,
+			CRDInstallOptions:     envtest.CRDInstallOptions{CRDs: crds},
+			ErrorIfCRDPathMissing: true,
 		}
-		e.ControlPlane.Etcd = &envtest.Etcd{DataDir: dir}
-	}
-	cfg, err := e.Start()
-	if err != nil {
-		return nil, fmt.Errorf("starting control plane with binaries in %s: %w", assets, err)
+		if o.DataDir != "" {
+			dir := filepath.Join(o.DataDir, "etcd")
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return nil, fmt.Errorf("creating etcd data dir: %w", err)
+			}
+			e.ControlPlane.Etcd = &envtest.Etcd{DataDir: dir}
+		}
+		if cfg, err = e.Start(); err == nil {
+			break
+		}
+		_ = e.Stop()
+		if attempt == 3 {
+			return nil, fmt.Errorf("starting control plane with binaries in %s (%d attempts): %w", assets, attempt, err)
+		}
+		fmt.Fprintf(os.Stderr, "controlplane: start failed (%v), trying again with new ports\n", err)
 	}
 	return &ControlPlane{Config: cfg, AssetsDir: assets, env: e}, nil
 }
