@@ -110,8 +110,13 @@ func runSchedule(t *testing.T, seed uint64) *result {
 	if err != nil {
 		t.Fatalf("seed %d: harness: %v", seed, err)
 	}
+	// Polls start with the fleet's registration: every recorded action, discovery's included,
+	// is judged with the API's state before it.
 	ctx, cancel := context.WithCancel(w.ctx)
-	defer cancel()
+	pollDone, scrapeDone := make(chan struct{}), make(chan struct{})
+	defer func() { cancel(); <-pollDone; <-scrapeDone }()
+	go w.m.run(ctx, pollDone)
+	go w.scrapeLoop(ctx, scrapeDone)
 	if err := w.waitAvailable(90 * time.Second); err != nil {
 		w.m.mu.Lock()
 		w.m.breach(invConverge, "setup", "%v", err)
@@ -119,12 +124,8 @@ func runSchedule(t *testing.T, seed uint64) *result {
 		return w.finish(t, res)
 	}
 	res.setup = time.Since(began)
-	pollDone, scrapeDone := make(chan struct{}), make(chan struct{})
-	defer func() { cancel(); <-pollDone; <-scrapeDone }()
 	start := time.Now()
 	w.m.setStart(start)
-	go w.m.run(ctx, pollDone)
-	go w.scrapeLoop(ctx, scrapeDone)
 
 	for n, st := range sch.Steps {
 		// Pacing: a step runs at its planned time (or later, behind a slow one).
@@ -203,7 +204,8 @@ func (w *world) finish(t *testing.T, res *result) *result {
 		fmt.Fprintf(&b, "  [%s] %s (x%d, first at +%s): %s\n", br.Inv, br.Subject, br.Count, br.At, br.Msg)
 	}
 	t.Errorf("seed %d: %d invariant breaches; replay with: make campaign SEED=%d\n%s", res.seed, len(res.breaches), res.seed, b.String())
-	t.Logf("schedule of seed %d:\n%s\nas it ran (steps, notes):\n%s\nmanager logs: %s", res.seed, w.sch, strings.Join(journal, "\n"), w.dir)
+	t.Logf("schedule of seed %d:\n%s\nas it ran (steps, notes):\n%s\nstate at the end:\n%s\nmanager logs: %s", res.seed, w.sch,
+		strings.Join(journal, "\n"), w.dumpState(), w.dir)
 	return res
 }
 
@@ -445,9 +447,19 @@ func couldBind(s *snapshot, c *claimView) string {
 // converge waits until the fleet is settled (twice, 2 s apart) or convergeBound has passed.
 func (w *world) converge(healed time.Time) {
 	deadline := healed.Add(convergeBound)
-	var stable time.Time
+	var stable, applied time.Time
 	var seen *snapshot
 	for {
+		if time.Since(applied) > 2*time.Second {
+			// As GitOps keeps applying the fleet's manifests: a BMC whose deletion only finished
+			// after the heal comes back too.
+			for i := range w.sch.BMCs {
+				if out, err := w.ensureBMC(i); err != nil {
+					w.note("converge: %s: %v", out, err)
+				}
+			}
+			applied = time.Now()
+		}
 		s := w.m.last()
 		if s != nil && s != seen && s.Start.After(healed) {
 			seen = s
@@ -506,6 +518,9 @@ func (w *world) convergence(s *snapshot) []string {
 		}
 		want, wantPower := metalv1alpha1.ServerStateAvailable, metalv1alpha1.PowerOff
 		switch {
+		case v.Parked:
+			// Parked until unparked, whatever else points at it: the box is left alone.
+			want, wantPower = metalv1alpha1.ServerStateParked, ""
 		case v.MaintRef != "":
 			want, wantPower = metalv1alpha1.ServerStateMaintenance, ""
 			if mt := s.Maints[v.MaintRef]; mt == nil {
@@ -520,8 +535,6 @@ func (w *world) convergence(s *snapshot) []string {
 			} else {
 				wantPower = c.Power
 			}
-		case v.Parked:
-			want, wantPower = metalv1alpha1.ServerStateParked, ""
 		}
 		if v.State != string(want) {
 			p = append(p, fmt.Sprintf("%s is %q, its refs say %s", name, v.State, want))
@@ -583,7 +596,7 @@ func (w *world) convergence(s *snapshot) []string {
 			continue
 		}
 		v := s.Servers[mt.ServerRef]
-		active := v != nil && v.MaintRef == key
+		active := v != nil && v.MaintRef == key && !v.Parked // a parked server enters nothing
 		switch {
 		case active && mt.State != string(metalv1alpha1.ServerMaintenanceStateInMaintenance) && mt.State != string(metalv1alpha1.ServerMaintenanceStateFailed):
 			p = append(p, fmt.Sprintf("maintenance %s holds %s but reports %q", key, mt.ServerRef, mt.State))
@@ -605,8 +618,20 @@ func (w *world) convergence(s *snapshot) []string {
 	sort.Strings(bmcs)
 	for _, name := range bmcs {
 		b := s.BMCs[name]
-		if b.Deleting || b.State != string(metalv1alpha1.BMCStateEnabled) || b.Ready != string(metav1.ConditionTrue) {
-			p = append(p, fmt.Sprintf("BMC %s: deleting %v, state %q, Ready %q", name, b.Deleting, b.State, b.Ready))
+		if b.Deleting {
+			// A BMC's deletion waits for its servers; one held by a claim or maintenance blocks it.
+			blocked := false
+			for _, srv := range names {
+				v := s.Servers[srv]
+				blocked = blocked || (v.BMC == name && len(m.holders(s, srv, v)) > 0)
+			}
+			if !blocked {
+				p = append(p, fmt.Sprintf("BMC %s is being deleted, none of its servers is held, and it is not gone", name))
+			}
+			continue
+		}
+		if b.State != string(metalv1alpha1.BMCStateEnabled) || b.Ready != string(metav1.ConditionTrue) {
+			p = append(p, fmt.Sprintf("BMC %s: state %q, Ready %q", name, b.State, b.Ready))
 		}
 	}
 	return p

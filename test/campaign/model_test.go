@@ -99,6 +99,8 @@ type snapshot struct {
 	Claims     map[string]*claimView // namespace/name
 	Maints     map[string]*maintView // namespace/name
 	BMCs       map[string]*bmcView
+	// Power is each system's power state in the emulator at Start, by UUID.
+	Power map[string]string
 }
 
 func (s *snapshot) serversOf(uuid string) []string {
@@ -159,6 +161,9 @@ type opInstance struct {
 	Gone                        time.Time // first poll without the annotation
 	Done                        []redfish.Record
 	Disturbed                   string // why "at least once" cannot be asked of it
+	// Moot: the box was seen in the operation's target power state while it was pending (the
+	// BMC client skips a force-off of an Off box, a force-on of an On one).
+	Moot bool
 }
 
 // breach is one invariant violation; the same invariant on the same subject counts once.
@@ -175,8 +180,10 @@ type model struct {
 	// records and systemUUID read the emulator's recorder (a fake in the model's unit tests).
 	records    func() []redfish.Record
 	systemUUID func(bmc int, systemID string) string
-	t0         atomic.Int64 // chaos start (Unix nanoseconds), for readable times
-	logf       func(string, ...any)
+	// boxPower reads every system's power state from the emulator, by UUID (nil in unit tests).
+	boxPower func() map[string]string
+	t0       atomic.Int64 // chaos start (Unix nanoseconds), for readable times
+	logf     func(string, ...any)
 
 	mu         sync.Mutex
 	snaps      []*snapshot
@@ -202,7 +209,7 @@ type judgedRecord struct {
 }
 
 func newModel(c client.Client, fleet *redfish.Emulator, logf func(string, ...any)) *model {
-	return newModelWith(c, fleet.Records, func(i int, id string) string {
+	m := newModelWith(c, fleet.Records, func(i int, id string) string {
 		if b := fleet.BMC(i); b != nil {
 			if sys := b.System(id); sys != nil {
 				return strings.ToLower(sys.UUID())
@@ -210,6 +217,16 @@ func newModel(c client.Client, fleet *redfish.Emulator, logf func(string, ...any
 		}
 		return ""
 	}, logf)
+	m.boxPower = func() map[string]string {
+		out := map[string]string{}
+		for _, b := range fleet.BMCs() {
+			for _, sys := range b.Systems() {
+				out[strings.ToLower(sys.UUID())] = sys.PowerState()
+			}
+		}
+		return out
+	}
+	return m
 }
 
 func newModelWith(c client.Client, records func() []redfish.Record, systemUUID func(int, string) string, logf func(string, ...any)) *model {
@@ -294,6 +311,9 @@ func (m *model) take(ctx context.Context) (*snapshot, error) {
 	m.mu.Unlock()
 	s := &snapshot{Start: time.Now(), Epoch: epoch, Restoring: restoring,
 		Servers: map[string]*srvView{}, Claims: map[string]*claimView{}, Maints: map[string]*maintView{}, BMCs: map[string]*bmcView{}}
+	if m.boxPower != nil {
+		s.Power = m.boxPower()
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var servers metalv1alpha1.ServerList
@@ -566,6 +586,11 @@ func (m *model) trackOps(s *snapshot) {
 		if !op.Gone.IsZero() || s.Start.Before(op.SetAt) {
 			continue
 		}
+		switch p := s.Power[op.UUID]; {
+		case op.Class == clsOff && (p == redfish.PowerOff || p == redfish.PowerPoweringOff),
+			op.Class == clsOn && (p == redfish.PowerOn || p == redfish.PowerPoweringOn):
+			op.Moot = true
+		}
 		v := s.Servers[op.Server]
 		switch {
 		case v == nil || v.UID != op.ServerUID:
@@ -753,7 +778,7 @@ func (m *model) anyMaintenanceBoot(ev []*snapshot, uuid string) bool {
 // been carried out.
 func (m *model) finalOps(last *snapshot) {
 	for _, op := range m.ops {
-		if len(op.Done) > 0 || op.Disturbed != "" {
+		if len(op.Done) > 0 || op.Disturbed != "" || op.Moot {
 			continue
 		}
 		if v := last.Servers[op.Server]; v != nil && v.UID == op.ServerUID && v.Op == op.Op {

@@ -113,8 +113,11 @@ type step struct {
 	Value      time.Duration
 	Object     string
 	WithSecret bool
-	Dur        time.Duration
-	Origin     int // for follow-ups (heal, unpark, approve, ...): the ID of the step they follow; -1 otherwise
+	// Touch follows an operation with a second edit of the server a few milliseconds later
+	// (another user, a label): the controller's own write after the action then conflicts.
+	Touch  bool
+	Dur    time.Duration
+	Origin int // for follow-ups (heal, unpark, approve, ...): the ID of the step they follow; -1 otherwise
 }
 
 // schedule is everything a seed decides: the fleet's shape and the timed steps.
@@ -276,6 +279,7 @@ func newSchedule(seed uint64) *schedule {
 				return o.weight
 			}).op
 			st.Dur = between(r, 2*time.Second, 8*time.Second)
+			st.Touch = r.IntN(10) < 4
 		case kBMCOperation:
 			st.Op = []string{metalv1alpha1.OperationRotateCredentials, metalv1alpha1.OperationGracefulRestartBMC}[r.IntN(2)]
 		case kMaintCreate, kMaintApprove, kMaintDelete:
@@ -386,6 +390,9 @@ func (st step) describe(num map[int]int) string {
 			op = "(remove ignore)"
 		}
 		fmt.Fprintf(&b, "%s op=%s", target, op)
+		if st.Touch {
+			b.WriteString(" +label edit")
+		}
 	case kBMCOperation:
 		fmt.Fprintf(&b, " bmc=%d op=%s", st.Index, st.Op)
 	case kMaintCreate:

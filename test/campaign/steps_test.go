@@ -44,9 +44,14 @@ func (w *world) target(st step) int {
 	return st.Index % n
 }
 
-// run executes one step and says what happened.
+// run executes one step and says what happened. A follow-up (heal, unpark, fixed secret, ...)
+// acts on the target its origin resolved to.
 func (w *world) run(st step) string {
-	i := w.target(st)
+	i, ok := w.resolved[st.Origin]
+	if !ok || st.Origin < 0 {
+		i = w.target(st)
+	}
+	w.resolved[st.ID] = i
 	switch st.Kind {
 	case kClaimByName, kClaimBySelector, kClaimDelete, kClaimPower, kMaintApprove, kMaintDelete, kBackup, kProbe, kFixSecret, kRecreate:
 	default:
@@ -278,6 +283,21 @@ func (w *world) operation(st step, i int) (string, error) {
 		return server + ": ignore removed", nil
 	}
 	w.m.registerOp(server, uid, uuid, st.Op, setAt)
+	if st.Touch {
+		err := w.patch(client.ObjectKey{Name: server}, &metalv1alpha1.Server{}, func(o client.Object) error {
+			l := o.GetLabels()
+			if l == nil {
+				l = map[string]string{}
+			}
+			l["campaign.metalhub.io/edited"] = fmt.Sprint(st.ID)
+			o.SetLabels(l)
+			return nil
+		})
+		if err != nil {
+			return server + ": " + st.Op + ", label edit refused: " + err.Error(), nil
+		}
+		return server + ": " + st.Op + ", then a label edit", nil
+	}
 	return server + ": " + st.Op, nil
 }
 

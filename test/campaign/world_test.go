@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,6 +49,8 @@ type world struct {
 	m     *model
 	dir   string
 	num   map[int]int
+	// resolved is the server/BMC index each step ran on, by step ID (for its follow-ups).
+	resolved map[int]int
 
 	mu       sync.Mutex
 	faults   []redfish.Faults // per BMC, as the harness set them
@@ -110,7 +113,7 @@ func newWorld(t *testing.T, sch *schedule) (*world, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the log directory: %w", err)
 	}
-	w := &world{t: t, sch: sch, ctx: context.Background(), c: c, dir: dir, num: sch.numbers()}
+	w := &world{t: t, sch: sch, ctx: context.Background(), c: c, dir: dir, num: sch.numbers(), resolved: map[int]int{}}
 	if err := purge(w.ctx, c); err != nil {
 		return w, err
 	}
@@ -437,3 +440,56 @@ type errSkip string
 func (e errSkip) Error() string { return string(e) }
 
 func isSkip(err error) bool { var s errSkip; return errors.As(err, &s) }
+
+// dumpState prints what the API holds right now, for reading a breach: every metal object's
+// refs, the operator's annotations, finalizers and conditions.
+func (w *world) dumpState() string {
+	var b strings.Builder
+	conds := func(cs []metav1.Condition) string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, fmt.Sprintf("%s=%s/%s %q", c.Type, c.Status, c.Reason, c.Message))
+		}
+		return strings.Join(out, "; ")
+	}
+	meta := func(o client.Object) string {
+		var ann []string
+		for k, v := range o.GetAnnotations() {
+			if strings.Contains(k, "metalhub.io/") || strings.HasPrefix(k, "metal.ironcore.dev/") {
+				ann = append(ann, k+"="+v)
+			}
+		}
+		slices.Sort(ann)
+		del := ""
+		if o.GetDeletionTimestamp() != nil {
+			del = " DELETING"
+		}
+		return fmt.Sprintf("%s%s finalizers=%v annotations=%v", o.GetName(), del, o.GetFinalizers(), ann)
+	}
+	var servers metalv1alpha1.ServerList
+	var claims metalv1alpha1.ServerClaimList
+	var maints metalv1alpha1.ServerMaintenanceList
+	var bmcs metalv1alpha1.BMCList
+	for _, l := range []client.ObjectList{&servers, &claims, &maints, &bmcs} {
+		if err := w.c.List(w.ctx, l); err != nil {
+			return err.Error()
+		}
+	}
+	for _, o := range servers.Items {
+		fmt.Fprintf(&b, "  Server %s uuid=%s claimRef=%v maintRef=%v status=%s/%s [%s]\n", meta(&o), o.Spec.SystemUUID,
+			o.Spec.ServerClaimRef, o.Spec.ServerMaintenanceRef, o.Status.State, o.Status.PowerState, conds(o.Status.Conditions))
+	}
+	for _, o := range claims.Items {
+		fmt.Fprintf(&b, "  ServerClaim %s power=%s serverRef=%v phase=%s [%s]\n", meta(&o), o.Spec.Power, o.Spec.ServerRef, o.Status.Phase, conds(o.Status.Conditions))
+	}
+	for _, o := range maints.Items {
+		fmt.Fprintf(&b, "  ServerMaintenance %s server=%v state=%s [%s]\n", meta(&o), o.Spec.ServerRef, o.Status.State, conds(o.Status.Conditions))
+	}
+	for _, o := range bmcs.Items {
+		fmt.Fprintf(&b, "  BMC %s state=%s [%s]\n", meta(&o), o.Status.State, conds(o.Status.Conditions))
+	}
+	for i, bm := range w.fleet.BMCs() {
+		fmt.Fprintf(&b, "  emulator bmc-%d: power %s, boot %+v\n", i, bm.Systems()[0].PowerState(), bm.Systems()[0].Boot())
+	}
+	return b.String()
+}
