@@ -1,8 +1,6 @@
 package manager
 
 import (
-	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,16 +12,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/metalhub/metalhub/internal/registry"
 )
@@ -212,74 +207,4 @@ func (m *boundManager) Add(r ctrlmanager.Runnable) error {
 		m.registry = nil
 	}
 	return m.Manager.Add(r)
-}
-
-// webhookServer serves the webhooks registered with a controller-runtime webhook server on a
-// listener bound beforehand: that server binds its own port, and takes 0 for 9443.
-type webhookServer struct {
-	*ctrlwebhook.DefaultServer
-	ln      net.Listener
-	started atomic.Bool
-}
-
-func newWebhookServer(srv ctrlwebhook.Server, ln net.Listener) (*webhookServer, error) {
-	def, ok := srv.(*ctrlwebhook.DefaultServer)
-	if !ok {
-		return nil, fmt.Errorf("webhook server is a %T, not controller-runtime's", srv)
-	}
-	if def.Options.ClientCAName != "" {
-		return nil, errors.New("webhook client certificates are not supported")
-	}
-	return &webhookServer{DefaultServer: def, ln: ln}, nil
-}
-
-// Start serves TLS as controller-runtime's server does: its TLS options, the certificate from
-// the certificate directory, reloaded when it changes.
-func (s *webhookServer) Start(ctx context.Context) error {
-	cfg := &tls.Config{NextProtos: []string{"h2"}}
-	for _, op := range s.Options.TLSOpts {
-		op(cfg)
-	}
-	if cfg.GetCertificate == nil {
-		certName, keyName := s.Options.CertName, s.Options.KeyName
-		if certName == "" {
-			certName = "tls.crt"
-		}
-		if keyName == "" {
-			keyName = "tls.key"
-		}
-		w, err := certwatcher.New(filepath.Join(s.Options.CertDir, certName), filepath.Join(s.Options.CertDir, keyName))
-		if err != nil {
-			return fmt.Errorf("webhook server: loading its certificate: %w", err)
-		}
-		cfg.GetCertificate = w.GetCertificate
-		go func() {
-			if err := w.Start(ctx); err != nil {
-				ctrl.Log.WithName("webhook").Error(err, "certificate watcher stopped")
-			}
-		}()
-	}
-	shutdown := time.Minute
-	srv := httpServer("webhook", tls.NewListener(s.ln, cfg), s.WebhookMux())
-	srv.ShutdownTimeout = &shutdown
-	s.started.Store(true)
-	return srv.Start(ctx)
-}
-
-// StartedChecker passes once the server completes a TLS handshake.
-func (s *webhookServer) StartedChecker() healthz.Checker {
-	return func(*http.Request) error {
-		if !s.started.Load() {
-			return errors.New("webhook server has not been started yet")
-		}
-		d := &net.Dialer{Timeout: 10 * time.Second}
-		conn, err := tls.DialWithDialer(d, "tcp", s.ln.Addr().String(), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only whether it answers
-		if err != nil {
-			return fmt.Errorf("webhook server is not reachable: %w", err)
-		}
-		if err := conn.Close(); err != nil {
-			return fmt.Errorf("webhook server is not reachable: closing connection: %w", err)
-		}
-		return nil
-	}
 }

@@ -202,7 +202,7 @@ func newManager(cfg *rest.Config, o Options, l *Listeners, log logr.Logger) (ctr
 		if err != nil {
 			return nil, err
 		}
-		if webhookServer, err = newWebhookServer(srv, l.webhook); err != nil {
+		if webhookServer, err = webhook.NewListenerServer(srv, l.webhook); err != nil {
 			return nil, err
 		}
 	}

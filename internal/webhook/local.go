@@ -130,16 +130,20 @@ func LocalURL(o Options) string {
 // operator serves the webhooks from its own manager (internal/manager). Port 0 takes a free
 // port. The returned channel yields the server's result once ctx is done.
 func StartLocal(ctx context.Context, cfg *rest.Config, o Options, log logr.Logger) (<-chan error, error) {
-	if o.Port == 0 {
-		l, err := net.Listen("tcp", net.JoinHostPort(o.Host, "0"))
-		if err != nil {
-			return nil, fmt.Errorf("finding a free webhook port: %w", err)
-		}
-		o.Port = l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-	}
-	srv, ca, err := NewServer(o, log)
+	// Our own listener: port 0 gets a free port, and nothing can take it before we serve.
+	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
 	if err != nil {
+		return nil, fmt.Errorf("listening for the webhooks: %w", err)
+	}
+	o.Port = ln.Addr().(*net.TCPAddr).Port
+	def, ca, err := NewServer(o, log)
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	srv, err := NewListenerServer(def, ln)
+	if err != nil {
+		_ = ln.Close()
 		return nil, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
