@@ -261,7 +261,7 @@ func addBMC(t *testing.T, b *redfish.BMC, name string, withServer bool) string {
 // worker for the whole request timeout, every RetryAfter, and the healthy server's passes
 // queued behind them.
 func TestDeadBMCsDoNotStarveHealthyServers(t *testing.T) {
-	const dead = 4 * 20 // the suite runs 20 workers per controller
+	const dead = 5 * 20 // the suite runs 20 workers per controller
 	if testOpts.Concurrency >= dead {
 		t.Fatalf("%d dead BMCs do not outnumber %d workers", dead, testOpts.Concurrency)
 	}
@@ -291,7 +291,7 @@ func TestDeadBMCsDoNotStarveHealthyServers(t *testing.T) {
 	claimServer(t, name, "starve-claim", metalv1alpha1.PowerOn)
 	// Unloaded, this takes a few passes and one emulated power delay; the bound is for
 	// correctness: it is what a handful of passes waiting one request timeout each would break.
-	bound := 3 * testOpts.BMCRequestTimeout
+	bound := 2 * testOpts.BMCRequestTimeout
 	waitPower(t, name, metalv1alpha1.PowerStateOn, bound)
 	t.Logf("with %d dead BMCs the healthy server was claimed and powered on in %s", dead, time.Since(start).Round(10*time.Millisecond))
 }
