@@ -551,3 +551,26 @@ func TestTLS(t *testing.T) {
 		t.Fatalf("bad CA bundle: %v, want InvalidConfig", err)
 	}
 }
+
+// A BMC reset goes to the manager, not the system, and the connection logs in again after it
+// (the reboot ends every session).
+func TestResetManagerThenReconnect(t *testing.T) {
+	e := fleet(t, redfish.Options{BMCs: 1})
+	b := e.BMC(0)
+	p := pool(t, bmc.Options{})
+	c := get(t, p, endpoint(b))
+	ctx := context.Background()
+	if _, err := c.Manager(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ResetManager(ctx); err != nil {
+		t.Fatalf("reset manager: %v", err)
+	}
+	recs := e.Records()
+	if len(recs) != 1 || recs[0].Action != redfish.ActionManagerReset || recs[0].ResetType != "GracefulRestart" || recs[0].SystemID != "" {
+		t.Fatalf("records %+v, want one graceful manager reset", recs)
+	}
+	if _, err := c.Systems(ctx); err != nil {
+		t.Fatalf("after the BMC reset: %v", err)
+	}
+}

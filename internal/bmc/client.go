@@ -258,6 +258,40 @@ func (c *conn) Manager(ctx context.Context) (*ManagerInfo, error) {
 	return c.readManager(api, links[0])
 }
 
+// ResetManager implements BMC.
+func (c *conn) ResetManager(ctx context.Context) error {
+	const op = "reset manager"
+	api, err := c.client(ctx)
+	if err != nil {
+		return wrap(op, err)
+	}
+	if c.root.Managers.ID == "" {
+		return newError(ReasonNotFound, op, "service root has no Managers collection")
+	}
+	coll, err := schemas.GetCollection(api, c.root.Managers.ID)
+	if err != nil {
+		return wrap(op, err)
+	}
+	if len(coll.ItemLinks) == 0 {
+		return newError(ReasonNotFound, op, "Managers collection is empty")
+	}
+	links := slices.Clone(coll.ItemLinks)
+	sort.Strings(links)
+	m, err := schemas.GetObject[schemas.Manager](api, links[0])
+	if err != nil {
+		return wrap(op, err)
+	}
+	rt := schemas.GracefulRestartResetType
+	if len(m.SupportedResetTypes) > 0 && !slices.Contains(m.SupportedResetTypes, rt) {
+		rt = schemas.ForceRestartResetType
+	}
+	m.DisableEtagMatch(true)
+	if _, err := m.Reset(rt); err != nil {
+		return wrap(fmt.Sprintf("%s (ResetType %s)", op, rt), err)
+	}
+	return nil
+}
+
 func (c *conn) readManager(api *gofish.APIClient, uri string) (*ManagerInfo, error) {
 	m, err := schemas.GetObject[schemas.Manager](api, uri)
 	if err != nil {

@@ -32,6 +32,9 @@ type BMC interface {
 	// Manager describes the BMC itself (the manager of the first system, or
 	// the first manager of the service).
 	Manager(ctx context.Context) (*ManagerInfo, error)
+	// ResetManager restarts the BMC itself (GracefulRestart where advertised, else
+	// ForceRestart); its systems keep running. Sessions end with it: the pool logs in again.
+	ResetManager(ctx context.Context) error
 }
 
 // PowerState mirrors Redfish PowerState.

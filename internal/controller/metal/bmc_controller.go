@@ -60,6 +60,8 @@ type BMCReconciler struct {
 	// failures counts consecutive failures per BMC, for the backoff (in memory, like the
 	// Server controller's).
 	failures sync.Map
+	// outcomes holds what issuing an operation gave until the pass after reports it.
+	outcomes opOutcomes
 }
 
 // SetupWithManager registers the reconciler.
@@ -106,6 +108,13 @@ func (r *BMCReconciler) handle(ctx context.Context, p *lifecycle.Pass[*metalv1al
 			lifecycle.AddFinalizer(o, BMCFinalizer)
 		})
 	}
+	if b.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore {
+		return lifecycle.Done(), nil
+	}
+	// An operation issued by the previous pass is reported first, BMC or not.
+	if i, ok := parseOpIntent(b.Annotations[OperationIntentAnnotation], bmcOperation); ok && i.phase == intentIssuing {
+		return r.reportOperation(ctx, p, i)
+	}
 
 	ep, err := bmcEndpoint(ctx, c, b)
 	if err != nil {
@@ -114,6 +123,9 @@ func (r *BMCReconciler) handle(ctx context.Context, p *lifecycle.Pass[*metalv1al
 	conn, err := r.Pool.Get(ep)
 	if err != nil {
 		return r.failed(ctx, p, err)
+	}
+	if res, done, err := r.operation(ctx, p, conn); done || err != nil {
+		return res, err
 	}
 	info, systems, err := r.inspect(ctx, conn)
 	if err != nil {
@@ -138,15 +150,18 @@ func (r *BMCReconciler) handle(ctx context.Context, p *lifecycle.Pass[*metalv1al
 	return r.writeStatus(ctx, p, st, metav1.ConditionTrue, ReasonConnected, msg, lifecycle.Done())
 }
 
+func (r *BMCReconciler) requestTimeout() time.Duration {
+	if r.RequestTimeout <= 0 {
+		return bmc.DefaultRequestTimeout
+	}
+	return r.RequestTimeout
+}
+
 // inspect reads the manager and the systems under one deadline, the request timeout, so that
 // a slow or hanging BMC never holds a worker longer. The two walks are independent and run
 // side by side (the pool's per-BMC cap still applies).
 func (r *BMCReconciler) inspect(ctx context.Context, conn bmc.BMC) (*bmc.ManagerInfo, []bmc.SystemSummary, error) {
-	timeout := r.RequestTimeout
-	if timeout <= 0 {
-		timeout = bmc.DefaultRequestTimeout
-	}
-	bctx, cancel := context.WithTimeout(ctx, timeout)
+	bctx, cancel := context.WithTimeout(ctx, r.requestTimeout())
 	defer cancel()
 	var (
 		info    *bmc.ManagerInfo

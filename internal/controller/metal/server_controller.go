@@ -58,7 +58,7 @@ type ServerReconciler struct {
 	failures sync.Map
 	// outcomes holds what issuing an operation gave until the next pass reports it (see
 	// OperationIntentAnnotation): only the process that issued it knows.
-	outcomes sync.Map
+	outcomes opOutcomes
 	// inventories runs inventory walks beside the passes.
 	inventories *inventoryJobs
 }
@@ -169,7 +169,7 @@ func (r *ServerReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metal
 	}
 	// An operation issued by the previous pass is reported first, BMC or not: only then may
 	// the next one, or a step that powers the box, follow.
-	if i, ok := parseOpIntent(s.Annotations[OperationIntentAnnotation]); ok && i.phase == intentIssuing {
+	if i, ok := parseOpIntent(s.Annotations[OperationIntentAnnotation], serverOperation); ok && i.phase == intentIssuing {
 		return r.reportOperation(ctx, p, i)
 	}
 	if p.state == metalv1alpha1.ServerStateParked && s.DeletionTimestamp.IsZero() {

@@ -24,10 +24,13 @@ import (
 func resetTypes(recs []redfish.Record) []string {
 	var out []string
 	for _, r := range recs {
-		if r.Action == redfish.ActionReset {
+		switch r.Action {
+		case redfish.ActionReset:
 			out = append(out, r.ResetType)
-		} else {
+		case redfish.ActionBootOverride:
 			out = append(out, "Boot:"+r.Boot.Target+"/"+r.Boot.Enabled)
+		default:
+			out = append(out, r.Action+":"+r.ResetType)
 		}
 	}
 	return out
@@ -139,7 +142,7 @@ func TestDiscoveryWaitsForBootConfiguration(t *testing.T) {
 		t.Fatalf("server went %s before its discovery boot configuration was Ready", durableState(s))
 	}
 	for _, r := range since(records(b), start) {
-		if r.Action == redfish.ActionReset && r.ResetType == "On" || r.Boot.Target == "Pxe" {
+		if r.Action == redfish.ActionReset && r.ResetType == "On" || r.Action == redfish.ActionBootOverride && r.Boot.Target == "Pxe" {
 			t.Fatalf("BMC action before the boot configuration was Ready: %+v", r)
 		}
 	}

@@ -352,3 +352,47 @@ func TestMaintenanceBootsItsBootConfigurationOnce(t *testing.T) {
 	deleteMaintenance(t, "default", "mboot")
 	waitState(t, name, metalv1alpha1.ServerStateReserved, 15*time.Second)
 }
+
+// A BMC's graceful-restart-bmc resets the BMC itself once; rotate-credentials, which metalhub
+// does not do yet, is refused with a Warning and removed instead of left pending forever.
+func TestBMCOperationsCarriedOutOrRefused(t *testing.T) {
+	b := takeBMC(t)
+	name := registerBMC(t, b, "bmcop")
+	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	start := time.Now()
+	setBMCAnnotation := func(value string) {
+		t.Helper()
+		eventually(t, 5*time.Second, "annotate BMC", func() (bool, string) {
+			obj := &metalv1alpha1.BMC{}
+			if err := env.Client.Get(ctx(), client.ObjectKey{Name: "bmcop"}, obj); err != nil {
+				return false, err.Error()
+			}
+			err := lifecycle.PatchMetadata(ctx(), env.Client, obj, func(o client.Object) {
+				lifecycle.SetAnnotation(o, metalv1alpha1.OperationAnnotation, value)
+			})
+			return err == nil, fmt.Sprint(err)
+		})
+	}
+	settled := func() {
+		t.Helper()
+		eventually(t, 15*time.Second, "BMC operation done", func() (bool, string) {
+			obj := &metalv1alpha1.BMC{}
+			if err := env.Client.Get(ctx(), client.ObjectKey{Name: "bmcop"}, obj); err != nil {
+				return false, err.Error()
+			}
+			_, asked := obj.Annotations[metalv1alpha1.OperationAnnotation]
+			_, owed := obj.Annotations[OperationIntentAnnotation]
+			return !asked && !owed, fmt.Sprint(obj.Annotations)
+		})
+	}
+	setBMCAnnotation(metalv1alpha1.OperationGracefulRestartBMC)
+	settled()
+	waitEvent(t, "bmcop", ReasonOperation)
+	setBMCAnnotation(metalv1alpha1.OperationRotateCredentials)
+	settled()
+	waitEvent(t, "bmcop", ReasonUnsupportedOperation)
+	time.Sleep(time.Second) // room for a repeat to show
+	if got := resetTypes(since(records(b), start)); fmt.Sprint(got) != "[ManagerReset:GracefulRestart]" {
+		t.Errorf("BMC actions %v, want one graceful BMC reset", got)
+	}
+}

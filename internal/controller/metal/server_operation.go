@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
@@ -55,69 +58,89 @@ type opIntent struct {
 	at        time.Time
 }
 
-func parseOpIntent(v string) (opIntent, bool) {
+// parseOpIntent reads an intent of one of the operations known says it carries out.
+func parseOpIntent(v string, known func(op string) bool) (opIntent, bool) {
 	rest, at, ok := strings.Cut(v, "@")
 	if !ok {
 		return opIntent{}, false
 	}
 	op, phase, ok := strings.Cut(rest, "/")
 	secs, err := strconv.ParseInt(at, 10, 64)
-	if !ok || err != nil || (phase != intentOwed && phase != intentIssuing) {
-		return opIntent{}, false
-	}
-	if _, known := operationActions[op]; !known {
+	if !ok || err != nil || (phase != intentOwed && phase != intentIssuing) || !known(op) {
 		return opIntent{}, false
 	}
 	return opIntent{op: op, phase: phase, at: time.Unix(secs, 0)}, true
 }
 
+func serverOperation(op string) bool { _, ok := operationActions[op]; return ok }
+
 func (i opIntent) String() string {
 	return i.op + "/" + i.phase + "@" + strconv.FormatInt(i.at.Unix(), 10)
 }
 
-// opOutcome is what issuing an operation gave, kept in memory until it is reported.
+// opOutcomes holds what issuing an operation gave, in this process's memory, until the pass
+// after reports it: only the process that issued it knows.
+type opOutcomes struct{ m sync.Map }
+
 type opOutcome struct{ err error }
 
-// outcomeKey identifies one issue of one intent in this process's memory.
-func outcomeKey(s *metalv1alpha1.Server, i opIntent) string {
-	return string(s.UID) + "/" + i.op + "@" + strconv.FormatInt(i.at.Unix(), 10)
+func outcomeKey(uid types.UID, i opIntent) string {
+	return string(uid) + "/" + i.op + "@" + strconv.FormatInt(i.at.Unix(), 10)
 }
 
-// reportOperation finishes an intent whose issue a previous pass claimed: it needs no BMC. What
-// happened is known only to the process that issued it; any other (after a crash, a restart, a
-// leader handover) cannot know whether the action reached the BMC and does not repeat it.
-func (r *ServerReconciler) reportOperation(ctx context.Context, p *pass, i opIntent) (lifecycle.Result, error) {
-	key := outcomeKey(p.Obj, i)
-	o, known := r.outcomes.Load(key)
-	var v opOutcome
-	if known {
-		v = o.(opOutcome)
-	}
-	clear := func(s *metalv1alpha1.Server) { lifecycle.RemoveAnnotation(s, OperationIntentAnnotation) }
+func (o *opOutcomes) issued(uid types.UID, i opIntent, err error) {
+	o.m.Store(outcomeKey(uid, i), opOutcome{err: err})
+}
+
+// opReport is what the pass after an issue says and writes: next is the intent annotation's new
+// value ("" removes it), retry asks for a later look at an operation still owed.
+type opReport struct {
+	eventType, reason, msg, next string
+	retry                        bool
+}
+
+// report decides about an intent whose issue a previous pass claimed, and forgets it. Another
+// process than the issuer (after a crash, a restart, a leader handover) cannot know whether the
+// action reached the BMC, and does not repeat it.
+func (o *opOutcomes) report(uid types.UID, i opIntent) opReport {
+	v, known := o.m.LoadAndDelete(outcomeKey(uid, i))
 	switch {
 	case !known:
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, ReasonOperationUncertain, "Operation",
-			"operation %s may not have reached the BMC (the manager stopped while issuing it); not repeated: check the server and ask again if needed", i.op)
-	case v.err == nil:
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, ReasonOperation, "Operation", "operation %s carried out", i.op)
-	case retryable(v.err):
+		return opReport{eventType: corev1.EventTypeWarning, reason: ReasonOperationUncertain,
+			msg: fmt.Sprintf("operation %s may not have reached the BMC (the manager stopped while issuing it); not repeated: check and ask again if needed", i.op)}
+	case v.(opOutcome).err == nil:
+		return opReport{eventType: corev1.EventTypeNormal, reason: ReasonOperation, msg: fmt.Sprintf("operation %s carried out", i.op)}
+	case retryable(v.(opOutcome).err):
 		// The BMC answered and refused before acting: the operation is still owed.
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, ReasonOperationFailed, "Operation", "operation %s refused, will retry: %v", i.op, v.err)
-		clear = func(s *metalv1alpha1.Server) {
-			lifecycle.SetAnnotation(s, OperationIntentAnnotation, opIntent{op: i.op, phase: intentOwed, at: i.at}.String())
-		}
+		return opReport{eventType: corev1.EventTypeWarning, reason: ReasonOperationFailed, retry: true,
+			msg:  fmt.Sprintf("operation %s refused, will retry: %v", i.op, v.(opOutcome).err),
+			next: opIntent{op: i.op, phase: intentOwed, at: i.at}.String()}
 	default:
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, ReasonOperationUncertain, "Operation",
-			"operation %s may not have been carried out (%v); not repeated: check the server and ask again if needed", i.op, v.err)
+		return opReport{eventType: corev1.EventTypeWarning, reason: ReasonOperationUncertain,
+			msg: fmt.Sprintf("operation %s may not have been carried out (%v); not repeated: check and ask again if needed", i.op, v.(opOutcome).err)}
 	}
-	if err := r.patch(ctx, p, clear); err != nil {
+}
+
+// reportOperation finishes a server's intent whose issue a previous pass claimed; it needs no BMC.
+func (r *ServerReconciler) reportOperation(ctx context.Context, p *pass, i opIntent) (lifecycle.Result, error) {
+	rep := r.outcomes.report(p.Obj.UID, i)
+	r.Recorder.Eventf(p.Obj, nil, rep.eventType, rep.reason, "Operation", "%s", rep.msg)
+	if err := r.patch(ctx, p, func(s *metalv1alpha1.Server) { setIntent(s, rep.next) }); err != nil {
 		return lifecycle.Result{}, err
 	}
-	r.outcomes.Delete(key)
-	if known && v.err != nil && retryable(v.err) {
+	if rep.retry {
 		return lifecycle.RequeueAfter(r.Options.RetryAfter, "operation refused"), nil
 	}
 	return lifecycle.Wrote("operation reported"), nil
+}
+
+// setIntent sets the intent annotation, or removes it for "".
+func setIntent(o client.Object, v string) {
+	if v == "" {
+		lifecycle.RemoveAnnotation(o, OperationIntentAnnotation)
+		return
+	}
+	lifecycle.SetAnnotation(o, OperationIntentAnnotation, v)
 }
 
 // retryable reports whether a failed action certainly did not happen: the BMC answered and
@@ -153,14 +176,14 @@ func (r *ServerReconciler) issueOperation(bctx, ctx context.Context, p *pass, i 
 	if aerr != nil {
 		aerr = fmt.Errorf("operation %s: %w", i.op, aerr)
 	}
-	r.outcomes.Store(outcomeKey(p.Obj, issuing), opOutcome{err: aerr})
+	r.outcomes.issued(p.Obj.UID, issuing, aerr)
 	return lifecycle.Wrote("operation " + i.op + " issued"), nil
 }
 
 // operation carries out the one-off operation a user asked for with the operation annotation.
 // Park and retry are lifecycle transitions; the power operations go through an intent.
 func (r *ServerReconciler) operation(bctx, ctx context.Context, p *pass) (lifecycle.Result, bool, error) {
-	if i, ok := parseOpIntent(p.Obj.Annotations[OperationIntentAnnotation]); ok && i.phase == intentOwed {
+	if i, ok := parseOpIntent(p.Obj.Annotations[OperationIntentAnnotation], serverOperation); ok && i.phase == intentOwed {
 		res, err := r.issueOperation(bctx, ctx, p, i, nil)
 		return res, true, err
 	}
@@ -184,7 +207,7 @@ func (r *ServerReconciler) operation(bctx, ctx context.Context, p *pass) (lifecy
 		return res, true, err
 	}
 	if _, ok := operationActions[op]; ok {
-		if _, pending := parseOpIntent(p.Obj.Annotations[OperationIntentAnnotation]); pending {
+		if _, pending := parseOpIntent(p.Obj.Annotations[OperationIntentAnnotation], serverOperation); pending {
 			// One operation at a time: the next waits until the one in flight is reported.
 			return lifecycle.RequeueAfter(r.Options.PowerPoll, "operation in flight"), true, nil
 		}

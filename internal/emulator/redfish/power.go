@@ -38,7 +38,7 @@ type Record struct {
 	BMC       int           `json:"bmc"`
 	Address   string        `json:"address"`
 	SystemID  string        `json:"systemId"`
-	Action    string        `json:"action"` // "Reset" or "BootOverride"
+	Action    string        `json:"action"` // "Reset", "BootOverride" or "ManagerReset"
 	ResetType string        `json:"resetType,omitempty"`
 	Boot      *BootOverride `json:"boot,omitempty"`
 }
@@ -47,6 +47,8 @@ type Record struct {
 const (
 	ActionReset        = "Reset"
 	ActionBootOverride = "BootOverride"
+	// ActionManagerReset is a reset of the BMC itself (Manager.Reset); SystemID is empty.
+	ActionManagerReset = "ManagerReset"
 )
 
 // maxRecords bounds the recorder so a long soak cannot eat memory.

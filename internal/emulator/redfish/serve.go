@@ -702,10 +702,14 @@ func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 }
 
 func (b *BMC) routeManagers(w http.ResponseWriter, r *http.Request, segs []string) {
+	mp := v1 + "/Managers/" + b.managerID
+	if len(segs) == 3 && segs[0] == b.managerID && segs[1] == "Actions" && segs[2] == "Manager.Reset" {
+		b.resetManager(w, r)
+		return
+	}
 	if !methodIs(w, r, http.MethodGet) {
 		return
 	}
-	mp := v1 + "/Managers/" + b.managerID
 	switch {
 	case len(segs) == 0:
 		writeJSON(w, http.StatusOK, collection(v1+"/Managers", "ManagerCollection", "Manager Collection", []string{mp}))
@@ -724,6 +728,10 @@ func (b *BMC) routeManagers(w http.ResponseWriter, r *http.Request, segs []strin
 			"FirmwareVersion": b.mgrFW, "UUID": b.mgrUUID, "PowerState": "On", "Status": status("Enabled"),
 			"EthernetInterfaces": link(mp + "/EthernetInterfaces"),
 			"Links":              obj{"ManagerForServers": servers, "ManagerForChassis": chassis},
+			"Actions": obj{"#Manager.Reset": obj{
+				"target":                            mp + "/Actions/Manager.Reset",
+				"ResetType@Redfish.AllowableValues": []string{"GracefulRestart", "ForceRestart"},
+			}},
 		})
 	case segs[1] == "EthernetInterfaces":
 		serveMembers(w, r, mp+"/EthernetInterfaces", "EthernetInterfaceCollection", "Manager Ethernet Interfaces", segs[2:], 1,
@@ -738,6 +746,26 @@ func (b *BMC) routeManagers(w http.ResponseWriter, r *http.Request, segs []strin
 	default:
 		notFound(w, r)
 	}
+}
+
+// resetManager restarts the BMC itself: recorded, and every session ends, as when a real BMC
+// reboots (its systems keep running).
+func (b *BMC) resetManager(w http.ResponseWriter, r *http.Request) {
+	if !methodIs(w, r, http.MethodPost) {
+		return
+	}
+	var req struct{ ResetType string }
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "MalformedJSON", "The request body submitted was malformed JSON.")
+		return
+	}
+	if req.ResetType != "GracefulRestart" && req.ResetType != "ForceRestart" {
+		writeError(w, http.StatusBadRequest, "ActionParameterNotSupported", "The parameter ResetType value "+req.ResetType+" is not supported by this manager.")
+		return
+	}
+	b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Action: ActionManagerReset, ResetType: req.ResetType})
+	w.WriteHeader(http.StatusNoContent)
+	b.ExpireSessions()
 }
 
 func (b *BMC) routeChassis(w http.ResponseWriter, r *http.Request, segs []string) {
