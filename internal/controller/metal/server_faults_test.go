@@ -396,3 +396,25 @@ func TestBMCOperationsCarriedOutOrRefused(t *testing.T) {
 		t.Errorf("BMC actions %v, want one graceful BMC reset", got)
 	}
 }
+
+// A claim deleted while its server is parked, or held by a maintenance, lets go: neither powers
+// the box off for it. The box is powered off once it is handed back, unclaimed.
+func TestClaimDeletedWhileServerParkedLetsGo(t *testing.T) {
+	name, b, claim := claimedOn(t, "parkdel")
+	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationPark)
+	waitState(t, name, metalv1alpha1.ServerStateParked, 10*time.Second)
+	start := time.Now()
+	if err := env.Client.Delete(ctx(), claim); err != nil {
+		t.Fatal(err)
+	}
+	waitClaimGone(t, "default", claim.Name, 15*time.Second)
+	if s := getServer(t, name); s.Spec.ServerClaimRef != nil || durableState(s) != string(metalv1alpha1.ServerStateParked) {
+		t.Fatalf("after the claim went: claim ref %v, state %s", s.Spec.ServerClaimRef, durableState(s))
+	}
+	if recs := since(records(b), start); len(recs) != 0 {
+		t.Errorf("BMC actions on a parked server: %v", resetTypes(recs))
+	}
+	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationUnpark)
+	waitState(t, name, metalv1alpha1.ServerStateAvailable, 20*time.Second)
+	waitPower(t, name, metalv1alpha1.PowerStateOff, 15*time.Second)
+}

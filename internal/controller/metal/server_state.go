@@ -31,8 +31,8 @@ const (
 )
 
 // serverStore keeps the Server lifecycle state. Without the annotation (a restore from a backup
-// of spec and metadata), the state is derived from what the controller itself set: a maintenance
-// ref means Maintenance, a claim ref Reserved, the parked marker Parked. A status.state left by
+// of spec and metadata), the state is derived from what the controller itself set: the parked
+// marker means Parked, else a maintenance ref Maintenance, a claim ref Reserved. A status.state left by
 // the reference operator is adopted once. Otherwise the server starts at Initial.
 var serverStore = lifecycle.Store[metalv1alpha1.ServerState]{
 	Initial: metalv1alpha1.ServerStateInitial,
@@ -40,12 +40,14 @@ var serverStore = lifecycle.Store[metalv1alpha1.ServerState]{
 	Derive: func(o client.Object) (metalv1alpha1.ServerState, bool) {
 		s := o.(*metalv1alpha1.Server)
 		switch {
+		case s.Annotations[metalv1alpha1.ParkedAnnotation] != "":
+			// The user's "leave the box alone" wins over any holder's ref: unpark returns
+			// to what the refs say.
+			return metalv1alpha1.ServerStateParked, true
 		case s.Spec.ServerMaintenanceRef != nil:
 			return metalv1alpha1.ServerStateMaintenance, true
 		case s.Spec.ServerClaimRef != nil:
 			return metalv1alpha1.ServerStateReserved, true
-		case s.Annotations[metalv1alpha1.ParkedAnnotation] != "":
-			return metalv1alpha1.ServerStateParked, true
 		}
 		return "", false
 	},

@@ -35,7 +35,9 @@ func TestServerStoreGet(t *testing.T) {
 		{name: "restored, claim ref", in: server{annotation: "-", claim: true}, want: "Reserved", wantSource: lifecycle.FromDerived},
 		{name: "restored, maintenance of a claimed server", in: server{annotation: "-", claim: true, maintenance: true}, want: "Maintenance", wantSource: lifecycle.FromDerived},
 		{name: "restored, parked", in: server{annotation: "-", parked: true}, want: "Parked", wantSource: lifecycle.FromDerived},
-		{name: "restored, parked with a claim ref", in: server{annotation: "-", claim: true, parked: true}, want: "Reserved", wantSource: lifecycle.FromDerived},
+		// The user's "leave the box alone" wins: a restore without bookkeeping must not unpark.
+		{name: "restored, parked with a claim ref", in: server{annotation: "-", claim: true, parked: true}, want: "Parked", wantSource: lifecycle.FromDerived},
+		{name: "restored, parked with a maintenance ref", in: server{annotation: "-", claim: true, maintenance: true, parked: true}, want: "Parked", wantSource: lifecycle.FromDerived},
 		{name: "derived beats a status that says otherwise", in: server{annotation: "-", claim: true, status: "Available"}, want: "Reserved", wantSource: lifecycle.FromDerived},
 		{name: "invalid annotation ignored, derived", in: server{annotation: "Bogus", claim: true}, want: "Reserved", wantSource: lifecycle.FromDerived},
 		{name: "empty annotation ignored, derived", in: server{annotation: "", maintenance: true}, want: "Maintenance", wantSource: lifecycle.FromDerived},

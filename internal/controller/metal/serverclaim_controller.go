@@ -691,6 +691,14 @@ func (r *ServerClaimReconciler) finalize(ctx context.Context, p *lifecycle.Pass[
 				}
 				return lifecycle.Done(), nil
 			}
+		case state == metalv1alpha1.ServerStateMaintenance || state == metalv1alpha1.ServerStateParked:
+			// A maintenance or the park holds the box now and will not power it off for us:
+			// the claim lets go, and the server powers it off when it is handed back (no claim
+			// ref by then: Reserved releases it).
+			if err := r.unpoint(ctx, p, s, true); err != nil {
+				return lifecycle.Result{}, err
+			}
+			return lifecycle.Done(), nil
 		case state == metalv1alpha1.ServerStateReserved || state == metalv1alpha1.ServerStateAvailable:
 			return r.report(ctx, p, c.Status.Phase, metav1.ConditionTrue, ReasonReleasing,
 				fmt.Sprintf("waiting for server %s to power off and let go", s.Name), lifecycle.RequeueAfter(r.RetryAfter, "releasing"))
