@@ -24,9 +24,16 @@ import (
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 )
 
-// fixedSeeds are what `go test ./test/campaign/` (and so `make test`) runs: about a minute each
-// on two cores.
-var fixedSeeds = []uint64{1, 2, 3, 4}
+// fixedSeeds are what `go test ./test/campaign/` (and so `make test`) runs: about 30 s each on
+// two cores when they pass (a seed that does not converge waits out convergeBound). On 713458b
+// they hit: 3 an operation run twice, 4 a held server deleted with its BMC and BMCSecret, 15 a
+// parked server un-parked by a restore, 17 a maintenance never booting its configuration,
+// 23 unpark powering off a claimed box, 31 a slow BMC's server never getting a status; 5 and 9
+// pass there.
+var fixedSeeds = []uint64{3, 4, 5, 9, 15, 17, 23, 31}
+
+// seedBudget is what a seed may take at most (setup, chaos, a failed convergence, teardown).
+const seedBudget = 3 * time.Minute
 
 const (
 	// convergeBound is how long the fleet may take to settle once faults stop. It covers the
@@ -75,6 +82,11 @@ func TestCampaign(t *testing.T) {
 	tot := &totals{checks: map[string]int{}, breaches: map[string]int{}, seeds: map[string][]uint64{}}
 	began := time.Now()
 	for _, seed := range seeds(t) {
+		if dl, ok := t.Deadline(); ok && time.Until(dl) < seedBudget {
+			// Better a clear error and the summary than a timeout panic that loses both.
+			t.Errorf("seed %d and later not run: %s left before the test deadline (raise -timeout)", seed, time.Until(dl).Round(time.Second))
+			break
+		}
 		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
 			tot.add(runSchedule(t, seed))
 		})

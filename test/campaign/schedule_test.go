@@ -131,8 +131,12 @@ type schedule struct {
 	// some real BMCs do (e.g. Storage 500): a permanent property, not a fault that heals.
 	Quirk    string
 	QuirkBMC int
-	Chaos    time.Duration
-	Steps    []step
+	// SlowBMC (-1: none) answers every request SlowLatency late for the whole run, as a big real
+	// BMC does (an inventory of many DIMMs and drives takes seconds to walk).
+	SlowBMC     int
+	SlowLatency time.Duration
+	Chaos       time.Duration
+	Steps       []step
 }
 
 var serverOps = []struct {
@@ -214,6 +218,12 @@ func newSchedule(seed uint64) *schedule {
 	}
 	if r.IntN(10) < 3 {
 		s.Quirk, s.QuirkBMC = quirks[r.IntN(len(quirks))], r.IntN(s.BMCs)
+	}
+	// A stream of its own, so that adding fleet properties leaves every seed's steps as they were.
+	q := rand.New(rand.NewPCG(seed, 0x736c6f77626d63))
+	s.SlowBMC = -1
+	if q.IntN(10) < 2 {
+		s.SlowBMC, s.SlowLatency = q.IntN(s.BMCs), between(q, 150*time.Millisecond, 300*time.Millisecond)
 	}
 	n := 24 + r.IntN(17)
 	times := make([]time.Duration, n)
@@ -434,6 +444,9 @@ func (s *schedule) String() string {
 	fmt.Fprintf(&b, "seed %d: %d BMCs, power delay %s, chaos %s", s.Seed, s.BMCs, s.PowerDelay.Round(time.Millisecond), s.Chaos.Round(100*time.Millisecond))
 	if s.Quirk != "" {
 		fmt.Fprintf(&b, ", BMC %d answers %s with 500 throughout", s.QuirkBMC, s.Quirk)
+	}
+	if s.SlowBMC >= 0 {
+		fmt.Fprintf(&b, ", BMC %d answers %s late throughout", s.SlowBMC, s.SlowLatency.Round(time.Millisecond))
 	}
 	var eps []string
 	for i, e := range s.Endpoint {

@@ -444,7 +444,7 @@ func (w *world) fault(st step, i int, set bool) (string, error) {
 	case fDrop:
 		f.DropConnection = set
 	case fLatency:
-		f.Latency = 0
+		f.Latency = w.baseFaults(i).Latency
 		if set {
 			f.Latency = redfish.Duration(st.Value)
 		}

@@ -154,10 +154,14 @@ func newWorld(t *testing.T, sch *schedule) (*world, error) {
 
 // baseFaults are the faults a BMC has when healthy: none, or the schedule's permanent quirk.
 func (w *world) baseFaults(i int) redfish.Faults {
+	var f redfish.Faults
 	if w.sch.Quirk != "" && i == w.sch.QuirkBMC {
-		return redfish.Faults{BrokenCollections: map[string]int{w.sch.Quirk: 500}}
+		f.BrokenCollections = map[string]int{w.sch.Quirk: 500}
 	}
-	return redfish.Faults{}
+	if i == w.sch.SlowBMC {
+		f.Latency = redfish.Duration(w.sch.SlowLatency)
+	}
+	return f
 }
 
 // ensureBMC creates whatever of BMC i's BMCSecret, Endpoint and BMC is missing, as a user
