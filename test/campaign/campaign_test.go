@@ -645,6 +645,9 @@ func (w *world) convergence(s *snapshot) []string {
 		if b.State != string(metalv1alpha1.BMCStateEnabled) || b.Ready != string(metav1.ConditionTrue) {
 			p = append(p, fmt.Sprintf("BMC %s: state %q, Ready %q", name, b.State, b.Ready))
 		}
+		if b.Op != "" {
+			p = append(p, fmt.Sprintf("BMC %s operation %q still pending", name, b.Op))
+		}
 	}
 	return p
 }

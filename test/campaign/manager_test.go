@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -30,11 +31,39 @@ const (
 	leaseID        = "metalhub-campaign"
 )
 
-// managerArgs are the flags of every manager process; ports are per slot.
-func managerArgs(registryPort, metricsPort int) []string {
-	return []string{
+// features are the optional flags a manager binary has: the campaign also replays seeds against
+// older builds (METALHUB_CAMPAIGN_BINARY), which lack them.
+type features struct{ addressFile, retryAfter bool }
+
+var binFeatures sync.Map // binary path -> features
+
+func featuresOf(bin string) features {
+	if f, ok := binFeatures.Load(bin); ok {
+		return f.(features)
+	}
+	out, _ := exec.Command(bin, "manager", "-h").CombinedOutput() // -h exits non-zero; the text is what counts
+	f := features{addressFile: bytes.Contains(out, []byte("-address-file")), retryAfter: bytes.Contains(out, []byte("-retry-after"))}
+	binFeatures.Store(bin, f)
+	return f
+}
+
+// managerArgs are the flags of every manager process; ports are per slot. With --address-file
+// the metrics endpoint listens on port 0 and the file says where; the registry's port must be
+// known before start, for --registry-url (see /tmp/campaign-needs.md).
+func managerArgs(f features, registryPort, metricsPort int, addressFile string) []string {
+	metrics := fmt.Sprintf("127.0.0.1:%d", metricsPort)
+	var extra []string
+	if f.addressFile {
+		metrics = "127.0.0.1:0"
+		extra = append(extra, "--address-file", addressFile)
+	}
+	if f.retryAfter {
+		// A failed pass looks again after 2 s instead of 15 s: faults heal within the schedule.
+		extra = append(extra, "--retry-after", "2s")
+	}
+	return append([]string{
 		"--kubeconfig", env.Kubeconfig, "--controllers", "metal",
-		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort), "--health-probe-bind-address", "0",
+		"--metrics-bind-address", metrics, "--health-probe-bind-address", "0",
 		"--leader-elect", "--leader-election-namespace", "default", "--leader-election-id", leaseID,
 		"--leader-election-lease-duration", leaseDuration.String(), "--leader-election-renew-deadline", "3s",
 		"--leader-election-retry-period", "500ms",
@@ -44,7 +73,7 @@ func managerArgs(registryPort, metricsPort int) []string {
 		"--power-poll", "100ms", "--power-timeout", "5s", "--bmc-request-timeout", bmcRequestTimeout.String(),
 		"--server-resync", "3s", "--bmc-resync", "3s", "--claim-resync", "3s", "--discovery-timeout", "15s",
 		"--metal-concurrency", "4", "--graceful-shutdown-timeout", "1s",
-	}
+	}, extra...)
 }
 
 // slot is one of the two manager replicas. A replica that exits without being told to (lost
@@ -65,6 +94,7 @@ type slot struct {
 	expectExit   bool // the harness is stopping it
 	registryPort int
 	metricsPort  int
+	metricsAddr  string                // of the current incarnation, from its address file (or the picked port)
 	samples      map[int]metricsSample // last scrape per incarnation
 }
 
@@ -90,7 +120,8 @@ func (s *slot) startLocked() {
 		s.logf("manager-%d: %v", s.idx, err)
 		return
 	}
-	cmd := exec.Command(s.bin, managerArgs(s.registryPort, s.metricsPort)...)
+	s.metricsAddr = ""
+	cmd := exec.Command(s.bin, managerArgs(featuresOf(s.bin), s.registryPort, s.metricsPort, s.logPath+".addresses")...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		log.Close()
@@ -186,12 +217,30 @@ type metricsSample struct {
 
 func (s *slot) scrape(ctx context.Context, hc *http.Client) {
 	s.mu.Lock()
-	up, inc, port := s.up, s.incarnation, s.metricsPort
+	up, inc, addr, path, port := s.up, s.incarnation, s.metricsAddr, s.logPath, s.metricsPort
 	s.mu.Unlock()
-	if !up || port == 0 {
+	if !up {
 		return
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/metrics", port), nil)
+	if addr == "" {
+		addr = fmt.Sprintf("127.0.0.1:%d", port)
+		if featuresOf(s.bin).addressFile {
+			var a struct {
+				Metrics string `json:"metrics"`
+			}
+			b, err := os.ReadFile(path + ".addresses")
+			if err != nil || json.Unmarshal(b, &a) != nil || a.Metrics == "" {
+				return // not bound yet
+			}
+			addr = a.Metrics
+		}
+		s.mu.Lock()
+		if s.incarnation == inc {
+			s.metricsAddr = addr
+		}
+		s.mu.Unlock()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
 		return
 	}

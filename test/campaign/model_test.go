@@ -87,6 +87,7 @@ type bmcView struct {
 	Deleting bool
 	State    string
 	Ready    string
+	Op       string
 }
 
 // snapshot is one poll of the API server. Lists are consistent each; the poll's state held at
@@ -123,12 +124,16 @@ const (
 	clsRestart class = "reset"
 	clsToggle  class = "power-button"
 	clsBoot    class = "boot-override"
+	clsBMC     class = "bmc-reset" // Manager.Reset: the BMC reboots, the host does not
 	clsNone    class = ""
 )
 
 func classOf(r redfish.Record) class {
-	if r.Action == redfish.ActionBootOverride {
+	switch r.Action {
+	case redfish.ActionBootOverride:
 		return clsBoot
+	case redfish.ActionManagerReset:
+		return clsBMC
 	}
 	switch r.ResetType {
 	case "On", "ForceOn":
@@ -149,13 +154,17 @@ func opClass(op string) class {
 		return clsOff
 	case metalv1alpha1.OperationForceOnServer:
 		return clsOn
+	case metalv1alpha1.OperationGracefulRestartBMC:
+		return clsBMC
 	}
 	return clsNone
 }
 
 // opInstance is one operation annotation the schedule set.
 type opInstance struct {
+	// Server names the object the annotation is on: a Server, or a BMC when BMC >= 0.
 	Server, ServerUID, UUID, Op string
+	BMC                         int
 	Class                       class
 	SetAt                       time.Time
 	Gone                        time.Time // first poll without the annotation
@@ -377,7 +386,8 @@ func (m *model) take(ctx context.Context) (*snapshot, error) {
 	}
 	for i := range bmcs.Items {
 		o := &bmcs.Items[i]
-		v := &bmcView{UID: string(o.UID), Deleting: !o.DeletionTimestamp.IsZero(), State: string(o.Status.State)}
+		v := &bmcView{UID: string(o.UID), Deleting: !o.DeletionTimestamp.IsZero(), State: string(o.Status.State),
+			Op: o.Annotations[metalv1alpha1.OperationAnnotation]}
 		v.Ready, _ = condStatus(o.Status.Conditions, metal.ConditionReady)
 		s.BMCs[o.Name] = v
 	}
@@ -562,7 +572,32 @@ func (m *model) registerOp(server, uid, uuid, op string, setAt time.Time) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.ops = append(m.ops, &opInstance{Server: server, ServerUID: uid, UUID: uuid, Op: op, Class: cls, SetAt: setAt})
+	m.ops = append(m.ops, &opInstance{Server: server, ServerUID: uid, UUID: uuid, Op: op, Class: cls, SetAt: setAt, BMC: -1})
+}
+
+// registerBMCOp records an operation annotation the harness set on BMC object name (emulated
+// BMC index i).
+func (m *model) registerBMCOp(name, uid string, i int, op string, setAt time.Time) {
+	if opClass(op) != clsBMC {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ops = append(m.ops, &opInstance{Server: name, ServerUID: uid, Op: op, Class: clsBMC, SetAt: setAt, BMC: i})
+}
+
+// annotated returns the UID and operation annotation of the object an operation is on.
+func (s *snapshot) annotated(op *opInstance) (uid, annotation string, deleting, ok bool) {
+	if op.BMC >= 0 {
+		if v := s.BMCs[op.Server]; v != nil {
+			return v.UID, v.Op, v.Deleting, true
+		}
+		return "", "", false, false
+	}
+	if v := s.Servers[op.Server]; v != nil {
+		return v.UID, v.Op, v.Deleting, true
+	}
+	return "", "", false, false
 }
 
 // disturbOps marks the pending operations of a server (all of them when server is "") as ones
@@ -591,16 +626,16 @@ func (m *model) trackOps(s *snapshot) {
 			op.Class == clsOn && (p == redfish.PowerOn || p == redfish.PowerPoweringOn):
 			op.Moot = true
 		}
-		v := s.Servers[op.Server]
+		uid, annotation, deleting, ok := s.annotated(op)
 		switch {
-		case v == nil || v.UID != op.ServerUID:
+		case !ok || uid != op.ServerUID:
 			op.Gone = s.End
 			if op.Disturbed == "" && len(op.Done) == 0 {
-				op.Disturbed = "server deleted"
+				op.Disturbed = "deleted"
 			}
-		case v.Op != op.Op:
+		case annotation != op.Op:
 			op.Gone = s.End
-		case v.Deleting && op.Disturbed == "" && len(op.Done) == 0:
+		case deleting && op.Disturbed == "" && len(op.Done) == 0:
 			op.Disturbed = "server being deleted" // a deleted server is finalized, not operated
 		}
 	}
@@ -705,8 +740,12 @@ func (m *model) verdict(s *snapshot, uuid string, cls class) (bool, string) {
 // judge decides one recorded action: an operation's execution, a second execution of one, or an
 // action the state of the API explains; else it breaches invUnasked.
 func (m *model) judge(r redfish.Record) {
-	uuid := m.uuidOf(r)
 	cls := classOf(r)
+	if cls == clsBMC {
+		m.judgeBMCReset(r)
+		return
+	}
+	uuid := m.uuidOf(r)
 	what := r.ResetType
 	if cls == clsBoot {
 		what = "boot override " + r.Boot.Target + "/" + r.Boot.Enabled
@@ -754,6 +793,28 @@ func (m *model) judge(r redfish.Record) {
 		what, r.BMC, uuid, m.since(r.Time), summarise(reasons))
 }
 
+// judgeBMCReset: a BMC reset is graceful-restart-bmc's execution, once; a second within the
+// duplicate window, or one nothing asked for, breaches invOnce.
+func (m *model) judgeBMCReset(r redfish.Record) {
+	m.checks[invOnce]++
+	for _, op := range m.ops {
+		if op.BMC == r.BMC && op.Class == clsBMC && len(op.Done) == 0 && !r.Time.Before(op.SetAt) {
+			op.Done = append(op.Done, r)
+			m.judged = append(m.judged, judgedRecord{r, "operation " + op.Op})
+			return
+		}
+	}
+	for _, op := range m.ops {
+		if op.BMC == r.BMC && op.Class == clsBMC && len(op.Done) > 0 && r.Time.Sub(op.Done[0].Time) < duplicateWindow {
+			op.Done = append(op.Done, r)
+			m.breach(invOnce, op.Server+" "+op.Op, "operation %s on BMC %s (set at +%s) carried out %d times: at +%s, then at +%s",
+				op.Op, op.Server, m.since(op.SetAt), len(op.Done), m.since(op.Done[0].Time), m.since(r.Time))
+			return
+		}
+	}
+	m.breach(invOnce, fmt.Sprintf("bmc-%d reset", r.BMC), "BMC bmc-%d reset (%s) at +%s, asked by nothing", r.BMC, r.ResetType, m.since(r.Time))
+}
+
 // summarise keeps the first and last of a list of polls' reasons.
 func summarise(reasons []string) string {
 	if len(reasons) <= 2 {
@@ -781,7 +842,7 @@ func (m *model) finalOps(last *snapshot) {
 		if len(op.Done) > 0 || op.Disturbed != "" || op.Moot {
 			continue
 		}
-		if v := last.Servers[op.Server]; v != nil && v.UID == op.ServerUID && v.Op == op.Op {
+		if uid, annotation, _, ok := last.annotated(op); ok && uid == op.ServerUID && annotation == op.Op {
 			continue // still pending: the convergence check reports it unless the server is parked
 		}
 		m.checks[invOnce]++

@@ -38,6 +38,11 @@ func TestScheduleIsAFunctionOfItsSeed(t *testing.T) {
 			t.Errorf("no schedule of 40 seeds has a %s step", w.k)
 		}
 	}
+	for _, f := range []string{fFailedPower} {
+		if !faults[f] {
+			t.Errorf("no schedule of 40 seeds injects %s", f)
+		}
+	}
 	for _, k := range []kind{kHeal, kFixSecret} {
 		if !kinds[k] {
 			t.Errorf("no schedule of 40 seeds has a %s step", k)
@@ -203,6 +208,26 @@ func TestModelCountsAnOperationOnce(t *testing.T) {
 	f.m.mu.Unlock()
 	if n := f.breaches(invOnce); n != 1 {
 		t.Fatalf("power-cycle-server never carried out: %d breaches, want 1", n)
+	}
+}
+
+func TestModelCountsABMCResetOnce(t *testing.T) {
+	f := newFixture(t)
+	f.poll(claimed(metalv1alpha1.PowerOn, false))
+	f.m.registerBMCOp("bmc-0", "b0-1", 0, metalv1alpha1.OperationGracefulRestartBMC, f.now)
+	reset := func() {
+		f.seq++
+		f.recs = append(f.recs, redfish.Record{Seq: f.seq, Time: f.now.Add(50 * time.Millisecond), Action: redfish.ActionManagerReset, ResetType: "GracefulRestart"})
+	}
+	reset()
+	f.poll(claimed(metalv1alpha1.PowerOn, false))
+	if n := len(f.m.sortedBreaches()); n != 0 {
+		t.Fatalf("one BMC reset for one graceful-restart-bmc: %d breaches, want 0", n)
+	}
+	reset()
+	f.poll(claimed(metalv1alpha1.PowerOn, false))
+	if n := f.breaches(invOnce); n != 1 {
+		t.Fatalf("two BMC resets for one graceful-restart-bmc: %d breaches, want 1", n)
 	}
 }
 

@@ -70,6 +70,7 @@ const (
 	fLatency         = "latency"
 	fSlowPower       = "slow-power"
 	fStuckPower      = "stuck-power"
+	fFailedPower     = "failed-power-transition"
 	fIgnoreGraceful  = "ignore-graceful-shutdown"
 	fUnauthorized    = "unauthorized"
 	fUnreachable     = "unreachable"
@@ -369,6 +370,22 @@ func newSchedule(seed uint64) *schedule {
 			follow(kMaintDelete, between(r, 3*time.Second, 10*time.Second), 7, nil)
 		case k == kDeleteBMC || k == kDeleteSecret || k == kDeleteEndpoint:
 			follow(kRecreate, between(r, 2*time.Second, 8*time.Second), 7, nil)
+		}
+	}
+	// Half the stuck power transitions become failed ones (the emulator's FailPowerTransitions),
+	// drawn from the second stream so that every seed keeps its other steps.
+	for i := range s.Steps {
+		if st := &s.Steps[i]; (st.Kind == kFault || st.Kind == kHeal) && st.Fault == fStuckPower {
+			if st.Kind == kFault {
+				failed := q.IntN(2) == 0
+				for j := range s.Steps {
+					if s.Steps[j].ID == st.ID || s.Steps[j].Origin == st.ID {
+						if failed {
+							s.Steps[j].Fault, s.Steps[j].Value = fFailedPower, 0
+						}
+					}
+				}
+			}
 		}
 	}
 	slices.SortStableFunc(s.Steps, func(a, b step) int { return int(a.At - b.At) })

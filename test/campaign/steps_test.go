@@ -125,13 +125,24 @@ func (w *world) exec(st step, i int) (string, error) {
 	case kOperation:
 		return w.operation(st, i)
 	case kBMCOperation:
-		return w.bmcName(i) + " " + st.Op, notFoundSkip(w.patch(client.ObjectKey{Name: w.bmcName(i)}, &metalv1alpha1.BMC{}, func(o client.Object) error {
+		setAt := time.Now()
+		var uid string
+		err := w.patch(client.ObjectKey{Name: w.bmcName(i)}, &metalv1alpha1.BMC{}, func(o client.Object) error {
 			if op := o.GetAnnotations()[metalv1alpha1.OperationAnnotation]; op != "" {
 				return errSkip("operation " + op + " pending")
 			}
+			if o.GetDeletionTimestamp() != nil {
+				return errSkip("BMC being deleted")
+			}
+			uid, setAt = string(o.GetUID()), time.Now()
 			setAnnotation(o, metalv1alpha1.OperationAnnotation, st.Op)
 			return nil
-		}))
+		})
+		if err != nil {
+			return "", notFoundSkip(err)
+		}
+		w.m.registerBMCOp(w.bmcName(i), uid, i, st.Op, setAt)
+		return w.bmcName(i) + " " + st.Op, nil
 	case kMaintCreate:
 		m := &metalv1alpha1.ServerMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: maintKey(st.Slot).Name,
 			Annotations: map[string]string{metalv1alpha1.MaintenanceReasonAnnotation: "campaign"}},
@@ -450,6 +461,8 @@ func (w *world) fault(st step, i int, set bool) (string, error) {
 		}
 	case fIgnoreGraceful:
 		f.IgnoreGracefulShutdown = set
+	case fFailedPower:
+		f.FailPowerTransitions = set
 	case fUnauthorized:
 		f.Unauthorized = set
 	case fBrokenInventory:

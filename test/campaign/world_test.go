@@ -396,6 +396,11 @@ func (w *world) restore(b *backup) (string, error) {
 		}
 		uids[old] = o.GetUID()
 		made++
+		if b, ok := o.(*metalv1alpha1.BMC); ok {
+			if i := slices.IndexFunc(w.fleet.BMCs(), func(x *redfish.BMC) bool { return w.bmcName(x.Index()) == b.Name }); i >= 0 {
+				w.m.registerBMCOp(b.Name, string(b.UID), i, b.Annotations[metalv1alpha1.OperationAnnotation], time.Now())
+			}
+		}
 		if s, ok := o.(*metalv1alpha1.Server); ok {
 			if op := s.Annotations[metalv1alpha1.OperationAnnotation]; op != "" {
 				// The restored annotation asks again: a new request as far as the model goes.
