@@ -615,11 +615,16 @@ func (w *world) convergence(s *snapshot) []string {
 		case !active && (mt.State != string(metalv1alpha1.ServerMaintenanceStatePending) || mt.Reason == ""):
 			p = append(p, fmt.Sprintf("maintenance %s waits but reports %q (%q)", key, mt.State, mt.Reason))
 		case active && mt.Template && mt.Power != metalv1alpha1.PowerOff:
-			since := m.maintSince[mt.UID]
+			// From the last poll that showed the server not yet taken (else the maintenance's
+			// creation, in whole seconds): the boot may come before the first poll that shows it.
+			since, ok := m.maintBefore[mt.UID]
+			if !ok {
+				since = mt.Created.Add(-time.Second)
+			}
 			acts := m.actions(v.UUID, since)
 			if !slices.Contains(acts, clsBoot) || !(slices.Contains(acts, clsRestart) || slices.Contains(acts, clsOn)) {
-				p = append(p, fmt.Sprintf("maintenance %s holds %s since +%s but its boot configuration was never booted (actions since: %v)",
-					key, mt.ServerRef, m.since(since), acts))
+				p = append(p, fmt.Sprintf("maintenance %s holds %s (seen from +%s) but its boot configuration was never booted (actions on it since it was taken: %v)",
+					key, mt.ServerRef, m.since(m.maintSince[mt.UID]), acts))
 			}
 		}
 	}

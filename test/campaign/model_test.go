@@ -73,6 +73,7 @@ type claimView struct {
 
 type maintView struct {
 	UID            string
+	Created        time.Time
 	Deleting       bool
 	ServerRef      string
 	Power          metalv1alpha1.Power
@@ -209,7 +210,9 @@ type model struct {
 	checks     map[string]int
 	twoSince   map[string]time.Time
 	maintSince map[string]time.Time // maintenance UID -> first poll with a server in it
-	kick       chan struct{}
+	// maintBefore: maintenance UID -> start of the last poll that showed its server not yet in it
+	maintBefore map[string]time.Time
+	kick        chan struct{}
 }
 
 type judgedRecord struct {
@@ -242,7 +245,7 @@ func newModelWith(c client.Client, records func() []redfish.Record, systemUUID f
 	m := &model{c: c, records: records, systemUUID: systemUUID, logf: logf,
 		bound: map[string]string{}, serverUUID: map[string]string{}, breaches: map[string]*breach{},
 		checks: map[string]int{}, twoSince: map[string]time.Time{}, maintSince: map[string]time.Time{},
-		kick: make(chan struct{}, 1)}
+		maintBefore: map[string]time.Time{}, kick: make(chan struct{}, 1)}
 	m.setStart(time.Now())
 	return m
 }
@@ -375,7 +378,7 @@ func (m *model) take(ctx context.Context) (*snapshot, error) {
 	}
 	for i := range maints.Items {
 		o := &maints.Items[i]
-		v := &maintView{UID: string(o.UID), Deleting: !o.DeletionTimestamp.IsZero(), Power: o.Spec.ServerPower,
+		v := &maintView{UID: string(o.UID), Created: o.CreationTimestamp.Time, Deleting: !o.DeletionTimestamp.IsZero(), Power: o.Spec.ServerPower,
 			Template: o.Spec.ServerBootConfigurationTemplate != nil && o.Spec.ServerBootConfigurationTemplate.Name != "",
 			State:    string(o.Status.State), PolicyEnforced: o.Spec.Policy == metalv1alpha1.ServerMaintenancePolicyEnforced}
 		if o.Spec.ServerRef != nil {
@@ -423,6 +426,13 @@ func (m *model) add(s *snapshot) {
 		if mt := s.Maints[v.MaintRef]; v.MaintRef != "" && mt != nil {
 			if _, ok := m.maintSince[mt.UID]; !ok {
 				m.maintSince[mt.UID] = s.End
+			}
+		}
+	}
+	for key, mt := range s.Maints {
+		if _, taken := m.maintSince[mt.UID]; !taken {
+			if v := s.Servers[mt.ServerRef]; v != nil && v.MaintRef != key {
+				m.maintBefore[mt.UID] = s.Start
 			}
 		}
 	}
@@ -567,8 +577,8 @@ func (m *model) checkUnique(s *snapshot) {
 // registerOp records an operation annotation the harness set at setAt (just before its write).
 func (m *model) registerOp(server, uid, uuid, op string, setAt time.Time) {
 	cls := opClass(op)
-	if cls == clsNone {
-		return
+	if cls == clsNone || cls == clsBMC {
+		return // graceful-restart-bmc on a Server is refused and removed: nothing is owed
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -497,6 +497,13 @@ func (w *world) dumpState() string {
 	for _, o := range bmcs.Items {
 		fmt.Fprintf(&b, "  BMC %s state=%s [%s]\n", meta(&o), o.Status.State, conds(o.Status.Conditions))
 	}
+	var sbcs metalv1alpha1.ServerBootConfigurationList
+	if err := w.c.List(w.ctx, &sbcs); err == nil {
+		for _, o := range sbcs.Items {
+			fmt.Fprintf(&b, "  ServerBootConfiguration %s/%s owners=%d server=%s image=%q state=%s [%s]\n", o.Namespace, meta(&o), len(o.OwnerReferences),
+				o.Spec.ServerRef.Name, o.Spec.Image, o.Status.State, conds(o.Status.Conditions))
+		}
+	}
 	for i, bm := range w.fleet.BMCs() {
 		fmt.Fprintf(&b, "  emulator bmc-%d: power %s, boot %+v\n", i, bm.Systems()[0].PowerState(), bm.Systems()[0].Boot())
 	}
