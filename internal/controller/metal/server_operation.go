@@ -2,6 +2,7 @@ package metal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -144,8 +145,12 @@ func setIntent(o client.Object, v string) {
 }
 
 // retryable reports whether a failed action certainly did not happen: the BMC answered and
-// refused it. A timeout or a dropped connection may have carried it out.
+// refused it, or the request was never sent (the BMC's breaker was open). A timeout or a dropped
+// connection may have carried it out.
 func retryable(err error) bool {
+	if errors.Is(err, bmc.ErrUnreachable) {
+		return true
+	}
 	switch bmc.ReasonOf(err) {
 	case bmc.ReasonUnavailable, bmc.ReasonRejected, bmc.ReasonAuthenticationFailed:
 		return true
