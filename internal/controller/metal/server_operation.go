@@ -212,10 +212,8 @@ func (r *ServerReconciler) operation(bctx, ctx context.Context, p *pass) (lifecy
 		return res, true, err
 	}
 	if _, ok := operationActions[op]; ok {
-		if _, pending := parseOpIntent(p.Obj.Annotations[OperationIntentAnnotation], serverOperation); pending {
-			// One operation at a time: the next waits until the one in flight is reported.
-			return lifecycle.RequeueAfter(r.Options.PowerPoll, "operation in flight"), true, nil
-		}
+		// No other intent is pending here: handle() reports an issuing one first, and an owed
+		// one is issued above, so operations run one at a time.
 		res, err := r.issueOperation(bctx, ctx, p, opIntent{op: op, phase: intentOwed, at: r.Now()}, clearOp)
 		return res, true, err
 	}
