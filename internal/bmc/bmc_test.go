@@ -574,3 +574,71 @@ func TestResetManagerThenReconnect(t *testing.T) {
 		t.Fatalf("after the BMC reset: %v", err)
 	}
 }
+
+// Whether a failed action may have happened decides whether it may be issued again: a failure
+// before the request was sent says for certain that it did not; a timeout on a request does not.
+func TestActionsSayWhetherTheyWereSent(t *testing.T) {
+	e := fleet(t, redfish.Options{BMCs: 1})
+	b := e.BMC(0)
+	id := b.SystemIDs()[0]
+	ctx := context.Background()
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	refused := get(t, pool(t, bmc.Options{}), bmc.Endpoint{Address: "http://" + addr, Username: "u", Password: "p"})
+	if err := refused.ResetManager(ctx); !errors.Is(err, bmc.ErrNotSent) {
+		t.Errorf("reset manager on a closed port: %v, want NotSent", err)
+	}
+	if err := refused.Power(ctx, id, bmc.PowerOn); !errors.Is(err, bmc.ErrNotSent) {
+		t.Errorf("power on a closed port: %v, want NotSent", err)
+	}
+
+	c := get(t, pool(t, bmc.Options{RequestTimeout: 150 * time.Millisecond, UnreachableBackoff: time.Minute}), endpoint(b))
+	if _, err := c.Manager(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.SetFaults(redfish.Faults{Hang: true})
+	defer b.ClearFaults()
+	if _, err := c.Systems(ctx); !errors.Is(err, bmc.ErrTimeout) || errors.Is(err, bmc.ErrNotSent) {
+		t.Errorf("a request into a hang: %v, want Timeout and not NotSent", err)
+	}
+	// The breaker is open now: the reset is not even tried.
+	if err := c.ResetManager(ctx); !errors.Is(err, bmc.ErrNotSent) {
+		t.Errorf("reset manager while failing fast: %v, want NotSent", err)
+	}
+	if len(e.Records()) != 0 {
+		t.Errorf("records %+v, want none", e.Records())
+	}
+}
+
+// Manager.LastResetTime, where the firmware reports it, moves when the BMC is reset: what tells
+// whether a reset of unknown outcome happened.
+func TestManagerLastResetTimeMovesOnReset(t *testing.T) {
+	e := fleet(t, redfish.Options{BMCs: 1})
+	b := e.BMC(0)
+	c := get(t, pool(t, bmc.Options{}), endpoint(b))
+	ctx := context.Background()
+	b.SetReportsLastResetTime(false)
+	if m, err := c.Manager(ctx); err != nil || m.LastResetTime != "" {
+		t.Fatalf("older firmware: %+v, %v; want no LastResetTime", m, err)
+	}
+	b.SetReportsLastResetTime(true)
+	before, err := c.Manager(ctx)
+	if err != nil || before.LastResetTime == "" {
+		t.Fatalf("manager: %+v, %v; want a LastResetTime", before, err)
+	}
+	if err := c.ResetManager(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, err := c.Manager(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.LastResetTime == before.LastResetTime {
+		t.Errorf("LastResetTime %s unchanged by a reset", after.LastResetTime)
+	}
+}

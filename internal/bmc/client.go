@@ -135,7 +135,7 @@ func (c *conn) Power(ctx context.Context, systemID string, action PowerAction, o
 	}
 	sys, err := c.getSystem(ctx, systemID)
 	if err != nil {
-		return wrap(op, err)
+		return notSent(op, err)
 	}
 	state := PowerState(sys.PowerState)
 	candidates, err := resetCandidates(action, state, o.forceFallback)
@@ -263,14 +263,14 @@ func (c *conn) ResetManager(ctx context.Context) error {
 	const op = "reset manager"
 	api, err := c.client(ctx)
 	if err != nil {
-		return wrap(op, err)
+		return notSent(op, err)
 	}
 	if c.root.Managers.ID == "" {
 		return newError(ReasonNotFound, op, "service root has no Managers collection")
 	}
 	coll, err := schemas.GetCollection(api, c.root.Managers.ID)
 	if err != nil {
-		return wrap(op, err)
+		return notSent(op, err)
 	}
 	if len(coll.ItemLinks) == 0 {
 		return newError(ReasonNotFound, op, "Managers collection is empty")
@@ -279,7 +279,7 @@ func (c *conn) ResetManager(ctx context.Context) error {
 	sort.Strings(links)
 	m, err := schemas.GetObject[schemas.Manager](api, links[0])
 	if err != nil {
-		return wrap(op, err)
+		return notSent(op, err)
 	}
 	rt := schemas.GracefulRestartResetType
 	if len(m.SupportedResetTypes) > 0 && !slices.Contains(m.SupportedResetTypes, rt) {
@@ -299,7 +299,7 @@ func (c *conn) readManager(api *gofish.APIClient, uri string) (*ManagerInfo, err
 	}
 	info := &ManagerInfo{
 		ID: m.ID, Manufacturer: m.Manufacturer, Model: m.Model,
-		FirmwareVersion: m.FirmwareVersion, UUID: m.UUID,
+		FirmwareVersion: m.FirmwareVersion, UUID: m.UUID, LastResetTime: m.LastResetTime,
 	}
 	// The MAC is a nicety: a broken EthernetInterfaces must not hide the rest.
 	if nics, err := m.EthernetInterfaces(); err == nil || len(nics) > 0 {

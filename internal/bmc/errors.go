@@ -64,6 +64,10 @@ var (
 	// ErrUnreachable matches a request that was not sent because the BMC failed at the
 	// transport level a moment ago (see Error.RetryAt); its Reason is that failure's.
 	ErrUnreachable = errors.New("Unreachable")
+	// ErrNotSent matches an action (a reset) whose request was never sent: what failed came
+	// before it, such as reading the resource it acts on. Unlike a timeout after the request,
+	// it says for certain that the action did not happen.
+	ErrNotSent = errors.New("NotSent")
 )
 
 var sentinels = map[Reason]error{
@@ -93,6 +97,8 @@ type Error struct {
 	// RetryAt is set when the request was not sent because the BMC is unreachable: it is not
 	// tried again before then. See RetryAt and ErrUnreachable.
 	RetryAt time.Time
+	// NotSent is set when an action's request was not sent (see ErrNotSent).
+	NotSent bool
 }
 
 func (e *Error) Error() string {
@@ -117,6 +123,9 @@ func (e *Error) Unwrap() error { return e.Err }
 func (e *Error) Is(target error) bool {
 	if target == ErrUnreachable {
 		return !e.RetryAt.IsZero()
+	}
+	if target == ErrNotSent {
+		return e.NotSent || !e.RetryAt.IsZero()
 	}
 	s, ok := sentinels[e.Reason]
 	return ok && s == target
@@ -157,9 +166,24 @@ func wrap(op string, err error) error {
 			// net/http's `Get "url":` only repeats what e.Op says.
 			err = e
 		}
-		return &Error{Reason: e.Reason, Op: op, StatusCode: e.StatusCode, RetryAt: e.RetryAt, Err: err}
+		return &Error{Reason: e.Reason, Op: op, StatusCode: e.StatusCode, RetryAt: e.RetryAt, NotSent: e.NotSent, Err: err}
 	}
 	return classify(op, err)
+}
+
+// notSent wraps a failure that came before an action's request: the action did not happen.
+func notSent(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	w := wrap(op, err)
+	var e *Error
+	if errors.As(w, &e) {
+		c := *e
+		c.NotSent = true
+		return &c
+	}
+	return w
 }
 
 // classify maps a raw error from gofish / net/http to an *Error.
@@ -167,9 +191,12 @@ func classify(op string, err error) *Error {
 	var typed *Error
 	if errors.As(err, &typed) {
 		// Ours already, e.g. inside a *url.Error or a collection member's failure.
-		return &Error{Reason: typed.Reason, Op: op, StatusCode: typed.StatusCode, RetryAt: typed.RetryAt, Err: err}
+		return &Error{Reason: typed.Reason, Op: op, StatusCode: typed.StatusCode, RetryAt: typed.RetryAt, NotSent: typed.NotSent, Err: err}
 	}
 	e := &Error{Reason: ReasonUnknown, Op: op, Err: err}
+	// A connection that was never made carried no request.
+	var dialErr *net.OpError
+	e.NotSent = errors.As(err, &dialErr) && dialErr.Op == "dial"
 
 	var collErr *schemas.CollectionError
 	if errors.As(err, &collErr) {

@@ -243,4 +243,7 @@ type ManagerInfo struct {
 	FirmwareVersion string `json:"firmwareVersion,omitempty"`
 	UUID            string `json:"uuid,omitempty"`
 	MACAddress      string `json:"macAddress,omitempty"`
+	// LastResetTime is the manager's own LastResetTime, as the BMC wrote it ("" when it does
+	// not say): it moves when the BMC comes back from a reset.
+	LastResetTime string `json:"lastResetTime,omitempty"`
 }

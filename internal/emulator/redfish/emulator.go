@@ -262,6 +262,10 @@ type BMC struct {
 	faults     atomic.Pointer[Faults]
 	creds      atomic.Pointer[[2]string]
 	powerDelay atomic.Int64 // nanoseconds
+	// lastReset is when the manager last came out of a reset (unix nanoseconds); reportsReset
+	// says whether its Manager resource shows it (LastResetTime), as newer firmware does.
+	lastReset    atomic.Int64
+	reportsReset atomic.Bool
 
 	sessMu   sync.Mutex
 	sessions map[string]*session // by token
@@ -286,6 +290,8 @@ func newBMC(e *Emulator, i int) *BMC {
 	}
 	b.creds.Store(&[2]string{e.opts.Username, e.opts.Password})
 	b.powerDelay.Store(int64(e.opts.PowerDelay))
+	b.lastReset.Store(time.Now().Truncate(time.Second).UnixNano())
+	b.reportsReset.Store(p.lastReset)
 	b.faults.Store(&Faults{})
 	style := idStyle(r.IntN(3))
 	for k := range e.opts.SystemsPerBMC {
@@ -301,6 +307,15 @@ func newBMC(e *Emulator, i int) *BMC {
 	}
 	return b
 }
+
+// ReportsLastResetTime says whether the Manager resource shows LastResetTime.
+func (b *BMC) ReportsLastResetTime() bool { return b.reportsReset.Load() }
+
+// SetReportsLastResetTime makes the Manager resource show LastResetTime or not (older firmware).
+func (b *BMC) SetReportsLastResetTime(on bool) { b.reportsReset.Store(on) }
+
+// LastResetTime is when the manager last came out of a reset (shown or not).
+func (b *BMC) LastResetTime() time.Time { return time.Unix(0, b.lastReset.Load()) }
 
 // Index is the BMC's position in the fleet.
 func (b *BMC) Index() int { return b.index }

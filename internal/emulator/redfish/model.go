@@ -27,6 +27,7 @@ type profile struct {
 	actionInfo   bool     // advertise via @Redfish.ActionInfo instead of inline
 	uefi         bool     // advertises BootSourceOverrideMode allowable values
 	resetStatus  int      // 200, 202 or 204
+	lastReset    bool     // the Manager reports LastResetTime (older firmware does not)
 	patchStatus  int      // 200 or 204
 	cpus         []cpuModel
 }
@@ -61,7 +62,7 @@ var profiles = []profile{
 			return fmt.Sprintf("Disk.Bay.%d:Enclosure.Internal.0-1:%s", k, s)
 		},
 		resetTypes: []string{"On", "ForceOff", "ForceRestart", "GracefulRestart", "GracefulShutdown", "PushPowerButton", "Nmi", "PowerCycle"},
-		uefi:       true, resetStatus: 204, patchStatus: 200,
+		uefi:       true, lastReset: true, resetStatus: 204, patchStatus: 200,
 		cpus: append(append([]cpuModel{}, intelCPUs...), amdCPUs[0]),
 	},
 	{
@@ -86,7 +87,7 @@ var profiles = []profile{
 		diskID:    func(k int, _ string) string { return fmt.Sprintf("Disk_%d", k) },
 		// No graceful restart: clients must not assume every type exists.
 		resetTypes: []string{"On", "ForceOff", "GracefulShutdown", "ForceRestart", "Nmi", "ForceOn", "PushPowerButton", "PowerCycle"},
-		uefi:       true, resetStatus: 202, patchStatus: 204,
+		uefi:       true, lastReset: true, resetStatus: 202, patchStatus: 204,
 		cpus: intelCPUs,
 	},
 	{
@@ -110,7 +111,7 @@ var profiles = []profile{
 		storageID:  "1",
 		diskID:     func(k int, _ string) string { return fmt.Sprintf("drive%d", k) },
 		resetTypes: []string{"On", "ForceOff", "ForceOn", "ForceRestart", "GracefulRestart", "GracefulShutdown", "PowerCycle", "Nmi"},
-		actionInfo: true, uefi: true, resetStatus: 204, patchStatus: 204,
+		actionInfo: true, uefi: true, lastReset: true, resetStatus: 204, patchStatus: 204,
 		cpus: amdCPUs,
 	},
 }

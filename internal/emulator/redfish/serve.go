@@ -722,7 +722,7 @@ func (b *BMC) routeManagers(w http.ResponseWriter, r *http.Request, segs []strin
 			servers[i] = link(v1 + "/Systems/" + s.hw.ID)
 			chassis[i] = link(v1 + "/Chassis/" + s.hw.ChassisID)
 		}
-		writeJSON(w, http.StatusOK, obj{
+		m := obj{
 			"@odata.type": "#Manager.v1_10_0.Manager", "@odata.id": mp, "Id": b.managerID, "Name": "Manager",
 			"ManagerType": "BMC", "Manufacturer": b.profile.manufacturer, "Model": b.mgrModel,
 			"FirmwareVersion": b.mgrFW, "UUID": b.mgrUUID, "PowerState": "On", "Status": status("Enabled"),
@@ -732,7 +732,13 @@ func (b *BMC) routeManagers(w http.ResponseWriter, r *http.Request, segs []strin
 				"target":                            mp + "/Actions/Manager.Reset",
 				"ResetType@Redfish.AllowableValues": []string{"GracefulRestart", "ForceRestart"},
 			}},
-		})
+		}
+		if b.reportsReset.Load() {
+			// LastResetTime came with Manager v1_13_0.
+			m["@odata.type"] = "#Manager.v1_13_0.Manager"
+			m["LastResetTime"] = b.LastResetTime().UTC().Format(time.RFC3339)
+		}
+		writeJSON(w, http.StatusOK, m)
 	case segs[1] == "EthernetInterfaces":
 		serveMembers(w, r, mp+"/EthernetInterfaces", "EthernetInterfaceCollection", "Manager Ethernet Interfaces", segs[2:], 1,
 			func(int) string { return "1" },
@@ -763,7 +769,14 @@ func (b *BMC) resetManager(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "ActionParameterNotSupported", "The parameter ResetType value "+req.ResetType+" is not supported by this manager.")
 		return
 	}
-	b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Action: ActionManagerReset, ResetType: req.ResetType})
+	now := time.Now()
+	b.em.rec.add(Record{Time: now, BMC: b.index, Address: b.url, Action: ActionManagerReset, ResetType: req.ResetType})
+	// Seconds, as BMCs report it; a reset within the same second as the last still moves it.
+	next := now.Truncate(time.Second)
+	if last := b.LastResetTime(); !next.After(last) {
+		next = last.Add(time.Second)
+	}
+	b.lastReset.Store(next.UnixNano())
 	w.WriteHeader(http.StatusNoContent)
 	b.ExpireSessions()
 }
