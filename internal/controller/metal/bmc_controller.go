@@ -56,6 +56,10 @@ type BMCReconciler struct {
 	RetryAfter time.Duration
 	// RequestTimeout bounds every pass's BMC calls together: no pass outlasts it.
 	RequestTimeout time.Duration
+	// ResetSettle is how long after a BMC reset of unknown outcome an unchanged LastResetTime
+	// is taken to mean it never arrived (a BMC that took it may answer for a moment before it
+	// goes down). Zero means DefaultResetSettle.
+	ResetSettle time.Duration
 
 	// failures counts consecutive failures per BMC, for the backoff (in memory, like the
 	// Server controller's).
@@ -124,14 +128,18 @@ func (r *BMCReconciler) handle(ctx context.Context, p *lifecycle.Pass[*metalv1al
 	if err != nil {
 		return r.failed(ctx, p, err)
 	}
-	if res, done, err := r.operation(ctx, p, conn); done || err != nil {
-		return res, err
-	}
-	info, systems, err := r.inspect(ctx, conn)
+	// The BMC answers first: an operation is issued only to a BMC that just did, so one that
+	// hangs or is down keeps it owed instead of swallowing it.
+	bctx, cancel := context.WithTimeout(ctx, r.requestTimeout())
+	defer cancel()
+	info, systems, err := r.inspect(bctx, conn)
 	if err != nil {
 		return r.failed(ctx, p, err)
 	}
 	r.failures.Delete(b.Name)
+	if res, done, err := r.operation(bctx, ctx, p, conn, info); done || err != nil {
+		return res, err
+	}
 	if err := r.ensureServers(ctx, c, b, systems); err != nil {
 		return lifecycle.Result{}, err
 	}
@@ -140,6 +148,9 @@ func (r *BMCReconciler) handle(ctx context.Context, p *lifecycle.Pass[*metalv1al
 	st.Manufacturer, st.Model, st.FirmwareVersion = info.Manufacturer, info.Model, info.FirmwareVersion
 	if macPattern.MatchString(info.MACAddress) {
 		st.MACAddress = info.MACAddress
+	}
+	if t, err := time.Parse(time.RFC3339, info.LastResetTime); err == nil {
+		st.LastResetTime = &metav1.Time{Time: t}
 	}
 	if host, err := bmcHost(ctx, c, b); err == nil {
 		st.IP = host
@@ -157,12 +168,10 @@ func (r *BMCReconciler) requestTimeout() time.Duration {
 	return r.RequestTimeout
 }
 
-// inspect reads the manager and the systems under one deadline, the request timeout, so that
-// a slow or hanging BMC never holds a worker longer. The two walks are independent and run
-// side by side (the pool's per-BMC cap still applies).
-func (r *BMCReconciler) inspect(ctx context.Context, conn bmc.BMC) (*bmc.ManagerInfo, []bmc.SystemSummary, error) {
-	bctx, cancel := context.WithTimeout(ctx, r.requestTimeout())
-	defer cancel()
+// inspect reads the manager and the systems under the pass's BMC deadline (bctx, the request
+// timeout), so that a slow or hanging BMC never holds a worker longer. The two walks are
+// independent and run side by side (the pool's per-BMC cap still applies).
+func (r *BMCReconciler) inspect(bctx context.Context, conn bmc.BMC) (*bmc.ManagerInfo, []bmc.SystemSummary, error) {
 	var (
 		info    *bmc.ManagerInfo
 		infoErr error

@@ -3,6 +3,7 @@ package metal
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,20 +14,34 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
+// DefaultResetSettle is BMCReconciler.ResetSettle's default.
+const DefaultResetSettle = 30 * time.Second
+
 func bmcOperation(op string) bool { return op == metalv1alpha1.OperationGracefulRestartBMC }
+
+func (r *BMCReconciler) resetSettle() time.Duration {
+	if r.ResetSettle <= 0 {
+		return DefaultResetSettle
+	}
+	return r.ResetSettle
+}
 
 // operation carries out the one-off operation asked for on a BMC with the operation annotation,
 // through the same intent as a server's (OperationIntentAnnotation): recorded with an optimistic
-// lock before the reset, reported by the pass after, never issued twice.
-func (r *BMCReconciler) operation(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC], conn bmc.BMC) (lifecycle.Result, bool, error) {
+// lock before the reset, reported by the pass after, never issued twice. It runs only in a pass
+// whose inspection of the BMC (info) just succeeded, within that pass's BMC deadline (bctx).
+func (r *BMCReconciler) operation(bctx, ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC], conn bmc.BMC, info *bmc.ManagerInfo) (lifecycle.Result, bool, error) {
 	b, c := p.Obj, p.Client()
-	i, owed := parseOpIntent(b.Annotations[OperationIntentAnnotation], bmcOperation)
+	i, pending := parseOpIntent(b.Annotations[OperationIntentAnnotation], bmcOperation)
 	op, asked := b.Annotations[metalv1alpha1.OperationAnnotation]
 	switch {
-	case owed && i.phase == intentOwed:
+	case pending && i.phase == intentChecking:
+		res, err := r.checkReset(ctx, p, i, info)
+		return res, true, err
+	case pending && i.phase == intentOwed:
 	case !asked:
 		return lifecycle.Result{}, false, nil
-	case bmcOperation(op) && !owed:
+	case bmcOperation(op) && !pending:
 		i = opIntent{op: op, phase: intentOwed, at: time.Now()}
 	default:
 		why := "is not supported on a BMC"
@@ -38,15 +53,23 @@ func (r *BMCReconciler) operation(ctx context.Context, p *lifecycle.Pass[*metalv
 			lifecycle.RemoveAnnotation(o, metalv1alpha1.OperationAnnotation)
 		})
 	}
-	issuing := opIntent{op: i.op, phase: intentIssuing, at: i.at}
+	// The reset needs a request of its own: with too little of the deadline left it would be
+	// sent and cut off, an unknown outcome for nothing. The next pass has a whole one.
+	if dl, ok := bctx.Deadline(); ok && time.Until(dl) < r.requestTimeout()/2 {
+		return lifecycle.RequeueAfter(time.Millisecond, "operation "+i.op+" waits for a pass with time for it"), true, nil
+	}
+	issuing := i.with(intentIssuing)
+	issuing.sent = time.Now()
+	issuing.lastReset = ""
+	if !strings.ContainsAny(info.LastResetTime, " \t\r\n") {
+		issuing.lastReset = info.LastResetTime
+	}
 	if err := lifecycle.PatchMetadata(ctx, c, b, func(o client.Object) {
 		lifecycle.SetAnnotation(o, OperationIntentAnnotation, issuing.String())
 		lifecycle.RemoveAnnotation(o, metalv1alpha1.OperationAnnotation)
 	}); err != nil {
 		return lifecycle.Result{}, true, err
 	}
-	bctx, cancel := context.WithTimeout(ctx, r.requestTimeout())
-	defer cancel()
 	err := conn.ResetManager(bctx)
 	if err != nil {
 		err = fmt.Errorf("operation %s: %w", i.op, err)
@@ -56,8 +79,13 @@ func (r *BMCReconciler) operation(ctx context.Context, p *lifecycle.Pass[*metalv
 }
 
 // reportOperation finishes a BMC's intent whose issue a previous pass claimed; it needs no BMC.
+// An unknown outcome is settled by the BMC's LastResetTime where the BMC reports one.
 func (r *BMCReconciler) reportOperation(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC], i opIntent) (lifecycle.Result, error) {
 	rep := r.outcomes.report(p.Obj.UID, i)
+	if rep.uncertain && i.lastReset != "" {
+		rep = opReport{eventType: corev1.EventTypeWarning, reason: ReasonOperationUncertain, next: i.with(intentChecking).String(),
+			msg: fmt.Sprintf("operation %s may not have reached the BMC: %s; its LastResetTime will tell", i.op, rep.cause)}
+	}
 	r.Recorder.Eventf(p.Obj, nil, rep.eventType, rep.reason, "Operation", "%s", rep.msg)
 	if err := lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) { setIntent(o, rep.next) }); err != nil {
 		return lifecycle.Result{}, err
@@ -66,4 +94,26 @@ func (r *BMCReconciler) reportOperation(ctx context.Context, p *lifecycle.Pass[*
 		return lifecycle.RequeueAfter(r.RetryAfter, "operation refused"), nil
 	}
 	return lifecycle.Wrote("operation reported"), nil
+}
+
+// checkReset settles a BMC reset of unknown outcome from the BMC's LastResetTime: moved since
+// the issue, it was carried out; unchanged a settle time after the issue, it never arrived and
+// is owed again. A BMC that stopped saying cannot settle it, and it is not repeated.
+func (r *BMCReconciler) checkReset(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC], i opIntent, info *bmc.ManagerInfo) (lifecycle.Result, error) {
+	var rep opReport
+	switch now := info.LastResetTime; {
+	case now == "":
+		rep = opReport{eventType: corev1.EventTypeWarning, reason: ReasonOperationUncertain,
+			msg: fmt.Sprintf("operation %s may not have been carried out and the BMC no longer reports LastResetTime; not repeated: check and ask again if needed", i.op)}
+	case now != i.lastReset:
+		rep = opReport{eventType: corev1.EventTypeNormal, reason: ReasonOperation,
+			msg: fmt.Sprintf("operation %s carried out (the BMC's LastResetTime moved from %s to %s)", i.op, i.lastReset, now)}
+	case time.Since(i.sent) < r.resetSettle():
+		return lifecycle.RequeueAfter(time.Until(i.sent.Add(r.resetSettle())), "operation "+i.op+" being checked"), nil
+	default:
+		rep = opReport{eventType: corev1.EventTypeWarning, reason: ReasonOperationFailed, next: i.with(intentOwed).String(),
+			msg: fmt.Sprintf("operation %s did not reach the BMC (its LastResetTime is still %s); issuing it again", i.op, now)}
+	}
+	r.Recorder.Eventf(p.Obj, nil, rep.eventType, rep.reason, "Operation", "%s", rep.msg)
+	return lifecycle.Wrote("operation checked"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) { setIntent(o, rep.next) })
 }

@@ -30,6 +30,9 @@ const (
 type Options struct {
 	// BMCRequestTimeout bounds every Redfish request; no reconcile waits longer on a BMC.
 	BMCRequestTimeout time.Duration
+	// BMCResetSettle is how long after a BMC reset of unknown outcome an unchanged
+	// LastResetTime means it never arrived (and it is issued again).
+	BMCResetSettle time.Duration
 	// BMCMaxConcurrentRequests caps in-flight requests per BMC.
 	BMCMaxConcurrentRequests int
 	// Concurrency is the number of parallel reconciles per controller.
@@ -77,6 +80,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		BMCRequestTimeout:        10 * time.Second,
+		BMCResetSettle:           DefaultResetSettle,
 		BMCMaxConcurrentRequests: bmc.DefaultMaxConcurrentRequests,
 		Concurrency:              16,
 		BMCResync:                15 * time.Minute,
@@ -97,6 +101,7 @@ func DefaultOptions() Options {
 // BindFlags registers the family's flags.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.BMCRequestTimeout, "bmc-request-timeout", o.BMCRequestTimeout, "Timeout of every Redfish request.")
+	fs.DurationVar(&o.BMCResetSettle, "bmc-reset-settle", o.BMCResetSettle, "How long after a BMC reset of unknown outcome (a timeout, a crash) an unchanged Manager LastResetTime means it never arrived, so it is issued again.")
 	fs.IntVar(&o.BMCMaxConcurrentRequests, "bmc-max-concurrent-requests", o.BMCMaxConcurrentRequests, "Cap on in-flight Redfish requests per BMC.")
 	fs.IntVar(&o.Concurrency, "metal-concurrency", o.Concurrency, "Parallel reconciles per metal controller.")
 	fs.DurationVar(&o.ServerResync, "server-resync", o.ServerResync, "Steady-state observation interval of a server (one Redfish request).")
@@ -174,6 +179,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&BMCReconciler{
 		Client: mgr.GetClient(), Pool: pool, Recorder: o.Events.Recorder("bmc-controller"),
 		Resync: o.BMCResync, RetryAfter: o.RetryAfter, RequestTimeout: o.BMCRequestTimeout,
+		ResetSettle: o.BMCResetSettle,
 	}).SetupWithManager(mgr, o.Concurrency); err != nil {
 		return fmt.Errorf("bmc controller: %w", err)
 	}

@@ -57,6 +57,7 @@ func runSuite(m *testing.M) int {
 
 	testOpts = DefaultOptions()
 	testOpts.BMCRequestTimeout = 2 * time.Second
+	testOpts.BMCResetSettle = 3 * time.Second
 	testOpts.PowerPoll = 100 * time.Millisecond
 	testOpts.RetryAfter = 500 * time.Millisecond
 	testOpts.ServerResync = 30 * time.Second

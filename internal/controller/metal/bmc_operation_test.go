@@ -1,0 +1,184 @@
+package metal
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+func getBMC(t *testing.T, name string) *metalv1alpha1.BMC {
+	t.Helper()
+	b := &metalv1alpha1.BMC{}
+	if err := env.Client.Get(ctx(), client.ObjectKey{Name: name}, b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func annotateBMC(t *testing.T, name, key, value string) {
+	t.Helper()
+	eventually(t, 5*time.Second, "annotate BMC "+name, func() (bool, string) {
+		obj := &metalv1alpha1.BMC{}
+		if err := env.Client.Get(ctx(), client.ObjectKey{Name: name}, obj); err != nil {
+			return false, err.Error()
+		}
+		err := lifecycle.PatchMetadata(ctx(), env.Client, obj, func(o client.Object) {
+			lifecycle.SetAnnotation(o, key, value)
+		})
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+// waitBMCOperationDone waits until neither the operation annotation nor an intent is left.
+func waitBMCOperationDone(t *testing.T, name string, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, "BMC operation done", func() (bool, string) {
+		obj := getBMC(t, name)
+		_, asked := obj.Annotations[metalv1alpha1.OperationAnnotation]
+		_, pending := obj.Annotations[OperationIntentAnnotation]
+		return !asked && !pending, fmt.Sprint(obj.Annotations)
+	})
+}
+
+func managerResets(b *redfish.BMC, after time.Time) int {
+	n := 0
+	for _, r := range since(records(b), after) {
+		if r.Action == redfish.ActionManagerReset {
+			n++
+		}
+	}
+	return n
+}
+
+// eventReasons lists the reasons of the events about one object, oldest first.
+func eventReasons(t *testing.T, regarding string) []string {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := env.Client.List(ctx(), list); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == regarding && strings.HasPrefix(e.Reason, "Operation") {
+			out = append(out, e.Reason)
+		}
+	}
+	return out
+}
+
+// graceful-restart-bmc asked while the BMC hangs (campaign seed 18) is not sent into the hang,
+// where its outcome would be unknown and it would never be repeated: it stays owed while the
+// BMC does not answer, and is carried out once, when it does.
+func TestBMCResetAskedWhileBMCHangsIsIssuedOnceItAnswers(t *testing.T) {
+	b := takeBMC(t)
+	name := registerBMC(t, b, "bmchang")
+	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	start := time.Now()
+	b.SetFaults(redfish.Faults{Hang: true})
+	annotateBMC(t, "bmchang", metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationGracefulRestartBMC)
+	eventually(t, 20*time.Second, "the hanging BMC reported not ready", func() (bool, string) {
+		c := apimeta.FindStatusCondition(getBMC(t, "bmchang").Status.Conditions, ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse, fmt.Sprint(c)
+	})
+	obj := getBMC(t, "bmchang")
+	_, asked := obj.Annotations[metalv1alpha1.OperationAnnotation]
+	i, pending := parseOpIntent(obj.Annotations[OperationIntentAnnotation], bmcOperation)
+	if !asked && (!pending || i.phase != intentOwed) {
+		t.Fatalf("while the BMC hangs the operation is neither asked nor owed: %v", obj.Annotations)
+	}
+	b.SetFaults(redfish.Faults{})
+	waitBMCOperationDone(t, "bmchang", 30*time.Second)
+	waitEvent(t, "bmchang", ReasonOperation)
+	if n := managerResets(b, start); n != 1 {
+		t.Errorf("BMC resets after the hang healed: %d, want 1", n)
+	}
+	if got := eventReasons(t, "bmchang"); fmt.Sprint(got) != "[Operation]" {
+		t.Errorf("operation events %v, want [Operation]", got)
+	}
+}
+
+// A BMC reset left "issuing" by a manager that died (SIGKILL between the intent write and the
+// reset's answer) is settled by the BMC's LastResetTime, compared with what it said before:
+// moved, it was carried out and is not repeated; unchanged after the settle time, it never
+// arrived and is issued once more; a BMC that reports none leaves it uncertain, not repeated.
+func TestBMCResetLeftIssuingByACrashIsSettledByLastResetTime(t *testing.T) {
+	cases := []struct {
+		name        string
+		reports     bool
+		baseline    func(now time.Time) string // the LastResetTime before the issue; now is the BMC's
+		wantResets  int
+		wantReasons string
+	}{
+		{"reset never arrived", true, func(now time.Time) string { return now.UTC().Format(time.RFC3339) }, 1,
+			"[OperationUncertain OperationFailed Operation]"},
+		{"reset carried out", true, func(now time.Time) string { return now.Add(-time.Hour).UTC().Format(time.RFC3339) }, 0,
+			"[OperationUncertain Operation]"},
+		{"BMC reports no LastResetTime", false, func(time.Time) string { return "" }, 0,
+			"[OperationUncertain]"},
+	}
+	for k, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := takeBMC(t)
+			b.SetReportsLastResetTime(tc.reports)
+			bmcName := "bmccrash" + strconv.Itoa(k)
+			name := registerBMC(t, b, bmcName)
+			waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+			waitBMCReady(t, bmcName, "True/"+ReasonConnected)
+			if tc.reports && getBMC(t, bmcName).Status.LastResetTime == nil {
+				t.Errorf("status.lastResetTime not reported")
+			}
+			start := time.Now()
+			// What a manager killed while issuing leaves behind; this one never issued it.
+			crashed := opIntent{op: metalv1alpha1.OperationGracefulRestartBMC, phase: intentIssuing,
+				at: start.Add(-time.Second), sent: start, lastReset: tc.baseline(b.LastResetTime())}
+			annotateBMC(t, bmcName, OperationIntentAnnotation, crashed.String())
+			waitBMCOperationDone(t, bmcName, 30*time.Second)
+			want := strings.Fields(strings.Trim(tc.wantReasons, "[]"))
+			waitEvent(t, bmcName, want[len(want)-1])
+			if n := managerResets(b, start); n != tc.wantResets {
+				t.Errorf("BMC resets: %d, want %d", n, tc.wantResets)
+			}
+			if got := fmt.Sprint(eventReasons(t, bmcName)); got != tc.wantReasons {
+				t.Errorf("operation events %s, want %s", got, tc.wantReasons)
+			}
+		})
+	}
+}
+
+func TestOpIntentRoundTrip(t *testing.T) {
+	at, sent := time.Unix(1796129242, 0), time.Unix(1796129250, 0)
+	cases := []struct {
+		in   string
+		want opIntent
+		ok   bool
+	}{
+		{"graceful-restart-bmc/owed@1796129242", opIntent{op: "graceful-restart-bmc", phase: intentOwed, at: at}, true},
+		{"graceful-restart-bmc/issuing@1796129242 sent=1796129250 last-reset=2026-12-01T12:47:31+00:00",
+			opIntent{op: "graceful-restart-bmc", phase: intentIssuing, at: at, sent: sent, lastReset: "2026-12-01T12:47:31+00:00"}, true},
+		{"graceful-restart-bmc/checking@1796129242 sent=1796129250 last-reset=x",
+			opIntent{op: "graceful-restart-bmc", phase: intentChecking, at: at, sent: sent, lastReset: "x"}, true},
+		{"graceful-restart-bmc/done@1796129242", opIntent{}, false},
+		{"hard-restart-server/owed@1796129242", opIntent{}, false}, // not a BMC operation
+		{"graceful-restart-bmc/owed", opIntent{}, false},
+	}
+	for _, tc := range cases {
+		got, ok := parseOpIntent(tc.in, bmcOperation)
+		if ok != tc.ok || got != tc.want {
+			t.Errorf("parseOpIntent(%q) = %+v, %v; want %+v, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+		if ok && got.String() != tc.in {
+			t.Errorf("String() = %q, want %q", got.String(), tc.in)
+		}
+	}
+}

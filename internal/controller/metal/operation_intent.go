@@ -1,0 +1,173 @@
+package metal
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// OperationIntentAnnotation records a one-off operation (a user's operation annotation, or the
+// reboot into a maintenance's boot configuration) from before it is issued until it has been
+// reported: "<operation>/<phase>@<unix seconds>", then optional " key=value" fields. A restart
+// cannot be observed as a power state afterwards, so the intent, not the hardware, says whether
+// it is owed: it is written (with an optimistic lock) before the action, the action follows only
+// once that write won, and the next pass reports and clears it. A crash or a lost write never
+// issues it twice.
+//
+// Where the hardware does say when it last reset (a BMC's Manager.LastResetTime), the intent
+// keeps what it said before the issue ("last-reset"), and an issue whose outcome is unknown (a
+// timeout, a crash while issuing) is settled by looking: moved means carried out, unchanged long
+// after the issue means it never arrived and is owed again.
+const OperationIntentAnnotation = "lifecycle.metalhub.io/operation"
+
+// Phases of an operation intent.
+const (
+	// intentOwed: recorded, not issued yet (or refused by the BMC and to be issued again).
+	intentOwed = "owed"
+	// intentIssuing: the write that claimed the issue won; the action followed in that pass.
+	intentIssuing = "issuing"
+	// intentChecking: issued with an unknown outcome; the hardware's last-reset time decides.
+	intentChecking = "checking"
+)
+
+// Event reasons of one-off operations.
+const (
+	ReasonOperation            = "Operation"
+	ReasonOperationFailed      = "OperationFailed"
+	ReasonOperationUncertain   = "OperationUncertain"
+	ReasonUnsupportedOperation = "UnsupportedOperation"
+)
+
+type opIntent struct {
+	op, phase string
+	// at is when the operation was first owed; it names the intent across its phases.
+	at time.Time
+	// sent is when the issue was claimed (zero before).
+	sent time.Time
+	// lastReset is what the hardware said its last reset was just before the issue ("" when
+	// it does not say).
+	lastReset string
+}
+
+// parseOpIntent reads an intent of one of the operations known says it carries out.
+func parseOpIntent(v string, known func(op string) bool) (opIntent, bool) {
+	head, fields, _ := strings.Cut(v, " ")
+	rest, at, ok := strings.Cut(head, "@")
+	if !ok {
+		return opIntent{}, false
+	}
+	op, phase, ok := strings.Cut(rest, "/")
+	secs, err := strconv.ParseInt(at, 10, 64)
+	if !ok || err != nil || (phase != intentOwed && phase != intentIssuing && phase != intentChecking) || !known(op) {
+		return opIntent{}, false
+	}
+	i := opIntent{op: op, phase: phase, at: time.Unix(secs, 0)}
+	for _, f := range strings.Fields(fields) {
+		k, val, _ := strings.Cut(f, "=")
+		switch k {
+		case "sent":
+			if n, err := strconv.ParseInt(val, 10, 64); err == nil {
+				i.sent = time.Unix(n, 0)
+			}
+		case "last-reset":
+			i.lastReset = val
+		}
+	}
+	return i, true
+}
+
+func (i opIntent) String() string {
+	s := i.op + "/" + i.phase + "@" + strconv.FormatInt(i.at.Unix(), 10)
+	if !i.sent.IsZero() {
+		s += " sent=" + strconv.FormatInt(i.sent.Unix(), 10)
+	}
+	if i.lastReset != "" {
+		s += " last-reset=" + i.lastReset
+	}
+	return s
+}
+
+// with returns the intent in another phase, the rest kept.
+func (i opIntent) with(phase string) opIntent { i.phase = phase; return i }
+
+// opOutcomes holds what issuing an operation gave, in this process's memory, until the pass
+// after reports it: only the process that issued it knows.
+type opOutcomes struct{ m sync.Map }
+
+type opOutcome struct{ err error }
+
+func outcomeKey(uid types.UID, i opIntent) string {
+	return string(uid) + "/" + i.op + "@" + strconv.FormatInt(i.at.Unix(), 10)
+}
+
+func (o *opOutcomes) issued(uid types.UID, i opIntent, err error) {
+	o.m.Store(outcomeKey(uid, i), opOutcome{err: err})
+}
+
+// opReport is what the pass after an issue says and writes: next is the intent annotation's new
+// value ("" removes it), retry asks for a later look at an operation still owed.
+type opReport struct {
+	eventType, reason, msg, next string
+	retry                        bool
+	// uncertain: the action may or may not have happened, for cause.
+	uncertain bool
+	cause     string
+}
+
+// report decides about an intent whose issue a previous pass claimed, and forgets it. Another
+// process than the issuer (after a crash, a restart, a leader handover) cannot know whether the
+// action reached the BMC, and does not repeat it.
+func (o *opOutcomes) report(uid types.UID, i opIntent) opReport {
+	v, known := o.m.LoadAndDelete(outcomeKey(uid, i))
+	switch {
+	case !known:
+		const cause = "the manager stopped while issuing it"
+		return opReport{eventType: corev1.EventTypeWarning, reason: ReasonOperationUncertain, uncertain: true, cause: cause,
+			msg: fmt.Sprintf("operation %s may not have reached the BMC (%s); not repeated: check and ask again if needed", i.op, cause)}
+	case v.(opOutcome).err == nil:
+		return opReport{eventType: corev1.EventTypeNormal, reason: ReasonOperation, msg: fmt.Sprintf("operation %s carried out", i.op)}
+	case retryable(v.(opOutcome).err):
+		// The BMC answered and refused before acting: the operation is still owed.
+		return opReport{eventType: corev1.EventTypeWarning, reason: ReasonOperationFailed, retry: true,
+			msg:  fmt.Sprintf("operation %s refused, will retry: %v", i.op, v.(opOutcome).err),
+			next: opIntent{op: i.op, phase: intentOwed, at: i.at}.String()}
+	default:
+		cause := v.(opOutcome).err.Error()
+		return opReport{eventType: corev1.EventTypeWarning, reason: ReasonOperationUncertain, uncertain: true, cause: cause,
+			msg: fmt.Sprintf("operation %s may not have been carried out (%s); not repeated: check and ask again if needed", i.op, cause)}
+	}
+}
+
+// setIntent sets the intent annotation, or removes it for "".
+func setIntent(o client.Object, v string) {
+	if v == "" {
+		lifecycle.RemoveAnnotation(o, OperationIntentAnnotation)
+		return
+	}
+	lifecycle.SetAnnotation(o, OperationIntentAnnotation, v)
+}
+
+// retryable reports whether a failed action certainly did not happen: the BMC answered and
+// refused it, or the request was never sent (the BMC's breaker was open, the connection was
+// never made, a read before it failed). A timeout or a dropped connection after the request may
+// have carried it out.
+func retryable(err error) bool {
+	if errors.Is(err, bmc.ErrNotSent) {
+		return true
+	}
+	switch bmc.ReasonOf(err) {
+	case bmc.ReasonUnavailable, bmc.ReasonRejected, bmc.ReasonAuthenticationFailed:
+		return true
+	}
+	return false
+}
