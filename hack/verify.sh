@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails when generated files (deepcopy, CRDs, RBAC) differ from what controller-gen makes of the
-# current sources, or when Go files are not gofmt'ed. Regenerates into the work tree and compares
+# current sources, when Go files are not gofmt'ed, or when go.mod is not tidy. Regenerates into the work tree and compares
 # with git, so a stale commit cannot pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +9,10 @@ fail=0
 unformatted=$(gofmt -l $(git ls-files '*.go' ; git ls-files --others --exclude-standard '*.go') 2>/dev/null || true)
 if [ -n "$unformatted" ]; then
   echo "verify: not gofmt'ed:" >&2; echo "$unformatted" >&2; fail=1
+fi
+
+if ! tidy=$(go mod tidy -diff 2>&1); then
+  echo "verify: go.mod/go.sum are not tidy ('go mod tidy' would change):" >&2; echo "$tidy" >&2; fail=1
 fi
 
 before=$(git status --porcelain -- api config charts | sort)

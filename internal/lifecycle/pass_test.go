@@ -276,3 +276,83 @@ func TestStatusOnlyWriteGetsTheResync(t *testing.T) {
 		t.Fatalf("metadata write: res %+v err %v, want no requeue", res, err)
 	}
 }
+
+// A status changed in memory is written once by the Reconciler, at the end of a pass that made no
+// other write (failed or not); the handler never writes status itself.
+func TestStatusChangedInMemoryIsWrittenOnce(t *testing.T) {
+	s := &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: "dirty"}, Spec: metalv1alpha1.ServerSpec{SystemUUID: "dirty"}}
+	if err := env.Client.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), s) })
+	get := func() *metalv1alpha1.Server {
+		t.Helper()
+		got := &metalv1alpha1.Server{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "dirty"}, got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	cases := []struct {
+		name      string
+		handle    Handler[*metalv1alpha1.Server]
+		wantState metalv1alpha1.ServerState
+		wantErr   bool
+		wantAfter time.Duration // the requeue the result asked for survives the write
+	}{
+		{"changed: written", func(ctx context.Context, p *Pass[*metalv1alpha1.Server]) (Result, error) {
+			p.Obj.Status.State = metalv1alpha1.ServerStateAvailable
+			return RequeueAfter(time.Minute, "look again"), nil
+		}, metalv1alpha1.ServerStateAvailable, false, time.Minute},
+		{"unchanged: nothing written", func(ctx context.Context, p *Pass[*metalv1alpha1.Server]) (Result, error) {
+			p.Obj.Status.State = metalv1alpha1.ServerStateAvailable
+			return Done(), nil
+		}, metalv1alpha1.ServerStateAvailable, false, 0},
+		{"after a metadata write: left for the next pass", func(ctx context.Context, p *Pass[*metalv1alpha1.Server]) (Result, error) {
+			p.Obj.Status.State = metalv1alpha1.ServerStateReserved
+			return Wrote("meta"), PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) { SetAnnotation(o, "x", "1") })
+		}, metalv1alpha1.ServerStateAvailable, false, 0},
+		{"after a failure: written, the failure reported", func(ctx context.Context, p *Pass[*metalv1alpha1.Server]) (Result, error) {
+			p.Obj.Status.State = metalv1alpha1.ServerStateError
+			return Result{}, errors.New("boom")
+		}, metalv1alpha1.ServerStateError, true, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := get().ResourceVersion
+			r := NewReconciler(env.Client, func() *metalv1alpha1.Server { return &metalv1alpha1.Server{} }, tc.handle)
+			r.Resync = 0
+			res, err := r.Reconcile(context.Background(), req("dirty"))
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err %v, want error %v", err, tc.wantErr)
+			}
+			got := get()
+			if got.Status.State != tc.wantState {
+				t.Errorf("status.state %q, want %q", got.Status.State, tc.wantState)
+			}
+			if tc.name == "unchanged: nothing written" && got.ResourceVersion != before {
+				t.Errorf("an unchanged status was written")
+			}
+			if !tc.wantErr && res.RequeueAfter != tc.wantAfter {
+				t.Errorf("requeue after %v, want %v", res.RequeueAfter, tc.wantAfter)
+			}
+		})
+	}
+	// A lost race on the write: the next pass decides again on the fresh object.
+	r := NewReconciler(env.Client, func() *metalv1alpha1.Server { return &metalv1alpha1.Server{} },
+		func(ctx context.Context, p *Pass[*metalv1alpha1.Server]) (Result, error) {
+			stale := p.Obj.DeepCopy()
+			if err := PatchMetadata(ctx, env.Client, stale, func(o client.Object) { SetAnnotation(o, "racer", "1") }); err != nil {
+				return Result{}, err
+			}
+			p.Obj.Status.State = metalv1alpha1.ServerStateInitial
+			return Done(), nil
+		})
+	res, err := r.Reconcile(context.Background(), req("dirty"))
+	if err != nil || res.RequeueAfter != ConflictRetry {
+		t.Fatalf("conflicting status write: res %+v err %v, want a conflict retry", res, err)
+	}
+	if got := get(); got.Status.State == metalv1alpha1.ServerStateInitial {
+		t.Errorf("status written over a newer object")
+	}
+}

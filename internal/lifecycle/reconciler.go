@@ -2,6 +2,9 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,8 +17,10 @@ const ConflictRetry = 100 * time.Millisecond
 
 // Handler is a single-step handler: look at p.Obj, do at most one write through p.Client(),
 // return what happened. After a spec or metadata write, Wrote: its watch event brings the next
-// pass. After a status-only write (which the Predicate filters out by design), Done or
-// RequeueAfter: no event will come.
+// pass. Status is not written by the handler: it changes p.Obj's status in memory, and the
+// Reconciler writes it when the pass made no other write, also when the handler failed: the
+// failure is part of the report (see status.go). A status-only write brings no event (the Predicate filters it by design), so
+// after one the result's Done or RequeueAfter says when to look again.
 type Handler[T client.Object] func(ctx context.Context, p *Pass[T]) (Result, error)
 
 // Reconciler runs a Handler under the discipline: it reads the object from the cache, refuses to
@@ -55,7 +60,16 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{RequeueAfter: StaleRetry}, nil
 	}
 	p := newPass(obj, r.Client, r.Guard)
+	before := statusOf(obj)
 	res, err := r.Handle(ctx, p)
+	if p.wrote == "" && statusChanged(before, p.Obj) {
+		// The pass's report, failed or not: one write, optimistically locked by the
+		// resourceVersion it read. (A write the handler attempted, even a failed one, counts:
+		// then nothing more is written.)
+		if werr := p.Client().Status().Update(ctx, p.Obj); werr != nil {
+			err = errors.Join(err, fmt.Errorf("writing %s status: %w", kindOf(p.Obj), werr))
+		}
+	}
 	if err != nil {
 		// Lost an optimistic-lock race: someone else changed the object; decide again on the
 		// fresh one, soon and without an error in the logs (IsConflict sees through wrapping).
@@ -74,4 +88,10 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		resync = r.ResyncFunc(ctx)
 	}
 	return res.ctrlResult(resync), nil
+}
+
+// kindOf names obj's kind for messages ("server" for *v1alpha1.Server).
+func kindOf(obj client.Object) string {
+	t := fmt.Sprintf("%T", obj)
+	return strings.ToLower(t[strings.LastIndex(t, ".")+1:])
 }

@@ -17,6 +17,7 @@ const (
 	kindDone resultKind = iota
 	kindWrote
 	kindRequeue
+	kindContinue
 )
 
 // Result is what a single-step handler says after its look: it wrote (stop, the write's event
@@ -38,6 +39,13 @@ func RequeueAfter(d time.Duration, reason string) Result {
 
 // Done says nothing is left to do until an event or the periodic resync.
 func Done() Result { return Result{kind: kindDone} }
+
+// Continue says a step found nothing to do and the next step runs (see Steps). A handler that
+// returns it is Done.
+func Continue() Result { return Result{kind: kindContinue} }
+
+// IsContinue reports whether the step let the next one run.
+func (r Result) IsContinue() bool { return r.kind == kindContinue }
 
 // IsWrote reports whether the handler wrote.
 func (r Result) IsWrote() bool { return r.kind == kindWrote }
