@@ -327,9 +327,6 @@ func (r *InfrahubSyncReconciler) report(ctx context.Context, p *lifecycle.Pass[*
 	if equality.Semantic.DeepEqual(*st, s.Status) {
 		return next, nil
 	}
-	s.Status = *st
-	if err := p.Client().Status().Update(ctx, s); err != nil {
-		return lifecycle.Result{}, fmt.Errorf("updating status of InfrahubSync %s: %w", s.Name, err)
-	}
+	s.Status = *st // the Reconciler writes it
 	return next, nil
 }

@@ -294,10 +294,7 @@ func (r *VidraResourceReconciler) report(ctx context.Context, p *lifecycle.Pass[
 	if equality.Semantic.DeepEqual(*st, vr.Status) {
 		return lifecycle.RequeueAfter(jitter(requeue), "unchanged"), nil
 	}
-	vr.Status = *st
-	if err := p.Client().Status().Update(ctx, vr); err != nil {
-		return lifecycle.Result{}, fmt.Errorf("updating status of VidraResource %s: %w", vr.Name, err)
-	}
+	vr.Status = *st // the Reconciler writes it
 	return lifecycle.RequeueAfter(jitter(requeue), "status written"), nil
 }
 

@@ -102,48 +102,89 @@ func (r *BMCReconciler) bmcsFor(index string) handler.MapFunc {
 	}
 }
 
-func (r *BMCReconciler) handle(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC]) (lifecycle.Result, error) {
-	b, c := p.Obj, p.Client()
-	if !b.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, p)
-	}
-	if !controllerutil.ContainsFinalizer(b, BMCFinalizer) {
-		return lifecycle.Wrote("finalizer"), lifecycle.PatchMetadata(ctx, c, b, func(o client.Object) {
-			lifecycle.AddFinalizer(o, BMCFinalizer)
-		})
-	}
-	if b.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore {
-		return lifecycle.Done(), nil
-	}
-	// An operation issued by the previous pass is reported first, BMC or not.
-	if i, ok := parseOpIntent(b.Annotations[OperationIntentAnnotation], bmcOperation); ok && i.phase == intentIssuing {
-		return r.reportOperation(ctx, p, i)
-	}
+// bmcPass is one pass over a BMC: what the connect step found, for the steps after it.
+type bmcPass struct {
+	*lifecycle.Pass[*metalv1alpha1.BMC]
+	// bctx is the deadline every BMC call of the pass shares (the request timeout).
+	bctx    context.Context
+	ep      bmc.Endpoint
+	conn    bmc.BMC
+	info    *bmc.ManagerInfo
+	systems []bmc.SystemSummary
+}
 
-	ep, err := bmcEndpoint(ctx, c, b)
-	if err != nil {
-		return r.failed(ctx, p, err)
-	}
-	conn, err := r.Pool.Get(ep)
-	if err != nil {
-		return r.failed(ctx, p, err)
-	}
-	// The BMC answers first: an operation is issued only to a BMC that just did, so one that
-	// hangs or is down keeps it owed instead of swallowing it.
+// handle is the BMC's pass, as its list of steps; the first that acts ends it.
+func (r *BMCReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.BMC]) (lifecycle.Result, error) {
 	bctx, cancel := context.WithTimeout(ctx, r.requestTimeout())
 	defer cancel()
-	info, systems, err := r.inspect(bctx, conn)
-	if err != nil {
-		return r.failed(ctx, p, err)
-	}
-	r.failures.Delete(b.Name)
-	if res, done, err := r.operation(bctx, ctx, p, conn, info); done || err != nil {
-		return res, err
-	}
-	if err := r.ensureServers(ctx, c, b, systems); err != nil {
-		return lifecycle.Result{}, err
-	}
+	return lifecycle.Steps(ctx, &bmcPass{Pass: lp, bctx: bctx},
+		r.finalizeStep,
+		r.ensureFinalizer,
+		r.skipIgnored,
+		r.reportIssued,
+		r.connect,
+		r.operation,
+		r.syncServers,
+		r.reportConnected,
+	)
+}
 
+func (r *BMCReconciler) finalizeStep(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
+	if p.Obj.DeletionTimestamp.IsZero() {
+		return lifecycle.Continue(), nil
+	}
+	return r.finalize(ctx, p.Pass)
+}
+
+func (r *BMCReconciler) ensureFinalizer(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
+	if controllerutil.ContainsFinalizer(p.Obj, BMCFinalizer) {
+		return lifecycle.Continue(), nil
+	}
+	return lifecycle.Wrote("finalizer"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) {
+		lifecycle.AddFinalizer(o, BMCFinalizer)
+	})
+}
+
+func (r *BMCReconciler) skipIgnored(_ context.Context, p *bmcPass) (lifecycle.Result, error) {
+	if p.Obj.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore {
+		return lifecycle.Done(), nil
+	}
+	return lifecycle.Continue(), nil
+}
+
+// reportIssued reports an operation the previous pass issued, first, BMC or not.
+func (r *BMCReconciler) reportIssued(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
+	if i, ok := parseOpIntent(p.Obj.Annotations[OperationIntentAnnotation], bmcOperation); ok && i.phase == intentIssuing {
+		return r.reportOperation(ctx, p.Pass, i)
+	}
+	return lifecycle.Continue(), nil
+}
+
+// connect reaches the BMC and inspects it. It answers first: an operation is issued only to a
+// BMC that just did, so one that hangs or is down keeps it owed instead of swallowing it.
+func (r *BMCReconciler) connect(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
+	var err error
+	if p.ep, err = bmcEndpoint(ctx, p.Client(), p.Obj); err != nil {
+		return r.failed(ctx, p.Pass, err)
+	}
+	if p.conn, err = r.Pool.Get(p.ep); err != nil {
+		return r.failed(ctx, p.Pass, err)
+	}
+	if p.info, p.systems, err = r.inspect(p.bctx, p.conn); err != nil {
+		return r.failed(ctx, p.Pass, err)
+	}
+	r.failures.Delete(p.Obj.Name)
+	return lifecycle.Continue(), nil
+}
+
+// syncServers keeps one Server per Redfish system.
+func (r *BMCReconciler) syncServers(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
+	return lifecycle.Continue(), r.ensureServers(ctx, p.Client(), p.Obj, p.systems)
+}
+
+// reportConnected reports what the BMC is.
+func (r *BMCReconciler) reportConnected(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
+	b, info := p.Obj, p.info
 	st := b.Status.DeepCopy()
 	st.Manufacturer, st.Model, st.FirmwareVersion = info.Manufacturer, info.Model, info.FirmwareVersion
 	if macPattern.MatchString(info.MACAddress) {
@@ -152,13 +193,13 @@ func (r *BMCReconciler) handle(ctx context.Context, p *lifecycle.Pass[*metalv1al
 	if t, err := time.Parse(time.RFC3339, info.LastResetTime); err == nil {
 		st.LastResetTime = &metav1.Time{Time: t}
 	}
-	if host, err := bmcHost(ctx, c, b); err == nil {
+	if host, err := bmcHost(ctx, p.Client(), b); err == nil {
 		st.IP = host
 	}
 	st.State = metalv1alpha1.BMCStateEnabled
 	st.PowerState = metalv1alpha1.PowerStateOn
-	msg := fmt.Sprintf("connected to %s (%d systems)", ep.Address, len(systems))
-	return r.writeStatus(ctx, p, st, metav1.ConditionTrue, ReasonConnected, msg, lifecycle.Done())
+	msg := fmt.Sprintf("connected to %s (%d systems)", p.ep.Address, len(p.systems))
+	return r.reportStatus(p.Pass, st, metav1.ConditionTrue, ReasonConnected, msg, lifecycle.Done())
 }
 
 func (r *BMCReconciler) requestTimeout() time.Duration {
@@ -221,12 +262,13 @@ func (r *BMCReconciler) failed(ctx context.Context, p *lifecycle.Pass[*metalv1al
 	st.PowerState = ""
 	// Capped like the BMC's own unreachable window, so a healed BMC reports so soon after.
 	retry := failureBackoff(r.RetryAfter, min(r.Resync, bmc.DefaultMaxUnreachableBackoff), n, err)
-	return r.writeStatus(ctx, p, st, metav1.ConditionFalse, reasonOf(err), err.Error(), lifecycle.RequeueAfter(retry, "retry"))
+	return r.reportStatus(p, st, metav1.ConditionFalse, reasonOf(err), err.Error(), lifecycle.RequeueAfter(retry, "retry"))
 }
 
-// writeStatus writes st with the Ready condition if anything changed, with an event when Ready
-// changes. Either way the pass ends with then: a status write brings no event by design.
-func (r *BMCReconciler) writeStatus(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC], st *metalv1alpha1.BMCStatus,
+// reportStatus reports st with the Ready condition, with an event when Ready changes; the
+// Reconciler writes it if anything changed. Either way the pass ends with then: a status write
+// brings no event by design.
+func (r *BMCReconciler) reportStatus(p *lifecycle.Pass[*metalv1alpha1.BMC], st *metalv1alpha1.BMCStatus,
 	ready metav1.ConditionStatus, reason, msg string, then lifecycle.Result) (lifecycle.Result, error) {
 	b := p.Obj
 	before := apimeta.FindStatusCondition(b.Status.Conditions, ConditionReady)
@@ -241,10 +283,7 @@ func (r *BMCReconciler) writeStatus(ctx context.Context, p *lifecycle.Pass[*meta
 		}
 		r.Recorder.Eventf(b, nil, typ, reason, "Connect", "%s", msg)
 	}
-	b.Status = *st
-	if err := p.Client().Status().Update(ctx, b); err != nil {
-		return lifecycle.Result{}, fmt.Errorf("writing BMC status: %w", err)
-	}
+	b.Status = *st // the Reconciler writes it
 	return then, nil
 }
 

@@ -50,16 +50,19 @@ func waitServerReady(t *testing.T, name, want string) {
 }
 
 // poke makes a change the predicate passes, so the next look happens now instead of at resync.
+// The patch is optimistically locked: a controller's write in between is a conflict, retried
+// on the fresh object as a user would.
 func poke(t *testing.T, obj client.Object) {
 	t.Helper()
-	if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(obj), obj); err != nil {
-		t.Fatal(err)
-	}
-	if err := lifecycle.PatchMetadata(ctx(), env.Client, obj, func(o client.Object) {
-		lifecycle.SetAnnotation(o, "test.metalhub.io/poke", time.Now().String())
-	}); err != nil {
-		t.Fatal(err)
-	}
+	eventually(t, 5*time.Second, "poke "+obj.GetName(), func() (bool, string) {
+		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return false, err.Error()
+		}
+		err := lifecycle.PatchMetadata(ctx(), env.Client, obj, func(o client.Object) {
+			lifecycle.SetAnnotation(o, "test.metalhub.io/poke", time.Now().String())
+		})
+		return err == nil, fmt.Sprint(err)
+	})
 }
 
 // Missing secret, wrong credentials, an unreachable address and a BMC answering 500 each give a

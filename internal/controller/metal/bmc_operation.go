@@ -29,18 +29,17 @@ func (r *BMCReconciler) resetSettle() time.Duration {
 // operation carries out the one-off operation asked for on a BMC with the operation annotation,
 // through the same intent as a server's (OperationIntentAnnotation): recorded with an optimistic
 // lock before the reset, reported by the pass after, never issued twice. It runs only in a pass
-// whose inspection of the BMC (info) just succeeded, within that pass's BMC deadline (bctx).
-func (r *BMCReconciler) operation(bctx, ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC], conn bmc.BMC, info *bmc.ManagerInfo) (lifecycle.Result, bool, error) {
-	b, c := p.Obj, p.Client()
+// whose inspection of the BMC (p.info) just succeeded, within that pass's BMC deadline.
+func (r *BMCReconciler) operation(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
+	b, c, info := p.Obj, p.Client(), p.info
 	i, pending := parseOpIntent(b.Annotations[OperationIntentAnnotation], bmcOperation)
 	op, asked := b.Annotations[metalv1alpha1.OperationAnnotation]
 	switch {
 	case pending && i.phase == intentChecking:
-		res, err := r.checkReset(ctx, p, i, info)
-		return res, true, err
+		return r.checkReset(ctx, p.Pass, i, info)
 	case pending && i.phase == intentOwed:
 	case !asked:
-		return lifecycle.Result{}, false, nil
+		return lifecycle.Continue(), nil
 	case bmcOperation(op) && !pending:
 		i = opIntent{op: op, phase: intentOwed, at: time.Now()}
 	default:
@@ -49,14 +48,14 @@ func (r *BMCReconciler) operation(bctx, ctx context.Context, p *lifecycle.Pass[*
 			why = "is not supported by metalhub yet: the BMC's credentials and its BMCSecret are unchanged"
 		}
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, ReasonUnsupportedOperation, "Operation", "operation %q %s; removed", op, why)
-		return lifecycle.Wrote("operation " + op + " removed"), true, lifecycle.PatchMetadata(ctx, c, b, func(o client.Object) {
+		return lifecycle.Wrote("operation " + op + " removed"), lifecycle.PatchMetadata(ctx, c, b, func(o client.Object) {
 			lifecycle.RemoveAnnotation(o, metalv1alpha1.OperationAnnotation)
 		})
 	}
 	// The reset needs a request of its own: with too little of the deadline left it would be
 	// sent and cut off, an unknown outcome for nothing. The next pass has a whole one.
-	if dl, ok := bctx.Deadline(); ok && time.Until(dl) < r.requestTimeout()/2 {
-		return lifecycle.RequeueAfter(time.Millisecond, "operation "+i.op+" waits for a pass with time for it"), true, nil
+	if dl, ok := p.bctx.Deadline(); ok && time.Until(dl) < r.requestTimeout()/2 {
+		return lifecycle.RequeueAfter(time.Millisecond, "operation "+i.op+" waits for a pass with time for it"), nil
 	}
 	issuing := i.with(intentIssuing)
 	issuing.sent = time.Now()
@@ -68,14 +67,14 @@ func (r *BMCReconciler) operation(bctx, ctx context.Context, p *lifecycle.Pass[*
 		lifecycle.SetAnnotation(o, OperationIntentAnnotation, issuing.String())
 		lifecycle.RemoveAnnotation(o, metalv1alpha1.OperationAnnotation)
 	}); err != nil {
-		return lifecycle.Result{}, true, err
+		return lifecycle.Result{}, err
 	}
-	err := conn.ResetManager(bctx)
+	err := p.conn.ResetManager(p.bctx)
 	if err != nil {
 		err = fmt.Errorf("operation %s: %w", i.op, err)
 	}
 	r.outcomes.issued(b.UID, issuing, err)
-	return lifecycle.Wrote("operation " + i.op + " issued"), true, nil
+	return lifecycle.Wrote("operation " + i.op + " issued"), nil
 }
 
 // reportOperation finishes a BMC's intent whose issue a previous pass claimed; it needs no BMC.

@@ -142,81 +142,113 @@ func maintainedServer(_ context.Context, o client.Object) []ctrl.Request {
 // pass bundles what one pass over one Server knows.
 type pass struct {
 	*lifecycle.Pass[*metalv1alpha1.Server]
-	c     client.Client
-	state metalv1alpha1.ServerState
-	conn  bmc.BMC
-	sysID string
-	sys   *bmc.SystemStatus
+	c client.Client
+	// bctx is the deadline every BMC call of the pass shares (the request timeout).
+	bctx context.Context
+	// stateSource says where state came from: the annotation, or derived or adopted (and so
+	// not yet bookkeeping).
+	stateSource lifecycle.Source
+	state       metalv1alpha1.ServerState
+	conn        bmc.BMC
+	sysID       string
+	sys         *bmc.SystemStatus
 }
 
+// handle is the Server's pass, as its list of steps; the first that acts ends it. Status is the
+// report of the pass that found nothing to do or waits (stateStep): the Reconciler writes it.
 func (r *ServerReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.Server]) (lifecycle.Result, error) {
-	s := lp.Obj
-	if s.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore {
-		return lifecycle.Done(), nil
-	}
-	p := &pass{Pass: lp, c: lp.Client()}
-	var src lifecycle.Source
-	p.state, src = serverStore.Get(s)
-
-	// Persist a derived or adopted state before anything else: from now on it is bookkeeping.
-	if src == lifecycle.FromDerived || src == lifecycle.FromAdopted {
-		r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, "StateRecovered", "Recover",
-			"state %s recovered (%s) without rediscovery", p.state, strings.ToLower(string(src)))
-		return lifecycle.Wrote("persist state"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
-			lifecycle.SetAnnotation(s, lifecycle.StateAnnotation, string(p.state))
-			lifecycle.AddFinalizer(s, ServerFinalizer)
-		})
-	}
-	// An operation issued by the previous pass is reported first, BMC or not: only then may
-	// the next one, or a step that powers the box, follow.
-	if i, ok := parseOpIntent(s.Annotations[OperationIntentAnnotation], serverOperation); ok && i.phase == intentIssuing {
-		return r.reportOperation(ctx, p, i)
-	}
-	if p.state == metalv1alpha1.ServerStateParked && s.DeletionTimestamp.IsZero() {
-		return r.parked(ctx, p)
-	}
-	// A held server stays, whatever its BMC does: deciding that needs no BMC, so a BMC or
-	// BMCSecret deleted together with the server cannot let it go.
-	if !s.DeletionTimestamp.IsZero() {
-		if res, blocked, err := r.blockDeletion(ctx, p); blocked || err != nil {
-			return res, err
-		}
-	}
-
 	// Every BMC call of the pass shares one deadline: no pass outlasts the request timeout.
 	bctx, cancel := context.WithTimeout(ctx, r.Options.BMCRequestTimeout)
 	defer cancel()
-	if err := r.connect(bctx, p); err != nil {
-		if !s.DeletionTimestamp.IsZero() && errors.As(err, new(*accessError)) {
-			// Not held, and nothing to power off without a BMC: let a deleted server go.
+	p := &pass{Pass: lp, c: lp.Client(), bctx: bctx}
+	p.state, p.stateSource = serverStore.Get(lp.Obj)
+	return lifecycle.Steps(ctx, p,
+		r.skipIgnored,
+		r.persistRecovered,
+		r.reportIssued,
+		r.parkedStep,
+		r.blockDeletion,
+		r.connectStep,
+		r.finalizeStep,
+		r.operation,
+		r.maintenance,
+		r.stateStep,
+	)
+}
+
+func (r *ServerReconciler) skipIgnored(_ context.Context, p *pass) (lifecycle.Result, error) {
+	if p.Obj.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore {
+		return lifecycle.Done(), nil
+	}
+	return lifecycle.Continue(), nil
+}
+
+// persistRecovered persists a derived or adopted state before anything else: from now on it is
+// bookkeeping.
+func (r *ServerReconciler) persistRecovered(ctx context.Context, p *pass) (lifecycle.Result, error) {
+	s, src := p.Obj, p.stateSource
+	if src != lifecycle.FromDerived && src != lifecycle.FromAdopted {
+		return lifecycle.Continue(), nil
+	}
+	r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, "StateRecovered", "Recover",
+		"state %s recovered (%s) without rediscovery", p.state, strings.ToLower(string(src)))
+	return lifecycle.Wrote("persist state"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+		lifecycle.SetAnnotation(s, lifecycle.StateAnnotation, string(p.state))
+		lifecycle.AddFinalizer(s, ServerFinalizer)
+	})
+}
+
+// reportIssued reports an operation issued by the previous pass first, BMC or not: only then
+// may the next one, or a step that powers the box, follow.
+func (r *ServerReconciler) reportIssued(ctx context.Context, p *pass) (lifecycle.Result, error) {
+	if i, ok := parseOpIntent(p.Obj.Annotations[OperationIntentAnnotation], serverOperation); ok && i.phase == intentIssuing {
+		return r.reportOperation(ctx, p, i)
+	}
+	return lifecycle.Continue(), nil
+}
+
+func (r *ServerReconciler) parkedStep(ctx context.Context, p *pass) (lifecycle.Result, error) {
+	if p.state == metalv1alpha1.ServerStateParked && p.Obj.DeletionTimestamp.IsZero() {
+		return r.parked(ctx, p)
+	}
+	return lifecycle.Continue(), nil
+}
+
+// connectStep reaches the server's BMC. A deleted server whose BMC access is gone (blockDeletion
+// found it not held) has nothing to power off, and is let go.
+func (r *ServerReconciler) connectStep(ctx context.Context, p *pass) (lifecycle.Result, error) {
+	if err := r.connect(p.bctx, p); err != nil {
+		if !p.Obj.DeletionTimestamp.IsZero() && errors.As(err, new(*accessError)) {
 			return r.release(ctx, p)
 		}
 		return r.bmcFailed(ctx, p, err)
 	}
-	r.failures.Delete(s.Name)
+	r.failures.Delete(p.Obj.Name)
+	return lifecycle.Continue(), nil
+}
 
-	if !s.DeletionTimestamp.IsZero() {
-		return r.finalize(bctx, ctx, p)
+func (r *ServerReconciler) finalizeStep(ctx context.Context, p *pass) (lifecycle.Result, error) {
+	if p.Obj.DeletionTimestamp.IsZero() {
+		return lifecycle.Continue(), nil
 	}
-	if res, done, err := r.operation(bctx, ctx, p); done || err != nil {
-		return res, err
-	}
-	if res, done, err := r.maintenance(ctx, p); done || err != nil {
-		return res, err
-	}
-	// Act first, report after: a pass with a step to take takes it (its write ends the pass),
-	// and status is rebuilt by the pass that finds nothing to do or waits. A claimed server's
-	// changed generation, its new state and its power then reach status in one write, not three.
-	res, err := r.step(bctx, ctx, p)
+	return r.finalize(p.bctx, ctx, p)
+}
+
+// stateStep acts first and reports after: a pass with a step to take takes it (its write ends
+// the pass), and status is rebuilt by the pass that finds nothing to do or waits. A claimed
+// server's changed generation, its new state and its power then reach status in one write, not
+// three.
+func (r *ServerReconciler) stateStep(ctx context.Context, p *pass) (lifecycle.Result, error) {
+	res, err := r.step(p.bctx, ctx, p)
 	if err != nil {
 		// A step that keeps failing must not keep status from being rebuilt.
-		_, _ = r.observe(bctx, ctx, p)
+		_, _ = r.observe(p.bctx, ctx, p)
 		return res, err
 	}
 	if res.IsWrote() {
 		return res, nil
 	}
-	more, err := r.observe(bctx, ctx, p)
+	more, err := r.observe(p.bctx, ctx, p)
 	if err != nil {
 		return lifecycle.Result{}, err
 	}
@@ -312,10 +344,7 @@ func (r *ServerReconciler) bmcFailed(ctx context.Context, p *pass, err error) (l
 	if before == nil || before.Reason != reason || before.Status != metav1.ConditionFalse {
 		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, reason, "Connect", "%s", err.Error())
 	}
-	s.Status = *st
-	if werr := p.c.Status().Update(ctx, s); werr != nil {
-		return lifecycle.Result{}, fmt.Errorf("writing server status: %w", werr)
-	}
+	s.Status = *st // the Reconciler writes it
 	return lifecycle.RequeueAfter(retry, reason), nil
 }
 
@@ -368,10 +397,7 @@ func (r *ServerReconciler) observe(bctx, ctx context.Context, p *pass) (time.Dur
 		// the action times out), one write instead of one per step. The handler waits for it.
 		return more, nil
 	}
-	s.Status = *st
-	if err := p.c.Status().Update(ctx, s); err != nil {
-		return 0, fmt.Errorf("writing server status: %w", err)
-	}
+	s.Status = *st // the Reconciler writes it
 	return more, nil
 }
 
@@ -524,20 +550,21 @@ func (r *ServerReconciler) powerAction(ctx context.Context, p *pass, want metalv
 }
 
 // converge drives power towards want as a step of its own: issue and record in one write, then
-// observe on later passes.
-func (r *ServerReconciler) converge(ctx, wctx context.Context, p *pass, want metalv1alpha1.Power, graceful bool) (lifecycle.Result, bool, error) {
-	issued, wait, err := r.powerAction(ctx, p, want, graceful)
+// observe on later passes. Continue: the box is there. BMC calls use the pass's deadline
+// (p.bctx); the record is written with ctx.
+func (r *ServerReconciler) converge(ctx context.Context, p *pass, want metalv1alpha1.Power, graceful bool) (lifecycle.Result, error) {
+	issued, wait, err := r.powerAction(p.bctx, p, want, graceful)
 	if err != nil {
-		return lifecycle.Result{}, true, err
+		return lifecycle.Result{}, err
 	}
 	if issued {
 		rec := powerRecord{target: want, at: r.Now()}
-		return lifecycle.Wrote("power " + string(want)), true, r.patch(wctx, p, func(s *metalv1alpha1.Server) {
+		return lifecycle.Wrote("power " + string(want)), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 			lifecycle.SetAnnotation(s, PowerAnnotation, rec.String())
 		})
 	}
 	if wait {
-		return lifecycle.RequeueAfter(r.Options.PowerPoll, "power in flight"), true, nil
+		return lifecycle.RequeueAfter(r.Options.PowerPoll, "power in flight"), nil
 	}
-	return lifecycle.Result{}, false, nil
+	return lifecycle.Continue(), nil
 }

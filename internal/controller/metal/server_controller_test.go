@@ -202,7 +202,6 @@ func TestStatusWipeChangesNothing(t *testing.T) {
 	maint := &metalv1alpha1.ServerMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "wipe-maint"},
 		Spec: metalv1alpha1.ServerMaintenanceSpec{ServerRef: &corev1.LocalObjectReference{Name: boxes[3].name}, Policy: metalv1alpha1.ServerMaintenancePolicyEnforced, ServerPower: metalv1alpha1.PowerOn}}
 	for _, bx := range boxes {
-		s := getServer(t, bx.name)
 		switch bx.state {
 		case metalv1alpha1.ServerStateReserved:
 			claimServer(t, bx.name, "wipe-claim", metalv1alpha1.PowerOn)
@@ -212,11 +211,7 @@ func TestStatusWipeChangesNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 		case metalv1alpha1.ServerStateParked:
-			if err := lifecycle.PatchMetadata(ctx(), env.Client, s, func(o client.Object) {
-				lifecycle.SetAnnotation(o, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationPark)
-			}); err != nil {
-				t.Fatal(err)
-			}
+			annotate(t, bx.name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationPark)
 		}
 	}
 	for _, bx := range boxes {

@@ -68,36 +68,33 @@ func (r *ServerReconciler) issueOperation(bctx, ctx context.Context, p *pass, i 
 
 // operation carries out the one-off operation a user asked for with the operation annotation.
 // Park and retry are lifecycle transitions; the power operations go through an intent.
-func (r *ServerReconciler) operation(bctx, ctx context.Context, p *pass) (lifecycle.Result, bool, error) {
+func (r *ServerReconciler) operation(ctx context.Context, p *pass) (lifecycle.Result, error) {
+	bctx := p.bctx
 	if i, ok := parseOpIntent(p.Obj.Annotations[OperationIntentAnnotation], serverOperation); ok && i.phase == intentOwed {
-		res, err := r.issueOperation(bctx, ctx, p, i, nil)
-		return res, true, err
+		return r.issueOperation(bctx, ctx, p, i, nil)
 	}
 	op, ok := p.Obj.Annotations[metalv1alpha1.OperationAnnotation]
 	if !ok {
-		return lifecycle.Result{}, false, nil
+		return lifecycle.Continue(), nil
 	}
 	clearOp := func(s *metalv1alpha1.Server) { lifecycle.RemoveAnnotation(s, metalv1alpha1.OperationAnnotation) }
 	switch {
 	case op == metalv1alpha1.OperationPark:
 		prev := p.state
-		res, err := r.transition(ctx, p, metalv1alpha1.ServerStateParked, "parked by operation annotation", func(s *metalv1alpha1.Server) {
+		return r.transition(ctx, p, metalv1alpha1.ServerStateParked, "parked by operation annotation", func(s *metalv1alpha1.Server) {
 			clearOp(s)
 			lifecycle.RemoveAnnotation(s, PowerAnnotation)
 			lifecycle.SetAnnotation(s, metalv1alpha1.ParkedAnnotation, r.Now().UTC().Format(time.RFC3339))
 			lifecycle.SetAnnotation(s, PreviousStateAnnotation, string(prev))
 		})
-		return res, true, err
 	case op == metalv1alpha1.OperationRetry && p.state == metalv1alpha1.ServerStateError:
-		res, err := r.transition(ctx, p, previousState(p.Obj), "retry requested", clearOp)
-		return res, true, err
+		return r.transition(ctx, p, previousState(p.Obj), "retry requested", clearOp)
 	}
 	if _, ok := operationActions[op]; ok {
-		// No other intent is pending here: handle() reports an issuing one first, and an owed
+		// No other intent is pending here: reportIssued reports an issuing one first, and an owed
 		// one is issued above, so operations run one at a time.
-		res, err := r.issueOperation(bctx, ctx, p, opIntent{op: op, phase: intentOwed, at: r.Now()}, clearOp)
-		return res, true, err
+		return r.issueOperation(bctx, ctx, p, opIntent{op: op, phase: intentOwed, at: r.Now()}, clearOp)
 	}
 	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, ReasonUnsupportedOperation, "Operation", "operation %q is not supported on a server in state %s; removed", op, p.state)
-	return lifecycle.Wrote("operation " + op + " removed"), true, r.patch(ctx, p, clearOp)
+	return lifecycle.Wrote("operation " + op + " removed"), r.patch(ctx, p, clearOp)
 }

@@ -148,7 +148,7 @@ func (r *ServerReconciler) initial(bctx, ctx context.Context, p *pass) (lifecycl
 	}
 	if sec == nil {
 		// A new round starts from a powered-off box so the PXE boot really happens.
-		if res, acted, err := r.converge(bctx, ctx, p, metalv1alpha1.PowerOff, false); acted || err != nil {
+		if res, err := r.converge(ctx, p, metalv1alpha1.PowerOff, false); err != nil || !res.IsContinue() {
 			return res, err
 		}
 	}
@@ -242,7 +242,7 @@ func (r *ServerReconciler) discovery(bctx, ctx context.Context, p *pass) (lifecy
 			lifecycle.RemoveAnnotation(s, discovery.RoundAnnotation)
 		})
 	}
-	if res, acted, err := r.converge(bctx, ctx, p, metalv1alpha1.PowerOn, false); acted || err != nil {
+	if res, err := r.converge(ctx, p, metalv1alpha1.PowerOn, false); err != nil || !res.IsContinue() {
 		return res, err
 	}
 	return lifecycle.RequeueAfter(min(left, r.Options.ServerResync), "waiting for the hardware report"), nil
@@ -269,7 +269,7 @@ func (r *ServerReconciler) available(bctx, ctx context.Context, p *pass) (lifecy
 			return lifecycle.Result{}, err
 		}
 	}
-	if res, acted, err := r.converge(bctx, ctx, p, metalv1alpha1.PowerOff, false); acted || err != nil {
+	if res, err := r.converge(ctx, p, metalv1alpha1.PowerOff, false); err != nil || !res.IsContinue() {
 		return res, err
 	}
 	return lifecycle.Done(), nil
@@ -322,12 +322,12 @@ func (r *ServerReconciler) reserved(bctx, ctx context.Context, p *pass) (lifecyc
 				return lifecycle.RequeueAfter(r.Options.RetryAfter, why), err
 			}
 		}
-		if res, acted, err := r.converge(bctx, ctx, p, claim.Spec.Power, true); acted || err != nil {
+		if res, err := r.converge(ctx, p, claim.Spec.Power, true); err != nil || !res.IsContinue() {
 			return res, err
 		}
 		return lifecycle.Done(), nil
 	}
-	if res, acted, err := r.converge(bctx, ctx, p, metalv1alpha1.PowerOff, true); acted || err != nil {
+	if res, err := r.converge(ctx, p, metalv1alpha1.PowerOff, true); err != nil || !res.IsContinue() {
 		return res, err
 	}
 	if s.Spec.ReclaimPolicy == metalv1alpha1.ReclaimPolicyRetain {
@@ -403,7 +403,7 @@ func (r *ServerReconciler) released(bctx, ctx context.Context, p *pass) (lifecyc
 	if p.Obj.Spec.ServerClaimRef == nil {
 		return r.transition(ctx, p, metalv1alpha1.ServerStateAvailable, "claim ref removed", nil)
 	}
-	if res, acted, err := r.converge(bctx, ctx, p, metalv1alpha1.PowerOff, true); acted || err != nil {
+	if res, err := r.converge(ctx, p, metalv1alpha1.PowerOff, true); err != nil || !res.IsContinue() {
 		return res, err
 	}
 	return lifecycle.Done(), nil
@@ -411,15 +411,14 @@ func (r *ServerReconciler) released(bctx, ctx context.Context, p *pass) (lifecyc
 
 // maintenance moves a server into Maintenance when a maintenance ref appears, remembering the
 // state to return to.
-func (r *ServerReconciler) maintenance(ctx context.Context, p *pass) (lifecycle.Result, bool, error) {
+func (r *ServerReconciler) maintenance(ctx context.Context, p *pass) (lifecycle.Result, error) {
 	if p.Obj.Spec.ServerMaintenanceRef == nil || p.state == metalv1alpha1.ServerStateMaintenance {
-		return lifecycle.Result{}, false, nil
+		return lifecycle.Continue(), nil
 	}
 	prev, ref := p.state, p.Obj.Spec.ServerMaintenanceRef
-	res, err := r.transition(ctx, p, metalv1alpha1.ServerStateMaintenance, "maintenance "+ref.Namespace+"/"+ref.Name, func(s *metalv1alpha1.Server) {
+	return r.transition(ctx, p, metalv1alpha1.ServerStateMaintenance, "maintenance "+ref.Namespace+"/"+ref.Name, func(s *metalv1alpha1.Server) {
 		lifecycle.SetAnnotation(s, PreviousStateAnnotation, string(prev))
 	})
-	return res, true, err
 }
 
 // inMaintenance boots the maintenance's boot configuration once it is Ready (a one-time PXE
@@ -445,7 +444,7 @@ func (r *ServerReconciler) inMaintenance(bctx, ctx context.Context, p *pass) (li
 	ref := s.Spec.MaintenanceBootConfigurationRef
 	if ref == nil || ref.Name == "" || m.Spec.ServerPower == metalv1alpha1.PowerOff {
 		if m.Spec.ServerPower != "" {
-			if res, acted, err := r.converge(bctx, ctx, p, m.Spec.ServerPower, true); acted || err != nil {
+			if res, err := r.converge(ctx, p, m.Spec.ServerPower, true); err != nil || !res.IsContinue() {
 				return res, err
 			}
 		}
@@ -453,7 +452,7 @@ func (r *ServerReconciler) inMaintenance(bctx, ctx context.Context, p *pass) (li
 	}
 	if s.Annotations[MaintenanceBootAnnotation] == string(m.UID) {
 		// Booted into it: keep it on.
-		if res, acted, err := r.converge(bctx, ctx, p, metalv1alpha1.PowerOn, true); acted || err != nil {
+		if res, err := r.converge(ctx, p, metalv1alpha1.PowerOn, true); err != nil || !res.IsContinue() {
 			return res, err
 		}
 		return lifecycle.Done(), nil
@@ -501,7 +500,7 @@ func (r *ServerReconciler) parked(ctx context.Context, p *pass) (lifecycle.Resul
 			lifecycle.RemoveAnnotation(s, metalv1alpha1.OperationAnnotation)
 		})
 	default:
-		return r.mirror(ctx, p)
+		return r.mirror(p)
 	}
 	to := unparkedState(p.Obj)
 	return r.transition(ctx, p, to, "unparked", func(s *metalv1alpha1.Server) {
@@ -537,47 +536,46 @@ func unparkedState(s *metalv1alpha1.Server) metalv1alpha1.ServerState {
 	return metalv1alpha1.ServerStateInitial
 }
 
-// mirror writes only the state mirror (for states that make no BMC calls).
-func (r *ServerReconciler) mirror(ctx context.Context, p *pass) (lifecycle.Result, error) {
-	if p.Obj.Status.State == p.state {
-		return lifecycle.Done(), nil
-	}
-	mirrorState(&p.Obj.Status, p.Obj.Generation, p.state)
-	if err := p.c.Status().Update(ctx, p.Obj); err != nil {
-		return lifecycle.Result{}, fmt.Errorf("writing server status: %w", err)
+// mirror reports only the state mirror (for states that make no BMC calls).
+func (r *ServerReconciler) mirror(p *pass) (lifecycle.Result, error) {
+	if p.Obj.Status.State != p.state {
+		mirrorState(&p.Obj.Status, p.Obj.Generation, p.state)
 	}
 	return lifecycle.Done(), nil
 }
 
 // blockDeletion holds a deleted server while a claim or maintenance holds it (read from durable
 // bookkeeping and refs, never from status), and reports why. It needs no BMC.
-func (r *ServerReconciler) blockDeletion(ctx context.Context, p *pass) (lifecycle.Result, bool, error) {
+func (r *ServerReconciler) blockDeletion(ctx context.Context, p *pass) (lifecycle.Result, error) {
 	s := p.Obj
+	if s.DeletionTimestamp.IsZero() {
+		return lifecycle.Continue(), nil
+	}
 	if !controllerutil.ContainsFinalizer(s, ServerFinalizer) {
-		return lifecycle.Done(), true, nil
+		return lifecycle.Done(), nil
 	}
 	held, why, err := r.held(ctx, p)
-	if err != nil || !held {
-		return lifecycle.Result{}, false, err
+	if err != nil {
+		return lifecycle.Result{}, err
+	}
+	if !held {
+		return lifecycle.Continue(), nil
 	}
 	st := s.Status.DeepCopy()
 	mirrorState(st, s.Generation, p.state)
 	lifecycle.SetCondition(&st.Conditions, s.Generation, ConditionDeletionBlocked, metav1.ConditionTrue, "Held", why)
 	if !equality.Semantic.DeepEqual(*st, s.Status) {
 		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, "DeletionBlocked", "Delete", "%s", why)
-		s.Status = *st
-		if err := p.c.Status().Update(ctx, s); err != nil {
-			return lifecycle.Result{}, true, fmt.Errorf("writing server status: %w", err)
-		}
+		s.Status = *st // the Reconciler writes it
 	}
-	return lifecycle.RequeueAfter(r.Options.RetryAfter, "deletion blocked"), true, nil
+	return lifecycle.RequeueAfter(r.Options.RetryAfter, "deletion blocked"), nil
 }
 
 // finalize powers off a deleted server that nothing holds any more (blockDeletion ran first) and
 // lets it go.
 func (r *ServerReconciler) finalize(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
 	if p.state != metalv1alpha1.ServerStateParked {
-		if res, acted, err := r.converge(bctx, ctx, p, metalv1alpha1.PowerOff, false); acted || err != nil {
+		if res, err := r.converge(ctx, p, metalv1alpha1.PowerOff, false); err != nil || !res.IsContinue() {
 			return res, err
 		}
 	}

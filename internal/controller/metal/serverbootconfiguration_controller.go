@@ -104,10 +104,7 @@ func (r *ServerBootConfigurationReconciler) handle(ctx context.Context, p *lifec
 		}
 		r.Recorder.Eventf(sbc, nil, typ, string(st.State), "Provide", "%s", findCondition(st.Conditions, ConditionReady).Message)
 	}
-	sbc.Status = *st
-	if err := p.Client().Status().Update(ctx, sbc); err != nil {
-		return lifecycle.Result{}, fmt.Errorf("writing boot configuration status: %w", err)
-	}
+	sbc.Status = *st // the Reconciler writes it
 	return lifecycle.Done(), nil
 }
 

@@ -647,10 +647,7 @@ func (r *ServerClaimReconciler) report(ctx context.Context, p *lifecycle.Pass[*m
 	if reason == ReasonBootConfigurationConflict {
 		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, reason, "Bind", "%s", msg)
 	}
-	c.Status = *st
-	if err := p.Client().Status().Update(ctx, c); err != nil {
-		return lifecycle.Result{}, fmt.Errorf("writing claim status: %w", err)
-	}
+	c.Status = *st // the Reconciler writes it
 	return then, nil
 }
 

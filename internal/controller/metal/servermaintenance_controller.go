@@ -448,10 +448,7 @@ func (r *ServerMaintenanceReconciler) report(ctx context.Context, p *lifecycle.P
 		}
 		r.Recorder.Eventf(m, nil, typ, string(state), "Maintenance", "%s", msg)
 	}
-	m.Status = *st
-	if err := p.Client().Status().Update(ctx, m); err != nil {
-		return lifecycle.Result{}, fmt.Errorf("writing maintenance status: %w", err)
-	}
+	m.Status = *st // the Reconciler writes it
 	return then, nil
 }
 
