@@ -5,11 +5,12 @@ import (
 
 	"errors"
 	"fmt"
-	"github.com/go-logr/logr"
 	"os"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

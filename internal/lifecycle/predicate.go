@@ -37,3 +37,17 @@ func Relevant(old, new client.Object) bool {
 		!equality.Semantic.DeepEqual(old.GetOwnerReferences(), new.GetOwnerReferences()) ||
 		!equality.Semantic.DeepEqual(old.GetDeletionTimestamp(), new.GetDeletionTimestamp())
 }
+
+// StatusWiped passes a status update that left the object without its reported state (a wiped or
+// restored status), so it is rebuilt at once rather than at the next resync. Our own reports
+// always set the state and do not pass.
+func StatusWiped(empty func(client.Object) bool) predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld != nil && e.ObjectNew != nil && !empty(e.ObjectOld) && empty(e.ObjectNew)
+		},
+	}
+}

@@ -71,6 +71,10 @@ func (r Result) ctrlResult(resync time.Duration) ctrl.Result {
 		if resync <= 0 {
 			return ctrl.Result{}
 		}
-		return ctrl.Result{RequeueAfter: resync + rand.N(resync/10+1)}
+		return ctrl.Result{RequeueAfter: Jitter(resync)}
 	}
 }
+
+// Jitter spreads d by up to a tenth, so that objects created at once are not all looked at
+// again at once.
+func Jitter(d time.Duration) time.Duration { return d + rand.N(d/10+1) }

@@ -43,3 +43,26 @@ func TestSteps(t *testing.T) {
 		t.Errorf("a handler that continues is done: %+v", r)
 	}
 }
+
+func TestReasonOf(t *testing.T) {
+	base := errors.New("secret x not found")
+	cases := []struct {
+		name, want string
+		err        error
+		ok         bool
+	}{
+		{"tagged", "SecretNotFound", Reasonf("SecretNotFound", "secret %s not found", "x"), true},
+		{"wrapped", "SecretNotFound", fmt.Errorf("connect: %w", WithReason("SecretNotFound", base)), true},
+		{"untagged", "", base, false},
+		{"nil", "", WithReason("SecretNotFound", nil), false},
+	}
+	for _, tc := range cases {
+		got, ok := ReasonOf(tc.err)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: ReasonOf = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+	if err := WithReason("X", base); !errors.Is(err, base) || err.Error() != base.Error() {
+		t.Errorf("WithReason hides its cause: %v", err)
+	}
+}

@@ -361,7 +361,7 @@ func (m *model) take(ctx context.Context) (*snapshot, error) {
 		if o.Spec.BMCRef != nil {
 			v.BMC = o.Spec.BMCRef.Name
 		}
-		v.Ready, _ = condStatus(o.Status.Conditions, metal.ConditionReady)
+		v.Ready, _ = condStatus(o.Status.Conditions, metalv1alpha1.ConditionReady)
 		s.Servers[o.Name] = v
 	}
 	for i := range claims.Items {
@@ -373,7 +373,7 @@ func (m *model) take(ctx context.Context) (*snapshot, error) {
 		if o.Spec.ServerRef != nil {
 			v.ServerRef = o.Spec.ServerRef.Name
 		}
-		v.Bound, v.Why = condStatus(o.Status.Conditions, metal.ConditionBound)
+		v.Bound, v.Why = condStatus(o.Status.Conditions, metalv1alpha1.ConditionBound)
 		s.Claims[o.Namespace+"/"+o.Name] = v
 	}
 	for i := range maints.Items {
@@ -384,14 +384,14 @@ func (m *model) take(ctx context.Context) (*snapshot, error) {
 		if o.Spec.ServerRef != nil {
 			v.ServerRef = o.Spec.ServerRef.Name
 		}
-		_, v.Reason = condStatus(o.Status.Conditions, metal.ConditionInMaintenance)
+		_, v.Reason = condStatus(o.Status.Conditions, metalv1alpha1.ConditionInMaintenance)
 		s.Maints[o.Namespace+"/"+o.Name] = v
 	}
 	for i := range bmcs.Items {
 		o := &bmcs.Items[i]
 		v := &bmcView{UID: string(o.UID), Deleting: !o.DeletionTimestamp.IsZero(), State: string(o.Status.State),
 			Op: o.Annotations[metalv1alpha1.OperationAnnotation]}
-		v.Ready, _ = condStatus(o.Status.Conditions, metal.ConditionReady)
+		v.Ready, _ = condStatus(o.Status.Conditions, metalv1alpha1.ConditionReady)
 		s.BMCs[o.Name] = v
 	}
 	return s, nil

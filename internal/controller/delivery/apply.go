@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 // plannedObject is one object of a manifest, resolved against its cluster.
@@ -60,18 +61,18 @@ func plan(t *target, objs []*unstructured.Unstructured, defaultNS string, p Poli
 			continue
 		}
 		if seen[ref.key()] {
-			return nil, reasonf(ReasonInvalidManifest, "%s appears twice in the manifest", ref)
+			return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonInvalidManifest, "%s appears twice in the manifest", ref)
 		}
 		seen[ref.key()] = true
 		out = append(out, plannedObject{ref: ref, obj: o})
 	}
 	switch {
 	case len(failures) > 0:
-		return nil, reasonf(ReasonClusterUnavailable, "%s", strings.Join(failures, "; "))
+		return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonClusterUnavailable, "%s", strings.Join(failures, "; "))
 	case len(denied) > 0:
-		return nil, reasonf(ReasonPolicyDenied, "nothing applied: %s", strings.Join(denied, "; "))
+		return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonPolicyDenied, "nothing applied: %s", strings.Join(denied, "; "))
 	case len(unknown) > 0:
-		return nil, reasonf(ReasonUnknownKind, "nothing applied: %s", strings.Join(unknown, "; "))
+		return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonUnknownKind, "nothing applied: %s", strings.Join(unknown, "; "))
 	}
 	return out, nil
 }
@@ -122,9 +123,9 @@ func applyObject(ctx context.Context, t *target, po plannedObject, owner string)
 	defer cancel()
 	if err := t.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		if meta.IsNoMatchError(err) {
-			return "", reasonf(ReasonUnknownKind, "applying %s: %v", po.ref, err)
+			return "", lifecycle.Reasonf(infrahubv1alpha1.ReasonUnknownKind, "applying %s: %v", po.ref, err)
 		}
-		return "", reasonf(ReasonApplyFailed, "applying %s: %v", po.ref, err)
+		return "", lifecycle.Reasonf(infrahubv1alpha1.ReasonApplyFailed, "applying %s: %v", po.ref, err)
 	}
 	return driftToken(u), nil
 }

@@ -65,7 +65,7 @@ func BenchmarkSync500Artifacts(b *testing.B) {
 			return nil
 		})
 		firstSync := time.Since(start)
-		waitSync(b, syncName, infrahubv1alpha1.StateSucceeded, ReasonSynced, time.Minute)
+		waitSync(b, syncName, infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, time.Minute)
 		for _, l := range []client.ObjectList{&corev1.ConfigMapList{}, &corev1.ServiceList{}, &appsv1.DeploymentList{}} {
 			if err := env.Client.List(ctx, l, client.InNamespace(ns), client.MatchingLabels{ManagedByLabel: ManagedByValue}); err != nil {
 				b.Fatal(err)

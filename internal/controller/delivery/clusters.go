@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 // kubeconfigKey is the key of a cluster Secret holding the kubeconfig.
@@ -109,19 +110,19 @@ func (r *clusterRegistry) get(ctx context.Context, server string) (*target, erro
 		if r.local == nil {
 			t, err := r.newTarget("local", "", r.localCfg, r.localHTTP, r.localMapper)
 			if err != nil {
-				return nil, withReason(ReasonInternal, err)
+				return nil, lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, err)
 			}
 			r.local = t
 		}
 		return r.local, nil
 	}
-	s, err := findLabelledSecret(ctx, r.secrets, r.namespace, infrahubv1alpha1.ClusterKubeconfigLabel, server, ReasonKubeconfigNotFound)
+	s, err := findLabelledSecret(ctx, r.secrets, r.namespace, infrahubv1alpha1.ClusterKubeconfigLabel, server, infrahubv1alpha1.ReasonKubeconfigNotFound)
 	if err != nil {
 		return nil, err
 	}
 	data := s.Data[kubeconfigKey]
 	if len(data) == 0 {
-		return nil, reasonf(ReasonKubeconfigInvalid, "Secret %s/%s has no key %q", s.Namespace, s.Name, kubeconfigKey)
+		return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonKubeconfigInvalid, "Secret %s/%s has no key %q", s.Namespace, s.Name, kubeconfigKey)
 	}
 	sum := sha256.Sum256(data)
 	fp := hex.EncodeToString(sum[:])
@@ -133,7 +134,7 @@ func (r *clusterRegistry) get(ctx context.Context, server string) (*target, erro
 	}
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
 	if err != nil {
-		return nil, reasonf(ReasonKubeconfigInvalid, "Secret %s/%s: %v", s.Namespace, s.Name, err)
+		return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonKubeconfigInvalid, "Secret %s/%s: %v", s.Namespace, s.Name, err)
 	}
 	cfg.Timeout = r.timeout
 	if cfg.QPS == 0 { // as controller-runtime does: rely on the server's priority and fairness
@@ -141,7 +142,7 @@ func (r *clusterRegistry) get(ctx context.Context, server string) (*target, erro
 	}
 	t, err := r.newTarget(key, fp, cfg, nil, nil)
 	if err != nil {
-		return nil, withReason(ReasonKubeconfigInvalid, err)
+		return nil, lifecycle.WithReason(infrahubv1alpha1.ReasonKubeconfigInvalid, err)
 	}
 	if old := r.remotes[key]; old != nil {
 		r.log.Info("cluster credentials changed; reconnecting", "cluster", key, "secret", s.Namespace+"/"+s.Name)

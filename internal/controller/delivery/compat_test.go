@@ -93,7 +93,7 @@ func TestReferenceSamplesWork(t *testing.T) {
 	readSample(t, filepath.Join(fake, "infrahubsync-main.yaml"), main, "127.0.0.1:8300", hostPort)
 	createSample(t, main)
 	t.Cleanup(func() { deleteSync(t, main.Name) })
-	s := waitSync(t, main.Name, infrahubv1alpha1.StateSucceeded, ReasonSynced, 30*time.Second)
+	s := waitSync(t, main.Name, infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 30*time.Second)
 	if len(s.Status.Checksums) != 2 {
 		t.Fatalf("checksums %v", s.Status.Checksums)
 	}
@@ -115,7 +115,7 @@ func TestReferenceSamplesWork(t *testing.T) {
 	readSample(t, filepath.Join(fake, "infrahubsync-at.yaml"), at, "127.0.0.1:8300", hostPort)
 	createSample(t, at)
 	t.Cleanup(func() { deleteSync(t, at.Name) })
-	s = waitSync(t, at.Name, infrahubv1alpha1.StateSucceeded, ReasonSynced, 30*time.Second)
+	s = waitSync(t, at.Name, infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 30*time.Second)
 	if len(s.Status.Checksums) != 1 {
 		t.Fatalf("time travel checksums %v", s.Status.Checksums)
 	}
@@ -134,7 +134,7 @@ func TestReferenceSamplesWork(t *testing.T) {
 	readSample(t, filepath.Join(dir, "firstTest.yaml"), vr)
 	createSample(t, vr)
 	t.Cleanup(func() { deleteResource(t, vr.Name) })
-	waitResource(t, vr.Name, infrahubv1alpha1.StateSucceeded, ReasonDeployed, 30*time.Second)
+	waitResource(t, vr.Name, infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
 	cm := &corev1.ConfigMap{}
 	if err := exists(t, env.Client, cm, "default", "example"); err != nil || cm.Data["key"] != "value" {
 		t.Fatalf("sample VidraResource's ConfigMap: %v %v", err, cm.Data)

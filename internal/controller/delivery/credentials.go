@@ -9,6 +9,7 @@ import (
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	"github.com/metalhub/metalhub/internal/infrahub"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 // Keys read from an Infrahub credentials Secret. An API token (sent as X-INFRAHUB-KEY) needs no
@@ -30,7 +31,7 @@ type credentials struct {
 // config returns the client configuration for rawURL. The Secret's content never appears in
 // errors or logs; its name does.
 func (c *credentials) config(ctx context.Context, rawURL string) (infrahub.Config, error) {
-	s, err := findLabelledSecret(ctx, c.reader, c.namespace, infrahubv1alpha1.InfrahubAPIURLLabel, rawURL, ReasonCredentialsNotFound)
+	s, err := findLabelledSecret(ctx, c.reader, c.namespace, infrahubv1alpha1.InfrahubAPIURLLabel, rawURL, infrahubv1alpha1.ReasonCredentialsNotFound)
 	if err != nil {
 		return infrahub.Config{}, err
 	}
@@ -43,7 +44,7 @@ func (c *credentials) config(ctx context.Context, rawURL string) (infrahub.Confi
 		Timeout:  c.timeout,
 	}
 	if cfg.APIToken == "" && (cfg.Username == "" || cfg.Password == "") {
-		return infrahub.Config{}, withReason(ReasonCredentialsInvalid,
+		return infrahub.Config{}, lifecycle.WithReason(infrahubv1alpha1.ReasonCredentialsInvalid,
 			errors.New("Secret "+s.Namespace+"/"+s.Name+" holds neither token/api-token nor username and password"))
 	}
 	return cfg, nil

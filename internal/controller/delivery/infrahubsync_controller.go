@@ -95,10 +95,10 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 	}
 	owned, err := r.ownedResources(ctx, c, s)
 	if err != nil {
-		return syncOutcome{err: withReason(ReasonInternal, err), keep: true}
+		return syncOutcome{err: lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, err), keep: true}
 	}
 	if len(arts) == 0 && !src.AllowEmpty {
-		return syncOutcome{keep: true, err: reasonf(ReasonEmptyResult,
+		return syncOutcome{keep: true, err: lifecycle.Reasonf(infrahubv1alpha1.ReasonEmptyResult,
 			"query %s found no artifact named %q on branch %s%s; %d VidraResources kept. Check artefactName, targetBranch and targetDate, or set spec.source.allowEmpty to let an empty result delete them",
 			query, src.ArtefactName, src.TargetBranch, atSuffix(src.TargetDate), len(owned))}
 	}
@@ -133,7 +133,7 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 		}
 		uid := vr.UID
 		if err := c.Delete(ctx, vr, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, withReason(ReasonInternal, fmt.Errorf("deleting VidraResource %s that left the result: %w", name, err)))
+			errs = append(errs, lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, fmt.Errorf("deleting VidraResource %s that left the result: %w", name, err)))
 			continue
 		}
 		logf.FromContext(ctx).Info("deleted VidraResource whose artifact left the result", "vidraresource", name)
@@ -141,7 +141,7 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 	}
 	sort.Strings(out.checksums)
 	if len(errs) > 0 {
-		out.err = withReason(reasonOf(errs[0]), fmt.Errorf("%d of %d artifacts not delivered: %w", len(errs), len(arts), errors.Join(errs...)))
+		out.err = lifecycle.WithReason(reasonOf(errs[0]), fmt.Errorf("%d of %d artifacts not delivered: %w", len(errs), len(arts), errors.Join(errs...)))
 	}
 	return out
 }
@@ -204,11 +204,11 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 	err := c.Get(ctx, client.ObjectKey{Name: a.ID}, vr)
 	exists := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {
-		return deliverResult{err: withReason(ReasonInternal, fmt.Errorf("reading VidraResource %s: %w", a.ID, err))}
+		return deliverResult{err: lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, fmt.Errorf("reading VidraResource %s: %w", a.ID, err))}
 	}
 	if exists {
 		if ctl := metav1.GetControllerOf(vr); ctl == nil || ctl.UID != s.UID {
-			return deliverResult{err: reasonf(ReasonOwnershipConflict, "artifact %s: VidraResource %s exists and is not controlled by this InfrahubSync (%s)", a.ID, a.ID, controllerName(ctl))}
+			return deliverResult{err: lifecycle.Reasonf(infrahubv1alpha1.ReasonOwnershipConflict, "artifact %s: VidraResource %s exists and is not controlled by this InfrahubSync (%s)", a.ID, a.ID, controllerName(ctl))}
 		}
 		if !vr.DeletionTimestamp.IsZero() {
 			// Being removed (by hand, say): its delete event brings the pass that recreates it.
@@ -241,7 +241,7 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 		if apierrors.IsConflict(err) {
 			return deliverResult{lagging: true}
 		}
-		return deliverResult{err: withReason(ReasonInternal, fmt.Errorf("updating VidraResource %s: %w", a.ID, err))}
+		return deliverResult{err: lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, fmt.Errorf("updating VidraResource %s: %w", a.ID, err))}
 	}
 	return deliverResult{wrote: true}
 }
@@ -253,7 +253,7 @@ func (r *InfrahubSyncReconciler) create(ctx context.Context, c client.Client, s 
 	// saves a write and a pass per artifact.
 	lifecycle.AddFinalizer(vr, finalizer)
 	if err := controllerutil.SetControllerReference(s, vr, r.scheme); err != nil {
-		return deliverResult{err: withReason(ReasonInternal, err)}
+		return deliverResult{err: lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, err)}
 	}
 	err := c.Create(ctx, vr)
 	if apierrors.IsAlreadyExists(err) {
@@ -261,13 +261,13 @@ func (r *InfrahubSyncReconciler) create(ctx context.Context, c client.Client, s 
 		live := &infrahubv1alpha1.VidraResource{}
 		if gerr := r.apiReader.Get(ctx, client.ObjectKey{Name: a.ID}, live); gerr == nil {
 			if ctl := metav1.GetControllerOf(live); ctl == nil || ctl.UID != s.UID {
-				return deliverResult{err: reasonf(ReasonOwnershipConflict, "artifact %s: VidraResource %s exists and is not controlled by this InfrahubSync (%s)", a.ID, a.ID, controllerName(ctl))}
+				return deliverResult{err: lifecycle.Reasonf(infrahubv1alpha1.ReasonOwnershipConflict, "artifact %s: VidraResource %s exists and is not controlled by this InfrahubSync (%s)", a.ID, a.ID, controllerName(ctl))}
 			}
 		}
 		return deliverResult{lagging: true}
 	}
 	if err != nil {
-		return deliverResult{err: withReason(ReasonInternal, fmt.Errorf("creating VidraResource %s: %w", a.ID, err))}
+		return deliverResult{err: lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, fmt.Errorf("creating VidraResource %s: %w", a.ID, err))}
 	}
 	return deliverResult{wrote: true}
 }
@@ -310,17 +310,17 @@ func (r *InfrahubSyncReconciler) report(ctx context.Context, p *lifecycle.Pass[*
 	if out.err == nil {
 		st.SyncState = infrahubv1alpha1.StateSucceeded
 		rep.Succeeded(r.now(), out.progressed)
-		lifecycle.SetCondition(&st.Conditions, s.Generation, ConditionReady, metav1.ConditionTrue, ReasonSynced,
+		lifecycle.SetCondition(&st.Conditions, s.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionTrue, infrahubv1alpha1.ReasonSynced,
 			fmt.Sprintf("%d artifacts delivered", out.delivered))
 	} else {
 		st.SyncState = infrahubv1alpha1.StateFailed
 		if rep.Failed(out.err) {
 			r.recorder.Eventf(s, nil, "Warning", reasonOf(out.err), "Sync", "%s", clip(out.err.Error()))
 		}
-		lifecycle.SetCondition(&st.Conditions, s.Generation, ConditionReady, metav1.ConditionFalse, reasonOf(out.err), clip(out.err.Error()))
+		lifecycle.SetCondition(&st.Conditions, s.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, reasonOf(out.err), clip(out.err.Error()))
 	}
 	st.ObservedGeneration = s.Generation
-	next := lifecycle.RequeueAfter(jitter(requeue), "sync interval")
+	next := lifecycle.RequeueAfter(lifecycle.Jitter(requeue), "sync interval")
 	if out.retrySoon {
 		next = lifecycle.RequeueAfter(lagRetry, "cache behind our writes")
 	}

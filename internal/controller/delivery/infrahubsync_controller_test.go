@@ -36,7 +36,7 @@ func TestDefect01_ChecksumsKeptNothingDownloadedWhenUnchanged(t *testing.T) {
 	ns := namespace(t)
 	newSync(t, "d01", url, emu.SampleArtifactName, ns)
 
-	s := waitSync(t, "d01", infrahubv1alpha1.StateSucceeded, ReasonSynced, 30*time.Second)
+	s := waitSync(t, "d01", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 30*time.Second)
 	arts, _ := e.Artifacts("main", time.Time{})
 	if len(arts) != 2 {
 		t.Fatalf("sample has %d artifacts", len(arts))
@@ -50,7 +50,7 @@ func TestDefect01_ChecksumsKeptNothingDownloadedWhenUnchanged(t *testing.T) {
 		t.Fatalf("status.checksums = %v, want %v", s.Status.Checksums, want)
 	}
 	for _, a := range arts {
-		waitResource(t, a.ID, infrahubv1alpha1.StateSucceeded, ReasonDeployed, 30*time.Second)
+		waitResource(t, a.ID, infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
 	}
 	eventually(t, 10*time.Second, func() error { return exists(t, env.Client, &appsv1.Deployment{}, ns, "web-b") })
 	eventually(t, 10*time.Second, func() error { return exists(t, env.Client, &corev1.Service{}, ns, "web-b") })
@@ -121,10 +121,10 @@ func TestDefect02_SyncDeletesOnlyItsOwnResources(t *testing.T) {
 	b1, _ := e.AddArtifact("", "app-two", "", []byte(configMapYAML("two", "", "1")))
 	newSync(t, "d02-one", url, "app-one", ns)
 	newSync(t, "d02-two", url, "app-two", ns)
-	waitSync(t, "d02-one", infrahubv1alpha1.StateSucceeded, ReasonSynced, 30*time.Second)
-	waitSync(t, "d02-two", infrahubv1alpha1.StateSucceeded, ReasonSynced, 30*time.Second)
+	waitSync(t, "d02-one", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 30*time.Second)
+	waitSync(t, "d02-two", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 30*time.Second)
 	for _, id := range []string{a1.ID, a2.ID, b1.ID} {
-		waitResource(t, id, infrahubv1alpha1.StateSucceeded, ReasonDeployed, 30*time.Second)
+		waitResource(t, id, infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
 	}
 
 	// One artifact of sync one leaves its result; a forced pass of both syncs follows.
@@ -164,15 +164,15 @@ func TestDefect03_EmptyResultFailsAndDeletesNothing(t *testing.T) {
 	ns := namespace(t)
 	a, _ := e.AddArtifact("", "Webserver_Manifest", "", []byte(configMapYAML("web", "", "1")))
 	newSync(t, "d03", url, "Webserver_Manifest", ns)
-	waitSync(t, "d03", infrahubv1alpha1.StateSucceeded, ReasonSynced, 30*time.Second)
-	waitResource(t, a.ID, infrahubv1alpha1.StateSucceeded, ReasonDeployed, 30*time.Second)
+	waitSync(t, "d03", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 30*time.Second)
+	waitResource(t, a.ID, infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
 
 	s := getSync(t, "d03")
 	s.Spec.Source.ArtefactName = "Webserver_Manfest" // misspelt
 	if err := env.Client.Update(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
-	s = waitSync(t, "d03", infrahubv1alpha1.StateFailed, ReasonEmptyResult, 10*time.Second)
+	s = waitSync(t, "d03", infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonEmptyResult, 10*time.Second)
 	if !strings.Contains(s.Status.LastError, "Webserver_Manfest") || !strings.Contains(s.Status.LastError, "allowEmpty") {
 		t.Fatalf("lastError does not explain the empty result: %q", s.Status.LastError)
 	}
@@ -192,7 +192,7 @@ func TestDefect03_EmptyResultFailsAndDeletesNothing(t *testing.T) {
 	if err := env.Client.Update(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
-	waitSync(t, "d03", infrahubv1alpha1.StateSucceeded, ReasonSynced, 10*time.Second)
+	waitSync(t, "d03", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 10*time.Second)
 	eventually(t, 10*time.Second, func() error {
 		if exists(t, env.Client, &infrahubv1alpha1.VidraResource{}, "", a.ID) == nil {
 			return fmt.Errorf("VidraResource kept although allowEmpty is set")
@@ -209,7 +209,7 @@ func TestDefect05_DeletedVidraResourceComesBackAtOnce(t *testing.T) {
 	ns := namespace(t)
 	a, _ := e.AddArtifact("", "web", "", []byte(configMapYAML("web", "", "1")))
 	newSync(t, "d05", url, "web", ns)
-	waitResource(t, a.ID, infrahubv1alpha1.StateSucceeded, ReasonDeployed, 30*time.Second)
+	waitResource(t, a.ID, infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
 	old := getResource(t, a.ID)
 
 	deleted := time.Now()
@@ -227,7 +227,7 @@ func TestDefect05_DeletedVidraResourceComesBackAtOnce(t *testing.T) {
 		return nil
 	})
 	t.Logf("VidraResource back after %s", time.Since(deleted).Round(10*time.Millisecond))
-	waitResource(t, a.ID, infrahubv1alpha1.StateSucceeded, ReasonDeployed, 5*time.Second)
+	waitResource(t, a.ID, infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 5*time.Second)
 	eventually(t, 5*time.Second, func() error { return exists(t, env.Client, &corev1.ConfigMap{}, ns, "web") })
 }
 
@@ -247,13 +247,13 @@ func TestDefect08_InfrahubClientTimeoutCATokensLogin(t *testing.T) {
 		waitSync(t, "d08-hang", infrahubv1alpha1.StateFailed, "Timeout", 10*time.Second)
 		e.ClearFaults()
 		requestSync(t, getSync(t, "d08-hang"))
-		waitSync(t, "d08-hang", infrahubv1alpha1.StateSucceeded, ReasonSynced, 10*time.Second)
+		waitSync(t, "d08-hang", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 10*time.Second)
 	})
 	t.Run("API token", func(t *testing.T) {
 		e, url := startInfrahub(t, map[string]string{"api-token": "test-token\n"})
 		_, _ = e.AddArtifact("", "web", "", []byte(configMapYAML("token", "", "1")))
 		newSync(t, "d08-token", url, "web", ns)
-		waitSync(t, "d08-token", infrahubv1alpha1.StateSucceeded, ReasonSynced, 10*time.Second)
+		waitSync(t, "d08-token", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 10*time.Second)
 		if c := e.Counters(); c.Logins != 0 || c.Unauthorized != 0 {
 			t.Fatalf("token auth logged in or was refused: %+v", c)
 		}
@@ -262,7 +262,7 @@ func TestDefect08_InfrahubClientTimeoutCATokensLogin(t *testing.T) {
 		e, url := startInfrahub(t, nil)
 		_, _ = e.AddArtifact("", "web", "", []byte(configMapYAML("login", "", "1")))
 		newSync(t, "d08-login", url, "web", ns)
-		waitSync(t, "d08-login", infrahubv1alpha1.StateSucceeded, ReasonSynced, 10*time.Second)
+		waitSync(t, "d08-login", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 10*time.Second)
 		for range 3 {
 			before := e.Counters().Queries
 			requestSync(t, getSync(t, "d08-login"))
@@ -301,7 +301,7 @@ func TestDefect08_InfrahubClientTimeoutCATokensLogin(t *testing.T) {
 		createSecret(t, "default", infrahubv1alpha1.InfrahubAPIURLLabel, labelFor(t, trusted.URL),
 			map[string]string{"username": emu.DefaultUsername, "password": emu.DefaultPassword, "ca.crt": string(ca)})
 		newSync(t, "d08-ca", trusted.URL, "web", ns)
-		waitSync(t, "d08-ca", infrahubv1alpha1.StateSucceeded, ReasonSynced, 10*time.Second)
+		waitSync(t, "d08-ca", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 10*time.Second)
 
 		untrusted := httptest.NewTLSServer(e)
 		t.Cleanup(untrusted.Close)
@@ -327,8 +327,8 @@ func TestBadInfrahubInputFailsWithReason(t *testing.T) {
 	}{
 		{name: "wrong password", secret: map[string]string{"username": "admin", "password": "wrong"}, reason: "AuthenticationFailed"},
 		{name: "unknown user", secret: map[string]string{"username": "nobody", "password": "x"}, reason: "AuthenticationFailed"},
-		{name: "no usable keys", secret: map[string]string{"user": "admin"}, reason: ReasonCredentialsInvalid},
-		{name: "no credentials Secret", url: func(string) string { return closedURL(t) }, reason: ReasonCredentialsNotFound},
+		{name: "no usable keys", secret: map[string]string{"user": "admin"}, reason: infrahubv1alpha1.ReasonCredentialsInvalid},
+		{name: "no credentials Secret", url: func(string) string { return closedURL(t) }, reason: infrahubv1alpha1.ReasonCredentialsNotFound},
 		{name: "unknown query", prepare: func(e *emu.Emulator) { e.RemoveQuery(emu.DefaultQuery) }, reason: "QueryNotFound", message: "ArtifactIDs"},
 		{name: "graphql error", prepare: func(e *emu.Emulator) { e.FailQuery(emu.DefaultQuery, "field storage_id unknown") }, reason: "QueryFailed", message: "storage_id unknown"},
 		{name: "day units", mutate: func(s *infrahubv1alpha1.InfrahubSync) { s.Spec.Source.TargetDate = "now-2d" }, reason: "InvalidTargetDate", message: "now-48h"},
@@ -388,13 +388,13 @@ func TestBadArtifactsFailTheirResourceOthersApply(t *testing.T) {
 	unknown, _ := e.AddArtifact("", "mixed", "", []byte(docs(configMapYAML("beside-widget", "", "1"),
 		"apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n")))
 	newSync(t, "bad-artifacts", url, "mixed", ns)
-	waitSync(t, "bad-artifacts", infrahubv1alpha1.StateSucceeded, ReasonSynced, 30*time.Second)
-	waitResource(t, good.ID, infrahubv1alpha1.StateSucceeded, ReasonDeployed, 10*time.Second)
-	vr := waitResource(t, malformed.ID, infrahubv1alpha1.StateFailed, ReasonInvalidManifest, 10*time.Second)
+	waitSync(t, "bad-artifacts", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 30*time.Second)
+	waitResource(t, good.ID, infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 10*time.Second)
+	vr := waitResource(t, malformed.ID, infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonInvalidManifest, 10*time.Second)
 	if !strings.Contains(vr.Status.LastError, "document 1") {
 		t.Fatalf("malformed manifest error does not say where: %q", vr.Status.LastError)
 	}
-	vr = waitResource(t, unknown.ID, infrahubv1alpha1.StateFailed, ReasonUnknownKind, 10*time.Second)
+	vr = waitResource(t, unknown.ID, infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonUnknownKind, 10*time.Second)
 	if !strings.Contains(vr.Status.LastError, "Widget") {
 		t.Fatalf("unknown kind error does not name the kind: %q", vr.Status.LastError)
 	}
@@ -415,7 +415,7 @@ func TestDefect10_SettingsConfigMapPickedUpAndChecked(t *testing.T) {
 	ns := namespace(t)
 	_, _ = e.AddArtifact("", "web", "", []byte(configMapYAML("cfg", "", "1")))
 	newSync(t, "d10", url, "web", ns)
-	waitSync(t, "d10", infrahubv1alpha1.StateSucceeded, ReasonSynced, 30*time.Second)
+	waitSync(t, "d10", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 30*time.Second)
 
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "vidra-config", Namespace: ns, Labels: map[string]string{"app": "vidra"}},
@@ -452,5 +452,5 @@ func TestDefect10_SettingsConfigMapPickedUpAndChecked(t *testing.T) {
 	if err := env.Client.Update(context.Background(), cm); err != nil {
 		t.Fatal(err)
 	}
-	waitSync(t, "d10", infrahubv1alpha1.StateSucceeded, ReasonSynced, 10*time.Second)
+	waitSync(t, "d10", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 10*time.Second)
 }

@@ -33,33 +33,6 @@ const (
 	SettingsLabelValue = "vidra"
 )
 
-// Condition types and reasons the delivery family reports besides infrahub.Reason's.
-const (
-	// ConditionReady is the one condition both kinds carry: True once the last pass delivered
-	// everything, False with a reason otherwise.
-	ConditionReady = "Ready"
-
-	ReasonSynced              = "Synced"
-	ReasonDeployed            = "Deployed"
-	ReasonDrifted             = "Drifted"
-	ReasonCredentialsNotFound = "CredentialsNotFound"
-	ReasonCredentialsInvalid  = "CredentialsInvalid"
-	ReasonSecretAmbiguous     = "SecretAmbiguous"
-	ReasonEmptyResult         = "EmptyResult"
-	ReasonArtifactsFailed     = "ArtifactsFailed"
-	ReasonOwnershipConflict   = "OwnershipConflict"
-	ReasonInvalidManifest     = "InvalidManifest"
-	ReasonUnknownKind         = "UnknownKind"
-	ReasonPolicyDenied        = "PolicyDenied"
-	ReasonKubeconfigNotFound  = "KubeconfigNotFound"
-	ReasonKubeconfigInvalid   = "KubeconfigInvalid"
-	ReasonClusterUnavailable  = "ClusterUnavailable"
-	ReasonApplyFailed         = "ApplyFailed"
-	ReasonPruneFailed         = "PruneFailed"
-	ReasonCleanupFailed       = "CleanupFailed"
-	ReasonInternal            = "InternalError"
-)
-
 // The finalizer and owned-by annotation, re-exported for the package's own brevity.
 const (
 	finalizer         = infrahubv1alpha1.VidraResourceFinalizer

@@ -13,6 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 // hostLabelValues returns the label values that name the host of rawURL, most specific first.
@@ -55,11 +58,11 @@ func hostKey(rawURL string) string {
 func findLabelledSecret(ctx context.Context, r client.Reader, namespace, key, rawURL, notFoundReason string) (*corev1.Secret, error) {
 	values, err := hostLabelValues(rawURL)
 	if err != nil {
-		return nil, withReason(notFoundReason, err)
+		return nil, lifecycle.WithReason(notFoundReason, err)
 	}
 	req, err := labels.NewRequirement(key, selection.In, values)
 	if err != nil {
-		return nil, withReason(notFoundReason, fmt.Errorf("selecting Secrets by %s: %w", key, err))
+		return nil, lifecycle.WithReason(notFoundReason, fmt.Errorf("selecting Secrets by %s: %w", key, err))
 	}
 	var list corev1.SecretList
 	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*req)}}
@@ -87,14 +90,14 @@ func findLabelledSecret(ctx context.Context, r client.Reader, namespace, key, ra
 				names = append(names, s.Namespace+"/"+s.Name)
 			}
 			sort.Strings(names)
-			return nil, reasonf(ReasonSecretAmbiguous, "%d Secrets are labelled %s=%s (%s); keep one", len(found), key, v, strings.Join(names, ", "))
+			return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonSecretAmbiguous, "%d Secrets are labelled %s=%s (%s); keep one", len(found), key, v, strings.Join(names, ", "))
 		}
 	}
 	where := "any namespace"
 	if namespace != "" {
 		where = "namespace " + namespace
 	}
-	return nil, reasonf(notFoundReason, "no Secret labelled %s=%s in %s", key, strings.Join(values, " or "), where)
+	return nil, lifecycle.Reasonf(notFoundReason, "no Secret labelled %s=%s in %s", key, strings.Join(values, " or "), where)
 }
 
 // secretValue returns the first non-empty key of a Secret, trimmed: values created with

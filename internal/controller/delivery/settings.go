@@ -3,7 +3,6 @@ package delivery
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"strconv"
 	"strings"
@@ -111,9 +110,6 @@ func parseInterval(v string) (time.Duration, error) {
 	}
 	return d, nil
 }
-
-// jitter spreads requeues of objects created together by up to a tenth of d.
-func jitter(d time.Duration) time.Duration { return d + rand.N(d/10+1) }
 
 // settingsSource computes the effective settings from the flags and the settings ConfigMap as the
 // cache has it now. Every pass asks, so a change is seen by the next pass without a restart.

@@ -364,7 +364,7 @@ func waitSync(t testing.TB, name string, state infrahubv1alpha1.State, reason st
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, s); err != nil {
 			return err
 		}
-		c := meta.FindStatusCondition(s.Status.Conditions, ConditionReady)
+		c := meta.FindStatusCondition(s.Status.Conditions, infrahubv1alpha1.ConditionReady)
 		if s.Status.SyncState != state || c == nil || (reason != "" && c.Reason != reason) {
 			return fmt.Errorf("sync %s: state %q, condition %+v, lastError %q; want %s/%s", name, s.Status.SyncState, c, s.Status.LastError, state, reason)
 		}
@@ -381,7 +381,7 @@ func waitResource(t testing.TB, name string, state infrahubv1alpha1.State, reaso
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, vr); err != nil {
 			return err
 		}
-		c := meta.FindStatusCondition(vr.Status.Conditions, ConditionReady)
+		c := meta.FindStatusCondition(vr.Status.Conditions, infrahubv1alpha1.ConditionReady)
 		if vr.Status.DeployState != state || c == nil || (reason != "" && c.Reason != reason) {
 			return fmt.Errorf("vidraresource %s: state %q, condition %+v, lastError %q; want %s/%s", name, vr.Status.DeployState, c, vr.Status.LastError, state, reason)
 		}

@@ -84,7 +84,7 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 	log := logf.FromContext(ctx)
 	objs, err := decodeManifest(vr.Spec.Manifest)
 	if err != nil {
-		return deployOutcome{err: reasonf(ReasonInvalidManifest, "invalid manifest, nothing applied: %v", err), keep: true}
+		return deployOutcome{err: lifecycle.Reasonf(infrahubv1alpha1.ReasonInvalidManifest, "invalid manifest, nothing applied: %v", err), keep: true}
 	}
 	t, err := r.clusters.get(ctx, vr.Spec.Destination.Server)
 	if err != nil {
@@ -119,12 +119,12 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 		desired[po.ref.key()] = true
 		live, err := t.observe(ctx, po.ref.GVK, client.ObjectKey{Namespace: po.ref.Namespace, Name: po.ref.Name})
 		if err != nil {
-			errs = append(errs, reasonf(ReasonClusterUnavailable, "reading %s: %v", po.ref, err))
+			errs = append(errs, lifecycle.Reasonf(infrahubv1alpha1.ReasonClusterUnavailable, "reading %s: %v", po.ref, err))
 			continue
 		}
 		if live != nil && !ownedBy(live, vr.Name) {
 			if other := r.liveOwner(ctx, live, vr.Name); other != "" {
-				errs = append(errs, reasonf(ReasonOwnershipConflict, "%s is managed by VidraResource %s; not applied", po.ref, other))
+				errs = append(errs, lifecycle.Reasonf(infrahubv1alpha1.ReasonOwnershipConflict, "%s is managed by VidraResource %s; not applied", po.ref, other))
 				continue
 			}
 		}
@@ -158,7 +158,7 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 		pruned[ref.key()] = true
 		deleted, err := deleteOwned(ctx, t, ref, vr.Name)
 		if err != nil {
-			errs = append(errs, withReason(ReasonPruneFailed, err))
+			errs = append(errs, lifecycle.WithReason(infrahubv1alpha1.ReasonPruneFailed, err))
 			out.managed = append(out.managed, toManaged(ref)) // still there, still ours
 			continue
 		}
@@ -171,7 +171,7 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 	sort.Slice(out.managed, func(i, j int) bool { return managedLess(out.managed[i], out.managed[j]) })
 	out.err = errors.Join(errs...)
 	if len(errs) > 0 {
-		out.err = withReason(reasonOf(errs[0]), out.err)
+		out.err = lifecycle.WithReason(reasonOf(errs[0]), out.err)
 	}
 	return out
 }
@@ -183,7 +183,7 @@ func (r *VidraResourceReconciler) observeDrift(ctx context.Context, t *target, v
 		live, err := t.observe(ctx, po.ref.GVK, client.ObjectKey{Namespace: po.ref.Namespace, Name: po.ref.Name})
 		switch {
 		case err != nil:
-			out.err = reasonf(ReasonClusterUnavailable, "reading %s: %v", po.ref, err)
+			out.err = lifecycle.Reasonf(infrahubv1alpha1.ReasonClusterUnavailable, "reading %s: %v", po.ref, err)
 			return out
 		case live == nil:
 			out.drift = append(out.drift, po.ref.String()+" deleted")
@@ -218,7 +218,7 @@ func (r *VidraResourceReconciler) finalize(ctx context.Context, p *lifecycle.Pas
 	r.memory.forget(vr.Name) // our own deletes must not bring passes
 	if err := r.cleanup(ctx, vr); err != nil {
 		logf.FromContext(ctx).Info("cannot remove applied objects yet", "error", err.Error())
-		res, werr := r.report(ctx, p, deployOutcome{err: withReason(ReasonCleanupFailed, err), keep: true}, cleanupRetry)
+		res, werr := r.report(ctx, p, deployOutcome{err: lifecycle.WithReason(infrahubv1alpha1.ReasonCleanupFailed, err), keep: true}, cleanupRetry)
 		if werr != nil {
 			return res, werr
 		}
@@ -272,19 +272,19 @@ func (r *VidraResourceReconciler) report(ctx context.Context, p *lifecycle.Pass[
 	switch {
 	case out.err == nil && len(out.drift) > 0:
 		st.DeployState = infrahubv1alpha1.StateStale
-		lifecycle.SetCondition(&st.Conditions, vr.Generation, ConditionReady, metav1.ConditionFalse, ReasonDrifted,
+		lifecycle.SetCondition(&st.Conditions, vr.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, infrahubv1alpha1.ReasonDrifted,
 			clip(fmt.Sprintf("%s; restored by the periodic pass (reconcileOnEvents is off)", strings.Join(out.drift, ", "))))
 	case out.err == nil:
 		st.DeployState = infrahubv1alpha1.StateSucceeded
 		rep.Succeeded(r.now(), out.progressed)
-		lifecycle.SetCondition(&st.Conditions, vr.Generation, ConditionReady, metav1.ConditionTrue, ReasonDeployed,
+		lifecycle.SetCondition(&st.Conditions, vr.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionTrue, infrahubv1alpha1.ReasonDeployed,
 			fmt.Sprintf("%d objects applied", len(out.managed)))
 	default:
 		st.DeployState = infrahubv1alpha1.StateFailed
 		if rep.Failed(out.err) {
 			r.recorder.Eventf(vr, nil, "Warning", reasonOf(out.err), "Deploy", "%s", clip(out.err.Error()))
 		}
-		lifecycle.SetCondition(&st.Conditions, vr.Generation, ConditionReady, metav1.ConditionFalse, reasonOf(out.err), clip(out.err.Error()))
+		lifecycle.SetCondition(&st.Conditions, vr.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, reasonOf(out.err), clip(out.err.Error()))
 	}
 	if !out.keep {
 		st.ManagedResources = out.managed
@@ -292,10 +292,10 @@ func (r *VidraResourceReconciler) report(ctx context.Context, p *lifecycle.Pass[
 	st.ManagedResourceCount = int32(len(st.ManagedResources))
 	st.ObservedGeneration = vr.Generation
 	if equality.Semantic.DeepEqual(*st, vr.Status) {
-		return lifecycle.RequeueAfter(jitter(requeue), "unchanged"), nil
+		return lifecycle.RequeueAfter(lifecycle.Jitter(requeue), "unchanged"), nil
 	}
 	vr.Status = *st // the Reconciler writes it
-	return lifecycle.RequeueAfter(jitter(requeue), "status written"), nil
+	return lifecycle.RequeueAfter(lifecycle.Jitter(requeue), "status written"), nil
 }
 
 // onObjectEvent turns a watch event on an applied object into a pass of its VidraResource when

@@ -34,7 +34,7 @@ func TestDefect04_DeletedManagedObjectRestoredWithin5s(t *testing.T) {
 	startManager(t, fastOptions())
 	ns := namespace(t)
 	newResource(t, "d04-restore", ns, docs(deploymentYAML("web", 1), serviceYAML("web"), configMapYAML("web", "", "1")))
-	vr := waitResource(t, "d04-restore", infrahubv1alpha1.StateSucceeded, ReasonDeployed, 30*time.Second)
+	vr := waitResource(t, "d04-restore", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
 	if vr.Status.ManagedResourceCount != 3 || len(vr.Status.ManagedResources) != 3 {
 		t.Fatalf("managedResources %+v (count %d)", vr.Status.ManagedResources, vr.Status.ManagedResourceCount)
 	}
@@ -96,7 +96,7 @@ func TestDefect04_AnnotationsTriggerStatusEditsDoNot(t *testing.T) {
 	ns := namespace(t)
 	_, _ = e.AddArtifact("", "web", "", []byte(configMapYAML("pred", "", "1")))
 	newSync(t, "d04-pred", url, "web", ns)
-	waitSync(t, "d04-pred", infrahubv1alpha1.StateSucceeded, ReasonSynced, 30*time.Second)
+	waitSync(t, "d04-pred", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 30*time.Second)
 	time.Sleep(500 * time.Millisecond) // let passes caused by the VidraResource's creation finish
 	queries := e.Counters().Queries
 
@@ -131,7 +131,7 @@ func TestDefect06_ServerSideApplyOwnershipNoClobbering(t *testing.T) {
 	startManager(t, fastOptions())
 	ns := namespace(t)
 	vr := newResource(t, "d06-a", ns, configMapYAML("shared", "", "a"))
-	waitResource(t, "d06-a", infrahubv1alpha1.StateSucceeded, ReasonDeployed, 30*time.Second)
+	waitResource(t, "d06-a", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
 
 	// Another controller adds a label and a data key with its own field manager.
 	other := &unstructured.Unstructured{Object: map[string]any{
@@ -182,7 +182,7 @@ func TestDefect06_ServerSideApplyOwnershipNoClobbering(t *testing.T) {
 
 	// A second VidraResource claiming the same object is refused; the first keeps it.
 	newResource(t, "d06-b", ns, configMapYAML("shared", "", "from-b"))
-	got := waitResource(t, "d06-b", infrahubv1alpha1.StateFailed, ReasonOwnershipConflict, 10*time.Second)
+	got := waitResource(t, "d06-b", infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonOwnershipConflict, 10*time.Second)
 	if !strings.Contains(got.Status.LastError, "d06-a") {
 		t.Fatalf("conflict does not name the owner: %q", got.Status.LastError)
 	}
@@ -209,7 +209,7 @@ func TestDefect07_EventModeKeepsPeriodicRequeue(t *testing.T) {
 	})
 	newResource(t, "d07-own", ns, configMapYAML("d07-own", "", "1"))
 	for _, name := range []string{"d07-global", "d07-own"} {
-		waitResource(t, name, infrahubv1alpha1.StateSucceeded, ReasonDeployed, 30*time.Second)
+		waitResource(t, name, infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
 		// This direct pass runs beside the manager's own: when they race it gets a short
 		// conflict or stale-cache retry, which is not the answer asked about; look again.
 		var res ctrl.Result
@@ -241,7 +241,7 @@ func TestPeriodicRestoreWithoutEventMode(t *testing.T) {
 	newResource(t, "periodic", ns, configMapYAML("periodic", "", "1"), func(vr *infrahubv1alpha1.VidraResource) {
 		vr.Spec.Destination.ReconcileOnEvents = false
 	})
-	waitResource(t, "periodic", infrahubv1alpha1.StateSucceeded, ReasonDeployed, 30*time.Second)
+	waitResource(t, "periodic", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
 	cm := &corev1.ConfigMap{}
 	_ = exists(t, env.Client, cm, ns, "periodic")
 	if err := env.Client.Delete(context.Background(), cm); err != nil {
@@ -249,8 +249,8 @@ func TestPeriodicRestoreWithoutEventMode(t *testing.T) {
 	}
 	// Event mode is off: the deletion is reported at once (not Succeeded over a missing
 	// object, defect 4) but not undone...
-	vr := waitResource(t, "periodic", infrahubv1alpha1.StateStale, ReasonDrifted, 2*time.Second)
-	if c := meta.FindStatusCondition(vr.Status.Conditions, ConditionReady); !strings.Contains(c.Message, "ConfigMap/"+ns+"/periodic deleted") {
+	vr := waitResource(t, "periodic", infrahubv1alpha1.StateStale, infrahubv1alpha1.ReasonDrifted, 2*time.Second)
+	if c := meta.FindStatusCondition(vr.Status.Conditions, infrahubv1alpha1.ConditionReady); !strings.Contains(c.Message, "ConfigMap/"+ns+"/periodic deleted") {
 		t.Fatalf("Stale condition does not name the object: %q", c.Message)
 	}
 	if exists(t, env.Client, &corev1.ConfigMap{}, ns, "periodic") == nil {
@@ -258,7 +258,7 @@ func TestPeriodicRestoreWithoutEventMode(t *testing.T) {
 	}
 	// ...until the periodic pass.
 	eventually(t, 3*time.Second*11/10+3*time.Second, func() error { return exists(t, env.Client, &corev1.ConfigMap{}, ns, "periodic") })
-	waitResource(t, "periodic", infrahubv1alpha1.StateSucceeded, ReasonDeployed, 5*time.Second)
+	waitResource(t, "periodic", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 5*time.Second)
 }
 
 // Defect 11: an artifact cannot create a ClusterRoleBinding unless the policy names the kind.
@@ -274,7 +274,7 @@ subjects:
 - {kind: ServiceAccount, name: default, namespace: ` + ns + `}
 `
 	newResource(t, "d11", ns, docs(configMapYAML("d11", "", "1"), crb))
-	vr := waitResource(t, "d11", infrahubv1alpha1.StateFailed, ReasonPolicyDenied, 30*time.Second)
+	vr := waitResource(t, "d11", infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonPolicyDenied, 30*time.Second)
 	for _, want := range []string{"ClusterRoleBinding", "--delivery-allowed-kinds=ClusterRoleBinding.rbac.authorization.k8s.io", "nothing applied"} {
 		if !strings.Contains(vr.Status.LastError, want) {
 			t.Fatalf("status %q does not say %q", vr.Status.LastError, want)
@@ -293,7 +293,7 @@ subjects:
 	o.Policy.AllowedKinds = []string{"*", "ClusterRoleBinding.rbac.authorization.k8s.io"}
 	startManager(t, o)
 	requestSync(t, getResource(t, "d11"))
-	waitResource(t, "d11", infrahubv1alpha1.StateSucceeded, ReasonDeployed, 30*time.Second)
+	waitResource(t, "d11", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
 	if err := exists(t, env.Client, &rbacv1.ClusterRoleBinding{}, "", "d11-escalate"); err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func TestPruneAndFinalizerTouchOnlyOwnObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	newResource(t, "prune", ns, docs(configMapYAML("keep", "", "1"), configMapYAML("drop", "", "1")))
-	waitResource(t, "prune", infrahubv1alpha1.StateSucceeded, ReasonDeployed, 30*time.Second)
+	waitResource(t, "prune", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
 
 	vr := getResource(t, "prune")
 	vr.Spec.Manifest = configMapYAML("keep", "", "1")
@@ -399,7 +399,7 @@ func TestDefect09_RemoteClusterOwnMapperAndRotation(t *testing.T) {
 	newResource(t, "d09", "apps", docs(configMapYAML("remote-cm", "", "1"), widget), func(vr *infrahubv1alpha1.VidraResource) {
 		vr.Spec.Destination.Server = server
 	})
-	waitResource(t, "d09", infrahubv1alpha1.StateSucceeded, ReasonDeployed, 30*time.Second)
+	waitResource(t, "d09", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
 	w := &unstructured.Unstructured{}
 	w.SetAPIVersion("example.com/v1")
 	w.SetKind("Widget")
@@ -425,9 +425,9 @@ func TestDefect09_RemoteClusterOwnMapperAndRotation(t *testing.T) {
 	broken := strings.Replace(string(kubeconfig), server, closedURL(t), 1)
 	setSecretData(t, secret, "kubeconfig", broken)
 	requestSync(t, getResource(t, "d09"))
-	waitResource(t, "d09", infrahubv1alpha1.StateFailed, ReasonClusterUnavailable, 30*time.Second)
+	waitResource(t, "d09", infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonClusterUnavailable, 30*time.Second)
 	setSecretData(t, secret, "kubeconfig", string(kubeconfig))
-	waitResource(t, "d09", infrahubv1alpha1.StateSucceeded, ReasonDeployed, 30*time.Second)
+	waitResource(t, "d09", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
 }
 
 func setSecretData(t testing.TB, s *corev1.Secret, key, value string) {

@@ -2,7 +2,6 @@ package metal
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -12,41 +11,27 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 // InsecureAnnotation on a BMC turns TLS verification off for it. Self-signed BMCs are the norm;
 // turning verification off is a per-BMC decision a user makes explicitly, never a default.
 const InsecureAnnotation = "metal.metalhub.io/insecure-skip-tls-verify"
 
-// Reasons for conditions that are not BMC errors.
-const (
-	ReasonConnected        = "Connected"
-	ReasonSecretNotFound   = "SecretNotFound"
-	ReasonSecretInvalid    = "SecretInvalid"
-	ReasonEndpointNotFound = "EndpointNotFound"
-	ReasonEndpointInvalid  = "EndpointInvalid"
-	ReasonBMCNotFound      = "BMCNotFound"
-)
-
-// accessError is a problem with what the user gave us (missing secret, endpoint, ...): it gets a
-// condition reason and a slow retry, and recovers by itself when the object appears (watched).
-type accessError struct {
-	reason string
-	err    error
-}
-
-func (e *accessError) Error() string { return e.err.Error() }
-func (e *accessError) Unwrap() error { return e.err }
-
+// A problem with what the user gave us (missing secret, endpoint, ...) is a
+// lifecycle.ReasonError (accessErr): it gets a condition reason and a slow retry, and recovers by
+// itself when the object appears (watched).
 func accessErr(reason, format string, args ...any) error {
-	return &accessError{reason: reason, err: fmt.Errorf(format, args...)}
+	return lifecycle.Reasonf(reason, format, args...)
 }
+
+// isAccessError reports whether err is a problem with what the user gave us.
+func isAccessError(err error) bool { _, ok := lifecycle.ReasonOf(err); return ok }
 
 // reasonOf gives the condition reason of any error of this package or of internal/bmc.
 func reasonOf(err error) string {
-	var ae *accessError
-	if errors.As(err, &ae) {
-		return ae.reason
+	if reason, ok := lifecycle.ReasonOf(err); ok {
+		return reason
 	}
 	return bmc.ReasonString(err)
 }
@@ -67,19 +52,19 @@ func bmcAddress(p metalv1alpha1.Protocol, host string) string {
 // credentials reads username and password from a BMCSecret.
 func credentials(ctx context.Context, c client.Reader, name string) (string, string, error) {
 	if name == "" {
-		return "", "", accessErr(ReasonSecretNotFound, "no bmcSecretRef")
+		return "", "", accessErr(metalv1alpha1.ReasonSecretNotFound, "no bmcSecretRef")
 	}
 	s := &metalv1alpha1.BMCSecret{}
 	if err := c.Get(ctx, client.ObjectKey{Name: name}, s); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", "", accessErr(ReasonSecretNotFound, "BMCSecret %q not found", name)
+			return "", "", accessErr(metalv1alpha1.ReasonSecretNotFound, "BMCSecret %q not found", name)
 		}
 		return "", "", fmt.Errorf("reading BMCSecret %q: %w", name, err)
 	}
 	user, okU := s.Value(metalv1alpha1.BMCSecretUsernameKey)
 	pass, okP := s.Value(metalv1alpha1.BMCSecretPasswordKey)
 	if !okU || !okP || user == "" {
-		return "", "", accessErr(ReasonSecretInvalid, "BMCSecret %q needs %q and %q", name, metalv1alpha1.BMCSecretUsernameKey, metalv1alpha1.BMCSecretPasswordKey)
+		return "", "", accessErr(metalv1alpha1.ReasonSecretInvalid, "BMCSecret %q needs %q and %q", name, metalv1alpha1.BMCSecretUsernameKey, metalv1alpha1.BMCSecretPasswordKey)
 	}
 	return user, pass, nil
 }
@@ -88,22 +73,22 @@ func credentials(ctx context.Context, c client.Reader, name string) (string, str
 func bmcHost(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC) (string, error) {
 	if b.Spec.Access != nil {
 		if b.Spec.Access.IP == "" {
-			return "", accessErr(ReasonEndpointInvalid, "spec.access.ip is empty")
+			return "", accessErr(metalv1alpha1.ReasonEndpointInvalid, "spec.access.ip is empty")
 		}
 		return b.Spec.Access.IP, nil
 	}
 	if b.Spec.EndpointRef == nil || b.Spec.EndpointRef.Name == "" {
-		return "", accessErr(ReasonEndpointInvalid, "neither spec.access nor spec.endpointRef is set")
+		return "", accessErr(metalv1alpha1.ReasonEndpointInvalid, "neither spec.access nor spec.endpointRef is set")
 	}
 	ep := &metalv1alpha1.Endpoint{}
 	if err := c.Get(ctx, client.ObjectKey{Name: b.Spec.EndpointRef.Name}, ep); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", accessErr(ReasonEndpointNotFound, "Endpoint %q not found", b.Spec.EndpointRef.Name)
+			return "", accessErr(metalv1alpha1.ReasonEndpointNotFound, "Endpoint %q not found", b.Spec.EndpointRef.Name)
 		}
 		return "", fmt.Errorf("reading Endpoint %q: %w", b.Spec.EndpointRef.Name, err)
 	}
 	if ep.Spec.IP == "" {
-		return "", accessErr(ReasonEndpointInvalid, "Endpoint %q has no IP", ep.Name)
+		return "", accessErr(metalv1alpha1.ReasonEndpointInvalid, "Endpoint %q has no IP", ep.Name)
 	}
 	return ep.Spec.IP, nil
 }
@@ -132,7 +117,7 @@ func serverEndpoint(ctx context.Context, c client.Reader, s *metalv1alpha1.Serve
 		b := &metalv1alpha1.BMC{}
 		if err := c.Get(ctx, client.ObjectKey{Name: s.Spec.BMCRef.Name}, b); err != nil {
 			if apierrors.IsNotFound(err) {
-				return bmc.Endpoint{}, accessErr(ReasonBMCNotFound, "BMC %q not found", s.Spec.BMCRef.Name)
+				return bmc.Endpoint{}, accessErr(metalv1alpha1.ReasonBMCNotFound, "BMC %q not found", s.Spec.BMCRef.Name)
 			}
 			return bmc.Endpoint{}, fmt.Errorf("reading BMC %q: %w", s.Spec.BMCRef.Name, err)
 		}
@@ -145,5 +130,5 @@ func serverEndpoint(ctx context.Context, c client.Reader, s *metalv1alpha1.Serve
 		}
 		return bmc.Endpoint{Address: bmcAddress(s.Spec.BMC.Protocol, s.Spec.BMC.Address), Username: user, Password: pass}, nil
 	}
-	return bmc.Endpoint{}, accessErr(ReasonBMCNotFound, "server has neither spec.bmcRef nor spec.bmc")
+	return bmc.Endpoint{}, accessErr(metalv1alpha1.ReasonBMCNotFound, "server has neither spec.bmcRef nor spec.bmc")
 }

@@ -32,9 +32,6 @@ import (
 // reference's name, so migrated objects are handled alike.
 const BMCFinalizer = "metal.ironcore.dev/bmc"
 
-// ConditionReady says whether the controller can manage the object's hardware.
-const ConditionReady = "Ready"
-
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=bmcs,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=bmcs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=bmcs/finalizers,verbs=update
@@ -199,7 +196,7 @@ func (r *BMCReconciler) reportConnected(ctx context.Context, p *bmcPass) (lifecy
 	st.State = metalv1alpha1.BMCStateEnabled
 	st.PowerState = metalv1alpha1.PowerStateOn
 	msg := fmt.Sprintf("connected to %s (%d systems)", p.ep.Address, len(p.systems))
-	return r.reportStatus(p.Pass, st, metav1.ConditionTrue, ReasonConnected, msg, lifecycle.Done())
+	return r.reportStatus(p.Pass, st, metav1.ConditionTrue, metalv1alpha1.ReasonConnected, msg, lifecycle.Done())
 }
 
 func (r *BMCReconciler) requestTimeout() time.Duration {
@@ -271,8 +268,8 @@ func (r *BMCReconciler) failed(ctx context.Context, p *lifecycle.Pass[*metalv1al
 func (r *BMCReconciler) reportStatus(p *lifecycle.Pass[*metalv1alpha1.BMC], st *metalv1alpha1.BMCStatus,
 	ready metav1.ConditionStatus, reason, msg string, then lifecycle.Result) (lifecycle.Result, error) {
 	b := p.Obj
-	before := apimeta.FindStatusCondition(b.Status.Conditions, ConditionReady)
-	lifecycle.SetCondition(&st.Conditions, b.Generation, ConditionReady, ready, reason, msg)
+	before := apimeta.FindStatusCondition(b.Status.Conditions, metalv1alpha1.ConditionReady)
+	lifecycle.SetCondition(&st.Conditions, b.Generation, metalv1alpha1.ConditionReady, ready, reason, msg)
 	if equality.Semantic.DeepEqual(*st, b.Status) {
 		return then, nil
 	}

@@ -19,7 +19,7 @@ import (
 )
 
 func readyReason(conds []metav1.Condition) string {
-	if c := apimeta.FindStatusCondition(conds, ConditionReady); c != nil {
+	if c := apimeta.FindStatusCondition(conds, metalv1alpha1.ConditionReady); c != nil {
 		return string(c.Status) + "/" + c.Reason
 	}
 	return ""
@@ -74,14 +74,14 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 		if err := env.Client.Create(ctx(), obj); err != nil {
 			t.Fatal(err)
 		}
-		waitBMCReady(t, obj.Name, "False/"+ReasonSecretNotFound)
-		waitEvent(t, obj.Name, ReasonSecretNotFound)
+		waitBMCReady(t, obj.Name, "False/"+metalv1alpha1.ReasonSecretNotFound)
+		waitEvent(t, obj.Name, metalv1alpha1.ReasonSecretNotFound)
 		user, pass := b.Credentials()
 		if err := env.Client.Create(ctx(), &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: obj.Name},
 			StringData: map[string]string{"username": user, "password": pass}}); err != nil {
 			t.Fatal(err)
 		}
-		waitBMCReady(t, obj.Name, "True/"+ReasonConnected)
+		waitBMCReady(t, obj.Name, "True/"+metalv1alpha1.ReasonConnected)
 	})
 
 	t.Run("wrong credentials", func(t *testing.T) {
@@ -102,7 +102,7 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 		if err := env.Client.Update(ctx(), sec); err != nil {
 			t.Fatal(err)
 		}
-		waitBMCReady(t, obj.Name, "True/"+ReasonConnected)
+		waitBMCReady(t, obj.Name, "True/"+metalv1alpha1.ReasonConnected)
 	})
 
 	t.Run("unreachable", func(t *testing.T) {
@@ -147,7 +147,7 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 		})
 		t.Logf("hanging BMC reported after %s (request timeout %s)", time.Since(start).Round(10*time.Millisecond), testOpts.BMCRequestTimeout)
 		b.ClearFaults()
-		waitServerReady(t, name, "True/"+ReasonConnected)
+		waitServerReady(t, name, "True/"+metalv1alpha1.ReasonConnected)
 	})
 
 	t.Run("BMC answering 500", func(t *testing.T) {
@@ -164,8 +164,8 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 			t.Errorf("a flaky BMC changed the lifecycle: %s", durableState(s))
 		}
 		b.ClearFaults()
-		waitBMCReady(t, "fault-500", "True/"+ReasonConnected)
-		waitServerReady(t, name, "True/"+ReasonConnected)
+		waitBMCReady(t, "fault-500", "True/"+metalv1alpha1.ReasonConnected)
+		waitServerReady(t, name, "True/"+metalv1alpha1.ReasonConnected)
 	})
 }
 

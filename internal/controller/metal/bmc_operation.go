@@ -47,7 +47,7 @@ func (r *BMCReconciler) operation(ctx context.Context, p *bmcPass) (lifecycle.Re
 		if op == metalv1alpha1.OperationRotateCredentials {
 			why = "is not supported by metalhub yet: the BMC's credentials and its BMCSecret are unchanged"
 		}
-		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, ReasonUnsupportedOperation, "Operation", "operation %q %s; removed", op, why)
+		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonUnsupportedOperation, "Operation", "operation %q %s; removed", op, why)
 		return lifecycle.Wrote("operation " + op + " removed"), lifecycle.PatchMetadata(ctx, c, b, func(o client.Object) {
 			lifecycle.RemoveAnnotation(o, metalv1alpha1.OperationAnnotation)
 		})
@@ -82,7 +82,7 @@ func (r *BMCReconciler) operation(ctx context.Context, p *bmcPass) (lifecycle.Re
 func (r *BMCReconciler) reportOperation(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC], i opIntent) (lifecycle.Result, error) {
 	rep := r.outcomes.report(p.Obj.UID, i)
 	if rep.uncertain && i.lastReset != "" {
-		rep = opReport{eventType: corev1.EventTypeWarning, reason: ReasonOperationUncertain, next: i.with(intentChecking).String(),
+		rep = opReport{eventType: corev1.EventTypeWarning, reason: metalv1alpha1.ReasonOperationUncertain, next: i.with(intentChecking).String(),
 			msg: fmt.Sprintf("operation %s may not have reached the BMC: %s; its LastResetTime will tell", i.op, rep.cause)}
 	}
 	r.Recorder.Eventf(p.Obj, nil, rep.eventType, rep.reason, "Operation", "%s", rep.msg)
@@ -102,15 +102,15 @@ func (r *BMCReconciler) checkReset(ctx context.Context, p *lifecycle.Pass[*metal
 	var rep opReport
 	switch now := info.LastResetTime; {
 	case now == "":
-		rep = opReport{eventType: corev1.EventTypeWarning, reason: ReasonOperationUncertain,
+		rep = opReport{eventType: corev1.EventTypeWarning, reason: metalv1alpha1.ReasonOperationUncertain,
 			msg: fmt.Sprintf("operation %s may not have been carried out and the BMC no longer reports LastResetTime; not repeated: check and ask again if needed", i.op)}
 	case now != i.lastReset:
-		rep = opReport{eventType: corev1.EventTypeNormal, reason: ReasonOperation,
+		rep = opReport{eventType: corev1.EventTypeNormal, reason: metalv1alpha1.ReasonOperation,
 			msg: fmt.Sprintf("operation %s carried out (the BMC's LastResetTime moved from %s to %s)", i.op, i.lastReset, now)}
 	case time.Since(i.sent) < r.resetSettle():
 		return lifecycle.RequeueAfter(time.Until(i.sent.Add(r.resetSettle())), "operation "+i.op+" being checked"), nil
 	default:
-		rep = opReport{eventType: corev1.EventTypeWarning, reason: ReasonOperationFailed, next: i.with(intentOwed).String(),
+		rep = opReport{eventType: corev1.EventTypeWarning, reason: metalv1alpha1.ReasonOperationFailed, next: i.with(intentOwed).String(),
 			msg: fmt.Sprintf("operation %s did not reach the BMC (its LastResetTime is still %s); issuing it again", i.op, now)}
 	}
 	r.Recorder.Eventf(p.Obj, nil, rep.eventType, rep.reason, "Operation", "%s", rep.msg)

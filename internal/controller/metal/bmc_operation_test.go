@@ -88,7 +88,7 @@ func TestBMCResetAskedWhileBMCHangsIsIssuedOnceItAnswers(t *testing.T) {
 	b.SetFaults(redfish.Faults{Hang: true})
 	annotateBMC(t, "bmchang", metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationGracefulRestartBMC)
 	eventually(t, 20*time.Second, "the hanging BMC reported not ready", func() (bool, string) {
-		c := apimeta.FindStatusCondition(getBMC(t, "bmchang").Status.Conditions, ConditionReady)
+		c := apimeta.FindStatusCondition(getBMC(t, "bmchang").Status.Conditions, metalv1alpha1.ConditionReady)
 		return c != nil && c.Status == metav1.ConditionFalse, fmt.Sprint(c)
 	})
 	obj := getBMC(t, "bmchang")
@@ -99,7 +99,7 @@ func TestBMCResetAskedWhileBMCHangsIsIssuedOnceItAnswers(t *testing.T) {
 	}
 	b.SetFaults(redfish.Faults{})
 	waitBMCOperationDone(t, "bmchang", 30*time.Second)
-	waitEvent(t, "bmchang", ReasonOperation)
+	waitEvent(t, "bmchang", metalv1alpha1.ReasonOperation)
 	if n := managerResets(b, start); n != 1 {
 		t.Errorf("BMC resets after the hang healed: %d, want 1", n)
 	}
@@ -134,7 +134,7 @@ func TestBMCResetLeftIssuingByACrashIsSettledByLastResetTime(t *testing.T) {
 			bmcName := "bmccrash" + strconv.Itoa(k)
 			name := registerBMC(t, b, bmcName)
 			waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
-			waitBMCReady(t, bmcName, "True/"+ReasonConnected)
+			waitBMCReady(t, bmcName, "True/"+metalv1alpha1.ReasonConnected)
 			if tc.reports && getBMC(t, bmcName).Status.LastResetTime == nil {
 				t.Errorf("status.lastResetTime not reported")
 			}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -38,14 +39,6 @@ const (
 	intentIssuing = "issuing"
 	// intentChecking: issued with an unknown outcome; the hardware's last-reset time decides.
 	intentChecking = "checking"
-)
-
-// Event reasons of one-off operations.
-const (
-	ReasonOperation            = "Operation"
-	ReasonOperationFailed      = "OperationFailed"
-	ReasonOperationUncertain   = "OperationUncertain"
-	ReasonUnsupportedOperation = "UnsupportedOperation"
 )
 
 type opIntent struct {
@@ -132,18 +125,18 @@ func (o *opOutcomes) report(uid types.UID, i opIntent) opReport {
 	switch {
 	case !known:
 		const cause = "the manager stopped while issuing it"
-		return opReport{eventType: corev1.EventTypeWarning, reason: ReasonOperationUncertain, uncertain: true, cause: cause,
+		return opReport{eventType: corev1.EventTypeWarning, reason: metalv1alpha1.ReasonOperationUncertain, uncertain: true, cause: cause,
 			msg: fmt.Sprintf("operation %s may not have reached the BMC (%s); not repeated: check and ask again if needed", i.op, cause)}
 	case v.(opOutcome).err == nil:
-		return opReport{eventType: corev1.EventTypeNormal, reason: ReasonOperation, msg: fmt.Sprintf("operation %s carried out", i.op)}
+		return opReport{eventType: corev1.EventTypeNormal, reason: metalv1alpha1.ReasonOperation, msg: fmt.Sprintf("operation %s carried out", i.op)}
 	case retryable(v.(opOutcome).err):
 		// The BMC answered and refused before acting: the operation is still owed.
-		return opReport{eventType: corev1.EventTypeWarning, reason: ReasonOperationFailed, retry: true,
+		return opReport{eventType: corev1.EventTypeWarning, reason: metalv1alpha1.ReasonOperationFailed, retry: true,
 			msg:  fmt.Sprintf("operation %s refused, will retry: %v", i.op, v.(opOutcome).err),
 			next: opIntent{op: i.op, phase: intentOwed, at: i.at}.String()}
 	default:
 		cause := v.(opOutcome).err.Error()
-		return opReport{eventType: corev1.EventTypeWarning, reason: ReasonOperationUncertain, uncertain: true, cause: cause,
+		return opReport{eventType: corev1.EventTypeWarning, reason: metalv1alpha1.ReasonOperationUncertain, uncertain: true, cause: cause,
 			msg: fmt.Sprintf("operation %s may not have been carried out (%s); not repeated: check and ask again if needed", i.op, cause)}
 	}
 }

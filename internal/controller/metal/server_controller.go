@@ -2,7 +2,6 @@ package metal
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -218,7 +217,7 @@ func (r *ServerReconciler) parkedStep(ctx context.Context, p *pass) (lifecycle.R
 // found it not held) has nothing to power off, and is let go.
 func (r *ServerReconciler) connectStep(ctx context.Context, p *pass) (lifecycle.Result, error) {
 	if err := r.connect(p.bctx, p); err != nil {
-		if !p.Obj.DeletionTimestamp.IsZero() && errors.As(err, new(*accessError)) {
+		if !p.Obj.DeletionTimestamp.IsZero() && isAccessError(err) {
 			return r.release(ctx, p)
 		}
 		return r.bmcFailed(ctx, p, err)
@@ -336,8 +335,8 @@ func (r *ServerReconciler) bmcFailed(ctx context.Context, p *pass, err error) (l
 	}
 	st := s.Status.DeepCopy()
 	mirrorState(st, s.Generation, p.state)
-	before := apimeta.FindStatusCondition(s.Status.Conditions, ConditionReady)
-	lifecycle.SetCondition(&st.Conditions, s.Generation, ConditionReady, metav1.ConditionFalse, reason, err.Error())
+	before := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionReady)
+	lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, reason, err.Error())
 	if equality.Semantic.DeepEqual(*st, s.Status) {
 		return lifecycle.RequeueAfter(retry, reason), nil
 	}
@@ -372,7 +371,7 @@ func (r *ServerReconciler) observe(bctx, ctx context.Context, p *pass) (time.Dur
 	st := s.Status.DeepCopy()
 	mirrorState(st, s.Generation, p.state)
 	st.PowerState = metalv1alpha1.PowerState(p.sys.PowerState)
-	lifecycle.SetCondition(&st.Conditions, s.Generation, ConditionReady, metav1.ConditionTrue, ReasonConnected, "BMC reachable")
+	lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, metalv1alpha1.ReasonConnected, "BMC reachable")
 	var more time.Duration
 	if st.Manufacturer == "" || len(st.Processors) == 0 {
 		inv, err := r.inventories.wait(bctx, s.UID, func(ictx context.Context) (*bmc.Inventory, error) {

@@ -104,8 +104,8 @@ func TestDiscoveryToAvailable(t *testing.T) {
 	if err := env.Client.Get(ctx(), client.ObjectKey{Name: "disc"}, bmcObj); err != nil {
 		t.Fatal(err)
 	}
-	ready := apimeta.FindStatusCondition(bmcObj.Status.Conditions, ConditionReady)
-	if bmcObj.Status.State != metalv1alpha1.BMCStateEnabled || ready == nil || ready.Reason != ReasonConnected || bmcObj.Status.FirmwareVersion == "" {
+	ready := apimeta.FindStatusCondition(bmcObj.Status.Conditions, metalv1alpha1.ConditionReady)
+	if bmcObj.Status.State != metalv1alpha1.BMCStateEnabled || ready == nil || ready.Reason != metalv1alpha1.ReasonConnected || bmcObj.Status.FirmwareVersion == "" {
 		t.Errorf("BMC status: %+v", bmcObj.Status)
 	}
 	waitEvent(t, name, "Transition")
@@ -261,7 +261,7 @@ func TestStatusWipeChangesNothing(t *testing.T) {
 		if s == nil {
 			return false, "deleted!"
 		}
-		c := apimeta.FindStatusCondition(s.Status.Conditions, ConditionDeletionBlocked)
+		c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionDeletionBlocked)
 		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", s.Status.Conditions)
 	})
 	time.Sleep(time.Second)

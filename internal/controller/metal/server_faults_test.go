@@ -78,7 +78,7 @@ func TestBMCDeletedWithItsSecretKeepsClaimedServer(t *testing.T) {
 		if s == nil {
 			return false, "server gone"
 		}
-		c := apimeta.FindStatusCondition(s.Status.Conditions, ConditionDeletionBlocked)
+		c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionDeletionBlocked)
 		return !s.DeletionTimestamp.IsZero() && c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", s.Status.Conditions)
 	})
 	time.Sleep(2 * time.Second) // room for a wrong release to show
@@ -338,7 +338,7 @@ func TestMaintenanceBootsItsBootConfigurationOnce(t *testing.T) {
 	if err := env.Client.Create(ctx(), m); err != nil {
 		t.Fatal(err)
 	}
-	waitMaintenance(t, "default", "mboot", "InMaintenance/"+ReasonInMaintenance, 15*time.Second)
+	waitMaintenance(t, "default", "mboot", "InMaintenance/"+metalv1alpha1.ReasonInMaintenance, 15*time.Second)
 	eventually(t, 15*time.Second, "booted into the maintenance boot configuration", func() (bool, string) {
 		recs := since(records(b), start)
 		return countResets(recs, "ForceRestart") == 1, fmt.Sprint(resetTypes(recs))
@@ -387,10 +387,10 @@ func TestBMCOperationsCarriedOutOrRefused(t *testing.T) {
 	}
 	setBMCAnnotation(metalv1alpha1.OperationGracefulRestartBMC)
 	settled()
-	waitEvent(t, "bmcop", ReasonOperation)
+	waitEvent(t, "bmcop", metalv1alpha1.ReasonOperation)
 	setBMCAnnotation(metalv1alpha1.OperationRotateCredentials)
 	settled()
-	waitEvent(t, "bmcop", ReasonUnsupportedOperation)
+	waitEvent(t, "bmcop", metalv1alpha1.ReasonUnsupportedOperation)
 	time.Sleep(time.Second) // room for a repeat to show
 	if got := resetTypes(since(records(b), start)); fmt.Sprint(got) != "[ManagerReset:GracefulRestart]" {
 		t.Errorf("BMC actions %v, want one graceful BMC reset", got)

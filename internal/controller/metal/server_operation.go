@@ -95,6 +95,6 @@ func (r *ServerReconciler) operation(ctx context.Context, p *pass) (lifecycle.Re
 		// one is issued above, so operations run one at a time.
 		return r.issueOperation(bctx, ctx, p, opIntent{op: op, phase: intentOwed, at: r.Now()}, clearOp)
 	}
-	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, ReasonUnsupportedOperation, "Operation", "operation %q is not supported on a server in state %s; removed", op, p.state)
+	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonUnsupportedOperation, "Operation", "operation %q is not supported on a server in state %s; removed", op, p.state)
 	return lifecycle.Wrote("operation " + op + " removed"), r.patch(ctx, p, clearOp)
 }

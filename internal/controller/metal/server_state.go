@@ -60,17 +60,13 @@ var serverStore = lifecycle.Store[metalv1alpha1.ServerState]{
 	},
 }
 
-// ConditionLifecycle marks a status metalhub wrote: its state is our mirror, not the reference
-// operator's bookkeeping, and is never adopted.
-const ConditionLifecycle = "Lifecycle"
-
 // ReasonRecorded is the reason of the Lifecycle condition.
 const ReasonRecorded = "Recorded"
 
 // mirrorState sets the state mirror, and the condition that says whose it is.
 func mirrorState(st *metalv1alpha1.ServerStatus, generation int64, state metalv1alpha1.ServerState) {
 	st.State = state
-	lifecycle.SetCondition(&st.Conditions, generation, ConditionLifecycle, metav1.ConditionTrue, ReasonRecorded,
+	lifecycle.SetCondition(&st.Conditions, generation, metalv1alpha1.ConditionLifecycle, metav1.ConditionTrue, ReasonRecorded,
 		"the lifecycle state is kept in annotation "+lifecycle.StateAnnotation+"; status.state mirrors it")
 }
 
@@ -83,7 +79,7 @@ func managedServer(o client.Object) bool {
 		}
 	}
 	s := o.(*metalv1alpha1.Server)
-	return apimeta.FindStatusCondition(s.Status.Conditions, ConditionLifecycle) != nil
+	return apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionLifecycle) != nil
 }
 
 func validServerState(s metalv1alpha1.ServerState) bool {

@@ -22,9 +22,6 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
-// ConditionDeletionBlocked says why a deleted server is still there.
-const ConditionDeletionBlocked = "DeletionBlocked"
-
 // roundSecret returns the discovery Secret of a server, if any, read past the cache: a Secret
 // created by the previous pass and not cached yet would start a second round whose token the
 // first one's ignition does not carry, and a deleted one still cached would skip the power-off
@@ -563,7 +560,7 @@ func (r *ServerReconciler) blockDeletion(ctx context.Context, p *pass) (lifecycl
 	}
 	st := s.Status.DeepCopy()
 	mirrorState(st, s.Generation, p.state)
-	lifecycle.SetCondition(&st.Conditions, s.Generation, ConditionDeletionBlocked, metav1.ConditionTrue, "Held", why)
+	lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, "Held", why)
 	if !equality.Semantic.DeepEqual(*st, s.Status) {
 		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, "DeletionBlocked", "Delete", "%s", why)
 		s.Status = *st // the Reconciler writes it

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -20,13 +21,6 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/lifecycle"
-)
-
-// Reasons of a boot configuration's Ready condition (beside ReasonImageMissing and
-// ReasonIgnitionSecretNotFound, shared with claims).
-const (
-	ReasonBootConfigurationReady = "BootConfigurationReady"
-	ReasonWaitingForBootProvider = "WaitingForBootProvider"
 )
 
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverbootconfigurations,verbs=get;list;watch
@@ -51,7 +45,7 @@ func (r *ServerBootConfigurationReconciler) SetupWithManager(mgr ctrl.Manager) e
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("serverbootconfiguration").
 		For(&metalv1alpha1.ServerBootConfiguration{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
-			statusWiped(func(o client.Object) bool { return o.(*metalv1alpha1.ServerBootConfiguration).Status.State == "" })))).
+			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*metalv1alpha1.ServerBootConfiguration).Status.State == "" })))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Concurrency, 1)})
 	if !r.External {
 		b = b.Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forSecret))
@@ -83,14 +77,14 @@ func (r *ServerBootConfigurationReconciler) handle(ctx context.Context, p *lifec
 			return lifecycle.Done(), nil // the provider's to report
 		}
 		st.State = metalv1alpha1.ServerBootConfigurationStatePending
-		lifecycle.SetCondition(&st.Conditions, sbc.Generation, ConditionReady, metav1.ConditionFalse, ReasonWaitingForBootProvider, "waiting for the boot provider")
+		lifecycle.SetCondition(&st.Conditions, sbc.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, metalv1alpha1.ReasonWaitingForBootProvider, "waiting for the boot provider")
 	} else {
 		state, status, reason, msg, err := r.evaluate(ctx, p)
 		if err != nil {
 			return lifecycle.Result{}, err
 		}
 		st.State = state
-		lifecycle.SetCondition(&st.Conditions, sbc.Generation, ConditionReady, status, reason, msg)
+		lifecycle.SetCondition(&st.Conditions, sbc.Generation, metalv1alpha1.ConditionReady, status, reason, msg)
 	}
 	if equality.Semantic.DeepEqual(*st, sbc.Status) {
 		return lifecycle.Done(), nil
@@ -102,7 +96,7 @@ func (r *ServerBootConfigurationReconciler) handle(ctx context.Context, p *lifec
 		if st.State == metalv1alpha1.ServerBootConfigurationStateError {
 			typ = corev1.EventTypeWarning
 		}
-		r.Recorder.Eventf(sbc, nil, typ, string(st.State), "Provide", "%s", findCondition(st.Conditions, ConditionReady).Message)
+		r.Recorder.Eventf(sbc, nil, typ, string(st.State), "Provide", "%s", apimeta.FindStatusCondition(st.Conditions, metalv1alpha1.ConditionReady).Message)
 	}
 	sbc.Status = *st // the Reconciler writes it
 	return lifecycle.Done(), nil
@@ -112,17 +106,17 @@ func (r *ServerBootConfigurationReconciler) handle(ctx context.Context, p *lifec
 func (r *ServerBootConfigurationReconciler) evaluate(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerBootConfiguration]) (metalv1alpha1.ServerBootConfigurationState, metav1.ConditionStatus, string, string, error) {
 	sbc := p.Obj
 	if strings.TrimSpace(sbc.Spec.Image) == "" {
-		return metalv1alpha1.ServerBootConfigurationStateError, metav1.ConditionFalse, ReasonImageMissing, "spec.image is empty: nothing to boot", nil
+		return metalv1alpha1.ServerBootConfigurationStateError, metav1.ConditionFalse, metalv1alpha1.ReasonImageMissing, "spec.image is empty: nothing to boot", nil
 	}
 	if ref := sbc.Spec.IgnitionSecretRef; ref != nil && ref.Name != "" {
 		err := p.Client().Get(ctx, client.ObjectKey{Namespace: sbc.Namespace, Name: ref.Name}, &corev1.Secret{})
 		if apierrors.IsNotFound(err) {
-			return metalv1alpha1.ServerBootConfigurationStateError, metav1.ConditionFalse, ReasonIgnitionSecretNotFound,
+			return metalv1alpha1.ServerBootConfigurationStateError, metav1.ConditionFalse, metalv1alpha1.ReasonIgnitionSecretNotFound,
 				fmt.Sprintf("ignition Secret %s/%s not found", sbc.Namespace, ref.Name), nil
 		}
 		if err != nil {
 			return "", "", "", "", fmt.Errorf("reading ignition Secret: %w", err)
 		}
 	}
-	return metalv1alpha1.ServerBootConfigurationStateReady, metav1.ConditionTrue, ReasonBootConfigurationReady, "image " + sbc.Spec.Image + " ready to boot", nil
+	return metalv1alpha1.ServerBootConfigurationStateReady, metav1.ConditionTrue, metalv1alpha1.ReasonBootConfigurationReady, "image " + sbc.Spec.Image + " ready to boot", nil
 }

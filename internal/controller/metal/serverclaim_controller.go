@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -36,25 +37,6 @@ import (
 // ServerClaimFinalizer keeps a claim until its server has let go of it and its boot
 // configuration is gone. The reference's name, so migrated claims are handled alike.
 const ServerClaimFinalizer = "metal.ironcore.dev/serverclaim"
-
-// ConditionBound says whether a claim holds a server and, when not, why.
-const ConditionBound = "Bound"
-
-// Reasons of the Bound condition.
-const (
-	ReasonBound                     = "Bound"
-	ReasonReleasing                 = "Releasing"
-	ReasonNoMatchingServer          = "NoMatchingServer"
-	ReasonAllMatchingServersTaken   = "AllMatchingServersTaken"
-	ReasonNoClaimableServer         = "NoClaimableServer"
-	ReasonInvalidSelector           = "InvalidSelector"
-	ReasonImageMissing              = "ImageMissing"
-	ReasonIgnitionSecretNotFound    = "IgnitionSecretNotFound"
-	ReasonServerNotFound            = "ServerNotFound"
-	ReasonServerNotClaimable        = "ServerNotClaimable"
-	ReasonServerSelectorMismatch    = "ServerDoesNotMatchSelector"
-	ReasonBootConfigurationConflict = "BootConfigurationConflict"
-)
 
 // boundNext is how soon a claim just reported Bound goes on to its boot configuration.
 const boundNext = 10 * time.Millisecond
@@ -123,7 +105,7 @@ func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("serverclaim").
 		For(&metalv1alpha1.ServerClaim{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
-			statusWiped(func(o client.Object) bool { return o.(*metalv1alpha1.ServerClaim).Status.Phase == "" })))).
+			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*metalv1alpha1.ServerClaim).Status.Phase == "" })))).
 		Owns(&metalv1alpha1.ServerBootConfiguration{}, builder.WithPredicates(lifecycle.Predicate())).
 		Watches(&metalv1alpha1.Server{}, r.serverEvents()).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.claimsForSecret)).
@@ -298,7 +280,7 @@ func (r *ServerClaimReconciler) bound(ctx context.Context, p *lifecycle.Pass[*me
 		// Bound is reported as soon as both sides name each other: that is what binding is, and
 		// the boot configuration, its provider and the power-on all follow on their own. A
 		// status write brings no event, so the pass asks for the next one itself.
-		return r.report(ctx, p, metalv1alpha1.PhaseBound, metav1.ConditionTrue, ReasonBound, "bound to server "+s.Name,
+		return r.report(ctx, p, metalv1alpha1.PhaseBound, metav1.ConditionTrue, metalv1alpha1.ReasonBound, "bound to server "+s.Name,
 			lifecycle.RequeueAfter(boundNext, "bound; boot configuration next"))
 	}
 	if reason, msg, err := r.ensureBootConfiguration(ctx, p, s); err != nil || reason != "" {
@@ -315,7 +297,7 @@ func (r *ServerClaimReconciler) bound(ctx context.Context, p *lifecycle.Pass[*me
 			return lifecycle.Result{}, fmt.Errorf("pointing server %s at the boot configuration: %w", s.Name, err)
 		}
 	}
-	return r.report(ctx, p, metalv1alpha1.PhaseBound, metav1.ConditionTrue, ReasonBound, "bound to server "+s.Name, lifecycle.Done())
+	return r.report(ctx, p, metalv1alpha1.PhaseBound, metav1.ConditionTrue, metalv1alpha1.ReasonBound, "bound to server "+s.Name, lifecycle.Done())
 }
 
 // evict deletes a bound claim whose server carries an Evict taint it does not tolerate, as a
@@ -371,7 +353,7 @@ func (r *ServerClaimReconciler) ensureBootConfiguration(ctx context.Context, p *
 		return "", "", fmt.Errorf("reading boot configuration: %w", err)
 	}
 	if !metav1.IsControlledBy(sbc, c) {
-		return ReasonBootConfigurationConflict, fmt.Sprintf("bound to server %s, but ServerBootConfiguration %s/%s belongs to someone else", s.Name, sbc.Namespace, sbc.Name), nil
+		return metalv1alpha1.ReasonBootConfigurationConflict, fmt.Sprintf("bound to server %s, but ServerBootConfiguration %s/%s belongs to someone else", s.Name, sbc.Namespace, sbc.Name), nil
 	}
 	if !equality.Semantic.DeepEqual(sbc.Spec, want) {
 		sbc.Spec = want
@@ -437,16 +419,16 @@ func (r *ServerClaimReconciler) validate(ctx context.Context, p *lifecycle.Pass[
 	if c.Spec.ServerSelector != nil {
 		var err error
 		if sel, err = metav1.LabelSelectorAsSelector(c.Spec.ServerSelector); err != nil {
-			return nil, ReasonInvalidSelector, "spec.serverSelector is invalid: " + err.Error(), nil
+			return nil, metalv1alpha1.ReasonInvalidSelector, "spec.serverSelector is invalid: " + err.Error(), nil
 		}
 	}
 	if strings.TrimSpace(c.Spec.Image) == "" {
-		return nil, ReasonImageMissing, "spec.image is empty: nothing to boot", nil
+		return nil, metalv1alpha1.ReasonImageMissing, "spec.image is empty: nothing to boot", nil
 	}
 	if ref := c.Spec.IgnitionSecretRef; ref != nil && ref.Name != "" {
 		err := p.Client().Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: ref.Name}, &corev1.Secret{})
 		if apierrors.IsNotFound(err) {
-			return nil, ReasonIgnitionSecretNotFound, fmt.Sprintf("ignition Secret %s/%s not found", c.Namespace, ref.Name), nil
+			return nil, metalv1alpha1.ReasonIgnitionSecretNotFound, fmt.Sprintf("ignition Secret %s/%s not found", c.Namespace, ref.Name), nil
 		}
 		if err != nil {
 			return nil, "", "", fmt.Errorf("reading ignition Secret: %w", err)
@@ -462,24 +444,24 @@ func (r *ServerClaimReconciler) bindNamed(ctx context.Context, p *lifecycle.Pass
 	s := &metalv1alpha1.Server{}
 	if err := p.Client().Get(ctx, client.ObjectKey{Name: name}, s); err != nil {
 		if apierrors.IsNotFound(err) {
-			return r.unbound(ctx, p, ReasonServerNotFound, fmt.Sprintf("server %s does not exist", name))
+			return r.unbound(ctx, p, metalv1alpha1.ReasonServerNotFound, fmt.Sprintf("server %s does not exist", name))
 		}
 		return lifecycle.Result{}, fmt.Errorf("reading server %s: %w", name, err)
 	}
 	if !serverClaimable(s) {
-		return r.unbound(ctx, p, ReasonServerNotClaimable, fmt.Sprintf("server %s %s", name, whyNotClaimable(s)))
+		return r.unbound(ctx, p, metalv1alpha1.ReasonServerNotClaimable, fmt.Sprintf("server %s %s", name, whyNotClaimable(s)))
 	}
 	if c.Spec.ServerSelector != nil && !sel.Matches(labels.Set(s.Labels)) {
-		return r.unbound(ctx, p, ReasonServerSelectorMismatch, fmt.Sprintf("server %s does not match spec.serverSelector", name))
+		return r.unbound(ctx, p, metalv1alpha1.ReasonServerSelectorMismatch, fmt.Sprintf("server %s does not match spec.serverSelector", name))
 	}
 	if ok, why := tolerates(c.Spec.Tolerations, s.Spec.Taints); !ok {
-		return r.unbound(ctx, p, ReasonServerNotClaimable, fmt.Sprintf("server %s: %s", name, why))
+		return r.unbound(ctx, p, metalv1alpha1.ReasonServerNotClaimable, fmt.Sprintf("server %s: %s", name, why))
 	}
 	if m, err := pendingMaintenance(ctx, p.Client(), name); err != nil || m != "" {
 		if err != nil {
 			return lifecycle.Result{}, err
 		}
-		return r.unbound(ctx, p, ReasonServerNotClaimable, fmt.Sprintf("server %s awaits maintenance %s", name, m))
+		return r.unbound(ctx, p, metalv1alpha1.ReasonServerNotClaimable, fmt.Sprintf("server %s awaits maintenance %s", name, m))
 	}
 	if r.reservedByOther(name, c.UID) {
 		return lifecycle.RequeueAfter(lifecycle.StaleRetry, "server being bound by another claim"), nil
@@ -547,7 +529,7 @@ func (r *ServerClaimReconciler) noServerReason(ctx context.Context, p *lifecycle
 		what = "no server matches spec.serverSelector"
 	}
 	if len(list.Items) == 0 {
-		return ReasonNoMatchingServer, what, nil
+		return metalv1alpha1.ReasonNoMatchingServer, what, nil
 	}
 	var taken, tainted, maintained, other int
 	for i := range list.Items {
@@ -569,9 +551,9 @@ func (r *ServerClaimReconciler) noServerReason(ctx context.Context, p *lifecycle
 	}
 	msg := fmt.Sprintf("%d matching servers: %d claimed, %d in or awaiting maintenance, %d with taints not tolerated, %d not Available and off", len(list.Items), taken, maintained, tainted, other)
 	if taken == len(list.Items) {
-		return ReasonAllMatchingServersTaken, msg, nil
+		return metalv1alpha1.ReasonAllMatchingServersTaken, msg, nil
 	}
-	return ReasonNoClaimableServer, msg, nil
+	return metalv1alpha1.ReasonNoClaimableServer, msg, nil
 }
 
 // pendingMaintenance returns the name of a live maintenance waiting for the server, if any: a
@@ -631,33 +613,24 @@ func (r *ServerClaimReconciler) report(ctx context.Context, p *lifecycle.Pass[*m
 	c := p.Obj
 	st := c.Status.DeepCopy()
 	st.Phase = phase
-	before := findCondition(c.Status.Conditions, ConditionBound)
-	lifecycle.SetCondition(&st.Conditions, c.Generation, ConditionBound, status, reason, msg)
+	before := apimeta.FindStatusCondition(c.Status.Conditions, metalv1alpha1.ConditionBound)
+	lifecycle.SetCondition(&st.Conditions, c.Generation, metalv1alpha1.ConditionBound, status, reason, msg)
 	if equality.Semantic.DeepEqual(*st, c.Status) {
 		return then, nil
 	}
 	if status == metav1.ConditionFalse && (before == nil || before.Reason != reason) {
 		typ := corev1.EventTypeNormal
 		switch reason {
-		case ReasonInvalidSelector, ReasonImageMissing, ReasonIgnitionSecretNotFound, ReasonServerNotFound, ReasonServerSelectorMismatch:
+		case metalv1alpha1.ReasonInvalidSelector, metalv1alpha1.ReasonImageMissing, metalv1alpha1.ReasonIgnitionSecretNotFound, metalv1alpha1.ReasonServerNotFound, metalv1alpha1.ReasonServerSelectorMismatch:
 			typ = corev1.EventTypeWarning
 		}
 		r.Recorder.Eventf(c, nil, typ, reason, "Bind", "%s", msg)
 	}
-	if reason == ReasonBootConfigurationConflict {
+	if reason == metalv1alpha1.ReasonBootConfigurationConflict {
 		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, reason, "Bind", "%s", msg)
 	}
 	c.Status = *st // the Reconciler writes it
 	return then, nil
-}
-
-func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == typ {
-			return &conds[i]
-		}
-	}
-	return nil
 }
 
 // ---- deletion --------------------------------------------------------------------------------
@@ -697,11 +670,11 @@ func (r *ServerClaimReconciler) finalize(ctx context.Context, p *lifecycle.Pass[
 			}
 			return lifecycle.Done(), nil
 		case state == metalv1alpha1.ServerStateReserved || state == metalv1alpha1.ServerStateAvailable:
-			return r.report(ctx, p, c.Status.Phase, metav1.ConditionTrue, ReasonReleasing,
+			return r.report(ctx, p, c.Status.Phase, metav1.ConditionTrue, metalv1alpha1.ReasonReleasing,
 				fmt.Sprintf("waiting for server %s to power off and let go", s.Name), lifecycle.RequeueAfter(r.RetryAfter, "releasing"))
 		default:
 			if s.Status.PowerState != metalv1alpha1.PowerStateOff {
-				return r.report(ctx, p, c.Status.Phase, metav1.ConditionTrue, ReasonReleasing,
+				return r.report(ctx, p, c.Status.Phase, metav1.ConditionTrue, metalv1alpha1.ReasonReleasing,
 					fmt.Sprintf("waiting for server %s (%s) to be powered off", s.Name, state), lifecycle.RequeueAfter(r.RetryAfter, "releasing"))
 			}
 			if err := r.unpoint(ctx, p, s, true); err != nil {

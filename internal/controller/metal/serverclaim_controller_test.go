@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -88,7 +89,7 @@ func claimStatus(c *metalv1alpha1.ServerClaim) string {
 		return "gone"
 	}
 	reason := ""
-	if cond := findCondition(c.Status.Conditions, ConditionBound); cond != nil {
+	if cond := apimeta.FindStatusCondition(c.Status.Conditions, metalv1alpha1.ConditionBound); cond != nil {
 		reason = cond.Reason
 	}
 	return string(c.Status.Phase) + "/" + reason
@@ -269,7 +270,7 @@ func TestClaimRace(t *testing.T) {
 				switch claimStatus(&c) {
 				case "Bound/Bound":
 					bound[c.Name] = c.Spec.ServerRef.Name
-				case "Unbound/" + ReasonAllMatchingServersTaken:
+				case "Unbound/" + metalv1alpha1.ReasonAllMatchingServersTaken:
 					unbound++
 				default:
 					other[claimStatus(&c)]++
@@ -429,7 +430,7 @@ func TestClaimPowerAndReclaim(t *testing.T) {
 	if err := env.Client.Create(ctx(), again); err != nil {
 		t.Fatal(err)
 	}
-	waitClaim(t, ns, "reclaim-1", "Unbound/"+ReasonAllMatchingServersTaken, 10*time.Second)
+	waitClaim(t, ns, "reclaim-1", "Unbound/"+metalv1alpha1.ReasonAllMatchingServersTaken, 10*time.Second)
 	if s := getServer(t, retain); durableState(s) != string(metalv1alpha1.ServerStateReleased) {
 		t.Errorf("retained server became %s", durableState(s))
 	}
@@ -470,9 +471,9 @@ func TestClaimBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitClaim(t, ns, "bad-image", "Unbound/"+ReasonImageMissing, 10*time.Second)
-	waitClaim(t, ns, "bad-secret", "Unbound/"+ReasonIgnitionSecretNotFound, 10*time.Second)
-	waitClaim(t, ns, "bad-selector", "Unbound/"+ReasonInvalidSelector, 10*time.Second)
+	waitClaim(t, ns, "bad-image", "Unbound/"+metalv1alpha1.ReasonImageMissing, 10*time.Second)
+	waitClaim(t, ns, "bad-secret", "Unbound/"+metalv1alpha1.ReasonIgnitionSecretNotFound, 10*time.Second)
+	waitClaim(t, ns, "bad-selector", "Unbound/"+metalv1alpha1.ReasonInvalidSelector, 10*time.Second)
 	if s := getServer(t, names[0]); s.Spec.ServerClaimRef != nil {
 		t.Fatalf("a claim with bad input bound %s", names[0])
 	}
@@ -494,8 +495,8 @@ func TestClaimBadInput(t *testing.T) {
 	// Two more servers: the broken claims still do not bind them.
 	more, _ := availableServers(t, "bad-more", 2, pool)
 	time.Sleep(time.Second)
-	waitClaim(t, ns, "bad-image", "Unbound/"+ReasonImageMissing, time.Second)
-	waitClaim(t, ns, "bad-secret", "Unbound/"+ReasonIgnitionSecretNotFound, time.Second)
+	waitClaim(t, ns, "bad-image", "Unbound/"+metalv1alpha1.ReasonImageMissing, time.Second)
+	waitClaim(t, ns, "bad-secret", "Unbound/"+metalv1alpha1.ReasonIgnitionSecretNotFound, time.Second)
 	for _, name := range more {
 		if s := getServer(t, name); s.Spec.ServerClaimRef != nil {
 			t.Fatalf("a claim with bad input bound %s", name)
@@ -516,7 +517,7 @@ func TestClaimBadInput(t *testing.T) {
 		}
 		return sbc.Status.State == metalv1alpha1.ServerBootConfigurationStateReady, string(sbc.Status.State)
 	})
-	waitEvent(t, "bad-image", ReasonImageMissing)
+	waitEvent(t, "bad-image", metalv1alpha1.ReasonImageMissing)
 	checkNoDoubleWrites(t)
 }
 
@@ -598,7 +599,7 @@ func TestBootConfigurationProvider(t *testing.T) {
 				return false, err.Error()
 			}
 			got := string(sbc.Status.State)
-			if c := findCondition(sbc.Status.Conditions, ConditionReady); c != nil {
+			if c := apimeta.FindStatusCondition(sbc.Status.Conditions, metalv1alpha1.ConditionReady); c != nil {
 				got += "/" + c.Reason
 			}
 			return got == string(want)+"/"+reason, got
@@ -607,13 +608,13 @@ func TestBootConfigurationProvider(t *testing.T) {
 	mk("sbc-ready", "img", "")
 	mk("sbc-noimage", "", "")
 	mk("sbc-nosecret", "img", "sbc-ignition")
-	wait("sbc-ready", metalv1alpha1.ServerBootConfigurationStateReady, ReasonBootConfigurationReady)
-	wait("sbc-noimage", metalv1alpha1.ServerBootConfigurationStateError, ReasonImageMissing)
-	wait("sbc-nosecret", metalv1alpha1.ServerBootConfigurationStateError, ReasonIgnitionSecretNotFound)
+	wait("sbc-ready", metalv1alpha1.ServerBootConfigurationStateReady, metalv1alpha1.ReasonBootConfigurationReady)
+	wait("sbc-noimage", metalv1alpha1.ServerBootConfigurationStateError, metalv1alpha1.ReasonImageMissing)
+	wait("sbc-nosecret", metalv1alpha1.ServerBootConfigurationStateError, metalv1alpha1.ReasonIgnitionSecretNotFound)
 	if err := env.Client.Create(ctx(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sbc-ignition"}}); err != nil {
 		t.Fatal(err)
 	}
-	wait("sbc-nosecret", metalv1alpha1.ServerBootConfigurationStateReady, ReasonBootConfigurationReady)
+	wait("sbc-nosecret", metalv1alpha1.ServerBootConfigurationStateReady, metalv1alpha1.ReasonBootConfigurationReady)
 }
 
 // A claimed server is powered on only once its boot configuration is Ready: before, its boot
@@ -633,7 +634,7 @@ func TestClaimPowerWaitsForBootConfiguration(t *testing.T) {
 		&metav1.LabelSelector{MatchLabels: map[string]string{"pool": "bootwait"}})); err != nil {
 		t.Fatal(err)
 	}
-	waitClaim(t, ns, "bootwait", "Bound/"+ReasonBootConfigurationConflict, 20*time.Second)
+	waitClaim(t, ns, "bootwait", "Bound/"+metalv1alpha1.ReasonBootConfigurationConflict, 20*time.Second)
 	waitState(t, names[0], metalv1alpha1.ServerStateReserved, 10*time.Second)
 	time.Sleep(2 * time.Second) // what a wrong power-on would need to show
 	if p := systemPower(bmcs[0]); p != redfish.PowerOff {
@@ -713,6 +714,6 @@ func TestClaimEvictTaint(t *testing.T) {
 	if err := env.Client.Create(ctx(), again); err != nil {
 		t.Fatal(err)
 	}
-	waitClaim(t, ns, "evict-0", "Unbound/"+ReasonNoClaimableServer, 10*time.Second)
+	waitClaim(t, ns, "evict-0", "Unbound/"+metalv1alpha1.ReasonNoClaimableServer, 10*time.Second)
 	checkNoDoubleWrites(t)
 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -17,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -29,20 +29,6 @@ import (
 // ServerMaintenanceFinalizer keeps a maintenance until its server has been handed back. The
 // reference's name, so migrated objects are handled alike.
 const ServerMaintenanceFinalizer = "metal.ironcore.dev/servermaintenance"
-
-// ConditionInMaintenance says whether the maintenance holds its server and, when not, why.
-const ConditionInMaintenance = "InMaintenance"
-
-// Reasons of the InMaintenance condition (beside ReasonServerNotFound).
-const (
-	ReasonInMaintenance            = "InMaintenance"
-	ReasonEnteringMaintenance      = "EnteringMaintenance"
-	ReasonWaitingForApproval       = "WaitingForApproval"
-	ReasonQueued                   = "Queued"
-	ReasonBootConfigurationPending = "BootConfigurationPending"
-	ReasonBootConfigurationError   = "BootConfigurationError"
-	ReasonInvalidSpec              = "InvalidSpec"
-)
 
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servermaintenances,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servermaintenances/status,verbs=get;update;patch
@@ -78,7 +64,7 @@ func (r *ServerMaintenanceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("servermaintenance").
 		For(&metalv1alpha1.ServerMaintenance{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
-			statusWiped(func(o client.Object) bool { return o.(*metalv1alpha1.ServerMaintenance).Status.State == "" })))).
+			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*metalv1alpha1.ServerMaintenance).Status.State == "" })))).
 		// A maintenance created, re-prioritised or deleted moves the others of its server in line.
 		Watches(&metalv1alpha1.ServerMaintenance{}, handler.EnqueueRequestsFromMapFunc(r.siblings), builder.WithPredicates(lifecycle.Predicate())).
 		// A boot configuration's state (Ready, Error) decides between InMaintenance and Failed.
@@ -88,20 +74,6 @@ func (r *ServerMaintenanceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&metalv1alpha1.ServerClaim{}, handler.EnqueueRequestsFromMapFunc(r.forClaim), builder.WithPredicates(lifecycle.Predicate())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Concurrency, 1)}).
 		Complete(rec)
-}
-
-// statusWiped passes a status update that left the object without its reported state (a wiped or
-// restored status), so it is rebuilt at once rather than at the next resync. Our own reports
-// always set the state and do not pass.
-func statusWiped(empty func(client.Object) bool) predicate.Predicate {
-	return predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			return e.ObjectOld != nil && e.ObjectNew != nil && !empty(e.ObjectOld) && empty(e.ObjectNew)
-		},
-	}
 }
 
 func (r *ServerMaintenanceReconciler) forServer(ctx context.Context, o client.Object) []reconcile.Request {
@@ -154,14 +126,14 @@ func (r *ServerMaintenanceReconciler) handle(ctx context.Context, p *lifecycle.P
 		})
 	}
 	if m.Spec.ServerRef == nil || m.Spec.ServerRef.Name == "" {
-		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStateFailed, ReasonInvalidSpec, "spec.serverRef names no server", lifecycle.Done())
+		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStateFailed, metalv1alpha1.ReasonInvalidSpec, "spec.serverRef names no server", lifecycle.Done())
 	}
 	s, err := r.server(ctx, p)
 	if err != nil {
 		return lifecycle.Result{}, err
 	}
 	if s == nil {
-		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, ReasonServerNotFound, fmt.Sprintf("server %s does not exist", m.Spec.ServerRef.Name), lifecycle.Done())
+		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonServerNotFound, fmt.Sprintf("server %s does not exist", m.Spec.ServerRef.Name), lifecycle.Done())
 	}
 	if ref := s.Spec.ServerMaintenanceRef; isMaintenanceRef(ref, m) {
 		return r.active(ctx, p, s)
@@ -173,19 +145,19 @@ func (r *ServerMaintenanceReconciler) handle(ctx context.Context, p *lifecycle.P
 			return lifecycle.Result{}, err
 		}
 		if !gone {
-			return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, ReasonQueued,
+			return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonQueued,
 				fmt.Sprintf("server %s is in maintenance %s/%s", s.Name, ref.Namespace, ref.Name), lifecycle.Done())
 		}
 	}
 	if !s.DeletionTimestamp.IsZero() {
-		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, ReasonQueued, fmt.Sprintf("server %s is being deleted", s.Name), lifecycle.Done())
+		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonQueued, fmt.Sprintf("server %s is being deleted", s.Name), lifecycle.Done())
 	}
 	first, err := r.first(ctx, p)
 	if err != nil {
 		return lifecycle.Result{}, err
 	}
 	if first != nil && (first.Namespace != m.Namespace || first.Name != m.Name) {
-		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, ReasonQueued,
+		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonQueued,
 			fmt.Sprintf("behind maintenance %s/%s (priority %d)", first.Namespace, first.Name, first.Spec.Priority), lifecycle.Done())
 	}
 	claim, err := r.claim(ctx, p, s)
@@ -198,11 +170,11 @@ func (r *ServerMaintenanceReconciler) handle(ctx context.Context, p *lifecycle.P
 			if err := r.markClaim(ctx, p, claim); err != nil {
 				return lifecycle.Result{}, err
 			}
-			return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, ReasonWaitingForApproval,
+			return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonWaitingForApproval,
 				fmt.Sprintf("asked the owner of claim %s/%s", claim.Namespace, claim.Name), lifecycle.Done())
 		}
 		if m.Spec.Policy != metalv1alpha1.ServerMaintenancePolicyEnforced && !approved(claim) {
-			return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, ReasonWaitingForApproval,
+			return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonWaitingForApproval,
 				fmt.Sprintf("waiting for label %s on claim %s/%s", metalv1alpha1.MaintenanceApprovedLabel, claim.Namespace, claim.Name), lifecycle.Done())
 		}
 	}
@@ -323,7 +295,7 @@ func (r *ServerMaintenanceReconciler) start(ctx context.Context, p *lifecycle.Pa
 	m := p.Obj
 	sbcRef, err := r.ensureBootConfiguration(ctx, p, s)
 	if taken, ok := err.(errBootConfigurationTaken); ok {
-		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStateFailed, ReasonBootConfigurationConflict, taken.msg, lifecycle.Done())
+		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStateFailed, metalv1alpha1.ReasonBootConfigurationConflict, taken.msg, lifecycle.Done())
 	}
 	if err != nil {
 		return lifecycle.Result{}, err
@@ -339,7 +311,7 @@ func (r *ServerMaintenanceReconciler) start(ctx context.Context, p *lifecycle.Pa
 	}
 	ctrl.LoggerFrom(ctx).Info("maintenance started", "server", s.Name, "policy", policyOf(m))
 	r.Recorder.Eventf(m, s, corev1.EventTypeNormal, "Started", "Maintenance", "server %s handed to maintenance (%s)", s.Name, policyOf(m))
-	return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, ReasonEnteringMaintenance,
+	return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonEnteringMaintenance,
 		fmt.Sprintf("waiting for server %s to enter Maintenance", s.Name), lifecycle.Done())
 }
 
@@ -389,7 +361,7 @@ func (r *ServerMaintenanceReconciler) active(ctx context.Context, p *lifecycle.P
 	m := p.Obj
 	sbcRef, err := r.ensureBootConfiguration(ctx, p, s)
 	if taken, ok := err.(errBootConfigurationTaken); ok {
-		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStateFailed, ReasonBootConfigurationConflict, taken.msg, lifecycle.Done())
+		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStateFailed, metalv1alpha1.ReasonBootConfigurationConflict, taken.msg, lifecycle.Done())
 	}
 	if err != nil {
 		return lifecycle.Result{}, err
@@ -409,21 +381,21 @@ func (r *ServerMaintenanceReconciler) active(ctx context.Context, p *lifecycle.P
 		}
 		if sbc.Status.State == metalv1alpha1.ServerBootConfigurationStateError {
 			msg := "maintenance boot configuration " + sbcRef.Name + " is in Error"
-			if c := findCondition(sbc.Status.Conditions, ConditionReady); c != nil {
+			if c := apimeta.FindStatusCondition(sbc.Status.Conditions, metalv1alpha1.ConditionReady); c != nil {
 				msg += ": " + c.Message
 			}
-			return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStateFailed, ReasonBootConfigurationError, msg, lifecycle.Done())
+			return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStateFailed, metalv1alpha1.ReasonBootConfigurationError, msg, lifecycle.Done())
 		}
 	}
 	if state, _ := serverStore.Get(s); state != metalv1alpha1.ServerStateMaintenance {
-		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, ReasonEnteringMaintenance,
+		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonEnteringMaintenance,
 			fmt.Sprintf("waiting for server %s (%s) to enter Maintenance", s.Name, state), lifecycle.Done())
 	}
 	msg := "server " + s.Name + " in maintenance"
 	if m.Spec.ServerPower != "" {
 		msg += ", power " + string(m.Spec.ServerPower)
 	}
-	return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStateInMaintenance, ReasonInMaintenance, msg, lifecycle.Done())
+	return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStateInMaintenance, metalv1alpha1.ReasonInMaintenance, msg, lifecycle.Done())
 }
 
 // report writes state and the InMaintenance condition if they changed, with an event when the
@@ -437,7 +409,7 @@ func (r *ServerMaintenanceReconciler) report(ctx context.Context, p *lifecycle.P
 	if state == metalv1alpha1.ServerMaintenanceStateInMaintenance {
 		status = metav1.ConditionTrue
 	}
-	lifecycle.SetCondition(&st.Conditions, m.Generation, ConditionInMaintenance, status, reason, msg)
+	lifecycle.SetCondition(&st.Conditions, m.Generation, metalv1alpha1.ConditionInMaintenance, status, reason, msg)
 	if equality.Semantic.DeepEqual(*st, m.Status) {
 		return then, nil
 	}

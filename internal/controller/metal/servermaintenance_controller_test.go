@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,7 +30,7 @@ func maintenanceStatus(m *metalv1alpha1.ServerMaintenance) string {
 		return "gone"
 	}
 	reason := ""
-	if c := findCondition(m.Status.Conditions, ConditionInMaintenance); c != nil {
+	if c := apimeta.FindStatusCondition(m.Status.Conditions, metalv1alpha1.ConditionInMaintenance); c != nil {
 		reason = c.Reason
 	}
 	return string(m.Status.State) + "/" + reason
@@ -117,7 +118,7 @@ func TestMaintenanceEnforcedAndApproval(t *testing.T) {
 	}
 	waitState(t, names[0], metalv1alpha1.ServerStateMaintenance, 10*time.Second)
 	waitSystemPower(t, bmcs[0], redfish.PowerOff, 10*time.Second)
-	waitMaintenance(t, ns, "maint-enforced", "InMaintenance/"+ReasonInMaintenance, 10*time.Second)
+	waitMaintenance(t, ns, "maint-enforced", "InMaintenance/"+metalv1alpha1.ReasonInMaintenance, 10*time.Second)
 	waitLabel(t, ns, "maint-0", metalv1alpha1.MaintenanceNeededLabel, true)
 	if c := getClaim(ns, "maint-0"); c.Annotations[metalv1alpha1.MaintenanceReasonAnnotation] != "firmware update" {
 		t.Errorf("maintenance reason not on the claim: %v", c.Annotations)
@@ -142,7 +143,7 @@ func TestMaintenanceEnforcedAndApproval(t *testing.T) {
 	if err := env.Client.Status().Update(ctx(), c); err != nil {
 		t.Fatal(err)
 	}
-	waitMaintenance(t, ns, "maint-enforced", "InMaintenance/"+ReasonInMaintenance, 10*time.Second)
+	waitMaintenance(t, ns, "maint-enforced", "InMaintenance/"+metalv1alpha1.ReasonInMaintenance, 10*time.Second)
 	waitState(t, names[0], metalv1alpha1.ServerStateMaintenance, 10*time.Second)
 	waitClaim(t, ns, "maint-0", "Bound/Bound", 10*time.Second)
 	time.Sleep(1500 * time.Millisecond) // room for a wrong action to show
@@ -167,7 +168,7 @@ func TestMaintenanceEnforcedAndApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLabel(t, ns, "maint-1", metalv1alpha1.MaintenanceNeededLabel, true)
-	waitMaintenance(t, ns, "maint-approval", "Pending/"+ReasonWaitingForApproval, 10*time.Second)
+	waitMaintenance(t, ns, "maint-approval", "Pending/"+metalv1alpha1.ReasonWaitingForApproval, 10*time.Second)
 	asked := time.Now()
 	time.Sleep(time.Second)
 	if s := getServer(t, names[1]); durableState(s) != string(metalv1alpha1.ServerStateReserved) || s.Spec.ServerMaintenanceRef != nil {
@@ -179,7 +180,7 @@ func TestMaintenanceEnforcedAndApproval(t *testing.T) {
 	approve(t, ns, "maint-1")
 	waitState(t, names[1], metalv1alpha1.ServerStateMaintenance, 10*time.Second)
 	waitSystemPower(t, bmcs[1], redfish.PowerOff, 10*time.Second)
-	waitMaintenance(t, ns, "maint-approval", "InMaintenance/"+ReasonInMaintenance, 10*time.Second)
+	waitMaintenance(t, ns, "maint-approval", "InMaintenance/"+metalv1alpha1.ReasonInMaintenance, 10*time.Second)
 	deleteMaintenance(t, ns, "maint-approval")
 	waitState(t, names[1], metalv1alpha1.ServerStateReserved, 10*time.Second)
 	waitSystemPower(t, bmcs[1], redfish.PowerOn, 10*time.Second)
@@ -202,19 +203,19 @@ func TestMaintenancePriorityAndBootConfiguration(t *testing.T) {
 	if err := env.Client.Create(ctx(), low); err != nil {
 		t.Fatal(err)
 	}
-	waitMaintenance(t, ns, "prio-low", "Pending/"+ReasonWaitingForApproval, 10*time.Second)
+	waitMaintenance(t, ns, "prio-low", "Pending/"+metalv1alpha1.ReasonWaitingForApproval, 10*time.Second)
 	high := newMaintenance(ns, "prio-high", server, metalv1alpha1.ServerMaintenancePolicyOwnerApproval, metalv1alpha1.PowerOn, 10)
 	high.Spec.ServerBootConfigurationTemplate = &metalv1alpha1.ServerBootConfigurationTemplate{
 		Name: "prio-high-boot", Spec: metalv1alpha1.ServerBootConfigurationSpec{Image: "firmware-updater:1"}}
 	if err := env.Client.Create(ctx(), high); err != nil {
 		t.Fatal(err)
 	}
-	waitMaintenance(t, ns, "prio-low", "Pending/"+ReasonQueued, 10*time.Second)
-	waitMaintenance(t, ns, "prio-high", "Pending/"+ReasonWaitingForApproval, 10*time.Second)
+	waitMaintenance(t, ns, "prio-low", "Pending/"+metalv1alpha1.ReasonQueued, 10*time.Second)
+	waitMaintenance(t, ns, "prio-high", "Pending/"+metalv1alpha1.ReasonWaitingForApproval, 10*time.Second)
 
 	approve(t, ns, "prio-0")
-	waitMaintenance(t, ns, "prio-high", "InMaintenance/"+ReasonInMaintenance, 10*time.Second)
-	waitMaintenance(t, ns, "prio-low", "Pending/"+ReasonQueued, 10*time.Second)
+	waitMaintenance(t, ns, "prio-high", "InMaintenance/"+metalv1alpha1.ReasonInMaintenance, 10*time.Second)
+	waitMaintenance(t, ns, "prio-low", "Pending/"+metalv1alpha1.ReasonQueued, 10*time.Second)
 	s := waitState(t, server, metalv1alpha1.ServerStateMaintenance, 10*time.Second)
 	if ref := s.Spec.MaintenanceBootConfigurationRef; ref == nil || ref.Name != "prio-high-boot" || ref.Namespace != ns {
 		t.Errorf("maintenance boot configuration ref %+v", ref)
@@ -235,10 +236,10 @@ func TestMaintenancePriorityAndBootConfiguration(t *testing.T) {
 		s := getServer(t, server)
 		return apierrors.IsNotFound(err) && s.Spec.MaintenanceBootConfigurationRef == nil, fmt.Sprint(err)
 	})
-	waitMaintenance(t, ns, "prio-low", "Pending/"+ReasonWaitingForApproval, 10*time.Second)
+	waitMaintenance(t, ns, "prio-low", "Pending/"+metalv1alpha1.ReasonWaitingForApproval, 10*time.Second)
 	waitState(t, server, metalv1alpha1.ServerStateReserved, 10*time.Second)
 	approve(t, ns, "prio-0")
-	waitMaintenance(t, ns, "prio-low", "InMaintenance/"+ReasonInMaintenance, 10*time.Second)
+	waitMaintenance(t, ns, "prio-low", "InMaintenance/"+metalv1alpha1.ReasonInMaintenance, 10*time.Second)
 	waitSystemPower(t, bmcs[0], redfish.PowerOff, 10*time.Second)
 	deleteMaintenance(t, ns, "prio-low")
 	waitState(t, server, metalv1alpha1.ServerStateReserved, 10*time.Second)

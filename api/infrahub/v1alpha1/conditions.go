@@ -1,0 +1,32 @@
+package v1alpha1
+
+// Condition types and reasons the delivery kinds (InfrahubSync, VidraResource) report. Reasons
+// are stable CamelCase strings: clients match on them.
+const (
+	// ConditionReady is the one condition both kinds carry: True once the last pass delivered
+	// everything, False with a reason otherwise.
+	ConditionReady = "Ready"
+)
+
+// Reasons of the Ready condition.
+const (
+	ReasonSynced              = "Synced"
+	ReasonDeployed            = "Deployed"
+	ReasonDrifted             = "Drifted"
+	ReasonCredentialsNotFound = "CredentialsNotFound"
+	ReasonCredentialsInvalid  = "CredentialsInvalid"
+	ReasonSecretAmbiguous     = "SecretAmbiguous"
+	ReasonEmptyResult         = "EmptyResult"
+	ReasonArtifactsFailed     = "ArtifactsFailed"
+	ReasonOwnershipConflict   = "OwnershipConflict"
+	ReasonInvalidManifest     = "InvalidManifest"
+	ReasonUnknownKind         = "UnknownKind"
+	ReasonPolicyDenied        = "PolicyDenied"
+	ReasonKubeconfigNotFound  = "KubeconfigNotFound"
+	ReasonKubeconfigInvalid   = "KubeconfigInvalid"
+	ReasonClusterUnavailable  = "ClusterUnavailable"
+	ReasonApplyFailed         = "ApplyFailed"
+	ReasonPruneFailed         = "PruneFailed"
+	ReasonCleanupFailed       = "CleanupFailed"
+	ReasonInternal            = "InternalError"
+)

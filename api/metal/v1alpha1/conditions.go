@@ -1,0 +1,71 @@
+package v1alpha1
+
+// Condition types metalhub sets on the metal kinds, and their reasons. Reasons are stable
+// CamelCase strings: clients match on them. BMC failures add the reasons of the bmc client
+// (AuthenticationFailed, ConnectionFailed, Timeout, Unavailable, ...).
+const (
+	// ConditionReady says whether the controller can manage the object's hardware (BMC,
+	// Server), or whether a boot configuration is ready to boot.
+	ConditionReady = "Ready"
+	// ConditionDeletionBlocked says why a deleted server is still there.
+	ConditionDeletionBlocked = "DeletionBlocked"
+	// ConditionInMaintenance says whether a maintenance holds its server and, when not, why.
+	ConditionInMaintenance = "InMaintenance"
+	// ConditionLifecycle marks a status metalhub wrote: its state is our mirror, not the
+	// reference operator's bookkeeping, and is never adopted.
+	ConditionLifecycle = "Lifecycle"
+	// ConditionBound says whether a claim holds a server and, when not, why.
+	ConditionBound = "Bound"
+)
+
+// Reasons of a BMC's and a Server's Ready condition that are not BMC errors.
+const (
+	ReasonConnected        = "Connected"
+	ReasonSecretNotFound   = "SecretNotFound"
+	ReasonSecretInvalid    = "SecretInvalid"
+	ReasonEndpointNotFound = "EndpointNotFound"
+	ReasonEndpointInvalid  = "EndpointInvalid"
+	ReasonBMCNotFound      = "BMCNotFound"
+)
+
+// Reasons of a claim's Bound condition.
+const (
+	ReasonBound                     = "Bound"
+	ReasonReleasing                 = "Releasing"
+	ReasonNoMatchingServer          = "NoMatchingServer"
+	ReasonAllMatchingServersTaken   = "AllMatchingServersTaken"
+	ReasonNoClaimableServer         = "NoClaimableServer"
+	ReasonInvalidSelector           = "InvalidSelector"
+	ReasonImageMissing              = "ImageMissing"
+	ReasonIgnitionSecretNotFound    = "IgnitionSecretNotFound"
+	ReasonServerNotFound            = "ServerNotFound"
+	ReasonServerNotClaimable        = "ServerNotClaimable"
+	ReasonServerSelectorMismatch    = "ServerDoesNotMatchSelector"
+	ReasonBootConfigurationConflict = "BootConfigurationConflict"
+)
+
+// Reasons of a maintenance's InMaintenance condition (beside ReasonServerNotFound).
+const (
+	ReasonInMaintenance            = "InMaintenance"
+	ReasonEnteringMaintenance      = "EnteringMaintenance"
+	ReasonWaitingForApproval       = "WaitingForApproval"
+	ReasonQueued                   = "Queued"
+	ReasonBootConfigurationPending = "BootConfigurationPending"
+	ReasonBootConfigurationError   = "BootConfigurationError"
+	ReasonInvalidSpec              = "InvalidSpec"
+)
+
+// Reasons of a boot configuration's Ready condition (beside ReasonImageMissing and
+// ReasonIgnitionSecretNotFound, shared with claims).
+const (
+	ReasonBootConfigurationReady = "BootConfigurationReady"
+	ReasonWaitingForBootProvider = "WaitingForBootProvider"
+)
+
+// Event reasons of one-off operations (the operation annotation).
+const (
+	ReasonOperation            = "Operation"
+	ReasonOperationFailed      = "OperationFailed"
+	ReasonOperationUncertain   = "OperationUncertain"
+	ReasonUnsupportedOperation = "UnsupportedOperation"
+)
