@@ -11,8 +11,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/metalhub/metalhub/internal/cmd/emulatecmd"
 	"github.com/metalhub/metalhub/internal/cmd/infrahubemucmd"
+	"github.com/metalhub/metalhub/internal/cmd/redfishemucmd"
 	"github.com/metalhub/metalhub/internal/dev"
 )
 
@@ -42,7 +42,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func runEmulate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	emulators := map[string]command{
 		"infrahub": {"Infrahub API (login, stored queries, artifacts)", infrahubemucmd.Main},
-		"bmc":      {"a fleet of Redfish BMCs (power, boot override, inventory, faults)", emulatecmd.Main},
+		"bmc":      {"a fleet of Redfish BMCs (power, boot override, inventory, faults)", redfishemucmd.Main},
 	}
 	if len(args) == 0 || emulators[args[0]].run == nil {
 		fmt.Fprintln(stderr, "Usage: metalhub emulate <emulator> [flags]\n\nEmulators:")
@@ -51,8 +51,8 @@ func runEmulate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		return 2
 	}
-	if args[0] == "bmc" { // emulatecmd parses its own "bmc" word
-		return emulatecmd.Main(ctx, args, stdout, stderr)
+	if args[0] == "bmc" { // redfishemucmd parses its own "bmc" word
+		return redfishemucmd.Main(ctx, args, stdout, stderr)
 	}
 	return emulators[args[0]].run(ctx, args[1:], stdout, stderr)
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/cmd/bmccmd"
-	"github.com/metalhub/metalhub/internal/cmd/emulatecmd"
+	"github.com/metalhub/metalhub/internal/cmd/redfishemucmd"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/syncbuf"
 )
@@ -24,7 +24,7 @@ func runEmulator(t *testing.T, args ...string) (bmcs []string, control string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	out, errOut := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	done := make(chan int, 1)
-	go func() { done <- emulatecmd.Main(ctx, append([]string{"bmc"}, args...), out, errOut) }()
+	go func() { done <- redfishemucmd.Main(ctx, append([]string{"bmc"}, args...), out, errOut) }()
 	t.Cleanup(func() {
 		cancel()
 		if code := <-done; code != 0 {
@@ -160,10 +160,10 @@ func TestCLIUsage(t *testing.T) {
 			t.Errorf("%q: exit %d, stderr %q; want 2 with a message", args, code, stderr)
 		}
 	}
-	if code := emulatecmd.Main(context.Background(), []string{"bmc", "--servers", "0"}, &bytes.Buffer{}, &bytes.Buffer{}); code != 2 {
+	if code := redfishemucmd.Main(context.Background(), []string{"bmc", "--servers", "0"}, &bytes.Buffer{}, &bytes.Buffer{}); code != 2 {
 		t.Errorf("emulate --servers 0: exit %d", code)
 	}
-	if code := emulatecmd.Main(context.Background(), nil, &bytes.Buffer{}, &bytes.Buffer{}); code != 2 {
+	if code := redfishemucmd.Main(context.Background(), nil, &bytes.Buffer{}, &bytes.Buffer{}); code != 2 {
 		t.Errorf("emulate without subcommand: exit %d", code)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -226,13 +225,6 @@ func (r *ServerReconciler) connectStep(ctx context.Context, p *pass) (lifecycle.
 	return lifecycle.Continue(), nil
 }
 
-func (r *ServerReconciler) finalizeStep(ctx context.Context, p *pass) (lifecycle.Result, error) {
-	if p.Obj.DeletionTimestamp.IsZero() {
-		return lifecycle.Continue(), nil
-	}
-	return r.finalize(p.bctx, ctx, p)
-}
-
 // stateStep acts first and reports after: a pass with a step to take takes it (its write ends
 // the pass), and status is rebuilt by the pass that finds nothing to do or waits. A claimed
 // server's changed generation, its new state and its power then reach status in one write, not
@@ -355,121 +347,6 @@ func previousState(s *metalv1alpha1.Server) metalv1alpha1.ServerState {
 	return prev
 }
 
-// observe rebuilds status from the durable state and the BMC: the state mirror, power, the
-// Ready condition and, when missing (new server, wiped status), the Redfish inventory. It runs
-// after the pass's step, which did not write the Server; a status write brings no event, and
-// the step's own result already says when to look again. State and power never wait for the
-// inventory: a walk that fails or outlasts the pass (a real BMC with many DIMMs and drives)
-// goes on in the background, and a later pass adds it; the returned delay asks for that pass.
-func (r *ServerReconciler) observe(bctx, ctx context.Context, p *pass) (time.Duration, error) {
-	s := p.Obj
-	if p.state == metalv1alpha1.ServerStateInitial && s.Status.State == "" {
-		// A new server leaves Initial within a pass or two: its first status write waits for
-		// Discovery and carries the inventory then, one write instead of two.
-		return 0, nil
-	}
-	st := s.Status.DeepCopy()
-	mirrorState(st, s.Generation, p.state)
-	st.PowerState = metalv1alpha1.PowerState(p.sys.PowerState)
-	lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, metalv1alpha1.ReasonConnected, "BMC reachable")
-	var more time.Duration
-	if st.Manufacturer == "" || len(st.Processors) == 0 {
-		inv, err := r.inventories.wait(bctx, s.UID, func(ictx context.Context) (*bmc.Inventory, error) {
-			return p.conn.Inventory(ictx, p.sysID)
-		})
-		switch {
-		case inv != nil:
-			applyInventory(st, inv)
-		case err != nil:
-			ctrl.LoggerFrom(ctx).Info("reading inventory failed; state and power are reported without it", "error", err.Error())
-			more = r.Options.RetryAfter
-		default:
-			more = r.Options.PowerPoll // still walking
-		}
-	}
-	if equality.Semantic.DeepEqual(*st, s.Status) {
-		return more, nil
-	}
-	if rec, ok := parsePowerRecord(s.Annotations[PowerAnnotation]); ok && r.inFlight(p, rec.target) &&
-		!reached(p.sys.PowerState, rec.target) && onlyStateAndPower(*st, s.Status) {
-		// Our power action is on its way: report state and power once the box gets there (or
-		// the action times out), one write instead of one per step. The handler waits for it.
-		return more, nil
-	}
-	s.Status = *st // the Reconciler writes it
-	return more, nil
-}
-
-// onlyStateAndPower reports whether two statuses differ in nothing but the state mirror and
-// the power state.
-func onlyStateAndPower(a, b metalv1alpha1.ServerStatus) bool {
-	a.State, a.PowerState = b.State, b.PowerState
-	return equality.Semantic.DeepEqual(a, b)
-}
-
-// applyInventory fills the hardware fields from Redfish where the discovery report has not
-// already (the probe sees more than the BMC: IPs, LLDP neighbours).
-func applyInventory(st *metalv1alpha1.ServerStatus, inv *bmc.Inventory) {
-	st.Manufacturer, st.Model, st.SKU = inv.System.Manufacturer, inv.System.Model, inv.System.SKU
-	st.SerialNumber, st.BIOSVersion = inv.System.SerialNumber, inv.System.BIOSVersion
-	if led := metalv1alpha1.IndicatorLED(inv.System.IndicatorLED); led == "Lit" || led == "Blinking" || led == "Off" || led == "Unknown" {
-		st.IndicatorLED = led
-	}
-	if inv.Memory.TotalMiB > 0 {
-		q := resource.NewQuantity(inv.Memory.TotalMiB*1024*1024, resource.BinarySI)
-		st.TotalSystemMemory = q
-	}
-	if len(st.Processors) == 0 {
-		for _, c := range inv.Processors {
-			st.Processors = append(st.Processors, metalv1alpha1.Processor{
-				ID: c.ID, Manufacturer: c.Manufacturer, Model: c.Model, Architecture: c.Architecture,
-				MaxSpeedMHz: int32(c.MaxSpeedMHz), TotalCores: int32(c.Cores), TotalThreads: int32(c.Threads),
-			})
-		}
-	}
-	if len(st.NetworkInterfaces) == 0 {
-		for _, n := range inv.NICs {
-			if n.MACAddress == "" {
-				continue
-			}
-			ni := metalv1alpha1.NetworkInterface{Name: firstNonEmpty(n.Name, n.ID), MACAddress: n.MACAddress, IPs: append(append([]string{}, n.IPv4...), n.IPv6...)}
-			if len(ni.IPs) > 0 {
-				ni.IP = ni.IPs[0]
-			}
-			if n.Carrier {
-				ni.CarrierStatus = "Up"
-			} else if n.LinkStatus != "" {
-				ni.CarrierStatus = n.LinkStatus
-			}
-			st.NetworkInterfaces = append(st.NetworkInterfaces, ni)
-		}
-	}
-	if len(st.Storages) == 0 && (len(inv.Storage.Drives) > 0 || len(inv.Storage.Volumes) > 0) {
-		stor := metalv1alpha1.Storage{Name: firstNonEmpty(inv.Storage.Source, "Storage")}
-		for _, d := range inv.Storage.Drives {
-			stor.Drives = append(stor.Drives, metalv1alpha1.StorageDrive{
-				Name: firstNonEmpty(d.Name, d.ID), Model: d.Model, Vendor: d.Manufacturer, MediaType: d.MediaType,
-				Type: d.Protocol, Capacity: resource.NewQuantity(d.CapacityBytes, resource.BinarySI),
-			})
-		}
-		for _, v := range inv.Storage.Volumes {
-			stor.Volumes = append(stor.Volumes, metalv1alpha1.StorageVolume{
-				Name: firstNonEmpty(v.Name, v.ID), RAIDType: v.RAIDType, Capacity: resource.NewQuantity(v.CapacityBytes, resource.BinarySI),
-			})
-		}
-		st.Storages = []metalv1alpha1.Storage{stor}
-	}
-}
-
-func firstNonEmpty(v ...string) string {
-	for _, s := range v {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
-}
-
 // patch applies mutate to the Server and writes the difference with an optimistic lock.
 func (r *ServerReconciler) patch(ctx context.Context, p *pass, mutate func(*metalv1alpha1.Server)) error {
 	return lifecycle.PatchMetadata(ctx, p.c, p.Obj, func(o client.Object) { mutate(o.(*metalv1alpha1.Server)) })
@@ -497,73 +374,4 @@ func (r *ServerReconciler) transition(ctx context.Context, p *pass, to metalv1al
 	}
 	r.Recorder.Eventf(p.Obj, nil, typ, "Transition", string(to), "%s -> %s: %s", from, to, why)
 	return lifecycle.Wrote(string(to)), nil
-}
-
-func reached(obs bmc.PowerState, want metalv1alpha1.Power) bool {
-	return (want == metalv1alpha1.PowerOn && obs == bmc.PowerStateOn) || (want == metalv1alpha1.PowerOff && obs == bmc.PowerStateOff)
-}
-
-func moving(obs bmc.PowerState, want metalv1alpha1.Power) bool {
-	return (want == metalv1alpha1.PowerOn && obs == bmc.PowerStatePoweringOn) || (want == metalv1alpha1.PowerOff && obs == bmc.PowerStatePoweringOff)
-}
-
-// inFlight reports whether an action towards want was issued recently enough to wait for it.
-func (r *ServerReconciler) inFlight(p *pass, want metalv1alpha1.Power) bool {
-	rec, ok := parsePowerRecord(p.Obj.Annotations[PowerAnnotation])
-	return ok && rec.target == want && r.Now().Sub(rec.at) < r.Options.PowerTimeout
-}
-
-// powerAction issues the BMC action towards want, unless the system is there, on its way, or
-// an action towards it is already in flight. It returns done=false when there is nothing to do.
-// The caller records the action in the same write as whatever else its step writes.
-func (r *ServerReconciler) powerAction(ctx context.Context, p *pass, want metalv1alpha1.Power, graceful bool) (issued bool, wait bool, err error) {
-	if reached(p.sys.PowerState, want) {
-		return false, false, nil
-	}
-	if moving(p.sys.PowerState, want) || r.inFlight(p, want) {
-		return false, true, nil
-	}
-	if rec, ok := parsePowerRecord(p.Obj.Annotations[PowerAnnotation]); ok && rec.target != want &&
-		r.Now().Sub(rec.at) < r.Options.PowerTimeout && !reached(p.sys.PowerState, rec.target) {
-		// Another change (an operation's, say) is on its way: let it land before undoing it,
-		// so a restart's PoweringOff is not answered with a second action.
-		return false, true, nil
-	}
-	action := bmc.PowerOn
-	if want == metalv1alpha1.PowerOff {
-		action = bmc.PowerOff
-		// Graceful first; a graceful off that timed out (its record is still there) is forced.
-		if rec, ok := parsePowerRecord(p.Obj.Annotations[PowerAnnotation]); graceful && !(ok && rec.target == want) {
-			action = bmc.PowerGracefulOff
-		}
-	}
-	var opts []bmc.PowerOption
-	if action == bmc.PowerGracefulOff {
-		opts = append(opts, bmc.WithForceFallback())
-	}
-	if err := p.conn.Power(ctx, p.sysID, action, opts...); err != nil {
-		return false, false, fmt.Errorf("power %s: %w", action, err)
-	}
-	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "Power"+string(want), string(action), "power %s requested (was %s)", action, p.sys.PowerState)
-	return true, true, nil
-}
-
-// converge drives power towards want as a step of its own: issue and record in one write, then
-// observe on later passes. Continue: the box is there. BMC calls use the pass's deadline
-// (p.bctx); the record is written with ctx.
-func (r *ServerReconciler) converge(ctx context.Context, p *pass, want metalv1alpha1.Power, graceful bool) (lifecycle.Result, error) {
-	issued, wait, err := r.powerAction(p.bctx, p, want, graceful)
-	if err != nil {
-		return lifecycle.Result{}, err
-	}
-	if issued {
-		rec := powerRecord{target: want, at: r.Now()}
-		return lifecycle.Wrote("power " + string(want)), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
-			lifecycle.SetAnnotation(s, PowerAnnotation, rec.String())
-		})
-	}
-	if wait {
-		return lifecycle.RequeueAfter(r.Options.PowerPoll, "power in flight"), nil
-	}
-	return lifecycle.Continue(), nil
 }

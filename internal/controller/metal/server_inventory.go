@@ -5,8 +5,10 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 )
 
@@ -66,4 +68,67 @@ func (j *inventoryJobs) forget(uid types.UID) {
 	j.mu.Lock()
 	delete(j.jobs, uid)
 	j.mu.Unlock()
+}
+
+// applyInventory fills the hardware fields from Redfish where the discovery report has not
+// already (the probe sees more than the BMC: IPs, LLDP neighbours).
+func applyInventory(st *metalv1alpha1.ServerStatus, inv *bmc.Inventory) {
+	st.Manufacturer, st.Model, st.SKU = inv.System.Manufacturer, inv.System.Model, inv.System.SKU
+	st.SerialNumber, st.BIOSVersion = inv.System.SerialNumber, inv.System.BIOSVersion
+	if led := metalv1alpha1.IndicatorLED(inv.System.IndicatorLED); led == "Lit" || led == "Blinking" || led == "Off" || led == "Unknown" {
+		st.IndicatorLED = led
+	}
+	if inv.Memory.TotalMiB > 0 {
+		q := resource.NewQuantity(inv.Memory.TotalMiB*1024*1024, resource.BinarySI)
+		st.TotalSystemMemory = q
+	}
+	if len(st.Processors) == 0 {
+		for _, c := range inv.Processors {
+			st.Processors = append(st.Processors, metalv1alpha1.Processor{
+				ID: c.ID, Manufacturer: c.Manufacturer, Model: c.Model, Architecture: c.Architecture,
+				MaxSpeedMHz: int32(c.MaxSpeedMHz), TotalCores: int32(c.Cores), TotalThreads: int32(c.Threads),
+			})
+		}
+	}
+	if len(st.NetworkInterfaces) == 0 {
+		for _, n := range inv.NICs {
+			if n.MACAddress == "" {
+				continue
+			}
+			ni := metalv1alpha1.NetworkInterface{Name: firstNonEmpty(n.Name, n.ID), MACAddress: n.MACAddress, IPs: append(append([]string{}, n.IPv4...), n.IPv6...)}
+			if len(ni.IPs) > 0 {
+				ni.IP = ni.IPs[0]
+			}
+			if n.Carrier {
+				ni.CarrierStatus = "Up"
+			} else if n.LinkStatus != "" {
+				ni.CarrierStatus = n.LinkStatus
+			}
+			st.NetworkInterfaces = append(st.NetworkInterfaces, ni)
+		}
+	}
+	if len(st.Storages) == 0 && (len(inv.Storage.Drives) > 0 || len(inv.Storage.Volumes) > 0) {
+		stor := metalv1alpha1.Storage{Name: firstNonEmpty(inv.Storage.Source, "Storage")}
+		for _, d := range inv.Storage.Drives {
+			stor.Drives = append(stor.Drives, metalv1alpha1.StorageDrive{
+				Name: firstNonEmpty(d.Name, d.ID), Model: d.Model, Vendor: d.Manufacturer, MediaType: d.MediaType,
+				Type: d.Protocol, Capacity: resource.NewQuantity(d.CapacityBytes, resource.BinarySI),
+			})
+		}
+		for _, v := range inv.Storage.Volumes {
+			stor.Volumes = append(stor.Volumes, metalv1alpha1.StorageVolume{
+				Name: firstNonEmpty(v.Name, v.ID), RAIDType: v.RAIDType, Capacity: resource.NewQuantity(v.CapacityBytes, resource.BinarySI),
+			})
+		}
+		st.Storages = []metalv1alpha1.Storage{stor}
+	}
+}
+
+func firstNonEmpty(v ...string) string {
+	for _, s := range v {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
 }

@@ -1,9 +1,7 @@
 package metal
 
 import (
-	"strconv"
 	"strings"
-	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -90,26 +88,4 @@ func validServerState(s metalv1alpha1.ServerState) bool {
 		return true
 	}
 	return false
-}
-
-// powerRecord is a parsed PowerAnnotation.
-type powerRecord struct {
-	target metalv1alpha1.Power
-	at     time.Time
-}
-
-func parsePowerRecord(v string) (powerRecord, bool) {
-	target, at, ok := strings.Cut(v, "@")
-	if !ok {
-		return powerRecord{}, false
-	}
-	secs, err := strconv.ParseInt(at, 10, 64)
-	if err != nil {
-		return powerRecord{}, false
-	}
-	return powerRecord{target: metalv1alpha1.Power(target), at: time.Unix(secs, 0)}, true
-}
-
-func (r powerRecord) String() string {
-	return string(r.target) + "@" + strconv.FormatInt(r.at.Unix(), 10)
 }

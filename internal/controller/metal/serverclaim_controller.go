@@ -3,9 +3,7 @@ package metal
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,19 +13,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/apilimit"
@@ -77,25 +71,18 @@ type ServerClaimReconciler struct {
 	// until the cache shows a newer server, the claim's next pass cannot see its own binding and
 	// must not look for another server.
 	binds map[types.UID]bindRecord
-	// reserved maps a server to the claim binding it right now, so that other claims' passes
+	// binding maps a server to the claim binding it right now, so that other claims' passes
 	// (on the same, lagging cache) skip it instead of losing an optimistic-lock race.
-	reserved map[string]bindRecord
+	binding map[string]bindRecord
 	// woken holds claims a freed server enqueued that have not run yet: the next freed server
 	// wakes others, so a burst of freed servers reaches as many waiting claims.
 	woken map[types.NamespacedName]struct{}
 }
 
-type bindRecord struct {
-	claim    types.UID
-	server   string
-	replaced string
-	at       time.Time
-}
-
 // SetupWithManager registers the reconciler.
 func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.binds = map[types.UID]bindRecord{}
-	r.reserved = map[string]bindRecord{}
+	r.binding = map[string]bindRecord{}
 	r.woken = map[types.NamespacedName]struct{}{}
 	r.Options = r.Options.withDefaults()
 	if r.RetryAfter <= 0 {
@@ -188,68 +175,6 @@ func splitHeld(c *metalv1alpha1.ServerClaim, held []*metalv1alpha1.Server) (*met
 
 // ---- in-flight bookkeeping ------------------------------------------------------------------
 
-// bindInFlight reports whether the claim's last binding is not in the cache yet.
-func (r *ServerClaimReconciler) bindInFlight(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) bool {
-	r.mu.Lock()
-	b, ok := r.binds[p.Obj.UID]
-	r.mu.Unlock()
-	if !ok {
-		return false
-	}
-	s := &metalv1alpha1.Server{}
-	err := p.Client().Get(ctx, client.ObjectKey{Name: b.server}, s)
-	if err == nil && s.ResourceVersion == b.replaced && time.Since(b.at) < bindTTL {
-		return true
-	}
-	r.mu.Lock()
-	delete(r.binds, p.Obj.UID)
-	if cur, ok := r.reserved[b.server]; ok && cur.claim == p.Obj.UID {
-		delete(r.reserved, b.server)
-	}
-	r.mu.Unlock()
-	return false
-}
-
-// reserve marks a server as being bound by claim; false if another claim is binding it.
-func (r *ServerClaimReconciler) reserve(server string, claim types.UID) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if cur, ok := r.reserved[server]; ok && cur.claim != claim && time.Since(cur.at) < bindTTL {
-		return false
-	}
-	r.reserved[server] = bindRecord{claim: claim, server: server, at: time.Now()}
-	return true
-}
-
-func (r *ServerClaimReconciler) reservedByOther(server string, claim types.UID) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	cur, ok := r.reserved[server]
-	return ok && cur.claim != claim && time.Since(cur.at) < bindTTL
-}
-
-func (r *ServerClaimReconciler) unreserve(server string, claim types.UID) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if cur, ok := r.reserved[server]; ok && cur.claim == claim {
-		delete(r.reserved, server)
-	}
-}
-
-func (r *ServerClaimReconciler) recordBind(claim types.UID, server, replaced string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	rec := bindRecord{claim: claim, server: server, replaced: replaced, at: time.Now()}
-	r.binds[claim] = rec
-	r.reserved[server] = rec
-}
-
-func (r *ServerClaimReconciler) unwake(c *metalv1alpha1.ServerClaim) {
-	r.mu.Lock()
-	delete(r.woken, client.ObjectKeyFromObject(c))
-	r.mu.Unlock()
-}
-
 // ---- bound -----------------------------------------------------------------------------------
 
 // bound continues a claim whose server points at it: record the server in the claim (with the
@@ -325,45 +250,6 @@ func evictTaints(taints []metalv1alpha1.Taint) []metalv1alpha1.Taint {
 	return out
 }
 
-// ensureBootConfiguration creates or updates the claim's ServerBootConfiguration: same name and
-// namespace as the claim, owned by it. It returns a reason when a foreign object is in the way.
-func (r *ServerClaimReconciler) ensureBootConfiguration(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server) (string, string, error) {
-	c, cl := p.Obj, p.Client()
-	want := metalv1alpha1.ServerBootConfigurationSpec{
-		ServerRef:         corev1.LocalObjectReference{Name: s.Name},
-		Image:             c.Spec.Image,
-		IgnitionSecretRef: c.Spec.IgnitionSecretRef,
-	}
-	sbc := &metalv1alpha1.ServerBootConfiguration{}
-	err := cl.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Name}, sbc)
-	switch {
-	case apierrors.IsNotFound(err):
-		sbc = &metalv1alpha1.ServerBootConfiguration{
-			ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name},
-			Spec:       want,
-		}
-		if err := controllerutil.SetControllerReference(c, sbc, cl.Scheme()); err != nil {
-			return "", "", err
-		}
-		if err := cl.Create(ctx, sbc); err != nil && !apierrors.IsAlreadyExists(err) {
-			return "", "", fmt.Errorf("creating boot configuration: %w", err)
-		}
-		return "", "", nil
-	case err != nil:
-		return "", "", fmt.Errorf("reading boot configuration: %w", err)
-	}
-	if !metav1.IsControlledBy(sbc, c) {
-		return metalv1alpha1.ReasonBootConfigurationConflict, fmt.Sprintf("bound to server %s, but ServerBootConfiguration %s/%s belongs to someone else", s.Name, sbc.Namespace, sbc.Name), nil
-	}
-	if !equality.Semantic.DeepEqual(sbc.Spec, want) {
-		sbc.Spec = want
-		if err := cl.Update(ctx, sbc); err != nil {
-			return "", "", fmt.Errorf("updating boot configuration: %w", err)
-		}
-	}
-	return "", "", nil
-}
-
 // releaseExtra lets go of a second server pointing at the claim.
 func (r *ServerClaimReconciler) releaseExtra(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server) (lifecycle.Result, error) {
 	if err := r.unpoint(ctx, p, s, true); err != nil {
@@ -393,212 +279,6 @@ func (r *ServerClaimReconciler) unpoint(ctx context.Context, p *lifecycle.Pass[*
 }
 
 // ---- binding ---------------------------------------------------------------------------------
-
-// bind looks for a server for a claim that holds none.
-func (r *ServerClaimReconciler) bind(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (lifecycle.Result, error) {
-	c := p.Obj
-	sel, reason, msg, err := r.validate(ctx, p)
-	if err != nil {
-		return lifecycle.Result{}, err
-	}
-	if reason != "" {
-		return r.unbound(ctx, p, reason, msg)
-	}
-	if c.Spec.ServerRef != nil && c.Spec.ServerRef.Name != "" {
-		return r.bindNamed(ctx, p, sel)
-	}
-	return r.bindAny(ctx, p, sel)
-}
-
-// validate checks what the user gave: an image, the ignition Secret if one is named, a valid
-// selector. A claim with bad input does not bind; fixing it (or creating the Secret) brings it
-// back through the watches.
-func (r *ServerClaimReconciler) validate(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (labels.Selector, string, string, error) {
-	c := p.Obj
-	sel := labels.Everything()
-	if c.Spec.ServerSelector != nil {
-		var err error
-		if sel, err = metav1.LabelSelectorAsSelector(c.Spec.ServerSelector); err != nil {
-			return nil, metalv1alpha1.ReasonInvalidSelector, "spec.serverSelector is invalid: " + err.Error(), nil
-		}
-	}
-	if strings.TrimSpace(c.Spec.Image) == "" {
-		return nil, metalv1alpha1.ReasonImageMissing, "spec.image is empty: nothing to boot", nil
-	}
-	if ref := c.Spec.IgnitionSecretRef; ref != nil && ref.Name != "" {
-		err := p.Client().Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: ref.Name}, &corev1.Secret{})
-		if apierrors.IsNotFound(err) {
-			return nil, metalv1alpha1.ReasonIgnitionSecretNotFound, fmt.Sprintf("ignition Secret %s/%s not found", c.Namespace, ref.Name), nil
-		}
-		if err != nil {
-			return nil, "", "", fmt.Errorf("reading ignition Secret: %w", err)
-		}
-	}
-	return sel, "", "", nil
-}
-
-// bindNamed binds the server the user named in spec.serverRef.
-func (r *ServerClaimReconciler) bindNamed(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], sel labels.Selector) (lifecycle.Result, error) {
-	c := p.Obj
-	name := c.Spec.ServerRef.Name
-	s := &metalv1alpha1.Server{}
-	if err := p.Client().Get(ctx, client.ObjectKey{Name: name}, s); err != nil {
-		if apierrors.IsNotFound(err) {
-			return r.unbound(ctx, p, metalv1alpha1.ReasonServerNotFound, fmt.Sprintf("server %s does not exist", name))
-		}
-		return lifecycle.Result{}, fmt.Errorf("reading server %s: %w", name, err)
-	}
-	if !serverClaimable(s) {
-		return r.unbound(ctx, p, metalv1alpha1.ReasonServerNotClaimable, fmt.Sprintf("server %s %s", name, whyNotClaimable(s)))
-	}
-	if c.Spec.ServerSelector != nil && !sel.Matches(labels.Set(s.Labels)) {
-		return r.unbound(ctx, p, metalv1alpha1.ReasonServerSelectorMismatch, fmt.Sprintf("server %s does not match spec.serverSelector", name))
-	}
-	if ok, why := tolerates(c.Spec.Tolerations, s.Spec.Taints); !ok {
-		return r.unbound(ctx, p, metalv1alpha1.ReasonServerNotClaimable, fmt.Sprintf("server %s: %s", name, why))
-	}
-	if m, err := pendingMaintenance(ctx, p.Client(), name); err != nil || m != "" {
-		if err != nil {
-			return lifecycle.Result{}, err
-		}
-		return r.unbound(ctx, p, metalv1alpha1.ReasonServerNotClaimable, fmt.Sprintf("server %s awaits maintenance %s", name, m))
-	}
-	if r.reservedByOther(name, c.UID) {
-		return lifecycle.RequeueAfter(lifecycle.StaleRetry, "server being bound by another claim"), nil
-	}
-	return r.claimServer(ctx, p, s)
-}
-
-// bindAny binds one of the claimable servers that match the claim's selector (any, without
-// one). Candidates come from the claimable index, one bucket at a time starting at a random one,
-// read without copying, and the walk within a bucket starts at a random place too: claims created
-// together spread over the fleet instead of all racing for the same server, and a pass costs a
-// bucket, not the whole free pool.
-func (r *ServerClaimReconciler) bindAny(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], sel labels.Selector) (lifecycle.Result, error) {
-	c, cl := p.Obj, p.Client()
-	first, busy := rand.N(claimBuckets), false
-	for b := range claimBuckets {
-		list := &metalv1alpha1.ServerList{}
-		if err := cl.List(ctx, list, client.MatchingFields{indexServerClaimable: strconv.Itoa((first + b) % claimBuckets)},
-			client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
-			return lifecycle.Result{}, fmt.Errorf("listing claimable servers: %w", err)
-		}
-		n := len(list.Items)
-		if n == 0 {
-			continue
-		}
-		start := rand.N(n)
-		for i := range n {
-			s := &list.Items[(start+i)%n]
-			if r.reservedByOther(s.Name, c.UID) {
-				busy = true
-				continue
-			}
-			if ok, _ := tolerates(c.Spec.Tolerations, s.Spec.Taints); !ok {
-				continue
-			}
-			if m, err := pendingMaintenance(ctx, cl, s.Name); err != nil {
-				return lifecycle.Result{}, err
-			} else if m != "" {
-				continue
-			}
-			return r.claimServer(ctx, p, s.DeepCopy())
-		}
-	}
-	if busy {
-		// Only servers other claims are binding right now: one of those may fail.
-		return lifecycle.RequeueAfter(lifecycle.StaleRetry, "candidates being bound by other claims"), nil
-	}
-	reason, msg, err := r.noServerReason(ctx, p, sel)
-	if err != nil {
-		return lifecycle.Result{}, err
-	}
-	return r.unbound(ctx, p, reason, msg)
-}
-
-// noServerReason says why no server could be bound. It scans the servers matching the selector,
-// which only a claim that found no candidate pays for, once per wake-up.
-func (r *ServerClaimReconciler) noServerReason(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], sel labels.Selector) (string, string, error) {
-	c := p.Obj
-	list := &metalv1alpha1.ServerList{}
-	if err := p.Client().List(ctx, list, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
-		return "", "", fmt.Errorf("listing servers: %w", err)
-	}
-	what := "no server"
-	if c.Spec.ServerSelector != nil {
-		what = "no server matches spec.serverSelector"
-	}
-	if len(list.Items) == 0 {
-		return metalv1alpha1.ReasonNoMatchingServer, what, nil
-	}
-	var taken, tainted, maintained, other int
-	for i := range list.Items {
-		s := &list.Items[i]
-		switch {
-		case s.Spec.ServerClaimRef != nil:
-			taken++
-		case s.Spec.ServerMaintenanceRef != nil:
-			maintained++
-		case !serverClaimable(s):
-			other++
-		default:
-			if ok, _ := tolerates(c.Spec.Tolerations, s.Spec.Taints); !ok {
-				tainted++
-			} else {
-				maintained++ // claimable but a maintenance is pending
-			}
-		}
-	}
-	msg := fmt.Sprintf("%d matching servers: %d claimed, %d in or awaiting maintenance, %d with taints not tolerated, %d not Available and off", len(list.Items), taken, maintained, tainted, other)
-	if taken == len(list.Items) {
-		return metalv1alpha1.ReasonAllMatchingServersTaken, msg, nil
-	}
-	return metalv1alpha1.ReasonNoClaimableServer, msg, nil
-}
-
-// pendingMaintenance returns the name of a live maintenance waiting for the server, if any: a
-// server about to go into maintenance is not handed to a claim.
-func pendingMaintenance(ctx context.Context, c client.Reader, server string) (string, error) {
-	list := &metalv1alpha1.ServerMaintenanceList{}
-	if err := c.List(ctx, list, client.MatchingFields{indexMaintenanceServer: server}, client.UnsafeDisableDeepCopy); err != nil {
-		return "", fmt.Errorf("listing maintenances of server %s: %w", server, err)
-	}
-	for i := range list.Items {
-		if list.Items[i].DeletionTimestamp.IsZero() {
-			return list.Items[i].Namespace + "/" + list.Items[i].Name, nil
-		}
-	}
-	return "", nil
-}
-
-// claimServer points the server at the claim (and at the claim's boot configuration, which comes
-// next) with an optimistic lock. A conflict means someone else changed the server: the pass is
-// retried on fresh data, where the server may be taken.
-func (r *ServerClaimReconciler) claimServer(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server) (lifecycle.Result, error) {
-	c := p.Obj
-	if !r.reserve(s.Name, c.UID) {
-		return lifecycle.RequeueAfter(lifecycle.StaleRetry, "server being bound by another claim"), nil
-	}
-	replaced := s.ResourceVersion
-	err := lifecycle.PatchMetadata(ctx, p.Client(), s, func(o client.Object) {
-		srv := o.(*metalv1alpha1.Server)
-		srv.Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Namespace: c.Namespace, Name: c.Name}
-		srv.Spec.BootConfigurationRef = &metalv1alpha1.ObjectReference{Namespace: c.Namespace, Name: c.Name}
-	})
-	if err != nil {
-		r.unreserve(s.Name, c.UID)
-		if apierrors.IsConflict(err) || apierrors.IsInvalid(err) {
-			// Lost the race (or the server was claimed in between and CEL refused to re-point
-			// it): decide again on fresh data.
-			return lifecycle.RequeueAfter(lifecycle.ConflictRetry, "lost the race for "+s.Name), nil
-		}
-		return lifecycle.Result{}, fmt.Errorf("claiming server %s: %w", s.Name, err)
-	}
-	r.recordBind(c.UID, s.Name, replaced)
-	ctrl.LoggerFrom(ctx).V(1).Info("server reserved for claim", "server", s.Name)
-	// The server's watch event brings the next pass; the requeue is a safety net.
-	return lifecycle.RequeueAfter(time.Second, "server reserved"), nil
-}
 
 // unbound reports why the claim holds no server and waits: freed servers, changed Secrets and
 // spec changes wake it; the resync is a safety net.
@@ -683,15 +363,8 @@ func (r *ServerClaimReconciler) finalize(ctx context.Context, p *lifecycle.Pass[
 			return lifecycle.Done(), nil
 		}
 	}
-	sbc := &metalv1alpha1.ServerBootConfiguration{}
-	err := cl.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Name}, sbc)
-	switch {
-	case err == nil && metav1.IsControlledBy(sbc, c) && sbc.DeletionTimestamp.IsZero():
-		if err := cl.Delete(ctx, sbc); err != nil && !apierrors.IsNotFound(err) {
-			return lifecycle.Result{}, fmt.Errorf("deleting boot configuration: %w", err)
-		}
-	case err != nil && !apierrors.IsNotFound(err):
-		return lifecycle.Result{}, fmt.Errorf("reading boot configuration: %w", err)
+	if err := deleteOwnedBootConfiguration(ctx, cl, c, client.ObjectKeyFromObject(c)); err != nil {
+		return lifecycle.Result{}, err
 	}
 	if err := lifecycle.PatchMetadata(ctx, cl, c, func(o client.Object) {
 		controllerutil.RemoveFinalizer(o, ServerClaimFinalizer)
@@ -706,135 +379,17 @@ func (r *ServerClaimReconciler) finalize(ctx context.Context, p *lifecycle.Pass[
 
 // ---- watches ---------------------------------------------------------------------------------
 
-// claimsForSecret wakes the claims that name a Secret as their ignition.
-func (r *ServerClaimReconciler) claimsForSecret(ctx context.Context, o client.Object) []reconcile.Request {
-	list := &metalv1alpha1.ServerClaimList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexIgnitionSecret: o.GetName()}); err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return reqs
-}
-
-// serverEvents maps a server change to the claims it can affect, and only those: the claim it
-// points (or pointed) at, the claims naming it, and — when it just became claimable — a bounded
-// number of the oldest waiting claims it could serve.
-func (r *ServerClaimReconciler) serverEvents() handler.EventHandler {
-	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if s, ok := e.Object.(*metalv1alpha1.Server); ok {
-				r.enqueueForServer(ctx, nil, s, q)
-			}
-		},
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			old, okO := e.ObjectOld.(*metalv1alpha1.Server)
-			s, okN := e.ObjectNew.(*metalv1alpha1.Server)
-			if okO && okN && claimRelevant(old, s) {
-				r.enqueueForServer(ctx, old, s, q)
-			}
-		},
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if s, ok := e.Object.(*metalv1alpha1.Server); ok {
-				r.enqueueForServer(ctx, nil, s, q)
-			}
-		},
-	}
-}
-
-// claimRelevant filters server updates: status churn of a server nobody waits for is dropped.
-func claimRelevant(old, s *metalv1alpha1.Server) bool {
-	if !equality.Semantic.DeepEqual(old.Spec.ServerClaimRef, s.Spec.ServerClaimRef) ||
-		!equality.Semantic.DeepEqual(old.Spec.BootConfigurationRef, s.Spec.BootConfigurationRef) ||
-		!equality.Semantic.DeepEqual(old.DeletionTimestamp, s.DeletionTimestamp) ||
-		serverClaimable(old) != serverClaimable(s) ||
-		old.Annotations[lifecycle.StateAnnotation] != s.Annotations[lifecycle.StateAnnotation] {
-		return true
-	}
-	if !equality.Semantic.DeepEqual(old.Labels, s.Labels) || !equality.Semantic.DeepEqual(old.Spec.Taints, s.Spec.Taints) {
-		return true
-	}
-	// A deleted claim whose server is in maintenance waits for it to be observed off.
-	return s.Spec.ServerClaimRef != nil && old.Status.PowerState != s.Status.PowerState &&
-		s.Annotations[lifecycle.StateAnnotation] != string(metalv1alpha1.ServerStateReserved)
-}
-
-func (r *ServerClaimReconciler) enqueueForServer(ctx context.Context, old, s *metalv1alpha1.Server, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	add := func(ns, name string) {
-		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
-	}
-	if ref := s.Spec.ServerClaimRef; ref != nil {
-		add(ref.Namespace, ref.Name)
-	}
-	if old != nil && old.Spec.ServerClaimRef != nil {
-		add(old.Spec.ServerClaimRef.Namespace, old.Spec.ServerClaimRef.Name)
-	}
-	named := &metalv1alpha1.ServerClaimList{}
-	if err := r.Client.List(ctx, named, client.MatchingFields{indexClaimServer: s.Name}, client.UnsafeDisableDeepCopy); err == nil {
-		for i := range named.Items {
-			add(named.Items[i].Namespace, named.Items[i].Name)
-		}
-	}
-	if serverClaimable(s) && (old == nil || !serverClaimable(old) ||
-		!equality.Semantic.DeepEqual(old.Labels, s.Labels) || !equality.Semantic.DeepEqual(old.Spec.Taints, s.Spec.Taints)) {
-		for _, key := range r.waitingFor(ctx, s) {
-			add(key.Namespace, key.Name)
-		}
-	}
-}
-
-// waitingFor picks the waiting claims a freshly claimable server wakes: the oldest ones it could
-// serve (selector, tolerations, valid input), skipping claims already woken and not yet run, at
-// most WakeFanOut. Oldest first is the fairness rule: a claim that has waited longest gets the
-// first chance at a freed server; the fan-out bound keeps one server from waking every waiting
-// claim (each of which would list the fleet) while giving it a few tries in case some of those
-// claims lose a race to another server.
-func (r *ServerClaimReconciler) waitingFor(ctx context.Context, s *metalv1alpha1.Server) []types.NamespacedName {
-	list := &metalv1alpha1.ServerClaimList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{indexClaimWaiting: "true"}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil
-	}
-	cands := make([]*metalv1alpha1.ServerClaim, 0, len(list.Items))
-	for i := range list.Items {
-		c := &list.Items[i]
-		if strings.TrimSpace(c.Spec.Image) == "" {
-			continue
-		}
-		if c.Spec.ServerSelector != nil {
-			sel, err := metav1.LabelSelectorAsSelector(c.Spec.ServerSelector)
-			if err != nil || !sel.Matches(labels.Set(s.Labels)) {
-				continue
-			}
-		}
-		if ok, _ := tolerates(c.Spec.Tolerations, s.Spec.Taints); !ok {
-			continue
-		}
-		cands = append(cands, c)
-	}
-	slices.SortFunc(cands, func(a, b *metalv1alpha1.ServerClaim) int {
-		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-			return c
-		}
-		return strings.Compare(claimKey(a), claimKey(b))
+// ensureBootConfiguration creates or updates the claim's ServerBootConfiguration: same name and
+// namespace as the claim, owned by it. It returns a reason when a foreign object is in the way.
+func (r *ServerClaimReconciler) ensureBootConfiguration(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server) (string, string, error) {
+	c := p.Obj
+	err := ensureOwnedBootConfiguration(ctx, p.Client(), c, client.ObjectKeyFromObject(c), metalv1alpha1.ServerBootConfigurationSpec{
+		ServerRef:         corev1.LocalObjectReference{Name: s.Name},
+		Image:             c.Spec.Image,
+		IgnitionSecretRef: c.Spec.IgnitionSecretRef,
 	})
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []types.NamespacedName
-	for _, c := range cands {
-		if len(out) >= r.Options.WakeFanOut {
-			break
-		}
-		key := client.ObjectKeyFromObject(c)
-		if _, queued := r.woken[key]; queued {
-			continue
-		}
-		if b, ok := r.binds[c.UID]; ok && time.Since(b.at) < bindTTL {
-			continue // binding another server right now
-		}
-		r.woken[key] = struct{}{}
-		out = append(out, key)
+	if msg, ok := bootConfigurationTaken(err); ok {
+		return metalv1alpha1.ReasonBootConfigurationConflict, fmt.Sprintf("bound to server %s, but %s", s.Name, msg), nil
 	}
-	return out
+	return "", "", err
 }

@@ -160,7 +160,7 @@ func (r *ServerMaintenanceReconciler) handle(ctx context.Context, p *lifecycle.P
 		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonQueued,
 			fmt.Sprintf("behind maintenance %s/%s (priority %d)", first.Namespace, first.Name, first.Spec.Priority), lifecycle.Done())
 	}
-	claim, err := r.claim(ctx, p, s)
+	claim, err := r.claimOf(ctx, p, s)
 	if err != nil {
 		return lifecycle.Result{}, err
 	}
@@ -230,8 +230,8 @@ func (r *ServerMaintenanceReconciler) first(ctx context.Context, p *lifecycle.Pa
 	}), nil
 }
 
-// claim returns the live claim holding the server, if any.
-func (r *ServerMaintenanceReconciler) claim(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], s *metalv1alpha1.Server) (*metalv1alpha1.ServerClaim, error) {
+// claimOf returns the live claim holding the server, if any.
+func (r *ServerMaintenanceReconciler) claimOf(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], s *metalv1alpha1.Server) (*metalv1alpha1.ServerClaim, error) {
 	ref := s.Spec.ServerClaimRef
 	if ref == nil {
 		return nil, nil
@@ -294,8 +294,8 @@ func policyOf(m *metalv1alpha1.ServerMaintenance) metalv1alpha1.ServerMaintenanc
 func (r *ServerMaintenanceReconciler) start(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], s *metalv1alpha1.Server) (lifecycle.Result, error) {
 	m := p.Obj
 	sbcRef, err := r.ensureBootConfiguration(ctx, p, s)
-	if taken, ok := err.(errBootConfigurationTaken); ok {
-		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStateFailed, metalv1alpha1.ReasonBootConfigurationConflict, taken.msg, lifecycle.Done())
+	if msg, ok := bootConfigurationTaken(err); ok {
+		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStateFailed, metalv1alpha1.ReasonBootConfigurationConflict, msg, lifecycle.Done())
 	}
 	if err != nil {
 		return lifecycle.Result{}, err
@@ -315,12 +315,6 @@ func (r *ServerMaintenanceReconciler) start(ctx context.Context, p *lifecycle.Pa
 		fmt.Sprintf("waiting for server %s to enter Maintenance", s.Name), lifecycle.Done())
 }
 
-// errBootConfigurationTaken says the template's name is used by someone else's boot
-// configuration: a user's mistake, reported as Failed rather than retried.
-type errBootConfigurationTaken struct{ msg string }
-
-func (e errBootConfigurationTaken) Error() string { return e.msg }
-
 // ensureBootConfiguration creates the boot configuration of spec.serverBootConfigurationTemplate,
 // owned by the maintenance, and returns the reference to it (nil without a template).
 func (r *ServerMaintenanceReconciler) ensureBootConfiguration(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], s *metalv1alpha1.Server) (*metalv1alpha1.ObjectReference, error) {
@@ -331,26 +325,8 @@ func (r *ServerMaintenanceReconciler) ensureBootConfiguration(ctx context.Contex
 	}
 	spec := *t.Spec.DeepCopy()
 	spec.ServerRef = corev1.LocalObjectReference{Name: s.Name} // the template boots this server, whatever it says
-	sbc := &metalv1alpha1.ServerBootConfiguration{}
-	err := cl.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: t.Name}, sbc)
-	switch {
-	case apierrors.IsNotFound(err):
-		sbc = &metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: t.Name}, Spec: spec}
-		if err := controllerutil.SetControllerReference(m, sbc, cl.Scheme()); err != nil {
-			return nil, err
-		}
-		if err := cl.Create(ctx, sbc); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("creating maintenance boot configuration: %w", err)
-		}
-	case err != nil:
-		return nil, fmt.Errorf("reading maintenance boot configuration: %w", err)
-	case !metav1.IsControlledBy(sbc, m):
-		return nil, errBootConfigurationTaken{fmt.Sprintf("ServerBootConfiguration %s/%s exists and belongs to someone else", m.Namespace, t.Name)}
-	case !equality.Semantic.DeepEqual(sbc.Spec, spec):
-		sbc.Spec = spec
-		if err := cl.Update(ctx, sbc); err != nil {
-			return nil, fmt.Errorf("updating maintenance boot configuration: %w", err)
-		}
+	if err := ensureOwnedBootConfiguration(ctx, cl, m, client.ObjectKey{Namespace: m.Namespace, Name: t.Name}, spec); err != nil {
+		return nil, err
 	}
 	return &metalv1alpha1.ObjectReference{Namespace: m.Namespace, Name: t.Name}, nil
 }
@@ -360,8 +336,8 @@ func (r *ServerMaintenanceReconciler) ensureBootConfiguration(ctx context.Contex
 func (r *ServerMaintenanceReconciler) active(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], s *metalv1alpha1.Server) (lifecycle.Result, error) {
 	m := p.Obj
 	sbcRef, err := r.ensureBootConfiguration(ctx, p, s)
-	if taken, ok := err.(errBootConfigurationTaken); ok {
-		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStateFailed, metalv1alpha1.ReasonBootConfigurationConflict, taken.msg, lifecycle.Done())
+	if msg, ok := bootConfigurationTaken(err); ok {
+		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStateFailed, metalv1alpha1.ReasonBootConfigurationConflict, msg, lifecycle.Done())
 	}
 	if err != nil {
 		return lifecycle.Result{}, err
@@ -449,7 +425,7 @@ func (r *ServerMaintenanceReconciler) finalize(ctx context.Context, p *lifecycle
 			// The approval was for this maintenance: clear it first, in a pass of its own, so that
 			// the next maintenance in line — which moves once the server is handed back — finds
 			// the claim unmarked in the cache and asks the owner again.
-			if c, err := r.claim(ctx, p, s); err != nil {
+			if c, err := r.claimOf(ctx, p, s); err != nil {
 				return lifecycle.Result{}, err
 			} else if c != nil && marked(c) {
 				if err := r.clearClaim(ctx, p, c); err != nil {
@@ -476,15 +452,8 @@ func (r *ServerMaintenanceReconciler) finalize(ctx context.Context, p *lifecycle
 		return lifecycle.Done(), nil // the server's event brings us back
 	}
 	if t := m.Spec.ServerBootConfigurationTemplate; t != nil && t.Name != "" {
-		sbc := &metalv1alpha1.ServerBootConfiguration{}
-		err := cl.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: t.Name}, sbc)
-		switch {
-		case err == nil && metav1.IsControlledBy(sbc, m) && sbc.DeletionTimestamp.IsZero():
-			if err := cl.Delete(ctx, sbc); err != nil && !apierrors.IsNotFound(err) {
-				return lifecycle.Result{}, fmt.Errorf("deleting maintenance boot configuration: %w", err)
-			}
-		case err != nil && !apierrors.IsNotFound(err):
-			return lifecycle.Result{}, fmt.Errorf("reading maintenance boot configuration: %w", err)
+		if err := deleteOwnedBootConfiguration(ctx, cl, m, client.ObjectKey{Namespace: m.Namespace, Name: t.Name}); err != nil {
+			return lifecycle.Result{}, err
 		}
 	}
 	if s != nil {
@@ -494,7 +463,7 @@ func (r *ServerMaintenanceReconciler) finalize(ctx context.Context, p *lifecycle
 			return lifecycle.Result{}, err
 		}
 		if first == nil && s.Spec.ServerMaintenanceRef == nil {
-			if c, err := r.claim(ctx, p, s); err != nil {
+			if c, err := r.claimOf(ctx, p, s); err != nil {
 				return lifecycle.Result{}, err
 			} else if c != nil && marked(c) {
 				if err := r.clearClaim(ctx, p, c); err != nil {

@@ -10,20 +10,12 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/registry"
-)
-
-// Field indexes the family's watches and lookups use instead of scanning every object.
-const (
-	indexServerBMC   = "spec.bmcRef.name"
-	indexBMCSecret   = "spec.bmcSecretRef.name"
-	indexBMCEndpoint = "spec.endpointRef.name"
 )
 
 // Options configure the metal family.
@@ -189,32 +181,6 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("server controller: %w", err)
 	}
 	return setupClaims(ctx, mgr, o)
-}
-
-func setupIndexes(ctx context.Context, mgr ctrl.Manager) error {
-	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &metalv1alpha1.Server{}, indexServerBMC, func(o client.Object) []string {
-		if ref := o.(*metalv1alpha1.Server).Spec.BMCRef; ref != nil && ref.Name != "" {
-			return []string{ref.Name}
-		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("indexing servers by BMC: %w", err)
-	}
-	if err := idx.IndexField(ctx, &metalv1alpha1.BMC{}, indexBMCSecret, func(o client.Object) []string {
-		return []string{o.(*metalv1alpha1.BMC).Spec.BMCSecretRef.Name}
-	}); err != nil {
-		return fmt.Errorf("indexing BMCs by secret: %w", err)
-	}
-	if err := idx.IndexField(ctx, &metalv1alpha1.BMC{}, indexBMCEndpoint, func(o client.Object) []string {
-		if ref := o.(*metalv1alpha1.BMC).Spec.EndpointRef; ref != nil && ref.Name != "" {
-			return []string{ref.Name}
-		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("indexing BMCs by endpoint: %w", err)
-	}
-	return nil
 }
 
 // poolCloser logs out of every BMC when the manager stops.

@@ -1,6 +1,6 @@
-// Package emulatecmd implements "metalhub emulate bmc": a fleet of emulated
+// Package redfishemucmd implements "metalhub emulate bmc": a fleet of emulated
 // Redfish BMCs on consecutive ports, for trying metalhub without hardware.
-package emulatecmd
+package redfishemucmd
 
 import (
 	"context"

@@ -1,0 +1,79 @@
+package metal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+)
+
+// The boot configurations a claim or a maintenance asks for are theirs: created, kept to the
+// spec they want, and deleted by them, always owned (controller reference) by them. One owner
+// here for both, so a claim's and a maintenance's behave alike.
+
+// errBootConfigurationTaken says the name is used by someone else's boot configuration: a
+// user's mistake, reported rather than retried.
+type errBootConfigurationTaken struct{ msg string }
+
+func (e errBootConfigurationTaken) Error() string { return e.msg }
+
+// ensureOwnedBootConfiguration creates the boot configuration key with spec, owned by owner, or
+// brings an existing one of owner's to spec. One that belongs to someone else is left alone:
+// errBootConfigurationTaken.
+func ensureOwnedBootConfiguration(ctx context.Context, cl client.Client, owner client.Object, key client.ObjectKey, spec metalv1alpha1.ServerBootConfigurationSpec) error {
+	sbc := &metalv1alpha1.ServerBootConfiguration{}
+	err := cl.Get(ctx, key, sbc)
+	switch {
+	case apierrors.IsNotFound(err):
+		sbc = &metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Spec: spec}
+		if err := controllerutil.SetControllerReference(owner, sbc, cl.Scheme()); err != nil {
+			return err
+		}
+		if err := cl.Create(ctx, sbc); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating boot configuration %s: %w", key, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading boot configuration %s: %w", key, err)
+	case !metav1.IsControlledBy(sbc, owner):
+		return errBootConfigurationTaken{fmt.Sprintf("ServerBootConfiguration %s exists and belongs to someone else", key)}
+	case !equality.Semantic.DeepEqual(sbc.Spec, spec):
+		sbc.Spec = spec
+		if err := cl.Update(ctx, sbc); err != nil {
+			return fmt.Errorf("updating boot configuration %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// deleteOwnedBootConfiguration deletes the boot configuration key if owner owns it (and it is
+// not already going); someone else's, or none, is no error.
+func deleteOwnedBootConfiguration(ctx context.Context, cl client.Client, owner client.Object, key client.ObjectKey) error {
+	sbc := &metalv1alpha1.ServerBootConfiguration{}
+	err := cl.Get(ctx, key, sbc)
+	switch {
+	case err == nil && metav1.IsControlledBy(sbc, owner) && sbc.DeletionTimestamp.IsZero():
+		if err := cl.Delete(ctx, sbc); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting boot configuration %s: %w", key, err)
+		}
+	case err != nil && !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading boot configuration %s: %w", key, err)
+	}
+	return nil
+}
+
+// bootConfigurationTaken returns the message of an errBootConfigurationTaken.
+func bootConfigurationTaken(err error) (string, bool) {
+	var taken errBootConfigurationTaken
+	if errors.As(err, &taken) {
+		return taken.msg, true
+	}
+	return "", false
+}

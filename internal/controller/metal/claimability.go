@@ -1,0 +1,80 @@
+package metal
+
+import (
+	"fmt"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// serverClaimable reports whether a claim may bind s, from the server alone: its durable state
+// (never status.state) is Available, it is observed powered off, nobody holds it and it is not
+// being deleted or ignored. Taints, selectors and pending maintenance depend on the claim and
+// are checked per candidate.
+func serverClaimable(s *metalv1alpha1.Server) bool {
+	state, src := serverStore.Get(s)
+	return src == lifecycle.FromAnnotation && state == metalv1alpha1.ServerStateAvailable &&
+		s.DeletionTimestamp.IsZero() &&
+		!s.Spec.Unclaimable &&
+		s.Spec.ServerClaimRef == nil &&
+		s.Spec.ServerMaintenanceRef == nil &&
+		s.Status.PowerState == metalv1alpha1.PowerStateOff &&
+		s.Annotations[metalv1alpha1.OperationAnnotation] != metalv1alpha1.OperationIgnore
+}
+
+// whyNotClaimable says, for a user, why serverClaimable is false.
+func whyNotClaimable(s *metalv1alpha1.Server) string {
+	state, src := serverStore.Get(s)
+	switch {
+	case !s.DeletionTimestamp.IsZero():
+		return "is being deleted"
+	case s.Spec.ServerClaimRef != nil:
+		return fmt.Sprintf("is claimed by %s/%s", s.Spec.ServerClaimRef.Namespace, s.Spec.ServerClaimRef.Name)
+	case s.Spec.ServerMaintenanceRef != nil:
+		return fmt.Sprintf("is in maintenance %s/%s", s.Spec.ServerMaintenanceRef.Namespace, s.Spec.ServerMaintenanceRef.Name)
+	case s.Spec.Unclaimable:
+		return "is marked unclaimable"
+	case src != lifecycle.FromAnnotation || state != metalv1alpha1.ServerStateAvailable:
+		return fmt.Sprintf("is %s, not Available", state)
+	case s.Status.PowerState != metalv1alpha1.PowerStateOff:
+		return fmt.Sprintf("is not observed powered off (power %q)", s.Status.PowerState)
+	case s.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore:
+		return "is ignored by the operator"
+	}
+	return "is claimable"
+}
+
+// tolerates reports whether tolerations let a claim bind a server with taints. Both effects keep
+// a claim away: Evict is NoBind plus eviction of bound claims.
+func tolerates(tolerations []metalv1alpha1.Toleration, taints []metalv1alpha1.Taint) (bool, string) {
+	for _, t := range taints {
+		ok := false
+		for _, tol := range tolerations {
+			if toleratesTaint(tol, t) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false, fmt.Sprintf("taint %s=%s:%s not tolerated", t.Key, t.Value, taintEffect(t))
+		}
+	}
+	return true, ""
+}
+
+func taintEffect(t metalv1alpha1.Taint) metalv1alpha1.TaintEffect {
+	if t.Effect == "" {
+		return metalv1alpha1.TaintEffectNoBind
+	}
+	return t.Effect
+}
+
+func toleratesTaint(tol metalv1alpha1.Toleration, t metalv1alpha1.Taint) bool {
+	if tol.Effect != "" && tol.Effect != taintEffect(t) {
+		return false
+	}
+	if tol.Operator == metalv1alpha1.TolerationOpExists {
+		return tol.Key == "" || tol.Key == t.Key
+	}
+	return tol.Key == t.Key && tol.Value == t.Value
+}

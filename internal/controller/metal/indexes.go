@@ -1,0 +1,135 @@
+package metal
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+)
+
+// Field indexes the family's watches and lookups use instead of scanning every object.
+const (
+	indexServerBMC   = "spec.bmcRef.name"
+	indexBMCSecret   = "spec.bmcSecretRef.name"
+	indexBMCEndpoint = "spec.endpointRef.name"
+)
+
+// Field indexes of the claim, boot configuration and maintenance controllers. Binding looks up
+// candidates through them instead of scanning every server for every claim, and a changed server
+// or Secret reaches only the objects that name it.
+const (
+	// indexServerClaimable holds, for servers a claim may bind (see serverClaimable), one of
+	// claimBuckets bucket numbers: a claim looks at one bucket of the free pool at a time, so a
+	// pass costs a fraction of the pool, however large the fleet.
+	indexServerClaimable = "metalhub.claimable"
+	// indexServerClaimRef holds "<namespace>/<name>" of the claim a server points at.
+	indexServerClaimRef = "spec.serverClaimRef"
+	// indexClaimServer holds the server a claim names (by the user, or by us once bound).
+	indexClaimServer = "spec.serverRef.name"
+	// indexClaimWaiting holds "true" for live claims that name no server yet: the ones a freed
+	// server may wake.
+	indexClaimWaiting = "metalhub.waiting"
+	// indexIgnitionSecret holds the ignition Secret a claim or boot configuration names.
+	indexIgnitionSecret = "spec.ignitionSecretRef.name"
+	// indexMaintenanceServer holds the server a maintenance targets.
+	indexMaintenanceServer = "spec.serverRef.name"
+)
+
+func setupIndexes(ctx context.Context, mgr ctrl.Manager) error {
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &metalv1alpha1.Server{}, indexServerBMC, func(o client.Object) []string {
+		if ref := o.(*metalv1alpha1.Server).Spec.BMCRef; ref != nil && ref.Name != "" {
+			return []string{ref.Name}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing servers by BMC: %w", err)
+	}
+	if err := idx.IndexField(ctx, &metalv1alpha1.BMC{}, indexBMCSecret, func(o client.Object) []string {
+		return []string{o.(*metalv1alpha1.BMC).Spec.BMCSecretRef.Name}
+	}); err != nil {
+		return fmt.Errorf("indexing BMCs by secret: %w", err)
+	}
+	if err := idx.IndexField(ctx, &metalv1alpha1.BMC{}, indexBMCEndpoint, func(o client.Object) []string {
+		if ref := o.(*metalv1alpha1.BMC).Spec.EndpointRef; ref != nil && ref.Name != "" {
+			return []string{ref.Name}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing BMCs by endpoint: %w", err)
+	}
+	return nil
+}
+
+func setupClaimIndexes(ctx context.Context, idx client.FieldIndexer) error {
+	indexes := []struct {
+		obj  client.Object
+		name string
+		fn   client.IndexerFunc
+	}{
+		{&metalv1alpha1.Server{}, indexServerClaimable, func(o client.Object) []string {
+			if serverClaimable(o.(*metalv1alpha1.Server)) {
+				return []string{claimBucket(o.GetName())}
+			}
+			return nil
+		}},
+		{&metalv1alpha1.Server{}, indexServerClaimRef, func(o client.Object) []string {
+			if ref := o.(*metalv1alpha1.Server).Spec.ServerClaimRef; ref != nil {
+				return []string{ref.Namespace + "/" + ref.Name}
+			}
+			return nil
+		}},
+		{&metalv1alpha1.ServerClaim{}, indexClaimServer, func(o client.Object) []string {
+			if ref := o.(*metalv1alpha1.ServerClaim).Spec.ServerRef; ref != nil && ref.Name != "" {
+				return []string{ref.Name}
+			}
+			return nil
+		}},
+		{&metalv1alpha1.ServerClaim{}, indexClaimWaiting, func(o client.Object) []string {
+			c := o.(*metalv1alpha1.ServerClaim)
+			if c.DeletionTimestamp.IsZero() && (c.Spec.ServerRef == nil || c.Spec.ServerRef.Name == "") {
+				return []string{"true"}
+			}
+			return nil
+		}},
+		{&metalv1alpha1.ServerClaim{}, indexIgnitionSecret, func(o client.Object) []string {
+			if ref := o.(*metalv1alpha1.ServerClaim).Spec.IgnitionSecretRef; ref != nil && ref.Name != "" {
+				return []string{ref.Name}
+			}
+			return nil
+		}},
+		{&metalv1alpha1.ServerBootConfiguration{}, indexIgnitionSecret, func(o client.Object) []string {
+			if ref := o.(*metalv1alpha1.ServerBootConfiguration).Spec.IgnitionSecretRef; ref != nil && ref.Name != "" {
+				return []string{ref.Name}
+			}
+			return nil
+		}},
+		{&metalv1alpha1.ServerMaintenance{}, indexMaintenanceServer, func(o client.Object) []string {
+			if ref := o.(*metalv1alpha1.ServerMaintenance).Spec.ServerRef; ref != nil && ref.Name != "" {
+				return []string{ref.Name}
+			}
+			return nil
+		}},
+	}
+	for _, i := range indexes {
+		if err := idx.IndexField(ctx, i.obj, i.name, i.fn); err != nil {
+			return fmt.Errorf("indexing %T by %s: %w", i.obj, i.name, err)
+		}
+	}
+	return nil
+}
+
+// claimBuckets is the number of buckets the claimable index spreads the free pool over.
+const claimBuckets = 16
+
+// claimBucket is the claimable-index bucket of a server, by its name.
+func claimBucket(name string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name))
+	return strconv.Itoa(int(h.Sum32() % claimBuckets))
+}

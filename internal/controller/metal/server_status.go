@@ -1,0 +1,74 @@
+package metal
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// observe rebuilds status from the durable state and the BMC: the state mirror, power, the
+// Ready condition and, when missing (new server, wiped status), the Redfish inventory. It runs
+// after the pass's step, which did not write the Server; a status write brings no event, and
+// the step's own result already says when to look again. State and power never wait for the
+// inventory: a walk that fails or outlasts the pass (a real BMC with many DIMMs and drives)
+// goes on in the background, and a later pass adds it; the returned delay asks for that pass.
+func (r *ServerReconciler) observe(bctx, ctx context.Context, p *pass) (time.Duration, error) {
+	s := p.Obj
+	if p.state == metalv1alpha1.ServerStateInitial && s.Status.State == "" {
+		// A new server leaves Initial within a pass or two: its first status write waits for
+		// Discovery and carries the inventory then, one write instead of two.
+		return 0, nil
+	}
+	st := s.Status.DeepCopy()
+	mirrorState(st, s.Generation, p.state)
+	st.PowerState = metalv1alpha1.PowerState(p.sys.PowerState)
+	lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, metalv1alpha1.ReasonConnected, "BMC reachable")
+	var more time.Duration
+	if st.Manufacturer == "" || len(st.Processors) == 0 {
+		inv, err := r.inventories.wait(bctx, s.UID, func(ictx context.Context) (*bmc.Inventory, error) {
+			return p.conn.Inventory(ictx, p.sysID)
+		})
+		switch {
+		case inv != nil:
+			applyInventory(st, inv)
+		case err != nil:
+			ctrl.LoggerFrom(ctx).Info("reading inventory failed; state and power are reported without it", "error", err.Error())
+			more = r.Options.RetryAfter
+		default:
+			more = r.Options.PowerPoll // still walking
+		}
+	}
+	if equality.Semantic.DeepEqual(*st, s.Status) {
+		return more, nil
+	}
+	if rec, ok := parsePowerRecord(s.Annotations[PowerAnnotation]); ok && r.inFlight(p, rec.target) &&
+		!reached(p.sys.PowerState, rec.target) && onlyStateAndPower(*st, s.Status) {
+		// Our power action is on its way: report state and power once the box gets there (or
+		// the action times out), one write instead of one per step. The handler waits for it.
+		return more, nil
+	}
+	s.Status = *st // the Reconciler writes it
+	return more, nil
+}
+
+// onlyStateAndPower reports whether two statuses differ in nothing but the state mirror and
+// the power state.
+func onlyStateAndPower(a, b metalv1alpha1.ServerStatus) bool {
+	a.State, a.PowerState = b.State, b.PowerState
+	return equality.Semantic.DeepEqual(a, b)
+}
+
+// mirror reports only the state mirror (for states that make no BMC calls).
+func (r *ServerReconciler) mirror(p *pass) (lifecycle.Result, error) {
+	if p.Obj.Status.State != p.state {
+		mirrorState(&p.Obj.Status, p.Obj.Generation, p.state)
+	}
+	return lifecycle.Done(), nil
+}

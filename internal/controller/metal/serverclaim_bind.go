@@ -1,0 +1,226 @@
+package metal
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// bind looks for a server for a claim that holds none.
+func (r *ServerClaimReconciler) bind(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (lifecycle.Result, error) {
+	c := p.Obj
+	sel, reason, msg, err := r.validate(ctx, p)
+	if err != nil {
+		return lifecycle.Result{}, err
+	}
+	if reason != "" {
+		return r.unbound(ctx, p, reason, msg)
+	}
+	if c.Spec.ServerRef != nil && c.Spec.ServerRef.Name != "" {
+		return r.bindNamed(ctx, p, sel)
+	}
+	return r.bindAny(ctx, p, sel)
+}
+
+// validate checks what the user gave: an image, the ignition Secret if one is named, a valid
+// selector. A claim with bad input does not bind; fixing it (or creating the Secret) brings it
+// back through the watches.
+func (r *ServerClaimReconciler) validate(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (labels.Selector, string, string, error) {
+	c := p.Obj
+	sel := labels.Everything()
+	if c.Spec.ServerSelector != nil {
+		var err error
+		if sel, err = metav1.LabelSelectorAsSelector(c.Spec.ServerSelector); err != nil {
+			return nil, metalv1alpha1.ReasonInvalidSelector, "spec.serverSelector is invalid: " + err.Error(), nil
+		}
+	}
+	if strings.TrimSpace(c.Spec.Image) == "" {
+		return nil, metalv1alpha1.ReasonImageMissing, "spec.image is empty: nothing to boot", nil
+	}
+	if ref := c.Spec.IgnitionSecretRef; ref != nil && ref.Name != "" {
+		err := p.Client().Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: ref.Name}, &corev1.Secret{})
+		if apierrors.IsNotFound(err) {
+			return nil, metalv1alpha1.ReasonIgnitionSecretNotFound, fmt.Sprintf("ignition Secret %s/%s not found", c.Namespace, ref.Name), nil
+		}
+		if err != nil {
+			return nil, "", "", fmt.Errorf("reading ignition Secret: %w", err)
+		}
+	}
+	return sel, "", "", nil
+}
+
+// bindNamed binds the server the user named in spec.serverRef.
+func (r *ServerClaimReconciler) bindNamed(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], sel labels.Selector) (lifecycle.Result, error) {
+	c := p.Obj
+	name := c.Spec.ServerRef.Name
+	s := &metalv1alpha1.Server{}
+	if err := p.Client().Get(ctx, client.ObjectKey{Name: name}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return r.unbound(ctx, p, metalv1alpha1.ReasonServerNotFound, fmt.Sprintf("server %s does not exist", name))
+		}
+		return lifecycle.Result{}, fmt.Errorf("reading server %s: %w", name, err)
+	}
+	if !serverClaimable(s) {
+		return r.unbound(ctx, p, metalv1alpha1.ReasonServerNotClaimable, fmt.Sprintf("server %s %s", name, whyNotClaimable(s)))
+	}
+	if c.Spec.ServerSelector != nil && !sel.Matches(labels.Set(s.Labels)) {
+		return r.unbound(ctx, p, metalv1alpha1.ReasonServerSelectorMismatch, fmt.Sprintf("server %s does not match spec.serverSelector", name))
+	}
+	if ok, why := tolerates(c.Spec.Tolerations, s.Spec.Taints); !ok {
+		return r.unbound(ctx, p, metalv1alpha1.ReasonServerNotClaimable, fmt.Sprintf("server %s: %s", name, why))
+	}
+	if m, err := pendingMaintenance(ctx, p.Client(), name); err != nil || m != "" {
+		if err != nil {
+			return lifecycle.Result{}, err
+		}
+		return r.unbound(ctx, p, metalv1alpha1.ReasonServerNotClaimable, fmt.Sprintf("server %s awaits maintenance %s", name, m))
+	}
+	if r.lockedByOther(name, c.UID) {
+		return lifecycle.RequeueAfter(lifecycle.StaleRetry, "server being bound by another claim"), nil
+	}
+	return r.claimServer(ctx, p, s)
+}
+
+// bindAny binds one of the claimable servers that match the claim's selector (any, without
+// one). Candidates come from the claimable index, one bucket at a time starting at a random one,
+// read without copying, and the walk within a bucket starts at a random place too: claims created
+// together spread over the fleet instead of all racing for the same server, and a pass costs a
+// bucket, not the whole free pool.
+func (r *ServerClaimReconciler) bindAny(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], sel labels.Selector) (lifecycle.Result, error) {
+	c, cl := p.Obj, p.Client()
+	first, busy := rand.N(claimBuckets), false
+	for b := range claimBuckets {
+		list := &metalv1alpha1.ServerList{}
+		if err := cl.List(ctx, list, client.MatchingFields{indexServerClaimable: strconv.Itoa((first + b) % claimBuckets)},
+			client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
+			return lifecycle.Result{}, fmt.Errorf("listing claimable servers: %w", err)
+		}
+		n := len(list.Items)
+		if n == 0 {
+			continue
+		}
+		start := rand.N(n)
+		for i := range n {
+			s := &list.Items[(start+i)%n]
+			if r.lockedByOther(s.Name, c.UID) {
+				busy = true
+				continue
+			}
+			if ok, _ := tolerates(c.Spec.Tolerations, s.Spec.Taints); !ok {
+				continue
+			}
+			if m, err := pendingMaintenance(ctx, cl, s.Name); err != nil {
+				return lifecycle.Result{}, err
+			} else if m != "" {
+				continue
+			}
+			return r.claimServer(ctx, p, s.DeepCopy())
+		}
+	}
+	if busy {
+		// Only servers other claims are binding right now: one of those may fail.
+		return lifecycle.RequeueAfter(lifecycle.StaleRetry, "candidates being bound by other claims"), nil
+	}
+	reason, msg, err := r.noServerReason(ctx, p, sel)
+	if err != nil {
+		return lifecycle.Result{}, err
+	}
+	return r.unbound(ctx, p, reason, msg)
+}
+
+// noServerReason says why no server could be bound. It scans the servers matching the selector,
+// which only a claim that found no candidate pays for, once per wake-up.
+func (r *ServerClaimReconciler) noServerReason(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], sel labels.Selector) (string, string, error) {
+	c := p.Obj
+	list := &metalv1alpha1.ServerList{}
+	if err := p.Client().List(ctx, list, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
+		return "", "", fmt.Errorf("listing servers: %w", err)
+	}
+	what := "no server"
+	if c.Spec.ServerSelector != nil {
+		what = "no server matches spec.serverSelector"
+	}
+	if len(list.Items) == 0 {
+		return metalv1alpha1.ReasonNoMatchingServer, what, nil
+	}
+	var taken, tainted, maintained, other int
+	for i := range list.Items {
+		s := &list.Items[i]
+		switch {
+		case s.Spec.ServerClaimRef != nil:
+			taken++
+		case s.Spec.ServerMaintenanceRef != nil:
+			maintained++
+		case !serverClaimable(s):
+			other++
+		default:
+			if ok, _ := tolerates(c.Spec.Tolerations, s.Spec.Taints); !ok {
+				tainted++
+			} else {
+				maintained++ // claimable but a maintenance is pending
+			}
+		}
+	}
+	msg := fmt.Sprintf("%d matching servers: %d claimed, %d in or awaiting maintenance, %d with taints not tolerated, %d not Available and off", len(list.Items), taken, maintained, tainted, other)
+	if taken == len(list.Items) {
+		return metalv1alpha1.ReasonAllMatchingServersTaken, msg, nil
+	}
+	return metalv1alpha1.ReasonNoClaimableServer, msg, nil
+}
+
+// pendingMaintenance returns the name of a live maintenance waiting for the server, if any: a
+// server about to go into maintenance is not handed to a claim.
+func pendingMaintenance(ctx context.Context, c client.Reader, server string) (string, error) {
+	list := &metalv1alpha1.ServerMaintenanceList{}
+	if err := c.List(ctx, list, client.MatchingFields{indexMaintenanceServer: server}, client.UnsafeDisableDeepCopy); err != nil {
+		return "", fmt.Errorf("listing maintenances of server %s: %w", server, err)
+	}
+	for i := range list.Items {
+		if list.Items[i].DeletionTimestamp.IsZero() {
+			return list.Items[i].Namespace + "/" + list.Items[i].Name, nil
+		}
+	}
+	return "", nil
+}
+
+// claimServer points the server at the claim (and at the claim's boot configuration, which comes
+// next) with an optimistic lock. A conflict means someone else changed the server: the pass is
+// retried on fresh data, where the server may be taken.
+func (r *ServerClaimReconciler) claimServer(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server) (lifecycle.Result, error) {
+	c := p.Obj
+	if !r.lock(s.Name, c.UID) {
+		return lifecycle.RequeueAfter(lifecycle.StaleRetry, "server being bound by another claim"), nil
+	}
+	replaced := s.ResourceVersion
+	err := lifecycle.PatchMetadata(ctx, p.Client(), s, func(o client.Object) {
+		srv := o.(*metalv1alpha1.Server)
+		srv.Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Namespace: c.Namespace, Name: c.Name}
+		srv.Spec.BootConfigurationRef = &metalv1alpha1.ObjectReference{Namespace: c.Namespace, Name: c.Name}
+	})
+	if err != nil {
+		r.unlock(s.Name, c.UID)
+		if apierrors.IsConflict(err) || apierrors.IsInvalid(err) {
+			// Lost the race (or the server was claimed in between and CEL refused to re-point
+			// it): decide again on fresh data.
+			return lifecycle.RequeueAfter(lifecycle.ConflictRetry, "lost the race for "+s.Name), nil
+		}
+		return lifecycle.Result{}, fmt.Errorf("claiming server %s: %w", s.Name, err)
+	}
+	r.recordBind(c.UID, s.Name, replaced)
+	ctrl.LoggerFrom(ctx).V(1).Info("server reserved for claim", "server", s.Name)
+	// The server's watch event brings the next pass; the requeue is a safety net.
+	return lifecycle.RequeueAfter(time.Second, "server reserved"), nil
+}

@@ -1,0 +1,82 @@
+package metal
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+type bindRecord struct {
+	claim    types.UID
+	server   string
+	replaced string
+	at       time.Time
+}
+
+// bindInFlight reports whether the claim's last binding is not in the cache yet.
+func (r *ServerClaimReconciler) bindInFlight(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) bool {
+	r.mu.Lock()
+	b, ok := r.binds[p.Obj.UID]
+	r.mu.Unlock()
+	if !ok {
+		return false
+	}
+	s := &metalv1alpha1.Server{}
+	err := p.Client().Get(ctx, client.ObjectKey{Name: b.server}, s)
+	if err == nil && s.ResourceVersion == b.replaced && time.Since(b.at) < bindTTL {
+		return true
+	}
+	r.mu.Lock()
+	delete(r.binds, p.Obj.UID)
+	if cur, ok := r.binding[b.server]; ok && cur.claim == p.Obj.UID {
+		delete(r.binding, b.server)
+	}
+	r.mu.Unlock()
+	return false
+}
+
+// lock marks a server as being bound by claim, false if another claim is binding it: an
+// in-memory lock, not the Server's Reserved state.
+func (r *ServerClaimReconciler) lock(server string, claim types.UID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.binding[server]; ok && cur.claim != claim && time.Since(cur.at) < bindTTL {
+		return false
+	}
+	r.binding[server] = bindRecord{claim: claim, server: server, at: time.Now()}
+	return true
+}
+
+func (r *ServerClaimReconciler) lockedByOther(server string, claim types.UID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur, ok := r.binding[server]
+	return ok && cur.claim != claim && time.Since(cur.at) < bindTTL
+}
+
+func (r *ServerClaimReconciler) unlock(server string, claim types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.binding[server]; ok && cur.claim == claim {
+		delete(r.binding, server)
+	}
+}
+
+func (r *ServerClaimReconciler) recordBind(claim types.UID, server, replaced string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := bindRecord{claim: claim, server: server, replaced: replaced, at: time.Now()}
+	r.binds[claim] = rec
+	r.binding[server] = rec
+}
+
+func (r *ServerClaimReconciler) unwake(c *metalv1alpha1.ServerClaim) {
+	r.mu.Lock()
+	delete(r.woken, client.ObjectKeyFromObject(c))
+	r.mu.Unlock()
+}
