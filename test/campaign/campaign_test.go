@@ -610,7 +610,8 @@ func (w *world) convergence(s *snapshot) []string {
 			continue
 		}
 		v := s.Servers[mt.ServerRef]
-		active := v != nil && v.MaintRef == key && !v.Parked // a parked server enters nothing
+		// A parked server enters nothing, nor does one being deleted (kept for its holders only).
+		active := v != nil && v.MaintRef == key && !v.Parked && !v.Deleting
 		switch {
 		case active && mt.State != string(metalv1alpha1.ServerMaintenanceStateInMaintenance) && mt.State != string(metalv1alpha1.ServerMaintenanceStateFailed):
 			p = append(p, fmt.Sprintf("maintenance %s holds %s but reports %q", key, mt.ServerRef, mt.State))

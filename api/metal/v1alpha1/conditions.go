@@ -53,6 +53,9 @@ const (
 	ReasonBootConfigurationPending = "BootConfigurationPending"
 	ReasonBootConfigurationError   = "BootConfigurationError"
 	ReasonInvalidSpec              = "InvalidSpec"
+	// ReasonServerDeleting: the server is being deleted (kept only for its holders) and
+	// enters no maintenance.
+	ReasonServerDeleting = "ServerDeleting"
 )
 
 // Reasons of a boot configuration's Ready condition (beside ReasonImageMissing and

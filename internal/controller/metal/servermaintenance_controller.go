@@ -150,7 +150,7 @@ func (r *ServerMaintenanceReconciler) handle(ctx context.Context, p *lifecycle.P
 		}
 	}
 	if !s.DeletionTimestamp.IsZero() {
-		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonQueued, fmt.Sprintf("server %s is being deleted", s.Name), lifecycle.Done())
+		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonServerDeleting, fmt.Sprintf("server %s is being deleted; it enters no maintenance", s.Name), lifecycle.Done())
 	}
 	first, err := r.first(ctx, p)
 	if err != nil {
@@ -335,6 +335,12 @@ func (r *ServerMaintenanceReconciler) ensureBootConfiguration(ctx context.Contex
 // state says so, Failed while its boot configuration is in Error.
 func (r *ServerMaintenanceReconciler) active(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], s *metalv1alpha1.Server) (lifecycle.Result, error) {
 	m := p.Obj
+	if state, _ := serverStore.Get(s); !s.DeletionTimestamp.IsZero() && state != metalv1alpha1.ServerStateMaintenance {
+		// Deleted before it got there: a deleted server only waits for its holders to let go,
+		// it enters nothing. Said so, rather than waiting for it forever.
+		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonServerDeleting,
+			fmt.Sprintf("server %s is being deleted (%s); it enters no maintenance", s.Name, state), lifecycle.Done())
+	}
 	sbcRef, err := r.ensureBootConfiguration(ctx, p, s)
 	if msg, ok := bootConfigurationTaken(err); ok {
 		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStateFailed, metalv1alpha1.ReasonBootConfigurationConflict, msg, lifecycle.Done())

@@ -246,3 +246,55 @@ func TestMaintenancePriorityAndBootConfiguration(t *testing.T) {
 	waitSystemPower(t, bmcs[0], redfish.PowerOn, 10*time.Second)
 	checkNoDoubleWrites(t)
 }
+
+// Campaign seed 58: a maintenance pointed at a claimed server that is then deleted (kept for its
+// claim only, so it enters nothing) reported "waiting to enter Maintenance" forever. It says
+// ServerDeleting instead, whether its ref was set before the deletion or the server was already
+// going when it came; and the box is not touched for it.
+func TestMaintenanceOfADeletedHeldServerSaysServerDeleting(t *testing.T) {
+	name, b, claim := claimedOn(t, "mdel")
+	if err := env.Client.Delete(ctx(), &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	waitServerCondition := func(typ, want string) {
+		t.Helper()
+		eventually(t, 15*time.Second, "server "+typ+" "+want, func() (bool, string) {
+			c := apimeta.FindStatusCondition(getServer(t, name).Status.Conditions, typ)
+			return c != nil && string(c.Status)+"/"+c.Reason == want, fmt.Sprint(c)
+		})
+	}
+	waitServerCondition(metalv1alpha1.ConditionDeletionBlocked, "True/Held")
+	start := time.Now()
+
+	// Already going when the maintenance comes.
+	if err := env.Client.Create(ctx(), newMaintenance("default", "mdel-late", name, metalv1alpha1.ServerMaintenancePolicyEnforced, metalv1alpha1.PowerOff, 0)); err != nil {
+		t.Fatal(err)
+	}
+	waitMaintenance(t, "default", "mdel-late", "Pending/"+metalv1alpha1.ReasonServerDeleting, 15*time.Second)
+	deleteMaintenance(t, "default", "mdel-late")
+
+	// Pointed at before the deletion took it: the ref a maintenance that started on a lagging
+	// cache leaves.
+	eventually(t, 5*time.Second, "point the server at the maintenance", func() (bool, string) {
+		s := getServer(t, name)
+		err := lifecycle.PatchMetadata(ctx(), env.Client, s, func(o client.Object) {
+			o.(*metalv1alpha1.Server).Spec.ServerMaintenanceRef = &metalv1alpha1.ObjectReference{Namespace: "default", Name: "mdel-early"}
+		})
+		return err == nil, fmt.Sprint(err)
+	})
+	if err := env.Client.Create(ctx(), newMaintenance("default", "mdel-early", name, metalv1alpha1.ServerMaintenancePolicyEnforced, metalv1alpha1.PowerOff, 0)); err != nil {
+		t.Fatal(err)
+	}
+	waitMaintenance(t, "default", "mdel-early", "Pending/"+metalv1alpha1.ReasonServerDeleting, 15*time.Second)
+	if s := getServer(t, name); durableState(s) != string(metalv1alpha1.ServerStateReserved) {
+		t.Errorf("the deleted server's state: %s, want Reserved", durableState(s))
+	}
+	if recs := since(records(b), start); len(recs) != 0 {
+		t.Errorf("BMC actions for a maintenance of a deleted server: %v", resetTypes(recs))
+	}
+	deleteMaintenance(t, "default", "mdel-early")
+	if err := env.Client.Delete(ctx(), claim); err != nil {
+		t.Fatal(err)
+	}
+	waitClaimGone(t, "default", claim.Name, 20*time.Second)
+}
