@@ -26,6 +26,7 @@ import (
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
@@ -264,6 +265,7 @@ func runClaims(b *testing.B, servers, claims int) {
 	req0 := apiWrites(b, env)
 	closed0 := closedWatches(b, env)
 	counter.Reset()
+	passes0 := reconciles(b, "server")
 	cpu0 := cpuSeconds()
 	// METALHUB_BENCH_APISERVER_CPU names a file for the API server's CPU profile over the
 	// first 8 s of the claims, to see what binding costs it.
@@ -321,6 +323,7 @@ func runClaims(b *testing.B, servers, claims int) {
 	closed := closedWatches(b, env) - closed0
 
 	counts, writeTime := counter.Reset()
+	serverPasses := reconciles(b, "server") - passes0
 
 	total, family := 0, 0
 	var names []string
@@ -345,6 +348,7 @@ func runClaims(b *testing.B, servers, claims int) {
 	b.ReportMetric(perClaim(float64(family)), "claim-writes/claim")
 	b.ReportMetric(perClaim(float64(total)), "writes/claim")
 	b.ReportMetric(perClaim(cpu), "cpu-s/claim")
+	b.ReportMetric(perClaim(serverPasses), "server-passes/claim")
 	// Go shows ten log lines of a benchmark without -v: the figures first, the timeline last.
 	b.Logf("%d servers Available and off in %s; %d claims: created in %s, all Bound after %s (target <= 5s), all On after %s (target <= 15s)",
 		servers, setup.Round(time.Millisecond), claims, created.Round(time.Millisecond), toBound.Round(time.Millisecond), toOn.Round(time.Millisecond))
@@ -559,4 +563,29 @@ func closedWatches(b *testing.B, env *testenv.Env) float64 {
 		b.Fatal(err)
 	}
 	return n
+}
+
+// reconciles is controller-runtime's count of passes of one controller so far, all results
+// (one manager per fleet size runs at a time; the counter is process-wide, so callers take
+// differences).
+func reconciles(b *testing.B, controller string) float64 {
+	b.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == controller {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
 }
