@@ -66,12 +66,25 @@ func setupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 	return nil
 }
 
+// fieldIndex is one field index: its object kind, name and extractor.
+type fieldIndex struct {
+	obj  client.Object
+	name string
+	fn   client.IndexerFunc
+}
+
 func setupClaimIndexes(ctx context.Context, idx client.FieldIndexer) error {
-	indexes := []struct {
-		obj  client.Object
-		name string
-		fn   client.IndexerFunc
-	}{
+	for _, i := range claimIndexes() {
+		if err := idx.IndexField(ctx, i.obj, i.name, i.fn); err != nil {
+			return fmt.Errorf("indexing %T by %s: %w", i.obj, i.name, err)
+		}
+	}
+	return nil
+}
+
+// claimIndexes are the indexes of the claim, boot configuration and maintenance controllers.
+func claimIndexes() []fieldIndex {
+	return []fieldIndex{
 		{&metalv1alpha1.Server{}, indexServerClaimable, func(o client.Object) []string {
 			if serverClaimable(o.(*metalv1alpha1.Server)) {
 				return []string{claimBucket(o.GetName())}
@@ -116,12 +129,6 @@ func setupClaimIndexes(ctx context.Context, idx client.FieldIndexer) error {
 			return nil
 		}},
 	}
-	for _, i := range indexes {
-		if err := idx.IndexField(ctx, i.obj, i.name, i.fn); err != nil {
-			return fmt.Errorf("indexing %T by %s: %w", i.obj, i.name, err)
-		}
-	}
-	return nil
 }
 
 // claimBuckets is the number of buckets the claimable index spreads the free pool over.

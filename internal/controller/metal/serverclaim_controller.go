@@ -79,8 +79,8 @@ type ServerClaimReconciler struct {
 	woken map[types.NamespacedName]struct{}
 }
 
-// SetupWithManager registers the reconciler.
-func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
+// init makes the in-memory state and fills in defaults.
+func (r *ServerClaimReconciler) init() {
 	r.binds = map[types.UID]bindRecord{}
 	r.binding = map[string]bindRecord{}
 	r.woken = map[types.NamespacedName]struct{}{}
@@ -88,6 +88,11 @@ func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.RetryAfter <= 0 {
 		r.RetryAfter = 5 * time.Second
 	}
+}
+
+// SetupWithManager registers the reconciler.
+func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.init()
 	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.ServerClaim { return &metalv1alpha1.ServerClaim{} }, r.handle)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("serverclaim").

@@ -1,0 +1,154 @@
+package metal
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/scheme"
+)
+
+// freeServer is a server a claim may bind: Available by its annotation, observed off.
+func freeServer(name string, labels map[string]string, mutate ...func(*metalv1alpha1.Server)) *metalv1alpha1.Server {
+	s := &metalv1alpha1.Server{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{
+			lifecycle.StateAnnotation: string(metalv1alpha1.ServerStateAvailable),
+		}},
+		Spec:   metalv1alpha1.ServerSpec{SystemUUID: "uuid-" + name},
+		Status: metalv1alpha1.ServerStatus{State: metalv1alpha1.ServerStateAvailable, PowerState: metalv1alpha1.PowerStateOff},
+	}
+	for _, m := range mutate {
+		m(s)
+	}
+	return s
+}
+
+// One pass of the claim controller over a new claim, driven directly through the lifecycle
+// Reconciler on a fake client with the controller's field indexes: which server it claims, or
+// which reason it reports. The envtest suites cover the passes that follow.
+func TestClaimBindingStep(t *testing.T) {
+	rack := func(r string) map[string]string { return map[string]string{"rack": r} }
+	claim := func(mutate ...func(*metalv1alpha1.ServerClaim)) *metalv1alpha1.ServerClaim {
+		c := &metalv1alpha1.ServerClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "c", UID: "claim-uid"},
+			Spec:       metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn, Image: "os:1"},
+		}
+		for _, m := range mutate {
+			m(c)
+		}
+		return c
+	}
+	bySelector := func(r string) func(*metalv1alpha1.ServerClaim) {
+		return func(c *metalv1alpha1.ServerClaim) {
+			c.Spec.ServerSelector = &metav1.LabelSelector{MatchLabels: rack(r)}
+		}
+	}
+	byName := func(n string) func(*metalv1alpha1.ServerClaim) {
+		return func(c *metalv1alpha1.ServerClaim) { c.Spec.ServerRef = &corev1.LocalObjectReference{Name: n} }
+	}
+	taken := func(s *metalv1alpha1.Server) {
+		s.Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Namespace: "default", Name: "other"}
+		s.Annotations[lifecycle.StateAnnotation] = string(metalv1alpha1.ServerStateReserved)
+	}
+	tainted := func(s *metalv1alpha1.Server) {
+		s.Spec.Taints = []metalv1alpha1.Taint{{Key: "broken", Effect: metalv1alpha1.TaintEffectNoBind}}
+	}
+	cases := []struct {
+		name    string
+		claim   *metalv1alpha1.ServerClaim
+		objects []client.Object
+		// wantServer is the server whose claim ref the pass wrote; "" when it binds none, and
+		// then wantReason is the Bound condition's reason.
+		wantServer, wantReason string
+	}{
+		{"by selector: the free one in the rack", claim(bySelector("r1")), []client.Object{
+			freeServer("a", rack("r2")), freeServer("b", rack("r1")), freeServer("c", rack("r1"), taken),
+		}, "b", ""},
+		{"by selector: none in the rack", claim(bySelector("r9")), []client.Object{freeServer("a", rack("r1"))},
+			"", metalv1alpha1.ReasonNoMatchingServer},
+		{"by selector: all in the rack taken", claim(bySelector("r1")), []client.Object{freeServer("a", rack("r1"), taken)},
+			"", metalv1alpha1.ReasonAllMatchingServersTaken},
+		{"any: a NoBind taint is not tolerated", claim(), []client.Object{freeServer("a", nil, tainted)},
+			"", metalv1alpha1.ReasonNoClaimableServer},
+		{"any: a NoBind taint tolerated", claim(func(c *metalv1alpha1.ServerClaim) {
+			c.Spec.Tolerations = []metalv1alpha1.Toleration{{Key: "broken", Operator: metalv1alpha1.TolerationOpExists}}
+		}), []client.Object{freeServer("a", nil, tainted)}, "a", ""},
+		{"any: a server with a maintenance waiting is skipped", claim(), []client.Object{
+			freeServer("a", nil),
+			&metalv1alpha1.ServerMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "m"},
+				Spec: metalv1alpha1.ServerMaintenanceSpec{ServerRef: &corev1.LocalObjectReference{Name: "a"}}},
+		}, "", metalv1alpha1.ReasonNoClaimableServer},
+		{"by name: free", claim(byName("a")), []client.Object{freeServer("a", nil)}, "a", ""},
+		{"by name: missing", claim(byName("nope")), nil, "", metalv1alpha1.ReasonServerNotFound},
+		{"by name: claimed by another", claim(byName("a")), []client.Object{freeServer("a", nil, taken)},
+			"", metalv1alpha1.ReasonServerNotClaimable},
+		{"by name: outside the selector", claim(byName("a"), bySelector("r2")), []client.Object{freeServer("a", rack("r1"))},
+			"", metalv1alpha1.ReasonServerSelectorMismatch},
+		{"no image", claim(func(c *metalv1alpha1.ServerClaim) { c.Spec.Image = " " }), []client.Object{freeServer("a", nil)},
+			"", metalv1alpha1.ReasonImageMissing},
+		{"ignition Secret missing", claim(func(c *metalv1alpha1.ServerClaim) {
+			c.Spec.IgnitionSecretRef = &corev1.LocalObjectReference{Name: "ign"}
+		}), []client.Object{freeServer("a", nil)}, "", metalv1alpha1.ReasonIgnitionSecretNotFound},
+		{"invalid selector", claim(func(c *metalv1alpha1.ServerClaim) {
+			c.Spec.ServerSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "rack", Operator: "Bogus"}}}
+		}), []client.Object{freeServer("a", nil)}, "", metalv1alpha1.ReasonInvalidSelector},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := fake.NewClientBuilder().WithScheme(scheme.New()).
+				WithObjects(append([]client.Object{tc.claim}, tc.objects...)...).
+				WithStatusSubresource(&metalv1alpha1.ServerClaim{}, &metalv1alpha1.Server{})
+			for _, i := range claimIndexes() {
+				b = b.WithIndex(i.obj, i.name, i.fn)
+			}
+			c := b.Build()
+			r := &ServerClaimReconciler{Client: c, Recorder: events.NewFakeRecorder(100)}
+			r.init()
+			rec := lifecycle.NewReconciler[*metalv1alpha1.ServerClaim](c, func() *metalv1alpha1.ServerClaim { return &metalv1alpha1.ServerClaim{} }, r.handle)
+			if _, err := rec.Reconcile(ctx(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.claim)}); err != nil {
+				t.Fatal(err)
+			}
+			list := &metalv1alpha1.ServerList{}
+			if err := c.List(ctx(), list); err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			for _, s := range list.Items {
+				if ref := s.Spec.ServerClaimRef; ref != nil && ref.Name == tc.claim.Name {
+					if got != "" {
+						t.Fatalf("claim bound to %s and %s", got, s.Name)
+					}
+					got = s.Name
+					if s.Spec.BootConfigurationRef == nil || s.Spec.BootConfigurationRef.Name != tc.claim.Name {
+						t.Errorf("server %s not pointed at the claim's boot configuration: %v", s.Name, s.Spec.BootConfigurationRef)
+					}
+				}
+			}
+			if got != tc.wantServer {
+				t.Errorf("claimed server %q, want %q", got, tc.wantServer)
+			}
+			after := &metalv1alpha1.ServerClaim{}
+			if err := c.Get(ctx(), client.ObjectKeyFromObject(tc.claim), after); err != nil {
+				t.Fatal(err)
+			}
+			reason := ""
+			if cond := apimeta.FindStatusCondition(after.Status.Conditions, metalv1alpha1.ConditionBound); cond != nil {
+				reason = cond.Reason
+			}
+			if reason != tc.wantReason {
+				t.Errorf("Bound reason %q, want %q", reason, tc.wantReason)
+			}
+			if tc.wantReason != "" && after.Status.Phase != metalv1alpha1.PhaseUnbound {
+				t.Errorf("phase %q, want Unbound", after.Status.Phase)
+			}
+		})
+	}
+}
