@@ -41,29 +41,33 @@ const (
 )
 
 func setupIndexes(ctx context.Context, mgr ctrl.Manager) error {
-	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &metalv1alpha1.Server{}, indexServerBMC, func(o client.Object) []string {
-		if ref := o.(*metalv1alpha1.Server).Spec.BMCRef; ref != nil && ref.Name != "" {
-			return []string{ref.Name}
+	for _, i := range bmcIndexes() {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, i.obj, i.name, i.fn); err != nil {
+			return fmt.Errorf("indexing %T by %s: %w", i.obj, i.name, err)
 		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("indexing servers by BMC: %w", err)
-	}
-	if err := idx.IndexField(ctx, &metalv1alpha1.BMC{}, indexBMCSecret, func(o client.Object) []string {
-		return []string{o.(*metalv1alpha1.BMC).Spec.BMCSecretRef.Name}
-	}); err != nil {
-		return fmt.Errorf("indexing BMCs by secret: %w", err)
-	}
-	if err := idx.IndexField(ctx, &metalv1alpha1.BMC{}, indexBMCEndpoint, func(o client.Object) []string {
-		if ref := o.(*metalv1alpha1.BMC).Spec.EndpointRef; ref != nil && ref.Name != "" {
-			return []string{ref.Name}
-		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("indexing BMCs by endpoint: %w", err)
 	}
 	return nil
+}
+
+// bmcIndexes are the indexes of the BMC and Server controllers.
+func bmcIndexes() []fieldIndex {
+	return []fieldIndex{
+		{&metalv1alpha1.Server{}, indexServerBMC, func(o client.Object) []string {
+			if ref := o.(*metalv1alpha1.Server).Spec.BMCRef; ref != nil && ref.Name != "" {
+				return []string{ref.Name}
+			}
+			return nil
+		}},
+		{&metalv1alpha1.BMC{}, indexBMCSecret, func(o client.Object) []string {
+			return []string{o.(*metalv1alpha1.BMC).Spec.BMCSecretRef.Name}
+		}},
+		{&metalv1alpha1.BMC{}, indexBMCEndpoint, func(o client.Object) []string {
+			if ref := o.(*metalv1alpha1.BMC).Spec.EndpointRef; ref != nil && ref.Name != "" {
+				return []string{ref.Name}
+			}
+			return nil
+		}},
+	}
 }
 
 // fieldIndex is one field index: its object kind, name and extractor.

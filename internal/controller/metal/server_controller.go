@@ -61,8 +61,8 @@ type ServerReconciler struct {
 	inventories *inventoryJobs
 }
 
-// SetupWithManager registers the reconciler.
-func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+// init fills in the clock and the inventory walks.
+func (r *ServerReconciler) init() {
 	if r.Now == nil {
 		r.Now = time.Now
 	}
@@ -70,6 +70,11 @@ func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A walk may take several request timeouts on a big machine; it runs beside the passes.
 		r.inventories = newInventoryJobs(6 * r.Options.BMCRequestTimeout)
 	}
+}
+
+// SetupWithManager registers the reconciler.
+func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.init()
 	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.Server { return &metalv1alpha1.Server{} }, r.handle)
 	rec.Resync = r.Options.ServerResync
 	return ctrl.NewControllerManagedBy(mgr).
