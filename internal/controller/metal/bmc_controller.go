@@ -78,25 +78,10 @@ func (r *BMCReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) erro
 			UpdateFunc:  func(event.UpdateEvent) bool { return false },
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})).
-		Watches(&metalv1alpha1.BMCSecret{}, handler.EnqueueRequestsFromMapFunc(r.bmcsFor(indexBMCSecret))).
-		Watches(&metalv1alpha1.Endpoint{}, handler.EnqueueRequestsFromMapFunc(r.bmcsFor(indexBMCEndpoint))).
+		Watches(&metalv1alpha1.BMCSecret{}, handler.EnqueueRequestsFromMapFunc(naming(r.Client, &metalv1alpha1.BMCList{}, indexBMCSecret))).
+		Watches(&metalv1alpha1.Endpoint{}, handler.EnqueueRequestsFromMapFunc(naming(r.Client, &metalv1alpha1.BMCList{}, indexBMCEndpoint))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Complete(rec)
-}
-
-// bmcsFor maps a BMCSecret or Endpoint to the BMCs that reference it by name.
-func (r *BMCReconciler) bmcsFor(index string) handler.MapFunc {
-	return func(ctx context.Context, obj client.Object) []ctrl.Request {
-		list := &metalv1alpha1.BMCList{}
-		if err := r.Client.List(ctx, list, client.MatchingFields{index: obj.GetName()}); err != nil {
-			return nil
-		}
-		reqs := make([]ctrl.Request, 0, len(list.Items))
-		for _, b := range list.Items {
-			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKey{Name: b.Name}})
-		}
-		return reqs
-	}
 }
 
 // bmcPass is one pass over a BMC: what the connect step found, for the steps after it.

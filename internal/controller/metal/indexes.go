@@ -6,8 +6,11 @@ import (
 	"hash/fnv"
 	"strconv"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 )
@@ -143,4 +146,27 @@ func claimBucket(name string) string {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(name))
 	return strconv.Itoa(int(h.Sum32() % claimBuckets))
+}
+
+// naming maps an object to the objects of list's kind, in its namespace (all of them for a
+// cluster-scoped one), whose field index names it: the watch of a Secret or an Endpoint wakes
+// only the objects that reference it. The list is a template; each call lists into a fresh one.
+func naming(c client.Reader, list client.ObjectList, index string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		l := list.DeepCopyObject().(client.ObjectList)
+		if err := c.List(ctx, l, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
+			return nil
+		}
+		items, err := apimeta.ExtractList(l)
+		if err != nil {
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(items))
+		for _, item := range items {
+			if obj, ok := item.(client.Object); ok {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+			}
+		}
+		return reqs
+	}
 }

@@ -142,8 +142,8 @@ func maintainedServer(_ context.Context, o client.Object) []ctrl.Request {
 	return []ctrl.Request{{NamespacedName: client.ObjectKey{Name: m.Spec.ServerRef.Name}}}
 }
 
-// pass bundles what one pass over one Server knows.
-type pass struct {
+// serverPass bundles what one pass over one Server knows (beside the lifecycle.Pass it wraps).
+type serverPass struct {
 	*lifecycle.Pass[*metalv1alpha1.Server]
 	c client.Client
 	// bctx is the deadline every BMC call of the pass shares (the request timeout).
@@ -163,7 +163,7 @@ func (r *ServerReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metal
 	// Every BMC call of the pass shares one deadline: no pass outlasts the request timeout.
 	bctx, cancel := context.WithTimeout(ctx, r.Options.BMCRequestTimeout)
 	defer cancel()
-	p := &pass{Pass: lp, c: lp.Client(), bctx: bctx}
+	p := &serverPass{Pass: lp, c: lp.Client(), bctx: bctx}
 	p.state, p.stateSource = serverStore.Get(lp.Obj)
 	return lifecycle.Steps(ctx, p,
 		r.skipIgnored,
@@ -179,7 +179,7 @@ func (r *ServerReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metal
 	)
 }
 
-func (r *ServerReconciler) skipIgnored(_ context.Context, p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) skipIgnored(_ context.Context, p *serverPass) (lifecycle.Result, error) {
 	if p.Obj.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore {
 		return lifecycle.Done(), nil
 	}
@@ -188,7 +188,7 @@ func (r *ServerReconciler) skipIgnored(_ context.Context, p *pass) (lifecycle.Re
 
 // persistRecovered persists a derived or adopted state before anything else: from now on it is
 // bookkeeping.
-func (r *ServerReconciler) persistRecovered(ctx context.Context, p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) persistRecovered(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	s, src := p.Obj, p.stateSource
 	if src != lifecycle.FromDerived && src != lifecycle.FromAdopted {
 		return lifecycle.Continue(), nil
@@ -203,14 +203,14 @@ func (r *ServerReconciler) persistRecovered(ctx context.Context, p *pass) (lifec
 
 // reportIssued reports an operation issued by the previous pass first, BMC or not: only then
 // may the next one, or a step that powers the box, follow.
-func (r *ServerReconciler) reportIssued(ctx context.Context, p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) reportIssued(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	if i, ok := parseOpIntent(p.Obj.Annotations[OperationIntentAnnotation], serverOperation); ok && i.phase == intentIssuing {
 		return r.reportOperation(ctx, p, i)
 	}
 	return lifecycle.Continue(), nil
 }
 
-func (r *ServerReconciler) parkedStep(ctx context.Context, p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) parkedStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	if p.state == metalv1alpha1.ServerStateParked && p.Obj.DeletionTimestamp.IsZero() {
 		return r.parked(ctx, p)
 	}
@@ -219,7 +219,7 @@ func (r *ServerReconciler) parkedStep(ctx context.Context, p *pass) (lifecycle.R
 
 // connectStep reaches the server's BMC. A deleted server whose BMC access is gone (blockDeletion
 // found it not held) has nothing to power off, and is let go.
-func (r *ServerReconciler) connectStep(ctx context.Context, p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) connectStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	if err := r.connect(p.bctx, p); err != nil {
 		if !p.Obj.DeletionTimestamp.IsZero() && isAccessError(err) {
 			return r.release(ctx, p)
@@ -234,7 +234,7 @@ func (r *ServerReconciler) connectStep(ctx context.Context, p *pass) (lifecycle.
 // the pass), and status is rebuilt by the pass that finds nothing to do or waits. A claimed
 // server's changed generation, its new state and its power then reach status in one write, not
 // three.
-func (r *ServerReconciler) stateStep(ctx context.Context, p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) stateStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	res, err := r.step(p.bctx, ctx, p)
 	if err != nil {
 		// A step that keeps failing must not keep status from being rebuilt.
@@ -255,7 +255,7 @@ func (r *ServerReconciler) stateStep(ctx context.Context, p *pass) (lifecycle.Re
 }
 
 // step runs the handler of the server's state.
-func (r *ServerReconciler) step(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) step(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	switch p.state {
 	case metalv1alpha1.ServerStateInitial:
 		return r.initial(bctx, ctx, p)
@@ -277,7 +277,7 @@ func (r *ServerReconciler) step(bctx, ctx context.Context, p *pass) (lifecycle.R
 }
 
 // connect resolves the BMC and reads the system's power state and boot override.
-func (r *ServerReconciler) connect(ctx context.Context, p *pass) error {
+func (r *ServerReconciler) connect(ctx context.Context, p *serverPass) error {
 	ep, err := serverEndpoint(ctx, p.c, p.Obj)
 	if err != nil {
 		return err
@@ -296,7 +296,7 @@ func (r *ServerReconciler) connect(ctx context.Context, p *pass) error {
 }
 
 // findSystem finds a server's system by UUID, for servers registered without a system URI.
-func (r *ServerReconciler) findSystem(ctx context.Context, p *pass) (string, error) {
+func (r *ServerReconciler) findSystem(ctx context.Context, p *serverPass) (string, error) {
 	systems, err := p.conn.Systems(ctx)
 	if err != nil {
 		return "", err
@@ -311,7 +311,7 @@ func (r *ServerReconciler) findSystem(ctx context.Context, p *pass) (string, err
 
 // bmcFailed reports a BMC failure on the server and retries later. After ErrorThreshold
 // consecutive failures the server is put in Error, which it leaves by itself once the BMC answers.
-func (r *ServerReconciler) bmcFailed(ctx context.Context, p *pass, err error) (lifecycle.Result, error) {
+func (r *ServerReconciler) bmcFailed(ctx context.Context, p *serverPass, err error) (lifecycle.Result, error) {
 	s := p.Obj
 	n := 1
 	if v, ok := r.failures.Load(s.Name); ok {
@@ -353,12 +353,12 @@ func previousState(s *metalv1alpha1.Server) metalv1alpha1.ServerState {
 }
 
 // patch applies mutate to the Server and writes the difference with an optimistic lock.
-func (r *ServerReconciler) patch(ctx context.Context, p *pass, mutate func(*metalv1alpha1.Server)) error {
+func (r *ServerReconciler) patch(ctx context.Context, p *serverPass, mutate func(*metalv1alpha1.Server)) error {
 	return lifecycle.PatchMetadata(ctx, p.c, p.Obj, func(o client.Object) { mutate(o.(*metalv1alpha1.Server)) })
 }
 
 // transition records a new state (plus whatever extra sets in the same write) and reports it.
-func (r *ServerReconciler) transition(ctx context.Context, p *pass, to metalv1alpha1.ServerState, why string, extra func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
+func (r *ServerReconciler) transition(ctx context.Context, p *serverPass, to metalv1alpha1.ServerState, why string, extra func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
 	from := p.state
 	err := r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 		lifecycle.SetAnnotation(s, lifecycle.StateAnnotation, string(to))

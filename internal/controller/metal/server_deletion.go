@@ -15,7 +15,7 @@ import (
 
 // blockDeletion holds a deleted server while a claim or maintenance holds it (read from durable
 // bookkeeping and refs, never from status), and reports why. It needs no BMC.
-func (r *ServerReconciler) blockDeletion(ctx context.Context, p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) blockDeletion(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	s := p.Obj
 	if s.DeletionTimestamp.IsZero() {
 		return lifecycle.Continue(), nil
@@ -42,7 +42,7 @@ func (r *ServerReconciler) blockDeletion(ctx context.Context, p *pass) (lifecycl
 
 // finalize powers off a deleted server that nothing holds any more (blockDeletion ran first) and
 // lets it go.
-func (r *ServerReconciler) finalize(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) finalize(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	if p.state != metalv1alpha1.ServerStateParked {
 		if res, err := r.converge(ctx, p, metalv1alpha1.PowerOff, false); err != nil || !res.IsContinue() {
 			return res, err
@@ -52,7 +52,7 @@ func (r *ServerReconciler) finalize(bctx, ctx context.Context, p *pass) (lifecyc
 }
 
 // held reports whether a claim or maintenance still holds the server.
-func (r *ServerReconciler) held(ctx context.Context, p *pass) (bool, string, error) {
+func (r *ServerReconciler) held(ctx context.Context, p *serverPass) (bool, string, error) {
 	if p.state == metalv1alpha1.ServerStateReserved || p.Obj.Spec.ServerClaimRef != nil {
 		if c, err := r.claimOf(ctx, p); err != nil || c != nil {
 			if c != nil {
@@ -78,7 +78,7 @@ func (r *ServerReconciler) held(ctx context.Context, p *pass) (bool, string, err
 }
 
 // release removes the server's discovery objects and its finalizer.
-func (r *ServerReconciler) release(ctx context.Context, p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) release(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	if !controllerutil.ContainsFinalizer(p.Obj, ServerFinalizer) {
 		return lifecycle.Done(), nil
 	}
@@ -92,7 +92,7 @@ func (r *ServerReconciler) release(ctx context.Context, p *pass) (lifecycle.Resu
 	})
 }
 
-func (r *ServerReconciler) finalizeStep(ctx context.Context, p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) finalizeStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	if p.Obj.DeletionTimestamp.IsZero() {
 		return lifecycle.Continue(), nil
 	}

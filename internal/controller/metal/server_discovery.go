@@ -23,7 +23,7 @@ import (
 // created by the previous pass and not cached yet would start a second round whose token the
 // first one's ignition does not carry, and a deleted one still cached would skip the power-off
 // that makes the next PXE boot happen.
-func (r *ServerReconciler) roundSecret(ctx context.Context, p *pass) (*corev1.Secret, error) {
+func (r *ServerReconciler) roundSecret(ctx context.Context, p *serverPass) (*corev1.Secret, error) {
 	sec := &corev1.Secret{}
 	var rd client.Reader = p.c
 	if r.APIReader != nil {
@@ -43,7 +43,7 @@ func (r *ServerReconciler) roundSecret(ctx context.Context, p *pass) (*corev1.Se
 // ServerBootConfiguration, creating a new round when there is no Secret. Both are owned by the
 // Server, so they go with it. After a crash between the two creates, the next pass completes the
 // pair for the same round.
-func (r *ServerReconciler) ensureRound(ctx context.Context, p *pass, sec *corev1.Secret) (*corev1.Secret, error) {
+func (r *ServerReconciler) ensureRound(ctx context.Context, p *serverPass, sec *corev1.Secret) (*corev1.Secret, error) {
 	s := p.Obj
 	name := discovery.ObjectName(s.Name)
 	if sec == nil {
@@ -99,7 +99,7 @@ func (r *ServerReconciler) ensureRound(ctx context.Context, p *pass, sec *corev1
 	return sec, nil
 }
 
-func (r *ServerReconciler) createOwned(ctx context.Context, p *pass, o client.Object) error {
+func (r *ServerReconciler) createOwned(ctx context.Context, p *serverPass, o client.Object) error {
 	if err := controllerutil.SetOwnerReference(p.Obj, o, p.c.Scheme()); err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func (r *ServerReconciler) createOwned(ctx context.Context, p *pass, o client.Ob
 }
 
 // deleteRound removes a server's discovery objects.
-func (r *ServerReconciler) deleteRound(ctx context.Context, p *pass) error {
+func (r *ServerReconciler) deleteRound(ctx context.Context, p *serverPass) error {
 	name := discovery.ObjectName(p.Obj.Name)
 	for _, o := range []client.Object{
 		&metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.DiscoveryNamespace, Name: name}},
@@ -135,7 +135,7 @@ func pxeSet(b bmc.BootOverride) bool {
 // initial prepares discovery: power off, a new round's objects, a one-time PXE override and
 // power on — then records all of it with the move to Discovery in one write. After a crash
 // anywhere in between, what the BMC already did is observed, not done again.
-func (r *ServerReconciler) initial(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) initial(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	sec, err := r.roundSecret(ctx, p)
 	if err != nil {
 		return lifecycle.Result{}, err
@@ -162,7 +162,7 @@ func (r *ServerReconciler) initial(bctx, ctx context.Context, p *pass) (lifecycl
 		// nothing and only time out. The provider's Ready (watched) brings the next pass. The
 		// built-in provider is Ready by construction (the image is set, the ignition Secret was
 		// just created), so with it only an Error holds the boot back: waiting for its Ready
-		// put its status write in every server's path and cost a 1000-server fleet 10 s.
+		// would put its status write in every server's path.
 		ready, why, sbc, err := r.bootConfigurationReady(ctx, p, r.Options.DiscoveryNamespace, discovery.ObjectName(p.Obj.Name))
 		if err != nil {
 			return lifecycle.Result{}, err
@@ -205,7 +205,7 @@ func (r *ServerReconciler) initial(bctx, ctx context.Context, p *pass) (lifecycl
 
 // discovery waits for the probe's report of this round, keeping the box on; a report moves the
 // server to Available (powered off in the same pass), a timeout back to Initial.
-func (r *ServerReconciler) discovery(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) discovery(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	s := p.Obj
 	if discovery.Fresh(s) {
 		issued, _, err := r.powerAction(bctx, p, metalv1alpha1.PowerOff, false)

@@ -265,7 +265,7 @@ func TestInitialContinuesRoundTheCacheHasNotSeen(t *testing.T) {
 	start := time.Now()
 	rec := lifecycle.NewReconciler[*metalv1alpha1.Server](cached, func() *metalv1alpha1.Server { return &metalv1alpha1.Server{} },
 		func(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.Server]) (lifecycle.Result, error) {
-			p := &pass{Pass: lp, c: lp.Client(), state: metalv1alpha1.ServerStateInitial, conn: conn, sysID: systems[0].ODataID}
+			p := &serverPass{Pass: lp, c: lp.Client(), state: metalv1alpha1.ServerStateInitial, conn: conn, sysID: systems[0].ODataID}
 			if p.sys, err = conn.System(ctx, p.sysID); err != nil {
 				return lifecycle.Result{}, err
 			}

@@ -13,7 +13,7 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
-func (r *ServerReconciler) maintenanceObj(ctx context.Context, p *pass) (*metalv1alpha1.ServerMaintenance, error) {
+func (r *ServerReconciler) maintenanceObj(ctx context.Context, p *serverPass) (*metalv1alpha1.ServerMaintenance, error) {
 	ref := p.Obj.Spec.ServerMaintenanceRef
 	if ref == nil {
 		return nil, nil
@@ -30,7 +30,7 @@ func (r *ServerReconciler) maintenanceObj(ctx context.Context, p *pass) (*metalv
 
 // maintenance moves a server into Maintenance when a maintenance ref appears, remembering the
 // state to return to.
-func (r *ServerReconciler) maintenance(ctx context.Context, p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) maintenance(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	if p.Obj.Spec.ServerMaintenanceRef == nil || p.state == metalv1alpha1.ServerStateMaintenance {
 		return lifecycle.Continue(), nil
 	}
@@ -44,7 +44,7 @@ func (r *ServerReconciler) maintenance(ctx context.Context, p *pass) (lifecycle.
 // override, then power on, or a restart of a running box through an operation intent so it
 // happens exactly once), applies the maintenance's power otherwise, and returns to the previous
 // state when the maintenance ref is removed.
-func (r *ServerReconciler) inMaintenance(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) inMaintenance(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	s := p.Obj
 	if s.Spec.ServerMaintenanceRef == nil {
 		prev := previousState(s)

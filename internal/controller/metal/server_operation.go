@@ -27,7 +27,7 @@ var operationActions = map[string]struct {
 func serverOperation(op string) bool { _, ok := operationActions[op]; return ok }
 
 // reportOperation finishes a server's intent whose issue a previous pass claimed; it needs no BMC.
-func (r *ServerReconciler) reportOperation(ctx context.Context, p *pass, i opIntent) (lifecycle.Result, error) {
+func (r *ServerReconciler) reportOperation(ctx context.Context, p *serverPass, i opIntent) (lifecycle.Result, error) {
 	rep := r.outcomes.report(p.Obj.UID, i)
 	r.Recorder.Eventf(p.Obj, nil, rep.eventType, rep.reason, "Operation", "%s", rep.msg)
 	if err := r.patch(ctx, p, func(s *metalv1alpha1.Server) { setIntent(s, rep.next) }); err != nil {
@@ -43,7 +43,7 @@ func (r *ServerReconciler) reportOperation(ctx context.Context, p *pass, i opInt
 // annotation, if any, goes in the same write), and only once that write has won, issues it. The
 // write is the commit point: nothing is written after the action in this pass, and the write's
 // event brings the pass that reports it.
-func (r *ServerReconciler) issueOperation(bctx, ctx context.Context, p *pass, i opIntent, extra func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
+func (r *ServerReconciler) issueOperation(bctx, ctx context.Context, p *serverPass, i opIntent, extra func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
 	a := operationActions[i.op]
 	issuing := opIntent{op: i.op, phase: intentIssuing, at: i.at}
 	err := r.patch(ctx, p, func(s *metalv1alpha1.Server) {
@@ -68,7 +68,7 @@ func (r *ServerReconciler) issueOperation(bctx, ctx context.Context, p *pass, i 
 
 // operation carries out the one-off operation a user asked for with the operation annotation.
 // Park and retry are lifecycle transitions; the power operations go through an intent.
-func (r *ServerReconciler) operation(ctx context.Context, p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) operation(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	bctx := p.bctx
 	if i, ok := parseOpIntent(p.Obj.Annotations[OperationIntentAnnotation], serverOperation); ok && i.phase == intentOwed {
 		return r.issueOperation(bctx, ctx, p, i, nil)

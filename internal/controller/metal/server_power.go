@@ -23,7 +23,7 @@ func moving(obs bmc.PowerState, want metalv1alpha1.Power) bool {
 }
 
 // inFlight reports whether an action towards want was issued recently enough to wait for it.
-func (r *ServerReconciler) inFlight(p *pass, want metalv1alpha1.Power) bool {
+func (r *ServerReconciler) inFlight(p *serverPass, want metalv1alpha1.Power) bool {
 	rec, ok := parsePowerRecord(p.Obj.Annotations[PowerAnnotation])
 	return ok && rec.target == want && r.Now().Sub(rec.at) < r.Options.PowerTimeout
 }
@@ -31,7 +31,7 @@ func (r *ServerReconciler) inFlight(p *pass, want metalv1alpha1.Power) bool {
 // powerAction issues the BMC action towards want, unless the system is there, on its way, or
 // an action towards it is already in flight. It returns done=false when there is nothing to do.
 // The caller records the action in the same write as whatever else its step writes.
-func (r *ServerReconciler) powerAction(ctx context.Context, p *pass, want metalv1alpha1.Power, graceful bool) (issued bool, wait bool, err error) {
+func (r *ServerReconciler) powerAction(ctx context.Context, p *serverPass, want metalv1alpha1.Power, graceful bool) (issued bool, wait bool, err error) {
 	if reached(p.sys.PowerState, want) {
 		return false, false, nil
 	}
@@ -66,7 +66,7 @@ func (r *ServerReconciler) powerAction(ctx context.Context, p *pass, want metalv
 // converge drives power towards want as a step of its own: issue and record in one write, then
 // observe on later passes. Continue: the box is there. BMC calls use the pass's deadline
 // (p.bctx); the record is written with ctx.
-func (r *ServerReconciler) converge(ctx context.Context, p *pass, want metalv1alpha1.Power, graceful bool) (lifecycle.Result, error) {
+func (r *ServerReconciler) converge(ctx context.Context, p *serverPass, want metalv1alpha1.Power, graceful bool) (lifecycle.Result, error) {
 	issued, wait, err := r.powerAction(p.bctx, p, want, graceful)
 	if err != nil {
 		return lifecycle.Result{}, err

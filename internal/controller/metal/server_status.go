@@ -19,7 +19,7 @@ import (
 // the step's own result already says when to look again. State and power never wait for the
 // inventory: a walk that fails or outlasts the pass (a real BMC with many DIMMs and drives)
 // goes on in the background, and a later pass adds it; the returned delay asks for that pass.
-func (r *ServerReconciler) observe(bctx, ctx context.Context, p *pass) (time.Duration, error) {
+func (r *ServerReconciler) observe(bctx, ctx context.Context, p *serverPass) (time.Duration, error) {
 	s := p.Obj
 	if p.state == metalv1alpha1.ServerStateInitial && s.Status.State == "" {
 		// A new server leaves Initial within a pass or two: its first status write waits for
@@ -66,7 +66,7 @@ func onlyStateAndPower(a, b metalv1alpha1.ServerStatus) bool {
 }
 
 // mirror reports only the state mirror (for states that make no BMC calls).
-func (r *ServerReconciler) mirror(p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) mirror(p *serverPass) (lifecycle.Result, error) {
 	if p.Obj.Status.State != p.state {
 		mirrorState(&p.Obj.Status, p.Obj.Generation, p.state)
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // available keeps an unclaimed server off and clean, and hands it to a claim.
-func (r *ServerReconciler) available(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) available(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	if p.Obj.Spec.ServerClaimRef != nil {
 		return r.reserve(bctx, ctx, p)
 	}
@@ -36,7 +36,7 @@ func (r *ServerReconciler) available(bctx, ctx context.Context, p *pass) (lifecy
 // server one lifecycle write, not two. After a crash between the action and the write, the next
 // pass sees the box on or powering on and does not act again. A BMC refusing the action does not
 // hold the transition back: Reserved retries the power and reports the failure.
-func (r *ServerReconciler) reserve(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) reserve(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	ref := p.Obj.Spec.ServerClaimRef
 	claim, err := r.claimOf(ctx, p)
 	if err != nil {
@@ -65,7 +65,7 @@ func (r *ServerReconciler) reserve(bctx, ctx context.Context, p *pass) (lifecycl
 
 // reserved follows the claim's power. When the claim is gone the box is powered off, and only
 // once the BMC confirms it off does the server go back to Available (Recycle) or Released (Retain).
-func (r *ServerReconciler) reserved(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) reserved(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	s := p.Obj
 	claim, err := r.claimOf(ctx, p)
 	if err != nil {
@@ -98,7 +98,7 @@ func (r *ServerReconciler) reserved(bctx, ctx context.Context, p *pass) (lifecyc
 // bootReady reports whether the boot configuration the server names (if any) is Ready: a box
 // powered on for its claim before its boot provider serves the image boots whatever is on its
 // disk. The reason says what it waits for.
-func (r *ServerReconciler) bootReady(ctx context.Context, p *pass) (bool, string, error) {
+func (r *ServerReconciler) bootReady(ctx context.Context, p *serverPass) (bool, string, error) {
 	ref := p.Obj.Spec.BootConfigurationRef
 	if ref == nil || ref.Name == "" {
 		return true, "", nil
@@ -109,7 +109,7 @@ func (r *ServerReconciler) bootReady(ctx context.Context, p *pass) (bool, string
 
 // bootConfigurationReady reports whether a boot configuration is Ready; when not, why, and the
 // object (nil when it does not exist).
-func (r *ServerReconciler) bootConfigurationReady(ctx context.Context, p *pass, ns, name string) (bool, string, *metalv1alpha1.ServerBootConfiguration, error) {
+func (r *ServerReconciler) bootConfigurationReady(ctx context.Context, p *serverPass, ns, name string) (bool, string, *metalv1alpha1.ServerBootConfiguration, error) {
 	sbc := &metalv1alpha1.ServerBootConfiguration{}
 	if err := p.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sbc); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -124,7 +124,7 @@ func (r *ServerReconciler) bootConfigurationReady(ctx context.Context, p *pass, 
 		cmp.Or(string(sbc.Status.State), string(metalv1alpha1.ServerBootConfigurationStatePending))), sbc, nil
 }
 
-func (r *ServerReconciler) claimOf(ctx context.Context, p *pass) (*metalv1alpha1.ServerClaim, error) {
+func (r *ServerReconciler) claimOf(ctx context.Context, p *serverPass) (*metalv1alpha1.ServerClaim, error) {
 	ref := p.Obj.Spec.ServerClaimRef
 	if ref == nil {
 		return nil, nil
@@ -140,7 +140,7 @@ func (r *ServerReconciler) claimOf(ctx context.Context, p *pass) (*metalv1alpha1
 }
 
 // released waits, powered off, for its claim ref to be removed by hand.
-func (r *ServerReconciler) released(bctx, ctx context.Context, p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) released(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	if p.Obj.Spec.ServerClaimRef == nil {
 		return r.transition(ctx, p, metalv1alpha1.ServerStateAvailable, "claim ref removed", nil)
 	}
@@ -152,7 +152,7 @@ func (r *ServerReconciler) released(bctx, ctx context.Context, p *pass) (lifecyc
 
 // parked leaves the box alone (no BMC calls at all) until it is unparked, which returns it to the
 // state it was parked in: a claimed box stays claimed and is not powered off or rediscovered.
-func (r *ServerReconciler) parked(ctx context.Context, p *pass) (lifecycle.Result, error) {
+func (r *ServerReconciler) parked(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	switch p.Obj.Annotations[metalv1alpha1.OperationAnnotation] {
 	case metalv1alpha1.OperationUnpark:
 	case metalv1alpha1.OperationPark:

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -48,22 +47,9 @@ func (r *ServerBootConfigurationReconciler) SetupWithManager(mgr ctrl.Manager) e
 			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*metalv1alpha1.ServerBootConfiguration).Status.State == "" })))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Concurrency, 1)})
 	if !r.External {
-		b = b.Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forSecret))
+		b = b.Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(naming(r.Client, &metalv1alpha1.ServerBootConfigurationList{}, indexIgnitionSecret)))
 	}
 	return b.Complete(rec)
-}
-
-// forSecret maps an ignition Secret to the boot configurations in its namespace that name it.
-func (r *ServerBootConfigurationReconciler) forSecret(ctx context.Context, o client.Object) []reconcile.Request {
-	list := &metalv1alpha1.ServerBootConfigurationList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexIgnitionSecret: o.GetName()}); err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return reqs
 }
 
 func (r *ServerBootConfigurationReconciler) handle(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerBootConfiguration]) (lifecycle.Result, error) {

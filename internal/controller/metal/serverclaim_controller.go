@@ -100,7 +100,7 @@ func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*metalv1alpha1.ServerClaim).Status.Phase == "" })))).
 		Owns(&metalv1alpha1.ServerBootConfiguration{}, builder.WithPredicates(lifecycle.Predicate())).
 		Watches(&metalv1alpha1.Server{}, r.serverEvents()).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.claimsForSecret)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(naming(r.Client, &metalv1alpha1.ServerClaimList{}, indexIgnitionSecret))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Concurrency, 1)}).
 		Complete(rec)
 }

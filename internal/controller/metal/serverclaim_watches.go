@@ -20,19 +20,6 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
-// claimsForSecret wakes the claims that name a Secret as their ignition.
-func (r *ServerClaimReconciler) claimsForSecret(ctx context.Context, o client.Object) []reconcile.Request {
-	list := &metalv1alpha1.ServerClaimList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexIgnitionSecret: o.GetName()}); err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return reqs
-}
-
 // serverEvents maps a server change to the claims it can affect, and only those: the claim it
 // points (or pointed) at, the claims naming it, and — when it just became claimable — a bounded
 // number of the oldest waiting claims it could serve.

@@ -40,7 +40,7 @@ var (
 )
 
 const (
-	fleetSize  = 160
+	fleetSize  = 200
 	powerDelay = 300 * time.Millisecond
 )
 
