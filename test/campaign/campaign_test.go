@@ -610,8 +610,10 @@ func (w *world) convergence(s *snapshot) []string {
 			continue
 		}
 		v := s.Servers[mt.ServerRef]
-		// A parked server enters nothing, nor does one being deleted (kept for its holders only).
-		active := v != nil && v.MaintRef == key && !v.Parked && !v.Deleting
+		// A parked server enters nothing, nor does one deleted before it got there (kept for its
+		// holders only); one deleted while in Maintenance stays in it.
+		active := v != nil && v.MaintRef == key && !v.Parked &&
+			(!v.Deleting || v.State == string(metalv1alpha1.ServerStateMaintenance))
 		switch {
 		case active && mt.State != string(metalv1alpha1.ServerMaintenanceStateInMaintenance) && mt.State != string(metalv1alpha1.ServerMaintenanceStateFailed):
 			p = append(p, fmt.Sprintf("maintenance %s holds %s but reports %q", key, mt.ServerRef, mt.State))
