@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,4 +78,26 @@ func bootConfigurationTaken(err error) (string, bool) {
 		return taken.msg, true
 	}
 	return "", false
+}
+
+// problem is what is wrong with a user's input, as a condition reason and message.
+type problem struct{ reason, msg string }
+
+// bootInputProblem checks what a boot needs from the user, for a claim (before it binds) and
+// for the built-in boot provider alike: an image, and the ignition Secret if one is named. It
+// returns the first problem, nil when there is none.
+func bootInputProblem(ctx context.Context, c client.Reader, namespace, image string, ignition *corev1.LocalObjectReference) (*problem, error) {
+	if strings.TrimSpace(image) == "" {
+		return &problem{metalv1alpha1.ReasonImageMissing, "spec.image is empty: nothing to boot"}, nil
+	}
+	if ignition != nil && ignition.Name != "" {
+		err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ignition.Name}, &corev1.Secret{})
+		if apierrors.IsNotFound(err) {
+			return &problem{metalv1alpha1.ReasonIgnitionSecretNotFound, fmt.Sprintf("ignition Secret %s/%s not found", namespace, ignition.Name)}, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading ignition Secret: %w", err)
+		}
+	}
+	return nil, nil
 }

@@ -2,12 +2,9 @@ package metal
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -65,12 +62,12 @@ func (r *ServerBootConfigurationReconciler) handle(ctx context.Context, p *lifec
 		st.State = metalv1alpha1.ServerBootConfigurationStatePending
 		lifecycle.SetCondition(&st.Conditions, sbc.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, metalv1alpha1.ReasonWaitingForBootProvider, "waiting for the boot provider")
 	} else {
-		state, status, reason, msg, err := r.evaluate(ctx, p)
+		v, err := r.evaluate(ctx, p)
 		if err != nil {
 			return lifecycle.Result{}, err
 		}
-		st.State = state
-		lifecycle.SetCondition(&st.Conditions, sbc.Generation, metalv1alpha1.ConditionReady, status, reason, msg)
+		st.State = v.state
+		lifecycle.SetCondition(&st.Conditions, sbc.Generation, metalv1alpha1.ConditionReady, v.ready, v.reason, v.msg)
 	}
 	if equality.Semantic.DeepEqual(*st, sbc.Status) {
 		return lifecycle.Done(), nil
@@ -88,21 +85,24 @@ func (r *ServerBootConfigurationReconciler) handle(ctx context.Context, p *lifec
 	return lifecycle.Done(), nil
 }
 
-// evaluate is the built-in provider's verdict.
-func (r *ServerBootConfigurationReconciler) evaluate(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerBootConfiguration]) (metalv1alpha1.ServerBootConfigurationState, metav1.ConditionStatus, string, string, error) {
+// bootVerdict is the built-in provider's verdict on a boot configuration: its state and Ready.
+type bootVerdict struct {
+	state  metalv1alpha1.ServerBootConfigurationState
+	ready  metav1.ConditionStatus
+	reason string
+	msg    string
+}
+
+// evaluate is the built-in provider's verdict: Ready once the user's input is complete.
+func (r *ServerBootConfigurationReconciler) evaluate(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerBootConfiguration]) (bootVerdict, error) {
 	sbc := p.Obj
-	if strings.TrimSpace(sbc.Spec.Image) == "" {
-		return metalv1alpha1.ServerBootConfigurationStateError, metav1.ConditionFalse, metalv1alpha1.ReasonImageMissing, "spec.image is empty: nothing to boot", nil
+	bad, err := bootInputProblem(ctx, p.Client(), sbc.Namespace, sbc.Spec.Image, sbc.Spec.IgnitionSecretRef)
+	switch {
+	case err != nil:
+		return bootVerdict{}, err
+	case bad != nil:
+		return bootVerdict{metalv1alpha1.ServerBootConfigurationStateError, metav1.ConditionFalse, bad.reason, bad.msg}, nil
 	}
-	if ref := sbc.Spec.IgnitionSecretRef; ref != nil && ref.Name != "" {
-		err := p.Client().Get(ctx, client.ObjectKey{Namespace: sbc.Namespace, Name: ref.Name}, &corev1.Secret{})
-		if apierrors.IsNotFound(err) {
-			return metalv1alpha1.ServerBootConfigurationStateError, metav1.ConditionFalse, metalv1alpha1.ReasonIgnitionSecretNotFound,
-				fmt.Sprintf("ignition Secret %s/%s not found", sbc.Namespace, ref.Name), nil
-		}
-		if err != nil {
-			return "", "", "", "", fmt.Errorf("reading ignition Secret: %w", err)
-		}
-	}
-	return metalv1alpha1.ServerBootConfigurationStateReady, metav1.ConditionTrue, metalv1alpha1.ReasonBootConfigurationReady, "image " + sbc.Spec.Image + " ready to boot", nil
+	return bootVerdict{metalv1alpha1.ServerBootConfigurationStateReady, metav1.ConditionTrue, metalv1alpha1.ReasonBootConfigurationReady,
+		"image " + sbc.Spec.Image + " ready to boot"}, nil
 }

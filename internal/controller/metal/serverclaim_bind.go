@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -22,12 +20,12 @@ import (
 // bind looks for a server for a claim that holds none.
 func (r *ServerClaimReconciler) bind(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (lifecycle.Result, error) {
 	c := p.Obj
-	sel, reason, msg, err := r.validate(ctx, p)
+	sel, bad, err := r.validate(ctx, p)
 	if err != nil {
 		return lifecycle.Result{}, err
 	}
-	if reason != "" {
-		return r.unbound(ctx, p, reason, msg)
+	if bad != nil {
+		return r.unbound(ctx, p, bad.reason, bad.msg)
 	}
 	if c.Spec.ServerRef != nil && c.Spec.ServerRef.Name != "" {
 		return r.bindNamed(ctx, p, sel)
@@ -38,28 +36,19 @@ func (r *ServerClaimReconciler) bind(ctx context.Context, p *lifecycle.Pass[*met
 // validate checks what the user gave: an image, the ignition Secret if one is named, a valid
 // selector. A claim with bad input does not bind; fixing it (or creating the Secret) brings it
 // back through the watches.
-func (r *ServerClaimReconciler) validate(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (labels.Selector, string, string, error) {
+func (r *ServerClaimReconciler) validate(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (labels.Selector, *problem, error) {
 	c := p.Obj
 	sel := labels.Everything()
 	if c.Spec.ServerSelector != nil {
 		var err error
 		if sel, err = metav1.LabelSelectorAsSelector(c.Spec.ServerSelector); err != nil {
-			return nil, metalv1alpha1.ReasonInvalidSelector, "spec.serverSelector is invalid: " + err.Error(), nil
+			return nil, &problem{metalv1alpha1.ReasonInvalidSelector, "spec.serverSelector is invalid: " + err.Error()}, nil
 		}
 	}
-	if strings.TrimSpace(c.Spec.Image) == "" {
-		return nil, metalv1alpha1.ReasonImageMissing, "spec.image is empty: nothing to boot", nil
+	if bad, err := bootInputProblem(ctx, p.Client(), c.Namespace, c.Spec.Image, c.Spec.IgnitionSecretRef); err != nil || bad != nil {
+		return nil, bad, err
 	}
-	if ref := c.Spec.IgnitionSecretRef; ref != nil && ref.Name != "" {
-		err := p.Client().Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: ref.Name}, &corev1.Secret{})
-		if apierrors.IsNotFound(err) {
-			return nil, metalv1alpha1.ReasonIgnitionSecretNotFound, fmt.Sprintf("ignition Secret %s/%s not found", c.Namespace, ref.Name), nil
-		}
-		if err != nil {
-			return nil, "", "", fmt.Errorf("reading ignition Secret: %w", err)
-		}
-	}
-	return sel, "", "", nil
+	return sel, nil, nil
 }
 
 // bindNamed binds the server the user named in spec.serverRef.

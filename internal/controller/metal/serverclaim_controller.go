@@ -107,39 +107,72 @@ func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 func claimKey(c *metalv1alpha1.ServerClaim) string { return c.Namespace + "/" + c.Name }
 
-func (r *ServerClaimReconciler) handle(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (lifecycle.Result, error) {
-	c := p.Obj
-	ctx = apilimit.Urgent(ctx)
-	r.unwake(c)
-	if c.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore {
+// claimPass is one pass over a claim: the servers that point at it, once read.
+type claimPass struct {
+	*lifecycle.Pass[*metalv1alpha1.ServerClaim]
+	held []*metalv1alpha1.Server
+}
+
+// handle is the claim's pass, as its list of steps; the first that acts ends it. Binding writes
+// go first at the API server (apilimit.Urgent).
+func (r *ServerClaimReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (lifecycle.Result, error) {
+	r.unwake(lp.Obj)
+	return lifecycle.Steps(apilimit.Urgent(ctx), &claimPass{Pass: lp},
+		r.skipIgnored,
+		r.waitForOwnBinding,
+		r.readHeld,
+		r.finalizeStep,
+		r.keepOne,
+	)
+}
+
+func (r *ServerClaimReconciler) skipIgnored(_ context.Context, p *claimPass) (lifecycle.Result, error) {
+	if p.Obj.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore {
 		return lifecycle.Done(), nil
 	}
-	if r.bindInFlight(ctx, p) {
+	return lifecycle.Continue(), nil
+}
+
+// waitForOwnBinding waits while the claim's last binding is not in the cache yet: the pass
+// could not see it and must not look for another server.
+func (r *ServerClaimReconciler) waitForOwnBinding(ctx context.Context, p *claimPass) (lifecycle.Result, error) {
+	if r.bindInFlight(ctx, p.Pass) {
 		return lifecycle.RequeueAfter(lifecycle.StaleRetry, "binding not in the cache yet"), nil
 	}
-	held, err := r.heldServers(ctx, p)
-	if err != nil {
-		return lifecycle.Result{}, err
+	return lifecycle.Continue(), nil
+}
+
+func (r *ServerClaimReconciler) readHeld(ctx context.Context, p *claimPass) (lifecycle.Result, error) {
+	var err error
+	p.held, err = r.heldServers(ctx, p.Pass)
+	return lifecycle.Continue(), err
+}
+
+func (r *ServerClaimReconciler) finalizeStep(ctx context.Context, p *claimPass) (lifecycle.Result, error) {
+	if p.Obj.DeletionTimestamp.IsZero() {
+		return lifecycle.Continue(), nil
 	}
-	if !c.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, p, held)
-	}
+	return r.finalize(ctx, p.Pass, p.held)
+}
+
+// keepOne keeps the claim on the one server that holds it, or binds one.
+func (r *ServerClaimReconciler) keepOne(ctx context.Context, p *claimPass) (lifecycle.Result, error) {
 	// A Released server was retained from an earlier claim of the same name (the Server
 	// controller releases only for a claim that is gone or going): it is not this claim's.
-	held = slices.DeleteFunc(held, func(s *metalv1alpha1.Server) bool {
+	held := slices.DeleteFunc(p.held, func(s *metalv1alpha1.Server) bool {
 		state, _ := serverStore.Get(s)
 		return state == metalv1alpha1.ServerStateReleased
 	})
-	keep, extra := splitHeld(c, held)
-	if len(extra) > 0 {
+	keep, extra := splitHeld(p.Obj, held)
+	switch {
+	case len(extra) > 0:
 		// Never expected (the server-side lock and the in-flight record prevent it), but if a
 		// second server points here, let it go rather than hold two.
-		return r.releaseExtra(ctx, p, extra[0])
+		return r.releaseExtra(ctx, p.Pass, extra[0])
+	case keep != nil:
+		return r.bound(ctx, p.Pass, keep)
 	}
-	if keep != nil {
-		return r.bound(ctx, p, keep)
-	}
-	return r.bind(ctx, p)
+	return r.bind(ctx, p.Pass)
 }
 
 // heldServers are the servers that point at the claim, from the index (not the claim's own

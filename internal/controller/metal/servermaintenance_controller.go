@@ -112,73 +112,129 @@ func isMaintenanceRef(ref *metalv1alpha1.ObjectReference, m *metalv1alpha1.Serve
 	return ref != nil && ref.Namespace == m.Namespace && ref.Name == m.Name
 }
 
-func (r *ServerMaintenanceReconciler) handle(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance]) (lifecycle.Result, error) {
-	m, cl := p.Obj, p.Client()
-	if m.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore {
+// maintenancePass is one pass over a maintenance: the server it targets, once read.
+type maintenancePass struct {
+	*lifecycle.Pass[*metalv1alpha1.ServerMaintenance]
+	server *metalv1alpha1.Server
+}
+
+// handle is the maintenance's pass, as its list of steps; the first that acts ends it.
+func (r *ServerMaintenanceReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.ServerMaintenance]) (lifecycle.Result, error) {
+	return lifecycle.Steps(ctx, &maintenancePass{Pass: lp},
+		r.skipIgnored,
+		r.finalizeStep,
+		r.ensureFinalizer,
+		r.readServer,
+		r.holding,
+		r.queue,
+		r.askOwner,
+		r.startStep,
+	)
+}
+
+func (r *ServerMaintenanceReconciler) skipIgnored(_ context.Context, p *maintenancePass) (lifecycle.Result, error) {
+	if p.Obj.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore {
 		return lifecycle.Done(), nil
 	}
-	if !m.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, p)
+	return lifecycle.Continue(), nil
+}
+
+func (r *ServerMaintenanceReconciler) finalizeStep(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
+	if p.Obj.DeletionTimestamp.IsZero() {
+		return lifecycle.Continue(), nil
 	}
-	if !controllerutil.ContainsFinalizer(m, ServerMaintenanceFinalizer) {
-		return lifecycle.Wrote("finalizer"), lifecycle.PatchMetadata(ctx, cl, m, func(o client.Object) {
-			lifecycle.AddFinalizer(o, ServerMaintenanceFinalizer)
-		})
+	return r.finalize(ctx, p.Pass)
+}
+
+func (r *ServerMaintenanceReconciler) ensureFinalizer(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
+	if controllerutil.ContainsFinalizer(p.Obj, ServerMaintenanceFinalizer) {
+		return lifecycle.Continue(), nil
 	}
+	return lifecycle.Wrote("finalizer"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) {
+		lifecycle.AddFinalizer(o, ServerMaintenanceFinalizer)
+	})
+}
+
+// readServer reads the server the maintenance targets; a missing one is waited for.
+func (r *ServerMaintenanceReconciler) readServer(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
+	m := p.Obj
 	if m.Spec.ServerRef == nil || m.Spec.ServerRef.Name == "" {
-		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStateFailed, metalv1alpha1.ReasonInvalidSpec, "spec.serverRef names no server", lifecycle.Done())
+		return r.report(ctx, p.Pass, metalv1alpha1.ServerMaintenanceStateFailed, metalv1alpha1.ReasonInvalidSpec, "spec.serverRef names no server", lifecycle.Done())
 	}
-	s, err := r.server(ctx, p)
+	var err error
+	if p.server, err = r.server(ctx, p.Pass); err != nil {
+		return lifecycle.Result{}, err
+	}
+	if p.server == nil {
+		return r.report(ctx, p.Pass, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonServerNotFound, fmt.Sprintf("server %s does not exist", m.Spec.ServerRef.Name), lifecycle.Done())
+	}
+	return lifecycle.Continue(), nil
+}
+
+// holding reports a maintenance the server points at, and waits behind another that it points
+// at. A ref to a maintenance that is gone (removed without its finalizer) holds nothing: the
+// next maintenance in line takes the server over.
+func (r *ServerMaintenanceReconciler) holding(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
+	s := p.server
+	ref := s.Spec.ServerMaintenanceRef
+	switch {
+	case isMaintenanceRef(ref, p.Obj):
+		return r.active(ctx, p.Pass, s)
+	case ref == nil:
+		return lifecycle.Continue(), nil
+	}
+	gone, err := r.maintenanceGone(ctx, p.Pass, ref)
 	if err != nil {
 		return lifecycle.Result{}, err
 	}
-	if s == nil {
-		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonServerNotFound, fmt.Sprintf("server %s does not exist", m.Spec.ServerRef.Name), lifecycle.Done())
+	if !gone {
+		return r.report(ctx, p.Pass, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonQueued,
+			fmt.Sprintf("server %s is in maintenance %s/%s", s.Name, ref.Namespace, ref.Name), lifecycle.Done())
 	}
-	if ref := s.Spec.ServerMaintenanceRef; isMaintenanceRef(ref, m) {
-		return r.active(ctx, p, s)
-	} else if ref != nil {
-		// A ref to a maintenance that is gone (removed without its finalizer) holds nothing:
-		// the next maintenance in line takes the server over.
-		gone, err := r.maintenanceGone(ctx, p, ref)
-		if err != nil {
-			return lifecycle.Result{}, err
-		}
-		if !gone {
-			return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonQueued,
-				fmt.Sprintf("server %s is in maintenance %s/%s", s.Name, ref.Namespace, ref.Name), lifecycle.Done())
-		}
-	}
+	return lifecycle.Continue(), nil
+}
+
+// queue waits while the server is being deleted, or another maintenance of it goes first.
+func (r *ServerMaintenanceReconciler) queue(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
+	m, s := p.Obj, p.server
 	if !s.DeletionTimestamp.IsZero() {
-		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonServerDeleting, fmt.Sprintf("server %s is being deleted; it enters no maintenance", s.Name), lifecycle.Done())
+		return r.report(ctx, p.Pass, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonServerDeleting, fmt.Sprintf("server %s is being deleted; it enters no maintenance", s.Name), lifecycle.Done())
 	}
-	first, err := r.first(ctx, p)
+	first, err := r.first(ctx, p.Pass)
 	if err != nil {
 		return lifecycle.Result{}, err
 	}
 	if first != nil && (first.Namespace != m.Namespace || first.Name != m.Name) {
-		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonQueued,
+		return r.report(ctx, p.Pass, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonQueued,
 			fmt.Sprintf("behind maintenance %s/%s (priority %d)", first.Namespace, first.Name, first.Spec.Priority), lifecycle.Done())
 	}
-	claim, err := r.claimOf(ctx, p, s)
-	if err != nil {
-		return lifecycle.Result{}, err
+	return lifecycle.Continue(), nil
+}
+
+// askOwner tells the owner of the claim on the server (under either policy; the label's event
+// brings us back) and, unless the policy is Enforced, waits for the owner's approval.
+func (r *ServerMaintenanceReconciler) askOwner(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
+	m := p.Obj
+	claim, err := r.claimOf(ctx, p.Pass, p.server)
+	if err != nil || claim == nil {
+		return lifecycle.Continue(), err
 	}
-	if claim != nil {
-		if claim.Labels[metalv1alpha1.MaintenanceNeededLabel] != "true" {
-			// Tell the claim's owner (under either policy); the label's event brings us back.
-			if err := r.markClaim(ctx, p, claim); err != nil {
-				return lifecycle.Result{}, err
-			}
-			return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonWaitingForApproval,
-				fmt.Sprintf("asked the owner of claim %s/%s", claim.Namespace, claim.Name), lifecycle.Done())
+	if claim.Labels[metalv1alpha1.MaintenanceNeededLabel] != "true" {
+		if err := r.markClaim(ctx, p.Pass, claim); err != nil {
+			return lifecycle.Result{}, err
 		}
-		if m.Spec.Policy != metalv1alpha1.ServerMaintenancePolicyEnforced && !approved(claim) {
-			return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonWaitingForApproval,
-				fmt.Sprintf("waiting for label %s on claim %s/%s", metalv1alpha1.MaintenanceApprovedLabel, claim.Namespace, claim.Name), lifecycle.Done())
-		}
+		return r.report(ctx, p.Pass, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonWaitingForApproval,
+			fmt.Sprintf("asked the owner of claim %s/%s", claim.Namespace, claim.Name), lifecycle.Done())
 	}
-	return r.start(ctx, p, s)
+	if m.Spec.Policy != metalv1alpha1.ServerMaintenancePolicyEnforced && !approved(claim) {
+		return r.report(ctx, p.Pass, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonWaitingForApproval,
+			fmt.Sprintf("waiting for label %s on claim %s/%s", metalv1alpha1.MaintenanceApprovedLabel, claim.Namespace, claim.Name), lifecycle.Done())
+	}
+	return lifecycle.Continue(), nil
+}
+
+func (r *ServerMaintenanceReconciler) startStep(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
+	return r.start(ctx, p.Pass, p.server)
 }
 
 func (r *ServerMaintenanceReconciler) maintenanceGone(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], ref *metalv1alpha1.ObjectReference) (bool, error) {
