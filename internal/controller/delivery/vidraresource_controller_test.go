@@ -102,7 +102,7 @@ func TestDefect04_AnnotationsTriggerStatusEditsDoNot(t *testing.T) {
 
 	s := getSync(t, "d04-pred")
 	s.Status.LastError = "edited by hand"
-	if err := env.Client.Status().Update(context.Background(), s); err != nil {
+	if err := testenv.WriteStatus(context.Background(), env.Client, s); err != nil {
 		t.Fatal(err)
 	}
 	consistently(t, 1500*time.Millisecond, func() error {

@@ -100,38 +100,15 @@ func (r *BMCReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1a
 	bctx, cancel := context.WithTimeout(ctx, r.requestTimeout())
 	defer cancel()
 	return lifecycle.Steps(ctx, &bmcPass{Pass: lp, bctx: bctx},
-		r.finalizeStep,
-		r.ensureFinalizer,
-		r.skipIgnored,
+		lifecycle.OnDeletion(func(ctx context.Context, p *bmcPass) (lifecycle.Result, error) { return r.finalize(ctx, p.Pass) }),
+		lifecycle.EnsureFinalizer[*bmcPass](BMCFinalizer),
+		lifecycle.DoneIf[*bmcPass](ignored),
 		r.reportIssued,
 		r.connect,
 		r.operation,
 		r.syncServers,
 		r.reportConnected,
 	)
-}
-
-func (r *BMCReconciler) finalizeStep(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
-	if p.Obj.DeletionTimestamp.IsZero() {
-		return lifecycle.Continue(), nil
-	}
-	return r.finalize(ctx, p.Pass)
-}
-
-func (r *BMCReconciler) ensureFinalizer(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
-	if controllerutil.ContainsFinalizer(p.Obj, BMCFinalizer) {
-		return lifecycle.Continue(), nil
-	}
-	return lifecycle.Wrote("finalizer"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) {
-		lifecycle.AddFinalizer(o, BMCFinalizer)
-	})
-}
-
-func (r *BMCReconciler) skipIgnored(_ context.Context, p *bmcPass) (lifecycle.Result, error) {
-	if p.Obj.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore {
-		return lifecycle.Done(), nil
-	}
-	return lifecycle.Continue(), nil
 }
 
 // reportIssued reports an operation the previous pass issued, first, BMC or not.

@@ -166,24 +166,17 @@ func (r *ServerReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metal
 	p := &serverPass{Pass: lp, c: lp.Client(), bctx: bctx}
 	p.state, p.stateSource = serverStore.Get(lp.Obj)
 	return lifecycle.Steps(ctx, p,
-		r.skipIgnored,
+		lifecycle.DoneIf[*serverPass](ignored),
 		r.persistRecovered,
 		r.reportIssued,
 		r.parkedStep,
 		r.blockDeletion,
 		r.connectStep,
-		r.finalizeStep,
+		lifecycle.OnDeletion(func(ctx context.Context, p *serverPass) (lifecycle.Result, error) { return r.finalize(p.bctx, ctx, p) }),
 		r.operation,
 		r.maintenance,
 		r.stateStep,
 	)
-}
-
-func (r *ServerReconciler) skipIgnored(_ context.Context, p *serverPass) (lifecycle.Result, error) {
-	if p.Obj.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore {
-		return lifecycle.Done(), nil
-	}
-	return lifecycle.Continue(), nil
 }
 
 // persistRecovered persists a derived or adopted state before anything else: from now on it is

@@ -19,6 +19,7 @@ import (
 	"github.com/metalhub/metalhub/internal/discovery"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/testenv"
 )
 
 func resetTypes(recs []redfish.Record) []string {
@@ -226,7 +227,7 @@ func TestStatusWipeChangesNothing(t *testing.T) {
 	for _, bx := range boxes {
 		s := getServer(t, bx.name)
 		s.Status = metalv1alpha1.ServerStatus{}
-		if err := env.Client.Status().Update(ctx(), s); err != nil {
+		if err := testenv.WriteStatus(ctx(), env.Client, s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -250,7 +251,7 @@ func TestStatusWipeChangesNothing(t *testing.T) {
 	m := boxes[3]
 	s := getServer(t, m.name)
 	s.Status = metalv1alpha1.ServerStatus{}
-	if err := env.Client.Status().Update(ctx(), s); err != nil {
+	if err := testenv.WriteStatus(ctx(), env.Client, s); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.Client.Delete(ctx(), s); err != nil {
@@ -323,7 +324,7 @@ func TestRestoreAndMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms.Status.State = metalv1alpha1.ServerStateAvailable
-	if err := env.Client.Status().Update(ctx(), ms); err != nil {
+	if err := testenv.WriteStatus(ctx(), env.Client, ms); err != nil {
 		t.Fatal(err)
 	}
 	if err := lifecycle.PatchMetadata(ctx(), env.Client, ms, func(o client.Object) {

@@ -91,10 +91,3 @@ func (r *ServerReconciler) release(ctx context.Context, p *serverPass) (lifecycl
 		controllerutil.RemoveFinalizer(s, ServerFinalizer)
 	})
 }
-
-func (r *ServerReconciler) finalizeStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
-	if p.Obj.DeletionTimestamp.IsZero() {
-		return lifecycle.Continue(), nil
-	}
-	return r.finalize(p.bctx, ctx, p)
-}

@@ -21,6 +21,7 @@ import (
 	"github.com/metalhub/metalhub/internal/discovery"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/testenv"
 )
 
 // The regression tests of issue 14's holes: each is a path a careful user can take.
@@ -191,7 +192,7 @@ func TestWipedStatusWithSlowInventoryReportsStateFirst(t *testing.T) {
 	defer b.ClearFaults()
 	s := getServer(t, name)
 	s.Status = metalv1alpha1.ServerStatus{}
-	if err := env.Client.Status().Update(ctx(), s); err != nil {
+	if err := testenv.WriteStatus(ctx(), env.Client, s); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "state and power rebuilt", func() (bool, string) {

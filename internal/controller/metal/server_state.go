@@ -89,3 +89,8 @@ func validServerState(s metalv1alpha1.ServerState) bool {
 	}
 	return false
 }
+
+// ignored reports an object a user asked metalhub to leave alone (operation annotation ignore).
+func ignored(o client.Object) bool {
+	return o.GetAnnotations()[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore
+}

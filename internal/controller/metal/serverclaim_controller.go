@@ -118,19 +118,14 @@ type claimPass struct {
 func (r *ServerClaimReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (lifecycle.Result, error) {
 	r.unwake(lp.Obj)
 	return lifecycle.Steps(apilimit.Urgent(ctx), &claimPass{Pass: lp},
-		r.skipIgnored,
+		lifecycle.DoneIf[*claimPass](ignored),
 		r.waitForOwnBinding,
 		r.readHeld,
-		r.finalizeStep,
+		lifecycle.OnDeletion(func(ctx context.Context, p *claimPass) (lifecycle.Result, error) {
+			return r.finalize(ctx, p.Pass, p.held)
+		}),
 		r.keepOne,
 	)
-}
-
-func (r *ServerClaimReconciler) skipIgnored(_ context.Context, p *claimPass) (lifecycle.Result, error) {
-	if p.Obj.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore {
-		return lifecycle.Done(), nil
-	}
-	return lifecycle.Continue(), nil
 }
 
 // waitForOwnBinding waits while the claim's last binding is not in the cache yet: the pass
@@ -146,13 +141,6 @@ func (r *ServerClaimReconciler) readHeld(ctx context.Context, p *claimPass) (lif
 	var err error
 	p.held, err = r.heldServers(ctx, p.Pass)
 	return lifecycle.Continue(), err
-}
-
-func (r *ServerClaimReconciler) finalizeStep(ctx context.Context, p *claimPass) (lifecycle.Result, error) {
-	if p.Obj.DeletionTimestamp.IsZero() {
-		return lifecycle.Continue(), nil
-	}
-	return r.finalize(ctx, p.Pass, p.held)
 }
 
 // keepOne keeps the claim on the one server that holds it, or binds one.

@@ -121,38 +121,17 @@ type maintenancePass struct {
 // handle is the maintenance's pass, as its list of steps; the first that acts ends it.
 func (r *ServerMaintenanceReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.ServerMaintenance]) (lifecycle.Result, error) {
 	return lifecycle.Steps(ctx, &maintenancePass{Pass: lp},
-		r.skipIgnored,
-		r.finalizeStep,
-		r.ensureFinalizer,
+		lifecycle.DoneIf[*maintenancePass](ignored),
+		lifecycle.OnDeletion(func(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
+			return r.finalize(ctx, p.Pass)
+		}),
+		lifecycle.EnsureFinalizer[*maintenancePass](ServerMaintenanceFinalizer),
 		r.readServer,
 		r.holding,
 		r.queue,
 		r.askOwner,
 		r.startStep,
 	)
-}
-
-func (r *ServerMaintenanceReconciler) skipIgnored(_ context.Context, p *maintenancePass) (lifecycle.Result, error) {
-	if p.Obj.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore {
-		return lifecycle.Done(), nil
-	}
-	return lifecycle.Continue(), nil
-}
-
-func (r *ServerMaintenanceReconciler) finalizeStep(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
-	if p.Obj.DeletionTimestamp.IsZero() {
-		return lifecycle.Continue(), nil
-	}
-	return r.finalize(ctx, p.Pass)
-}
-
-func (r *ServerMaintenanceReconciler) ensureFinalizer(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
-	if controllerutil.ContainsFinalizer(p.Obj, ServerMaintenanceFinalizer) {
-		return lifecycle.Continue(), nil
-	}
-	return lifecycle.Wrote("finalizer"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) {
-		lifecycle.AddFinalizer(o, ServerMaintenanceFinalizer)
-	})
 }
 
 // readServer reads the server the maintenance targets; a missing one is waited for.

@@ -14,6 +14,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/testenv"
 )
 
 func getMaintenance(ns, name string) *metalv1alpha1.ServerMaintenance {
@@ -130,17 +131,17 @@ func TestMaintenanceEnforcedAndApproval(t *testing.T) {
 	wiped := time.Now()
 	s := getServer(t, names[0])
 	s.Status = metalv1alpha1.ServerStatus{}
-	if err := env.Client.Status().Update(ctx(), s); err != nil {
+	if err := testenv.WriteStatus(ctx(), env.Client, s); err != nil {
 		t.Fatal(err)
 	}
 	m := getMaintenance(ns, "maint-enforced")
 	m.Status = metalv1alpha1.ServerMaintenanceStatus{}
-	if err := env.Client.Status().Update(ctx(), m); err != nil {
+	if err := testenv.WriteStatus(ctx(), env.Client, m); err != nil {
 		t.Fatal(err)
 	}
 	c := getClaim(ns, "maint-0")
 	c.Status = metalv1alpha1.ServerClaimStatus{}
-	if err := env.Client.Status().Update(ctx(), c); err != nil {
+	if err := testenv.WriteStatus(ctx(), env.Client, c); err != nil {
 		t.Fatal(err)
 	}
 	waitMaintenance(t, ns, "maint-enforced", "InMaintenance/"+metalv1alpha1.ReasonInMaintenance, 10*time.Second)
