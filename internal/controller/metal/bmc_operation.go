@@ -52,10 +52,15 @@ func (r *BMCReconciler) operation(ctx context.Context, p *bmcPass) (lifecycle.Re
 			lifecycle.RemoveAnnotation(o, metalv1alpha1.OperationAnnotation)
 		})
 	}
-	// The reset needs a request of its own: with too little of the deadline left it would be
-	// sent and cut off, an unknown outcome for nothing. The next pass has a whole one.
+	// The reset needs time of its own: with too little of the deadline left it would be sent
+	// and cut off, an unknown outcome for nothing. A BMC slow enough to use most of it answers
+	// no faster in the next pass, so the reset gets a request timeout of its own: such a pass
+	// takes up to two request timeouts.
+	rctx := p.bctx
 	if dl, ok := p.bctx.Deadline(); ok && time.Until(dl) < r.requestTimeout()/2 {
-		return lifecycle.RequeueAfter(time.Millisecond, "operation "+i.op+" waits for a pass with time for it"), nil
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(ctx, r.requestTimeout())
+		defer cancel()
 	}
 	issuing := i.with(intentIssuing)
 	issuing.sent = time.Now()
@@ -69,7 +74,7 @@ func (r *BMCReconciler) operation(ctx context.Context, p *bmcPass) (lifecycle.Re
 	}); err != nil {
 		return lifecycle.Result{}, err
 	}
-	err := p.conn.ResetManager(p.bctx)
+	err := p.conn.ResetManager(rctx)
 	if err != nil {
 		err = fmt.Errorf("operation %s: %w", i.op, err)
 	}

@@ -182,3 +182,24 @@ func TestOpIntentRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A slow BMC, whose inspection takes most of the pass's deadline, still gets its reset: it has
+// a request of its own instead of waiting for a pass in which the BMC answers faster, which a
+// slow BMC never does.
+func TestBMCResetOnASlowBMC(t *testing.T) {
+	b := takeBMC(t)
+	name := registerBMC(t, b, "bmcslow")
+	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	waitBMCReady(t, "bmcslow", "True/"+metalv1alpha1.ReasonConnected)
+	// Each answer takes 15% of the request timeout: the inspection (the manager's chain of
+	// four reads beside the systems') answers in time, with less than half the deadline left.
+	b.SetFaults(redfish.Faults{Latency: redfish.Duration(testOpts.BMCRequestTimeout * 15 / 100)})
+	defer b.ClearFaults()
+	start := time.Now()
+	annotateBMC(t, "bmcslow", metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationGracefulRestartBMC)
+	waitBMCOperationDone(t, "bmcslow", 30*time.Second)
+	waitEvent(t, "bmcslow", metalv1alpha1.ReasonOperation)
+	if n := managerResets(b, start); n != 1 {
+		t.Errorf("BMC resets: %d, want 1", n)
+	}
+}
