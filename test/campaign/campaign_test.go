@@ -291,7 +291,9 @@ func (w *world) startProbe(st step) (string, error) {
 		}
 		name := w.serverName(i)
 		v := s.Servers[name]
-		if b := s.BMCs[w.bmcName(i)]; b == nil || b.Deleting || v == nil || !claimable(v) || len(v.Taints) > 0 || pendingMaintenance(s, name) {
+		// A server with an operation still pending (a park, a restart) is not an idle one.
+		if b := s.BMCs[w.bmcName(i)]; b == nil || b.Deleting || v == nil || !claimable(v) || len(v.Taints) > 0 || v.Op != "" ||
+			pendingMaintenance(s, name) {
 			continue
 		}
 		busy := false

@@ -171,6 +171,7 @@ func (r *ServerReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metal
 		r.reportIssued,
 		r.parkedStep,
 		r.blockDeletion,
+		r.transitionOperation,
 		r.connectStep,
 		lifecycle.OnDeletion(func(ctx context.Context, p *serverPass) (lifecycle.Result, error) { return r.finalize(p.bctx, ctx, p) }),
 		r.operation,

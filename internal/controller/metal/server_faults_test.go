@@ -419,3 +419,24 @@ func TestClaimDeletedWhileServerParkedLetsGo(t *testing.T) {
 	waitState(t, name, metalv1alpha1.ServerStateAvailable, 20*time.Second)
 	waitPower(t, name, metalv1alpha1.PowerStateOff, 15*time.Second)
 }
+
+// Campaign seed 60: park (and retry) are lifecycle transitions and need no BMC; a server whose
+// BMC hangs is parked at once instead of when the BMC answers again.
+func TestParkNeedsNoBMC(t *testing.T) {
+	b := takeBMC(t)
+	name := registerBMC(t, b, "parkdead")
+	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	b.SetFaults(redfish.Faults{Hang: true})
+	defer b.ClearFaults()
+	poke(t, &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	eventually(t, 15*time.Second, "server reports its BMC not ready", func() (bool, string) {
+		c := apimeta.FindStatusCondition(getServer(t, name).Status.Conditions, metalv1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse, fmt.Sprint(c)
+	})
+	start := time.Now()
+	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationPark)
+	waitState(t, name, metalv1alpha1.ServerStateParked, 5*time.Second)
+	if recs := since(records(b), start); len(recs) != 0 {
+		t.Errorf("BMC actions for a park: %v", resetTypes(recs))
+	}
+}

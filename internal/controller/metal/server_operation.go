@@ -66,8 +66,8 @@ func (r *ServerReconciler) issueOperation(bctx, ctx context.Context, p *serverPa
 	return lifecycle.Wrote("operation " + i.op + " issued"), nil
 }
 
-// operation carries out the one-off operation a user asked for with the operation annotation.
-// Park and retry are lifecycle transitions; the power operations go through an intent.
+// operation carries out the one-off power operation a user asked for with the operation
+// annotation, through an intent (park and retry are transitionOperation's).
 func (r *ServerReconciler) operation(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	bctx := p.bctx
 	if i, ok := parseOpIntent(p.Obj.Annotations[OperationIntentAnnotation], serverOperation); ok && i.phase == intentOwed {
@@ -77,6 +77,28 @@ func (r *ServerReconciler) operation(ctx context.Context, p *serverPass) (lifecy
 	if !ok {
 		return lifecycle.Continue(), nil
 	}
+	clearOp := func(s *metalv1alpha1.Server) { lifecycle.RemoveAnnotation(s, metalv1alpha1.OperationAnnotation) }
+	if _, ok := operationActions[op]; ok {
+		// No other intent is pending here: reportIssued reports an issuing one first, and an owed
+		// one is issued above, so operations run one at a time.
+		return r.issueOperation(bctx, ctx, p, opIntent{op: op, phase: intentOwed, at: r.Now()}, clearOp)
+	}
+	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonUnsupportedOperation, "Operation", "operation %q is not supported on a server in state %s; removed", op, p.state)
+	return lifecycle.Wrote("operation " + op + " removed"), r.patch(ctx, p, clearOp)
+}
+
+// transitionOperation carries out the operations that are lifecycle transitions, park and retry:
+// they need no BMC, so a dead or failing one does not hold them up. It runs before the BMC is
+// reached, unless an operation is pending (which goes first, on the BMC) or the server is
+// being deleted.
+func (r *ServerReconciler) transitionOperation(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+	if !p.Obj.DeletionTimestamp.IsZero() {
+		return lifecycle.Continue(), nil
+	}
+	if _, pending := parseOpIntent(p.Obj.Annotations[OperationIntentAnnotation], serverOperation); pending {
+		return lifecycle.Continue(), nil
+	}
+	op := p.Obj.Annotations[metalv1alpha1.OperationAnnotation]
 	clearOp := func(s *metalv1alpha1.Server) { lifecycle.RemoveAnnotation(s, metalv1alpha1.OperationAnnotation) }
 	switch {
 	case op == metalv1alpha1.OperationPark:
@@ -90,11 +112,5 @@ func (r *ServerReconciler) operation(ctx context.Context, p *serverPass) (lifecy
 	case op == metalv1alpha1.OperationRetry && p.state == metalv1alpha1.ServerStateError:
 		return r.transition(ctx, p, previousState(p.Obj), "retry requested", clearOp)
 	}
-	if _, ok := operationActions[op]; ok {
-		// No other intent is pending here: reportIssued reports an issuing one first, and an owed
-		// one is issued above, so operations run one at a time.
-		return r.issueOperation(bctx, ctx, p, opIntent{op: op, phase: intentOwed, at: r.Now()}, clearOp)
-	}
-	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonUnsupportedOperation, "Operation", "operation %q is not supported on a server in state %s; removed", op, p.state)
-	return lifecycle.Wrote("operation " + op + " removed"), r.patch(ctx, p, clearOp)
+	return lifecycle.Continue(), nil
 }
