@@ -642,3 +642,34 @@ func TestManagerLastResetTimeMovesOnReset(t *testing.T) {
 		t.Errorf("LastResetTime %s unchanged by a reset", after.LastResetTime)
 	}
 }
+
+// PreparePower leaves only the reset request to Send: a caller that records its intent in
+// between (operation annotations) has nothing else between the record and the BMC.
+func TestPreparePowerLeavesOnlyTheRequest(t *testing.T) {
+	e := fleet(t, redfish.Options{BMCs: 1})
+	b := e.BMC(0)
+	id := b.SystemIDs()[0]
+	c := get(t, pool(t, bmc.Options{}), endpoint(b))
+	ctx := context.Background()
+	b.System(id).SetPowerState(redfish.PowerOff)
+	if req, err := c.PreparePower(ctx, id, bmc.PowerOff); err != nil || req != nil {
+		t.Fatalf("off while off: %v, %v; want nothing to send", req, err)
+	}
+	req, err := c.PreparePower(ctx, id, bmc.PowerOn)
+	if err != nil || req == nil {
+		t.Fatalf("prepare power on: %v, %v", req, err)
+	}
+	before := b.Stats().Requests
+	if len(e.Records()) != 0 {
+		t.Fatalf("records after prepare: %+v", e.Records())
+	}
+	if err := req.Send(); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.Stats().Requests - before; n != 1 {
+		t.Errorf("Send made %d requests, want the one reset", n)
+	}
+	if recs := e.Records(); len(recs) != 1 || recs[0].ResetType != "On" {
+		t.Errorf("records %+v, want one On", recs)
+	}
+}

@@ -128,6 +128,23 @@ func alreadyThere(action PowerAction, state PowerState) bool {
 
 // Power implements BMC.
 func (c *conn) Power(ctx context.Context, systemID string, action PowerAction, opts ...PowerOption) error {
+	req, err := c.PreparePower(ctx, systemID, action, opts...)
+	if err != nil || req == nil {
+		return err
+	}
+	return req.Send()
+}
+
+// PowerRequest is a reset PreparePower made ready: the system read, the reset type chosen.
+type PowerRequest struct {
+	c   *conn
+	sys *schemas.ComputerSystem
+	rt  schemas.ResetType
+	op  string
+}
+
+// PreparePower implements BMC.
+func (c *conn) PreparePower(ctx context.Context, systemID string, action PowerAction, opts ...PowerOption) (*PowerRequest, error) {
 	op := fmt.Sprintf("power %s %s", action, systemID)
 	var o powerOptions
 	for _, f := range opts {
@@ -135,15 +152,15 @@ func (c *conn) Power(ctx context.Context, systemID string, action PowerAction, o
 	}
 	sys, err := c.getSystem(ctx, systemID)
 	if err != nil {
-		return notSent(op, err)
+		return nil, notSent(op, err)
 	}
 	state := PowerState(sys.PowerState)
 	candidates, err := resetCandidates(action, state, o.forceFallback)
 	if err != nil {
-		return &Error{Reason: ReasonInvalidConfig, Op: op, Err: err}
+		return nil, &Error{Reason: ReasonInvalidConfig, Op: op, Err: err}
 	}
 	if alreadyThere(action, state) {
-		return nil
+		return nil, nil
 	}
 	allowed, err := c.resetTypes(sys)
 	if err != nil {
@@ -152,15 +169,20 @@ func (c *conn) Power(ctx context.Context, systemID string, action PowerAction, o
 	}
 	rt, ok := chooseResetType(candidates, allowed)
 	if !ok {
-		return newError(ReasonUnsupported, op, "system allows reset types %v, none of %v", allowed, candidates)
+		return nil, newError(ReasonUnsupported, op, "system allows reset types %v, none of %v", allowed, candidates)
 	}
+	return &PowerRequest{c: c, sys: sys, rt: rt, op: op}, nil
+}
+
+// Send sends the prepared reset, under the context it was prepared with.
+func (r *PowerRequest) Send() error {
 	// Actions are not conditional: an If-Match on POST only invites a 412
 	// after the power state (and so the ETag) moved.
-	sys.DisableEtagMatch(true)
-	if _, err := sys.Reset(rt); err != nil {
-		return wrap(fmt.Sprintf("%s (ResetType %s)", op, rt), err)
+	r.sys.DisableEtagMatch(true)
+	if _, err := r.sys.Reset(r.rt); err != nil {
+		return wrap(fmt.Sprintf("%s (ResetType %s)", r.op, r.rt), err)
 	}
-	c.log.V(1).Info("reset accepted", "system", sys.ID, "resetType", rt)
+	r.c.log.V(1).Info("reset accepted", "system", r.sys.ID, "resetType", r.rt)
 	return nil
 }
 

@@ -24,6 +24,11 @@ type BMC interface {
 	// with System (controllers requeue). A request that matches the observed
 	// state (On while On or PoweringOn, Off while Off or PoweringOff) is not sent.
 	Power(ctx context.Context, systemID string, action PowerAction, opts ...PowerOption) error
+	// PreparePower does what Power does before its request (reads the system, chooses the reset
+	// type) and returns the request for Send, nil when none is needed (the system is there). A
+	// caller that records its intent before acting does so in between, so that only the request
+	// itself lies between the record and the BMC. The request is sent under ctx.
+	PreparePower(ctx context.Context, systemID string, action PowerAction, opts ...PowerOption) (*PowerRequest, error)
 	// SetBootOnce sets a one-time boot override to target for the next boot.
 	SetBootOnce(ctx context.Context, systemID string, target BootTarget) error
 	// Inventory reads the hardware inventory of one system, best effort per

@@ -2,6 +2,7 @@ package metal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -45,6 +46,15 @@ func (r *ServerReconciler) reportOperation(ctx context.Context, p *serverPass, i
 // event brings the pass that reports it.
 func (r *ServerReconciler) issueOperation(bctx, ctx context.Context, p *serverPass, i opIntent, extra func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
 	a := operationActions[i.op]
+	// Everything before the reset request comes before the intent: a manager stopped in
+	// between then leaves nothing uncertain, and only the request itself lies between the
+	// intent and the BMC.
+	req, perr := p.conn.PreparePower(bctx, p.sysID, a.action, bmc.WithForceFallback())
+	if errors.Is(perr, bmc.ErrNotSent) {
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonOperationFailed, "Operation",
+			"operation %s not sent yet (%v); will retry", i.op, perr)
+		return lifecycle.RequeueAfter(r.Options.RetryAfter, "operation not sent"), nil
+	}
 	issuing := opIntent{op: i.op, phase: intentIssuing, at: i.at}
 	err := r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 		lifecycle.SetAnnotation(s, OperationIntentAnnotation, issuing.String())
@@ -58,7 +68,10 @@ func (r *ServerReconciler) issueOperation(bctx, ctx context.Context, p *serverPa
 	if err != nil {
 		return lifecycle.Result{}, err
 	}
-	aerr := p.conn.Power(bctx, p.sysID, a.action, bmc.WithForceFallback())
+	aerr := perr
+	if aerr == nil && req != nil {
+		aerr = req.Send()
+	}
 	if aerr != nil {
 		aerr = fmt.Errorf("operation %s: %w", i.op, aerr)
 	}
