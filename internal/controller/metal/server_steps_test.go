@@ -11,13 +11,11 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
-	"github.com/metalhub/metalhub/internal/scheme"
 )
 
 // One pass of the Server controller per lifecycle state, driven directly through the lifecycle
@@ -101,12 +99,7 @@ func TestServerStateStep(t *testing.T) {
 			objects := append([]client.Object{s, bmcObject(b, "b"),
 				&metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Data: map[string][]byte{"username": []byte(user), "password": []byte(pass)}},
 			}, tc.objects...)
-			fb := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objects...).
-				WithStatusSubresource(&metalv1alpha1.Server{}, &metalv1alpha1.ServerClaim{}, &metalv1alpha1.ServerBootConfiguration{})
-			for _, i := range append(bmcIndexes(), claimIndexes()...) {
-				fb = fb.WithIndex(i.obj, i.name, i.fn)
-			}
-			c := fb.Build()
+			c := fakeClient(objects...)
 			r := &ServerReconciler{Client: c, Pool: pool, Recorder: events.NewFakeRecorder(100), Options: testOpts}
 			r.init()
 			start := time.Now()

@@ -31,6 +31,18 @@ func freeServer(name string, labels map[string]string, mutate ...func(*metalv1al
 	return s
 }
 
+// fakeClient is a fake client holding objects, with the status subresource of the metal kinds
+// and the controllers' own field indexes: what the single-pass table tests run on.
+func fakeClient(objects ...client.Object) client.Client {
+	fb := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objects...).
+		WithStatusSubresource(&metalv1alpha1.Server{}, &metalv1alpha1.ServerClaim{}, &metalv1alpha1.ServerMaintenance{},
+			&metalv1alpha1.ServerBootConfiguration{})
+	for _, i := range append(bmcIndexes(), claimIndexes()...) {
+		fb = fb.WithIndex(i.obj, i.name, i.fn)
+	}
+	return fb.Build()
+}
+
 // One pass of the claim controller over a new claim, driven directly through the lifecycle
 // Reconciler on a fake client with the controller's field indexes: which server it claims, or
 // which reason it reports. The envtest suites cover the passes that follow.
@@ -103,13 +115,7 @@ func TestClaimBindingStep(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			b := fake.NewClientBuilder().WithScheme(scheme.New()).
-				WithObjects(append([]client.Object{tc.claim}, tc.objects...)...).
-				WithStatusSubresource(&metalv1alpha1.ServerClaim{}, &metalv1alpha1.Server{})
-			for _, i := range claimIndexes() {
-				b = b.WithIndex(i.obj, i.name, i.fn)
-			}
-			c := b.Build()
+			c := fakeClient(append([]client.Object{tc.claim}, tc.objects...)...)
 			r := &ServerClaimReconciler{Client: c, Recorder: events.NewFakeRecorder(100)}
 			r.init()
 			rec := lifecycle.NewReconciler[*metalv1alpha1.ServerClaim](c, func() *metalv1alpha1.ServerClaim { return &metalv1alpha1.ServerClaim{} }, r.handle)

@@ -7,11 +7,9 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/lifecycle"
-	"github.com/metalhub/metalhub/internal/scheme"
 )
 
 // One pass of the maintenance controller, driven directly through the lifecycle Reconciler on a
@@ -89,12 +87,7 @@ func TestMaintenanceStep(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			fb := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(append([]client.Object{tc.m}, tc.objects...)...).
-				WithStatusSubresource(&metalv1alpha1.ServerMaintenance{}, &metalv1alpha1.Server{}, &metalv1alpha1.ServerClaim{})
-			for _, i := range append(bmcIndexes(), claimIndexes()...) {
-				fb = fb.WithIndex(i.obj, i.name, i.fn)
-			}
-			c := fb.Build()
+			c := fakeClient(append([]client.Object{tc.m}, tc.objects...)...)
 			r := &ServerMaintenanceReconciler{Client: c, Recorder: events.NewFakeRecorder(100), RetryAfter: testOpts.RetryAfter}
 			rec := lifecycle.NewReconciler[*metalv1alpha1.ServerMaintenance](c, func() *metalv1alpha1.ServerMaintenance { return &metalv1alpha1.ServerMaintenance{} }, r.handle)
 			if _, err := rec.Reconcile(ctx(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.m)}); err != nil {
