@@ -61,17 +61,30 @@ type syncOutcome struct {
 	retrySoon  bool // the cache lagged behind our own writes: look again shortly
 }
 
-func (r *InfrahubSyncReconciler) handle(ctx context.Context, p *lifecycle.Pass[*infrahubv1alpha1.InfrahubSync]) (lifecycle.Result, error) {
-	s := p.Obj
-	if !s.DeletionTimestamp.IsZero() {
-		return lifecycle.Done(), nil // the garbage collector removes its VidraResources
-	}
-	st := r.settings.Current(ctx)
-	out := r.sync(ctx, p.Client(), s, st.QueryName)
-	if out.retrySoon && out.err == nil {
+// syncPass is one pass over an InfrahubSync: what the sync step did, for the report step.
+type syncPass struct {
+	*lifecycle.Pass[*infrahubv1alpha1.InfrahubSync]
+	settings Settings
+	out      syncOutcome
+}
+
+func (r *InfrahubSyncReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*infrahubv1alpha1.InfrahubSync]) (lifecycle.Result, error) {
+	return lifecycle.Steps(ctx, &syncPass{Pass: lp, settings: r.settings.Current(ctx)},
+		// The garbage collector removes a deleted sync's VidraResources.
+		lifecycle.OnDeletion(func(context.Context, *syncPass) (lifecycle.Result, error) { return lifecycle.Done(), nil }),
+		r.syncStep,
+		r.report,
+	)
+}
+
+// syncStep brings the VidraResources in line with the query; a cache behind our own writes
+// ends the pass to look again shortly, before anything is reported from it.
+func (r *InfrahubSyncReconciler) syncStep(ctx context.Context, p *syncPass) (lifecycle.Result, error) {
+	p.out = r.sync(ctx, p.Client(), p.Obj, p.settings.QueryName)
+	if p.out.retrySoon && p.out.err == nil {
 		return lifecycle.RequeueAfter(lagRetry, "cache behind our writes"), nil
 	}
-	return r.report(ctx, p, out, st.RequeueSyncAfter)
+	return lifecycle.Continue(), nil
 }
 
 // sync queries Infrahub and brings the sync's VidraResources in line. It never writes the sync.
@@ -300,8 +313,8 @@ func controllerName(ref *metav1.OwnerReference) string {
 }
 
 // report writes the status if, and only if, it changed.
-func (r *InfrahubSyncReconciler) report(ctx context.Context, p *lifecycle.Pass[*infrahubv1alpha1.InfrahubSync], out syncOutcome, requeue time.Duration) (lifecycle.Result, error) {
-	s := p.Obj
+func (r *InfrahubSyncReconciler) report(_ context.Context, p *syncPass) (lifecycle.Result, error) {
+	s, out, requeue := p.Obj, p.out, p.settings.RequeueSyncAfter
 	st := s.Status.DeepCopy()
 	rep := lifecycle.Report{LastSuccess: &st.LastSyncTime, LastError: &st.LastError}
 	if !out.keep {

@@ -57,26 +57,33 @@ type deployOutcome struct {
 	observed  bool // an observe-only pass: without drift, the status stays as it was
 }
 
-func (r *VidraResourceReconciler) handle(ctx context.Context, p *lifecycle.Pass[*infrahubv1alpha1.VidraResource]) (lifecycle.Result, error) {
-	vr := p.Obj
-	if !vr.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, p)
-	}
-	if !controllerutil.ContainsFinalizer(vr, finalizer) {
+// deployPass is one pass over a VidraResource: what the deploy step did, for the report step.
+type deployPass struct {
+	*lifecycle.Pass[*infrahubv1alpha1.VidraResource]
+	out     deployOutcome
+	requeue time.Duration // the next periodic look
+}
+
+func (r *VidraResourceReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*infrahubv1alpha1.VidraResource]) (lifecycle.Result, error) {
+	return lifecycle.Steps(ctx, &deployPass{Pass: lp},
+		lifecycle.OnDeletion(r.finalize),
 		// Before anything is applied, so that whatever gets applied is also removed.
-		if err := lifecycle.PatchMetadata(ctx, p.Client(), vr, func(o client.Object) { lifecycle.AddFinalizer(o, finalizer) }); err != nil {
-			return lifecycle.Result{}, err
-		}
-		return lifecycle.Wrote("finalizer added"), nil
-	}
+		lifecycle.EnsureFinalizer[*deployPass](finalizer),
+		r.deployStep,
+		r.report,
+	)
+}
+
+// deployStep applies the manifest in the mode the resource and the settings ask for.
+func (r *VidraResourceReconciler) deployStep(ctx context.Context, p *deployPass) (lifecycle.Result, error) {
 	st := r.settings.Current(ctx)
-	events := vr.Spec.Destination.ReconcileOnEvents || st.EventBasedReconcile
-	out := r.deploy(ctx, vr, events, st.RequeueResourcesAfter)
-	requeue := st.RequeueResourcesAfter
-	if out.nextCheck > 0 {
-		requeue = out.nextCheck
+	events := p.Obj.Spec.Destination.ReconcileOnEvents || st.EventBasedReconcile
+	p.out = r.deploy(ctx, p.Obj, events, st.RequeueResourcesAfter)
+	p.requeue = st.RequeueResourcesAfter
+	if p.out.nextCheck > 0 {
+		p.requeue = p.out.nextCheck
 	}
-	return r.report(ctx, p, out, requeue)
+	return lifecycle.Continue(), nil
 }
 
 // deploy applies the manifest and prunes what left it. It never writes the VidraResource.
@@ -209,7 +216,7 @@ func (r *VidraResourceReconciler) liveOwner(ctx context.Context, live metav1.Obj
 }
 
 // finalize removes what the VidraResource applied, then its finalizer.
-func (r *VidraResourceReconciler) finalize(ctx context.Context, p *lifecycle.Pass[*infrahubv1alpha1.VidraResource]) (lifecycle.Result, error) {
+func (r *VidraResourceReconciler) finalize(ctx context.Context, p *deployPass) (lifecycle.Result, error) {
 	vr := p.Obj
 	if !controllerutil.ContainsFinalizer(vr, finalizer) {
 		r.memory.forget(vr.Name)
@@ -218,7 +225,9 @@ func (r *VidraResourceReconciler) finalize(ctx context.Context, p *lifecycle.Pas
 	r.memory.forget(vr.Name) // our own deletes must not bring passes
 	if err := r.cleanup(ctx, vr); err != nil {
 		logf.FromContext(ctx).Info("cannot remove applied objects yet", "error", err.Error())
-		res, werr := r.report(ctx, p, deployOutcome{err: lifecycle.WithReason(infrahubv1alpha1.ReasonCleanupFailed, err), keep: true}, cleanupRetry)
+		p.out = deployOutcome{err: lifecycle.WithReason(infrahubv1alpha1.ReasonCleanupFailed, err), keep: true}
+		p.requeue = cleanupRetry
+		res, werr := r.report(ctx, p)
 		if werr != nil {
 			return res, werr
 		}
@@ -262,8 +271,8 @@ func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alp
 }
 
 // report writes the status if, and only if, it changed: an unchanged pass writes nothing.
-func (r *VidraResourceReconciler) report(ctx context.Context, p *lifecycle.Pass[*infrahubv1alpha1.VidraResource], out deployOutcome, requeue time.Duration) (lifecycle.Result, error) {
-	vr := p.Obj
+func (r *VidraResourceReconciler) report(_ context.Context, p *deployPass) (lifecycle.Result, error) {
+	vr, out, requeue := p.Obj, p.out, p.requeue
 	if out.observed && out.err == nil && len(out.drift) == 0 {
 		return lifecycle.RequeueAfter(requeue, "nothing drifted"), nil
 	}
