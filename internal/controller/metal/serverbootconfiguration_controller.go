@@ -49,11 +49,21 @@ func (r *ServerBootConfigurationReconciler) SetupWithManager(mgr ctrl.Manager) e
 	return b.Complete(rec)
 }
 
-func (r *ServerBootConfigurationReconciler) handle(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerBootConfiguration]) (lifecycle.Result, error) {
+type bootConfigPass = lifecycle.Pass[*metalv1alpha1.ServerBootConfiguration]
+
+func (r *ServerBootConfigurationReconciler) handle(ctx context.Context, p *bootConfigPass) (lifecycle.Result, error) {
+	return lifecycle.Steps(ctx, p,
+		// Nothing to undo: a deleted configuration goes with its owner's finalizer.
+		lifecycle.OnDeletion(func(context.Context, *bootConfigPass) (lifecycle.Result, error) { return lifecycle.Done(), nil }),
+		lifecycle.DoneIf[*bootConfigPass](ignored),
+		r.provide,
+	)
+}
+
+// provide reports the configuration's state: the built-in provider's verdict, or Pending for
+// an external provider until it reports.
+func (r *ServerBootConfigurationReconciler) provide(ctx context.Context, p *bootConfigPass) (lifecycle.Result, error) {
 	sbc := p.Obj
-	if !sbc.DeletionTimestamp.IsZero() || sbc.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore {
-		return lifecycle.Done(), nil
-	}
 	st := sbc.Status.DeepCopy()
 	if r.External {
 		if st.State != "" {
@@ -94,7 +104,7 @@ type bootVerdict struct {
 }
 
 // evaluate is the built-in provider's verdict: Ready once the user's input is complete.
-func (r *ServerBootConfigurationReconciler) evaluate(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerBootConfiguration]) (bootVerdict, error) {
+func (r *ServerBootConfigurationReconciler) evaluate(ctx context.Context, p *bootConfigPass) (bootVerdict, error) {
 	sbc := p.Obj
 	bad, err := bootInputProblem(ctx, p.Client(), sbc.Namespace, sbc.Spec.Image, sbc.Spec.IgnitionSecretRef)
 	switch {
