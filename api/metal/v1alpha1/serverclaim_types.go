@@ -50,6 +50,10 @@ type ServerClaimStatus struct {
 	// Phase is Bound or Unbound.
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
+	// ServerPowerState is the bound server's power as last observed (its status.powerState), so
+	// that the claim tells whether spec.power has been carried out.
+	// +optional
+	ServerPowerState PowerState `json:"serverPowerState,omitempty"`
 	// Conditions say why a claim is unbound or not ready.
 	// +optional
 	// +listType=map
@@ -67,6 +71,7 @@ type ServerClaimStatus struct {
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`
 // +kubebuilder:printcolumn:name="Power",type=string,JSONPath=`.spec.power`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="ServerPower",type=string,JSONPath=`.status.serverPowerState`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ServerClaim struct {
 	metav1.TypeMeta   `json:",inline"`

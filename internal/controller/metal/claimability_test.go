@@ -108,7 +108,8 @@ func TestClaimRelevant(t *testing.T) {
 		{"state moved", base, func(s *metalv1alpha1.Server) {
 			s.Annotations[lifecycle.StateAnnotation] = string(metalv1alpha1.ServerStateParked)
 		}, true},
-		{"power of a Reserved server", claimedReserved, func(s *metalv1alpha1.Server) { s.Status.PowerState = metalv1alpha1.PowerStateOn }, false},
+		{"power of a Reserved server (the claim shows it)", claimedReserved, func(s *metalv1alpha1.Server) { s.Status.PowerState = metalv1alpha1.PowerStateOn }, true},
+		{"inventory of a Reserved server", claimedReserved, func(s *metalv1alpha1.Server) { s.Status.BIOSVersion = "2.19.1" }, false},
 		{"power of a claimed server in maintenance", claimedMaint, func(s *metalv1alpha1.Server) { s.Status.PowerState = metalv1alpha1.PowerStateOn }, true},
 	}
 	for _, tc := range cases {

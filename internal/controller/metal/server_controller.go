@@ -3,6 +3,7 @@ package metal
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -80,12 +81,12 @@ func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("server").
 		For(&metalv1alpha1.Server{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(), mirrorDrifted()))).
-		Watches(&metalv1alpha1.ServerClaim{}, handler.EnqueueRequestsFromMapFunc(claimedServer)).
+		Watches(&metalv1alpha1.ServerClaim{}, handler.EnqueueRequestsFromMapFunc(claimedServers(r.Client)), builder.WithPredicates(claimSpecChanged())).
 		Watches(&metalv1alpha1.ServerMaintenance{}, handler.EnqueueRequestsFromMapFunc(maintainedServer)).
 		// A claimed server powers on once its boot configuration is Ready: the boot provider's
 		// status write is the one status change of another object we wait for.
 		Watches(&metalv1alpha1.ServerBootConfiguration{}, handler.EnqueueRequestsFromMapFunc(bootConfiguredServer),
-			builder.WithPredicates(bootStateChanged())).
+			builder.WithPredicates(bootStateChanged(r.Options.Claims.ExternalBootProvider))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
 		Complete(rec)
 }
@@ -108,12 +109,37 @@ func mirrorDrifted() predicate.Predicate {
 	}
 }
 
-func claimedServer(_ context.Context, o client.Object) []ctrl.Request {
-	c := o.(*metalv1alpha1.ServerClaim)
-	if c.Spec.ServerRef == nil || c.Spec.ServerRef.Name == "" {
-		return nil
+// claimedServers maps a claim to the servers that point at it (the server side of a binding is
+// written first, so this finds the server before the claim names it), and to the one it names.
+func claimedServers(c client.Reader) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []ctrl.Request {
+		claim := o.(*metalv1alpha1.ServerClaim)
+		var reqs []ctrl.Request
+		list := &metalv1alpha1.ServerList{}
+		if err := c.List(ctx, list, client.MatchingFields{indexServerClaimRef: claimKey(claim)}, client.UnsafeDisableDeepCopy); err == nil {
+			for i := range list.Items {
+				reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKey{Name: list.Items[i].Name}})
+			}
+		}
+		if ref := claim.Spec.ServerRef; ref != nil && ref.Name != "" && !slices.ContainsFunc(reqs, func(q ctrl.Request) bool { return q.Name == ref.Name }) {
+			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKey{Name: ref.Name}})
+		}
+		return reqs
 	}
-	return []ctrl.Request{{NamespacedName: client.ObjectKey{Name: c.Spec.ServerRef.Name}}}
+}
+
+// claimSpecChanged passes the claim changes a Server acts on: its power, its deletion (and
+// creation and removal). The claim's own bookkeeping (finalizer, serverRef, status) is not for
+// the server: it already points at the claim, and each of those would cost it a pass.
+func claimSpecChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, okO := e.ObjectOld.(*metalv1alpha1.ServerClaim)
+			n, okN := e.ObjectNew.(*metalv1alpha1.ServerClaim)
+			return !okO || !okN || o.Spec.Power != n.Spec.Power ||
+				!equality.Semantic.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp)
+		},
+	}
 }
 
 func bootConfiguredServer(_ context.Context, o client.Object) []ctrl.Request {
@@ -124,12 +150,18 @@ func bootConfiguredServer(_ context.Context, o client.Object) []ctrl.Request {
 	return []ctrl.Request{{NamespacedName: client.ObjectKey{Name: b.Spec.ServerRef.Name}}}
 }
 
-func bootStateChanged() predicate.Predicate {
+// bootStateChanged passes a boot configuration's state changes. With the built-in provider the
+// Server judges an unjudged configuration itself (bootConfigurationReady), so the provider's
+// first verdict, Ready, tells it nothing new; an Error, or leaving one, does.
+func bootStateChanged(external bool) predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, okO := e.ObjectOld.(*metalv1alpha1.ServerBootConfiguration)
 			n, okN := e.ObjectNew.(*metalv1alpha1.ServerBootConfiguration)
-			return okO && okN && o.Status.State != n.Status.State
+			if !okO || !okN || o.Status.State == n.Status.State {
+				return false
+			}
+			return external || o.Status.State != "" || n.Status.State != metalv1alpha1.ServerBootConfigurationStateReady
 		},
 	}
 }

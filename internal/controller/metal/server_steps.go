@@ -107,8 +107,11 @@ func (r *ServerReconciler) bootReady(ctx context.Context, p *serverPass) (bool, 
 	return ready, why, err
 }
 
-// bootConfigurationReady reports whether a boot configuration is Ready; when not, why, and the
-// object (nil when it does not exist).
+// bootConfigurationReady reports whether a boot configuration is Ready for this server; when
+// not, why, and the object (nil when it does not exist). One that names another server is never
+// Ready for this one. With the built-in provider, one it has not judged yet is judged here, by
+// the same rule (bootInputProblem): waiting for the provider's status write would put it in
+// every claim's path, a Server pass more per claim.
 func (r *ServerReconciler) bootConfigurationReady(ctx context.Context, p *serverPass, ns, name string) (bool, string, *metalv1alpha1.ServerBootConfiguration, error) {
 	sbc := &metalv1alpha1.ServerBootConfiguration{}
 	if err := p.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sbc); err != nil {
@@ -117,8 +120,21 @@ func (r *ServerReconciler) bootConfigurationReady(ctx context.Context, p *server
 		}
 		return false, "", nil, fmt.Errorf("reading boot configuration %s/%s: %w", ns, name, err)
 	}
-	if sbc.Status.State == metalv1alpha1.ServerBootConfigurationStateReady {
+	if sbc.Spec.ServerRef.Name != p.Obj.Name {
+		return false, fmt.Sprintf("boot configuration %s/%s is for server %q", ns, name, sbc.Spec.ServerRef.Name), sbc, nil
+	}
+	switch {
+	case sbc.Status.State == metalv1alpha1.ServerBootConfigurationStateReady:
 		return true, "", sbc, nil
+	case sbc.Status.State == "" && !r.Options.Claims.ExternalBootProvider:
+		bad, err := bootInputProblem(ctx, p.c, ns, sbc.Spec.Image, sbc.Spec.IgnitionSecretRef)
+		if err != nil {
+			return false, "", sbc, err
+		}
+		if bad == nil {
+			return true, "", sbc, nil
+		}
+		return false, fmt.Sprintf("boot configuration %s/%s: %s", ns, name, bad.msg), sbc, nil
 	}
 	return false, fmt.Sprintf("waiting for boot configuration %s/%s to be Ready (%s)", ns, name,
 		cmp.Or(string(sbc.Status.State), string(metalv1alpha1.ServerBootConfigurationStatePending))), sbc, nil

@@ -185,8 +185,8 @@ func pendingMaintenance(ctx context.Context, c client.Reader, server string) (st
 	return "", nil
 }
 
-// claimServer points the server at the claim (and at the claim's boot configuration, which comes
-// next) with an optimistic lock. A conflict means someone else changed the server: the pass is
+// claimServer points the server at the claim (and at the claim's boot configuration, created
+// right after) with an optimistic lock. A conflict means someone else changed the server: the pass is
 // retried on fresh data, where the server may be taken.
 func (r *ServerClaimReconciler) claimServer(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server) (lifecycle.Result, error) {
 	c := p.Obj
@@ -210,6 +210,13 @@ func (r *ServerClaimReconciler) claimServer(ctx context.Context, p *lifecycle.Pa
 	}
 	r.recordBind(c.UID, s.Name, replaced)
 	ctrl.LoggerFrom(ctx).V(1).Info("server reserved for claim", "server", s.Name)
+	// The boot configuration follows the lock at once, now that the server is ours, so that the
+	// Server's first look at its claim finds it and goes to Reserved and powers on in one write.
+	// Never before the lock: a boot provider serves what a configuration names for its server.
+	// A failure here is the next pass's to retry or report (bound).
+	if _, _, err := r.ensureBootConfiguration(ctx, p, s); err != nil {
+		ctrl.LoggerFrom(ctx).Info("boot configuration not created with the binding; the next pass retries", "server", s.Name, "error", err.Error())
+	}
 	// The server's watch event brings the next pass; the requeue is a safety net.
 	return lifecycle.RequeueAfter(time.Second, "server reserved"), nil
 }

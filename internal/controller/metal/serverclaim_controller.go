@@ -32,9 +32,6 @@ import (
 // configuration is gone. The reference's name, so migrated claims are handled alike.
 const ServerClaimFinalizer = "metal.ironcore.dev/serverclaim"
 
-// boundNext is how soon a claim just reported Bound goes on to its boot configuration.
-const boundNext = 10 * time.Millisecond
-
 // bindTTL bounds how long an in-flight binding is remembered (as lifecycle's guard does): if the
 // server's watch event never shows, the claim must not stay blocked.
 const bindTTL = 30 * time.Second
@@ -227,13 +224,9 @@ func (r *ServerClaimReconciler) bound(ctx context.Context, p *lifecycle.Pass[*me
 		return lifecycle.Wrote("bound"), nil
 	}
 
-	if c.Status.Phase != metalv1alpha1.PhaseBound {
-		// Bound is reported as soon as both sides name each other: that is what binding is, and
-		// the boot configuration, its provider and the power-on all follow on their own. A
-		// status write brings no event, so the pass asks for the next one itself.
-		return r.report(ctx, p, metalv1alpha1.PhaseBound, metav1.ConditionTrue, metalv1alpha1.ReasonBound, "bound to server "+s.Name,
-			lifecycle.RequeueAfter(boundNext, "bound; boot configuration next"))
-	}
+	c.Status.ServerPowerState = s.Status.PowerState
+	// The boot configuration exists, and the server points at it, before the claim reports
+	// Bound: whoever waits for Bound finds the server on its way.
 	if reason, msg, err := r.ensureBootConfiguration(ctx, p, s); err != nil || reason != "" {
 		if err != nil {
 			return lifecycle.Result{}, err
@@ -309,6 +302,7 @@ func (r *ServerClaimReconciler) unpoint(ctx context.Context, p *lifecycle.Pass[*
 // unbound reports why the claim holds no server and waits: freed servers, changed Secrets and
 // spec changes wake it; the resync is a safety net.
 func (r *ServerClaimReconciler) unbound(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], reason, msg string) (lifecycle.Result, error) {
+	p.Obj.Status.ServerPowerState = ""
 	return r.report(ctx, p, metalv1alpha1.PhaseUnbound, metav1.ConditionFalse, reason, msg, lifecycle.RequeueAfter(r.Options.Resync, reason))
 }
 
@@ -351,6 +345,7 @@ func (r *ServerClaimReconciler) finalize(ctx context.Context, p *lifecycle.Pass[
 		return lifecycle.Done(), nil
 	}
 	for _, s := range held {
+		c.Status.ServerPowerState = s.Status.PowerState // the claim shows the release powering it off
 		state, _ := serverStore.Get(s)
 		switch {
 		case !s.DeletionTimestamp.IsZero():

@@ -383,11 +383,13 @@ func TestClaimPowerAndReclaim(t *testing.T) {
 		waitState(t, name, metalv1alpha1.ServerStateReserved, 10*time.Second)
 		waitSystemPower(t, bmcs[i], redfish.PowerOn, 10*time.Second)
 		waitPower(t, name, metalv1alpha1.PowerStateOn, 10*time.Second)
+		waitClaimPower(t, ns, fmt.Sprintf("reclaim-%d", i), metalv1alpha1.PowerStateOn)
 	}
 
-	// Power follows the claim.
+	// Power follows the claim, and the claim shows it.
 	updateClaim(t, ns, "reclaim-0", func(c *metalv1alpha1.ServerClaim) { c.Spec.Power = metalv1alpha1.PowerOff })
 	waitSystemPower(t, bmcs[0], redfish.PowerOff, 10*time.Second)
+	waitClaimPower(t, ns, "reclaim-0", metalv1alpha1.PowerStateOff)
 	updateClaim(t, ns, "reclaim-0", func(c *metalv1alpha1.ServerClaim) { c.Spec.Power = metalv1alpha1.PowerOn })
 	waitSystemPower(t, bmcs[0], redfish.PowerOn, 10*time.Second)
 	waitPower(t, recycle, metalv1alpha1.PowerStateOn, 10*time.Second)
@@ -450,6 +452,18 @@ func TestClaimPowerAndReclaim(t *testing.T) {
 		waitEvent(t, "reclaim-0", reason)
 	}
 	checkNoDoubleWrites(t)
+}
+
+// waitClaimPower waits for the claim to show its server's power.
+func waitClaimPower(t *testing.T, ns, name string, want metalv1alpha1.PowerState) {
+	t.Helper()
+	eventually(t, 10*time.Second, "claim "+name+" shows server power "+string(want), func() (bool, string) {
+		c := getClaim(ns, name)
+		if c == nil {
+			return false, "claim missing"
+		}
+		return c.Status.ServerPowerState == want, string(c.Status.ServerPowerState)
+	})
 }
 
 // Bad input — an empty image, a missing ignition Secret, an invalid selector — gives a
