@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -56,10 +58,12 @@ type clusterRegistry struct {
 	localHTTP   *http.Client
 	localMapper meta.RESTMapper
 	secrets     client.Reader // cache of Secrets labelled cluster-kubeconfig
-	namespace   string
-	timeout     time.Duration
-	onEvent     func(objectEvent)
-	log         logr.Logger
+	scope       secretScope
+	// insecure lets kubeconfigs run plugins and read files (--delivery-insecure-kubeconfig).
+	insecure bool
+	timeout  time.Duration
+	onEvent  func(objectEvent)
+	log      logr.Logger
 
 	started chan struct{}
 	ctx     context.Context // the manager's, once started
@@ -70,10 +74,10 @@ type clusterRegistry struct {
 }
 
 func newClusterRegistry(scheme *runtime.Scheme, cfg *rest.Config, hc *http.Client, mapper meta.RESTMapper,
-	secrets client.Reader, namespace string, timeout time.Duration, onEvent func(objectEvent), log logr.Logger) *clusterRegistry {
+	secrets client.Reader, scope secretScope, insecure bool, timeout time.Duration, onEvent func(objectEvent), log logr.Logger) *clusterRegistry {
 	return &clusterRegistry{
 		scheme: scheme, localCfg: cfg, localHTTP: hc, localMapper: mapper,
-		secrets: secrets, namespace: namespace, timeout: timeout, onEvent: onEvent, log: log,
+		secrets: secrets, scope: scope, insecure: insecure, timeout: timeout, onEvent: onEvent, log: log,
 		started: make(chan struct{}), remotes: map[string]*target{},
 	}
 }
@@ -116,7 +120,7 @@ func (r *clusterRegistry) get(ctx context.Context, server string) (*target, erro
 		}
 		return r.local, nil
 	}
-	s, err := findLabelledSecret(ctx, r.secrets, r.namespace, infrahubv1alpha1.ClusterKubeconfigLabel, server, infrahubv1alpha1.ReasonKubeconfigNotFound)
+	s, err := findLabelledSecret(ctx, r.secrets, r.scope, infrahubv1alpha1.ClusterKubeconfigLabel, server, infrahubv1alpha1.ReasonKubeconfigNotFound)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +136,7 @@ func (r *clusterRegistry) get(ctx context.Context, server string) (*target, erro
 	if t := r.remotes[key]; t != nil && t.fingerprint == fp {
 		return t, nil
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	cfg, err := restConfigFromKubeconfig(data, r.insecure)
 	if err != nil {
 		return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonKubeconfigInvalid, "Secret %s/%s: %v", s.Namespace, s.Name, err)
 	}
@@ -195,3 +199,57 @@ func (r *clusterRegistry) newTarget(key, fp string, cfg *rest.Config, hc *http.C
 // id identifies a target and the credentials it was built with: applied-object memory of one
 // id is void for another.
 func (t *target) id() string { return t.key + "@" + t.fingerprint }
+
+// restConfigFromKubeconfig builds the client configuration of a destination cluster. Unless
+// insecure, a kubeconfig that would run a program in the operator's pod (exec, auth-provider
+// plugins) or read its files (tokenFile, certificate and key paths) is refused: whoever can
+// write the Secret could otherwise run commands as the operator or read its credentials.
+func restConfigFromKubeconfig(data []byte, insecure bool) (*rest.Config, error) {
+	kc, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, err
+	}
+	if !insecure {
+		if err := kubeconfigProblem(kc); err != nil {
+			return nil, err
+		}
+	}
+	return clientcmd.NewDefaultClientConfig(*kc, &clientcmd.ConfigOverrides{}).ClientConfig()
+}
+
+// kubeconfigProblem names the first thing in kc that reaches outside the kubeconfig itself.
+func kubeconfigProblem(kc *clientcmdapi.Config) error {
+	refuse := func(entry, name, what string) error {
+		return fmt.Errorf("%s %q uses %s, refused (embed the data instead, or start the operator with --delivery-insecure-kubeconfig)", entry, name, what)
+	}
+	for _, name := range sortedKeys(kc.AuthInfos) {
+		a := kc.AuthInfos[name]
+		switch {
+		case a.Exec != nil:
+			return refuse("user", name, "an exec plugin")
+		case a.AuthProvider != nil:
+			return refuse("user", name, "an auth-provider plugin")
+		case a.TokenFile != "":
+			return refuse("user", name, "tokenFile")
+		case a.ClientCertificate != "":
+			return refuse("user", name, "a client-certificate file")
+		case a.ClientKey != "":
+			return refuse("user", name, "a client-key file")
+		}
+	}
+	for _, name := range sortedKeys(kc.Clusters) {
+		if kc.Clusters[name].CertificateAuthority != "" {
+			return refuse("cluster", name, "a certificate-authority file")
+		}
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

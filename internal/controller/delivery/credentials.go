@@ -23,15 +23,15 @@ var (
 
 // credentials finds the Secret for an Infrahub URL and turns it into a client configuration.
 type credentials struct {
-	reader    client.Reader // cache of Secrets labelled infrahub-api-url
-	namespace string
-	timeout   time.Duration
+	reader  client.Reader // cache of Secrets labelled infrahub-api-url
+	scope   secretScope
+	timeout time.Duration
 }
 
 // config returns the client configuration for rawURL. The Secret's content never appears in
 // errors or logs; its name does.
 func (c *credentials) config(ctx context.Context, rawURL string) (infrahub.Config, error) {
-	s, err := findLabelledSecret(ctx, c.reader, c.namespace, infrahubv1alpha1.InfrahubAPIURLLabel, rawURL, infrahubv1alpha1.ReasonCredentialsNotFound)
+	s, err := findLabelledSecret(ctx, c.reader, c.scope, infrahubv1alpha1.InfrahubAPIURLLabel, rawURL, infrahubv1alpha1.ReasonCredentialsNotFound)
 	if err != nil {
 		return infrahub.Config{}, err
 	}

@@ -19,9 +19,14 @@ type Options struct {
 	Settings Settings
 	// SettingsNamespace is where the settings ConfigMap is looked for; "" means any namespace.
 	SettingsNamespace string
+	// OperatorNamespace is the operator's own namespace (the manager sets it).
+	OperatorNamespace string
 	// SecretsNamespace is where Infrahub credentials and cluster kubeconfig Secrets are looked
-	// for; "" means any namespace.
+	// for: "" means the operator's namespace, AnyNamespace every namespace (the operator's
+	// first).
 	SecretsNamespace string
+	// InsecureKubeconfig accepts kubeconfigs that run plugins or read files in the operator's pod.
+	InsecureKubeconfig bool
 	// InfrahubTimeout bounds every request to Infrahub.
 	InfrahubTimeout time.Duration
 	// ClusterTimeout bounds every request to a destination cluster, and how long a pass waits
@@ -80,6 +85,9 @@ func (o Options) withDefaults() Options {
 	if o.DownloadConcurrency <= 0 {
 		o.DownloadConcurrency = d.DownloadConcurrency
 	}
+	if o.OperatorNamespace == "" {
+		o.OperatorNamespace = "default"
+	}
 	return o
 }
 
@@ -97,7 +105,11 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SettingsNamespace, "delivery-settings-namespace", o.SettingsNamespace,
 		"Namespace of the settings ConfigMap labelled app=vidra; empty means any namespace.")
 	fs.StringVar(&o.SecretsNamespace, "delivery-secrets-namespace", o.SecretsNamespace,
-		"Namespace of the Infrahub credentials and cluster kubeconfig Secrets; empty means any namespace.")
+		"Namespace of the Infrahub credentials and cluster kubeconfig Secrets; empty means the operator's namespace, "+
+			"'*' any namespace (the operator's first): then anyone who can create a Secret anywhere can redirect a sync.")
+	fs.BoolVar(&o.InsecureKubeconfig, "delivery-insecure-kubeconfig", o.InsecureKubeconfig,
+		"Accept cluster kubeconfigs with exec or auth-provider plugins, tokenFile or certificate and key file paths "+
+			"(they run programs or read files in the operator's pod).")
 	fs.DurationVar(&o.InfrahubTimeout, "delivery-infrahub-timeout", o.InfrahubTimeout, "Timeout of each request to Infrahub.")
 	fs.DurationVar(&o.ClusterTimeout, "delivery-cluster-timeout", o.ClusterTimeout, "Timeout of each request to a destination cluster.")
 	fs.Var(&listFlag{&o.Policy.AllowedKinds}, "delivery-allowed-kinds",

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
@@ -52,10 +53,48 @@ func hostKey(rawURL string) string {
 	return net.JoinHostPort(strings.ToLower(u.Hostname()), u.Port())
 }
 
-// findLabelledSecret finds the one Secret whose label key names the host of rawURL. The most
-// specific label value wins; two Secrets on the same value are an error rather than a coin toss.
-// notFoundReason is the condition reason when there is none.
-func findLabelledSecret(ctx context.Context, r client.Reader, namespace, key, rawURL, notFoundReason string) (*corev1.Secret, error) {
+// AnyNamespace as --delivery-secrets-namespace widens the Secret lookup to every namespace.
+const AnyNamespace = "*"
+
+// secretScope is where credentials and kubeconfig Secrets are read from: the operator's own
+// namespace, or (widened by the admin) every namespace, the operator's still first. Anyone who
+// can create a Secret in a namespace read here can point syncs at credentials and clusters of
+// their choosing, so the default is the one namespace only the admin writes to.
+type secretScope struct {
+	own string // the operator's namespace, or the one namespace the flag names
+	any bool
+}
+
+func newSecretScope(flag, operatorNamespace string) secretScope {
+	switch flag {
+	case AnyNamespace:
+		return secretScope{own: operatorNamespace, any: true}
+	case "":
+		return secretScope{own: operatorNamespace}
+	}
+	return secretScope{own: flag}
+}
+
+// cacheNamespaces is what the Secret caches hold: nil means every namespace.
+func (s secretScope) cacheNamespaces() map[string]cache.Config {
+	if s.any {
+		return nil
+	}
+	return map[string]cache.Config{s.own: {}}
+}
+
+func (s secretScope) String() string {
+	if s.any {
+		return "any namespace (" + s.own + " first)"
+	}
+	return "namespace " + s.own
+}
+
+// findLabelledSecret finds the one Secret whose label key names the host of rawURL, by a fixed
+// precedence: the scope's own namespace before any other, then within it the most specific
+// label value (host_port before host). Two Secrets on the same step are an error rather than a
+// coin toss. notFoundReason is the condition reason when there is none.
+func findLabelledSecret(ctx context.Context, r client.Reader, scope secretScope, key, rawURL, notFoundReason string) (*corev1.Secret, error) {
 	values, err := hostLabelValues(rawURL)
 	if err != nil {
 		return nil, lifecycle.WithReason(notFoundReason, err)
@@ -66,38 +105,36 @@ func findLabelledSecret(ctx context.Context, r client.Reader, namespace, key, ra
 	}
 	var list corev1.SecretList
 	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*req)}}
-	if namespace != "" {
-		opts = append(opts, client.InNamespace(namespace))
+	if !scope.any {
+		opts = append(opts, client.InNamespace(scope.own))
 	}
 	if err := r.List(ctx, &list, opts...); err != nil {
 		return nil, fmt.Errorf("listing Secrets labelled %s: %w", key, err)
 	}
-	for _, v := range values {
-		var found []corev1.Secret
-		for _, s := range list.Items {
-			if s.Labels[key] == v {
-				found = append(found, s)
+	for _, own := range []bool{true, false} {
+		for _, v := range values {
+			var found []corev1.Secret
+			for _, s := range list.Items {
+				if s.Labels[key] == v && (s.Namespace == scope.own) == own {
+					found = append(found, s)
+				}
+			}
+			switch len(found) {
+			case 0:
+				continue
+			case 1:
+				return &found[0], nil
+			default:
+				names := make([]string, 0, len(found))
+				for _, s := range found {
+					names = append(names, s.Namespace+"/"+s.Name)
+				}
+				sort.Strings(names)
+				return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonSecretAmbiguous, "%d Secrets are labelled %s=%s (%s); keep one", len(found), key, v, strings.Join(names, ", "))
 			}
 		}
-		switch len(found) {
-		case 0:
-			continue
-		case 1:
-			return &found[0], nil
-		default:
-			names := make([]string, 0, len(found))
-			for _, s := range found {
-				names = append(names, s.Namespace+"/"+s.Name)
-			}
-			sort.Strings(names)
-			return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonSecretAmbiguous, "%d Secrets are labelled %s=%s (%s); keep one", len(found), key, v, strings.Join(names, ", "))
-		}
 	}
-	where := "any namespace"
-	if namespace != "" {
-		where = "namespace " + namespace
-	}
-	return nil, lifecycle.Reasonf(notFoundReason, "no Secret labelled %s=%s in %s", key, strings.Join(values, " or "), where)
+	return nil, lifecycle.Reasonf(notFoundReason, "no Secret labelled %s=%s in %s", key, strings.Join(values, " or "), scope)
 }
 
 // secretValue returns the first non-empty key of a Secret, trimmed: values created with

@@ -66,6 +66,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		return nil, err
 	}
 	log := mgr.GetLogger().WithName("delivery")
+	scope := newSecretScope(o.SecretsNamespace, o.OperatorNamespace)
 	if o.Events == nil {
 		ev, err := eventsink.New(mgr, eventsink.Options{})
 		if err != nil {
@@ -78,14 +79,14 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 	// Secrets and the settings ConfigMap come from caches of our own that hold only what
 	// carries our labels: the manager's cache would hold every Secret of the cluster.
 	credCache, err := labelledCache(mgr, map[client.Object]cache.ByObject{
-		&corev1.Secret{}:    {Label: hasLabel(infrahubv1alpha1.InfrahubAPIURLLabel), Namespaces: only(o.SecretsNamespace)},
+		&corev1.Secret{}:    {Label: hasLabel(infrahubv1alpha1.InfrahubAPIURLLabel), Namespaces: scope.cacheNamespaces()},
 		&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{SettingsLabel: SettingsLabelValue}), Namespaces: only(o.SettingsNamespace)},
 	})
 	if err != nil {
 		return nil, err
 	}
 	kubeconfigCache, err := labelledCache(mgr, map[client.Object]cache.ByObject{
-		&corev1.Secret{}: {Label: hasLabel(infrahubv1alpha1.ClusterKubeconfigLabel), Namespaces: only(o.SecretsNamespace)},
+		&corev1.Secret{}: {Label: hasLabel(infrahubv1alpha1.ClusterKubeconfigLabel), Namespaces: scope.cacheNamespaces()},
 	})
 	if err != nil {
 		return nil, err
@@ -107,7 +108,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 
 	sr := &InfrahubSyncReconciler{
 		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), scheme: mgr.GetScheme(), settings: settings,
-		creds:   &credentials{reader: credCache, namespace: o.SecretsNamespace, timeout: o.InfrahubTimeout},
+		creds:   &credentials{reader: credCache, scope: scope, timeout: o.InfrahubTimeout},
 		clients: &infrahub.Cache{}, recorder: rec, downloads: o.DownloadConcurrency, now: time.Now,
 	}
 	sr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.InfrahubSync { return &infrahubv1alpha1.InfrahubSync{} }, sr.handle)
@@ -124,7 +125,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		vrEvents <- event.GenericEvent{Object: &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: name}}}
 	}
 	vr.clusters = newClusterRegistry(mgr.GetScheme(), mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper(),
-		kubeconfigCache, o.SecretsNamespace, o.ClusterTimeout,
+		kubeconfigCache, scope, o.InsecureKubeconfig, o.ClusterTimeout,
 		func(ev objectEvent) { vr.onObjectEvent(ev, enqueueVR) }, log.WithName("clusters"))
 
 	setr := &SettingsReconciler{source: settings, client: mgr.GetClient(), recorder: rec,
