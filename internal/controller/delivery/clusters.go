@@ -175,9 +175,10 @@ func (r *clusterRegistry) newTarget(key, fp string, cfg *rest.Config, hc *http.C
 	}
 	ca, err := cache.New(cfg, cache.Options{
 		HTTPClient: hc, Scheme: r.scheme, Mapper: mapper,
-		// Only objects we applied; metadata only (PartialObjectMetadata), managedFields dropped.
+		// Only objects we applied; metadata only (PartialObjectMetadata), and of the managed
+		// fields only our apply's (drift is judged by it).
 		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue}),
-		DefaultTransform:     cache.TransformStripManagedFields(),
+		DefaultTransform:     keepOwnManagedFields,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cache for %s: %w", key, err)

@@ -2,8 +2,9 @@ package delivery
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -228,12 +229,32 @@ func (r objectRef) key() string {
 	return r.GVK.Group + "/" + r.GVK.Kind + "/" + r.Namespace + "/" + r.Name
 }
 
-// driftToken summarises what of an object's metadata moves when someone else changes it: the
-// generation (spec) and labels/annotations where the kind counts generations, else the
-// resourceVersion. It is recorded after each apply; a different token later means drift.
+// driftToken summarises what of an object is ours: the fields our field manager's apply owns.
+// A field someone else changes (kubectl edit, another controller, a forced apply) changes owner
+// and leaves our set, so a different token later means drift; a change to fields we never set
+// (the Deployment controller's revision annotation, which also moves a Deployment's generation)
+// leaves it as it was. "" when we own nothing of the object.
 func driftToken(m metav1.Object) string {
-	if g := m.GetGeneration(); g > 0 {
-		return "g" + strconv.FormatInt(g, 10) + "|" + mapDigest(m.GetLabels()) + "|" + mapDigest(m.GetAnnotations())
+	for _, f := range m.GetManagedFields() {
+		if f.Manager == FieldManager && f.Operation == metav1.ManagedFieldsOperationApply && f.FieldsV1 != nil {
+			sum := sha256.Sum256(append([]byte(f.APIVersion+"\x00"), f.FieldsV1.Raw...))
+			return hex.EncodeToString(sum[:12])
+		}
 	}
-	return "rv" + m.GetResourceVersion()
+	return ""
+}
+
+// keepOwnManagedFields is the watch caches' transform: of the managed fields, only our apply's
+// entry is kept (what driftToken reads), the rest dropped to save memory.
+func keepOwnManagedFields(i any) (any, error) {
+	if o, ok := i.(metav1.Object); ok {
+		var own []metav1.ManagedFieldsEntry
+		for _, f := range o.GetManagedFields() {
+			if f.Manager == FieldManager && f.Operation == metav1.ManagedFieldsOperationApply {
+				own = append(own, f)
+			}
+		}
+		o.SetManagedFields(own)
+	}
+	return i, nil
 }

@@ -473,3 +473,51 @@ func installWidgetCRD(t testing.TB, c client.Client) {
 		return fmt.Errorf("CRD not established")
 	})
 }
+
+// #16 scenario 6: metadata others own is not drift. The Deployment controller's revision
+// annotation (written on every rollout) left the resource Stale and re-applied; a change to an
+// annotation the manifest sets still counts.
+func TestOthersAnnotationsAreNotDrift(t *testing.T) {
+	startManager(t, fastOptions())
+	ns := namespace(t)
+	dep := strings.Replace(deploymentYAML("web", 1), "  name: web\n", "  name: web\n  annotations: {team: blue}\n", 1)
+	newResource(t, "d-revision", ns, docs(dep, configMapYAML("sync-point", "", "1")), func(vr *infrahubv1alpha1.VidraResource) {
+		vr.Spec.Destination.ReconcileOnEvents = false // drift is reported (Stale), restored by the periodic pass
+	})
+	waitResource(t, "d-revision", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
+	annotate := func(key, value string) {
+		t.Helper()
+		d := &appsv1.Deployment{}
+		if err := exists(t, env.Client, d, ns, "web"); err != nil {
+			t.Fatal(err)
+		}
+		d.Annotations[key] = value
+		if err := env.Client.Update(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A rollout's revision, as kube-controller-manager writes it; then a deletion that is drift,
+	// whose report lists everything drifted by then.
+	annotate("deployment.kubernetes.io/revision", "2")
+	cm := &corev1.ConfigMap{}
+	if err := exists(t, env.Client, cm, ns, "sync-point"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	vr := waitResource(t, "d-revision", infrahubv1alpha1.StateStale, infrahubv1alpha1.ReasonDrifted, 5*time.Second)
+	msg := meta.FindStatusCondition(vr.Status.Conditions, infrahubv1alpha1.ConditionReady).Message
+	if !strings.Contains(msg, "ConfigMap/"+ns+"/sync-point deleted") || strings.Contains(msg, "Deployment") {
+		t.Fatalf("drift report %q: want the deleted ConfigMap only, not the Deployment's revision", msg)
+	}
+	// An annotation the manifest sets, changed by hand: drift.
+	annotate("team", "red")
+	eventually(t, 5*time.Second, func() error {
+		c := meta.FindStatusCondition(getResource(t, "d-revision").Status.Conditions, infrahubv1alpha1.ConditionReady)
+		if !strings.Contains(c.Message, "Deployment/"+ns+"/web changed") {
+			return fmt.Errorf("drift report %q does not name the Deployment", c.Message)
+		}
+		return nil
+	})
+}
