@@ -43,8 +43,12 @@ const (
 	InfrahubAPIURLLabel = "infrahub-api-url"
 	// ClusterKubeconfigLabel on a Secret names the remote API server host its kubeconfig reaches.
 	ClusterKubeconfigLabel = "cluster-kubeconfig"
-	// OwnedByAnnotation on a managed object names the VidraResource that applied it.
+	// OwnedByAnnotation on a managed object names the VidraResource that applied it, or the
+	// VidraResources sharing it (comma-separated, Vidra's shared ownership).
 	OwnedByAnnotation = "vidraresource.infrahub.operators.com/owned-by"
+	// AdoptAnnotation on an object that no VidraResource created names the one VidraResource
+	// allowed to take it over; without it, such an object is never applied over.
+	AdoptAnnotation = "vidraresource.infrahub.operators.com/adopt"
 	// VidraResourceFinalizer removes what a VidraResource applied.
 	VidraResourceFinalizer = "vidraresource.infrahub.operators.com/finalizer"
 	// RequestedAtAnnotation set by a user forces a sync now.

@@ -2,7 +2,9 @@ package delivery
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
@@ -95,16 +99,10 @@ func ownersOf(m metav1.Object) []string {
 	return out
 }
 
-// ownedBy reports whether m is marked as applied by VidraResource name (and nobody else).
-func ownedBy(m metav1.Object, name string) bool {
-	owners := ownersOf(m)
-	return len(owners) == 1 && owners[0] == name
-}
-
 // applyObject server-side applies one object with our field manager and ownership marks, and
 // returns its drift token. Force: the manifest is authoritative for the fields it names; fields
 // it does not name stay with whoever set them (defect 6).
-func applyObject(ctx context.Context, t *target, po plannedObject, owner string) (string, error) {
+func applyObject(ctx context.Context, t *target, po plannedObject, owners []string) (string, error) {
 	u := po.obj.DeepCopy()
 	prepareForApply(u)
 	l := u.GetLabels()
@@ -117,7 +115,7 @@ func applyObject(ctx context.Context, t *target, po plannedObject, owner string)
 	if a == nil {
 		a = map[string]string{}
 	}
-	a[ownedByAnnotation] = owner
+	a[ownedByAnnotation] = strings.Join(owners, ",")
 	u.SetAnnotations(a)
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
@@ -130,21 +128,45 @@ func applyObject(ctx context.Context, t *target, po plannedObject, owner string)
 	return driftToken(u), nil
 }
 
-// deleteOwned deletes an object if, and only if, it is marked as ours. Gone already is fine.
-func deleteOwned(ctx context.Context, t *target, ref objectRef, owner string) (bool, error) {
+// deleteOwned deletes an object if, and only if, it is marked as owner's. A shared object
+// (owned-by lists others that still exist) is not deleted: owner only leaves the list, and the
+// last owner to drop it deletes it. Gone already is fine. It reports whether it deleted.
+func deleteOwned(ctx context.Context, t *target, ref objectRef, owner string, exists func(context.Context, string) bool) (bool, error) {
 	live, err := t.observe(ctx, ref.GVK, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name})
 	if err != nil {
 		return false, fmt.Errorf("reading %s: %w", ref, err)
 	}
-	if live == nil || !ownedBy(live, owner) {
+	if live == nil {
 		return false, nil
+	}
+	owners := ownersOf(live)
+	if !slices.Contains(owners, owner) {
+		return false, nil
+	}
+	var rest []string
+	for _, o := range owners {
+		if o != owner && exists(ctx, o) {
+			rest = append(rest, o)
+		}
 	}
 	obj := partial(ref.GVK)
 	obj.SetNamespace(ref.Namespace)
 	obj.SetName(ref.Name)
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	err = t.client.Delete(ctx, obj, client.Preconditions{UID: &live.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if len(rest) > 0 {
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"annotations": map[string]string{ownedByAnnotation: strings.Join(rest, ",")},
+		}})
+		if err != nil {
+			return false, err
+		}
+		if err := t.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil && !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("leaving shared %s to %s: %w", ref, strings.Join(rest, ", "), err)
+		}
+		return false, nil
+	}
+	err = t.client.Delete(ctx, obj, client.Preconditions{UID: ptr.To(live.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if err != nil && !apierrors.IsNotFound(err) {
 		return false, fmt.Errorf("deleting %s: %w", ref, err)
 	}

@@ -49,17 +49,17 @@ func TestDecodeManifest(t *testing.T) {
 func TestOwnersOf(t *testing.T) {
 	for _, tc := range []struct {
 		value string
-		mine  bool
+		want  string
 	}{
-		{"vr", true},
-		{"vr,vr,vr", true}, // grown by the reference (defect 6): still one owner
-		{"", false},
-		{"other", false},
-		{"vr,other", false},
+		{"vr", "vr"},
+		{"vr,vr,vr", "vr"}, // grown by the reference (defect 6): still one owner
+		{"", ""},
+		{"other", "other"},
+		{"vr, other,vr", "vr,other"}, // shared
 	} {
 		cm := configMapObject(tc.value)
-		if got := ownedBy(cm, "vr"); got != tc.mine {
-			t.Errorf("owned-by %q: ownedBy = %v, want %v", tc.value, got, tc.mine)
+		if got := strings.Join(ownersOf(cm), ","); got != tc.want {
+			t.Errorf("owned-by %q: owners %q, want %q", tc.value, got, tc.want)
 		}
 	}
 }

@@ -288,6 +288,16 @@ func newResource(t testing.TB, name, ns, manifest string, mutate ...func(*infrah
 	return vr
 }
 
+// updateResourceManifest replaces a VidraResource's manifest, as its sync would.
+func updateResourceManifest(t testing.TB, name, manifest string) {
+	t.Helper()
+	vr := getResource(t, name)
+	vr.Spec.Manifest = manifest
+	if err := env.Client.Update(context.Background(), vr); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // deleteResource deletes a VidraResource and waits for its finalizer; if the manager cannot
 // finish (stopped, cluster gone) the finalizer is removed by hand.
 func deleteResource(t testing.TB, name string) {

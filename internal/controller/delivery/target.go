@@ -104,10 +104,7 @@ func (t *target) startWatch(ctx context.Context, gvk schema.GroupVersionKind) er
 		return fmt.Errorf("watching %s: %w", gvk, err)
 	}
 	if err := t.cache.IndexField(ctx, obj, ownedByIndex, func(o client.Object) []string {
-		if v := o.GetAnnotations()[ownedByAnnotation]; v != "" {
-			return []string{v}
-		}
-		return nil
+		return ownersOf(o)
 	}); err != nil {
 		return fmt.Errorf("indexing %s: %w", gvk, err)
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -129,18 +131,17 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 			errs = append(errs, lifecycle.Reasonf(infrahubv1alpha1.ReasonClusterUnavailable, "reading %s: %v", po.ref, err))
 			continue
 		}
-		if live != nil && !ownedBy(live, vr.Name) {
-			if other := r.liveOwner(ctx, live, vr.Name); other != "" {
-				errs = append(errs, lifecycle.Reasonf(infrahubv1alpha1.ReasonOwnershipConflict, "%s is managed by VidraResource %s; not applied", po.ref, other))
-				continue
-			}
+		owners, refusal := r.ownersAfterApply(ctx, live, po.ref, vr.Name)
+		if refusal != nil {
+			errs = append(errs, refusal)
+			continue
 		}
 		if !fresh && live != nil && mem.tokens[po.ref.key()] == driftToken(live) {
 			next.tokens[po.ref.key()] = mem.tokens[po.ref.key()]
 			out.managed = append(out.managed, toManaged(po.ref))
 			continue
 		}
-		token, err := applyObject(ctx, t, po, vr.Name)
+		token, err := applyObject(ctx, t, po, owners)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -163,7 +164,7 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 			continue
 		}
 		pruned[ref.key()] = true
-		deleted, err := deleteOwned(ctx, t, ref, vr.Name)
+		deleted, err := deleteOwned(ctx, t, ref, vr.Name, r.vrExists)
 		if err != nil {
 			errs = append(errs, lifecycle.WithReason(infrahubv1alpha1.ReasonPruneFailed, err))
 			out.managed = append(out.managed, toManaged(ref)) // still there, still ours
@@ -201,18 +202,48 @@ func (r *VidraResourceReconciler) observeDrift(ctx context.Context, t *target, v
 	return out
 }
 
-// liveOwner returns the VidraResource that owns an object we are about to apply, if it still
-// exists; "" means the object is free to take (unmarked, or its owner is gone).
-func (r *VidraResourceReconciler) liveOwner(ctx context.Context, live metav1.Object, self string) string {
-	for _, o := range ownersOf(live) {
-		if o == self {
-			continue
+// ownersAfterApply decides whether this VidraResource (self) may apply over live, and the
+// owned-by list the apply then sets. An object no VidraResource created is never taken over
+// unless it names self in the adopt annotation; one another live VidraResource owns is a
+// conflict, unless its owned-by list names self too (Vidra's shared ownership), whose living
+// owners then keep sharing it; one whose owners are all gone is ours to keep.
+func (r *VidraResourceReconciler) ownersAfterApply(ctx context.Context, live *metav1.PartialObjectMetadata, ref objectRef, self string) ([]string, error) {
+	if live == nil {
+		return []string{self}, nil
+	}
+	listed := ownersOf(live)
+	if len(listed) == 0 {
+		if live.GetAnnotations()[infrahubv1alpha1.AdoptAnnotation] == self {
+			return []string{self}, nil
 		}
-		if err := r.client.Get(ctx, client.ObjectKey{Name: o}, &infrahubv1alpha1.VidraResource{}); err == nil {
-			return o
+		return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonOwnershipConflict,
+			"%s exists and no VidraResource created it; not applied (annotate it %s=%s to let this VidraResource take it over)",
+			ref, infrahubv1alpha1.AdoptAnnotation, self)
+	}
+	var living, others []string
+	for _, o := range listed {
+		if o == self || r.vrExists(ctx, o) {
+			living = append(living, o)
+			if o != self {
+				others = append(others, o)
+			}
 		}
 	}
-	return ""
+	if !slices.Contains(listed, self) {
+		if len(others) > 0 {
+			return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonOwnershipConflict, "%s is managed by VidraResource %s; not applied", ref, strings.Join(others, ", "))
+		}
+		return []string{self}, nil // its owners are gone
+	}
+	sort.Strings(living)
+	return living, nil
+}
+
+// vrExists reports whether a VidraResource of that name exists (a read error counts as yes:
+// never take over or delete on a guess).
+func (r *VidraResourceReconciler) vrExists(ctx context.Context, name string) bool {
+	err := r.client.Get(ctx, client.ObjectKey{Name: name}, &infrahubv1alpha1.VidraResource{})
+	return !apierrors.IsNotFound(err)
 }
 
 // finalize removes what the VidraResource applied, then its finalizer.
@@ -263,7 +294,7 @@ func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alp
 			continue
 		}
 		done[ref.key()] = true
-		if _, err := deleteOwned(ctx, t, ref, vr.Name); err != nil {
+		if _, err := deleteOwned(ctx, t, ref, vr.Name, r.vrExists); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -310,13 +341,11 @@ func (r *VidraResourceReconciler) report(_ context.Context, p *deployPass) (life
 // onObjectEvent turns a watch event on an applied object into a pass of its VidraResource when
 // the object is not as we left it: in event mode the pass restores it, otherwise it reports it.
 func (r *VidraResourceReconciler) onObjectEvent(ev objectEvent, enqueue func(name string)) {
-	owners := ownersOf(ev.obj)
-	if len(owners) != 1 {
-		return
-	}
 	ref := objectRef{GVK: ev.gvk, Namespace: ev.obj.GetNamespace(), Name: ev.obj.GetName()}
-	if r.memory.wants(owners[0], ev.cluster, ref.key(), driftToken(ev.obj), ev.deleted) {
-		enqueue(owners[0])
+	for _, owner := range ownersOf(ev.obj) {
+		if r.memory.wants(owner, ev.cluster, ref.key(), driftToken(ev.obj), ev.deleted) {
+			enqueue(owner)
+		}
 	}
 }
 

@@ -521,3 +521,102 @@ func TestOthersAnnotationsAreNotDrift(t *testing.T) {
 		return nil
 	})
 }
+
+// #16 scenario 1: an object no VidraResource created (kube-system/coredns, the operator's own
+// Deployment) is neither rewritten nor, when the artifact drops it, deleted; the adopt
+// annotation naming the VidraResource lets it take the object over.
+func TestNoTakeoverWithoutAdopt(t *testing.T) {
+	startManager(t, fastOptions())
+	ns := namespace(t)
+	ctx := context.Background()
+	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "coredns"}, Data: map[string]string{"value": "theirs"}}
+	if err := env.Client.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	newResource(t, "d-takeover", ns, docs(configMapYAML("coredns", "", "ours"), configMapYAML("sibling", "", "1")))
+	vr := waitResource(t, "d-takeover", infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonOwnershipConflict, 15*time.Second)
+	if !strings.Contains(vr.Status.LastError, infrahubv1alpha1.AdoptAnnotation) {
+		t.Errorf("lastError %q does not say how to let it adopt", vr.Status.LastError)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := exists(t, env.Client, cm, ns, "coredns"); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["value"] != "theirs" || len(ownersOf(cm)) != 0 {
+		t.Fatalf("foreign object rewritten: data %v, owned-by %v", cm.Data, ownersOf(cm))
+	}
+	// The artifact drops it: nothing of it is deleted.
+	updateResourceManifest(t, "d-takeover", configMapYAML("sibling", "", "1"))
+	waitResource(t, "d-takeover", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 15*time.Second)
+	if err := exists(t, env.Client, &corev1.ConfigMap{}, ns, "coredns"); err != nil {
+		t.Fatalf("foreign object deleted when the artifact dropped it: %v", err)
+	}
+	// Opted in: taken over.
+	cm.Annotations = map[string]string{infrahubv1alpha1.AdoptAnnotation: "d-takeover"}
+	if err := env.Client.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	updateResourceManifest(t, "d-takeover", docs(configMapYAML("coredns", "", "ours"), configMapYAML("sibling", "", "1")))
+	waitResource(t, "d-takeover", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 15*time.Second)
+	eventually(t, 5*time.Second, func() error {
+		cm := &corev1.ConfigMap{}
+		if err := exists(t, env.Client, cm, ns, "coredns"); err != nil {
+			return err
+		}
+		if cm.Data["value"] != "ours" || strings.Join(ownersOf(cm), ",") != "d-takeover" {
+			return fmt.Errorf("adopted object: data %v, owned-by %v", cm.Data, ownersOf(cm))
+		}
+		return nil
+	})
+}
+
+// #16 scenario 7: Vidra's shared ownership. An object whose owned-by lists two VidraResources is
+// applied by both, and pruned only when the last of them drops it.
+func TestSharedOwnership(t *testing.T) {
+	startManager(t, fastOptions())
+	ns := namespace(t)
+	ctx := context.Background()
+	shared := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shared",
+		Labels:      map[string]string{ManagedByLabel: ManagedByValue},
+		Annotations: map[string]string{ownedByAnnotation: "d-share-a,d-share-b"}}}
+	if err := env.Client.Create(ctx, shared); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"d-share-a", "d-share-b"} {
+		newResource(t, name, ns, docs(configMapYAML("shared", "", "1"), configMapYAML(name+"-own", "", "1")))
+	}
+	for _, name := range []string{"d-share-a", "d-share-b"} {
+		waitResource(t, name, infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 15*time.Second)
+	}
+	owners := func() string {
+		cm := &corev1.ConfigMap{}
+		if err := exists(t, env.Client, cm, ns, "shared"); err != nil {
+			return "gone"
+		}
+		return strings.Join(ownersOf(cm), ",")
+	}
+	if got := owners(); got != "d-share-a,d-share-b" {
+		t.Fatalf("shared object owned by %q", got)
+	}
+	// The first owner goes: the object stays, with the other owner alone.
+	if err := env.Client.Delete(ctx, getResource(t, "d-share-a")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, func() error {
+		if exists(t, env.Client, &corev1.ConfigMap{}, ns, "d-share-a-own") == nil {
+			return fmt.Errorf("d-share-a's own object still there")
+		}
+		if got := owners(); got != "d-share-b" {
+			return fmt.Errorf("shared object owned by %q, want d-share-b", got)
+		}
+		return nil
+	})
+	// The last owner drops it: pruned.
+	updateResourceManifest(t, "d-share-b", configMapYAML("d-share-b-own", "", "1"))
+	eventually(t, 15*time.Second, func() error {
+		if got := owners(); got != "gone" {
+			return fmt.Errorf("shared object owned by %q after its last owner dropped it", got)
+		}
+		return nil
+	})
+}
