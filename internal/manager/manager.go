@@ -53,8 +53,9 @@ type Options struct {
 	HealthAddr  string
 	// PprofAddr serves net/http/pprof for profiling a running manager; off by default.
 	PprofAddr string
-	// Namespace is the operator's own namespace: delivery reads its Secrets there by default.
-	// Empty: POD_NAMESPACE, else the pod's namespace in a cluster, else default.
+	// Namespace is the operator's own namespace: delivery reads its Secrets there by default and
+	// applies nothing there. Empty: POD_NAMESPACE, else the pod's namespace in a cluster (none
+	// outside a cluster: Secrets from default).
 	Namespace               string
 	LeaderElect             bool
 	LeaderElectionNamespace string
@@ -151,7 +152,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "Address the /healthz and /readyz endpoints bind to.")
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "", "Address a net/http/pprof endpoint binds to, for profiling; empty disables it.")
 	fs.StringVar(&o.AddressFile, "address-file", o.AddressFile, "Write the addresses the manager listens on (metrics, health, pprof, registry, webhook) as JSON to this file once bound: with port 0 in a bind address, the port the system picked.")
-	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "The operator's own namespace, where delivery reads its Secrets by default; empty: the POD_NAMESPACE environment variable, else the pod's namespace in a cluster, else default.")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "The operator's own namespace: delivery reads its Secrets there by default and never applies an artifact there; empty: the POD_NAMESPACE environment variable, else the pod's namespace in a cluster (outside a cluster: none, Secrets from default).")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so that only one of several replicas reconciles.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader election Lease; defaults to the pod's namespace in a cluster.")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader election Lease.")
@@ -320,7 +321,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log logr.Logger) erro
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 // operatorNamespace resolves the operator's namespace: the flag, POD_NAMESPACE (the downward
-// API), the pod's service account namespace, else default (a manager run outside a cluster).
+// API), the pod's service account namespace; "" for a manager run outside a cluster.
 func operatorNamespace(flag string) string {
 	if flag != "" {
 		return flag
@@ -329,9 +330,7 @@ func operatorNamespace(flag string) string {
 		return ns
 	}
 	if b, err := os.ReadFile(serviceAccountNamespace); err == nil {
-		if ns := strings.TrimSpace(string(b)); ns != "" {
-			return ns
-		}
+		return strings.TrimSpace(string(b))
 	}
-	return "default"
+	return ""
 }

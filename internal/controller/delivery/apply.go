@@ -60,7 +60,7 @@ func plan(t *target, objs []*unstructured.Unstructured, defaultNS string, p Poli
 			o.SetNamespace(defaultNS)
 		}
 		ref := objectRef{GVK: gvk, Namespace: o.GetNamespace(), Name: o.GetName()}
-		if err := p.Check(gvk.GroupKind(), namespaced, o.GetNamespace()); err != nil {
+		if err := p.Check(gvk.GroupKind(), namespaced, o.GetNamespace(), defaultNS); err != nil {
 			denied = append(denied, fmt.Sprintf("%s refused: %v", ref, err))
 			continue
 		}

@@ -19,7 +19,8 @@ type Options struct {
 	Settings Settings
 	// SettingsNamespace is where the settings ConfigMap is looked for; "" means any namespace.
 	SettingsNamespace string
-	// OperatorNamespace is the operator's own namespace (the manager sets it).
+	// OperatorNamespace is the operator's own namespace, when it runs in one (the manager sets
+	// it): its Secrets are read there by default, and nothing is ever applied there.
 	OperatorNamespace string
 	// SecretsNamespace is where Infrahub credentials and cluster kubeconfig Secrets are looked
 	// for: "" means the operator's namespace, AnyNamespace every namespace (the operator's
@@ -85,9 +86,7 @@ func (o Options) withDefaults() Options {
 	if o.DownloadConcurrency <= 0 {
 		o.DownloadConcurrency = d.DownloadConcurrency
 	}
-	if o.OperatorNamespace == "" {
-		o.OperatorNamespace = "default"
-	}
+	o.Policy.OperatorNamespace = o.OperatorNamespace
 	return o
 }
 
@@ -117,7 +116,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 			"'*' allows every namespaced kind. Empty: every namespaced kind except RBAC. RBAC and cluster-scoped "+
 			"kinds are only allowed when named here explicitly (e.g. ClusterRoleBinding.rbac.authorization.k8s.io).")
 	fs.Var(&listFlag{&o.Policy.AllowedNamespaces}, "delivery-allowed-namespaces",
-		"Comma-separated namespaces artifacts may create objects in; empty means any.")
+		"Comma-separated namespaces artifacts may create objects in; empty: only each VidraResource's "+
+			"spec.destination.namespace; '*': any. Never the operator's own namespace.")
 	fs.IntVar(&o.SyncConcurrency, "delivery-sync-concurrency", o.SyncConcurrency, "InfrahubSyncs reconciled at once.")
 	fs.IntVar(&o.ResourceConcurrency, "delivery-resource-concurrency", o.ResourceConcurrency, "VidraResources reconciled at once.")
 	fs.IntVar(&o.DownloadConcurrency, "delivery-download-concurrency", o.DownloadConcurrency, "Artifacts one sync downloads at once.")

@@ -17,8 +17,13 @@ type Policy struct {
 	// Empty, or containing "*", allows every namespaced non-RBAC kind. RBAC kinds
 	// (rbac.authorization.k8s.io) and cluster-scoped kinds are allowed only when listed by name.
 	AllowedKinds []string
-	// AllowedNamespaces limit where namespaced objects may go; empty means anywhere.
+	// AllowedNamespaces are where namespaced objects may go. Empty: only the VidraResource's
+	// spec.destination.namespace; "*": anywhere. Listed, the destination namespace too must be
+	// among them.
 	AllowedNamespaces []string
+	// OperatorNamespace, when known, is never applied to: an artifact's Deployment there could
+	// run as the operator's ServiceAccount.
+	OperatorNamespace string
 }
 
 const rbacGroup = "rbac.authorization.k8s.io"
@@ -34,6 +39,9 @@ func (p Policy) validate() error {
 		}
 	}
 	for _, ns := range p.AllowedNamespaces {
+		if ns == "*" {
+			continue
+		}
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
 			return fmt.Errorf("allowed namespace %q: %s", ns, strings.Join(errs, "; "))
 		}
@@ -52,8 +60,9 @@ func (p Policy) named(gk schema.GroupKind) bool {
 }
 
 // Check returns why an object of kind gk in namespace (cluster-scoped when !namespaced) may not be
-// created, or nil. The message names the flag that would allow it.
-func (p Policy) Check(gk schema.GroupKind, namespaced bool, namespace string) error {
+// created by a VidraResource whose destination namespace is destination, or nil. The message
+// names the flag that would allow it.
+func (p Policy) Check(gk schema.GroupKind, namespaced bool, namespace, destination string) error {
 	named := p.named(gk)
 	switch {
 	case gk.Group == rbacGroup && !named:
@@ -62,7 +71,13 @@ func (p Policy) Check(gk schema.GroupKind, namespaced bool, namespace string) er
 		return fmt.Errorf("kind %s is cluster-scoped and refused unless allowed by name (--delivery-allowed-kinds=%s)", gk, gk)
 	case len(p.AllowedKinds) > 0 && !slices.Contains(p.AllowedKinds, "*") && !named:
 		return fmt.Errorf("kind %s is not among the allowed kinds (%s)", gk, strings.Join(p.AllowedKinds, ","))
-	case namespaced && len(p.AllowedNamespaces) > 0 && !slices.Contains(p.AllowedNamespaces, namespace):
+	case !namespaced:
+		return nil
+	case p.OperatorNamespace != "" && namespace == p.OperatorNamespace:
+		return fmt.Errorf("namespace %q is the operator's own; nothing is applied there", namespace)
+	case len(p.AllowedNamespaces) == 0 && namespace != destination:
+		return fmt.Errorf("namespace %q is not spec.destination.namespace (%s); other namespaces only when allowed (--delivery-allowed-namespaces)", namespace, destination)
+	case len(p.AllowedNamespaces) > 0 && !slices.Contains(p.AllowedNamespaces, "*") && !slices.Contains(p.AllowedNamespaces, namespace):
 		return fmt.Errorf("namespace %q is not among the allowed namespaces (%s)", namespace, strings.Join(p.AllowedNamespaces, ","))
 	}
 	return nil

@@ -33,10 +33,17 @@ func TestPolicyCheck(t *testing.T) {
 		{name: "list allows core kind", policy: Policy{AllowedKinds: []string{"ConfigMap"}}, gk: cm, namespaced: true, namespace: "a"},
 		{name: "namespace refused", policy: Policy{AllowedNamespaces: []string{"apps"}}, gk: cm, namespaced: true, namespace: "kube-system", deny: "kube-system"},
 		{name: "namespace allowed", policy: Policy{AllowedNamespaces: []string{"apps"}}, gk: cm, namespaced: true, namespace: "apps"},
+		// #16 scenario 2: the destination namespace is a limit, not only a default, and the
+		// operator's namespace is out of reach.
+		{name: "default: another namespace than the destination refused", gk: deploy, namespaced: true, namespace: "tenant-b", deny: "spec.destination.namespace"},
+		{name: "listed: the listed namespaces", policy: Policy{AllowedNamespaces: []string{"a", "shared"}}, gk: cm, namespaced: true, namespace: "shared"},
+		{name: "wildcard namespaces", policy: Policy{AllowedNamespaces: []string{"*"}}, gk: cm, namespaced: true, namespace: "elsewhere"},
+		{name: "operator's namespace refused", policy: Policy{OperatorNamespace: "metalhub-system"}, gk: deploy, namespaced: true, namespace: "metalhub-system", deny: "operator's own"},
+		{name: "operator's namespace refused under a wildcard", policy: Policy{AllowedNamespaces: []string{"*"}, OperatorNamespace: "metalhub-system"}, gk: deploy, namespaced: true, namespace: "metalhub-system", deny: "operator's own"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.policy.Check(tc.gk, tc.namespaced, tc.namespace)
+			err := tc.policy.Check(tc.gk, tc.namespaced, tc.namespace, "a") // the destination namespace is a
 			if tc.deny == "" {
 				if err != nil {
 					t.Fatal(err)

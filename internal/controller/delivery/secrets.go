@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -65,7 +66,12 @@ type secretScope struct {
 	any bool
 }
 
+// newSecretScope reads --delivery-secrets-namespace; an operator run outside a cluster (no
+// namespace of its own) reads the default namespace.
 func newSecretScope(flag, operatorNamespace string) secretScope {
+	if operatorNamespace == "" {
+		operatorNamespace = metav1.NamespaceDefault
+	}
 	switch flag {
 	case AnyNamespace:
 		return secretScope{own: operatorNamespace, any: true}

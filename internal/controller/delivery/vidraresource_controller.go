@@ -280,7 +280,7 @@ func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alp
 	}
 	refs := managedRefs(vr.Status.ManagedResources)
 	if objs, err := decodeManifest(vr.Spec.Manifest); err == nil {
-		if planned, err := plan(t, objs, vr.Spec.Destination.Namespace, Policy{AllowedKinds: []string{"*"}}); err == nil {
+		if planned, err := plan(t, objs, vr.Spec.Destination.Namespace, Policy{AllowedKinds: []string{"*"}, AllowedNamespaces: []string{"*"}}); err == nil {
 			for _, po := range planned {
 				refs = append(refs, po.ref)
 			}

@@ -620,3 +620,35 @@ func TestSharedOwnership(t *testing.T) {
 		return nil
 	})
 }
+
+// #16 scenario 2: an artifact reaches only its destination namespace. One naming another
+// tenant's namespace, or the operator's own (where a Deployment would run as the operator's
+// ServiceAccount), is refused whole with a condition, and nothing of it is created.
+func TestArtifactConfinedToItsNamespace(t *testing.T) {
+	o := fastOptions()
+	o.OperatorNamespace, o.SecretsNamespace = namespace(t), "default"
+	startManager(t, o)
+	tenantA, tenantB := namespace(t), namespace(t)
+	cases := []struct{ name, manifest, deny string }{
+		{"d-other-tenant", docs(configMapYAML("mine", "", "1"), configMapYAML("theirs", tenantB, "1")), tenantB},
+		{"d-operator-ns", docs(configMapYAML("mine2", "", "1"), strings.Replace(deploymentYAML("escalate", 1), "  name: escalate\n", "  name: escalate\n  namespace: "+o.OperatorNamespace+"\n", 1)), "operator's own"},
+	}
+	for _, tc := range cases {
+		newResource(t, tc.name, tenantA, tc.manifest)
+		vr := waitResource(t, tc.name, infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonPolicyDenied, 15*time.Second)
+		if !strings.Contains(vr.Status.LastError, tc.deny) {
+			t.Errorf("%s: lastError %q does not say %q", tc.name, vr.Status.LastError, tc.deny)
+		}
+	}
+	for _, probe := range []struct {
+		obj    client.Object
+		ns, nm string
+	}{
+		{&corev1.ConfigMap{}, tenantA, "mine"}, {&corev1.ConfigMap{}, tenantB, "theirs"},
+		{&corev1.ConfigMap{}, tenantA, "mine2"}, {&appsv1.Deployment{}, o.OperatorNamespace, "escalate"},
+	} {
+		if exists(t, env.Client, probe.obj, probe.ns, probe.nm) == nil {
+			t.Errorf("%s/%s created by a refused artifact", probe.ns, probe.nm)
+		}
+	}
+}
