@@ -108,7 +108,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	// No http.Client timeout: each request gets its own context deadline so
 	// that a timeout can be told apart from the caller cancelling.
-	c.http = &http.Client{Transport: rt}
+	c.http = &http.Client{Transport: rt, CheckRedirect: c.sameOrigin}
 	if c.apiToken == "" {
 		c.tokens = newTokenSource(c)
 	}
@@ -199,6 +199,19 @@ func (c *Client) send(ctx context.Context, op, method, target string, body []byt
 
 // stripURL drops the *url.Error wrapper: its text repeats the full URL
 // (query string included) on every message.
+// sameOrigin follows a redirect only to the configured scheme and host: credentials (the
+// X-INFRAHUB-KEY header, a bearer token, a login body that 307/308 send again) must never reach
+// another host, and net/http strips only the Authorization header on such a redirect.
+func (c *Client) sameOrigin(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if req.URL.Scheme != c.base.Scheme || !strings.EqualFold(req.URL.Host, c.base.Host) {
+		return fmt.Errorf("%w: %s://%s is not %s://%s", ErrRedirectRefused, req.URL.Scheme, req.URL.Host, c.base.Scheme, c.base.Host)
+	}
+	return nil
+}
+
 func stripURL(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {

@@ -525,3 +525,50 @@ func TestReasonHelpers(t *testing.T) {
 		}
 	}
 }
+
+// #16 scenario 8, credentials: a redirect to another host is refused before anything is sent
+// there (net/http would strip Authorization, not X-INFRAHUB-KEY, and a 307/308 sends the login
+// body again); a redirect within the configured host is followed.
+func TestCredentialsNeverFollowARedirectToAnotherHost(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.Path+" key="+r.Header.Get("X-INFRAHUB-KEY")+" body="+string(body))
+		mu.Unlock()
+		http.Error(w, "nothing here", http.StatusNotFound)
+	}))
+	t.Cleanup(evil.Close)
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, evil.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirector.Close)
+	for _, cfg := range []infrahub.Config{
+		{URL: redirector.URL, APIToken: "s3cr3t"},
+		{URL: redirector.URL, Username: "admin", Password: "pa55word"},
+	} {
+		c := newClient(t, cfg)
+		_, err := c.QueryArtifacts(context.Background(), "", "x", infrahub.Target{})
+		wantReason(t, err, infrahub.ErrRedirectRefused, infrahub.ReasonRedirectRefused)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) > 0 {
+		t.Fatalf("requests reached the other host: %q", seen)
+	}
+
+	// Within the host: /moved/... -> /... on the same server.
+	e := emu.New(emu.Options{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/moved/", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, strings.TrimPrefix(r.URL.Path, "/moved"), http.StatusPermanentRedirect)
+	})
+	mux.Handle("/", e)
+	same := httptest.NewServer(mux)
+	t.Cleanup(same.Close)
+	c := newClient(t, infrahub.Config{URL: same.URL + "/moved", Username: emu.DefaultUsername, Password: emu.DefaultPassword})
+	if _, err := c.QueryArtifacts(context.Background(), "", "x", infrahub.Target{}); err != nil {
+		t.Fatalf("same-host redirect: %v", err)
+	}
+}

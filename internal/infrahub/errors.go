@@ -26,6 +26,7 @@ var (
 	ErrTimeout           = errors.New("timeout")
 	ErrTLS               = errors.New("TLS error")
 	ErrInvalidConfig     = errors.New("invalid client configuration")
+	ErrRedirectRefused   = errors.New("redirect to another origin refused")
 	ErrCanceled          = errors.New("canceled")
 )
 
@@ -45,6 +46,7 @@ const (
 	ReasonTimeout              = "Timeout"
 	ReasonTLSError             = "TLSError"
 	ReasonInvalidConfig        = "InvalidConfig"
+	ReasonRedirectRefused      = "RedirectRefused"
 	ReasonCanceled             = "Canceled"
 	ReasonUnknown              = "Unknown"
 )
@@ -67,6 +69,7 @@ var reasons = []struct {
 	{ErrTimeout, ReasonTimeout},
 	{ErrTLS, ReasonTLSError},
 	{ErrInvalidConfig, ReasonInvalidConfig},
+	{ErrRedirectRefused, ReasonRedirectRefused},
 	{ErrCanceled, ReasonCanceled},
 }
 
@@ -161,6 +164,8 @@ func transportError(op string, parent context.Context, err error) *Error {
 	switch {
 	case parent.Err() != nil && errors.Is(parent.Err(), context.Canceled):
 		kind = ErrCanceled
+	case errors.Is(err, ErrRedirectRefused):
+		kind = ErrRedirectRefused
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		kind = ErrTimeout
 	case errors.As(err, &unknownAuthority), errors.As(err, &hostname), errors.As(err, &invalid),
