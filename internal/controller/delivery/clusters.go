@@ -68,17 +68,27 @@ type clusterRegistry struct {
 	started chan struct{}
 	ctx     context.Context // the manager's, once started
 
-	mu      sync.Mutex
-	local   *target
-	remotes map[string]*target // by host[:port]
+	// idle is how long a remote cluster's clients and watches live unused.
+	idle time.Duration
+	now  func() time.Time
+
+	mu       sync.Mutex
+	local    *target
+	remotes  map[string]*target   // by host[:port]
+	lastUsed map[string]time.Time // by host[:port]
 }
+
+// remoteIdle is how long a remote cluster's clients and watches are kept when no VidraResource
+// reaches it: long beyond the periodic passes, so that a cluster in use is never torn down.
+const remoteIdle = 30 * time.Minute
 
 func newClusterRegistry(scheme *runtime.Scheme, cfg *rest.Config, hc *http.Client, mapper meta.RESTMapper,
 	secrets client.Reader, scope secretScope, insecure bool, timeout time.Duration, onEvent func(objectEvent), log logr.Logger) *clusterRegistry {
 	return &clusterRegistry{
 		scheme: scheme, localCfg: cfg, localHTTP: hc, localMapper: mapper,
 		secrets: secrets, scope: scope, insecure: insecure, timeout: timeout, onEvent: onEvent, log: log,
-		started: make(chan struct{}), remotes: map[string]*target{},
+		started: make(chan struct{}), remotes: map[string]*target{}, lastUsed: map[string]time.Time{},
+		idle: remoteIdle, now: time.Now,
 	}
 }
 
@@ -86,7 +96,16 @@ func newClusterRegistry(scheme *runtime.Scheme, cfg *rest.Config, hc *http.Clien
 func (r *clusterRegistry) Start(ctx context.Context) error {
 	r.ctx = ctx
 	close(r.started)
-	<-ctx.Done()
+	tick := time.NewTicker(max(r.idle/10, time.Second))
+	defer tick.Stop()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-tick.C:
+			r.evictIdle()
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.local != nil {
@@ -120,8 +139,12 @@ func (r *clusterRegistry) get(ctx context.Context, server string) (*target, erro
 		}
 		return r.local, nil
 	}
+	key := hostKey(server)
 	s, err := findLabelledSecret(ctx, r.secrets, r.scope, infrahubv1alpha1.ClusterKubeconfigLabel, server, infrahubv1alpha1.ReasonKubeconfigNotFound)
 	if err != nil {
+		if reason, _ := lifecycle.ReasonOf(err); reason == infrahubv1alpha1.ReasonKubeconfigNotFound {
+			r.drop(key, "its kubeconfig Secret is gone")
+		}
 		return nil, err
 	}
 	data := s.Data[kubeconfigKey]
@@ -130,9 +153,9 @@ func (r *clusterRegistry) get(ctx context.Context, server string) (*target, erro
 	}
 	sum := sha256.Sum256(data)
 	fp := hex.EncodeToString(sum[:])
-	key := hostKey(server)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.lastUsed[key] = r.now()
 	if t := r.remotes[key]; t != nil && t.fingerprint == fp {
 		return t, nil
 	}
@@ -154,6 +177,40 @@ func (r *clusterRegistry) get(ctx context.Context, server string) (*target, erro
 	}
 	r.remotes[key] = t
 	return t, nil
+}
+
+// drop stops and forgets a remote cluster's clients and watches.
+func (r *clusterRegistry) drop(key, why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.dropLocked(key, why)
+}
+
+func (r *clusterRegistry) dropLocked(key, why string) {
+	if t := r.remotes[key]; t != nil {
+		t.stop()
+		delete(r.remotes, key)
+		r.log.Info("dropped remote cluster clients", "cluster", key, "why", why)
+	}
+	delete(r.lastUsed, key)
+}
+
+// evictIdle drops the remote clusters no pass has reached for idle.
+func (r *clusterRegistry) evictIdle() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for key := range r.remotes {
+		if r.now().Sub(r.lastUsed[key]) > r.idle {
+			r.dropLocked(key, "unused for "+r.idle.String())
+		}
+	}
+}
+
+// remoteClusters lists the remote clusters whose clients are kept.
+func (r *clusterRegistry) remoteClusters() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return sortedKeys(r.remotes)
 }
 
 // newTarget builds the clients of one cluster; nothing is contacted yet.

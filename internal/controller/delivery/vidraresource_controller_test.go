@@ -652,3 +652,52 @@ func TestArtifactConfinedToItsNamespace(t *testing.T) {
 		}
 	}
 }
+
+// #16 scenario 8, remote clients: a remote cluster's clients and watches go with its kubeconfig
+// Secret, and with disuse, instead of living as long as the operator.
+func TestRemoteClientsDroppedWithTheirSecretOrDisuse(t *testing.T) {
+	h := startManager(t, fastOptions())
+	ns := namespace(t)
+	kubeconfig, err := os.ReadFile(env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := strings.TrimSuffix(kc.Clusters[kc.Contexts[kc.CurrentContext].Cluster].Server, "/") // not a local name: remote
+	secret := createSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), map[string]string{"kubeconfig": string(kubeconfig)})
+	newResource(t, "d-remote-drop", ns, configMapYAML("remote-drop", "", "1"), func(vr *infrahubv1alpha1.VidraResource) {
+		vr.Spec.Destination.Server = server
+	})
+	waitResource(t, "d-remote-drop", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
+	reg := h.rs.clusters
+	if got := reg.remoteClusters(); len(got) != 1 || got[0] != hostKey(server) {
+		t.Fatalf("remote clusters %v, want %s", got, hostKey(server))
+	}
+
+	if err := env.Client.Delete(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	requestSync(t, getResource(t, "d-remote-drop"))
+	waitResource(t, "d-remote-drop", infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonKubeconfigNotFound, 15*time.Second)
+	if got := reg.remoteClusters(); len(got) != 0 {
+		t.Fatalf("remote clusters %v kept after their Secret was deleted", got)
+	}
+
+	createSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), map[string]string{"kubeconfig": string(kubeconfig)})
+	requestSync(t, getResource(t, "d-remote-drop"))
+	waitResource(t, "d-remote-drop", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 15*time.Second)
+	reg.evictIdle()
+	if got := reg.remoteClusters(); len(got) != 1 {
+		t.Fatalf("remote cluster in use evicted: %v", got)
+	}
+	reg.mu.Lock()
+	reg.now = func() time.Time { return time.Now().Add(reg.idle + time.Minute) }
+	reg.mu.Unlock()
+	reg.evictIdle()
+	if got := reg.remoteClusters(); len(got) != 0 {
+		t.Fatalf("remote clusters %v kept after %s unused", got, reg.idle)
+	}
+}
