@@ -59,54 +59,70 @@ type deployOutcome struct {
 	observed  bool // an observe-only pass: without drift, the status stays as it was
 }
 
-// deployPass is one pass over a VidraResource: what the deploy step did, for the report step.
+// deployPass is one pass over a VidraResource: the plan, then what the deploy step did, for the
+// report step.
 type deployPass struct {
 	*lifecycle.Pass[*infrahubv1alpha1.VidraResource]
+	target  *target
+	planned []plannedObject // nil when the manifest cannot be applied (p.out says why)
 	out     deployOutcome
 	requeue time.Duration // the next periodic look
 }
 
 func (r *VidraResourceReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*infrahubv1alpha1.VidraResource]) (lifecycle.Result, error) {
-	return lifecycle.Steps(ctx, &deployPass{Pass: lp},
+	return lifecycle.Steps(ctx, &deployPass{Pass: lp, requeue: r.settings.Current(ctx).RequeueResourcesAfter},
 		lifecycle.OnDeletion(r.finalize),
 		// Before anything is applied, so that whatever gets applied is also removed.
 		lifecycle.EnsureFinalizer[*deployPass](finalizer),
+		r.planStep,
+		r.inventoryStep,
 		r.deployStep,
 		r.report,
 	)
 }
 
+// planStep decodes the manifest and resolves it against the destination cluster and the policy.
+func (r *VidraResourceReconciler) planStep(ctx context.Context, p *deployPass) (lifecycle.Result, error) {
+	vr := p.Obj
+	objs, err := decodeManifest(vr.Spec.Manifest)
+	if err != nil {
+		p.out = deployOutcome{err: lifecycle.Reasonf(infrahubv1alpha1.ReasonInvalidManifest, "invalid manifest, nothing applied: %v", err), keep: true}
+		return lifecycle.Continue(), nil
+	}
+	if p.target, err = r.clusters.get(ctx, vr.Spec.Destination.Server); err != nil {
+		p.out = deployOutcome{err: err, keep: true}
+		return lifecycle.Continue(), nil
+	}
+	planned, err := plan(p.target, objs, vr.Spec.Destination.Namespace, r.policy)
+	if err != nil {
+		p.out = deployOutcome{err: err, keep: true}
+		return lifecycle.Continue(), nil
+	}
+	for _, po := range planned {
+		_ = p.target.watch(ctx, po.ref.GVK) // failure: reads fall back to GETs, logged by watch
+	}
+	p.planned = planned
+	return lifecycle.Continue(), nil
+}
+
 // deployStep applies the manifest in the mode the resource and the settings ask for.
 func (r *VidraResourceReconciler) deployStep(ctx context.Context, p *deployPass) (lifecycle.Result, error) {
+	if p.planned == nil || p.out.err != nil {
+		return lifecycle.Continue(), nil // the report says why nothing is applied
+	}
 	st := r.settings.Current(ctx)
 	events := p.Obj.Spec.Destination.ReconcileOnEvents || st.EventBasedReconcile
-	p.out = r.deploy(ctx, p.Obj, events, st.RequeueResourcesAfter)
-	p.requeue = st.RequeueResourcesAfter
+	p.out = r.deploy(ctx, p.Obj, p.target, p.planned, events, st.RequeueResourcesAfter)
 	if p.out.nextCheck > 0 {
 		p.requeue = p.out.nextCheck
 	}
 	return lifecycle.Continue(), nil
 }
 
-// deploy applies the manifest and prunes what left it. It never writes the VidraResource.
-func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alpha1.VidraResource, events bool, interval time.Duration) deployOutcome {
+// deploy applies the planned objects and prunes what left the manifest. It never writes the
+// VidraResource.
+func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alpha1.VidraResource, t *target, planned []plannedObject, events bool, interval time.Duration) deployOutcome {
 	log := logf.FromContext(ctx)
-	objs, err := decodeManifest(vr.Spec.Manifest)
-	if err != nil {
-		return deployOutcome{err: lifecycle.Reasonf(infrahubv1alpha1.ReasonInvalidManifest, "invalid manifest, nothing applied: %v", err), keep: true}
-	}
-	t, err := r.clusters.get(ctx, vr.Spec.Destination.Server)
-	if err != nil {
-		return deployOutcome{err: err, keep: true}
-	}
-	planned, err := plan(t, objs, vr.Spec.Destination.Namespace, r.policy)
-	if err != nil {
-		return deployOutcome{err: err, keep: true}
-	}
-	for _, po := range planned {
-		_ = t.watch(ctx, po.ref.GVK) // failure: reads fall back to GETs, logged by watch
-	}
-
 	hash := manifestHash(vr.Spec.Manifest)
 	requested := vr.Annotations[infrahubv1alpha1.RequestedAtAnnotation]
 	mem := r.memory.get(vr.Name, vr.UID)
@@ -158,6 +174,7 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 
 	// Prune: what the last report listed, what our watches know we own, minus the manifest.
 	candidates := append(managedRefs(vr.Status.ManagedResources), t.ownedObjects(ctx, vr.Name)...)
+	candidates = append(candidates, inventoryOf(vr).refs()...)
 	pruned := map[string]bool{}
 	for _, ref := range candidates {
 		if desired[ref.key()] || pruned[ref.key()] {
@@ -278,7 +295,14 @@ func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alp
 	if err != nil {
 		return fmt.Errorf("reaching the destination cluster (remove the finalizer %s by hand to leave the objects behind): %w", finalizer, err)
 	}
-	refs := managedRefs(vr.Status.ManagedResources)
+	inv := inventoryOf(vr)
+	if len(inv.Objects) > 0 && hostKeyOrLocal(inv.Server) != hostKeyOrLocal(vr.Spec.Destination.Server) {
+		if err := r.pruneElsewhere(ctx, vr, inv); err != nil {
+			return fmt.Errorf("%w (remove the finalizer %s by hand to leave the objects behind)", err, finalizer)
+		}
+		inv = inventory{}
+	}
+	refs := append(managedRefs(vr.Status.ManagedResources), inv.refs()...)
 	if objs, err := decodeManifest(vr.Spec.Manifest); err == nil {
 		if planned, err := plan(t, objs, vr.Spec.Destination.Namespace, Policy{AllowedKinds: []string{"*"}, AllowedNamespaces: []string{"*"}}); err == nil {
 			for _, po := range planned {

@@ -701,3 +701,91 @@ func TestRemoteClientsDroppedWithTheirSecretOrDisuse(t *testing.T) {
 		t.Fatalf("remote clusters %v kept after %s unused", got, reg.idle)
 	}
 }
+
+// #16 scenario 5: what a VidraResource applied is known from its own bookkeeping, not from its
+// status or the watches of the moment. After a failed apply (which left the object out of the
+// report), a wiped status and a restart with no watch on the kind, the objects the new
+// manifests dropped are still pruned.
+func TestInventorySurvivesFailedApplyStatusWipeAndRestart(t *testing.T) {
+	o := fastOptions()
+	h := startManager(t, o)
+	ns := namespace(t)
+	newResource(t, "d-inv-wipe", ns, docs(configMapYAML("keep-w", "", "1"), serviceYAML("gone-after-wipe")))
+	newResource(t, "d-inv-failed", ns, docs(configMapYAML("keep-f", "", "1"), serviceYAML("gone-after-failure")))
+	for _, name := range []string{"d-inv-wipe", "d-inv-failed"} {
+		waitResource(t, name, infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
+	}
+	// An apply of the Service that the API server refuses.
+	bad := strings.Replace(serviceYAML("gone-after-failure"), "port: 80", "port: 700000", 1)
+	updateResourceManifest(t, "d-inv-failed", docs(configMapYAML("keep-f", "", "1"), bad))
+	waitResource(t, "d-inv-failed", infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonApplyFailed, 15*time.Second)
+
+	h.stop()
+	vr := getResource(t, "d-inv-wipe")
+	vr.Status = infrahubv1alpha1.VidraResourceStatus{}
+	if err := testenv.WriteStatus(context.Background(), env.Client, vr); err != nil {
+		t.Fatal(err)
+	}
+	updateResourceManifest(t, "d-inv-wipe", configMapYAML("keep-w", "", "1"))
+	updateResourceManifest(t, "d-inv-failed", configMapYAML("keep-f", "", "1"))
+	startManager(t, o) // watches only what the new manifests name: ConfigMaps
+
+	for _, name := range []string{"d-inv-wipe", "d-inv-failed"} {
+		waitResource(t, name, infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
+	}
+	eventually(t, 10*time.Second, func() error {
+		for _, svc := range []string{"gone-after-wipe", "gone-after-failure"} {
+			if exists(t, env.Client, &corev1.Service{}, ns, svc) == nil {
+				return fmt.Errorf("Service %s left behind", svc)
+			}
+		}
+		return nil
+	})
+}
+
+// #16 scenario 4: moving a VidraResource to another cluster prunes what it applied on the old
+// one, instead of orphaning it there.
+func TestDestinationChangePrunesTheOldCluster(t *testing.T) {
+	rem := remote(t)
+	rc, err := client.New(rem.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := os.ReadFile(rem.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := strings.TrimSuffix(kc.Clusters[kc.Contexts[kc.CurrentContext].Cluster].Server, "/")
+	startManager(t, fastOptions())
+	ns := namespace(t)
+	if err := rc.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	createSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), map[string]string{"kubeconfig": string(kubeconfig)})
+	newResource(t, "d-move", ns, configMapYAML("moving", "", "1"), func(vr *infrahubv1alpha1.VidraResource) {
+		vr.Spec.Destination.Server = server
+	})
+	waitResource(t, "d-move", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
+	if err := exists(t, rc, &corev1.ConfigMap{}, ns, "moving"); err != nil {
+		t.Fatal(err)
+	}
+	vr := getResource(t, "d-move")
+	vr.Spec.Destination.Server = "" // the local cluster
+	if err := env.Client.Update(context.Background(), vr); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, func() error {
+		if err := exists(t, env.Client, &corev1.ConfigMap{}, ns, "moving"); err != nil {
+			return fmt.Errorf("not applied on the new cluster: %w", err)
+		}
+		if exists(t, rc, &corev1.ConfigMap{}, ns, "moving") == nil {
+			return fmt.Errorf("still on the old cluster")
+		}
+		return nil
+	})
+	waitResource(t, "d-move", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 15*time.Second)
+}
