@@ -51,9 +51,13 @@ type InfrahubSyncStatus struct {
 	// LastError is the last error, cleared by a successful sync.
 	// +optional
 	LastError string `json:"lastError,omitempty"`
-	// LastSyncTime is when a sync last succeeded.
+	// LastSyncTime is when a pass last queried Infrahub and delivered the result successfully,
+	// changed or not: it moves on every successful pass.
 	// +optional
 	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
+	// Resources summarises the sync's VidraResources.
+	// +optional
+	Resources ResourcesSummary `json:"resources,omitempty"`
 	// SyncState is the state of the sync.
 	// +optional
 	SyncState State `json:"syncState,omitempty"`
@@ -67,6 +71,20 @@ type InfrahubSyncStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
+// ResourcesSummary counts a sync's VidraResources by how their deployment went.
+type ResourcesSummary struct {
+	// Total is the number of the sync's VidraResources.
+	// +optional
+	Total int32 `json:"total,omitempty"`
+	// Succeeded is how many of them report Succeeded.
+	// +optional
+	Succeeded int32 `json:"succeeded,omitempty"`
+	// Failed names those that report Failed (the first 20).
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	Failed []string `json:"failed,omitempty"`
+}
+
 // InfrahubSync polls Infrahub for artifacts and keeps one VidraResource per artifact.
 //
 // +kubebuilder:object:root=true
@@ -75,6 +93,8 @@ type InfrahubSyncStatus struct {
 // +kubebuilder:printcolumn:name="Artefact",type=string,JSONPath=`.spec.source.artefactName`
 // +kubebuilder:printcolumn:name="Branch",type=string,JSONPath=`.spec.source.targetBranch`
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.syncState`
+// +kubebuilder:printcolumn:name="Succeeded",type=integer,JSONPath=`.status.resources.succeeded`
+// +kubebuilder:printcolumn:name="Resources",type=integer,JSONPath=`.status.resources.total`
 // +kubebuilder:printcolumn:name="Last Sync",type=date,JSONPath=`.status.lastSyncTime`
 // +kubebuilder:printcolumn:name="Error",type=string,JSONPath=`.status.lastError`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

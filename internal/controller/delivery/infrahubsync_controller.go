@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -43,6 +46,19 @@ type InfrahubSyncReconciler struct {
 	downloads int
 	lc        *lifecycle.Reconciler[*infrahubv1alpha1.InfrahubSync]
 	now       func() time.Time
+
+	mu      sync.Mutex
+	queried map[types.UID]queryRecord // the last successful query of each sync
+}
+
+// queryRecord is what the last successful query of a sync was made for: a pass brought by a
+// VidraResource's report only summarises, unless the sync is due for a query anyway.
+type queryRecord struct {
+	at          time.Time
+	generation  int64
+	requestedAt string
+	query       string
+	ids         []string // the artifacts of the result: each must keep its VidraResource
 }
 
 // Reconcile runs one pass under the lifecycle discipline; its periodic look follows the sync
@@ -58,7 +74,8 @@ type syncOutcome struct {
 	keep       bool     // keep status.checksums (the pass never got to compare)
 	progressed bool     // a VidraResource was written or deleted
 	delivered  int
-	retrySoon  bool // the cache lagged behind our own writes: look again shortly
+	retrySoon  bool     // the cache lagged behind our own writes: look again shortly
+	ids        []string // the artifacts of the result
 }
 
 // syncPass is one pass over an InfrahubSync: what the sync step did, for the report step.
@@ -66,6 +83,11 @@ type syncPass struct {
 	*lifecycle.Pass[*infrahubv1alpha1.InfrahubSync]
 	settings Settings
 	out      syncOutcome
+	// summaryOnly: nothing changed since the last successful query, which is not due yet: the
+	// pass only summarises the VidraResources (a report of theirs brought it).
+	summaryOnly bool
+	summary     infrahubv1alpha1.ResourcesSummary
+	anyPending  bool
 }
 
 func (r *InfrahubSyncReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*infrahubv1alpha1.InfrahubSync]) (lifecycle.Result, error) {
@@ -73,6 +95,7 @@ func (r *InfrahubSyncReconciler) handle(ctx context.Context, lp *lifecycle.Pass[
 		// The garbage collector removes a deleted sync's VidraResources.
 		lifecycle.OnDeletion(func(context.Context, *syncPass) (lifecycle.Result, error) { return lifecycle.Done(), nil }),
 		r.syncStep,
+		r.summarize,
 		r.report,
 	)
 }
@@ -80,10 +103,75 @@ func (r *InfrahubSyncReconciler) handle(ctx context.Context, lp *lifecycle.Pass[
 // syncStep brings the VidraResources in line with the query; a cache behind our own writes
 // ends the pass to look again shortly, before anything is reported from it.
 func (r *InfrahubSyncReconciler) syncStep(ctx context.Context, p *syncPass) (lifecycle.Result, error) {
+	if !r.queryDue(ctx, p) {
+		p.summaryOnly = true
+		return lifecycle.Continue(), nil
+	}
 	p.out = r.sync(ctx, p.Client(), p.Obj, p.settings.QueryName)
 	if p.out.retrySoon && p.out.err == nil {
 		return lifecycle.RequeueAfter(lagRetry, "cache behind our writes"), nil
 	}
+	r.mu.Lock()
+	if p.out.err == nil {
+		r.queried[p.Obj.UID] = queryRecord{at: r.now(), generation: p.Obj.Generation,
+			requestedAt: p.Obj.Annotations[infrahubv1alpha1.RequestedAtAnnotation], query: p.settings.QueryName, ids: p.out.ids}
+	} else {
+		delete(r.queried, p.Obj.UID)
+	}
+	r.mu.Unlock()
+	return lifecycle.Continue(), nil
+}
+
+// queryDue reports whether the pass queries Infrahub: always, unless the last successful query
+// was for the same spec, request and settings, its interval has not run out, and every
+// VidraResource it delivered is still there (one deleted by hand is re-created at once).
+func (r *InfrahubSyncReconciler) queryDue(ctx context.Context, p *syncPass) bool {
+	s := p.Obj
+	r.mu.Lock()
+	rec, ok := r.queried[s.UID]
+	r.mu.Unlock()
+	if !ok || rec.generation != s.Generation || rec.requestedAt != s.Annotations[infrahubv1alpha1.RequestedAtAnnotation] ||
+		rec.query != p.settings.QueryName || r.now().Sub(rec.at) >= p.settings.RequeueSyncAfter*9/10 {
+		return true
+	}
+	owned, err := r.ownedResources(ctx, p.Client(), s)
+	if err != nil {
+		return true
+	}
+	for _, id := range rec.ids {
+		if vr, ok := owned[id]; !ok || !vr.DeletionTimestamp.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
+// summarize counts the sync's VidraResources by their report: the sync reads Succeeded only
+// when every one of them does.
+func (r *InfrahubSyncReconciler) summarize(ctx context.Context, p *syncPass) (lifecycle.Result, error) {
+	owned, err := r.ownedResources(ctx, p.Client(), p.Obj)
+	if err != nil {
+		return lifecycle.Result{}, err
+	}
+	sum := infrahubv1alpha1.ResourcesSummary{Total: int32(len(owned))}
+	names := make([]string, 0, len(owned))
+	for name := range owned {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		switch owned[name].Status.DeployState {
+		case infrahubv1alpha1.StateSucceeded:
+			sum.Succeeded++
+		case infrahubv1alpha1.StateFailed:
+			if len(sum.Failed) < 20 {
+				sum.Failed = append(sum.Failed, name)
+			}
+		default:
+			p.anyPending = true
+		}
+	}
+	p.summary = sum
 	return lifecycle.Continue(), nil
 }
 
@@ -153,6 +241,9 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 		out.progressed = true
 	}
 	sort.Strings(out.checksums)
+	for id := range inResult {
+		out.ids = append(out.ids, id)
+	}
 	if len(errs) > 0 {
 		out.err = lifecycle.WithReason(reasonOf(errs[0]), fmt.Errorf("%d of %d artifacts not delivered: %w", len(errs), len(arts), errors.Join(errs...)))
 	}
@@ -317,23 +408,48 @@ func (r *InfrahubSyncReconciler) report(_ context.Context, p *syncPass) (lifecyc
 	s, out, requeue := p.Obj, p.out, p.settings.RequeueSyncAfter
 	st := s.Status.DeepCopy()
 	rep := lifecycle.Report{LastSuccess: &st.LastSyncTime, LastError: &st.LastError}
-	if !out.keep {
+	st.Resources = p.summary
+	if !p.summaryOnly && !out.keep {
 		st.Checksums = out.checksums
 	}
-	if out.err == nil {
-		st.SyncState = infrahubv1alpha1.StateSucceeded
-		rep.Succeeded(r.now(), out.progressed)
-		lifecycle.SetCondition(&st.Conditions, s.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionTrue, infrahubv1alpha1.ReasonSynced,
-			fmt.Sprintf("%d artifacts delivered", out.delivered))
-	} else {
+	failed := len(p.summary.Failed) > 0
+	switch {
+	case out.err != nil: // a summary-only pass has none: it follows a successful query
 		st.SyncState = infrahubv1alpha1.StateFailed
 		if rep.Failed(out.err) {
 			r.recorder.Eventf(s, nil, "Warning", reasonOf(out.err), "Sync", "%s", clip(out.err.Error()))
 		}
 		lifecycle.SetCondition(&st.Conditions, s.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, reasonOf(out.err), clip(out.err.Error()))
+	default:
+		if !p.summaryOnly {
+			rep.Succeeded(r.now(), true) // lastSyncTime: the last successful pass, changed or not
+		}
+		switch {
+		case failed:
+			st.SyncState = infrahubv1alpha1.StateFailed
+			msg := fmt.Sprintf("%d of %d VidraResources failed: %s", len(p.summary.Failed), p.summary.Total, strings.Join(p.summary.Failed, ", "))
+			if cur := meta.FindStatusCondition(st.Conditions, infrahubv1alpha1.ConditionReady); cur == nil || cur.Message != msg {
+				r.recorder.Eventf(s, nil, "Warning", infrahubv1alpha1.ReasonResourcesFailed, "Sync", "%s", clip(msg))
+			}
+			lifecycle.SetCondition(&st.Conditions, s.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, infrahubv1alpha1.ReasonResourcesFailed, clip(msg))
+		case p.anyPending:
+			st.SyncState = infrahubv1alpha1.StateRunning
+			lifecycle.SetCondition(&st.Conditions, s.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, infrahubv1alpha1.ReasonResourcesProgressing,
+				fmt.Sprintf("%d of %d VidraResources deployed", p.summary.Succeeded, p.summary.Total))
+		default:
+			st.SyncState = infrahubv1alpha1.StateSucceeded
+			lifecycle.SetCondition(&st.Conditions, s.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionTrue, infrahubv1alpha1.ReasonSynced,
+				fmt.Sprintf("%d artifacts delivered", p.summary.Total))
+		}
 	}
 	st.ObservedGeneration = s.Generation
 	next := lifecycle.RequeueAfter(lifecycle.Jitter(requeue), "sync interval")
+	if p.summaryOnly {
+		r.mu.Lock()
+		rec := r.queried[s.UID]
+		r.mu.Unlock()
+		next = lifecycle.RequeueAfter(max(time.Second, rec.at.Add(requeue).Sub(r.now())), "sync interval")
+	}
 	if out.retrySoon {
 		next = lifecycle.RequeueAfter(lagRetry, "cache behind our writes")
 	}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -110,6 +112,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), scheme: mgr.GetScheme(), settings: settings,
 		creds:   &credentials{reader: credCache, scope: scope, timeout: o.InfrahubTimeout},
 		clients: &infrahub.Cache{}, recorder: rec, downloads: o.DownloadConcurrency, now: time.Now,
+		queried: map[types.UID]queryRecord{},
 	}
 	sr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.InfrahubSync { return &infrahubv1alpha1.InfrahubSync{} }, sr.handle)
 	// The periodic looks follow the settings, which a ConfigMap may change at run time.
@@ -140,7 +143,8 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 	err = ctrl.NewControllerManagedBy(mgr).Named("infrahubsync").
 		For(&infrahubv1alpha1.InfrahubSync{}, builder.WithPredicates(lifecycle.Predicate())).
 		// A VidraResource deleted or edited by hand brings its sync at once (defect 5).
-		Owns(&infrahubv1alpha1.VidraResource{}, builder.WithPredicates(lifecycle.Predicate())).
+		// A VidraResource's report (deployState) is summarised by its sync.
+		Owns(&infrahubv1alpha1.VidraResource{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(), deployStateChanged()))).
 		WatchesRawSource(source.Kind(credCache, &corev1.Secret{}, handler.TypedEnqueueRequestsFromMapFunc(
 			func(ctx context.Context, s *corev1.Secret) []reconcile.Request {
 				return syncsForHost(ctx, mgr.GetClient(), s.Labels[infrahubv1alpha1.InfrahubAPIURLLabel])
@@ -245,4 +249,18 @@ func resourcesForHost(ctx context.Context, c client.Client, labelValue string) [
 		}
 	}
 	return out
+}
+
+// deployStateChanged passes a VidraResource update that changed its deployState.
+func deployStateChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, okO := e.ObjectOld.(*infrahubv1alpha1.VidraResource)
+			n, okN := e.ObjectNew.(*infrahubv1alpha1.VidraResource)
+			return okO && okN && o.Status.DeployState != n.Status.DeployState
+		},
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -98,6 +99,24 @@ func (w *writeCounter) reset() {
 	w.mu.Lock()
 	w.paths = nil
 	w.mu.Unlock()
+}
+
+// count is how many of the recorded writes were method on a path ending in suffix.
+func (w *writeCounter) count(method, suffix string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, p := range w.paths {
+		if strings.HasPrefix(p, method+" ") && strings.HasSuffix(p, suffix) {
+			n++
+		}
+	}
+	return n
+}
+
+func sorted(s ...string) []string {
+	slices.Sort(s)
+	return s
 }
 
 func (w *writeCounter) String() string {
