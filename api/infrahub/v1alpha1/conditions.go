@@ -6,6 +6,9 @@ const (
 	// ConditionReady is the one condition both kinds carry: True once the last pass delivered
 	// everything, False with a reason otherwise.
 	ConditionReady = "Ready"
+	// ConditionHealthy says whether every applied object is Current (kstatus); its reason is
+	// the health (Current, InProgress, Failed, NotFound).
+	ConditionHealthy = "Healthy"
 )
 
 // Reasons of the Ready condition.

@@ -44,6 +44,11 @@ type VidraResourceStatus struct {
 	// ManagedResourceCount is len(managedResources), for kubectl get.
 	// +optional
 	ManagedResourceCount int32 `json:"managedResourceCount,omitempty"`
+	// Health is how the applied objects are doing, as kstatus computes it: Current when every
+	// one is, else InProgress, Failed or NotFound for the first that is not.
+	// +optional
+	// +kubebuilder:validation:Enum=Current;InProgress;Failed;NotFound;Terminating;Unknown
+	Health string `json:"health,omitempty"`
 	// ObservedGeneration is the generation the status reports on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -61,6 +66,7 @@ type VidraResourceStatus struct {
 // +kubebuilder:resource:scope=Cluster
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.DeployState`
 // +kubebuilder:printcolumn:name="Resources",type=integer,JSONPath=`.status.managedResourceCount`
+// +kubebuilder:printcolumn:name="Health",type=string,JSONPath=`.status.health`
 // +kubebuilder:printcolumn:name="Last Sync",type=date,JSONPath=`.status.lastSyncTime`
 // +kubebuilder:printcolumn:name="Error",type=string,JSONPath=`.status.lastError`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -41,6 +41,8 @@ type Options struct {
 	ResourceConcurrency int
 	// DownloadConcurrency is how many artifacts one sync pass downloads at once.
 	DownloadConcurrency int
+	// HealthPoll is how often a VidraResource whose objects are still progressing is looked at.
+	HealthPoll time.Duration
 	// Events, if set, records the family's events; setup otherwise starts a provider of its own.
 	Events *eventsink.Provider
 }
@@ -55,6 +57,7 @@ func DefaultOptions() Options {
 		SyncConcurrency:     2,
 		ResourceConcurrency: 8,
 		DownloadConcurrency: 4,
+		HealthPoll:          DefaultHealthPoll,
 	}
 }
 
@@ -85,6 +88,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DownloadConcurrency <= 0 {
 		o.DownloadConcurrency = d.DownloadConcurrency
+	}
+	if o.HealthPoll <= 0 {
+		o.HealthPoll = d.HealthPoll
 	}
 	o.Policy.OperatorNamespace = o.OperatorNamespace
 	return o
@@ -121,6 +127,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.SyncConcurrency, "delivery-sync-concurrency", o.SyncConcurrency, "InfrahubSyncs reconciled at once.")
 	fs.IntVar(&o.ResourceConcurrency, "delivery-resource-concurrency", o.ResourceConcurrency, "VidraResources reconciled at once.")
 	fs.IntVar(&o.DownloadConcurrency, "delivery-download-concurrency", o.DownloadConcurrency, "Artifacts one sync downloads at once.")
+	fs.DurationVar(&o.HealthPoll, "delivery-health-poll", o.HealthPoll, "How often a VidraResource whose applied objects are still progressing (kstatus InProgress) is looked at again.")
 }
 
 // listFlag is a comma-separated list flag.

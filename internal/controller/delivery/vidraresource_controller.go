@@ -38,6 +38,8 @@ type VidraResourceReconciler struct {
 	recorder recorder.EventRecorder
 	lc       *lifecycle.Reconciler[*infrahubv1alpha1.VidraResource]
 	now      func() time.Time
+	// healthPoll is the look while an applied object is still progressing.
+	healthPoll time.Duration
 }
 
 // Reconcile runs one pass under the lifecycle discipline; its periodic look follows the
@@ -57,6 +59,8 @@ type deployOutcome struct {
 	drift     []string
 	nextCheck time.Duration
 	observed  bool // an observe-only pass: without drift, the status stays as it was
+	// applied, created, restored and pruned name what the pass did, for its events.
+	applied, created, restored, pruned []string
 }
 
 // deployPass is one pass over a VidraResource: the plan, then what the deploy step did, for the
@@ -66,6 +70,7 @@ type deployPass struct {
 	target  *target
 	planned []plannedObject // nil when the manifest cannot be applied (p.out says why)
 	out     deployOutcome
+	health  *health       // nil when not computed
 	requeue time.Duration // the next periodic look
 }
 
@@ -77,6 +82,7 @@ func (r *VidraResourceReconciler) handle(ctx context.Context, lp *lifecycle.Pass
 		r.planStep,
 		r.inventoryStep,
 		r.deployStep,
+		r.healthStep,
 		r.report,
 	)
 }
@@ -162,10 +168,13 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 			errs = append(errs, err)
 			continue
 		}
+		out.applied = append(out.applied, po.ref.String())
 		if live == nil {
 			log.Info("created", "object", po.ref.String())
+			out.created = append(out.created, po.ref.String())
 		} else if !fresh {
 			log.Info("restored drifted object", "object", po.ref.String())
+			out.restored = append(out.restored, po.ref.String())
 		}
 		next.tokens[po.ref.key()] = token
 		out.managed = append(out.managed, toManaged(po.ref))
@@ -189,6 +198,7 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 		}
 		if deleted {
 			log.Info("pruned object that left the manifest", "object", ref.String())
+			out.pruned = append(out.pruned, ref.String())
 			out.progressed = true
 		}
 	}
@@ -329,9 +339,16 @@ func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alp
 func (r *VidraResourceReconciler) report(_ context.Context, p *deployPass) (lifecycle.Result, error) {
 	vr, out, requeue := p.Obj, p.out, p.requeue
 	if out.observed && out.err == nil && len(out.drift) == 0 {
+		st := vr.Status.DeepCopy()
+		reportHealth(st, vr.Generation, p.health)
+		if !equality.Semantic.DeepEqual(*st, vr.Status) {
+			vr.Status = *st // the Reconciler writes it
+		}
 		return lifecycle.RequeueAfter(requeue, "nothing drifted"), nil
 	}
+	r.eventsOf(vr, out)
 	st := vr.Status.DeepCopy()
+	reportHealth(st, vr.Generation, p.health)
 	rep := lifecycle.Report{LastSuccess: &st.LastSyncTime, LastError: &st.LastError}
 	switch {
 	case out.err == nil && len(out.drift) > 0:
@@ -360,6 +377,23 @@ func (r *VidraResourceReconciler) report(_ context.Context, p *deployPass) (life
 	}
 	vr.Status = *st // the Reconciler writes it
 	return lifecycle.RequeueAfter(lifecycle.Jitter(requeue), "status written"), nil
+}
+
+// eventsOf records Normal events for what a pass applied and pruned.
+func (r *VidraResourceReconciler) eventsOf(vr *infrahubv1alpha1.VidraResource, out deployOutcome) {
+	if len(out.applied) > 0 {
+		msg := fmt.Sprintf("applied %d objects", len(out.applied))
+		if len(out.created) > 0 {
+			msg += "; created " + strings.Join(out.created, ", ")
+		}
+		if len(out.restored) > 0 {
+			msg += "; restored " + strings.Join(out.restored, ", ")
+		}
+		r.recorder.Eventf(vr, nil, "Normal", "Applied", "Apply", "%s", clip(msg))
+	}
+	if len(out.pruned) > 0 {
+		r.recorder.Eventf(vr, nil, "Normal", "Pruned", "Prune", "%s", clip("pruned "+strings.Join(out.pruned, ", ")))
+	}
 }
 
 // onObjectEvent turns a watch event on an applied object into a pass of its VidraResource when

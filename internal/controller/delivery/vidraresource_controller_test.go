@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -361,6 +362,8 @@ func TestPruneAndFinalizerTouchOnlyOwnObjects(t *testing.T) {
 		return nil
 	})
 
+	waitVREvent(t, "prune", "Applied", "created ConfigMap/"+ns+"/keep")
+	waitVREvent(t, "prune", "Pruned", "ConfigMap/"+ns+"/drop")
 	deleteResource(t, "prune")
 	if exists(t, env.Client, &corev1.ConfigMap{}, ns, "keep") == nil {
 		t.Fatal("finalizer left the applied ConfigMap behind")
@@ -788,4 +791,59 @@ func TestDestinationChangePrunesTheOldCluster(t *testing.T) {
 		return nil
 	})
 	waitResource(t, "d-move", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 15*time.Second)
+}
+
+// #16 item 6: a VidraResource says whether what it applied is healthy (kstatus). A Deployment
+// whose rollout never finishes (no pods become ready: here, no controller acts on it at all)
+// reads InProgress and names the Deployment; once its status says it is rolled out, Current.
+func TestHealthFollowsTheAppliedObjects(t *testing.T) {
+	o := fastOptions()
+	o.HealthPoll = 500 * time.Millisecond
+	startManager(t, o)
+	ns := namespace(t)
+	newResource(t, "d-health", ns, docs(configMapYAML("cfg", "", "1"), deploymentYAML("web", 1)))
+	waitResource(t, "d-health", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
+	eventually(t, 5*time.Second, func() error {
+		vr := getResource(t, "d-health")
+		c := meta.FindStatusCondition(vr.Status.Conditions, infrahubv1alpha1.ConditionHealthy)
+		if vr.Status.Health != "InProgress" || c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "Deployment/"+ns+"/web") {
+			return fmt.Errorf("health %q, condition %+v: want InProgress naming the Deployment", vr.Status.Health, c)
+		}
+		return nil
+	})
+	// The rollout finishes, as the Deployment controller would report it.
+	d := &appsv1.Deployment{}
+	if err := exists(t, env.Client, d, ns, "web"); err != nil {
+		t.Fatal(err)
+	}
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
+		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"}}}
+	if err := env.Client.Status().Update(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, func() error {
+		vr := getResource(t, "d-health")
+		if c := meta.FindStatusCondition(vr.Status.Conditions, infrahubv1alpha1.ConditionHealthy); vr.Status.Health != "Current" || c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("health %q, condition %+v: want Current", vr.Status.Health, c)
+		}
+		return nil
+	})
+}
+
+// waitVREvent waits for an event of a VidraResource with reason and a note containing text.
+func waitVREvent(t *testing.T, vr, reason, text string) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() error {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(context.Background(), list); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == vr && e.Reason == reason && strings.Contains(e.Note, text) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event of %s with %q among %d events", reason, vr, text, len(list.Items))
+	})
 }

@@ -1,0 +1,93 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// DefaultHealthPoll is how soon a VidraResource whose objects are still progressing looks
+// again: a rollout sends no event we watch for (our watches are on our own fields).
+const DefaultHealthPoll = 15 * time.Second
+
+// healthRank orders kstatus results, worst first: the VidraResource reports the worst.
+var healthRank = map[status.Status]int{
+	status.FailedStatus: 0, status.NotFoundStatus: 1, status.InProgressStatus: 2,
+	status.TerminatingStatus: 3, status.UnknownStatus: 4, status.CurrentStatus: 5,
+}
+
+// health is how the applied objects are doing.
+type health struct {
+	status   status.Status
+	notReady []string // "Kind/ns/name: Status: message", worst first
+}
+
+// healthStep reads every planned object (uncached: the watches hold metadata only) and computes
+// its kstatus: the VidraResource reports Healthy only when all are Current, and looks again
+// soon while any is on its way.
+func (r *VidraResourceReconciler) healthStep(ctx context.Context, p *deployPass) (lifecycle.Result, error) {
+	if p.planned == nil {
+		return lifecycle.Continue(), nil
+	}
+	h := health{status: status.CurrentStatus}
+	for _, po := range p.planned {
+		st, msg := objectHealth(ctx, p.target, po.ref)
+		if st == status.CurrentStatus {
+			continue
+		}
+		line := fmt.Sprintf("%s: %s", po.ref, st)
+		if msg != "" {
+			line += ": " + msg
+		}
+		h.notReady = append(h.notReady, line)
+		if healthRank[st] < healthRank[h.status] {
+			h.status = st
+		}
+	}
+	p.health = &h
+	if h.status != status.CurrentStatus && h.status != status.FailedStatus {
+		p.requeue = min(p.requeue, r.healthPoll)
+	}
+	return lifecycle.Continue(), nil
+}
+
+func objectHealth(ctx context.Context, t *target, ref objectRef) (status.Status, string) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(ref.GVK)
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	if err := t.client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, u); err != nil {
+		if apierrors.IsNotFound(err) {
+			return status.NotFoundStatus, "not found"
+		}
+		return status.UnknownStatus, err.Error()
+	}
+	res, err := status.Compute(u)
+	if err != nil {
+		return status.UnknownStatus, err.Error()
+	}
+	return res.Status, res.Message
+}
+
+// reportHealth sets status.health and the Healthy condition from h (nil: not computed this pass).
+func reportHealth(st *infrahubv1alpha1.VidraResourceStatus, generation int64, h *health) {
+	if h == nil {
+		return
+	}
+	st.Health = string(h.status)
+	if h.status == status.CurrentStatus {
+		lifecycle.SetCondition(&st.Conditions, generation, infrahubv1alpha1.ConditionHealthy, metav1.ConditionTrue, string(status.CurrentStatus), "every applied object is Current")
+		return
+	}
+	lifecycle.SetCondition(&st.Conditions, generation, infrahubv1alpha1.ConditionHealthy, metav1.ConditionFalse, string(h.status), clip(strings.Join(h.notReady, "; ")))
+}
