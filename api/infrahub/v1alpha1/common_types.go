@@ -33,6 +33,18 @@ type Destination struct {
 	// +optional
 	// +kubebuilder:default=false
 	ReconcileOnEvents bool `json:"reconcileOnEvents,omitempty"`
+	// ServiceAccountName, when set, is the ServiceAccount every read, apply and prune of the
+	// destination goes through (impersonated), so that its RBAC decides what the artifacts may
+	// do. Empty: the operator's --delivery-default-service-account, else the operator itself.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == '' || !format.dns1123Subdomain().validate(self).hasValue()",message="must be a ServiceAccount name"
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// ServiceAccountNamespace is the ServiceAccount's namespace; empty: Namespace (else default).
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self == '' || !format.dns1123Label().validate(self).hasValue()",message="must be a namespace name"
+	ServiceAccountNamespace string `json:"serviceAccountNamespace,omitempty"`
 }
 
 // Well-known metadata keys, kept as the reference writes them so that existing Secrets and

@@ -30,11 +30,14 @@ const (
 	ReasonInvalidManifest      = "InvalidManifest"
 	ReasonUnknownKind          = "UnknownKind"
 	ReasonPolicyDenied         = "PolicyDenied"
-	ReasonKubeconfigNotFound   = "KubeconfigNotFound"
-	ReasonKubeconfigInvalid    = "KubeconfigInvalid"
-	ReasonClusterUnavailable   = "ClusterUnavailable"
-	ReasonApplyFailed          = "ApplyFailed"
-	ReasonPruneFailed          = "PruneFailed"
-	ReasonCleanupFailed        = "CleanupFailed"
-	ReasonInternal             = "InternalError"
+	// ReasonForbidden: the ServiceAccount the VidraResource acts as may not do what its
+	// manifest asks (the API server's RBAC said no).
+	ReasonForbidden          = "Forbidden"
+	ReasonKubeconfigNotFound = "KubeconfigNotFound"
+	ReasonKubeconfigInvalid  = "KubeconfigInvalid"
+	ReasonClusterUnavailable = "ClusterUnavailable"
+	ReasonApplyFailed        = "ApplyFailed"
+	ReasonPruneFailed        = "PruneFailed"
+	ReasonCleanupFailed      = "CleanupFailed"
+	ReasonInternal           = "InternalError"
 )

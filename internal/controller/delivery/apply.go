@@ -102,7 +102,7 @@ func ownersOf(m metav1.Object) []string {
 // applyObject server-side applies one object with our field manager and ownership marks, and
 // returns its drift token. Force: the manifest is authoritative for the fields it names; fields
 // it does not name stay with whoever set them (defect 6).
-func applyObject(ctx context.Context, t *target, po plannedObject, owners []string) (string, error) {
+func applyObject(ctx context.Context, t *target, po plannedObject, owners []string, opts ...client.ApplyOption) (string, error) {
 	u := po.obj.DeepCopy()
 	prepareForApply(u)
 	l := u.GetLabels()
@@ -119,13 +119,36 @@ func applyObject(ctx context.Context, t *target, po plannedObject, owners []stri
 	u.SetAnnotations(a)
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	if err := t.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	opts = append([]client.ApplyOption{client.FieldOwner(FieldManager), client.ForceOwnership}, opts...)
+	if err := t.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...); err != nil {
+		if apierrors.IsForbidden(err) {
+			return "", lifecycle.Reasonf(infrahubv1alpha1.ReasonForbidden, "applying %s as %s: %v", po.ref, t.as, err)
+		}
 		if meta.IsNoMatchError(err) {
 			return "", lifecycle.Reasonf(infrahubv1alpha1.ReasonUnknownKind, "applying %s: %v", po.ref, err)
 		}
 		return "", lifecycle.Reasonf(infrahubv1alpha1.ReasonApplyFailed, "applying %s: %v", po.ref, err)
 	}
 	return driftToken(u), nil
+}
+
+// preflight dry-runs the apply of every planned object as the target's ServiceAccount: an
+// artifact that names one object its RBAC does not allow is refused whole, nothing applied.
+func preflight(ctx context.Context, t *target, planned []plannedObject, owner string) error {
+	var refused []string
+	for _, po := range planned {
+		if _, err := applyObject(ctx, t, po, []string{owner}, client.DryRunAll); err != nil {
+			if reason, _ := lifecycle.ReasonOf(err); reason == infrahubv1alpha1.ReasonForbidden {
+				refused = append(refused, err.Error())
+				continue
+			}
+			return err
+		}
+	}
+	if len(refused) > 0 {
+		return lifecycle.Reasonf(infrahubv1alpha1.ReasonForbidden, "nothing applied: %s", strings.Join(refused, "; "))
+	}
+	return nil
 }
 
 // deleteOwned deletes an object if, and only if, it is marked as owner's. A shared object

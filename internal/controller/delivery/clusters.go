@@ -76,6 +76,8 @@ type clusterRegistry struct {
 	local    *target
 	remotes  map[string]*target   // by host[:port]
 	lastUsed map[string]time.Time // by host[:port]
+	// impersonated targets by base id and user; rebuilt with their base
+	impersonated map[string]*target
 }
 
 // remoteIdle is how long a remote cluster's clients and watches are kept when no VidraResource
@@ -87,7 +89,7 @@ func newClusterRegistry(scheme *runtime.Scheme, cfg *rest.Config, hc *http.Clien
 	return &clusterRegistry{
 		scheme: scheme, localCfg: cfg, localHTTP: hc, localMapper: mapper,
 		secrets: secrets, scope: scope, insecure: insecure, timeout: timeout, onEvent: onEvent, log: log,
-		started: make(chan struct{}), remotes: map[string]*target{}, lastUsed: map[string]time.Time{},
+		started: make(chan struct{}), remotes: map[string]*target{}, lastUsed: map[string]time.Time{}, impersonated: map[string]*target{},
 		idle: remoteIdle, now: time.Now,
 	}
 }
@@ -190,6 +192,11 @@ func (r *clusterRegistry) dropLocked(key, why string) {
 	if t := r.remotes[key]; t != nil {
 		t.stop()
 		delete(r.remotes, key)
+		for k, it := range r.impersonated {
+			if it.base == t {
+				delete(r.impersonated, k)
+			}
+		}
 		r.log.Info("dropped remote cluster clients", "cluster", key, "why", why)
 	}
 	delete(r.lastUsed, key)
@@ -242,7 +249,7 @@ func (r *clusterRegistry) newTarget(key, fp string, cfg *rest.Config, hc *http.C
 	}
 	ctx, cancel := context.WithCancel(r.ctx)
 	t := &target{
-		key: key, fingerprint: fp, client: c, mapper: mapper, cache: ca, cancel: cancel,
+		key: key, fingerprint: fp, cfg: cfg, client: c, mapper: mapper, cache: ca, cancel: cancel,
 		timeout: r.timeout, onEvent: r.onEvent, log: r.log.WithValues("cluster", key),
 		watches: map[watchKey]*watchEntry{},
 	}
@@ -256,7 +263,53 @@ func (r *clusterRegistry) newTarget(key, fp string, cfg *rest.Config, hc *http.C
 
 // id identifies a target and the credentials it was built with: applied-object memory of one
 // id is void for another.
-func (t *target) id() string { return t.key + "@" + t.fingerprint }
+func (t *target) id() string {
+	if t.base != nil {
+		return t.base.id() + "|as=" + t.as
+	}
+	return t.key + "@" + t.fingerprint
+}
+
+// clusterID is the id of the cluster's own target, whose watches report events.
+func (t *target) clusterID() string {
+	if t.base != nil {
+		return t.base.id()
+	}
+	return t.id()
+}
+
+// getAs returns the target for a destination.server acting as user as ("": the operator).
+func (r *clusterRegistry) getAs(ctx context.Context, server, as string) (*target, error) {
+	base, err := r.get(ctx, server)
+	if err != nil || as == "" {
+		return base, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key := base.id() + "|as=" + as
+	if t := r.impersonated[key]; t != nil {
+		return t, nil
+	}
+	cfg := rest.CopyConfig(base.cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: as}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, fmt.Errorf("HTTP client for %s as %s: %w", base.key, as, err))
+	}
+	c, err := client.New(cfg, client.Options{HTTPClient: hc, Scheme: r.scheme, Mapper: base.mapper})
+	if err != nil {
+		return nil, lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, fmt.Errorf("client for %s as %s: %w", base.key, as, err))
+	}
+	for k, t := range r.impersonated { // those of a replaced base (rotated credentials)
+		if t.base.key == base.key && t.base != base {
+			delete(r.impersonated, k)
+		}
+	}
+	t := &target{key: base.key, fingerprint: base.fingerprint, cfg: cfg, client: c, mapper: base.mapper,
+		timeout: base.timeout, log: base.log.WithValues("as", as), base: base, as: as}
+	r.impersonated[key] = t
+	return t, nil
+}
 
 // restConfigFromKubeconfig builds the client configuration of a destination cluster. Unless
 // insecure, a kubeconfig that would run a program in the operator's pod (exec, auth-provider

@@ -22,7 +22,8 @@ type appliedMemory struct {
 type vrMemory struct {
 	uid          types.UID
 	manifestHash string
-	target       string            // target id the objects were applied to
+	target       string            // target id the objects were applied to (with the identity)
+	cluster      string            // the cluster's own target id, whose watches send events
 	requestedAt  string            // requested-at annotation the apply honoured
 	tokens       map[string]string // objectRef.key() -> drift token after our apply
 	checkedAt    time.Time         // last full pass: every object checked, restored if needed
@@ -71,7 +72,7 @@ func (m *appliedMemory) wants(owner, targetID, objKey, token string, deleted boo
 	if v == nil {
 		return false
 	}
-	if deleted || v.target != targetID {
+	if deleted || v.cluster != targetID {
 		return true
 	}
 	return v.tokens[objKey] != token

@@ -8,6 +8,7 @@ import (
 
 	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/infrahub"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Options configure the delivery family. Flags set them (BindFlags); the reference's settings
@@ -26,6 +27,9 @@ type Options struct {
 	// for: "" means the operator's namespace, AnyNamespace every namespace (the operator's
 	// first).
 	SecretsNamespace string
+	// DefaultServiceAccount is the ServiceAccount ("name" in each destination namespace, or
+	// "namespace/name") VidraResources that name none act as; "" the operator itself.
+	DefaultServiceAccount string
 	// InsecureKubeconfig accepts kubeconfigs that run plugins or read files in the operator's pod.
 	InsecureKubeconfig bool
 	// InfrahubTimeout bounds every request to Infrahub.
@@ -112,6 +116,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SecretsNamespace, "delivery-secrets-namespace", o.SecretsNamespace,
 		"Namespace of the Infrahub credentials and cluster kubeconfig Secrets; empty means the operator's namespace, "+
 			"'*' any namespace (the operator's first): then anyone who can create a Secret anywhere can redirect a sync.")
+	fs.StringVar(&o.DefaultServiceAccount, "delivery-default-service-account", o.DefaultServiceAccount,
+		"ServiceAccount that VidraResources naming none in spec.destination.serviceAccountName act as (impersonated): "+
+			"'name' in each destination namespace, or 'namespace/name'; empty: the operator itself.")
 	fs.BoolVar(&o.InsecureKubeconfig, "delivery-insecure-kubeconfig", o.InsecureKubeconfig,
 		"Accept cluster kubeconfigs with exec or auth-provider plugins, tokenFile or certificate and key file paths "+
 			"(they run programs or read files in the operator's pod).")
@@ -155,6 +162,15 @@ func (f *listFlag) Set(v string) error {
 func (o Options) validate() error {
 	if err := o.Policy.validate(); err != nil {
 		return fmt.Errorf("delivery policy: %w", err)
+	}
+	if sa := o.DefaultServiceAccount; sa != "" {
+		ns, name, found := strings.Cut(sa, "/")
+		if !found {
+			ns, name = "", ns
+		}
+		if (ns != "" && len(validation.IsDNS1123Label(ns)) > 0) || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			return fmt.Errorf("--delivery-default-service-account %q: want name or namespace/name", sa)
+		}
 	}
 	if o.Settings.RequeueSyncAfter < minInterval || o.Settings.RequeueResourcesAfter < minInterval {
 		return fmt.Errorf("delivery requeue intervals must be at least %s", minInterval)

@@ -38,6 +38,8 @@ import (
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// Impersonation of the ServiceAccounts VidraResources act as (spec.destination.serviceAccountName).
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=impersonate
 
 // eventBuffer sizes the channels that feed watch and settings events to the controllers.
 const eventBuffer = 1024
@@ -120,7 +122,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 
 	vr := &VidraResourceReconciler{
 		client: mgr.GetClient(), settings: settings, memory: newAppliedMemory(), policy: o.Policy,
-		recorder: rec, now: time.Now, healthPoll: o.HealthPoll,
+		recorder: rec, now: time.Now, healthPoll: o.HealthPoll, defaultSA: o.DefaultServiceAccount,
 	}
 	vr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.VidraResource { return &infrahubv1alpha1.VidraResource{} }, vr.handle)
 	vr.lc.ResyncFunc = func(ctx context.Context) time.Duration { return settings.Current(ctx).RequeueResourcesAfter }

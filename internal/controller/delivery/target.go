@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,6 +31,7 @@ const watchRetry = 5 * time.Minute
 type target struct {
 	key         string
 	fingerprint string
+	cfg         *rest.Config
 	client      client.Client
 	mapper      meta.RESTMapper
 	cache       cache.Cache
@@ -40,6 +42,12 @@ type target struct {
 
 	mu      sync.Mutex
 	watches map[watchKey]*watchEntry
+
+	// base and as, for a target that impersonates a ServiceAccount: its client acts as that
+	// user, and its reads are GETs through it; base (the cluster's own target) only runs the
+	// metadata watches that bring passes, and finds what lost knowledge would orphan.
+	base *target
+	as   string
 }
 
 type watchKey = schema.GroupVersionKind
@@ -58,7 +66,11 @@ type objectEvent struct {
 	deleted bool
 }
 
-func (t *target) stop() { t.cancel() }
+func (t *target) stop() {
+	if t.cancel != nil {
+		t.cancel()
+	}
+}
 
 func partial(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
 	p := &metav1.PartialObjectMetadata{}
@@ -69,6 +81,9 @@ func partial(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
 // watch makes sure objects of gvk we applied are watched, metadata only. It returns nil once
 // the watch is filled; an error means reads fall back to GETs for a while.
 func (t *target) watch(ctx context.Context, gvk schema.GroupVersionKind) error {
+	if t.base != nil {
+		return t.base.watch(ctx, gvk)
+	}
 	t.mu.Lock()
 	e, ok := t.watches[gvk]
 	if ok && e.err != nil && time.Since(e.failedAt) > watchRetry {
@@ -134,6 +149,9 @@ func (t *target) startWatch(ctx context.Context, gvk schema.GroupVersionKind) er
 
 // watching reports whether gvk's watch is up (reads can come from it).
 func (t *target) watching(gvk schema.GroupVersionKind) bool {
+	if t.base != nil {
+		return false // reads go through the impersonated client
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.watches[gvk]
@@ -181,6 +199,9 @@ func (t *target) get(ctx context.Context, key client.ObjectKey, obj client.Objec
 // ownedObjects lists, from the watches, the objects whose owned-by annotation names owner. It
 // finds what a lost status no longer lists.
 func (t *target) ownedObjects(ctx context.Context, owner string) []objectRef {
+	if t.base != nil {
+		return t.base.ownedObjects(ctx, owner)
+	}
 	t.mu.Lock()
 	var kinds []schema.GroupVersionKind
 	for gvk, e := range t.watches {

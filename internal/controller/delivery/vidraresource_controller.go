@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,6 +41,29 @@ type VidraResourceReconciler struct {
 	now      func() time.Time
 	// healthPoll is the look while an applied object is still progressing.
 	healthPoll time.Duration
+	// defaultSA is --delivery-default-service-account: "name" (in the destination namespace)
+	// or "namespace/name"; "" applies as the operator.
+	defaultSA string
+}
+
+// serviceAccountOf is the user a VidraResource's reads, applies and prunes act as: its
+// destination's ServiceAccount, else the default one, else "" (the operator).
+func (r *VidraResourceReconciler) serviceAccountOf(vr *infrahubv1alpha1.VidraResource) string {
+	d := vr.Spec.Destination
+	name, ns := d.ServiceAccountName, d.ServiceAccountNamespace
+	if name == "" {
+		if r.defaultSA == "" {
+			return ""
+		}
+		ns, name, _ = strings.Cut(r.defaultSA, "/")
+		if name == "" {
+			ns, name = "", ns
+		}
+	}
+	if ns == "" {
+		ns = cmp.Or(d.Namespace, metav1.NamespaceDefault)
+	}
+	return "system:serviceaccount:" + ns + ":" + name
 }
 
 // Reconcile runs one pass under the lifecycle discipline; its periodic look follows the
@@ -95,7 +119,7 @@ func (r *VidraResourceReconciler) planStep(ctx context.Context, p *deployPass) (
 		p.out = deployOutcome{err: lifecycle.Reasonf(infrahubv1alpha1.ReasonInvalidManifest, "invalid manifest, nothing applied: %v", err), keep: true}
 		return lifecycle.Continue(), nil
 	}
-	if p.target, err = r.clusters.get(ctx, vr.Spec.Destination.Server); err != nil {
+	if p.target, err = r.clusters.getAs(ctx, vr.Spec.Destination.Server, r.serviceAccountOf(vr)); err != nil {
 		p.out = deployOutcome{err: err, keep: true}
 		return lifecycle.Continue(), nil
 	}
@@ -139,7 +163,12 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 	if !events && !fresh && r.now().Sub(mem.checkedAt) < interval*9/10 {
 		return r.observeDrift(ctx, t, vr, planned, mem, interval)
 	}
-	next := &vrMemory{uid: vr.UID, manifestHash: hash, target: t.id(), requestedAt: requested, tokens: map[string]string{}, checkedAt: r.now()}
+	if fresh && t.base != nil {
+		if err := preflight(ctx, t, planned, vr.Name); err != nil {
+			return deployOutcome{err: err, keep: true}
+		}
+	}
+	next := &vrMemory{uid: vr.UID, manifestHash: hash, target: t.id(), cluster: t.clusterID(), requestedAt: requested, tokens: map[string]string{}, checkedAt: r.now()}
 
 	var (
 		out     deployOutcome
@@ -301,7 +330,7 @@ func (r *VidraResourceReconciler) finalize(ctx context.Context, p *deployPass) (
 // cleanup deletes every object marked as the VidraResource's: those its status lists, those
 // its manifest names, and those the watches know.
 func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alpha1.VidraResource) error {
-	t, err := r.clusters.get(ctx, vr.Spec.Destination.Server)
+	t, err := r.clusters.getAs(ctx, vr.Spec.Destination.Server, r.serviceAccountOf(vr))
 	if err != nil {
 		return fmt.Errorf("reaching the destination cluster (remove the finalizer %s by hand to leave the objects behind): %w", finalizer, err)
 	}

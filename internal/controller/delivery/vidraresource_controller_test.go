@@ -847,3 +847,51 @@ func waitVREvent(t *testing.T, vr, reason, text string) {
 		return fmt.Errorf("no %s event of %s with %q among %d events", reason, vr, text, len(list.Items))
 	})
 }
+
+// #16 item 1 and its acceptance: each tenant's artifacts are applied as the tenant's own
+// ServiceAccount, so the API server's RBAC is the policy. With the allow-list opened to every
+// namespace, tenant A's artifact that names an object in tenant B's namespace is still refused
+// (Forbidden), whole: nothing of it is created. What it may do, it does, and prunes, as itself.
+func TestTenantsApplyAsTheirServiceAccount(t *testing.T) {
+	o := fastOptions()
+	o.Policy.AllowedNamespaces = []string{"*"} // RBAC is the fence here
+	startManager(t, o)
+	ctx := context.Background()
+	ta, tb := namespace(t), namespace(t)
+	for _, ns := range []string{ta, tb} {
+		for _, obj := range []client.Object{
+			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deployer"}},
+			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deployer"}, Rules: []rbacv1.PolicyRule{{
+				APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "patch", "update", "delete"}}}},
+			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deployer"},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "deployer"},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "deployer"}}},
+		} {
+			if err := env.Client.Create(ctx, obj); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	asDeployer := func(vr *infrahubv1alpha1.VidraResource) { vr.Spec.Destination.ServiceAccountName = "deployer" }
+	newResource(t, "tenant-a-own", ta, docs(configMapYAML("a-1", "", "1"), configMapYAML("a-2", "", "1")), asDeployer)
+	waitResource(t, "tenant-a-own", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
+
+	newResource(t, "tenant-a-reach", ta, docs(configMapYAML("a-3", "", "1"), configMapYAML("in-b", tb, "1")), asDeployer)
+	vr := waitResource(t, "tenant-a-reach", infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonForbidden, 15*time.Second)
+	if !strings.Contains(vr.Status.LastError, "ConfigMap/"+tb+"/in-b") {
+		t.Errorf("lastError %q does not name the refused object", vr.Status.LastError)
+	}
+	for _, probe := range []struct{ ns, name string }{{ta, "a-3"}, {tb, "in-b"}} {
+		if exists(t, env.Client, &corev1.ConfigMap{}, probe.ns, probe.name) == nil {
+			t.Errorf("%s/%s created by a refused artifact", probe.ns, probe.name)
+		}
+	}
+	// Pruned as the ServiceAccount too.
+	updateResourceManifest(t, "tenant-a-own", configMapYAML("a-1", "", "1"))
+	eventually(t, 15*time.Second, func() error {
+		if exists(t, env.Client, &corev1.ConfigMap{}, ta, "a-2") == nil {
+			return fmt.Errorf("a-2 not pruned")
+		}
+		return nil
+	})
+}
