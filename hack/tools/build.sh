@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the binaries the project needs but cannot download: kube-apiserver, kubectl
+# Builds the binaries the project needs but cannot download: kube-apiserver, kubectl, kube-controller-manager
 # (k8s.io/kubernetes), etcd, controller-gen, helm and promtool, each from its pinned tools module, into
 # bin/. A binary already built at the pinned version is kept, so only the first run pays
 # for the long kube-apiserver build (5-10 minutes, ~2 GB RAM).
@@ -47,6 +47,7 @@ envtest() {
   build etcd go.etcd.io/etcd/server/v3 "$ASSETS/etcd"
   build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$ASSETS/kube-apiserver"
   build kube-apiserver k8s.io/kubernetes/cmd/kubectl "$ASSETS/kubectl"
+  build kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager "$ASSETS/kube-controller-manager"
   # A stable path for the Makefile and tests; the versioned dir is the cache key.
   ln -sfn "$ASSETS" "$root/bin/k8s/current"
 }

@@ -5,6 +5,7 @@ package controlplane
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,6 +50,10 @@ func AssetsDir() (string, error) {
 type Options struct {
 	// DataDir keeps etcd's data between runs; empty means a temporary directory removed on Stop.
 	DataDir string
+	// ControllerManager also runs kube-controller-manager's deployment, replicaset and garbage
+	// collector controllers: Deployments get real rollouts (revisions, ReplicaSets, status) and
+	// owned objects are collected. No scheduler or kubelet: pods stay Pending.
+	ControllerManager bool
 }
 
 // ControlPlane is a running kube-apiserver + etcd.
@@ -59,6 +64,8 @@ type ControlPlane struct {
 	AssetsDir string
 
 	env *envtest.Environment
+	kcm *exec.Cmd
+	dir string // the controller manager's kubeconfig
 }
 
 // Start starts a control plane with metalhub's CRDs installed.
@@ -101,7 +108,38 @@ func Start(o Options) (*ControlPlane, error) {
 		}
 		fmt.Fprintf(os.Stderr, "controlplane: start failed (%v), trying again with new ports\n", err)
 	}
-	return &ControlPlane{Config: cfg, AssetsDir: assets, env: e}, nil
+	c := &ControlPlane{Config: cfg, AssetsDir: assets, env: e}
+	if o.ControllerManager {
+		if err := c.startControllerManager(); err != nil {
+			_ = c.Stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// startControllerManager runs kube-controller-manager against the API server, serving nothing
+// (no port to pick): the controllers it runs act through the API alone.
+func (c *ControlPlane) startControllerManager() error {
+	bin := filepath.Join(c.AssetsDir, "kube-controller-manager")
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("no kube-controller-manager in %s (hack/tools/build.sh envtest builds it): %w", c.AssetsDir, err)
+	}
+	var err error
+	if c.dir, err = os.MkdirTemp("", "metalhub-kcm-"); err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(c.dir, "kubeconfig")
+	if err := c.WriteAdminKubeconfig(kubeconfig); err != nil {
+		return err
+	}
+	c.kcm = exec.Command(bin, "--kubeconfig="+kubeconfig, "--leader-elect=false", "--secure-port=0",
+		"--controllers=deployment,replicaset,garbagecollector", "--use-service-account-credentials=false")
+	c.kcm.Stdout, c.kcm.Stderr = io.Discard, io.Discard
+	if err := c.kcm.Start(); err != nil {
+		return fmt.Errorf("starting kube-controller-manager: %w", err)
+	}
+	return nil
 }
 
 // WriteAdminKubeconfig writes a kubeconfig for a cluster-admin user to path.
@@ -120,7 +158,14 @@ func (c *ControlPlane) WriteAdminKubeconfig(path string) error {
 	return nil
 }
 
-// Stop stops kube-apiserver and etcd.
+// Stop stops kube-controller-manager, kube-apiserver and etcd.
 func (c *ControlPlane) Stop() error {
+	if c.kcm != nil && c.kcm.Process != nil {
+		_ = c.kcm.Process.Kill()
+		_ = c.kcm.Wait()
+	}
+	if c.dir != "" {
+		_ = os.RemoveAll(c.dir)
+	}
 	return c.env.Stop()
 }

@@ -34,8 +34,11 @@ type Env struct {
 func RepoRoot() string { return controlplane.RepoRoot() }
 
 // Start starts a control plane with metalhub's CRDs installed.
-func Start() (*Env, error) {
-	cp, err := controlplane.Start(controlplane.Options{})
+func Start() (*Env, error) { return StartWith(controlplane.Options{}) }
+
+// StartWith starts a control plane with o (kube-controller-manager, say).
+func StartWith(o controlplane.Options) (*Env, error) {
+	cp, err := controlplane.Start(o)
 	if err != nil {
 		return nil, err
 	}

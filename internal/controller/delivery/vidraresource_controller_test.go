@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -478,8 +479,9 @@ func installWidgetCRD(t testing.TB, c client.Client) {
 }
 
 // #16 scenario 6: metadata others own is not drift. The Deployment controller's revision
-// annotation (written on every rollout) left the resource Stale and re-applied; a change to an
-// annotation the manifest sets still counts.
+// annotation (written on every rollout, and moving a Deployment's generation) left the resource
+// Stale and re-applied; a change to an annotation the manifest sets still counts.
+// kube-controller-manager runs in this package's control plane: the rollout is real.
 func TestOthersAnnotationsAreNotDrift(t *testing.T) {
 	startManager(t, fastOptions())
 	ns := namespace(t)
@@ -488,20 +490,18 @@ func TestOthersAnnotationsAreNotDrift(t *testing.T) {
 		vr.Spec.Destination.ReconcileOnEvents = false // drift is reported (Stale), restored by the periodic pass
 	})
 	waitResource(t, "d-revision", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
-	annotate := func(key, value string) {
-		t.Helper()
+	// The rollout: kube-controller-manager writes the revision annotation.
+	eventually(t, 30*time.Second, func() error {
 		d := &appsv1.Deployment{}
 		if err := exists(t, env.Client, d, ns, "web"); err != nil {
-			t.Fatal(err)
+			return err
 		}
-		d.Annotations[key] = value
-		if err := env.Client.Update(context.Background(), d); err != nil {
-			t.Fatal(err)
+		if d.Annotations["deployment.kubernetes.io/revision"] == "" {
+			return fmt.Errorf("not rolled out yet")
 		}
-	}
-	// A rollout's revision, as kube-controller-manager writes it; then a deletion that is drift,
-	// whose report lists everything drifted by then.
-	annotate("deployment.kubernetes.io/revision", "2")
+		return nil
+	})
+	// Then a deletion that is drift, whose report lists everything drifted by then.
 	cm := &corev1.ConfigMap{}
 	if err := exists(t, env.Client, cm, ns, "sync-point"); err != nil {
 		t.Fatal(err)
@@ -512,10 +512,19 @@ func TestOthersAnnotationsAreNotDrift(t *testing.T) {
 	vr := waitResource(t, "d-revision", infrahubv1alpha1.StateStale, infrahubv1alpha1.ReasonDrifted, 5*time.Second)
 	msg := meta.FindStatusCondition(vr.Status.Conditions, infrahubv1alpha1.ConditionReady).Message
 	if !strings.Contains(msg, "ConfigMap/"+ns+"/sync-point deleted") || strings.Contains(msg, "Deployment") {
-		t.Fatalf("drift report %q: want the deleted ConfigMap only, not the Deployment's revision", msg)
+		t.Fatalf("drift report %q: want the deleted ConfigMap only, not the Deployment's rollout", msg)
 	}
 	// An annotation the manifest sets, changed by hand: drift.
-	annotate("team", "red")
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d := &appsv1.Deployment{}
+		if err := exists(t, env.Client, d, ns, "web"); err != nil {
+			return err
+		}
+		d.Annotations["team"] = "red"
+		return env.Client.Update(context.Background(), d)
+	}); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, 5*time.Second, func() error {
 		c := meta.FindStatusCondition(getResource(t, "d-revision").Status.Conditions, infrahubv1alpha1.ConditionReady)
 		if !strings.Contains(c.Message, "Deployment/"+ns+"/web changed") {
@@ -794,8 +803,8 @@ func TestDestinationChangePrunesTheOldCluster(t *testing.T) {
 }
 
 // #16 item 6: a VidraResource says whether what it applied is healthy (kstatus). A Deployment
-// whose rollout never finishes (no pods become ready: here, no controller acts on it at all)
-// reads InProgress and names the Deployment; once its status says it is rolled out, Current.
+// whose pods never become ready (kube-controller-manager rolls it out; no scheduler or kubelet
+// runs its pods) reads InProgress and names the Deployment; scaled to zero, it is Current.
 func TestHealthFollowsTheAppliedObjects(t *testing.T) {
 	o := fastOptions()
 	o.HealthPoll = 500 * time.Millisecond
@@ -803,7 +812,7 @@ func TestHealthFollowsTheAppliedObjects(t *testing.T) {
 	ns := namespace(t)
 	newResource(t, "d-health", ns, docs(configMapYAML("cfg", "", "1"), deploymentYAML("web", 1)))
 	waitResource(t, "d-health", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
-	eventually(t, 5*time.Second, func() error {
+	eventually(t, 30*time.Second, func() error {
 		vr := getResource(t, "d-health")
 		c := meta.FindStatusCondition(vr.Status.Conditions, infrahubv1alpha1.ConditionHealthy)
 		if vr.Status.Health != "InProgress" || c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "Deployment/"+ns+"/web") {
@@ -811,40 +820,13 @@ func TestHealthFollowsTheAppliedObjects(t *testing.T) {
 		}
 		return nil
 	})
-	// The rollout finishes, as the Deployment controller would report it.
-	d := &appsv1.Deployment{}
-	if err := exists(t, env.Client, d, ns, "web"); err != nil {
-		t.Fatal(err)
-	}
-	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
-		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
-			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"}}}
-	if err := env.Client.Status().Update(context.Background(), d); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, func() error {
+	updateResourceManifest(t, "d-health", docs(configMapYAML("cfg", "", "1"), deploymentYAML("web", 0)))
+	eventually(t, 30*time.Second, func() error {
 		vr := getResource(t, "d-health")
 		if c := meta.FindStatusCondition(vr.Status.Conditions, infrahubv1alpha1.ConditionHealthy); vr.Status.Health != "Current" || c == nil || c.Status != metav1.ConditionTrue {
 			return fmt.Errorf("health %q, condition %+v: want Current", vr.Status.Health, c)
 		}
 		return nil
-	})
-}
-
-// waitVREvent waits for an event of a VidraResource with reason and a note containing text.
-func waitVREvent(t *testing.T, vr, reason, text string) {
-	t.Helper()
-	eventually(t, 10*time.Second, func() error {
-		list := &eventsv1.EventList{}
-		if err := env.Client.List(context.Background(), list); err != nil {
-			return err
-		}
-		for _, e := range list.Items {
-			if e.Regarding.Name == vr && e.Reason == reason && strings.Contains(e.Note, text) {
-				return nil
-			}
-		}
-		return fmt.Errorf("no %s event of %s with %q among %d events", reason, vr, text, len(list.Items))
 	})
 }
 
@@ -893,5 +875,22 @@ func TestTenantsApplyAsTheirServiceAccount(t *testing.T) {
 			return fmt.Errorf("a-2 not pruned")
 		}
 		return nil
+	})
+}
+
+// waitVREvent waits for an event of a VidraResource with reason and a note containing text.
+func waitVREvent(t *testing.T, vr, reason, text string) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() error {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(context.Background(), list); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == vr && e.Reason == reason && strings.Contains(e.Note, text) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event of %s with %q among %d events", reason, vr, text, len(list.Items))
 	})
 }
