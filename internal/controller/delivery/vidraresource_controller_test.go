@@ -837,6 +837,7 @@ func TestHealthFollowsTheAppliedObjects(t *testing.T) {
 func TestTenantsApplyAsTheirServiceAccount(t *testing.T) {
 	o := fastOptions()
 	o.Policy.AllowedNamespaces = []string{"*"} // RBAC is the fence here
+	o.OperatorNamespace, o.SecretsNamespace = namespace(t), "default"
 	startManager(t, o)
 	ctx := context.Background()
 	ta, tb := namespace(t), namespace(t)
@@ -865,6 +866,36 @@ func TestTenantsApplyAsTheirServiceAccount(t *testing.T) {
 	}
 	for _, probe := range []struct{ ns, name string }{{ta, "a-3"}, {tb, "in-b"}} {
 		if exists(t, env.Client, &corev1.ConfigMap{}, probe.ns, probe.name) == nil {
+			t.Errorf("%s/%s created by a refused artifact", probe.ns, probe.name)
+		}
+	}
+	// The acceptance's other reaches: a Deployment in tenant B's namespace (RBAC), a
+	// ClusterRoleBinding and the operator's namespace (the policy, before anything is tried).
+	crb := "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: tenant-a-admin\n" +
+		"roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\n" +
+		"subjects: [{kind: ServiceAccount, namespace: " + ta + ", name: deployer}]\n"
+	inNS := func(yaml, ns string) string {
+		return strings.Replace(yaml, "metadata:\n", "metadata:\n  namespace: "+ns+"\n", 1)
+	}
+	for _, tc := range []struct{ name, manifest, reason, names string }{
+		{"tenant-a-deploy-b", docs(configMapYAML("a-4", "", "1"), inNS(deploymentYAML("in-b", 1), tb)), infrahubv1alpha1.ReasonForbidden, "Deployment/" + tb + "/in-b"},
+		{"tenant-a-crb", docs(configMapYAML("a-5", "", "1"), crb), infrahubv1alpha1.ReasonPolicyDenied, "ClusterRoleBinding/tenant-a-admin"},
+		{"tenant-a-operator-ns", docs(configMapYAML("a-6", "", "1"), inNS(deploymentYAML("escalate", 1), o.OperatorNamespace)), infrahubv1alpha1.ReasonPolicyDenied, "operator's own"},
+	} {
+		newResource(t, tc.name, ta, tc.manifest, asDeployer)
+		vr := waitResource(t, tc.name, infrahubv1alpha1.StateFailed, tc.reason, 15*time.Second)
+		if !strings.Contains(vr.Status.LastError, tc.names) {
+			t.Errorf("%s: lastError %q does not name %q", tc.name, vr.Status.LastError, tc.names)
+		}
+	}
+	for _, probe := range []struct {
+		obj      client.Object
+		ns, name string
+	}{
+		{&corev1.ConfigMap{}, ta, "a-4"}, {&appsv1.Deployment{}, tb, "in-b"}, {&corev1.ConfigMap{}, ta, "a-5"},
+		{&rbacv1.ClusterRoleBinding{}, "", "tenant-a-admin"}, {&corev1.ConfigMap{}, ta, "a-6"}, {&appsv1.Deployment{}, o.OperatorNamespace, "escalate"},
+	} {
+		if exists(t, env.Client, probe.obj, probe.ns, probe.name) == nil {
 			t.Errorf("%s/%s created by a refused artifact", probe.ns, probe.name)
 		}
 	}
