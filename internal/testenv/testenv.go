@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -93,4 +94,20 @@ func Main(m *testing.M, env **Env, run ...func(*testing.M) int) int {
 		fmt.Fprintln(os.Stderr, "testenv: stopping:", err)
 	}
 	return code
+}
+
+// Eventually polls cond until it holds or timeout passes, and fails tb with what and cond's last
+// word otherwise: the one polling loop of the suites and benchmarks.
+func Eventually(tb testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		var ok bool
+		if ok, last = cond(); ok {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tb.Fatalf("%s: not within %s (last: %s)", what, timeout, last)
 }

@@ -387,15 +387,7 @@ func TestDefect09_RemoteClusterOwnMapperAndRotation(t *testing.T) {
 	if err := rc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}); err != nil && !strings.Contains(err.Error(), "already exists") {
 		t.Fatal(err)
 	}
-	kubeconfig, err := os.ReadFile(rem.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := clientcmd.Load(kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := kc.Clusters[kc.Contexts[kc.CurrentContext].Cluster].Server
+	kubeconfig, server := kubeconfigOf(t, rem.Kubeconfig) // not a local name: reached as a remote cluster
 
 	startManager(t, fastOptions())
 	secret := createSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), map[string]string{"kubeconfig": string(kubeconfig)})
@@ -670,15 +662,7 @@ func TestArtifactConfinedToItsNamespace(t *testing.T) {
 func TestRemoteClientsDroppedWithTheirSecretOrDisuse(t *testing.T) {
 	h := startManager(t, fastOptions())
 	ns := namespace(t)
-	kubeconfig, err := os.ReadFile(env.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := clientcmd.Load(kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := strings.TrimSuffix(kc.Clusters[kc.Contexts[kc.CurrentContext].Cluster].Server, "/") // not a local name: remote
+	kubeconfig, server := kubeconfigOf(t, env.Kubeconfig) // not a local name: reached as a remote cluster
 	secret := createSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), map[string]string{"kubeconfig": string(kubeconfig)})
 	newResource(t, "d-remote-drop", ns, configMapYAML("remote-drop", "", "1"), func(vr *infrahubv1alpha1.VidraResource) {
 		vr.Spec.Destination.Server = server
@@ -763,15 +747,7 @@ func TestDestinationChangePrunesTheOldCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig, err := os.ReadFile(rem.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := clientcmd.Load(kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := strings.TrimSuffix(kc.Clusters[kc.Contexts[kc.CurrentContext].Cluster].Server, "/")
+	kubeconfig, server := kubeconfigOf(t, rem.Kubeconfig) // not a local name: reached as a remote cluster
 	startManager(t, fastOptions())
 	ns := namespace(t)
 	if err := rc.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -924,4 +900,19 @@ func waitVREvent(t *testing.T, vr, reason, text string) {
 		}
 		return fmt.Errorf("no %s event of %s with %q among %d events", reason, vr, text, len(list.Items))
 	})
+}
+
+// kubeconfigOf reads a control plane's kubeconfig file and the API server URL it names (without a
+// trailing slash, as destination.server takes it).
+func kubeconfigOf(t *testing.T, path string) ([]byte, string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := clientcmd.Load(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data, strings.TrimSuffix(kc.Clusters[kc.Contexts[kc.CurrentContext].Cluster].Server, "/")
 }

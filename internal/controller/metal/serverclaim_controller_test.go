@@ -76,11 +76,16 @@ func selectorClaim(ns, name string, power metalv1alpha1.Power, sel *metav1.Label
 }
 
 func getClaim(ns, name string) *metalv1alpha1.ServerClaim {
-	c := &metalv1alpha1.ServerClaim{}
-	if err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, c); err != nil {
-		return nil
+	return getObject(ns, name, &metalv1alpha1.ServerClaim{})
+}
+
+// getObject reads ns/name into obj; nil (of T) when it cannot be read.
+func getObject[T client.Object](ns, name string, obj T) T {
+	if err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+		var none T
+		return none
 	}
-	return c
+	return obj
 }
 
 // claimStatus is "<phase>/<reason of Bound>".
@@ -88,11 +93,7 @@ func claimStatus(c *metalv1alpha1.ServerClaim) string {
 	if c == nil {
 		return "gone"
 	}
-	reason := ""
-	if cond := apimeta.FindStatusCondition(c.Status.Conditions, metalv1alpha1.ConditionBound); cond != nil {
-		reason = cond.Reason
-	}
-	return string(c.Status.Phase) + "/" + reason
+	return phaseReason(string(c.Status.Phase), c.Status.Conditions, metalv1alpha1.ConditionBound)
 }
 
 func waitClaim(t *testing.T, ns, name, want string, timeout time.Duration) *metalv1alpha1.ServerClaim {
@@ -730,4 +731,13 @@ func TestClaimEvictTaint(t *testing.T) {
 	}
 	waitClaim(t, ns, "evict-0", "Unbound/"+metalv1alpha1.ReasonNoClaimableServer, 10*time.Second)
 	checkNoDoubleWrites(t)
+}
+
+// phaseReason is "<phase>/<reason of the condition typ>", what the status tests compare.
+func phaseReason(phase string, conds []metav1.Condition, typ string) string {
+	reason := ""
+	if c := apimeta.FindStatusCondition(conds, typ); c != nil {
+		reason = c.Reason
+	}
+	return phase + "/" + reason
 }

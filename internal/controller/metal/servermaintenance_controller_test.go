@@ -18,11 +18,7 @@ import (
 )
 
 func getMaintenance(ns, name string) *metalv1alpha1.ServerMaintenance {
-	m := &metalv1alpha1.ServerMaintenance{}
-	if err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, m); err != nil {
-		return nil
-	}
-	return m
+	return getObject(ns, name, &metalv1alpha1.ServerMaintenance{})
 }
 
 // maintenanceStatus is "<state>/<reason of InMaintenance>".
@@ -30,11 +26,7 @@ func maintenanceStatus(m *metalv1alpha1.ServerMaintenance) string {
 	if m == nil {
 		return "gone"
 	}
-	reason := ""
-	if c := apimeta.FindStatusCondition(m.Status.Conditions, metalv1alpha1.ConditionInMaintenance); c != nil {
-		reason = c.Reason
-	}
-	return string(m.Status.State) + "/" + reason
+	return phaseReason(string(m.Status.State), m.Status.Conditions, metalv1alpha1.ConditionInMaintenance)
 }
 
 func waitMaintenance(t *testing.T, ns, name, want string, timeout time.Duration) {

@@ -178,16 +178,7 @@ func getServer(t *testing.T, name string) *metalv1alpha1.Server {
 // eventually polls cond until it holds or the timeout passes.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for time.Now().Before(deadline) {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s (last: %s)", what, timeout, last)
+	testenv.Eventually(t, timeout, what, cond)
 }
 
 func durableState(s *metalv1alpha1.Server) string { return s.Annotations[lifecycle.StateAnnotation] }

@@ -544,16 +544,7 @@ func checkBindings(b *testing.B, ctx context.Context, r client.Reader, ns string
 
 func waitFor(b *testing.B, timeout time.Duration, what string, cond func() (bool, string)) {
 	b.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for time.Now().Before(deadline) {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	b.Fatalf("%s: not within %s (last: %s)", what, timeout, last)
+	testenv.Eventually(b, timeout, what, cond)
 }
 
 func closedWatches(b *testing.B, env *testenv.Env) float64 {
