@@ -110,6 +110,7 @@ func TestClaimRelevant(t *testing.T) {
 		}, true},
 		{"power of a Reserved server (the claim shows it)", claimedReserved, func(s *metalv1alpha1.Server) { s.Status.PowerState = metalv1alpha1.PowerStateOn }, true},
 		{"inventory of a Reserved server", claimedReserved, func(s *metalv1alpha1.Server) { s.Status.BIOSVersion = "2.19.1" }, false},
+		{"a Reserved server on its way to On (the claim shows settled power only)", claimedReserved, func(s *metalv1alpha1.Server) { s.Status.PowerState = metalv1alpha1.PowerStatePoweringOn }, false},
 		{"power of a claimed server in maintenance", claimedMaint, func(s *metalv1alpha1.Server) { s.Status.PowerState = metalv1alpha1.PowerStateOn }, true},
 	}
 	for _, tc := range cases {

@@ -224,7 +224,7 @@ func (r *ServerClaimReconciler) bound(ctx context.Context, p *lifecycle.Pass[*me
 		return lifecycle.Wrote("bound"), nil
 	}
 
-	c.Status.ServerPowerState = s.Status.PowerState
+	c.Status.ServerPowerState = settledPower(c.Status.ServerPowerState, s.Status.PowerState)
 	// The boot configuration exists, and the server points at it, before the claim reports
 	// Bound: whoever waits for Bound finds the server on its way.
 	if reason, msg, err := r.ensureBootConfiguration(ctx, p, s); err != nil || reason != "" {
@@ -242,6 +242,15 @@ func (r *ServerClaimReconciler) bound(ctx context.Context, p *lifecycle.Pass[*me
 		}
 	}
 	return r.report(ctx, p, metalv1alpha1.PhaseBound, metav1.ConditionTrue, metalv1alpha1.ReasonBound, "bound to server "+s.Name, lifecycle.Done())
+}
+
+// settledPower is the server power a claim shows: a settled one (On, Off, ...), not the
+// PoweringOn/PoweringOff on the way, each of which would cost the claim a status write.
+func settledPower(shown, observed metalv1alpha1.PowerState) metalv1alpha1.PowerState {
+	if observed == metalv1alpha1.PowerStatePoweringOn || observed == metalv1alpha1.PowerStatePoweringOff {
+		return shown
+	}
+	return observed
 }
 
 // evict deletes a bound claim whose server carries an Evict taint it does not tolerate, as a
@@ -345,7 +354,7 @@ func (r *ServerClaimReconciler) finalize(ctx context.Context, p *lifecycle.Pass[
 		return lifecycle.Done(), nil
 	}
 	for _, s := range held {
-		c.Status.ServerPowerState = s.Status.PowerState // the claim shows the release powering it off
+		c.Status.ServerPowerState = settledPower(c.Status.ServerPowerState, s.Status.PowerState) // the release powering it off
 		state, _ := serverStore.Get(s)
 		switch {
 		case !s.DeletionTimestamp.IsZero():

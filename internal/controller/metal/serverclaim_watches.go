@@ -57,9 +57,10 @@ func claimRelevant(old, s *metalv1alpha1.Server) bool {
 	if !equality.Semantic.DeepEqual(old.Labels, s.Labels) || !equality.Semantic.DeepEqual(old.Spec.Taints, s.Spec.Taints) {
 		return true
 	}
-	// A claim shows its server's power (and a deleted claim whose server is in maintenance
-	// waits for it to be observed off).
-	return s.Spec.ServerClaimRef != nil && old.Status.PowerState != s.Status.PowerState
+	// A claim shows its server's settled power (and a deleted claim whose server is in
+	// maintenance waits for it to be observed off).
+	return s.Spec.ServerClaimRef != nil && old.Status.PowerState != s.Status.PowerState &&
+		settledPower(old.Status.PowerState, s.Status.PowerState) != old.Status.PowerState
 }
 
 func (r *ServerClaimReconciler) enqueueForServer(ctx context.Context, old, s *metalv1alpha1.Server, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
