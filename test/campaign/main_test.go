@@ -18,6 +18,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"github.com/metalhub/metalhub/internal/testenv"
 )
 
@@ -27,6 +30,9 @@ var env *testenv.Env
 // where the campaign is skipped and a control plane would only cost start-up time.
 func TestMain(m *testing.M) {
 	flag.Parse()
+	// The harness's own clients log nothing worth reading; without a logger controller-runtime
+	// prints a warning with a stack trace into the campaign's output.
+	ctrl.SetLogger(logr.Discard())
 	if testing.Short() {
 		os.Exit(m.Run())
 	}
