@@ -156,6 +156,12 @@ func preflight(ctx context.Context, t *target, planned []plannedObject, owner st
 // last owner to drop it deletes it. Gone already is fine. It reports whether it deleted.
 func deleteOwned(ctx context.Context, t *target, ref objectRef, owner string, exists func(context.Context, string) bool) (bool, error) {
 	live, err := t.observe(ctx, ref.GVK, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name})
+	if apierrors.IsForbidden(err) {
+		// The ServiceAccount applied as may not even read it: it cannot have created it (an
+		// artifact refused before anything was applied records it all the same). Holding the
+		// prune, or a deletion, on it would hold them forever.
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("reading %s: %w", ref, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -98,7 +99,10 @@ func (r *VidraResourceReconciler) inventoryStep(ctx context.Context, p *deployPa
 			continue
 		}
 		live, err := p.target.observe(ctx, ref.GVK, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name})
-		if err != nil || (live != nil && slices.Contains(ownersOf(live), vr.Name)) {
+		switch {
+		case apierrors.IsForbidden(err):
+			// Out of reach of the ServiceAccount applied as: not ours (deleteOwned agrees).
+		case err != nil || (live != nil && slices.Contains(ownersOf(live), vr.Name)):
 			want[e] = true // may still be ours: kept until observed gone
 		}
 	}

@@ -62,10 +62,15 @@ func TestDefect04_DeletedManagedObjectRestoredWithin5s(t *testing.T) {
 	t.Logf("deleted Deployment back after %s", time.Since(deleted).Round(10*time.Millisecond))
 
 	// Drift: scaled by hand (generation moves) and data edited (resourceVersion moves).
-	d := &appsv1.Deployment{}
-	_ = exists(t, env.Client, d, ns, "web")
-	d.Spec.Replicas = ptr.To[int32](5)
-	if err := env.Client.Update(context.Background(), d); err != nil {
+	// (kube-controller-manager writes the Deployment too: read and write again on a conflict.)
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d := &appsv1.Deployment{}
+		if err := exists(t, env.Client, d, ns, "web"); err != nil {
+			return err
+		}
+		d.Spec.Replicas = ptr.To[int32](5)
+		return env.Client.Update(context.Background(), d)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	cm := &corev1.ConfigMap{}
@@ -875,6 +880,21 @@ func TestTenantsApplyAsTheirServiceAccount(t *testing.T) {
 			t.Errorf("%s/%s created by a refused artifact", probe.ns, probe.name)
 		}
 	}
+	// A refused VidraResource goes at once when deleted: what its ServiceAccount cannot read,
+	// it cannot have created, and does not hold the finalizer.
+	for _, name := range []string{"tenant-a-reach", "tenant-a-deploy-b", "tenant-a-crb", "tenant-a-operator-ns"} {
+		if err := env.Client.Delete(ctx, getResource(t, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, func() error {
+		for _, name := range []string{"tenant-a-reach", "tenant-a-deploy-b", "tenant-a-crb", "tenant-a-operator-ns"} {
+			if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, &infrahubv1alpha1.VidraResource{}); err == nil {
+				return fmt.Errorf("%s still there (finalizer held)", name)
+			}
+		}
+		return nil
+	})
 	// Pruned as the ServiceAccount too.
 	updateResourceManifest(t, "tenant-a-own", configMapYAML("a-1", "", "1"))
 	eventually(t, 15*time.Second, func() error {
