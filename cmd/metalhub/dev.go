@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 
 	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -46,7 +48,7 @@ func runEmulate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if len(args) == 0 || emulators[args[0]].run == nil {
 		fmt.Fprintln(stderr, "Usage: metalhub emulate <emulator> [flags]\n\nEmulators:")
-		for _, name := range sortedKeys(emulators) {
+		for _, name := range slices.Sorted(maps.Keys(emulators)) {
 			fmt.Fprintf(stderr, "  %-10s %s\n", name, emulators[name].summary)
 		}
 		return 2

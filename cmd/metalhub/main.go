@@ -17,7 +17,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"k8s.io/client-go/rest"
@@ -76,7 +78,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "Usage: metalhub <command> [flags]\n\nCommands:")
-	for _, name := range sortedKeys(cmds) {
+	for _, name := range slices.Sorted(maps.Keys(cmds)) {
 		fmt.Fprintf(w, "  %-10s %s\n", name, cmds[name].summary)
 	}
 	fmt.Fprintln(w, "\nWithout a command, metalhub runs the operator.")

@@ -6,9 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -217,7 +218,7 @@ func (r *clusterRegistry) evictIdle() {
 func (r *clusterRegistry) remoteClusters() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return sortedKeys(r.remotes)
+	return slices.Sorted(maps.Keys(r.remotes))
 }
 
 // newTarget builds the clients of one cluster; nothing is contacted yet.
@@ -333,7 +334,7 @@ func kubeconfigProblem(kc *clientcmdapi.Config) error {
 	refuse := func(entry, name, what string) error {
 		return fmt.Errorf("%s %q uses %s, refused (embed the data instead, or start the operator with --delivery-insecure-kubeconfig)", entry, name, what)
 	}
-	for _, name := range sortedKeys(kc.AuthInfos) {
+	for _, name := range slices.Sorted(maps.Keys(kc.AuthInfos)) {
 		a := kc.AuthInfos[name]
 		switch {
 		case a.Exec != nil:
@@ -348,19 +349,10 @@ func kubeconfigProblem(kc *clientcmdapi.Config) error {
 			return refuse("user", name, "a client-key file")
 		}
 	}
-	for _, name := range sortedKeys(kc.Clusters) {
+	for _, name := range slices.Sorted(maps.Keys(kc.Clusters)) {
 		if kc.Clusters[name].CertificateAuthority != "" {
 			return refuse("cluster", name, "a certificate-authority file")
 		}
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

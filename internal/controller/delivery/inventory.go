@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -106,7 +107,7 @@ func (r *VidraResourceReconciler) inventoryStep(ctx context.Context, p *deployPa
 			want[e] = true // may still be ours: kept until observed gone
 		}
 	}
-	next := inventory{Server: server, Objects: sortedKeys(want)}
+	next := inventory{Server: server, Objects: slices.Sorted(maps.Keys(want))}
 	if next.Server == inv.Server && slices.Equal(next.Objects, inv.Objects) {
 		return lifecycle.Continue(), nil
 	}
