@@ -86,8 +86,8 @@ func (r *VidraResourceReconciler) inventoryStep(ctx context.Context, p *deployPa
 		want[inventoryEntry(po.ref)] = true
 	}
 	// Status may know objects from before the inventory existed: carried over once.
-	for _, ref := range managedRefs(vr.Status.ManagedResources) {
-		if len(inv.Objects) == 0 && inv.Server == "" {
+	if _, recorded := vr.Annotations[infrahubv1alpha1.InventoryAnnotation]; !recorded {
+		for _, ref := range managedRefs(vr.Status.ManagedResources) {
 			want[inventoryEntry(ref)] = true
 		}
 	}
