@@ -148,3 +148,33 @@ func TestClaimedServersBeforeTheClaimNamesIt(t *testing.T) {
 		t.Errorf("requests %v: the server named and pointing at the claim, once", reqs)
 	}
 }
+
+// The Server's own watch drops only its claim's binding write made ahead of the claim's boot
+// configuration (whose creation brings the pass), and nothing else.
+func TestClaimedAheadOfItsBootConfiguration(t *testing.T) {
+	free := freeServer("s", nil)
+	claimed := free.DeepCopy()
+	claimed.Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Namespace: "default", Name: "c"}
+	claimed.Spec.BootConfigurationRef = &metalv1alpha1.ObjectReference{Namespace: "default", Name: "c"}
+	sbc := &metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "c"},
+		Spec: metalv1alpha1.ServerBootConfigurationSpec{ServerRef: corev1.LocalObjectReference{Name: "s"}, Image: "os:1"}}
+	relabelled := claimed.DeepCopy()
+	relabelled.Labels = map[string]string{"rack": "r2"}
+	cases := []struct {
+		name     string
+		old, new *metalv1alpha1.Server
+		objects  []client.Object
+		want     bool
+	}{
+		{"bound, boot configuration not there yet", free, claimed, nil, false},
+		{"bound, boot configuration there", free, claimed, []client.Object{sbc}, true},
+		{"a later change of a claimed server", claimed, relabelled, nil, true},
+		{"claim ref removed", claimed, free, nil, true},
+	}
+	for _, tc := range cases {
+		got := claimedAheadOfItsBootConfiguration(fakeClient(tc.objects...)).Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new})
+		if got != tc.want {
+			t.Errorf("%s: passes = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

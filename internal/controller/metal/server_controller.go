@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -80,7 +81,8 @@ func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	rec.Resync = r.Options.ServerResync
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("server").
-		For(&metalv1alpha1.Server{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(), mirrorDrifted()))).
+		For(&metalv1alpha1.Server{}, builder.WithPredicates(predicate.And(predicate.Or(lifecycle.Predicate(), mirrorDrifted()),
+			claimedAheadOfItsBootConfiguration(r.Client)))).
 		Watches(&metalv1alpha1.ServerClaim{}, handler.EnqueueRequestsFromMapFunc(claimedServers(r.Client)), builder.WithPredicates(claimSpecChanged())).
 		Watches(&metalv1alpha1.ServerMaintenance{}, handler.EnqueueRequestsFromMapFunc(maintainedServer)).
 		// A claimed server powers on once its boot configuration is Ready: the boot provider's
@@ -105,6 +107,28 @@ func mirrorDrifted() predicate.Predicate {
 			}
 			state, _ := serverStore.Get(s)
 			return s.Status.State != state
+		},
+	}
+}
+
+// claimedAheadOfItsBootConfiguration drops the one update that would make the Server look at a
+// claim too early: the claim's binding write (claim ref and boot configuration ref) while the
+// claim's boot configuration, created right after it, is not in the cache yet. That look would
+// find no configuration, go to Reserved unpowered and take another pass and write to power on;
+// the configuration's creation event brings the pass that does both at once. Every other path
+// still brings a pass: a claim that never creates it is deleted (the claim's event), retried
+// (its creation), or left alone (the resync).
+func claimedAheadOfItsBootConfiguration(c client.Reader) predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, okO := e.ObjectOld.(*metalv1alpha1.Server)
+			n, okN := e.ObjectNew.(*metalv1alpha1.Server)
+			if !okO || !okN || o.Spec.ServerClaimRef != nil || n.Spec.ServerClaimRef == nil || n.Spec.BootConfigurationRef == nil {
+				return true
+			}
+			ref := n.Spec.BootConfigurationRef
+			err := c.Get(context.Background(), client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &metalv1alpha1.ServerBootConfiguration{})
+			return !apierrors.IsNotFound(err)
 		},
 	}
 }

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
@@ -131,9 +132,13 @@ func TestMaintenanceEnforcedAndApproval(t *testing.T) {
 	if err := testenv.WriteStatus(ctx(), env.Client, m); err != nil {
 		t.Fatal(err)
 	}
-	c := getClaim(ns, "maint-0")
-	c.Status = metalv1alpha1.ServerClaimStatus{}
-	if err := testenv.WriteStatus(ctx(), env.Client, c); err != nil {
+	// (The claim controller writes the claim too, showing the server's power as its rebuilt
+	// status reports it: read again on a conflict.)
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		c := getClaim(ns, "maint-0")
+		c.Status = metalv1alpha1.ServerClaimStatus{}
+		return testenv.WriteStatus(ctx(), env.Client, c)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	waitMaintenance(t, ns, "maint-enforced", "InMaintenance/"+metalv1alpha1.ReasonInMaintenance, 10*time.Second)
