@@ -649,17 +649,10 @@ func TestArtifactConfinedToItsNamespace(t *testing.T) {
 			t.Errorf("%s: lastError %q does not say %q", tc.name, vr.Status.LastError, tc.deny)
 		}
 	}
-	for _, probe := range []struct {
-		obj    client.Object
-		ns, nm string
-	}{
+	wantNotCreated(t, []absent{
 		{&corev1.ConfigMap{}, tenantA, "mine"}, {&corev1.ConfigMap{}, tenantB, "theirs"},
 		{&corev1.ConfigMap{}, tenantA, "mine2"}, {&appsv1.Deployment{}, o.OperatorNamespace, "escalate"},
-	} {
-		if exists(t, env.Client, probe.obj, probe.ns, probe.nm) == nil {
-			t.Errorf("%s/%s created by a refused artifact", probe.ns, probe.nm)
-		}
-	}
+	})
 }
 
 // #16 scenario 8, remote clients: a remote cluster's clients and watches go with its kubeconfig
@@ -845,11 +838,7 @@ func TestTenantsApplyAsTheirServiceAccount(t *testing.T) {
 	if !strings.Contains(vr.Status.LastError, "ConfigMap/"+tb+"/in-b") {
 		t.Errorf("lastError %q does not name the refused object", vr.Status.LastError)
 	}
-	for _, probe := range []struct{ ns, name string }{{ta, "a-3"}, {tb, "in-b"}} {
-		if exists(t, env.Client, &corev1.ConfigMap{}, probe.ns, probe.name) == nil {
-			t.Errorf("%s/%s created by a refused artifact", probe.ns, probe.name)
-		}
-	}
+	wantNotCreated(t, []absent{{&corev1.ConfigMap{}, ta, "a-3"}, {&corev1.ConfigMap{}, tb, "in-b"}})
 	// The acceptance's other reaches: a Deployment in tenant B's namespace (RBAC), a
 	// ClusterRoleBinding and the operator's namespace (the policy, before anything is tried).
 	crb := "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: tenant-a-admin\n" +
@@ -869,17 +858,10 @@ func TestTenantsApplyAsTheirServiceAccount(t *testing.T) {
 			t.Errorf("%s: lastError %q does not name %q", tc.name, vr.Status.LastError, tc.names)
 		}
 	}
-	for _, probe := range []struct {
-		obj      client.Object
-		ns, name string
-	}{
+	wantNotCreated(t, []absent{
 		{&corev1.ConfigMap{}, ta, "a-4"}, {&appsv1.Deployment{}, tb, "in-b"}, {&corev1.ConfigMap{}, ta, "a-5"},
 		{&rbacv1.ClusterRoleBinding{}, "", "tenant-a-admin"}, {&corev1.ConfigMap{}, ta, "a-6"}, {&appsv1.Deployment{}, o.OperatorNamespace, "escalate"},
-	} {
-		if exists(t, env.Client, probe.obj, probe.ns, probe.name) == nil {
-			t.Errorf("%s/%s created by a refused artifact", probe.ns, probe.name)
-		}
-	}
+	})
 	// A refused VidraResource goes at once when deleted: what its ServiceAccount cannot read,
 	// it cannot have created, and does not hold the finalizer.
 	for _, name := range []string{"tenant-a-reach", "tenant-a-deploy-b", "tenant-a-crb", "tenant-a-operator-ns"} {
@@ -935,4 +917,20 @@ func kubeconfigOf(t *testing.T, path string) ([]byte, string) {
 		t.Fatal(err)
 	}
 	return data, strings.TrimSuffix(kc.Clusters[kc.Contexts[kc.CurrentContext].Cluster].Server, "/")
+}
+
+// absent names an object a refused artifact must not have created.
+type absent struct {
+	obj      client.Object
+	ns, name string
+}
+
+// wantNotCreated fails t for each of objs that exists.
+func wantNotCreated(t *testing.T, objs []absent) {
+	t.Helper()
+	for _, a := range objs {
+		if exists(t, env.Client, a.obj, a.ns, a.name) == nil {
+			t.Errorf("%s/%s created by a refused artifact", a.ns, a.name)
+		}
+	}
 }
