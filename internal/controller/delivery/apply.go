@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
+	"github.com/fluxcd/pkg/ssa"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,15 +28,28 @@ import (
 type plannedObject struct {
 	ref objectRef
 	obj *unstructured.Unstructured
+	// staged: the object needs an earlier stage of its own manifest (its kind is defined by a
+	// CRD there, or its namespace created there), so nothing can be read or dry-run of it before
+	// that stage is applied.
+	staged bool
+	// newKind: its kind is not served yet; there is no object of it to read.
+	newKind bool
 }
 
-// plan resolves every object of a manifest on t: its kind must be served there, namespaced
-// objects get destination.namespace when they name none, and the policy must allow it. Any
-// failure refuses the whole manifest, so an artifact is never half applied because one of its
-// objects was refused.
+// plan resolves every object of a manifest on t: its kind must be served there, or defined by a
+// CRD of the same manifest (applied in an earlier stage); namespaced objects get
+// destination.namespace when they name none, and the policy must allow it. Any failure refuses
+// the whole manifest, so an artifact is never half applied because one of its objects was
+// refused.
 func plan(t *target, objs []*unstructured.Unstructured, defaultNS string, p Policy) ([]plannedObject, error) {
 	if defaultNS == "" {
 		defaultNS = metav1.NamespaceDefault
+	}
+	defined, namespaces := definedKinds(objs), map[string]bool{}
+	for _, o := range objs {
+		if o.GroupVersionKind().GroupKind() == (schema.GroupKind{Kind: "Namespace"}) {
+			namespaces[o.GetName()] = true
+		}
 	}
 	var (
 		out      []plannedObject
@@ -43,16 +60,20 @@ func plan(t *target, objs []*unstructured.Unstructured, defaultNS string, p Poli
 	seen := map[string]bool{}
 	for i, o := range objs {
 		gvk := o.GroupVersionKind()
+		var namespaced, newKind bool
 		m, err := t.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if meta.IsNoMatchError(err) {
+		switch scope, ok := defined[gvk]; {
+		case meta.IsNoMatchError(err) && ok:
+			namespaced, newKind = scope, true
+		case meta.IsNoMatchError(err):
 			unknown = append(unknown, fmt.Sprintf("object %d: kind %s of apiVersion %s is not served by cluster %s", i+1, gvk.Kind, o.GetAPIVersion(), t.key))
 			continue
-		}
-		if err != nil {
+		case err != nil:
 			failures = append(failures, fmt.Sprintf("object %d: resolving %s on cluster %s: %v", i+1, gvk, t.key, err))
 			continue
+		default:
+			namespaced = m.Scope.Name() == meta.RESTScopeNameNamespace
 		}
-		namespaced := m.Scope.Name() == meta.RESTScopeNameNamespace
 		o = o.DeepCopy()
 		if !namespaced {
 			o.SetNamespace("")
@@ -68,7 +89,7 @@ func plan(t *target, objs []*unstructured.Unstructured, defaultNS string, p Poli
 			return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonInvalidManifest, "%s appears twice in the manifest", ref)
 		}
 		seen[ref.key()] = true
-		out = append(out, plannedObject{ref: ref, obj: o})
+		out = append(out, plannedObject{ref: ref, obj: o, newKind: newKind, staged: newKind || namespaced && namespaces[ref.Namespace]})
 	}
 	switch {
 	case len(failures) > 0:
@@ -79,6 +100,29 @@ func plan(t *target, objs []*unstructured.Unstructured, defaultNS string, p Poli
 		return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonUnknownKind, "nothing applied: %s", strings.Join(unknown, "; "))
 	}
 	return out, nil
+}
+
+// definedKinds maps the kinds the manifest's own CRDs define (every served version) to whether
+// they are namespaced.
+func definedKinds(objs []*unstructured.Unstructured) map[schema.GroupVersionKind]bool {
+	out := map[schema.GroupVersionKind]bool{}
+	for _, o := range objs {
+		if o.GroupVersionKind().GroupKind() != (schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}) {
+			continue
+		}
+		group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+		scope, _, _ := unstructured.NestedString(o.Object, "spec", "scope")
+		versions, _, _ := unstructured.NestedSlice(o.Object, "spec", "versions")
+		for _, v := range versions {
+			vm, _ := v.(map[string]any)
+			name, _ := vm["name"].(string)
+			if served, _ := vm["served"].(bool); served && name != "" && kind != "" {
+				out[schema.GroupVersionKind{Group: group, Version: name, Kind: kind}] = scope != "Cluster"
+			}
+		}
+	}
+	return out
 }
 
 // ownersOf reads the owned-by annotation. The reference appended its name on every pass
@@ -99,10 +143,9 @@ func ownersOf(m metav1.Object) []string {
 	return out
 }
 
-// applyObject server-side applies one object with our field manager and ownership marks, and
-// returns its drift token. Force: the manifest is authoritative for the fields it names; fields
-// it does not name stay with whoever set them (defect 6).
-func applyObject(ctx context.Context, t *target, po plannedObject, owners []string, opts ...client.ApplyOption) (string, error) {
+// owned returns the object as we apply it: our field manager's view, marked with our label and
+// the owned-by list.
+func owned(po plannedObject, owners []string) *unstructured.Unstructured {
 	u := po.obj.DeepCopy()
 	prepareForApply(u)
 	l := u.GetLabels()
@@ -117,32 +160,131 @@ func applyObject(ctx context.Context, t *target, po plannedObject, owners []stri
 	}
 	a[ownedByAnnotation] = strings.Join(owners, ",")
 	u.SetAnnotations(a)
-	ctx, cancel := context.WithTimeout(ctx, t.timeout)
-	defer cancel()
-	opts = append([]client.ApplyOption{client.FieldOwner(FieldManager), client.ForceOwnership}, opts...)
-	if err := t.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...); err != nil {
-		if apierrors.IsForbidden(err) {
-			return "", lifecycle.Reasonf(infrahubv1alpha1.ReasonForbidden, "applying %s as %s: %v", po.ref, t.as, err)
+	return u
+}
+
+// applied is what the apply did to one object, and the object's drift token after it.
+type applied struct {
+	action ssa.Action
+	token  string
+}
+
+// applySet server-side applies objs with fluxcd/pkg/ssa: in stages (CRDs, Namespaces and
+// ClusterRoles first, waited for until Current, then class definitions, then the rest), each
+// object dry-run first and written only when the dry-run differs from the live object, so a
+// change to a field we do not manage (an HPA's replicas, a controller's annotation) causes no
+// write. Force: the manifest is authoritative for the fields it names; fields it does not name
+// stay with whoever set them (defect 6). The result is keyed by objectRef.key; on an error, it
+// holds the stages done before it.
+func applySet(ctx context.Context, t *target, objs []*unstructured.Unstructured) (map[string]applied, error) {
+	rec := &recordingClient{Client: t.client, timeout: t.timeout, tokens: map[string]string{}}
+	rm := ssa.NewResourceManager(rec, polling.NewStatusPoller(rec, t.mapper, polling.Options{}),
+		ssa.Owner{Field: FieldManager, Group: infrahubv1alpha1.GroupVersion.Group})
+	opts := ssa.DefaultApplyOptions()
+	opts.WaitInterval, opts.WaitTimeout = stageWaitInterval, t.timeout
+	cs, err := rm.ApplyAllStaged(ctx, objs, opts)
+	out := map[string]applied{}
+	if cs != nil {
+		for _, e := range cs.Entries {
+			ref := objectRef{GVK: schema.GroupVersionKind{Group: e.ObjMetadata.GroupKind.Group, Kind: e.ObjMetadata.GroupKind.Kind},
+				Namespace: e.ObjMetadata.Namespace, Name: e.ObjMetadata.Name}
+			out[ref.key()] = applied{action: e.Action, token: rec.token(ref.key())}
 		}
-		if meta.IsNoMatchError(err) {
-			return "", lifecycle.Reasonf(infrahubv1alpha1.ReasonUnknownKind, "applying %s: %v", po.ref, err)
-		}
-		return "", lifecycle.Reasonf(infrahubv1alpha1.ReasonApplyFailed, "applying %s: %v", po.ref, err)
 	}
-	return driftToken(u), nil
+	if err != nil {
+		switch {
+		case apierrors.IsForbidden(err):
+			return out, lifecycle.Reasonf(infrahubv1alpha1.ReasonForbidden, "applying as %s: %v", t.as, err)
+		case meta.IsNoMatchError(err):
+			return out, lifecycle.Reasonf(infrahubv1alpha1.ReasonUnknownKind, "applying: %v", err)
+		}
+		return out, lifecycle.Reasonf(infrahubv1alpha1.ReasonApplyFailed, "applying: %v", err)
+	}
+	return out, nil
+}
+
+// stageWaitInterval is how often a staged apply looks whether its CRDs and Namespaces are ready.
+const stageWaitInterval = 250 * time.Millisecond
+
+// recordingClient is the client the apply library works through: every request gets the
+// target's timeout, and it keeps each object's drift token as the server last returned it (the
+// live object the library read, then the object its real apply wrote), so the pass remembers
+// what it applied without reading it again.
+type recordingClient struct {
+	client.Client
+	timeout time.Duration
+
+	mu     sync.Mutex
+	tokens map[string]string
+}
+
+func (c *recordingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	err := c.Client.Get(ctx, key, obj, opts...)
+	if err == nil {
+		c.record(obj)
+	}
+	return err
+}
+
+func (c *recordingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	err := c.Client.Patch(ctx, obj, patch, opts...)
+	po := &client.PatchOptions{}
+	po.ApplyOptions(opts)
+	if err == nil && len(po.DryRun) == 0 {
+		c.record(obj)
+	}
+	return err
+}
+
+func (c *recordingClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	return c.Client.Delete(ctx, obj, opts...)
+}
+
+func (c *recordingClient) record(obj client.Object) {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	ref := objectRef{GVK: gvk, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	c.mu.Lock()
+	c.tokens[ref.key()] = driftToken(obj)
+	c.mu.Unlock()
+}
+
+func (c *recordingClient) token(key string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tokens[key]
 }
 
 // preflight dry-runs the apply of every planned object as the target's ServiceAccount: an
 // artifact that names one object its RBAC does not allow is refused whole, nothing applied.
+// Objects that can only be tried once an earlier stage is applied (a custom resource of a CRD,
+// an object in a Namespace the manifest creates) are left to the staged apply, which dry-runs
+// each stage before it writes any of it.
 func preflight(ctx context.Context, t *target, planned []plannedObject, owner string) error {
 	var refused []string
 	for _, po := range planned {
-		if _, err := applyObject(ctx, t, po, []string{owner}, client.DryRunAll); err != nil {
-			if reason, _ := lifecycle.ReasonOf(err); reason == infrahubv1alpha1.ReasonForbidden {
-				refused = append(refused, err.Error())
-				continue
-			}
-			return err
+		if po.staged {
+			continue
+		}
+		u := owned(po, []string{owner})
+		err := func() error {
+			ctx, cancel := context.WithTimeout(ctx, t.timeout)
+			defer cancel()
+			return t.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll)
+		}()
+		switch {
+		case err == nil:
+		case apierrors.IsForbidden(err):
+			refused = append(refused, fmt.Sprintf("applying %s as %s: %v", po.ref, t.as, err))
+		case meta.IsNoMatchError(err):
+			return lifecycle.Reasonf(infrahubv1alpha1.ReasonUnknownKind, "applying %s: %v", po.ref, err)
+		default:
+			return lifecycle.Reasonf(infrahubv1alpha1.ReasonApplyFailed, "applying %s: %v", po.ref, err)
 		}
 	}
 	if len(refused) > 0 {

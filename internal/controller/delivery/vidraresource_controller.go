@@ -10,9 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluxcd/pkg/ssa"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -129,7 +131,9 @@ func (r *VidraResourceReconciler) planStep(ctx context.Context, p *deployPass) (
 		return lifecycle.Continue(), nil
 	}
 	for _, po := range planned {
-		_ = p.target.watch(ctx, po.ref.GVK) // failure: reads fall back to GETs, logged by watch
+		if !po.newKind { // a kind its manifest defines is watched from the pass after its CRD
+			_ = p.target.watch(ctx, po.ref.GVK) // failure: reads fall back to GETs, logged by watch
+		}
 	}
 	p.planned = planned
 	return lifecycle.Continue(), nil
@@ -175,12 +179,19 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 		errs    []error
 		desired = map[string]bool{}
 	)
+	var (
+		apply   []*unstructured.Unstructured
+		existed = map[string]bool{}
+	)
 	for _, po := range planned {
 		desired[po.ref.key()] = true
-		live, err := t.observe(ctx, po.ref.GVK, client.ObjectKey{Namespace: po.ref.Namespace, Name: po.ref.Name})
-		if err != nil {
-			errs = append(errs, lifecycle.Reasonf(infrahubv1alpha1.ReasonClusterUnavailable, "reading %s: %v", po.ref, err))
-			continue
+		var live *metav1.PartialObjectMetadata
+		if !po.newKind {
+			var err error
+			if live, err = t.observe(ctx, po.ref.GVK, client.ObjectKey{Namespace: po.ref.Namespace, Name: po.ref.Name}); err != nil {
+				errs = append(errs, lifecycle.Reasonf(infrahubv1alpha1.ReasonClusterUnavailable, "reading %s: %v", po.ref, err))
+				continue
+			}
 		}
 		owners, refusal := r.ownersAfterApply(ctx, live, po.ref, vr.Name)
 		if refusal != nil {
@@ -192,22 +203,34 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 			out.managed = append(out.managed, toManaged(po.ref))
 			continue
 		}
-		token, err := applyObject(ctx, t, po, owners)
+		existed[po.ref.key()] = live != nil
+		apply = append(apply, owned(po, owners))
+	}
+	if len(apply) > 0 {
+		done, err := applySet(ctx, t, apply)
 		if err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		out.applied = append(out.applied, po.ref.String())
-		if live == nil {
-			log.Info("created", "object", po.ref.String())
-			out.created = append(out.created, po.ref.String())
-		} else if !fresh {
-			log.Info("restored drifted object", "object", po.ref.String())
-			out.restored = append(out.restored, po.ref.String())
+		for _, po := range planned {
+			a, ok := done[po.ref.key()]
+			if !ok {
+				continue
+			}
+			next.tokens[po.ref.key()] = a.token
+			out.managed = append(out.managed, toManaged(po.ref))
+			if a.action != ssa.CreatedAction && a.action != ssa.ConfiguredAction {
+				continue // the dry-run found nothing of ours to change: nothing written
+			}
+			out.applied = append(out.applied, po.ref.String())
+			out.progressed = true
+			if !existed[po.ref.key()] {
+				log.Info("created", "object", po.ref.String())
+				out.created = append(out.created, po.ref.String())
+			} else if !fresh {
+				log.Info("restored drifted object", "object", po.ref.String())
+				out.restored = append(out.restored, po.ref.String())
+			}
 		}
-		next.tokens[po.ref.key()] = token
-		out.managed = append(out.managed, toManaged(po.ref))
-		out.progressed = true
 	}
 
 	// Prune: what the last report listed, what our watches know we own, minus the manifest.
