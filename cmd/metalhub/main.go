@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/metalhub/metalhub/internal/cmd/bmccmd"
+	"github.com/metalhub/metalhub/internal/cmd/migratecmd"
 	"github.com/metalhub/metalhub/internal/manager"
 )
 
@@ -46,6 +47,7 @@ func commands() map[string]command {
 		"dev":     {"local control plane + the operator, for a first look", runDev},
 		"emulate": {"run an emulator: bmc or infrahub", runEmulate},
 		"bmc":     {"check a BMC before registering it: inspect, power, boot-once", bmccmd.Main},
+		"migrate": {"before switching from metal-operator: migrate plan (read-only)", migratecmd.Main},
 		"version": {"print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) int {
 			fmt.Fprintln(stdout, version)
 			return 0

@@ -4,7 +4,8 @@
 // the Server's status and then marks the round reported (discovery.ReportedAnnotation), which is
 // what the Server controller waits for.
 //
-// Wiring: call Setup(mgr, opts), or SetupIndexes(ctx, mgr.GetFieldIndexer()) + New + mgr.Add.
+// Wiring: SetupIndexes(ctx, mgr.GetFieldIndexer()) once per manager (the metal controllers
+// use the same index), then Setup(mgr, opts), or New + mgr.Add.
 // The registry finds a Server by UUID through the cached client's ServerUUIDIndex; without the
 // index every post fails with 503.
 package registry
@@ -126,11 +127,8 @@ func New(c client.Client, o Options) (*Registry, error) {
 	}, nil
 }
 
-// Setup registers the UUID index on the manager's cache and adds a registry to the manager.
+// Setup adds a registry to the manager, whose cache must have the UUID index (SetupIndexes).
 func Setup(ctx context.Context, mgr manager.Manager, o Options) (*Registry, error) {
-	if err := SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
-		return nil, err
-	}
 	if o.APIReader == nil {
 		o.APIReader = mgr.GetAPIReader()
 	}

@@ -26,6 +26,9 @@ const (
 	ReasonEndpointNotFound = "EndpointNotFound"
 	ReasonEndpointInvalid  = "EndpointInvalid"
 	ReasonBMCNotFound      = "BMCNotFound"
+	// ReasonDuplicateIdentity: the BMC's systems already have Servers under another BMC (the
+	// same BMC registered twice, or a system UUID twice): no Server is created from it.
+	ReasonDuplicateIdentity = "DuplicateIdentity"
 )
 
 // Reasons of a claim's Bound condition.

@@ -26,6 +26,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/registry"
 )
 
 // BMCFinalizer keeps a BMC until its Servers are gone and its session is logged out. The
@@ -138,7 +139,11 @@ func (r *BMCReconciler) connect(ctx context.Context, p *bmcPass) (lifecycle.Resu
 
 // syncServers keeps one Server per Redfish system.
 func (r *BMCReconciler) syncServers(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
-	return lifecycle.Continue(), r.ensureServers(ctx, p.Client(), p.Obj, p.systems)
+	err := r.ensureServers(ctx, p.Client(), p.Obj, p.systems)
+	if reason, ok := lifecycle.ReasonOf(err); ok && reason == metalv1alpha1.ReasonDuplicateIdentity {
+		return r.failed(ctx, p.Pass, err)
+	}
+	return lifecycle.Continue(), err
 }
 
 // reportConnected reports what the BMC is.
@@ -257,12 +262,34 @@ func ServerName(bmcName, systemID string) string {
 
 var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
 
-// ensureServers creates the Servers of systems that have none. Existing Servers are left alone:
-// their spec belongs to users and the Server controller from then on.
+// ensureServers creates the Servers of systems that have none. A system's Server is found by
+// identity, not name: the system UUID (any case) under this BMC, then the system URI, then our
+// own name for it; so Servers another operator created (the reference names them
+// <bmc>-system-<index>) are the system's Servers, never duplicated. A system whose UUID already
+// has a Server under another BMC (the same BMC registered twice, or a UUID twice) fails the pass
+// before anything is created. Existing Servers are left alone: their spec belongs to users and
+// the Server controller from then on.
 func (r *BMCReconciler) ensureServers(ctx context.Context, c client.Client, b *metalv1alpha1.BMC, systems []bmc.SystemSummary) error {
+	own := &metalv1alpha1.ServerList{}
+	if err := c.List(ctx, own, client.MatchingFields{indexServerBMC: b.Name}); err != nil {
+		return fmt.Errorf("listing the Servers of BMC %s: %w", b.Name, err)
+	}
+	var missing []bmc.SystemSummary
 	for _, sys := range systems {
+		if err := r.firstWithSystem(ctx, c, b, sys); err != nil {
+			return err
+		}
+		if systemServer(own.Items, b.Name, sys) == nil {
+			missing = append(missing, sys)
+		}
+	}
+	for _, sys := range missing {
 		name := ServerName(b.Name, sys.ID)
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, &metalv1alpha1.Server{}); err == nil {
+			// A Server of that name exists and is not this system's (another BMC's, a user's):
+			// not to be overwritten or doubled.
+			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonDuplicateIdentity, "Discover",
+				"system %s would become Server %s, which exists and is not this system's; no Server created for it", sys.ID, name)
 			continue
 		} else if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("reading Server %s: %w", name, err)
@@ -286,6 +313,67 @@ func (r *BMCReconciler) ensureServers(ctx context.Context, c client.Client, b *m
 			return fmt.Errorf("creating Server %s: %w", name, err)
 		}
 		r.Recorder.Eventf(b, s, corev1.EventTypeNormal, "ServerCreated", "Discover", "system %s became Server %s", sys.ID, name)
+	}
+	return nil
+}
+
+// firstWithSystem fails with DuplicateIdentity when sys (by UUID) is a Server of another BMC
+// that was there first (older, or as old and of a lower name): then b is the same BMC registered
+// twice, or names a system UUID twice, and takes none of its systems. The older BMC carries on.
+func (r *BMCReconciler) firstWithSystem(ctx context.Context, c client.Client, b *metalv1alpha1.BMC, sys bmc.SystemSummary) error {
+	uuid := registry.NormalizeUUID(sys.UUID)
+	if uuid == "" {
+		return nil
+	}
+	others := &metalv1alpha1.ServerList{}
+	if err := c.List(ctx, others, client.MatchingFields{indexServerUUID: uuid}); err != nil {
+		return fmt.Errorf("looking up system %s: %w", uuid, err)
+	}
+	for _, o := range others.Items {
+		if o.Spec.BMCRef == nil || o.Spec.BMCRef.Name == b.Name {
+			continue
+		}
+		other := &metalv1alpha1.BMC{}
+		if err := c.Get(ctx, client.ObjectKey{Name: o.Spec.BMCRef.Name}, other); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // a Server left by a BMC that is gone: not a second registration
+			}
+			return fmt.Errorf("reading BMC %s: %w", o.Spec.BMCRef.Name, err)
+		}
+		if bmcBefore(other, b) {
+			return lifecycle.Reasonf(metalv1alpha1.ReasonDuplicateIdentity,
+				"system %s (UUID %s) is Server %s of BMC %s already: this BMC is registered twice, or repeats a system UUID; no Server is created from it",
+				sys.ID, uuid, o.Name, other.Name)
+		}
+	}
+	return nil
+}
+
+// bmcBefore reports whether a was registered before b (creation time, then name).
+func bmcBefore(a, b *metalv1alpha1.BMC) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
+}
+
+// systemServer is the Server among servers (a BMC's) that is sys: by system UUID, case
+// insensitive, then by system URI, then by the name this controller gives it.
+func systemServer(servers []metalv1alpha1.Server, bmcName string, sys bmc.SystemSummary) *metalv1alpha1.Server {
+	for i := range servers {
+		if sys.UUID != "" && strings.EqualFold(servers[i].Spec.SystemUUID, sys.UUID) {
+			return &servers[i]
+		}
+	}
+	for i := range servers {
+		if sys.ODataID != "" && strings.TrimSuffix(servers[i].Spec.SystemURI, "/") == strings.TrimSuffix(sys.ODataID, "/") {
+			return &servers[i]
+		}
+	}
+	for i := range servers {
+		if servers[i].Name == ServerName(bmcName, sys.ID) {
+			return &servers[i]
+		}
 	}
 	return nil
 }

@@ -171,6 +171,29 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 
 // Fifty servers asked to power on at once all report On within two emulated power delays plus
 // a margin: power never waits on a worker, so fifty transitions overlap.
+// #15 item 1: the same BMC registered twice. The second BMC object finds its system already a
+// Server of the first: it reports DuplicateIdentity and creates no Server (a second Server
+// would power and PXE-boot the first one's box).
+func TestBMCRegisteredTwiceCreatesNoSecondServer(t *testing.T) {
+	b := takeBMC(t)
+	first := registerBMC(t, b, "twice-a")
+	waitState(t, first, metalv1alpha1.ServerStateAvailable, time.Minute)
+	registerBMC(t, b, "twice-b")
+	waitBMCReady(t, "twice-b", "False/"+metalv1alpha1.ReasonDuplicateIdentity)
+	waitEvent(t, "twice-b", metalv1alpha1.ReasonDuplicateIdentity)
+	list := &metalv1alpha1.ServerList{}
+	if err := env.Client.List(ctx(), list); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list.Items {
+		if s.Spec.BMCRef != nil && s.Spec.BMCRef.Name == "twice-b" {
+			t.Fatalf("Server %s created from the BMC registered twice", s.Name)
+		}
+	}
+	// The first keeps its server, Ready.
+	waitBMCReady(t, "twice-a", "True/"+metalv1alpha1.ReasonConnected)
+}
+
 func TestFiftyServersPowerOnAtOnce(t *testing.T) {
 	const n = 50
 	const delay = 2 * time.Second

@@ -13,11 +13,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/registry"
 )
 
 // Field indexes the family's watches and lookups use instead of scanning every object.
 const (
-	indexServerBMC   = "spec.bmcRef.name"
+	indexServerBMC = "spec.bmcRef.name"
+	// indexServerUUID holds a server's system UUID, lower-cased (the reference lower-cases it,
+	// users may not).
+	indexServerUUID  = "spec.systemUUID"
 	indexBMCSecret   = "spec.bmcSecretRef.name"
 	indexBMCEndpoint = "spec.endpointRef.name"
 )
@@ -44,6 +48,9 @@ const (
 )
 
 func setupIndexes(ctx context.Context, mgr ctrl.Manager) error {
+	if err := registry.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	for _, i := range bmcIndexes() {
 		if err := mgr.GetFieldIndexer().IndexField(ctx, i.obj, i.name, i.fn); err != nil {
 			return fmt.Errorf("indexing %T by %s: %w", i.obj, i.name, err)

@@ -219,6 +219,9 @@ func (r *ServerReconciler) discovery(bctx, ctx context.Context, p *serverPass) (
 			clearDiscovery(s, r.Options.DiscoveryNamespace)
 		})
 	}
+	if s.Annotations[discovery.RoundAnnotation] == "" {
+		return r.discoveryNotOurs(ctx, p)
+	}
 	started, err := time.Parse(time.RFC3339, s.Annotations[DiscoveryStartedAnnotation])
 	if err != nil {
 		started = r.Now() // unknown start (restored object): the timeout runs from now on
@@ -243,6 +246,21 @@ func (r *ServerReconciler) discovery(bctx, ctx context.Context, p *serverPass) (
 }
 
 // clearDiscovery removes a finished round's bookkeeping (the round id stays for the record).
+// discoveryNotOurs handles a server in Discovery without a round of ours: one the reference
+// operator was discovering when it was switched off (its probe reports to a registry that is
+// gone). It is not powered, booted or timed out: it is discovered again, from Initial, only once
+// it is Off and no claim holds it, so that a box someone is still using is never rebooted by the
+// switch.
+func (r *ServerReconciler) discoveryNotOurs(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+	s := p.Obj
+	if p.sys.PowerState == bmc.PowerStateOff && s.Spec.ServerClaimRef == nil {
+		return r.transition(ctx, p, metalv1alpha1.ServerStateInitial, "discovery left by another operator, server Off and unclaimed: discovering again", func(s *metalv1alpha1.Server) {
+			clearDiscovery(s, r.Options.DiscoveryNamespace)
+		})
+	}
+	return lifecycle.RequeueAfter(r.Options.ServerResync, "in Discovery without a round of ours: discovered again once Off and unclaimed"), nil
+}
+
 func clearDiscovery(s *metalv1alpha1.Server, ns string) {
 	lifecycle.RemoveAnnotation(s, BootOnceAnnotation)
 	lifecycle.RemoveAnnotation(s, DiscoveryStartedAnnotation)

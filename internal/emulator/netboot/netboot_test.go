@@ -47,6 +47,9 @@ func startRegistry(t *testing.T) string {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if err := registry.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		t.Fatal(err)
+	}
 	reg, err := registry.Setup(ctx, mgr, registry.Options{BindAddress: "127.0.0.1:0", DiscoveryNamespace: namespace, Logger: testr.New(t)})
 	if err != nil {
 		t.Fatal(err)

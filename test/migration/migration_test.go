@@ -1,0 +1,293 @@
+// Package migration tests switching a live fleet from the IronCore metal-operator to metalhub:
+// metalhub started on the objects the reference leaves behind issues no power or boot action,
+// keeps one Server per system, and keeps every state and claim.
+package migration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/cmd/migratecmd"
+	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/discovery"
+	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/scheme"
+	"github.com/metalhub/metalhub/internal/testenv"
+)
+
+var (
+	env   *testenv.Env
+	fleet *redfish.Emulator
+)
+
+const fleetSize = 11
+
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(testenv.Main(m, &env, func(m *testing.M) int {
+		var err error
+		if fleet, err = redfish.Start(redfish.Options{BMCs: fleetSize, PowerDelay: 200 * time.Millisecond}); err != nil {
+			fmt.Fprintln(os.Stderr, "emulator:", err)
+			return 1
+		}
+		defer fleet.Close()
+		return m.Run()
+	}))
+}
+
+// startMetalhub runs metalhub's metal family on env until the test ends.
+func startMetalhub(t *testing.T) {
+	t.Helper()
+	o := metal.DefaultOptions()
+	o.BMCRequestTimeout = 2 * time.Second
+	o.PowerPoll = 100 * time.Millisecond
+	o.RetryAfter = 500 * time.Millisecond
+	o.ServerResync = 5 * time.Second
+	o.BMCResync = 5 * time.Second
+	o.RegistryBindAddress = "0"
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme: scheme.New(), Logger: logr.Discard(),
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := metal.Setup(ctx, mgr, o); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = mgr.Start(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// actions is what the emulator recorded for these BMCs: resets and boot overrides.
+func actions(bmcs []laidOut) []string {
+	idx := map[int]string{}
+	for _, l := range bmcs {
+		idx[l.bmc.Index()] = l.name
+	}
+	var out []string
+	for _, r := range fleet.Records() {
+		if name, ok := idx[r.BMC]; ok {
+			out = append(out, fmt.Sprintf("%s %s %s%s", name, r.Action, r.ResetType, bootOf(r)))
+		}
+	}
+	return out
+}
+
+func bootOf(r redfish.Record) string {
+	if r.Boot == nil {
+		return ""
+	}
+	return fmt.Sprintf(" %+v", *r.Boot)
+}
+
+// The acceptance of the switch: a fleet laid out exactly as metal-operator leaves it (one
+// claimed server powered On, one Parked, one in Maintenance, the rest Available); metalhub
+// starts on it; for 2 minutes no power and no boot-override action reaches a BMC; there is one
+// Server per system; states and the claim are kept; deleting the claimed server is held.
+func TestSwitchFromMetalOperatorIssuesNoBMCAction(t *testing.T) {
+	c := env.Client
+	ctx := context.Background()
+	var bmcs []*redfish.BMC
+	for i := range 8 {
+		bmcs = append(bmcs, fleet.BMC(i))
+	}
+	fleetObjs := layOut(t, c, "mo", bmcs, map[int]role{0: claimed, 1: parked, 2: maintained})
+
+	// Before the switch: the plan lists every BMC and Server, with no BMC action, and exits 0.
+	out, code := plan(t, "fleet=mo")
+	if code != 0 {
+		t.Fatalf("migrate plan exited %d on a clean fleet:\n%s", code, out)
+	}
+	for _, l := range fleetObjs {
+		line := lineOf(out, "Server", l.server)
+		if line == "" || !strings.HasSuffix(strings.TrimSpace(line), "none") {
+			t.Fatalf("plan line of %s is %q, want it listed with no action:\n%s", l.server, line, out)
+		}
+		if lineOf(out, "BMC", l.name) == "" {
+			t.Fatalf("plan does not list BMC %s:\n%s", l.name, out)
+		}
+	}
+	startMetalhub(t)
+
+	want := map[string]metalv1alpha1.ServerState{}
+	for _, l := range fleetObjs {
+		want[l.server] = map[role]metalv1alpha1.ServerState{available: metalv1alpha1.ServerStateAvailable,
+			claimed: metalv1alpha1.ServerStateReserved, parked: metalv1alpha1.ServerStateParked,
+			maintained: metalv1alpha1.ServerStateMaintenance}[l.role]
+	}
+	// metalhub takes the states over as its own bookkeeping...
+	testenv.Eventually(t, time.Minute, "states adopted", func() (bool, string) {
+		list := &metalv1alpha1.ServerList{}
+		if err := c.List(ctx, list); err != nil {
+			return false, err.Error()
+		}
+		for _, s := range list.Items {
+			if got := s.Annotations[lifecycle.StateAnnotation]; got != string(want[s.Name]) {
+				return false, fmt.Sprintf("%s: state annotation %q, want %s", s.Name, got, want[s.Name])
+			}
+		}
+		return true, ""
+	})
+	// ...and for 2 minutes no power or boot action reaches a BMC, nothing is duplicated, nothing
+	// changes state, the claim stays Bound.
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		if a := actions(fleetObjs); len(a) > 0 {
+			t.Fatalf("BMC actions after the switch: %s", strings.Join(a, "; "))
+		}
+		list := &metalv1alpha1.ServerList{}
+		must(t, c.List(ctx, list))
+		if len(list.Items) != len(fleetObjs) {
+			var names []string
+			for _, s := range list.Items {
+				names = append(names, s.Name)
+			}
+			t.Fatalf("%d Servers for %d systems: %s", len(list.Items), len(fleetObjs), strings.Join(names, ", "))
+		}
+		for _, s := range list.Items {
+			if s.Status.State != want[s.Name] && s.Status.State != "" {
+				t.Fatalf("%s: status.state %s, want %s", s.Name, s.Status.State, want[s.Name])
+			}
+		}
+		claim := &metalv1alpha1.ServerClaim{}
+		must(t, c.Get(ctx, client.ObjectKey{Namespace: claimNS, Name: fleetObjs[0].server}, claim))
+		if claim.Status.Phase != metalv1alpha1.PhaseBound || claim.Spec.ServerRef == nil || claim.Spec.ServerRef.Name != fleetObjs[0].server {
+			t.Fatalf("claim %s: phase %q, serverRef %v", claim.Name, claim.Status.Phase, claim.Spec.ServerRef)
+		}
+		time.Sleep(time.Second)
+	}
+
+	// Deleting the claimed server is held while its claim holds it; no action either.
+	claimed := &metalv1alpha1.Server{}
+	must(t, c.Get(ctx, client.ObjectKey{Name: fleetObjs[0].server}, claimed))
+	must(t, c.Delete(ctx, claimed))
+	testenv.Eventually(t, 10*time.Second, "deletion held", func() (bool, string) {
+		s := &metalv1alpha1.Server{}
+		if err := c.Get(ctx, client.ObjectKey{Name: fleetObjs[0].server}, s); err != nil {
+			return false, err.Error()
+		}
+		return s.DeletionTimestamp != nil, "not marked for deletion yet"
+	})
+	for range 5 {
+		time.Sleep(time.Second)
+		s := &metalv1alpha1.Server{}
+		if err := c.Get(ctx, client.ObjectKey{Name: fleetObjs[0].server}, s); apierrors.IsNotFound(err) {
+			t.Fatal("the claimed server was let go")
+		}
+	}
+	if a := actions(fleetObjs); len(a) > 0 {
+		t.Fatalf("BMC actions after deleting the claimed server: %s", strings.Join(a, "; "))
+	}
+}
+
+// plan runs "metalhub migrate plan" against the test cluster.
+func plan(t *testing.T, selector string) (string, int) {
+	t.Helper()
+	var out, errOut strings.Builder
+	code := migratecmd.Main(context.Background(), []string{"plan", "--kubeconfig", env.Kubeconfig, "--selector", selector}, &out, &errOut)
+	return out.String() + errOut.String(), code
+}
+
+// lineOf is the plan's table line of one object.
+func lineOf(out, kind, name string) string {
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 2 && f[0] == kind && f[1] == name {
+			return l
+		}
+	}
+	return ""
+}
+
+// The plan refuses a fleet with a duplicate identity, naming both objects: one system UUID on two
+// Servers (one as the reference wrote it, one upper-cased), one BMC address on two BMCs.
+func TestPlanNamesDuplicateIdentities(t *testing.T) {
+	c := env.Client
+	ctx := context.Background()
+	objs := layOut(t, c, "dupe", []*redfish.BMC{fleet.BMC(10)}, nil)
+	orig := &metalv1alpha1.Server{}
+	must(t, c.Get(ctx, client.ObjectKey{Name: objs[0].server}, orig))
+	copyOf := &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: "dupe-copy", Labels: orig.Labels},
+		Spec: metalv1alpha1.ServerSpec{SystemUUID: strings.ToUpper(orig.Spec.SystemUUID), BMCRef: orig.Spec.BMCRef}}
+	must(t, c.Create(ctx, copyOf))
+	b := &metalv1alpha1.BMC{}
+	must(t, c.Get(ctx, client.ObjectKey{Name: objs[0].name}, b))
+	twin := &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: "dupe-twin", Labels: b.Labels}, Spec: b.Spec}
+	must(t, c.Create(ctx, twin))
+
+	out, code := plan(t, "fleet=dupe")
+	t.Logf("migrate plan:\n%s", out)
+	if code == 0 {
+		t.Fatalf("migrate plan exited 0 on a fleet with duplicate identities:\n%s", out)
+	}
+	for _, want := range []string{
+		"Servers " + objs[0].server + ", dupe-copy have system UUID",
+		"BMCs " + objs[0].name + ", dupe-twin share address",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan does not say %q:\n%s", want, out)
+		}
+	}
+}
+
+// A server the reference was discovering when it was switched off is not powered, booted or
+// timed out by metalhub: it is discovered again, from Initial, once it is Off and unclaimed.
+func TestDiscoveryLeftByTheReferenceWaitsUntilOff(t *testing.T) {
+	c := env.Client
+	ctx := context.Background()
+	objs := layOut(t, c, "disc", []*redfish.BMC{fleet.BMC(8), fleet.BMC(9)}, map[int]role{0: discoveringOn, 1: discoveringOff})
+	on, off := objs[0], objs[1]
+	startMetalhub(t)
+
+	// The one that is Off is discovered again: Initial, then our own round (PXE once, On).
+	testenv.Eventually(t, time.Minute, "rediscovery of the Off server", func() (bool, string) {
+		s := &metalv1alpha1.Server{}
+		if err := c.Get(ctx, client.ObjectKey{Name: off.server}, s); err != nil {
+			return false, err.Error()
+		}
+		return s.Annotations[discovery.RoundAnnotation] != "" && s.Annotations[lifecycle.StateAnnotation] == string(metalv1alpha1.ServerStateDiscovery),
+			fmt.Sprintf("state %q, round %q", s.Annotations[lifecycle.StateAnnotation], s.Annotations[discovery.RoundAnnotation])
+	})
+	// The one that is On is left alone, in Discovery...
+	for range 10 {
+		if a := actions([]laidOut{on}); len(a) > 0 {
+			t.Fatalf("actions on a server in the reference's discovery: %s", strings.Join(a, "; "))
+		}
+		s := &metalv1alpha1.Server{}
+		must(t, c.Get(ctx, client.ObjectKey{Name: on.server}, s))
+		if got := s.Annotations[lifecycle.StateAnnotation]; got != string(metalv1alpha1.ServerStateDiscovery) {
+			t.Fatalf("%s: state %q, want Discovery kept", s.Name, got)
+		}
+		time.Sleep(time.Second)
+	}
+	// ...until it is Off: then it is discovered again too.
+	on.bmc.Systems()[0].SetPowerState("Off")
+	testenv.Eventually(t, time.Minute, "rediscovery once Off", func() (bool, string) {
+		s := &metalv1alpha1.Server{}
+		if err := c.Get(ctx, client.ObjectKey{Name: on.server}, s); err != nil {
+			return false, err.Error()
+		}
+		return s.Annotations[discovery.RoundAnnotation] != "", fmt.Sprintf("state %q, no round", s.Annotations[lifecycle.StateAnnotation])
+	})
+}
