@@ -48,6 +48,7 @@ func commands() map[string]command {
 		"emulate": {"run an emulator: bmc or infrahub", runEmulate},
 		"bmc":     {"check a BMC before registering it: inspect, power, boot-once", bmccmd.Main},
 		"migrate": {"before switching from metal-operator: migrate plan (read-only)", migratecmd.Main},
+		"move":    {"move the fleet to another cluster: --to-kubeconfig F [--dry-run]", migratecmd.MoveMain},
 		"version": {"print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) int {
 			fmt.Fprintln(stdout, version)
 			return 0

@@ -56,6 +56,9 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		}
 		return ctrl.Result{}, err
 	}
+	if Paused(obj) {
+		return ctrl.Result{}, nil // removing the annotation is an update: it brings the next pass
+	}
 	if r.Guard.Stale(obj) {
 		return ctrl.Result{RequeueAfter: StaleRetry}, nil
 	}
@@ -94,4 +97,15 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 func kindOf(obj client.Object) string {
 	t := fmt.Sprintf("%T", obj)
 	return strings.ToLower(t[strings.LastIndex(t, ".")+1:])
+}
+
+// PausedAnnotation pauses every controller of an object: no pass, no write, no BMC or cluster
+// action, until it is removed. "metalhub move" sets it on the source before copying and on the
+// copies until all have arrived, so neither manager acts on a fleet in transit.
+const PausedAnnotation = "metalhub.io/paused"
+
+// Paused reports whether o carries PausedAnnotation (any value but "false").
+func Paused(o client.Object) bool {
+	v, ok := o.GetAnnotations()[PausedAnnotation]
+	return ok && v != "false"
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,6 +28,7 @@ import (
 	"github.com/metalhub/metalhub/internal/discovery"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/migrate"
 	"github.com/metalhub/metalhub/internal/scheme"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
@@ -36,7 +38,7 @@ var (
 	fleet *redfish.Emulator
 )
 
-const fleetSize = 11
+const fleetSize = 61
 
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(logr.Discard())
@@ -52,7 +54,10 @@ func TestMain(m *testing.M) {
 }
 
 // startMetalhub runs metalhub's metal family on env until the test ends.
-func startMetalhub(t *testing.T) {
+func startMetalhub(t *testing.T) { startMetalhubOn(t, env) }
+
+// startMetalhubOn runs metalhub's metal family on e until the test ends.
+func startMetalhubOn(t *testing.T, e *testenv.Env) {
 	t.Helper()
 	o := metal.DefaultOptions()
 	o.BMCRequestTimeout = 2 * time.Second
@@ -61,7 +66,7 @@ func startMetalhub(t *testing.T) {
 	o.ServerResync = 5 * time.Second
 	o.BMCResync = 5 * time.Second
 	o.RegistryBindAddress = "0"
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
 		Scheme: scheme.New(), Logger: logr.Discard(),
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
@@ -290,4 +295,93 @@ func TestDiscoveryLeftByTheReferenceWaitsUntilOff(t *testing.T) {
 		}
 		return s.Annotations[discovery.RoundAnnotation] != "", fmt.Sprintf("state %q, no round", s.Annotations[lifecycle.StateAnnotation])
 	})
+}
+
+// "metalhub move" of a 50-server fleet with claims and maintenances, from a cluster where
+// metalhub runs to a second control plane where it starts: the source pauses, the copies
+// arrive paused with their bookkeeping, and the target's manager takes over with 0 BMC actions,
+// every object in its state, the claims Bound.
+func TestMoveFiftyServersToAnotherCluster(t *testing.T) {
+	target, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = target.Stop() })
+	ctx := context.Background()
+	var bmcs []*redfish.BMC
+	for i := 11; i < 61; i++ {
+		bmcs = append(bmcs, fleet.BMC(i))
+	}
+	roles := map[int]role{}
+	for i := range 10 {
+		roles[i] = claimed
+	}
+	for i := 10; i < 15; i++ {
+		roles[i] = maintained
+	}
+	roles[15], roles[16] = parked, parked
+	objs := layOut(t, env.Client, "mv", bmcs, roles)
+	want := map[string]metalv1alpha1.ServerState{}
+	for _, l := range objs {
+		want[l.server] = map[role]metalv1alpha1.ServerState{available: metalv1alpha1.ServerStateAvailable,
+			claimed: metalv1alpha1.ServerStateReserved, parked: metalv1alpha1.ServerStateParked,
+			maintained: metalv1alpha1.ServerStateMaintenance}[l.role]
+	}
+	arrived := func(c client.Client, what string) {
+		t.Helper()
+		testenv.Eventually(t, 2*time.Minute, what, func() (bool, string) {
+			list := &metalv1alpha1.ServerList{}
+			if err := c.List(ctx, list, client.MatchingLabels{"fleet": "mv"}); err != nil {
+				return false, err.Error()
+			}
+			if len(list.Items) != len(objs) {
+				return false, fmt.Sprintf("%d Servers, want %d", len(list.Items), len(objs))
+			}
+			for _, s := range list.Items {
+				if s.Annotations[lifecycle.StateAnnotation] != string(want[s.Name]) || s.Status.State != want[s.Name] {
+					return false, fmt.Sprintf("%s: state %q, status %q, want %s", s.Name, s.Annotations[lifecycle.StateAnnotation], s.Status.State, want[s.Name])
+				}
+			}
+			return true, ""
+		})
+	}
+	// metalhub runs on the source and has made the states its bookkeeping.
+	startMetalhub(t)
+	arrived(env.Client, "states kept on the source")
+
+	sel, err := labels.Parse("fleet=mv")
+	must(t, err)
+	var out strings.Builder
+	must(t, migrate.Move(ctx, env.Client, target.Client, migrate.MoveOptions{Selector: sel, Out: &out, PauseGrace: time.Second}))
+	t.Logf("move:\n%s", out.String())
+	startMetalhubOn(t, target)
+	arrived(target.Client, "states on the target")
+
+	// Both managers run: the source's is paused, the target's acts on nothing.
+	for range 30 {
+		if a := actions(objs); len(a) > 0 {
+			t.Fatalf("BMC actions after the move: %s", strings.Join(a, "; "))
+		}
+		time.Sleep(time.Second)
+	}
+	for _, l := range objs {
+		if l.role != claimed {
+			continue
+		}
+		claim := &metalv1alpha1.ServerClaim{}
+		must(t, target.Client.Get(ctx, client.ObjectKey{Namespace: claimNS, Name: l.server}, claim))
+		if claim.Status.Phase != metalv1alpha1.PhaseBound || claim.Spec.ServerRef == nil || claim.Spec.ServerRef.Name != l.server || lifecycle.Paused(claim) {
+			t.Fatalf("claim %s on the target: phase %q, serverRef %v, paused %v", claim.Name, claim.Status.Phase, claim.Spec.ServerRef, lifecycle.Paused(claim))
+		}
+		sbc := &metalv1alpha1.ServerBootConfiguration{}
+		must(t, target.Client.Get(ctx, client.ObjectKey{Namespace: claimNS, Name: l.server}, sbc))
+		if len(sbc.OwnerReferences) != 1 || sbc.OwnerReferences[0].UID != claim.UID {
+			t.Fatalf("boot configuration %s: owner references %v, want the target's claim %s", sbc.Name, sbc.OwnerReferences, claim.UID)
+		}
+	}
+	src := &metalv1alpha1.Server{}
+	must(t, env.Client.Get(ctx, client.ObjectKey{Name: objs[0].server}, src))
+	if !lifecycle.Paused(src) {
+		t.Fatal("the source is not left paused")
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/clientcmd"
@@ -54,14 +55,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		o.Selector = sel
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = *kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		fmt.Fprintf(stderr, "migrate: kubeconfig: %v\n", err)
-		return exitBlocked
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	c, err := clientFor(*kubeconfig)
 	if err != nil {
 		fmt.Fprintf(stderr, "migrate: %v\n", err)
 		return exitBlocked
@@ -76,4 +70,66 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitBlocked
 	}
 	return exitOK
+}
+
+const moveUsage = `usage: move --to-kubeconfig FILE [flags]
+
+Copies BMCs, BMCSecrets, Endpoints, Servers, claims, boot configurations, maintenances and
+the ignition Secrets they name to another cluster: pauses the source, creates everything on
+the target in dependency order (paused), then unpauses the target. The source stays paused.
+
+flags:
+`
+
+// MoveMain runs "metalhub move"; args exclude the leading "move".
+func MoveMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("move", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, moveUsage); fs.PrintDefaults() }
+	from := fs.String("kubeconfig", "", "kubeconfig of the source cluster (default: $KUBECONFIG, then ~/.kube/config)")
+	to := fs.String("to-kubeconfig", "", "kubeconfig of the target cluster (required)")
+	dryRun := fs.Bool("dry-run", false, "print what would move, change nothing")
+	grace := fs.Duration("pause-grace", 10*time.Second, "wait after pausing the source, for passes already running to finish")
+	selector := fs.String("selector", "", "label selector of the BMCs to move, with their Servers, claims, boot configurations and maintenances (default: all)")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	var sel labels.Selector
+	if *selector != "" {
+		var err error
+		if sel, err = labels.Parse(*selector); err != nil {
+			fmt.Fprintf(stderr, "move: --selector: %v\n", err)
+			return exitUsage
+		}
+	}
+	if *to == "" {
+		fmt.Fprintln(stderr, "move: --to-kubeconfig is required")
+		fs.Usage()
+		return exitUsage
+	}
+	src, err := clientFor(*from)
+	if err != nil {
+		fmt.Fprintf(stderr, "move: source: %v\n", err)
+		return exitBlocked
+	}
+	dst, err := clientFor(*to)
+	if err != nil {
+		fmt.Fprintf(stderr, "move: target: %v\n", err)
+		return exitBlocked
+	}
+	if err := migrate.Move(ctx, src, dst, migrate.MoveOptions{DryRun: *dryRun, Out: stdout, PauseGrace: *grace, Selector: sel}); err != nil {
+		fmt.Fprintf(stderr, "move: %v\n", err)
+		return exitBlocked
+	}
+	return exitOK
+}
+
+func clientFor(kubeconfig string) (client.Client, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return client.New(cfg, client.Options{Scheme: scheme.New()})
 }

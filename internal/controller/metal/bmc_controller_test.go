@@ -342,3 +342,33 @@ func TestBMCPassIsBounded(t *testing.T) {
 	})
 	t.Logf("slow BMC reported after %s (request timeout %s)", time.Since(start).Round(10*time.Millisecond), testOpts.BMCRequestTimeout)
 }
+
+// A paused object gets no pass: an operation asked of a paused Server reaches the BMC only once
+// the pause is lifted ("metalhub move" relies on it for a fleet in transit).
+func TestPausedServerIsNotActedOn(t *testing.T) {
+	b := takeBMC(t)
+	name := registerBMC(t, b, "paused")
+	waitState(t, name, metalv1alpha1.ServerStateAvailable, time.Minute)
+	before := len(records(b))
+	s := getServer(t, name)
+	if err := lifecycle.PatchMetadata(ctx(), env.Client, s, func(o client.Object) {
+		lifecycle.SetAnnotation(o, lifecycle.PausedAnnotation, "true")
+		lifecycle.SetAnnotation(o, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationForceOnServer)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for range 30 {
+		if got := records(b)[before:]; len(got) > 0 {
+			t.Fatalf("a paused server was acted on: %+v", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := lifecycle.PatchMetadata(ctx(), env.Client, getServer(t, name), func(o client.Object) {
+		lifecycle.RemoveAnnotation(o, lifecycle.PausedAnnotation)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the operation after the pause", func() (bool, string) {
+		return len(records(b)) > before, "no BMC action yet"
+	})
+}
