@@ -134,6 +134,14 @@ func Make(ctx context.Context, c client.Reader, o Options) (*Plan, error) {
 		state, src := metal.StateOnStart(s)
 		row.Adopted = fmt.Sprintf("%s (%s)", state, strings.ToLower(string(src)))
 		row.Actions = serverActions(s, state, src, claimOf, maintOf)
+		switch op := s.Annotations[metalv1alpha1.OperationAnnotation]; op {
+		case "":
+		case metalv1alpha1.OperationIgnore:
+			row.Actions = []string{"none: ignored (operation annotation ignore)"}
+		default:
+			// The reference had not run it yet: metalhub runs it once, as asked.
+			row.Actions = append(row.Actions, fmt.Sprintf("operation %s (its annotation asks; remove it to cancel)", op))
+		}
 		row.Blockers = append(row.Blockers, finalizerBlockers(s)...)
 		p.Rows = append(p.Rows, row)
 	}
