@@ -28,6 +28,7 @@ type Row struct {
 	Found      string // status.state as found
 	Adopted    string // the state metalhub starts in, and where it comes from
 	Actions    []string
+	Notes      []string // worth knowing, not an action and not blocking
 	Blockers   []string
 }
 
@@ -134,6 +135,9 @@ func Make(ctx context.Context, c client.Reader, o Options) (*Plan, error) {
 		state, src := metal.StateOnStart(s)
 		row.Adopted = fmt.Sprintf("%s (%s)", state, strings.ToLower(string(src)))
 		row.Actions = serverActions(s, state, src, claimOf, maintOf)
+		if ref := s.Spec.ServerMaintenanceRef; ref != nil && state == metalv1alpha1.ServerStateMaintenance && maintOf[ref.Namespace+"/"+ref.Name] == nil {
+			row.Notes = append(row.Notes, fmt.Sprintf("stays in Maintenance, untouched, while spec.serverMaintenanceRef names %s/%s, which is no metal.ironcore.dev ServerMaintenance (the newer maintenance.metal.ironcore.dev group is not served: keep its operator for it)", ref.Namespace, ref.Name))
+		}
 		switch op := s.Annotations[metalv1alpha1.OperationAnnotation]; op {
 		case "":
 		case metalv1alpha1.OperationIgnore:
@@ -209,7 +213,7 @@ func serverActions(s *metalv1alpha1.Server, state metalv1alpha1.ServerState, src
 		}
 		m := maintOf[ref.Namespace+"/"+ref.Name]
 		if m == nil {
-			return []string{fmt.Sprintf("leave Maintenance (%s/%s is gone)", ref.Namespace, ref.Name)}
+			return nil // the Server controller waits for the ref to go (see Notes)
 		}
 		if want := m.Spec.ServerPower; want != "" && string(want) != string(s.Status.PowerState) {
 			return []string{fmt.Sprintf("power %s (its maintenance asks)", want)}
@@ -243,6 +247,16 @@ func (p *Plan) Print(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Kind, r.Name, dash(r.BMC), dash(r.Found), dash(r.Adopted), act)
 	}
 	_ = tw.Flush()
+	notes := 0
+	for _, r := range p.Rows {
+		for _, nt := range r.Notes {
+			if notes == 0 {
+				fmt.Fprintln(w, "\nNotes:")
+			}
+			notes++
+			fmt.Fprintf(w, "  %s %s: %s\n", r.Kind, r.Name, nt)
+		}
+	}
 	n := 0
 	for _, r := range p.Rows {
 		for _, b := range r.Blockers {

@@ -29,8 +29,11 @@ const (
 	claimed             // Reserved, its claim Bound, powered On, booted from its Ready boot configuration
 	parked              // Parked by the operation annotation, the durable marker set
 	maintained          // Maintenance, under an Enforced ServerMaintenance, Off
-	discoveringOn       // Discovery, booted into the reference\'s discovery image (On)
+	discoveringOn       // Discovery, booted into the reference's discovery image (On)
 	discoveringOff      // Discovery, Off (the reference had not powered it on yet)
+	// Maintenance under a ServerMaintenance of maintenance.metal.ironcore.dev (the newer
+	// stack's group, which metalhub does not serve): no metal.ironcore.dev object of that name.
+	maintainedElsewhere
 )
 
 // laidOut is one BMC and its Server, as the reference operator left them.
@@ -101,6 +104,9 @@ func layOut(t testing.TB, c client.Client, prefix string, bmcs []*redfish.BMC, r
 		case maintained:
 			state = metalv1alpha1.ServerStateMaintenance
 			s.Spec.ServerMaintenanceRef = &metalv1alpha1.ObjectReference{Name: l.server, Namespace: claimNS}
+		case maintainedElsewhere:
+			state = metalv1alpha1.ServerStateMaintenance
+			s.Spec.ServerMaintenanceRef = &metalv1alpha1.ObjectReference{Name: l.server + "-mmo", Namespace: claimNS}
 		case discoveringOn:
 			state, power = metalv1alpha1.ServerStateDiscovery, metalv1alpha1.PowerStateOn
 			s.Spec.Power = metalv1alpha1.PowerOn

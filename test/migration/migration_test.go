@@ -117,7 +117,7 @@ func TestSwitchFromMetalOperatorIssuesNoBMCAction(t *testing.T) {
 	for i := range 8 {
 		bmcs = append(bmcs, fleet.BMC(i))
 	}
-	fleetObjs := layOut(t, c, "mo", bmcs, map[int]role{0: claimed, 1: parked, 2: maintained})
+	fleetObjs := layOut(t, c, "mo", bmcs, map[int]role{0: claimed, 1: parked, 2: maintained, 3: maintainedElsewhere})
 
 	// Before the switch: the plan lists every BMC and Server, with no BMC action, and exits 0.
 	out, code := plan(t, "fleet=mo")
@@ -139,7 +139,7 @@ func TestSwitchFromMetalOperatorIssuesNoBMCAction(t *testing.T) {
 	for _, l := range fleetObjs {
 		want[l.server] = map[role]metalv1alpha1.ServerState{available: metalv1alpha1.ServerStateAvailable,
 			claimed: metalv1alpha1.ServerStateReserved, parked: metalv1alpha1.ServerStateParked,
-			maintained: metalv1alpha1.ServerStateMaintenance}[l.role]
+			maintained: metalv1alpha1.ServerStateMaintenance, maintainedElsewhere: metalv1alpha1.ServerStateMaintenance}[l.role]
 	}
 	// metalhub takes the states over as its own bookkeeping...
 	testenv.Eventually(t, time.Minute, "states adopted", func() (bool, string) {
