@@ -100,6 +100,9 @@ func Make(ctx context.Context, c client.Reader, o Options) (*Plan, error) {
 			byAddress[addr] = append(byAddress[addr], b.Name)
 		}
 		row.Blockers = append(row.Blockers, finalizerBlockers(b)...)
+		if b.DeletionTimestamp != nil {
+			row.Actions = append(row.Actions, "finish its deletion: delete its Servers (each powered Off)")
+		}
 		p.Rows = append(p.Rows, row)
 	}
 	for i := range p.Rows {
@@ -147,12 +150,20 @@ func Make(ctx context.Context, c client.Reader, o Options) (*Plan, error) {
 			row.Actions = append(row.Actions, fmt.Sprintf("operation %s (its annotation asks; remove it to cancel)", op))
 		}
 		row.Blockers = append(row.Blockers, finalizerBlockers(s)...)
+		if s.DeletionTimestamp != nil {
+			row.Actions = []string{"finish its deletion: power Off, then let it go (held while a claim holds it)"}
+		}
 		p.Rows = append(p.Rows, row)
 	}
 	for i := range claims.Items {
 		cl := &claims.Items[i]
-		if bl := finalizerBlockers(cl); len(bl) > 0 {
-			p.Rows = append(p.Rows, Row{Kind: "ServerClaim", Name: cl.Namespace + "/" + cl.Name, Found: string(cl.Status.Phase), Adopted: "-", Blockers: bl})
+		row := Row{Kind: "ServerClaim", Name: cl.Namespace + "/" + cl.Name, Found: string(cl.Status.Phase), Adopted: "-", Blockers: finalizerBlockers(cl)}
+		if cl.DeletionTimestamp != nil && cl.Spec.ServerRef != nil {
+			// The reference had not finished releasing: metalhub's claim finalizer does.
+			row.Actions = []string{fmt.Sprintf("finish its deletion: release Server %s (as its reclaim policy says)", cl.Spec.ServerRef.Name)}
+		}
+		if len(row.Blockers) > 0 || len(row.Actions) > 0 {
+			p.Rows = append(p.Rows, row)
 		}
 	}
 	for i := range maints.Items {
