@@ -141,7 +141,7 @@ func create(c context.Context, obj *unstructured.Unstructured) error {
 
 func isOurs(obj *unstructured.Unstructured) bool {
 	g := obj.GroupVersionKind().Group
-	return g == "metal.ironcore.dev" || g == "infrahub.operators.com"
+	return g == "metal.ironcore.dev" || g == "maintenance.metal.ironcore.dev" || g == "infrahub.operators.com"
 }
 
 // Every sample users of the references write must be accepted, and read back with every field it
@@ -152,6 +152,8 @@ func TestSamplesAccepted(t *testing.T) {
 		filepath.Join(root, "metal-operator"), filepath.Join(root, "metal-operator", "against-emulators"),
 		filepath.Join(root, "metal-operator", "visualizer"),
 		filepath.Join(root, "vidra"), filepath.Join(root, "vidra", "against-fake"))
+	// Of the companion operator's groups metalhub serves maintenance.metal.ironcore.dev.
+	paths = append(paths, filepath.Join(root, "metal-maintenance-operator", "maintenance_v1alpha1_servermaintenance.yaml"))
 	kinds := map[string]bool{}
 	for _, path := range paths {
 		rel, _ := filepath.Rel(root, path)

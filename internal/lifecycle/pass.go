@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -56,7 +57,10 @@ func (p *Pass[T]) isOwn(obj client.Object) bool {
 	return client.ObjectKeyFromObject(obj) == p.key && sameType(obj, p.Obj)
 }
 
-func sameType(a, b runtime.Object) bool { return fmt.Sprintf("%T", a) == fmt.Sprintf("%T", b) }
+// sameType compares Go types, not their printed names: two API groups' kinds of one name
+// (metal.ironcore.dev's and maintenance.metal.ironcore.dev's ServerMaintenance) both print
+// as *v1alpha1.ServerMaintenance.
+func sameType(a, b runtime.Object) bool { return reflect.TypeOf(a) == reflect.TypeOf(b) }
 
 // write runs one write; for the reconciled object it enforces once-per-pass and records the
 // replaced resourceVersion in the guard.

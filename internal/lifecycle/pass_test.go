@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
+
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/scheme"
 	"github.com/metalhub/metalhub/internal/testenv"
@@ -355,5 +357,20 @@ func TestStatusChangedInMemoryIsWrittenOnce(t *testing.T) {
 	}
 	if got := get(); got.Status.State == metalv1alpha1.ServerStateInitial {
 		t.Errorf("status written over a newer object")
+	}
+}
+
+// Two groups' kinds of one Go name are different objects: a pass over one may read the other of
+// the same namespace and name (the maintenance group's ServerMaintenance reads its
+// metal.ironcore.dev counterpart).
+func TestIsOwnTellsKindsOfOneNameApart(t *testing.T) {
+	own := &maintenancev1alpha1.ServerMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", UID: "u1"}}
+	p := newPass[*maintenancev1alpha1.ServerMaintenance](own, nil, nil)
+	other := &metalv1alpha1.ServerMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m"}}
+	if p.isOwn(other) {
+		t.Fatal("the metal.ironcore.dev ServerMaintenance of the same name counted as the reconciled object")
+	}
+	if !p.isOwn(&maintenancev1alpha1.ServerMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m"}}) {
+		t.Fatal("the reconciled object itself (no UID yet) not recognised")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -64,13 +65,14 @@ func Make(ctx context.Context, c client.Reader, o Options) (*Plan, error) {
 		servers metalv1alpha1.ServerList
 		claims  metalv1alpha1.ServerClaimList
 		maints  metalv1alpha1.ServerMaintenanceList
+		newer   maintenancev1alpha1.ServerMaintenanceList
 	)
 	for _, l := range []client.ObjectList{&bmcs, &servers} {
 		if err := c.List(ctx, l, client.MatchingLabelsSelector{Selector: sel}); err != nil {
 			return nil, fmt.Errorf("listing %T: %w", l, err)
 		}
 	}
-	for _, l := range []client.ObjectList{&claims, &maints} {
+	for _, l := range []client.ObjectList{&claims, &maints, &newer} {
 		if err := c.List(ctx, l); err != nil {
 			return nil, fmt.Errorf("listing %T: %w", l, err)
 		}
@@ -82,6 +84,14 @@ func Make(ctx context.Context, c client.Reader, o Options) (*Plan, error) {
 	maintOf := map[string]*metalv1alpha1.ServerMaintenance{}
 	for i := range maints.Items {
 		maintOf[maints.Items[i].Namespace+"/"+maints.Items[i].Name] = &maints.Items[i]
+	}
+	// A maintenance of the newer group is carried out by a metal.ironcore.dev one of its name,
+	// which asks for no power.
+	for i := range newer.Items {
+		m := &newer.Items[i]
+		if _, ok := maintOf[m.Namespace+"/"+m.Name]; !ok {
+			maintOf[m.Namespace+"/"+m.Name] = &metalv1alpha1.ServerMaintenance{ObjectMeta: m.ObjectMeta}
+		}
 	}
 	bmcNames := map[string]bool{}
 	p := &Plan{}
@@ -139,7 +149,7 @@ func Make(ctx context.Context, c client.Reader, o Options) (*Plan, error) {
 		row.Adopted = fmt.Sprintf("%s (%s)", state, strings.ToLower(string(src)))
 		row.Actions = serverActions(s, state, src, claimOf, maintOf)
 		if ref := s.Spec.ServerMaintenanceRef; ref != nil && state == metalv1alpha1.ServerStateMaintenance && maintOf[ref.Namespace+"/"+ref.Name] == nil {
-			row.Notes = append(row.Notes, fmt.Sprintf("stays in Maintenance, untouched, while spec.serverMaintenanceRef names %s/%s, which is no metal.ironcore.dev ServerMaintenance (the newer maintenance.metal.ironcore.dev group is not served: keep its operator for it)", ref.Namespace, ref.Name))
+			row.Notes = append(row.Notes, fmt.Sprintf("stays in Maintenance, untouched, while spec.serverMaintenanceRef names %s/%s, which is no ServerMaintenance of either group", ref.Namespace, ref.Name))
 		}
 		switch op := s.Annotations[metalv1alpha1.OperationAnnotation]; op {
 		case "":
@@ -164,6 +174,12 @@ func Make(ctx context.Context, c client.Reader, o Options) (*Plan, error) {
 		}
 		if len(row.Blockers) > 0 || len(row.Actions) > 0 {
 			p.Rows = append(p.Rows, row)
+		}
+	}
+	for i := range newer.Items {
+		m := &newer.Items[i]
+		if bl := finalizerBlockers(m); len(bl) > 0 {
+			p.Rows = append(p.Rows, Row{Kind: "ServerMaintenance", Name: m.Namespace + "/" + m.Name + " (maintenance.metal.ironcore.dev)", Found: string(m.Status.State), Adopted: "-", Blockers: bl})
 		}
 	}
 	for i := range maints.Items {

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/testenv"
@@ -32,7 +33,7 @@ const (
 	discoveringOn       // Discovery, booted into the reference's discovery image (On)
 	discoveringOff      // Discovery, Off (the reference had not powered it on yet)
 	// Maintenance under a ServerMaintenance of maintenance.metal.ironcore.dev (the newer
-	// stack's group, which metalhub does not serve): no metal.ironcore.dev object of that name.
+	// stack's group): no metal.ironcore.dev object of that name.
 	maintainedElsewhere
 )
 
@@ -142,6 +143,15 @@ func layOut(t testing.TB, c client.Client, prefix string, bmcs []*redfish.BMC, r
 			must(t, c.Create(ctx, sbc))
 			sbc.Status.State = metalv1alpha1.ServerBootConfigurationStateReady
 			must(t, testenv.WriteStatus(ctx, c, sbc))
+		case maintainedElsewhere:
+			m := &maintenancev1alpha1.ServerMaintenance{
+				ObjectMeta: metav1.ObjectMeta{Name: l.server + "-mmo", Namespace: claimNS, Finalizers: []string{"metal.ironcore.dev/servermaintenance"}},
+				Spec: maintenancev1alpha1.ServerMaintenanceSpec{ServerRef: &corev1.LocalObjectReference{Name: l.server},
+					Policy: metalv1alpha1.ServerMaintenancePolicyEnforced},
+			}
+			must(t, c.Create(ctx, m))
+			m.Status.State = metalv1alpha1.ServerMaintenanceStateInMaintenance
+			must(t, testenv.WriteStatus(ctx, c, m))
 		case maintained:
 			m := &metalv1alpha1.ServerMaintenance{
 				ObjectMeta: metav1.ObjectMeta{Name: l.server, Namespace: claimNS, Finalizers: []string{"metal.ironcore.dev/servermaintenance"}},

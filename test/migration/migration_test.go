@@ -22,6 +22,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/cmd/migratecmd"
 	"github.com/metalhub/metalhub/internal/controller/metal"
@@ -181,6 +182,15 @@ func TestSwitchFromMetalOperatorIssuesNoBMCAction(t *testing.T) {
 			t.Fatalf("claim %s: phase %q, serverRef %v", claim.Name, claim.Status.Phase, claim.Spec.ServerRef)
 		}
 		time.Sleep(time.Second)
+	}
+
+	// The newer group's maintenance is carried out by a metal.ironcore.dev one of its name.
+	newer := &maintenancev1alpha1.ServerMaintenance{}
+	must(t, c.Get(ctx, client.ObjectKey{Namespace: claimNS, Name: fleetObjs[3].server + "-mmo"}, newer))
+	counterpart := &metalv1alpha1.ServerMaintenance{}
+	must(t, c.Get(ctx, client.ObjectKey{Namespace: claimNS, Name: fleetObjs[3].server + "-mmo"}, counterpart))
+	if newer.Status.State != metalv1alpha1.ServerMaintenanceStateInMaintenance || !metav1.IsControlledBy(counterpart, newer) {
+		t.Fatalf("newer group's maintenance: state %q, counterpart owners %v", newer.Status.State, counterpart.OwnerReferences)
 	}
 
 	// Deleting the claimed server is held while its claim holds it; no action either.

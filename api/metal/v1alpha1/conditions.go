@@ -47,6 +47,14 @@ const (
 	ReasonBootConfigurationConflict = "BootConfigurationConflict"
 )
 
+// Reasons of a maintenance.metal.ironcore.dev ServerMaintenance's Ready condition: it is
+// carried out by the metal.ironcore.dev one of its namespace and name, or cannot be because one
+// of that name exists and is not its own.
+const (
+	ReasonCarriedOut          = "CarriedOut"
+	ReasonMaintenanceConflict = "MaintenanceConflict"
+)
+
 // Reasons of a maintenance's InMaintenance condition (beside ReasonServerNotFound).
 const (
 	ReasonInMaintenance            = "InMaintenance"

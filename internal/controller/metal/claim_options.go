@@ -84,5 +84,10 @@ func setupClaims(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("servermaintenance controller: %w", err)
 	}
+	if err := (&MaintenanceGroupReconciler{
+		Client: mgr.GetClient(), Recorder: o.Events.Recorder("maintenancegroup-controller"), Concurrency: o.Concurrency,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("maintenance group controller: %w", err)
+	}
 	return nil
 }

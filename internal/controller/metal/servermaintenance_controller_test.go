@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -295,4 +296,81 @@ func TestMaintenanceOfADeletedHeldServerSaysServerDeleting(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitClaimGone(t, "default", claim.Name, 20*time.Second)
+}
+
+// #15: a ServerMaintenance of the newer stack's group (maintenance.metal.ironcore.dev) is
+// carried out through a metal.ironcore.dev one of its name: the server goes into Maintenance
+// keeping its power (the newer kind has none), the state shows on both, and deleting it hands
+// the server back. One whose name a foreign metal.ironcore.dev maintenance has is refused.
+func TestMaintenanceOfTheNewerGroup(t *testing.T) {
+	const ns = "default"
+	names, bmcs := availableServers(t, "mgroup", 2, func(i int) map[string]string { return map[string]string{"pool": fmt.Sprintf("mgroup-%d", i)} })
+	boundClaims(t, ns, "mgroup", names, bmcs)
+	waitSystemPower(t, bmcs[0], redfish.PowerOn, 10*time.Second)
+	before := time.Now()
+	m := &maintenancev1alpha1.ServerMaintenance{
+		ObjectMeta: metav1.ObjectMeta{Name: "mgroup-m", Namespace: ns},
+		Spec: maintenancev1alpha1.ServerMaintenanceSpec{ServerRef: &corev1.LocalObjectReference{Name: names[0]},
+			Policy: metalv1alpha1.ServerMaintenancePolicyEnforced, Priority: 5},
+	}
+	if err := env.Client.Create(ctx(), m); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, names[0], metalv1alpha1.ServerStateMaintenance, 10*time.Second)
+	waitMaintenance(t, ns, "mgroup-m", "InMaintenance/"+metalv1alpha1.ReasonInMaintenance, 10*time.Second)
+	eventually(t, 10*time.Second, "the newer kind's state", func() (bool, string) {
+		got := &maintenancev1alpha1.ServerMaintenance{}
+		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(m), got); err != nil {
+			return false, err.Error()
+		}
+		return got.Status.State == metalv1alpha1.ServerMaintenanceStateInMaintenance, "state " + string(got.Status.State)
+	})
+	if cp := getMaintenance(ns, "mgroup-m"); cp.Spec.ServerPower != "" || cp.Spec.Priority != 5 || len(cp.OwnerReferences) != 1 {
+		t.Errorf("counterpart: power %q, priority %d, owners %v", cp.Spec.ServerPower, cp.Spec.Priority, cp.OwnerReferences)
+	}
+	if recs := since(records(bmcs[0]), before); len(recs) != 0 {
+		t.Errorf("BMC actions for a maintenance that asks for no power: %v", resetTypes(recs))
+	}
+
+	// Deleting it deletes its counterpart first, which hands the server back.
+	got := &maintenancev1alpha1.ServerMaintenance{}
+	if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(m), got); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx(), got); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, names[0], metalv1alpha1.ServerStateReserved, 10*time.Second)
+	eventually(t, 10*time.Second, "both maintenances gone", func() (bool, string) {
+		err := env.Client.Get(ctx(), client.ObjectKeyFromObject(m), &maintenancev1alpha1.ServerMaintenance{})
+		return apierrors.IsNotFound(err) && getMaintenance(ns, "mgroup-m") == nil, fmt.Sprintf("newer kind: %v", err)
+	})
+
+	// A foreign metal.ironcore.dev maintenance of the same name: refused, the foreign one untouched.
+	foreign := newMaintenance(ns, "mgroup-clash", names[1], metalv1alpha1.ServerMaintenancePolicyOwnerApproval, "", 0)
+	if err := env.Client.Create(ctx(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	clash := &maintenancev1alpha1.ServerMaintenance{
+		ObjectMeta: metav1.ObjectMeta{Name: "mgroup-clash", Namespace: ns},
+		Spec: maintenancev1alpha1.ServerMaintenanceSpec{ServerRef: &corev1.LocalObjectReference{Name: names[0]},
+			Policy: metalv1alpha1.ServerMaintenancePolicyEnforced},
+	}
+	if err := env.Client.Create(ctx(), clash); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "conflict reported", func() (bool, string) {
+		got := &maintenancev1alpha1.ServerMaintenance{}
+		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(clash), got); err != nil {
+			return false, err.Error()
+		}
+		c := apimeta.FindStatusCondition(got.Status.Conditions, metalv1alpha1.ConditionReady)
+		return c != nil && c.Reason == metalv1alpha1.ReasonMaintenanceConflict, fmt.Sprintf("conditions %v", got.Status.Conditions)
+	})
+	if f := getMaintenance(ns, "mgroup-clash"); f == nil || f.Spec.ServerRef.Name != names[1] || len(f.OwnerReferences) != 0 {
+		t.Errorf("the foreign maintenance was touched: %+v", f)
+	}
+	if s := getServer(t, names[0]); s.Spec.ServerMaintenanceRef != nil {
+		t.Errorf("server taken into maintenance by a refused one: %+v", s.Spec.ServerMaintenanceRef)
+	}
 }
