@@ -139,7 +139,10 @@ func (r *BMCReconciler) connect(ctx context.Context, p *bmcPass) (lifecycle.Resu
 
 // syncServers keeps one Server per Redfish system.
 func (r *BMCReconciler) syncServers(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
-	err := r.ensureServers(ctx, p.Client(), p.Obj, p.systems)
+	err := r.firstAtAddress(ctx, p.Client(), p.Obj)
+	if err == nil {
+		err = r.ensureServers(ctx, p.Client(), p.Obj, p.systems)
+	}
 	if reason, ok := lifecycle.ReasonOf(err); ok && reason == metalv1alpha1.ReasonDuplicateIdentity {
 		return r.failed(ctx, p.Pass, err)
 	}
@@ -344,6 +347,28 @@ func (r *BMCReconciler) firstWithSystem(ctx context.Context, c client.Client, b 
 			return lifecycle.Reasonf(metalv1alpha1.ReasonDuplicateIdentity,
 				"system %s (UUID %s) is Server %s of BMC %s already: this BMC is registered twice, or repeats a system UUID; no Server is created from it",
 				sys.ID, uuid, o.Name, other.Name)
+		}
+	}
+	return nil
+}
+
+// firstAtAddress fails with DuplicateIdentity when another BMC object that was there first names
+// the same address (or Endpoint): b is that BMC registered twice, and takes none of its systems,
+// even before either has Servers.
+func (r *BMCReconciler) firstAtAddress(ctx context.Context, c client.Client, b *metalv1alpha1.BMC) error {
+	k := bmcAddressKey(b)
+	if k == "" {
+		return nil
+	}
+	list := &metalv1alpha1.BMCList{}
+	if err := c.List(ctx, list, client.MatchingFields{indexBMCAddress: k}); err != nil {
+		return fmt.Errorf("looking up BMCs at %s: %w", k, err)
+	}
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.Name != b.Name && o.DeletionTimestamp.IsZero() && bmcBefore(o, b) {
+			return lifecycle.Reasonf(metalv1alpha1.ReasonDuplicateIdentity,
+				"BMC %s was registered first at %s: this BMC is registered twice; no Server is created from it", o.Name, strings.TrimPrefix(k, "endpoint:"))
 		}
 	}
 	return nil

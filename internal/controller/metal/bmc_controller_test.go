@@ -192,6 +192,22 @@ func TestBMCRegisteredTwiceCreatesNoSecondServer(t *testing.T) {
 	}
 	// The first keeps its server, Ready.
 	waitBMCReady(t, "twice-a", "True/"+metalv1alpha1.ReasonConnected)
+
+	// Both registered at once, before either has a Server: still one set of Servers, from the
+	// first registered.
+	b2 := takeBMC(t)
+	registerBMC(t, b2, "twice-c")
+	registerBMC(t, b2, "twice-d")
+	waitBMCReady(t, "twice-d", "False/"+metalv1alpha1.ReasonDuplicateIdentity)
+	waitBMCReady(t, "twice-c", "True/"+metalv1alpha1.ReasonConnected)
+	if err := env.Client.List(ctx(), list); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list.Items {
+		if s.Spec.BMCRef != nil && s.Spec.BMCRef.Name == "twice-d" {
+			t.Fatalf("Server %s created from the BMC registered twice at once", s.Name)
+		}
+	}
 }
 
 func TestFiftyServersPowerOnAtOnce(t *testing.T) {

@@ -24,6 +24,9 @@ const (
 	indexServerUUID  = "spec.systemUUID"
 	indexBMCSecret   = "spec.bmcSecretRef.name"
 	indexBMCEndpoint = "spec.endpointRef.name"
+	// indexBMCAddress holds where a BMC is reached: its inline address, or the Endpoint it names
+	// (one Endpoint, one address). Two BMC objects with one key are one BMC registered twice.
+	indexBMCAddress = "metalhub.bmcAddress"
 )
 
 // Field indexes of the claim, boot configuration and maintenance controllers. Binding looks up
@@ -70,6 +73,12 @@ func bmcIndexes() []fieldIndex {
 		}},
 		{&metalv1alpha1.BMC{}, indexBMCSecret, func(o client.Object) []string {
 			return []string{o.(*metalv1alpha1.BMC).Spec.BMCSecretRef.Name}
+		}},
+		{&metalv1alpha1.BMC{}, indexBMCAddress, func(o client.Object) []string {
+			if k := bmcAddressKey(o.(*metalv1alpha1.BMC)); k != "" {
+				return []string{k}
+			}
+			return nil
 		}},
 		{&metalv1alpha1.BMC{}, indexBMCEndpoint, func(o client.Object) []string {
 			if ref := o.(*metalv1alpha1.BMC).Spec.EndpointRef; ref != nil && ref.Name != "" {
@@ -176,4 +185,16 @@ func naming(c client.Reader, list client.ObjectList, index string) handler.MapFu
 		}
 		return reqs
 	}
+}
+
+// bmcAddressKey is a BMC's indexBMCAddress key: the base URL of its inline access, or its
+// Endpoint's name; "" when it names neither.
+func bmcAddressKey(b *metalv1alpha1.BMC) string {
+	switch {
+	case b.Spec.Access != nil && b.Spec.Access.IP != "":
+		return bmcAddress(b.Spec.Protocol, b.Spec.Access.IP)
+	case b.Spec.EndpointRef != nil && b.Spec.EndpointRef.Name != "":
+		return "endpoint:" + b.Spec.EndpointRef.Name
+	}
+	return ""
 }
