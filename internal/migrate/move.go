@@ -34,6 +34,10 @@ var moveOrder = []schema.GroupVersionKind{
 	metalv1alpha1.GroupVersion.WithKind("ServerMaintenance"),
 }
 
+// MovedFromAnnotation marks a copy "metalhub move" made with the UID of its source object, so a
+// move run again (after being cut short) knows its own copies from objects it must not touch.
+const MovedFromAnnotation = "metalhub.io/moved-from"
+
 // MoveOptions say how to move.
 type MoveOptions struct {
 	// DryRun prints the plan and changes nothing.
@@ -53,8 +57,8 @@ type MoveOptions struct {
 // created on the target in dependency order, paused, with its labels, annotations (the durable
 // lifecycle bookkeeping), finalizers and spec; owner references are re-pointed to the copies;
 // statuses follow; the target is unpaused last. The source stays paused: delete it once the
-// target reports as it should (docs/migration.md). A move cut short can be run again: objects
-// already on the target are kept and only re-pointed.
+// target reports as it should (docs/migration.md). A move cut short can be run again: copies
+// already on the target (MovedFromAnnotation) are kept, their statuses written again.
 func Move(ctx context.Context, src, dst client.Client, o MoveOptions) error {
 	out := o.Out
 	if out == nil {
@@ -118,8 +122,10 @@ func Move(ctx context.Context, src, dst client.Client, o MoveOptions) error {
 			c := copyForTarget(s, uids)
 			err := dst.Create(ctx, c)
 			if apierrors.IsAlreadyExists(err) {
-				if err = dst.Get(ctx, client.ObjectKeyFromObject(c), c); err == nil && !lifecycle.Paused(c) {
-					return fmt.Errorf("%s %s exists on the target and is not paused: not moved over", gvk.Kind, key(s))
+				// A copy of an earlier run (cut short, or done) is kept; anything else of that
+				// name on the target is not ours to overwrite.
+				if err = dst.Get(ctx, client.ObjectKeyFromObject(c), c); err == nil && c.GetAnnotations()[MovedFromAnnotation] != string(s.GetUID()) {
+					return fmt.Errorf("%s %s exists on the target and is not a copy of the source's: not moved over", gvk.Kind, key(s))
 				}
 			}
 			if err != nil {
@@ -297,6 +303,7 @@ func copyForTarget(s *unstructured.Unstructured, uids map[string]types.UID) *uns
 		a[k] = v
 	}
 	a[lifecycle.PausedAnnotation] = "true"
+	a[MovedFromAnnotation] = string(s.GetUID())
 	c.SetAnnotations(a)
 	c.SetFinalizers(s.GetFinalizers())
 	var refs []metav1.OwnerReference

@@ -394,4 +394,18 @@ func TestMoveFiftyServersToAnotherCluster(t *testing.T) {
 	if !lifecycle.Paused(src) {
 		t.Fatal("the source is not left paused")
 	}
+
+	// Run again (as after a move cut short): the copies are recognised, nothing breaks, no
+	// action; an object of the same name that is no copy stops it.
+	must(t, migrate.Move(ctx, env.Client, target.Client, migrate.MoveOptions{Selector: sel}))
+	if a := actions(objs); len(a) > 0 {
+		t.Fatalf("BMC actions after moving again: %s", strings.Join(a, "; "))
+	}
+	stranger := &metalv1alpha1.Server{}
+	must(t, target.Client.Get(ctx, client.ObjectKey{Name: objs[1].server}, stranger))
+	delete(stranger.Annotations, migrate.MovedFromAnnotation)
+	must(t, target.Client.Update(ctx, stranger))
+	if err := migrate.Move(ctx, env.Client, target.Client, migrate.MoveOptions{Selector: sel}); err == nil || !strings.Contains(err.Error(), objs[1].server) {
+		t.Fatalf("move over an object that is no copy: %v, want an error naming %s", err, objs[1].server)
+	}
 }
