@@ -274,29 +274,26 @@ func (p *Plan) Print(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Kind, r.Name, dash(r.BMC), dash(r.Found), dash(r.Adopted), act)
 	}
 	_ = tw.Flush()
-	notes := 0
-	for _, r := range p.Rows {
-		for _, nt := range r.Notes {
-			if notes == 0 {
-				fmt.Fprintln(w, "\nNotes:")
-			}
-			notes++
-			fmt.Fprintf(w, "  %s %s: %s\n", r.Kind, r.Name, nt)
-		}
-	}
-	n := 0
-	for _, r := range p.Rows {
-		for _, b := range r.Blockers {
-			if n == 0 {
-				fmt.Fprintln(w, "\nBlocks a clean switch:")
-			}
-			n++
-			fmt.Fprintf(w, "  %s %s: %s\n", r.Kind, r.Name, b)
-		}
-	}
-	if n == 0 {
+	p.printEach(w, "Notes:", func(r Row) []string { return r.Notes })
+	if p.printEach(w, "Blocks a clean switch:", func(r Row) []string { return r.Blockers }) == 0 {
 		fmt.Fprintln(w, "\nNothing blocks the switch.")
 	}
+}
+
+// printEach prints, under title, each line of(row) of every row, and returns how many it printed
+// (the title only when there is one).
+func (p *Plan) printEach(w io.Writer, title string, of func(Row) []string) int {
+	n := 0
+	for _, r := range p.Rows {
+		for _, line := range of(r) {
+			if n == 0 {
+				fmt.Fprintln(w, "\n"+title)
+			}
+			n++
+			fmt.Fprintf(w, "  %s %s: %s\n", r.Kind, r.Name, line)
+		}
+	}
+	return n
 }
 
 func dash(s string) string {
