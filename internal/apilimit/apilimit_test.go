@@ -90,7 +90,12 @@ func TestWritesBounded(t *testing.T) {
 		})
 	}
 	wg.Go(func() { _ = c.Status().Update(context.Background(), cm("status")) })
-	waitFor(t, "two writes in flight, five queued", func() bool { _, o := queued(c); return inFlight(c) == 2 && o == 5 })
+	// Both slot holders must have reached the server, not only taken their slot: released
+	// earlier, the first could finish before the second arrives, and the test would see 1.
+	waitFor(t, "two writes at the server, five queued", func() bool {
+		_, o := queued(c)
+		return inFlight(c) == 2 && o == 5 && g.cur.Load() == 2
+	})
 	close(g.release)
 	wg.Wait()
 	if m := g.max.Load(); m != 2 {
