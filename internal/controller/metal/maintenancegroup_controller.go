@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -155,18 +156,17 @@ func (r *MaintenanceGroupReconciler) report(_ context.Context, p *groupPass) (li
 	st := p.Obj.Status.DeepCopy()
 	switch {
 	case p.conflict:
+		msg := fmt.Sprintf("a metal.ironcore.dev ServerMaintenance %s/%s exists and is not this one's: nothing is done", p.Obj.Namespace, p.Obj.Name)
+		if c := apimeta.FindStatusCondition(st.Conditions, metalv1alpha1.ConditionReady); c == nil || c.Reason != metalv1alpha1.ReasonMaintenanceConflict {
+			r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonMaintenanceConflict, "Maintain", "%s", msg)
+		}
 		st.State = metalv1alpha1.ServerMaintenanceStatePending
-		lifecycle.SetCondition(&st.Conditions, p.Obj.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, metalv1alpha1.ReasonMaintenanceConflict,
-			fmt.Sprintf("a metal.ironcore.dev ServerMaintenance %s/%s exists and is not this one's: nothing is done", p.Obj.Namespace, p.Obj.Name))
+		lifecycle.SetCondition(&st.Conditions, p.Obj.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, metalv1alpha1.ReasonMaintenanceConflict, msg)
 	case p.counterpart != nil:
 		st.State = p.counterpart.Status.State
 		lifecycle.SetCondition(&st.Conditions, p.Obj.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, metalv1alpha1.ReasonCarriedOut,
 			fmt.Sprintf("carried out by metal.ironcore.dev ServerMaintenance %s/%s", p.Obj.Namespace, p.Obj.Name))
 	}
-	if !equality.Semantic.DeepEqual(*st, p.Obj.Status) && p.conflict && p.Obj.Status.State != st.State {
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonMaintenanceConflict, "Maintain",
-			"a metal.ironcore.dev ServerMaintenance %s/%s exists and is not this one's", p.Obj.Namespace, p.Obj.Name)
-	}
-	p.Obj.Status = *st
+	p.Obj.Status = *st // the Reconciler writes it when it changed
 	return lifecycle.Done(), nil
 }

@@ -328,6 +328,25 @@ func TestMaintenanceOfTheNewerGroup(t *testing.T) {
 	if cp := getMaintenance(ns, "mgroup-m"); cp.Spec.ServerPower != "" || cp.Spec.Priority != 5 || len(cp.OwnerReferences) != 1 {
 		t.Errorf("counterpart: power %q, priority %d, owners %v", cp.Spec.ServerPower, cp.Spec.Priority, cp.OwnerReferences)
 	}
+	// Its status wiped: rebuilt from the counterpart, nothing else moves.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got := &maintenancev1alpha1.ServerMaintenance{}
+		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(m), got); err != nil {
+			return err
+		}
+		got.Status = maintenancev1alpha1.ServerMaintenanceStatus{}
+		return testenv.WriteStatus(ctx(), env.Client, got)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the newer kind's state after a wipe", func() (bool, string) {
+		got := &maintenancev1alpha1.ServerMaintenance{}
+		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(m), got); err != nil {
+			return false, err.Error()
+		}
+		return got.Status.State == metalv1alpha1.ServerMaintenanceStateInMaintenance, "state " + string(got.Status.State)
+	})
+	waitState(t, names[0], metalv1alpha1.ServerStateMaintenance, time.Second)
 	if recs := since(records(bmcs[0]), before); len(recs) != 0 {
 		t.Errorf("BMC actions for a maintenance that asks for no power: %v", resetTypes(recs))
 	}
@@ -359,6 +378,7 @@ func TestMaintenanceOfTheNewerGroup(t *testing.T) {
 	if err := env.Client.Create(ctx(), clash); err != nil {
 		t.Fatal(err)
 	}
+	waitEvent(t, "mgroup-clash", metalv1alpha1.ReasonMaintenanceConflict)
 	eventually(t, 10*time.Second, "conflict reported", func() (bool, string) {
 		got := &maintenancev1alpha1.ServerMaintenance{}
 		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(clash), got); err != nil {
