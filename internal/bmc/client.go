@@ -55,10 +55,11 @@ func (c *conn) System(ctx context.Context, systemID string) (*SystemStatus, erro
 		return nil, wrap(op, err)
 	}
 	st := &SystemStatus{
-		ID:         sys.ID,
-		UUID:       sys.UUID,
-		PowerState: PowerState(sys.PowerState),
-		Health:     string(sys.Status.Health),
+		ID:           sys.ID,
+		UUID:         sys.UUID,
+		SerialNumber: sys.SerialNumber,
+		PowerState:   PowerState(sys.PowerState),
+		Health:       string(sys.Status.Health),
 		Boot: BootOverride{
 			Enabled: string(sys.Boot.BootSourceOverrideEnabled),
 			Target:  string(sys.Boot.BootSourceOverrideTarget),
@@ -353,6 +354,11 @@ func (c *conn) getSystem(ctx context.Context, systemID string) (*schemas.Compute
 		}
 		sys, err := schemas.GetObject[schemas.ComputerSystem](api, uri)
 		if err == nil {
+			// The identity is checked in the read every action is prepared from, so nothing
+			// lies between the proof and the request but the request itself.
+			if err := checkIdentity(ctx, systemID, sys); err != nil {
+				return nil, err
+			}
 			return sys, nil
 		}
 		if !cached || ReasonOf(err) != ReasonNotFound {

@@ -110,10 +110,11 @@ type SystemSummary struct {
 
 // SystemStatus is the observed, mutable state of a system.
 type SystemStatus struct {
-	ID         string     `json:"id"`
-	UUID       string     `json:"uuid,omitempty"`
-	PowerState PowerState `json:"powerState"`
-	Health     string     `json:"health,omitempty"`
+	ID           string     `json:"id"`
+	UUID         string     `json:"uuid,omitempty"`
+	SerialNumber string     `json:"serialNumber,omitempty"`
+	PowerState   PowerState `json:"powerState"`
+	Health       string     `json:"health,omitempty"`
 	// Boot is the boot override as read back. Some BMCs report Continuous
 	// after Once was set, so do not compare it strictly.
 	Boot BootOverride `json:"boot"`

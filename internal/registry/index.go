@@ -3,15 +3,15 @@ package registry
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
 )
 
-// ServerUUIDIndex is the cache index of Servers by spec.systemUUID, lower-cased: BMCs print
-// UUIDs in either case and the kernel prints them in lower case.
+// ServerUUIDIndex is the cache index of Servers by spec.systemUUID, normalised (NormalizeUUID):
+// BMCs print UUIDs in either case, with or without braces, and the kernel in lower case.
 const ServerUUIDIndex = "spec.systemUUID"
 
 // SetupIndexes registers ServerUUIDIndex on the manager's cache (mgr.GetFieldIndexer()). Call it
@@ -32,5 +32,7 @@ func serverUUIDs(o client.Object) []string {
 	return []string{NormalizeUUID(s.Spec.SystemUUID)}
 }
 
-// NormalizeUUID is the form of a UUID in ServerUUIDIndex.
-func NormalizeUUID(uuid string) string { return strings.ToLower(strings.TrimSpace(uuid)) }
+// NormalizeUUID is the form of a UUID in ServerUUIDIndex: the one form every comparison of
+// system UUIDs uses (bmc.NormalizeUUID), so the registry, the BMC controller and the identity
+// check before every action agree on what "the same system" is.
+func NormalizeUUID(uuid string) string { return bmc.NormalizeUUID(uuid) }

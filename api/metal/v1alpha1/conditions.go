@@ -16,6 +16,10 @@ const (
 	ConditionLifecycle = "Lifecycle"
 	// ConditionBound says whether a claim holds a server and, when not, why.
 	ConditionBound = "Bound"
+	// ConditionIdentityMismatch is True on a Server while the system that answers at its
+	// address is not its machine (another system UUID or serial); its message names what
+	// answered. Nothing is sent to that system until it matches again.
+	ConditionIdentityMismatch = "IdentityMismatch"
 )
 
 // Reasons of a BMC's and a Server's Ready condition that are not BMC errors.
@@ -29,7 +33,17 @@ const (
 	// ReasonDuplicateIdentity: the BMC's systems already have Servers under another BMC (the
 	// same BMC registered twice, or a system UUID twice): no Server is created from it.
 	ReasonDuplicateIdentity = "DuplicateIdentity"
+	// ReasonIdentityMismatch: the system at the Server's address is another machine.
+	ReasonIdentityMismatch = "IdentityMismatch"
+	// ReasonSystemReplaced: a replaced board was accepted by AcceptSystemUUIDAnnotation.
+	ReasonSystemReplaced = "SystemReplaced"
 )
+
+// AcceptSystemUUIDAnnotation on a Server accepts a replaced board: its value is the system UUID
+// the box at the Server's address now reports. The controller takes it as the Server's
+// spec.systemUUID (only when that system answers), reads the inventory anew and removes the
+// annotation. Without it, a system with another UUID or serial is never acted on.
+const AcceptSystemUUIDAnnotation = "metal.metalhub.io/accept-system-uuid"
 
 // Reasons of a claim's Bound condition.
 const (

@@ -139,7 +139,7 @@ func (r *BMCReconciler) connect(ctx context.Context, p *bmcPass) (lifecycle.Resu
 
 // syncServers keeps one Server per Redfish system.
 func (r *BMCReconciler) syncServers(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
-	err := r.firstAtAddress(ctx, p.Client(), p.Obj)
+	err := firstAtAddress(ctx, p.Client(), p.Obj)
 	if err == nil {
 		err = r.ensureServers(ctx, p.Client(), p.Obj, p.systems)
 	}
@@ -279,10 +279,11 @@ func (r *BMCReconciler) ensureServers(ctx context.Context, c client.Client, b *m
 	}
 	var missing []bmc.SystemSummary
 	for _, sys := range systems {
-		if err := r.firstWithSystem(ctx, c, b, sys); err != nil {
+		mine := systemServer(own.Items, b.Name, sys)
+		if err := r.firstWithSystem(ctx, c, b, sys, mine != nil); err != nil {
 			return err
 		}
-		if systemServer(own.Items, b.Name, sys) == nil {
+		if mine == nil {
 			missing = append(missing, sys)
 		}
 	}
@@ -320,10 +321,16 @@ func (r *BMCReconciler) ensureServers(ctx context.Context, c client.Client, b *m
 	return nil
 }
 
-// firstWithSystem fails with DuplicateIdentity when sys (by UUID) is a Server of another BMC
-// that was there first (older, or as old and of a lower name): then b is the same BMC registered
-// twice, or names a system UUID twice, and takes none of its systems. The older BMC carries on.
-func (r *BMCReconciler) firstWithSystem(ctx context.Context, c client.Client, b *metalv1alpha1.BMC, sys bmc.SystemSummary) error {
+// firstWithSystem fails with DuplicateIdentity when sys (by UUID) is already the machine of a
+// Server that is not this BMC's: another BMC's (the same BMC registered twice, or a system UUID
+// twice) or one registered inline. The Server that holds a machine keeps it, however old the
+// newcomer: a BMC that held nothing (its Secret was missing, a move recreated it in name order)
+// never takes a system that has a Server, and never one it sees only because its address now
+// answers for another box. Servers whose BMC is gone and that are being deleted hold nothing.
+// When both BMCs hold a Server for it (created at once, or before this rule), the older BMC
+// keeps it and the newer reports; the Servers themselves act through neither (uniqueStep) until
+// a human removes one.
+func (r *BMCReconciler) firstWithSystem(ctx context.Context, c client.Client, b *metalv1alpha1.BMC, sys bmc.SystemSummary, holding bool) error {
 	uuid := registry.NormalizeUUID(sys.UUID)
 	if uuid == "" {
 		return nil
@@ -333,45 +340,119 @@ func (r *BMCReconciler) firstWithSystem(ctx context.Context, c client.Client, b 
 		return fmt.Errorf("looking up system %s: %w", uuid, err)
 	}
 	for _, o := range others.Items {
-		if o.Spec.BMCRef == nil || o.Spec.BMCRef.Name == b.Name {
+		if o.Spec.BMCRef != nil && o.Spec.BMCRef.Name == b.Name {
 			continue
 		}
-		other := &metalv1alpha1.BMC{}
-		if err := c.Get(ctx, client.ObjectKey{Name: o.Spec.BMCRef.Name}, other); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue // a Server left by a BMC that is gone: not a second registration
+		holder := "registered inline"
+		if o.Spec.BMCRef == nil && holding {
+			continue // two Servers of one machine: they report it themselves (uniqueStep)
+		}
+		if o.Spec.BMCRef != nil {
+			holder = "of BMC " + o.Spec.BMCRef.Name
+			other := &metalv1alpha1.BMC{}
+			if err := c.Get(ctx, client.ObjectKey{Name: o.Spec.BMCRef.Name}, other); apierrors.IsNotFound(err) {
+				if !o.DeletionTimestamp.IsZero() {
+					continue // left by a BMC that is gone, on its way out
+				}
+			} else if err != nil {
+				return fmt.Errorf("reading BMC %s: %w", o.Spec.BMCRef.Name, err)
+			} else if holding && bmcBefore(b, other) {
+				continue // both hold it: the older keeps it, the other reports
 			}
-			return fmt.Errorf("reading BMC %s: %w", o.Spec.BMCRef.Name, err)
 		}
-		if bmcBefore(other, b) {
-			return lifecycle.Reasonf(metalv1alpha1.ReasonDuplicateIdentity,
-				"system %s (UUID %s) is Server %s of BMC %s already: this BMC is registered twice, or repeats a system UUID; no Server is created from it",
-				sys.ID, uuid, o.Name, other.Name)
-		}
+		return lifecycle.Reasonf(metalv1alpha1.ReasonDuplicateIdentity,
+			"system %s (UUID %s) is Server %s %s already: this BMC is registered twice, or its address answers for a machine that has a Server; no Server is created from it",
+			sys.ID, sys.UUID, o.Name, holder)
 	}
 	return nil
 }
 
 // firstAtAddress fails with DuplicateIdentity when another BMC object that was there first names
-// the same address (or Endpoint): b is that BMC registered twice, and takes none of its systems,
-// even before either has Servers.
-func (r *BMCReconciler) firstAtAddress(ctx context.Context, c client.Client, b *metalv1alpha1.BMC) error {
-	k := bmcAddressKey(b)
-	if k == "" {
-		return nil
+// the same address: b is that BMC registered twice (inline, through an Endpoint, in another
+// spelling), and takes none of its systems, even before either has Servers. A BMC that holds
+// Servers is never a duplicate by address alone: which of two holders is the right one is for
+// the systems that answer to say (firstWithSystem), so an address edited onto another BMC's
+// never takes that BMC's Servers from it. Of two that hold none, the older is first.
+func firstAtAddress(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC) error {
+	others, addr, err := sameAddress(ctx, c, b)
+	if err != nil || len(others) == 0 {
+		return err
 	}
-	list := &metalv1alpha1.BMCList{}
-	if err := c.List(ctx, list, client.MatchingFields{indexBMCAddress: k}); err != nil {
-		return fmt.Errorf("looking up BMCs at %s: %w", k, err)
+	if holds, err := holdsServers(ctx, c, b.Name); err != nil || holds {
+		return err
 	}
-	for i := range list.Items {
-		o := &list.Items[i]
-		if o.Name != b.Name && o.DeletionTimestamp.IsZero() && bmcBefore(o, b) {
-			return lifecycle.Reasonf(metalv1alpha1.ReasonDuplicateIdentity,
-				"BMC %s was registered first at %s: this BMC is registered twice; no Server is created from it", o.Name, strings.TrimPrefix(k, "endpoint:"))
+	for _, o := range others {
+		oHolds, err := holdsServers(ctx, c, o.Name)
+		if err != nil {
+			return err
+		}
+		if oHolds || bmcBefore(o, b) {
+			return duplicateAt(o, addr)
 		}
 	}
 	return nil
+}
+
+func duplicateAt(o *metalv1alpha1.BMC, addr string) error {
+	return lifecycle.Reasonf(metalv1alpha1.ReasonDuplicateIdentity,
+		"BMC %s was registered first at %s: this BMC is registered twice; no Server is created from it", o.Name, addr)
+}
+
+// holdsServers reports whether a BMC object has Servers.
+func holdsServers(ctx context.Context, c client.Reader, bmcName string) (bool, error) {
+	list := &metalv1alpha1.ServerList{}
+	if err := c.List(ctx, list, client.MatchingFields{indexServerBMC: bmcName}, client.Limit(1)); err != nil {
+		return false, fmt.Errorf("listing the Servers of BMC %s: %w", bmcName, err)
+	}
+	return len(list.Items) > 0, nil
+}
+
+// sameAddress lists the other live BMC objects that reach b's address, and the address: those
+// naming it inline in any spelling, and those naming an Endpoint with its host (or the same
+// Endpoint). b's own address is resolved through its Endpoint; an address that cannot be
+// resolved yet compares by what it names.
+func sameAddress(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC) ([]*metalv1alpha1.BMC, string, error) {
+	keys := map[string]bool{}
+	if k := bmcAddressKey(b); k != "" {
+		keys[k] = true
+	}
+	addr := strings.TrimPrefix(bmcAddressKey(b), "endpoint:")
+	var host string
+	if h, err := bmcHost(ctx, c, b); err == nil {
+		host = normalHost(h)
+		addr = bmcAddress(b.Spec.Protocol, host)
+		keys[addr] = true
+		eps := &metalv1alpha1.EndpointList{}
+		if err := c.List(ctx, eps, client.MatchingFields{indexEndpointHost: host}); err != nil {
+			return nil, "", fmt.Errorf("looking up Endpoints at %s: %w", host, err)
+		}
+		for i := range eps.Items {
+			keys["endpoint:"+eps.Items[i].Name] = true
+		}
+	}
+	var out []*metalv1alpha1.BMC
+	seen := map[string]bool{b.Name: true}
+	for k := range keys {
+		list := &metalv1alpha1.BMCList{}
+		if err := c.List(ctx, list, client.MatchingFields{indexBMCAddress: k}); err != nil {
+			return nil, "", fmt.Errorf("looking up BMCs at %s: %w", k, err)
+		}
+		for i := range list.Items {
+			o := &list.Items[i]
+			if seen[o.Name] || !o.DeletionTimestamp.IsZero() {
+				continue
+			}
+			if strings.HasPrefix(k, "endpoint:") && host != "" {
+				// Another Endpoint with this host: the same BMC only on the same scheme and port.
+				if oh, err := bmcHost(ctx, c, o); err != nil || bmcAddress(o.Spec.Protocol, normalHost(oh)) != addr {
+					continue
+				}
+			}
+			seen[o.Name] = true
+			out = append(out, o)
+		}
+	}
+	return out, addr, nil
 }
 
 // bmcBefore reports whether a was registered before b (creation time, then name).

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"net/netip"
 	"strconv"
+	"strings"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,6 +29,9 @@ const (
 	// indexBMCAddress holds where a BMC is reached: its inline address, or the Endpoint it names
 	// (one Endpoint, one address). Two BMC objects with one key are one BMC registered twice.
 	indexBMCAddress = "metalhub.bmcAddress"
+	// indexEndpointHost holds an Endpoint's IP, normalised (normalHost): BMC objects naming
+	// different Endpoints of one address are one BMC registered twice.
+	indexEndpointHost = "metalhub.endpointHost"
 )
 
 // Field indexes of the claim, boot configuration and maintenance controllers. Binding looks up
@@ -77,6 +82,12 @@ func bmcIndexes() []fieldIndex {
 		{&metalv1alpha1.BMC{}, indexBMCAddress, func(o client.Object) []string {
 			if k := bmcAddressKey(o.(*metalv1alpha1.BMC)); k != "" {
 				return []string{k}
+			}
+			return nil
+		}},
+		{&metalv1alpha1.Endpoint{}, indexEndpointHost, func(o client.Object) []string {
+			if ip := o.(*metalv1alpha1.Endpoint).Spec.IP; ip != "" {
+				return []string{normalHost(ip)}
 			}
 			return nil
 		}},
@@ -187,14 +198,27 @@ func naming(c client.Reader, list client.ObjectList, index string) handler.MapFu
 	}
 }
 
-// bmcAddressKey is a BMC's indexBMCAddress key: the base URL of its inline access, or its
-// Endpoint's name; "" when it names neither.
+// bmcAddressKey is a BMC's indexBMCAddress key: the base URL of its inline access (host
+// normalised), or its Endpoint's name; "" when it names neither.
 func bmcAddressKey(b *metalv1alpha1.BMC) string {
 	switch {
 	case b.Spec.Access != nil && b.Spec.Access.IP != "":
-		return bmcAddress(b.Spec.Protocol, b.Spec.Access.IP)
+		return bmcAddress(b.Spec.Protocol, normalHost(b.Spec.Access.IP))
 	case b.Spec.EndpointRef != nil && b.Spec.EndpointRef.Name != "":
 		return "endpoint:" + b.Spec.EndpointRef.Name
 	}
 	return ""
+}
+
+// normalHost is the one spelling of a BMC host: an IP in its canonical form (IPv4-mapped IPv6,
+// leading zeros and case do not make another address), a hostname lower-cased without a
+// trailing dot. Hostnames are compared as written, not resolved: a lookup in an index would block
+// the cache; the system UUID check still finds the same BMC registered by name and by IP.
+func normalHost(h string) string {
+	h = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	if a, err := netip.ParseAddr(h); err == nil {
+		return a.Unmap().String()
+	}
+	return h
 }

@@ -56,6 +56,9 @@ type ServerReconciler struct {
 	// failures counts consecutive BMC failures per server. In memory on purpose: after a restart
 	// a server gets a fresh allowance before it is declared Error.
 	failures sync.Map
+	// refusals counts consecutive passes that did not act because the Server's machine was not
+	// proven (identity mismatch, duplicates), for their backoff; in memory like failures.
+	refusals sync.Map
 	// outcomes holds what issuing an operation gave until the next pass reports it (see
 	// OperationIntentAnnotation): only the process that issued it knows.
 	outcomes opOutcomes
@@ -228,7 +231,10 @@ func (r *ServerReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metal
 		r.parkedStep,
 		r.blockDeletion,
 		r.transitionOperation,
+		r.uniqueStep,
 		r.connectStep,
+		r.duplicateBMCStep,
+		r.acceptReplacement,
 		lifecycle.OnDeletion(func(ctx context.Context, p *serverPass) (lifecycle.Result, error) { return r.finalize(p.bctx, ctx, p) }),
 		r.operation,
 		r.maintenance,
@@ -271,12 +277,16 @@ func (r *ServerReconciler) parkedStep(ctx context.Context, p *serverPass) (lifec
 // found it not held) has nothing to power off, and is let go.
 func (r *ServerReconciler) connectStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	if err := r.connect(p.bctx, p); err != nil {
+		if isIdentityError(err) {
+			return r.identityFailed(ctx, p, err)
+		}
 		if !p.Obj.DeletionTimestamp.IsZero() && isAccessError(err) {
 			return r.release(ctx, p)
 		}
 		return r.bmcFailed(ctx, p, err)
 	}
 	r.failures.Delete(p.Obj.Name)
+	r.refusals.Delete(p.Obj.UID)
 	return lifecycle.Continue(), nil
 }
 
@@ -326,15 +336,19 @@ func (r *ServerReconciler) step(bctx, ctx context.Context, p *serverPass) (lifec
 	return lifecycle.Done(), nil
 }
 
-// connect resolves the BMC and reads the system's power state and boot override.
+// connect resolves the BMC and reads the system's power state and boot override. The client it
+// leaves the pass is bound to the Server's machine: every call of the pass on the system proves
+// the system is that machine first (bmc.Expect), so no step acts on whatever answers.
 func (r *ServerReconciler) connect(ctx context.Context, p *serverPass) error {
 	ep, err := serverEndpoint(ctx, p.c, p.Obj)
 	if err != nil {
 		return err
 	}
-	if p.conn, err = r.Pool.Get(ep); err != nil {
+	conn, err := r.Pool.Get(ep)
+	if err != nil {
 		return err
 	}
+	p.conn = bmc.Expect(conn, serverIdentity(p.Obj))
 	p.sysID = p.Obj.Spec.SystemURI
 	if p.sysID == "" {
 		if p.sysID, err = r.findSystem(ctx, p); err != nil {

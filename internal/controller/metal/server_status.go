@@ -2,9 +2,11 @@ package metal
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -30,6 +32,13 @@ func (r *ServerReconciler) observe(bctx, ctx context.Context, p *serverPass) (ti
 	mirrorState(st, s.Generation, p.state)
 	st.PowerState = metalv1alpha1.PowerState(p.sys.PowerState)
 	lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, metalv1alpha1.ReasonConnected, "BMC reachable")
+	// connect proved the machine: whatever mismatch was reported is over.
+	apimeta.RemoveStatusCondition(&st.Conditions, metalv1alpha1.ConditionIdentityMismatch)
+	if st.SerialNumber != "" && p.sys.SerialNumber != "" && !strings.EqualFold(st.SerialNumber, p.sys.SerialNumber) {
+		// Another board with the accepted UUID (AcceptSystemUUIDAnnotation): its inventory is
+		// read anew, not carried over from the old one.
+		clearInventory(st)
+	}
 	var more time.Duration
 	if st.Manufacturer == "" || len(st.Processors) == 0 {
 		inv, err := r.inventories.wait(bctx, s.UID, func(ictx context.Context) (*bmc.Inventory, error) {
@@ -56,6 +65,12 @@ func (r *ServerReconciler) observe(bctx, ctx context.Context, p *serverPass) (ti
 	}
 	s.Status = *st // the Reconciler writes it
 	return more, nil
+}
+
+// clearInventory forgets the hardware fields Redfish fills in, so the next read fills them anew.
+func clearInventory(st *metalv1alpha1.ServerStatus) {
+	st.Manufacturer, st.Model, st.SKU, st.SerialNumber, st.BIOSVersion = "", "", "", "", ""
+	st.Processors, st.NetworkInterfaces, st.Storages, st.TotalSystemMemory = nil, nil, nil, nil
 }
 
 // onlyStateAndPower reports whether two statuses differ in nothing but the state mirror and

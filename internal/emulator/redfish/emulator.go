@@ -259,7 +259,9 @@ type BMC struct {
 	systems   []*System
 	byID      map[string]*System
 
-	faults     atomic.Pointer[Faults]
+	faults atomic.Pointer[Faults]
+	// answeredBy is the BMC that answers at this one's address instead (AnswerAs).
+	answeredBy atomic.Pointer[BMC]
 	creds      atomic.Pointer[[2]string]
 	powerDelay atomic.Int64 // nanoseconds
 	// lastReset is when the manager last came out of a reset (unix nanoseconds); reportsReset
@@ -307,6 +309,11 @@ func newBMC(e *Emulator, i int) *BMC {
 	}
 	return b
 }
+
+// AnswerAs hands b's address to another BMC: from now on o answers every request sent to b's
+// address (its systems, its sessions, its records), as after a DHCP lease or IPAM swap, a
+// replaced BMC or an edited address. nil gives the address back to b.
+func (b *BMC) AnswerAs(o *BMC) { b.answeredBy.Store(o) }
 
 // ReportsLastResetTime says whether the Manager resource shows LastResetTime.
 func (b *BMC) ReportsLastResetTime() bool { return b.reportsReset.Load() }

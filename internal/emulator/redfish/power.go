@@ -103,10 +103,19 @@ type System struct {
 func (s *System) ID() string { return s.hw.ID }
 
 // UUID is the system UUID.
-func (s *System) UUID() string { return s.hw.UUID }
+func (s *System) UUID() string { s.mu.Lock(); defer s.mu.Unlock(); return s.hw.UUID }
 
 // SerialNumber is the system serial number.
-func (s *System) SerialNumber() string { return s.hw.Serial }
+func (s *System) SerialNumber() string { s.mu.Lock(); defer s.mu.Unlock(); return s.hw.Serial }
+
+// ReplaceBoard gives the system another UUID and serial number, as a replaced mainboard does
+// behind the same BMC address and system path.
+func (s *System) ReplaceBoard(uuid, serial string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hw.UUID, s.hw.Serial = uuid, serial
+	s.etag++
+}
 
 // MACs lists the host NIC MACs in NIC order.
 func (s *System) MACs() []string {

@@ -20,6 +20,11 @@ func link(path string) obj { return obj{"@odata.id": path} }
 
 // ServeHTTP is one BMC's Redfish service: stats, faults, auth, then routing.
 func (b *BMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if o := b.answeredBy.Load(); o != nil && o != b {
+		// The address now reaches another BMC (AnswerAs): it answers, not this one.
+		o.ServeHTTP(w, r)
+		return
+	}
 	b.requests.Add(1)
 	n := b.inFlight.Add(1)
 	defer b.inFlight.Add(-1)
@@ -343,7 +348,7 @@ func (b *BMC) routeSystems(w http.ResponseWriter, r *http.Request, segs []string
 	if s == nil {
 		// A system addressed by UUID redirects to its canonical address.
 		for _, c := range b.systems {
-			if strings.EqualFold(c.hw.UUID, segs[0]) {
+			if strings.EqualFold(c.UUID(), segs[0]) {
 				target := v1 + "/Systems/" + c.hw.ID + strings.TrimPrefix(strings.TrimRight(r.URL.Path, "/"), v1+"/Systems/"+segs[0])
 				http.Redirect(w, r, target, http.StatusTemporaryRedirect)
 				return
@@ -798,7 +803,7 @@ func (b *BMC) routeChassis(w http.ResponseWriter, r *http.Request, segs []string
 			writeJSON(w, http.StatusOK, obj{
 				"@odata.type": "#Chassis.v1_14_0.Chassis", "@odata.id": v1 + "/Chassis/" + s.hw.ChassisID, "Id": s.hw.ChassisID,
 				"Name": "Chassis", "ChassisType": "RackMount", "Manufacturer": s.hw.Manufacturer, "Model": s.hw.Model,
-				"SerialNumber": s.hw.Serial, "PowerState": s.PowerState(), "Status": status("Enabled"),
+				"SerialNumber": s.SerialNumber(), "PowerState": s.PowerState(), "Status": status("Enabled"),
 				"Links": obj{
 					"ComputerSystems": []obj{link(v1 + "/Systems/" + s.hw.ID)},
 					"ManagedBy":       []obj{link(v1 + "/Managers/" + b.managerID)},

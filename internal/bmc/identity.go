@@ -1,0 +1,135 @@
+package bmc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/stmcginnis/gofish/schemas"
+)
+
+// ReasonIdentityMismatch: the system that answered at a server's address is not that server's
+// (another UUID or serial): an address handed to another box, a replaced board, a typo. Nothing
+// is sent to it.
+const ReasonIdentityMismatch Reason = "IdentityMismatch"
+
+// Identity is what proves a Redfish system is the machine meant: its system UUID and, where
+// known, its serial number. Addresses and system paths prove nothing: addresses get reused and
+// vendors give every box the same path (/redfish/v1/Systems/1).
+type Identity struct {
+	UUID         string `json:"uuid,omitempty"`
+	SerialNumber string `json:"serialNumber,omitempty"`
+}
+
+// String names the identity for messages.
+func (id Identity) String() string {
+	s := "UUID " + orNone(id.UUID)
+	if id.SerialNumber != "" {
+		s += " serial " + id.SerialNumber
+	}
+	return s
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// NormalizeUUID is the one form system UUIDs are compared in: BMCs print them in either case,
+// some with braces or a urn:uuid: prefix, SMBIOS tools without dashes.
+func NormalizeUUID(uuid string) string {
+	u := strings.ToLower(strings.TrimSpace(uuid))
+	u = strings.TrimPrefix(u, "urn:uuid:")
+	u = strings.Trim(u, "{}")
+	return strings.ReplaceAll(u, "-", "")
+}
+
+// Matches reports whether got is this identity: the UUIDs equal once normalised, and the serial
+// numbers too where both are known. An identity with no UUID matches nothing: it proves nothing.
+func (id Identity) Matches(got Identity) bool {
+	want := NormalizeUUID(id.UUID)
+	if want == "" || want != NormalizeUUID(got.UUID) {
+		return false
+	}
+	ws, gs := strings.TrimSpace(id.SerialNumber), strings.TrimSpace(got.SerialNumber)
+	return ws == "" || gs == "" || strings.EqualFold(ws, gs)
+}
+
+// IdentityError is the failure of a call made for one system that found another.
+type IdentityError struct {
+	// System is the system path or Id the call was made for.
+	System string
+	Want   Identity
+	Got    Identity
+}
+
+func (e *IdentityError) Error() string {
+	return fmt.Sprintf("system %s answers as %s, not %s", e.System, e.Got, e.Want)
+}
+
+// IdentityOf returns the identity error in err's chain, if any.
+func IdentityOf(err error) (*IdentityError, bool) {
+	var ie *IdentityError
+	ok := errors.As(err, &ie)
+	return ie, ok
+}
+
+type expectKey struct{}
+
+// Expect returns b bound to one identity: every call on a system (System, Power, PreparePower,
+// SetBootOnce, Inventory) first checks that the system it reads is id, in the same read that
+// precedes its request, and fails with ReasonIdentityMismatch before anything is sent when not.
+// The check lives here, below every caller, so that no path to a box (and none added later) can
+// act on whatever answers at an address. Calls on the BMC itself are not a system's and pass.
+func Expect(b BMC, id Identity) BMC { return &expecting{BMC: b, id: id} }
+
+type expecting struct {
+	BMC
+	id Identity
+}
+
+func (e *expecting) with(ctx context.Context) context.Context {
+	return context.WithValue(ctx, expectKey{}, e.id)
+}
+
+func (e *expecting) System(ctx context.Context, systemID string) (*SystemStatus, error) {
+	return e.BMC.System(e.with(ctx), systemID)
+}
+
+func (e *expecting) Power(ctx context.Context, systemID string, action PowerAction, opts ...PowerOption) error {
+	return e.BMC.Power(e.with(ctx), systemID, action, opts...)
+}
+
+func (e *expecting) PreparePower(ctx context.Context, systemID string, action PowerAction, opts ...PowerOption) (*PowerRequest, error) {
+	return e.BMC.PreparePower(e.with(ctx), systemID, action, opts...)
+}
+
+func (e *expecting) SetBootOnce(ctx context.Context, systemID string, target BootTarget) error {
+	return e.BMC.SetBootOnce(e.with(ctx), systemID, target)
+}
+
+func (e *expecting) Inventory(ctx context.Context, systemID string) (*Inventory, error) {
+	return e.BMC.Inventory(e.with(ctx), systemID)
+}
+
+// checkIdentity fails when ctx carries an expected identity (Expect) that sys is not.
+func checkIdentity(ctx context.Context, systemID string, sys *schemas.ComputerSystem) error {
+	want, ok := ctx.Value(expectKey{}).(Identity)
+	if !ok {
+		return nil
+	}
+	got := Identity{UUID: sys.UUID, SerialNumber: sys.SerialNumber}
+	if want.Matches(got) {
+		return nil
+	}
+	if strings.TrimSpace(sys.UUID) == "" && NormalizeUUID(want.UUID) == NormalizeUUID(sys.ID) {
+		// A system that reports no UUID is registered under its Id (the BMC controller's
+		// fallback): the Id is then all there is to go by.
+		return nil
+	}
+	return &Error{Reason: ReasonIdentityMismatch, Op: "verify system " + systemID, NotSent: true,
+		Err: &IdentityError{System: systemID, Want: want, Got: got}}
+}

@@ -1,0 +1,171 @@
+package metal
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/registry"
+)
+
+// A Server acts on one machine, proven before every action: the system it reads must report the
+// Server's system UUID (and serial, where both are known). Addresses prove nothing: a DHCP lease
+// or an IPAM swap hands a BMC's address to another box, and vendors give every box the same
+// system path. The proof is bmc.Expect, under every BMC call of a pass; this file decides what
+// the Server expects and what a pass does when another machine answers.
+
+// serverIdentity is the machine a Server expects at its address. While a replaced board is
+// being accepted (AcceptSystemUUIDAnnotation) it is the accepted UUID alone: the serial in
+// status is still the old board's until the inventory is read anew.
+func serverIdentity(s *metalv1alpha1.Server) bmc.Identity {
+	if acc := s.Annotations[metalv1alpha1.AcceptSystemUUIDAnnotation]; strings.TrimSpace(acc) != "" {
+		return bmc.Identity{UUID: acc}
+	}
+	return bmc.Identity{UUID: s.Spec.SystemUUID, SerialNumber: s.Status.SerialNumber}
+}
+
+// uniqueStep keeps a pass away from the BMC when another Server names the same system UUID
+// (made by hand, or left by a second registration): every such Server reports it and none acts.
+// A deleted one lets go without touching the machine its twin holds. It reads the cache only.
+func (r *ServerReconciler) uniqueStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+	twins, err := twinsOf(ctx, p.c, p.Obj)
+	if err != nil || len(twins) == 0 {
+		return lifecycle.Continue(), err
+	}
+	if !p.Obj.DeletionTimestamp.IsZero() {
+		return r.release(ctx, p)
+	}
+	return r.refuse(p, metalv1alpha1.ReasonDuplicateIdentity, fmt.Sprintf(
+		"system UUID %s is also Server %s: one machine, several Servers; none acts until one remains",
+		p.Obj.Spec.SystemUUID, strings.Join(twins, ", ")), nil), nil
+}
+
+// twinsOf names the other live Servers with s's system UUID.
+func twinsOf(ctx context.Context, c client.Reader, s *metalv1alpha1.Server) ([]string, error) {
+	u := registry.NormalizeUUID(s.Spec.SystemUUID)
+	if u == "" {
+		return nil, nil
+	}
+	list := &metalv1alpha1.ServerList{}
+	if err := c.List(ctx, list, client.MatchingFields{indexServerUUID: u}); err != nil {
+		return nil, fmt.Errorf("looking up system %s: %w", s.Spec.SystemUUID, err)
+	}
+	var names []string
+	for i := range list.Items {
+		if o := &list.Items[i]; o.UID != s.UID && o.DeletionTimestamp.IsZero() {
+			names = append(names, o.Name)
+		}
+	}
+	return names, nil
+}
+
+// duplicateBMCStep keeps a Server whose BMC object the BMC controller found to be a second
+// registration (DuplicateIdentity: its address or its systems belong to another BMC object)
+// from acting through it. The verdict is the BMC controller's, from the live answer; a wiped
+// BMC status loses it until that controller's next pass, and the identity check under every
+// call still holds meanwhile.
+func (r *ServerReconciler) duplicateBMCStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+	ref := p.Obj.Spec.BMCRef
+	if ref == nil || ref.Name == "" {
+		return lifecycle.Continue(), nil
+	}
+	b := &metalv1alpha1.BMC{}
+	if err := p.c.Get(ctx, client.ObjectKey{Name: ref.Name}, b); err != nil {
+		return lifecycle.Continue(), client.IgnoreNotFound(err)
+	}
+	c := apimeta.FindStatusCondition(b.Status.Conditions, metalv1alpha1.ConditionReady)
+	if c == nil || c.Reason != metalv1alpha1.ReasonDuplicateIdentity {
+		return lifecycle.Continue(), nil
+	}
+	return r.refuse(p, metalv1alpha1.ReasonDuplicateIdentity, "BMC "+b.Name+" is a second registration: "+c.Message, nil), nil
+}
+
+// identityFailed handles a pass whose BMC answered for another machine. A replaced board the
+// user accepted becomes the Server's; otherwise the Server reports what answered and waits,
+// acting on nothing, in whatever state it is in: a claimed box elsewhere stays as it is.
+func (r *ServerReconciler) identityFailed(ctx context.Context, p *serverPass, err error) (lifecycle.Result, error) {
+	ie, _ := bmc.IdentityOf(err)
+	msg := err.Error()
+	if ie != nil {
+		msg = fmt.Sprintf("the system at %s answers as %s; this Server is %s. Nothing is sent to it. "+
+			"A replaced board is accepted with the annotation %s=<its UUID>", p.Obj.Spec.SystemURI, ie.Got, ie.Want, metalv1alpha1.AcceptSystemUUIDAnnotation)
+	}
+	identityMismatches.Inc()
+	return r.refuse(p, metalv1alpha1.ReasonIdentityMismatch, msg, func(st *metalv1alpha1.ServerStatus) {
+		lifecycle.SetCondition(&st.Conditions, p.Obj.Generation, metalv1alpha1.ConditionIdentityMismatch, metav1.ConditionTrue,
+			metalv1alpha1.ReasonIdentityMismatch, msg)
+	}), nil
+}
+
+// refuse reports why the pass does not act (Ready False with reason), with an event when that
+// is news, and looks again later, backing off like a failing BMC. It does not count towards
+// Error: leaving Error would act on the box, and nothing here says the box needs it.
+func (r *ServerReconciler) refuse(p *serverPass, reason, msg string, extra func(*metalv1alpha1.ServerStatus)) lifecycle.Result {
+	s := p.Obj
+	n := 1
+	if v, ok := r.refusals.Load(s.UID); ok {
+		n = v.(int) + 1
+	}
+	r.refusals.Store(s.UID, n)
+	st := s.Status.DeepCopy()
+	mirrorState(st, s.Generation, p.state)
+	before := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionReady)
+	lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	if extra != nil {
+		extra(st)
+	}
+	if before == nil || before.Reason != reason || before.Message != msg {
+		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, reason, "Verify", "%s", msg)
+	}
+	if !equality.Semantic.DeepEqual(*st, s.Status) {
+		s.Status = *st // the Reconciler writes it
+	}
+	return lifecycle.RequeueAfter(failureBackoff(r.Options.RetryAfter, r.Options.ServerResync, n, nil), reason)
+}
+
+// acceptReplacement makes an accepted replaced board the Server's, once the system that answers
+// is the accepted one (connect proved it): first its UUID in spec, then, once the inventory of
+// the new board is in status (observe reads it anew when the serial changed), the annotation
+// goes. One write per pass.
+func (r *ServerReconciler) acceptReplacement(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+	acc := strings.TrimSpace(p.Obj.Annotations[metalv1alpha1.AcceptSystemUUIDAnnotation])
+	if acc == "" {
+		return lifecycle.Continue(), nil
+	}
+	if registry.NormalizeUUID(p.Obj.Spec.SystemUUID) != registry.NormalizeUUID(acc) {
+		old := p.Obj.Spec.SystemUUID
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonSystemReplaced, "Accept",
+			"replaced board accepted: system UUID %s (was %s)", p.sys.UUID, old)
+		return lifecycle.Wrote("replaced board accepted"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+			s.Spec.SystemUUID = strings.ToLower(strings.TrimSpace(acc))
+		})
+	}
+	if p.Obj.Status.SerialNumber != "" && !strings.EqualFold(p.Obj.Status.SerialNumber, p.sys.SerialNumber) {
+		return lifecycle.Continue(), nil // observe reads the new board's inventory first
+	}
+	return lifecycle.Wrote("replacement done"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+		lifecycle.RemoveAnnotation(s, metalv1alpha1.AcceptSystemUUIDAnnotation)
+	})
+}
+
+// isIdentityError reports whether err says another machine answered.
+func isIdentityError(err error) bool { return bmc.ReasonOf(err) == bmc.ReasonIdentityMismatch }
+
+// identityMismatches counts the passes that found another machine at a Server's address.
+var identityMismatches = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "metalhub_server_identity_mismatches_total",
+	Help: "Server passes that found another machine (system UUID or serial) at the Server's address and acted on nothing.",
+})
+
+func init() { metrics.Registry.MustRegister(identityMismatches) }

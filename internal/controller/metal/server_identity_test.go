@@ -1,0 +1,337 @@
+package metal
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+)
+
+// Issue 23: a Server acts only on its own machine, proven before every action.
+
+// identityWatch is how long a mismatch is watched for actions: the acceptance's five minutes
+// (ten resync periods of this suite), shorter under -short.
+func identityWatch() time.Duration {
+	if testing.Short() {
+		return 20 * time.Second
+	}
+	return 5 * time.Minute
+}
+
+// availableServer registers a BMC and waits until its server is Available (and Off).
+func availableServer(t *testing.T, prefix string) (string, *redfish.BMC) {
+	t.Helper()
+	b := takeBMC(t)
+	name := registerBMC(t, b, prefix)
+	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	waitPower(t, name, metalv1alpha1.PowerStateOff, 15*time.Second)
+	return name, b
+}
+
+// waitMismatch waits until the Server reports another machine at its address, naming it.
+func waitMismatch(t *testing.T, name, answered string) {
+	t.Helper()
+	eventually(t, 60*time.Second, name+" IdentityMismatch naming "+answered, func() (bool, string) {
+		s := getServer(t, name)
+		if s == nil {
+			return false, "no server"
+		}
+		c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionIdentityMismatch)
+		ready := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue && strings.Contains(strings.ToLower(c.Message), strings.ToLower(answered)) &&
+			ready != nil && ready.Reason == metalv1alpha1.ReasonIdentityMismatch, fmt.Sprintf("%+v", s.Status.Conditions)
+	})
+}
+
+// waitVerified waits until the Server's machine answers again: no mismatch, Ready.
+func waitVerified(t *testing.T, name string) {
+	t.Helper()
+	eventually(t, 60*time.Second, name+" verified again", func() (bool, string) {
+		s := getServer(t, name)
+		if s == nil {
+			return false, "no server"
+		}
+		ready := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionReady)
+		return apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionIdentityMismatch) == nil &&
+			ready != nil && ready.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", s.Status.Conditions)
+	})
+}
+
+// bmcReason waits until a BMC object's Ready reason is want.
+func bmcReason(t *testing.T, name, want string) {
+	t.Helper()
+	eventually(t, 60*time.Second, "BMC "+name+" "+want, func() (bool, string) {
+		b := &metalv1alpha1.BMC{}
+		if err := env.Client.Get(ctx(), client.ObjectKey{Name: name}, b); err != nil {
+			return false, err.Error()
+		}
+		c := apimeta.FindStatusCondition(b.Status.Conditions, metalv1alpha1.ConditionReady)
+		return c != nil && c.Reason == want, fmt.Sprintf("%+v", b.Status.Conditions)
+	})
+}
+
+// An Available server's BMC address is handed to another BMC whose box is claimed and On (a
+// DHCP lease or IPAM swap): the Available server must not force that box off. On 3d9e66d it did
+// at its next pass.
+func TestAddressHandedToAnotherMachineActsOnNothing(t *testing.T) {
+	idle, bIdle := availableServer(t, "reuse-idle")
+	claimed, bClaimed, _ := claimedOn(t, "reuse-claimed")
+	start := time.Now()
+	bIdle.AnswerAs(bClaimed)
+	t.Cleanup(func() { bIdle.AnswerAs(nil) })
+
+	waitMismatch(t, idle, systemOf(bClaimed).UUID())
+	bmcReason(t, "reuse-idle", metalv1alpha1.ReasonDuplicateIdentity)
+	deadline := time.Now().Add(identityWatch())
+	for time.Now().Before(deadline) {
+		if recs := since(records(bClaimed), start); len(recs) != 0 {
+			t.Fatalf("actions on the claimed box through the reused address: %+v", recs)
+		}
+		if p := systemOf(bClaimed).PowerState(); p != redfish.PowerOn {
+			t.Fatalf("the claimed box is %s", p)
+		}
+		s := getServer(t, idle)
+		if c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionIdentityMismatch); c == nil || c.Status != metav1.ConditionTrue {
+			t.Fatalf("the mismatch was no longer reported: %+v", s.Status.Conditions)
+		}
+		if durableState(s) != string(metalv1alpha1.ServerStateAvailable) {
+			t.Fatalf("the idle server left Available: %s", durableState(s))
+		}
+		time.Sleep(time.Second) // the window being watched, not a synchronisation
+	}
+	if s := getServer(t, claimed); durableState(s) != string(metalv1alpha1.ServerStateReserved) {
+		t.Errorf("the claimed server left Reserved: %s", durableState(s))
+	}
+
+	// The address comes back: the idle server resumes without acting (its box is Off already).
+	back := time.Now()
+	bIdle.AnswerAs(nil)
+	waitVerified(t, idle)
+	bmcReason(t, "reuse-idle", metalv1alpha1.ReasonConnected)
+	if recs := since(records(bIdle), back); len(recs) != 0 {
+		t.Errorf("actions on the idle box after the address came back: %+v", recs)
+	}
+	if recs := since(records(bClaimed), start); len(recs) != 0 {
+		t.Errorf("actions on the claimed box: %+v", recs)
+	}
+}
+
+// A user edits a BMC's address onto another registered BMC's (a typo, a copy-paste): the edited
+// BMC's server reports the mismatch and acts on nothing; the BMC it now points at keeps its
+// Servers and goes on; the edit undone, everything resumes with no action.
+func TestEditedAddressActsOnNothing(t *testing.T) {
+	idle, bIdle := availableServer(t, "edit-idle")
+	claimed, bClaimed, claim := claimedOn(t, "edit-claimed")
+	start := time.Now()
+	setPort := func(p int32) {
+		eventually(t, 5*time.Second, "edit the BMC's port", func() (bool, string) {
+			b := &metalv1alpha1.BMC{}
+			if err := env.Client.Get(ctx(), client.ObjectKey{Name: "edit-idle"}, b); err != nil {
+				return false, err.Error()
+			}
+			patch := client.MergeFrom(b.DeepCopy())
+			b.Spec.Protocol.Port = p
+			err := env.Client.Patch(ctx(), b, patch)
+			return err == nil, fmt.Sprint(err)
+		})
+	}
+	setPort(port(bClaimed))
+	waitMismatch(t, idle, systemOf(bClaimed).UUID())
+	bmcReason(t, "edit-idle", metalv1alpha1.ReasonDuplicateIdentity)
+
+	// The claimed server still follows its claim: it is not frozen by the other's edit.
+	eventually(t, 5*time.Second, "claim power Off", func() (bool, string) {
+		c := &metalv1alpha1.ServerClaim{}
+		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(claim), c); err != nil {
+			return false, err.Error()
+		}
+		patch := client.MergeFrom(c.DeepCopy())
+		c.Spec.Power = metalv1alpha1.PowerOff
+		err := env.Client.Patch(ctx(), c, patch)
+		return err == nil, fmt.Sprint(err)
+	})
+	waitPower(t, claimed, metalv1alpha1.PowerStateOff, 30*time.Second)
+	bmcReason(t, "edit-claimed", metalv1alpha1.ReasonConnected)
+	if s := getServer(t, idle); durableState(s) != string(metalv1alpha1.ServerStateAvailable) {
+		t.Errorf("the edited server left Available: %s", durableState(s))
+	}
+	offs := 0
+	for _, r := range since(records(bClaimed), start) {
+		if r.Action == redfish.ActionReset {
+			offs++
+		}
+	}
+	if offs != 1 {
+		t.Errorf("resets on the claimed box: %d, want the claim's one power off: %+v", offs, since(records(bClaimed), start))
+	}
+
+	back := time.Now()
+	setPort(port(bIdle))
+	waitVerified(t, idle)
+	bmcReason(t, "edit-idle", metalv1alpha1.ReasonConnected)
+	if recs := since(records(bIdle), back); len(recs) != 0 {
+		t.Errorf("actions on the idle box after the edit was undone: %+v", recs)
+	}
+}
+
+// A replaced mainboard answers at the same address and path with another UUID and serial: no
+// action until the user accepts it with the annotation; then it is the Server's machine, its
+// inventory is read anew, and the lifecycle goes on with it.
+func TestReplacedBoardNeedsTheAnnotation(t *testing.T) {
+	name, b := availableServer(t, "board")
+	sys := systemOf(b)
+	newUUID, newSerial := "0b0a4d00-0000-4000-8000-00000000b0a4", "SWAPPED01"
+	start := time.Now()
+	sys.ReplaceBoard(strings.ToUpper(newUUID), newSerial)
+	sys.SetPowerState(redfish.PowerOn) // someone's test boot of the new board: not ours to end
+	waitMismatch(t, name, newUUID)
+	if recs := since(records(b), start); len(recs) != 0 {
+		t.Fatalf("actions on the replaced board before it was accepted: %+v", recs)
+	}
+
+	annotate(t, name, metalv1alpha1.AcceptSystemUUIDAnnotation, strings.ToUpper(newUUID))
+	eventually(t, 60*time.Second, "replacement accepted", func() (bool, string) {
+		s := getServer(t, name)
+		_, pending := s.Annotations[metalv1alpha1.AcceptSystemUUIDAnnotation]
+		return s.Spec.SystemUUID == newUUID && !pending && s.Status.SerialNumber == newSerial,
+			fmt.Sprintf("uuid %s, annotation pending %v, serial %s", s.Spec.SystemUUID, pending, s.Status.SerialNumber)
+	})
+	waitVerified(t, name)
+	// Available again keeps its box off: the first action on the new board, after acceptance.
+	waitPower(t, name, metalv1alpha1.PowerStateOff, 30*time.Second)
+	waitEvent(t, name, metalv1alpha1.ReasonSystemReplaced)
+}
+
+// A second Server for a machine that has one (made by hand, registered inline with the address
+// in another spelling): both report it, neither acts; once the copy is deleted (it lets go
+// without touching the box) the first resumes.
+func TestServerTwiceActsThroughNeither(t *testing.T) {
+	name, b := availableServer(t, "twice")
+	sys := systemOf(b)
+	start := time.Now()
+	sys.SetPowerState(redfish.PowerOn) // an Available server that acted would turn it off
+	twin := &metalv1alpha1.Server{
+		ObjectMeta: metav1.ObjectMeta{Name: "twice-by-hand"},
+		Spec: metalv1alpha1.ServerSpec{
+			SystemUUID: "{" + strings.ToUpper(sys.UUID()) + "}",
+			BMC: &metalv1alpha1.BMCAccess{
+				Protocol:     metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: port(b), Scheme: metalv1alpha1.HTTPScheme},
+				Address:      "127.0.0.1",
+				BMCSecretRef: corev1.LocalObjectReference{Name: "twice"},
+			},
+		},
+	}
+	if err := env.Client.Create(ctx(), twin); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{name, twin.Name} {
+		eventually(t, 60*time.Second, n+" DuplicateIdentity", func() (bool, string) {
+			s := getServer(t, n)
+			c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionReady)
+			return c != nil && c.Reason == metalv1alpha1.ReasonDuplicateIdentity, fmt.Sprintf("%+v", s.Status.Conditions)
+		})
+	}
+	watch := time.Now().Add(40 * time.Second) // past a resync of each
+	for time.Now().Before(watch) {
+		if recs := since(records(b), start); len(recs) != 0 {
+			t.Fatalf("actions on a machine with two Servers: %+v", recs)
+		}
+		time.Sleep(time.Second) // the window being watched, not a synchronisation
+	}
+	if err := env.Client.Delete(ctx(), twin); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the copy is gone", func() (bool, string) { return getServer(t, twin.Name) == nil, "still there" })
+	if recs := since(records(b), start); len(recs) != 0 {
+		t.Fatalf("the copy's deletion acted on the machine: %+v", recs)
+	}
+	// The first resumes: Available turns the box off again.
+	waitPower(t, name, metalv1alpha1.PowerStateOff, 60*time.Second)
+	waitVerified(t, name)
+}
+
+// A BMC object for a machine that is already a Server registered inline never creates a second
+// Server (on 3d9e66d it created <bmc>-<system>, whose Initial step forced the box off).
+func TestBMCForAnInlineServerCreatesNothing(t *testing.T) {
+	b := takeBMC(t)
+	user, pass := b.Credentials()
+	sec := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "inline-first"}, StringData: map[string]string{"username": user, "password": pass}}
+	if err := env.Client.Create(ctx(), sec); err != nil {
+		t.Fatal(err)
+	}
+	sys := systemOf(b)
+	inline := &metalv1alpha1.Server{
+		ObjectMeta: metav1.ObjectMeta{Name: "inline-first"},
+		Spec: metalv1alpha1.ServerSpec{
+			SystemUUID: sys.UUID(),
+			BMC: &metalv1alpha1.BMCAccess{
+				Protocol:     metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: port(b), Scheme: metalv1alpha1.HTTPScheme},
+				Address:      "127.0.0.1",
+				BMCSecretRef: corev1.LocalObjectReference{Name: "inline-first"},
+			},
+		},
+	}
+	if err := env.Client.Create(ctx(), inline); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, inline.Name, metalv1alpha1.ServerStateAvailable, 60*time.Second)
+	start := time.Now()
+	obj := bmcObject(b, "inline-first")
+	if err := env.Client.Create(ctx(), obj); err != nil {
+		t.Fatal(err)
+	}
+	bmcReason(t, obj.Name, metalv1alpha1.ReasonDuplicateIdentity)
+	if s := getServer(t, ServerName(obj.Name, sys.ID())); s != nil {
+		t.Fatalf("a second Server %s was created for a machine that has one", s.Name)
+	}
+	if recs := since(records(b), start); len(recs) != 0 {
+		t.Errorf("actions on the machine: %+v", recs)
+	}
+	if s := getServer(t, inline.Name); durableState(s) != string(metalv1alpha1.ServerStateAvailable) {
+		t.Errorf("the inline server left Available: %s", durableState(s))
+	}
+}
+
+// A BMC object that was there first but never held anything (its Secret was missing), written
+// through an Endpoint while the one that holds the Servers is written inline: when its Secret
+// appears it takes nothing. On 3d9e66d it created a second Server for the claimed machine.
+func TestOlderEmptyBMCNeverTakesHeldServers(t *testing.T) {
+	b := takeBMC(t)
+	ep := &metalv1alpha1.Endpoint{ObjectMeta: metav1.ObjectMeta{Name: "late-a"}, Spec: metalv1alpha1.EndpointSpec{IP: "127.0.0.1"}}
+	if err := env.Client.Create(ctx(), ep); err != nil {
+		t.Fatal(err)
+	}
+	older := bmcObject(b, "late-a")
+	older.Spec.Access, older.Spec.EndpointRef = nil, &corev1.LocalObjectReference{Name: "late-a"}
+	if err := env.Client.Create(ctx(), older); err != nil {
+		t.Fatal(err)
+	}
+	bmcReason(t, "late-a", metalv1alpha1.ReasonSecretNotFound)
+	name := registerBMC(t, b, "late-b")
+	waitState(t, name, metalv1alpha1.ServerStateAvailable, 60*time.Second)
+	claimServer(t, name, "late-b-claim", metalv1alpha1.PowerOn)
+	waitPower(t, name, metalv1alpha1.PowerStateOn, 30*time.Second)
+	start := time.Now()
+
+	user, pass := b.Credentials()
+	sec := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "late-a"}, StringData: map[string]string{"username": user, "password": pass}}
+	if err := env.Client.Create(ctx(), sec); err != nil {
+		t.Fatal(err)
+	}
+	bmcReason(t, "late-a", metalv1alpha1.ReasonDuplicateIdentity)
+	if s := getServer(t, ServerName("late-a", systemOf(b).ID())); s != nil {
+		t.Fatalf("the older, empty BMC created Server %s for a claimed machine", s.Name)
+	}
+	bmcReason(t, "late-b", metalv1alpha1.ReasonConnected)
+	if recs := since(records(b), start); len(recs) != 0 {
+		t.Errorf("actions on the claimed machine: %+v", recs)
+	}
+}
