@@ -57,7 +57,10 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, err
 	}
 	if Paused(obj) {
-		return ctrl.Result{}, nil // removing the annotation is an update: it brings the next pass
+		// Removing the annotation is an update: it brings the next pass. The one write a paused
+		// object gets is the acknowledgement, from the pass that saw the pause: passes of one
+		// object never overlap, so from here on none of ours is in flight on it.
+		return ctrl.Result{}, acknowledgePause(ctx, r.Client, obj)
 	}
 	if r.Guard.Stale(obj) {
 		return ctrl.Result{RequeueAfter: StaleRetry}, nil
@@ -103,6 +106,29 @@ func kindOf(obj client.Object) string {
 // action, until it is removed. "metalhub move" sets it on the source before copying and on the
 // copies until all have arrived, so neither manager acts on a fleet in transit.
 const PausedAnnotation = "metalhub.io/paused"
+
+// PauseAckAnnotation is how a controller acknowledges a pause: the value of PausedAnnotation it
+// saw, written once no pass of it on the object is in flight (the pass that writes it is the
+// only one). "metalhub move" sets a pause value of its own and copies nothing before every
+// object of the source says it: a source whose controllers are gone, or are not metalhub's,
+// never acknowledges, and the move stops unless told the source is stopped.
+const PauseAckAnnotation = "metalhub.io/paused-ack"
+
+// acknowledgePause writes PauseAckAnnotation on a paused object that does not carry it yet.
+func acknowledgePause(ctx context.Context, c client.Client, obj client.Object) error {
+	v := obj.GetAnnotations()[PausedAnnotation]
+	if obj.GetAnnotations()[PauseAckAnnotation] == v {
+		return nil
+	}
+	err := PatchMetadata(ctx, c, obj, func(o client.Object) { SetAnnotation(o, PauseAckAnnotation, v) })
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil // the newer object's event brings the next look
+	}
+	if err != nil {
+		return fmt.Errorf("acknowledging the pause of %s: %w", kindOf(obj), err)
+	}
+	return nil
+}
 
 // Paused reports whether o carries PausedAnnotation (any value but "false").
 func Paused(o client.Object) bool {

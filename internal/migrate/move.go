@@ -1,6 +1,7 @@
 package migrate
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -46,11 +47,25 @@ type MoveOptions struct {
 	Out io.Writer
 	// Selector selects the BMCs that move, with everything that hangs off them (all when nil).
 	Selector labels.Selector
-	// PauseGrace is how long to wait after pausing the source before copying: a pass already
-	// running when the pause lands finishes within it (a pass is bounded by the BMC request
-	// timeout).
-	PauseGrace time.Duration
+	// PauseTimeout bounds the wait for the source's metalhub to acknowledge the pause of every
+	// object (lifecycle.PauseAckAnnotation); 0 means DefaultPauseTimeout.
+	PauseTimeout time.Duration
+	// SourceStopped says the source's manager is gone: nothing will acknowledge the pause, and
+	// nothing needs to. Only then does the move go on without acknowledgements.
+	SourceStopped bool
 }
+
+// MovedAnnotation marks the source objects of a move that finished (the target unpaused) with
+// when it did: such a move is never run again over the target, where objects deleted since
+// would come back and live ones would get the paused source's status.
+const MovedAnnotation = "metalhub.io/moved"
+
+// DefaultPauseTimeout is how long a move waits for the source to acknowledge its pause.
+const DefaultPauseTimeout = 2 * time.Minute
+
+// acknowledgedKinds are the kinds whose source controllers acknowledge a pause: every kind
+// metalhub reconciles among those moved (Endpoints, BMCSecrets and Secrets have no pass).
+var acknowledgedKinds = map[string]bool{"BMC": true, "Server": true, "ServerClaim": true, "ServerBootConfiguration": true, "ServerMaintenance": true}
 
 // Move copies the metal fleet from src to dst (the "clusterctl move" use): the source is paused
 // first (lifecycle.PausedAnnotation, which every controller honours), then every object is
@@ -79,6 +94,14 @@ func Move(ctx context.Context, src, dst client.Client, o MoveOptions) error {
 			}
 		}
 	}
+	for _, gvk := range moveOrder {
+		for _, u := range objs[gvk] {
+			if at := u.GetAnnotations()[MovedAnnotation]; at != "" {
+				return fmt.Errorf("%s %s was moved already (%s): a finished move is not run again; delete the paused source once the target is as it should be",
+					gvk.Kind, key(&u), at)
+			}
+		}
+	}
 	if len(deleting) > 0 {
 		// A copy would be a live object, and a claim on the target might bind another server
 		// in its place: let the deletions finish first.
@@ -92,21 +115,24 @@ func Move(ctx context.Context, src, dst client.Client, o MoveOptions) error {
 		return nil
 	}
 
-	// 1. Pause the source: from here on neither manager acts on any of it.
+	// 1. Pause the source: from here on neither manager acts on any of it. Copying starts once
+	// the source's metalhub said so for every object (no pass of it in flight any more), or the
+	// user said the source manager is gone.
+	token := fmt.Sprintf("move-%d", time.Now().UnixNano())
 	for _, gvk := range moveOrder {
 		for i := range objs[gvk] {
-			if err := setPaused(ctx, src, &objs[gvk][i], true); err != nil {
+			if err := setPaused(ctx, src, &objs[gvk][i], token); err != nil {
 				return fmt.Errorf("pausing %s %s on the source: %w", gvk.Kind, objs[gvk][i].GetName(), err)
 			}
 		}
 	}
 	fmt.Fprintln(out, "source paused")
-	if o.PauseGrace > 0 {
-		select {
-		case <-time.After(o.PauseGrace):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if o.SourceStopped {
+		fmt.Fprintln(out, "source manager declared stopped: not waiting for acknowledgements")
+	} else if err := awaitAcknowledged(ctx, src, objs, token, cmp.Or(o.PauseTimeout, DefaultPauseTimeout)); err != nil {
+		return err
+	} else {
+		fmt.Fprintln(out, "source acknowledged the pause")
 	}
 
 	// 2. Create the copies, paused, in order; owners first, so their new UIDs are known.
@@ -122,10 +148,15 @@ func Move(ctx context.Context, src, dst client.Client, o MoveOptions) error {
 			c := copyForTarget(s, uids)
 			err := dst.Create(ctx, c)
 			if apierrors.IsAlreadyExists(err) {
-				// A copy of an earlier run (cut short, or done) is kept; anything else of that
-				// name on the target is not ours to overwrite.
+				// A copy of an earlier run cut short is kept; anything else of that name on the
+				// target is not ours to overwrite.
 				if err = dst.Get(ctx, client.ObjectKeyFromObject(c), c); err == nil && c.GetAnnotations()[MovedFromAnnotation] != string(s.GetUID()) {
 					return fmt.Errorf("%s %s exists on the target and is not a copy of the source's: not moved over", gvk.Kind, key(s))
+				}
+				if err == nil && !lifecycle.Paused(c) {
+					// Unpaused already: the target's metalhub runs it; its status is live.
+					uids[refKey(gvk.Kind, s.GetNamespace(), s.GetName())] = c.GetUID()
+					continue
 				}
 			}
 			if err != nil {
@@ -149,8 +180,17 @@ func Move(ctx context.Context, src, dst client.Client, o MoveOptions) error {
 			c.SetGroupVersionKind(gvk)
 			c.SetNamespace(objs[gvk][i].GetNamespace())
 			c.SetName(objs[gvk][i].GetName())
-			if err := setPaused(ctx, dst, c, false); err != nil {
+			if err := setPaused(ctx, dst, c, ""); err != nil {
 				return fmt.Errorf("unpausing %s %s on the target: %w", gvk.Kind, key(c), err)
+			}
+		}
+	}
+	// 4. Mark the source: this move is done and is not run again.
+	at := time.Now().UTC().Format(time.RFC3339)
+	for _, gvk := range moveOrder {
+		for i := range objs[gvk] {
+			if err := annotate(ctx, src, &objs[gvk][i], MovedAnnotation, at); err != nil {
+				return fmt.Errorf("marking %s %s moved on the source: %w", gvk.Kind, key(&objs[gvk][i]), err)
 			}
 		}
 	}
@@ -303,6 +343,8 @@ func copyForTarget(s *unstructured.Unstructured, uids map[string]types.UID) *uns
 		a[k] = v
 	}
 	a[lifecycle.PausedAnnotation] = "true"
+	delete(a, lifecycle.PauseAckAnnotation) // the source's, not the target's
+	delete(a, MovedAnnotation)
 	a[MovedFromAnnotation] = string(s.GetUID())
 	c.SetAnnotations(a)
 	c.SetFinalizers(s.GetFinalizers())
@@ -320,18 +362,67 @@ func copyForTarget(s *unstructured.Unstructured, uids map[string]types.UID) *uns
 	return c
 }
 
-// setPaused sets or removes the pause annotation with a merge patch (no read-modify-write race
-// with a controller writing the object).
-func setPaused(ctx context.Context, c client.Client, o *unstructured.Unstructured, paused bool) error {
-	var v any = "true"
-	if !paused {
-		v = nil
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{lifecycle.PausedAnnotation: v}}})
+// annotate sets one annotation with a merge patch.
+func annotate(ctx context.Context, c client.Client, o *unstructured.Unstructured, k, v string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{k: v}}})
 	if err != nil {
 		return err
 	}
 	return c.Patch(ctx, o, client.RawPatch(types.MergePatchType, patch))
+}
+
+// setPaused sets the pause annotation to value, or removes it and its acknowledgement for "",
+// with a merge patch (no read-modify-write race with a controller writing the object).
+func setPaused(ctx context.Context, c client.Client, o *unstructured.Unstructured, value string) error {
+	ann := map[string]any{lifecycle.PausedAnnotation: value}
+	if value == "" {
+		ann = map[string]any{lifecycle.PausedAnnotation: nil, lifecycle.PauseAckAnnotation: nil}
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	if err != nil {
+		return err
+	}
+	return c.Patch(ctx, o, client.RawPatch(types.MergePatchType, patch))
+}
+
+// awaitAcknowledged waits until every object of a kind metalhub reconciles carries the pause's
+// acknowledgement, polling the source; it names what did not acknowledge when it gives up.
+func awaitAcknowledged(ctx context.Context, src client.Client, objs map[schema.GroupVersionKind][]unstructured.Unstructured, token string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var missing []string
+		for _, gvk := range moveOrder {
+			if !acknowledgedKinds[gvk.Kind] {
+				continue
+			}
+			for i := range objs[gvk] {
+				u := &unstructured.Unstructured{}
+				u.SetGroupVersionKind(gvk)
+				if err := src.Get(ctx, client.ObjectKeyFromObject(&objs[gvk][i]), u); err != nil {
+					return fmt.Errorf("reading %s %s on the source: %w", gvk.Kind, key(&objs[gvk][i]), err)
+				}
+				if u.GetAnnotations()[lifecycle.PauseAckAnnotation] != token {
+					missing = append(missing, gvk.Kind+" "+key(u))
+				}
+			}
+		}
+		if len(missing) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if len(missing) > 10 {
+				missing = append(missing[:10], fmt.Sprintf("and %d more", len(missing)-10))
+			}
+			return fmt.Errorf("the source did not acknowledge the pause within %s (%s): is its metalhub running? "+
+				"Another operator, or an older metalhub, never acknowledges; stop it and move with --source-stopped. "+
+				"The source stays paused: remove %s to resume it", timeout, strings.Join(missing, ", "), lifecycle.PausedAnnotation)
+		}
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 func ensureNamespace(ctx context.Context, c client.Client, name string) error {

@@ -12,9 +12,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -362,7 +366,7 @@ func TestMoveFiftyServersToAnotherCluster(t *testing.T) {
 	sel, err := labels.Parse("fleet=mv")
 	must(t, err)
 	var out strings.Builder
-	must(t, migrate.Move(ctx, env.Client, target.Client, migrate.MoveOptions{Selector: sel, Out: &out, PauseGrace: time.Second}))
+	must(t, migrate.Move(ctx, env.Client, target.Client, migrate.MoveOptions{Selector: sel, Out: &out}))
 	t.Logf("move:\n%s", out.String())
 	startMetalhubOn(t, target)
 	arrived(target.Client, "states on the target")
@@ -395,11 +399,39 @@ func TestMoveFiftyServersToAnotherCluster(t *testing.T) {
 		t.Fatal("the source is not left paused")
 	}
 
-	// Run again (as after a move cut short): the copies are recognised, nothing breaks, no
-	// action; an object of the same name that is no copy stops it.
+	// A finished move is not run again: a maintenance deleted on the target since would come
+	// back, and live copies would get the paused source's status.
+	if err := migrate.Move(ctx, env.Client, target.Client, migrate.MoveOptions{Selector: sel}); err == nil || !strings.Contains(err.Error(), "moved already") {
+		t.Fatalf("a finished move run again: %v, want a refusal", err)
+	}
+	// Cut short after the target was unpaused (the source never marked): run again, the live
+	// copies are recognised and left as they are, no action; an object of the same name that is
+	// no copy stops it.
+	unmark := []schema.GroupVersionKind{corev1.SchemeGroupVersion.WithKind("SecretList")}
+	for _, k := range []string{"Endpoint", "BMCSecret", "BMC", "Server", "ServerClaim", "ServerBootConfiguration", "ServerMaintenance"} {
+		unmark = append(unmark, metalv1alpha1.GroupVersion.WithKind(k+"List"))
+	}
+	for _, gvk := range unmark {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk)
+		must(t, env.Client.List(ctx, list))
+		for i := range list.Items {
+			if _, ok := list.Items[i].GetAnnotations()[migrate.MovedAnnotation]; ok {
+				must(t, env.Client.Patch(ctx, &list.Items[i], client.RawPatch(types.MergePatchType,
+					[]byte(`{"metadata":{"annotations":{"`+migrate.MovedAnnotation+`":null}}}`))))
+			}
+		}
+	}
+	before := &metalv1alpha1.Server{}
+	must(t, target.Client.Get(ctx, client.ObjectKey{Name: objs[0].server}, before))
 	must(t, migrate.Move(ctx, env.Client, target.Client, migrate.MoveOptions{Selector: sel}))
 	if a := actions(objs); len(a) > 0 {
 		t.Fatalf("BMC actions after moving again: %s", strings.Join(a, "; "))
+	}
+	after := &metalv1alpha1.Server{}
+	must(t, target.Client.Get(ctx, client.ObjectKey{Name: objs[0].server}, after))
+	if after.ResourceVersion != before.ResourceVersion && lifecycle.Paused(after) {
+		t.Fatalf("a live copy was paused or overwritten by the move run again")
 	}
 	stranger := &metalv1alpha1.Server{}
 	must(t, target.Client.Get(ctx, client.ObjectKey{Name: objs[1].server}, stranger))

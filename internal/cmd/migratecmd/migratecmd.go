@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/clientcmd"
@@ -89,7 +88,8 @@ func MoveMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	from := fs.String("kubeconfig", "", "kubeconfig of the source cluster (default: $KUBECONFIG, then ~/.kube/config)")
 	to := fs.String("to-kubeconfig", "", "kubeconfig of the target cluster (required)")
 	dryRun := fs.Bool("dry-run", false, "print what would move, change nothing")
-	grace := fs.Duration("pause-grace", 10*time.Second, "wait after pausing the source, for passes already running to finish")
+	pauseTimeout := fs.Duration("pause-timeout", migrate.DefaultPauseTimeout, "how long to wait for the source's metalhub to acknowledge the pause of every object")
+	stopped := fs.Bool("source-stopped", false, "the source's manager is gone (or is not metalhub): move without its acknowledgement of the pause")
 	selector := fs.String("selector", "", "label selector of the BMCs to move, with their Servers, claims, boot configurations and maintenances (default: all)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -117,7 +117,7 @@ func MoveMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "move: target: %v\n", err)
 		return exitBlocked
 	}
-	if err := migrate.Move(ctx, src, dst, migrate.MoveOptions{DryRun: *dryRun, Out: stdout, PauseGrace: *grace, Selector: sel}); err != nil {
+	if err := migrate.Move(ctx, src, dst, migrate.MoveOptions{DryRun: *dryRun, Out: stdout, PauseTimeout: *pauseTimeout, SourceStopped: *stopped, Selector: sel}); err != nil {
 		fmt.Fprintf(stderr, "move: %v\n", err)
 		return exitBlocked
 	}

@@ -1,7 +1,10 @@
 package metal
 
 import (
+	"context"
 	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -19,7 +22,8 @@ func serverClaimable(s *metalv1alpha1.Server) bool {
 		s.Spec.ServerClaimRef == nil &&
 		s.Spec.ServerMaintenanceRef == nil &&
 		s.Status.PowerState == metalv1alpha1.PowerStateOff &&
-		s.Annotations[metalv1alpha1.OperationAnnotation] != metalv1alpha1.OperationIgnore
+		s.Annotations[metalv1alpha1.OperationAnnotation] != metalv1alpha1.OperationIgnore &&
+		!lifecycle.Paused(s)
 }
 
 // whyNotClaimable says, for a user, why serverClaimable is false.
@@ -40,8 +44,24 @@ func whyNotClaimable(s *metalv1alpha1.Server) string {
 		return fmt.Sprintf("is not observed powered off (power %q)", s.Status.PowerState)
 	case s.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore:
 		return "is ignored by the operator"
+	case lifecycle.Paused(s):
+		return "is paused (" + lifecycle.PausedAnnotation + ")"
 	}
 	return "is claimable"
+}
+
+// bmcPaused reports whether the BMC object a server is reached through is paused: pausing a BMC
+// pauses its Servers (no pass acts on them, no claim binds them).
+func bmcPaused(ctx context.Context, c client.Reader, s *metalv1alpha1.Server) (bool, error) {
+	ref := s.Spec.BMCRef
+	if ref == nil || ref.Name == "" {
+		return false, nil
+	}
+	b := &metalv1alpha1.BMC{}
+	if err := c.Get(ctx, client.ObjectKey{Name: ref.Name}, b); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return lifecycle.Paused(b), nil
 }
 
 // tolerates reports whether tolerations let a claim bind a server with taints. Both effects keep

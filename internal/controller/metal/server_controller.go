@@ -88,6 +88,9 @@ func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			claimedAheadOfItsBootConfiguration(r.Client)))).
 		Watches(&metalv1alpha1.ServerClaim{}, handler.EnqueueRequestsFromMapFunc(claimedServers(r.Client)), builder.WithPredicates(claimSpecChanged())).
 		Watches(&metalv1alpha1.ServerMaintenance{}, handler.EnqueueRequestsFromMapFunc(maintainedServer)).
+		// Pausing a BMC pauses its Servers; unpausing it brings their next pass.
+		Watches(&metalv1alpha1.BMC{}, handler.EnqueueRequestsFromMapFunc(naming(r.Client, &metalv1alpha1.ServerList{}, indexServerBMC)),
+			builder.WithPredicates(pauseChanged())).
 		// A claimed server powers on once its boot configuration is Ready: the boot provider's
 		// status write is the one status change of another object we wait for.
 		Watches(&metalv1alpha1.ServerBootConfiguration{}, handler.EnqueueRequestsFromMapFunc(bootConfiguredServer),
@@ -110,6 +113,18 @@ func mirrorDrifted() predicate.Predicate {
 			}
 			state, _ := serverStore.Get(s)
 			return s.Status.State != state
+		},
+	}
+}
+
+// pauseChanged passes the updates that pause or unpause an object.
+func pauseChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld != nil && e.ObjectNew != nil && lifecycle.Paused(e.ObjectOld) != lifecycle.Paused(e.ObjectNew)
 		},
 	}
 }
@@ -226,6 +241,7 @@ func (r *ServerReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metal
 	p.state, p.stateSource = serverStore.Get(lp.Obj)
 	return lifecycle.Steps(ctx, p,
 		lifecycle.DoneIf[*serverPass](ignored),
+		r.bmcPausedStep,
 		r.persistRecovered,
 		r.reportIssued,
 		r.parkedStep,
@@ -240,6 +256,15 @@ func (r *ServerReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metal
 		r.maintenance,
 		r.stateStep,
 	)
+}
+
+// bmcPausedStep ends the pass of a Server whose BMC object is paused, like its own pause: no
+// write, no BMC call (unpausing the BMC brings the next pass: pauseChanged).
+func (r *ServerReconciler) bmcPausedStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+	if paused, err := bmcPaused(ctx, p.c, p.Obj); err != nil || paused {
+		return lifecycle.Done(), err
+	}
+	return lifecycle.Continue(), nil
 }
 
 // persistRecovered persists a derived or adopted state before anything else: from now on it is

@@ -77,6 +77,12 @@ func (r *ServerClaimReconciler) bindNamed(ctx context.Context, p *lifecycle.Pass
 		}
 		return r.unbound(ctx, p, metalv1alpha1.ReasonServerNotClaimable, fmt.Sprintf("server %s awaits maintenance %s", name, m))
 	}
+	if paused, err := bmcPaused(ctx, p.Client(), s); err != nil || paused {
+		if err != nil {
+			return lifecycle.Result{}, err
+		}
+		return r.unbound(ctx, p, metalv1alpha1.ReasonServerNotClaimable, fmt.Sprintf("server %s: its BMC %s is paused", name, s.Spec.BMCRef.Name))
+	}
 	if r.lockedByOther(name, c.UID) {
 		return lifecycle.RequeueAfter(lifecycle.StaleRetry, "server being bound by another claim"), nil
 	}
@@ -114,6 +120,11 @@ func (r *ServerClaimReconciler) bindAny(ctx context.Context, p *lifecycle.Pass[*
 			if m, err := pendingMaintenance(ctx, cl, s.Name); err != nil {
 				return lifecycle.Result{}, err
 			} else if m != "" {
+				continue
+			}
+			if paused, err := bmcPaused(ctx, cl, s); err != nil {
+				return lifecycle.Result{}, err
+			} else if paused {
 				continue
 			}
 			return r.claimServer(ctx, p, s.DeepCopy())
