@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -32,6 +33,8 @@ var moveOrder = []schema.GroupVersionKind{
 	metalv1alpha1.GroupVersion.WithKind("ServerClaim"),
 	metalv1alpha1.GroupVersion.WithKind("ServerBootConfiguration"),
 	corev1.SchemeGroupVersion.WithKind("Secret"), // the ignition Secrets claims and boot configurations name (some owned by them)
+	// The newer group's maintenance owns its metal.ironcore.dev counterpart: it comes first.
+	maintenancev1alpha1.GroupVersion.WithKind("ServerMaintenance"),
 	metalv1alpha1.GroupVersion.WithKind("ServerMaintenance"),
 }
 
@@ -102,13 +105,18 @@ func Move(ctx context.Context, src, dst client.Client, o MoveOptions) error {
 			}
 		}
 	}
+	if !m.everything {
+		if err := m.refuseStrayClaims(ctx, src, objs); err != nil {
+			return err
+		}
+	}
 	if len(deleting) > 0 {
 		// A copy would be a live object, and a claim on the target might bind another server
 		// in its place: let the deletions finish first.
 		return fmt.Errorf("being deleted, not moved: %s", strings.Join(deleting, ", "))
 	}
 	for _, gvk := range moveOrder {
-		fmt.Fprintf(out, "%-24s %d\n", gvk.Kind, len(objs[gvk]))
+		fmt.Fprintf(out, "%-24s %d\n", kindName(gvk), len(objs[gvk]))
 	}
 	if o.DryRun {
 		fmt.Fprintln(out, "dry run: nothing changed")
@@ -155,22 +163,22 @@ func Move(ctx context.Context, src, dst client.Client, o MoveOptions) error {
 				}
 				if err == nil && !lifecycle.Paused(c) {
 					// Unpaused already: the target's metalhub runs it; its status is live.
-					uids[refKey(gvk.Kind, s.GetNamespace(), s.GetName())] = c.GetUID()
+					uids[refKey(gvk.Group, gvk.Kind, s.GetNamespace(), s.GetName())] = c.GetUID()
 					continue
 				}
 			}
 			if err != nil {
 				return fmt.Errorf("creating %s %s on the target: %w", gvk.Kind, key(s), err)
 			}
-			uids[refKey(gvk.Kind, s.GetNamespace(), s.GetName())] = c.GetUID()
-			if st, ok := s.Object["status"]; ok && gvk.Group == metalv1alpha1.GroupVersion.Group {
+			uids[refKey(gvk.Group, gvk.Kind, s.GetNamespace(), s.GetName())] = c.GetUID()
+			if st, ok := s.Object["status"]; ok && gvk.Group != corev1.GroupName {
 				c.Object["status"] = st
 				if err := dst.Status().Update(ctx, c); err != nil {
 					return fmt.Errorf("writing the status of %s %s on the target: %w", gvk.Kind, key(s), err)
 				}
 			}
 		}
-		fmt.Fprintf(out, "%s: %d created\n", gvk.Kind, len(objs[gvk]))
+		fmt.Fprintf(out, "%s: %d created\n", kindName(gvk), len(objs[gvk]))
 	}
 
 	// 3. Unpause the target, last.
@@ -204,6 +212,42 @@ type selection struct {
 	bmcs, secrets, endpoints map[string]bool
 	servers, claims, configs map[string]bool
 	everything               bool
+}
+
+// refuseStrayClaims fails a selective move when an unbound claim that stays behind could bind a
+// server that moves: bound on the source in the middle of the move, or after it, it would hold a
+// box the target runs. The claim is named, for the user to bind, delete or narrow it first.
+func (m *selection) refuseStrayClaims(ctx context.Context, src client.Client, objs map[schema.GroupVersionKind][]unstructured.Unstructured) error {
+	claims := &metalv1alpha1.ServerClaimList{}
+	if err := src.List(ctx, claims); err != nil {
+		return fmt.Errorf("listing ServerClaims: %w", err)
+	}
+	servers := objs[metalv1alpha1.GroupVersion.WithKind("Server")]
+	var stray []string
+	for _, c := range claims.Items {
+		bound := c.Spec.ServerRef != nil && c.Spec.ServerRef.Name != ""
+		if bound || !c.DeletionTimestamp.IsZero() {
+			continue
+		}
+		sel := labels.Everything()
+		if c.Spec.ServerSelector != nil {
+			var err error
+			if sel, err = metav1.LabelSelectorAsSelector(c.Spec.ServerSelector); err != nil {
+				continue // an invalid selector binds nothing
+			}
+		}
+		for _, srv := range servers {
+			if sel.Matches(labels.Set(srv.GetLabels())) {
+				stray = append(stray, c.Namespace+"/"+c.Name)
+				break
+			}
+		}
+	}
+	if len(stray) > 0 {
+		return fmt.Errorf("unbound claims could bind a server of the selection and do not move: %s; bind, delete or narrow them first",
+			strings.Join(stray, ", "))
+	}
+	return nil
 }
 
 // sourceObjects lists the objects of gvk to move: the BMCs the selector selects, the BMCSecrets
@@ -350,10 +394,14 @@ func copyForTarget(s *unstructured.Unstructured, uids map[string]types.UID) *uns
 	c.SetFinalizers(s.GetFinalizers())
 	var refs []metav1.OwnerReference
 	for _, r := range s.GetOwnerReferences() {
-		if uid, ok := uids[refKey(r.Kind, s.GetNamespace(), r.Name)]; ok {
+		group := ""
+		if gv, err := schema.ParseGroupVersion(r.APIVersion); err == nil {
+			group = gv.Group
+		}
+		if uid, ok := uids[refKey(group, r.Kind, s.GetNamespace(), r.Name)]; ok {
 			r.UID = uid
 			refs = append(refs, r)
-		} else if uid, ok := uids[refKey(r.Kind, "", r.Name)]; ok { // a cluster-scoped owner
+		} else if uid, ok := uids[refKey(group, r.Kind, "", r.Name)]; ok { // a cluster-scoped owner
 			r.UID = uid
 			refs = append(refs, r)
 		}
@@ -433,7 +481,15 @@ func ensureNamespace(ctx context.Context, c client.Client, name string) error {
 	return nil
 }
 
-func refKey(kind, ns, name string) string { return kind + "/" + ns + "/" + name }
+func refKey(group, kind, ns, name string) string { return kind + "." + group + "/" + ns + "/" + name }
+
+// kindName names a moved kind; the newer maintenance group's kind by its group too.
+func kindName(gvk schema.GroupVersionKind) string {
+	if gvk.Group == metalv1alpha1.GroupVersion.Group || gvk.Group == "" {
+		return gvk.Kind
+	}
+	return gvk.Kind + "." + gvk.Group
+}
 
 func key(o client.Object) string {
 	if o.GetNamespace() == "" {
