@@ -30,9 +30,10 @@ const (
 	invConverge  = "converges"
 	invPassBound = "pass-bound"
 	invHealthy   = "healthy-served"
+	invIdentity  = "own-machine-only"
 )
 
-var invariants = []string{invUnasked, invOnce, invHeld, invUnique, invConverge, invPassBound, invHealthy}
+var invariants = []string{invUnasked, invOnce, invHeld, invUnique, invConverge, invPassBound, invHealthy, invIdentity}
 
 // Windows of the model. A BMC action is judged against what the API said from decideWindow before
 // it until the first observation after it: the manager decided at most one pass (the request
@@ -675,7 +676,38 @@ func (m *model) judgeRecords(final bool) {
 	m.pending = keep
 }
 
-func (m *model) uuidOf(r redfish.Record) string { return m.systemUUID(r.BMC, r.SystemID) }
+func (m *model) uuidOf(r redfish.Record) string {
+	if r.UUID != "" {
+		return strings.ToLower(r.UUID) // the machine's identity when it was acted on
+	}
+	return m.systemUUID(r.BMC, r.SystemID)
+}
+
+// judgeIdentity breaches invIdentity for an action that reached a machine which is not the
+// Server's (or BMC's) it was sent for: sent to an address another BMC answered, or carried out
+// on a system whose UUID no Server has (a replaced board nobody accepted). It reports whether
+// it breached.
+func (m *model) judgeIdentity(r redfish.Record) bool {
+	m.checks[invIdentity]++
+	subject := fmt.Sprintf("bmc-%d", r.BMC)
+	if r.Via != "" {
+		m.breach(invIdentity, subject, "%s %s sent to %s reached the machine behind %s", r.Action, r.ResetType, r.Via, r.Address)
+		m.judged = append(m.judged, judgedRecord{r, "another machine"})
+		return true
+	}
+	if r.UUID == "" {
+		return false
+	}
+	u := strings.ToLower(r.UUID)
+	for _, known := range m.serverUUID {
+		if known == u {
+			return false
+		}
+	}
+	m.breach(invIdentity, subject, "%s %s on system %s (UUID %s), which no Server has", r.Action, r.ResetType, r.SystemID, r.UUID)
+	m.judged = append(m.judged, judgedRecord{r, "no Server's machine"})
+	return true
+}
 
 // evidence returns the snapshots that say what the API asked around an action at t: the last one
 // before the decision window, every one in it, and the first one started after the action.
@@ -750,6 +782,9 @@ func (m *model) verdict(s *snapshot, uuid string, cls class) (bool, string) {
 // judge decides one recorded action: an operation's execution, a second execution of one, or an
 // action the state of the API explains; else it breaches invUnasked.
 func (m *model) judge(r redfish.Record) {
+	if m.judgeIdentity(r) {
+		return
+	}
 	cls := classOf(r)
 	if cls == clsBMC {
 		m.judgeBMCReset(r)

@@ -75,6 +75,11 @@ const (
 	fUnauthorized    = "unauthorized"
 	fUnreachable     = "unreachable"
 	fBrokenInventory = "broken-inventory"
+	// fAddressReuse hands the BMC's address to the next BMC of the fleet: requests sent to it
+	// reach another machine (a DHCP lease or IPAM swap).
+	fAddressReuse = "address-reuse"
+	// fBoardSwap gives the BMC's system another UUID and serial, as a replaced mainboard does.
+	fBoardSwap = "board-swap"
 )
 
 // Object kinds a status wipe or an annotation strip hits.
@@ -387,6 +392,17 @@ func newSchedule(seed uint64) *schedule {
 				}
 			}
 		}
+	}
+	// Identity faults, from a stream of their own so that every seed keeps its other steps: an
+	// address handed to another BMC, a replaced board; each healed after a while.
+	idf := rand.New(rand.NewPCG(seed, 0x6964656e74697479))
+	for range 1 + idf.IntN(2) {
+		st := step{At: time.Duration(idf.Int64N(int64(s.Chaos))), Kind: kFault, Index: idf.IntN(s.BMCs), Claimed: idf.IntN(2) == 0,
+			Fault: []string{fAddressReuse, fBoardSwap}[idf.IntN(2)], Dur: between(idf, 3*time.Second, 10*time.Second), Origin: -1}
+		origin := add(st)
+		heal := st
+		heal.Kind, heal.At, heal.Origin = kHeal, st.At+st.Dur, origin
+		add(heal)
 	}
 	slices.SortStableFunc(s.Steps, func(a, b step) int { return int(a.At - b.At) })
 	return s

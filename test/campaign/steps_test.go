@@ -470,6 +470,16 @@ func (w *world) fault(st step, i int, set bool) (string, error) {
 		if set {
 			f.BrokenCollections = map[string]int{"Processors": 500, "Memory": 500}
 		}
+	case fAddressReuse:
+		w.astray[i] = set
+		if set {
+			b.AnswerAs(w.fleet.BMC((i + 1) % w.sch.BMCs))
+		} else {
+			b.AnswerAs(nil)
+		}
+	case fBoardSwap:
+		w.astray[i] = set
+		w.swapBoard(i, set)
 	case fSlowPower, fStuckPower:
 		w.slow[i] = set
 		if set {
@@ -496,13 +506,22 @@ func (w *world) fault(st step, i int, set bool) (string, error) {
 	return out, nil
 }
 
+// swapBoard gives BMC i's system a replaced board's identity, or its own back.
+func (w *world) swapBoard(i int, swapped bool) {
+	uuid, serial := w.board[i][0], w.board[i][1]
+	if swapped {
+		uuid, serial = "5a5a5a5a"+uuid[8:], "SWAP"+serial
+	}
+	w.fleet.BMC(i).Systems()[0].ReplaceBoard(uuid, serial)
+}
+
 // dead lists the BMCs that answer nothing useful right now.
 func (w *world) dead() []int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []int
 	for i, f := range w.faults {
-		if f.Hang || f.DropConnection || f.Status != 0 || f.Unauthorized {
+		if f.Hang || f.DropConnection || f.Status != 0 || f.Unauthorized || w.astray[i] {
 			out = append(out, i)
 		}
 	}
@@ -516,6 +535,9 @@ func (w *world) heal() {
 		w.mu.Lock()
 		w.faults[i], w.slow[i] = w.baseFaults(i), false
 		b.SetFaults(w.faults[i])
+		b.AnswerAs(nil)
+		w.swapBoard(i, false)
+		w.astray[i] = false
 		w.mu.Unlock()
 		b.SetPowerDelay(w.sch.PowerDelay)
 		if u, p := b.Credentials(); u != w.user[i] || p != w.pass[i] {

@@ -57,6 +57,8 @@ type world struct {
 	slow     []bool           // per BMC: power transitions slowed
 	user     []string         // per BMC: the original credentials
 	pass     []string
+	board    [][2]string // per BMC: its system's original UUID and serial
+	astray   []bool      // per BMC: its address answered by another, or its board swapped
 	backup   *backup
 	journal  []string
 	probes   []*probe
@@ -127,10 +129,12 @@ func newWorld(t *testing.T, sch *schedule) (*world, error) {
 		return w, fmt.Errorf("starting the emulated fleet: %w", err)
 	}
 	w.m = newModel(c, w.fleet, func(f string, a ...any) { t.Logf(f, a...) })
-	w.faults, w.slow = make([]redfish.Faults, sch.BMCs), make([]bool, sch.BMCs)
+	w.faults, w.slow, w.astray = make([]redfish.Faults, sch.BMCs), make([]bool, sch.BMCs), make([]bool, sch.BMCs)
 	for i, b := range w.fleet.BMCs() {
 		u, p := b.Credentials()
 		w.user, w.pass = append(w.user, u), append(w.pass, p)
+		sys := b.Systems()[0]
+		w.board = append(w.board, [2]string{sys.UUID(), sys.SerialNumber()})
 		w.faults[i] = w.baseFaults(i)
 		b.SetFaults(w.faults[i])
 	}

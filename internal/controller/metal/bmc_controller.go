@@ -1,6 +1,7 @@
 package metal
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"regexp"
@@ -106,8 +107,10 @@ func (r *BMCReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1a
 		lifecycle.DoneIf[*bmcPass](ignored),
 		r.reportIssued,
 		r.connect,
-		r.operation,
+		// Its systems are proven to be its own before an operation: a BMC reset sent through an
+		// address that now reaches another BMC would reset that one.
 		r.syncServers,
+		r.operation,
 		r.reportConnected,
 	)
 }
@@ -143,7 +146,7 @@ func (r *BMCReconciler) syncServers(ctx context.Context, p *bmcPass) (lifecycle.
 	if err == nil {
 		err = r.ensureServers(ctx, p.Client(), p.Obj, p.systems)
 	}
-	if reason, ok := lifecycle.ReasonOf(err); ok && reason == metalv1alpha1.ReasonDuplicateIdentity {
+	if reason, ok := lifecycle.ReasonOf(err); ok && (reason == metalv1alpha1.ReasonDuplicateIdentity || reason == metalv1alpha1.ReasonIdentityMismatch) {
 		return r.failed(ctx, p.Pass, err)
 	}
 	return lifecycle.Continue(), err
@@ -277,6 +280,9 @@ func (r *BMCReconciler) ensureServers(ctx context.Context, c client.Client, b *m
 	if err := c.List(ctx, own, client.MatchingFields{indexServerBMC: b.Name}); err != nil {
 		return fmt.Errorf("listing the Servers of BMC %s: %w", b.Name, err)
 	}
+	if err := sameMachines(own.Items, systems); err != nil {
+		return err
+	}
 	var missing []bmc.SystemSummary
 	for _, sys := range systems {
 		mine := systemServer(own.Items, b.Name, sys)
@@ -319,6 +325,32 @@ func (r *BMCReconciler) ensureServers(ctx context.Context, c client.Client, b *m
 		r.Recorder.Eventf(b, s, corev1.EventTypeNormal, "ServerCreated", "Discover", "system %s became Server %s", sys.ID, name)
 	}
 	return nil
+}
+
+// sameMachines fails with IdentityMismatch when a BMC that holds Servers answers with none of
+// their systems: its address reaches other machines now (a lease or IPAM swap, an edited
+// address), and what answers is not its to register. Compared by UUID only: every vendor's
+// first system has the same path. A chassis that gains a blade still shows its other systems.
+func sameMachines(own []metalv1alpha1.Server, systems []bmc.SystemSummary) error {
+	if len(own) == 0 || len(systems) == 0 {
+		return nil
+	}
+	held := map[string]bool{}
+	names := make([]string, 0, len(own))
+	for i := range own {
+		held[registry.NormalizeUUID(own[i].Spec.SystemUUID)] = true
+		names = append(names, own[i].Name)
+	}
+	answering := make([]string, 0, len(systems))
+	for _, sys := range systems {
+		if held[registry.NormalizeUUID(cmp.Or(sys.UUID, sys.ID))] {
+			return nil
+		}
+		answering = append(answering, cmp.Or(sys.UUID, sys.ID))
+	}
+	return lifecycle.Reasonf(metalv1alpha1.ReasonIdentityMismatch,
+		"none of the systems at this address (UUIDs %s) is a machine of this BMC's Servers (%s): the address reaches another machine; nothing is registered from it",
+		strings.Join(answering, ", "), strings.Join(names, ", "))
 }
 
 // firstWithSystem fails with DuplicateIdentity when sys (by UUID) is already the machine of a

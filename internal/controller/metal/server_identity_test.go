@@ -89,7 +89,7 @@ func TestAddressHandedToAnotherMachineActsOnNothing(t *testing.T) {
 	t.Cleanup(func() { bIdle.AnswerAs(nil) })
 
 	waitMismatch(t, idle, systemOf(bClaimed).UUID())
-	bmcReason(t, "reuse-idle", metalv1alpha1.ReasonDuplicateIdentity)
+	bmcReason(t, "reuse-idle", metalv1alpha1.ReasonIdentityMismatch)
 	deadline := time.Now().Add(identityWatch())
 	for time.Now().Before(deadline) {
 		if recs := since(records(bClaimed), start); len(recs) != 0 {
@@ -145,7 +145,7 @@ func TestEditedAddressActsOnNothing(t *testing.T) {
 	}
 	setPort(port(bClaimed))
 	waitMismatch(t, idle, systemOf(bClaimed).UUID())
-	bmcReason(t, "edit-idle", metalv1alpha1.ReasonDuplicateIdentity)
+	bmcReason(t, "edit-idle", metalv1alpha1.ReasonIdentityMismatch)
 
 	// The claimed server still follows its claim: it is not frozen by the other's edit.
 	eventually(t, 5*time.Second, "claim power Off", func() (bool, string) {

@@ -33,11 +33,16 @@ type BootEvent struct {
 
 // Record is one accepted power action or boot override change.
 type Record struct {
-	Seq       int64         `json:"seq"`
-	Time      time.Time     `json:"time"`
-	BMC       int           `json:"bmc"`
-	Address   string        `json:"address"`
-	SystemID  string        `json:"systemId"`
+	Seq     int64     `json:"seq"`
+	Time    time.Time `json:"time"`
+	BMC     int       `json:"bmc"`
+	Address string    `json:"address"`
+	// Via is the address the request was sent to when another BMC's answered it (AnswerAs):
+	// the action reached a machine the sender did not address.
+	Via      string `json:"via,omitempty"`
+	SystemID string `json:"systemId"`
+	// UUID is the system's UUID when the action was carried out (a board can be replaced).
+	UUID      string        `json:"uuid,omitempty"`
 	Action    string        `json:"action"` // "Reset", "BootOverride" or "ManagerReset"
 	ResetType string        `json:"resetType,omitempty"`
 	Boot      *BootOverride `json:"boot,omitempty"`

@@ -1,6 +1,7 @@
 package redfish
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -18,11 +19,22 @@ const v1 = "/redfish/v1"
 
 func link(path string) obj { return obj{"@odata.id": path} }
 
+type viaKey struct{}
+
+// via is the address a request was sent to when it is not b's own (AnswerAs), else "".
+func via(r *http.Request, b *BMC) string {
+	if v, ok := r.Context().Value(viaKey{}).(string); ok && v != b.url {
+		return v
+	}
+	return ""
+}
+
 // ServeHTTP is one BMC's Redfish service: stats, faults, auth, then routing.
 func (b *BMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if o := b.answeredBy.Load(); o != nil && o != b {
-		// The address now reaches another BMC (AnswerAs): it answers, not this one.
-		o.ServeHTTP(w, r)
+		// The address now reaches another BMC (AnswerAs): it answers, not this one. Its records
+		// say which address the request was sent to.
+		o.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), viaKey{}, b.url)))
 		return
 	}
 	b.requests.Add(1)
@@ -618,7 +630,7 @@ func (b *BMC) resetSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 		return
 	}
 	s.reset(req.ResetType, f.IgnoreGracefulShutdown, f.FailPowerTransitions)
-	b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, SystemID: s.hw.ID, Action: ActionReset, ResetType: req.ResetType})
+	b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: s.hw.ID, UUID: s.UUID(), Action: ActionReset, ResetType: req.ResetType})
 	switch b.profile.resetStatus {
 	case http.StatusAccepted:
 		task := itoa(b.tasks.Add(1))
@@ -696,7 +708,7 @@ func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 	s.mu.Unlock()
 
 	if props["Boot"] != nil {
-		b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, SystemID: s.hw.ID, Action: ActionBootOverride, Boot: &newBoot})
+		b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: s.hw.ID, UUID: s.UUID(), Action: ActionBootOverride, Boot: &newBoot})
 	}
 	w.Header().Set("ETag", etag)
 	if b.profile.patchStatus == http.StatusOK {
@@ -775,7 +787,7 @@ func (b *BMC) resetManager(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now()
-	b.em.rec.add(Record{Time: now, BMC: b.index, Address: b.url, Action: ActionManagerReset, ResetType: req.ResetType})
+	b.em.rec.add(Record{Time: now, BMC: b.index, Address: b.url, Via: via(r, b), Action: ActionManagerReset, ResetType: req.ResetType})
 	// Seconds, as BMCs report it; a reset within the same second as the last still moves it.
 	next := now.Truncate(time.Second)
 	if last := b.LastResetTime(); !next.After(last) {
