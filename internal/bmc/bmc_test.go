@@ -643,6 +643,65 @@ func TestManagerLastResetTimeMovesOnReset(t *testing.T) {
 	}
 }
 
+// ComputerSystem.LastResetTime, where the firmware reports it, is read with the system and
+// before a prepared reset, and moves when the system is restarted.
+func TestSystemLastResetTimeMovesOnRestart(t *testing.T) {
+	e := fleet(t, redfish.Options{BMCs: 1, InitialPower: redfish.PowerOn})
+	b := e.BMC(0)
+	id := b.SystemIDs()[0]
+	c := get(t, pool(t, bmc.Options{}), endpoint(b))
+	ctx := context.Background()
+	b.SetReportsSystemLastResetTime(false)
+	if st, err := c.System(ctx, id); err != nil || st.LastResetTime != "" {
+		t.Fatalf("firmware that does not say: %+v, %v; want no LastResetTime", st, err)
+	}
+	b.SetReportsSystemLastResetTime(true)
+	before, err := c.System(ctx, id)
+	if err != nil || before.LastResetTime == "" {
+		t.Fatalf("system: %+v, %v; want a LastResetTime", before, err)
+	}
+	req, err := c.PreparePower(ctx, id, bmc.PowerForceRestart)
+	if err != nil || req == nil {
+		t.Fatalf("prepare restart: %v, %v", req, err)
+	}
+	if req.LastResetTime() != before.LastResetTime || req.PowerState() != bmc.PowerStateOn {
+		t.Errorf("prepared request saw %s/%s, want %s/On", req.LastResetTime(), req.PowerState(), before.LastResetTime)
+	}
+	if err := req.Send(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := c.System(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.LastResetTime == before.LastResetTime {
+		t.Errorf("LastResetTime %s unchanged by a restart", after.LastResetTime)
+	}
+}
+
+// An action answered 500 after the BMC carried it out is reported as the BMC's answer, with its
+// status: what the caller needs to treat it as of unknown outcome, not as refused.
+func TestActionAnsweredAfterEffectKeepsStatus(t *testing.T) {
+	e := fleet(t, redfish.Options{BMCs: 1, InitialPower: redfish.PowerOn})
+	b := e.BMC(0)
+	id := b.SystemIDs()[0]
+	c := get(t, pool(t, bmc.Options{}), endpoint(b))
+	ctx := context.Background()
+	if _, err := c.System(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	b.SetFaults(redfish.Faults{ErrorAfterEffect: 500})
+	defer b.ClearFaults()
+	err := c.Power(ctx, id, bmc.PowerForceRestart)
+	var be *bmc.Error
+	if !errors.As(err, &be) || be.StatusCode != 500 || errors.Is(err, bmc.ErrNotSent) {
+		t.Fatalf("restart answered 500 after acting: %v, want a sent request with status 500", err)
+	}
+	if n := len(e.Records()); n != 1 {
+		t.Errorf("records: %d, want the restart once", n)
+	}
+}
+
 // PreparePower leaves only the reset request to Send: a caller that records its intent in
 // between (operation annotations) has nothing else between the record and the BMC.
 func TestPreparePowerLeavesOnlyTheRequest(t *testing.T) {

@@ -65,6 +65,7 @@ func (c *conn) System(ctx context.Context, systemID string) (*SystemStatus, erro
 			Target:  string(sys.Boot.BootSourceOverrideTarget),
 			Mode:    string(sys.Boot.BootSourceOverrideMode),
 		},
+		LastResetTime: sys.LastResetTime,
 	}
 	// Only the inline annotation: reading ActionInfo here would double the
 	// cost of every status poll.
@@ -174,6 +175,13 @@ func (c *conn) PreparePower(ctx context.Context, systemID string, action PowerAc
 	}
 	return &PowerRequest{c: c, sys: sys, rt: rt, op: op}, nil
 }
+
+// PowerState is the system's power state as read just before the request.
+func (r *PowerRequest) PowerState() PowerState { return PowerState(r.sys.PowerState) }
+
+// LastResetTime is the system's LastResetTime as read just before the request ("" when the
+// BMC does not say): a caller that cannot learn the request's outcome compares it later.
+func (r *PowerRequest) LastResetTime() string { return r.sys.LastResetTime }
 
 // Send sends the prepared reset, under the context it was prepared with.
 func (r *PowerRequest) Send() error {

@@ -121,6 +121,9 @@ type SystemStatus struct {
 	// ResetTypes are the reset types the system advertises (empty when it
 	// does not say).
 	ResetTypes []string `json:"resetTypes,omitempty"`
+	// LastResetTime is the system's LastResetTime, as the BMC wrote it ("" when it does not
+	// say): it moves when the system comes out of a reset (a restart, a power-on).
+	LastResetTime string `json:"lastResetTime,omitempty"`
 }
 
 // BootOverride is the Boot.BootSourceOverride* triple.

@@ -25,9 +25,10 @@ import (
 // once that write won, and the next pass reports and clears it. A crash or a lost write never
 // issues it twice.
 //
-// Where the hardware does say when it last reset (a BMC's Manager.LastResetTime), the intent
-// keeps what it said before the issue ("last-reset"), and an issue whose outcome is unknown (a
-// timeout, a crash while issuing) is settled by looking: moved means carried out, unchanged long
+// Where the hardware does say when it last reset (a BMC's Manager.LastResetTime, a system's
+// ComputerSystem.LastResetTime), the intent keeps what it said before the issue ("last-reset",
+// and a server's power state, "power"), and an issue whose outcome is unknown (a timeout, a
+// 5xx, a crash while issuing) is settled by looking: moved means carried out, unchanged long
 // after the issue means it never arrived and is owed again.
 const OperationIntentAnnotation = "lifecycle.metalhub.io/operation"
 
@@ -50,6 +51,8 @@ type opIntent struct {
 	// lastReset is what the hardware said its last reset was just before the issue ("" when
 	// it does not say).
 	lastReset string
+	// power is the system's power state just before the issue (servers only; "" unknown).
+	power string
 }
 
 // parseOpIntent reads an intent of one of the operations known says it carries out.
@@ -74,6 +77,8 @@ func parseOpIntent(v string, known func(op string) bool) (opIntent, bool) {
 			}
 		case "last-reset":
 			i.lastReset = val
+		case "power":
+			i.power = val
 		}
 	}
 	return i, true
@@ -86,6 +91,9 @@ func (i opIntent) String() string {
 	}
 	if i.lastReset != "" {
 		s += " last-reset=" + i.lastReset
+	}
+	if i.power != "" {
+		s += " power=" + i.power
 	}
 	return s
 }
@@ -122,20 +130,24 @@ type opReport struct {
 // action reached the BMC, and does not repeat it.
 func (o *opOutcomes) report(uid types.UID, i opIntent) opReport {
 	v, known := o.m.LoadAndDelete(outcomeKey(uid, i))
-	switch {
-	case !known:
+	if !known {
 		const cause = "the manager stopped while issuing it"
 		return opReport{eventType: corev1.EventTypeWarning, reason: metalv1alpha1.ReasonOperationUncertain, uncertain: true, cause: cause,
 			msg: fmt.Sprintf("operation %s may not have reached the BMC (%s); not repeated: check and ask again if needed", i.op, cause)}
-	case v.(opOutcome).err == nil:
+	}
+	err := v.(opOutcome).err
+	switch outcomeOf(err) {
+	case actionDone:
 		return opReport{eventType: corev1.EventTypeNormal, reason: metalv1alpha1.ReasonOperation, msg: fmt.Sprintf("operation %s carried out", i.op)}
-	case retryable(v.(opOutcome).err):
-		// The BMC answered and refused before acting: the operation is still owed.
+	case actionNotDone:
 		return opReport{eventType: corev1.EventTypeWarning, reason: metalv1alpha1.ReasonOperationFailed, retry: true,
-			msg:  fmt.Sprintf("operation %s refused, will retry: %v", i.op, v.(opOutcome).err),
+			msg:  fmt.Sprintf("operation %s refused, will retry: %v", i.op, err),
 			next: opIntent{op: i.op, phase: intentOwed, at: i.at}.String()}
+	case actionRefused:
+		return opReport{eventType: corev1.EventTypeWarning, reason: metalv1alpha1.ReasonOperationFailed,
+			msg: fmt.Sprintf("operation %s refused by the BMC, not carried out; not repeated: %v", i.op, err)}
 	default:
-		cause := v.(opOutcome).err.Error()
+		cause := err.Error()
 		return opReport{eventType: corev1.EventTypeWarning, reason: metalv1alpha1.ReasonOperationUncertain, uncertain: true, cause: cause,
 			msg: fmt.Sprintf("operation %s may not have been carried out (%s); not repeated: check and ask again if needed", i.op, cause)}
 	}
@@ -150,17 +162,50 @@ func setIntent(o client.Object, v string) {
 	lifecycle.SetAnnotation(o, OperationIntentAnnotation, v)
 }
 
-// retryable reports whether a failed action certainly did not happen: the BMC answered and
-// refused it, or the request was never sent (the BMC's breaker was open, the connection was
-// never made, a read before it failed). A timeout or a dropped connection after the request may
-// have carried it out.
-func retryable(err error) bool {
+// actionOutcome is what an action's answer says about whether it was carried out.
+type actionOutcome int
+
+const (
+	// actionDone: the BMC accepted it.
+	actionDone actionOutcome = iota
+	// actionNotDone: certainly not carried out, and worth asking again: the request was never
+	// sent, or the BMC refused it for now (401/403, 409, 412, 429, ...).
+	actionNotDone
+	// actionRefused: certainly not carried out, and asking again gets the same answer (400,
+	// 404, 405, 410, or a reset type the system lacks, found before sending).
+	actionRefused
+	// actionUncertain: it may have been carried out.
+	actionUncertain
+)
+
+// outcomeOf classifies a failed action. Only a request never sent, or a 4xx answer, says for
+// certain that nothing happened: a 4xx is the BMC's own refusal. A 5xx does not: a BMC may
+// fail after acting (the reset under way takes its web server down), and a proxy or load
+// balancer in front of it answers 502/503/504 for a request it forwarded whose answer it lost.
+// A 503 from the BMC itself usually means it did not act, but the client cannot tell it from
+// a proxy's. So every 5xx after the request was sent, like a timeout or a dropped connection,
+// leaves the outcome unknown, for the hardware's own record (LastResetTime) to settle.
+func outcomeOf(err error) actionOutcome {
+	if err == nil {
+		return actionDone
+	}
 	if errors.Is(err, bmc.ErrNotSent) {
-		return true
+		return actionNotDone
 	}
-	switch bmc.ReasonOf(err) {
-	case bmc.ReasonUnavailable, bmc.ReasonRejected, bmc.ReasonAuthenticationFailed:
-		return true
+	var be *bmc.Error
+	if !errors.As(err, &be) {
+		return actionUncertain
 	}
-	return false
+	switch code := be.StatusCode; {
+	case code >= 500:
+		return actionUncertain
+	case code >= 400 && (be.Reason == bmc.ReasonUnsupported || be.Reason == bmc.ReasonNotFound):
+		return actionRefused
+	case code >= 400:
+		return actionNotDone
+	case code == 0 && (be.Reason == bmc.ReasonUnsupported || be.Reason == bmc.ReasonInvalidConfig || be.Reason == bmc.ReasonNotFound):
+		// Found out before any request (no such reset type, no Managers collection).
+		return actionRefused
+	}
+	return actionUncertain
 }

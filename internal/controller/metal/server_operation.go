@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,8 +29,14 @@ var operationActions = map[string]struct {
 func serverOperation(op string) bool { _, ok := operationActions[op]; return ok }
 
 // reportOperation finishes a server's intent whose issue a previous pass claimed; it needs no BMC.
+// An unknown outcome goes to the checking phase where the system can settle it: its
+// LastResetTime (reported before the issue) or, for force-off/on, its power state.
 func (r *ServerReconciler) reportOperation(ctx context.Context, p *serverPass, i opIntent) (lifecycle.Result, error) {
 	rep := r.outcomes.report(p.Obj.UID, i)
+	if rep.uncertain && settleable(i) {
+		rep = opReport{eventType: corev1.EventTypeWarning, reason: metalv1alpha1.ReasonOperationUncertain, next: i.with(intentChecking).String(),
+			msg: fmt.Sprintf("operation %s may not have reached the BMC: %s; the system will tell", i.op, rep.cause)}
+	}
 	r.Recorder.Eventf(p.Obj, nil, rep.eventType, rep.reason, "Operation", "%s", rep.msg)
 	if err := r.patch(ctx, p, func(s *metalv1alpha1.Server) { setIntent(s, rep.next) }); err != nil {
 		return lifecycle.Result{}, err
@@ -38,6 +45,123 @@ func (r *ServerReconciler) reportOperation(ctx context.Context, p *serverPass, i
 		return lifecycle.RequeueAfter(r.Options.RetryAfter, "operation refused"), nil
 	}
 	return lifecycle.Wrote("operation reported"), nil
+}
+
+// settleable reports whether the system can say what became of an operation of unknown outcome:
+// a system that reported its LastResetTime before the issue, or a force-off/on, whose power
+// state says whether it was carried out.
+func settleable(i opIntent) bool {
+	if i.sent.IsZero() {
+		return false
+	}
+	a := operationActions[i.op]
+	return i.lastReset != "" || a.action == bmc.PowerOff || a.action == bmc.PowerOn
+}
+
+func (r *ServerReconciler) resetSettle() time.Duration {
+	if r.Options.BMCResetSettle <= 0 {
+		return DefaultResetSettle
+	}
+	return r.Options.BMCResetSettle
+}
+
+// checkOperation settles an operation of unknown outcome from what the system shows now (see
+// settleOperation): carried out, owed again, or uncertain and not repeated.
+func (r *ServerReconciler) checkOperation(ctx context.Context, p *serverPass, i opIntent) (lifecycle.Result, error) {
+	v, why := settleOperation(i, p.sys, r.Now().Sub(i.sent), r.resetSettle(), r.Options.PowerTimeout)
+	var rep opReport
+	switch v {
+	case settleWait:
+		return lifecycle.RequeueAfter(r.Options.PowerPoll, "operation "+i.op+" being checked"), nil
+	case settleDone:
+		rep = opReport{eventType: corev1.EventTypeNormal, reason: metalv1alpha1.ReasonOperation,
+			msg: fmt.Sprintf("operation %s carried out (%s)", i.op, why)}
+	case settleOwed:
+		rep = opReport{eventType: corev1.EventTypeWarning, reason: metalv1alpha1.ReasonOperationFailed,
+			next: opIntent{op: i.op, phase: intentOwed, at: i.at}.String(),
+			msg:  fmt.Sprintf("operation %s did not reach the BMC (%s); issuing it again", i.op, why)}
+	default:
+		rep = opReport{eventType: corev1.EventTypeWarning, reason: metalv1alpha1.ReasonOperationUncertain,
+			msg: fmt.Sprintf("operation %s may not have been carried out (%s); not repeated: check and ask again if needed", i.op, why)}
+	}
+	r.Recorder.Eventf(p.Obj, nil, rep.eventType, rep.reason, "Operation", "%s", rep.msg)
+	return lifecycle.Wrote("operation checked"), r.patch(ctx, p, func(s *metalv1alpha1.Server) { setIntent(s, rep.next) })
+}
+
+// settleVerdict is what the checking phase concludes.
+type settleVerdict int
+
+const (
+	// settleWait: too early to tell.
+	settleWait settleVerdict = iota
+	// settleDone: carried out.
+	settleDone
+	// settleOwed: it never arrived; it is issued again.
+	settleOwed
+	// settleUncertain: the system cannot tell; it is not repeated.
+	settleUncertain
+)
+
+// settleOperation decides an operation of unknown outcome from the system as it is now, elapsed
+// after the issue. A reset that arrived moves LastResetTime within settle; a power change lands
+// within powerBound (--power-timeout), and so does a graceful restart, which the OS may take its
+// time over. Only what is certain counts:
+//   - restarts: LastResetTime moved → carried out; unchanged past the bound with the system On
+//     → never arrived; a system that does not say, or one off or in transition with an
+//     unchanged LastResetTime past the bound → uncertain.
+//   - force-off/on: the system at (or on its way to) the operation's end → carried out (asking
+//     again would send nothing); still where it was, LastResetTime unchanged, past the bound →
+//     never arrived; else uncertain.
+func settleOperation(i opIntent, now *bmc.SystemStatus, elapsed, settle, powerBound time.Duration) (settleVerdict, string) {
+	a := operationActions[i.op]
+	unchanged := i.lastReset != "" && now.LastResetTime == i.lastReset
+	switch a.action {
+	case bmc.PowerOff, bmc.PowerOn:
+		if reached(now.PowerState, a.ends) || moving(now.PowerState, a.ends) {
+			return settleDone, fmt.Sprintf("the system was %s and is %s", orUnknown(i.power), now.PowerState)
+		}
+		if elapsed < max(settle, powerBound) {
+			return settleWait, ""
+		}
+		if unchanged && i.power != "" && now.PowerState == bmc.PowerState(i.power) {
+			return settleOwed, fmt.Sprintf("the system is still %s and its LastResetTime still %s", now.PowerState, now.LastResetTime)
+		}
+		return settleUncertain, fmt.Sprintf("the system was %s and is %s", orUnknown(i.power), orUnknown(string(now.PowerState)))
+	}
+	switch {
+	case now.LastResetTime == "":
+		return settleUncertain, "the BMC does not report the system's LastResetTime"
+	case i.lastReset == "":
+		return settleUncertain, "the system's LastResetTime before the issue is unknown"
+	case !unchanged:
+		return settleDone, fmt.Sprintf("the system's LastResetTime moved from %s to %s", i.lastReset, now.LastResetTime)
+	}
+	bound := settle
+	if a.action == bmc.PowerRestart || now.PowerState != bmc.PowerStateOn {
+		bound = max(settle, powerBound)
+	}
+	if elapsed < bound {
+		return settleWait, ""
+	}
+	if now.PowerState == bmc.PowerStateOn {
+		return settleOwed, fmt.Sprintf("the system's LastResetTime is still %s", now.LastResetTime)
+	}
+	return settleUncertain, fmt.Sprintf("the system is %s and its LastResetTime still %s", orUnknown(string(now.PowerState)), now.LastResetTime)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// intentField keeps a value the intent annotation can carry as a field ("" for one it cannot).
+func intentField(v string) string {
+	if strings.ContainsAny(v, " \t\r\n") {
+		return ""
+	}
+	return v
 }
 
 // issueOperation claims the issue of an operation with one optimistic-lock write (the user's
@@ -55,7 +179,13 @@ func (r *ServerReconciler) issueOperation(bctx, ctx context.Context, p *serverPa
 			"operation %s not sent yet (%v); will retry", i.op, perr)
 		return lifecycle.RequeueAfter(r.Options.RetryAfter, "operation not sent"), nil
 	}
-	issuing := opIntent{op: i.op, phase: intentIssuing, at: i.at}
+	// What the system says just before the request, for settling an unknown outcome.
+	issuing := opIntent{op: i.op, phase: intentIssuing, at: i.at, sent: r.Now(),
+		lastReset: p.sys.LastResetTime, power: string(p.sys.PowerState)}
+	if req != nil {
+		issuing.lastReset, issuing.power = req.LastResetTime(), string(req.PowerState())
+	}
+	issuing.lastReset, issuing.power = intentField(issuing.lastReset), intentField(issuing.power)
 	err := r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 		lifecycle.SetAnnotation(s, OperationIntentAnnotation, issuing.String())
 		// The operation supersedes our own power action in flight; what it ends in is awaited
@@ -83,8 +213,14 @@ func (r *ServerReconciler) issueOperation(bctx, ctx context.Context, p *serverPa
 // annotation, through an intent (park and retry are transitionOperation's).
 func (r *ServerReconciler) operation(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	bctx := p.bctx
-	if i, ok := parseOpIntent(p.Obj.Annotations[OperationIntentAnnotation], serverOperation); ok && i.phase == intentOwed {
-		return r.issueOperation(bctx, ctx, p, i, nil)
+	if i, ok := parseOpIntent(p.Obj.Annotations[OperationIntentAnnotation], serverOperation); ok {
+		switch i.phase {
+		case intentOwed:
+			return r.issueOperation(bctx, ctx, p, i, nil)
+		case intentChecking:
+			// Nothing else acts on the box until it is settled.
+			return r.checkOperation(ctx, p, i)
+		}
 	}
 	op, ok := p.Obj.Annotations[metalv1alpha1.OperationAnnotation]
 	if !ok {

@@ -22,8 +22,8 @@ import (
 type Options struct {
 	// BMCRequestTimeout bounds every Redfish request; no reconcile waits longer on a BMC.
 	BMCRequestTimeout time.Duration
-	// BMCResetSettle is how long after a BMC reset of unknown outcome an unchanged
-	// LastResetTime means it never arrived (and it is issued again).
+	// BMCResetSettle is how long after a reset of unknown outcome (a BMC's, or a server's
+	// restart) an unchanged LastResetTime means it never arrived (and it is issued again).
 	BMCResetSettle time.Duration
 	// BMCMaxConcurrentRequests caps in-flight requests per BMC.
 	BMCMaxConcurrentRequests int
@@ -93,7 +93,7 @@ func DefaultOptions() Options {
 // BindFlags registers the family's flags.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.BMCRequestTimeout, "bmc-request-timeout", o.BMCRequestTimeout, "Timeout of every Redfish request.")
-	fs.DurationVar(&o.BMCResetSettle, "bmc-reset-settle", o.BMCResetSettle, "How long after a BMC reset of unknown outcome (a timeout, a crash) an unchanged Manager LastResetTime means it never arrived, so it is issued again.")
+	fs.DurationVar(&o.BMCResetSettle, "bmc-reset-settle", o.BMCResetSettle, "How long after a reset of unknown outcome (a timeout, a 5xx answer, a crash) an unchanged LastResetTime (the BMC's Manager, or a server's ComputerSystem for its forced restarts) means it never arrived, so it is issued again.")
 	fs.IntVar(&o.BMCMaxConcurrentRequests, "bmc-max-concurrent-requests", o.BMCMaxConcurrentRequests, "Cap on in-flight Redfish requests per BMC.")
 	fs.IntVar(&o.Concurrency, "metal-concurrency", o.Concurrency, "Parallel reconciles per metal controller.")
 	fs.DurationVar(&o.ServerResync, "server-resync", o.ServerResync, "Steady-state observation interval of a server (one Redfish request).")

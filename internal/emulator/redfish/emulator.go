@@ -268,6 +268,8 @@ type BMC struct {
 	// says whether its Manager resource shows it (LastResetTime), as newer firmware does.
 	lastReset    atomic.Int64
 	reportsReset atomic.Bool
+	// reportsSystemReset says whether its ComputerSystem resources show their LastResetTime.
+	reportsSystemReset atomic.Bool
 
 	sessMu   sync.Mutex
 	sessions map[string]*session // by token
@@ -294,12 +296,13 @@ func newBMC(e *Emulator, i int) *BMC {
 	b.powerDelay.Store(int64(e.opts.PowerDelay))
 	b.lastReset.Store(time.Now().Truncate(time.Second).UnixNano())
 	b.reportsReset.Store(p.lastReset)
+	b.reportsSystemReset.Store(p.lastReset)
 	b.faults.Store(&Faults{})
 	style := idStyle(r.IntN(3))
 	for k := range e.opts.SystemsPerBMC {
 		idx := i*e.opts.SystemsPerBMC + k
 		hw := generateSystem(p, r, idx, k, e.opts.SystemsPerBMC, style)
-		s := &System{bmc: b, hw: hw, power: e.opts.InitialPower, etag: 1}
+		s := &System{bmc: b, hw: hw, power: e.opts.InitialPower, etag: 1, lastReset: b.lastReset.Load()}
 		s.boot = BootOverride{Enabled: "Disabled", Target: "None"}
 		if p.uefi {
 			s.boot.Mode = "UEFI"
@@ -323,6 +326,13 @@ func (b *BMC) SetReportsLastResetTime(on bool) { b.reportsReset.Store(on) }
 
 // LastResetTime is when the manager last came out of a reset (shown or not).
 func (b *BMC) LastResetTime() time.Time { return time.Unix(0, b.lastReset.Load()) }
+
+// ReportsSystemLastResetTime says whether the ComputerSystem resources show LastResetTime.
+func (b *BMC) ReportsSystemLastResetTime() bool { return b.reportsSystemReset.Load() }
+
+// SetReportsSystemLastResetTime makes the ComputerSystem resources show LastResetTime or not
+// (firmware that does not say when the host last reset).
+func (b *BMC) SetReportsSystemLastResetTime(on bool) { b.reportsSystemReset.Store(on) }
 
 // Index is the BMC's position in the fleet.
 func (b *BMC) Index() int { return b.index }

@@ -281,3 +281,75 @@ func TestFailedPowerTransitionFallsBack(t *testing.T) {
 		t.Fatalf("after a healed On: %s, want On", st)
 	}
 }
+
+// ErrorAfterEffect carries the action out and records it, then answers an error: the answer
+// says nothing about whether it happened, as with a BMC or proxy that fails after acting.
+func TestErrorAfterEffectActsThenFails(t *testing.T) {
+	e := start(t, redfish.Options{PowerDelay: -1, InitialPower: redfish.PowerOn})
+	b := e.BMC(0)
+	s := b.Systems()[0]
+	b.SetFaults(redfish.Faults{ErrorAfterEffect: 502})
+	if resp, _ := do(t, b, call{method: "GET", path: "/redfish/v1/Systems/" + s.ID(), basic: true}); resp.StatusCode != 200 {
+		t.Fatalf("GET under ErrorAfterEffect: %d, want 200", resp.StatusCode)
+	}
+	if resp, _ := do(t, b, call{method: "POST", path: "/redfish/v1/Systems/" + s.ID() + "/Actions/ComputerSystem.Reset", basic: true, body: map[string]string{"ResetType": "ForceOff"}}); resp.StatusCode != 502 {
+		t.Fatalf("system reset: %d, want 502", resp.StatusCode)
+	}
+	if st := s.PowerState(); st != redfish.PowerOff {
+		t.Fatalf("after the failed-after-effect ForceOff: %s, want Off", st)
+	}
+	before := b.LastResetTime()
+	_, m := do(t, b, call{method: "GET", path: "/redfish/v1/Managers", basic: true})
+	mp := m["Members"].([]any)[0].(map[string]any)["@odata.id"].(string)
+	if resp, _ := do(t, b, call{method: "POST", path: mp + "/Actions/Manager.Reset", basic: true, body: map[string]string{"ResetType": "ForceRestart"}}); resp.StatusCode != 502 {
+		t.Fatalf("manager reset: %d, want 502", resp.StatusCode)
+	}
+	if !b.LastResetTime().After(before) {
+		t.Errorf("manager LastResetTime %s not moved by the reset answered 502", b.LastResetTime())
+	}
+	if recs := e.Records(); len(recs) != 2 || recs[0].ResetType != "ForceOff" || recs[1].Action != redfish.ActionManagerReset {
+		t.Errorf("records %+v, want the ForceOff and the manager reset", recs)
+	}
+}
+
+// A system's LastResetTime moves when it restarts or powers on, not when it powers off, and is
+// shown only where the BMC reports it.
+func TestSystemLastResetTime(t *testing.T) {
+	e := start(t, redfish.Options{PowerDelay: -1, InitialPower: redfish.PowerOn})
+	b := e.BMC(0)
+	s := b.Systems()[0]
+	path := "/redfish/v1/Systems/" + s.ID()
+	shown := func() any {
+		t.Helper()
+		_, sys := do(t, b, call{method: "GET", path: path, basic: true})
+		return sys["LastResetTime"]
+	}
+	reset := func(rt string) {
+		t.Helper()
+		if resp, _ := do(t, b, call{method: "POST", path: path + "/Actions/ComputerSystem.Reset", basic: true, body: map[string]string{"ResetType": rt}}); resp.StatusCode/100 != 2 {
+			t.Fatalf("reset %s: %d", rt, resp.StatusCode)
+		}
+	}
+	b.SetReportsSystemLastResetTime(true)
+	first := shown()
+	if _, ok := first.(string); !ok {
+		t.Fatalf("LastResetTime %v, want a time", first)
+	}
+	reset("ForceOff")
+	if got := shown(); got != first {
+		t.Errorf("a power-off moved LastResetTime from %v to %v", first, got)
+	}
+	reset("On")
+	second := shown()
+	if second == first {
+		t.Errorf("a power-on left LastResetTime at %v", first)
+	}
+	reset("ForceRestart")
+	if got := shown(); got == second {
+		t.Errorf("a restart left LastResetTime at %v", second)
+	}
+	b.SetReportsSystemLastResetTime(false)
+	if got := shown(); got != nil {
+		t.Errorf("LastResetTime %v shown by a BMC that does not report it", got)
+	}
+}

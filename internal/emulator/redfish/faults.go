@@ -41,6 +41,10 @@ type Faults struct {
 	FailPowerTransitions bool `json:"failPowerTransitions,omitempty"`
 	// BootReadbackContinuous reads a Once override back as Continuous.
 	BootReadbackContinuous bool `json:"bootReadbackContinuous,omitempty"`
+	// ErrorAfterEffect carries out every action (a system's or the manager's Reset) and records
+	// it as usual, then answers this HTTP status (e.g. 500, 502) instead of success: a BMC that
+	// fails after acting, or a proxy whose upstream answer was lost. Other requests are served.
+	ErrorAfterEffect int `json:"errorAfterEffect,omitempty"`
 }
 
 // Duration is a time.Duration that reads "250ms" or nanoseconds from JSON.

@@ -102,6 +102,9 @@ type System struct {
 	timer *time.Timer
 	// failing makes the transitions of the current reset fail (Faults.FailPowerTransitions).
 	failing bool
+	// lastReset is when the system last came out of a reset (unix nanoseconds): a restart or a
+	// power-on moves it, a power-off does not. Shown as LastResetTime where the BMC reports it.
+	lastReset int64
 }
 
 // ID is the Redfish Id.
@@ -136,6 +139,13 @@ func (s *System) PowerState() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.power
+}
+
+// LastResetTime is when the system last came out of a reset (shown or not).
+func (s *System) LastResetTime() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Unix(0, s.lastReset)
 }
 
 // Boot is the current boot override (as stored, not as read back).
@@ -176,6 +186,7 @@ func (s *System) reset(resetType string, ignoreGraceful, fail bool) {
 	switch resetType {
 	case "On", "ForceOn":
 		if !on {
+			s.resetMovedLocked()
 			s.transitionLocked(PowerPoweringOn, PowerOn, delay)
 		}
 	case "ForceOff":
@@ -195,17 +206,31 @@ func (s *System) reset(resetType string, ignoreGraceful, fail bool) {
 				s.transitionLocked(PowerPoweringOff, PowerOff, delay)
 			}
 		} else {
+			s.resetMovedLocked()
 			s.transitionLocked(PowerPoweringOn, PowerOn, delay)
 		}
 	case "GracefulRestart":
 		if ignoreGraceful && on {
 			return
 		}
+		s.resetMovedLocked()
 		s.restartLocked(delay)
 	case "ForceRestart", "PowerCycle":
+		s.resetMovedLocked()
 		s.restartLocked(delay)
 	case "Nmi":
 	}
+}
+
+// resetMovedLocked moves LastResetTime for a reset that restarts or powers on the system. It is
+// moved when the reset is accepted, in seconds as BMCs report it; a reset within the same
+// second as the last still moves it.
+func (s *System) resetMovedLocked() {
+	next := time.Now().Truncate(time.Second)
+	if last := time.Unix(0, s.lastReset); !next.After(last) {
+		next = last.Add(time.Second)
+	}
+	s.lastReset = next.UnixNano()
 }
 
 // restartLocked goes through PoweringOff then PoweringOn; an Off system

@@ -130,7 +130,7 @@ func (b *BMC) route(w http.ResponseWriter, r *http.Request, f *Faults) {
 	case "Systems":
 		b.routeSystems(w, r, segs[1:], f)
 	case "Managers":
-		b.routeManagers(w, r, segs[1:])
+		b.routeManagers(w, r, segs[1:], f)
 	case "Chassis":
 		b.routeChassis(w, r, segs[1:])
 	case "SessionService":
@@ -493,6 +493,9 @@ func (b *BMC) systemBody(s *System, f *Faults) obj {
 		},
 		"Actions": obj{"#ComputerSystem.Reset": reset},
 	}
+	if b.reportsSystemReset.Load() {
+		body["LastResetTime"] = time.Unix(0, s.lastReset).UTC().Format(time.RFC3339)
+	}
 	if p.simpleOnly {
 		body["SimpleStorage"] = link(sp + "/SimpleStorage")
 	} else {
@@ -631,6 +634,10 @@ func (b *BMC) resetSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 	}
 	s.reset(req.ResetType, f.IgnoreGracefulShutdown, f.FailPowerTransitions)
 	b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: s.hw.ID, UUID: s.UUID(), Action: ActionReset, ResetType: req.ResetType})
+	if f.ErrorAfterEffect != 0 {
+		writeError(w, f.ErrorAfterEffect, "InternalError", "The request failed due to an internal service error.")
+		return
+	}
 	switch b.profile.resetStatus {
 	case http.StatusAccepted:
 		task := itoa(b.tasks.Add(1))
@@ -718,10 +725,10 @@ func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (b *BMC) routeManagers(w http.ResponseWriter, r *http.Request, segs []string) {
+func (b *BMC) routeManagers(w http.ResponseWriter, r *http.Request, segs []string, f *Faults) {
 	mp := v1 + "/Managers/" + b.managerID
 	if len(segs) == 3 && segs[0] == b.managerID && segs[1] == "Actions" && segs[2] == "Manager.Reset" {
-		b.resetManager(w, r)
+		b.resetManager(w, r, f)
 		return
 	}
 	if !methodIs(w, r, http.MethodGet) {
@@ -773,7 +780,7 @@ func (b *BMC) routeManagers(w http.ResponseWriter, r *http.Request, segs []strin
 
 // resetManager restarts the BMC itself: recorded, and every session ends, as when a real BMC
 // reboots (its systems keep running).
-func (b *BMC) resetManager(w http.ResponseWriter, r *http.Request) {
+func (b *BMC) resetManager(w http.ResponseWriter, r *http.Request, f *Faults) {
 	if !methodIs(w, r, http.MethodPost) {
 		return
 	}
@@ -794,7 +801,11 @@ func (b *BMC) resetManager(w http.ResponseWriter, r *http.Request) {
 		next = last.Add(time.Second)
 	}
 	b.lastReset.Store(next.UnixNano())
-	w.WriteHeader(http.StatusNoContent)
+	if f.ErrorAfterEffect != 0 {
+		writeError(w, f.ErrorAfterEffect, "InternalError", "The request failed due to an internal service error.")
+	} else {
+		w.WriteHeader(http.StatusNoContent)
+	}
 	b.ExpireSessions()
 }
 
