@@ -39,7 +39,7 @@ var moveOrder = []schema.GroupVersionKind{
 
 // MovedFromAnnotation marks a copy "metalhub move" made with the UID of its source object, so a
 // move run again (after being cut short) knows its own copies from objects it must not touch.
-const MovedFromAnnotation = "metalhub.io/moved-from"
+const MovedFromAnnotation = lifecycle.MovedFromAnnotation
 
 // MoveOptions say how to move.
 type MoveOptions struct {

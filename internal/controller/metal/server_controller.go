@@ -248,7 +248,18 @@ func (r *ServerReconciler) persistRecovered(ctx context.Context, p *serverPass) 
 	return lifecycle.Wrote("persist state"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 		lifecycle.SetAnnotation(s, lifecycle.StateAnnotation, string(p.state))
 		lifecycle.AddFinalizer(s, ServerFinalizer)
+		recoveredBookkeeping(s, p.state)
 	})
+}
+
+// recoveredBookkeeping adds, to a server whose state was just recovered (adopted or derived),
+// what metalhub would have recorded had it entered that state itself: a Maintenance it did not
+// enter is marked so that a box already running its boot configuration is not restarted
+// (maintenanceBooted).
+func recoveredBookkeeping(s *metalv1alpha1.Server, state metalv1alpha1.ServerState) {
+	if state == metalv1alpha1.ServerStateMaintenance && s.Annotations[MaintenanceBootAnnotation] == "" {
+		lifecycle.SetAnnotation(s, MaintenanceBootAnnotation, maintenanceBootAdopted)
+	}
 }
 
 // reportIssued reports an operation issued by the previous pass first, BMC or not: only then

@@ -21,8 +21,10 @@ const (
 	BootOnceAnnotation = "lifecycle.metalhub.io/boot-once"
 	// DiscoveryStartedAnnotation is when Discovery began (RFC 3339): the timeout runs from here.
 	DiscoveryStartedAnnotation = "lifecycle.metalhub.io/discovery-started"
-	// MaintenanceBootAnnotation is the UID of the maintenance whose boot configuration the
-	// server was booted into (once per maintenance).
+	// MaintenanceBootAnnotation records that the server was booted into its maintenance's boot
+	// configuration (once per maintenance): "<namespace>/<name>/<uid>" of the maintenance, or
+	// "adopted" for a server found in Maintenance that metalhub did not put there (see
+	// maintenanceBooted).
 	MaintenanceBootAnnotation = "lifecycle.metalhub.io/maintenance-boot"
 	// PreviousStateAnnotation is the state to return to after Maintenance or Error.
 	PreviousStateAnnotation = "lifecycle.metalhub.io/previous-state"
