@@ -36,8 +36,22 @@ func (r *ServerReconciler) maintenance(ctx context.Context, p *serverPass) (life
 		return lifecycle.Continue(), nil
 	}
 	prev, ref := p.state, p.Obj.Spec.ServerMaintenanceRef
+	adopted := false
+	if prev == metalv1alpha1.ServerStateError {
+		// Back to where the Error would have gone, not into Error again. An Error metalhub
+		// found (none recorded) is the reference's, and so is this Maintenance: as adopted.
+		prev = metalv1alpha1.ServerState(p.Obj.Annotations[PreviousStateAnnotation])
+		adopted = prev == ""
+	}
 	return r.transition(ctx, p, metalv1alpha1.ServerStateMaintenance, "maintenance "+ref.Namespace+"/"+ref.Name, func(s *metalv1alpha1.Server) {
-		lifecycle.SetAnnotation(s, PreviousStateAnnotation, string(prev))
+		if prev == "" {
+			lifecycle.RemoveAnnotation(s, PreviousStateAnnotation)
+		} else {
+			lifecycle.SetAnnotation(s, PreviousStateAnnotation, string(prev))
+		}
+		if adopted && s.Annotations[MaintenanceBootAnnotation] == "" {
+			lifecycle.SetAnnotation(s, MaintenanceBootAnnotation, maintenanceBootAdopted)
+		}
 	})
 }
 

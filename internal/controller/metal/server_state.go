@@ -28,6 +28,11 @@ const (
 	MaintenanceBootAnnotation = "lifecycle.metalhub.io/maintenance-boot"
 	// PreviousStateAnnotation is the state to return to after Maintenance or Error.
 	PreviousStateAnnotation = "lifecycle.metalhub.io/previous-state"
+	// AdoptedErrorAnnotation marks an Error metalhub found rather than entered (no previous
+	// state was recorded), with what the server was when found: "discovered" or
+	// "undiscovered" (see errorExit). Read then, because our own inventory walk fills the
+	// same status fields later.
+	AdoptedErrorAnnotation = "lifecycle.metalhub.io/adopted-error"
 )
 
 // serverStore keeps the Server lifecycle state. Without the annotation (a restore from a backup
