@@ -235,14 +235,15 @@ func serverActions(s *metalv1alpha1.Server, state metalv1alpha1.ServerState, src
 	one := func(text string, req ...Request) ([]string, []Request) { return []string{text}, req }
 	switch state {
 	case metalv1alpha1.ServerStateInitial:
-		text := "discover: power Off, one-time PXE boot, power On"
+		text, req := "discover: one-time PXE boot, power On", []Request{PXEOnce, PowerOn}
+		if on {
+			// A new round starts from a powered-off box.
+			text, req = "discover: power Off, one-time PXE boot, power On", []Request{PowerOff, PXEOnce, PowerOn}
+		}
 		if src == lifecycle.FromInitial && s.Status.State == "" {
 			text += " (no state to adopt)"
 		}
-		if on {
-			return one(text, PowerOff, PXEOnce, PowerOn)
-		}
-		return one(text, PXEOnce, PowerOn)
+		return one(text, req...)
 	case metalv1alpha1.ServerStateDiscovery:
 		if metal.DiscoveryOfOurs(s) {
 			return nil, nil
