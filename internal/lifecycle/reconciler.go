@@ -130,6 +130,11 @@ func acknowledgePause(ctx context.Context, c client.Client, obj client.Object) e
 	return nil
 }
 
+// MovedFromAnnotation marks a copy "metalhub move" made with the UID of its source object: a
+// move run again knows its own copies, and bookkeeping that names the source by UID (a
+// server's maintenance boot) still recognises the copy.
+const MovedFromAnnotation = "metalhub.io/moved-from"
+
 // Paused reports whether o carries PausedAnnotation (any value but "false").
 func Paused(o client.Object) bool {
 	v, ok := o.GetAnnotations()[PausedAnnotation]

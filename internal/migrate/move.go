@@ -31,16 +31,19 @@ var moveOrder = []schema.GroupVersionKind{
 	metalv1alpha1.GroupVersion.WithKind("BMC"),
 	metalv1alpha1.GroupVersion.WithKind("Server"),
 	metalv1alpha1.GroupVersion.WithKind("ServerClaim"),
-	metalv1alpha1.GroupVersion.WithKind("ServerBootConfiguration"),
-	corev1.SchemeGroupVersion.WithKind("Secret"), // the ignition Secrets claims and boot configurations name (some owned by them)
 	// The newer group's maintenance owns its metal.ironcore.dev counterpart: it comes first.
 	maintenancev1alpha1.GroupVersion.WithKind("ServerMaintenance"),
+	// Before the boot configurations: a maintenance owns the one of its template, and an owner
+	// not copied yet has no UID to re-point the reference to (it would be dropped, and the
+	// copy's maintenance would find its configuration someone else's).
 	metalv1alpha1.GroupVersion.WithKind("ServerMaintenance"),
+	metalv1alpha1.GroupVersion.WithKind("ServerBootConfiguration"),
+	corev1.SchemeGroupVersion.WithKind("Secret"), // the ignition Secrets claims and boot configurations name (some owned by them)
 }
 
 // MovedFromAnnotation marks a copy "metalhub move" made with the UID of its source object, so a
 // move run again (after being cut short) knows its own copies from objects it must not touch.
-const MovedFromAnnotation = "metalhub.io/moved-from"
+const MovedFromAnnotation = lifecycle.MovedFromAnnotation
 
 // MoveOptions say how to move.
 type MoveOptions struct {

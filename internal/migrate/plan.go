@@ -29,9 +29,24 @@ type Row struct {
 	Found      string // status.state as found
 	Adopted    string // the state metalhub starts in, and where it comes from
 	Actions    []string
-	Notes      []string // worth knowing, not an action and not blocking
-	Blockers   []string
+	// Requests are the BMC requests of Actions, in order, as the BMC sees them (a Server's;
+	// none for a deletion or an operation annotation, which Actions only describe).
+	Requests []Request
+	Notes    []string // worth knowing, not an action and not blocking
+	Blockers []string
 }
+
+// Request is one BMC request metalhub's first passes make on a server.
+type Request string
+
+// The requests the plan predicts (the Redfish reset type or boot override each is).
+const (
+	PowerOn     Request = "power On"           // Reset On
+	PowerOff    Request = "power Off"          // Reset ForceOff
+	GracefulOff Request = "graceful power Off" // Reset GracefulShutdown
+	PXEOnce     Request = "one-time PXE boot"  // boot override Pxe, Once
+	Restart     Request = "restart"            // Reset ForceRestart
+)
 
 // Plan is the whole report.
 type Plan struct {
@@ -66,13 +81,14 @@ func Make(ctx context.Context, c client.Reader, o Options) (*Plan, error) {
 		claims  metalv1alpha1.ServerClaimList
 		maints  metalv1alpha1.ServerMaintenanceList
 		newer   maintenancev1alpha1.ServerMaintenanceList
+		sbcs    metalv1alpha1.ServerBootConfigurationList
 	)
 	for _, l := range []client.ObjectList{&bmcs, &servers} {
 		if err := c.List(ctx, l, client.MatchingLabelsSelector{Selector: sel}); err != nil {
 			return nil, fmt.Errorf("listing %T: %w", l, err)
 		}
 	}
-	for _, l := range []client.ObjectList{&claims, &maints, &newer} {
+	for _, l := range []client.ObjectList{&claims, &maints, &newer, &sbcs} {
 		if err := c.List(ctx, l); err != nil {
 			return nil, fmt.Errorf("listing %T: %w", l, err)
 		}
@@ -93,6 +109,11 @@ func Make(ctx context.Context, c client.Reader, o Options) (*Plan, error) {
 			maintOf[m.Namespace+"/"+m.Name] = &metalv1alpha1.ServerMaintenance{ObjectMeta: m.ObjectMeta}
 		}
 	}
+	sbcOf := map[string]*metalv1alpha1.ServerBootConfiguration{}
+	for i := range sbcs.Items {
+		sbcOf[sbcs.Items[i].Namespace+"/"+sbcs.Items[i].Name] = &sbcs.Items[i]
+	}
+	refs := refs{claims: claimOf, maintenances: maintOf, bootConfigs: sbcOf}
 	bmcNames := map[string]bool{}
 	p := &Plan{}
 
@@ -147,21 +168,21 @@ func Make(ctx context.Context, c client.Reader, o Options) (*Plan, error) {
 		}
 		state, src := metal.StateOnStart(s)
 		row.Adopted = fmt.Sprintf("%s (%s)", state, strings.ToLower(string(src)))
-		row.Actions = serverActions(s, state, src, claimOf, maintOf)
+		row.Actions, row.Requests = serverActions(metal.AsOnStart(s), state, src, refs)
 		if ref := s.Spec.ServerMaintenanceRef; ref != nil && state == metalv1alpha1.ServerStateMaintenance && maintOf[ref.Namespace+"/"+ref.Name] == nil {
 			row.Notes = append(row.Notes, fmt.Sprintf("stays in Maintenance, untouched, while spec.serverMaintenanceRef names %s/%s, which is no ServerMaintenance of either group", ref.Namespace, ref.Name))
 		}
 		switch op := s.Annotations[metalv1alpha1.OperationAnnotation]; op {
 		case "":
 		case metalv1alpha1.OperationIgnore:
-			row.Actions = []string{"none: ignored (operation annotation ignore)"}
+			row.Actions, row.Requests = []string{"none: ignored (operation annotation ignore)"}, nil
 		default:
 			// The reference had not run it yet: metalhub runs it once, as asked.
 			row.Actions = append(row.Actions, fmt.Sprintf("operation %s (its annotation asks; remove it to cancel)", op))
 		}
 		row.Blockers = append(row.Blockers, finalizerBlockers(s)...)
 		if s.DeletionTimestamp != nil {
-			row.Actions = []string{"finish its deletion: power Off, then let it go (held while a claim holds it)"}
+			row.Actions, row.Requests = []string{"finish its deletion: power Off, then let it go (held while a claim holds it)"}, nil
 		}
 		p.Rows = append(p.Rows, row)
 	}
@@ -197,56 +218,132 @@ func Make(ctx context.Context, c client.Reader, o Options) (*Plan, error) {
 	return p, nil
 }
 
+// refs are the objects a Server's first passes read besides the Server.
+type refs struct {
+	claims       map[string]*metalv1alpha1.ServerClaim
+	maintenances map[string]*metalv1alpha1.ServerMaintenance
+	bootConfigs  map[string]*metalv1alpha1.ServerBootConfiguration
+}
+
 // serverActions predicts what the Server controller does to the box on its first passes, from
 // the state it starts in and the power the status last saw (the BMC is not asked: the plan is
-// read-only and runs before the switch).
-func serverActions(s *metalv1alpha1.Server, state metalv1alpha1.ServerState, src lifecycle.Source,
-	claimOf map[string]*metalv1alpha1.ServerClaim, maintOf map[string]*metalv1alpha1.ServerMaintenance) []string {
+// read-only and runs before the switch): in words, and as the BMC requests they are. s is the
+// server as its first pass leaves its bookkeeping (metal.AsOnStart).
+func serverActions(s *metalv1alpha1.Server, state metalv1alpha1.ServerState, src lifecycle.Source, r refs) ([]string, []Request) {
 	on := s.Status.PowerState == metalv1alpha1.PowerStateOn
+	off := s.Status.PowerState == metalv1alpha1.PowerStateOff
+	one := func(text string, req ...Request) ([]string, []Request) { return []string{text}, req }
 	switch state {
 	case metalv1alpha1.ServerStateInitial:
-		if src == lifecycle.FromInitial && s.Status.State == "" {
-			return []string{"discover: power Off, one-time PXE boot, power On (no state to adopt)"}
+		text, req := "discover: one-time PXE boot, power On", []Request{PXEOnce, PowerOn}
+		if on {
+			// A new round starts from a powered-off box.
+			text, req = "discover: power Off, one-time PXE boot, power On", []Request{PowerOff, PXEOnce, PowerOn}
 		}
-		return []string{"discover: power Off, one-time PXE boot, power On"}
+		if src == lifecycle.FromInitial && s.Status.State == "" {
+			text += " (no state to adopt)"
+		}
+		return one(text, req...)
 	case metalv1alpha1.ServerStateDiscovery:
 		if metal.DiscoveryOfOurs(s) {
-			return nil
+			return nil, nil
 		}
-		if s.Status.PowerState == metalv1alpha1.PowerStateOff && s.Spec.ServerClaimRef == nil {
-			return []string{"discover again: one-time PXE boot, power On"}
+		if off && s.Spec.ServerClaimRef == nil {
+			return one("discover again: one-time PXE boot, power On", PXEOnce, PowerOn)
 		}
-		return []string{"none until it is Off and unclaimed, then discover again"}
+		return one("none until it is Off and unclaimed, then discover again")
 	case metalv1alpha1.ServerStateAvailable:
 		if on {
-			return []string{"power Off (an Available server is kept Off)"}
+			return one("power Off (an Available server is kept Off)", PowerOff)
 		}
 	case metalv1alpha1.ServerStateReserved:
 		ref := s.Spec.ServerClaimRef
 		if ref == nil {
-			return []string{"release: power Off (no claim reference)"}
+			return released(on, "release: power Off (no claim reference)")
 		}
-		cl := claimOf[ref.Namespace+"/"+ref.Name]
-		if cl == nil {
-			return []string{fmt.Sprintf("release: power Off (its claim %s/%s is gone)", ref.Namespace, ref.Name)}
+		cl := r.claims[ref.Namespace+"/"+ref.Name]
+		if cl == nil || cl.DeletionTimestamp != nil {
+			return released(on, fmt.Sprintf("release: power Off (its claim %s/%s is gone)", ref.Namespace, ref.Name))
 		}
-		if want := cl.Spec.Power; want != "" && string(want) != string(s.Status.PowerState) {
-			return []string{fmt.Sprintf("power %s (its claim asks)", want)}
+		switch {
+		case cl.Spec.Power == metalv1alpha1.PowerOn && !on:
+			return one("power On (its claim asks)", PowerOn)
+		case cl.Spec.Power == metalv1alpha1.PowerOff && on:
+			return one("power Off (its claim asks)", GracefulOff)
+		}
+	case metalv1alpha1.ServerStateReleased:
+		if s.Spec.ServerClaimRef == nil {
+			return serverActions(s, metalv1alpha1.ServerStateAvailable, src, r)
+		}
+		if on {
+			return one("power Off (Released is kept Off until its claim reference is removed)", GracefulOff)
 		}
 	case metalv1alpha1.ServerStateMaintenance:
-		ref := s.Spec.ServerMaintenanceRef
-		if ref == nil {
-			return []string{"leave Maintenance (no maintenance reference)"}
+		return maintenanceActions(s, src, r)
+	case metalv1alpha1.ServerStateError:
+		to, ok := metal.ErrorExit(s, s.Status.PowerState)
+		if !ok {
+			return one("none: stays in Error, untouched, until it is Off (then Available if discovered before) or retried (operation retry: discovered again)")
 		}
-		m := maintOf[ref.Namespace+"/"+ref.Name]
-		if m == nil {
-			return nil // the Server controller waits for the ref to go (see Notes)
-		}
-		if want := m.Spec.ServerPower; want != "" && string(want) != string(s.Status.PowerState) {
-			return []string{fmt.Sprintf("power %s (its maintenance asks)", want)}
-		}
+		text, req := serverActions(s, to, src, r)
+		return append([]string{"leave Error for " + string(to)}, text...), req
 	}
-	return nil
+	return nil, nil
+}
+
+// released is the release of a server whose claim is gone: powered off, gracefully.
+func released(on bool, text string) ([]string, []Request) {
+	if on {
+		return []string{text}, []Request{GracefulOff}
+	}
+	return []string{strings.Replace(text, "power Off", "already Off", 1)}, nil
+}
+
+// maintenanceActions predicts a server in Maintenance: the boot into its maintenance's boot
+// configuration unless it runs it already (metal.MaintenanceBooted), else the power the
+// maintenance asks for.
+func maintenanceActions(s *metalv1alpha1.Server, src lifecycle.Source, r refs) ([]string, []Request) {
+	on := s.Status.PowerState == metalv1alpha1.PowerStateOn
+	ref := s.Spec.ServerMaintenanceRef
+	if ref == nil {
+		to := metal.PreviousState(s)
+		if s.Spec.ServerClaimRef != nil && to != metalv1alpha1.ServerStateReleased {
+			to = metalv1alpha1.ServerStateReserved
+		}
+		text, req := serverActions(s, to, src, r)
+		return append([]string{"leave Maintenance for " + string(to) + " (no maintenance reference)"}, text...), req
+	}
+	m := r.maintenances[ref.Namespace+"/"+ref.Name]
+	if m == nil {
+		return nil, nil // the Server controller waits for the ref to go (see Notes)
+	}
+	want := m.Spec.ServerPower
+	if b := s.Spec.MaintenanceBootConfigurationRef; b != nil && b.Name != "" && want != metalv1alpha1.PowerOff {
+		sbc := r.bootConfigs[b.Namespace+"/"+b.Name]
+		// An unjudged configuration is judged Ready by the built-in boot provider when its
+		// inputs are there; the plan takes it as Ready.
+		ready := sbc != nil && sbc.Spec.ServerRef.Name == s.Name &&
+			(sbc.Status.State == metalv1alpha1.ServerBootConfigurationStateReady || sbc.Status.State == "")
+		switch {
+		case metal.MaintenanceBooted(s, m, on, ready):
+			if !on {
+				return []string{"power On (booted into its maintenance's boot configuration)"}, []Request{PowerOn}
+			}
+			return nil, nil
+		case !ready:
+			return []string{fmt.Sprintf("none until boot configuration %s/%s is Ready, then boot into it", b.Namespace, b.Name)}, nil
+		case on:
+			return []string{"boot into its maintenance's boot configuration: one-time PXE boot, restart"}, []Request{PXEOnce, Restart}
+		}
+		return []string{"boot into its maintenance's boot configuration: one-time PXE boot, power On"}, []Request{PXEOnce, PowerOn}
+	}
+	switch {
+	case want == metalv1alpha1.PowerOn && !on:
+		return []string{"power On (its maintenance asks)"}, []Request{PowerOn}
+	case want == metalv1alpha1.PowerOff && on:
+		return []string{"power Off (its maintenance asks)"}, []Request{GracefulOff}
+	}
+	return nil, nil
 }
 
 // finalizerBlockers names finalizers of the reference's group that no metalhub controller

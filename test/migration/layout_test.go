@@ -35,6 +35,25 @@ const (
 	// Maintenance under a ServerMaintenance of maintenance.metal.ironcore.dev (the newer
 	// stack's group): no metal.ironcore.dev object of that name.
 	maintainedElsewhere
+
+	// The rest of the states the reference can leave (the plan's rows, TestPlanPredictsFirstPasses).
+	initialOff          // Initial, Off
+	initialOn           // Initial, On (the reference had not powered it off yet)
+	availableOn         // Available, On (the reference had not powered it off yet)
+	claimedBoxOff       // Reserved, its claim asks On, the box Off
+	claimedOffBoxOn     // Reserved, its claim asks Off, the box On
+	claimedOffBoxOff    // Reserved, its claim asks Off, the box Off
+	claimGoneOn         // Reserved, its claim gone, On
+	releasedOff         // Released (reclaim policy Retain), its claim gone, Off
+	releasedOn          // Released (reclaim policy Retain), its claim gone, On
+	parkedOn            // Parked, On
+	maintainedOn        // Maintenance asking Off, the box On
+	maintenanceBootOn   // Maintenance with a boot template, its configuration Ready, the box On (booted)
+	maintenanceBootOff  // Maintenance with a boot template, its configuration Ready, the box Off
+	errorDiscoveredOff  // Error, discovered before, Off
+	errorDiscoveredOn   // Error, discovered before, On
+	errorUndiscoveredOn // Error, never discovered, On
+	errorUndiscoveredOff
 )
 
 // laidOut is one BMC and its Server, as the reference operator left them.
@@ -113,9 +132,43 @@ func layOut(t testing.TB, c client.Client, prefix string, bmcs []*redfish.BMC, r
 			s.Spec.Power = metalv1alpha1.PowerOn
 		case discoveringOff:
 			state = metalv1alpha1.ServerStateDiscovery
+		case initialOff, initialOn:
+			state = metalv1alpha1.ServerStateInitial
+		case availableOn:
+			power = metalv1alpha1.PowerStateOn
+		case claimedBoxOff, claimedOffBoxOn, claimedOffBoxOff, claimGoneOn, releasedOff, releasedOn:
+			state = metalv1alpha1.ServerStateReserved
+			s.Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Name: l.server, Namespace: claimNS}
+			s.Spec.BootConfigurationRef = &metalv1alpha1.ObjectReference{Name: l.server, Namespace: claimNS}
+			if l.role == releasedOff || l.role == releasedOn {
+				state = metalv1alpha1.ServerStateReleased
+				s.Spec.ReclaimPolicy = metalv1alpha1.ReclaimPolicyRetain
+			}
+		case parkedOn:
+			state, power = metalv1alpha1.ServerStateParked, metalv1alpha1.PowerStateOn
+			s.Annotations = map[string]string{metalv1alpha1.ParkedAnnotation: "true"}
+		case maintainedOn:
+			state, power = metalv1alpha1.ServerStateMaintenance, metalv1alpha1.PowerStateOn
+			s.Spec.ServerMaintenanceRef = &metalv1alpha1.ObjectReference{Name: l.server, Namespace: claimNS}
+		case maintenanceBootOn, maintenanceBootOff:
+			state = metalv1alpha1.ServerStateMaintenance
+			s.Spec.ServerMaintenanceRef = &metalv1alpha1.ObjectReference{Name: l.server, Namespace: claimNS}
+			s.Spec.MaintenanceBootConfigurationRef = &metalv1alpha1.ObjectReference{Name: l.server, Namespace: claimNS}
+		case errorDiscoveredOff, errorDiscoveredOn, errorUndiscoveredOn, errorUndiscoveredOff:
+			state = metalv1alpha1.ServerStateError
+		}
+		switch l.role {
+		case initialOn, claimedOffBoxOn, claimGoneOn, releasedOn, maintenanceBootOn, errorDiscoveredOn, errorUndiscoveredOn:
+			power = metalv1alpha1.PowerStateOn
+		case claimedBoxOff, claimedOffBoxOff, releasedOff, maintenanceBootOff:
+			power = metalv1alpha1.PowerStateOff
 		}
 		must(t, c.Create(ctx, s))
 		s.Status.State, s.Status.PowerState = state, power
+		if l.role == errorDiscoveredOff || l.role == errorDiscoveredOn {
+			// What the reference's discovery leaves: the probe's interfaces.
+			s.Status.NetworkInterfaces = []metalv1alpha1.NetworkInterface{{Name: "eth0", MACAddress: fmt.Sprintf("02:00:00:00:%02x:01", i%256), IP: "10.0.0.1"}}
+		}
 		s.Status.Manufacturer = b.Vendor()
 		must(t, testenv.WriteStatus(ctx, c, s))
 		if power == metalv1alpha1.PowerStateOn {
@@ -125,10 +178,14 @@ func layOut(t testing.TB, c client.Client, prefix string, bmcs []*redfish.BMC, r
 		}
 
 		switch l.role {
-		case claimed:
+		case claimed, claimedBoxOff, claimedOffBoxOn, claimedOffBoxOff:
+			claimPower := metalv1alpha1.PowerOn
+			if l.role == claimedOffBoxOn || l.role == claimedOffBoxOff {
+				claimPower = metalv1alpha1.PowerOff
+			}
 			claim := &metalv1alpha1.ServerClaim{
 				ObjectMeta: metav1.ObjectMeta{Name: l.server, Namespace: claimNS, Finalizers: []string{"metal.ironcore.dev/serverclaim"}},
-				Spec: metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn, Image: "example/os:1",
+				Spec: metalv1alpha1.ServerClaimSpec{Power: claimPower, Image: "example/os:1",
 					ServerRef: &corev1.LocalObjectReference{Name: l.server}},
 			}
 			must(t, c.Create(ctx, claim))
@@ -152,7 +209,25 @@ func layOut(t testing.TB, c client.Client, prefix string, bmcs []*redfish.BMC, r
 			must(t, c.Create(ctx, m))
 			m.Status.State = metalv1alpha1.ServerMaintenanceStateInMaintenance
 			must(t, testenv.WriteStatus(ctx, c, m))
-		case maintained:
+		case maintenanceBootOn, maintenanceBootOff:
+			// As the reference leaves it: the configuration made from the template, owned by
+			// the maintenance and Ready; the server powered as the maintenance asks once it was.
+			spec := metalv1alpha1.ServerBootConfigurationSpec{ServerRef: corev1.LocalObjectReference{Name: l.server}, Image: "example/firmware:1"}
+			m := &metalv1alpha1.ServerMaintenance{
+				ObjectMeta: metav1.ObjectMeta{Name: l.server, Namespace: claimNS, Finalizers: []string{"metal.ironcore.dev/servermaintenance"}},
+				Spec: metalv1alpha1.ServerMaintenanceSpec{ServerRef: &corev1.LocalObjectReference{Name: l.server},
+					Policy: metalv1alpha1.ServerMaintenancePolicyEnforced, ServerPower: metalv1alpha1.PowerOn,
+					ServerBootConfigurationTemplate: &metalv1alpha1.ServerBootConfigurationTemplate{Name: l.server, Spec: spec}},
+			}
+			must(t, c.Create(ctx, m))
+			m.Status.State = metalv1alpha1.ServerMaintenanceStateInMaintenance
+			must(t, testenv.WriteStatus(ctx, c, m))
+			sbc := &metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Name: l.server, Namespace: claimNS}, Spec: spec}
+			must(t, controllerutil.SetControllerReference(m, sbc, c.Scheme()))
+			must(t, c.Create(ctx, sbc))
+			sbc.Status.State = metalv1alpha1.ServerBootConfigurationStateReady
+			must(t, testenv.WriteStatus(ctx, c, sbc))
+		case maintained, maintainedOn:
 			m := &metalv1alpha1.ServerMaintenance{
 				ObjectMeta: metav1.ObjectMeta{Name: l.server, Namespace: claimNS, Finalizers: []string{"metal.ironcore.dev/servermaintenance"}},
 				Spec: metalv1alpha1.ServerMaintenanceSpec{ServerRef: &corev1.LocalObjectReference{Name: l.server},

@@ -279,7 +279,30 @@ func (r *ServerReconciler) persistRecovered(ctx context.Context, p *serverPass) 
 	return lifecycle.Wrote("persist state"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 		lifecycle.SetAnnotation(s, lifecycle.StateAnnotation, string(p.state))
 		lifecycle.AddFinalizer(s, ServerFinalizer)
+		recoveredBookkeeping(s, p.state)
 	})
+}
+
+// recoveredBookkeeping adds, to a server whose state was just recovered (adopted or derived),
+// what metalhub would have recorded had it entered that state itself: a Maintenance it did not
+// enter is marked so that a box already running its boot configuration is not restarted
+// (maintenanceBooted); an Error it did not enter is marked with whether the server had been
+// discovered, as found (errorExit).
+func recoveredBookkeeping(s *metalv1alpha1.Server, state metalv1alpha1.ServerState) {
+	switch state {
+	case metalv1alpha1.ServerStateMaintenance:
+		if s.Annotations[MaintenanceBootAnnotation] == "" {
+			lifecycle.SetAnnotation(s, MaintenanceBootAnnotation, maintenanceBootAdopted)
+		}
+	case metalv1alpha1.ServerStateError:
+		if s.Annotations[PreviousStateAnnotation] == "" && s.Annotations[AdoptedErrorAnnotation] == "" {
+			v := "undiscovered"
+			if discoveredBefore(s) {
+				v = "discovered"
+			}
+			lifecycle.SetAnnotation(s, AdoptedErrorAnnotation, v)
+		}
+	}
 }
 
 // reportIssued reports an operation issued by the previous pass first, BMC or not: only then
@@ -355,8 +378,12 @@ func (r *ServerReconciler) step(bctx, ctx context.Context, p *serverPass) (lifec
 	case metalv1alpha1.ServerStateMaintenance:
 		return r.inMaintenance(bctx, ctx, p)
 	case metalv1alpha1.ServerStateError:
-		// The BMC answered (connect succeeded): leave Error on our own.
-		return r.transition(ctx, p, previousState(p.Obj), "BMC answers again", nil)
+		// The BMC answered (connect succeeded): leave Error on our own, where errorExit says.
+		to, why, ok := errorExit(p.Obj, p.sys.PowerState)
+		if !ok {
+			return lifecycle.Done(), nil
+		}
+		return r.transition(ctx, p, to, why, nil)
 	}
 	return lifecycle.Done(), nil
 }
@@ -433,6 +460,44 @@ func (r *ServerReconciler) bmcFailed(ctx context.Context, p *serverPass, err err
 	return lifecycle.RequeueAfter(retry, reason), nil
 }
 
+// errorExit is where a server in Error goes once its BMC answers, why, and whether it goes now.
+//
+// An Error of metalhub's own (bmcFailed) recorded the state it left: back there. An Error found
+// on a server metal-operator managed records none; the reference sets Error when it cannot
+// manage a server and leaves it there until a user's retry. Starting over from Initial would
+// rediscover the box (power it off, PXE-boot it, power it on), which nobody asked for. So the
+// object decides, choosing what issues no BMC action of its own:
+//   - a maintenance ref: Maintenance (the maintenance step takes it there first);
+//   - a claim ref: Reserved, which follows the claim's power (what the claim asks is asked);
+//   - discovered before (a system UUID and the discovery's network interfaces in status, as
+//     found) and Off: Available, which keeps it Off;
+//   - otherwise it stays in Error, untouched: an On box is not powered off to be Available, an
+//     undiscovered one is not rediscovered, until it is Off (then Available, if discovered) or
+//     a user asks (operation retry: from Initial).
+func errorExit(s *metalv1alpha1.Server, power bmc.PowerState) (metalv1alpha1.ServerState, string, bool) {
+	if s.Annotations[PreviousStateAnnotation] != "" {
+		return previousState(s), "BMC answers again", true
+	}
+	switch {
+	case s.Spec.ServerMaintenanceRef != nil:
+		return metalv1alpha1.ServerStateMaintenance, "adopted Error: maintenance " + s.Spec.ServerMaintenanceRef.Name, true
+	case s.Spec.ServerClaimRef != nil:
+		return metalv1alpha1.ServerStateReserved, "adopted Error: claimed by " + s.Spec.ServerClaimRef.Namespace + "/" + s.Spec.ServerClaimRef.Name, true
+	}
+	discovered := s.Annotations[AdoptedErrorAnnotation] == "discovered" ||
+		(s.Annotations[AdoptedErrorAnnotation] == "" && discoveredBefore(s))
+	if discovered && power == bmc.PowerStateOff {
+		return metalv1alpha1.ServerStateAvailable, "adopted Error: discovered before, Off", true
+	}
+	return metalv1alpha1.ServerStateError, "", false
+}
+
+// discoveredBefore reports whether a server carries a discovery's results: its system UUID and
+// the network interfaces the probe reported (metal-operator fills them from discovery only).
+func discoveredBefore(s *metalv1alpha1.Server) bool {
+	return s.Spec.SystemUUID != "" && len(s.Status.NetworkInterfaces) > 0
+}
+
 func previousState(s *metalv1alpha1.Server) metalv1alpha1.ServerState {
 	prev := metalv1alpha1.ServerState(s.Annotations[PreviousStateAnnotation])
 	if !validServerState(prev) || prev == metalv1alpha1.ServerStateError || prev == metalv1alpha1.ServerStateMaintenance {
@@ -455,6 +520,9 @@ func (r *ServerReconciler) transition(ctx context.Context, p *serverPass, to met
 		// A power record belongs to the state that issued it; left behind, a finished "On"
 		// would read as still in flight when the next state wants On again.
 		lifecycle.RemoveAnnotation(s, PowerAnnotation)
+		if to != metalv1alpha1.ServerStateError {
+			lifecycle.RemoveAnnotation(s, AdoptedErrorAnnotation)
+		}
 		if extra != nil {
 			extra(s)
 		}

@@ -3,6 +3,7 @@ package metal
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,15 +36,76 @@ func (r *ServerReconciler) maintenance(ctx context.Context, p *serverPass) (life
 		return lifecycle.Continue(), nil
 	}
 	prev, ref := p.state, p.Obj.Spec.ServerMaintenanceRef
+	adopted := false
+	if prev == metalv1alpha1.ServerStateError {
+		// Back to where the Error would have gone, not into Error again. An Error metalhub
+		// found (none recorded) is the reference's, and so is this Maintenance: as adopted.
+		prev = metalv1alpha1.ServerState(p.Obj.Annotations[PreviousStateAnnotation])
+		adopted = prev == ""
+	}
 	return r.transition(ctx, p, metalv1alpha1.ServerStateMaintenance, "maintenance "+ref.Namespace+"/"+ref.Name, func(s *metalv1alpha1.Server) {
-		lifecycle.SetAnnotation(s, PreviousStateAnnotation, string(prev))
+		if prev == "" {
+			lifecycle.RemoveAnnotation(s, PreviousStateAnnotation)
+		} else {
+			lifecycle.SetAnnotation(s, PreviousStateAnnotation, string(prev))
+		}
+		if adopted && s.Annotations[MaintenanceBootAnnotation] == "" {
+			lifecycle.SetAnnotation(s, MaintenanceBootAnnotation, maintenanceBootAdopted)
+		}
 	})
+}
+
+// maintenanceBootAdopted is the maintenance boot record of a server found in Maintenance that
+// metalhub did not put there (metal-operator did, or the bookkeeping was lost): whether the box
+// runs the maintenance's boot configuration can then only be judged from what is observed.
+const maintenanceBootAdopted = "adopted"
+
+// maintenanceBootRecord is what MaintenanceBootAnnotation holds once the server was booted into
+// m's boot configuration: "<namespace>/<name>/<uid>".
+func maintenanceBootRecord(m *metalv1alpha1.ServerMaintenance) string {
+	return m.Namespace + "/" + m.Name + "/" + string(m.UID)
+}
+
+// maintenanceBooted is the one rule for "the server already runs the boot configuration of
+// maintenance m", from its record (MaintenanceBootAnnotation) and what is observed: the box is
+// On, the configuration is Ready.
+//
+//   - A record of ours names the maintenance by namespace, name and UID, and counts when
+//     namespace and name are m's and the UID is m's or the one m was copied from by "metalhub
+//     move" (MovedFromAnnotation): a move gives every copy a new UID, and the box did not
+//     reboot. A maintenance deleted and created again under the same name has a UID of its own
+//     and no such mark, so it is booted into. A bare UID (records before namespace and name
+//     were kept) counts for m's UID only.
+//   - maintenanceBootAdopted: booted when the box is On and the configuration is Ready. That is
+//     all metal-operator does: its ServerMaintenance controller reports InMaintenance first,
+//     then creates the configuration from the template and, once that is Ready, sets the
+//     server's spec.power to the maintenance's serverPower, which only powers an Off box on; a
+//     box that runs is never restarted. An On box with a Ready configuration has had all of
+//     that; restarting it would be a reset nobody asked for. An Off one is booted into it.
+//   - No record: metalhub entered Maintenance itself and has not booted the box yet.
+func maintenanceBooted(record string, m *metalv1alpha1.ServerMaintenance, on, configReady bool) bool {
+	switch record {
+	case "":
+		return false
+	case maintenanceBootAdopted:
+		return on && configReady
+	}
+	ns, rest, ok := strings.Cut(record, "/")
+	if !ok {
+		return m.UID != "" && record == string(m.UID)
+	}
+	name, uid, ok := strings.Cut(rest, "/")
+	if !ok || ns != m.Namespace || name != m.Name || uid == "" {
+		return false
+	}
+	return uid == string(m.UID) || uid == m.Annotations[lifecycle.MovedFromAnnotation]
 }
 
 // inMaintenance boots the maintenance's boot configuration once it is Ready (a one-time PXE
 // override, then power on, or a restart of a running box through an operation intent so it
-// happens exactly once), applies the maintenance's power otherwise, and returns to the previous
-// state when the maintenance ref is removed.
+// happens exactly once) unless the box runs it already (maintenanceBooted), applies the
+// maintenance's power otherwise, and returns to the previous state when the maintenance ref is
+// removed.
 func (r *ServerReconciler) inMaintenance(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	s := p.Obj
 	if s.Spec.ServerMaintenanceRef == nil {
@@ -69,17 +131,28 @@ func (r *ServerReconciler) inMaintenance(bctx, ctx context.Context, p *serverPas
 		}
 		return lifecycle.Done(), nil
 	}
-	if s.Annotations[MaintenanceBootAnnotation] == string(m.UID) {
+	ready, why, _, err := r.bootConfigurationReady(ctx, p, ref.Namespace, ref.Name)
+	if err != nil {
+		return lifecycle.Result{}, err
+	}
+	record := s.Annotations[MaintenanceBootAnnotation]
+	if maintenanceBooted(record, m, p.sys.PowerState == bmc.PowerStateOn, ready) {
+		if want := maintenanceBootRecord(m); record != want {
+			// Ours from now on (an adopted boot, a moved copy's UID): a later power-off or
+			// another move is judged by the record alone.
+			return lifecycle.Wrote("maintenance boot recorded"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+				lifecycle.SetAnnotation(s, MaintenanceBootAnnotation, want)
+			})
+		}
 		// Booted into it: keep it on.
 		if res, err := r.converge(ctx, p, metalv1alpha1.PowerOn, true); err != nil || !res.IsContinue() {
 			return res, err
 		}
 		return lifecycle.Done(), nil
 	}
-	ready, why, _, err := r.bootConfigurationReady(ctx, p, ref.Namespace, ref.Name)
-	if err != nil || !ready {
+	if !ready {
 		// The boot provider's Ready (watched) brings the next pass.
-		return lifecycle.RequeueAfter(r.Options.RetryAfter, why), err
+		return lifecycle.RequeueAfter(r.Options.RetryAfter, why), nil
 	}
 	switch p.sys.PowerState {
 	case bmc.PowerStatePoweringOn, bmc.PowerStatePoweringOff:
@@ -92,7 +165,9 @@ func (r *ServerReconciler) inMaintenance(bctx, ctx context.Context, p *serverPas
 		}
 		r.Recorder.Eventf(s, m, corev1.EventTypeNormal, "BootOnce", "SetBootOnce", "one-time PXE boot set for maintenance %s/%s", m.Namespace, m.Name)
 	}
-	booted := func(s *metalv1alpha1.Server) { lifecycle.SetAnnotation(s, MaintenanceBootAnnotation, string(m.UID)) }
+	booted := func(s *metalv1alpha1.Server) {
+		lifecycle.SetAnnotation(s, MaintenanceBootAnnotation, maintenanceBootRecord(m))
+	}
 	if p.sys.PowerState == bmc.PowerStateOn {
 		return r.issueOperation(bctx, ctx, p, opIntent{op: metalv1alpha1.OperationPowerCycleServer, phase: intentOwed, at: r.Now()}, booted)
 	}

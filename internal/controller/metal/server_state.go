@@ -21,11 +21,18 @@ const (
 	BootOnceAnnotation = "lifecycle.metalhub.io/boot-once"
 	// DiscoveryStartedAnnotation is when Discovery began (RFC 3339): the timeout runs from here.
 	DiscoveryStartedAnnotation = "lifecycle.metalhub.io/discovery-started"
-	// MaintenanceBootAnnotation is the UID of the maintenance whose boot configuration the
-	// server was booted into (once per maintenance).
+	// MaintenanceBootAnnotation records that the server was booted into its maintenance's boot
+	// configuration (once per maintenance): "<namespace>/<name>/<uid>" of the maintenance, or
+	// "adopted" for a server found in Maintenance that metalhub did not put there (see
+	// maintenanceBooted).
 	MaintenanceBootAnnotation = "lifecycle.metalhub.io/maintenance-boot"
 	// PreviousStateAnnotation is the state to return to after Maintenance or Error.
 	PreviousStateAnnotation = "lifecycle.metalhub.io/previous-state"
+	// AdoptedErrorAnnotation marks an Error metalhub found rather than entered (no previous
+	// state was recorded), with what the server was when found: "discovered" or
+	// "undiscovered" (see errorExit). Read then, because our own inventory walk fills the
+	// same status fields later.
+	AdoptedErrorAnnotation = "lifecycle.metalhub.io/adopted-error"
 )
 
 // serverStore keeps the Server lifecycle state. Without the annotation (a restore from a backup
