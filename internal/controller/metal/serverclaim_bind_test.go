@@ -13,6 +13,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/registry"
 	"github.com/metalhub/metalhub/internal/scheme"
 )
 
@@ -40,6 +41,10 @@ func fakeClient(objects ...client.Object) client.Client {
 	for _, i := range append(bmcIndexes(), claimIndexes()...) {
 		fb = fb.WithIndex(i.obj, i.name, i.fn)
 	}
+	// The registry's index of Servers by system UUID (registry.SetupIndexes in the manager).
+	fb = fb.WithIndex(&metalv1alpha1.Server{}, indexServerUUID, func(o client.Object) []string {
+		return []string{registry.NormalizeUUID(o.(*metalv1alpha1.Server).Spec.SystemUUID)}
+	})
 	return fb.Build()
 }
 
