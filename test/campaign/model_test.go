@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -891,9 +892,29 @@ func (m *model) finalOps(last *snapshot) {
 			continue // still pending: the convergence check reports it unless the server is parked
 		}
 		m.checks[invOnce]++
+		if m.reportedUncertain(op) {
+			// The BMC answered ambiguously (a 5xx or a timeout after the request) and could not
+			// say whether it acted: the operator reports that instead of risking a second one.
+			continue
+		}
 		m.breach(invOnce, op.Server+" "+op.Op, "operation %s on %s (set at +%s, annotation gone at +%s) was never carried out",
 			op.Op, op.Server, m.since(op.SetAt), m.since(op.Gone))
 	}
+}
+
+// reportedUncertain reports whether the operator said of op that it cannot know whether it was
+// carried out: an OperationUncertain event on its object after it was set.
+func (m *model) reportedUncertain(op *opInstance) bool {
+	list := &eventsv1.EventList{}
+	if err := m.c.List(context.Background(), list); err != nil {
+		return false
+	}
+	for _, e := range list.Items {
+		if e.Reason == metalv1alpha1.ReasonOperationUncertain && e.Regarding.Name == op.Server && !e.CreationTimestamp.Time.Before(op.SetAt.Truncate(time.Second)) {
+			return true
+		}
+	}
+	return false
 }
 
 // actions lists the recorded actions on a system after t, for the convergence check of a

@@ -80,6 +80,9 @@ const (
 	fAddressReuse = "address-reuse"
 	// fBoardSwap gives the BMC's system another UUID and serial, as a replaced mainboard does.
 	fBoardSwap = "board-swap"
+	// fAfterEffect makes the BMC carry out every action and then answer 500 (a BMC or a proxy
+	// failing after the effect).
+	fAfterEffect = "http-500-after-effect"
 )
 
 // Object kinds a status wipe or an annotation strip hits.
@@ -393,12 +396,13 @@ func newSchedule(seed uint64) *schedule {
 			}
 		}
 	}
-	// Identity faults, from a stream of their own so that every seed keeps its other steps: an
-	// address handed to another BMC, a replaced board; each healed after a while.
+	// Identity and ambiguity faults, from a stream of their own so that every seed keeps its other
+	// steps: an address handed to another BMC, a replaced board, a 500 after the effect; each
+	// healed after a while.
 	idf := rand.New(rand.NewPCG(seed, 0x6964656e74697479))
 	for range 1 + idf.IntN(2) {
 		st := step{At: time.Duration(idf.Int64N(int64(s.Chaos))), Kind: kFault, Index: idf.IntN(s.BMCs), Claimed: idf.IntN(2) == 0,
-			Fault: []string{fAddressReuse, fBoardSwap}[idf.IntN(2)], Dur: between(idf, 3*time.Second, 10*time.Second), Origin: -1}
+			Fault: []string{fAddressReuse, fBoardSwap, fAfterEffect}[idf.IntN(3)], Dur: between(idf, 3*time.Second, 10*time.Second), Origin: -1}
 		origin := add(st)
 		heal := st
 		heal.Kind, heal.At, heal.Origin = kHeal, st.At+st.Dur, origin

@@ -470,6 +470,11 @@ func (w *world) fault(st step, i int, set bool) (string, error) {
 		if set {
 			f.BrokenCollections = map[string]int{"Processors": 500, "Memory": 500}
 		}
+	case fAfterEffect:
+		f.ErrorAfterEffect = 0
+		if set {
+			f.ErrorAfterEffect = 500
+		}
 	case fAddressReuse:
 		w.astray[i] = set
 		if set {
