@@ -116,7 +116,7 @@ func TestAddressHandedToAnotherMachineActsOnNothing(t *testing.T) {
 
 	waitMismatch(t, idle, systemOf(bClaimed).UUID())
 	bmcReason(t, "reuse-idle", metalv1alpha1.ReasonIdentityMismatch)
-	deadline := time.Now().Add(identityWatch())
+	deadline := time.Now().Add(20 * time.Second) // past a resync; the Endpoint test watches five minutes
 	for time.Now().Before(deadline) {
 		if recs := since(records(bClaimed), start); len(recs) != 0 {
 			t.Fatalf("actions on the claimed box through the reused address: %+v", recs)
@@ -144,6 +144,73 @@ func TestAddressHandedToAnotherMachineActsOnNothing(t *testing.T) {
 	bmcReason(t, "reuse-idle", metalv1alpha1.ReasonConnected)
 	if recs := since(records(bIdle), back); len(recs) != 0 {
 		t.Errorf("actions on the idle box after the address came back: %+v", recs)
+	}
+	if recs := since(records(bClaimed), start); len(recs) != 0 {
+		t.Errorf("actions on the claimed box: %+v", recs)
+	}
+}
+
+// The acceptance: an Endpoint edited to point at another BMC whose box is claimed and On. The
+// emulated BMCs all answer on 127.0.0.1, each on its own port; the claimed box's BMC answers on
+// 127.0.0.2 too, at the idle BMC's port, as BMCs in a data centre share a port at their own IPs.
+// For five minutes (ten resyncs) no action reaches the claimed box and the edited server says
+// why; edited back, it resumes with no action. On 3d9e66d the idle server forced the claimed box
+// off at its next pass.
+func TestEndpointEditedOntoAClaimedBoxActsOnNothing(t *testing.T) {
+	bIdle := takeBMC(t)
+	user, pass := bIdle.Credentials()
+	ep := &metalv1alpha1.Endpoint{ObjectMeta: metav1.ObjectMeta{Name: "ep-idle"}, Spec: metalv1alpha1.EndpointSpec{IP: "127.0.0.1"}}
+	sec := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "ep-idle"}, StringData: map[string]string{"username": user, "password": pass}}
+	obj := bmcObject(bIdle, "ep-idle")
+	obj.Spec.Access, obj.Spec.EndpointRef = nil, &corev1.LocalObjectReference{Name: "ep-idle"}
+	for _, o := range []client.Object{ep, sec, obj} {
+		if err := env.Client.Create(ctx(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idle := ServerName("ep-idle", bIdle.SystemIDs()[0])
+	waitState(t, idle, metalv1alpha1.ServerStateAvailable, 60*time.Second)
+	claimed, bClaimed := claimedOnLike(t, "ep-claimed", bIdle)
+	if err := bClaimed.ListenAt(fmt.Sprintf("127.0.0.2:%d", port(bIdle))); err != nil {
+		t.Fatal(err)
+	}
+	setIP := func(ip string) {
+		eventually(t, 5*time.Second, "edit the Endpoint", func() (bool, string) {
+			e := &metalv1alpha1.Endpoint{}
+			if err := env.Client.Get(ctx(), client.ObjectKey{Name: "ep-idle"}, e); err != nil {
+				return false, err.Error()
+			}
+			patch := client.MergeFrom(e.DeepCopy())
+			e.Spec.IP = ip
+			err := env.Client.Patch(ctx(), e, patch)
+			return err == nil, fmt.Sprint(err)
+		})
+	}
+	start := time.Now()
+	setIP("127.0.0.2")
+	waitMismatch(t, idle, systemOf(bClaimed).UUID())
+	deadline := time.Now().Add(identityWatch())
+	for time.Now().Before(deadline) {
+		if recs := since(records(bClaimed), start); len(recs) != 0 {
+			t.Fatalf("actions on the claimed box through the edited Endpoint: %+v", recs)
+		}
+		if p := systemOf(bClaimed).PowerState(); p != redfish.PowerOn {
+			t.Fatalf("the claimed box is %s", p)
+		}
+		s := getServer(t, idle)
+		if c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionIdentityMismatch); c == nil || c.Status != metav1.ConditionTrue {
+			t.Fatalf("the mismatch was no longer reported: %+v", s.Status.Conditions)
+		}
+		time.Sleep(time.Second) // the window being watched, not a synchronisation
+	}
+	if s := getServer(t, claimed); durableState(s) != string(metalv1alpha1.ServerStateReserved) {
+		t.Errorf("the claimed server left Reserved: %s", durableState(s))
+	}
+	back := time.Now()
+	setIP("127.0.0.1")
+	waitVerified(t, idle)
+	if recs := since(records(bIdle), back); len(recs) != 0 {
+		t.Errorf("actions on the idle box after the Endpoint was edited back: %+v", recs)
 	}
 	if recs := since(records(bClaimed), start); len(recs) != 0 {
 		t.Errorf("actions on the claimed box: %+v", recs)

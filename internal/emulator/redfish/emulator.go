@@ -101,6 +101,7 @@ const (
 type Emulator struct {
 	opts    Options
 	bmcs    []*BMC
+	srvMu   sync.Mutex // servers: ListenAt adds to them after Start
 	servers []*http.Server
 	tlsCfg  *tls.Config
 	caPEM   []byte
@@ -160,21 +161,44 @@ func (e *Emulator) Start() error {
 		listeners = append(listeners, l)
 	}
 	for i, l := range listeners {
-		srv := &http.Server{
-			Handler:           e.bmcs[i],
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			// Dropped and hung connections are part of the fault menu, not news.
-			ErrorLog: log.New(io.Discard, "", 0),
-		}
-		e.servers = append(e.servers, srv)
-		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
-			_ = srv.Serve(l)
-		}()
+		e.serve(e.bmcs[i], l)
 	}
 	e.opts.Logger.V(1).Info("emulator started", "bmcs", len(e.bmcs), "systemsPerBMC", e.opts.SystemsPerBMC)
+	return nil
+}
+
+// serve answers l's connections with b until the emulator closes.
+func (e *Emulator) serve(b *BMC, l net.Listener) {
+	srv := &http.Server{
+		Handler:           b,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// Dropped and hung connections are part of the fault menu, not news.
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
+	e.srvMu.Lock()
+	e.servers = append(e.servers, srv)
+	e.srvMu.Unlock()
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		_ = srv.Serve(l)
+	}()
+}
+
+// ListenAt makes b answer at addr (host:port) as well, as BMCs in a data centre all answer on
+// one port, each at its own IP: with addr on another loopback IP and another BMC's port, an
+// Endpoint edited from that BMC's IP to this one reaches this BMC. The address must be free (the
+// other BMC holds the port on its own IP only); the listener closes with the emulator.
+func (b *BMC) ListenAt(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen at %s for BMC %d: %w", addr, b.index, err)
+	}
+	if b.em.tlsCfg != nil {
+		l = tls.NewListener(l, b.em.tlsCfg)
+	}
+	b.em.serve(b, l)
 	return nil
 }
 
@@ -194,9 +218,11 @@ func Start(opts Options) (*Emulator, error) {
 func (e *Emulator) Close() error {
 	e.closed.Do(func() {
 		close(e.closing)
+		e.srvMu.Lock()
 		for _, s := range e.servers {
 			_ = s.Close()
 		}
+		e.srvMu.Unlock()
 		e.wg.Wait()
 		for _, b := range e.bmcs {
 			for _, s := range b.systems {
