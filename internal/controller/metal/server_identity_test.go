@@ -13,6 +13,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 // Issue 23: a Server acts only on its own machine, proven before every action.
@@ -60,6 +61,18 @@ func claimedOnLike(t *testing.T, prefix string, like *redfish.BMC) (string, *red
 	waitState(t, name, metalv1alpha1.ServerStateReserved, 15*time.Second)
 	waitPower(t, name, metalv1alpha1.PowerStateOn, 15*time.Second)
 	return name, b
+}
+
+// forgetPowerRecord removes the record of the server's last power action, as on a server that
+// has been Available for longer than --power-timeout: its next pass acts on what it reads, so a
+// test that shows it does not act shows it for the right reason.
+func forgetPowerRecord(t *testing.T, name string) {
+	t.Helper()
+	eventually(t, 5*time.Second, "forget the power record of "+name, func() (bool, string) {
+		s := getServer(t, name)
+		err := lifecycle.PatchMetadata(ctx(), env.Client, s, func(o client.Object) { lifecycle.RemoveAnnotation(o, PowerAnnotation) })
+		return err == nil, fmt.Sprint(err)
+	})
 }
 
 // waitMismatch waits until the Server reports another machine at its address, naming it.
@@ -110,6 +123,7 @@ func bmcReason(t *testing.T, name, want string) {
 func TestAddressHandedToAnotherMachineActsOnNothing(t *testing.T) {
 	idle, bIdle := availableServer(t, "reuse-idle")
 	claimed, bClaimed := claimedOnLike(t, "reuse-claimed", bIdle)
+	forgetPowerRecord(t, idle)
 	start := time.Now()
 	bIdle.AnswerAs(bClaimed)
 	t.Cleanup(func() { bIdle.AnswerAs(nil) })
@@ -186,6 +200,7 @@ func TestEndpointEditedOntoAClaimedBoxActsOnNothing(t *testing.T) {
 			return err == nil, fmt.Sprint(err)
 		})
 	}
+	forgetPowerRecord(t, idle)
 	start := time.Now()
 	setIP("127.0.0.2")
 	waitMismatch(t, idle, systemOf(bClaimed).UUID())
@@ -224,6 +239,7 @@ func TestEditedAddressActsOnNothing(t *testing.T) {
 	idle, bIdle := availableServer(t, "edit-idle")
 	claimed, bClaimed := claimedOnLike(t, "edit-claimed", bIdle)
 	claim := &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "edit-claimed-claim"}}
+	forgetPowerRecord(t, idle)
 	start := time.Now()
 	setPort := func(p int32) {
 		eventually(t, 5*time.Second, "edit the BMC's port", func() (bool, string) {
@@ -323,8 +339,6 @@ func setClaimPower(t *testing.T, claim *metalv1alpha1.ServerClaim, power metalv1
 func TestServerTwiceActsThroughNeither(t *testing.T) {
 	name, b := availableServer(t, "twice")
 	sys := systemOf(b)
-	start := time.Now()
-	sys.SetPowerState(redfish.PowerOn) // an Available server that acted would turn it off
 	twin := &metalv1alpha1.Server{
 		ObjectMeta: metav1.ObjectMeta{Name: "twice-by-hand"},
 		Spec: metalv1alpha1.ServerSpec{
@@ -346,6 +360,11 @@ func TestServerTwiceActsThroughNeither(t *testing.T) {
 			return c != nil && c.Reason == metalv1alpha1.ReasonDuplicateIdentity, fmt.Sprintf("%+v", s.Status.Conditions)
 		})
 	}
+	// The box is turned on by hand, and the first server's power record goes: acting through
+	// either Server, an Available one would turn it off.
+	forgetPowerRecord(t, name)
+	start := time.Now()
+	sys.SetPowerState(redfish.PowerOn)
 	watch := time.Now().Add(40 * time.Second) // past a resync of each
 	for time.Now().Before(watch) {
 		if recs := since(records(b), start); len(recs) != 0 {
