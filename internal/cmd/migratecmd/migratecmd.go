@@ -73,9 +73,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 const moveUsage = `usage: move --to-kubeconfig FILE [flags]
 
-Copies BMCs, BMCSecrets, Endpoints, Servers, claims, boot configurations, maintenances and
-the ignition Secrets they name to another cluster: pauses the source, creates everything on
-the target in dependency order (paused), then unpauses the target. The source stays paused.
+Copies BMCs, BMCSecrets, Endpoints, Servers, claims, boot configurations, maintenances (both
+groups) and the ignition Secrets they name to another cluster: pauses the source and waits
+until the source's metalhub acknowledges the pause on every object (or --source-stopped says
+it is gone), creates everything on the target in dependency order (paused), unpauses the
+target and marks the source moved. The source stays paused; a finished move is not run again.
 
 flags:
 `
