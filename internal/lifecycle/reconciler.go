@@ -124,6 +124,12 @@ func acknowledgePause(ctx context.Context, c client.Client, obj client.Object) e
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return nil // the newer object's event brings the next look
 	}
+	if apierrors.IsForbidden(err) {
+		// A kind this operator may not patch is paused all the same; only a move that waits
+		// for it would notice, and names it.
+		ctrl.LoggerFrom(ctx).V(1).Info("cannot acknowledge the pause", "error", err.Error())
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("acknowledging the pause of %s: %w", kindOf(obj), err)
 	}
