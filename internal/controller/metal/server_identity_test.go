@@ -75,6 +75,30 @@ func forgetPowerRecord(t *testing.T, name string) {
 	})
 }
 
+// watchUntouched watches for a while that nothing reaches the claimed box behind b (it stays
+// On), and that the Available server name, whose address reaches it, keeps reporting the
+// mismatch and keeps its state.
+func watchUntouched(t *testing.T, b *redfish.BMC, name string, start time.Time, window time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(window)
+	for time.Now().Before(deadline) {
+		if recs := since(records(b), start); len(recs) != 0 {
+			t.Fatalf("actions on the claimed box through another server's address: %+v", recs)
+		}
+		if p := systemOf(b).PowerState(); p != redfish.PowerOn {
+			t.Fatalf("the claimed box is %s", p)
+		}
+		s := getServer(t, name)
+		if c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionIdentityMismatch); c == nil || c.Status != metav1.ConditionTrue {
+			t.Fatalf("the mismatch was no longer reported: %+v", s.Status.Conditions)
+		}
+		if durableState(s) != string(metalv1alpha1.ServerStateAvailable) {
+			t.Fatalf("%s left Available: %s", name, durableState(s))
+		}
+		time.Sleep(time.Second) // the window being watched, not a synchronisation
+	}
+}
+
 // waitMismatch waits until the Server reports another machine at its address, naming it.
 func waitMismatch(t *testing.T, name, answered string) {
 	t.Helper()
@@ -130,23 +154,8 @@ func TestAddressHandedToAnotherMachineActsOnNothing(t *testing.T) {
 
 	waitMismatch(t, idle, systemOf(bClaimed).UUID())
 	bmcReason(t, "reuse-idle", metalv1alpha1.ReasonIdentityMismatch)
-	deadline := time.Now().Add(20 * time.Second) // past a resync; the Endpoint test watches five minutes
-	for time.Now().Before(deadline) {
-		if recs := since(records(bClaimed), start); len(recs) != 0 {
-			t.Fatalf("actions on the claimed box through the reused address: %+v", recs)
-		}
-		if p := systemOf(bClaimed).PowerState(); p != redfish.PowerOn {
-			t.Fatalf("the claimed box is %s", p)
-		}
-		s := getServer(t, idle)
-		if c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionIdentityMismatch); c == nil || c.Status != metav1.ConditionTrue {
-			t.Fatalf("the mismatch was no longer reported: %+v", s.Status.Conditions)
-		}
-		if durableState(s) != string(metalv1alpha1.ServerStateAvailable) {
-			t.Fatalf("the idle server left Available: %s", durableState(s))
-		}
-		time.Sleep(time.Second) // the window being watched, not a synchronisation
-	}
+	// Past a resync; the Endpoint test watches five minutes.
+	watchUntouched(t, bClaimed, idle, start, 20*time.Second)
 	if s := getServer(t, claimed); durableState(s) != string(metalv1alpha1.ServerStateReserved) {
 		t.Errorf("the claimed server left Reserved: %s", durableState(s))
 	}
@@ -204,20 +213,7 @@ func TestEndpointEditedOntoAClaimedBoxActsOnNothing(t *testing.T) {
 	start := time.Now()
 	setIP("127.0.0.2")
 	waitMismatch(t, idle, systemOf(bClaimed).UUID())
-	deadline := time.Now().Add(identityWatch())
-	for time.Now().Before(deadline) {
-		if recs := since(records(bClaimed), start); len(recs) != 0 {
-			t.Fatalf("actions on the claimed box through the edited Endpoint: %+v", recs)
-		}
-		if p := systemOf(bClaimed).PowerState(); p != redfish.PowerOn {
-			t.Fatalf("the claimed box is %s", p)
-		}
-		s := getServer(t, idle)
-		if c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionIdentityMismatch); c == nil || c.Status != metav1.ConditionTrue {
-			t.Fatalf("the mismatch was no longer reported: %+v", s.Status.Conditions)
-		}
-		time.Sleep(time.Second) // the window being watched, not a synchronisation
-	}
+	watchUntouched(t, bClaimed, idle, start, identityWatch())
 	if s := getServer(t, claimed); durableState(s) != string(metalv1alpha1.ServerStateReserved) {
 		t.Errorf("the claimed server left Reserved: %s", durableState(s))
 	}
