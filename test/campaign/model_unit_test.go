@@ -38,7 +38,7 @@ func TestScheduleIsAFunctionOfItsSeed(t *testing.T) {
 			t.Errorf("no schedule of 40 seeds has a %s step", w.k)
 		}
 	}
-	for _, f := range []string{fFailedPower} {
+	for _, f := range []string{fFailedPower, fAddressReuse, fBoardSwap, fAfterEffect} {
 		if !faults[f] {
 			t.Errorf("no schedule of 40 seeds injects %s", f)
 		}
@@ -255,5 +255,35 @@ controller_runtime_reconcile_panics_total{controller="bmc"} 0
 	}
 	if m.total["bmc"] != 13 || m.over["bmc"] != 2 {
 		t.Fatalf("total %v over %v, want 13 and 2", m.total, m.over)
+	}
+}
+
+// An action that reached a machine through another BMC's address, or a system whose UUID no
+// Server has (a replaced board), breaches own-machine-only; the same action on the Server's own
+// machine does not.
+func TestModelFlagsAnActionOnAnotherMachine(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rec  redfish.Record
+		want int
+	}{
+		{"its own machine", redfish.Record{UUID: "U0"}, 0},
+		{"through a reused address", redfish.Record{UUID: "u0", Via: "http://127.0.0.1:18001"}, 1},
+		{"on a board nobody accepted", redfish.Record{UUID: "5a5a5a5a-swapped"}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			for range 3 {
+				f.poll(claimed(metalv1alpha1.PowerOff, false))
+			}
+			f.seq++
+			r := tc.rec
+			r.Seq, r.Time, r.Action, r.ResetType = f.seq, f.now.Add(50*time.Millisecond), redfish.ActionReset, "ForceOff"
+			f.recs = append(f.recs, r)
+			f.poll(claimed(metalv1alpha1.PowerOff, false))
+			if n := f.breaches(invIdentity); n != tc.want {
+				t.Fatalf("%d breaches of %s, want %d", n, invIdentity, tc.want)
+			}
+		})
 	}
 }
