@@ -329,26 +329,33 @@ func setClaimPower(t *testing.T, claim *metalv1alpha1.ServerClaim, power metalv1
 	})
 }
 
+// createInlineServer creates a Server registered inline (spec.bmc) for b's address.
+func createInlineServer(t *testing.T, name, uuid string, b *redfish.BMC, secret string) *metalv1alpha1.Server {
+	t.Helper()
+	s := &metalv1alpha1.Server{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: metalv1alpha1.ServerSpec{
+			SystemUUID: uuid,
+			BMC: &metalv1alpha1.BMCAccess{
+				Protocol:     metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: port(b), Scheme: metalv1alpha1.HTTPScheme},
+				Address:      "127.0.0.1",
+				BMCSecretRef: corev1.LocalObjectReference{Name: secret},
+			},
+		},
+	}
+	if err := env.Client.Create(ctx(), s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // A second Server for a machine that has one (made by hand, registered inline with the address
 // in another spelling): both report it, neither acts; once the copy is deleted (it lets go
 // without touching the box) the first resumes.
 func TestServerTwiceActsThroughNeither(t *testing.T) {
 	name, b := availableServer(t, "twice")
 	sys := systemOf(b)
-	twin := &metalv1alpha1.Server{
-		ObjectMeta: metav1.ObjectMeta{Name: "twice-by-hand"},
-		Spec: metalv1alpha1.ServerSpec{
-			SystemUUID: "{" + strings.ToUpper(sys.UUID()) + "}",
-			BMC: &metalv1alpha1.BMCAccess{
-				Protocol:     metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: port(b), Scheme: metalv1alpha1.HTTPScheme},
-				Address:      "127.0.0.1",
-				BMCSecretRef: corev1.LocalObjectReference{Name: "twice"},
-			},
-		},
-	}
-	if err := env.Client.Create(ctx(), twin); err != nil {
-		t.Fatal(err)
-	}
+	twin := createInlineServer(t, "twice-by-hand", "{"+strings.ToUpper(sys.UUID())+"}", b, "twice")
 	for _, n := range []string{name, twin.Name} {
 		eventually(t, 60*time.Second, n+" DuplicateIdentity", func() (bool, string) {
 			s := getServer(t, n)
@@ -390,20 +397,7 @@ func TestBMCForAnInlineServerCreatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	sys := systemOf(b)
-	inline := &metalv1alpha1.Server{
-		ObjectMeta: metav1.ObjectMeta{Name: "inline-first"},
-		Spec: metalv1alpha1.ServerSpec{
-			SystemUUID: sys.UUID(),
-			BMC: &metalv1alpha1.BMCAccess{
-				Protocol:     metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: port(b), Scheme: metalv1alpha1.HTTPScheme},
-				Address:      "127.0.0.1",
-				BMCSecretRef: corev1.LocalObjectReference{Name: "inline-first"},
-			},
-		},
-	}
-	if err := env.Client.Create(ctx(), inline); err != nil {
-		t.Fatal(err)
-	}
+	inline := createInlineServer(t, "inline-first", sys.UUID(), b, "inline-first")
 	waitState(t, inline.Name, metalv1alpha1.ServerStateAvailable, 60*time.Second)
 	start := time.Now()
 	obj := bmcObject(b, "inline-first")
