@@ -192,10 +192,11 @@ func (r *Registry) accept(ctx context.Context, rep *probe.Report, token string) 
 // that machine's hardware must not be written onto this Server. It runs after authentication,
 // so only a holder of the round's token can cause the Warning event.
 func (r *Registry) sameMachine(srv *metalv1alpha1.Server, rep *probe.Report, round string) *outcome {
-	got, want := NormalizeUUID(rep.System.UUID), NormalizeUUID(srv.Spec.SystemUUID)
-	if got == want {
+	if NormalizeUUID(rep.System.UUID) == NormalizeUUID(srv.Spec.SystemUUID) {
 		return nil
 	}
+	// Named as written (lower-cased), dashes and all: the form people compare with dmidecode.
+	got, want := strings.ToLower(strings.TrimSpace(rep.System.UUID)), strings.ToLower(strings.TrimSpace(srv.Spec.SystemUUID))
 	if r.opts.Recorder != nil {
 		r.opts.Recorder.Eventf(srv, nil, corev1.EventTypeWarning, ReasonReportFromWrongMachine, "Discover",
 			"refused a discovery report from the machine with DMI system UUID %s: this server's system UUID is %s", got, want)
