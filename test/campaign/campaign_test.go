@@ -211,6 +211,9 @@ func (w *world) finish(t *testing.T, res *result) *result {
 		res.seed, res.steps, res.faults, res.setup.Round(100*time.Millisecond), res.chaos.Round(100*time.Millisecond),
 		res.converge.Round(100*time.Millisecond), len(res.breaches))
 	if len(res.breaches) == 0 {
+		if os.Getenv("METALHUB_CAMPAIGN_JOURNAL") != "" {
+			t.Logf("schedule of seed %d as it ran:\n%s", res.seed, strings.Join(journal, "\n"))
+		}
 		return res
 	}
 	var b strings.Builder

@@ -38,6 +38,9 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(testenv.Main(m, &env, func(m *testing.M) int {
 		code := m.Run()
+		if te := targetEnv.Load(); te != nil {
+			_ = te.Stop()
+		}
 		if dir := binDir.Load(); dir != nil {
 			_ = os.RemoveAll(*dir)
 		}

@@ -32,9 +32,10 @@ const (
 	invPassBound = "pass-bound"
 	invHealthy   = "healthy-served"
 	invIdentity  = "own-machine-only"
+	invPaused    = "paused-left-alone"
 )
 
-var invariants = []string{invUnasked, invOnce, invHeld, invUnique, invConverge, invPassBound, invHealthy, invIdentity}
+var invariants = []string{invUnasked, invOnce, invHeld, invUnique, invConverge, invPassBound, invHealthy, invIdentity, invPaused}
 
 // Windows of the model. A BMC action is judged against what the API said from decideWindow before
 // it until the first observation after it: the manager decided at most one pass (the request
@@ -57,6 +58,7 @@ type srvView struct {
 	Power, Ready        string
 	Op                  string
 	Parked, Unclaimable bool
+	Paused, PauseAck    string
 	Taints              []metalv1alpha1.Taint
 	Labels              map[string]string
 }
@@ -214,7 +216,9 @@ type model struct {
 	maintSince map[string]time.Time // maintenance UID -> first poll with a server in it
 	// maintBefore: maintenance UID -> start of the last poll that showed its server not yet in it
 	maintBefore map[string]time.Time
-	kick        chan struct{}
+	// twins are the Servers the harness made by hand for systems that have one, by name.
+	twins map[string]*twinSpan
+	kick  chan struct{}
 }
 
 type judgedRecord struct {
@@ -247,7 +251,7 @@ func newModelWith(c client.Client, records func() []redfish.Record, systemUUID f
 	m := &model{c: c, records: records, systemUUID: systemUUID, logf: logf,
 		bound: map[string]string{}, serverUUID: map[string]string{}, breaches: map[string]*breach{},
 		checks: map[string]int{}, twoSince: map[string]time.Time{}, maintSince: map[string]time.Time{},
-		maintBefore: map[string]time.Time{}, kick: make(chan struct{}, 1)}
+		maintBefore: map[string]time.Time{}, twins: map[string]*twinSpan{}, kick: make(chan struct{}, 1)}
 	m.setStart(time.Now())
 	return m
 }
@@ -353,7 +357,8 @@ func (m *model) take(ctx context.Context) (*snapshot, error) {
 			Finalizer: controllerutil.ContainsFinalizer(o, metal.ServerFinalizer),
 			State:     o.Annotations[lifecycle.StateAnnotation], Mirror: string(o.Status.State), Power: string(o.Status.PowerState),
 			Op: o.Annotations[metalv1alpha1.OperationAnnotation], Parked: o.Annotations[metalv1alpha1.ParkedAnnotation] != "",
-			Unclaimable: o.Spec.Unclaimable, Taints: o.Spec.Taints, Labels: o.Labels}
+			Unclaimable: o.Spec.Unclaimable, Taints: o.Spec.Taints, Labels: o.Labels,
+			Paused: o.Annotations[lifecycle.PausedAnnotation], PauseAck: o.Annotations[lifecycle.PauseAckAnnotation]}
 		if r := o.Spec.ServerClaimRef; r != nil {
 			v.ClaimRef = r.Namespace + "/" + r.Name
 		}
@@ -531,7 +536,10 @@ func (m *model) checkUnique(s *snapshot) {
 	m.checks[invUnique]++
 	byUUID, byClaim := map[string][]string{}, map[string][]string{}
 	for name, v := range s.Servers {
-		byUUID[v.UUID] = append(byUUID[v.UUID], name)
+		if m.twins[name] == nil {
+			// A hand-made twin is the user's second Server, not one the operator made.
+			byUUID[v.UUID] = append(byUUID[v.UUID], name)
+		}
 		if v.ClaimRef != "" {
 			byClaim[v.ClaimRef] = append(byClaim[v.ClaimRef], name)
 		}
@@ -792,6 +800,9 @@ func (m *model) judge(r redfish.Record) {
 		return
 	}
 	uuid := m.uuidOf(r)
+	if m.judgeHandsOff(r, uuid) {
+		return
+	}
 	what := r.ResetType
 	if cls == clsBoot {
 		what = "boot override " + r.Boot.Target + "/" + r.Boot.Enabled

@@ -38,7 +38,7 @@ func TestScheduleIsAFunctionOfItsSeed(t *testing.T) {
 			t.Errorf("no schedule of 40 seeds has a %s step", w.k)
 		}
 	}
-	for _, f := range []string{fFailedPower, fAddressReuse, fBoardSwap, fAfterEffect} {
+	for _, f := range []string{fFailedPower, fAddressReuse, fBoardSwap, fAfterEffect, fTwin, fMove} {
 		if !faults[f] {
 			t.Errorf("no schedule of 40 seeds injects %s", f)
 		}
@@ -283,6 +283,80 @@ func TestModelFlagsAnActionOnAnotherMachine(t *testing.T) {
 			f.poll(claimed(metalv1alpha1.PowerOff, false))
 			if n := f.breaches(invIdentity); n != tc.want {
 				t.Fatalf("%d breaches of %s, want %d", n, invIdentity, tc.want)
+			}
+		})
+	}
+}
+
+// A machine registered twice (a hand-made twin Server) is acted on through neither: an action
+// from a pass that began after the twin appeared breaches; one the pass before decided does not.
+func TestModelFlagsAnActionWhileRegisteredTwice(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		polls      int // 150 ms apart, after the twin was made
+		unregister bool
+		want       int
+	}{
+		{"long after the twin appeared", 50, false, 1},
+		{"right after it appeared", 3, false, 0},
+		{"after it was deleted", 50, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.poll(claimed(metalv1alpha1.PowerOff, false))
+			f.m.registerTwin("twin-0", "u0", f.now)
+			twinned := func() (map[string]*srvView, map[string]*claimView) {
+				servers, claims := claimed(metalv1alpha1.PowerOff, false)
+				servers["twin-0"] = &srvView{UID: "t", UUID: "u0"}
+				return servers, claims
+			}
+			for range tc.polls {
+				f.poll(twinned())
+			}
+			if tc.unregister {
+				f.m.unregisterTwin("twin-0", f.now)
+				f.poll(claimed(metalv1alpha1.PowerOff, false))
+			}
+			f.act("ForceOff")
+			f.poll(twinned())
+			if n := f.breaches(invIdentity); n != tc.want {
+				t.Fatalf("%d breaches of %s, want %d", n, invIdentity, tc.want)
+			}
+			if n := f.breaches(invUnique); n != 0 {
+				t.Fatalf("the hand-made twin counted as the operator's second Server: %d breaches", n)
+			}
+		})
+	}
+}
+
+// After the source acknowledged a move's pause, nothing acts on the box while it lasts; before
+// the acknowledgement a pass may still be in flight, and after the pause ends the server is free.
+func TestModelFlagsAnActionOnAPausedServer(t *testing.T) {
+	paused := func(token, ack string) (map[string]*srvView, map[string]*claimView) {
+		servers, claims := claimed(metalv1alpha1.PowerOff, false)
+		servers["s0"].Paused, servers["s0"].PauseAck = token, ack
+		return servers, claims
+	}
+	for _, tc := range []struct {
+		name   string
+		before [2]string // paused, ack in the polls before the action
+		after  [2]string // in the first poll after it
+		want   int
+	}{
+		{"acknowledged and still paused", [2]string{"move-1", "move-1"}, [2]string{"move-1", "move-1"}, 1},
+		{"not acknowledged yet", [2]string{"move-1", ""}, [2]string{"move-1", "move-1"}, 0},
+		{"resumed before the first poll after", [2]string{"move-1", "move-1"}, [2]string{"", ""}, 0},
+		{"acknowledged an older pause", [2]string{"move-2", "move-1"}, [2]string{"move-2", "move-1"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			for range 3 {
+				f.poll(paused(tc.before[0], tc.before[1]))
+			}
+			f.act("ForceOff")
+			f.poll(paused(tc.after[0], tc.after[1]))
+			if n := f.breaches(invPaused); n != tc.want {
+				t.Fatalf("%d breaches of %s, want %d", n, invPaused, tc.want)
 			}
 		})
 	}

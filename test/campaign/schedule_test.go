@@ -83,6 +83,19 @@ const (
 	// fAfterEffect makes the BMC carry out every action and then answer 500 (a BMC or a proxy
 	// failing after the effect).
 	fAfterEffect = "http-500-after-effect"
+	// fTwin registers the BMC's machine a second time in another form (a BMC object through the
+	// other of Endpoint and inline access, or an inline Server by host name), as a second team or
+	// an old manifest does; its heal deletes the second registration.
+	fTwin = "registered-twice"
+	// fMove runs "metalhub move" of the BMC's rack while the source's manager keeps running; its
+	// heal gives the move up (the target's copies deleted, the source unpaused).
+	fMove = "move-source-running"
+)
+
+// Forms of a second registration (step.Object of an fTwin fault).
+const (
+	twinBMC    = "bmc-other-form"
+	twinServer = "inline-server-by-hostname"
 )
 
 // Object kinds a status wipe or an annotation strip hits.
@@ -408,6 +421,24 @@ func newSchedule(seed uint64) *schedule {
 		heal.Kind, heal.At, heal.Origin = kHeal, st.At+st.Dur, origin
 		add(heal)
 	}
+	// A second registration and a move while the source runs, from a stream of their own again.
+	tm := rand.New(rand.NewPCG(seed, 0x7477696e6d6f7665))
+	if tm.IntN(2) == 0 {
+		st := step{At: time.Duration(tm.Int64N(int64(s.Chaos))), Kind: kFault, Index: tm.IntN(s.BMCs), Claimed: tm.IntN(2) == 0,
+			Fault: fTwin, Object: []string{twinBMC, twinServer}[tm.IntN(2)], Dur: between(tm, 3*time.Second, 10*time.Second), Origin: -1}
+		origin := add(st)
+		heal := st
+		heal.Kind, heal.At, heal.Origin = kHeal, st.At+st.Dur, origin
+		add(heal)
+	}
+	if tm.IntN(3) == 0 {
+		st := step{At: time.Duration(tm.Int64N(int64(s.Chaos))), Kind: kFault, Index: tm.IntN(s.BMCs), Claimed: tm.IntN(2) == 0,
+			Fault: fMove, Dur: between(tm, 3*time.Second, 8*time.Second), Origin: -1}
+		origin := add(st)
+		heal := st
+		heal.Kind, heal.At, heal.Origin = kHeal, st.At+st.Dur, origin
+		add(heal)
+	}
 	slices.SortStableFunc(s.Steps, func(a, b step) int { return int(a.At - b.At) })
 	return s
 }
@@ -454,6 +485,9 @@ func (st step) describe(num map[int]int) string {
 		fmt.Fprintf(&b, " %s%s slot=%d", st.Object, target, st.Slot)
 	case kFault:
 		fmt.Fprintf(&b, "%s %s for %s", target, st.Fault, st.Dur.Round(100*time.Millisecond))
+		if st.Fault == fTwin {
+			fmt.Fprintf(&b, " as %s", st.Object)
+		}
 		if st.Value > 0 {
 			fmt.Fprintf(&b, " (%s)", st.Value.Round(10*time.Millisecond))
 		}

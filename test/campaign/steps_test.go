@@ -441,6 +441,22 @@ func retryConflict(f func() error) error {
 
 // fault sets (or, for a heal, clears) one BMC fault.
 func (w *world) fault(st step, i int, set bool) (string, error) {
+	switch {
+	case st.Fault == fTwin && set:
+		w.mu.Lock()
+		w.twinned[i] = true
+		w.mu.Unlock()
+		return w.twin(st, i)
+	case st.Fault == fTwin:
+		w.mu.Lock()
+		delete(w.twinned, i)
+		w.mu.Unlock()
+		return w.untwin(i), nil
+	case st.Fault == fMove && set:
+		return w.move(i)
+	case st.Fault == fMove:
+		return w.abandonMove(), nil
+	}
 	b := w.fleet.BMC(i)
 	w.mu.Lock()
 	f := &w.faults[i]
@@ -536,6 +552,18 @@ func (w *world) dead() []int {
 // heal ends every fault: BMCs answer, power transitions take their normal time, credentials and
 // BMCSecrets agree again, ignored servers are handed back, and the fleet's objects all exist.
 func (w *world) heal() {
+	if out := w.abandonMove(); out != "no move" {
+		w.note("heal: %s", out)
+	}
+	for i := range w.sch.BMCs {
+		w.mu.Lock()
+		twinned := w.twinned[i]
+		delete(w.twinned, i)
+		w.mu.Unlock()
+		if twinned {
+			w.note("heal: %s", w.untwin(i))
+		}
+	}
 	for i, b := range w.fleet.BMCs() {
 		w.mu.Lock()
 		w.faults[i], w.slow[i] = w.baseFaults(i), false

@@ -57,8 +57,10 @@ type world struct {
 	slow     []bool           // per BMC: power transitions slowed
 	user     []string         // per BMC: the original credentials
 	pass     []string
-	board    [][2]string // per BMC: its system's original UUID and serial
-	astray   []bool      // per BMC: its address answered by another, or its board swapped
+	board    [][2]string  // per BMC: its system's original UUID and serial
+	astray   []bool       // per BMC: its address answered by another, or its board swapped
+	twinned  map[int]bool // BMCs whose machine is registered a second time right now
+	moving   *moveRun     // the move in flight or not given up yet
 	backup   *backup
 	journal  []string
 	probes   []*probe
@@ -115,7 +117,7 @@ func newWorld(t *testing.T, sch *schedule) (*world, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the log directory: %w", err)
 	}
-	w := &world{t: t, sch: sch, ctx: context.Background(), c: c, dir: dir, num: sch.numbers(), resolved: map[int]int{}}
+	w := &world{t: t, sch: sch, ctx: context.Background(), c: c, dir: dir, num: sch.numbers(), resolved: map[int]int{}, twinned: map[int]bool{}}
 	if err := purge(w.ctx, c); err != nil {
 		return w, err
 	}
@@ -137,6 +139,15 @@ func newWorld(t *testing.T, sch *schedule) (*world, error) {
 		w.board = append(w.board, [2]string{sys.UUID(), sys.SerialNumber()})
 		w.faults[i] = w.baseFaults(i)
 		b.SetFaults(w.faults[i])
+	}
+	for _, st := range sch.Steps {
+		if st.Fault == fMove {
+			// Up before the chaos starts: a move step must not stall the schedule behind it.
+			if _, err := moveTarget(); err != nil {
+				return w, fmt.Errorf("starting the move target: %w", err)
+			}
+			break
+		}
 	}
 	for i := range 2 {
 		s := &slot{idx: i, bin: bin, dir: dir, logf: func(f string, a ...any) { w.note(f, a...) }}
@@ -246,6 +257,7 @@ func (w *world) leader() *slot {
 // close stops everything the world started and removes every metal object it left.
 func (w *world) close() {
 	w.probeWG.Wait()
+	w.abandonMove()
 	for _, s := range w.slots {
 		s.stop(syscall.SIGKILL)
 	}

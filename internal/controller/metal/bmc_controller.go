@@ -4,7 +4,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net"
+	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -59,6 +62,9 @@ type BMCReconciler struct {
 	// is taken to mean it never arrived (a BMC that took it may answer for a moment before it
 	// goes down). Zero means DefaultResetSettle.
 	ResetSettle time.Duration
+	// Resolve looks a BMC's host name up, so that the same BMC written by name and by IP is
+	// known as one (nil: the system resolver). A name that does not resolve compares as written.
+	Resolve func(ctx context.Context, host string) ([]string, error)
 
 	// failures counts consecutive failures per BMC, for the backoff (in memory, like the
 	// Server controller's).
@@ -95,6 +101,8 @@ type bmcPass struct {
 	conn    bmc.BMC
 	info    *bmc.ManagerInfo
 	systems []bmc.SystemSummary
+	// ips are the addresses the BMC's host name resolves to (nil for an IP, or none found).
+	ips []string
 }
 
 // handle is the BMC's pass, as its list of steps; the first that acts ends it.
@@ -142,7 +150,10 @@ func (r *BMCReconciler) connect(ctx context.Context, p *bmcPass) (lifecycle.Resu
 
 // syncServers keeps one Server per Redfish system.
 func (r *BMCReconciler) syncServers(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
-	err := firstAtAddress(ctx, p.Client(), p.Obj)
+	if host, err := bmcHost(ctx, p.Client(), p.Obj); err == nil {
+		p.ips = r.resolve(p.bctx, host)
+	}
+	err := firstAtAddress(ctx, p.Client(), p.Obj, p.ips)
 	if err == nil {
 		err = r.ensureServers(ctx, p.Client(), p.Obj, p.systems)
 	}
@@ -165,6 +176,9 @@ func (r *BMCReconciler) reportConnected(ctx context.Context, p *bmcPass) (lifecy
 	}
 	if host, err := bmcHost(ctx, p.Client(), b); err == nil {
 		st.IP = host
+		if len(p.ips) > 0 {
+			st.IP = p.ips[0] // what the name resolved to: indexed, so the same BMC by IP is found
+		}
 	}
 	st.State = metalv1alpha1.BMCStateEnabled
 	st.PowerState = metalv1alpha1.PowerStateOn
@@ -405,8 +419,8 @@ func (r *BMCReconciler) firstWithSystem(ctx context.Context, c client.Client, b 
 // Servers is never a duplicate by address alone: which of two holders is the right one is for
 // the systems that answer to say (firstWithSystem), so an address edited onto another BMC's
 // never takes that BMC's Servers from it. Of two that hold none, the older is first.
-func firstAtAddress(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC) error {
-	others, addr, err := sameAddress(ctx, c, b)
+func firstAtAddress(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC, ips []string) error {
+	others, addr, err := sameAddress(ctx, c, b, ips)
 	if err != nil || len(others) == 0 {
 		return err
 	}
@@ -440,26 +454,29 @@ func holdsServers(ctx context.Context, c client.Reader, bmcName string) (bool, e
 }
 
 // sameAddress lists the other live BMC objects that reach b's address, and the address: those
-// naming it inline in any spelling, and those naming an Endpoint with its host (or the same
-// Endpoint). b's own address is resolved through its Endpoint; an address that cannot be
-// resolved yet compares by what it names.
-func sameAddress(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC) ([]*metalv1alpha1.BMC, string, error) {
+// naming it inline in any spelling, those naming an Endpoint with its host (or the same
+// Endpoint), and, where b's host is a name, those at the IPs it resolves to (ips) or whose own
+// name resolved to b's IP (status.ip, indexed). b's own address is resolved through its
+// Endpoint; an address that cannot be resolved yet compares by what it names.
+func sameAddress(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC, ips []string) ([]*metalv1alpha1.BMC, string, error) {
 	keys := map[string]bool{}
 	if k := bmcAddressKey(b); k != "" {
 		keys[k] = true
 	}
 	addr := strings.TrimPrefix(bmcAddressKey(b), "endpoint:")
-	var host string
+	addrs := map[string]bool{} // b's addresses, by name and by resolved IP
 	if h, err := bmcHost(ctx, c, b); err == nil {
-		host = normalHost(h)
-		addr = bmcAddress(b.Spec.Protocol, host)
-		keys[addr] = true
-		eps := &metalv1alpha1.EndpointList{}
-		if err := c.List(ctx, eps, client.MatchingFields{indexEndpointHost: host}); err != nil {
-			return nil, "", fmt.Errorf("looking up Endpoints at %s: %w", host, err)
-		}
-		for i := range eps.Items {
-			keys["endpoint:"+eps.Items[i].Name] = true
+		addr = bmcAddress(b.Spec.Protocol, normalHost(h))
+		for _, host := range append([]string{normalHost(h)}, ips...) {
+			a := bmcAddress(b.Spec.Protocol, host)
+			keys[a], addrs[a] = true, true
+			eps := &metalv1alpha1.EndpointList{}
+			if err := c.List(ctx, eps, client.MatchingFields{indexEndpointHost: host}); err != nil {
+				return nil, "", fmt.Errorf("looking up Endpoints at %s: %w", host, err)
+			}
+			for i := range eps.Items {
+				keys["endpoint:"+eps.Items[i].Name] = true
+			}
 		}
 	}
 	var out []*metalv1alpha1.BMC
@@ -474,9 +491,9 @@ func sameAddress(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC) ([]
 			if seen[o.Name] || !o.DeletionTimestamp.IsZero() {
 				continue
 			}
-			if strings.HasPrefix(k, "endpoint:") && host != "" {
+			if strings.HasPrefix(k, "endpoint:") && len(addrs) > 0 {
 				// Another Endpoint with this host: the same BMC only on the same scheme and port.
-				if oh, err := bmcHost(ctx, c, o); err != nil || bmcAddress(o.Spec.Protocol, normalHost(oh)) != addr {
+				if oh, err := bmcHost(ctx, c, o); err != nil || !addrs[bmcAddress(o.Spec.Protocol, normalHost(oh))] {
 					continue
 				}
 			}
@@ -485,6 +502,35 @@ func sameAddress(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC) ([]
 		}
 	}
 	return out, addr, nil
+}
+
+// resolve returns the IPs a BMC host name resolves to, normalised; nil for an IP, a name that
+// does not resolve, or a lookup that outlasts its second (a slow resolver costs the pass no more).
+func (r *BMCReconciler) resolve(ctx context.Context, host string) []string {
+	if host == "" {
+		return nil
+	}
+	if _, err := netip.ParseAddr(normalHost(host)); err == nil {
+		return nil
+	}
+	lookup := r.Resolve
+	if lookup == nil {
+		lookup = net.DefaultResolver.LookupHost
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	got, err := lookup(ctx, normalHost(host))
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(got))
+	for _, ip := range got {
+		if n := normalHost(ip); !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // bmcBefore reports whether a was registered before b (creation time, then name).

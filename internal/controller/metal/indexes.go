@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -80,10 +81,18 @@ func bmcIndexes() []fieldIndex {
 			return []string{o.(*metalv1alpha1.BMC).Spec.BMCSecretRef.Name}
 		}},
 		{&metalv1alpha1.BMC{}, indexBMCAddress, func(o client.Object) []string {
-			if k := bmcAddressKey(o.(*metalv1alpha1.BMC)); k != "" {
-				return []string{k}
+			b := o.(*metalv1alpha1.BMC)
+			var keys []string
+			if k := bmcAddressKey(b); k != "" {
+				keys = append(keys, k)
 			}
-			return nil
+			// Where its host name resolved to, as last observed: the same BMC written by IP finds it.
+			if b.Status.IP != "" {
+				if k := bmcAddress(b.Spec.Protocol, normalHost(b.Status.IP)); !slices.Contains(keys, k) {
+					keys = append(keys, k)
+				}
+			}
+			return keys
 		}},
 		{&metalv1alpha1.Endpoint{}, indexEndpointHost, func(o client.Object) []string {
 			if ip := o.(*metalv1alpha1.Endpoint).Spec.IP; ip != "" {
@@ -212,8 +221,9 @@ func bmcAddressKey(b *metalv1alpha1.BMC) string {
 
 // normalHost is the one spelling of a BMC host: an IP in its canonical form (IPv4-mapped IPv6,
 // leading zeros and case do not make another address), a hostname lower-cased without a
-// trailing dot. Hostnames are compared as written, not resolved: a lookup in an index would block
-// the cache; the system UUID check still finds the same BMC registered by name and by IP.
+// trailing dot. Host names are resolved by the BMC pass (BMCReconciler.resolve), not here: a
+// lookup in an index would block the cache; the system UUID check finds the same BMC registered
+// by a name that does not resolve.
 func normalHost(h string) string {
 	h = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
 	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
