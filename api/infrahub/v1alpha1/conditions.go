@@ -40,4 +40,10 @@ const (
 	ReasonPruneFailed        = "PruneFailed"
 	ReasonCleanupFailed      = "CleanupFailed"
 	ReasonInternal           = "InternalError"
+	// ReasonSettingsConflict: more than one settings ConfigMap in the settings namespace; the
+	// flags apply until one remains (a Warning event on each).
+	ReasonSettingsConflict = "SettingsConflict"
+	// ReasonNoServiceAccount: the VidraResource names no ServiceAccount, there is no default,
+	// and acting as the operator itself is not allowed (--delivery-allow-operator-identity).
+	ReasonNoServiceAccount = "NoServiceAccount"
 )

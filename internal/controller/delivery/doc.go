@@ -35,8 +35,9 @@
 // # Settings
 //
 // Flags (Options.BindFlags) give requeueSyncAfter, requeueResourcesAfter, queryName and
-// eventBasedReconcile; a ConfigMap labelled app=vidra (any namespace, or
-// --delivery-settings-namespace) overrides them while it exists and is re-read on every change,
+// eventBasedReconcile; a ConfigMap labelled app=vidra in the operator's namespace (or
+// --delivery-settings-namespace; never any namespace, and two there are a conflict under which
+// the flags apply) overrides them while it exists and is re-read on every change,
 // which also starts a pass of every object. Unknown keys and malformed values are ignored and
 // reported in a Warning event on the ConfigMap and the log.
 //

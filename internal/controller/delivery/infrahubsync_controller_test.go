@@ -420,9 +420,11 @@ func TestBadArtifactsFailTheirResourceOthersApply(t *testing.T) {
 // Defect 10: settings come from the ConfigMap labelled app=vidra and are picked up on change;
 // unknown keys and malformed values are reported as Warning events, never a crash.
 func TestDefect10_SettingsConfigMapPickedUpAndChecked(t *testing.T) {
-	startManager(t, fastOptions()) // sync interval 10 minutes: only the change can bring passes
-	e, url := startInfrahub(t, nil)
 	ns := namespace(t)
+	o := fastOptions() // sync interval 10 minutes: only the change can bring passes
+	o.SettingsNamespace = ns
+	startManager(t, o)
+	e, url := startInfrahub(t, nil)
 	_, _ = e.AddArtifact("", "web", "", []byte(configMapYAML("cfg", "", "1")))
 	newSync(t, "d10", url, "web", ns)
 	waitSync(t, "d10", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 30*time.Second)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/infrahub"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -18,7 +20,9 @@ import (
 type Options struct {
 	// Settings are the defaults the ConfigMap may override.
 	Settings Settings
-	// SettingsNamespace is where the settings ConfigMap is looked for; "" means any namespace.
+	// SettingsNamespace is where the settings ConfigMap is looked for; "" means the operator's
+	// namespace (default outside a cluster). Never every namespace: whoever may create a
+	// ConfigMap there sets how every sync runs.
 	SettingsNamespace string
 	// OperatorNamespace is the operator's own namespace, when it runs in one (the manager sets
 	// it): its Secrets are read there by default, and nothing is ever applied there.
@@ -112,7 +116,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Settings.EventBasedReconcile, "delivery-event-based-reconcile", o.Settings.EventBasedReconcile,
 		"Restore managed objects as soon as they are changed or deleted, for every VidraResource (ConfigMap key eventBasedReconcile overrides).")
 	fs.StringVar(&o.SettingsNamespace, "delivery-settings-namespace", o.SettingsNamespace,
-		"Namespace of the settings ConfigMap labelled app=vidra; empty means any namespace.")
+		"Namespace of the settings ConfigMap labelled app=vidra; empty means the operator's namespace (default outside a cluster). "+
+			"Only there: a ConfigMap anywhere else is ignored, and two there are a conflict (Warning events) under which the flags apply.")
 	fs.StringVar(&o.SecretsNamespace, "delivery-secrets-namespace", o.SecretsNamespace,
 		"Namespace of the Infrahub credentials and cluster kubeconfig Secrets; empty means the operator's namespace, "+
 			"'*' any namespace (the operator's first): then anyone who can create a Secret anywhere can redirect a sync.")
@@ -176,4 +181,15 @@ func (o Options) validate() error {
 		return fmt.Errorf("delivery requeue intervals must be at least %s", minInterval)
 	}
 	return nil
+}
+
+// settingsNamespace is the one namespace the settings ConfigMap is read from.
+func settingsNamespace(o Options) string {
+	switch {
+	case o.SettingsNamespace != "":
+		return o.SettingsNamespace
+	case o.OperatorNamespace != "":
+		return o.OperatorNamespace
+	}
+	return metav1.NamespaceDefault
 }

@@ -129,6 +129,8 @@ type settingsView struct {
 	Settings Settings
 	From     *corev1.ConfigMap // nil: flags only
 	Problems []string
+	// Conflicting are the ConfigMaps of a conflict (more than one): none of them is used.
+	Conflicting []*corev1.ConfigMap
 }
 
 // Current returns the effective settings. Errors reading the cache fall back to the flags.
@@ -161,14 +163,22 @@ func (s *settingsSource) View(ctx context.Context) settingsView {
 		return s.memo
 	}
 	v := settingsView{key: key.String(), Settings: s.base}
-	if len(items) > 0 {
+	switch len(items) {
+	case 0:
+	case 1:
 		cm := items[0].DeepCopy()
 		v.From = cm
 		v.Settings, v.Problems = s.base.Overlay(cm.Data)
-		for _, other := range items[1:] {
-			v.Problems = append(v.Problems, fmt.Sprintf("ConfigMap %s/%s also labelled %s=%s is ignored; %s/%s is used",
-				other.Namespace, other.Name, SettingsLabel, SettingsLabelValue, cm.Namespace, cm.Name))
+	default:
+		// Two sets of settings are a conflict for a human to settle, not a sort order to win:
+		// until one remains, the flags apply.
+		names := make([]string, 0, len(items))
+		for _, cm := range items {
+			names = append(names, cm.Namespace+"/"+cm.Name)
+			v.Conflicting = append(v.Conflicting, cm.DeepCopy())
 		}
+		v.Problems = []string{fmt.Sprintf("%d ConfigMaps are labelled %s=%s (%s): keep one; the flags apply until then",
+			len(items), SettingsLabel, SettingsLabelValue, strings.Join(names, ", "))}
 	}
 	s.memo = v
 	return v

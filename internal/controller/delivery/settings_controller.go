@@ -41,6 +41,14 @@ func (r *SettingsReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 	log := logf.FromContext(ctx)
 	v := r.source.View(ctx)
 	r.mu.Lock()
+	for _, cm := range v.Conflicting {
+		key := cm.Namespace + "/" + cm.Name + "@" + cm.ResourceVersion + "#conflict:" + v.key
+		if !r.reported[key] {
+			r.reported[key] = true
+			log.Error(nil, "settings ConfigMaps conflict", "configmap", cm.Namespace+"/"+cm.Name, "problem", v.Problems[0])
+			r.recorder.Eventf(cm, nil, "Warning", infrahubv1alpha1.ReasonSettingsConflict, "Configure", "%s", clip(v.Problems[0]))
+		}
+	}
 	if v.From != nil && len(v.Problems) > 0 {
 		key := v.From.Namespace + "/" + v.From.Name + "@" + v.From.ResourceVersion
 		if !r.reported[key] {

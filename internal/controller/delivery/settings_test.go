@@ -1,10 +1,16 @@
 package delivery
 
 import (
+	"context"
 	"flag"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
 func TestSettingsOverlay(t *testing.T) {
@@ -74,5 +80,45 @@ func TestBindFlags(t *testing.T) {
 	}
 	if strings.Join(o.Policy.AllowedKinds, "|") != "Deployment.apps|ConfigMap" || strings.Join(o.Policy.AllowedNamespaces, "|") != "apps" {
 		t.Fatalf("policy %+v", o.Policy)
+	}
+}
+
+// The settings come from the settings namespace only, and two ConfigMaps there are a conflict
+// under which the flags apply: no tenant's ConfigMap sorts its way in.
+func TestSettingsOnlyFromTheirNamespace(t *testing.T) {
+	cm := func(ns, name, interval string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{SettingsLabel: SettingsLabelValue}},
+			Data: map[string]string{"requeueSyncAfter": interval}}
+	}
+	base := DefaultSettings()
+	for _, tc := range []struct {
+		name        string
+		objs        []client.Object
+		want        time.Duration
+		conflicting int
+	}{
+		{"the admin's", []client.Object{cm("metalhub-system", "vidra", "10m")}, 10 * time.Minute, 0},
+		{"a tenant's elsewhere is ignored", []client.Object{cm("metalhub-system", "vidra", "10m"), cm("aaa", "x", "1s")}, 10 * time.Minute, 0},
+		{"only a tenant's", []client.Object{cm("aaa", "x", "1s")}, base.RequeueSyncAfter, 0},
+		{"two in the namespace", []client.Object{cm("metalhub-system", "vidra", "10m"), cm("metalhub-system", "a", "20m")}, base.RequeueSyncAfter, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithObjects(tc.objs...).Build()
+			src := &settingsSource{base: base, reader: c, namespace: settingsNamespace(Options{OperatorNamespace: "metalhub-system"})}
+			v := src.View(context.Background())
+			if v.Settings.RequeueSyncAfter != tc.want || len(v.Conflicting) != tc.conflicting {
+				t.Fatalf("requeueSyncAfter %s with %d conflicting, want %s with %d (problems %q)",
+					v.Settings.RequeueSyncAfter, len(v.Conflicting), tc.want, tc.conflicting, v.Problems)
+			}
+			if tc.conflicting > 0 && (v.From != nil || len(v.Problems) != 1 || !strings.Contains(v.Problems[0], "keep one")) {
+				t.Fatalf("a conflict must use neither ConfigMap and say so: from %v, problems %q", v.From, v.Problems)
+			}
+		})
+	}
+	if got := settingsNamespace(Options{}); got != metav1.NamespaceDefault {
+		t.Fatalf("outside a cluster the settings namespace is %q, want default", got)
+	}
+	if got := settingsNamespace(Options{SettingsNamespace: "ops", OperatorNamespace: "metalhub-system"}); got != "ops" {
+		t.Fatalf("the flag names %q, want ops", got)
 	}
 }

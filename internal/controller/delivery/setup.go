@@ -84,7 +84,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 	// carries our labels: the manager's cache would hold every Secret of the cluster.
 	credCache, err := labelledCache(mgr, map[client.Object]cache.ByObject{
 		&corev1.Secret{}:    {Label: hasLabel(infrahubv1alpha1.InfrahubAPIURLLabel), Namespaces: scope.cacheNamespaces()},
-		&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{SettingsLabel: SettingsLabelValue}), Namespaces: only(o.SettingsNamespace)},
+		&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{SettingsLabel: SettingsLabelValue}), Namespaces: only(settingsNamespace(o))},
 	})
 	if err != nil {
 		return nil, err
@@ -106,7 +106,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		return nil, fmt.Errorf("indexing VidraResources by controller: %w", err)
 	}
 
-	settings := &settingsSource{base: o.Settings, reader: credCache, namespace: o.SettingsNamespace}
+	settings := &settingsSource{base: o.Settings, reader: credCache, namespace: settingsNamespace(o)}
 	syncEvents := make(chan event.GenericEvent, eventBuffer)
 	vrEvents := make(chan event.GenericEvent, eventBuffer)
 
