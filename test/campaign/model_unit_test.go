@@ -347,11 +347,24 @@ func TestModelFlagsAnActionOnAPausedServer(t *testing.T) {
 		{"not acknowledged yet", [2]string{"move-1", ""}, [2]string{"move-1", "move-1"}, 0},
 		{"resumed before the first poll after", [2]string{"move-1", "move-1"}, [2]string{"", ""}, 0},
 		{"acknowledged an older pause", [2]string{"move-2", "move-1"}, [2]string{"move-2", "move-1"}, 0},
+		// A poll that began before the action and ended after it may have listed the server
+		// before the pause ended: it proves nothing, the next one does.
+		{"resumed, and an overlapping poll still shows the pause", [2]string{"move-1", "move-1"}, [2]string{"", ""}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			for range 3 {
 				f.poll(paused(tc.before[0], tc.before[1]))
+			}
+			if strings.Contains(tc.name, "overlapping") {
+				// A poll spanning the action, listing the server still paused.
+				f.now = f.now.Add(150 * time.Millisecond)
+				servers, claims := paused(tc.before[0], tc.before[1])
+				s := &snapshot{Start: f.now, End: f.now.Add(100 * time.Millisecond), Servers: servers, Claims: claims,
+					Maints: map[string]*maintView{}, BMCs: map[string]*bmcView{}}
+				f.m.mu.Lock()
+				f.m.snaps = append(f.m.snaps, s)
+				f.m.mu.Unlock()
 			}
 			f.act("ForceOff")
 			f.poll(paused(tc.after[0], tc.after[1]))

@@ -171,8 +171,8 @@ func (w *world) move(i int) (string, error) {
 }
 
 // abandonMove waits for the move in flight (if any) and gives it up, as a user who keeps the
-// source does (docs/migration.md): the copies on the target are deleted, and the source's
-// objects lose the move's pause, acknowledgement and mark.
+// source does (docs/migration.md): with no manager on the target, the source's objects lose the
+// move's pause, acknowledgement and mark (the copies go before the next move).
 func (w *world) abandonMove() string {
 	w.mu.Lock()
 	mv := w.moving
@@ -188,11 +188,8 @@ func (w *world) abandonMove() string {
 	w.mu.Lock()
 	w.moving = nil
 	w.mu.Unlock()
-	if te := targetEnv.Load(); te != nil {
-		if err := purgeTarget(w.ctx, te.Client); err != nil {
-			w.note("purging the move target: %v", err)
-		}
-	}
+	// The target runs no manager, so its copies act on nothing: the source resumes at once, and
+	// the next move empties the target before it starts.
 	n, err := unpauseSource(w.ctx, w.c)
 	res := fmt.Sprintf("move of rack %s given up (%s): %d source objects resumed", mv.rack, cmpErr(mv.err), n)
 	if err != nil {
@@ -318,23 +315,13 @@ func (m *model) judgeHandsOff(r redfish.Record, uuid string) bool {
 		}
 	}
 	m.checks[invPaused]++
+	// acked is the poll, taken wholly before the action, from which on the server showed the
+	// pause acknowledged; only a poll started after the action says it was still paused then.
 	var acked *snapshot
-	server := ""
+	server, token := "", ""
 	for _, s := range m.snaps {
 		if s.Restoring {
 			continue
-		}
-		if !s.End.Before(r.Time) {
-			// The first poll after the action: still paused with the same token?
-			if acked != nil {
-				if v := s.Servers[server]; v != nil && v.Paused == acked.Servers[server].Paused {
-					m.breach(invPaused, server, "%s %s on system %s at +%s, though the move's pause %s was acknowledged by +%s",
-						r.Action, r.ResetType, uuid, m.since(r.Time), v.Paused, m.since(acked.End))
-					m.judged = append(m.judged, judgedRecord{r, "paused"})
-					return true
-				}
-			}
-			return false
 		}
 		found := ""
 		for _, name := range s.serversOf(uuid) {
@@ -343,10 +330,22 @@ func (m *model) judgeHandsOff(r redfish.Record, uuid string) bool {
 			}
 		}
 		switch {
-		case found == "":
-			acked, server = nil, ""
-		case acked == nil || found != server || s.Servers[found].Paused != acked.Servers[server].Paused:
-			acked, server = s, found
+		case !s.Start.Before(r.Time):
+			if acked != nil && found == server && s.Servers[found].Paused == token {
+				m.breach(invPaused, server, "%s %s on system %s at +%s, though the move's pause %s was acknowledged by +%s",
+					r.Action, r.ResetType, uuid, m.since(r.Time), token, m.since(acked.End))
+				m.judged = append(m.judged, judgedRecord{r, "paused"})
+				return true
+			}
+			return false
+		case s.End.Before(r.Time) && found != "":
+			if acked == nil || found != server || s.Servers[found].Paused != token {
+				acked, server, token = s, found, s.Servers[found].Paused
+			}
+		case found == "" || found != server || s.Servers[found].Paused != token:
+			// Not paused (or paused anew) in a poll before the action, or in one that overlaps
+			// it: the pause may have ended before the action.
+			acked, server, token = nil, "", ""
 		}
 	}
 	return false
