@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,13 +16,16 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	"github.com/metalhub/metalhub/internal/testenv"
 	"github.com/metalhub/metalhub/internal/webhook"
 )
@@ -43,6 +47,8 @@ func TestMain(m *testing.M) {
 		defer os.RemoveAll(dir)
 		o := webhook.DefaultOptions()
 		o.Enabled, o.Host, o.Port, o.CertDir = true, "127.0.0.1", 0, dir
+		// Syncs in these tests name no ServiceAccount: the operator applies as itself.
+		o.Delivery.AllowOperatorIdentity = true
 		done, err := webhook.StartLocal(ctx, env.Config, o, logr.Discard())
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "starting the webhooks:", err)
@@ -161,6 +167,7 @@ func TestSamplesAccepted(t *testing.T) {
 			c := ctx(t)
 			objs := readObjects(t, path)
 			for _, obj := range objs {
+				registerCluster(t, obj)
 				sent := obj.DeepCopy()
 				if err := create(c, obj); err != nil {
 					t.Fatalf("%s %s rejected: %v", obj.GetKind(), obj.GetName(), err)
@@ -446,5 +453,27 @@ func TestAllowedChanges(t *testing.T) {
 				t.Fatalf("refused: %v", err)
 			}
 		})
+	}
+}
+
+// registerCluster creates the kubeconfig Secret that registers the remote cluster a delivery
+// sample sends to, as the cluster a user switches from has it: admission refuses a destination
+// no Secret registers.
+func registerCluster(t *testing.T, obj *unstructured.Unstructured) {
+	t.Helper()
+	server, _, _ := unstructured.NestedString(obj.Object, "spec", "destination", "server")
+	u, err := url.Parse(server)
+	if server == "" || err != nil || u.Hostname() == "" || u.Hostname() == "kubernetes.default.svc" {
+		return
+	}
+	value := u.Hostname()
+	if u.Port() != "" {
+		value += "_" + u.Port()
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubeconfig-" + strings.ReplaceAll(value, "_", "-"),
+		Labels: map[string]string{infrahubv1alpha1.ClusterKubeconfigLabel: value}},
+		StringData: map[string]string{"kubeconfig": "apiVersion: v1\nkind: Config\n"}}
+	if err := env.Client.Create(ctx(t), sec); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
 	}
 }

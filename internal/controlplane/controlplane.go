@@ -50,9 +50,10 @@ func AssetsDir() (string, error) {
 type Options struct {
 	// DataDir keeps etcd's data between runs; empty means a temporary directory removed on Stop.
 	DataDir string
-	// ControllerManager also runs kube-controller-manager's deployment, replicaset and garbage
-	// collector controllers: Deployments get real rollouts (revisions, ReplicaSets, status) and
-	// owned objects are collected. No scheduler or kubelet: pods stay Pending.
+	// ControllerManager also runs kube-controller-manager's deployment, replicaset, garbage
+	// collector and cluster-role aggregation controllers: Deployments get real rollouts
+	// (revisions, ReplicaSets, status), owned objects are collected, and the built-in view, edit
+	// and admin roles get their rules. No scheduler or kubelet: pods stay Pending.
 	ControllerManager bool
 }
 
@@ -134,7 +135,7 @@ func (c *ControlPlane) startControllerManager() error {
 		return err
 	}
 	c.kcm = exec.Command(bin, "--kubeconfig="+kubeconfig, "--leader-elect=false", "--secure-port=0",
-		"--controllers=deployment,replicaset,garbagecollector", "--use-service-account-credentials=false")
+		"--controllers=deployment,replicaset,garbagecollector,clusterrole-aggregation", "--use-service-account-credentials=false")
 	c.kcm.Stdout, c.kcm.Stderr = io.Discard, io.Discard
 	if err := c.kcm.Start(); err != nil {
 		return fmt.Errorf("starting kube-controller-manager: %w", err)

@@ -268,9 +268,11 @@ func newManager(cfg *rest.Config, o Options, l *Listeners, log logr.Logger) (ctr
 	}); err != nil {
 		return nil, fmt.Errorf("adding readiness check: %w", err)
 	}
+	o.Delivery.OperatorNamespace = operatorNamespace(o.Namespace)
 	if o.Webhook.Enabled {
 		// All validators, whatever the families: the webhook configuration names them all.
-		if err := webhook.Setup(mgr); err != nil {
+		o.Webhook.Delivery = o.Delivery
+		if err := webhook.Setup(mgr, o.Webhook); err != nil {
 			return nil, fmt.Errorf("setting up webhooks: %w", err)
 		}
 		// Not ready (no traffic from the webhook Service) until the server answers.
@@ -284,7 +286,6 @@ func newManager(cfg *rest.Config, o Options, l *Listeners, log logr.Logger) (ctr
 		return nil, err
 	}
 	o.Metal.Events, o.Delivery.Events = events, events
-	o.Delivery.OperatorNamespace = operatorNamespace(o.Namespace)
 	if o.Controllers.Has(FamilyMetal) {
 		if err := metal.Setup(context.Background(), mgr, o.Metal); err != nil {
 			return nil, fmt.Errorf("setting up metal controllers: %w", err)

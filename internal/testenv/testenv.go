@@ -78,7 +78,12 @@ func (e *Env) Stop() error {
 //	var env *testenv.Env
 //	func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
 func Main(m *testing.M, env **Env, run ...func(*testing.M) int) int {
-	e, err := Start()
+	return MainWith(m, env, controlplane.Options{}, run...)
+}
+
+// MainWith is Main with a control plane started with o.
+func MainWith(m *testing.M, env **Env, o controlplane.Options, run ...func(*testing.M) int) int {
+	e, err := StartWith(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		return 1

@@ -17,6 +17,7 @@ import (
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controlplane"
 	"github.com/metalhub/metalhub/internal/testenv"
 	"github.com/metalhub/metalhub/internal/webhook"
 )
@@ -26,7 +27,9 @@ var env *testenv.Env
 // One control plane for the package, with the webhooks served from this process (self-signed
 // certificate generated into an empty directory) and registered with it.
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Main(m, &env, func(m *testing.M) int {
+	// With kube-controller-manager: its role aggregation gives the built-in edit role its rules,
+	// which the tenancy tests bind.
+	os.Exit(testenv.MainWith(m, &env, controlplane.Options{ControllerManager: true}, func(m *testing.M) int {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		dir, err := os.MkdirTemp("", "metalhub-webhook-certs-")
@@ -36,6 +39,8 @@ func TestMain(m *testing.M) {
 		defer os.RemoveAll(dir)
 		o := webhook.DefaultOptions()
 		o.Enabled, o.Host, o.Port, o.CertDir = true, "127.0.0.1", 0, filepath.Join(dir, "certs")
+		// Syncs in these tests name no ServiceAccount: the operator applies as itself.
+		o.Delivery.AllowOperatorIdentity = true
 		done, err := webhook.StartLocal(ctx, env.Config, o, logr.Discard())
 		if err != nil {
 			panic(err)

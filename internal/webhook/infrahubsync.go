@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery"
 	"github.com/metalhub/metalhub/internal/infrahub"
 )
 
@@ -16,24 +17,51 @@ import (
 
 // InfrahubSyncValidator refuses a spec.source.targetDate that Infrahub would misread or refuse
 // (now+2h, now-2d, a date without a time, ...), with the same explanation the sync controller
-// would put in the status — it is the controller's own parser. The URLs, the namespace and the
-// artefact name are checked by the CRD schema (CEL and patterns), which needs no webhook.
-type InfrahubSyncValidator struct{}
+// would put in the status — it is the controller's own parser — and, with Access, a sync whose
+// writer could not do themselves what it would make the operator do (delivery.Admission). The
+// URLs, the namespace and the artefact name are checked by the CRD schema (CEL and patterns).
+type InfrahubSyncValidator struct {
+	// Access decides with the writer's rights; nil checks the target date only.
+	Access *delivery.Admission
+}
 
 var _ admission.Validator[*infrahubv1alpha1.InfrahubSync] = InfrahubSyncValidator{}
 
 // ValidateCreate checks a new sync.
-func (InfrahubSyncValidator) ValidateCreate(_ context.Context, s *infrahubv1alpha1.InfrahubSync) (admission.Warnings, error) {
-	return nil, syncError(s, ValidateInfrahubSyncSpec(&s.Spec))
+func (v InfrahubSyncValidator) ValidateCreate(ctx context.Context, s *infrahubv1alpha1.InfrahubSync) (admission.Warnings, error) {
+	if err := syncError(s, ValidateInfrahubSyncSpec(&s.Spec)); err != nil {
+		return nil, err
+	}
+	return nil, v.access(ctx, nil, s)
 }
 
-// ValidateUpdate checks the target date only when it changes, so that a sync admitted before the
-// webhook existed can still be updated and deleted (the controller reports its bad date).
-func (InfrahubSyncValidator) ValidateUpdate(_ context.Context, old, s *infrahubv1alpha1.InfrahubSync) (admission.Warnings, error) {
-	if s.DeletionTimestamp != nil || old.Spec.Source.TargetDate == s.Spec.Source.TargetDate {
+// ValidateUpdate checks the target date only when it changes, and the writer's rights only when
+// the destination or the source URL changes, so that a sync admitted before the webhook existed
+// can still be updated and deleted (the controller reports its bad date).
+func (v InfrahubSyncValidator) ValidateUpdate(ctx context.Context, old, s *infrahubv1alpha1.InfrahubSync) (admission.Warnings, error) {
+	if s.DeletionTimestamp != nil {
 		return nil, nil
 	}
-	return nil, syncError(s, ValidateInfrahubSyncSpec(&s.Spec))
+	if old.Spec.Source.TargetDate != s.Spec.Source.TargetDate {
+		if err := syncError(s, ValidateInfrahubSyncSpec(&s.Spec)); err != nil {
+			return nil, err
+		}
+	}
+	return nil, v.access(ctx, old, s)
+}
+
+func (v InfrahubSyncValidator) access(ctx context.Context, old, s *infrahubv1alpha1.InfrahubSync) error {
+	if v.Access == nil {
+		return nil
+	}
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if err := v.Access.CheckSync(ctx, req.UserInfo, old, s); err != nil {
+		return apierrors.NewForbidden(infrahubv1alpha1.GroupVersion.WithResource("infrahubsyncs").GroupResource(), s.Name, err)
+	}
+	return nil
 }
 
 // ValidateDelete allows every deletion.

@@ -153,7 +153,7 @@ func StartLocal(ctx context.Context, cfg *rest.Config, o Options, log logr.Logge
 	if err != nil {
 		return nil, fmt.Errorf("creating the webhook manager: %w", err)
 	}
-	if err := Setup(mgr); err != nil {
+	if err := Setup(mgr, o); err != nil {
 		return nil, err
 	}
 	done := make(chan error, 1)

@@ -1,7 +1,8 @@
 // Package webhook is metalhub's validating admission for what the CRD schema cannot say:
 // unique Endpoint MAC addresses (needs a look at the other Endpoints), ServerClaim label
-// selectors (metav1.LabelSelector's fields cannot carry schema rules) and InfrahubSync target
-// dates (the sync controller's own parser). Everything the schema can say — BMCSecret
+// selectors (metav1.LabelSelector's fields cannot carry schema rules), InfrahubSync target
+// dates (the sync controller's own parser) and, for InfrahubSyncs and VidraResources, the
+// writer's own rights (SubjectAccessReviews: delivery.Admission). Everything the schema can say — BMCSecret
 // immutability, URL shapes, names — is in the CRDs as patterns and CEL rules, which need no
 // webhook at runtime. One validator per file; the +kubebuilder:webhook markers beside them
 // generate config/webhook/manifests.yaml.
@@ -24,6 +25,7 @@ import (
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery"
 )
 
 // DefaultCertDir is where the server looks for tls.crt and tls.key (controller-runtime's
@@ -49,6 +51,10 @@ type Options struct {
 	// CertHosts are the DNS names and IPs a generated certificate is valid for; localhost,
 	// 127.0.0.1, ::1 and Host are always included.
 	CertHosts []string
+	// Delivery are the delivery family's options, whose default ServiceAccount, operator
+	// identity and Secret namespaces the admission of InfrahubSyncs and VidraResources follows
+	// (the manager copies its own).
+	Delivery delivery.Options
 }
 
 // DefaultOptions leave the webhooks off (the cluster configuration turns them on).
@@ -92,7 +98,7 @@ func NewServer(o Options, log logr.Logger) (ctrlwebhook.Server, []byte, error) {
 
 // Setup registers every validator with mgr's webhook server. All are registered whatever the
 // controller families, because the webhook configuration names them all.
-func Setup(mgr ctrl.Manager) error {
+func Setup(mgr ctrl.Manager, o Options) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, &metalv1alpha1.Endpoint{}).
 		WithValidator(&EndpointValidator{Reader: mgr.GetAPIReader()}).Complete(); err != nil {
 		return fmt.Errorf("registering the Endpoint webhook: %w", err)
@@ -101,9 +107,14 @@ func Setup(mgr ctrl.Manager) error {
 		WithValidator(ServerClaimValidator{}).Complete(); err != nil {
 		return fmt.Errorf("registering the ServerClaim webhook: %w", err)
 	}
+	access := &delivery.Admission{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Options: o.Delivery}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrahubv1alpha1.InfrahubSync{}).
-		WithValidator(InfrahubSyncValidator{}).Complete(); err != nil {
+		WithValidator(InfrahubSyncValidator{Access: access}).Complete(); err != nil {
 		return fmt.Errorf("registering the InfrahubSync webhook: %w", err)
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &infrahubv1alpha1.VidraResource{}).
+		WithValidator(VidraResourceValidator{Access: access}).Complete(); err != nil {
+		return fmt.Errorf("registering the VidraResource webhook: %w", err)
 	}
 	return nil
 }

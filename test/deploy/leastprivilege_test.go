@@ -81,6 +81,7 @@ func TestLeastPrivilege(t *testing.T) {
 	opts.Metal.BMCRequestTimeout = 2 * time.Second
 	opts.Metal.RetryAfter = 500 * time.Millisecond
 	opts.Delivery.Policy.AllowedKinds = []string{"ConfigMap", "Service", "Deployment.apps"}
+	opts.Delivery.AllowOperatorIdentity = true // what the default delivery-apply role is for
 	// The admission webhooks too, as config/default runs them: their reads (the Endpoint MAC
 	// check lists Endpoints) are the ServiceAccount's.
 	opts.Webhook.Enabled, opts.Webhook.Host, opts.Webhook.Port = true, "127.0.0.1", 0

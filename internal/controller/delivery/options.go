@@ -32,8 +32,12 @@ type Options struct {
 	// first).
 	SecretsNamespace string
 	// DefaultServiceAccount is the ServiceAccount ("name" in each destination namespace, or
-	// "namespace/name") VidraResources that name none act as; "" the operator itself.
+	// "namespace/name") VidraResources that name none act as.
 	DefaultServiceAccount string
+	// AllowOperatorIdentity lets a VidraResource with no ServiceAccount (and no default) apply
+	// as the operator itself; off, such a VidraResource is refused (NoServiceAccount), and the
+	// admission webhook admits one only from a writer who may impersonate the operator.
+	AllowOperatorIdentity bool
 	// InsecureKubeconfig accepts kubeconfigs that run plugins or read files in the operator's pod.
 	InsecureKubeconfig bool
 	// InfrahubTimeout bounds every request to Infrahub.
@@ -123,7 +127,11 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 			"'*' any namespace (the operator's first): then anyone who can create a Secret anywhere can redirect a sync.")
 	fs.StringVar(&o.DefaultServiceAccount, "delivery-default-service-account", o.DefaultServiceAccount,
 		"ServiceAccount that VidraResources naming none in spec.destination.serviceAccountName act as (impersonated): "+
-			"'name' in each destination namespace, or 'namespace/name'; empty: the operator itself.")
+			"'name' in each destination namespace, or 'namespace/name'; empty: none (see --delivery-allow-operator-identity).")
+	fs.BoolVar(&o.AllowOperatorIdentity, "delivery-allow-operator-identity", o.AllowOperatorIdentity,
+		"Let VidraResources that name no ServiceAccount, with no default, apply as the operator itself (bounded by its "+
+			"delivery-apply role). Off: they are refused (NoServiceAccount), and admission requires the writer to be allowed "+
+			"to impersonate the operator.")
 	fs.BoolVar(&o.InsecureKubeconfig, "delivery-insecure-kubeconfig", o.InsecureKubeconfig,
 		"Accept cluster kubeconfigs with exec or auth-provider plugins, tokenFile or certificate and key file paths "+
 			"(they run programs or read files in the operator's pod).")

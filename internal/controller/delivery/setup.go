@@ -122,7 +122,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 
 	vr := &VidraResourceReconciler{
 		client: mgr.GetClient(), settings: settings, memory: newAppliedMemory(), policy: o.Policy,
-		recorder: rec, now: time.Now, healthPoll: o.HealthPoll, defaultSA: o.DefaultServiceAccount,
+		recorder: rec, now: time.Now, healthPoll: o.HealthPoll, defaultSA: o.DefaultServiceAccount, allowOperator: o.AllowOperatorIdentity,
 	}
 	vr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.VidraResource { return &infrahubv1alpha1.VidraResource{} }, vr.handle)
 	vr.lc.ResyncFunc = func(ctx context.Context) time.Duration { return settings.Current(ctx).RequeueResourcesAfter }

@@ -149,6 +149,9 @@ func fastOptions() Options {
 	o.Settings.RequeueResourcesAfter = 10 * time.Minute
 	o.InfrahubTimeout = 5 * time.Second
 	o.ClusterTimeout = 10 * time.Second
+	// Most tests name no ServiceAccount: the operator applies as itself, as it did before the
+	// flag existed; the tenancy tests turn it off.
+	o.AllowOperatorIdentity = true
 	return o
 }
 

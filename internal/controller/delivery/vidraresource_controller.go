@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,28 +43,11 @@ type VidraResourceReconciler struct {
 	// healthPoll is the look while an applied object is still progressing.
 	healthPoll time.Duration
 	// defaultSA is --delivery-default-service-account: "name" (in the destination namespace)
-	// or "namespace/name"; "" applies as the operator.
+	// or "namespace/name"; "" none.
 	defaultSA string
-}
-
-// serviceAccountOf is the user a VidraResource's reads, applies and prunes act as: its
-// destination's ServiceAccount, else the default one, else "" (the operator).
-func (r *VidraResourceReconciler) serviceAccountOf(vr *infrahubv1alpha1.VidraResource) string {
-	d := vr.Spec.Destination
-	name, ns := d.ServiceAccountName, d.ServiceAccountNamespace
-	if name == "" {
-		if r.defaultSA == "" {
-			return ""
-		}
-		ns, name, _ = strings.Cut(r.defaultSA, "/")
-		if name == "" {
-			ns, name = "", ns
-		}
-	}
-	if ns == "" {
-		ns = cmp.Or(d.Namespace, metav1.NamespaceDefault)
-	}
-	return "system:serviceaccount:" + ns + ":" + name
+	// allowOperator is --delivery-allow-operator-identity: with no ServiceAccount, apply as
+	// the operator itself.
+	allowOperator bool
 }
 
 // Reconcile runs one pass under the lifecycle discipline; its periodic look follows the
@@ -121,7 +103,11 @@ func (r *VidraResourceReconciler) planStep(ctx context.Context, p *deployPass) (
 		p.out = deployOutcome{err: lifecycle.Reasonf(infrahubv1alpha1.ReasonInvalidManifest, "invalid manifest, nothing applied: %v", err), keep: true}
 		return lifecycle.Continue(), nil
 	}
-	if p.target, err = r.clusters.getAs(ctx, vr.Spec.Destination.Server, r.serviceAccountOf(vr)); err != nil {
+	as, err := r.actAs(vr)
+	if err == nil {
+		p.target, err = r.clusters.getAs(ctx, vr.Spec.Destination.Server, as)
+	}
+	if err != nil {
 		p.out = deployOutcome{err: err, keep: true}
 		return lifecycle.Continue(), nil
 	}
@@ -353,7 +339,11 @@ func (r *VidraResourceReconciler) finalize(ctx context.Context, p *deployPass) (
 // cleanup deletes every object marked as the VidraResource's: those its status lists, those
 // its manifest names, and those the watches know.
 func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alpha1.VidraResource) error {
-	t, err := r.clusters.getAs(ctx, vr.Spec.Destination.Server, r.serviceAccountOf(vr))
+	as, err := r.actAs(vr)
+	if err != nil {
+		return fmt.Errorf("%w (remove the finalizer %s by hand to leave the objects behind)", err, finalizer)
+	}
+	t, err := r.clusters.getAs(ctx, vr.Spec.Destination.Server, as)
 	if err != nil {
 		return fmt.Errorf("reaching the destination cluster (remove the finalizer %s by hand to leave the objects behind): %w", finalizer, err)
 	}

@@ -1,0 +1,235 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=selfsubjectreviews,verbs=create
+
+// Admission decides, with the rights of whoever writes an InfrahubSync or a VidraResource, what
+// it may make the operator do. The kinds are cluster-scoped (Vidra's API), so every fence keyed
+// on their spec is chosen by the writer; admission makes sure the writer could do it all
+// themselves: act as the ServiceAccount named (impersonate it), act in the destination
+// namespace, read the kubeconfig Secret of the destination cluster and the sync's Infrahub
+// credentials. VidraResources the operator writes for a sync carry the sync's admitted
+// destination and cannot be written into another.
+type Admission struct {
+	// Client runs SubjectAccessReviews and the operator's SelfSubjectReview.
+	Client client.Client
+	// Reader finds the Secrets a destination and a source would use (live reads: admission
+	// must not trust a cache that lags the Secret the writer just created).
+	Reader client.Reader
+	// Options are the delivery family's: the default ServiceAccount, whether the operator's own
+	// identity may be used, where Secrets are read.
+	Options Options
+
+	mu       sync.Mutex
+	operator string // the operator's user name, learnt once
+}
+
+// operatorUser is the operator's own user name (a SelfSubjectReview, once).
+func (a *Admission) operatorUser(ctx context.Context) (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.operator != "" {
+		return a.operator, nil
+	}
+	r := &authenticationv1.SelfSubjectReview{}
+	if err := a.Client.Create(ctx, r); err != nil {
+		return "", fmt.Errorf("learning the operator's own user (SelfSubjectReview): %w", err)
+	}
+	if r.Status.UserInfo.Username == "" {
+		return "", errors.New("the SelfSubjectReview named no user")
+	}
+	a.operator = r.Status.UserInfo.Username
+	return a.operator, nil
+}
+
+// right is one permission admission asks for.
+type right struct {
+	verb, group, resource, namespace, name string
+}
+
+func (r right) String() string {
+	res := r.resource
+	if r.group != "" {
+		res += "." + r.group
+	}
+	what := fmt.Sprintf("%s %s", r.verb, res)
+	if r.name != "" {
+		what += fmt.Sprintf(" %q", r.name)
+	}
+	if r.namespace != "" {
+		what += " in namespace " + r.namespace
+	}
+	return what
+}
+
+// allowed asks the API server whether user has r.
+func (a *Admission) allowed(ctx context.Context, user authenticationv1.UserInfo, r right) (bool, error) {
+	extra := make(map[string]authorizationv1.ExtraValue, len(user.Extra))
+	for k, v := range user.Extra {
+		extra[k] = authorizationv1.ExtraValue(v)
+	}
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: r.verb, Group: r.group, Resource: r.resource,
+			Namespace: r.namespace, Name: r.name},
+	}}
+	if err := a.Client.Create(ctx, sar); err != nil {
+		return false, fmt.Errorf("asking whether %s may %s: %w", user.Username, r, err)
+	}
+	return sar.Status.Allowed, nil
+}
+
+// refusal is what the writer is told: the right they lack and what it was needed for.
+func refusal(user string, r right, why string) error {
+	return fmt.Errorf("user %q may not %s: %s", user, r, why)
+}
+
+// CheckSync admits an InfrahubSync written by user. old is nil on create; an update that leaves
+// the destination and the source URL as they were is not checked again, so a sync admitted
+// before these checks existed can still be labelled, finalised and deleted.
+func (a *Admission) CheckSync(ctx context.Context, user authenticationv1.UserInfo, old, s *infrahubv1alpha1.InfrahubSync) error {
+	if old != nil && sameDestination(old.Spec.Destination, s.Spec.Destination) && old.Spec.Source.InfrahubAPIURL == s.Spec.Source.InfrahubAPIURL {
+		return nil
+	}
+	if err := a.checkDestination(ctx, user, s.Spec.Destination); err != nil {
+		return err
+	}
+	sec, err := findLabelledSecret(ctx, a.Reader, newSecretScope(a.Options.SecretsNamespace, a.Options.OperatorNamespace),
+		infrahubv1alpha1.InfrahubAPIURLLabel, s.Spec.Source.InfrahubAPIURL, infrahubv1alpha1.ReasonCredentialsNotFound)
+	switch reason, _ := lifecycle.ReasonOf(err); {
+	case err == nil:
+		r := right{verb: "get", resource: "secrets", namespace: sec.Namespace, name: sec.Name}
+		if ok, err := a.allowed(ctx, user, r); err != nil {
+			return err
+		} else if !ok {
+			return refusal(user.Username, r, fmt.Sprintf("it holds the Infrahub credentials for %s, which the sync would use", s.Spec.Source.InfrahubAPIURL))
+		}
+	case reason == infrahubv1alpha1.ReasonCredentialsNotFound:
+		// Anonymous access: nothing of anyone's is used.
+	default:
+		return err
+	}
+	return nil
+}
+
+// CheckResource admits a VidraResource written by user. The operator writes those of a sync:
+// their destination must be the sync's, which was admitted. Anyone else is checked as for a
+// sync; an update that leaves the destination as it was is not checked again.
+func (a *Admission) CheckResource(ctx context.Context, user authenticationv1.UserInfo, old, vr *infrahubv1alpha1.VidraResource) error {
+	if old != nil && sameDestination(old.Spec.Destination, vr.Spec.Destination) {
+		return nil
+	}
+	if ref := metav1.GetControllerOf(vr); ref != nil && ref.Kind == "InfrahubSync" && ref.APIVersion == infrahubv1alpha1.GroupVersion.String() {
+		s := &infrahubv1alpha1.InfrahubSync{}
+		if err := a.Reader.Get(ctx, client.ObjectKey{Name: ref.Name}, s); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading InfrahubSync %s, the VidraResource's controller: %w", ref.Name, err)
+		} else if err == nil && s.UID == ref.UID && !sameDestination(s.Spec.Destination, vr.Spec.Destination) {
+			return fmt.Errorf("the destination of a VidraResource of InfrahubSync %s is the sync's (%s), not %s", s.Name,
+				describeDestination(s.Spec.Destination), describeDestination(vr.Spec.Destination))
+		}
+	}
+	op, err := a.operatorUser(ctx)
+	if err != nil {
+		return err
+	}
+	if user.Username == op {
+		return nil // the sync's own, checked above; what else the operator writes it wrote itself
+	}
+	return a.checkDestination(ctx, user, vr.Spec.Destination)
+}
+
+// checkDestination: the writer may act as the ServiceAccount (or, for none, as the operator),
+// may act in the destination namespace when the ServiceAccount lives elsewhere, and may read the
+// kubeconfig Secret of a remote destination, which must exist.
+func (a *Admission) checkDestination(ctx context.Context, user authenticationv1.UserInfo, d infrahubv1alpha1.Destination) error {
+	saNS, saName := ServiceAccountFor(d, a.Options.DefaultServiceAccount)
+	destNS := DestinationNamespace(d)
+	var need []struct {
+		r   right
+		why string
+	}
+	add := func(r right, why string) {
+		need = append(need, struct {
+			r   right
+			why string
+		}{r, why})
+	}
+	if saName != "" {
+		add(right{verb: "impersonate", resource: "serviceaccounts", namespace: saNS, name: saName},
+			fmt.Sprintf("the operator would apply as ServiceAccount %s/%s", saNS, saName))
+		if saNS != destNS {
+			add(right{verb: "impersonate", resource: "serviceaccounts", namespace: destNS},
+				fmt.Sprintf("ServiceAccount %s/%s is not of the destination namespace %s, where its objects go", saNS, saName, destNS))
+		}
+	} else {
+		if !a.Options.AllowOperatorIdentity {
+			return errors.New("spec.destination.serviceAccountName is empty and the operator has no default ServiceAccount " +
+				"(--delivery-default-service-account) and does not apply as itself (--delivery-allow-operator-identity): name a ServiceAccount")
+		}
+		op, err := a.operatorUser(ctx)
+		if err != nil {
+			return err
+		}
+		add(impersonation(op), "no ServiceAccount is named, so the operator would apply with its own rights")
+	}
+	if !isLocal(d.Server) {
+		sec, err := findLabelledSecret(ctx, a.Reader, newSecretScope(a.Options.SecretsNamespace, a.Options.OperatorNamespace),
+			infrahubv1alpha1.ClusterKubeconfigLabel, d.Server, infrahubv1alpha1.ReasonKubeconfigNotFound)
+		if err != nil {
+			return fmt.Errorf("destination server %s is not a registered cluster: %w", d.Server, err)
+		}
+		add(right{verb: "get", resource: "secrets", namespace: sec.Namespace, name: sec.Name},
+			fmt.Sprintf("it holds the kubeconfig of %s, which the operator would use", d.Server))
+	}
+	for _, n := range need {
+		ok, err := a.allowed(ctx, user, n.r)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return refusal(user.Username, n.r, n.why)
+		}
+	}
+	return nil
+}
+
+// impersonation is the right to act as user: a ServiceAccount's, or a plain user's.
+func impersonation(user string) right {
+	if rest, ok := strings.CutPrefix(user, "system:serviceaccount:"); ok {
+		if ns, name, ok := strings.Cut(rest, ":"); ok {
+			return right{verb: "impersonate", resource: "serviceaccounts", namespace: ns, name: name}
+		}
+	}
+	return right{verb: "impersonate", resource: "users", name: user}
+}
+
+// sameDestination compares what decides where and as whom a destination applies.
+func sameDestination(a, b infrahubv1alpha1.Destination) bool {
+	return a.Server == b.Server && a.Namespace == b.Namespace &&
+		a.ServiceAccountName == b.ServiceAccountName && a.ServiceAccountNamespace == b.ServiceAccountNamespace
+}
+
+func describeDestination(d infrahubv1alpha1.Destination) string {
+	sa := "no ServiceAccount"
+	if d.ServiceAccountName != "" {
+		sa = "ServiceAccount " + d.ServiceAccountNamespace + "/" + d.ServiceAccountName
+	}
+	return fmt.Sprintf("server %q, namespace %q, %s", d.Server, d.Namespace, sa)
+}

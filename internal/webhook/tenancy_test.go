@@ -1,0 +1,166 @@
+package webhook_test
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/scheme"
+	"github.com/metalhub/metalhub/internal/testenv"
+)
+
+var tenantSeq atomic.Int32
+
+// tenant is a user with what a platform team gives one: create (and read, update) on the two
+// cluster-scoped delivery kinds, and edit in their own namespace. It returns the user's name,
+// namespace and a client acting as them (impersonation by the admin).
+func tenant(t *testing.T, name string) (string, string, client.Client) {
+	t.Helper()
+	n := tenantSeq.Add(1)
+	user, ns := fmt.Sprintf("%s-%d", name, n), fmt.Sprintf("%s-%d", name, n)
+	mustCreate(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	mustCreate(t, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "delivery-writer-" + user},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{infrahubv1alpha1.GroupVersion.Group},
+			Resources: []string{"infrahubsyncs", "vidraresources"}, Verbs: []string{"create", "get", "list", "update", "patch"}}}})
+	mustCreate(t, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "delivery-writer-" + user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "delivery-writer-" + user},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: user}}})
+	mustCreate(t, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edit"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: user}}})
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The authorizer learns of new bindings through a watch: wait until it has these.
+	for _, attrs := range []authorizationv1.ResourceAttributes{
+		{Verb: "create", Group: infrahubv1alpha1.GroupVersion.Group, Resource: "infrahubsyncs"},
+		{Verb: "create", Resource: "configmaps", Namespace: ns},
+	} {
+		testenv.Eventually(t, 10*time.Second, "the tenant's bindings in effect", func() (bool, string) {
+			r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}
+			if err := c.Create(ctx(t), r); err != nil {
+				return false, err.Error()
+			}
+			return r.Status.Allowed, fmt.Sprintf("%s %s not allowed yet", attrs.Verb, attrs.Resource)
+		})
+	}
+	return user, ns, c
+}
+
+// forbidden asserts that err is the API server's Forbidden answer saying want.
+func forbidden(t *testing.T, err error, want string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("admitted; want refused saying %q", want)
+	}
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v; want Forbidden saying %q", err, want)
+	}
+}
+
+func syncTo(name, url string, d infrahubv1alpha1.Destination) *infrahubv1alpha1.InfrahubSync {
+	return &infrahubv1alpha1.InfrahubSync{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: infrahubv1alpha1.InfrahubSyncSpec{
+		Source:      infrahubv1alpha1.Source{InfrahubAPIURL: url, TargetBranch: "main", ArtefactName: "a"},
+		Destination: d}}
+}
+
+// Issue 24, finding 1: the writer picks the identity. A tenant with create on the kinds and
+// edit in their namespace may make the operator act only as they could themselves.
+func TestTenantActsOnlyWithTheirOwnRights(t *testing.T) {
+	a, nsA, asA := tenant(t, "tenant-a")
+	_, nsB, _ := tenant(t, "tenant-b")
+	createAs := func(c client.Client, obj client.Object) error {
+		err := c.Create(ctx(t), obj)
+		if err == nil {
+			t.Cleanup(func() { _ = env.Client.Delete(ctx(t), obj) })
+		}
+		return err
+	}
+	url := "https://infrahub-tenancy.example"
+
+	// Their own ServiceAccount in their own namespace: admitted.
+	own := syncTo("own-"+a, url, infrahubv1alpha1.Destination{Namespace: nsA, ServiceAccountName: "deployer"})
+	if err := createAs(asA, own); err != nil {
+		t.Fatalf("a sync as the tenant's own ServiceAccount in their namespace refused: %v", err)
+	}
+	// Another tenant's ServiceAccount and namespace.
+	forbidden(t, createAs(asA, syncTo("theirs-"+a, url, infrahubv1alpha1.Destination{Namespace: nsB, ServiceAccountName: "deployer"})),
+		fmt.Sprintf(`user %q may not impersonate serviceaccounts "deployer" in namespace %s`, a, nsB))
+	// Their own ServiceAccount, aimed at the other tenant's namespace.
+	forbidden(t, createAs(asA, syncTo("aimed-"+a, url, infrahubv1alpha1.Destination{Namespace: nsB, ServiceAccountName: "deployer", ServiceAccountNamespace: nsA})),
+		fmt.Sprintf(`user %q may not impersonate serviceaccounts in namespace %s`, a, nsB))
+	// No ServiceAccount: the operator's own identity, which only an admin may lend.
+	forbidden(t, createAs(asA, syncTo("operator-"+a, url, infrahubv1alpha1.Destination{Namespace: nsA})),
+		"no ServiceAccount is named, so the operator would apply with its own rights")
+	// A server no kubeconfig Secret registers.
+	forbidden(t, createAs(asA, syncTo("nowhere-"+a, url, infrahubv1alpha1.Destination{Namespace: nsA, ServiceAccountName: "deployer",
+		Server: "https://cluster-nobody-registered.example:6443"})), "is not a registered cluster")
+	// A registered one whose kubeconfig Secret the tenant may not read.
+	mustCreate(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kc-" + a,
+		Labels: map[string]string{infrahubv1alpha1.ClusterKubeconfigLabel: "prod-" + a + ".example"}},
+		StringData: map[string]string{"kubeconfig": "apiVersion: v1\nkind: Config\n"}})
+	forbidden(t, createAs(asA, syncTo("prod-"+a, url, infrahubv1alpha1.Destination{Namespace: nsA, ServiceAccountName: "deployer",
+		Server: "https://prod-" + a + ".example"})), fmt.Sprintf(`may not get secrets "kc-%s" in namespace default: it holds the kubeconfig`, a))
+	// Another team's Infrahub credentials.
+	mustCreate(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "creds-" + a,
+		Labels: map[string]string{infrahubv1alpha1.InfrahubAPIURLLabel: "infrahub-team-b-" + a + ".example"}},
+		StringData: map[string]string{"token": "secret"}})
+	forbidden(t, createAs(asA, syncTo("creds-"+a, "https://infrahub-team-b-"+a+".example", infrahubv1alpha1.Destination{Namespace: nsA, ServiceAccountName: "deployer"})),
+		fmt.Sprintf(`may not get secrets "creds-%s" in namespace default: it holds the Infrahub credentials`, a))
+
+	// The admitted sync cannot be edited into another tenant's identity; labels still pass.
+	own.Spec.Destination.Namespace = nsB
+	forbidden(t, asA.Update(ctx(t), own), "may not impersonate")
+	fresh := &infrahubv1alpha1.InfrahubSync{}
+	if err := asA.Get(ctx(t), client.ObjectKeyFromObject(own), fresh); err != nil {
+		t.Fatal(err)
+	}
+	fresh.Labels = map[string]string{"team": "a"}
+	if err := asA.Update(ctx(t), fresh); err != nil {
+		t.Fatalf("a label on an admitted sync refused: %v", err)
+	}
+
+	// VidraResources written by the tenant: the same rules.
+	vr := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "vr-theirs-" + a},
+		Spec: infrahubv1alpha1.VidraResourceSpec{Destination: infrahubv1alpha1.Destination{Namespace: nsB, ServiceAccountName: "deployer"}}}
+	forbidden(t, createAs(asA, vr), "may not impersonate")
+	vr = &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "vr-own-" + a},
+		Spec: infrahubv1alpha1.VidraResourceSpec{Destination: infrahubv1alpha1.Destination{Namespace: nsA, ServiceAccountName: "deployer"}}}
+	if err := createAs(asA, vr); err != nil {
+		t.Fatalf("a VidraResource as the tenant's own ServiceAccount refused: %v", err)
+	}
+
+	// The admin may lend the operator's identity.
+	mustCreate(t, syncTo("admin-"+a, url, infrahubv1alpha1.Destination{Namespace: nsA}))
+}
+
+// A VidraResource of a sync carries the sync's admitted destination: nobody, the operator
+// included, writes one into another.
+func TestSyncsResourcesKeepTheSyncsDestination(t *testing.T) {
+	_, nsA, _ := tenant(t, "owner")
+	s := syncTo("owner-sync", "https://infrahub-owner.example", infrahubv1alpha1.Destination{Namespace: nsA, ServiceAccountName: "deployer"})
+	mustCreate(t, s)
+	vr := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "owner-sync-artifact",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: infrahubv1alpha1.GroupVersion.String(), Kind: "InfrahubSync",
+			Name: s.Name, UID: s.UID, Controller: ptrTrue()}}},
+		Spec: infrahubv1alpha1.VidraResourceSpec{Destination: infrahubv1alpha1.Destination{Namespace: nsA, ServiceAccountName: "cluster-deployer", ServiceAccountNamespace: "kube-system"}}}
+	forbidden(t, create(t, vr), "is the sync's")
+	vr.Spec.Destination = s.Spec.Destination
+	mustCreate(t, vr)
+}
+
+func ptrTrue() *bool { b := true; return &b }
