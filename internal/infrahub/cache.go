@@ -5,13 +5,22 @@ import (
 	"encoding/hex"
 	"strconv"
 	"sync"
+	"time"
 )
+
+// DefaultCacheIdle is how long a client no pass asked for is kept.
+const DefaultCacheIdle = 30 * time.Minute
 
 // Cache keeps one Client per Infrahub URL and identity (user or API token),
 // so reconciles reuse tokens and connections. When the credentials or
 // settings for an identity change (a rotated Secret), the old client is
-// replaced.
+// replaced; a client no pass asked for in Idle (DefaultCacheIdle when zero) is
+// dropped, so URLs and identities of deleted syncs do not pile up.
 type Cache struct {
+	Idle time.Duration
+	// Now is the clock (tests); nil means time.Now.
+	Now func() time.Time
+
 	mu      sync.Mutex
 	clients map[string]cached
 }
@@ -19,6 +28,7 @@ type Cache struct {
 type cached struct {
 	fingerprint string
 	client      *Client
+	used        time.Time
 }
 
 // Get returns the cached client for cfg, building one if there is none or
@@ -27,7 +37,14 @@ func (c *Cache) Get(cfg Config) (*Client, error) {
 	key, fp := cacheKey(cfg)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now := time.Now()
+	if c.Now != nil {
+		now = c.Now()
+	}
+	c.evictLocked(now)
 	if e, ok := c.clients[key]; ok && e.fingerprint == fp {
+		e.used = now
+		c.clients[key] = e
 		return e.client, nil
 	}
 	cl, err := New(cfg)
@@ -40,8 +57,23 @@ func (c *Cache) Get(cfg Config) (*Client, error) {
 	if c.clients == nil {
 		c.clients = map[string]cached{}
 	}
-	c.clients[key] = cached{fingerprint: fp, client: cl}
+	c.clients[key] = cached{fingerprint: fp, client: cl, used: now}
 	return cl, nil
+}
+
+// evictLocked drops the clients not asked for in Idle (a sweep per Get: the map holds one entry
+// per URL and identity, few).
+func (c *Cache) evictLocked(now time.Time) {
+	idle := c.Idle
+	if idle <= 0 {
+		idle = DefaultCacheIdle
+	}
+	for k, e := range c.clients {
+		if now.Sub(e.used) > idle {
+			e.client.CloseIdleConnections()
+			delete(c.clients, k)
+		}
+	}
 }
 
 // Len reports how many clients are cached.
