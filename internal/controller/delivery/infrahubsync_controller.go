@@ -161,7 +161,8 @@ func (r *InfrahubSyncReconciler) clearPruneRecord(ctx context.Context, p *syncPa
 
 // queryDue reports whether the pass queries Infrahub: always, unless the last successful query
 // was for the same spec, request and settings, its interval has not run out, and every
-// VidraResource it delivered is still there (one deleted by hand is re-created at once).
+// VidraResource it delivered is still there (one deleted by hand is re-created at once) and no
+// other is (one handing its objects over is deleted once its successor has applied).
 func (r *InfrahubSyncReconciler) queryDue(ctx context.Context, p *syncPass) bool {
 	s := p.Obj
 	r.mu.Lock()
@@ -180,7 +181,9 @@ func (r *InfrahubSyncReconciler) queryDue(ctx context.Context, p *syncPass) bool
 			return true
 		}
 	}
-	return false
+	// One the result no longer holds is still there: it waits for its successor to take its
+	// objects over, and the pass that deletes it is a querying one.
+	return len(owned) > len(rec.ids)
 }
 
 // summarize counts the sync's VidraResources by their report: the sync reads Succeeded only
