@@ -99,3 +99,37 @@ func TestPairRenamed(t *testing.T) {
 		})
 	}
 }
+
+func TestOwnerMarks(t *testing.T) {
+	self := ownerMark{name: "web", uid: "u2"}
+	cases := []struct {
+		name            string
+		ownedBy, uids   string
+		want            bool
+		wantParsedCount int
+	}{
+		{"name and UID", "web", "web=u2", true, 1},
+		{"name only (Vidra's mark)", "web", "", true, 0},
+		{"namesake predecessor", "web", "web=u1", false, 1},
+		{"shared, ours recorded", "db,web", "db=u9,web=u2", true, 2},
+		{"shared, ours by name only", "db,web", "db=u9", true, 1},
+		{"another's", "db", "db=u9", false, 1},
+		{"malformed uids ignored", "web", "web,=x,y=", true, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+				ownedByAnnotation: c.ownedBy, infrahubv1alpha1.OwnerUIDsAnnotation: c.uids}}}
+			if got := marksOwner(o, self); got != c.want {
+				t.Errorf("marksOwner = %v, want %v", got, c.want)
+			}
+			if got := len(ownerUIDsOf(o)); got != c.wantParsedCount {
+				t.Errorf("ownerUIDsOf = %v", ownerUIDsOf(o))
+			}
+		})
+	}
+	names, uids := markAnnotations([]ownerMark{{"a", "1"}, {"b", ""}, {"c", "3"}})
+	if names != "a,b,c" || uids != "a=1,c=3" {
+		t.Errorf("markAnnotations = %q, %q", names, uids)
+	}
+}
