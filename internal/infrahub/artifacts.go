@@ -85,6 +85,8 @@ func (c *Client) Login(ctx context.Context) error {
 // QueryArtifacts runs the stored query (DefaultQueryName when empty) with the
 // variable artifactname and returns the CoreArtifact nodes it selects.
 // An empty slice is a valid answer; the caller decides whether that is an error.
+// When the answer carries CoreArtifact.count, it must equal the number of edges:
+// a short answer fails with ErrIncompleteResult rather than look like deletions.
 func (c *Client) QueryArtifacts(ctx context.Context, query, artifactName string, t Target) ([]Artifact, error) {
 	if query == "" {
 		query = DefaultQueryName
@@ -106,6 +108,9 @@ func (c *Client) QueryArtifacts(ctx context.Context, query, artifactName string,
 	var out struct {
 		Data *struct {
 			CoreArtifact *struct {
+				// Count is how many artifacts the query selected; absent when the stored
+				// query does not ask for it.
+				Count *int `json:"count"`
 				Edges []struct {
 					Node struct {
 						ID        string `json:"id"`
@@ -142,6 +147,10 @@ func (c *Client) QueryArtifacts(ctx context.Context, query, artifactName string,
 	case out.Data == nil || out.Data.CoreArtifact == nil:
 		return nil, &Error{Op: op, Kind: ErrInvalidResponse, StatusCode: r.status,
 			Err: errors.New("result has no data.CoreArtifact; the stored query must select CoreArtifact edges")}
+	}
+	if n := out.Data.CoreArtifact.Count; n != nil && *n != len(out.Data.CoreArtifact.Edges) {
+		return nil, &Error{Op: op, Kind: ErrIncompleteResult, StatusCode: r.status,
+			Err: fmt.Errorf("the answer has count %d but %d artifacts; not trusted", *n, len(out.Data.CoreArtifact.Edges))}
 	}
 	arts := make([]Artifact, 0, len(out.Data.CoreArtifact.Edges))
 	for _, e := range out.Data.CoreArtifact.Edges {

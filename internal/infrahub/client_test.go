@@ -572,3 +572,21 @@ func TestCredentialsNeverFollowARedirectToAnotherHost(t *testing.T) {
 		t.Fatalf("same-host redirect: %v", err)
 	}
 }
+
+// An answer whose count disagrees with its edges is refused, whatever the edges hold: a short
+// answer must not look like artifacts that were deleted.
+func TestQueryCountMustMatchEdges(t *testing.T) {
+	e, url := start(t, emu.Options{})
+	c := newClient(t, infrahub.Config{URL: url})
+	if got := query(t, c, infrahub.Target{}); len(got) != 2 {
+		t.Fatalf("complete answer: %d artifacts", len(got))
+	}
+	for _, drop := range []int{1, 2} {
+		e.DropEdges(drop)
+		arts, err := c.QueryArtifacts(context.Background(), "", emu.SampleArtifactName, infrahub.Target{})
+		wantReason(t, err, infrahub.ErrIncompleteResult, infrahub.ReasonIncompleteResult)
+		if arts != nil || !strings.Contains(err.Error(), "count 2") {
+			t.Errorf("drop %d: %+v, %v", drop, arts, err)
+		}
+	}
+}

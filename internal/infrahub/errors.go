@@ -22,6 +22,7 @@ var (
 	ErrInvalidTargetDate = errors.New("invalid target date")
 	ErrInvalidRequest    = errors.New("request rejected")
 	ErrInvalidResponse   = errors.New("invalid response")
+	ErrIncompleteResult  = errors.New("incomplete result")
 	ErrUnavailable       = errors.New("unavailable")
 	ErrTimeout           = errors.New("timeout")
 	ErrTLS               = errors.New("TLS error")
@@ -42,6 +43,7 @@ const (
 	ReasonInvalidTargetDate    = "InvalidTargetDate"
 	ReasonInvalidRequest       = "InvalidRequest"
 	ReasonInvalidResponse      = "InvalidResponse"
+	ReasonIncompleteResult     = "IncompleteResult" // = infrahubv1alpha1.ReasonIncompleteResult
 	ReasonUnavailable          = "Unavailable"
 	ReasonTimeout              = "Timeout"
 	ReasonTLSError             = "TLSError"
@@ -65,6 +67,7 @@ var reasons = []struct {
 	{ErrInvalidTargetDate, ReasonInvalidTargetDate},
 	{ErrInvalidRequest, ReasonInvalidRequest},
 	{ErrInvalidResponse, ReasonInvalidResponse},
+	{ErrIncompleteResult, ReasonIncompleteResult},
 	{ErrUnavailable, ReasonUnavailable},
 	{ErrTimeout, ReasonTimeout},
 	{ErrTLS, ReasonTLSError},

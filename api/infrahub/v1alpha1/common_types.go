@@ -68,4 +68,29 @@ const (
 	InventoryAnnotation = "infrahub.operators.com/inventory"
 	// RequestedAtAnnotation set by a user forces a sync now.
 	RequestedAtAnnotation = "infrahub.operators.com/requested-at"
+
+	// OwnerUIDsAnnotation on a managed object records the UID of each VidraResource named in
+	// OwnedByAnnotation, as name=uid pairs (comma-separated). The name alone (Vidra's mark) is
+	// kept for compatibility; the UID tells a VidraResource from a later one of the same name.
+	OwnerUIDsAnnotation = "vidraresource.infrahub.operators.com/owner-uids"
+	// AdoptOrphansAnnotation on a VidraResource lists the UIDs (comma-separated) of gone
+	// VidraResources whose objects it may take over. An orphan (its recorded owner is gone) is
+	// never taken otherwise, not even by a new VidraResource of the same name.
+	AdoptOrphansAnnotation = "vidraresource.infrahub.operators.com/adopt-orphans-of"
+	// HandoverAnnotation on a VidraResource names the VidraResource (name:uid) whose objects it
+	// takes over: the sync sets it when an artifact's id changed but its name and content did
+	// not, and deletes the old VidraResource only once the new one has applied.
+	HandoverAnnotation = "infrahub.operators.com/handover-from"
+
+	// ConfirmPruneAnnotation on an InfrahubSync releases a held prune: its value must be the
+	// token the PruneHeld condition names (<count>-<fingerprint>), so a confirmation of one prune
+	// never approves another.
+	ConfirmPruneAnnotation = "infrahub.operators.com/confirm-prune"
+	// PrunePendingAnnotation on an InfrahubSync is the sync's durable record of a held prune:
+	// <token>@<RFC 3339 time of the first answer>. A later query with the same answer, a sync
+	// interval on, releases it.
+	PrunePendingAnnotation = "infrahub.operators.com/prune-pending"
+	// PruneMaxFractionAnnotation on an InfrahubSync lowers --delivery-prune-max-fraction for
+	// that sync (a value above the flag's is ignored).
+	PruneMaxFractionAnnotation = "infrahub.operators.com/prune-max-fraction"
 )

@@ -20,7 +20,13 @@ const (
 	ReasonCredentialsInvalid  = "CredentialsInvalid"
 	ReasonSecretAmbiguous     = "SecretAmbiguous"
 	ReasonEmptyResult         = "EmptyResult"
-	ReasonArtifactsFailed     = "ArtifactsFailed"
+	// ReasonIncompleteResult: the query's count disagrees with the artifacts it returned; the
+	// answer is not trusted and nothing is deleted.
+	ReasonIncompleteResult = "IncompleteResult"
+	// ReasonPruneHeld: the pass would delete more than the allowed fraction of the sync's
+	// VidraResources; nothing was deleted (the message says how many and how to confirm).
+	ReasonPruneHeld       = "PruneHeld"
+	ReasonArtifactsFailed = "ArtifactsFailed"
 	// ReasonResourcesFailed: the sync delivered its artifacts, and some of its VidraResources
 	// failed to deploy.
 	ReasonResourcesFailed = "ResourcesFailed"

@@ -143,9 +143,51 @@ func ownersOf(m metav1.Object) []string {
 	return out
 }
 
-// owned returns the object as we apply it: our field manager's view, marked with our label and
-// the owned-by list.
-func owned(po plannedObject, owners []string) *unstructured.Unstructured {
+// ownerMark is one owner of an applied object: a VidraResource's name and UID. The name alone
+// is Vidra's mark; the UID tells the VidraResource from a later one of the same name.
+type ownerMark struct{ name, uid string }
+
+func markOf(vr metav1.Object) ownerMark {
+	return ownerMark{name: vr.GetName(), uid: string(vr.GetUID())}
+}
+
+// ownerUIDsOf reads the owner-uids annotation: owner name -> UID. A name without an entry (a
+// mark Vidra, or a version before this one, wrote) is recognised by name alone.
+func ownerUIDsOf(m metav1.Object) map[string]string {
+	out := map[string]string{}
+	for _, p := range strings.Split(m.GetAnnotations()[infrahubv1alpha1.OwnerUIDsAnnotation], ",") {
+		if name, uid, ok := strings.Cut(strings.TrimSpace(p), "="); ok && name != "" && uid != "" {
+			out[name] = uid
+		}
+	}
+	return out
+}
+
+// marksOwner reports whether the object's mark names owner: its name, with its UID or (a
+// mark without UIDs) none.
+func marksOwner(m metav1.Object, owner ownerMark) bool {
+	if !slices.Contains(ownersOf(m), owner.name) {
+		return false
+	}
+	uid, recorded := ownerUIDsOf(m)[owner.name]
+	return !recorded || uid == owner.uid
+}
+
+// markAnnotations are the owned-by and owner-uids values for owners.
+func markAnnotations(owners []ownerMark) (names, uids string) {
+	n, u := make([]string, 0, len(owners)), make([]string, 0, len(owners))
+	for _, o := range owners {
+		n = append(n, o.name)
+		if o.uid != "" {
+			u = append(u, o.name+"="+o.uid)
+		}
+	}
+	return strings.Join(n, ","), strings.Join(u, ",")
+}
+
+// owned returns the object as we apply it: our field manager's view, marked with our label, the
+// owned-by list and the owners' UIDs.
+func owned(po plannedObject, owners []ownerMark) *unstructured.Unstructured {
 	u := po.obj.DeepCopy()
 	prepareForApply(u)
 	l := u.GetLabels()
@@ -158,7 +200,7 @@ func owned(po plannedObject, owners []string) *unstructured.Unstructured {
 	if a == nil {
 		a = map[string]string{}
 	}
-	a[ownedByAnnotation] = strings.Join(owners, ",")
+	a[ownedByAnnotation], a[infrahubv1alpha1.OwnerUIDsAnnotation] = markAnnotations(owners)
 	u.SetAnnotations(a)
 	return u
 }
@@ -265,13 +307,13 @@ func (c *recordingClient) token(key string) string {
 // Objects that can only be tried once an earlier stage is applied (a custom resource of a CRD,
 // an object in a Namespace the manifest creates) are left to the staged apply, which dry-runs
 // each stage before it writes any of it.
-func preflight(ctx context.Context, t *target, planned []plannedObject, owner string) error {
+func preflight(ctx context.Context, t *target, planned []plannedObject, owner ownerMark) error {
 	var refused []string
 	for _, po := range planned {
 		if po.staged {
 			continue
 		}
-		u := owned(po, []string{owner})
+		u := owned(po, []ownerMark{owner})
 		err := func() error {
 			ctx, cancel := context.WithTimeout(ctx, t.timeout)
 			defer cancel()
@@ -293,55 +335,117 @@ func preflight(ctx context.Context, t *target, planned []plannedObject, owner st
 	return nil
 }
 
-// deleteOwned deletes an object if, and only if, it is marked as owner's. A shared object
-// (owned-by lists others that still exist) is not deleted: owner only leaves the list, and the
-// last owner to drop it deletes it. Gone already is fine. It reports whether it deleted.
-func deleteOwned(ctx context.Context, t *target, ref objectRef, owner string, exists func(context.Context, string) bool) (bool, error) {
+// pruneResult is what deleteOwned did with one object.
+type pruneResult int
+
+const (
+	pruneNone    pruneResult = iota // gone already, not ours, or left to its other owners
+	pruneDeleted                    // deleted
+	// pruneForeign: its mark names the owner but the owner never applied it (not in its
+	// inventory, or the mark records another UID): skipped, with a Warning event.
+	pruneForeign
+	// pruneNamespaceKept: a Namespace holding objects no VidraResource manages: not deleted,
+	// released (our mark removed), with a Warning event.
+	pruneNamespaceKept
+)
+
+// ownerLookup returns the UID of the VidraResource of that name and whether it exists (a read
+// error counts as existing with an unknown UID, "": never take over or delete on a guess).
+type ownerLookup func(ctx context.Context, name string) (uid string, exists bool)
+
+// deleteOwned deletes an object if, and only if, it is marked as owner's (by name and, when the
+// mark records one, UID) and recorded: in owner's inventory, so a copied or forged mark never
+// gets an object deleted. A shared object (owned-by lists others that still exist) is not
+// deleted: owner only leaves the list, and the last owner to drop it deletes it. A Namespace
+// holding objects no VidraResource manages is released, not deleted. Gone already is fine.
+// The note explains a pruneForeign or pruneNamespaceKept result.
+func deleteOwned(ctx context.Context, t *target, ref objectRef, owner ownerMark, recorded bool, lookup ownerLookup) (res pruneResult, note string, err error) {
 	live, err := t.observe(ctx, ref.GVK, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name})
 	if apierrors.IsForbidden(err) {
 		// The ServiceAccount applied as may not even read it: it cannot have created it (an
 		// artifact refused before anything was applied records it all the same). Holding the
 		// prune, or a deletion, on it would hold them forever.
-		return false, nil
+		return pruneNone, "", nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("reading %s: %w", ref, err)
+		return pruneNone, "", fmt.Errorf("reading %s: %w", ref, err)
 	}
 	if live == nil {
-		return false, nil
+		return pruneNone, "", nil
 	}
-	owners := ownersOf(live)
-	if !slices.Contains(owners, owner) {
-		return false, nil
+	owners, uids := ownersOf(live), ownerUIDsOf(live)
+	switch {
+	case !slices.Contains(owners, owner.name):
+		return pruneNone, "", nil
+	case !marksOwner(live, owner):
+		return pruneForeign, fmt.Sprintf("%s is marked as VidraResource %s's with UID %s, not this one's (%s); not removed", ref, owner.name, uids[owner.name], owner.uid), nil
+	case !recorded:
+		return pruneForeign, fmt.Sprintf("%s is marked as VidraResource %s's but %s never applied it (not in its inventory); not removed", ref, owner.name, owner.name), nil
 	}
-	var rest []string
+	var rest []ownerMark
 	for _, o := range owners {
-		if o != owner && exists(ctx, o) {
-			rest = append(rest, o)
+		if o == owner.name {
+			continue
+		}
+		if uid, ok := lookup(ctx, o); ok && (uids[o] == "" || uid == "" || uids[o] == uid) {
+			rest = append(rest, ownerMark{name: o, uid: uids[o]})
 		}
 	}
 	obj := partial(ref.GVK)
 	obj.SetNamespace(ref.Namespace)
 	obj.SetName(ref.Name)
+	if len(rest) > 0 {
+		names, ids := markAnnotations(rest)
+		if err := patchMark(ctx, t, obj, names, ids); err != nil {
+			return pruneNone, "", fmt.Errorf("leaving shared %s to %s: %w", ref, names, err)
+		}
+		return pruneNone, "", nil
+	}
+	if ref.GVK.Group == "" && ref.GVK.Kind == "Namespace" {
+		unmanaged, err := unmanagedIn(ctx, t, ref.Name)
+		if err != nil || len(unmanaged) > 0 {
+			why := fmt.Sprintf("it holds objects no VidraResource manages: %s", strings.Join(unmanaged, ", "))
+			if err != nil {
+				why = fmt.Sprintf("what it holds cannot be listed: %v", err)
+			}
+			if perr := patchMark(ctx, t, obj, "", ""); perr != nil {
+				return pruneNone, "", fmt.Errorf("releasing %s: %w", ref, perr)
+			}
+			return pruneNamespaceKept, fmt.Sprintf("%s kept and released (no longer marked as %s's): %s; delete it by hand once empty", ref, owner.name, why), nil
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	err = t.client.Delete(dctx, obj, client.Preconditions{UID: ptr.To(live.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return pruneNone, "", fmt.Errorf("deleting %s: %w", ref, err)
+	}
+	if err != nil {
+		return pruneNone, "", nil
+	}
+	return pruneDeleted, "", nil
+}
+
+// patchMark sets an object's owned-by and owner-uids annotations; empty values remove them.
+func patchMark(ctx context.Context, t *target, obj client.Object, names, uids string) error {
+	val := func(v string) any {
+		if v == "" {
+			return nil
+		}
+		return v
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"annotations": map[string]any{ownedByAnnotation: val(names), infrahubv1alpha1.OwnerUIDsAnnotation: val(uids)},
+	}})
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	if len(rest) > 0 {
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-			"annotations": map[string]string{ownedByAnnotation: strings.Join(rest, ",")},
-		}})
-		if err != nil {
-			return false, err
-		}
-		if err := t.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil && !apierrors.IsNotFound(err) {
-			return false, fmt.Errorf("leaving shared %s to %s: %w", ref, strings.Join(rest, ", "), err)
-		}
-		return false, nil
+	if err := t.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil && !apierrors.IsNotFound(err) {
+		return err
 	}
-	err = t.client.Delete(ctx, obj, client.Preconditions{UID: ptr.To(live.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-	if err != nil && !apierrors.IsNotFound(err) {
-		return false, fmt.Errorf("deleting %s: %w", ref, err)
-	}
-	return err == nil, nil
+	return nil
 }
 
 // managedRefs turns a status list back into references.

@@ -13,7 +13,12 @@
 // differs from the one its VidraResource was written with (annotation
 // infrahub.operators.com/checksum; status.checksums lists id:checksum as the report). Only the
 // sync's own VidraResources that left the result are deleted. An empty result fails the sync
-// with reason EmptyResult and deletes nothing, unless spec.source.allowEmpty is true. A pass
+// with reason EmptyResult and deletes nothing, unless spec.source.allowEmpty is true; an answer
+// whose count disagrees with its edges fails with IncompleteResult; a pass that would delete
+// more than --delivery-prune-max-fraction of them holds (PruneHeld, prune.go) until the sync is
+// annotated confirm-prune=<token> or a query a sync interval later agrees (the first answer is
+// recorded in the prune-pending annotation). An artifact back under a new id hands its objects
+// over to its new VidraResource (handover-from) before the old one is deleted. A pass
 // that changes nothing writes nothing: status is written only when it changes, so lastSyncTime
 // is the time of the last delivered change (or the first success), not of the last query.
 //
@@ -24,10 +29,13 @@
 // labelled cluster-kubeconfig=<host> or <host>_<port>, key kubeconfig, rebuilt when the Secret's
 // content changes), checks the policy, and server-side applies with field manager
 // metalhub-delivery, label infrahub.operators.com/managed-by=metalhub and annotation
-// vidraresource.infrahub.operators.com/owned-by=<name>. A manifest with an object that is
-// malformed, of an unknown kind or refused by the policy is not applied at all. An object owned
-// by another existing VidraResource is not taken over. Objects that left the manifest are pruned
-// if they carry our owned-by annotation; the finalizer removes what was applied. Applied kinds
+// vidraresource.infrahub.operators.com/owned-by=<name> with owner-uids=<name>=<uid>. A manifest
+// with an object that is malformed, of an unknown kind or refused by the policy is not applied at
+// all. An object owned by another existing VidraResource is not taken over; an orphan (its
+// recorded owner gone) only by a VidraResource annotated adopt-orphans-of=<uid>. Objects that
+// left the manifest are pruned if the inventory records them and their mark names us by UID
+// (anything else: a ForeignMark Warning, skipped); a Namespace still holding unmanaged objects
+// is released, not deleted (namespaces.go); the finalizer removes what was applied. Applied kinds
 // are watched (metadata only, label-selected): in event mode (destination.reconcileOnEvents or
 // eventBasedReconcile) a deleted or changed object is restored at once; otherwise it is reported
 // Stale at once and restored by the periodic pass, which runs in both modes.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -44,8 +46,11 @@ type InfrahubSyncReconciler struct {
 	clients   *infrahub.Cache
 	recorder  recorder.EventRecorder
 	downloads int
-	lc        *lifecycle.Reconciler[*infrahubv1alpha1.InfrahubSync]
-	now       func() time.Time
+	// pruneMaxFraction is --delivery-prune-max-fraction: a pass that would delete more of a
+	// sync's VidraResources holds until confirmed or agreed by a second answer.
+	pruneMaxFraction float64
+	lc               *lifecycle.Reconciler[*infrahubv1alpha1.InfrahubSync]
+	now              func() time.Time
 
 	mu      sync.Mutex
 	queried map[types.UID]queryRecord // the last successful query of each sync
@@ -76,6 +81,9 @@ type syncOutcome struct {
 	delivered  int
 	retrySoon  bool     // the cache lagged behind our own writes: look again shortly
 	ids        []string // the artifacts of the result
+	// recordPrune: the pass held a prune seen for the first time; the sync records it
+	// (PrunePendingAnnotation) so that a second agreeing answer can release it.
+	recordPrune string
 }
 
 // syncPass is one pass over an InfrahubSync: what the sync step did, for the report step.
@@ -104,10 +112,10 @@ func (r *InfrahubSyncReconciler) handle(ctx context.Context, lp *lifecycle.Pass[
 // ends the pass to look again shortly, before anything is reported from it.
 func (r *InfrahubSyncReconciler) syncStep(ctx context.Context, p *syncPass) (lifecycle.Result, error) {
 	if !r.queryDue(ctx, p) {
-		p.summaryOnly = true
-		return lifecycle.Continue(), nil
+		p.summaryOnly = true // the last query succeeded: nothing is held
+		return r.clearPruneRecord(ctx, p, true)
 	}
-	p.out = r.sync(ctx, p.Client(), p.Obj, p.settings.QueryName)
+	p.out = r.sync(ctx, p.Client(), p.Obj, p.settings)
 	if p.out.retrySoon && p.out.err == nil {
 		return lifecycle.RequeueAfter(lagRetry, "cache behind our writes"), nil
 	}
@@ -119,12 +127,42 @@ func (r *InfrahubSyncReconciler) syncStep(ctx context.Context, p *syncPass) (lif
 		delete(r.queried, p.Obj.UID)
 	}
 	r.mu.Unlock()
-	return lifecycle.Continue(), nil
+	if p.out.recordPrune != "" {
+		// The first answer of a held prune, recorded on the sync: a restart neither loses it
+		// nor invents a second agreeing answer. Its event brings the pass that reports it.
+		if err := lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) {
+			lifecycle.SetAnnotation(o, infrahubv1alpha1.PrunePendingAnnotation, p.out.recordPrune)
+		}); err != nil {
+			return lifecycle.Result{}, err
+		}
+		return lifecycle.Wrote("held prune recorded"), nil
+	}
+	return r.clearPruneRecord(ctx, p, p.out.err == nil)
+}
+
+// clearPruneRecord removes a held prune's record and its confirmation once a pass holds nothing:
+// a confirmation is for one prune, and a record kept would let the same answer, seen again
+// much later, pass as a second agreeing one.
+func (r *InfrahubSyncReconciler) clearPruneRecord(ctx context.Context, p *syncPass, nothingHeld bool) (lifecycle.Result, error) {
+	a := p.Obj.Annotations
+	_, pending := a[infrahubv1alpha1.PrunePendingAnnotation]
+	_, confirm := a[infrahubv1alpha1.ConfirmPruneAnnotation]
+	if !nothingHeld || (!pending && !confirm) {
+		return lifecycle.Continue(), nil
+	}
+	if err := lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) {
+		lifecycle.RemoveAnnotation(o, infrahubv1alpha1.PrunePendingAnnotation)
+		lifecycle.RemoveAnnotation(o, infrahubv1alpha1.ConfirmPruneAnnotation)
+	}); err != nil {
+		return lifecycle.Result{}, err
+	}
+	return lifecycle.Wrote("prune record cleared"), nil
 }
 
 // queryDue reports whether the pass queries Infrahub: always, unless the last successful query
 // was for the same spec, request and settings, its interval has not run out, and every
-// VidraResource it delivered is still there (one deleted by hand is re-created at once).
+// VidraResource it delivered is still there (one deleted by hand is re-created at once) and no
+// other is (one handing its objects over is deleted once its successor has applied).
 func (r *InfrahubSyncReconciler) queryDue(ctx context.Context, p *syncPass) bool {
 	s := p.Obj
 	r.mu.Lock()
@@ -143,7 +181,9 @@ func (r *InfrahubSyncReconciler) queryDue(ctx context.Context, p *syncPass) bool
 			return true
 		}
 	}
-	return false
+	// One the result no longer holds is still there: it waits for its successor to take its
+	// objects over, and the pass that deletes it is a querying one.
+	return len(owned) > len(rec.ids)
 }
 
 // summarize counts the sync's VidraResources by their report: the sync reads Succeeded only
@@ -176,7 +216,8 @@ func (r *InfrahubSyncReconciler) summarize(ctx context.Context, p *syncPass) (li
 }
 
 // sync queries Infrahub and brings the sync's VidraResources in line. It never writes the sync.
-func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *infrahubv1alpha1.InfrahubSync, query string) syncOutcome {
+func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *infrahubv1alpha1.InfrahubSync, settings Settings) syncOutcome {
+	query := settings.QueryName
 	src := s.Spec.Source
 	target := infrahub.Target{Branch: src.TargetBranch, At: src.TargetDate}
 	if err := infrahub.ValidateTargetDate(src.TargetDate); err != nil {
@@ -204,7 +245,8 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 			query, src.ArtefactName, src.TargetBranch, atSuffix(src.TargetDate), len(owned))}
 	}
 
-	results := r.deliverAll(ctx, c, ic, s, arts, target)
+	handover := pairRenamed(arts, owned)
+	results := r.deliverAll(ctx, c, ic, s, arts, target, handover)
 	var (
 		out  syncOutcome
 		errs []error
@@ -228,10 +270,44 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 		out.progressed = out.progressed || res.wrote
 	}
 	// Only this sync's own VidraResources (controller reference), never another's (defect 2).
+	// One whose artifact reappeared under a new id waits for the new one to take its objects
+	// over, then goes without counting as a deletion; the others are the prune, which the guard
+	// may hold.
+	var (
+		doomed, handedOver []string
+		total              int
+	)
 	for name, vr := range owned {
+		if !vr.DeletionTimestamp.IsZero() {
+			continue
+		}
+		total++
 		if inResult[name] {
 			continue
 		}
+		switch successor := successorOf(vr, owned, inResult); {
+		case successor == nil:
+			doomed = append(doomed, name)
+		case tookOver(successor, vr):
+			handedOver = append(handedOver, name)
+		default:
+			// Kept until its successor has applied: the successor's report brings that pass.
+		}
+	}
+	survivors := slices.Collect(maps.Keys(inResult))
+	decision := pruneDecision{}
+	if !(len(arts) == 0 && src.AllowEmpty) { // an empty answer the user allowed is its own confirmation
+		decision = decidePrune(s, doomed, survivors, total, maxFraction(r.pruneMaxFraction, s), r.now(), settings.RequeueSyncAfter*9/10)
+	}
+	if decision.reason != "" {
+		logf.FromContext(ctx).Info("prune beyond the guard released", "token", decision.token, "why", decision.reason, "deleting", len(doomed), "of", total)
+	}
+	toDelete := handedOver
+	if !decision.hold {
+		toDelete = append(toDelete, doomed...)
+	}
+	for _, name := range toDelete {
+		vr := owned[name]
 		uid := vr.UID
 		if err := c.Delete(ctx, vr, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, fmt.Errorf("deleting VidraResource %s that left the result: %w", name, err)))
@@ -247,7 +323,30 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 	if len(errs) > 0 {
 		out.err = lifecycle.WithReason(reasonOf(errs[0]), fmt.Errorf("%d of %d artifacts not delivered: %w", len(errs), len(arts), errors.Join(errs...)))
 	}
+	if decision.hold {
+		out.keep = true
+		out.recordPrune = decision.record
+		held := lifecycle.Reasonf(infrahubv1alpha1.ReasonPruneHeld, "%s", heldMessage(s, decision, doomed, total, maxFraction(r.pruneMaxFraction, s), settings.RequeueSyncAfter*9/10))
+		if out.err != nil {
+			held = lifecycle.WithReason(infrahubv1alpha1.ReasonPruneHeld, errors.Join(held, out.err))
+		}
+		out.err = held
+	}
 	return out
+}
+
+// successorOf is the VidraResource in the result that takes over vr's objects (its
+// HandoverAnnotation names vr), if any.
+func successorOf(vr *infrahubv1alpha1.VidraResource, owned map[string]*infrahubv1alpha1.VidraResource, inResult map[string]bool) *infrahubv1alpha1.VidraResource {
+	for name, next := range owned {
+		if !inResult[name] || !next.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if n, uid, ok := handoverOf(next); ok && n == vr.Name && uid == string(vr.UID) {
+			return next
+		}
+	}
+	return nil
 }
 
 func atSuffix(at string) string {
@@ -279,7 +378,7 @@ type deliverResult struct {
 }
 
 // deliverAll delivers every artifact, a few at a time: downloads are network-bound.
-func (r *InfrahubSyncReconciler) deliverAll(ctx context.Context, c client.Client, ic *infrahub.Client, s *infrahubv1alpha1.InfrahubSync, arts []infrahub.Artifact, target infrahub.Target) []deliverResult {
+func (r *InfrahubSyncReconciler) deliverAll(ctx context.Context, c client.Client, ic *infrahub.Client, s *infrahubv1alpha1.InfrahubSync, arts []infrahub.Artifact, target infrahub.Target, handover map[string]*infrahubv1alpha1.VidraResource) []deliverResult {
 	results := make([]deliverResult, len(arts))
 	sem := make(chan struct{}, r.downloads)
 	var wg sync.WaitGroup
@@ -293,7 +392,7 @@ func (r *InfrahubSyncReconciler) deliverAll(ctx context.Context, c client.Client
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			results[i] = r.deliver(ctx, c, ic, s, a, target)
+			results[i] = r.deliver(ctx, c, ic, s, a, target, handover[a.ID])
 		}()
 	}
 	wg.Wait()
@@ -303,7 +402,7 @@ func (r *InfrahubSyncReconciler) deliverAll(ctx context.Context, c client.Client
 // deliver makes the artifact's VidraResource current. The artifact is downloaded only when its
 // checksum differs from the one the VidraResource was written with, or the manifest there was
 // edited by hand (defect 1; storage ids do not change with content, so they are not compared).
-func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, ic *infrahub.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, target infrahub.Target) deliverResult {
+func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, ic *infrahub.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, target infrahub.Target, from *infrahubv1alpha1.VidraResource) deliverResult {
 	vr := &infrahubv1alpha1.VidraResource{}
 	err := c.Get(ctx, client.ObjectKey{Name: a.ID}, vr)
 	exists := err == nil
@@ -337,7 +436,7 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 		manifest = string(content.Data)
 	}
 	if !exists {
-		return r.create(ctx, c, s, a, manifest)
+		return r.create(ctx, c, s, a, manifest, from)
 	}
 	base := vr.DeepCopy()
 	r.shape(vr, s, a, manifest, !contentCurrent)
@@ -350,9 +449,16 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 	return deliverResult{wrote: true}
 }
 
-func (r *InfrahubSyncReconciler) create(ctx context.Context, c client.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, manifest string) deliverResult {
+func (r *InfrahubSyncReconciler) create(ctx context.Context, c client.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, manifest string, from *infrahubv1alpha1.VidraResource) deliverResult {
 	vr := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: a.ID}}
 	r.shape(vr, s, a, manifest, true)
+	if from != nil {
+		// The same artifact under a new id: the new VidraResource takes the old one's objects
+		// over (their owner marks move to it on its first apply), and the old one is deleted
+		// only after that, so its finalizer finds nothing of them left to remove.
+		vr.Annotations[infrahubv1alpha1.HandoverAnnotation] = from.Name + ":" + string(from.UID)
+		logf.FromContext(ctx).Info("artifact id changed: handing its objects over", "from", from.Name, "to", a.ID)
+	}
 	// The VidraResource controller would add its finalizer as its first step; adding it here
 	// saves a write and a pass per artifact.
 	lifecycle.AddFinalizer(vr, finalizer)
@@ -404,7 +510,7 @@ func controllerName(ref *metav1.OwnerReference) string {
 }
 
 // report writes the status if, and only if, it changed.
-func (r *InfrahubSyncReconciler) report(_ context.Context, p *syncPass) (lifecycle.Result, error) {
+func (r *InfrahubSyncReconciler) report(ctx context.Context, p *syncPass) (lifecycle.Result, error) {
 	s, out, requeue := p.Obj, p.out, p.settings.RequeueSyncAfter
 	st := s.Status.DeepCopy()
 	rep := lifecycle.Report{LastSuccess: &st.LastSyncTime, LastError: &st.LastError}
@@ -432,6 +538,8 @@ func (r *InfrahubSyncReconciler) report(_ context.Context, p *syncPass) (lifecyc
 				r.recorder.Eventf(s, nil, "Warning", infrahubv1alpha1.ReasonResourcesFailed, "Sync", "%s", clip(msg))
 			}
 			lifecycle.SetCondition(&st.Conditions, s.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, infrahubv1alpha1.ReasonResourcesFailed, clip(msg))
+			// Failed always says why: the resources' failures are the sync's last error too.
+			st.LastError = clip(msg + r.firstFailure(ctx, p.summary.Failed))
 		case p.anyPending:
 			st.SyncState = infrahubv1alpha1.StateRunning
 			lifecycle.SetCondition(&st.Conditions, s.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, infrahubv1alpha1.ReasonResourcesProgressing,
@@ -458,4 +566,15 @@ func (r *InfrahubSyncReconciler) report(_ context.Context, p *syncPass) (lifecyc
 	}
 	s.Status = *st // the Reconciler writes it
 	return next, nil
+}
+
+// firstFailure is "; <name>: <its last error>" of the first failed VidraResource that says why.
+func (r *InfrahubSyncReconciler) firstFailure(ctx context.Context, failed []string) string {
+	for _, name := range failed {
+		vr := &infrahubv1alpha1.VidraResource{}
+		if err := r.client.Get(ctx, client.ObjectKey{Name: name}, vr); err == nil && vr.Status.LastError != "" {
+			return "; " + name + ": " + vr.Status.LastError
+		}
+	}
+	return ""
 }

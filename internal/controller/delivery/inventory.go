@@ -103,7 +103,7 @@ func (r *VidraResourceReconciler) inventoryStep(ctx context.Context, p *deployPa
 		switch {
 		case apierrors.IsForbidden(err):
 			// Out of reach of the ServiceAccount applied as: not ours (deleteOwned agrees).
-		case err != nil || (live != nil && slices.Contains(ownersOf(live), vr.Name)):
+		case err != nil || (live != nil && marksOwner(live, markOf(vr))):
 			want[e] = true // may still be ours: kept until observed gone
 		}
 	}
@@ -132,8 +132,12 @@ func (r *VidraResourceReconciler) pruneElsewhere(ctx context.Context, vr *infrah
 	}
 	var errs []string
 	for _, ref := range inv.refs() {
-		if _, err := deleteOwned(ctx, t, ref, vr.Name, r.vrExists); err != nil {
+		res, note, err := deleteOwned(ctx, t, ref, markOf(vr), true, r.ownerUID)
+		if err != nil {
 			errs = append(errs, err.Error())
+		}
+		if res == pruneForeign || res == pruneNamespaceKept {
+			r.warnPrune(ctx, vr, res, note)
 		}
 	}
 	if len(errs) > 0 {

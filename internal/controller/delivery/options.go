@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/infrahub"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -55,6 +56,10 @@ type Options struct {
 	DownloadConcurrency int
 	// HealthPoll is how often a VidraResource whose objects are still progressing is looked at.
 	HealthPoll time.Duration
+	// PruneMaxFraction is the largest fraction of a sync's VidraResources one pass may delete
+	// on its own; a pass that would delete more holds until confirmed or agreed by a second
+	// answer (1 disables the guard). An InfrahubSync may lower it for itself.
+	PruneMaxFraction float64
 	// Events, if set, records the family's events; setup otherwise starts a provider of its own.
 	Events *eventsink.Provider
 }
@@ -70,6 +75,7 @@ func DefaultOptions() Options {
 		ResourceConcurrency: 8,
 		DownloadConcurrency: 4,
 		HealthPoll:          DefaultHealthPoll,
+		PruneMaxFraction:    DefaultPruneMaxFraction,
 	}
 }
 
@@ -103,6 +109,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.HealthPoll <= 0 {
 		o.HealthPoll = d.HealthPoll
+	}
+	if o.PruneMaxFraction <= 0 {
+		o.PruneMaxFraction = d.PruneMaxFraction
 	}
 	o.Policy.OperatorNamespace = o.OperatorNamespace
 	return o
@@ -147,6 +156,11 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.SyncConcurrency, "delivery-sync-concurrency", o.SyncConcurrency, "InfrahubSyncs reconciled at once.")
 	fs.IntVar(&o.ResourceConcurrency, "delivery-resource-concurrency", o.ResourceConcurrency, "VidraResources reconciled at once.")
 	fs.IntVar(&o.DownloadConcurrency, "delivery-download-concurrency", o.DownloadConcurrency, "Artifacts one sync downloads at once.")
+	fs.Float64Var(&o.PruneMaxFraction, "delivery-prune-max-fraction", o.PruneMaxFraction,
+		"Largest fraction (0-1] of an InfrahubSync's VidraResources one pass may delete; a pass that would delete more "+
+			"deletes nothing and holds (PruneHeld) until the sync is annotated "+infrahubv1alpha1.ConfirmPruneAnnotation+"=<token> "+
+			"or a query a sync interval later returns the same answer. 1 disables the guard; annotation "+
+			infrahubv1alpha1.PruneMaxFractionAnnotation+" lowers it per sync.")
 	fs.DurationVar(&o.HealthPoll, "delivery-health-poll", o.HealthPoll, "How often a VidraResource whose applied objects are still progressing (kstatus InProgress) is looked at again.")
 }
 
@@ -184,6 +198,9 @@ func (o Options) validate() error {
 		if (ns != "" && len(validation.IsDNS1123Label(ns)) > 0) || len(validation.IsDNS1123Subdomain(name)) > 0 {
 			return fmt.Errorf("--delivery-default-service-account %q: want name or namespace/name", sa)
 		}
+	}
+	if o.PruneMaxFraction < 0 || o.PruneMaxFraction > 1 {
+		return fmt.Errorf("--delivery-prune-max-fraction %g: want a fraction in (0, 1]", o.PruneMaxFraction)
 	}
 	if o.Settings.RequeueSyncAfter < minInterval || o.Settings.RequeueResourcesAfter < minInterval {
 		return fmt.Errorf("delivery requeue intervals must be at least %s", minInterval)

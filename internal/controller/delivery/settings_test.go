@@ -69,7 +69,7 @@ func TestBindFlags(t *testing.T) {
 	err := fs.Parse([]string{
 		"--delivery-requeue-sync-after=30s", "--delivery-requeue-resources-after=5m", "--delivery-query-name=MyQuery",
 		"--delivery-event-based-reconcile", "--delivery-allowed-kinds=Deployment.apps, ConfigMap",
-		"--delivery-allowed-namespaces=apps", "--delivery-settings-namespace=ops",
+		"--delivery-allowed-namespaces=apps", "--delivery-settings-namespace=ops", "--delivery-prune-max-fraction=0.2",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +77,12 @@ func TestBindFlags(t *testing.T) {
 	want := Settings{RequeueSyncAfter: 30 * time.Second, RequeueResourcesAfter: 5 * time.Minute, QueryName: "MyQuery", EventBasedReconcile: true}
 	if o.Settings != want || o.SettingsNamespace != "ops" || o.InfrahubTimeout <= 0 {
 		t.Fatalf("options %+v", o)
+	}
+	if o.PruneMaxFraction != 0.2 {
+		t.Fatalf("prune max fraction %g", o.PruneMaxFraction)
+	}
+	if d := DefaultOptions(); d.PruneMaxFraction != 0.5 {
+		t.Fatalf("default prune max fraction %g", d.PruneMaxFraction)
 	}
 	if strings.Join(o.Policy.AllowedKinds, "|") != "Deployment.apps|ConfigMap" || strings.Join(o.Policy.AllowedNamespaces, "|") != "apps" {
 		t.Fatalf("policy %+v", o.Policy)

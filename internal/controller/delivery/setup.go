@@ -114,7 +114,8 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), scheme: mgr.GetScheme(), settings: settings,
 		creds:   &credentials{reader: credCache, scope: scope, timeout: o.InfrahubTimeout},
 		clients: &infrahub.Cache{}, recorder: rec, downloads: o.DownloadConcurrency, now: time.Now,
-		queried: map[types.UID]queryRecord{},
+		pruneMaxFraction: o.PruneMaxFraction,
+		queried:          map[types.UID]queryRecord{},
 	}
 	sr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.InfrahubSync { return &infrahubv1alpha1.InfrahubSync{} }, sr.handle)
 	// The periodic looks follow the settings, which a ConfigMap may change at run time.

@@ -1,10 +1,10 @@
 package delivery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -154,7 +154,7 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 		return r.observeDrift(ctx, t, vr, planned, mem, interval)
 	}
 	if fresh && t.base != nil {
-		if err := preflight(ctx, t, planned, vr.Name); err != nil {
+		if err := preflight(ctx, t, planned, markOf(vr)); err != nil {
 			return deployOutcome{err: err, keep: true}
 		}
 	}
@@ -179,7 +179,7 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 				continue
 			}
 		}
-		owners, refusal := r.ownersAfterApply(ctx, live, po.ref, vr.Name)
+		owners, refusal := r.ownersAfterApply(ctx, live, po.ref, vr)
 		if refusal != nil {
 			errs = append(errs, refusal)
 			continue
@@ -220,24 +220,30 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 	}
 
 	// Prune: what the last report listed, what our watches know we own, minus the manifest.
+	// Only what the inventory records is ours to delete: a mark alone (copied, forged, or a
+	// namesake's) is skipped with a warning, and does not hold the prune.
 	candidates := append(managedRefs(vr.Status.ManagedResources), t.ownedObjects(ctx, vr.Name)...)
 	candidates = append(candidates, inventoryOf(vr).refs()...)
+	recorded := recordedOf(vr)
 	pruned := map[string]bool{}
 	for _, ref := range candidates {
 		if desired[ref.key()] || pruned[ref.key()] {
 			continue
 		}
 		pruned[ref.key()] = true
-		deleted, err := deleteOwned(ctx, t, ref, vr.Name, r.vrExists)
+		res, note, err := deleteOwned(ctx, t, ref, markOf(vr), recorded[ref.key()], r.ownerUID)
 		if err != nil {
 			errs = append(errs, lifecycle.WithReason(infrahubv1alpha1.ReasonPruneFailed, err))
 			out.managed = append(out.managed, toManaged(ref)) // still there, still ours
 			continue
 		}
-		if deleted {
+		switch res {
+		case pruneDeleted:
 			log.Info("pruned object that left the manifest", "object", ref.String())
 			out.pruned = append(out.pruned, ref.String())
 			out.progressed = true
+		case pruneForeign, pruneNamespaceKept:
+			r.warnPrune(ctx, vr, res, note)
 		}
 	}
 	r.memory.put(vr.Name, next)
@@ -267,48 +273,125 @@ func (r *VidraResourceReconciler) observeDrift(ctx context.Context, t *target, v
 	return out
 }
 
-// ownersAfterApply decides whether this VidraResource (self) may apply over live, and the
-// owned-by list the apply then sets. An object no VidraResource created is never taken over
-// unless it names self in the adopt annotation; one another live VidraResource owns is a
-// conflict, unless its owned-by list names self too (Vidra's shared ownership), whose living
-// owners then keep sharing it; one whose owners are all gone is ours to keep.
-func (r *VidraResourceReconciler) ownersAfterApply(ctx context.Context, live *metav1.PartialObjectMetadata, ref objectRef, self string) ([]string, error) {
+// ownersAfterApply decides whether vr may apply over live, and the owner marks the apply then
+// sets. An object no VidraResource created is never taken over unless it names vr in the adopt
+// annotation. Owners are told apart by UID (a mark without UIDs, Vidra's, by name): one
+// another live VidraResource owns is a conflict, unless its mark names vr too (Vidra's shared
+// ownership), whose living owners then keep sharing it. An orphan, whose recorded owners are all
+// gone, is not free for the taking, not even by a new VidraResource of the same name: only vr's
+// adopt-orphans-of naming an owner's UID (or, for a mark without UIDs, its name) gives it away,
+// as does the sync's handover from the VidraResource of the same artifact under its old id.
+func (r *VidraResourceReconciler) ownersAfterApply(ctx context.Context, live *metav1.PartialObjectMetadata, ref objectRef, vr *infrahubv1alpha1.VidraResource) ([]ownerMark, error) {
+	self := markOf(vr)
 	if live == nil {
-		return []string{self}, nil
+		return []ownerMark{self}, nil
 	}
-	listed := ownersOf(live)
+	listed, uids := ownersOf(live), ownerUIDsOf(live)
 	if len(listed) == 0 {
-		if live.GetAnnotations()[infrahubv1alpha1.AdoptAnnotation] == self {
-			return []string{self}, nil
+		if live.GetAnnotations()[infrahubv1alpha1.AdoptAnnotation] == vr.Name {
+			return []ownerMark{self}, nil
 		}
 		return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonOwnershipConflict,
 			"%s exists and no VidraResource created it; not applied (annotate it %s=%s to let this VidraResource take it over)",
-			ref, infrahubv1alpha1.AdoptAnnotation, self)
+			ref, infrahubv1alpha1.AdoptAnnotation, vr.Name)
 	}
-	var living, others []string
-	for _, o := range listed {
-		if o == self || r.vrExists(ctx, o) {
-			living = append(living, o)
-			if o != self {
-				others = append(others, o)
+	fromName, fromUID, handover := handoverOf(vr)
+	adopt := map[string]bool{}
+	for _, v := range strings.Split(vr.Annotations[infrahubv1alpha1.AdoptOrphansAnnotation], ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			adopt[v] = true
+		}
+	}
+	var (
+		living, orphans []ownerMark
+		others          []string
+		mine, adopted   bool
+	)
+	for _, name := range listed {
+		uid, hasUID := uids[name]
+		switch {
+		case name == vr.Name && (!hasUID || uid == self.uid):
+			mine = true
+		case handover && name == fromName && (!hasUID || uid == fromUID):
+			mine = true // handed over by the sync: the same artifact under its old id
+		default:
+			cur, exists := r.ownerUID(ctx, name)
+			if exists && (!hasUID || cur == "" || cur == uid) {
+				living = append(living, ownerMark{name: name, uid: cmp.Or(uid, cur)})
+				others = append(others, name)
+				continue
+			}
+			orphans = append(orphans, ownerMark{name: name, uid: uid})
+			if (hasUID && adopt[uid]) || (!hasUID && adopt[name]) {
+				adopted = true
 			}
 		}
 	}
-	if !slices.Contains(listed, self) {
-		if len(others) > 0 {
-			return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonOwnershipConflict, "%s is managed by VidraResource %s; not applied", ref, strings.Join(others, ", "))
-		}
-		return []string{self}, nil // its owners are gone
+	if !mine && len(others) > 0 {
+		return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonOwnershipConflict, "%s is managed by VidraResource %s; not applied", ref, strings.Join(others, ", "))
 	}
-	sort.Strings(living)
-	return living, nil
+	if !mine && !adopted {
+		var named []string
+		for _, o := range orphans {
+			named = append(named, cmp.Or(o.uid, o.name))
+		}
+		return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonOwnershipConflict,
+			"%s was applied by a VidraResource that is gone (%s); not applied (annotate this VidraResource %s=%s to take it over)",
+			ref, orphanDesc(orphans), infrahubv1alpha1.AdoptOrphansAnnotation, strings.Join(named, ","))
+	}
+	out := append([]ownerMark{self}, living...)
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out, nil
 }
 
-// vrExists reports whether a VidraResource of that name exists (a read error counts as yes:
-// never take over or delete on a guess).
-func (r *VidraResourceReconciler) vrExists(ctx context.Context, name string) bool {
-	err := r.client.Get(ctx, client.ObjectKey{Name: name}, &infrahubv1alpha1.VidraResource{})
-	return !apierrors.IsNotFound(err)
+func orphanDesc(orphans []ownerMark) string {
+	var parts []string
+	for _, o := range orphans {
+		if o.uid == "" {
+			parts = append(parts, o.name)
+		} else {
+			parts = append(parts, o.name+" uid "+o.uid)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ownerUID returns the UID of the VidraResource of that name and whether it exists; a read
+// error counts as existing with an unknown UID: never take over or delete on a guess.
+func (r *VidraResourceReconciler) ownerUID(ctx context.Context, name string) (string, bool) {
+	vr := &infrahubv1alpha1.VidraResource{}
+	err := r.client.Get(ctx, client.ObjectKey{Name: name}, vr)
+	switch {
+	case err == nil:
+		return string(vr.UID), true
+	case apierrors.IsNotFound(err):
+		return "", false
+	}
+	return "", true
+}
+
+// recordedOf is the set of objects vr may delete: its inventory, or, for a VidraResource from
+// before the inventory existed, what its status lists.
+func recordedOf(vr *infrahubv1alpha1.VidraResource) map[string]bool {
+	out := map[string]bool{}
+	refs := inventoryOf(vr).refs()
+	if _, ok := vr.Annotations[infrahubv1alpha1.InventoryAnnotation]; !ok {
+		refs = managedRefs(vr.Status.ManagedResources)
+	}
+	for _, ref := range refs {
+		out[ref.key()] = true
+	}
+	return out
+}
+
+// warnPrune reports an object a prune or cleanup left alone on purpose.
+func (r *VidraResourceReconciler) warnPrune(ctx context.Context, vr *infrahubv1alpha1.VidraResource, res pruneResult, note string) {
+	reason := "ForeignMark"
+	if res == pruneNamespaceKept {
+		reason = "NamespaceKept"
+	}
+	logf.FromContext(ctx).Info("prune skipped an object", "reason", reason, "note", note)
+	r.recorder.Eventf(vr, nil, "Warning", reason, "Prune", "%s", clip(note))
 }
 
 // finalize removes what the VidraResource applied, then its finalizer.
@@ -363,6 +446,7 @@ func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alp
 		}
 	}
 	refs = append(refs, t.ownedObjects(ctx, vr.Name)...)
+	recorded := recordedOf(vr)
 	done := map[string]bool{}
 	var errs []error
 	for _, ref := range refs {
@@ -370,8 +454,12 @@ func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alp
 			continue
 		}
 		done[ref.key()] = true
-		if _, err := deleteOwned(ctx, t, ref, vr.Name, r.vrExists); err != nil {
+		res, note, err := deleteOwned(ctx, t, ref, markOf(vr), recorded[ref.key()], r.ownerUID)
+		if err != nil {
 			errs = append(errs, err)
+		}
+		if res == pruneForeign || res == pruneNamespaceKept {
+			r.warnPrune(ctx, vr, res, note)
 		}
 	}
 	return errors.Join(errs...)

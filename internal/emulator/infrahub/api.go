@@ -154,7 +154,11 @@ func (e *Emulator) runQuery(w http.ResponseWriter, r *http.Request, names map[st
 			"name":       map[string]any{"value": a.Name},
 		}})
 	}
-	return http.StatusOK, map[string]any{"data": map[string]any{"CoreArtifact": map[string]any{"edges": edges}}}
+	count := len(edges)
+	if e.dropEdges > 0 {
+		edges = edges[:max(0, len(edges)-e.dropEdges)]
+	}
+	return http.StatusOK, map[string]any{"data": map[string]any{"CoreArtifact": map[string]any{"count": count, "edges": edges}}}
 }
 
 // artifactNames reads the artifactname variable ([String]: a single string

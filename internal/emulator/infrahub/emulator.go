@@ -53,6 +53,9 @@ type Emulator struct {
 	auth    *auth
 	queries map[string][]string // query name -> GraphQL error messages it fails with
 	faults  map[Class]*Fault
+	// dropEdges is how many edges a query answer loses while its count still names them all
+	// (a truncated answer, as a faulty proxy or a paginating query would give).
+	dropEdges int
 
 	log *requestLog
 
@@ -291,6 +294,14 @@ func (e *Emulator) FailQuery(name string, messages ...string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.queries[name] = append([]string(nil), messages...)
+}
+
+// DropEdges makes query answers lose their last n edges while count still reports every
+// artifact the query selected; 0 restores complete answers.
+func (e *Emulator) DropEdges(n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.dropEdges = n
 }
 
 // ---- HTTP ----

@@ -1,0 +1,168 @@
+package delivery
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/infrahub"
+)
+
+// DefaultPruneMaxFraction is --delivery-prune-max-fraction's default: a pass may delete at most
+// half of a sync's VidraResources without a confirmation or a second agreeing answer.
+const DefaultPruneMaxFraction = 0.5
+
+// pruneToken names one prune exactly: how many VidraResources it deletes and a fingerprint of
+// which ones, and of the artifacts that survive it. A confirmation of another prune (a smaller
+// one, or the same count of other resources) never matches.
+func pruneToken(doomed, survivors []string) string {
+	d, s := slices.Sorted(slices.Values(doomed)), slices.Sorted(slices.Values(survivors))
+	h := sha256.Sum256([]byte("delete:" + strings.Join(d, ",") + "\nkeep:" + strings.Join(s, ",")))
+	return strconv.Itoa(len(d)) + "-" + hex.EncodeToString(h[:6])
+}
+
+// pendingPrune reads PrunePendingAnnotation: the token of the held prune and when it was first
+// seen. A malformed value reads as none (it is rewritten).
+func pendingPrune(v string) (token string, since time.Time, ok bool) {
+	token, at, found := strings.Cut(v, "@")
+	if !found || token == "" {
+		return "", time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, at)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	return token, t, true
+}
+
+// maxFraction is the fraction of a sync's VidraResources one pass may delete: the flag, lowered
+// (never raised) by the sync's PruneMaxFractionAnnotation.
+func maxFraction(flag float64, s *infrahubv1alpha1.InfrahubSync) float64 {
+	if v, err := strconv.ParseFloat(s.Annotations[infrahubv1alpha1.PruneMaxFractionAnnotation], 64); err == nil && v >= 0 && v < flag {
+		return v
+	}
+	return flag
+}
+
+// pruneDecision is what the guard says of a pass's deletions.
+type pruneDecision struct {
+	hold  bool   // delete nothing
+	token string // the prune's token (set when it exceeds the fraction)
+	// record: write PrunePendingAnnotation=record before anything else (a first answer).
+	record string
+	reason string // why it proceeds or holds, for the log and the message
+}
+
+// decidePrune applies the guard to a pass that would delete doomed of total VidraResources,
+// keeping the survivors' artifacts. Within the fraction it proceeds. Beyond it, it proceeds only
+// when the sync carries ConfirmPruneAnnotation with the exact token, or when the held record
+// names the same token and is at least settle old (a second agreeing answer, a sync interval
+// on); otherwise it holds, recording the answer when the record names another one.
+func decidePrune(s *infrahubv1alpha1.InfrahubSync, doomed, survivors []string, total int, fraction float64, now time.Time, settle time.Duration) pruneDecision {
+	if len(doomed) == 0 || float64(len(doomed)) <= fraction*float64(total) {
+		return pruneDecision{}
+	}
+	token := pruneToken(doomed, survivors)
+	if s.Annotations[infrahubv1alpha1.ConfirmPruneAnnotation] == token {
+		return pruneDecision{token: token, reason: "confirmed by " + infrahubv1alpha1.ConfirmPruneAnnotation}
+	}
+	held, since, ok := pendingPrune(s.Annotations[infrahubv1alpha1.PrunePendingAnnotation])
+	switch {
+	case ok && held == token && now.Sub(since) >= settle:
+		return pruneDecision{token: token, reason: "a second answer agreed, " + now.Sub(since).Round(time.Second).String() + " after the first"}
+	case ok && held == token:
+		return pruneDecision{hold: true, token: token}
+	}
+	return pruneDecision{hold: true, token: token, record: token + "@" + now.UTC().Format(time.RFC3339)}
+}
+
+// heldMessage explains a held prune and how to release it.
+func heldMessage(s *infrahubv1alpha1.InfrahubSync, d pruneDecision, doomed []string, total int, fraction float64, settle time.Duration) string {
+	names := slices.Sorted(slices.Values(doomed))
+	if len(names) > 10 {
+		names = append(names[:10], "…")
+	}
+	return fmt.Sprintf("prune held: this answer would delete %d of %d VidraResources (more than %g%%): %s; nothing deleted. "+
+		"Confirm with: kubectl annotate infrahubsync %s %s=%s --overwrite; or it proceeds when a query at least %s later returns the same answer",
+		len(doomed), total, fraction*100, strings.Join(names, ", "), s.Name, infrahubv1alpha1.ConfirmPruneAnnotation, d.token, settle.Round(time.Second))
+}
+
+// pairRenamed finds, for artifacts that have no VidraResource yet, the VidraResource of an
+// artifact that left the result and is the same artifact under a new id: same name and same
+// checksum, or the only one of that name on both sides. Its objects are handed over rather
+// than deleted and recreated. The result maps the new artifact id to the old VidraResource.
+func pairRenamed(arts []infrahub.Artifact, owned map[string]*infrahubv1alpha1.VidraResource) map[string]*infrahubv1alpha1.VidraResource {
+	inResult := map[string]bool{}
+	for _, a := range arts {
+		inResult[a.ID] = true
+	}
+	var fresh []infrahub.Artifact
+	for _, a := range arts {
+		if _, ok := owned[a.ID]; !ok && !slices.ContainsFunc(fresh, func(f infrahub.Artifact) bool { return f.ID == a.ID }) {
+			fresh = append(fresh, a)
+		}
+	}
+	var left []*infrahubv1alpha1.VidraResource
+	for name, vr := range owned {
+		if !inResult[name] && vr.DeletionTimestamp.IsZero() {
+			left = append(left, vr)
+		}
+	}
+	sort.Slice(left, func(i, j int) bool { return left[i].Name < left[j].Name })
+	out := map[string]*infrahubv1alpha1.VidraResource{}
+	used := map[string]bool{}
+	take := func(match func(a infrahub.Artifact, vr *infrahubv1alpha1.VidraResource) bool) {
+		for _, a := range fresh {
+			if out[a.ID] != nil {
+				continue
+			}
+			var cands []*infrahubv1alpha1.VidraResource
+			for _, vr := range left {
+				if !used[vr.Name] && match(a, vr) {
+					cands = append(cands, vr)
+				}
+			}
+			if len(cands) == 1 {
+				out[a.ID], used[cands[0].Name] = cands[0], true
+			}
+		}
+	}
+	sameName := func(a infrahub.Artifact, vr *infrahubv1alpha1.VidraResource) bool {
+		return vr.Annotations[ArtifactNameAnnotation] == a.Name
+	}
+	take(func(a infrahub.Artifact, vr *infrahubv1alpha1.VidraResource) bool {
+		return sameName(a, vr) && vr.Annotations[ChecksumAnnotation] == a.Checksum
+	})
+	// By name alone only when one artifact of that name is new and one left.
+	freshByName := map[string]int{}
+	for _, a := range fresh {
+		if out[a.ID] == nil {
+			freshByName[a.Name]++
+		}
+	}
+	take(func(a infrahub.Artifact, vr *infrahubv1alpha1.VidraResource) bool {
+		return sameName(a, vr) && freshByName[a.Name] == 1
+	})
+	return out
+}
+
+// handoverOf reads HandoverAnnotation: the name and UID of the VidraResource whose objects vr
+// takes over.
+func handoverOf(vr *infrahubv1alpha1.VidraResource) (name, uid string, ok bool) {
+	name, uid, ok = strings.Cut(vr.Annotations[infrahubv1alpha1.HandoverAnnotation], ":")
+	return name, uid, ok && name != "" && uid != ""
+}
+
+// tookOver reports whether next, which takes over old's objects, has applied its manifest:
+// old can be deleted without its finalizer removing anything next now holds.
+func tookOver(next, old *infrahubv1alpha1.VidraResource) bool {
+	name, uid, ok := handoverOf(next)
+	return ok && name == old.Name && uid == string(old.UID) &&
+		next.Status.DeployState == infrahubv1alpha1.StateSucceeded && next.Status.ObservedGeneration == next.Generation
+}
