@@ -224,8 +224,14 @@ func labelFor(t testing.TB, url string) string {
 
 func createSecret(t testing.TB, ns, labelKey, labelValue string, data map[string]string) *corev1.Secret {
 	t.Helper()
+	return createAnnotatedSecret(t, ns, labelKey, labelValue, nil, data)
+}
+
+// createAnnotatedSecret creates a labelled Secret with annotations (the syncs it serves, its URL).
+func createAnnotatedSecret(t testing.TB, ns, labelKey, labelValue string, annotations, data map[string]string) *corev1.Secret {
+	t.Helper()
 	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "creds-", Namespace: ns, Labels: map[string]string{labelKey: labelValue}},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "creds-", Namespace: ns, Labels: map[string]string{labelKey: labelValue}, Annotations: annotations},
 		StringData: data,
 	}
 	if err := env.Client.Create(context.Background(), s); err != nil {
