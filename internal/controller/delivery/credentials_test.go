@@ -40,7 +40,9 @@ func wantNothingSent(t testing.TB, e *emu.Emulator) {
 // scheme, host and port it is for, and never over plain HTTP unless the admin allows it. Every
 // refusal says why and sends nothing. The operator runs with the default flags.
 func TestCredentialsBoundToSync(t *testing.T) {
-	startManager(t, fastOptions())
+	o := fastOptions()
+	o.AllowPlainHTTPCredentials = false // the default
+	startManager(t, o)
 	ns := namespace(t)
 	const syncs = infrahubv1alpha1.SyncsAnnotation
 

@@ -122,7 +122,7 @@ func (r *VidraResourceReconciler) inventoryStep(ctx context.Context, p *deployPa
 // pruneElsewhere removes what the inventory lists on the cluster it names: the destination
 // moved, and the old cluster must not keep orphans.
 func (r *VidraResourceReconciler) pruneElsewhere(ctx context.Context, vr *infrahubv1alpha1.VidraResource, inv inventory) error {
-	t, err := r.clusters.getAs(ctx, inv.Server, r.serviceAccountOf(vr))
+	t, err := r.clusters.getAs(ctx, r.claimant(ctx, vr), inv.Server, r.serviceAccountOf(vr))
 	if err != nil {
 		return fmt.Errorf("reaching the previous destination %q to prune it: %w", inv.Server, err)
 	}

@@ -149,6 +149,8 @@ func fastOptions() Options {
 	o.Settings.RequeueResourcesAfter = 10 * time.Minute
 	o.InfrahubTimeout = 5 * time.Second
 	o.ClusterTimeout = 10 * time.Second
+	// The emulator serves plain HTTP on loopback; tests of the refusal turn this off.
+	o.AllowPlainHTTPCredentials = true
 	return o
 }
 
@@ -196,8 +198,9 @@ func startManager(t testing.TB, o Options) *harness {
 }
 
 // startInfrahub runs an emulator on loopback and a credentials Secret for it, labelled with the
-// host_port form so that concurrent emulators do not share credentials.
-func startInfrahub(t testing.TB, secretData map[string]string) (*emu.Emulator, string) {
+// host_port form so that concurrent emulators do not share credentials, stating the emulator's
+// http URL and serving the syncs named.
+func startInfrahub(t testing.TB, secretData map[string]string, syncs ...string) (*emu.Emulator, string) {
 	t.Helper()
 	e := emu.New(emu.Options{APITokens: []string{"test-token"}})
 	url, err := e.Start("127.0.0.1:0")
@@ -208,8 +211,18 @@ func startInfrahub(t testing.TB, secretData map[string]string) (*emu.Emulator, s
 	if secretData == nil {
 		secretData = map[string]string{"username": emu.DefaultUsername, "password": emu.DefaultPassword}
 	}
-	createSecret(t, "default", infrahubv1alpha1.InfrahubAPIURLLabel, labelFor(t, url), secretData)
+	createAnnotatedSecret(t, "default", infrahubv1alpha1.InfrahubAPIURLLabel, labelFor(t, url), credsFor(url, syncs...), secretData)
 	return e, url
+}
+
+// credsFor are the annotations of a credentials Secret for url serving syncs.
+func credsFor(url string, syncs ...string) map[string]string {
+	return map[string]string{infrahubv1alpha1.URLAnnotation: url, infrahubv1alpha1.SyncsAnnotation: strings.Join(syncs, ",")}
+}
+
+// kubeconfigFor are the annotations of a kubeconfig Secret serving VidraResources made by hand.
+func kubeconfigFor(resources ...string) map[string]string {
+	return map[string]string{infrahubv1alpha1.VidraResourcesAnnotation: strings.Join(resources, ",")}
 }
 
 // labelFor is the most specific label value for a URL (host_port).

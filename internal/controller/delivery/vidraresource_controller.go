@@ -46,6 +46,28 @@ type VidraResourceReconciler struct {
 	// defaultSA is --delivery-default-service-account: "name" (in the destination namespace)
 	// or "namespace/name"; "" applies as the operator.
 	defaultSA string
+	// trustAdmitted honours AdmittedKubeconfigAnnotation (--delivery-trust-admitted-credentials).
+	trustAdmitted bool
+}
+
+// claimant is who a VidraResource's kubeconfig Secret is looked up for: the VidraResource, and
+// the InfrahubSync that controls it. The controller reference counts only while it points at
+// the sync that exists under that name (same UID), or while the VidraResource is being deleted
+// (its sync may be gone first; the finalizer must still reach the cluster). Anyone who may
+// create VidraResources can still write such a reference: keep that right to the admin.
+func (r *VidraResourceReconciler) claimant(ctx context.Context, vr *infrahubv1alpha1.VidraResource) claimant {
+	who := claimant{kind: "VidraResource", name: vr.Name, resources: []string{vr.Name}}
+	if ref := metav1.GetControllerOf(vr); ref != nil && ref.Kind == "InfrahubSync" {
+		s := &infrahubv1alpha1.InfrahubSync{}
+		err := r.client.Get(ctx, client.ObjectKey{Name: ref.Name}, s)
+		if (err == nil && s.UID == ref.UID) || (apierrors.IsNotFound(err) && !vr.DeletionTimestamp.IsZero()) {
+			who.syncs = []string{ref.Name}
+		}
+	}
+	if r.trustAdmitted {
+		who.admitted = strings.TrimSpace(vr.Annotations[infrahubv1alpha1.AdmittedKubeconfigAnnotation])
+	}
+	return who
 }
 
 // serviceAccountOf is the user a VidraResource's reads, applies and prunes act as: its
@@ -121,7 +143,7 @@ func (r *VidraResourceReconciler) planStep(ctx context.Context, p *deployPass) (
 		p.out = deployOutcome{err: lifecycle.Reasonf(infrahubv1alpha1.ReasonInvalidManifest, "invalid manifest, nothing applied: %v", err), keep: true}
 		return lifecycle.Continue(), nil
 	}
-	if p.target, err = r.clusters.getAs(ctx, vr.Spec.Destination.Server, r.serviceAccountOf(vr)); err != nil {
+	if p.target, err = r.clusters.getAs(ctx, r.claimant(ctx, vr), vr.Spec.Destination.Server, r.serviceAccountOf(vr)); err != nil {
 		p.out = deployOutcome{err: err, keep: true}
 		return lifecycle.Continue(), nil
 	}
@@ -353,7 +375,7 @@ func (r *VidraResourceReconciler) finalize(ctx context.Context, p *deployPass) (
 // cleanup deletes every object marked as the VidraResource's: those its status lists, those
 // its manifest names, and those the watches know.
 func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alpha1.VidraResource) error {
-	t, err := r.clusters.getAs(ctx, vr.Spec.Destination.Server, r.serviceAccountOf(vr))
+	t, err := r.clusters.getAs(ctx, r.claimant(ctx, vr), vr.Spec.Destination.Server, r.serviceAccountOf(vr))
 	if err != nil {
 		return fmt.Errorf("reaching the destination cluster (remove the finalizer %s by hand to leave the objects behind): %w", finalizer, err)
 	}

@@ -99,7 +99,7 @@ func TestDefect04_DeletedManagedObjectRestoredWithin5s(t *testing.T) {
 // status-only edits do not.
 func TestDefect04_AnnotationsTriggerStatusEditsDoNot(t *testing.T) {
 	startManager(t, fastOptions())
-	e, url := startInfrahub(t, nil)
+	e, url := startInfrahub(t, nil, "d04-pred")
 	ns := namespace(t)
 	_, _ = e.AddArtifact("", "web", "", []byte(configMapYAML("pred", "", "1")))
 	newSync(t, "d04-pred", url, "web", ns)
@@ -395,7 +395,7 @@ func TestDefect09_RemoteClusterOwnMapperAndRotation(t *testing.T) {
 	kubeconfig, server := kubeconfigOf(t, rem.Kubeconfig) // not a local name: reached as a remote cluster
 
 	startManager(t, fastOptions())
-	secret := createSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), map[string]string{"kubeconfig": string(kubeconfig)})
+	secret := createAnnotatedSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), kubeconfigFor("d09"), map[string]string{"kubeconfig": string(kubeconfig)})
 	widget := "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 3\n"
 	newResource(t, "d09", "apps", docs(configMapYAML("remote-cm", "", "1"), widget), func(vr *infrahubv1alpha1.VidraResource) {
 		vr.Spec.Destination.Server = server
@@ -661,7 +661,7 @@ func TestRemoteClientsDroppedWithTheirSecretOrDisuse(t *testing.T) {
 	h := startManager(t, fastOptions())
 	ns := namespace(t)
 	kubeconfig, server := kubeconfigOf(t, env.Kubeconfig) // not a local name: reached as a remote cluster
-	secret := createSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), map[string]string{"kubeconfig": string(kubeconfig)})
+	secret := createAnnotatedSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), kubeconfigFor("d-remote-drop"), map[string]string{"kubeconfig": string(kubeconfig)})
 	newResource(t, "d-remote-drop", ns, configMapYAML("remote-drop", "", "1"), func(vr *infrahubv1alpha1.VidraResource) {
 		vr.Spec.Destination.Server = server
 	})
@@ -680,7 +680,7 @@ func TestRemoteClientsDroppedWithTheirSecretOrDisuse(t *testing.T) {
 		t.Fatalf("remote clusters %v kept after their Secret was deleted", got)
 	}
 
-	createSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), map[string]string{"kubeconfig": string(kubeconfig)})
+	createAnnotatedSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), kubeconfigFor("d-remote-drop"), map[string]string{"kubeconfig": string(kubeconfig)})
 	requestSync(t, getResource(t, "d-remote-drop"))
 	waitResource(t, "d-remote-drop", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 15*time.Second)
 	reg.evictIdle()
@@ -751,7 +751,7 @@ func TestDestinationChangePrunesTheOldCluster(t *testing.T) {
 	if err := rc.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	createSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), map[string]string{"kubeconfig": string(kubeconfig)})
+	createAnnotatedSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), kubeconfigFor("d-move"), map[string]string{"kubeconfig": string(kubeconfig)})
 	newResource(t, "d-move", ns, configMapYAML("moving", "", "1"), func(vr *infrahubv1alpha1.VidraResource) {
 		vr.Spec.Destination.Server = server
 	})
