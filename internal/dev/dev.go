@@ -71,6 +71,8 @@ func DefaultOptions() Options {
 	m.MetricsAddr = "127.0.0.1:8080"
 	m.HealthAddr = "127.0.0.1:8081"
 	m.Metal.PowerPoll = 500 * time.Millisecond
+	// The Infrahub emulator serves plain HTTP on loopback.
+	m.Delivery.AllowPlainHTTPCredentials = true
 	return Options{
 		Servers: 8, BMCBasePort: 18000, PowerDelay: time.Second,
 		EmulatorControlAddress: "127.0.0.1:17999", InfrahubAddress: "127.0.0.1:8300", RegistryAddress: "127.0.0.1:8082",
