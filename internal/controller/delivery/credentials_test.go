@@ -1,11 +1,17 @@
 package delivery
 
 import (
+	"context"
 	"encoding/pem"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	emu "github.com/metalhub/metalhub/internal/emulator/infrahub"
@@ -109,4 +115,51 @@ func TestCredentialsBoundToSync(t *testing.T) {
 		newSync(t, "creds-named", srv.URL, "web", ns)
 		waitSync(t, "creds-named", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 15*time.Second)
 	})
+}
+
+// Issue 24 item 4, kubeconfigs: a kubeconfig Secret for a cluster serves only the VidraResources
+// it names and those of the syncs it names; another VidraResource aimed at that cluster fails
+// and says why.
+func TestKubeconfigBoundToResource(t *testing.T) {
+	startManager(t, fastOptions())
+	ns := namespace(t)
+	kubeconfig, server := kubeconfigOf(t, env.Kubeconfig) // not a local name: reached as a remote cluster
+	secret := createAnnotatedSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server),
+		map[string]string{infrahubv1alpha1.SyncsAnnotation: "kc-sync", infrahubv1alpha1.VidraResourcesAnnotation: "kc-someone-else"},
+		map[string]string{"kubeconfig": string(kubeconfig)})
+
+	newResource(t, "kc-unbound", ns, configMapYAML("kc-unbound", "", "1"), func(vr *infrahubv1alpha1.VidraResource) {
+		vr.Spec.Destination.Server = server
+	})
+	vr := waitResource(t, "kc-unbound", infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonKubeconfigNotBound, 15*time.Second)
+	for _, want := range []string{secret.Name, infrahubv1alpha1.VidraResourcesAnnotation} {
+		if !strings.Contains(vr.Status.LastError, want) {
+			t.Errorf("lastError %q does not name %q", vr.Status.LastError, want)
+		}
+	}
+	if exists(t, env.Client, &corev1.ConfigMap{}, ns, "kc-unbound") == nil {
+		t.Fatal("applied through a kubeconfig Secret that does not name the VidraResource")
+	}
+
+	// Named: the Secret's change alone brings the pass that applies.
+	patchAnnotation(t, secret, infrahubv1alpha1.VidraResourcesAnnotation, "kc-someone-else,kc-unbound")
+	waitResource(t, "kc-unbound", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 15*time.Second)
+
+	// A sync the Secret names: its VidraResources reach the cluster.
+	e, url := startInfrahub(t, nil, "kc-sync")
+	a, err := e.AddArtifact("", "web", "", []byte(configMapYAML("kc-synced", "", "1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newSync(t, "kc-sync", url, "web", ns, func(s *infrahubv1alpha1.InfrahubSync) { s.Spec.Destination.Server = server })
+	waitResource(t, a.ID, infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
+}
+
+// patchAnnotation merge-patches one annotation of an object, leaving the rest as the server has it.
+func patchAnnotation(t testing.TB, obj client.Object, key, value string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, key, value)
+	if err := env.Client.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
 }
