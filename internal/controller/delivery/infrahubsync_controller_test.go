@@ -169,12 +169,12 @@ func TestDefect03_EmptyResultFailsAndDeletesNothing(t *testing.T) {
 	waitSync(t, "d03", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 30*time.Second)
 	waitResource(t, a.ID, infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
 
-	s := getSync(t, "d03")
-	s.Spec.Source.ArtefactName = "Webserver_Manfest" // misspelt
-	if err := env.Client.Update(context.Background(), s); err != nil {
-		t.Fatal(err)
-	}
-	s = waitSync(t, "d03", infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonEmptyResult, 10*time.Second)
+	// A patch of the one field: the controller writes the sync too (status), so a
+	// read-modify-Update could fail with a conflict.
+	patchObject(t, env.Client, getSync(t, "d03"), func(s *infrahubv1alpha1.InfrahubSync) {
+		s.Spec.Source.ArtefactName = "Webserver_Manfest" // misspelt
+	})
+	s := waitSync(t, "d03", infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonEmptyResult, 10*time.Second)
 	if !strings.Contains(s.Status.LastError, "Webserver_Manfest") || !strings.Contains(s.Status.LastError, "allowEmpty") {
 		t.Fatalf("lastError does not explain the empty result: %q", s.Status.LastError)
 	}
@@ -189,11 +189,7 @@ func TestDefect03_EmptyResultFailsAndDeletesNothing(t *testing.T) {
 	})
 
 	// Opting in: the empty result is accepted and the resource removed.
-	s = getSync(t, "d03")
-	s.Spec.Source.AllowEmpty = true
-	if err := env.Client.Update(context.Background(), s); err != nil {
-		t.Fatal(err)
-	}
+	patchObject(t, env.Client, getSync(t, "d03"), func(s *infrahubv1alpha1.InfrahubSync) { s.Spec.Source.AllowEmpty = true })
 	waitSync(t, "d03", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 10*time.Second)
 	eventually(t, 10*time.Second, func() error {
 		if exists(t, env.Client, &infrahubv1alpha1.VidraResource{}, "", a.ID) == nil {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -331,9 +332,25 @@ func newResource(t testing.TB, name, ns, manifest string, mutate ...func(*infrah
 // updateResourceManifest replaces a VidraResource's manifest, as its sync would.
 func updateResourceManifest(t testing.TB, name, manifest string) {
 	t.Helper()
-	vr := getResource(t, name)
-	vr.Spec.Manifest = manifest
-	if err := env.Client.Update(context.Background(), vr); err != nil {
+	patchObject(t, env.Client, &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: name}},
+		func(vr *infrahubv1alpha1.VidraResource) { vr.Spec.Manifest = manifest })
+}
+
+// patchObject reads obj afresh, lets mutate change it and merge-patches only what changed: the
+// controllers write the same objects (metadata, status), and a read-modify-Update racing them
+// fails with "the object has been modified".
+func patchObject[T client.Object](t testing.TB, c client.Client, obj T, mutate func(T)) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		t.Fatal(err)
+	}
+	base, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		t.Fatalf("copying %T", obj)
+	}
+	mutate(obj)
+	if err := c.Patch(ctx, obj, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -354,9 +371,16 @@ func deleteResource(t testing.TB, name string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if controllerutil.RemoveFinalizer(vr, finalizer) {
-		_ = env.Client.Update(ctx, vr)
-	}
+	// The controller may still be writing it: remove the finalizer on a fresh read.
+	_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, vr); err != nil {
+			return err
+		}
+		if !controllerutil.RemoveFinalizer(vr, finalizer) {
+			return nil
+		}
+		return env.Client.Update(ctx, vr)
+	})
 }
 
 // eventually polls f until it returns nil or timeout passes, then fails with f's last error.
