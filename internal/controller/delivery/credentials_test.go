@@ -163,3 +163,21 @@ func patchAnnotation(t testing.TB, obj client.Object, key, value string) {
 		t.Fatal(err)
 	}
 }
+
+// The hook left for the admission webhook: with --delivery-trust-admitted-credentials, the
+// Secret a sync's admitted-credentials annotation names serves it although it names no sync.
+func TestAdmittedCredentialsHonouredWhenTrusted(t *testing.T) {
+	o := fastOptions()
+	o.TrustAdmittedCredentials = true
+	startManager(t, o)
+	ns := namespace(t)
+	_, url := startBareInfrahub(t, "admitted")
+	s := createAnnotatedSecret(t, "default", infrahubv1alpha1.InfrahubAPIURLLabel, labelFor(t, url),
+		map[string]string{infrahubv1alpha1.URLAnnotation: url}, loginData)
+	newSync(t, "creds-admitted", url, "web", ns, func(sync *infrahubv1alpha1.InfrahubSync) {
+		sync.Annotations = map[string]string{infrahubv1alpha1.AdmittedCredentialsAnnotation: "default/" + s.Name + "-not-this"}
+	})
+	waitSync(t, "creds-admitted", infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonCredentialsNotBound, 15*time.Second)
+	patchAnnotation(t, getSync(t, "creds-admitted"), infrahubv1alpha1.AdmittedCredentialsAnnotation, "default/"+s.Name)
+	waitSync(t, "creds-admitted", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 15*time.Second)
+}

@@ -233,7 +233,11 @@ func findLabelledSecret(ctx context.Context, r client.Reader, scope secretScope,
 		if len(unbound) > 3 {
 			unbound = append(unbound[:3], fmt.Sprintf("and %d more", len(unbound)-3))
 		}
-		return nil, lifecycle.Reasonf(q.notBound, "Secret %s labelled %s for this host does not serve %s %s: to let it, %s", strings.Join(unbound, ", "), key, q.who.kind, q.who.name, q.who.bindHint())
+		what, verb := "Secret", "does"
+		if len(unbound) > 1 {
+			what, verb = "Secrets", "do"
+		}
+		return nil, lifecycle.Reasonf(q.notBound, "%s %s labelled %s for this host %s not serve %s %s: to let one, %s", what, strings.Join(unbound, ", "), key, verb, q.who.kind, q.who.name, q.who.bindHint())
 	}
 	return nil, lifecycle.Reasonf(q.notFound, "no Secret labelled %s=%s in %s", key, strings.Join(values, " or "), scope)
 }
