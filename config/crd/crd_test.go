@@ -470,10 +470,13 @@ func registerCluster(t *testing.T, obj *unstructured.Unstructured) {
 	if u.Port() != "" {
 		value += "_" + u.Port()
 	}
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubeconfig-" + strings.ReplaceAll(value, "_", "-"),
-		Labels: map[string]string{infrahubv1alpha1.ClusterKubeconfigLabel: value}},
+	// The Secret names the syncs it serves (docs/delivery.md): this one.
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubeconfig-" + obj.GetName(),
+		Labels:      map[string]string{infrahubv1alpha1.ClusterKubeconfigLabel: value},
+		Annotations: map[string]string{infrahubv1alpha1.SyncsAnnotation: obj.GetName()}},
 		StringData: map[string]string{"kubeconfig": "apiVersion: v1\nkind: Config\n"}}
 	if err := env.Client.Create(ctx(t), sec); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), sec) })
 }

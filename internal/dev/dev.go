@@ -74,6 +74,8 @@ func DefaultOptions() Options {
 	// A local run is one admin's: the samples name no ServiceAccount, and the operator applies
 	// them as itself.
 	m.Delivery.AllowOperatorIdentity = true
+	// The Infrahub emulator serves plain HTTP on loopback.
+	m.Delivery.AllowPlainHTTPCredentials = true
 	return Options{
 		Servers: 8, BMCBasePort: 18000, PowerDelay: time.Second,
 		EmulatorControlAddress: "127.0.0.1:17999", InfrahubAddress: "127.0.0.1:8300", RegistryAddress: "127.0.0.1:8082",

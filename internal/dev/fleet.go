@@ -176,12 +176,26 @@ func (e *emulators) register(ctx context.Context, c client.Client) error {
 			return err
 		}
 	}
-	if err := createAll(ctx, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "infrahub-credentials",
-		Labels: map[string]string{infrahubv1alpha1.InfrahubAPIURLLabel: "127.0.0.1"}},
-		StringData: map[string]string{"username": "admin", "password": "infrahub"}}); err != nil {
+	infrahubURL := e.infrahub.URL()
+	// The Secret serves the sample sync only, for the emulator's exact (plain HTTP) URL; the dev
+	// operator allows plain HTTP credentials (DefaultOptions).
+	credAnnotations := map[string]string{infrahubv1alpha1.URLAnnotation: infrahubURL, infrahubv1alpha1.SyncsAnnotation: "sample"}
+	if err := createOrRepoint(ctx, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "infrahub-credentials",
+		Labels: map[string]string{infrahubv1alpha1.InfrahubAPIURLLabel: "127.0.0.1"}, Annotations: credAnnotations},
+		StringData: map[string]string{"username": "admin", "password": "infrahub"}}, func(s *corev1.Secret) bool {
+		changed := false
+		for k, v := range credAnnotations {
+			if s.Annotations[k] != v {
+				if s.Annotations == nil {
+					s.Annotations = map[string]string{}
+				}
+				s.Annotations[k], changed = v, true
+			}
+		}
+		return changed
+	}); err != nil {
 		return err
 	}
-	infrahubURL := e.infrahub.URL()
 	return createOrRepoint(ctx, c, &infrahubv1alpha1.InfrahubSync{ObjectMeta: metav1.ObjectMeta{Name: "sample"},
 		Spec: infrahubv1alpha1.InfrahubSyncSpec{
 			Source:      infrahubv1alpha1.Source{InfrahubAPIURL: infrahubURL, TargetBranch: "main", ArtefactName: "Webserver_Manifest"},

@@ -271,6 +271,9 @@ func newManager(cfg *rest.Config, o Options, l *Listeners, log logr.Logger) (ctr
 	o.Delivery.OperatorNamespace = operatorNamespace(o.Namespace)
 	if o.Webhook.Enabled {
 		// All validators, whatever the families: the webhook configuration names them all.
+		// The webhook admits the admitted-* annotations only from writers who may read the
+		// Secret they name: with it, the controllers may honour them.
+		o.Delivery.TrustAdmittedCredentials = true
 		o.Webhook.Delivery = o.Delivery
 		if err := webhook.Setup(mgr, o.Webhook); err != nil {
 			return nil, fmt.Errorf("setting up webhooks: %w", err)

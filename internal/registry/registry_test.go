@@ -155,8 +155,10 @@ func startNewRound(t *testing.T, rd *round) *round {
 	id, token, _ := discovery.NewRound()
 	setSecret(t, rd.server.Name, id, token)
 	srv := get(t, rd.server.Name)
+	// A patch of the one annotation: the registry writes the Server too (status).
+	patch := client.MergeFrom(srv.DeepCopy())
 	srv.Annotations[discovery.RoundAnnotation] = id
-	if err := env.Client.Update(ctx, srv); err != nil {
+	if err := env.Client.Patch(ctx, srv, patch); err != nil {
 		t.Fatal(err)
 	}
 	return &round{server: srv, id: id, token: token}

@@ -111,16 +111,20 @@ func TestTenantActsOnlyWithTheirOwnRights(t *testing.T) {
 		Server: "https://cluster-nobody-registered.example:6443"})), "is not a registered cluster")
 	// A registered one whose kubeconfig Secret the tenant may not read.
 	mustCreate(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kc-" + a,
-		Labels: map[string]string{infrahubv1alpha1.ClusterKubeconfigLabel: "prod-" + a + ".example"}},
+		Labels:      map[string]string{infrahubv1alpha1.ClusterKubeconfigLabel: "prod-" + a + ".example"},
+		Annotations: map[string]string{infrahubv1alpha1.SyncsAnnotation: "prod-" + a}},
 		StringData: map[string]string{"kubeconfig": "apiVersion: v1\nkind: Config\n"}})
 	forbidden(t, createAs(asA, syncTo("prod-"+a, url, infrahubv1alpha1.Destination{Namespace: nsA, ServiceAccountName: "deployer",
 		Server: "https://prod-" + a + ".example"})), fmt.Sprintf(`may not get secrets "kc-%s" in namespace default: it holds the kubeconfig`, a))
-	// Another team's Infrahub credentials.
+	// Another team's Infrahub credentials, named as admitted for the sync: the writer must be
+	// able to read them (a Secret that does not name the sync is never used for it).
 	mustCreate(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "creds-" + a,
 		Labels: map[string]string{infrahubv1alpha1.InfrahubAPIURLLabel: "infrahub-team-b-" + a + ".example"}},
 		StringData: map[string]string{"token": "secret"}})
-	forbidden(t, createAs(asA, syncTo("creds-"+a, "https://infrahub-team-b-"+a+".example", infrahubv1alpha1.Destination{Namespace: nsA, ServiceAccountName: "deployer"})),
-		fmt.Sprintf(`may not get secrets "creds-%s" in namespace default: it holds the Infrahub credentials`, a))
+	borrowed := syncTo("creds-"+a, "https://infrahub-team-b-"+a+".example", infrahubv1alpha1.Destination{Namespace: nsA, ServiceAccountName: "deployer"})
+	borrowed.Annotations = map[string]string{infrahubv1alpha1.AdmittedCredentialsAnnotation: "default/creds-" + a}
+	forbidden(t, createAs(asA, borrowed),
+		fmt.Sprintf(`may not get secrets "creds-%s" in namespace default: the sync names it as its Infrahub credentials`, a))
 
 	// The admitted sync cannot be edited into another tenant's identity; labels still pass.
 	own.Spec.Destination.Namespace = nsB

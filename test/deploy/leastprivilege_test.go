@@ -81,7 +81,8 @@ func TestLeastPrivilege(t *testing.T) {
 	opts.Metal.BMCRequestTimeout = 2 * time.Second
 	opts.Metal.RetryAfter = 500 * time.Millisecond
 	opts.Delivery.Policy.AllowedKinds = []string{"ConfigMap", "Service", "Deployment.apps"}
-	opts.Delivery.AllowOperatorIdentity = true // what the default delivery-apply role is for
+	opts.Delivery.AllowOperatorIdentity = true     // what the default delivery-apply role is for
+	opts.Delivery.AllowPlainHTTPCredentials = true // the Infrahub emulator serves plain HTTP on loopback
 	// The admission webhooks too, as config/default runs them: their reads (the Endpoint MAC
 	// check lists Endpoints) are the ServiceAccount's.
 	opts.Webhook.Enabled, opts.Webhook.Host, opts.Webhook.Port = true, "127.0.0.1", 0
@@ -307,7 +308,8 @@ func deliverySync(t *testing.T, ctx context.Context) {
 	ensureNamespace(t, ns)
 	hostPort := strings.ReplaceAll(strings.TrimPrefix(url, "http://"), ":", "_")
 	if err := env.Client.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "lp-infrahub", Labels: map[string]string{infrahubv1alpha1.InfrahubAPIURLLabel: hostPort}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "lp-infrahub", Labels: map[string]string{infrahubv1alpha1.InfrahubAPIURLLabel: hostPort},
+			Annotations: map[string]string{infrahubv1alpha1.URLAnnotation: url, infrahubv1alpha1.SyncsAnnotation: "lp-sync"}},
 		StringData: map[string]string{"username": emu.DefaultUsername, "password": emu.DefaultPassword},
 	}); err != nil {
 		t.Error(err)

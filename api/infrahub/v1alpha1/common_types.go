@@ -93,4 +93,23 @@ const (
 	// PruneMaxFractionAnnotation on an InfrahubSync lowers --delivery-prune-max-fraction for
 	// that sync (a value above the flag's is ignored).
 	PruneMaxFractionAnnotation = "infrahub.operators.com/prune-max-fraction"
+	// SyncsAnnotation on a credentials or kubeconfig Secret lists (comma-separated) the
+	// InfrahubSyncs allowed to use it; a Secret that names no sync serves none. For a kubeconfig
+	// Secret, a sync named here covers the VidraResources it controls.
+	SyncsAnnotation = "infrahub.operators.com/syncs"
+	// VidraResourcesAnnotation on a kubeconfig Secret lists (comma-separated) the VidraResources
+	// (made by hand, controlled by no sync) allowed to use it.
+	VidraResourcesAnnotation = "infrahub.operators.com/vidraresources"
+	// URLAnnotation on a credentials Secret states the exact endpoint its credentials are for,
+	// as scheme://host[:port] (e.g. https://infrahub.example:8443). Without it the infrahub-api-url
+	// label decides: <host> means https on port 443, <host>_<port> https on that port. A sync
+	// whose URL differs in scheme, host or port gets no credentials.
+	URLAnnotation = "infrahub.operators.com/url"
+	// AdmittedCredentialsAnnotation on an InfrahubSync names (namespace/name) a credentials
+	// Secret the sync uses although the Secret does not name it. The admission webhook admits it
+	// only from a writer allowed to read that Secret, and the operator honours it only with
+	// --delivery-trust-admitted-credentials (which --enable-webhooks turns on).
+	AdmittedCredentialsAnnotation = "infrahub.operators.com/admitted-credentials"
+	// AdmittedKubeconfigAnnotation on a VidraResource is the same for its kubeconfig Secret.
+	AdmittedKubeconfigAnnotation = "infrahub.operators.com/admitted-kubeconfig"
 )

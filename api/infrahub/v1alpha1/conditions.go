@@ -27,6 +27,15 @@ const (
 	// VidraResources; nothing was deleted (the message says how many and how to confirm).
 	ReasonPruneHeld       = "PruneHeld"
 	ReasonArtifactsFailed = "ArtifactsFailed"
+	// ReasonCredentialsNotBound: a Secret holds credentials for the sync's host but does not
+	// name the sync (annotation infrahub.operators.com/syncs) and was not admitted for it.
+	ReasonCredentialsNotBound = "CredentialsNotBound"
+	// ReasonCredentialsURLMismatch: the sync's Secret is for another scheme or port than the
+	// sync's URL; nothing is sent.
+	ReasonCredentialsURLMismatch = "CredentialsURLMismatch"
+	// ReasonPlainHTTPCredentials: the sync's URL is plain http:// and credentials would be sent
+	// in the clear; refused unless --delivery-allow-plain-http-credentials.
+	ReasonPlainHTTPCredentials = "PlainHTTPCredentials"
 	// ReasonResourcesFailed: the sync delivered its artifacts, and some of its VidraResources
 	// failed to deploy.
 	ReasonResourcesFailed = "ResourcesFailed"
@@ -41,6 +50,9 @@ const (
 	ReasonForbidden          = "Forbidden"
 	ReasonKubeconfigNotFound = "KubeconfigNotFound"
 	ReasonKubeconfigInvalid  = "KubeconfigInvalid"
+	// ReasonKubeconfigNotBound: a kubeconfig Secret reaches the destination host but names
+	// neither the VidraResource nor its sync, and was not admitted for it.
+	ReasonKubeconfigNotBound = "KubeconfigNotBound"
 	ReasonClusterUnavailable = "ClusterUnavailable"
 	ReasonApplyFailed        = "ApplyFailed"
 	ReasonPruneFailed        = "PruneFailed"

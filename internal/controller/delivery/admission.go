@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
@@ -102,47 +101,81 @@ func refusal(user string, r right, why string) error {
 }
 
 // CheckSync admits an InfrahubSync written by user. old is nil on create; an update that leaves
-// the destination and the source URL as they were is not checked again, so a sync admitted
-// before these checks existed can still be labelled, finalised and deleted.
+// the destination, the source URL and the admitted-credentials annotation as they were is not
+// checked again, so a sync admitted before these checks existed can still be labelled,
+// finalised and deleted.
 func (a *Admission) CheckSync(ctx context.Context, user authenticationv1.UserInfo, old, s *infrahubv1alpha1.InfrahubSync) error {
-	if old != nil && sameDestination(old.Spec.Destination, s.Spec.Destination) && old.Spec.Source.InfrahubAPIURL == s.Spec.Source.InfrahubAPIURL {
+	admitted := strings.TrimSpace(s.Annotations[infrahubv1alpha1.AdmittedCredentialsAnnotation])
+	if old != nil && sameDestination(old.Spec.Destination, s.Spec.Destination) && old.Spec.Source.InfrahubAPIURL == s.Spec.Source.InfrahubAPIURL &&
+		strings.TrimSpace(old.Annotations[infrahubv1alpha1.AdmittedCredentialsAnnotation]) == admitted {
 		return nil
 	}
-	if err := a.checkDestination(ctx, user, s.Spec.Destination); err != nil {
+	who := claimant{kind: "InfrahubSync", name: s.Name, syncs: []string{s.Name}}
+	if err := a.checkDestination(ctx, user, s.Spec.Destination, who); err != nil {
 		return err
 	}
-	sec, err := findLabelledSecret(ctx, a.Reader, newSecretScope(a.Options.SecretsNamespace, a.Options.OperatorNamespace),
-		infrahubv1alpha1.InfrahubAPIURLLabel, s.Spec.Source.InfrahubAPIURL, infrahubv1alpha1.ReasonCredentialsNotFound)
-	switch reason, _ := lifecycle.ReasonOf(err); {
-	case err == nil:
-		r := right{verb: "get", resource: "secrets", namespace: sec.Namespace, name: sec.Name}
-		if ok, err := a.allowed(ctx, user, r); err != nil {
+	if admitted != "" {
+		if err := a.mayRead(ctx, user, admitted, infrahubv1alpha1.AdmittedCredentialsAnnotation,
+			"the sync names it as its Infrahub credentials"); err != nil {
 			return err
-		} else if !ok {
-			return refusal(user.Username, r, fmt.Sprintf("it holds the Infrahub credentials for %s, which the sync would use", s.Spec.Source.InfrahubAPIURL))
 		}
-	case reason == infrahubv1alpha1.ReasonCredentialsNotFound:
-		// Anonymous access: nothing of anyone's is used.
-	default:
+		who.admitted = admitted
+	}
+	sec, err := findLabelledSecret(ctx, a.Reader, a.scope(), secretQuery{key: infrahubv1alpha1.InfrahubAPIURLLabel,
+		rawURL: s.Spec.Source.InfrahubAPIURL, who: who,
+		notFound: infrahubv1alpha1.ReasonCredentialsNotFound, notBound: infrahubv1alpha1.ReasonCredentialsNotBound})
+	if err != nil {
+		// None that serves this sync: it will run without credentials, or fail and say why.
+		return nil
+	}
+	r := right{verb: "get", resource: "secrets", namespace: sec.Namespace, name: sec.Name}
+	if ok, err := a.allowed(ctx, user, r); err != nil {
 		return err
+	} else if !ok {
+		return refusal(user.Username, r, fmt.Sprintf("it holds the Infrahub credentials for %s, which the sync would use", s.Spec.Source.InfrahubAPIURL))
 	}
 	return nil
+}
+
+// mayRead requires user to be allowed to get the Secret ref (namespace/name) an annotation names.
+func (a *Admission) mayRead(ctx context.Context, user authenticationv1.UserInfo, ref, annotation, why string) error {
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok || ns == "" || name == "" {
+		return fmt.Errorf("annotation %s: %q is not namespace/name", annotation, ref)
+	}
+	r := right{verb: "get", resource: "secrets", namespace: ns, name: name}
+	if ok, err := a.allowed(ctx, user, r); err != nil {
+		return err
+	} else if !ok {
+		return refusal(user.Username, r, why)
+	}
+	return nil
+}
+
+func (a *Admission) scope() secretScope {
+	return newSecretScope(a.Options.SecretsNamespace, a.Options.OperatorNamespace)
 }
 
 // CheckResource admits a VidraResource written by user. The operator writes those of a sync:
 // their destination must be the sync's, which was admitted. Anyone else is checked as for a
 // sync; an update that leaves the destination as it was is not checked again.
 func (a *Admission) CheckResource(ctx context.Context, user authenticationv1.UserInfo, old, vr *infrahubv1alpha1.VidraResource) error {
-	if old != nil && sameDestination(old.Spec.Destination, vr.Spec.Destination) {
+	admitted := strings.TrimSpace(vr.Annotations[infrahubv1alpha1.AdmittedKubeconfigAnnotation])
+	if old != nil && sameDestination(old.Spec.Destination, vr.Spec.Destination) &&
+		strings.TrimSpace(old.Annotations[infrahubv1alpha1.AdmittedKubeconfigAnnotation]) == admitted {
 		return nil
 	}
+	who := claimant{kind: "VidraResource", name: vr.Name, resources: []string{vr.Name}}
 	if ref := metav1.GetControllerOf(vr); ref != nil && ref.Kind == "InfrahubSync" && ref.APIVersion == infrahubv1alpha1.GroupVersion.String() {
 		s := &infrahubv1alpha1.InfrahubSync{}
 		if err := a.Reader.Get(ctx, client.ObjectKey{Name: ref.Name}, s); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("reading InfrahubSync %s, the VidraResource's controller: %w", ref.Name, err)
-		} else if err == nil && s.UID == ref.UID && !sameDestination(s.Spec.Destination, vr.Spec.Destination) {
-			return fmt.Errorf("the destination of a VidraResource of InfrahubSync %s is the sync's (%s), not %s", s.Name,
-				describeDestination(s.Spec.Destination), describeDestination(vr.Spec.Destination))
+		} else if err == nil && s.UID == ref.UID {
+			if !sameDestination(s.Spec.Destination, vr.Spec.Destination) {
+				return fmt.Errorf("the destination of a VidraResource of InfrahubSync %s is the sync's (%s), not %s", s.Name,
+					describeDestination(s.Spec.Destination), describeDestination(vr.Spec.Destination))
+			}
+			who.syncs = []string{s.Name}
 		}
 	}
 	op, err := a.operatorUser(ctx)
@@ -152,13 +185,20 @@ func (a *Admission) CheckResource(ctx context.Context, user authenticationv1.Use
 	if user.Username == op {
 		return nil // the sync's own, checked above; what else the operator writes it wrote itself
 	}
-	return a.checkDestination(ctx, user, vr.Spec.Destination)
+	if admitted != "" {
+		if err := a.mayRead(ctx, user, admitted, infrahubv1alpha1.AdmittedKubeconfigAnnotation,
+			"the VidraResource names it as its cluster's kubeconfig"); err != nil {
+			return err
+		}
+		who.admitted = admitted
+	}
+	return a.checkDestination(ctx, user, vr.Spec.Destination, who)
 }
 
 // checkDestination: the writer may act as the ServiceAccount (or, for none, as the operator),
 // may act in the destination namespace when the ServiceAccount lives elsewhere, and may read the
 // kubeconfig Secret of a remote destination, which must exist.
-func (a *Admission) checkDestination(ctx context.Context, user authenticationv1.UserInfo, d infrahubv1alpha1.Destination) error {
+func (a *Admission) checkDestination(ctx context.Context, user authenticationv1.UserInfo, d infrahubv1alpha1.Destination, who claimant) error {
 	saNS, saName := ServiceAccountFor(d, a.Options.DefaultServiceAccount)
 	destNS := DestinationNamespace(d)
 	var need []struct {
@@ -190,8 +230,8 @@ func (a *Admission) checkDestination(ctx context.Context, user authenticationv1.
 		add(impersonation(op), "no ServiceAccount is named, so the operator would apply with its own rights")
 	}
 	if !isLocal(d.Server) {
-		sec, err := findLabelledSecret(ctx, a.Reader, newSecretScope(a.Options.SecretsNamespace, a.Options.OperatorNamespace),
-			infrahubv1alpha1.ClusterKubeconfigLabel, d.Server, infrahubv1alpha1.ReasonKubeconfigNotFound)
+		sec, err := findLabelledSecret(ctx, a.Reader, a.scope(), secretQuery{key: infrahubv1alpha1.ClusterKubeconfigLabel, rawURL: d.Server, who: who,
+			notFound: infrahubv1alpha1.ReasonKubeconfigNotFound, notBound: infrahubv1alpha1.ReasonKubeconfigNotBound})
 		if err != nil {
 			return fmt.Errorf("destination server %s is not a registered cluster: %w", d.Server, err)
 		}

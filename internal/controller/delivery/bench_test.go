@@ -37,7 +37,11 @@ func BenchmarkSync500Artifacts(b *testing.B) {
 	o := fastOptions()
 	o.Settings.RequeueResourcesAfter = vrInterval
 	h := startManager(b, o)
-	e, url := startInfrahub(b, nil)
+	syncs := make([]string, 100) // the names the loop below gives its syncs
+	for i := range syncs {
+		syncs[i] = fmt.Sprintf("bench-%d", i)
+	}
+	e, url := startInfrahub(b, nil, syncs...)
 	ns := namespace(b)
 	for i := range n {
 		name := fmt.Sprintf("app-%03d", i)

@@ -123,8 +123,9 @@ func (r *clusterRegistry) Start(ctx context.Context) error {
 // NeedLeaderElection: targets serve the controllers, which only run as leader.
 func (r *clusterRegistry) NeedLeaderElection() bool { return true }
 
-// get returns the target for a destination.server.
-func (r *clusterRegistry) get(ctx context.Context, server string) (*target, error) {
+// get returns the target for a destination.server, for who: a remote cluster's kubeconfig
+// Secret must serve who (name it or its sync, or be admitted for it).
+func (r *clusterRegistry) get(ctx context.Context, who claimant, server string) (*target, error) {
 	select {
 	case <-r.started:
 	case <-ctx.Done():
@@ -143,7 +144,8 @@ func (r *clusterRegistry) get(ctx context.Context, server string) (*target, erro
 		return r.local, nil
 	}
 	key := hostKey(server)
-	s, err := findLabelledSecret(ctx, r.secrets, r.scope, infrahubv1alpha1.ClusterKubeconfigLabel, server, infrahubv1alpha1.ReasonKubeconfigNotFound)
+	s, err := findLabelledSecret(ctx, r.secrets, r.scope, secretQuery{key: infrahubv1alpha1.ClusterKubeconfigLabel, rawURL: server, who: who,
+		notFound: infrahubv1alpha1.ReasonKubeconfigNotFound, notBound: infrahubv1alpha1.ReasonKubeconfigNotBound})
 	if err != nil {
 		if reason, _ := lifecycle.ReasonOf(err); reason == infrahubv1alpha1.ReasonKubeconfigNotFound {
 			r.drop(key, "its kubeconfig Secret is gone")
@@ -279,9 +281,9 @@ func (t *target) clusterID() string {
 	return t.id()
 }
 
-// getAs returns the target for a destination.server acting as user as ("": the operator).
-func (r *clusterRegistry) getAs(ctx context.Context, server, as string) (*target, error) {
-	base, err := r.get(ctx, server)
+// getAs returns the target for a destination.server, for who, acting as user as ("": the operator).
+func (r *clusterRegistry) getAs(ctx context.Context, who claimant, server, as string) (*target, error) {
+	base, err := r.get(ctx, who, server)
 	if err != nil || as == "" {
 		return base, err
 	}

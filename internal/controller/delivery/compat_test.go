@@ -68,9 +68,11 @@ func createSample(t testing.TB, obj client.Object) {
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), obj) })
 }
 
-// Users' manifests work unchanged: the against-fake samples (credentials labelled with the bare
-// host, the settings ConfigMap, the main and time-travel syncs) and the reference's own
-// VidraResource sample with a JSON manifest.
+// Users' manifests work unchanged but for one addition: the against-fake samples (credentials
+// labelled with the bare host, the settings ConfigMap, the main and time-travel syncs) and the
+// reference's own VidraResource sample with a JSON manifest. The addition (issue 24 item 4): the
+// credentials Secret names the syncs it serves and, the fake being plain HTTP on its own port,
+// the URL it is for.
 func TestReferenceSamplesWork(t *testing.T) {
 	dir := vidraSamples(t)
 	startManager(t, fastOptions())
@@ -86,11 +88,14 @@ func TestReferenceSamplesWork(t *testing.T) {
 	hostPort := strings.TrimPrefix(url, "http://")
 	fake := filepath.Join(dir, "against-fake")
 
-	createSample(t, readInto(t, filepath.Join(fake, "infrahub-credentials.yaml"), &corev1.Secret{}))
+	main, at := &infrahubv1alpha1.InfrahubSync{}, &infrahubv1alpha1.InfrahubSync{}
+	readSample(t, filepath.Join(fake, "infrahubsync-main.yaml"), main, "127.0.0.1:8300", hostPort)
+	readSample(t, filepath.Join(fake, "infrahubsync-at.yaml"), at, "127.0.0.1:8300", hostPort)
+	creds := readInto(t, filepath.Join(fake, "infrahub-credentials.yaml"), &corev1.Secret{})
+	creds.Annotations = credsFor(url, main.Name, at.Name)
+	createSample(t, creds)
 	createSample(t, readInto(t, filepath.Join(fake, "vidra-config.yaml"), &corev1.ConfigMap{}))
 
-	main := &infrahubv1alpha1.InfrahubSync{}
-	readSample(t, filepath.Join(fake, "infrahubsync-main.yaml"), main, "127.0.0.1:8300", hostPort)
 	createSample(t, main)
 	t.Cleanup(func() { deleteSync(t, main.Name) })
 	s := waitSync(t, main.Name, infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 30*time.Second)
@@ -111,8 +116,6 @@ func TestReferenceSamplesWork(t *testing.T) {
 	// The same artifacts as of 2025-04-09: only web-a, in v1. VidraResources are named after
 	// artifact ids, so the main sync gives them up first.
 	deleteSync(t, main.Name)
-	at := &infrahubv1alpha1.InfrahubSync{}
-	readSample(t, filepath.Join(fake, "infrahubsync-at.yaml"), at, "127.0.0.1:8300", hostPort)
 	createSample(t, at)
 	t.Cleanup(func() { deleteSync(t, at.Name) })
 	s = waitSync(t, at.Name, infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 30*time.Second)

@@ -3,8 +3,10 @@ package delivery
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
@@ -21,31 +23,73 @@ var (
 	caKeys       = []string{"ca.crt"}
 )
 
-// credentials finds the Secret for an Infrahub URL and turns it into a client configuration.
+// credentials finds the Secret for a sync and turns it into a client configuration. The
+// Secret must name the sync (SyncsAnnotation) or be the one its admission found its writer may
+// read; it must be for the sync's exact scheme, host and port; and it is never sent over plain
+// HTTP unless the admin allows it.
 type credentials struct {
 	reader  client.Reader // cache of Secrets labelled infrahub-api-url
 	scope   secretScope
 	timeout time.Duration
+	// allowPlainHTTP sends credentials to http:// URLs (--delivery-allow-plain-http-credentials).
+	allowPlainHTTP bool
+	// trustAdmitted honours AdmittedCredentialsAnnotation (--delivery-trust-admitted-credentials):
+	// only safe when the admission webhook that sets it refuses it from anyone else.
+	trustAdmitted bool
 }
 
-// config returns the client configuration for rawURL. The Secret's content never appears in
-// errors or logs; its name does.
-func (c *credentials) config(ctx context.Context, rawURL string) (infrahub.Config, error) {
-	s, err := findLabelledSecret(ctx, c.reader, c.scope, infrahubv1alpha1.InfrahubAPIURLLabel, rawURL, infrahubv1alpha1.ReasonCredentialsNotFound)
+// syncClaimant is who a sync's credentials are looked up for.
+func (c *credentials) syncClaimant(s *infrahubv1alpha1.InfrahubSync) claimant {
+	who := claimant{kind: "InfrahubSync", name: s.Name, syncs: []string{s.Name}}
+	if c.trustAdmitted {
+		who.admitted = strings.TrimSpace(s.Annotations[infrahubv1alpha1.AdmittedCredentialsAnnotation])
+	}
+	return who
+}
+
+// config returns the client configuration for sync s. The Secret's content never appears in
+// errors or logs; its name does. Every refusal happens before anything is sent.
+func (c *credentials) config(ctx context.Context, s *infrahubv1alpha1.InfrahubSync) (infrahub.Config, error) {
+	rawURL := s.Spec.Source.InfrahubAPIURL
+	want, err := parseEndpoint(rawURL)
+	if err != nil {
+		return infrahub.Config{}, lifecycle.WithReason(infrahubv1alpha1.ReasonCredentialsNotFound, err)
+	}
+	sec, err := findLabelledSecret(ctx, c.reader, c.scope, secretQuery{
+		key: infrahubv1alpha1.InfrahubAPIURLLabel, rawURL: rawURL, who: c.syncClaimant(s),
+		notFound: infrahubv1alpha1.ReasonCredentialsNotFound, notBound: infrahubv1alpha1.ReasonCredentialsNotBound,
+		endpoint: func(sec *corev1.Secret) error {
+			have, how, err := secretEndpoint(sec)
+			if err != nil {
+				return lifecycle.Reasonf(infrahubv1alpha1.ReasonCredentialsInvalid, "Secret %s/%s: %s: %v", sec.Namespace, sec.Name, how, err)
+			}
+			if why := endpointMismatch(have, want); why != "" {
+				return lifecycle.Reasonf(infrahubv1alpha1.ReasonCredentialsURLMismatch,
+					"Secret %s/%s holds credentials for %s (%s), not for the sync's %s (%s); nothing was sent. Set the Secret's annotation %s to the exact URL, or fix spec.source.infrahubAPIURL",
+					sec.Namespace, sec.Name, have, how, want, why, infrahubv1alpha1.URLAnnotation)
+			}
+			return nil
+		},
+	})
 	if err != nil {
 		return infrahub.Config{}, err
 	}
+	if want.scheme == "http" && !c.allowPlainHTTP {
+		return infrahub.Config{}, lifecycle.Reasonf(infrahubv1alpha1.ReasonPlainHTTPCredentials,
+			"refusing to send the credentials of Secret %s/%s in the clear to %s; nothing was sent. Use https, or start the operator with --delivery-allow-plain-http-credentials",
+			sec.Namespace, sec.Name, want)
+	}
 	cfg := infrahub.Config{
 		URL:      rawURL,
-		APIToken: secretValue(s, tokenKeys...),
-		Username: secretValue(s, usernameKeys...),
-		Password: secretValue(s, passwordKeys...),
-		CABundle: s.Data[caKeys[0]],
+		APIToken: secretValue(sec, tokenKeys...),
+		Username: secretValue(sec, usernameKeys...),
+		Password: secretValue(sec, passwordKeys...),
+		CABundle: sec.Data[caKeys[0]],
 		Timeout:  c.timeout,
 	}
 	if cfg.APIToken == "" && (cfg.Username == "" || cfg.Password == "") {
 		return infrahub.Config{}, lifecycle.WithReason(infrahubv1alpha1.ReasonCredentialsInvalid,
-			errors.New("Secret "+s.Namespace+"/"+s.Name+" holds neither token/api-token nor username and password"))
+			errors.New("Secret "+sec.Namespace+"/"+sec.Name+" holds neither token/api-token nor username and password"))
 	}
 	return cfg, nil
 }

@@ -7,7 +7,11 @@
 //
 // Each pass validates spec.source.targetDate, finds the credentials Secret labelled
 // infrahub-api-url=<host> (or <host>_<port>, which wins: a label value cannot hold ':'; keys
-// username/password or token/api-token, optional ca.crt), runs the stored query (queryName) and
+// username/password or token/api-token, optional ca.crt) that serves the sync — it names it in
+// infrahub.operators.com/syncs, or is the one the webhook admitted (honoured with
+// --delivery-trust-admitted-credentials) — and is for the sync's exact scheme, host and port
+// (infrahub.operators.com/url, else https on the label's port or 443); never over http:// unless
+// --delivery-allow-plain-http-credentials. It runs the stored query (queryName) and
 // keeps one VidraResource per artifact, named after the artifact id, controlled by the sync and
 // labelled infrahub.operators.com/sync=<sync>. An artifact is downloaded only when its checksum
 // differs from the one its VidraResource was written with (annotation
@@ -26,8 +30,8 @@
 //
 // Each pass decodes spec.manifest (multi-document YAML, JSON or a v1 List), resolves every
 // object on the destination cluster (its own RESTMapper; a remote cluster through the Secret
-// labelled cluster-kubeconfig=<host> or <host>_<port>, key kubeconfig, rebuilt when the Secret's
-// content changes), checks the policy, and server-side applies with field manager
+// labelled cluster-kubeconfig=<host> or <host>_<port>, key kubeconfig, that names the
+// VidraResource or its sync, rebuilt when the Secret's content changes), checks the policy, and server-side applies with field manager
 // metalhub-delivery, label infrahub.operators.com/managed-by=metalhub and annotation
 // vidraresource.infrahub.operators.com/owned-by=<name> with owner-uids=<name>=<uid>. A manifest
 // with an object that is malformed, of an unknown kind or refused by the policy is not applied at

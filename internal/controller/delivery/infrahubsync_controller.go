@@ -223,7 +223,7 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 	if err := infrahub.ValidateTargetDate(src.TargetDate); err != nil {
 		return syncOutcome{err: err, keep: true}
 	}
-	cfg, err := r.creds.config(ctx, src.InfrahubAPIURL)
+	cfg, err := r.creds.config(ctx, s)
 	if err != nil {
 		return syncOutcome{err: err, keep: true}
 	}

@@ -29,7 +29,7 @@ func TestDefect01_ChecksumsKeptNothingDownloadedWhenUnchanged(t *testing.T) {
 	o := fastOptions()
 	o.Settings.RequeueSyncAfter = interval
 	h := startManager(t, o)
-	e, url := startInfrahub(t, nil)
+	e, url := startInfrahub(t, nil, "d01")
 	if err := e.LoadSample(); err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestDefect01_ChecksumsKeptNothingDownloadedWhenUnchanged(t *testing.T) {
 // same destination.
 func TestDefect02_SyncDeletesOnlyItsOwnResources(t *testing.T) {
 	startManager(t, fastOptions())
-	e, url := startInfrahub(t, nil)
+	e, url := startInfrahub(t, nil, "d02-one", "d02-two")
 	ns := namespace(t)
 	a1, _ := e.AddArtifact("", "app-one", "", []byte(configMapYAML("one", "", "1")))
 	a2, _ := e.AddArtifact("", "app-one", "", []byte(configMapYAML("one-b", "", "1")))
@@ -162,19 +162,19 @@ func TestDefect02_SyncDeletesOnlyItsOwnResources(t *testing.T) {
 // nothing; with spec.source.allowEmpty it deletes the sync's VidraResources.
 func TestDefect03_EmptyResultFailsAndDeletesNothing(t *testing.T) {
 	startManager(t, fastOptions())
-	e, url := startInfrahub(t, nil)
+	e, url := startInfrahub(t, nil, "d03")
 	ns := namespace(t)
 	a, _ := e.AddArtifact("", "Webserver_Manifest", "", []byte(configMapYAML("web", "", "1")))
 	newSync(t, "d03", url, "Webserver_Manifest", ns)
 	waitSync(t, "d03", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 30*time.Second)
 	waitResource(t, a.ID, infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
 
-	s := getSync(t, "d03")
-	s.Spec.Source.ArtefactName = "Webserver_Manfest" // misspelt
-	if err := env.Client.Update(context.Background(), s); err != nil {
-		t.Fatal(err)
-	}
-	s = waitSync(t, "d03", infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonEmptyResult, 10*time.Second)
+	// A patch of the one field: the controller writes the sync too (status), so a
+	// read-modify-Update could fail with a conflict.
+	patchObject(t, env.Client, getSync(t, "d03"), func(s *infrahubv1alpha1.InfrahubSync) {
+		s.Spec.Source.ArtefactName = "Webserver_Manfest" // misspelt
+	})
+	s := waitSync(t, "d03", infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonEmptyResult, 10*time.Second)
 	if !strings.Contains(s.Status.LastError, "Webserver_Manfest") || !strings.Contains(s.Status.LastError, "allowEmpty") {
 		t.Fatalf("lastError does not explain the empty result: %q", s.Status.LastError)
 	}
@@ -189,11 +189,7 @@ func TestDefect03_EmptyResultFailsAndDeletesNothing(t *testing.T) {
 	})
 
 	// Opting in: the empty result is accepted and the resource removed.
-	s = getSync(t, "d03")
-	s.Spec.Source.AllowEmpty = true
-	if err := env.Client.Update(context.Background(), s); err != nil {
-		t.Fatal(err)
-	}
+	patchObject(t, env.Client, getSync(t, "d03"), func(s *infrahubv1alpha1.InfrahubSync) { s.Spec.Source.AllowEmpty = true })
 	waitSync(t, "d03", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 10*time.Second)
 	eventually(t, 10*time.Second, func() error {
 		if exists(t, env.Client, &infrahubv1alpha1.VidraResource{}, "", a.ID) == nil {
@@ -207,7 +203,7 @@ func TestDefect03_EmptyResultFailsAndDeletesNothing(t *testing.T) {
 // no sync interval elapsing (the interval is 10 minutes).
 func TestDefect05_DeletedVidraResourceComesBackAtOnce(t *testing.T) {
 	startManager(t, fastOptions())
-	e, url := startInfrahub(t, nil)
+	e, url := startInfrahub(t, nil, "d05")
 	ns := namespace(t)
 	a, _ := e.AddArtifact("", "web", "", []byte(configMapYAML("web", "", "1")))
 	newSync(t, "d05", url, "web", ns)
@@ -242,7 +238,7 @@ func TestDefect08_InfrahubClientTimeoutCATokensLogin(t *testing.T) {
 	ns := namespace(t)
 
 	t.Run("hanging Infrahub times out", func(t *testing.T) {
-		e, url := startInfrahub(t, nil)
+		e, url := startInfrahub(t, nil, "d08-hang")
 		_, _ = e.AddArtifact("", "web", "", []byte(configMapYAML("hang", "", "1")))
 		e.SetFault(emu.ClassQuery, emu.Fault{Kind: emu.FaultHang})
 		newSync(t, "d08-hang", url, "web", ns)
@@ -252,7 +248,7 @@ func TestDefect08_InfrahubClientTimeoutCATokensLogin(t *testing.T) {
 		waitSync(t, "d08-hang", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 10*time.Second)
 	})
 	t.Run("API token", func(t *testing.T) {
-		e, url := startInfrahub(t, map[string]string{"api-token": "test-token\n"})
+		e, url := startInfrahub(t, map[string]string{"api-token": "test-token\n"}, "d08-token")
 		_, _ = e.AddArtifact("", "web", "", []byte(configMapYAML("token", "", "1")))
 		newSync(t, "d08-token", url, "web", ns)
 		waitSync(t, "d08-token", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 10*time.Second)
@@ -261,7 +257,7 @@ func TestDefect08_InfrahubClientTimeoutCATokensLogin(t *testing.T) {
 		}
 	})
 	t.Run("login once, refresh on expiry", func(t *testing.T) {
-		e, url := startInfrahub(t, nil)
+		e, url := startInfrahub(t, nil, "d08-login")
 		_, _ = e.AddArtifact("", "web", "", []byte(configMapYAML("login", "", "1")))
 		newSync(t, "d08-login", url, "web", ns)
 		waitSync(t, "d08-login", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 10*time.Second)
@@ -300,14 +296,14 @@ func TestDefect08_InfrahubClientTimeoutCATokensLogin(t *testing.T) {
 		trusted := httptest.NewTLSServer(e)
 		t.Cleanup(trusted.Close)
 		ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: trusted.Certificate().Raw})
-		createSecret(t, "default", infrahubv1alpha1.InfrahubAPIURLLabel, labelFor(t, trusted.URL),
+		createAnnotatedSecret(t, "default", infrahubv1alpha1.InfrahubAPIURLLabel, labelFor(t, trusted.URL), credsFor(trusted.URL, "d08-ca"),
 			map[string]string{"username": emu.DefaultUsername, "password": emu.DefaultPassword, "ca.crt": string(ca)})
 		newSync(t, "d08-ca", trusted.URL, "web", ns)
 		waitSync(t, "d08-ca", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 10*time.Second)
 
 		untrusted := httptest.NewTLSServer(e)
 		t.Cleanup(untrusted.Close)
-		createSecret(t, "default", infrahubv1alpha1.InfrahubAPIURLLabel, labelFor(t, untrusted.URL),
+		createAnnotatedSecret(t, "default", infrahubv1alpha1.InfrahubAPIURLLabel, labelFor(t, untrusted.URL), credsFor(untrusted.URL, "d08-noca"),
 			map[string]string{"username": emu.DefaultUsername, "password": emu.DefaultPassword})
 		newSync(t, "d08-noca", untrusted.URL, "web2", ns)
 		waitSync(t, "d08-noca", infrahubv1alpha1.StateFailed, "TLSError", 10*time.Second)
@@ -338,7 +334,8 @@ func TestBadInfrahubInputFailsWithReason(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e, url := startInfrahub(t, tc.secret)
+			name := fmt.Sprintf("bad-input-%d", i)
+			e, url := startInfrahub(t, tc.secret, name)
 			_, _ = e.AddArtifact("", "web", "", []byte(configMapYAML(fmt.Sprintf("bad-%d", i), "", "1")))
 			if tc.prepare != nil {
 				tc.prepare(e)
@@ -346,7 +343,6 @@ func TestBadInfrahubInputFailsWithReason(t *testing.T) {
 			if tc.url != nil {
 				url = tc.url(url)
 			}
-			name := fmt.Sprintf("bad-input-%d", i)
 			muts := []func(*infrahubv1alpha1.InfrahubSync){}
 			if tc.mutate != nil {
 				muts = append(muts, tc.mutate)
@@ -363,7 +359,7 @@ func TestBadInfrahubInputFailsWithReason(t *testing.T) {
 	}
 	t.Run("unreachable with credentials", func(t *testing.T) {
 		url := closedURL(t)
-		createSecret(t, "default", infrahubv1alpha1.InfrahubAPIURLLabel, labelFor(t, url), map[string]string{"username": "admin", "password": "infrahub"})
+		createAnnotatedSecret(t, "default", infrahubv1alpha1.InfrahubAPIURLLabel, labelFor(t, url), credsFor(url, "bad-input-down"), map[string]string{"username": "admin", "password": "infrahub"})
 		newSync(t, "bad-input-down", url, "web", ns)
 		waitSync(t, "bad-input-down", infrahubv1alpha1.StateFailed, "Unavailable", 15*time.Second)
 	})
@@ -383,7 +379,7 @@ func closedURL(t testing.TB) string {
 // Bad artifacts fail their own VidraResource with a reason; the others still apply.
 func TestBadArtifactsFailTheirResourceOthersApply(t *testing.T) {
 	startManager(t, fastOptions())
-	e, url := startInfrahub(t, nil)
+	e, url := startInfrahub(t, nil, "bad-artifacts")
 	ns := namespace(t)
 	good, _ := e.AddArtifact("", "mixed", "", []byte(configMapYAML("good", "", "1")))
 	malformed, _ := e.AddArtifact("", "mixed", "", []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [broken\n"))
@@ -424,7 +420,7 @@ func TestDefect10_SettingsConfigMapPickedUpAndChecked(t *testing.T) {
 	o := fastOptions() // sync interval 10 minutes: only the change can bring passes
 	o.SettingsNamespace = ns
 	startManager(t, o)
-	e, url := startInfrahub(t, nil)
+	e, url := startInfrahub(t, nil, "d10")
 	_, _ = e.AddArtifact("", "web", "", []byte(configMapYAML("cfg", "", "1")))
 	newSync(t, "d10", url, "web", ns)
 	waitSync(t, "d10", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 30*time.Second)

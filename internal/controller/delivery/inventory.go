@@ -126,7 +126,7 @@ func (r *VidraResourceReconciler) pruneElsewhere(ctx context.Context, vr *infrah
 	if err != nil {
 		return err
 	}
-	t, err := r.clusters.getAs(ctx, inv.Server, as)
+	t, err := r.clusters.getAs(ctx, r.claimant(ctx, vr), inv.Server, as)
 	if err != nil {
 		return fmt.Errorf("reaching the previous destination %q to prune it: %w", inv.Server, err)
 	}

@@ -41,6 +41,15 @@ type Options struct {
 	AllowOperatorIdentity bool
 	// InsecureKubeconfig accepts kubeconfigs that run plugins or read files in the operator's pod.
 	InsecureKubeconfig bool
+	// AllowPlainHTTPCredentials sends Infrahub credentials to http:// URLs; by default a sync
+	// with an http:// URL and credentials fails (PlainHTTPCredentials) and sends nothing.
+	AllowPlainHTTPCredentials bool
+	// TrustAdmittedCredentials honours the admitted-credentials annotation on InfrahubSyncs (and
+	// admitted-kubeconfig on VidraResources): a Secret named there serves the object although it
+	// does not name it. Only where the admission webhook runs, which admits such an annotation
+	// only from a writer allowed to read that Secret; otherwise whoever edits a sync could name
+	// any Secret. The manager turns it on with --enable-webhooks.
+	TrustAdmittedCredentials bool
 	// InfrahubTimeout bounds every request to Infrahub.
 	InfrahubTimeout time.Duration
 	// ClusterTimeout bounds every request to a destination cluster, and how long a pass waits
@@ -144,6 +153,13 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.InsecureKubeconfig, "delivery-insecure-kubeconfig", o.InsecureKubeconfig,
 		"Accept cluster kubeconfigs with exec or auth-provider plugins, tokenFile or certificate and key file paths "+
 			"(they run programs or read files in the operator's pod).")
+	fs.BoolVar(&o.AllowPlainHTTPCredentials, "delivery-allow-plain-http-credentials", o.AllowPlainHTTPCredentials,
+		"Send Infrahub credentials (API token, login) to plain http:// URLs. Off: a sync with an http:// URL "+
+			"and a credentials Secret fails (PlainHTTPCredentials) and sends nothing.")
+	fs.BoolVar(&o.TrustAdmittedCredentials, "delivery-trust-admitted-credentials", o.TrustAdmittedCredentials,
+		"Honour the annotations infrahub.operators.com/admitted-credentials (InfrahubSync) and admitted-kubeconfig "+
+			"(VidraResource): the Secret they name serves the object although it does not name it. Only with the "+
+			"admission webhook, which admits them only from a writer allowed to read that Secret; --enable-webhooks turns this on.")
 	fs.DurationVar(&o.InfrahubTimeout, "delivery-infrahub-timeout", o.InfrahubTimeout, "Timeout of each request to Infrahub.")
 	fs.DurationVar(&o.ClusterTimeout, "delivery-cluster-timeout", o.ClusterTimeout, "Timeout of each request to a destination cluster.")
 	fs.Var(&listFlag{&o.Policy.AllowedKinds}, "delivery-allowed-kinds",

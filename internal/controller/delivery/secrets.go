@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 
@@ -96,18 +97,81 @@ func (s secretScope) String() string {
 	return "namespace " + s.own
 }
 
-// findLabelledSecret finds the one Secret whose label key names the host of rawURL, by a fixed
-// precedence: the scope's own namespace before any other, then within it the most specific
-// label value (host_port before host). Two Secrets on the same step are an error rather than a
-// coin toss. notFoundReason is the condition reason when there is none.
-func findLabelledSecret(ctx context.Context, r client.Reader, scope secretScope, key, rawURL, notFoundReason string) (*corev1.Secret, error) {
-	values, err := hostLabelValues(rawURL)
+// claimant is the object a credentials or kubeconfig Secret is looked up for. A Secret serves
+// it only if it names it (issue 24 item 4): finding a Secret by host alone let one team's sync
+// read with another team's credentials.
+type claimant struct {
+	kind string // InfrahubSync or VidraResource, for messages
+	name string
+	// syncs are the names that, listed in the Secret's SyncsAnnotation, bind it: the sync
+	// itself, or the sync controlling a VidraResource.
+	syncs []string
+	// resources are the names that, listed in VidraResourcesAnnotation, bind it.
+	resources []string
+	// admitted is namespace/name of the Secret the admission webhook found the claimant's
+	// writer may read (AdmittedCredentialsAnnotation); "" when absent or not trusted.
+	admitted string
+}
+
+// binds reports whether Secret s serves the claimant.
+func (c claimant) binds(s *corev1.Secret) bool {
+	if c.admitted != "" && c.admitted == s.Namespace+"/"+s.Name {
+		return true
+	}
+	return namesAny(s.Annotations[infrahubv1alpha1.SyncsAnnotation], c.syncs) ||
+		namesAny(s.Annotations[infrahubv1alpha1.VidraResourcesAnnotation], c.resources)
+}
+
+// bindHint says how to bind a Secret to the claimant, for the NotBound message.
+func (c claimant) bindHint() string {
+	if c.kind == "VidraResource" && len(c.syncs) > 0 {
+		return fmt.Sprintf("list InfrahubSync %s in its annotation %s (or VidraResource %s in %s)",
+			c.syncs[0], infrahubv1alpha1.SyncsAnnotation, c.name, infrahubv1alpha1.VidraResourcesAnnotation)
+	}
+	if c.kind == "VidraResource" {
+		return fmt.Sprintf("list VidraResource %s in its annotation %s", c.name, infrahubv1alpha1.VidraResourcesAnnotation)
+	}
+	return fmt.Sprintf("list %s %s in its annotation %s", c.kind, c.name, infrahubv1alpha1.SyncsAnnotation)
+}
+
+// namesAny reports whether the comma-separated list names one of names.
+func namesAny(list string, names []string) bool {
+	for _, item := range strings.Split(list, ",") {
+		if item = strings.TrimSpace(item); item != "" && slices.Contains(names, item) {
+			return true
+		}
+	}
+	return false
+}
+
+// secretQuery is what findLabelledSecret looks for.
+type secretQuery struct {
+	key    string // the label naming the host
+	rawURL string // the URL whose host the label names
+	who    claimant
+	// notFound and notBound are the condition reasons when no Secret is labelled for the host,
+	// and when Secrets are but none serves the claimant.
+	notFound, notBound string
+	// endpoint, if set, refuses a bound Secret that is for another endpoint than rawURL: it
+	// returns why, with a reason.
+	endpoint func(*corev1.Secret) error
+}
+
+// findLabelledSecret finds the one Secret whose label q.key names the host of q.rawURL and that
+// serves q.who (and, with q.endpoint, is for rawURL's endpoint), by a fixed precedence: the
+// scope's own namespace before any other, then within it the most specific label value
+// (host_port before host). Two Secrets on the same step are an error rather than a coin toss.
+// Secrets that do not serve the claimant are never candidates: another team's Secret neither
+// answers for nor blocks this one.
+func findLabelledSecret(ctx context.Context, r client.Reader, scope secretScope, q secretQuery) (*corev1.Secret, error) {
+	key := q.key
+	values, err := hostLabelValues(q.rawURL)
 	if err != nil {
-		return nil, lifecycle.WithReason(notFoundReason, err)
+		return nil, lifecycle.WithReason(q.notFound, err)
 	}
 	req, err := labels.NewRequirement(key, selection.In, values)
 	if err != nil {
-		return nil, lifecycle.WithReason(notFoundReason, fmt.Errorf("selecting Secrets by %s: %w", key, err))
+		return nil, lifecycle.WithReason(q.notFound, fmt.Errorf("selecting Secrets by %s: %w", key, err))
 	}
 	var list corev1.SecretList
 	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*req)}}
@@ -117,10 +181,31 @@ func findLabelledSecret(ctx context.Context, r client.Reader, scope secretScope,
 	if err := r.List(ctx, &list, opts...); err != nil {
 		return nil, fmt.Errorf("listing Secrets labelled %s: %w", key, err)
 	}
+	var (
+		candidates []corev1.Secret
+		unbound    []string
+		mismatch   error
+	)
+	for _, s := range list.Items {
+		switch {
+		case !q.who.binds(&s):
+			unbound = append(unbound, s.Namespace+"/"+s.Name)
+		case q.endpoint != nil:
+			if err := q.endpoint(&s); err != nil {
+				if mismatch == nil {
+					mismatch = err
+				}
+				continue
+			}
+			candidates = append(candidates, s)
+		default:
+			candidates = append(candidates, s)
+		}
+	}
 	for _, own := range []bool{true, false} {
 		for _, v := range values {
 			var found []corev1.Secret
-			for _, s := range list.Items {
+			for _, s := range candidates {
 				if s.Labels[key] == v && (s.Namespace == scope.own) == own {
 					found = append(found, s)
 				}
@@ -136,11 +221,97 @@ func findLabelledSecret(ctx context.Context, r client.Reader, scope secretScope,
 					names = append(names, s.Namespace+"/"+s.Name)
 				}
 				sort.Strings(names)
-				return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonSecretAmbiguous, "%d Secrets are labelled %s=%s (%s); keep one", len(found), key, v, strings.Join(names, ", "))
+				return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonSecretAmbiguous, "%d Secrets labelled %s=%s serve %s %s (%s); keep one", len(found), key, v, q.who.kind, q.who.name, strings.Join(names, ", "))
 			}
 		}
 	}
-	return nil, lifecycle.Reasonf(notFoundReason, "no Secret labelled %s=%s in %s", key, strings.Join(values, " or "), scope)
+	if mismatch != nil {
+		return nil, mismatch
+	}
+	if len(unbound) > 0 {
+		sort.Strings(unbound)
+		if len(unbound) > 3 {
+			unbound = append(unbound[:3], fmt.Sprintf("and %d more", len(unbound)-3))
+		}
+		what, verb := "Secret", "does"
+		if len(unbound) > 1 {
+			what, verb = "Secrets", "do"
+		}
+		return nil, lifecycle.Reasonf(q.notBound, "%s %s labelled %s for this host %s not serve %s %s: to let one, %s", what, strings.Join(unbound, ", "), key, verb, q.who.kind, q.who.name, q.who.bindHint())
+	}
+	return nil, lifecycle.Reasonf(q.notFound, "no Secret labelled %s=%s in %s", key, strings.Join(values, " or "), scope)
+}
+
+// endpoint is what credentials are for: scheme, lower-case host and port (explicit, or the
+// scheme's default). A path does not matter.
+type endpoint struct{ scheme, host, port string }
+
+func (e endpoint) String() string { return e.scheme + "://" + net.JoinHostPort(e.host, e.port) }
+
+var defaultPorts = map[string]string{"http": "80", "https": "443"}
+
+// parseEndpoint reads the endpoint of an http or https URL.
+func parseEndpoint(rawURL string) (endpoint, error) {
+	u, err := url.Parse(strings.TrimSpace(rawURL))
+	if err != nil || u.Host == "" {
+		return endpoint{}, fmt.Errorf("%q is not an absolute URL", rawURL)
+	}
+	e := endpoint{scheme: strings.ToLower(u.Scheme), host: strings.ToLower(u.Hostname()), port: u.Port()}
+	def, ok := defaultPorts[e.scheme]
+	if !ok {
+		return endpoint{}, fmt.Errorf("%q: scheme must be http or https", rawURL)
+	}
+	if e.port == "" {
+		e.port = def
+	}
+	return e, nil
+}
+
+// secretEndpoint is the endpoint a credentials Secret is for, and how the Secret says so: its
+// URLAnnotation, else its label (the reference's bare host meaning https on port 443; host_port,
+// https on that port).
+func secretEndpoint(s *corev1.Secret) (endpoint, string, error) {
+	if raw, ok := s.Annotations[infrahubv1alpha1.URLAnnotation]; ok {
+		e, err := parseEndpoint(raw)
+		return e, "annotation " + infrahubv1alpha1.URLAnnotation, err
+	}
+	v := s.Labels[infrahubv1alpha1.InfrahubAPIURLLabel]
+	how := "label " + infrahubv1alpha1.InfrahubAPIURLLabel + "=" + v + " without annotation " + infrahubv1alpha1.URLAnnotation
+	host, port := v, "443"
+	if i := strings.LastIndex(v, "_"); i > 0 && isDigits(v[i+1:]) {
+		host, port = v[:i], v[i+1:]
+	}
+	return endpoint{scheme: "https", host: strings.ToLower(host), port: port}, how, nil
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// endpointMismatch says why credentials stated for have may not go to want ("" when they may).
+func endpointMismatch(have, want endpoint) string {
+	var diff []string
+	if have.scheme != want.scheme {
+		diff = append(diff, "scheme")
+	}
+	if have.host != want.host {
+		diff = append(diff, "host")
+	}
+	if have.port != want.port {
+		diff = append(diff, "port")
+	}
+	if len(diff) == 0 {
+		return ""
+	}
+	return strings.Join(diff, " and ") + " differ"
 }
 
 // secretValue returns the first non-empty key of a Secret, trimmed: values created with

@@ -31,7 +31,14 @@ func TestSecretPrecedence(t *testing.T) {
 		op  = "metalhub-system"
 	)
 	secret := func(ns, name, value string) *corev1.Secret {
-		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{key: value}}}
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{key: value},
+			Annotations: map[string]string{infrahubv1alpha1.SyncsAnnotation: "s"}}}
+	}
+	unbound := func(s *corev1.Secret) *corev1.Secret {
+		s = s.DeepCopy()
+		s.Name += "-unbound"
+		s.Annotations[infrahubv1alpha1.SyncsAnnotation] = "another"
+		return s
 	}
 	admin := secret(op, "admin", "infrahub.example.net")
 	adminPort := secret(op, "admin-port", "infrahub.example.net_8443")
@@ -51,11 +58,17 @@ func TestSecretPrecedence(t *testing.T) {
 		{"host_port before host", "", []client.Object{admin, adminPort}, op + "/admin-port"},
 		{"two on one value are ambiguous", "", []client.Object{adminPort, secret(op, "again", "infrahub.example.net_8443")}, infrahubv1alpha1.ReasonSecretAmbiguous},
 		{"a named namespace is the only one", "tenant-a", []client.Object{admin, tenant}, "tenant-a/tenant"},
+		{"a Secret for another sync is no candidate, even more specific", "", []client.Object{admin, unbound(adminPort)}, op + "/admin"},
+		{"a Secret for another sync does not make a tie", "", []client.Object{adminPort, unbound(adminPort)}, op + "/admin-port"},
+		{"widened: another sync's Secret in the operator's namespace does not shadow", AnyNamespace, []client.Object{unbound(admin), tenant}, "tenant-a/tenant"},
+		{"only Secrets for other syncs: not bound, not not-found", "", []client.Object{unbound(admin), unbound(adminPort)}, infrahubv1alpha1.ReasonCredentialsNotBound},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(tc.secrets...).Build()
-			s, err := findLabelledSecret(context.Background(), c, newSecretScope(tc.flag, op), key, url, infrahubv1alpha1.ReasonCredentialsNotFound)
+			s, err := findLabelledSecret(context.Background(), c, newSecretScope(tc.flag, op), secretQuery{key: key, rawURL: url,
+				who:      claimant{kind: "InfrahubSync", name: "s", syncs: []string{"s"}},
+				notFound: infrahubv1alpha1.ReasonCredentialsNotFound, notBound: infrahubv1alpha1.ReasonCredentialsNotBound})
 			got := ""
 			if err != nil {
 				got, _ = lifecycle.ReasonOf(err)
@@ -145,9 +158,10 @@ func TestTenantSecretCannotRedirectSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	createSecret(t, "default", infrahubv1alpha1.InfrahubAPIURLLabel, values[len(values)-1],
+	createAnnotatedSecret(t, "default", infrahubv1alpha1.InfrahubAPIURLLabel, values[len(values)-1], credsFor(url, "tenant-redirect"),
 		map[string]string{"username": emu.DefaultUsername, "password": emu.DefaultPassword})
-	createSecret(t, ns, infrahubv1alpha1.InfrahubAPIURLLabel, labelFor(t, url),
+	// The tenant names the sync too: naming is not enough to win over the admin's namespace.
+	createAnnotatedSecret(t, ns, infrahubv1alpha1.InfrahubAPIURLLabel, labelFor(t, url), credsFor(url, "tenant-redirect"),
 		map[string]string{"username": emu.DefaultUsername, "password": "the tenant's"})
 	newSync(t, "tenant-redirect", url, "web", ns)
 	waitSync(t, "tenant-redirect", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 15*time.Second)
@@ -171,7 +185,7 @@ func TestKubeconfigExecPluginNeverRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	createSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), map[string]string{"kubeconfig": string(data)})
+	createAnnotatedSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), kubeconfigFor("tenant-exec"), map[string]string{"kubeconfig": string(data)})
 	newResource(t, "tenant-exec", ns, configMapYAML("exec-cm", "", "1"), func(vr *infrahubv1alpha1.VidraResource) {
 		vr.Spec.Destination.Server = server
 	})
@@ -181,5 +195,93 @@ func TestKubeconfigExecPluginNeverRuns(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the kubeconfig's exec plugin ran in the operator's process")
+	}
+}
+
+// What a credentials Secret states it is for, and whether a sync's URL is that: the exact
+// scheme, host and port, a legacy label meaning https.
+func TestCredentialsEndpointMatch(t *testing.T) {
+	secret := func(label, url string) *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{infrahubv1alpha1.InfrahubAPIURLLabel: label}}}
+		if url != "" {
+			s.Annotations = map[string]string{infrahubv1alpha1.URLAnnotation: url}
+		}
+		return s
+	}
+	cases := []struct {
+		name    string
+		secret  *corev1.Secret
+		syncURL string
+		want    string // "" matches, else what endpointMismatch says, or "error"
+	}{
+		{"legacy host label: https on 443", secret("infrahub.example", ""), "https://infrahub.example", ""},
+		{"legacy host label, explicit default port", secret("infrahub.example", ""), "https://infrahub.example:443/graphql", ""},
+		{"legacy host label refuses http", secret("infrahub.example", ""), "http://infrahub.example", "scheme and port differ"},
+		{"legacy host label refuses another port", secret("infrahub.example", ""), "https://infrahub.example:8443", "port differ"},
+		{"legacy host_port label: https on that port", secret("infrahub.example_8443", ""), "https://infrahub.example:8443", ""},
+		{"legacy host_port label refuses http on that port", secret("infrahub.example_8443", ""), "http://infrahub.example:8443", "scheme differ"},
+		{"annotation: exact", secret("infrahub.example", "http://infrahub.example:8080"), "http://infrahub.example:8080/", ""},
+		{"annotation: host case does not matter", secret("infrahub.example", "https://Infrahub.Example"), "https://infrahub.EXAMPLE:443", ""},
+		{"annotation: default http port", secret("infrahub.example", "http://infrahub.example"), "http://infrahub.example:80", ""},
+		{"annotation wins over the label's port", secret("infrahub.example_8443", "https://infrahub.example:9443"), "https://infrahub.example:8443", "port differ"},
+		{"annotation for another host", secret("infrahub.example", "https://other.example"), "https://infrahub.example", "host differ"},
+		{"annotation with another scheme", secret("infrahub.example", "ftp://infrahub.example"), "https://infrahub.example", "error"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			want, err := parseEndpoint(tc.syncURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			have, how, err := secretEndpoint(tc.secret)
+			got := ""
+			switch {
+			case err != nil:
+				got = "error"
+			default:
+				got = endpointMismatch(have, want)
+			}
+			if got != tc.want {
+				t.Errorf("Secret for %s (%s), sync %s: got %q, want %q", have, how, want, got, tc.want)
+			}
+		})
+	}
+}
+
+// Which Secrets serve whom: those that name the object (or its sync), and the one its admission
+// named, only when that annotation is trusted (credentials.syncClaimant decides).
+func TestSecretBinding(t *testing.T) {
+	secret := func(ns, name string, ann map[string]string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: ann}}
+	}
+	sync := func(ann map[string]string) *infrahubv1alpha1.InfrahubSync {
+		return &infrahubv1alpha1.InfrahubSync{ObjectMeta: metav1.ObjectMeta{Name: "team-b", Annotations: ann}}
+	}
+	const syncs, resources = infrahubv1alpha1.SyncsAnnotation, infrahubv1alpha1.VidraResourcesAnnotation
+	admitted := map[string]string{infrahubv1alpha1.AdmittedCredentialsAnnotation: "team-b/creds"}
+	cases := []struct {
+		name   string
+		secret *corev1.Secret
+		who    claimant
+		want   bool
+	}{
+		{"no annotation serves nobody", secret("ns", "creds", nil), (&credentials{}).syncClaimant(sync(nil)), false},
+		{"names another sync", secret("ns", "creds", map[string]string{syncs: "team-a"}), (&credentials{}).syncClaimant(sync(nil)), false},
+		{"names the sync in a list with spaces", secret("ns", "creds", map[string]string{syncs: "team-a, team-b ,x"}), (&credentials{}).syncClaimant(sync(nil)), true},
+		{"a prefix is not a name", secret("ns", "creds", map[string]string{syncs: "team-b2,team"}), (&credentials{}).syncClaimant(sync(nil)), false},
+		{"a sync name in the resources list does not serve the sync", secret("ns", "creds", map[string]string{resources: "team-b"}), (&credentials{}).syncClaimant(sync(nil)), false},
+		{"admitted, not trusted", secret("team-b", "creds", nil), (&credentials{}).syncClaimant(sync(admitted)), false},
+		{"admitted and trusted", secret("team-b", "creds", nil), (&credentials{trustAdmitted: true}).syncClaimant(sync(admitted)), true},
+		{"admitted another Secret", secret("team-b", "other", nil), (&credentials{trustAdmitted: true}).syncClaimant(sync(admitted)), false},
+		{"VidraResource named", secret("ns", "kc", map[string]string{resources: "vr-1"}), claimant{kind: "VidraResource", name: "vr-1", resources: []string{"vr-1"}}, true},
+		{"VidraResource through its sync", secret("ns", "kc", map[string]string{syncs: "team-b"}), claimant{kind: "VidraResource", name: "vr-1", resources: []string{"vr-1"}, syncs: []string{"team-b"}}, true},
+		{"VidraResource of no sync, Secret names a sync", secret("ns", "kc", map[string]string{syncs: "team-b"}), claimant{kind: "VidraResource", name: "vr-1", resources: []string{"vr-1"}}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.who.binds(tc.secret); got != tc.want {
+				t.Errorf("binds = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -112,7 +112,8 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 
 	sr := &InfrahubSyncReconciler{
 		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), scheme: mgr.GetScheme(), settings: settings,
-		creds:   &credentials{reader: credCache, scope: scope, timeout: o.InfrahubTimeout},
+		creds: &credentials{reader: credCache, scope: scope, timeout: o.InfrahubTimeout,
+			allowPlainHTTP: o.AllowPlainHTTPCredentials, trustAdmitted: o.TrustAdmittedCredentials},
 		clients: &infrahub.Cache{}, recorder: rec, downloads: o.DownloadConcurrency, now: time.Now,
 		pruneMaxFraction: o.PruneMaxFraction,
 		queried:          map[types.UID]queryRecord{},
@@ -124,6 +125,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 	vr := &VidraResourceReconciler{
 		client: mgr.GetClient(), settings: settings, memory: newAppliedMemory(), policy: o.Policy,
 		recorder: rec, now: time.Now, healthPoll: o.HealthPoll, defaultSA: o.DefaultServiceAccount, allowOperator: o.AllowOperatorIdentity,
+		trustAdmitted: o.TrustAdmittedCredentials,
 	}
 	vr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.VidraResource { return &infrahubv1alpha1.VidraResource{} }, vr.handle)
 	vr.lc.ResyncFunc = func(ctx context.Context) time.Duration { return settings.Current(ctx).RequeueResourcesAfter }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -152,6 +153,8 @@ func fastOptions() Options {
 	// Most tests name no ServiceAccount: the operator applies as itself, as it did before the
 	// flag existed; the tenancy tests turn it off.
 	o.AllowOperatorIdentity = true
+	// The emulator serves plain HTTP on loopback; tests of the refusal turn this off.
+	o.AllowPlainHTTPCredentials = true
 	return o
 }
 
@@ -199,8 +202,9 @@ func startManager(t testing.TB, o Options) *harness {
 }
 
 // startInfrahub runs an emulator on loopback and a credentials Secret for it, labelled with the
-// host_port form so that concurrent emulators do not share credentials.
-func startInfrahub(t testing.TB, secretData map[string]string) (*emu.Emulator, string) {
+// host_port form so that concurrent emulators do not share credentials, stating the emulator's
+// http URL and serving the syncs named.
+func startInfrahub(t testing.TB, secretData map[string]string, syncs ...string) (*emu.Emulator, string) {
 	t.Helper()
 	e := emu.New(emu.Options{APITokens: []string{"test-token"}})
 	url, err := e.Start("127.0.0.1:0")
@@ -211,8 +215,18 @@ func startInfrahub(t testing.TB, secretData map[string]string) (*emu.Emulator, s
 	if secretData == nil {
 		secretData = map[string]string{"username": emu.DefaultUsername, "password": emu.DefaultPassword}
 	}
-	createSecret(t, "default", infrahubv1alpha1.InfrahubAPIURLLabel, labelFor(t, url), secretData)
+	createAnnotatedSecret(t, "default", infrahubv1alpha1.InfrahubAPIURLLabel, labelFor(t, url), credsFor(url, syncs...), secretData)
 	return e, url
+}
+
+// credsFor are the annotations of a credentials Secret for url serving syncs.
+func credsFor(url string, syncs ...string) map[string]string {
+	return map[string]string{infrahubv1alpha1.URLAnnotation: url, infrahubv1alpha1.SyncsAnnotation: strings.Join(syncs, ",")}
+}
+
+// kubeconfigFor are the annotations of a kubeconfig Secret serving VidraResources made by hand.
+func kubeconfigFor(resources ...string) map[string]string {
+	return map[string]string{infrahubv1alpha1.VidraResourcesAnnotation: strings.Join(resources, ",")}
 }
 
 // labelFor is the most specific label value for a URL (host_port).
@@ -227,8 +241,14 @@ func labelFor(t testing.TB, url string) string {
 
 func createSecret(t testing.TB, ns, labelKey, labelValue string, data map[string]string) *corev1.Secret {
 	t.Helper()
+	return createAnnotatedSecret(t, ns, labelKey, labelValue, nil, data)
+}
+
+// createAnnotatedSecret creates a labelled Secret with annotations (the syncs it serves, its URL).
+func createAnnotatedSecret(t testing.TB, ns, labelKey, labelValue string, annotations, data map[string]string) *corev1.Secret {
+	t.Helper()
 	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "creds-", Namespace: ns, Labels: map[string]string{labelKey: labelValue}},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "creds-", Namespace: ns, Labels: map[string]string{labelKey: labelValue}, Annotations: annotations},
 		StringData: data,
 	}
 	if err := env.Client.Create(context.Background(), s); err != nil {
@@ -315,9 +335,25 @@ func newResource(t testing.TB, name, ns, manifest string, mutate ...func(*infrah
 // updateResourceManifest replaces a VidraResource's manifest, as its sync would.
 func updateResourceManifest(t testing.TB, name, manifest string) {
 	t.Helper()
-	vr := getResource(t, name)
-	vr.Spec.Manifest = manifest
-	if err := env.Client.Update(context.Background(), vr); err != nil {
+	patchObject(t, env.Client, &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: name}},
+		func(vr *infrahubv1alpha1.VidraResource) { vr.Spec.Manifest = manifest })
+}
+
+// patchObject reads obj afresh, lets mutate change it and merge-patches only what changed: the
+// controllers write the same objects (metadata, status), and a read-modify-Update racing them
+// fails with "the object has been modified".
+func patchObject[T client.Object](t testing.TB, c client.Client, obj T, mutate func(T)) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		t.Fatal(err)
+	}
+	base, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		t.Fatalf("copying %T", obj)
+	}
+	mutate(obj)
+	if err := c.Patch(ctx, obj, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -338,9 +374,16 @@ func deleteResource(t testing.TB, name string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if controllerutil.RemoveFinalizer(vr, finalizer) {
-		_ = env.Client.Update(ctx, vr)
-	}
+	// The controller may still be writing it: remove the finalizer on a fresh read.
+	_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, vr); err != nil {
+			return err
+		}
+		if !controllerutil.RemoveFinalizer(vr, finalizer) {
+			return nil
+		}
+		return env.Client.Update(ctx, vr)
+	})
 }
 
 // eventually polls f until it returns nil or timeout passes, then fails with f's last error.

@@ -48,6 +48,28 @@ type VidraResourceReconciler struct {
 	// allowOperator is --delivery-allow-operator-identity: with no ServiceAccount, apply as
 	// the operator itself.
 	allowOperator bool
+	// trustAdmitted honours AdmittedKubeconfigAnnotation (--delivery-trust-admitted-credentials).
+	trustAdmitted bool
+}
+
+// claimant is who a VidraResource's kubeconfig Secret is looked up for: the VidraResource, and
+// the InfrahubSync that controls it. The controller reference counts only while it points at
+// the sync that exists under that name (same UID), or while the VidraResource is being deleted
+// (its sync may be gone first; the finalizer must still reach the cluster). Anyone who may
+// create VidraResources can still write such a reference: keep that right to the admin.
+func (r *VidraResourceReconciler) claimant(ctx context.Context, vr *infrahubv1alpha1.VidraResource) claimant {
+	who := claimant{kind: "VidraResource", name: vr.Name, resources: []string{vr.Name}}
+	if ref := metav1.GetControllerOf(vr); ref != nil && ref.Kind == "InfrahubSync" {
+		s := &infrahubv1alpha1.InfrahubSync{}
+		err := r.client.Get(ctx, client.ObjectKey{Name: ref.Name}, s)
+		if (err == nil && s.UID == ref.UID) || (apierrors.IsNotFound(err) && !vr.DeletionTimestamp.IsZero()) {
+			who.syncs = []string{ref.Name}
+		}
+	}
+	if r.trustAdmitted {
+		who.admitted = strings.TrimSpace(vr.Annotations[infrahubv1alpha1.AdmittedKubeconfigAnnotation])
+	}
+	return who
 }
 
 // Reconcile runs one pass under the lifecycle discipline; its periodic look follows the
@@ -105,7 +127,7 @@ func (r *VidraResourceReconciler) planStep(ctx context.Context, p *deployPass) (
 	}
 	as, err := r.actAs(vr)
 	if err == nil {
-		p.target, err = r.clusters.getAs(ctx, vr.Spec.Destination.Server, as)
+		p.target, err = r.clusters.getAs(ctx, r.claimant(ctx, vr), vr.Spec.Destination.Server, as)
 	}
 	if err != nil {
 		p.out = deployOutcome{err: err, keep: true}
@@ -426,7 +448,7 @@ func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alp
 	if err != nil {
 		return fmt.Errorf("%w (remove the finalizer %s by hand to leave the objects behind)", err, finalizer)
 	}
-	t, err := r.clusters.getAs(ctx, vr.Spec.Destination.Server, as)
+	t, err := r.clusters.getAs(ctx, r.claimant(ctx, vr), vr.Spec.Destination.Server, as)
 	if err != nil {
 		return fmt.Errorf("reaching the destination cluster (remove the finalizer %s by hand to leave the objects behind): %w", finalizer, err)
 	}

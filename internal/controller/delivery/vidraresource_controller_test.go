@@ -73,12 +73,8 @@ func TestDefect04_DeletedManagedObjectRestoredWithin5s(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	cm := &corev1.ConfigMap{}
-	_ = exists(t, env.Client, cm, ns, "web")
-	cm.Data["value"] = "edited"
-	if err := env.Client.Update(context.Background(), cm); err != nil {
-		t.Fatal(err)
-	}
+	patchObject(t, env.Client, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}},
+		func(cm *corev1.ConfigMap) { cm.Data["value"] = "edited" })
 	eventually(t, 5*time.Second, func() error {
 		d := &appsv1.Deployment{}
 		cm := &corev1.ConfigMap{}
@@ -99,7 +95,7 @@ func TestDefect04_DeletedManagedObjectRestoredWithin5s(t *testing.T) {
 // status-only edits do not.
 func TestDefect04_AnnotationsTriggerStatusEditsDoNot(t *testing.T) {
 	startManager(t, fastOptions())
-	e, url := startInfrahub(t, nil)
+	e, url := startInfrahub(t, nil, "d04-pred")
 	ns := namespace(t)
 	_, _ = e.AddArtifact("", "web", "", []byte(configMapYAML("pred", "", "1")))
 	newSync(t, "d04-pred", url, "web", ns)
@@ -137,7 +133,7 @@ func TestDefect04_AnnotationsTriggerStatusEditsDoNot(t *testing.T) {
 func TestDefect06_ServerSideApplyOwnershipNoClobbering(t *testing.T) {
 	startManager(t, fastOptions())
 	ns := namespace(t)
-	vr := newResource(t, "d06-a", ns, configMapYAML("shared", "", "a"))
+	newResource(t, "d06-a", ns, configMapYAML("shared", "", "a"))
 	waitResource(t, "d06-a", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
 
 	// Another controller adds a label and a data key with its own field manager.
@@ -150,11 +146,7 @@ func TestDefect06_ServerSideApplyOwnershipNoClobbering(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Our manifest changes, and a few forced passes follow.
-	vr = getResource(t, "d06-a")
-	vr.Spec.Manifest = configMapYAML("shared", "", "b")
-	if err := env.Client.Update(context.Background(), vr); err != nil {
-		t.Fatal(err)
-	}
+	updateResourceManifest(t, "d06-a", configMapYAML("shared", "", "b"))
 	for range 3 {
 		requestSync(t, getResource(t, "d06-a"))
 		time.Sleep(200 * time.Millisecond)
@@ -352,11 +344,7 @@ func TestPruneAndFinalizerTouchOnlyOwnObjects(t *testing.T) {
 	newResource(t, "prune", ns, docs(configMapYAML("keep", "", "1"), configMapYAML("drop", "", "1")))
 	waitResource(t, "prune", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
 
-	vr := getResource(t, "prune")
-	vr.Spec.Manifest = configMapYAML("keep", "", "1")
-	if err := env.Client.Update(context.Background(), vr); err != nil {
-		t.Fatal(err)
-	}
+	updateResourceManifest(t, "prune", configMapYAML("keep", "", "1"))
 	eventually(t, 5*time.Second, func() error {
 		if exists(t, env.Client, &corev1.ConfigMap{}, ns, "drop") == nil {
 			return fmt.Errorf("ConfigMap drop not pruned")
@@ -395,7 +383,7 @@ func TestDefect09_RemoteClusterOwnMapperAndRotation(t *testing.T) {
 	kubeconfig, server := kubeconfigOf(t, rem.Kubeconfig) // not a local name: reached as a remote cluster
 
 	startManager(t, fastOptions())
-	secret := createSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), map[string]string{"kubeconfig": string(kubeconfig)})
+	secret := createAnnotatedSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), kubeconfigFor("d09"), map[string]string{"kubeconfig": string(kubeconfig)})
 	widget := "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 3\n"
 	newResource(t, "d09", "apps", docs(configMapYAML("remote-cm", "", "1"), widget), func(vr *infrahubv1alpha1.VidraResource) {
 		vr.Spec.Destination.Server = server
@@ -561,10 +549,9 @@ func TestNoTakeoverWithoutAdopt(t *testing.T) {
 		t.Fatalf("foreign object deleted when the artifact dropped it: %v", err)
 	}
 	// Opted in: taken over.
-	cm.Annotations = map[string]string{infrahubv1alpha1.AdoptAnnotation: "d-takeover"}
-	if err := env.Client.Update(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
+	patchObject(t, env.Client, cm, func(cm *corev1.ConfigMap) {
+		cm.Annotations = map[string]string{infrahubv1alpha1.AdoptAnnotation: "d-takeover"}
+	})
 	updateResourceManifest(t, "d-takeover", docs(configMapYAML("coredns", "", "ours"), configMapYAML("sibling", "", "1")))
 	waitResource(t, "d-takeover", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 15*time.Second)
 	eventually(t, 5*time.Second, func() error {
@@ -661,7 +648,7 @@ func TestRemoteClientsDroppedWithTheirSecretOrDisuse(t *testing.T) {
 	h := startManager(t, fastOptions())
 	ns := namespace(t)
 	kubeconfig, server := kubeconfigOf(t, env.Kubeconfig) // not a local name: reached as a remote cluster
-	secret := createSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), map[string]string{"kubeconfig": string(kubeconfig)})
+	secret := createAnnotatedSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), kubeconfigFor("d-remote-drop"), map[string]string{"kubeconfig": string(kubeconfig)})
 	newResource(t, "d-remote-drop", ns, configMapYAML("remote-drop", "", "1"), func(vr *infrahubv1alpha1.VidraResource) {
 		vr.Spec.Destination.Server = server
 	})
@@ -680,7 +667,7 @@ func TestRemoteClientsDroppedWithTheirSecretOrDisuse(t *testing.T) {
 		t.Fatalf("remote clusters %v kept after their Secret was deleted", got)
 	}
 
-	createSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), map[string]string{"kubeconfig": string(kubeconfig)})
+	createAnnotatedSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), kubeconfigFor("d-remote-drop"), map[string]string{"kubeconfig": string(kubeconfig)})
 	requestSync(t, getResource(t, "d-remote-drop"))
 	waitResource(t, "d-remote-drop", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 15*time.Second)
 	reg.evictIdle()
@@ -751,7 +738,7 @@ func TestDestinationChangePrunesTheOldCluster(t *testing.T) {
 	if err := rc.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	createSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), map[string]string{"kubeconfig": string(kubeconfig)})
+	createAnnotatedSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), kubeconfigFor("d-move"), map[string]string{"kubeconfig": string(kubeconfig)})
 	newResource(t, "d-move", ns, configMapYAML("moving", "", "1"), func(vr *infrahubv1alpha1.VidraResource) {
 		vr.Spec.Destination.Server = server
 	})
@@ -759,11 +746,9 @@ func TestDestinationChangePrunesTheOldCluster(t *testing.T) {
 	if err := exists(t, rc, &corev1.ConfigMap{}, ns, "moving"); err != nil {
 		t.Fatal(err)
 	}
-	vr := getResource(t, "d-move")
-	vr.Spec.Destination.Server = "" // the local cluster
-	if err := env.Client.Update(context.Background(), vr); err != nil {
-		t.Fatal(err)
-	}
+	patchObject(t, env.Client, getResource(t, "d-move"), func(vr *infrahubv1alpha1.VidraResource) {
+		vr.Spec.Destination.Server = "" // the local cluster
+	})
 	eventually(t, 15*time.Second, func() error {
 		if err := exists(t, env.Client, &corev1.ConfigMap{}, ns, "moving"); err != nil {
 			return fmt.Errorf("not applied on the new cluster: %w", err)

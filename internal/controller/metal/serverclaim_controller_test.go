@@ -501,9 +501,11 @@ func TestClaimBadInput(t *testing.T) {
 	if c.Spec.ServerRef == nil || c.Spec.ServerRef.Name != names[0] {
 		t.Fatalf("bad-selector bound %+v, want %s", c.Spec.ServerRef, names[0])
 	}
-	// Once bound, it is immutable.
+	// Once bound, it is immutable. A patch, not an Update: the controller writes the claim
+	// too, and a conflict would hide the answer under test.
+	patch := client.MergeFrom(c.DeepCopy())
 	c.Spec.ServerSelector.MatchExpressions[0].Values = []string{"other"}
-	if err := env.Client.Update(ctx(), c); err == nil || !apierrors.IsInvalid(err) {
+	if err := env.Client.Patch(ctx(), c, patch); err == nil || !apierrors.IsInvalid(err) {
 		t.Errorf("changing the selector of a bound claim: err %v, want Invalid", err)
 	}
 

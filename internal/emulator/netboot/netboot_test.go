@@ -107,8 +107,10 @@ func enterDiscovery(t *testing.T, name, uuid, registryURL string) {
 		}
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
 	}
+	// A patch of the one annotation: the registry writes the Server too (status).
+	patch := client.MergeFrom(srv.DeepCopy())
 	srv.Annotations = map[string]string{discovery.RoundAnnotation: round}
-	if err := env.Client.Update(ctx, srv); err != nil {
+	if err := env.Client.Patch(ctx, srv, patch); err != nil {
 		t.Fatal(err)
 	}
 }
