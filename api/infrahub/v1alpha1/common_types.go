@@ -90,6 +90,10 @@ const (
 	// <token>@<RFC 3339 time of the first answer>. A later query with the same answer, a sync
 	// interval on, releases it.
 	PrunePendingAnnotation = "infrahub.operators.com/prune-pending"
+	// MaxArtifactsAnnotation on an InfrahubSync lowers --delivery-max-artifacts-per-sync for it.
+	MaxArtifactsAnnotation = "infrahub.operators.com/max-artifacts"
+	// MaxSyncBytesAnnotation on an InfrahubSync lowers --delivery-max-sync-bytes for it.
+	MaxSyncBytesAnnotation = "infrahub.operators.com/max-sync-bytes"
 	// PruneMaxFractionAnnotation on an InfrahubSync lowers --delivery-prune-max-fraction for
 	// that sync (a value above the flag's is ignored).
 	PruneMaxFractionAnnotation = "infrahub.operators.com/prune-max-fraction"

@@ -61,6 +61,13 @@ const (
 	// ReasonSettingsConflict: more than one settings ConfigMap in the settings namespace; the
 	// flags apply until one remains (a Warning event on each).
 	ReasonSettingsConflict = "SettingsConflict"
+	// ReasonTooManyArtifacts: the query named more artifacts than one sync may keep; nothing
+	// was delivered or deleted.
+	ReasonTooManyArtifacts = "TooManyArtifacts"
+	// ReasonSyncTooLarge: an artifact would take the sync's manifests past the byte limit.
+	ReasonSyncTooLarge = "SyncTooLarge"
+	// ReasonPassDeadline: the sync pass stopped at its deadline; the next one goes on.
+	ReasonPassDeadline = "PassDeadline"
 	// ReasonNoServiceAccount: the VidraResource names no ServiceAccount, there is no default,
 	// and acting as the operator itself is not allowed (--delivery-allow-operator-identity).
 	ReasonNoServiceAccount = "NoServiceAccount"

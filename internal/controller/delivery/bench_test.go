@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,4 +142,101 @@ func deleteAllResources(t testing.TB, syncName string) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Logf("VidraResources of %s not gone after 2 minutes", syncName)
+}
+
+// BenchmarkTenantsBesideAHostileSync measures what one tenant's sync costs the others: half of
+// DELIVERY_BENCH_SYNCS (default 500) syncs of 3 artifacts each are delivered alone, then a sync
+// whose answer names 10^4 artifacts is created and the other half is delivered beside it. It
+// reports the time to deliver each half (their ratio: the others' latency beside the hostile
+// sync), the process RSS and live heap after each phase, and what the hostile sync did.
+//
+// Run: go test -run '^$' -bench TenantsBesideAHostileSync -benchtime 1x ./internal/controller/delivery/
+func BenchmarkTenantsBesideAHostileSync(b *testing.B) {
+	n := 500
+	if v, err := strconv.Atoi(os.Getenv("DELIVERY_BENCH_SYNCS")); err == nil && v > 1 {
+		n = v
+	}
+	const hostileArtifacts = 10_000
+	names := make([]string, 0, n+1)
+	for i := range n {
+		names = append(names, fmt.Sprintf("tenant-%03d", i))
+	}
+	names = append(names, "hostile")
+	h := startManager(b, fastOptions())
+	e, url := startInfrahub(b, nil, names...)
+	ns := namespace(b)
+	for i := range n {
+		for j := range 3 {
+			if _, err := e.AddArtifact("", names[i], "", []byte(configMapYAML(fmt.Sprintf("%s-%d", names[i], j), "", "1"))); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for j := range hostileArtifacts {
+		if _, err := e.AddArtifact("", "hostile", "", []byte(configMapYAML(fmt.Sprintf("hostile-%d", j), "", "1"))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	deliver := func(from, to int) time.Duration {
+		start := time.Now()
+		for i := from; i < to; i++ {
+			newSync(b, names[i], url, names[i], ns)
+		}
+		eventually(b, 10*time.Minute, func() error {
+			var list infrahubv1alpha1.InfrahubSyncList
+			if err := env.Client.List(ctx, &list); err != nil {
+				return err
+			}
+			done := 0
+			for _, s := range list.Items {
+				if strings.HasPrefix(s.Name, "tenant-") && s.Status.SyncState == infrahubv1alpha1.StateSucceeded {
+					done++
+				}
+			}
+			if done < to {
+				return fmt.Errorf("%d of %d tenant syncs succeeded", done, to)
+			}
+			return nil
+		})
+		return time.Since(start)
+	}
+	for i := 0; i < b.N; i++ {
+		alone := deliver(0, n/2)
+		rssAlone, heapAlone := memoryNow()
+		newSync(b, "hostile", url, "hostile", ns)
+		beside := deliver(n/2, n)
+		hostile := waitSync(b, "hostile", infrahubv1alpha1.StateFailed, "", time.Minute)
+		rssBeside, heapBeside := memoryNow()
+		var vrs infrahubv1alpha1.VidraResourceList
+		if err := env.Client.List(ctx, &vrs, client.MatchingLabels{SyncLabel: "hostile"}); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("%d tenant syncs x 3 artifacts: first half alone in %s, second half beside a %d-artifact sync in %s (x%.2f); "+
+			"RSS %d MiB -> %d MiB, live heap %d MiB -> %d MiB; the hostile sync: %s, %d VidraResources; %d API writes",
+			n, alone.Round(time.Millisecond), hostileArtifacts, beside.Round(time.Millisecond), beside.Seconds()/alone.Seconds(),
+			rssAlone>>20, rssBeside>>20, heapAlone>>20, heapBeside>>20, hostile.Status.LastError, len(vrs.Items), h.writes.n.Load())
+		b.ReportMetric(alone.Seconds(), "s/half-alone")
+		b.ReportMetric(beside.Seconds(), "s/half-beside-hostile")
+		b.ReportMetric(beside.Seconds()/alone.Seconds(), "latency-ratio")
+		b.ReportMetric(float64(rssBeside>>20), "MiB-rss")
+		b.ReportMetric(float64(heapBeside>>20), "MiB-heap")
+		b.ReportMetric(float64(len(vrs.Items)), "hostile-vidraresources")
+	}
+}
+
+// memoryNow is the process's resident set (from /proc) and its live heap after a collection.
+func memoryNow() (rss, heap uint64) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if data, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+				kb, _ := strconv.ParseUint(f[1], 10, 64)
+				rss = kb << 10
+			}
+		}
+	}
+	return rss, ms.HeapAlloc
 }

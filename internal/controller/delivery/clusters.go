@@ -214,6 +214,14 @@ func (r *clusterRegistry) evictIdle() {
 			r.dropLocked(key, "unused for "+r.idle.String())
 		}
 	}
+	// Impersonating clients of the local cluster too: one per ServiceAccount ever used, gone
+	// with the VidraResources that named it.
+	for k := range r.impersonated {
+		if r.now().Sub(r.lastUsed[k]) > r.idle {
+			delete(r.impersonated, k)
+			delete(r.lastUsed, k)
+		}
+	}
 }
 
 // remoteClusters lists the remote clusters whose clients are kept.
@@ -290,6 +298,7 @@ func (r *clusterRegistry) getAs(ctx context.Context, who claimant, server, as st
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	key := base.id() + "|as=" + as
+	r.lastUsed[key] = r.now()
 	if t := r.impersonated[key]; t != nil {
 		return t, nil
 	}

@@ -31,6 +31,8 @@ type credentials struct {
 	reader  client.Reader // cache of Secrets labelled infrahub-api-url
 	scope   secretScope
 	timeout time.Duration
+	// maxBody is the largest artifact downloaded (--delivery-max-manifest-bytes).
+	maxBody int64
 	// allowPlainHTTP sends credentials to http:// URLs (--delivery-allow-plain-http-credentials).
 	allowPlainHTTP bool
 	// trustAdmitted honours AdmittedCredentialsAnnotation (--delivery-trust-admitted-credentials):
@@ -84,8 +86,9 @@ func (c *credentials) config(ctx context.Context, s *infrahubv1alpha1.InfrahubSy
 		APIToken: secretValue(sec, tokenKeys...),
 		Username: secretValue(sec, usernameKeys...),
 		Password: secretValue(sec, passwordKeys...),
-		CABundle: sec.Data[caKeys[0]],
-		Timeout:  c.timeout,
+		CABundle:     sec.Data[caKeys[0]],
+		Timeout:      c.timeout,
+		MaxBodyBytes: c.maxBody,
 	}
 	if cfg.APIToken == "" && (cfg.Username == "" || cfg.Password == "") {
 		return infrahub.Config{}, lifecycle.WithReason(infrahubv1alpha1.ReasonCredentialsInvalid,

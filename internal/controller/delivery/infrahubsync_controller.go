@@ -49,6 +49,8 @@ type InfrahubSyncReconciler struct {
 	// pruneMaxFraction is --delivery-prune-max-fraction: a pass that would delete more of a
 	// sync's VidraResources holds until confirmed or agreed by a second answer.
 	pruneMaxFraction float64
+	// limits bound each sync's artifacts, manifest bytes and pass time.
+	limits Limits
 	lc               *lifecycle.Reconciler[*infrahubv1alpha1.InfrahubSync]
 	now              func() time.Time
 
@@ -120,6 +122,12 @@ func (r *InfrahubSyncReconciler) syncStep(ctx context.Context, p *syncPass) (lif
 		return lifecycle.RequeueAfter(lagRetry, "cache behind our writes"), nil
 	}
 	r.mu.Lock()
+	for uid, rec := range r.queried {
+		// A live sync refreshes its record every interval; one this old is a deleted sync's.
+		if r.now().Sub(rec.at) > 2*p.settings.RequeueSyncAfter {
+			delete(r.queried, uid)
+		}
+	}
 	if p.out.err == nil {
 		r.queried[p.Obj.UID] = queryRecord{at: r.now(), generation: p.Obj.Generation,
 			requestedAt: p.Obj.Annotations[infrahubv1alpha1.RequestedAtAnnotation], query: p.settings.QueryName, ids: p.out.ids}
@@ -219,6 +227,9 @@ func (r *InfrahubSyncReconciler) summarize(ctx context.Context, p *syncPass) (li
 func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *infrahubv1alpha1.InfrahubSync, settings Settings) syncOutcome {
 	query := settings.QueryName
 	src := s.Spec.Source
+	limits := r.limits.withDefaults().forSync(s)
+	ctx, cancel := context.WithTimeout(ctx, limits.PassTimeout)
+	defer cancel()
 	target := infrahub.Target{Branch: src.TargetBranch, At: src.TargetDate}
 	if err := infrahub.ValidateTargetDate(src.TargetDate); err != nil {
 		return syncOutcome{err: err, keep: true}
@@ -235,6 +246,9 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 	if err != nil {
 		return syncOutcome{err: err, keep: true}
 	}
+	if err := tooManyArtifacts(distinctIDs(arts), limits); err != nil {
+		return syncOutcome{err: err, keep: true}
+	}
 	owned, err := r.ownedResources(ctx, c, s)
 	if err != nil {
 		return syncOutcome{err: lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, err), keep: true}
@@ -246,7 +260,7 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 	}
 
 	handover := pairRenamed(arts, owned)
-	results := r.deliverAll(ctx, c, ic, s, arts, target, handover)
+	results := r.deliverAll(ctx, c, ic, s, arts, target, handover, newByteBudget(limits.MaxSyncBytes))
 	var (
 		out  syncOutcome
 		errs []error
@@ -320,7 +334,9 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 	for id := range inResult {
 		out.ids = append(out.ids, id)
 	}
-	if len(errs) > 0 {
+	if err := deadlineError(ctx, limits, out.delivered, len(inResult)); err != nil {
+		out.err = err
+	} else if len(errs) > 0 {
 		out.err = lifecycle.WithReason(reasonOf(errs[0]), fmt.Errorf("%d of %d artifacts not delivered: %w", len(errs), len(arts), errors.Join(errs...)))
 	}
 	if decision.hold {
@@ -333,6 +349,15 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 		out.err = held
 	}
 	return out
+}
+
+// distinctIDs counts the artifacts of an answer (an id twice is one artifact).
+func distinctIDs(arts []infrahub.Artifact) int {
+	seen := make(map[string]bool, len(arts))
+	for _, a := range arts {
+		seen[a.ID] = true
+	}
+	return len(seen)
 }
 
 // successorOf is the VidraResource in the result that takes over vr's objects (its
@@ -378,7 +403,7 @@ type deliverResult struct {
 }
 
 // deliverAll delivers every artifact, a few at a time: downloads are network-bound.
-func (r *InfrahubSyncReconciler) deliverAll(ctx context.Context, c client.Client, ic *infrahub.Client, s *infrahubv1alpha1.InfrahubSync, arts []infrahub.Artifact, target infrahub.Target, handover map[string]*infrahubv1alpha1.VidraResource) []deliverResult {
+func (r *InfrahubSyncReconciler) deliverAll(ctx context.Context, c client.Client, ic *infrahub.Client, s *infrahubv1alpha1.InfrahubSync, arts []infrahub.Artifact, target infrahub.Target, handover map[string]*infrahubv1alpha1.VidraResource, budget *byteBudget) []deliverResult {
 	results := make([]deliverResult, len(arts))
 	sem := make(chan struct{}, r.downloads)
 	var wg sync.WaitGroup
@@ -392,7 +417,7 @@ func (r *InfrahubSyncReconciler) deliverAll(ctx context.Context, c client.Client
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			results[i] = r.deliver(ctx, c, ic, s, a, target, handover[a.ID])
+			results[i] = r.deliver(ctx, c, ic, s, a, target, handover[a.ID], budget)
 		}()
 	}
 	wg.Wait()
@@ -402,7 +427,7 @@ func (r *InfrahubSyncReconciler) deliverAll(ctx context.Context, c client.Client
 // deliver makes the artifact's VidraResource current. The artifact is downloaded only when its
 // checksum differs from the one the VidraResource was written with, or the manifest there was
 // edited by hand (defect 1; storage ids do not change with content, so they are not compared).
-func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, ic *infrahub.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, target infrahub.Target, from *infrahubv1alpha1.VidraResource) deliverResult {
+func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, ic *infrahub.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, target infrahub.Target, from *infrahubv1alpha1.VidraResource, budget *byteBudget) deliverResult {
 	vr := &infrahubv1alpha1.VidraResource{}
 	err := c.Get(ctx, client.ObjectKey{Name: a.ID}, vr)
 	exists := err == nil
@@ -423,6 +448,9 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 		vr.Annotations[ManifestHashAnnotation] == manifestHash(vr.Spec.Manifest)
 	if contentCurrent && vr.Labels[SyncLabel] == s.Name && vr.Spec.Destination == s.Spec.Destination &&
 		vr.Annotations[ArtifactNameAnnotation] == a.Name {
+		if err := budget.take(a.ID, len(vr.Spec.Manifest)); err != nil {
+			return deliverResult{err: err}
+		}
 		return deliverResult{}
 	}
 	manifest := ""
@@ -434,6 +462,9 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 			return deliverResult{err: err}
 		}
 		manifest = string(content.Data)
+	}
+	if err := budget.take(a.ID, len(manifest)); err != nil {
+		return deliverResult{err: err}
 	}
 	if !exists {
 		return r.create(ctx, c, s, a, manifest, from)

@@ -50,6 +50,8 @@ type Options struct {
 	// only from a writer allowed to read that Secret; otherwise whoever edits a sync could name
 	// any Secret. The manager turns it on with --enable-webhooks.
 	TrustAdmittedCredentials bool
+	// Limits bound each sync's artifacts, manifest bytes and pass time.
+	Limits Limits
 	// InfrahubTimeout bounds every request to Infrahub.
 	InfrahubTimeout time.Duration
 	// ClusterTimeout bounds every request to a destination cluster, and how long a pass waits
@@ -119,6 +121,7 @@ func (o Options) withDefaults() Options {
 	if o.HealthPoll <= 0 {
 		o.HealthPoll = d.HealthPoll
 	}
+	o.Limits = o.Limits.withDefaults()
 	if o.PruneMaxFraction <= 0 {
 		o.PruneMaxFraction = d.PruneMaxFraction
 	}
@@ -161,6 +164,16 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 			"(VidraResource): the Secret they name serves the object although it does not name it. Only with the "+
 			"admission webhook, which admits them only from a writer allowed to read that Secret; --enable-webhooks turns this on.")
 	fs.DurationVar(&o.InfrahubTimeout, "delivery-infrahub-timeout", o.InfrahubTimeout, "Timeout of each request to Infrahub.")
+	fs.IntVar(&o.Limits.MaxArtifacts, "delivery-max-artifacts-per-sync", o.Limits.MaxArtifacts,
+		"Most artifacts one sync's query may name; a larger answer fails the sync (TooManyArtifacts) and changes nothing. "+
+			"Annotation infrahub.operators.com/max-artifacts lowers it per sync.")
+	fs.Int64Var(&o.Limits.MaxManifestBytes, "delivery-max-manifest-bytes", o.Limits.MaxManifestBytes,
+		"Largest artifact downloaded, in bytes; a larger one fails its VidraResource's delivery.")
+	fs.Int64Var(&o.Limits.MaxSyncBytes, "delivery-max-sync-bytes", o.Limits.MaxSyncBytes,
+		"Most manifest bytes one sync's VidraResources may hold together (SyncTooLarge past it). "+
+			"Annotation infrahub.operators.com/max-sync-bytes lowers it per sync.")
+	fs.DurationVar(&o.Limits.PassTimeout, "delivery-sync-pass-timeout", o.Limits.PassTimeout,
+		"Longest sync pass (query and downloads); one cut short reads PassDeadline, keeps what it delivered and goes on at the next pass.")
 	fs.DurationVar(&o.ClusterTimeout, "delivery-cluster-timeout", o.ClusterTimeout, "Timeout of each request to a destination cluster.")
 	fs.Var(&listFlag{&o.Policy.AllowedKinds}, "delivery-allowed-kinds",
 		"Comma-separated kinds artifacts may create, as Kind.group (Deployment.apps) or Kind for the core group; "+

@@ -112,10 +112,10 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 
 	sr := &InfrahubSyncReconciler{
 		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), scheme: mgr.GetScheme(), settings: settings,
-		creds: &credentials{reader: credCache, scope: scope, timeout: o.InfrahubTimeout,
+		creds: &credentials{reader: credCache, scope: scope, timeout: o.InfrahubTimeout, maxBody: o.Limits.MaxManifestBytes,
 			allowPlainHTTP: o.AllowPlainHTTPCredentials, trustAdmitted: o.TrustAdmittedCredentials},
 		clients: &infrahub.Cache{}, recorder: rec, downloads: o.DownloadConcurrency, now: time.Now,
-		pruneMaxFraction: o.PruneMaxFraction,
+		pruneMaxFraction: o.PruneMaxFraction, limits: o.Limits,
 		queried:          map[types.UID]queryRecord{},
 	}
 	sr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.InfrahubSync { return &infrahubv1alpha1.InfrahubSync{} }, sr.handle)

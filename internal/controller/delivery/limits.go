@@ -1,0 +1,104 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// Limits bound what one sync may cost everyone else: the artifacts it keeps, the bytes of its
+// manifests (each is stored in a VidraResource and cached whole), and how long one pass may
+// hold a sync worker. An admin lowers them per sync with annotations, never raises them.
+type Limits struct {
+	// MaxArtifacts is the most artifacts one sync's answer may name.
+	MaxArtifacts int
+	// MaxManifestBytes is the largest artifact downloaded.
+	MaxManifestBytes int64
+	// MaxSyncBytes is the most manifest bytes one sync's VidraResources may hold together.
+	MaxSyncBytes int64
+	// PassTimeout bounds a sync pass: the query and the downloads.
+	PassTimeout time.Duration
+}
+
+// DefaultLimits: room for the largest syncs seen in practice (hundreds of artifacts of some
+// kilobytes), far below what would crowd out the other tenants or etcd's object size.
+func DefaultLimits() Limits {
+	return Limits{MaxArtifacts: 1000, MaxManifestBytes: 1 << 20, MaxSyncBytes: 32 << 20, PassTimeout: 2 * time.Minute}
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxArtifacts <= 0 {
+		l.MaxArtifacts = d.MaxArtifacts
+	}
+	if l.MaxManifestBytes <= 0 {
+		l.MaxManifestBytes = d.MaxManifestBytes
+	}
+	if l.MaxSyncBytes <= 0 {
+		l.MaxSyncBytes = d.MaxSyncBytes
+	}
+	if l.PassTimeout <= 0 {
+		l.PassTimeout = d.PassTimeout
+	}
+	return l
+}
+
+// forSync lowers the limits by the sync's annotations (a value above the flag's is ignored).
+func (l Limits) forSync(s *infrahubv1alpha1.InfrahubSync) Limits {
+	if v, err := strconv.Atoi(s.Annotations[infrahubv1alpha1.MaxArtifactsAnnotation]); err == nil && v > 0 && v < l.MaxArtifacts {
+		l.MaxArtifacts = v
+	}
+	if v, err := strconv.ParseInt(s.Annotations[infrahubv1alpha1.MaxSyncBytesAnnotation], 10, 64); err == nil && v > 0 && v < l.MaxSyncBytes {
+		l.MaxSyncBytes = v
+	}
+	return l
+}
+
+// tooManyArtifacts refuses an answer naming more distinct artifacts than the limit: nothing is
+// delivered or deleted.
+func tooManyArtifacts(ids int, l Limits) error {
+	if ids <= l.MaxArtifacts {
+		return nil
+	}
+	return lifecycle.Reasonf(infrahubv1alpha1.ReasonTooManyArtifacts,
+		"the query names %d artifacts, more than the %d one sync may keep (--delivery-max-artifacts-per-sync, annotation %s); nothing was delivered or deleted",
+		ids, l.MaxArtifacts, infrahubv1alpha1.MaxArtifactsAnnotation)
+}
+
+// byteBudget is what is left of a sync's manifest bytes in one pass, shared by its downloads.
+type byteBudget struct {
+	left  atomic.Int64
+	limit int64
+}
+
+func newByteBudget(limit int64) *byteBudget {
+	b := &byteBudget{limit: limit}
+	b.left.Store(limit)
+	return b
+}
+
+// take charges n bytes of artifact id; past the limit the artifact is refused.
+func (b *byteBudget) take(id string, n int) error {
+	if b == nil || b.left.Add(-int64(n)) >= 0 {
+		return nil
+	}
+	return lifecycle.Reasonf(infrahubv1alpha1.ReasonSyncTooLarge,
+		"artifact %s (%d bytes) would take the sync's manifests past %d bytes (--delivery-max-sync-bytes, annotation %s); not delivered",
+		id, n, b.limit, infrahubv1alpha1.MaxSyncBytesAnnotation)
+}
+
+// deadlineError says a pass stopped at its deadline: what was delivered stays, the next pass
+// goes on from there (unchanged artifacts are not downloaded again).
+func deadlineError(ctx context.Context, l Limits, delivered, total int) error {
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil
+	}
+	return lifecycle.WithReason(infrahubv1alpha1.ReasonPassDeadline, fmt.Errorf(
+		"the pass stopped after %s (--delivery-sync-pass-timeout) with %d of %d artifacts delivered; the next pass goes on", l.PassTimeout, delivered, total))
+}
