@@ -82,10 +82,10 @@ func (c *credentials) config(ctx context.Context, s *infrahubv1alpha1.InfrahubSy
 			sec.Namespace, sec.Name, want)
 	}
 	cfg := infrahub.Config{
-		URL:      rawURL,
-		APIToken: secretValue(sec, tokenKeys...),
-		Username: secretValue(sec, usernameKeys...),
-		Password: secretValue(sec, passwordKeys...),
+		URL:          rawURL,
+		APIToken:     secretValue(sec, tokenKeys...),
+		Username:     secretValue(sec, usernameKeys...),
+		Password:     secretValue(sec, passwordKeys...),
 		CABundle:     sec.Data[caKeys[0]],
 		Timeout:      c.timeout,
 		MaxBodyBytes: c.maxBody,

@@ -51,8 +51,8 @@ type InfrahubSyncReconciler struct {
 	pruneMaxFraction float64
 	// limits bound each sync's artifacts, manifest bytes and pass time.
 	limits Limits
-	lc               *lifecycle.Reconciler[*infrahubv1alpha1.InfrahubSync]
-	now              func() time.Time
+	lc     *lifecycle.Reconciler[*infrahubv1alpha1.InfrahubSync]
+	now    func() time.Time
 
 	mu      sync.Mutex
 	queried map[types.UID]queryRecord // the last successful query of each sync

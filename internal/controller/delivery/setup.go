@@ -116,7 +116,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 			allowPlainHTTP: o.AllowPlainHTTPCredentials, trustAdmitted: o.TrustAdmittedCredentials},
 		clients: &infrahub.Cache{}, recorder: rec, downloads: o.DownloadConcurrency, now: time.Now,
 		pruneMaxFraction: o.PruneMaxFraction, limits: o.Limits,
-		queried:          map[types.UID]queryRecord{},
+		queried: map[types.UID]queryRecord{},
 	}
 	sr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.InfrahubSync { return &infrahubv1alpha1.InfrahubSync{} }, sr.handle)
 	// The periodic looks follow the settings, which a ConfigMap may change at run time.
