@@ -555,6 +555,11 @@ func (w *world) heal() {
 	if out := w.abandonMove(); out != "no move" {
 		w.note("heal: %s", out)
 	}
+	// A backup taken during a move restores paused objects: the user who gave the move up
+	// unpauses those too.
+	if n, err := unpauseSource(w.ctx, w.c); n > 0 || err != nil {
+		w.note("heal: %d objects restored paused by a move resumed (%v)", n, err)
+	}
 	for i := range w.sch.BMCs {
 		w.mu.Lock()
 		twinned := w.twinned[i]

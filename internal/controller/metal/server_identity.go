@@ -11,6 +11,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
@@ -37,13 +38,15 @@ func serverIdentity(s *metalv1alpha1.Server) bmc.Identity {
 
 // uniqueStep keeps a pass away from the BMC when another Server names the same system UUID
 // (made by hand, or left by a second registration): every such Server reports it and none acts.
-// A deleted one lets go without touching the machine its twin holds. It reads the cache only.
+// A deleted one that holds nothing lets go without touching the machine; one a claim or a
+// maintenance still holds keeps holding it (and counts as a twin to the newcomer, which would
+// otherwise rediscover a box in use) until its holder lets go. It reads the cache only.
 func (r *ServerReconciler) uniqueStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	twins, err := twinsOf(ctx, p.c, p.Obj)
 	if err != nil || len(twins) == 0 {
 		return lifecycle.Continue(), err
 	}
-	if !p.Obj.DeletionTimestamp.IsZero() {
+	if !p.Obj.DeletionTimestamp.IsZero() && p.Obj.Spec.ServerClaimRef == nil && p.Obj.Spec.ServerMaintenanceRef == nil {
 		return r.release(ctx, p)
 	}
 	return r.refuse(p, metalv1alpha1.ReasonDuplicateIdentity, fmt.Sprintf(
@@ -51,7 +54,8 @@ func (r *ServerReconciler) uniqueStep(ctx context.Context, p *serverPass) (lifec
 		p.Obj.Spec.SystemUUID, strings.Join(twins, ", ")), nil), nil
 }
 
-// twinsOf names the other live Servers with s's system UUID.
+// twinsOf names the other Servers with s's system UUID that still hold it: live ones, and
+// deleted ones whose finalizer is still on (a claim or a maintenance may still hold them).
 func twinsOf(ctx context.Context, c client.Reader, s *metalv1alpha1.Server) ([]string, error) {
 	u := registry.NormalizeUUID(s.Spec.SystemUUID)
 	if u == "" {
@@ -63,7 +67,7 @@ func twinsOf(ctx context.Context, c client.Reader, s *metalv1alpha1.Server) ([]s
 	}
 	var names []string
 	for i := range list.Items {
-		if o := &list.Items[i]; o.UID != s.UID && o.DeletionTimestamp.IsZero() {
+		if o := &list.Items[i]; o.UID != s.UID && (o.DeletionTimestamp.IsZero() || controllerutil.ContainsFinalizer(o, ServerFinalizer)) {
 			names = append(names, o.Name)
 		}
 	}

@@ -452,3 +452,41 @@ func TestOlderEmptyBMCNeverTakesHeldServers(t *testing.T) {
 		t.Errorf("actions on the claimed machine: %+v", recs)
 	}
 }
+
+// A Server deleted while its claim still holds the box keeps holding it: a second registration
+// of the machine made meanwhile does not rediscover (force off, network boot) a box in use.
+// Once the claim lets go, the old Server goes without touching the box and the newcomer is the
+// machine's only Server. (Found by the campaign, seed 24: the newcomer forced a claimed box off.)
+func TestDeletedClaimedServerKeepsItsMachineFromANewcomer(t *testing.T) {
+	name, b, claim := claimedOn(t, "held-twin")
+	sys := systemOf(b)
+	if err := env.Client.Delete(ctx(), getServer(t, name)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	twin := createInlineServer(t, "held-twin-by-hand", sys.UUID(), b, "held-twin")
+	eventually(t, 60*time.Second, "the newcomer refuses", func() (bool, string) {
+		s := getServer(t, twin.Name)
+		c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionReady)
+		return c != nil && c.Reason == metalv1alpha1.ReasonDuplicateIdentity, fmt.Sprintf("%+v", s.Status.Conditions)
+	})
+	watch := time.Now().Add(10 * time.Second) // past a resync
+	for time.Now().Before(watch) {
+		if recs := since(records(b), start); len(recs) != 0 {
+			t.Fatalf("a claimed machine was acted on through its second registration: %+v", recs)
+		}
+		time.Sleep(500 * time.Millisecond) // the window being watched, not a synchronisation
+	}
+	if got := sys.PowerState(); got != redfish.PowerOn {
+		t.Fatalf("the claimed box is %s", got)
+	}
+	if err := env.Client.Delete(ctx(), claim); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the old Server gone", func() (bool, string) { return getServer(t, name) == nil, "still there" })
+	eventually(t, 60*time.Second, "the newcomer no longer a duplicate", func() (bool, string) {
+		s := getServer(t, twin.Name)
+		c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionReady)
+		return c == nil || c.Reason != metalv1alpha1.ReasonDuplicateIdentity, fmt.Sprintf("%+v", s.Status.Conditions)
+	})
+}
