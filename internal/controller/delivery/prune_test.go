@@ -85,7 +85,7 @@ func heldToken(t *testing.T, name string) string {
 // and releases exactly that prune.
 func TestPruneGuardShortAnswerHeldUntilConfirmed(t *testing.T) {
 	startManager(t, fastOptions())
-	e, url := startInfrahub(t, nil)
+	e, url := startInfrahub(t, nil, "pg-short")
 	ns := namespace(t)
 	arts := addArtifacts(t, e, "pg-short", "pgs", 50)
 	newSync(t, "pg-short", url, "pg-short", ns)
@@ -147,7 +147,7 @@ func TestPruneGuardSecondAgreeingAnswerReleases(t *testing.T) {
 	o := fastOptions()
 	o.Settings.RequeueSyncAfter = interval
 	h := startManager(t, o)
-	e, url := startInfrahub(t, nil)
+	e, url := startInfrahub(t, nil, "pg-agree")
 	ns := namespace(t)
 	arts := addArtifacts(t, e, "pg-agree", "pga", 4)
 	newSync(t, "pg-agree", url, "pg-agree", ns)
@@ -180,7 +180,7 @@ func TestPruneGuardSecondAgreeingAnswerReleases(t *testing.T) {
 // IncompleteResult and deletes nothing.
 func TestPruneGuardCountMismatchDeletesNothing(t *testing.T) {
 	startManager(t, fastOptions())
-	e, url := startInfrahub(t, nil)
+	e, url := startInfrahub(t, nil, "pg-count")
 	ns := namespace(t)
 	addArtifacts(t, e, "pg-count", "pgc", 3)
 	newSync(t, "pg-count", url, "pg-count", ns)
@@ -208,7 +208,7 @@ func TestPruneGuardCountMismatchDeletesNothing(t *testing.T) {
 // new VidraResource: the applied object is never deleted (its UID does not change).
 func TestRenamedArtifactHandsItsObjectsOver(t *testing.T) {
 	startManager(t, fastOptions())
-	e, url := startInfrahub(t, nil)
+	e, url := startInfrahub(t, nil, "pg-rename")
 	ns := namespace(t)
 	content := []byte(configMapYAML("renamed", "", "1"))
 	old, err := e.AddArtifact("", "pg-rename", "", content)
@@ -254,7 +254,7 @@ func TestRenamedArtifactHandsItsObjectsOver(t *testing.T) {
 // Failed with a non-empty lastError, and so does its VidraResource.
 func TestFailedSyncAndResourceSayWhy(t *testing.T) {
 	startManager(t, fastOptions())
-	e, url := startInfrahub(t, nil)
+	e, url := startInfrahub(t, nil, "pg-why")
 	ns := namespace(t)
 	a, _ := e.AddArtifact("", "pg-why", "", []byte(configMapYAML("why", "", "1")))
 	const server = "https://unusable.example:6443"
