@@ -395,11 +395,13 @@ func (w *world) checkProbes() {
 	}
 }
 
-// faulty reports whether BMC i has any fault set right now.
+// faulty reports whether BMC i has any fault set right now: a BMC fault, a password changed
+// and not yet in its BMCSecret, its machine registered twice, or its rack paused by a move.
 func (w *world) faulty(i int) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return !reflect.DeepEqual(w.faults[i], w.baseFaults(i)) || w.slow[i]
+	moving := w.moving != nil && w.moving.rack == fmt.Sprintf("r%d", i%2)
+	return !reflect.DeepEqual(w.faults[i], w.baseFaults(i)) || w.slow[i] || w.credsChanged[i] || w.twinned[i] || moving
 }
 
 // claimable is the controllers' own notion (claims.go serverClaimable), read from a view.

@@ -153,6 +153,9 @@ func (w *world) move(i int) (string, error) {
 		return "", err
 	}
 	rack := fmt.Sprintf("r%d", i%2)
+	for j := i % 2; j < w.sch.BMCs; j += 2 {
+		w.disturbProbes(j, kFault) // every server of the rack is paused: no claim binds it meanwhile
+	}
 	mv := &moveRun{rack: rack, out: &syncBuffer{}, done: make(chan struct{})}
 	w.mu.Lock()
 	w.moving = mv

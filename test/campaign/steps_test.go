@@ -227,6 +227,9 @@ func (w *world) exec(st step, i int) (string, error) {
 	case kCredentials:
 		b := w.fleet.BMC(i)
 		user, _ := b.Credentials()
+		w.mu.Lock()
+		w.credsChanged[i] = true
+		w.mu.Unlock()
 		b.SetCredentials(user, fmt.Sprintf("changed-%d-%d", w.sch.Seed, st.ID))
 		n := b.ExpireSessions()
 		return fmt.Sprintf("%s password changed on the BMC, %d sessions expired", w.bmcName(i), n), nil
@@ -343,6 +346,9 @@ func (w *world) approve(st step) (string, error) {
 
 // fixSecret is the user catching up with a changed BMC password.
 func (w *world) fixSecret(i int) (string, error) {
+	w.mu.Lock()
+	delete(w.credsChanged, i)
+	w.mu.Unlock()
 	user, pass := w.fleet.BMC(i).Credentials()
 	return w.bmcName(i) + " BMCSecret updated", notFoundSkip(w.patch(client.ObjectKey{Name: w.bmcName(i)}, &metalv1alpha1.BMCSecret{}, func(o client.Object) error {
 		s := o.(*metalv1alpha1.BMCSecret)

@@ -52,22 +52,24 @@ type world struct {
 	// resolved is the server/BMC index each step ran on, by step ID (for its follow-ups).
 	resolved map[int]int
 
-	mu       sync.Mutex
-	faults   []redfish.Faults // per BMC, as the harness set them
-	slow     []bool           // per BMC: power transitions slowed
-	user     []string         // per BMC: the original credentials
-	pass     []string
-	board    [][2]string  // per BMC: its system's original UUID and serial
-	astray   []bool       // per BMC: its address answered by another, or its board swapped
-	twinned  map[int]bool // BMCs whose machine is registered a second time right now
-	moving   *moveRun     // the move in flight or not given up yet
-	backup   *backup
-	journal  []string
-	probes   []*probe
-	probeWG  sync.WaitGroup
-	steps    int
-	injected int
-	notes    []string
+	mu      sync.Mutex
+	faults  []redfish.Faults // per BMC, as the harness set them
+	slow    []bool           // per BMC: power transitions slowed
+	user    []string         // per BMC: the original credentials
+	pass    []string
+	board   [][2]string  // per BMC: its system's original UUID and serial
+	astray  []bool       // per BMC: its address answered by another, or its board swapped
+	twinned map[int]bool // BMCs whose machine is registered a second time right now
+	// credsChanged are the BMCs whose password changed and is not in their BMCSecret yet.
+	credsChanged map[int]bool
+	moving       *moveRun // the move in flight or not given up yet
+	backup       *backup
+	journal      []string
+	probes       []*probe
+	probeWG      sync.WaitGroup
+	steps        int
+	injected     int
+	notes        []string
 }
 
 // client returns a client on the control plane without client-side throttling: the harness polls
@@ -117,7 +119,7 @@ func newWorld(t *testing.T, sch *schedule) (*world, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the log directory: %w", err)
 	}
-	w := &world{t: t, sch: sch, ctx: context.Background(), c: c, dir: dir, num: sch.numbers(), resolved: map[int]int{}, twinned: map[int]bool{}}
+	w := &world{t: t, sch: sch, ctx: context.Background(), c: c, dir: dir, num: sch.numbers(), resolved: map[int]int{}, twinned: map[int]bool{}, credsChanged: map[int]bool{}}
 	if err := purge(w.ctx, c); err != nil {
 		return w, err
 	}
