@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
@@ -125,8 +126,10 @@ func (a *Admission) CheckSync(ctx context.Context, user authenticationv1.UserInf
 		rawURL: s.Spec.Source.InfrahubAPIURL, who: who,
 		notFound: infrahubv1alpha1.ReasonCredentialsNotFound, notBound: infrahubv1alpha1.ReasonCredentialsNotBound})
 	if err != nil {
-		// None that serves this sync: it will run without credentials, or fail and say why.
-		return nil
+		if reason, _ := lifecycle.ReasonOf(err); reason == infrahubv1alpha1.ReasonCredentialsNotFound || reason == infrahubv1alpha1.ReasonCredentialsNotBound {
+			return nil // none serves this sync: it runs without credentials, or fails and says why
+		}
+		return err // unreadable or ambiguous: refuse rather than admit unchecked
 	}
 	r := right{verb: "get", resource: "secrets", namespace: sec.Namespace, name: sec.Name}
 	if ok, err := a.allowed(ctx, user, r); err != nil {
