@@ -284,6 +284,11 @@ func (w *world) startProbe(st step) (string, error) {
 	if s == nil {
 		return "", errSkip("no poll yet")
 	}
+	if w.leader() == nil {
+		// A manager was just killed or handed over and no replica runs the controllers yet:
+		// nothing is served within the probe's bound, healthy or not.
+		return "", errSkip("no leader right now")
+	}
 	dead := w.dead()
 	n := w.sch.BMCs
 	chosen := -1

@@ -53,7 +53,15 @@ func (w *world) run(st step) string {
 	}
 	w.resolved[st.ID] = i
 	switch st.Kind {
-	case kClaimByName, kClaimBySelector, kClaimDelete, kClaimPower, kMaintApprove, kMaintDelete, kBackup, kProbe, kFixSecret, kRecreate:
+	case kClaimByName:
+		w.disturbProbes(i, st.Kind) // another claim for the probe's server competes with it
+	case kClaimBySelector:
+		for j := range w.sch.BMCs {
+			if st.Rack == "" || st.Rack == fmt.Sprintf("r%d", j%2) {
+				w.disturbProbes(j, st.Kind)
+			}
+		}
+	case kClaimDelete, kClaimPower, kMaintApprove, kMaintDelete, kBackup, kProbe, kFixSecret, kRecreate:
 	default:
 		w.disturbProbes(i, st.Kind)
 	}
