@@ -290,13 +290,7 @@ func TestReplacedBoardNeedsTheAnnotation(t *testing.T) {
 	sys.ReplaceBoard(strings.ToUpper(newUUID), newSerial)
 	waitMismatch(t, name, newUUID)
 	setClaimPower(t, claim, metalv1alpha1.PowerOff)
-	watch := time.Now().Add(10 * time.Second) // past a few retries of the mismatch
-	for time.Now().Before(watch) {
-		if recs := since(records(b), start); len(recs) != 0 {
-			t.Fatalf("actions on the replaced board before it was accepted: %+v", recs)
-		}
-		time.Sleep(500 * time.Millisecond) // the window being watched, not a synchronisation
-	}
+	noActions(t, b, start, 10*time.Second, "actions on the replaced board before it was accepted") // past a few retries of the mismatch
 	if p := sys.PowerState(); p != redfish.PowerOn {
 		t.Fatalf("the replaced board is %s", p)
 	}
@@ -357,24 +351,14 @@ func TestServerTwiceActsThroughNeither(t *testing.T) {
 	sys := systemOf(b)
 	twin := createInlineServer(t, "twice-by-hand", "{"+strings.ToUpper(sys.UUID())+"}", b, "twice")
 	for _, n := range []string{name, twin.Name} {
-		eventually(t, 60*time.Second, n+" DuplicateIdentity", func() (bool, string) {
-			s := getServer(t, n)
-			c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionReady)
-			return c != nil && c.Reason == metalv1alpha1.ReasonDuplicateIdentity, fmt.Sprintf("%+v", s.Status.Conditions)
-		})
+		waitServerReason(t, n, metalv1alpha1.ReasonDuplicateIdentity, false)
 	}
 	// The box is turned on by hand, and the first server's power record goes: acting through
 	// either Server, an Available one would turn it off.
 	forgetPowerRecord(t, name)
 	start := time.Now()
 	sys.SetPowerState(redfish.PowerOn)
-	watch := time.Now().Add(40 * time.Second) // past a resync of each
-	for time.Now().Before(watch) {
-		if recs := since(records(b), start); len(recs) != 0 {
-			t.Fatalf("actions on a machine with two Servers: %+v", recs)
-		}
-		time.Sleep(time.Second) // the window being watched, not a synchronisation
-	}
+	noActions(t, b, start, 40*time.Second, "actions on a machine with two Servers") // past a resync of each
 	if err := env.Client.Delete(ctx(), twin); err != nil {
 		t.Fatal(err)
 	}
@@ -465,18 +449,8 @@ func TestDeletedClaimedServerKeepsItsMachineFromANewcomer(t *testing.T) {
 	}
 	start := time.Now()
 	twin := createInlineServer(t, "held-twin-by-hand", sys.UUID(), b, "held-twin")
-	eventually(t, 60*time.Second, "the newcomer refuses", func() (bool, string) {
-		s := getServer(t, twin.Name)
-		c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionReady)
-		return c != nil && c.Reason == metalv1alpha1.ReasonDuplicateIdentity, fmt.Sprintf("%+v", s.Status.Conditions)
-	})
-	watch := time.Now().Add(10 * time.Second) // past a resync
-	for time.Now().Before(watch) {
-		if recs := since(records(b), start); len(recs) != 0 {
-			t.Fatalf("a claimed machine was acted on through its second registration: %+v", recs)
-		}
-		time.Sleep(500 * time.Millisecond) // the window being watched, not a synchronisation
-	}
+	waitServerReason(t, twin.Name, metalv1alpha1.ReasonDuplicateIdentity, false)
+	noActions(t, b, start, 10*time.Second, "a claimed machine was acted on through its second registration") // past a resync
 	if got := sys.PowerState(); got != redfish.PowerOn {
 		t.Fatalf("the claimed box is %s", got)
 	}
@@ -484,9 +458,29 @@ func TestDeletedClaimedServerKeepsItsMachineFromANewcomer(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 60*time.Second, "the old Server gone", func() (bool, string) { return getServer(t, name) == nil, "still there" })
-	eventually(t, 60*time.Second, "the newcomer no longer a duplicate", func() (bool, string) {
-		s := getServer(t, twin.Name)
+	waitServerReason(t, twin.Name, metalv1alpha1.ReasonDuplicateIdentity, true)
+}
+
+// waitServerReason waits until Server name reports Ready with reason (or, with not, any other).
+func waitServerReason(t *testing.T, name, reason string, not bool) {
+	t.Helper()
+	eventually(t, 60*time.Second, fmt.Sprintf("%s Ready reason %s (not: %v)", name, reason, not), func() (bool, string) {
+		s := getServer(t, name)
+		if s == nil {
+			return false, "no server"
+		}
 		c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionReady)
-		return c == nil || c.Reason != metalv1alpha1.ReasonDuplicateIdentity, fmt.Sprintf("%+v", s.Status.Conditions)
+		return (c != nil && c.Reason == reason) != not, fmt.Sprintf("%+v", s.Status.Conditions)
 	})
+}
+
+// noActions watches b's recorder for d and fails on any request recorded since start.
+func noActions(t *testing.T, b *redfish.BMC, start time.Time, d time.Duration, what string) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		if recs := since(records(b), start); len(recs) != 0 {
+			t.Fatalf("%s: %+v", what, recs)
+		}
+		time.Sleep(500 * time.Millisecond) // the window being watched, not a synchronisation
+	}
 }
