@@ -1,7 +1,6 @@
 package campaign
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/migrate"
+	"github.com/metalhub/metalhub/internal/syncbuf"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
 
@@ -114,26 +114,9 @@ var moveTarget = sync.OnceValues(func() (*testenv.Env, error) {
 // moveRun is one move in flight or done: its output and result.
 type moveRun struct {
 	rack string
-	out  *syncBuffer
+	out  *syncbuf.Buffer
 	done chan struct{}
 	err  error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.TrimSpace(strings.ReplaceAll(s.b.String(), "\n", "; "))
 }
 
 // move starts "metalhub move --selector rack=<BMC i's rack>" to the target while the manager
@@ -156,7 +139,7 @@ func (w *world) move(i int) (string, error) {
 	for j := i % 2; j < w.sch.BMCs; j += 2 {
 		w.disturbProbes(j, kFault) // every server of the rack is paused: no claim binds it meanwhile
 	}
-	mv := &moveRun{rack: rack, out: &syncBuffer{}, done: make(chan struct{})}
+	mv := &moveRun{rack: rack, out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	w.mu.Lock()
 	w.moving = mv
 	w.mu.Unlock()
@@ -167,7 +150,7 @@ func (w *world) move(i int) (string, error) {
 		if mv.err != nil {
 			w.note("move of rack %s: %v", rack, mv.err)
 		} else {
-			w.note("move of rack %s finished: %s", rack, mv.out)
+			w.note("move of rack %s finished: %s", rack, strings.ReplaceAll(strings.TrimSpace(mv.out.String()), "\n", "; "))
 		}
 	}()
 	return "moving rack " + rack + " to the target cluster, the source's manager running", nil
