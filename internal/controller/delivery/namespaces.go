@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
@@ -48,6 +49,11 @@ func unmanagedIn(ctx context.Context, t *target, ns string) ([]string, error) {
 				continue
 			}
 			items, err := mc.Resource(gv.WithResource(res.Name)).Namespace(ns).List(ctx, metav1.ListOptions{})
+			if apierrors.IsNotFound(err) {
+				// Discovered but no longer served: a definition deleted a moment ago (often by
+				// the same cleanup). A kind not served holds nothing of anyone's here.
+				continue
+			}
 			if err != nil {
 				return nil, fmt.Errorf("listing %s in %s: %w", res.Name, ns, err)
 			}
