@@ -51,8 +51,10 @@ type InfrahubSyncReconciler struct {
 	pruneMaxFraction float64
 	// limits bound each sync's artifacts, manifest bytes and pass time.
 	limits Limits
-	lc     *lifecycle.Reconciler[*infrahubv1alpha1.InfrahubSync]
-	now    func() time.Time
+	// hosts bounds the passes that query one Infrahub host at once.
+	hosts *hostGate
+	lc    *lifecycle.Reconciler[*infrahubv1alpha1.InfrahubSync]
+	now   func() time.Time
 
 	mu      sync.Mutex
 	queried map[types.UID]queryRecord // the last successful query of each sync
@@ -116,6 +118,14 @@ func (r *InfrahubSyncReconciler) syncStep(ctx context.Context, p *syncPass) (lif
 	if !r.queryDue(ctx, p) {
 		p.summaryOnly = true // the last query succeeded: nothing is held
 		return r.clearPruneRecord(ctx, p, true)
+	}
+	if e, err := parseEndpoint(p.Obj.Spec.Source.InfrahubAPIURL); err == nil { // a bad URL fails in sync
+		leave, ok := r.hosts.enter(e.String())
+		if !ok {
+			logf.FromContext(ctx).V(1).Info("Infrahub host busy with other syncs' passes; queued again", "host", e.String())
+			return lifecycle.RequeueAfter(busyRetry(), "Infrahub host busy"), nil
+		}
+		defer leave()
 	}
 	p.out = r.sync(ctx, p.Client(), p.Obj, p.settings)
 	if p.out.retrySoon && p.out.err == nil {

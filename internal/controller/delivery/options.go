@@ -61,6 +61,9 @@ type Options struct {
 	Policy Policy
 	// SyncConcurrency is how many InfrahubSyncs are reconciled at once.
 	SyncConcurrency int
+	// SyncConcurrencyPerHost is how many of those may query one Infrahub host at once (0: half
+	// of SyncConcurrency, rounded up), so a slow host leaves workers for the others.
+	SyncConcurrencyPerHost int
 	// ResourceConcurrency is how many VidraResources are reconciled at once.
 	ResourceConcurrency int
 	// DownloadConcurrency is how many artifacts one sync pass downloads at once.
@@ -82,7 +85,7 @@ func DefaultOptions() Options {
 		Settings:            DefaultSettings(),
 		InfrahubTimeout:     infrahub.DefaultTimeout,
 		ClusterTimeout:      30 * time.Second,
-		SyncConcurrency:     2,
+		SyncConcurrency:     4,
 		ResourceConcurrency: 8,
 		DownloadConcurrency: 4,
 		HealthPoll:          DefaultHealthPoll,
@@ -111,6 +114,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SyncConcurrency <= 0 {
 		o.SyncConcurrency = d.SyncConcurrency
+	}
+	if o.SyncConcurrencyPerHost <= 0 || o.SyncConcurrencyPerHost > o.SyncConcurrency {
+		o.SyncConcurrencyPerHost = perHostDefault(o.SyncConcurrency)
 	}
 	if o.ResourceConcurrency <= 0 {
 		o.ResourceConcurrency = d.ResourceConcurrency
@@ -183,6 +189,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Comma-separated namespaces artifacts may create objects in; empty: only each VidraResource's "+
 			"spec.destination.namespace; '*': any. Never the operator's own namespace.")
 	fs.IntVar(&o.SyncConcurrency, "delivery-sync-concurrency", o.SyncConcurrency, "InfrahubSyncs reconciled at once.")
+	fs.IntVar(&o.SyncConcurrencyPerHost, "delivery-sync-concurrency-per-host", o.SyncConcurrencyPerHost,
+		"Sync passes that may query one Infrahub host at once; a pass finding its host full is queued again behind the others. "+
+			"0: half of --delivery-sync-concurrency, rounded up.")
 	fs.IntVar(&o.ResourceConcurrency, "delivery-resource-concurrency", o.ResourceConcurrency, "VidraResources reconciled at once.")
 	fs.IntVar(&o.DownloadConcurrency, "delivery-download-concurrency", o.DownloadConcurrency, "Artifacts one sync downloads at once.")
 	fs.Float64Var(&o.PruneMaxFraction, "delivery-prune-max-fraction", o.PruneMaxFraction,

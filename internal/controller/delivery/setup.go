@@ -115,7 +115,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		creds: &credentials{reader: credCache, scope: scope, timeout: o.InfrahubTimeout, maxBody: o.Limits.MaxManifestBytes,
 			allowPlainHTTP: o.AllowPlainHTTPCredentials, trustAdmitted: o.TrustAdmittedCredentials},
 		clients: &infrahub.Cache{}, recorder: rec, downloads: o.DownloadConcurrency, now: time.Now,
-		pruneMaxFraction: o.PruneMaxFraction, limits: o.Limits,
+		pruneMaxFraction: o.PruneMaxFraction, limits: o.Limits, hosts: newHostGate(o.SyncConcurrencyPerHost),
 		queried: map[types.UID]queryRecord{},
 	}
 	sr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.InfrahubSync { return &infrahubv1alpha1.InfrahubSync{} }, sr.handle)

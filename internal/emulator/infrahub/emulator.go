@@ -315,7 +315,9 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &recorder{ResponseWriter: w}
 	start := time.Now()
 	entry := Request{Time: e.now(), Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Class: class}
+	e.log.begin(class)
 	defer func() {
+		e.log.end(class)
 		entry.Status = rec.status
 		entry.Duration = time.Since(start)
 		e.log.add(entry)

@@ -1,6 +1,7 @@
 package infrahub
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -262,5 +263,52 @@ func TestLoadDir(t *testing.T) {
 		if a.Branch == "dev" && string(a.Content) != "a: dev\n" {
 			t.Errorf("dev override: %q", a.Content)
 		}
+	}
+}
+
+// InFlight and PeakInFlight count requests while they are served, a hanging one until its
+// client gives up.
+func TestInFlightAndPeak(t *testing.T) {
+	e := New(Options{})
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	e.SetFault(ClassQuery, Fault{Kind: FaultHang})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	for range 3 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/api/query/ArtifactIDs", strings.NewReader("{}"))
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for e.InFlight(ClassQuery) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("in flight %d, want 3 hanging queries", e.InFlight(ClassQuery))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	for range 3 {
+		<-done
+	}
+	for e.InFlight(ClassQuery) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("in flight %d after the clients gave up, want 0", e.InFlight(ClassQuery))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if p := e.PeakInFlight(ClassQuery); p != 3 {
+		t.Fatalf("peak %d, want 3", p)
+	}
+	if p := e.PeakInFlight(ClassArtifact); p != 0 {
+		t.Fatalf("artifact peak %d, want 0", p)
+	}
+	e.ResetRequests()
+	if p := e.PeakInFlight(ClassQuery); p != 0 {
+		t.Fatalf("peak %d after a reset with nothing in flight, want 0", p)
 	}
 }

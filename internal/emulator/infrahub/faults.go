@@ -1,6 +1,8 @@
 package infrahub
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -101,6 +103,12 @@ func (e *Emulator) takeFault(c Class) *Fault {
 
 // inject applies f; it reports whether the request should still be served.
 func (e *Emulator) inject(w http.ResponseWriter, r *http.Request, f *Fault) bool {
+	if f.Kind == FaultLatency || f.Kind == FaultHang {
+		// net/http notices a client that went away (and cancels r's context) only once the
+		// body is read: without this a hanging request outlives its client.
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
 	switch f.Kind {
 	case FaultLatency:
 		t := time.NewTimer(f.Latency)

@@ -35,9 +35,27 @@ type requestLog struct {
 	max      int
 	entries  []Request
 	counters Counters
+	inFlight map[Class]int // requests being served now
+	peak     map[Class]int // the most served at once since the last reset
 }
 
-func newRequestLog(max int) *requestLog { return &requestLog{max: max} }
+func newRequestLog(max int) *requestLog {
+	return &requestLog{max: max, inFlight: map[Class]int{}, peak: map[Class]int{}}
+}
+
+// begin counts a request of class c being served until end.
+func (l *requestLog) begin(c Class) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.inFlight[c]++
+	l.peak[c] = max(l.peak[c], l.inFlight[c])
+}
+
+func (l *requestLog) end(c Class) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.inFlight[c]--
+}
 
 func (l *requestLog) add(r Request) {
 	l.mu.Lock()
@@ -81,10 +99,28 @@ func (e *Emulator) Counters() Counters {
 	return e.log.counters
 }
 
-// ResetRequests clears the request log and counters.
+// InFlight is how many requests of class c are being served now (a hanging one counts until
+// its client gives up).
+func (e *Emulator) InFlight(c Class) int {
+	e.log.mu.Lock()
+	defer e.log.mu.Unlock()
+	return e.log.inFlight[c]
+}
+
+// PeakInFlight is the most requests of class c served at once since the last reset.
+func (e *Emulator) PeakInFlight(c Class) int {
+	e.log.mu.Lock()
+	defer e.log.mu.Unlock()
+	return e.log.peak[c]
+}
+
+// ResetRequests clears the request log and counters (and the peaks).
 func (e *Emulator) ResetRequests() {
 	e.log.mu.Lock()
 	defer e.log.mu.Unlock()
 	e.log.entries = nil
 	e.log.counters = Counters{}
+	for c, n := range e.log.inFlight {
+		e.log.peak[c] = n
+	}
 }

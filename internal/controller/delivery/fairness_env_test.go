@@ -1,0 +1,66 @@
+package delivery
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	emu "github.com/metalhub/metalhub/internal/emulator/infrahub"
+)
+
+// A slow Infrahub host holds no more than its share of the sync workers: while every query to
+// it hangs, a sync on another host is delivered at once, and the syncs turned away from the
+// busy host wait without writing anything.
+func TestSlowHostLeavesWorkersForOthers(t *testing.T) {
+	o := fastOptions()
+	o.SyncConcurrency = 2 // one pass per host
+	// A hanging query holds its worker this long: past every wait below, so only a worker the
+	// slow host never had can deliver the other host's sync.
+	o.InfrahubTimeout = time.Minute
+	startManager(t, o)
+	ns := namespace(t)
+
+	slowSyncs := []string{"fair-slow-1", "fair-slow-2", "fair-slow-3"}
+	slow, slowURL := startInfrahub(t, nil, slowSyncs...)
+	if _, err := slow.AddArtifact("", "web", "", []byte(configMapYAML("fair-slow", "", "1"))); err != nil {
+		t.Fatal(err)
+	}
+	slow.SetFault(emu.ClassQuery, emu.Fault{Kind: emu.FaultHang})
+	for _, name := range slowSyncs {
+		newSync(t, name, slowURL, "web", ns)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if slow.InFlight(emu.ClassQuery) == 0 {
+			return fmt.Errorf("no query on the slow host yet")
+		}
+		return nil
+	})
+
+	fast, fastURL := startInfrahub(t, nil, "fair-fast")
+	if _, err := fast.AddArtifact("", "web", "", []byte(configMapYAML("fair-fast", "", "1"))); err != nil {
+		t.Fatal(err)
+	}
+	newSync(t, "fair-fast", fastURL, "web", ns)
+	waitSync(t, "fair-fast", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 15*time.Second)
+	if p := slow.PeakInFlight(emu.ClassQuery); p != 1 {
+		t.Fatalf("%d queries on the slow host at once, want 1 (--delivery-sync-concurrency-per-host)", p)
+	}
+
+	// The passes turned away come back every second or two and write nothing.
+	versions := map[string]string{}
+	for _, name := range slowSyncs {
+		versions[name] = getSync(t, name).ResourceVersion
+	}
+	consistently(t, 3*time.Second, func() error {
+		for _, name := range slowSyncs {
+			if s := getSync(t, name); s.ResourceVersion != versions[name] {
+				return fmt.Errorf("sync %s written while its host was busy: %+v", name, s.Status)
+			}
+		}
+		if p := slow.PeakInFlight(emu.ClassQuery); p != 1 {
+			return fmt.Errorf("%d queries on the slow host at once, want 1", p)
+		}
+		return nil
+	})
+}
