@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	emu "github.com/metalhub/metalhub/internal/emulator/infrahub"
 )
 
 // BenchmarkSync500Artifacts delivers 500 artifacts of 3 objects each (ConfigMap, headless
@@ -145,25 +147,50 @@ func deleteAllResources(t testing.TB, syncName string) {
 }
 
 // BenchmarkTenantsBesideAHostileSync measures what one tenant's sync costs the others: half of
-// DELIVERY_BENCH_SYNCS (default 500) syncs of 3 artifacts each are delivered alone, then a sync
-// whose answer names 10^4 artifacts is created and the other half is delivered beside it. It
-// reports the time to deliver each half (their ratio: the others' latency beside the hostile
-// sync), the process RSS and live heap after each phase, and what the hostile sync did.
+// DELIVERY_BENCH_SYNCS (default 500) syncs of 3 artifacts each are delivered alone, then a
+// hostile sync is created and the other half is delivered beside it. It reports the time to
+// deliver each half (their ratio: the others' latency beside the hostile sync), the process RSS
+// and live heap after each phase, and what the hostile sync did. The hostile syncs:
+//   - refused: an answer naming 10^4 artifacts, past --delivery-max-artifacts-per-sync;
+//   - at-limits: as much as the default limits let one sync keep: 1000 artifacts of 32 KiB;
+//   - slow-host: its own Infrahub, whose every query hangs until the client's timeout.
 //
 // Run: go test -run '^$' -bench TenantsBesideAHostileSync -benchtime 1x ./internal/controller/delivery/
 func BenchmarkTenantsBesideAHostileSync(b *testing.B) {
+	for _, kind := range []string{"refused", "at-limits", "slow-host"} {
+		b.Run("hostile="+kind, func(b *testing.B) { benchTenantsBeside(b, kind) })
+	}
+}
+
+func benchTenantsBeside(b *testing.B, kind string) {
 	n := 500
 	if v, err := strconv.Atoi(os.Getenv("DELIVERY_BENCH_SYNCS")); err == nil && v > 1 {
 		n = v
 	}
-	const hostileArtifacts = 10_000
 	names := make([]string, 0, n+1)
 	for i := range n {
 		names = append(names, fmt.Sprintf("tenant-%03d", i))
 	}
-	names = append(names, "hostile")
-	h := startManager(b, fastOptions())
-	e, url := startInfrahub(b, nil, names...)
+	o := fastOptions()
+	o.InfrahubTimeout = 10 * time.Second // how long each of the slow host's queries holds a worker
+	h := startManager(b, o)
+	served := names
+	if kind != "slow-host" {
+		served = append(slices.Clone(names), "hostile") // the hostile sync shares the tenants' Infrahub
+	}
+	e, url := startInfrahub(b, nil, served...)
+	hostileURL, hostileState, hostileArtifacts := url, infrahubv1alpha1.StateFailed, 0
+	switch kind {
+	case "refused":
+		hostileArtifacts = 10_000
+	case "at-limits":
+		hostileArtifacts, hostileState = DefaultLimits().MaxArtifacts, infrahubv1alpha1.StateSucceeded
+	}
+	if kind == "slow-host" {
+		slow, slowURL := startInfrahub(b, nil, "hostile")
+		slow.SetFault(emu.ClassQuery, emu.Fault{Kind: emu.FaultHang})
+		hostileURL = slowURL
+	}
 	ns := namespace(b)
 	for i := range n {
 		for j := range 3 {
@@ -172,8 +199,13 @@ func BenchmarkTenantsBesideAHostileSync(b *testing.B) {
 			}
 		}
 	}
+	filler := strings.Repeat("x", 32<<10-512) // 32 KiB a manifest, with the ConfigMap around it
 	for j := range hostileArtifacts {
-		if _, err := e.AddArtifact("", "hostile", "", []byte(configMapYAML(fmt.Sprintf("hostile-%d", j), "", "1"))); err != nil {
+		value := "1"
+		if kind == "at-limits" {
+			value = filler
+		}
+		if _, err := e.AddArtifact("", "hostile", "", []byte(configMapYAML(fmt.Sprintf("hostile-%d", j), "", value))); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -204,18 +236,19 @@ func BenchmarkTenantsBesideAHostileSync(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		alone := deliver(0, n/2)
 		rssAlone, heapAlone := memoryNow()
-		newSync(b, "hostile", url, "hostile", ns)
+		newSync(b, "hostile", hostileURL, "hostile", ns)
+		b.Cleanup(func() { deleteAllResources(b, "hostile") })
 		beside := deliver(n/2, n)
-		hostile := waitSync(b, "hostile", infrahubv1alpha1.StateFailed, "", time.Minute)
+		hostile := waitSync(b, "hostile", hostileState, "", 10*time.Minute)
 		rssBeside, heapBeside := memoryNow()
 		var vrs infrahubv1alpha1.VidraResourceList
 		if err := env.Client.List(ctx, &vrs, client.MatchingLabels{SyncLabel: "hostile"}); err != nil {
 			b.Fatal(err)
 		}
-		b.Logf("%d tenant syncs x 3 artifacts: first half alone in %s, second half beside a %d-artifact sync in %s (x%.2f); "+
-			"RSS %d MiB -> %d MiB, live heap %d MiB -> %d MiB; the hostile sync: %s, %d VidraResources; %d API writes",
-			n, alone.Round(time.Millisecond), hostileArtifacts, beside.Round(time.Millisecond), beside.Seconds()/alone.Seconds(),
-			rssAlone>>20, rssBeside>>20, heapAlone>>20, heapBeside>>20, hostile.Status.LastError, len(vrs.Items), h.writes.n.Load())
+		b.Logf("%d tenant syncs x 3 artifacts: first half alone in %s, second half beside the %s sync in %s (x%.2f); "+
+			"RSS %d MiB -> %d MiB, live heap %d MiB -> %d MiB; the hostile sync: %s %q, %d VidraResources; %d API writes",
+			n, alone.Round(time.Millisecond), kind, beside.Round(time.Millisecond), beside.Seconds()/alone.Seconds(),
+			rssAlone>>20, rssBeside>>20, heapAlone>>20, heapBeside>>20, hostile.Status.SyncState, hostile.Status.LastError, len(vrs.Items), h.writes.n.Load())
 		b.ReportMetric(alone.Seconds(), "s/half-alone")
 		b.ReportMetric(beside.Seconds(), "s/half-beside-hostile")
 		b.ReportMetric(beside.Seconds()/alone.Seconds(), "latency-ratio")

@@ -1,9 +1,13 @@
 package delivery
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	emu "github.com/metalhub/metalhub/internal/emulator/infrahub"
@@ -63,4 +67,64 @@ func TestSlowHostLeavesWorkersForOthers(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A sync delivering many artifacts keeps at most its apply window of VidraResources written and
+// not yet applied, so the shared VidraResource workers never have its thousand applies queued
+// ahead of every other tenant's; it goes on as they apply and ends with every artifact
+// delivered. Judged from a watch, which sees every change of every VidraResource in order.
+func TestApplyWindowBoundsWhatOneSyncQueues(t *testing.T) {
+	const window, artifacts = 3, 12
+	o := fastOptions()
+	o.Limits.ApplyWindow = window
+	startManager(t, o)
+	ns := namespace(t)
+	e, url := startInfrahub(t, nil, "window")
+	for i := range artifacts {
+		if _, err := e.AddArtifact("", "many", "", []byte(configMapYAML(fmt.Sprintf("window-%02d", i), "", "1"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := wc.Watch(ctx, &infrahubv1alpha1.VidraResourceList{}, client.MatchingLabels{SyncLabel: "window"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	peak := make(chan int, 1)
+	go func() {
+		open, most := map[string]bool{}, 0
+		for ev := range w.ResultChan() {
+			vr, ok := ev.Object.(*infrahubv1alpha1.VidraResource)
+			if !ok {
+				continue
+			}
+			open[vr.Name] = ev.Type != watch.Deleted && vr.DeletionTimestamp.IsZero() && vr.Status.ObservedGeneration < vr.Generation
+			n := 0
+			for _, o := range open {
+				if o {
+					n++
+				}
+			}
+			most = max(most, n)
+		}
+		peak <- most
+	}()
+
+	newSync(t, "window", url, "many", ns)
+	s := waitSync(t, "window", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 30*time.Second)
+	if s.Status.Resources.Total != artifacts {
+		t.Fatalf("%d VidraResources, want %d", s.Status.Resources.Total, artifacts)
+	}
+	w.Stop()
+	if most := <-peak; most > window {
+		t.Fatalf("%d VidraResources of the sync written and not yet applied at once, more than its window of %d", most, window)
+	} else if most == 0 {
+		t.Fatal("the watch saw no VidraResource waiting for its apply: it judged nothing")
+	}
 }

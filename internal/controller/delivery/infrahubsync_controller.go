@@ -68,6 +68,9 @@ type queryRecord struct {
 	requestedAt string
 	query       string
 	ids         []string // the artifacts of the result: each must keep its VidraResource
+	// more: artifacts were left for later passes, past the sync's apply window; a pass a
+	// VidraResource's report brings queries again once half the window is free.
+	more bool
 }
 
 // Reconcile runs one pass under the lifecycle discipline; its periodic look follows the sync
@@ -83,6 +86,7 @@ type syncOutcome struct {
 	keep       bool     // keep status.checksums (the pass never got to compare)
 	progressed bool     // a VidraResource was written or deleted
 	delivered  int
+	deferred   int      // artifacts left for later passes: the apply window was full
 	retrySoon  bool     // the cache lagged behind our own writes: look again shortly
 	ids        []string // the artifacts of the result
 	// recordPrune: the pass held a prune seen for the first time; the sync records it
@@ -140,7 +144,7 @@ func (r *InfrahubSyncReconciler) syncStep(ctx context.Context, p *syncPass) (lif
 	}
 	if p.out.err == nil {
 		r.queried[p.Obj.UID] = queryRecord{at: r.now(), generation: p.Obj.Generation,
-			requestedAt: p.Obj.Annotations[infrahubv1alpha1.RequestedAtAnnotation], query: p.settings.QueryName, ids: p.out.ids}
+			requestedAt: p.Obj.Annotations[infrahubv1alpha1.RequestedAtAnnotation], query: p.settings.QueryName, ids: p.out.ids, more: p.out.deferred > 0}
 	} else {
 		delete(r.queried, p.Obj.UID)
 	}
@@ -193,6 +197,11 @@ func (r *InfrahubSyncReconciler) queryDue(ctx context.Context, p *syncPass) bool
 	owned, err := r.ownedResources(ctx, p.Client(), s)
 	if err != nil {
 		return true
+	}
+	if rec.more {
+		// The rest of the answer waits for room in the apply window: a VidraResource's report
+		// only summarises until half of it is free, so a big sync does not query per apply.
+		return unsettled(owned) <= r.limits.withDefaults().forSync(s).ApplyWindow/2
 	}
 	for _, id := range rec.ids {
 		if vr, ok := owned[id]; !ok || !vr.DeletionTimestamp.IsZero() {
@@ -270,7 +279,8 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 	}
 
 	handover := pairRenamed(arts, owned)
-	results := r.deliverAll(ctx, c, ic, s, arts, target, handover, newByteBudget(limits.MaxSyncBytes))
+	slots := newWriteSlots(limits.ApplyWindow - unsettled(owned))
+	results := r.deliverAll(ctx, c, ic, s, arts, target, handover, newByteBudget(limits.MaxSyncBytes), slots)
 	var (
 		out  syncOutcome
 		errs []error
@@ -287,6 +297,8 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 		case res.lagging:
 			out.retrySoon = true
 		case res.pending:
+		case res.deferred:
+			out.deferred++
 		default:
 			out.checksums = append(out.checksums, arts[i].ID+":"+arts[i].Checksum)
 			out.delivered++
@@ -406,14 +418,15 @@ func (r *InfrahubSyncReconciler) ownedResources(ctx context.Context, c client.Cl
 
 // deliverResult is what became of one artifact.
 type deliverResult struct {
-	err     error
-	wrote   bool
-	lagging bool // the cache is behind our own write: look again shortly
-	pending bool // waiting for its VidraResource to finish deleting
+	err      error
+	wrote    bool
+	lagging  bool // the cache is behind our own write: look again shortly
+	pending  bool // waiting for its VidraResource to finish deleting
+	deferred bool // left for a later pass: the sync's apply window is full
 }
 
 // deliverAll delivers every artifact, a few at a time: downloads are network-bound.
-func (r *InfrahubSyncReconciler) deliverAll(ctx context.Context, c client.Client, ic *infrahub.Client, s *infrahubv1alpha1.InfrahubSync, arts []infrahub.Artifact, target infrahub.Target, handover map[string]*infrahubv1alpha1.VidraResource, budget *byteBudget) []deliverResult {
+func (r *InfrahubSyncReconciler) deliverAll(ctx context.Context, c client.Client, ic *infrahub.Client, s *infrahubv1alpha1.InfrahubSync, arts []infrahub.Artifact, target infrahub.Target, handover map[string]*infrahubv1alpha1.VidraResource, budget *byteBudget, slots *writeSlots) []deliverResult {
 	results := make([]deliverResult, len(arts))
 	sem := make(chan struct{}, r.downloads)
 	var wg sync.WaitGroup
@@ -427,7 +440,7 @@ func (r *InfrahubSyncReconciler) deliverAll(ctx context.Context, c client.Client
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			results[i] = r.deliver(ctx, c, ic, s, a, target, handover[a.ID], budget)
+			results[i] = r.deliver(ctx, c, ic, s, a, target, handover[a.ID], budget, slots)
 		}()
 	}
 	wg.Wait()
@@ -437,7 +450,7 @@ func (r *InfrahubSyncReconciler) deliverAll(ctx context.Context, c client.Client
 // deliver makes the artifact's VidraResource current. The artifact is downloaded only when its
 // checksum differs from the one the VidraResource was written with, or the manifest there was
 // edited by hand (defect 1; storage ids do not change with content, so they are not compared).
-func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, ic *infrahub.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, target infrahub.Target, from *infrahubv1alpha1.VidraResource, budget *byteBudget) deliverResult {
+func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, ic *infrahub.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, target infrahub.Target, from *infrahubv1alpha1.VidraResource, budget *byteBudget, slots *writeSlots) deliverResult {
 	vr := &infrahubv1alpha1.VidraResource{}
 	err := c.Get(ctx, client.ObjectKey{Name: a.ID}, vr)
 	exists := err == nil
@@ -462,6 +475,9 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 			return deliverResult{err: err}
 		}
 		return deliverResult{}
+	}
+	if !slots.take() {
+		return deliverResult{deferred: true} // neither downloaded nor written: a later pass
 	}
 	manifest := ""
 	if contentCurrent {
@@ -556,8 +572,15 @@ func (r *InfrahubSyncReconciler) report(ctx context.Context, p *syncPass) (lifec
 	st := s.Status.DeepCopy()
 	rep := lifecycle.Report{LastSuccess: &st.LastSyncTime, LastError: &st.LastError}
 	st.Resources = p.summary
-	if !p.summaryOnly && !out.keep {
+	if !p.summaryOnly && !out.keep && out.deferred == 0 {
 		st.Checksums = out.checksums
+	}
+	r.mu.Lock()
+	rec := r.queried[s.UID]
+	r.mu.Unlock()
+	waiting := out.deferred
+	if p.summaryOnly && rec.more {
+		waiting = len(rec.ids) - int(p.summary.Total)
 	}
 	failed := len(p.summary.Failed) > 0
 	switch {
@@ -581,6 +604,10 @@ func (r *InfrahubSyncReconciler) report(ctx context.Context, p *syncPass) (lifec
 			lifecycle.SetCondition(&st.Conditions, s.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, infrahubv1alpha1.ReasonResourcesFailed, clip(msg))
 			// Failed always says why: the resources' failures are the sync's last error too.
 			st.LastError = clip(msg + r.firstFailure(ctx, p.summary.Failed))
+		case waiting > 0:
+			st.SyncState = infrahubv1alpha1.StateRunning
+			lifecycle.SetCondition(&st.Conditions, s.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, infrahubv1alpha1.ReasonResourcesProgressing,
+				fmt.Sprintf("%d of %d VidraResources deployed; %d more artifacts follow as these apply (--delivery-sync-apply-window)", p.summary.Succeeded, p.summary.Total, waiting))
 		case p.anyPending:
 			st.SyncState = infrahubv1alpha1.StateRunning
 			lifecycle.SetCondition(&st.Conditions, s.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, infrahubv1alpha1.ReasonResourcesProgressing,
@@ -594,10 +621,12 @@ func (r *InfrahubSyncReconciler) report(ctx context.Context, p *syncPass) (lifec
 	st.ObservedGeneration = s.Generation
 	next := lifecycle.RequeueAfter(lifecycle.Jitter(requeue), "sync interval")
 	if p.summaryOnly {
-		r.mu.Lock()
-		rec := r.queried[s.UID]
-		r.mu.Unlock()
 		next = lifecycle.RequeueAfter(max(time.Second, rec.at.Add(requeue).Sub(r.now())), "sync interval")
+	}
+	if waiting > 0 {
+		// The reports of the VidraResources written bring the next pass; this is the net
+		// under them.
+		next = lifecycle.RequeueAfter(lagRetry, "more artifacts to deliver")
 	}
 	if out.retrySoon {
 		next = lifecycle.RequeueAfter(lagRetry, "cache behind our writes")

@@ -24,12 +24,15 @@ type Limits struct {
 	MaxSyncBytes int64
 	// PassTimeout bounds a sync pass: the query and the downloads.
 	PassTimeout time.Duration
+	// ApplyWindow is the most VidraResources of one sync written and not yet applied (their
+	// status.observedGeneration behind their generation); the sync writes more as they apply.
+	ApplyWindow int
 }
 
 // DefaultLimits: room for the largest syncs seen in practice (hundreds of artifacts of some
 // kilobytes), far below what would crowd out the other tenants or etcd's object size.
 func DefaultLimits() Limits {
-	return Limits{MaxArtifacts: 1000, MaxManifestBytes: 1 << 20, MaxSyncBytes: 32 << 20, PassTimeout: 2 * time.Minute}
+	return Limits{MaxArtifacts: 1000, MaxManifestBytes: 1 << 20, MaxSyncBytes: 32 << 20, PassTimeout: 2 * time.Minute, ApplyWindow: 100}
 }
 
 func (l Limits) withDefaults() Limits {
@@ -45,6 +48,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.PassTimeout <= 0 {
 		l.PassTimeout = d.PassTimeout
+	}
+	if l.ApplyWindow <= 0 {
+		l.ApplyWindow = d.ApplyWindow
 	}
 	return l
 }
@@ -91,6 +97,34 @@ func (b *byteBudget) take(id string, n int) error {
 	return lifecycle.Reasonf(infrahubv1alpha1.ReasonSyncTooLarge,
 		"artifact %s (%d bytes) would take the sync's manifests past %d bytes (--delivery-max-sync-bytes, annotation %s); not delivered",
 		id, n, b.limit, infrahubv1alpha1.MaxSyncBytesAnnotation)
+}
+
+// writeSlots are the VidraResource writes one sync pass may still make: what its apply window
+// leaves. The VidraResource workers are shared by every sync and take their work in order, so a
+// sync delivering a thousand artifacts at once would put a thousand passes ahead of every other
+// tenant's; within its window it keeps at most that many queued, and goes on as they apply.
+type writeSlots struct{ left atomic.Int64 }
+
+func newWriteSlots(n int) *writeSlots {
+	w := &writeSlots{}
+	w.left.Store(int64(n))
+	return w
+}
+
+// take reports whether one more write fits.
+func (w *writeSlots) take() bool {
+	return w == nil || w.left.Add(-1) >= 0
+}
+
+// unsettled counts the VidraResources written and not yet applied by their controller.
+func unsettled(owned map[string]*infrahubv1alpha1.VidraResource) int {
+	n := 0
+	for _, vr := range owned {
+		if vr.DeletionTimestamp.IsZero() && vr.Status.ObservedGeneration < vr.Generation {
+			n++
+		}
+	}
+	return n
 }
 
 // deadlineError says a pass stopped at its deadline: what was delivered stays, the next pass

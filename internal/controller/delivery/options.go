@@ -178,6 +178,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&o.Limits.MaxSyncBytes, "delivery-max-sync-bytes", o.Limits.MaxSyncBytes,
 		"Most manifest bytes one sync's VidraResources may hold together (SyncTooLarge past it). "+
 			"Annotation infrahub.operators.com/max-sync-bytes lowers it per sync.")
+	fs.IntVar(&o.Limits.ApplyWindow, "delivery-sync-apply-window", o.Limits.ApplyWindow,
+		"Most VidraResources of one InfrahubSync written and not yet applied; a sync with more to deliver writes the rest as those apply, "+
+			"so one huge sync never queues its thousand applies ahead of every other tenant's.")
 	fs.DurationVar(&o.Limits.PassTimeout, "delivery-sync-pass-timeout", o.Limits.PassTimeout,
 		"Longest sync pass (query and downloads); one cut short reads PassDeadline, keeps what it delivered and goes on at the next pass.")
 	fs.DurationVar(&o.ClusterTimeout, "delivery-cluster-timeout", o.ClusterTimeout, "Timeout of each request to a destination cluster.")

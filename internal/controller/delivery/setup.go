@@ -265,7 +265,8 @@ func deployStateChanged() predicate.Predicate {
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, okO := e.ObjectOld.(*infrahubv1alpha1.VidraResource)
 			n, okN := e.ObjectNew.(*infrahubv1alpha1.VidraResource)
-			return okO && okN && o.Status.DeployState != n.Status.DeployState
+			// ObservedGeneration too: an applied rewrite frees room in its sync's apply window.
+			return okO && okN && (o.Status.DeployState != n.Status.DeployState || o.Status.ObservedGeneration != n.Status.ObservedGeneration)
 		},
 	}
 }

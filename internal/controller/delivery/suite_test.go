@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -258,13 +259,16 @@ func createAnnotatedSecret(t testing.TB, ns, labelKey, labelValue string, annota
 	return s
 }
 
-var nsSeq atomic.Int64
+var (
+	nsSeq     atomic.Int64
+	notInName = regexp.MustCompile(`[^a-z0-9-]+`) // what a test's name may hold and a namespace's not
+)
 
 // namespace creates a fresh namespace for a test's objects (envtest never finishes deleting
 // namespaces, so they are left behind).
 func namespace(t testing.TB) string {
 	t.Helper()
-	name := fmt.Sprintf("t%d-%s", nsSeq.Add(1), strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())))
+	name := fmt.Sprintf("t%d-%s", nsSeq.Add(1), notInName.ReplaceAllString(strings.ToLower(t.Name()), "-"))
 	if len(name) > 60 {
 		name = strings.TrimRight(name[:60], "-")
 	}
