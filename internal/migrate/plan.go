@@ -266,6 +266,10 @@ func serverActions(s *metalv1alpha1.Server, state metalv1alpha1.ServerState, src
 			return released(on, fmt.Sprintf("release: power Off (its claim %s/%s is gone)", ref.Namespace, ref.Name))
 		}
 		switch {
+		case cl.Spec.Power == metalv1alpha1.PowerOn && !on && s.Spec.BootConfigurationRef != nil:
+			// Its configuration boots from the network, as the reference does (a migrated
+			// server carries no record of a first boot, so FirstPowerOn boots it once more).
+			return one("boot its claim's configuration: one-time PXE boot, power On (once the configuration is Ready)", PXEOnce, PowerOn)
 		case cl.Spec.Power == metalv1alpha1.PowerOn && !on:
 			return one("power On (its claim asks)", PowerOn)
 		case cl.Spec.Power == metalv1alpha1.PowerOff && on:

@@ -774,6 +774,9 @@ func (m *model) verdict(s *snapshot, uuid string, cls class) (bool, string) {
 			switch {
 			case cls == clsOn && h.power == metalv1alpha1.PowerOn, cls == clsOff && h.power == metalv1alpha1.PowerOff, cls == clsToggle:
 				return true, "claim " + h.key
+			case cls == clsBoot && h.power == metalv1alpha1.PowerOn:
+				// The one-time network boot of the claim's configuration, before its power-on.
+				return true, "claim " + h.key + " boots its configuration"
 			}
 			state := ""
 			if v != nil {

@@ -16,7 +16,25 @@ type ServerBootConfigurationSpec struct {
 	// IgnitionSecretRef names the Secret with the ignition.
 	// +optional
 	IgnitionSecretRef *corev1.LocalObjectReference `json:"ignitionSecretRef,omitempty"`
+	// NetworkBoot says which power-ons of the claimed server boot from the network (a one-time
+	// override set before the power-on): EveryPowerOn (the default, as metal-operator does) or
+	// FirstPowerOn (only the first under this configuration; later ones boot the disk). A
+	// metalhub addition; the claim's own field is copied here.
+	// +optional
+	NetworkBoot NetworkBoot `json:"networkBoot,omitempty"`
 }
+
+// NetworkBoot says which power-ons of a claimed server boot its configuration from the network.
+// +kubebuilder:validation:Enum=EveryPowerOn;FirstPowerOn
+type NetworkBoot string
+
+const (
+	// NetworkBootEveryPowerOn: a one-time network boot before every power-on of the claim.
+	NetworkBootEveryPowerOn NetworkBoot = "EveryPowerOn"
+	// NetworkBootFirstPowerOn: only the first power-on under the configuration boots from the
+	// network; the installed system boots from its disk after that.
+	NetworkBootFirstPowerOn NetworkBoot = "FirstPowerOn"
+)
 
 // ServerBootConfigurationState is set by a boot provider.
 // +kubebuilder:validation:Enum=Pending;Ready;Error

@@ -34,6 +34,11 @@ type ServerClaimSpec struct {
 	// UserDataRef names a Secret of type metal.ironcore.dev/user-data.
 	// +optional
 	UserDataRef *corev1.LocalObjectReference `json:"userDataRef,omitempty"`
+	// NetworkBoot says which power-ons of the claimed server boot the claim's image from the
+	// network: EveryPowerOn (the default, as metal-operator does) or FirstPowerOn (then its
+	// disk). Copied to the claim's ServerBootConfiguration. A metalhub addition.
+	// +optional
+	NetworkBoot NetworkBoot `json:"networkBoot,omitempty"`
 }
 
 // Phase is whether a claim holds a server.

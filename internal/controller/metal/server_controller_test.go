@@ -382,7 +382,7 @@ func TestClaimCycleOneWritePerPass(t *testing.T) {
 		if s.Spec.ServerClaimRef != nil {
 			t.Errorf("%s: claim ref not removed on Recycle", names[i])
 		}
-		if got := fmt.Sprint(resetTypes(records(bmcs[i]))); got != "[Boot:Pxe/Once On ForceOff On GracefulShutdown]" {
+		if got := fmt.Sprint(resetTypes(records(bmcs[i]))); got != "[Boot:Pxe/Once On ForceOff Boot:Pxe/Once On GracefulShutdown]" {
 			t.Errorf("%s: BMC actions %s", names[i], got)
 			dumpEvents(t, names[i])
 		}

@@ -67,6 +67,11 @@ func (r *ServerReconciler) powerAction(ctx context.Context, p *serverPass, want 
 // observe on later passes. Continue: the box is there. BMC calls use the pass's deadline
 // (p.bctx); the record is written with ctx.
 func (r *ServerReconciler) converge(ctx context.Context, p *serverPass, want metalv1alpha1.Power, graceful bool) (lifecycle.Result, error) {
+	return r.convergeWith(ctx, p, want, graceful, nil)
+}
+
+// convergeWith is converge whose write, when it issues the action, also applies also.
+func (r *ServerReconciler) convergeWith(ctx context.Context, p *serverPass, want metalv1alpha1.Power, graceful bool, also func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
 	issued, wait, err := r.powerAction(p.bctx, p, want, graceful)
 	if err != nil {
 		return lifecycle.Result{}, err
@@ -75,6 +80,9 @@ func (r *ServerReconciler) converge(ctx context.Context, p *serverPass, want met
 		rec := powerRecord{target: want, at: r.Now()}
 		return lifecycle.Wrote("power " + string(want)), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 			lifecycle.SetAnnotation(s, PowerAnnotation, rec.String())
+			if also != nil {
+				also(s)
+			}
 		})
 	}
 	if wait {

@@ -26,6 +26,10 @@ const (
 	// "adopted" for a server found in Maintenance that metalhub did not put there (see
 	// maintenanceBooted).
 	MaintenanceBootAnnotation = "lifecycle.metalhub.io/maintenance-boot"
+	// ClaimBootAnnotation records that the claimed server booted its boot configuration from
+	// the network: the configuration's UID. With networkBoot FirstPowerOn, later power-ons
+	// under the same configuration boot the disk.
+	ClaimBootAnnotation = "lifecycle.metalhub.io/claim-boot"
 	// PreviousStateAnnotation is the state to return to after Maintenance or Error.
 	PreviousStateAnnotation = "lifecycle.metalhub.io/previous-state"
 	// AdoptedErrorAnnotation marks an Error metalhub found rather than entered (no previous

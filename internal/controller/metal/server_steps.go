@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -42,23 +43,31 @@ func (r *ServerReconciler) reserve(bctx, ctx context.Context, p *serverPass) (li
 	if err != nil {
 		return lifecycle.Result{}, err
 	}
-	rec := ""
-	ready, _, err := r.bootReady(ctx, p)
+	rec, booted := "", ""
+	ready, _, sbc, err := r.bootReady(ctx, p)
 	if err != nil {
 		return lifecycle.Result{}, err
 	}
 	if ready && claim != nil && claim.DeletionTimestamp.IsZero() && claim.Spec.Power == metalv1alpha1.PowerOn {
-		issued, _, err := r.powerAction(bctx, p, metalv1alpha1.PowerOn, true)
-		if err != nil {
-			ctrl.LoggerFrom(ctx).Info("power on for the claim failed; Reserved retries it", "error", err.Error())
+		booted, err = r.claimBoot(bctx, p, sbc)
+		if err == nil {
+			var issued bool
+			issued, _, err = r.powerAction(bctx, p, metalv1alpha1.PowerOn, true)
+			if issued {
+				rec = powerRecord{target: metalv1alpha1.PowerOn, at: r.Now()}.String()
+			}
 		}
-		if issued {
-			rec = powerRecord{target: metalv1alpha1.PowerOn, at: r.Now()}.String()
+		if err != nil {
+			booted = ""
+			ctrl.LoggerFrom(ctx).Info("booting for the claim failed; Reserved retries it", "error", err.Error())
 		}
 	}
 	return r.transition(ctx, p, metalv1alpha1.ServerStateReserved, "claimed by "+ref.Namespace+"/"+ref.Name, func(s *metalv1alpha1.Server) {
 		if rec != "" {
 			lifecycle.SetAnnotation(s, PowerAnnotation, rec)
+			if booted != "" {
+				lifecycle.SetAnnotation(s, ClaimBootAnnotation, booted)
+			}
 		}
 	})
 }
@@ -72,13 +81,27 @@ func (r *ServerReconciler) reserved(bctx, ctx context.Context, p *serverPass) (l
 		return lifecycle.Result{}, err
 	}
 	if claim != nil && claim.DeletionTimestamp.IsZero() {
+		var also func(*metalv1alpha1.Server)
 		if claim.Spec.Power == metalv1alpha1.PowerOn && !reached(p.sys.PowerState, metalv1alpha1.PowerOn) {
-			if ready, why, err := r.bootReady(ctx, p); err != nil || !ready {
+			ready, why, sbc, err := r.bootReady(ctx, p)
+			if err != nil || !ready {
 				// The boot provider's Ready (watched) brings the next pass.
 				return lifecycle.RequeueAfter(r.Options.RetryAfter, why), err
 			}
+			if p.sys.PowerState == bmc.PowerStateOff {
+				booted, err := r.claimBoot(bctx, p, sbc)
+				if err != nil {
+					return lifecycle.Result{}, err
+				}
+				if booted != "" {
+					also = func(s *metalv1alpha1.Server) { lifecycle.SetAnnotation(s, ClaimBootAnnotation, booted) }
+				}
+			}
 		}
-		if res, err := r.converge(ctx, p, claim.Spec.Power, true); err != nil || !res.IsContinue() {
+		if res, err := r.convergeWith(ctx, p, claim.Spec.Power, true, also); err != nil || !res.IsContinue() {
+			return res, err
+		}
+		if res, err := r.recordClaimBoot(ctx, p, claim); err != nil || !res.IsContinue() {
 			return res, err
 		}
 		return lifecycle.Done(), nil
@@ -87,24 +110,26 @@ func (r *ServerReconciler) reserved(bctx, ctx context.Context, p *serverPass) (l
 		return res, err
 	}
 	if s.Spec.ReclaimPolicy == metalv1alpha1.ReclaimPolicyRetain {
-		return r.transition(ctx, p, metalv1alpha1.ServerStateReleased, "claim gone, power off confirmed, reclaim policy Retain", nil)
+		return r.transition(ctx, p, metalv1alpha1.ServerStateReleased, "claim gone, power off confirmed, reclaim policy Retain", func(s *metalv1alpha1.Server) {
+			lifecycle.RemoveAnnotation(s, ClaimBootAnnotation)
+		})
 	}
 	return r.transition(ctx, p, metalv1alpha1.ServerStateAvailable, "claim gone, power off confirmed", func(s *metalv1alpha1.Server) {
 		s.Spec.ServerClaimRef = nil
 		s.Spec.BootConfigurationRef = nil
+		lifecycle.RemoveAnnotation(s, ClaimBootAnnotation)
 	})
 }
 
 // bootReady reports whether the boot configuration the server names (if any) is Ready: a box
 // powered on for its claim before its boot provider serves the image boots whatever is on its
 // disk. The reason says what it waits for.
-func (r *ServerReconciler) bootReady(ctx context.Context, p *serverPass) (bool, string, error) {
+func (r *ServerReconciler) bootReady(ctx context.Context, p *serverPass) (bool, string, *metalv1alpha1.ServerBootConfiguration, error) {
 	ref := p.Obj.Spec.BootConfigurationRef
 	if ref == nil || ref.Name == "" {
-		return true, "", nil
+		return true, "", nil, nil
 	}
-	ready, why, _, err := r.bootConfigurationReady(ctx, p, ref.Namespace, ref.Name)
-	return ready, why, err
+	return r.bootConfigurationReady(ctx, p, ref.Namespace, ref.Name)
 }
 
 // bootConfigurationReady reports whether a boot configuration is Ready for this server; when

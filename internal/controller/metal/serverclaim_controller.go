@@ -417,6 +417,7 @@ func (r *ServerClaimReconciler) ensureBootConfiguration(ctx context.Context, p *
 		ServerRef:         corev1.LocalObjectReference{Name: s.Name},
 		Image:             c.Spec.Image,
 		IgnitionSecretRef: c.Spec.IgnitionSecretRef,
+		NetworkBoot:       c.Spec.NetworkBoot,
 	})
 	if msg, ok := bootConfigurationTaken(err); ok {
 		return metalv1alpha1.ReasonBootConfigurationConflict, fmt.Sprintf("bound to server %s, but %s", s.Name, msg), nil

@@ -1,0 +1,76 @@
+package metal
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// A claim whose configuration network-boots only the first power-on (networkBoot FirstPowerOn):
+// the recorder shows the one-time PXE before the first power-on only; the record of it is
+// bookkeeping on the Server, written with the power-on, and rewritten from what the box does
+// when it goes missing (a lost write), so a later power-on still boots the disk.
+func TestClaimNetworkBootsOnlyTheFirstPowerOn(t *testing.T) {
+	const ns, name = "default", "firstboot"
+	names, bmcs := availableServers(t, name, 1, func(int) map[string]string { return map[string]string{"pool": name} })
+	start := time.Now()
+	c := selectorClaim(ns, name, metalv1alpha1.PowerOn, &metav1.LabelSelector{MatchLabels: map[string]string{"pool": name}})
+	c.Spec.NetworkBoot = metalv1alpha1.NetworkBootFirstPowerOn
+	if err := env.Client.Create(ctx(), c); err != nil {
+		t.Fatal(err)
+	}
+	waitClaim(t, ns, name, "Bound/Bound", 20*time.Second)
+	waitSystemPower(t, bmcs[0], redfish.PowerOn, 10*time.Second)
+	sbc := &metalv1alpha1.ServerBootConfiguration{}
+	if err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, sbc); err != nil {
+		t.Fatal(err)
+	}
+	if sbc.Spec.NetworkBoot != metalv1alpha1.NetworkBootFirstPowerOn {
+		t.Fatalf("the claim's boot configuration says networkBoot %q, want the claim's FirstPowerOn", sbc.Spec.NetworkBoot)
+	}
+	eventually(t, 10*time.Second, "first network boot recorded", func() (bool, string) {
+		v := getServer(t, names[0]).Annotations[ClaimBootAnnotation]
+		return v == string(sbc.UID), v
+	})
+
+	// Off and on again: the disk.
+	updateClaim(t, ns, name, func(c *metalv1alpha1.ServerClaim) { c.Spec.Power = metalv1alpha1.PowerOff })
+	waitSystemPower(t, bmcs[0], redfish.PowerOff, 10*time.Second)
+	updateClaim(t, ns, name, func(c *metalv1alpha1.ServerClaim) { c.Spec.Power = metalv1alpha1.PowerOn })
+	waitSystemPower(t, bmcs[0], redfish.PowerOn, 10*time.Second)
+	waitPower(t, names[0], metalv1alpha1.PowerStateOn, 10*time.Second)
+
+	// The record lost (as when the power-on's write was): the running box rewrites it.
+	if err := lifecycle.PatchMetadata(ctx(), env.Client, getServer(t, names[0]), func(o client.Object) {
+		lifecycle.RemoveAnnotation(o, ClaimBootAnnotation)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "record rewritten from the running box", func() (bool, string) {
+		v := getServer(t, names[0]).Annotations[ClaimBootAnnotation]
+		return v == string(sbc.UID), v
+	})
+	updateClaim(t, ns, name, func(c *metalv1alpha1.ServerClaim) { c.Spec.Power = metalv1alpha1.PowerOff })
+	waitSystemPower(t, bmcs[0], redfish.PowerOff, 10*time.Second)
+	updateClaim(t, ns, name, func(c *metalv1alpha1.ServerClaim) { c.Spec.Power = metalv1alpha1.PowerOn })
+	waitSystemPower(t, bmcs[0], redfish.PowerOn, 10*time.Second)
+
+	if got := fmt.Sprint(resetTypes(since(records(bmcs[0]), start))); got != "[Boot:Pxe/Once On GracefulShutdown On GracefulShutdown On]" {
+		t.Errorf("BMC actions %s, want the network boot before the first power-on only", got)
+	}
+	if err := env.Client.Delete(ctx(), getClaim(ns, name)); err != nil {
+		t.Fatal(err)
+	}
+	if s := waitState(t, names[0], metalv1alpha1.ServerStateAvailable, 20*time.Second); s.Annotations[ClaimBootAnnotation] != "" {
+		t.Errorf("released server keeps its claim's boot record %q", s.Annotations[ClaimBootAnnotation])
+	}
+	waitClaimGone(t, ns, name, 20*time.Second)
+	checkNoDoubleWrites(t)
+}
