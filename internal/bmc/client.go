@@ -66,6 +66,7 @@ func (c *conn) System(ctx context.Context, systemID string) (*SystemStatus, erro
 			Mode:    string(sys.Boot.BootSourceOverrideMode),
 		},
 		LastResetTime: sys.LastResetTime,
+		IndicatorLED:  indicatorLED(sys),
 	}
 	// Only the inline annotation: reading ActionInfo here would double the
 	// cost of every status poll.
@@ -265,6 +266,40 @@ func (c *conn) SetBootOnce(ctx context.Context, systemID string, target BootTarg
 		}
 		return wrap(op, err)
 	}
+}
+
+// indicatorLED reads the locator LED: IndicatorLED where reported, else LocationIndicatorActive.
+func indicatorLED(sys *schemas.ComputerSystem) string {
+	switch led := string(sys.IndicatorLED); {
+	case led == "Lit" || led == "Blinking" || led == "Off":
+		return led
+	case sys.LocationIndicatorActive != nil && *sys.LocationIndicatorActive:
+		return "Lit"
+	case sys.LocationIndicatorActive != nil:
+		return "Off"
+	}
+	return ""
+}
+
+// SetIndicatorLED implements BMC.
+func (c *conn) SetIndicatorLED(ctx context.Context, systemID string, led string) error {
+	op := fmt.Sprintf("set locator LED %s on %s", led, systemID)
+	if led != "Lit" && led != "Blinking" && led != "Off" {
+		return newError(ReasonUnsupported, op, "the LED can be Lit, Blinking or Off")
+	}
+	sys, err := c.getSystem(ctx, systemID)
+	if err != nil {
+		return wrap(op, err)
+	}
+	var body any = struct{ IndicatorLED string }{led}
+	if sys.LocationIndicatorActive != nil && led != "Blinking" {
+		body = struct{ LocationIndicatorActive bool }{led == "Lit"}
+	}
+	if err := sys.Patch(sys.ODataID, body); err != nil {
+		return wrap(op, err)
+	}
+	c.log.V(1).Info("locator LED set", "system", sys.ID, "led", led)
+	return nil
 }
 
 // Manager implements BMC.

@@ -80,7 +80,7 @@ func IdentityOf(err error) (*IdentityError, bool) {
 type expectKey struct{}
 
 // Expect returns b bound to one identity: every call on a system (System, Power, PreparePower,
-// SetBootOnce, Inventory) first checks that the system it reads is id, in the same read that
+// SetBootOnce, SetIndicatorLED, Inventory) first checks that the system it reads is id, in the same read that
 // precedes its request, and fails with ReasonIdentityMismatch before anything is sent when not.
 // The check lives here, below every caller, so that no path to a box (and none added later) can
 // act on whatever answers at an address. Calls on the BMC itself are not a system's and pass.
@@ -109,6 +109,10 @@ func (e *expecting) PreparePower(ctx context.Context, systemID string, action Po
 
 func (e *expecting) SetBootOnce(ctx context.Context, systemID string, target BootTarget) error {
 	return e.BMC.SetBootOnce(e.with(ctx), systemID, target)
+}
+
+func (e *expecting) SetIndicatorLED(ctx context.Context, systemID string, led string) error {
+	return e.BMC.SetIndicatorLED(e.with(ctx), systemID, led)
 }
 
 func (e *expecting) Inventory(ctx context.Context, systemID string) (*Inventory, error) {

@@ -3,6 +3,7 @@ package bmc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/metalhub/metalhub/internal/bmc"
@@ -53,6 +54,7 @@ func TestExpectRefusesAnotherMachine(t *testing.T) {
 	checks["Power"] = wrong.Power(context.Background(), id, bmc.PowerForceRestart)
 	_, checks["PreparePower"] = wrong.PreparePower(context.Background(), id, bmc.PowerOff)
 	checks["SetBootOnce"] = wrong.SetBootOnce(context.Background(), id, bmc.BootPxe)
+	checks["SetIndicatorLED"] = wrong.SetIndicatorLED(context.Background(), id, "Lit")
 	_, checks["Inventory"] = wrong.Inventory(context.Background(), id)
 	for call, err := range checks {
 		if bmc.ReasonOf(err) != bmc.ReasonIdentityMismatch {
@@ -85,5 +87,39 @@ func TestExpectRefusesAnotherMachine(t *testing.T) {
 	}
 	if recs := e.Records(); len(recs) != 1 {
 		t.Errorf("records after one boot override: %+v", recs)
+	}
+}
+
+// The locator LED goes through LocationIndicatorActive where the system has it, and Blinking,
+// which only IndicatorLED can say, through that; both read back as the LED.
+func TestSetIndicatorLED(t *testing.T) {
+	e := fleet(t, redfish.Options{BMCs: 1})
+	p := pool(t, bmc.Options{})
+	a := e.BMC(0)
+	sys := a.Systems()[0]
+	conn := bmc.Expect(get(t, p, endpoint(a)), bmc.Identity{UUID: sys.UUID(), SerialNumber: sys.SerialNumber()})
+	for _, led := range []string{"Lit", "Off", "Blinking", "Off"} {
+		if err := conn.SetIndicatorLED(context.Background(), sys.ID(), led); err != nil {
+			t.Fatalf("SetIndicatorLED %s: %v", led, err)
+		}
+		st, err := conn.System(context.Background(), sys.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.IndicatorLED != led {
+			t.Errorf("LED read back %q after setting %s", st.IndicatorLED, led)
+		}
+	}
+	if err := conn.SetIndicatorLED(context.Background(), sys.ID(), "Disco"); bmc.ReasonOf(err) != bmc.ReasonUnsupported {
+		t.Errorf("an LED state Redfish does not know: %v, want %s", err, bmc.ReasonUnsupported)
+	}
+	var leds []string
+	for _, r := range e.Records() {
+		if r.Action == redfish.ActionIndicatorLED {
+			leds = append(leds, r.LED)
+		}
+	}
+	if fmt.Sprint(leds) != "[Lit Off Blinking Off]" {
+		t.Errorf("LED writes recorded %v", leds)
 	}
 }

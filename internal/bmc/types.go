@@ -31,6 +31,10 @@ type BMC interface {
 	PreparePower(ctx context.Context, systemID string, action PowerAction, opts ...PowerOption) (*PowerRequest, error)
 	// SetBootOnce sets a one-time boot override to target for the next boot.
 	SetBootOnce(ctx context.Context, systemID string, target BootTarget) error
+	// SetIndicatorLED sets the system's locator LED: Lit, Blinking or Off. Through
+	// LocationIndicatorActive where the system has it (IndicatorLED is deprecated there, and
+	// some newer BMCs refuse it), unless Blinking, which only IndicatorLED can say.
+	SetIndicatorLED(ctx context.Context, systemID string, led string) error
 	// Inventory reads the hardware inventory of one system, best effort per
 	// section: failed sections are listed in Inventory.FailedSections.
 	Inventory(ctx context.Context, systemID string) (*Inventory, error)
@@ -124,6 +128,9 @@ type SystemStatus struct {
 	// LastResetTime is the system's LastResetTime, as the BMC wrote it ("" when it does not
 	// say): it moves when the system comes out of a reset (a restart, a power-on).
 	LastResetTime string `json:"lastResetTime,omitempty"`
+	// IndicatorLED is the locator LED: Lit, Blinking or Off (from LocationIndicatorActive when
+	// the system reports only that), "" when the system says nothing of it.
+	IndicatorLED string `json:"indicatorLED,omitempty"`
 }
 
 // BootOverride is the Boot.BootSourceOverride* triple.

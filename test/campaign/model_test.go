@@ -139,6 +139,8 @@ func classOf(r redfish.Record) class {
 		return clsBoot
 	case redfish.ActionManagerReset:
 		return clsBMC
+	case redfish.ActionIndicatorLED:
+		return clsNone // a light, not the box
 	}
 	switch r.ResetType {
 	case "On", "ForceOn":
@@ -800,6 +802,10 @@ func (m *model) judge(r redfish.Record) {
 	cls := classOf(r)
 	if cls == clsBMC {
 		m.judgeBMCReset(r)
+		return
+	}
+	if cls == clsNone {
+		m.judged = append(m.judged, judgedRecord{r, "not an action on the box"})
 		return
 	}
 	uuid := m.uuidOf(r)

@@ -37,6 +37,18 @@ const (
 // +kubebuilder:validation:Enum=Unknown;Lit;Blinking;Off
 type IndicatorLED string
 
+const (
+	// IndicatorLEDUnknown asks for nothing (the LED is left as it is) and reports an LED the
+	// BMC does not describe.
+	IndicatorLEDUnknown IndicatorLED = "Unknown"
+	// IndicatorLEDLit is a lit locator LED.
+	IndicatorLEDLit IndicatorLED = "Lit"
+	// IndicatorLEDBlinking is a blinking locator LED.
+	IndicatorLEDBlinking IndicatorLED = "Blinking"
+	// IndicatorLEDOff is a dark locator LED.
+	IndicatorLEDOff IndicatorLED = "Off"
+)
+
 // BMCAccess gives a server's BMC inline, for servers registered without a BMC object.
 type BMCAccess struct {
 	// Protocol to manage the BMC with.
@@ -74,7 +86,9 @@ type ServerSpec struct {
 	// Power is the desired power state; the controller sets it from the lifecycle.
 	// +optional
 	Power Power `json:"power,omitempty"`
-	// IndicatorLED is the desired locator LED state.
+	// IndicatorLED is the desired locator LED state: Lit, Blinking or Off, set through the BMC
+	// (LocationIndicatorActive where the system has it) in every state but Parked; empty or
+	// Unknown leaves it as it is.
 	// +optional
 	IndicatorLED IndicatorLED `json:"indicatorLED,omitempty"`
 	// ServerClaimRef names the claim that holds this server. Set by the claim controller; it can

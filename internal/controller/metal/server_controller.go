@@ -64,6 +64,9 @@ type ServerReconciler struct {
 	outcomes opOutcomes
 	// inventories runs inventory walks beside the passes.
 	inventories *inventoryJobs
+	// ledSetAt is each server's last locator LED write (ledWrite): a BMC that accepts the write
+	// and keeps its LED is written the same again only after RetryAfter. In memory like failures.
+	ledSetAt sync.Map
 }
 
 // init fills in the clock and the inventory walks.
@@ -229,6 +232,9 @@ type serverPass struct {
 	conn        bmc.BMC
 	sysID       string
 	sys         *bmc.SystemStatus
+	// lookAgain asks for a pass this soon to observe what a step did beside the state's own
+	// work (a locator LED set).
+	lookAgain time.Duration
 }
 
 // handle is the Server's pass, as its list of steps; the first that acts ends it. Status is the
@@ -253,6 +259,7 @@ func (r *ServerReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metal
 		r.acceptReplacement,
 		lifecycle.OnDeletion(func(ctx context.Context, p *serverPass) (lifecycle.Result, error) { return r.finalize(p.bctx, ctx, p) }),
 		r.operation,
+		r.ledStep,
 		r.maintenance,
 		r.stateStep,
 	)
@@ -356,8 +363,11 @@ func (r *ServerReconciler) stateStep(ctx context.Context, p *serverPass) (lifecy
 	if err != nil {
 		return lifecycle.Result{}, err
 	}
+	if p.lookAgain > 0 && (more == 0 || p.lookAgain < more) {
+		more = p.lookAgain
+	}
 	if more > 0 && (res.After() == 0 || more < res.After()) {
-		return lifecycle.RequeueAfter(more, "inventory"), nil
+		return lifecycle.RequeueAfter(more, "observe again"), nil
 	}
 	return res, nil
 }

@@ -31,6 +31,9 @@ func (r *ServerReconciler) observe(bctx, ctx context.Context, p *serverPass) (ti
 	st := s.Status.DeepCopy()
 	mirrorState(st, s.Generation, p.state)
 	st.PowerState = metalv1alpha1.PowerState(p.sys.PowerState)
+	if led := p.sys.IndicatorLED; led != "" {
+		st.IndicatorLED = metalv1alpha1.IndicatorLED(led)
+	}
 	lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, metalv1alpha1.ReasonConnected, "BMC reachable")
 	// connect proved the machine: whatever mismatch was reported is over.
 	apimeta.RemoveStatusCondition(&st.Conditions, metalv1alpha1.ConditionIdentityMismatch)

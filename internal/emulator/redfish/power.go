@@ -43,15 +43,19 @@ type Record struct {
 	SystemID string `json:"systemId"`
 	// UUID is the system's UUID when the action was carried out (a board can be replaced).
 	UUID      string        `json:"uuid,omitempty"`
-	Action    string        `json:"action"` // "Reset", "BootOverride" or "ManagerReset"
+	Action    string        `json:"action"` // "Reset", "BootOverride", "IndicatorLED" or "ManagerReset"
 	ResetType string        `json:"resetType,omitempty"`
 	Boot      *BootOverride `json:"boot,omitempty"`
+	// LED is the locator LED an IndicatorLED action set: Lit, Blinking or Off.
+	LED string `json:"led,omitempty"`
 }
 
 // Record actions.
 const (
 	ActionReset        = "Reset"
 	ActionBootOverride = "BootOverride"
+	// ActionIndicatorLED is a write of the locator LED (IndicatorLED or LocationIndicatorActive).
+	ActionIndicatorLED = "IndicatorLED"
 	// ActionManagerReset is a reset of the BMC itself (Manager.Reset); SystemID is empty.
 	ActionManagerReset = "ManagerReset"
 )

@@ -478,7 +478,7 @@ func (b *BMC) systemBody(s *System, f *Faults) obj {
 		"Id": h.ID, "Name": "System", "SystemType": "Physical",
 		"Manufacturer": h.Manufacturer, "Model": h.Model, "SerialNumber": h.Serial, "SKU": h.SKU,
 		"PartNumber": h.PartNumber, "UUID": h.UUID, "BiosVersion": h.BIOS, "AssetTag": "",
-		"PowerState": s.power, "IndicatorLED": led, "Status": status("Enabled"),
+		"PowerState": s.power, "IndicatorLED": led, "LocationIndicatorActive": led != "Off", "Status": status("Enabled"),
 		"ProcessorSummary": obj{
 			"Count": len(h.CPUs), "Model": h.CPUs[0].model, "CoreCount": len(h.CPUs) * h.CPUs[0].cores,
 			"LogicalProcessorCount": 2 * len(h.CPUs) * h.CPUs[0].cores, "Status": status("Enabled"),
@@ -650,7 +650,7 @@ func (b *BMC) resetSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 	}
 }
 
-var patchableSystem = []string{"Boot", "IndicatorLED", "AssetTag"}
+var patchableSystem = []string{"Boot", "IndicatorLED", "LocationIndicatorActive", "AssetTag"}
 
 func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request, s *System, f *Faults) {
 	var props map[string]json.RawMessage
@@ -688,7 +688,23 @@ func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 	}
 	var led string
 	if raw, ok := props["IndicatorLED"]; ok {
-		_ = json.Unmarshal(raw, &led)
+		if err := json.Unmarshal(raw, &led); err != nil || (led != "Lit" && led != "Blinking" && led != "Off") {
+			writeError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+string(raw)+" for the property IndicatorLED is not in the list of acceptable values.")
+			return
+		}
+	}
+	if raw, ok := props["LocationIndicatorActive"]; ok {
+		// The newer property (IndicatorLED is deprecated since ComputerSystem v1.13): a write
+		// of it updates IndicatorLED too.
+		var on bool
+		if err := json.Unmarshal(raw, &on); err != nil {
+			writeError(w, http.StatusBadRequest, "PropertyValueTypeError", "The value for the property LocationIndicatorActive is of a different type than the property can accept.")
+			return
+		}
+		led = "Off"
+		if on {
+			led = "Lit"
+		}
 	}
 
 	s.mu.Lock()
@@ -716,6 +732,9 @@ func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 
 	if props["Boot"] != nil {
 		b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: s.hw.ID, UUID: s.UUID(), Action: ActionBootOverride, Boot: &newBoot})
+	}
+	if led != "" {
+		b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: s.hw.ID, UUID: s.UUID(), Action: ActionIndicatorLED, LED: led})
 	}
 	w.Header().Set("ETag", etag)
 	if b.profile.patchStatus == http.StatusOK {
