@@ -83,7 +83,9 @@ type ServerSpec struct {
 	// SystemURI is the Redfish path of the system on its BMC.
 	// +optional
 	SystemURI string `json:"systemURI,omitempty"`
-	// Power is the desired power state; the controller sets it from the lifecycle.
+	// Power is ignored. Deprecated: metal-operator stopped acting on it and then removed it; a
+	// claim's spec.power, a maintenance's serverPower and the lifecycle decide a server's power.
+	// Kept so that existing manifests still apply (kubectl validates fields strictly).
 	// +optional
 	Power Power `json:"power,omitempty"`
 	// IndicatorLED is the desired locator LED state: Lit, Blinking or Off, set through the BMC
