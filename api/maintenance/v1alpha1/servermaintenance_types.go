@@ -22,7 +22,8 @@ type ServerMaintenanceSpec struct {
 	// +optional
 	// +kubebuilder:default=0
 	Priority int32 `json:"priority"`
-	// LocatorLED is the indicator LED state during maintenance.
+	// LocatorLED is the locator LED while the server is in the maintenance (Lit, Blinking or
+	// Off); afterwards it goes back to the Server's spec.indicatorLED, or Off.
 	// +optional
 	LocatorLED metalv1alpha1.IndicatorLED `json:"locatorLED,omitempty"`
 }

@@ -44,7 +44,8 @@ type ServerMaintenanceSpec struct {
 	// ServerBootConfigurationTemplate is what the server boots during maintenance.
 	// +optional
 	ServerBootConfigurationTemplate *ServerBootConfigurationTemplate `json:"serverBootConfigurationTemplate,omitempty"`
-	// LocatorLED is the indicator LED state during maintenance.
+	// LocatorLED is the locator LED while the server is in the maintenance (Lit, Blinking or
+	// Off); afterwards it goes back to the Server's spec.indicatorLED, or Off.
 	// +optional
 	LocatorLED IndicatorLED `json:"locatorLED,omitempty"`
 }

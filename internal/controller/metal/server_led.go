@@ -12,15 +12,43 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
-// ledStep sets the locator LED to spec.indicatorLED (Lit, Blinking or Off; empty or Unknown
-// leaves it as it is), in any state the server is looked after in. The LED is observed on
-// every pass (status.indicatorLED), so setting it needs no record: a pass that finds it as
-// asked does nothing, and one that lost its answer sets it again, which is harmless. A system
-// that reports no LED is not written blind every pass: nothing is done, and status says nothing.
+// ledStep sets the locator LED: a maintenance's locatorLED while the server is in it, else the
+// Server's spec.indicatorLED (Lit, Blinking or Off; empty or Unknown leaves it as it is), in any
+// state the server is looked after in. The LED is observed on every pass (status.indicatorLED),
+// so setting it needs no record: a pass that finds it as asked does nothing, and one that lost
+// its answer sets it again, which is harmless. Only a maintenance's LED is bookkeeping
+// (MaintenanceLEDAnnotation, written before the LED is set): once the maintenance is over the
+// LED goes back to what the Server asks, or Off. A system that reports no LED is not written
+// blind every pass: nothing is done, and status says nothing.
 func (r *ServerReconciler) ledStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
-	want := string(p.Obj.Spec.IndicatorLED)
-	if want == "" || want == string(metalv1alpha1.IndicatorLEDUnknown) || p.sys == nil || p.sys.IndicatorLED == "" ||
-		p.sys.IndicatorLED == want || !p.Obj.DeletionTimestamp.IsZero() {
+	if p.sys == nil || p.sys.IndicatorLED == "" || !p.Obj.DeletionTimestamp.IsZero() {
+		return lifecycle.Continue(), nil
+	}
+	record := p.Obj.Annotations[MaintenanceLEDAnnotation]
+	want := settableLED(p.Obj.Spec.IndicatorLED)
+	maint, err := r.maintenanceLED(ctx, p)
+	if err != nil {
+		return lifecycle.Result{}, err
+	}
+	switch {
+	case maint != "" && record != maint:
+		return lifecycle.Wrote("maintenance LED recorded"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+			lifecycle.SetAnnotation(s, MaintenanceLEDAnnotation, maint)
+		})
+	case maint != "":
+		want = maint
+	case record != "":
+		// The maintenance that set it is over.
+		if want == "" {
+			want = string(metalv1alpha1.IndicatorLEDOff)
+		}
+		if p.sys.IndicatorLED == want {
+			return lifecycle.Wrote("maintenance LED restored"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+				lifecycle.RemoveAnnotation(s, MaintenanceLEDAnnotation)
+			})
+		}
+	}
+	if want == "" || p.sys.IndicatorLED == want {
 		return lifecycle.Continue(), nil
 	}
 	if last, ok := r.ledSetAt.Load(p.Obj.UID); ok && last.(ledWrite).led == want && r.Now().Sub(last.(ledWrite).at) < r.Options.RetryAfter {
@@ -39,6 +67,27 @@ func (r *ServerReconciler) ledStep(ctx context.Context, p *serverPass) (lifecycl
 	// next pass observes the LED and reports it.
 	p.lookAgain = r.Options.PowerPoll
 	return lifecycle.Continue(), nil
+}
+
+// maintenanceLED is the LED the server's maintenance asks for while it is in it, or "".
+func (r *ServerReconciler) maintenanceLED(ctx context.Context, p *serverPass) (string, error) {
+	if p.state != metalv1alpha1.ServerStateMaintenance || p.Obj.Spec.ServerMaintenanceRef == nil {
+		return "", nil
+	}
+	m, err := r.maintenanceObj(ctx, p)
+	if err != nil || m == nil {
+		return "", err
+	}
+	return settableLED(m.Spec.LocatorLED), nil
+}
+
+// settableLED is led if it is a state the LED can be set to, else "".
+func settableLED(led metalv1alpha1.IndicatorLED) string {
+	switch led {
+	case metalv1alpha1.IndicatorLEDLit, metalv1alpha1.IndicatorLEDBlinking, metalv1alpha1.IndicatorLEDOff:
+		return string(led)
+	}
+	return ""
 }
 
 // ledWrite is the last locator LED write to a server.

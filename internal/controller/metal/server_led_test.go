@@ -59,6 +59,45 @@ func TestIndicatorLEDFollowsSpec(t *testing.T) {
 	}
 }
 
+// A maintenance's locatorLED holds while the server is in it, recorded on the Server before the
+// LED is set; once the maintenance is over the LED goes back to what the Server asks (here
+// nothing: Off) and the record goes.
+func TestMaintenanceLocatorLED(t *testing.T) {
+	const ns = "default"
+	names, bmcs := availableServers(t, "mled", 1, func(int) map[string]string { return map[string]string{"pool": "mled"} })
+	name, b := names[0], bmcs[0]
+	start := time.Now()
+	m := newMaintenance(ns, "mled", name, metalv1alpha1.ServerMaintenancePolicyEnforced, metalv1alpha1.PowerOff, 0)
+	m.Spec.LocatorLED = metalv1alpha1.IndicatorLEDBlinking
+	if err := env.Client.Create(ctx(), m); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, name, metalv1alpha1.ServerStateMaintenance, 10*time.Second)
+	eventually(t, 10*time.Second, "LED Blinking, recorded", func() (bool, string) {
+		s := getServer(t, name)
+		return s.Status.IndicatorLED == metalv1alpha1.IndicatorLEDBlinking && s.Annotations[MaintenanceLEDAnnotation] == "Blinking",
+			fmt.Sprintf("%s, record %q", s.Status.IndicatorLED, s.Annotations[MaintenanceLEDAnnotation])
+	})
+	deleteMaintenance(t, ns, "mled")
+	waitState(t, name, metalv1alpha1.ServerStateAvailable, 10*time.Second)
+	eventually(t, 10*time.Second, "LED Off, record gone", func() (bool, string) {
+		s := getServer(t, name)
+		_, recorded := s.Annotations[MaintenanceLEDAnnotation]
+		return s.Status.IndicatorLED == metalv1alpha1.IndicatorLEDOff && !recorded,
+			fmt.Sprintf("%s, recorded %v", s.Status.IndicatorLED, recorded)
+	})
+	var leds []string
+	for _, r := range since(records(b), start) {
+		if r.Action == redfish.ActionIndicatorLED {
+			leds = append(leds, r.LED)
+		}
+	}
+	if fmt.Sprint(leds) != "[Blinking Off]" {
+		t.Errorf("LED writes %v, want the maintenance's and its undoing", leds)
+	}
+	checkNoDoubleWrites(t)
+}
+
 // waitObserved waits for a pass over the Server's current generation (its Lifecycle condition
 // carries it).
 func waitObserved(t *testing.T, name string) {

@@ -30,6 +30,9 @@ const (
 	// the network: the configuration's UID. With networkBoot FirstPowerOn, later power-ons
 	// under the same configuration boot the disk.
 	ClaimBootAnnotation = "lifecycle.metalhub.io/claim-boot"
+	// MaintenanceLEDAnnotation records the locator LED a maintenance asked for while the server
+	// is in it; once the maintenance is over the LED goes back to spec.indicatorLED, or Off.
+	MaintenanceLEDAnnotation = "lifecycle.metalhub.io/maintenance-led"
 	// PreviousStateAnnotation is the state to return to after Maintenance or Error.
 	PreviousStateAnnotation = "lifecycle.metalhub.io/previous-state"
 	// AdoptedErrorAnnotation marks an Error metalhub found rather than entered (no previous
