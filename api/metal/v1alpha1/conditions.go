@@ -97,3 +97,11 @@ const (
 	ReasonOperationUncertain   = "OperationUncertain"
 	ReasonUnsupportedOperation = "UnsupportedOperation"
 )
+
+// ServerReadinessRule reasons (condition Ready).
+const (
+	// ReasonRuleEnforced: the rule's taint is on exactly the matching servers that do not meet it.
+	ReasonRuleEnforced = "Enforced"
+	// ReasonRuleEnforcing: some servers could not be written this pass; the next goes on.
+	ReasonRuleEnforcing = "Enforcing"
+)

@@ -17,13 +17,22 @@ type ConditionRequirement struct {
 // +kubebuilder:validation:Enum=BootstrapOnly;Continuous
 type EnforcementMode string
 
-// ServerReadinessRuleSpec taints servers until they meet conditions. Served so that the
-// reference's manifests apply; metalhub stores it but does not enforce it yet.
+const (
+	// EnforcementBootstrapOnly takes the taint off a server once it meets the rule, for good:
+	// a later regression does not taint it again.
+	EnforcementBootstrapOnly EnforcementMode = "BootstrapOnly"
+	// EnforcementContinuous (the default) taints a server whenever it does not meet the rule.
+	EnforcementContinuous EnforcementMode = "Continuous"
+)
+
+// ServerReadinessRuleSpec taints the servers it selects while they do not meet its conditions
+// (a condition a server does not have counts as Unknown).
 type ServerReadinessRuleSpec struct {
 	// Conditions a server must meet for the taint to be removed.
 	// +optional
 	Conditions []ConditionRequirement `json:"conditions,omitempty"`
-	// EnforcementMode is BootstrapOnly or Continuous.
+	// EnforcementMode is BootstrapOnly (the taint comes off a server once, for good) or
+	// Continuous (the default: it is back whenever the server stops meeting the rule).
 	// +optional
 	EnforcementMode EnforcementMode `json:"enforcementMode,omitempty"`
 	// Taint managed on matching servers.
@@ -48,6 +57,9 @@ type ServerReadinessRuleStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.enforcementMode`
+// +kubebuilder:printcolumn:name="Taint",type=string,JSONPath=`.spec.taint.key`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ServerReadinessRule struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -84,6 +84,11 @@ func setupClaims(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("servermaintenance controller: %w", err)
 	}
+	if err := (&ServerReadinessRuleReconciler{
+		Client: mgr.GetClient(), Recorder: o.Events.Recorder("serverreadinessrule-controller"), Concurrency: 1,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("serverreadinessrule controller: %w", err)
+	}
 	if err := (&MaintenanceGroupReconciler{
 		Client: mgr.GetClient(), Recorder: o.Events.Recorder("maintenancegroup-controller"), Concurrency: o.Concurrency,
 	}).SetupWithManager(mgr); err != nil {
