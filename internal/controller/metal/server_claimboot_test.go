@@ -35,17 +35,25 @@ func TestClaimNetworkBootsOnlyTheFirstPowerOn(t *testing.T) {
 	if sbc.Spec.NetworkBoot != metalv1alpha1.NetworkBootFirstPowerOn {
 		t.Fatalf("the claim's boot configuration says networkBoot %q, want the claim's FirstPowerOn", sbc.Spec.NetworkBoot)
 	}
-	eventually(t, 10*time.Second, "first network boot recorded", func() (bool, string) {
-		v := getServer(t, names[0]).Annotations[ClaimBootAnnotation]
-		return v == string(sbc.UID), v
-	})
+	recorded := func(what string) {
+		t.Helper()
+		eventually(t, 10*time.Second, what, func() (bool, string) {
+			v := getServer(t, names[0]).Annotations[ClaimBootAnnotation]
+			return v == string(sbc.UID), v
+		})
+	}
+	offAndOn := func() {
+		t.Helper()
+		updateClaim(t, ns, name, func(c *metalv1alpha1.ServerClaim) { c.Spec.Power = metalv1alpha1.PowerOff })
+		waitSystemPower(t, bmcs[0], redfish.PowerOff, 10*time.Second)
+		updateClaim(t, ns, name, func(c *metalv1alpha1.ServerClaim) { c.Spec.Power = metalv1alpha1.PowerOn })
+		waitSystemPower(t, bmcs[0], redfish.PowerOn, 10*time.Second)
+		waitPower(t, names[0], metalv1alpha1.PowerStateOn, 10*time.Second)
+	}
+	recorded("first network boot recorded")
 
 	// Off and on again: the disk.
-	updateClaim(t, ns, name, func(c *metalv1alpha1.ServerClaim) { c.Spec.Power = metalv1alpha1.PowerOff })
-	waitSystemPower(t, bmcs[0], redfish.PowerOff, 10*time.Second)
-	updateClaim(t, ns, name, func(c *metalv1alpha1.ServerClaim) { c.Spec.Power = metalv1alpha1.PowerOn })
-	waitSystemPower(t, bmcs[0], redfish.PowerOn, 10*time.Second)
-	waitPower(t, names[0], metalv1alpha1.PowerStateOn, 10*time.Second)
+	offAndOn()
 
 	// The record lost (as when the power-on's write was): the running box rewrites it.
 	if err := lifecycle.PatchMetadata(ctx(), env.Client, getServer(t, names[0]), func(o client.Object) {
@@ -53,14 +61,8 @@ func TestClaimNetworkBootsOnlyTheFirstPowerOn(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "record rewritten from the running box", func() (bool, string) {
-		v := getServer(t, names[0]).Annotations[ClaimBootAnnotation]
-		return v == string(sbc.UID), v
-	})
-	updateClaim(t, ns, name, func(c *metalv1alpha1.ServerClaim) { c.Spec.Power = metalv1alpha1.PowerOff })
-	waitSystemPower(t, bmcs[0], redfish.PowerOff, 10*time.Second)
-	updateClaim(t, ns, name, func(c *metalv1alpha1.ServerClaim) { c.Spec.Power = metalv1alpha1.PowerOn })
-	waitSystemPower(t, bmcs[0], redfish.PowerOn, 10*time.Second)
+	recorded("record rewritten from the running box")
+	offAndOn()
 
 	if got := fmt.Sprint(resetTypes(since(records(bmcs[0]), start))); got != "[Boot:Pxe/Once On GracefulShutdown On GracefulShutdown On]" {
 		t.Errorf("BMC actions %s, want the network boot before the first power-on only", got)
