@@ -351,7 +351,10 @@ func TestCrashConsistency(t *testing.T) {
 				return err
 			}
 			return lifecycle.PatchMetadata(ctx, env.Client, s, func(o client.Object) {
+				// Both references in one write, as the claim controller binds: the server
+				// boots the claim's configuration.
 				o.(*metalv1alpha1.Server).Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Namespace: "default", Name: claim.Name}
+				o.(*metalv1alpha1.Server).Spec.BootConfigurationRef = &metalv1alpha1.ObjectReference{Namespace: "default", Name: claim.Name}
 			})
 		}); err != nil {
 			t.Fatal(err)
