@@ -218,8 +218,8 @@ func TestMakeRunEndToEnd(t *testing.T) {
 		return st == "Reserved/On", st
 	})
 	before := run.states(t)
-	if n := len(run.records(t)); n != 8*3+1 {
-		t.Errorf("first run: %d BMC actions, want 8 discoveries (PXE, on, off) and one claim power-on", n)
+	if n := len(run.records(t)); n != 8*3+2 {
+		t.Errorf("first run: %d BMC actions, want 8 discoveries (PXE, on, off) and the claim's network boot and power-on", n)
 	}
 	run.stop(t)
 

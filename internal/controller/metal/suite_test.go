@@ -40,7 +40,7 @@ var (
 )
 
 const (
-	fleetSize  = 200
+	fleetSize  = 220
 	powerDelay = 300 * time.Millisecond
 )
 
