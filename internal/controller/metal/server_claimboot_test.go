@@ -56,11 +56,7 @@ func TestClaimNetworkBootsOnlyTheFirstPowerOn(t *testing.T) {
 	offAndOn()
 
 	// The record lost (as when the power-on's write was): the running box rewrites it.
-	if err := lifecycle.PatchMetadata(ctx(), env.Client, getServer(t, names[0]), func(o client.Object) {
-		lifecycle.RemoveAnnotation(o, ClaimBootAnnotation)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	editServer(t, names[0], func(s *metalv1alpha1.Server) { lifecycle.RemoveAnnotation(s, ClaimBootAnnotation) })
 	recorded("record rewritten from the running box")
 	offAndOn()
 

@@ -21,11 +21,7 @@ func TestIndicatorLEDFollowsSpec(t *testing.T) {
 	start := time.Now()
 	setLED := func(led metalv1alpha1.IndicatorLED) {
 		t.Helper()
-		if err := lifecycle.PatchMetadata(ctx(), env.Client, getServer(t, name), func(o client.Object) {
-			o.(*metalv1alpha1.Server).Spec.IndicatorLED = led
-		}); err != nil {
-			t.Fatal(err)
-		}
+		editServer(t, name, func(s *metalv1alpha1.Server) { s.Spec.IndicatorLED = led })
 	}
 	waitLED := func(want metalv1alpha1.IndicatorLED) {
 		t.Helper()
@@ -109,5 +105,14 @@ func waitObserved(t *testing.T, name string) {
 			return false, "no Lifecycle condition"
 		}
 		return c.ObservedGeneration == s.Generation, fmt.Sprintf("observed %d of %d", c.ObservedGeneration, s.Generation)
+	})
+}
+
+// editServer patches a Server the controller also writes, on a fresh read, again on a conflict.
+func editServer(t *testing.T, name string, mutate func(*metalv1alpha1.Server)) {
+	t.Helper()
+	eventually(t, 5*time.Second, "edit server "+name, func() (bool, string) {
+		err := lifecycle.PatchMetadata(ctx(), env.Client, getServer(t, name), func(o client.Object) { mutate(o.(*metalv1alpha1.Server)) })
+		return err == nil, fmt.Sprint(err)
 	})
 }
