@@ -19,7 +19,7 @@ import (
 // by a new VidraResource of the same name: only adopt-orphans-of naming the recorded owner's
 // UID gives it away.
 func TestOrphanNotTakenByNamesake(t *testing.T) {
-	startManager(t, fastOptions())
+	h := startManager(t, fastOptions())
 	ctx := context.Background()
 	ns := namespace(t)
 	first := newResource(t, "own-orphan", ns, configMapYAML("orphan", "", "1"))
@@ -29,7 +29,9 @@ func TestOrphanNotTakenByNamesake(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Gone without its finalizer: its object is left behind, an orphan.
+	// Gone without its finalizer: its object is left behind, an orphan. The manager is stopped
+	// meanwhile: a running one puts the finalizer back, and the deletion then cleans up.
+	h.stop()
 	vr := getResource(t, "own-orphan")
 	controllerutil.RemoveFinalizer(vr, finalizer)
 	if err := env.Client.Update(ctx, vr); err != nil {
@@ -45,6 +47,7 @@ func TestOrphanNotTakenByNamesake(t *testing.T) {
 		return nil
 	})
 
+	startManager(t, fastOptions())
 	second := newResource(t, "own-orphan", ns, configMapYAML("orphan", "", "2"))
 	got := waitResource(t, "own-orphan", infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonOwnershipConflict, 20*time.Second)
 	if !strings.Contains(got.Status.LastError, infrahubv1alpha1.AdoptOrphansAnnotation) || !strings.Contains(got.Status.LastError, string(first.UID)) {
