@@ -61,13 +61,16 @@ func (c *conn) System(ctx context.Context, systemID string) (*SystemStatus, erro
 		PowerState:   PowerState(sys.PowerState),
 		Health:       string(sys.Status.Health),
 		Boot: BootOverride{
-			Enabled: string(sys.Boot.BootSourceOverrideEnabled),
-			Target:  string(sys.Boot.BootSourceOverrideTarget),
-			Mode:    string(sys.Boot.BootSourceOverrideMode),
+			Enabled:     string(sys.Boot.BootSourceOverrideEnabled),
+			Target:      string(sys.Boot.BootSourceOverrideTarget),
+			Mode:        string(sys.Boot.BootSourceOverrideMode),
+			HTTPBootURI: sys.Boot.HTTPBootURI,
 		},
 		LastResetTime: sys.LastResetTime,
 		IndicatorLED:  indicatorLED(sys),
 	}
+	allow := readBootAllowances(sys.RawData)
+	st.BootTargets, st.HTTPBoot = allow.Targets, allow.httpBoot()
 	// Only the inline annotation: reading ActionInfo here would double the
 	// cost of every status poll.
 	st.ResetTypes = inlineResetTypes(sys.RawData)
@@ -226,17 +229,40 @@ func inlineResetTypes(raw []byte) []string {
 type bootAllowances struct {
 	Targets []string `json:"BootSourceOverrideTarget@Redfish.AllowableValues"`
 	Modes   []string `json:"BootSourceOverrideMode@Redfish.AllowableValues"`
+	// hasHTTPURI: the Boot object has the HttpBootUri property.
+	hasHTTPURI bool
 }
 
 func readBootAllowances(raw []byte) bootAllowances {
 	var v struct{ Boot bootAllowances }
 	_ = json.Unmarshal(raw, &v)
+	var keys struct{ Boot map[string]json.RawMessage }
+	_ = json.Unmarshal(raw, &keys)
+	_, v.Boot.hasHTTPURI = keys.Boot["HttpBootUri"]
 	return v.Boot
 }
 
+// httpBoot reports whether the system can boot UefiHttp: listed as a target or, where the
+// targets are not listed, a Boot object with HttpBootUri (the property comes with the feature).
+// A system that says nothing either way is not sent one: an override it does not know is
+// ignored by some BMCs, and the box would boot its disk instead.
+func (a bootAllowances) httpBoot() bool {
+	if len(a.Targets) > 0 {
+		return slices.Contains(a.Targets, string(BootUefiHttp))
+	}
+	return a.hasHTTPURI
+}
+
 // SetBootOnce implements BMC.
-func (c *conn) SetBootOnce(ctx context.Context, systemID string, target BootTarget) error {
+func (c *conn) SetBootOnce(ctx context.Context, systemID string, target BootTarget, opts ...BootOption) error {
+	var o bootOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	op := fmt.Sprintf("set boot override %s once on %s", target, systemID)
+	if o.httpURI != "" && target != BootUefiHttp {
+		return newError(ReasonInvalidConfig, op, "an HTTP boot URI goes with the UefiHttp target only")
+	}
 	for attempt := 0; ; attempt++ {
 		sys, err := c.getSystem(ctx, systemID)
 		if err != nil {
@@ -246,9 +272,13 @@ func (c *conn) SetBootOnce(ctx context.Context, systemID string, target BootTarg
 		if len(allow.Targets) > 0 && !slices.Contains(allow.Targets, string(target)) {
 			return newError(ReasonUnsupported, op, "system allows boot targets %v", allow.Targets)
 		}
+		if target == BootUefiHttp && !allow.httpBoot() {
+			return newError(ReasonUnsupported, op, "system does not advertise UEFI HTTP boot")
+		}
 		boot := &schemas.Boot{
 			BootSourceOverrideEnabled: schemas.OnceBootSourceOverrideEnabled,
 			BootSourceOverrideTarget:  schemas.BootSource(target),
+			HTTPBootURI:               o.httpURI,
 		}
 		// Setting the mode where it is not advertised gets 400 on some BMCs.
 		if slices.Contains(allow.Modes, string(schemas.UEFIBootSourceOverrideMode)) {

@@ -80,7 +80,7 @@ func IdentityOf(err error) (*IdentityError, bool) {
 type expectKey struct{}
 
 // Expect returns b bound to one identity: every call on a system (System, Power, PreparePower,
-// SetBootOnce, SetIndicatorLED, Inventory) first checks that the system it reads is id, in the same read that
+// SetBootOnce, SetIndicatorLED, VirtualMedia, InsertMedia, EjectMedia, Inventory) first checks that the system it reads is id, in the same read that
 // precedes its request, and fails with ReasonIdentityMismatch before anything is sent when not.
 // The check lives here, below every caller, so that no path to a box (and none added later) can
 // act on whatever answers at an address. Calls on the BMC itself are not a system's and pass.
@@ -107,8 +107,20 @@ func (e *expecting) PreparePower(ctx context.Context, systemID string, action Po
 	return e.BMC.PreparePower(e.with(ctx), systemID, action, opts...)
 }
 
-func (e *expecting) SetBootOnce(ctx context.Context, systemID string, target BootTarget) error {
-	return e.BMC.SetBootOnce(e.with(ctx), systemID, target)
+func (e *expecting) SetBootOnce(ctx context.Context, systemID string, target BootTarget, opts ...BootOption) error {
+	return e.BMC.SetBootOnce(e.with(ctx), systemID, target, opts...)
+}
+
+func (e *expecting) VirtualMedia(ctx context.Context, systemID string) ([]MediaSlot, error) {
+	return e.BMC.VirtualMedia(e.with(ctx), systemID)
+}
+
+func (e *expecting) InsertMedia(ctx context.Context, systemID, image string) error {
+	return e.BMC.InsertMedia(e.with(ctx), systemID, image)
+}
+
+func (e *expecting) EjectMedia(ctx context.Context, systemID, image string) error {
+	return e.BMC.EjectMedia(e.with(ctx), systemID, image)
 }
 
 func (e *expecting) SetIndicatorLED(ctx context.Context, systemID string, led string) error {

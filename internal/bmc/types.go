@@ -6,6 +6,7 @@ package bmc
 
 import (
 	"context"
+	"slices"
 )
 
 // BMC is what controllers use to talk to one BMC. Every method is safe for
@@ -29,8 +30,21 @@ type BMC interface {
 	// caller that records its intent before acting does so in between, so that only the request
 	// itself lies between the record and the BMC. The request is sent under ctx.
 	PreparePower(ctx context.Context, systemID string, action PowerAction, opts ...PowerOption) (*PowerRequest, error)
-	// SetBootOnce sets a one-time boot override to target for the next boot.
-	SetBootOnce(ctx context.Context, systemID string, target BootTarget) error
+	// SetBootOnce sets a one-time boot override to target for the next boot. UefiHttp is
+	// refused (ReasonUnsupported, nothing sent) where the system does not advertise it; its URI
+	// is WithHTTPBootURI.
+	SetBootOnce(ctx context.Context, systemID string, target BootTarget, opts ...BootOption) error
+	// VirtualMedia lists the system's virtual media devices: its own VirtualMedia collection,
+	// else its manager's where that manager manages this system alone (a manager's devices
+	// shared by several systems belong to none of them). Empty when it has none.
+	VirtualMedia(ctx context.Context, systemID string) ([]MediaSlot, error)
+	// InsertMedia mounts image in the system's virtual CD/DVD device. Idempotent: a device that
+	// already holds image is left alone; one that holds another image is not touched
+	// (ReasonRejected). The BMC may refuse an image it cannot reach.
+	InsertMedia(ctx context.Context, systemID, image string) error
+	// EjectMedia ejects image from the device that holds it (every inserted CD/DVD device when
+	// image is ""). Idempotent: nothing inserted, nothing sent.
+	EjectMedia(ctx context.Context, systemID, image string) error
 	// SetIndicatorLED sets the system's locator LED: Lit, Blinking or Off. Through
 	// LocationIndicatorActive where the system has it (IndicatorLED is deprecated there, and
 	// some newer BMCs refuse it), unless Blinking, which only IndicatorLED can say.
@@ -98,7 +112,37 @@ const (
 	BootHdd       BootTarget = "Hdd"
 	BootCd        BootTarget = "Cd"
 	BootBiosSetup BootTarget = "BiosSetup"
+	// BootUefiHttp is a UEFI HTTP boot, from the URI WithHTTPBootURI gives (else the one DHCP
+	// offers).
+	BootUefiHttp BootTarget = "UefiHttp"
 )
+
+// BootOption tunes SetBootOnce.
+type BootOption func(*bootOptions)
+
+type bootOptions struct{ httpURI string }
+
+// WithHTTPBootURI sets Boot.HttpBootUri with a UefiHttp override.
+func WithHTTPBootURI(uri string) BootOption { return func(o *bootOptions) { o.httpURI = uri } }
+
+// MediaSlot is one virtual media device.
+type MediaSlot struct {
+	ID      string `json:"id"`
+	ODataID string `json:"odataId"`
+	// MediaTypes are what the device takes: CD, DVD, USBStick, Floppy.
+	MediaTypes []string `json:"mediaTypes,omitempty"`
+	Inserted   bool     `json:"inserted"`
+	Image      string   `json:"image,omitempty"`
+	// ConnectedVia is URI, Applet, Oem or NotConnected.
+	ConnectedVia string `json:"connectedVia,omitempty"`
+	// OnManager says the device is the manager's, not the system's own.
+	OnManager bool `json:"onManager,omitempty"`
+}
+
+// TakesCD reports whether the device mounts an ISO (CD or DVD).
+func (m MediaSlot) TakesCD() bool {
+	return slices.Contains(m.MediaTypes, "CD") || slices.Contains(m.MediaTypes, "DVD")
+}
 
 // SystemSummary is one member of the Systems collection.
 type SystemSummary struct {
@@ -131,6 +175,11 @@ type SystemStatus struct {
 	// IndicatorLED is the locator LED: Lit, Blinking or Off (from LocationIndicatorActive when
 	// the system reports only that), "" when the system says nothing of it.
 	IndicatorLED string `json:"indicatorLED,omitempty"`
+	// BootTargets are the advertised override targets (empty when the system does not say).
+	BootTargets []string `json:"bootTargets,omitempty"`
+	// HTTPBoot says the system can boot UefiHttp: advertised as a target, or (where targets are
+	// not listed) the Boot object has HttpBootUri.
+	HTTPBoot bool `json:"httpBoot,omitempty"`
 }
 
 // BootOverride is the Boot.BootSourceOverride* triple.
@@ -138,6 +187,8 @@ type BootOverride struct {
 	Enabled string `json:"enabled,omitempty"`
 	Target  string `json:"target,omitempty"`
 	Mode    string `json:"mode,omitempty"`
+	// HTTPBootURI is Boot.HttpBootUri.
+	HTTPBootURI string `json:"httpBootURI,omitempty"`
 }
 
 // Inventory is the hardware description of one system.

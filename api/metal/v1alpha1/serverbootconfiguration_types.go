@@ -6,6 +6,7 @@ import (
 )
 
 // ServerBootConfigurationSpec is what a server boots: an image and its ignition.
+// +kubebuilder:validation:XValidation:rule="!has(self.bootMethod) || self.bootMethod != 'VirtualMedia' || (has(self.bootURI) && self.bootURI != ”)",message="bootMethod VirtualMedia needs bootURI: the ISO the BMC mounts"
 type ServerBootConfigurationSpec struct {
 	// ServerRef names the server that boots this configuration.
 	// +required
@@ -22,7 +23,34 @@ type ServerBootConfigurationSpec struct {
 	// metalhub addition; the claim's own field is copied here.
 	// +optional
 	NetworkBoot NetworkBoot `json:"networkBoot,omitempty"`
+	// BootMethod is how the server gets to the boot provider's image: PXE (the default, as
+	// metal-operator does: a one-time Pxe override), HTTP (UEFI HTTP boot: a one-time UefiHttp
+	// override, from bootURI when set, else from what DHCP offers) or VirtualMedia (the ISO at
+	// bootURI inserted into the BMC's virtual CD, then a one-time Cd boot; ejected when the
+	// configuration no longer applies). A method the BMC does not advertise is reported on the
+	// Server (condition BootMethod) and nothing is booted. A metalhub addition.
+	// +optional
+	BootMethod BootMethod `json:"bootMethod,omitempty"`
+	// BootURI is the image the BMC boots: the ISO for VirtualMedia (http, https, nfs or cifs),
+	// the EFI binary or ISO for HTTP (http or https). A metalhub addition.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^(https?|nfs|cifs)://[^\s]+$`
+	BootURI string `json:"bootURI,omitempty"`
 }
+
+// BootMethod is how a server boots its configuration's image.
+// +kubebuilder:validation:Enum=PXE;HTTP;VirtualMedia
+type BootMethod string
+
+const (
+	// BootMethodPXE: a one-time PXE boot (DHCP and TFTP or iPXE from the boot provider).
+	BootMethodPXE BootMethod = "PXE"
+	// BootMethodHTTP: a one-time UEFI HTTP boot (Redfish BootSourceOverrideTarget UefiHttp).
+	BootMethodHTTP BootMethod = "HTTP"
+	// BootMethodVirtualMedia: an ISO in the BMC's virtual CD and a one-time Cd boot.
+	BootMethodVirtualMedia BootMethod = "VirtualMedia"
+)
 
 // NetworkBoot says which power-ons of a claimed server boot its configuration from the network.
 // +kubebuilder:validation:Enum=EveryPowerOn;FirstPowerOn

@@ -9,6 +9,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.serverRef) || has(self.serverRef)",message="serverRef cannot be removed once set"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.serverSelector) || has(self.serverSelector)",message="serverSelector cannot be removed once set"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.serverRef) || !has(oldSelf.serverSelector) || self.serverSelector == oldSelf.serverSelector",message="serverSelector is immutable once the claim is bound"
+// +kubebuilder:validation:XValidation:rule="!has(self.bootMethod) || self.bootMethod != 'VirtualMedia' || (has(self.bootURI) && self.bootURI != ”)",message="bootMethod VirtualMedia needs bootURI: the ISO the BMC mounts"
 type ServerClaimSpec struct {
 	// Power is the desired power state of the claimed server.
 	// +required
@@ -39,6 +40,17 @@ type ServerClaimSpec struct {
 	// disk). Copied to the claim's ServerBootConfiguration. A metalhub addition.
 	// +optional
 	NetworkBoot NetworkBoot `json:"networkBoot,omitempty"`
+	// BootMethod is how the server boots the claim's image: PXE (default), HTTP or
+	// VirtualMedia (see ServerBootConfiguration). Copied to the claim's ServerBootConfiguration.
+	// A metalhub addition.
+	// +optional
+	BootMethod BootMethod `json:"bootMethod,omitempty"`
+	// BootURI is the image the BMC boots for HTTP or VirtualMedia (required for VirtualMedia).
+	// Copied to the claim's ServerBootConfiguration. A metalhub addition.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^(https?|nfs|cifs)://[^\s]+$`
+	BootURI string `json:"bootURI,omitempty"`
 }
 
 // Phase is whether a claim holds a server.

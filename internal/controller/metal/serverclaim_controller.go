@@ -418,6 +418,8 @@ func (r *ServerClaimReconciler) ensureBootConfiguration(ctx context.Context, p *
 		Image:             c.Spec.Image,
 		IgnitionSecretRef: c.Spec.IgnitionSecretRef,
 		NetworkBoot:       c.Spec.NetworkBoot,
+		BootMethod:        c.Spec.BootMethod,
+		BootURI:           c.Spec.BootURI,
 	})
 	if msg, ok := bootConfigurationTaken(err); ok {
 		return metalv1alpha1.ReasonBootConfigurationConflict, fmt.Sprintf("bound to server %s, but %s", s.Name, msg), nil

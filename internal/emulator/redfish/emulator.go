@@ -329,6 +329,9 @@ func newBMC(e *Emulator, i int) *BMC {
 		idx := i*e.opts.SystemsPerBMC + k
 		hw := generateSystem(p, r, idx, k, e.opts.SystemsPerBMC, style)
 		s := &System{bmc: b, hw: hw, power: e.opts.InitialPower, etag: 1, lastReset: b.lastReset.Load()}
+		for _, d := range b.profile.media {
+			s.media = append(s.media, medium{mediaDevice: d})
+		}
 		s.boot = BootOverride{Enabled: "Disabled", Target: "None"}
 		if p.uefi {
 			s.boot.Mode = "UEFI"

@@ -45,6 +45,13 @@ type Faults struct {
 	// it as usual, then answers this HTTP status (e.g. 500, 502) instead of success: a BMC that
 	// fails after acting, or a proxy whose upstream answer was lost. Other requests are served.
 	ErrorAfterEffect int `json:"errorAfterEffect,omitempty"`
+	// NoVirtualMedia removes the VirtualMedia collections (a BMC without the licence for it).
+	NoVirtualMedia bool `json:"noVirtualMedia,omitempty"`
+	// NoHTTPBoot stops advertising UefiHttp and HttpBootUri (older firmware); a UefiHttp
+	// override is refused with 400.
+	NoHTTPBoot bool `json:"noHttpBoot,omitempty"`
+	// MediaMountFails refuses InsertMedia with 400, as a BMC does that cannot reach the image.
+	MediaMountFails bool `json:"mediaMountFails,omitempty"`
 }
 
 // Duration is a time.Duration that reads "250ms" or nanoseconds from JSON.

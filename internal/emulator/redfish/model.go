@@ -30,7 +30,21 @@ type profile struct {
 	lastReset    bool     // the Manager reports LastResetTime (older firmware does not)
 	patchStatus  int      // 200 or 204
 	cpus         []cpuModel
+	// mediaOnManager: virtual media hangs off the Manager (older iDRAC, iLO, XCC, OpenBMC),
+	// not the System (newer firmware); on a multi-system BMC it is always per system.
+	mediaOnManager bool
+	// media are the virtual media devices: Id and media types.
+	media []mediaDevice
+	// httpBoot: UefiHttp is an advertised boot target and Boot has HttpBootUri.
+	httpBoot bool
 }
+
+type mediaDevice struct {
+	id    string
+	types []string
+}
+
+var genericMedia = []mediaDevice{{"CD1", []string{"CD", "DVD"}}, {"USB1", []string{"USBStick"}}}
 
 type cpuModel struct {
 	manufacturer, model string
@@ -63,7 +77,9 @@ var profiles = []profile{
 		},
 		resetTypes: []string{"On", "ForceOff", "ForceRestart", "GracefulRestart", "GracefulShutdown", "PushPowerButton", "Nmi", "PowerCycle"},
 		uefi:       true, lastReset: true, resetStatus: 204, patchStatus: 200,
-		cpus: append(append([]cpuModel{}, intelCPUs...), amdCPUs[0]),
+		cpus:     append(append([]cpuModel{}, intelCPUs...), amdCPUs[0]),
+		media:    []mediaDevice{{"CD", []string{"CD", "DVD"}}, {"RemovableDisk", []string{"USBStick"}}},
+		httpBoot: true,
 	},
 	{
 		name: "hpe", manufacturer: "HPE", models: []string{"ProLiant DL360 Gen10 Plus", "ProLiant DL380 Gen10"},
@@ -75,7 +91,9 @@ var profiles = []profile{
 		simpleOnly: true,
 		resetTypes: []string{"On", "ForceOff", "GracefulShutdown", "ForceRestart", "Nmi", "PushPowerButton", "GracefulRestart"},
 		uefi:       true, resetStatus: 200, patchStatus: 200,
-		cpus: intelCPUs,
+		cpus:           intelCPUs,
+		mediaOnManager: true, media: []mediaDevice{{"1", []string{"Floppy", "USBStick"}}, {"2", []string{"CD", "DVD"}}},
+		httpBoot: true,
 	},
 	{
 		name: "lenovo", manufacturer: "Lenovo", models: []string{"ThinkSystem SR650 V2", "ThinkSystem SR630"},
@@ -88,7 +106,9 @@ var profiles = []profile{
 		// No graceful restart: clients must not assume every type exists.
 		resetTypes: []string{"On", "ForceOff", "GracefulShutdown", "ForceRestart", "Nmi", "ForceOn", "PushPowerButton", "PowerCycle"},
 		uefi:       true, lastReset: true, resetStatus: 202, patchStatus: 204,
-		cpus: intelCPUs,
+		cpus:           intelCPUs,
+		mediaOnManager: true, media: []mediaDevice{{"EXT1", []string{"CD", "DVD"}}, {"EXT2", []string{"USBStick"}}},
+		httpBoot: true,
 	},
 	{
 		name: "supermicro", manufacturer: "Supermicro", models: []string{"SYS-1029U-TRT", "AS -1114S-WN10RT"},
@@ -101,6 +121,8 @@ var profiles = []profile{
 		resetTypes: []string{"On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "Nmi", "ForceOn"},
 		actionInfo: true, uefi: false, resetStatus: 200, patchStatus: 200,
 		cpus: append(append([]cpuModel{}, intelCPUs[:2]...), amdCPUs...),
+		// Older firmware: no UEFI HTTP boot.
+		mediaOnManager: true, media: genericMedia,
 	},
 	{
 		name: "openbmc", manufacturer: "ASRockRack", models: []string{"ROMED8HM3", "E3C246D4I-NL"},
@@ -112,7 +134,8 @@ var profiles = []profile{
 		diskID:     func(k int, _ string) string { return fmt.Sprintf("drive%d", k) },
 		resetTypes: []string{"On", "ForceOff", "ForceOn", "ForceRestart", "GracefulRestart", "GracefulShutdown", "PowerCycle", "Nmi"},
 		actionInfo: true, uefi: true, lastReset: true, resetStatus: 204, patchStatus: 204,
-		cpus: amdCPUs,
+		cpus:           amdCPUs,
+		mediaOnManager: true, media: genericMedia, httpBoot: true,
 	},
 }
 

@@ -12,10 +12,13 @@ type BootOverride struct {
 	Enabled string `json:"enabled"`
 	Target  string `json:"target"`
 	Mode    string `json:"mode,omitempty"`
+	// HTTPBootURI is Boot.HttpBootUri (UefiHttp).
+	HTTPBootURI string `json:"httpBootURI,omitempty"`
 }
 
 // BootEvent is what the boot hook receives when a system powers on with a
-// PXE override set. A discovery agent can use the MACs to answer the boot.
+// PXE override set, a UefiHttp one, or a Cd one with a virtual CD inserted. A discovery agent
+// can use the MACs to answer the boot.
 type BootEvent struct {
 	Time         time.Time `json:"time"`
 	BMC          int       `json:"bmc"`
@@ -29,6 +32,9 @@ type BootEvent struct {
 	Enabled string `json:"enabled"`
 	Target  string `json:"target"`
 	Mode    string `json:"mode,omitempty"`
+	// Image is what the system booted for UefiHttp (its HttpBootUri) and Cd (the inserted
+	// virtual CD's image).
+	Image string `json:"image,omitempty"`
 }
 
 // Record is one accepted power action or boot override change.
@@ -48,6 +54,9 @@ type Record struct {
 	Boot      *BootOverride `json:"boot,omitempty"`
 	// LED is the locator LED an IndicatorLED action set: Lit, Blinking or Off.
 	LED string `json:"led,omitempty"`
+	// Image is the image of an InsertMedia or EjectMedia action; Device the virtual media Id.
+	Image  string `json:"image,omitempty"`
+	Device string `json:"device,omitempty"`
 }
 
 // Record actions.
@@ -58,6 +67,9 @@ const (
 	ActionIndicatorLED = "IndicatorLED"
 	// ActionManagerReset is a reset of the BMC itself (Manager.Reset); SystemID is empty.
 	ActionManagerReset = "ManagerReset"
+	// ActionInsertMedia and ActionEjectMedia are VirtualMedia actions.
+	ActionInsertMedia = "InsertMedia"
+	ActionEjectMedia  = "EjectMedia"
 )
 
 // maxRecords bounds the recorder so a long soak cannot eat memory.
@@ -101,6 +113,7 @@ type System struct {
 	power string
 	boot  BootOverride
 	led   string
+	media []medium
 	etag  uint64
 	gen   uint64 // bumps on every power action; stale timers see it and stop
 	timer *time.Timer
@@ -301,13 +314,35 @@ func (s *System) schedule(d time.Duration, f func()) {
 func (s *System) settleLocked(final string) {
 	s.power = final
 	s.etag++
-	if final != PowerOn || s.boot.Target != "Pxe" || (s.boot.Enabled != "Once" && s.boot.Enabled != "Continuous") {
+	if final != PowerOn || (s.boot.Enabled != "Once" && s.boot.Enabled != "Continuous") {
+		return
+	}
+	var image string
+	switch s.boot.Target {
+	case "Pxe":
+	case "UefiHttp":
+		image = s.boot.HTTPBootURI
+	case "Cd":
+		for _, m := range s.media {
+			if m.inserted && slices.Contains(m.types, "CD") {
+				image = m.image
+				break
+			}
+		}
+		if image == "" {
+			// Nothing in the drive: the firmware falls through to its boot order.
+			if s.boot.Enabled == "Once" {
+				s.boot.Enabled = "Disabled"
+			}
+			return
+		}
+	default:
 		return
 	}
 	ev := BootEvent{
 		Time: time.Now(), BMC: s.bmc.index, Address: s.bmc.url, SystemID: s.hw.ID,
 		UUID: s.hw.UUID, SerialNumber: s.hw.Serial, Enabled: s.boot.Enabled,
-		Target: s.boot.Target, Mode: s.boot.Mode, MACs: s.pxeOrderedMACs(),
+		Target: s.boot.Target, Mode: s.boot.Mode, MACs: s.pxeOrderedMACs(), Image: image,
 	}
 	if s.boot.Enabled == "Once" {
 		// Real BMCs consume a one-time override on the boot that uses it.

@@ -407,6 +407,8 @@ func (b *BMC) routeSystems(w http.ResponseWriter, r *http.Request, segs []string
 		power := s.PowerState()
 		serveMembers(w, r, sp+"/EthernetInterfaces", "EthernetInterfaceCollection", "Ethernet Interface Collection", rest[1:], len(s.hw.NICs),
 			func(i int) string { return s.hw.NICs[i].ID }, func(i int, p string) obj { return nicBody(s, i, p, power) })
+	case rest[0] == "VirtualMedia" && !b.mediaOnManager() && !f.NoVirtualMedia:
+		b.serveMedia(w, r, s, sp+"/VirtualMedia", rest[1:], f)
 	case rest[0] == "Storage" && !b.profile.simpleOnly:
 		b.serveStorage(w, r, s, sp+"/Storage", rest[1:])
 	case rest[0] == "SimpleStorage" && b.profile.simpleOnly:
@@ -457,7 +459,10 @@ func (b *BMC) systemBody(s *System, f *Faults) obj {
 	boot := obj{
 		"BootSourceOverrideEnabled":                        enabled,
 		"BootSourceOverrideTarget":                         s.boot.Target,
-		"BootSourceOverrideTarget@Redfish.AllowableValues": bootTargets,
+		"BootSourceOverrideTarget@Redfish.AllowableValues": b.bootTargets(f),
+	}
+	if b.httpBoot(f) {
+		boot["HttpBootUri"] = s.boot.HTTPBootURI
 	}
 	if p.uefi {
 		boot["BootSourceOverrideMode"] = s.boot.Mode
@@ -495,6 +500,9 @@ func (b *BMC) systemBody(s *System, f *Faults) obj {
 	}
 	if b.reportsSystemReset.Load() {
 		body["LastResetTime"] = time.Unix(0, s.lastReset).UTC().Format(time.RFC3339)
+	}
+	if !b.mediaOnManager() && !f.NoVirtualMedia {
+		body["VirtualMedia"] = link(sp + "/VirtualMedia")
 	}
 	if p.simpleOnly {
 		body["SimpleStorage"] = link(sp + "/SimpleStorage")
@@ -666,6 +674,7 @@ func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 	}
 	var boot struct {
 		BootSourceOverrideEnabled, BootSourceOverrideTarget, BootSourceOverrideMode *string
+		HttpBootUri                                                                 *string
 	}
 	if raw, ok := props["Boot"]; ok {
 		if err := json.Unmarshal(raw, &boot); err != nil {
@@ -677,7 +686,11 @@ func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 		writeError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+*v+" for the property BootSourceOverrideEnabled is not in the list of acceptable values.")
 		return
 	}
-	if v := boot.BootSourceOverrideTarget; v != nil && !validBootTarget(*v) {
+	if v := boot.HttpBootUri; v != nil && !b.httpBoot(f) {
+		writeError(w, http.StatusBadRequest, "PropertyUnknown", "The property HttpBootUri is not in the list of valid properties for the resource.")
+		return
+	}
+	if v := boot.BootSourceOverrideTarget; v != nil && !slices.Contains(b.bootTargets(f), *v) {
 		writeError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+*v+" for the property BootSourceOverrideTarget is not in the list of acceptable values.")
 		return
 	}
@@ -723,6 +736,9 @@ func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 	if v := boot.BootSourceOverrideMode; v != nil {
 		s.boot.Mode = *v
 	}
+	if v := boot.HttpBootUri; v != nil {
+		s.boot.HTTPBootURI = *v
+	}
 	if led != "" {
 		s.led = led
 	}
@@ -746,6 +762,10 @@ func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 
 func (b *BMC) routeManagers(w http.ResponseWriter, r *http.Request, segs []string, f *Faults) {
 	mp := v1 + "/Managers/" + b.managerID
+	if len(segs) >= 2 && segs[0] == b.managerID && segs[1] == "VirtualMedia" && b.mediaOnManager() && !f.NoVirtualMedia {
+		b.serveMedia(w, r, b.systems[0], mp+"/VirtualMedia", segs[2:], f)
+		return
+	}
 	if len(segs) == 3 && segs[0] == b.managerID && segs[1] == "Actions" && segs[2] == "Manager.Reset" {
 		b.resetManager(w, r, f)
 		return
@@ -775,6 +795,9 @@ func (b *BMC) routeManagers(w http.ResponseWriter, r *http.Request, segs []strin
 				"target":                            mp + "/Actions/Manager.Reset",
 				"ResetType@Redfish.AllowableValues": []string{"GracefulRestart", "ForceRestart"},
 			}},
+		}
+		if b.mediaOnManager() && !f.NoVirtualMedia {
+			m["VirtualMedia"] = link(mp + "/VirtualMedia")
 		}
 		if b.reportsReset.Load() {
 			// LastResetTime came with Manager v1_13_0.
