@@ -20,6 +20,17 @@ const (
 	// address is not its machine (another system UUID or serial); its message names what
 	// answered. Nothing is sent to that system until it matches again.
 	ConditionIdentityMismatch = "IdentityMismatch"
+	// ConditionBootMethod is False on a Server whose boot (discovery, claim or maintenance)
+	// could not be prepared the way its boot configuration asks: the method is not advertised
+	// by the BMC (BootMethodUnsupported) or the BMC refused it (BootPreparationFailed). Nothing
+	// else is booted instead. It goes once a boot is prepared.
+	ConditionBootMethod = "BootMethod"
+)
+
+// Reasons of a Server's BootMethod condition.
+const (
+	ReasonBootMethodUnsupported = "BootMethodUnsupported"
+	ReasonBootPreparationFailed = "BootPreparationFailed"
 )
 
 // Reasons of a BMC's and a Server's Ready condition that are not BMC errors.

@@ -6,7 +6,7 @@ import (
 )
 
 // ServerBootConfigurationSpec is what a server boots: an image and its ignition.
-// +kubebuilder:validation:XValidation:rule="!has(self.bootMethod) || self.bootMethod != 'VirtualMedia' || (has(self.bootURI) && self.bootURI != ”)",message="bootMethod VirtualMedia needs bootURI: the ISO the BMC mounts"
+// +kubebuilder:validation:XValidation:rule="!has(self.bootMethod) || self.bootMethod != 'VirtualMedia' || (has(self.bootURI) && size(self.bootURI) > 0)",message="bootMethod VirtualMedia needs bootURI: the ISO the BMC mounts"
 type ServerBootConfigurationSpec struct {
 	// ServerRef names the server that boots this configuration.
 	// +required

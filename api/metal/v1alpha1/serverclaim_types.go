@@ -9,7 +9,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.serverRef) || has(self.serverRef)",message="serverRef cannot be removed once set"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.serverSelector) || has(self.serverSelector)",message="serverSelector cannot be removed once set"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.serverRef) || !has(oldSelf.serverSelector) || self.serverSelector == oldSelf.serverSelector",message="serverSelector is immutable once the claim is bound"
-// +kubebuilder:validation:XValidation:rule="!has(self.bootMethod) || self.bootMethod != 'VirtualMedia' || (has(self.bootURI) && self.bootURI != ”)",message="bootMethod VirtualMedia needs bootURI: the ISO the BMC mounts"
+// +kubebuilder:validation:XValidation:rule="!has(self.bootMethod) || self.bootMethod != 'VirtualMedia' || (has(self.bootURI) && size(self.bootURI) > 0)",message="bootMethod VirtualMedia needs bootURI: the ISO the BMC mounts"
 type ServerClaimSpec struct {
 	// Power is the desired power state of the claimed server.
 	// +required

@@ -2,9 +2,6 @@ package metal
 
 import (
 	"context"
-	"fmt"
-
-	corev1 "k8s.io/api/core/v1"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
@@ -12,25 +9,26 @@ import (
 )
 
 // claimBoot prepares the power-on of a claimed server that is Off: its boot configuration (sbc,
-// Ready) is booted from the network, so a one-time PXE override is set first, as metal-operator
-// does before every power-on of a Reserved server. The override is observable and idempotent:
-// a pass that lost its write finds it set and only powers on. It returns the record the power
-// write carries (the configuration's UID), or "" when the power-on boots the disk: no
-// configuration, the box not Off, or networkBoot FirstPowerOn after the first.
-func (r *ServerReconciler) claimBoot(bctx context.Context, p *serverPass, sbc *metalv1alpha1.ServerBootConfiguration) (string, error) {
+// Ready) is booted the configuration's way (prepareBoot: a one-time PXE override, as
+// metal-operator does before every power-on of a Reserved server, or UEFI HTTP, or virtual
+// media). It returns the record the power write carries (the configuration's UID), or "" when
+// the power-on boots the disk: no configuration, the box not Off, or networkBoot FirstPowerOn
+// after the first. When media is true, a virtual media record (value want) must be written
+// first and nothing may be powered on this pass.
+func (r *ServerReconciler) claimBoot(bctx context.Context, p *serverPass, sbc *metalv1alpha1.ServerBootConfiguration) (booted, want string, media bool, err error) {
 	if sbc == nil || p.sys.PowerState != bmc.PowerStateOff {
-		return "", nil
+		return "", "", false, nil
 	}
 	if sbc.Spec.NetworkBoot == metalv1alpha1.NetworkBootFirstPowerOn && claimBooted(p.Obj.Annotations[ClaimBootAnnotation], sbc) {
-		return "", nil
+		// The disk from now on: a medium left in the drive could come first in the box's own
+		// boot order.
+		had, err := r.ejectRecorded(bctx, p)
+		return "", "", had, err
 	}
-	if !pxeSet(p.sys.Boot) {
-		if err := p.conn.SetBootOnce(bctx, p.sysID, bmc.BootPxe); err != nil {
-			return "", fmt.Errorf("setting one-time PXE boot for boot configuration %s/%s: %w", sbc.Namespace, sbc.Name, err)
-		}
-		r.Recorder.Eventf(p.Obj, sbc, corev1.EventTypeNormal, "BootOnce", "SetBootOnce", "one-time PXE boot set for boot configuration %s/%s", sbc.Namespace, sbc.Name)
+	if want, media, err = r.prepareBoot(bctx, p, bootOf(sbc)); err != nil || media {
+		return "", want, media, err
 	}
-	return string(sbc.UID), nil
+	return string(sbc.UID), "", false, nil
 }
 
 // claimBooted reports whether record says the server booted sbc from the network (a moved

@@ -235,6 +235,10 @@ type serverPass struct {
 	// lookAgain asks for a pass this soon to observe what a step did beside the state's own
 	// work (a locator LED set).
 	lookAgain time.Duration
+	// bootProblem is why a boot could not be prepared this pass (condition BootMethod);
+	// bootPrepared says one was, which ends an earlier problem.
+	bootProblem  *bootProblem
+	bootPrepared bool
 }
 
 // handle is the Server's pass, as its list of steps; the first that acts ends it. Status is the

@@ -89,6 +89,8 @@ func (r *ServerReconciler) ensureRound(ctx context.Context, p *serverPass, sec *
 				ServerRef:         corev1.LocalObjectReference{Name: s.Name},
 				Image:             r.Options.DiscoveryImage,
 				IgnitionSecretRef: &corev1.LocalObjectReference{Name: name},
+				BootMethod:        r.Options.DiscoveryBootMethod,
+				BootURI:           r.Options.DiscoveryBootURI,
 			},
 		}
 		err = r.createOwned(ctx, p, sbc)
@@ -127,10 +129,6 @@ func (r *ServerReconciler) discoveryRef() *metalv1alpha1.ObjectReference {
 	return &metalv1alpha1.ObjectReference{Namespace: r.Options.DiscoveryNamespace}
 }
 
-func pxeSet(b bmc.BootOverride) bool {
-	// Read-back lies on some BMCs (Continuous after Once): any enabled PXE override counts.
-	return b.Target == string(bmc.BootPxe) && b.Enabled != "" && b.Enabled != "Disabled"
-}
 
 // initial prepares discovery: power off, a new round's objects, a one-time PXE override and
 // power on — then records all of it with the move to Discovery in one write. After a crash
@@ -175,11 +173,12 @@ func (r *ServerReconciler) initial(bctx, ctx context.Context, p *serverPass) (li
 			}
 			return lifecycle.RequeueAfter(r.Options.RetryAfter, why), nil
 		}
-		if !pxeSet(p.sys.Boot) {
-			if err := p.conn.SetBootOnce(bctx, p.sysID, bmc.BootPxe); err != nil {
-				return lifecycle.Result{}, fmt.Errorf("setting one-time PXE boot: %w", err)
+		req := bootRequest{method: r.Options.DiscoveryBootMethod, uri: r.Options.DiscoveryBootURI, what: "discovery round " + round}
+		if want, media, err := r.prepareBoot(bctx, p, req); err != nil || media {
+			if err != nil {
+				return lifecycle.Result{}, err
 			}
-			r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "BootOnce", "SetBootOnce", "one-time PXE boot set for discovery round %s", round)
+			return r.writeMediaRecord(ctx, p, want)
 		}
 		issued, _, err := r.powerAction(bctx, p, metalv1alpha1.PowerOn, false)
 		if err != nil {

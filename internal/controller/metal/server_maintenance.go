@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -131,7 +130,7 @@ func (r *ServerReconciler) inMaintenance(bctx, ctx context.Context, p *serverPas
 		}
 		return lifecycle.Done(), nil
 	}
-	ready, why, _, err := r.bootConfigurationReady(ctx, p, ref.Namespace, ref.Name)
+	ready, why, sbc, err := r.bootConfigurationReady(ctx, p, ref.Namespace, ref.Name)
 	if err != nil {
 		return lifecycle.Result{}, err
 	}
@@ -158,12 +157,16 @@ func (r *ServerReconciler) inMaintenance(bctx, ctx context.Context, p *serverPas
 	case bmc.PowerStatePoweringOn, bmc.PowerStatePoweringOff:
 		return lifecycle.RequeueAfter(r.Options.PowerPoll, "power in transition"), nil
 	}
-	if !pxeSet(p.sys.Boot) {
-		// Observable and idempotent: a lost write after it finds it set and goes on.
-		if err := p.conn.SetBootOnce(bctx, p.sysID, bmc.BootPxe); err != nil {
-			return lifecycle.Result{}, fmt.Errorf("setting one-time PXE boot for maintenance: %w", err)
+	// Observable and idempotent: a lost write after it finds it prepared and goes on.
+	req := bootRequest{what: fmt.Sprintf("maintenance %s/%s", m.Namespace, m.Name)}
+	if sbc != nil {
+		req.method, req.uri, req.regarding = sbc.Spec.BootMethod, sbc.Spec.BootURI, sbc
+	}
+	if want, media, err := r.prepareBoot(bctx, p, req); err != nil || media {
+		if err != nil {
+			return lifecycle.Result{}, err
 		}
-		r.Recorder.Eventf(s, m, corev1.EventTypeNormal, "BootOnce", "SetBootOnce", "one-time PXE boot set for maintenance %s/%s", m.Namespace, m.Name)
+		return r.writeMediaRecord(ctx, p, want)
 	}
 	booted := func(s *metalv1alpha1.Server) {
 		lifecycle.SetAnnotation(s, MaintenanceBootAnnotation, maintenanceBootRecord(m))

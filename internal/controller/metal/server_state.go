@@ -30,6 +30,11 @@ const (
 	// the network: the configuration's UID. With networkBoot FirstPowerOn, later power-ons
 	// under the same configuration boot the disk.
 	ClaimBootAnnotation = "lifecycle.metalhub.io/claim-boot"
+	// MediaAnnotation records the image metalhub mounts in the server's virtual CD (boot method
+	// VirtualMedia). It is written before the medium is inserted, so that whatever happens after
+	// (a crash, a wiped status, the configuration deleted), the medium is known and ejected when
+	// no boot needs it: when the server is Available, is released, or boots another way.
+	MediaAnnotation = "lifecycle.metalhub.io/virtual-media"
 	// MaintenanceLEDAnnotation records the locator LED a maintenance asked for while the server
 	// is in it; once the maintenance is over the LED goes back to spec.indicatorLED, or Off.
 	MaintenanceLEDAnnotation = "lifecycle.metalhub.io/maintenance-led"

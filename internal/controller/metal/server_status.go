@@ -35,6 +35,7 @@ func (r *ServerReconciler) observe(bctx, ctx context.Context, p *serverPass) (ti
 		st.IndicatorLED = metalv1alpha1.IndicatorLED(led)
 	}
 	lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, metalv1alpha1.ReasonConnected, "BMC reachable")
+	r.reportBoot(p, st)
 	// connect proved the machine: whatever mismatch was reported is over.
 	apimeta.RemoveStatusCondition(&st.Conditions, metalv1alpha1.ConditionIdentityMismatch)
 	if st.SerialNumber != "" && p.sys.SerialNumber != "" && !strings.EqualFold(st.SerialNumber, p.sys.SerialNumber) {

@@ -29,6 +29,14 @@ func (r *ServerReconciler) available(bctx, ctx context.Context, p *serverPass) (
 	if res, err := r.converge(ctx, p, metalv1alpha1.PowerOff, false); err != nil || !res.IsContinue() {
 		return res, err
 	}
+	// A medium of discovery, of a maintenance or of a claim whose release did not get to it:
+	// nothing an unclaimed server boots needs one.
+	if had, err := r.ejectRecorded(bctx, p); err != nil || had {
+		if err != nil {
+			return lifecycle.Result{}, err
+		}
+		return r.writeMediaRecord(ctx, p, "")
+	}
 	return lifecycle.Done(), nil
 }
 
@@ -43,14 +51,14 @@ func (r *ServerReconciler) reserve(bctx, ctx context.Context, p *serverPass) (li
 	if err != nil {
 		return lifecycle.Result{}, err
 	}
-	rec, booted := "", ""
+	rec, booted, media, mediaWant := "", "", false, ""
 	ready, _, sbc, err := r.bootReady(ctx, p)
 	if err != nil {
 		return lifecycle.Result{}, err
 	}
 	if ready && claim != nil && claim.DeletionTimestamp.IsZero() && claim.Spec.Power == metalv1alpha1.PowerOn {
-		booted, err = r.claimBoot(bctx, p, sbc)
-		if err == nil {
+		booted, mediaWant, media, err = r.claimBoot(bctx, p, sbc)
+		if err == nil && !media {
 			var issued bool
 			issued, _, err = r.powerAction(bctx, p, metalv1alpha1.PowerOn, true)
 			if issued {
@@ -58,11 +66,15 @@ func (r *ServerReconciler) reserve(bctx, ctx context.Context, p *serverPass) (li
 			}
 		}
 		if err != nil {
-			booted = ""
+			booted, media = "", false
 			ctrl.LoggerFrom(ctx).Info("booting for the claim failed; Reserved retries it", "error", err.Error())
 		}
 	}
 	return r.transition(ctx, p, metalv1alpha1.ServerStateReserved, "claimed by "+ref.Namespace+"/"+ref.Name, func(s *metalv1alpha1.Server) {
+		if media {
+			// Recorded with the claim; the medium goes in on Reserved's first pass.
+			setMediaRecord(s, mediaWant)
+		}
 		if rec != "" {
 			lifecycle.SetAnnotation(s, PowerAnnotation, rec)
 			if booted != "" {
@@ -89,9 +101,12 @@ func (r *ServerReconciler) reserved(bctx, ctx context.Context, p *serverPass) (l
 				return lifecycle.RequeueAfter(r.Options.RetryAfter, why), err
 			}
 			if p.sys.PowerState == bmc.PowerStateOff {
-				booted, err := r.claimBoot(bctx, p, sbc)
+				booted, want, media, err := r.claimBoot(bctx, p, sbc)
 				if err != nil {
 					return lifecycle.Result{}, err
+				}
+				if media {
+					return r.writeMediaRecord(ctx, p, want)
 				}
 				if booted != "" {
 					also = func(s *metalv1alpha1.Server) { lifecycle.SetAnnotation(s, ClaimBootAnnotation, booted) }
@@ -109,15 +124,21 @@ func (r *ServerReconciler) reserved(bctx, ctx context.Context, p *serverPass) (l
 	if res, err := r.converge(ctx, p, metalv1alpha1.PowerOff, true); err != nil || !res.IsContinue() {
 		return res, err
 	}
+	// The claim's medium goes with it (observed: a repeat after a crash sends nothing).
+	if _, err := r.ejectRecorded(bctx, p); err != nil {
+		return lifecycle.Result{}, err
+	}
 	if s.Spec.ReclaimPolicy == metalv1alpha1.ReclaimPolicyRetain {
 		return r.transition(ctx, p, metalv1alpha1.ServerStateReleased, "claim gone, power off confirmed, reclaim policy Retain", func(s *metalv1alpha1.Server) {
 			lifecycle.RemoveAnnotation(s, ClaimBootAnnotation)
+			lifecycle.RemoveAnnotation(s, MediaAnnotation)
 		})
 	}
 	return r.transition(ctx, p, metalv1alpha1.ServerStateAvailable, "claim gone, power off confirmed", func(s *metalv1alpha1.Server) {
 		s.Spec.ServerClaimRef = nil
 		s.Spec.BootConfigurationRef = nil
 		lifecycle.RemoveAnnotation(s, ClaimBootAnnotation)
+		lifecycle.RemoveAnnotation(s, MediaAnnotation)
 	})
 }
 

@@ -43,6 +43,11 @@ type Options struct {
 	DiscoveryNamespace string
 	// DiscoveryImage is the OS image the discovery boot configuration boots.
 	DiscoveryImage string
+	// DiscoveryBootMethod is how servers boot the discovery image: PXE (default), HTTP (UEFI
+	// HTTP boot) or VirtualMedia (the ISO at DiscoveryBootURI, for sites without DHCP).
+	DiscoveryBootMethod metalv1alpha1.BootMethod
+	// DiscoveryBootURI is the discovery image the BMC boots with HTTP or VirtualMedia.
+	DiscoveryBootURI string
 	// DiscoveryTimeout sends a Server back to Initial when no report arrived in time.
 	DiscoveryTimeout time.Duration
 	// ErrorThreshold is the number of consecutive BMC failures after which a Server is Error.
@@ -103,6 +108,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.RetryAfter, "retry-after", o.RetryAfter, "Look again after a failed pass or while waiting on something unwatched (a BMC, a boot provider).")
 	fs.StringVar(&o.DiscoveryNamespace, "discovery-namespace", o.DiscoveryNamespace, "Namespace of discovery boot configurations and their Secrets.")
 	fs.StringVar(&o.DiscoveryImage, "discovery-image", o.DiscoveryImage, "OS image servers boot for discovery.")
+	fs.StringVar((*string)(&o.DiscoveryBootMethod), "discovery-boot-method", string(o.DiscoveryBootMethod), "How servers boot the discovery image: PXE, HTTP (UEFI HTTP boot) or VirtualMedia (the ISO at --discovery-boot-uri in the BMC's virtual CD; for sites without DHCP).")
+	fs.StringVar(&o.DiscoveryBootURI, "discovery-boot-uri", o.DiscoveryBootURI, "Image the BMC boots for discovery with --discovery-boot-method HTTP (optional: else what DHCP offers) or VirtualMedia (required: the ISO).")
 	fs.DurationVar(&o.DiscoveryTimeout, "discovery-timeout", o.DiscoveryTimeout, "Time after which a server without a discovery report goes back to Initial.")
 	fs.IntVar(&o.ErrorThreshold, "server-error-threshold", o.ErrorThreshold, "Consecutive BMC failures after which a server is put in Error.")
 	o.Claims.BindFlags(fs)
@@ -110,6 +117,20 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.RegistryURL, "registry-url", o.RegistryURL, "URL of the discovery registry as servers reach it (written into the discovery ignition).")
 	fs.StringVar(&o.ProbeImage, "probe-image", o.ProbeImage, "Container image with metalprobe that the discovery ignition starts.")
 	fs.StringVar(&o.IgnitionTemplateFile, "discovery-ignition-template", o.IgnitionTemplateFile, "File with a Go template overriding the built-in discovery ignition.")
+}
+
+// validateDiscoveryBoot checks the discovery boot flags as the API checks a boot configuration.
+func (o *Options) validateDiscoveryBoot() error {
+	switch o.DiscoveryBootMethod {
+	case "", metalv1alpha1.BootMethodPXE, metalv1alpha1.BootMethodHTTP:
+	case metalv1alpha1.BootMethodVirtualMedia:
+		if o.DiscoveryBootURI == "" {
+			return fmt.Errorf("--discovery-boot-method VirtualMedia needs --discovery-boot-uri: the ISO the BMC mounts")
+		}
+	default:
+		return fmt.Errorf("--discovery-boot-method %q: want PXE, HTTP or VirtualMedia", o.DiscoveryBootMethod)
+	}
+	return nil
 }
 
 // ignition builds the discovery ignition renderer; the template is checked now so a bad one
@@ -142,6 +163,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if err := o.ignition(); err != nil {
+		return err
+	}
+	if err := o.validateDiscoveryBoot(); err != nil {
 		return err
 	}
 	if o.RegistryBindAddress != "0" && o.RegistryBindAddress != "" {

@@ -40,7 +40,7 @@ var (
 )
 
 const (
-	fleetSize  = 220
+	fleetSize  = 232
 	powerDelay = 300 * time.Millisecond
 )
 

@@ -1,0 +1,211 @@
+package metal
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/testenv"
+)
+
+// bootActions writes a BMC's records as the boot tests read them: power and boot overrides as
+// resetTypes does, virtual media with its image.
+func bootActions(recs []redfish.Record) []string {
+	var out []string
+	for _, r := range recs {
+		switch r.Action {
+		case redfish.ActionInsertMedia, redfish.ActionEjectMedia:
+			out = append(out, r.Action+":"+r.Image)
+		case redfish.ActionBootOverride:
+			b := "Boot:" + r.Boot.Target + "/" + r.Boot.Enabled
+			if r.Boot.HTTPBootURI != "" {
+				b += "@" + r.Boot.HTTPBootURI
+			}
+			out = append(out, b)
+		default:
+			out = append(out, resetTypes([]redfish.Record{r})...)
+		}
+	}
+	return out
+}
+
+// bootClaim claims server with power On and the boot method and URI given.
+func bootClaim(t *testing.T, server, name string, method metalv1alpha1.BootMethod, uri string) {
+	t.Helper()
+	c := &metalv1alpha1.ServerClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn, Image: "img", BootMethod: method, BootURI: uri,
+			ServerRef: &corev1.LocalObjectReference{Name: server}},
+	}
+	if err := env.Client.Create(ctx(), c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// takeBMCWhere reserves the next emulated BMC that ok accepts (the fleet's vendors differ in
+// what they can boot).
+func takeBMCWhere(t *testing.T, ok func(*redfish.BMC) bool) *redfish.BMC {
+	t.Helper()
+	for {
+		if b := takeBMC(t); ok(b) {
+			return b
+		}
+	}
+}
+
+func availableOn(t *testing.T, b *redfish.BMC, name string) string {
+	t.Helper()
+	server := registerLabeled(t, b, name, nil)
+	waitState(t, server, metalv1alpha1.ServerStateAvailable, 60*time.Second)
+	waitPower(t, server, metalv1alpha1.PowerStateOff, 20*time.Second)
+	return server
+}
+
+func wantActions(t *testing.T, b *redfish.BMC, start time.Time, want string) {
+	t.Helper()
+	if got := fmt.Sprint(bootActions(since(records(b), start))); got != want {
+		t.Errorf("BMC actions %s, want %s", got, want)
+	}
+}
+
+// A claim with virtual-media boot powers its server on from the ISO: InsertMedia, one-time Cd,
+// power On; the medium is ejected once the claim is gone. The record of the medium is written
+// before it goes in, so the release ejects it whatever happened in between.
+func TestClaimBootsFromVirtualMedia(t *testing.T) {
+	const iso = "http://images.example/os.iso"
+	b := takeBMC(t)
+	server := availableOn(t, b, "vmboot")
+	start := time.Now()
+	bootClaim(t, server, "vmboot", metalv1alpha1.BootMethodVirtualMedia, iso)
+	waitClaim(t, "default", "vmboot", "Bound/Bound", 20*time.Second)
+	waitSystemPower(t, b, redfish.PowerOn, 10*time.Second)
+	waitPower(t, server, metalv1alpha1.PowerStateOn, 10*time.Second)
+	if got := getServer(t, server).Annotations[MediaAnnotation]; got != iso {
+		t.Fatalf("media record %q, want %q", got, iso)
+	}
+	wantActions(t, b, start, "[InsertMedia:"+iso+" Boot:Cd/Once On]")
+
+	if err := env.Client.Delete(ctx(), getClaim("default", "vmboot")); err != nil {
+		t.Fatal(err)
+	}
+	s := waitState(t, server, metalv1alpha1.ServerStateAvailable, 20*time.Second)
+	if s.Annotations[MediaAnnotation] != "" {
+		t.Errorf("released server keeps the media record %q", s.Annotations[MediaAnnotation])
+	}
+	for _, m := range systemOf(b).Media() {
+		if m.Inserted {
+			t.Errorf("medium %s still inserted after the claim went: %s", m.ID, m.Image)
+		}
+	}
+	acts := bootActions(since(records(b), start))
+	if len(acts) < 2 || acts[len(acts)-1] != "EjectMedia:"+iso {
+		t.Errorf("BMC actions %v, want the release to end with the eject", acts)
+	}
+	waitClaimGone(t, "default", "vmboot", 20*time.Second)
+}
+
+// The same with UEFI HTTP boot: a one-time UefiHttp override with the claim's URI before every
+// power-on.
+func TestClaimBootsOverUEFIHTTP(t *testing.T) {
+	const uri = "https://boot.example/shim.efi"
+	b := takeBMCWhere(t, func(b *redfish.BMC) bool { return b.Vendor() != "supermicro" })
+	server := availableOn(t, b, "httpboot")
+	start := time.Now()
+	bootClaim(t, server, "httpboot", metalv1alpha1.BootMethodHTTP, uri)
+	waitClaim(t, "default", "httpboot", "Bound/Bound", 20*time.Second)
+	waitSystemPower(t, b, redfish.PowerOn, 10*time.Second)
+	waitPower(t, server, metalv1alpha1.PowerStateOn, 10*time.Second)
+	updateClaim(t, "default", "httpboot", func(c *metalv1alpha1.ServerClaim) { c.Spec.Power = metalv1alpha1.PowerOff })
+	waitSystemPower(t, b, redfish.PowerOff, 10*time.Second)
+	updateClaim(t, "default", "httpboot", func(c *metalv1alpha1.ServerClaim) { c.Spec.Power = metalv1alpha1.PowerOn })
+	waitSystemPower(t, b, redfish.PowerOn, 10*time.Second)
+	wantActions(t, b, start, fmt.Sprintf("[Boot:UefiHttp/Once@%s On GracefulShutdown Boot:UefiHttp/Once@%s On]", uri, uri))
+	if err := env.Client.Delete(ctx(), getClaim("default", "httpboot")); err != nil {
+		t.Fatal(err)
+	}
+	waitClaimGone(t, "default", "httpboot", 20*time.Second)
+}
+
+// A BMC that advertises neither method: the claim's server gets a BootMethod condition (and a
+// warning), and no boot action and no power-on reach the box.
+func TestUnsupportedBootMethodIsAConditionNotAPXEBoot(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		method metalv1alpha1.BootMethod
+		uri    string
+	}{
+		{"novm", metalv1alpha1.BootMethodVirtualMedia, "http://images.example/os.iso"},
+		{"nohttp", metalv1alpha1.BootMethodHTTP, "https://boot.example/shim.efi"},
+	} {
+		t.Run(string(tc.method), func(t *testing.T) {
+			b := takeBMC(t)
+			b.SetFaults(redfish.Faults{NoVirtualMedia: true, NoHTTPBoot: true})
+			server := availableOn(t, b, tc.name)
+			start := time.Now()
+			bootClaim(t, server, tc.name, tc.method, tc.uri)
+			waitClaim(t, "default", tc.name, "Bound/Bound", 20*time.Second)
+			eventually(t, 20*time.Second, "BootMethod condition", func() (bool, string) {
+				s := getServer(t, server)
+				c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionBootMethod)
+				if c == nil {
+					return false, "none"
+				}
+				return c.Status == metav1.ConditionFalse && c.Reason == metalv1alpha1.ReasonBootMethodUnsupported, c.Reason + ": " + c.Message
+			})
+			if acts := bootActions(since(records(b), start)); len(acts) != 0 {
+				t.Errorf("BMC actions %v, want none", acts)
+			}
+			if s := getServer(t, server); s.Annotations[MediaAnnotation] != "" {
+				t.Errorf("media recorded for a BMC without virtual media: %q", s.Annotations[MediaAnnotation])
+			}
+			if err := env.Client.Delete(ctx(), getClaim("default", tc.name)); err != nil {
+				t.Fatal(err)
+			}
+			waitClaimGone(t, "default", tc.name, 20*time.Second)
+			b.ClearFaults()
+		})
+	}
+}
+
+// A status wipe mid-boot (the medium in, the power-on on its way) changes nothing on the BMC:
+// the medium is bookkeeping, the power-on's record too.
+func TestStatusWipeMidVirtualMediaBoot(t *testing.T) {
+	const iso = "http://images.example/os.iso"
+	b := takeBMC(t)
+	server := availableOn(t, b, "vmwipe")
+	b.SetPowerDelay(3 * time.Second)
+	defer b.SetPowerDelay(powerDelay)
+	start := time.Now()
+	bootClaim(t, server, "vmwipe", metalv1alpha1.BootMethodVirtualMedia, iso)
+	eventually(t, 20*time.Second, "powering on from the medium", func() (bool, string) {
+		st := systemOf(b).PowerState()
+		return st == redfish.PowerPoweringOn, st
+	})
+	eventually(t, 5*time.Second, "status wiped", func() (bool, string) {
+		s := getServer(t, server) // the controller writes too: again on a conflict
+		s.Status = metalv1alpha1.ServerStatus{}
+		err := testenv.WriteStatus(ctx(), env.Client, s)
+		return err == nil, fmt.Sprint(err)
+	})
+	if st := systemOf(b).PowerState(); st != redfish.PowerPoweringOn {
+		t.Fatalf("the wipe came after the power-on settled (%s): raise the power delay", st)
+	}
+	waitSystemPower(t, b, redfish.PowerOn, 10*time.Second)
+	waitState(t, server, metalv1alpha1.ServerStateReserved, 10*time.Second)
+	waitPower(t, server, metalv1alpha1.PowerStateOn, 10*time.Second)
+	wantActions(t, b, start, "[InsertMedia:"+iso+" Boot:Cd/Once On]")
+	if err := env.Client.Delete(ctx(), getClaim("default", "vmwipe")); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, server, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	if acts := bootActions(since(records(b), start)); !strings.HasPrefix(acts[len(acts)-1], "EjectMedia:") {
+		t.Errorf("BMC actions %v, want the release to eject the medium", acts)
+	}
+}
