@@ -129,7 +129,6 @@ func (r *ServerReconciler) discoveryRef() *metalv1alpha1.ObjectReference {
 	return &metalv1alpha1.ObjectReference{Namespace: r.Options.DiscoveryNamespace}
 }
 
-
 // initial prepares discovery: power off, a new round's objects, a one-time PXE override and
 // power on — then records all of it with the move to Discovery in one write. After a crash
 // anywhere in between, what the BMC already did is observed, not done again.
