@@ -389,8 +389,11 @@ func actionsPerBMC(fleet *redfish.Emulator) map[int][]string {
 	perBMC := map[int][]string{}
 	for _, r := range fleet.Records() {
 		a := r.ResetType
-		if r.Action == redfish.ActionBootOverride {
+		switch r.Action {
+		case redfish.ActionBootOverride:
 			a = "Boot:" + r.Boot.Target + "/" + r.Boot.Enabled
+		case redfish.ActionInsertMedia, redfish.ActionEjectMedia:
+			a = r.Action + ":" + r.Image
 		}
 		perBMC[r.BMC] = append(perBMC[r.BMC], a)
 	}

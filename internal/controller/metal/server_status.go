@@ -23,9 +23,10 @@ import (
 // goes on in the background, and a later pass adds it; the returned delay asks for that pass.
 func (r *ServerReconciler) observe(bctx, ctx context.Context, p *serverPass) (time.Duration, error) {
 	s := p.Obj
-	if p.state == metalv1alpha1.ServerStateInitial && s.Status.State == "" {
+	if p.state == metalv1alpha1.ServerStateInitial && s.Status.State == "" && p.bootProblem == nil {
 		// A new server leaves Initial within a pass or two: its first status write waits for
-		// Discovery and carries the inventory then, one write instead of two.
+		// Discovery and carries the inventory then, one write instead of two. One whose boot
+		// cannot be prepared says why at once.
 		return 0, nil
 	}
 	st := s.Status.DeepCopy()
