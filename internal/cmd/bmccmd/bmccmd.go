@@ -1,5 +1,5 @@
 // Package bmccmd implements "metalhub bmc": check a BMC before registering
-// it (inventory, power, one-time PXE boot) with the same client the
+// it (inventory, power, one-time boot, virtual media) with the same client the
 // controllers use.
 package bmccmd
 
@@ -35,7 +35,12 @@ commands:
   inspect                         print the JSON inventory of every system (or --system)
   power on|off|graceful-off|restart|force-restart
                                   request a power change of one system
-  boot-once pxe                   boot one system from PXE on its next boot
+  boot-once pxe|http|cd           boot one system once, on its next boot, from PXE, UEFI HTTP
+                                  (--uri: the HttpBootUri; else what DHCP offers) or the
+                                  virtual CD
+  media list                      list the system's virtual media devices
+  media insert URI                mount URI (an ISO) in the system's virtual CD
+  media eject [URI]               eject URI (default: whatever is in the virtual CD)
 
 The password is taken from --password or the %s environment variable.
 
@@ -60,6 +65,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c.fs.StringVar(&c.system, "system", "", "system ID (default: the only system)")
 	c.fs.BoolVar(&c.forceFallback, "force-fallback", false, "power: use the forced reset when the graceful one is not supported")
 	c.fs.DurationVar(&c.wait, "wait", 0, "power on|off|graceful-off: wait up to this long for the new state")
+	c.fs.StringVar(&c.uri, "uri", "", "boot-once http: the URI the system boots (Boot.HttpBootUri)")
 
 	pos, err := parseInterspersed(c.fs, args)
 	if err != nil {
@@ -83,8 +89,19 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return c.usageError("power needs one of on, off, graceful-off, restart, force-restart")
 		}
 	case "boot-once":
-		if len(rest) != 1 || !strings.EqualFold(rest[0], "pxe") {
-			return c.usageError("boot-once needs a target: pxe")
+		if len(rest) != 1 || bootTarget(rest[0]) == "" {
+			return c.usageError("boot-once needs a target: pxe, http or cd")
+		}
+		if c.uri != "" && bootTarget(rest[0]) != bmc.BootUefiHttp {
+			return c.usageError("--uri goes with boot-once http only")
+		}
+	case "media":
+		switch {
+		case len(rest) == 1 && rest[0] == "list":
+		case len(rest) == 2 && rest[0] == "insert":
+		case (len(rest) == 1 || len(rest) == 2) && rest[0] == "eject":
+		default:
+			return c.usageError("media needs list, insert URI or eject [URI]")
 		}
 	case "help":
 		c.fs.Usage()
@@ -104,18 +121,32 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return c.inspect(ctx)
 	case "power":
 		return c.power(ctx, powerAction(rest[0]), strings.ToLower(rest[0]))
+	case "media":
+		return c.media(ctx, rest)
 	default:
-		return c.bootOnce(ctx)
+		return c.bootOnce(ctx, bootTarget(rest[0]))
 	}
+}
+
+func bootTarget(s string) bmc.BootTarget {
+	switch strings.ToLower(s) {
+	case "pxe":
+		return bmc.BootPxe
+	case "http":
+		return bmc.BootUefiHttp
+	case "cd":
+		return bmc.BootCd
+	}
+	return ""
 }
 
 type cli struct {
 	stdout, stderr io.Writer
 	fs             *flag.FlagSet
 
-	address, username, password, caFile, system string
-	insecure, forceFallback                     bool
-	timeout, wait                               time.Duration
+	address, username, password, caFile, system, uri string
+	insecure, forceFallback                          bool
+	timeout, wait                                    time.Duration
 
 	pool *bmc.Pool
 	bmc  bmc.BMC
@@ -327,15 +358,49 @@ func (c *cli) power(ctx context.Context, action bmc.PowerAction, word string) in
 	}
 }
 
-func (c *cli) bootOnce(ctx context.Context) int {
+func (c *cli) bootOnce(ctx context.Context, target bmc.BootTarget) int {
 	id, code := c.pickSystem(ctx)
 	if code != exitOK {
 		return code
 	}
-	if err := c.bmc.SetBootOnce(ctx, id, bmc.BootPxe); err != nil {
+	var opts []bmc.BootOption
+	if c.uri != "" {
+		opts = append(opts, bmc.WithHTTPBootURI(c.uri))
+	}
+	if err := c.bmc.SetBootOnce(ctx, id, target, opts...); err != nil {
 		return c.fail(err)
 	}
-	fmt.Fprintf(c.stdout, "system %s will boot from PXE once, on its next boot\n", id)
+	fmt.Fprintf(c.stdout, "system %s will boot from %s once, on its next boot\n", id, target)
+	return exitOK
+}
+
+func (c *cli) media(ctx context.Context, args []string) int {
+	id, code := c.pickSystem(ctx)
+	if code != exitOK {
+		return code
+	}
+	switch args[0] {
+	case "list":
+		slots, err := c.bmc.VirtualMedia(ctx, id)
+		if err != nil {
+			return c.fail(err)
+		}
+		return c.printJSON(slots)
+	case "insert":
+		if err := c.bmc.InsertMedia(ctx, id, args[1]); err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintf(c.stdout, "%s is in the virtual CD of system %s\n", args[1], id)
+	default:
+		image := ""
+		if len(args) == 2 {
+			image = args[1]
+		}
+		if err := c.bmc.EjectMedia(ctx, id, image); err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintf(c.stdout, "virtual CD of system %s ejected\n", id)
+	}
 	return exitOK
 }
 

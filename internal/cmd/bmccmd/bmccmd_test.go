@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -123,6 +124,55 @@ func TestCLIAgainstEmulator(t *testing.T) {
 	}
 }
 
+// boot-once pxe|http|cd and media list|insert|eject reach the BMC as the recorder shows.
+func TestCLIBootOnceAndMedia(t *testing.T) {
+	em, err := redfish.Start(redfish.Options{BMCs: 8, PowerDelay: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer em.Close()
+	var b *redfish.BMC
+	for _, c := range em.BMCs() {
+		if c.Vendor() != "supermicro" { // no UEFI HTTP boot there
+			b = c
+			break
+		}
+	}
+	auth := []string{"--address", b.URL(), "--username", "admin", "--password", "password"}
+	const iso, efi = "http://images.example/x.iso", "https://boot.example/shim.efi"
+	for _, args := range [][]string{
+		{"boot-once", "http", "--uri", efi},
+		{"boot-once", "cd"},
+		{"media", "insert", iso},
+		{"media", "insert", iso}, // already in: nothing sent
+		{"media", "eject"},
+		{"media", "eject"}, // nothing in: nothing sent
+	} {
+		if code, stdout, stderr := run(t, append(args, auth...)...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, stdout, stderr)
+		}
+	}
+	code, stdout, stderr := run(t, append([]string{"media", "list"}, auth...)...)
+	var slots []bmc.MediaSlot
+	if code != 0 || json.Unmarshal([]byte(stdout), &slots) != nil || len(slots) == 0 {
+		t.Fatalf("media list: exit %d\n%s%s", code, stdout, stderr)
+	}
+	var got []string
+	for _, r := range em.Records() {
+		switch {
+		case r.Action == redfish.ActionBootOverride && r.Boot.Target == "UefiHttp":
+			got = append(got, r.Boot.Target+"@"+r.Boot.HTTPBootURI)
+		case r.Action == redfish.ActionBootOverride:
+			got = append(got, r.Boot.Target)
+		default:
+			got = append(got, r.Action+":"+r.Image)
+		}
+	}
+	if want := "[UefiHttp@" + efi + " Cd InsertMedia:" + iso + " EjectMedia:" + iso + "]"; fmt.Sprint(got) != want {
+		t.Fatalf("recorded %v, want %s", got, want)
+	}
+}
+
 func TestCLIChoosesSystemExplicitly(t *testing.T) {
 	em, err := redfish.Start(redfish.Options{SystemsPerBMC: 2, PowerDelay: -1})
 	if err != nil {
@@ -151,6 +201,9 @@ func TestCLIUsage(t *testing.T) {
 		{"explode"},
 		{"power", "sideways", "--address", "x", "--username", "u", "--password", "p"},
 		{"boot-once", "hdd", "--address", "x", "--username", "u", "--password", "p"},
+		{"boot-once", "pxe", "--uri", "http://x", "--address", "x", "--username", "u", "--password", "p"},
+		{"media", "--address", "x", "--username", "u", "--password", "p"},
+		{"media", "insert", "--address", "x", "--username", "u", "--password", "p"},
 		{"inspect"},
 		{"inspect", "--address", "127.0.0.1:1", "--username", "u"},
 		{"inspect", "--address", "127.0.0.1:1", "--username", "u", "--password", "p", "--insecure", "--ca-file", "x"},
