@@ -71,6 +71,7 @@ type serviceRoot struct {
 	Systems        odataLink
 	Managers       odataLink
 	SessionService odataLink
+	AccountService odataLink
 	Links          struct {
 		Sessions odataLink
 	}

@@ -257,3 +257,23 @@ func (e Endpoint) String() string {
 
 // GoString redacts the password for %#v as well.
 func (e Endpoint) GoString() string { return "bmc.Endpoint" + e.String() }
+
+// CheckCredentials logs in to the BMC at ep with ep's credentials on a connection of its own
+// (not pooled, logged out after) and reads the service: nil when they open it. A rotation
+// proves the new password with it before the old one is given up.
+func (p *Pool) CheckCredentials(ctx context.Context, ep Endpoint) error {
+	base, err := NormalizeAddress(ep.Address)
+	if err != nil {
+		return err
+	}
+	c, err := newConn(base, ep, ep.fingerprint(), p.opts)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	_, err = c.Accounts(ctx)
+	if ReasonOf(err) == ReasonUnsupported {
+		_, err = c.Systems(ctx)
+	}
+	return err
+}

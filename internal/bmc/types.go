@@ -55,6 +55,16 @@ type BMC interface {
 	// Manager describes the BMC itself (the manager of the first system, or
 	// the first manager of the service).
 	Manager(ctx context.Context) (*ManagerInfo, error)
+	// Accounts lists the BMC's user accounts (AccountService); slots without a user name, as
+	// some BMCs keep, are left out.
+	Accounts(ctx context.Context) ([]Account, error)
+	// SetAccount makes the account user exist, enabled, with password and (when not "") role:
+	// created where missing (POST, or the first free slot on BMCs with fixed slots), its
+	// password and role set where it exists. Passwords cannot be read back: the call always
+	// sends the password.
+	SetAccount(ctx context.Context, user, password, role string) error
+	// DeleteAccount removes the account user; one that does not exist is not an error.
+	DeleteAccount(ctx context.Context, user string) error
 	// ResetManager restarts the BMC itself (GracefulRestart where advertised, else
 	// ForceRestart); its systems keep running. Sessions end with it: the pool logs in again.
 	ResetManager(ctx context.Context) error
@@ -124,6 +134,14 @@ type bootOptions struct{ httpURI string }
 
 // WithHTTPBootURI sets Boot.HttpBootUri with a UefiHttp override.
 func WithHTTPBootURI(uri string) BootOption { return func(o *bootOptions) { o.httpURI = uri } }
+
+// Account is one BMC user account.
+type Account struct {
+	ID       string `json:"id"`
+	UserName string `json:"userName"`
+	RoleID   string `json:"roleID,omitempty"`
+	Enabled  bool   `json:"enabled"`
+}
 
 // MediaSlot is one virtual media device.
 type MediaSlot struct {

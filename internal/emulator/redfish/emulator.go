@@ -289,6 +289,7 @@ type BMC struct {
 	// answeredBy is the BMC that answers at this one's address instead (AnswerAs).
 	answeredBy atomic.Pointer[BMC]
 	creds      atomic.Pointer[[2]string]
+	accts      accounts
 	powerDelay atomic.Int64 // nanoseconds
 	// lastReset is when the manager last came out of a reset (unix nanoseconds); reportsReset
 	// says whether its Manager resource shows it (LastResetTime), as newer firmware does.

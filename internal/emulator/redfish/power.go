@@ -57,6 +57,8 @@ type Record struct {
 	// Image is the image of an InsertMedia or EjectMedia action; Device the virtual media Id.
 	Image  string `json:"image,omitempty"`
 	Device string `json:"device,omitempty"`
+	// Account is the user of an account action.
+	Account string `json:"account,omitempty"`
 }
 
 // Record actions.

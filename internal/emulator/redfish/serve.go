@@ -135,6 +135,8 @@ func (b *BMC) route(w http.ResponseWriter, r *http.Request, f *Faults) {
 		b.routeChassis(w, r, segs[1:])
 	case "SessionService":
 		b.routeSessions(w, r, segs[1:])
+	case "AccountService":
+		b.routeAccounts(w, r, segs[1:])
 	case "TaskService":
 		if len(segs) == 3 && segs[1] == "Tasks" && methodIs(w, r, http.MethodGet) {
 			writeJSON(w, http.StatusOK, obj{
@@ -155,7 +157,8 @@ func (b *BMC) serviceRoot(f *Faults) obj {
 		"Id": "RootService", "Name": "Root Service", "RedfishVersion": "1.11.0",
 		"UUID": b.mgrUUID, "Vendor": b.profile.manufacturer, "Product": b.mgrModel,
 		"Systems": link(v1 + "/Systems"), "Managers": link(v1 + "/Managers"), "Chassis": link(v1 + "/Chassis"),
-		"Links": obj{},
+		"AccountService": link(v1 + "/AccountService"),
+		"Links":          obj{},
 	}
 	if !f.NoSessionService {
 		root["SessionService"] = link(v1 + "/SessionService")
@@ -244,11 +247,8 @@ func (b *BMC) authorize(w http.ResponseWriter, r *http.Request, f *Faults) bool 
 			if ok {
 				return true
 			}
-		} else if u, p, ok := r.BasicAuth(); ok {
-			wantU, wantP := b.Credentials()
-			if u == wantU && p == wantP {
-				return true
-			}
+		} else if u, p, ok := r.BasicAuth(); ok && b.validLogin(u, p) {
+			return true
 		}
 	}
 	b.unauthorized.Add(1)
@@ -263,8 +263,7 @@ func (b *BMC) login(w http.ResponseWriter, r *http.Request, f *Faults) {
 		writeError(w, http.StatusBadRequest, "MalformedJSON", "The request body submitted was malformed JSON.")
 		return
 	}
-	wantU, wantP := b.Credentials()
-	if f.Unauthorized || req.UserName != wantU || req.Password != wantP {
+	if f.Unauthorized || !b.validLogin(req.UserName, req.Password) {
 		b.unauthorized.Add(1)
 		writeError(w, http.StatusUnauthorized, "ResourceAtURIUnauthorized", "While accessing the resource at /redfish/v1/SessionService/Sessions, the service received an authorization error.")
 		return

@@ -1,0 +1,138 @@
+package bmc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/stmcginnis/gofish/schemas"
+)
+
+func (c *conn) accountService(ctx context.Context) (*schemas.AccountService, error) {
+	api, err := c.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if c.root.AccountService.ID == "" {
+		return nil, newError(ReasonUnsupported, "read account service", "service root has no AccountService")
+	}
+	return schemas.GetObject[schemas.AccountService](api, c.root.AccountService.ID)
+}
+
+func (c *conn) accounts(ctx context.Context) (*schemas.AccountService, []*schemas.ManagerAccount, error) {
+	svc, err := c.accountService(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	accts, err := svc.Accounts()
+	return svc, accts, err
+}
+
+// Accounts implements BMC.
+func (c *conn) Accounts(ctx context.Context) ([]Account, error) {
+	const op = "list accounts"
+	_, accts, err := c.accounts(ctx)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	out := make([]Account, 0, len(accts))
+	for _, a := range accts {
+		if a.UserName == "" {
+			continue
+		}
+		out = append(out, Account{ID: a.ID, UserName: a.UserName, RoleID: a.RoleID, Enabled: a.Enabled})
+	}
+	return out, nil
+}
+
+// accountPatch is what SetAccount writes; empty fields are not sent.
+type accountPatch struct {
+	UserName string `json:",omitempty"`
+	Password string `json:",omitempty"`
+	RoleID   string `json:"RoleId,omitempty"`
+	Enabled  bool
+}
+
+// SetAccount implements BMC.
+func (c *conn) SetAccount(ctx context.Context, user, password, role string) error {
+	op := fmt.Sprintf("set account %s", user)
+	if user == "" || password == "" {
+		return newError(ReasonInvalidConfig, op, "user name and password are required")
+	}
+	svc, accts, err := c.accounts(ctx)
+	if err != nil {
+		return wrap(op, err)
+	}
+	var free *schemas.ManagerAccount
+	for _, a := range accts {
+		if a.UserName == user {
+			patch := accountPatch{Password: password, Enabled: true}
+			if role != "" && role != a.RoleID {
+				patch.RoleID = role
+			}
+			if err := a.Patch(a.ODataID, patch); err != nil {
+				return wrap(op, err)
+			}
+			c.log.V(1).Info("account updated", "user", user)
+			return nil
+		}
+		if a.UserName == "" && free == nil {
+			free = a
+		}
+	}
+	if role == "" {
+		role = "ReadOnly"
+	}
+	_, err = svc.CreateAccount(user, password, role)
+	if err != nil && free != nil && isMethodNotAllowed(err) {
+		// BMCs with fixed account slots (iDRAC) create by naming a free slot.
+		err = free.Patch(free.ODataID, accountPatch{UserName: user, Password: password, RoleID: role, Enabled: true})
+	}
+	if err != nil {
+		return wrap(op, err)
+	}
+	c.log.V(1).Info("account created", "user", user, "role", role)
+	return nil
+}
+
+func isMethodNotAllowed(err error) bool {
+	var e *schemas.Error
+	return errors.As(err, &e) && (e.HTTPReturnedStatusCode == http.StatusMethodNotAllowed || e.HTTPReturnedStatusCode == http.StatusNotImplemented)
+}
+
+// DeleteAccount implements BMC.
+func (c *conn) DeleteAccount(ctx context.Context, user string) error {
+	op := fmt.Sprintf("delete account %s", user)
+	_, accts, err := c.accounts(ctx)
+	if err != nil {
+		return wrap(op, err)
+	}
+	for _, a := range accts {
+		if a.UserName != user {
+			continue
+		}
+		api, err := c.client(ctx)
+		if err != nil {
+			return wrap(op, err)
+		}
+		resp, err := api.Delete(a.ODataID)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		if err != nil && !isMethodNotAllowed(err) {
+			return wrap(op, err)
+		}
+		if err != nil {
+			// Fixed slots: emptied, not deleted.
+			if err := a.Patch(a.ODataID, struct {
+				UserName string
+				Enabled  bool
+			}{"", false}); err != nil {
+				return wrap(op, err)
+			}
+		}
+		c.log.V(1).Info("account deleted", "user", user)
+	}
+	return nil
+}
