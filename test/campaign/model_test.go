@@ -141,6 +141,10 @@ func classOf(r redfish.Record) class {
 		return clsBMC
 	case redfish.ActionIndicatorLED:
 		return clsNone // a light, not the box
+	case redfish.ActionAccountCreate, redfish.ActionAccountPassword, redfish.ActionAccountDelete:
+		return clsNone // rotate-credentials: the BMC's accounts, not the box
+	case redfish.ActionInsertMedia, redfish.ActionEjectMedia:
+		return clsNone // a medium in a drive boots nothing by itself
 	}
 	switch r.ResetType {
 	case "On", "ForceOn":

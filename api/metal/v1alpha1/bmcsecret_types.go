@@ -9,6 +9,10 @@ import (
 const (
 	BMCSecretUsernameKey = "username"
 	BMCSecretPasswordKey = "password"
+	// BMCSecretPendingPasswordKey holds, during a rotate-credentials operation, the new password
+	// before the BMC has it: written first, so that no step of the rotation can lose the
+	// password that opens the BMC. It becomes the password once the BMC accepts it.
+	BMCSecretPendingPasswordKey = "pendingPassword"
 )
 
 // BMCSecret holds the credentials of a BMC. It is shaped like a core Secret but cluster-scoped,
@@ -50,6 +54,24 @@ func (s *BMCSecret) Value(key string) (string, bool) {
 	}
 	v, ok := s.Data[key]
 	return string(v), ok
+}
+
+// SetValue sets key where it is kept (stringData takes precedence over data on reads).
+func (s *BMCSecret) SetValue(key, value string) {
+	if _, ok := s.StringData[key]; ok {
+		s.StringData[key] = value
+		return
+	}
+	if s.Data == nil {
+		s.Data = map[string][]byte{}
+	}
+	s.Data[key] = []byte(value)
+}
+
+// DeleteValue removes key from data and stringData.
+func (s *BMCSecret) DeleteValue(key string) {
+	delete(s.StringData, key)
+	delete(s.Data, key)
 }
 
 // +kubebuilder:object:root=true

@@ -40,7 +40,7 @@ const BMCFinalizer = "metal.ironcore.dev/bmc"
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=bmcs,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=bmcs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=bmcs/finalizers,verbs=update
-// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=bmcsecrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=bmcsecrets,verbs=get;list;watch;update
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=endpoints,verbs=get;list;watch
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servers,verbs=get;list;watch;create;delete
 
@@ -114,6 +114,7 @@ func (r *BMCReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1a
 		lifecycle.EnsureFinalizer[*bmcPass](BMCFinalizer),
 		lifecycle.DoneIf[*bmcPass](ignored),
 		r.reportIssued,
+		r.rotation,
 		r.connect,
 		// Its systems are proven to be its own before an operation: a BMC reset sent through an
 		// address that now reaches another BMC would reset that one.

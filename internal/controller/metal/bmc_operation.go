@@ -44,9 +44,6 @@ func (r *BMCReconciler) operation(ctx context.Context, p *bmcPass) (lifecycle.Re
 		i = opIntent{op: op, phase: intentOwed, at: time.Now()}
 	default:
 		why := "is not supported on a BMC"
-		if op == metalv1alpha1.OperationRotateCredentials {
-			why = "is not supported by metalhub yet: the BMC's credentials and its BMCSecret are unchanged"
-		}
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonUnsupportedOperation, "Operation", "operation %q %s; removed", op, why)
 		return lifecycle.Wrote("operation " + op + " removed"), lifecycle.PatchMetadata(ctx, c, b, func(o client.Object) {
 			lifecycle.RemoveAnnotation(o, metalv1alpha1.OperationAnnotation)

@@ -356,8 +356,9 @@ func TestMaintenanceBootsItsBootConfigurationOnce(t *testing.T) {
 	waitState(t, name, metalv1alpha1.ServerStateReserved, 15*time.Second)
 }
 
-// A BMC's graceful-restart-bmc resets the BMC itself once; rotate-credentials, which metalhub
-// does not do yet, is refused with a Warning and removed instead of left pending forever.
+// A BMC's graceful-restart-bmc resets the BMC itself once; rotate-credentials sets a new
+// password on the BMC (AccountService) and in its BMCSecret, and the BMC and its server stay
+// reachable; an operation a BMC has no use for is refused with a Warning and removed.
 func TestBMCOperationsCarriedOutOrRefused(t *testing.T) {
 	b := takeBMC(t)
 	name := registerBMC(t, b, "bmcop")
@@ -391,13 +392,31 @@ func TestBMCOperationsCarriedOutOrRefused(t *testing.T) {
 	setBMCAnnotation(metalv1alpha1.OperationGracefulRestartBMC)
 	settled()
 	waitEvent(t, "bmcop", metalv1alpha1.ReasonOperation)
+	_, oldPass := b.Credentials()
 	setBMCAnnotation(metalv1alpha1.OperationRotateCredentials)
 	settled()
-	waitEvent(t, "bmcop", metalv1alpha1.ReasonUnsupportedOperation)
-	time.Sleep(time.Second) // room for a repeat to show
-	if got := resetTypes(since(records(b), start)); fmt.Sprint(got) != "[ManagerReset:GracefulRestart]" {
-		t.Errorf("BMC actions %v, want one graceful BMC reset", got)
+	waitEvent(t, "bmcop", reasonRotated)
+	sec := &metalv1alpha1.BMCSecret{}
+	if err := env.Client.Get(ctx(), client.ObjectKey{Name: "bmcop"}, sec); err != nil {
+		t.Fatal(err)
 	}
+	newPass, _ := sec.Value(metalv1alpha1.BMCSecretPasswordKey)
+	if _, onBMC := b.Credentials(); newPass == oldPass || newPass != onBMC {
+		t.Fatalf("after the rotation the BMC's password is %q, the BMCSecret's %q (was %q)", onBMC, newPass, oldPass)
+	}
+	if _, pending := sec.Value(metalv1alpha1.BMCSecretPendingPasswordKey); pending {
+		t.Error("the pending password outlived the rotation")
+	}
+	setBMCAnnotation(metalv1alpha1.OperationPowerCycleServer) // a server's, not a BMC's
+	settled()
+	waitEvent(t, "bmcop", metalv1alpha1.ReasonUnsupportedOperation)
+	// Still reachable with the new password: the server is managed as before.
+	waitState(t, name, metalv1alpha1.ServerStateAvailable, 10*time.Second)
+	editServer(t, name, func(s *metalv1alpha1.Server) { s.Spec.IndicatorLED = metalv1alpha1.IndicatorLEDLit })
+	eventually(t, 15*time.Second, "the LED lit through the new password", func() (bool, string) {
+		got := bootActions(since(records(b), start))
+		return fmt.Sprint(got) == "[ManagerReset:GracefulRestart AccountPassword: IndicatorLED:]", fmt.Sprint(got)
+	})
 }
 
 // A claim deleted while its server is parked, or held by a maintenance, lets go: neither powers

@@ -199,6 +199,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(mgr, o.Concurrency); err != nil {
 		return fmt.Errorf("bmc controller: %w", err)
 	}
+	if err := (&BMCUserReconciler{
+		Client: mgr.GetClient(), Pool: pool, Recorder: o.Events.Recorder("bmcuser-controller"),
+		RetryAfter: o.RetryAfter, RequestTimeout: o.BMCRequestTimeout,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("bmcuser controller: %w", err)
+	}
 	if err := (&ServerReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: o.Events.Recorder("server-controller"), Options: o,
 	}).SetupWithManager(mgr); err != nil {

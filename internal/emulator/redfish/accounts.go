@@ -234,3 +234,6 @@ func (b *BMC) serveAccount(w http.ResponseWriter, r *http.Request, id string) {
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
+
+// CanLogin reports whether user and password open the BMC.
+func (b *BMC) CanLogin(user, password string) bool { return b.validLogin(user, password) }
