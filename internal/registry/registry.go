@@ -55,6 +55,9 @@ type Options struct {
 	APIReader client.Reader
 	// Logger defaults to ctrl.Log.WithName("discovery-registry").
 	Logger logr.Logger
+	// Metadata, when set, is served beside the reports (GET /metadata and GET /user-data): the
+	// booted OS reaches the same listener as the discovery probe.
+	Metadata http.Handler
 	// Recorder receives the Warning events of refused reports that name a Server (nil: logs
 	// only). Setup defaults it to the manager's recorder.
 	Recorder events.EventRecorder
@@ -207,10 +210,15 @@ func (r *Registry) Start(ctx context.Context) error {
 	return nil
 }
 
-// Handler serves POST probe.RegisterPath and GET /healthz.
+// Handler serves POST probe.RegisterPath, GET /healthz and, with Options.Metadata, the metadata
+// service.
 func (r *Registry) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+probe.RegisterPath, r.serveRegister)
+	if r.opts.Metadata != nil {
+		mux.Handle("GET /metadata", r.opts.Metadata)
+		mux.Handle("GET /user-data", r.opts.Metadata)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/metadata"
 	"github.com/metalhub/metalhub/internal/registry"
 )
 
@@ -57,6 +58,9 @@ const (
 )
 
 func setupIndexes(ctx context.Context, mgr ctrl.Manager) error {
+	if err := metadata.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	if err := registry.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}

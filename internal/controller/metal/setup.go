@@ -15,6 +15,7 @@ import (
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/eventsink"
+	"github.com/metalhub/metalhub/internal/metadata"
 	"github.com/metalhub/metalhub/internal/registry"
 )
 
@@ -169,7 +170,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if o.RegistryBindAddress != "0" && o.RegistryBindAddress != "" {
-		if _, err := registry.Setup(ctx, mgr, registry.Options{BindAddress: o.RegistryBindAddress, DiscoveryNamespace: o.DiscoveryNamespace}); err != nil {
+		if _, err := registry.Setup(ctx, mgr, registry.Options{BindAddress: o.RegistryBindAddress, DiscoveryNamespace: o.DiscoveryNamespace,
+			Metadata: metadata.Handler(mgr.GetClient(), mgr.GetAPIReader(), ctrl.Log.WithName("metadata"))}); err != nil {
 			return fmt.Errorf("discovery registry: %w", err)
 		}
 	}
