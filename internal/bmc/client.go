@@ -71,6 +71,7 @@ func (c *conn) System(ctx context.Context, systemID string) (*SystemStatus, erro
 	}
 	allow := readBootAllowances(sys.RawData)
 	st.BootTargets, st.HTTPBoot = allow.Targets, allow.httpBoot()
+	st.BootOrder = sys.Boot.BootOrder
 	// Only the inline annotation: reading ActionInfo here would double the
 	// cost of every status poll.
 	st.ResetTypes = inlineResetTypes(sys.RawData)

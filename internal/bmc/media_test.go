@@ -195,3 +195,29 @@ func TestVirtualMediaPerSystemOnMultiSystemBMCs(t *testing.T) {
 		}
 	}
 }
+
+func TestBootOrder(t *testing.T) {
+	e := fleet(t, redfish.Options{BMCs: 1})
+	p := pool(t, bmc.Options{})
+	ctx := context.Background()
+	b := e.BMC(0)
+	c := get(t, p, endpoint(b))
+	id := b.SystemIDs()[0]
+	entries, err := c.BootEntries(ctx, id)
+	if err != nil || len(entries) < 3 {
+		t.Fatalf("boot entries %v %v", entries, err)
+	}
+	if err := c.SetBootOrder(ctx, id, []string{"Boot9999"}); bmc.ReasonOf(err) != bmc.ReasonInvalidConfig {
+		t.Fatalf("unknown entry: %v", err)
+	}
+	if len(e.Records()) != 0 {
+		t.Fatal("an order with an unknown entry was sent")
+	}
+	if err := c.SetBootOrder(ctx, id, []string{entries[2].Ref}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.System(ctx, id)
+	if err != nil || len(st.BootOrder) != len(entries) || st.BootOrder[0] != entries[2].Ref || st.BootOrder[1] != entries[0].Ref {
+		t.Fatalf("order read back %v %v", st, err)
+	}
+}

@@ -34,6 +34,12 @@ type BMC interface {
 	// refused (ReasonUnsupported, nothing sent) where the system does not advertise it; its URI
 	// is WithHTTPBootURI.
 	SetBootOnce(ctx context.Context, systemID string, target BootTarget, opts ...BootOption) error
+	// BootEntries lists the system's boot options (BootOptions collection).
+	BootEntries(ctx context.Context, systemID string) ([]BootEntry, error)
+	// SetBootOrder sets Boot.BootOrder: order (BootOptionReferences) first, then the system's
+	// other entries in their present order, since BMCs want every entry named. A reference the
+	// system does not have is refused (ReasonInvalidConfig) before anything is sent.
+	SetBootOrder(ctx context.Context, systemID string, order []string) error
 	// VirtualMedia lists the system's virtual media devices: its own VirtualMedia collection,
 	// else its manager's where that manager manages this system alone (a manager's devices
 	// shared by several systems belong to none of them). Empty when it has none.
@@ -143,6 +149,13 @@ type Account struct {
 	Enabled  bool   `json:"enabled"`
 }
 
+// BootEntry is one boot option of a system.
+type BootEntry struct {
+	// Ref is the BootOptionReference, e.g. Boot0001: what Boot.BootOrder lists.
+	Ref  string `json:"ref"`
+	Name string `json:"name,omitempty"`
+}
+
 // MediaSlot is one virtual media device.
 type MediaSlot struct {
 	ID      string `json:"id"`
@@ -195,6 +208,8 @@ type SystemStatus struct {
 	IndicatorLED string `json:"indicatorLED,omitempty"`
 	// BootTargets are the advertised override targets (empty when the system does not say).
 	BootTargets []string `json:"bootTargets,omitempty"`
+	// BootOrder is Boot.BootOrder: BootOptionReferences, first boots first.
+	BootOrder []string `json:"bootOrder,omitempty"`
 	// HTTPBoot says the system can boot UefiHttp: advertised as a target, or (where targets are
 	// not listed) the Boot object has HttpBootUri.
 	HTTPBoot bool `json:"httpBoot,omitempty"`

@@ -64,13 +64,14 @@ type BMCAccess struct {
 
 // BootOrder is one entry of a server's boot order.
 type BootOrder struct {
-	// Name of the boot device.
+	// Name of the boot device: matched against the boot options' DisplayName when device names
+	// no BootOptionReference.
 	// +required
 	Name string `json:"name"`
 	// Priority of the entry; lower boots first.
 	// +required
 	Priority int `json:"priority"`
-	// Device is the boot device.
+	// Device is the boot option: its Redfish BootOptionReference (e.g. Boot0001).
 	// +required
 	Device string `json:"device"`
 }
@@ -244,6 +245,10 @@ type ServerStatus struct {
 	// IndicatorLED as reported by the BMC.
 	// +optional
 	IndicatorLED IndicatorLED `json:"indicatorLED,omitempty"`
+	// BootOrder is the system's boot order as the BMC reports it (BootOptionReferences, first
+	// boots first). A metalhub addition.
+	// +optional
+	BootOrder []string `json:"bootOrder,omitempty"`
 	// +optional
 	Manufacturer string `json:"manufacturer,omitempty"`
 	// +optional

@@ -67,6 +67,9 @@ type ServerReconciler struct {
 	// ledSetAt is each server's last locator LED write (ledWrite): a BMC that accepts the write
 	// and keeps its LED is written the same again only after RetryAfter. In memory like failures.
 	ledSetAt sync.Map
+	// bootOrderSetAt is each server's last boot order write (ledWrite, the order joined): many
+	// BMCs apply a new order only at the next boot, so it is not written again every pass.
+	bootOrderSetAt sync.Map
 }
 
 // init fills in the clock and the inventory walks.
@@ -264,6 +267,7 @@ func (r *ServerReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metal
 		lifecycle.OnDeletion(func(ctx context.Context, p *serverPass) (lifecycle.Result, error) { return r.finalize(p.bctx, ctx, p) }),
 		r.operation,
 		r.ledStep,
+		r.bootOrderStep,
 		r.maintenance,
 		r.stateStep,
 	)

@@ -35,6 +35,9 @@ func (r *ServerReconciler) observe(bctx, ctx context.Context, p *serverPass) (ti
 	if led := p.sys.IndicatorLED; led != "" {
 		st.IndicatorLED = metalv1alpha1.IndicatorLED(led)
 	}
+	if len(p.sys.BootOrder) > 0 {
+		st.BootOrder = p.sys.BootOrder
+	}
 	lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, metalv1alpha1.ReasonConnected, "BMC reachable")
 	r.reportBoot(p, st)
 	// connect proved the machine: whatever mismatch was reported is over.

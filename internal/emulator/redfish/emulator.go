@@ -333,6 +333,9 @@ func newBMC(e *Emulator, i int) *BMC {
 		for _, d := range b.profile.media {
 			s.media = append(s.media, medium{mediaDevice: d})
 		}
+		for _, o := range bootOptions {
+			s.bootOrder = append(s.bootOrder, o.ref)
+		}
 		s.boot = BootOverride{Enabled: "Disabled", Target: "None"}
 		if p.uefi {
 			s.boot.Mode = "UEFI"

@@ -57,6 +57,8 @@ type Record struct {
 	// Image is the image of an InsertMedia or EjectMedia action; Device the virtual media Id.
 	Image  string `json:"image,omitempty"`
 	Device string `json:"device,omitempty"`
+	// BootOrder is the order a BootOrder action set.
+	BootOrder []string `json:"bootOrder,omitempty"`
 	// Account is the user of an account action.
 	Account string `json:"account,omitempty"`
 }
@@ -71,7 +73,9 @@ const (
 	ActionManagerReset = "ManagerReset"
 	// ActionInsertMedia and ActionEjectMedia are VirtualMedia actions.
 	ActionInsertMedia = "InsertMedia"
-	ActionEjectMedia  = "EjectMedia"
+	// ActionBootOrder is a write of Boot.BootOrder.
+	ActionBootOrder  = "BootOrder"
+	ActionEjectMedia = "EjectMedia"
 )
 
 // maxRecords bounds the recorder so a long soak cannot eat memory.
@@ -116,9 +120,11 @@ type System struct {
 	boot  BootOverride
 	led   string
 	media []medium
-	etag  uint64
-	gen   uint64 // bumps on every power action; stale timers see it and stop
-	timer *time.Timer
+	// bootOrder is Boot.BootOrder (BootOptionReferences).
+	bootOrder []string
+	etag      uint64
+	gen       uint64 // bumps on every power action; stale timers see it and stop
+	timer     *time.Timer
 	// failing makes the transitions of the current reset fail (Faults.FailPowerTransitions).
 	failing bool
 	// lastReset is when the system last came out of a reset (unix nanoseconds): a restart or a
@@ -172,6 +178,31 @@ func (s *System) Boot() BootOverride {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.boot
+}
+
+// BootOrder is the system's boot order (BootOptionReferences).
+func (s *System) BootOrder() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.bootOrder)
+}
+
+// bootOptions are every system's boot options, in their initial order.
+var bootOptions = []struct{ ref, name string }{
+	{"Boot0000", "PXE Device 1: Integrated NIC 1 Port 1"},
+	{"Boot0001", "Hard Disk: Internal RAID"},
+	{"Boot0002", "Virtual CD"},
+	{"Boot0003", "UEFI HTTPv4 Device: Integrated NIC 1 Port 1"},
+}
+
+func samePermutation(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y) && len(slices.Compact(x)) == len(a)
 }
 
 // SetPowerState forces a power state at once (test setup; not recorded).

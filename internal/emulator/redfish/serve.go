@@ -406,6 +406,12 @@ func (b *BMC) routeSystems(w http.ResponseWriter, r *http.Request, segs []string
 		power := s.PowerState()
 		serveMembers(w, r, sp+"/EthernetInterfaces", "EthernetInterfaceCollection", "Ethernet Interface Collection", rest[1:], len(s.hw.NICs),
 			func(i int) string { return s.hw.NICs[i].ID }, func(i int, p string) obj { return nicBody(s, i, p, power) })
+	case rest[0] == "BootOptions":
+		serveMembers(w, r, sp+"/BootOptions", "BootOptionCollection", "Boot Options", rest[1:], len(bootOptions),
+			func(i int) string { return bootOptions[i].ref }, func(i int, p string) obj {
+				return obj{"@odata.type": "#BootOption.v1_0_4.BootOption", "@odata.id": p, "Id": bootOptions[i].ref, "Name": "Boot Option",
+					"BootOptionReference": bootOptions[i].ref, "DisplayName": bootOptions[i].name, "BootOptionEnabled": true}
+			})
 	case rest[0] == "VirtualMedia" && !b.mediaOnManager() && !f.NoVirtualMedia:
 		b.serveMedia(w, r, s, sp+"/VirtualMedia", rest[1:], f)
 	case rest[0] == "Storage" && !b.profile.simpleOnly:
@@ -463,6 +469,8 @@ func (b *BMC) systemBody(s *System, f *Faults) obj {
 	if b.httpBoot(f) {
 		boot["HttpBootUri"] = s.boot.HTTPBootURI
 	}
+	boot["BootOrder"] = s.bootOrder
+	boot["BootOptions"] = link(sp + "/BootOptions")
 	if p.uefi {
 		boot["BootSourceOverrideMode"] = s.boot.Mode
 		boot["BootSourceOverrideMode@Redfish.AllowableValues"] = []string{"Legacy", "UEFI"}
@@ -674,6 +682,7 @@ func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 	var boot struct {
 		BootSourceOverrideEnabled, BootSourceOverrideTarget, BootSourceOverrideMode *string
 		HttpBootUri                                                                 *string
+		BootOrder                                                                   []string
 	}
 	if raw, ok := props["Boot"]; ok {
 		if err := json.Unmarshal(raw, &boot); err != nil {
@@ -683,6 +692,10 @@ func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 	}
 	if v := boot.BootSourceOverrideEnabled; v != nil && normalizeEnabled(*v) == "" {
 		writeError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+*v+" for the property BootSourceOverrideEnabled is not in the list of acceptable values.")
+		return
+	}
+	if boot.BootOrder != nil && !samePermutation(boot.BootOrder, s.BootOrder()) {
+		writeError(w, http.StatusBadRequest, "PropertyValueError", "The value for the property BootOrder must name every boot option of the system once.")
 		return
 	}
 	if v := boot.HttpBootUri; v != nil && !b.httpBoot(f) {
@@ -738,6 +751,10 @@ func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 	if v := boot.HttpBootUri; v != nil {
 		s.boot.HTTPBootURI = *v
 	}
+	if boot.BootOrder != nil {
+		s.bootOrder = slices.Clone(boot.BootOrder)
+	}
+	overridden := boot.BootSourceOverrideEnabled != nil || boot.BootSourceOverrideTarget != nil || boot.BootSourceOverrideMode != nil || boot.HttpBootUri != nil
 	if led != "" {
 		s.led = led
 	}
@@ -745,8 +762,11 @@ func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 	newBoot, etag := s.boot, s.etagLocked()
 	s.mu.Unlock()
 
-	if props["Boot"] != nil {
+	if overridden {
 		b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: s.hw.ID, UUID: s.UUID(), Action: ActionBootOverride, Boot: &newBoot})
+	}
+	if boot.BootOrder != nil {
+		b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: s.hw.ID, UUID: s.UUID(), Action: ActionBootOrder, BootOrder: slices.Clone(boot.BootOrder)})
 	}
 	if led != "" {
 		b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: s.hw.ID, UUID: s.UUID(), Action: ActionIndicatorLED, LED: led})

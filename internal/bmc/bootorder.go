@@ -1,0 +1,60 @@
+package bmc
+
+import (
+	"context"
+	"fmt"
+	"slices"
+)
+
+// BootEntries implements BMC.
+func (c *conn) BootEntries(ctx context.Context, systemID string) ([]BootEntry, error) {
+	op := "list boot options of " + systemID
+	sys, err := c.getSystem(ctx, systemID)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	opts, err := sys.BootOptions()
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	out := make([]BootEntry, 0, len(opts))
+	for _, o := range opts {
+		out = append(out, BootEntry{Ref: o.BootOptionReference, Name: o.DisplayName})
+	}
+	return out, nil
+}
+
+// fullOrder is order followed by the entries of current it does not name, in their order.
+func fullOrder(order, current []string) []string {
+	out := slices.Clone(order)
+	for _, ref := range current {
+		if !slices.Contains(out, ref) {
+			out = append(out, ref)
+		}
+	}
+	return out
+}
+
+// SetBootOrder implements BMC.
+func (c *conn) SetBootOrder(ctx context.Context, systemID string, order []string) error {
+	op := fmt.Sprintf("set boot order %v on %s", order, systemID)
+	sys, err := c.getSystem(ctx, systemID)
+	if err != nil {
+		return wrap(op, err)
+	}
+	current := sys.Boot.BootOrder
+	for _, ref := range order {
+		if !slices.Contains(current, ref) {
+			return newError(ReasonInvalidConfig, op, "the system has no boot option %q (it has %v)", ref, current)
+		}
+	}
+	body := struct {
+		Boot struct{ BootOrder []string }
+	}{}
+	body.Boot.BootOrder = fullOrder(order, current)
+	if err := sys.Patch(sys.ODataID, body); err != nil {
+		return wrap(op, err)
+	}
+	c.log.V(1).Info("boot order set", "system", sys.ID, "order", body.Boot.BootOrder)
+	return nil
+}
