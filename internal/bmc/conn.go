@@ -72,6 +72,7 @@ type serviceRoot struct {
 	Managers       odataLink
 	SessionService odataLink
 	AccountService odataLink
+	UpdateService  odataLink
 	Links          struct {
 		Sessions odataLink
 	}

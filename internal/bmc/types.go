@@ -71,6 +71,14 @@ type BMC interface {
 	SetAccount(ctx context.Context, user, password, role string) error
 	// DeleteAccount removes the account user; one that does not exist is not an error.
 	DeleteAccount(ctx context.Context, user string) error
+	// FirmwareInventory lists the firmware components and their versions (UpdateService).
+	FirmwareInventory(ctx context.Context) ([]Firmware, error)
+	// SimpleUpdate asks the BMC to install an image (UpdateService.SimpleUpdate) and returns
+	// the task to follow (Task), "" when the BMC did the work before answering. With
+	// req.SystemID, the system is proven first and the image targets it.
+	SimpleUpdate(ctx context.Context, req UpdateRequest) (string, error)
+	// Task reads a task the BMC is running: its state and progress, one request, never waiting.
+	Task(ctx context.Context, uri string) (*TaskStatus, error)
 	// ResetManager restarts the BMC itself (GracefulRestart where advertised, else
 	// ForceRestart); its systems keep running. Sessions end with it: the pool logs in again.
 	ResetManager(ctx context.Context) error
@@ -148,6 +156,50 @@ type Account struct {
 	RoleID   string `json:"roleID,omitempty"`
 	Enabled  bool   `json:"enabled"`
 }
+
+// Firmware is one component of the FirmwareInventory.
+type Firmware struct {
+	ID         string `json:"id"`
+	Name       string `json:"name,omitempty"`
+	Version    string `json:"version,omitempty"`
+	Updateable bool   `json:"updateable"`
+}
+
+// UpdateRequest is a SimpleUpdate.
+type UpdateRequest struct {
+	ImageURI string
+	// TransferProtocol is HTTP or HTTPS (default: from the URI's scheme).
+	TransferProtocol string
+	// Targets are FirmwareInventory (or system) URIs the image is for; empty lets the BMC
+	// decide from the image.
+	Targets []string
+	// SystemID, when set, is proven (bmc.Expect) and added to Targets.
+	SystemID string
+	// Username and Password open the image server, where it needs them.
+	Username, Password string
+}
+
+// TaskStatus is a Redfish task as read.
+type TaskStatus struct {
+	URI string `json:"uri"`
+	// State is the TaskState: New, Starting, Running, Completed, Exception, Killed, ...
+	State           string   `json:"state"`
+	Status          string   `json:"status,omitempty"`
+	PercentComplete int      `json:"percentComplete,omitempty"`
+	Messages        []string `json:"messages,omitempty"`
+}
+
+// Done reports whether the task ended (whatever the outcome).
+func (t *TaskStatus) Done() bool {
+	switch t.State {
+	case "Completed", "Exception", "Killed", "Cancelled", "Interrupted":
+		return true
+	}
+	return false
+}
+
+// Failed reports whether it ended without doing its work.
+func (t *TaskStatus) Failed() bool { return t.Done() && t.State != "Completed" }
 
 // BootEntry is one boot option of a system.
 type BootEntry struct {

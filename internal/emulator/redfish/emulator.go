@@ -290,6 +290,7 @@ type BMC struct {
 	answeredBy atomic.Pointer[BMC]
 	creds      atomic.Pointer[[2]string]
 	accts      accounts
+	upd        updates
 	powerDelay atomic.Int64 // nanoseconds
 	// lastReset is when the manager last came out of a reset (unix nanoseconds); reportsReset
 	// says whether its Manager resource shows it (LastResetTime), as newer firmware does.

@@ -52,6 +52,12 @@ type Faults struct {
 	NoHTTPBoot bool `json:"noHttpBoot,omitempty"`
 	// MediaMountFails refuses InsertMedia with 400, as a BMC does that cannot reach the image.
 	MediaMountFails bool `json:"mediaMountFails,omitempty"`
+	// UpdateDuration is how long a SimpleUpdate task runs (default 2s).
+	UpdateDuration Duration `json:"updateDuration,omitempty"`
+	// UpdateFails ends every SimpleUpdate task begun while it is set in Exception.
+	UpdateFails bool `json:"updateFails,omitempty"`
+	// BMCRebootDuration is how long the BMC answers nothing after a BMC update (default 5s).
+	BMCRebootDuration Duration `json:"bmcRebootDuration,omitempty"`
 }
 
 // Duration is a time.Duration that reads "250ms" or nanoseconds from JSON.

@@ -122,9 +122,11 @@ type System struct {
 	media []medium
 	// bootOrder is Boot.BootOrder (BootOptionReferences).
 	bootOrder []string
-	etag      uint64
-	gen       uint64 // bumps on every power action; stale timers see it and stop
-	timer     *time.Timer
+	// pendingBIOS is a flashed BIOS version that the next reset installs.
+	pendingBIOS string
+	etag        uint64
+	gen         uint64 // bumps on every power action; stale timers see it and stop
+	timer       *time.Timer
 	// failing makes the transitions of the current reset fail (Faults.FailPowerTransitions).
 	failing bool
 	// lastReset is when the system last came out of a reset (unix nanoseconds): a restart or a
@@ -276,6 +278,10 @@ func (s *System) reset(resetType string, ignoreGraceful, fail bool) {
 // moved when the reset is accepted, in seconds as BMCs report it; a reset within the same
 // second as the last still moves it.
 func (s *System) resetMovedLocked() {
+	if s.pendingBIOS != "" {
+		// A staged BIOS image is installed on the way through POST.
+		s.hw.BIOS, s.pendingBIOS = s.pendingBIOS, ""
+	}
 	next := time.Now().Truncate(time.Second)
 	if last := time.Unix(0, s.lastReset); !next.After(last) {
 		next = last.Add(time.Second)

@@ -79,6 +79,16 @@ func (b *BMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f.CloseConnections {
 		w.Header().Set("Connection", "close")
 	}
+	if b.rebooting() {
+		// Flashing done, the BMC restarts: nothing answers, as on a real one.
+		if hj, ok := w.(http.Hijacker); ok {
+			if c, _, err := hj.Hijack(); err == nil {
+				c.Close()
+				return
+			}
+		}
+		panic(http.ErrAbortHandler)
+	}
 	if f.Status != 0 {
 		writeError(w, f.Status, "InternalError", "The request failed due to an internal service error.")
 		return
@@ -137,8 +147,13 @@ func (b *BMC) route(w http.ResponseWriter, r *http.Request, f *Faults) {
 		b.routeSessions(w, r, segs[1:])
 	case "AccountService":
 		b.routeAccounts(w, r, segs[1:])
+	case "UpdateService":
+		b.updateService(w, r, segs[1:], f)
 	case "TaskService":
 		if len(segs) == 3 && segs[1] == "Tasks" && methodIs(w, r, http.MethodGet) {
+			if b.serveTask(w, segs[2]) {
+				return
+			}
 			writeJSON(w, http.StatusOK, obj{
 				"@odata.type": "#Task.v1_4_3.Task", "@odata.id": path, "Id": segs[2], "Name": "Task " + segs[2],
 				"TaskState": "Completed", "TaskStatus": "OK", "PercentComplete": 100,
@@ -158,6 +173,7 @@ func (b *BMC) serviceRoot(f *Faults) obj {
 		"UUID": b.mgrUUID, "Vendor": b.profile.manufacturer, "Product": b.mgrModel,
 		"Systems": link(v1 + "/Systems"), "Managers": link(v1 + "/Managers"), "Chassis": link(v1 + "/Chassis"),
 		"AccountService": link(v1 + "/AccountService"),
+		"UpdateService":  link(v1 + "/UpdateService"),
 		"Links":          obj{},
 	}
 	if !f.NoSessionService {
@@ -807,7 +823,7 @@ func (b *BMC) routeManagers(w http.ResponseWriter, r *http.Request, segs []strin
 		m := obj{
 			"@odata.type": "#Manager.v1_10_0.Manager", "@odata.id": mp, "Id": b.managerID, "Name": "Manager",
 			"ManagerType": "BMC", "Manufacturer": b.profile.manufacturer, "Model": b.mgrModel,
-			"FirmwareVersion": b.mgrFW, "UUID": b.mgrUUID, "PowerState": "On", "Status": status("Enabled"),
+			"FirmwareVersion": b.FirmwareVersion(), "UUID": b.mgrUUID, "PowerState": "On", "Status": status("Enabled"),
 			"EthernetInterfaces": link(mp + "/EthernetInterfaces"),
 			"Links":              obj{"ManagerForServers": servers, "ManagerForChassis": chassis},
 			"Actions": obj{"#Manager.Reset": obj{

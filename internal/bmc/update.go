@@ -1,0 +1,142 @@
+package bmc
+
+import (
+	"context"
+	"encoding/json"
+
+	"strings"
+
+	"github.com/stmcginnis/gofish/schemas"
+)
+
+type updateService struct {
+	FirmwareInventory odataLink
+	Actions           struct {
+		SimpleUpdate struct {
+			Target string `json:"target"`
+		} `json:"#UpdateService.SimpleUpdate"`
+	}
+}
+
+func (c *conn) updateService(ctx context.Context) (*updateService, error) {
+	api, err := c.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if c.root.UpdateService.ID == "" {
+		return nil, newError(ReasonUnsupported, "read update service", "service root has no UpdateService")
+	}
+	var svc updateService
+	if err := getJSON(api, c.root.UpdateService.ID, &svc); err != nil {
+		return nil, err
+	}
+	return &svc, nil
+}
+
+// FirmwareInventory implements BMC.
+func (c *conn) FirmwareInventory(ctx context.Context) ([]Firmware, error) {
+	const op = "read firmware inventory"
+	svc, err := c.updateService(ctx)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	if svc.FirmwareInventory.ID == "" {
+		return nil, newError(ReasonNotFound, op, "UpdateService has no FirmwareInventory")
+	}
+	api, err := c.client(ctx)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	items, err := schemas.GetCollectionObjects[schemas.SoftwareInventory](api, svc.FirmwareInventory.ID)
+	if err != nil && len(items) == 0 {
+		return nil, wrap(op, err)
+	}
+	out := make([]Firmware, 0, len(items))
+	for _, it := range items {
+		out = append(out, Firmware{ID: it.ID, Name: it.Name, Version: it.Version, Updateable: it.Updateable})
+	}
+	return out, nil
+}
+
+// SimpleUpdate implements BMC.
+func (c *conn) SimpleUpdate(ctx context.Context, req UpdateRequest) (string, error) {
+	op := "simple update " + req.ImageURI
+	if req.ImageURI == "" {
+		return "", newError(ReasonInvalidConfig, op, "no image URI")
+	}
+	targets := append([]string(nil), req.Targets...)
+	if req.SystemID != "" {
+		sys, err := c.getSystem(ctx, req.SystemID)
+		if err != nil {
+			return "", wrap(op, err)
+		}
+		targets = append(targets, sys.ODataID)
+	}
+	svc, err := c.updateService(ctx)
+	if err != nil {
+		return "", wrap(op, err)
+	}
+	if svc.Actions.SimpleUpdate.Target == "" {
+		return "", newError(ReasonUnsupported, op, "UpdateService does not offer SimpleUpdate")
+	}
+	proto := strings.ToUpper(req.TransferProtocol)
+	if proto == "" {
+		proto = "HTTP"
+		if strings.HasPrefix(strings.ToLower(req.ImageURI), "https://") {
+			proto = "HTTPS"
+		}
+	}
+	body := map[string]any{"ImageURI": req.ImageURI, "TransferProtocol": proto}
+	if len(targets) > 0 {
+		body["Targets"] = targets
+	}
+	if req.Username != "" {
+		body["Username"], body["Password"] = req.Username, req.Password
+	}
+	api, err := c.client(ctx)
+	if err != nil {
+		return "", wrap(op, err)
+	}
+	resp, err := api.Post(svc.Actions.SimpleUpdate.Target, body)
+	if err != nil {
+		return "", wrap(op, err)
+	}
+	defer resp.Body.Close()
+	task := resp.Header.Get("Location")
+	if task == "" {
+		var t struct {
+			ODataID string `json:"@odata.id"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&t) == nil && strings.Contains(t.ODataID, "/Task") {
+			task = t.ODataID
+		}
+	}
+	c.log.V(1).Info("update accepted", "image", req.ImageURI, "task", task, "status", resp.StatusCode)
+	return task, nil
+}
+
+// Task implements BMC.
+func (c *conn) Task(ctx context.Context, uri string) (*TaskStatus, error) {
+	op := "read task " + uri
+	api, err := c.client(ctx)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	var t struct {
+		TaskState       string
+		TaskStatus      string
+		PercentComplete int
+		Messages        []struct{ Message string }
+	}
+	if err := getJSON(api, uri, &t); err != nil {
+		return nil, wrap(op, err)
+	}
+	st := &TaskStatus{URI: uri, State: t.TaskState, Status: t.TaskStatus, PercentComplete: t.PercentComplete}
+	for _, m := range t.Messages {
+		st.Messages = append(st.Messages, m.Message)
+	}
+	if st.State == "" {
+		return nil, newError(ReasonUnknown, op, "no TaskState in the answer")
+	}
+	return st, nil
+}

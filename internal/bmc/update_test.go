@@ -1,0 +1,120 @@
+package bmc_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/emulator/redfish"
+)
+
+// waitTask follows a task the way a controller does: one read per look, never blocking.
+func waitTask(t *testing.T, c bmc.BMC, uri string) *bmc.TaskStatus {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := c.Task(context.Background(), uri)
+		if err == nil && st.Done() {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s not done: %+v %v", uri, st, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A BIOS image flashed through SimpleUpdate: a task that takes time, the version staged until
+// the system's next reset, then reported.
+func TestBIOSUpdate(t *testing.T) {
+	e := fleet(t, redfish.Options{BMCs: 1})
+	p := pool(t, bmc.Options{})
+	ctx := context.Background()
+	b := e.BMC(0)
+	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(300 * time.Millisecond)})
+	c := get(t, p, endpoint(b))
+	id := b.SystemIDs()[0]
+	before := b.System(id).BIOSVersion()
+	task, err := c.SimpleUpdate(ctx, bmc.UpdateRequest{ImageURI: "http://fw.example/bios-9.9.9.bin", SystemID: id})
+	if err != nil || task == "" {
+		t.Fatalf("simple update: %q %v", task, err)
+	}
+	if st, err := c.Task(ctx, task); err != nil || st.Done() {
+		t.Fatalf("task at once: %+v %v", st, err)
+	}
+	if st := waitTask(t, c, task); st.Failed() {
+		t.Fatalf("task failed: %+v", st)
+	}
+	fw, err := c.FirmwareInventory(ctx)
+	if err != nil || len(fw) != 2 {
+		t.Fatalf("inventory %+v %v", fw, err)
+	}
+	if v := b.System(id).BIOSVersion(); v != before {
+		t.Fatalf("BIOS %s before the reset", v)
+	}
+	if err := c.Power(ctx, id, bmc.PowerOn); err != nil {
+		t.Fatal(err)
+	}
+	waitPower(t, c, id, bmc.PowerStateOn)
+	if v := b.System(id).BIOSVersion(); v != "9.9.9" {
+		t.Fatalf("BIOS %s after the reset, want 9.9.9", v)
+	}
+	recs := e.Records()
+	if len(recs) != 2 || recs[0].Action != redfish.ActionSimpleUpdate || recs[0].Device != "BIOS" {
+		t.Fatalf("recorded %+v", recs)
+	}
+}
+
+// A BMC image: the BMC answers nothing while it reboots, then reports the new version; a
+// failing update ends in Exception and changes nothing.
+func TestBMCUpdateAndFailure(t *testing.T) {
+	e := fleet(t, redfish.Options{BMCs: 1})
+	p := pool(t, bmc.Options{RequestTimeout: time.Second})
+	ctx := context.Background()
+	b := e.BMC(0)
+	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(100 * time.Millisecond), UpdateFails: true})
+	c := get(t, p, endpoint(b))
+	before := b.FirmwareVersion()
+	task, err := c.SimpleUpdate(ctx, bmc.UpdateRequest{ImageURI: "https://fw.example/bmc-7.1.0.bin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := waitTask(t, c, task); !st.Failed() {
+		t.Fatalf("failing update: %+v", st)
+	}
+	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(100 * time.Millisecond), BMCRebootDuration: redfish.Duration(time.Second)})
+	if task, err = c.SimpleUpdate(ctx, bmc.UpdateRequest{ImageURI: "https://fw.example/bmc-7.1.0.bin"}); err != nil {
+		t.Fatal(err)
+	}
+	if b.FirmwareVersion() != before {
+		t.Fatal("version changed before the update ran")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	sawDown := false
+	for b.FirmwareVersion() != "7.1.0" {
+		if _, err := c.Task(ctx, task); err != nil {
+			sawDown = true
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("BMC version never changed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !sawDown {
+		t.Error("the BMC answered throughout its reboot")
+	}
+	var fw []bmc.Firmware
+	for { // the client holds back a BMC that just failed, for a moment
+		if fw, err = c.FirmwareInventory(ctx); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the reboot: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if fw[0].ID != "BMC" || fw[0].Version != "7.1.0" {
+		t.Fatalf("inventory %+v", fw)
+	}
+}

@@ -1,0 +1,274 @@
+package redfish
+
+import (
+	"encoding/json"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ActionSimpleUpdate is an accepted UpdateService.SimpleUpdate (Record.Image is the ImageURI,
+// Record.Device the component: "BMC" or the BIOS of Record.SystemID).
+const ActionSimpleUpdate = "SimpleUpdate"
+
+// Defaults of the emulated updates (Faults.UpdateDuration, Faults.BMCRebootDuration).
+const (
+	defaultUpdateDuration    = 2 * time.Second
+	defaultBMCRebootDuration = 5 * time.Second
+)
+
+// task is one update in flight or done.
+type task struct {
+	id       string
+	started  time.Time
+	duration time.Duration
+	fail     bool
+	target   string
+	image    string
+	state    string // Running, Completed, Exception
+}
+
+type updates struct {
+	mu    sync.Mutex
+	next  int
+	tasks map[string]*task
+	// bmcFW is the manager's firmware version (it changes after a BMC update's reboot).
+	bmcFW string
+	// downUntil: the BMC is rebooting after an update and answers nothing until then.
+	downUntil time.Time
+}
+
+// FirmwareVersion is the BMC's firmware version.
+func (b *BMC) FirmwareVersion() string {
+	b.upd.mu.Lock()
+	defer b.upd.mu.Unlock()
+	if b.upd.bmcFW == "" {
+		return b.mgrFW // as built
+	}
+	return b.upd.bmcFW
+}
+
+// BIOSVersion is the system's BIOS version as it reports it.
+func (s *System) BIOSVersion() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hw.BIOS
+}
+
+// PendingBIOS is the BIOS version a completed update installs at the system's next reset.
+func (s *System) PendingBIOS() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pendingBIOS
+}
+
+// rebooting reports whether the BMC is down for an update's reboot.
+func (b *BMC) rebooting() bool {
+	b.upd.mu.Lock()
+	defer b.upd.mu.Unlock()
+	return time.Now().Before(b.upd.downUntil)
+}
+
+// versionOf reads the version an image installs from its file name: the part after the last
+// "-" of the base name without extension (bios-2.3.4.bin installs 2.3.4). An image without
+// one installs its base name.
+func versionOf(uri string) string {
+	base := path.Base(strings.SplitN(uri, "?", 2)[0])
+	for _, ext := range []string{".bin", ".exe", ".img", ".fwpkg", ".hpb", ".signed", ".d9"} {
+		base = strings.TrimSuffix(base, ext)
+	}
+	if i := strings.LastIndex(base, "-"); i >= 0 && i < len(base)-1 {
+		return base[i+1:]
+	}
+	return base
+}
+
+func (b *BMC) updateService(w http.ResponseWriter, r *http.Request, segs []string, f *Faults) {
+	base := v1 + "/UpdateService"
+	switch {
+	case len(segs) == 0:
+		if methodIs(w, r, http.MethodGet) {
+			writeJSON(w, http.StatusOK, obj{
+				"@odata.type": "#UpdateService.v1_11_0.UpdateService", "@odata.id": base, "Id": "UpdateService",
+				"Name": "Update Service", "ServiceEnabled": true, "FirmwareInventory": link(base + "/FirmwareInventory"),
+				"Actions": obj{"#UpdateService.SimpleUpdate": obj{
+					"target": base + "/Actions/UpdateService.SimpleUpdate",
+					"TransferProtocol@Redfish.AllowableValues": []string{"HTTP", "HTTPS"},
+				}},
+			})
+		}
+	case len(segs) == 1 && segs[0] == "FirmwareInventory":
+		if methodIs(w, r, http.MethodGet) {
+			var ids []string
+			for _, c := range b.components() {
+				ids = append(ids, base+"/FirmwareInventory/"+c.id)
+			}
+			writeJSON(w, http.StatusOK, collection(base+"/FirmwareInventory", "SoftwareInventoryCollection", "Firmware Inventory", ids))
+		}
+	case len(segs) == 2 && segs[0] == "FirmwareInventory":
+		if !methodIs(w, r, http.MethodGet) {
+			return
+		}
+		for _, c := range b.components() {
+			if c.id == segs[1] {
+				writeJSON(w, http.StatusOK, obj{
+					"@odata.type": "#SoftwareInventory.v1_4_0.SoftwareInventory", "@odata.id": base + "/FirmwareInventory/" + c.id,
+					"Id": c.id, "Name": c.name, "Version": c.version, "Updateable": true, "Status": status("Enabled"),
+				})
+				return
+			}
+		}
+		notFound(w, r)
+	case len(segs) == 2 && segs[0] == "Actions" && segs[1] == "UpdateService.SimpleUpdate":
+		if methodIs(w, r, http.MethodPost) {
+			b.simpleUpdate(w, r, f)
+		}
+	default:
+		notFound(w, r)
+	}
+}
+
+type component struct{ id, name, version, system string }
+
+// components are the BMC's firmware and each system's BIOS.
+func (b *BMC) components() []component {
+	out := []component{{id: "BMC", name: "BMC Firmware", version: b.FirmwareVersion()}}
+	for _, s := range b.systems {
+		id := "BIOS"
+		if len(b.systems) > 1 {
+			id = "BIOS." + s.hw.ID
+		}
+		out = append(out, component{id: id, name: "BIOS", version: s.BIOSVersion(), system: s.hw.ID})
+	}
+	return out
+}
+
+func (b *BMC) simpleUpdate(w http.ResponseWriter, r *http.Request, f *Faults) {
+	var req struct {
+		ImageURI         string
+		TransferProtocol string
+		Targets          []string
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.ImageURI == "" {
+		writeError(w, http.StatusBadRequest, "ActionParameterMissing", "The action SimpleUpdate requires the parameter ImageURI to be present in the request body.")
+		return
+	}
+	if p := strings.ToUpper(req.TransferProtocol); p != "" && p != "HTTP" && p != "HTTPS" {
+		writeError(w, http.StatusBadRequest, "ActionParameterNotSupported", "The parameter TransferProtocol value "+req.TransferProtocol+" is not supported.")
+		return
+	}
+	comps := b.components()
+	target := comps[1] // the (first) system's BIOS
+	if strings.HasPrefix(strings.ToLower(path.Base(req.ImageURI)), "bmc") {
+		target = comps[0]
+	}
+	for _, t := range req.Targets {
+		for _, c := range comps {
+			if strings.HasSuffix(t, "/FirmwareInventory/"+c.id) || (c.system != "" && strings.HasSuffix(t, "/Systems/"+c.system)) {
+				target = c
+			}
+		}
+	}
+	dur := time.Duration(f.UpdateDuration)
+	if dur <= 0 {
+		dur = defaultUpdateDuration
+	}
+	b.upd.mu.Lock()
+	if b.upd.tasks == nil {
+		b.upd.tasks = map[string]*task{}
+	}
+	for _, t := range b.upd.tasks {
+		if t.state == "Running" && t.target == target.id {
+			b.upd.mu.Unlock()
+			writeError(w, http.StatusConflict, "ResourceInUse", "An update of "+target.id+" is already running.")
+			return
+		}
+	}
+	b.upd.next++
+	t := &task{id: strconv.Itoa(b.upd.next), started: time.Now(), duration: dur, fail: f.UpdateFails, target: target.id, image: req.ImageURI, state: "Running"}
+	b.upd.tasks[t.id] = t
+	b.upd.mu.Unlock()
+	b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: target.system, Action: ActionSimpleUpdate, Image: req.ImageURI, Device: target.id})
+	reboot := time.Duration(f.BMCRebootDuration)
+	if reboot <= 0 {
+		reboot = defaultBMCRebootDuration
+	}
+	timer := time.AfterFunc(dur, func() { b.finishUpdate(t, target, reboot) })
+	go func() { <-b.em.closing; timer.Stop() }()
+	loc := v1 + "/TaskService/Tasks/" + t.id
+	w.Header().Set("Location", loc)
+	w.Header().Set("Retry-After", "1")
+	writeJSON(w, http.StatusAccepted, b.taskBody(t))
+}
+
+// finishUpdate ends a task: a BIOS image is staged for the system's next reset; a BMC image
+// reboots the BMC, which answers nothing for a while and then reports the new version.
+func (b *BMC) finishUpdate(t *task, target component, reboot time.Duration) {
+	b.upd.mu.Lock()
+	if t.fail {
+		t.state = "Exception"
+		b.upd.mu.Unlock()
+		return
+	}
+	t.state = "Completed"
+	version := versionOf(t.image)
+	if target.system == "" {
+		b.upd.downUntil = time.Now().Add(reboot)
+		b.upd.mu.Unlock()
+		b.ExpireSessions()
+		time.AfterFunc(reboot, func() {
+			b.upd.mu.Lock()
+			b.upd.bmcFW = version
+			b.upd.mu.Unlock()
+			b.lastReset.Store(time.Now().Truncate(time.Second).UnixNano())
+		})
+		return
+	}
+	b.upd.mu.Unlock()
+	if s := b.byID[target.system]; s != nil {
+		s.mu.Lock()
+		s.pendingBIOS = version
+		s.mu.Unlock()
+	}
+}
+
+func (b *BMC) taskBody(t *task) obj {
+	pct := 100
+	if t.state == "Running" {
+		pct = min(99, int(100*time.Since(t.started)/t.duration))
+	}
+	st := "OK"
+	if t.state == "Exception" {
+		st = "Critical"
+	}
+	return obj{
+		"@odata.type": "#Task.v1_4_3.Task", "@odata.id": v1 + "/TaskService/Tasks/" + t.id, "Id": t.id, "Name": "Update " + t.target,
+		"TaskState": t.state, "TaskStatus": st, "PercentComplete": pct, "StartTime": t.started.UTC().Format(time.RFC3339),
+		"Messages": []obj{{"MessageId": "Update.1.0.UpdateInProgress", "Message": "Update of " + t.target + " with " + t.image}},
+	}
+}
+
+// serveTask answers a task: 202 with Retry-After while it runs, 200 once it ended.
+func (b *BMC) serveTask(w http.ResponseWriter, id string) bool {
+	b.upd.mu.Lock()
+	t := b.upd.tasks[id]
+	var body obj
+	running := false
+	if t != nil {
+		body, running = b.taskBody(t), t.state == "Running"
+	}
+	b.upd.mu.Unlock()
+	if t == nil {
+		return false
+	}
+	if running {
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusAccepted, body)
+		return true
+	}
+	writeJSON(w, http.StatusOK, body)
+	return true
+}
