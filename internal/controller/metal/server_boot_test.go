@@ -159,6 +159,10 @@ func TestUnsupportedBootMethodIsAConditionNotAPXEBoot(t *testing.T) {
 				}
 				return c.Status == metav1.ConditionFalse && c.Reason == metalv1alpha1.ReasonBootMethodUnsupported, c.Reason + ": " + c.Message
 			})
+			eventually(t, 10*time.Second, "the claim shows it", func() (bool, string) {
+				c := apimeta.FindStatusCondition(getClaim("default", tc.name).Status.Conditions, metalv1alpha1.ConditionBootMethod)
+				return c != nil && c.Reason == metalv1alpha1.ReasonBootMethodUnsupported, fmt.Sprint(c)
+			})
 			if acts := bootActions(since(records(b), start)); len(acts) != 0 {
 				t.Errorf("BMC actions %v, want none", acts)
 			}

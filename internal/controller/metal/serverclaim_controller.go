@@ -225,6 +225,13 @@ func (r *ServerClaimReconciler) bound(ctx context.Context, p *lifecycle.Pass[*me
 	}
 
 	c.Status.ServerPowerState = settledPower(c.Status.ServerPowerState, s.Status.PowerState)
+	// Why the claim's image cannot be booted is the claim owner's business too: a tenant may not
+	// be allowed to read the (cluster-scoped) Server.
+	if bc := bootCondition(s); bc != nil {
+		lifecycle.SetCondition(&c.Status.Conditions, c.Generation, metalv1alpha1.ConditionBootMethod, bc.Status, bc.Reason, bc.Message)
+	} else {
+		apimeta.RemoveStatusCondition(&c.Status.Conditions, metalv1alpha1.ConditionBootMethod)
+	}
 	// The boot configuration exists, and the server points at it, before the claim reports
 	// Bound: whoever waits for Bound finds the server on its way.
 	if reason, msg, err := r.ensureBootConfiguration(ctx, p, s); err != nil || reason != "" {

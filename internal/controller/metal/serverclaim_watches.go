@@ -2,6 +2,7 @@ package metal
 
 import (
 	"context"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"slices"
 	"strings"
 	"time"
@@ -57,10 +58,24 @@ func claimRelevant(old, s *metalv1alpha1.Server) bool {
 	if !equality.Semantic.DeepEqual(old.Labels, s.Labels) || !equality.Semantic.DeepEqual(old.Spec.Taints, s.Spec.Taints) {
 		return true
 	}
+	if s.Spec.ServerClaimRef != nil && !equality.Semantic.DeepEqual(bootCondition(old), bootCondition(s)) {
+		return true // the claim mirrors why its image cannot be booted
+	}
 	// A claim shows its server's settled power (and a deleted claim whose server is in
 	// maintenance waits for it to be observed off).
 	return s.Spec.ServerClaimRef != nil && old.Status.PowerState != s.Status.PowerState &&
 		settledPower(old.Status.PowerState, s.Status.PowerState) != old.Status.PowerState
+}
+
+// bootCondition is a server's BootMethod condition without its timestamps, nil when none.
+func bootCondition(s *metalv1alpha1.Server) *metav1.Condition {
+	c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionBootMethod)
+	if c == nil {
+		return nil
+	}
+	out := *c
+	out.LastTransitionTime, out.ObservedGeneration = metav1.Time{}, 0
+	return &out
 }
 
 func (r *ServerClaimReconciler) enqueueForServer(ctx context.Context, old, s *metalv1alpha1.Server, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {

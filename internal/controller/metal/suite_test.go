@@ -40,7 +40,7 @@ var (
 )
 
 const (
-	fleetSize  = 232
+	fleetSize  = 256
 	powerDelay = 300 * time.Millisecond
 )
 
