@@ -119,6 +119,7 @@ func (r *BMCReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1a
 		// Its systems are proven to be its own before an operation: a BMC reset sent through an
 		// address that now reaches another BMC would reset that one.
 		r.syncServers,
+		r.rotationSet,
 		r.operation,
 		r.reportConnected,
 	)

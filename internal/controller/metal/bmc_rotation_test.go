@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
@@ -69,5 +70,42 @@ func TestRotationOfAnImmutableSecretIsRefused(t *testing.T) {
 	}
 	if recs := since(records(b), start); len(recs) != 0 {
 		t.Fatalf("BMC actions %v", bootActions(recs))
+	}
+}
+
+// A rotation asked while the BMC's address reaches another BMC that takes the same factory
+// credentials: the new password is written aside, and nothing is sent to the stranger; once the
+// address is the BMC's again, the rotation completes there.
+func TestRotationNeverReachesAnotherBMC(t *testing.T) {
+	own, stranger := takeBMC(t), takeBMC(t)
+	name := registerBMC(t, own, "rotaddr")
+	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	user, pass := own.Credentials()
+	stranger.SetCredentials(user, pass)
+	start := time.Now()
+	own.AnswerAs(stranger)
+	t.Cleanup(func() { own.AnswerAs(nil) })
+	annotateBMC(t, "rotaddr", metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationRotateCredentials)
+	waitBMCOperationDone(t, "rotaddr", 10*time.Second)
+	eventually(t, 15*time.Second, "the BMC reports the other machine", func() (bool, string) {
+		c := apimeta.FindStatusCondition(getBMC(t, "rotaddr").Status.Conditions, metalv1alpha1.ConditionReady)
+		return c != nil && c.Reason == metalv1alpha1.ReasonIdentityMismatch, fmt.Sprint(c)
+	})
+	if _, p := stranger.Credentials(); p != pass {
+		t.Fatal("the other BMC's password was changed")
+	}
+	if got := accountActions(stranger, start); len(got) != 0 {
+		t.Fatalf("sent to the other BMC: %v", got)
+	}
+	if _, pending := bmcSecret(t, "rotaddr").Value(metalv1alpha1.BMCSecretPendingPasswordKey); !pending {
+		t.Fatal("the rotation was dropped instead of held")
+	}
+	own.AnswerAs(nil)
+	waitEvent(t, "rotaddr", reasonRotated)
+	if _, p := own.Credentials(); p == pass {
+		t.Fatal("the BMC's own password was not rotated")
+	}
+	if got := fmt.Sprint(accountActions(own, start)); got != "[AccountPassword:"+user+"]" {
+		t.Fatalf("account actions on the BMC: %s", got)
 	}
 }

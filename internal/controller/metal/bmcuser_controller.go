@@ -209,6 +209,9 @@ func (r *BMCUserReconciler) apply(ctx context.Context, p *bmcUserPass) (lifecycl
 	case rotating:
 		// Set it, prove it, commit it: a crash anywhere leaves either password in the Secret
 		// that opens the account (the admin connection sets it again, the same password).
+		if err := r.prove(ctx, bctx, p, b, conn); err != nil {
+			return r.failed(p, err)
+		}
 		if err := conn.SetAccount(bctx, u.Spec.UserName, pending, u.Spec.RoleID); err != nil {
 			return r.failed(p, err)
 		}
@@ -245,6 +248,9 @@ func (r *BMCUserReconciler) apply(ctx context.Context, p *bmcUserPass) (lifecycl
 		}
 		// Gone from the BMC (removed by hand, a BMC reset to defaults): set it again.
 	}
+	if err := r.prove(ctx, bctx, p, b, conn); err != nil {
+		return r.failed(p, err)
+	}
 	if err := conn.SetAccount(bctx, u.Spec.UserName, password, u.Spec.RoleID); err != nil {
 		return r.failed(p, err)
 	}
@@ -259,6 +265,16 @@ func (r *BMCUserReconciler) apply(ctx context.Context, p *bmcUserPass) (lifecycl
 	return lifecycle.Wrote("account set"), lifecycle.PatchMetadata(ctx, p.Client(), u, func(o client.Object) {
 		lifecycle.SetAnnotation(o, AccountAppliedAnnotation, want.String())
 	})
+}
+
+// prove checks that the BMC at b's address is b before an account is changed on it: an address
+// that now reaches another BMC with the same factory credentials would otherwise get the account.
+func (r *BMCUserReconciler) prove(ctx, bctx context.Context, p *bmcUserPass, b *metalv1alpha1.BMC, conn bmc.BMC) error {
+	systems, err := conn.Systems(bctx)
+	if err != nil {
+		return err
+	}
+	return proveBMC(ctx, p.Client(), b, systems)
 }
 
 func cmpDuration(d, def time.Duration) time.Duration {
@@ -298,6 +314,9 @@ func (r *BMCUserReconciler) deleteAccount(ctx context.Context, p *bmcUserPass) (
 	case err != nil:
 		return r.failed(p, err)
 	case u.Spec.UserName != adminUser:
+		if err := r.prove(ctx, bctx, p, b, conn); err != nil {
+			return r.failed(p, err)
+		}
 		if err := conn.DeleteAccount(bctx, u.Spec.UserName); err != nil {
 			return r.failed(p, err)
 		}

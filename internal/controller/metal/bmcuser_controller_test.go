@@ -145,3 +145,36 @@ func TestBMCUserGeneratedAndRotatedPassword(t *testing.T) {
 	}
 	eventually(t, 20*time.Second, "account removed", func() (bool, string) { return !hasAccount(b, "auto"), "" })
 }
+
+// A BMCUser whose BMC's address reaches another BMC (same factory credentials) creates no
+// account there: the condition says why, and the account goes on the BMC once it answers again.
+func TestBMCUserNeverReachesAnotherBMC(t *testing.T) {
+	own, stranger := takeBMC(t), takeBMC(t)
+	name := registerBMC(t, own, "bmcuaddr")
+	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	user, pass := own.Credentials()
+	stranger.SetCredentials(user, pass)
+	start := time.Now()
+	own.AnswerAs(stranger)
+	t.Cleanup(func() { own.AnswerAs(nil) })
+	u := &metalv1alpha1.BMCUser{ObjectMeta: metav1.ObjectMeta{Name: "addr"}, Spec: metalv1alpha1.BMCUserSpec{
+		UserName: "guest", BMCRef: &corev1.LocalObjectReference{Name: "bmcuaddr"}}}
+	if err := env.Client.Create(ctx(), u); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "refused", func() (bool, string) {
+		got := &metalv1alpha1.BMCUser{}
+		_ = env.Client.Get(ctx(), client.ObjectKey{Name: "addr"}, got)
+		c := apimeta.FindStatusCondition(got.Status.Conditions, metalv1alpha1.ConditionReady)
+		return c != nil && c.Reason == metalv1alpha1.ReasonIdentityMismatch, fmt.Sprint(c)
+	})
+	if got := accountActions(stranger, start); len(got) != 0 || hasAccount(stranger, "guest") {
+		t.Fatalf("sent to the other BMC: %v", got)
+	}
+	own.AnswerAs(nil)
+	eventually(t, 30*time.Second, "account on its own BMC", func() (bool, string) { return hasAccount(own, "guest"), "" })
+	if err := env.Client.Delete(ctx(), u); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "account removed", func() (bool, string) { return !hasAccount(own, "guest"), "" })
+}

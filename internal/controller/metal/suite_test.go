@@ -40,7 +40,7 @@ var (
 )
 
 const (
-	fleetSize  = 256
+	fleetSize  = 270
 	powerDelay = 300 * time.Millisecond
 )
 
