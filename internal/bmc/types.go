@@ -34,6 +34,12 @@ type BMC interface {
 	// refused (ReasonUnsupported, nothing sent) where the system does not advertise it; its URI
 	// is WithHTTPBootURI.
 	SetBootOnce(ctx context.Context, systemID string, target BootTarget, opts ...BootOption) error
+	// Bios reads the system's BIOS attributes: in effect and staged for its next reset.
+	Bios(ctx context.Context, systemID string) (*BiosState, error)
+	// SetBiosAttributes stages attributes in the Bios settings object (ApplyTime OnReset where
+	// the system advertises apply times): they take effect at the system's next reset. Only
+	// attributes that differ from what is in effect are sent; none, nothing is sent.
+	SetBiosAttributes(ctx context.Context, systemID string, attrs map[string]any) error
 	// BootEntries lists the system's boot options (BootOptions collection).
 	BootEntries(ctx context.Context, systemID string) ([]BootEntry, error)
 	// SetBootOrder sets Boot.BootOrder: order (BootOptionReferences) first, then the system's
@@ -155,6 +161,15 @@ type Account struct {
 	UserName string `json:"userName"`
 	RoleID   string `json:"roleID,omitempty"`
 	Enabled  bool   `json:"enabled"`
+}
+
+// BiosState is a system's BIOS attributes.
+type BiosState struct {
+	Attributes map[string]any `json:"attributes"`
+	// Pending are the attributes staged for the next reset (the settings object's).
+	Pending map[string]any `json:"pending,omitempty"`
+	// ApplyTimes are the settings object's SupportedApplyTimes.
+	ApplyTimes []string `json:"applyTimes,omitempty"`
 }
 
 // Firmware is one component of the FirmwareInventory.

@@ -118,3 +118,39 @@ func TestBMCUpdateAndFailure(t *testing.T) {
 		t.Fatalf("inventory %+v", fw)
 	}
 }
+
+// BIOS attributes are staged in the settings object and take effect at the next reset; an
+// attribute the system does not have is refused before anything is sent.
+func TestBiosAttributes(t *testing.T) {
+	e := fleet(t, redfish.Options{BMCs: 1})
+	p := pool(t, bmc.Options{})
+	ctx := context.Background()
+	b := e.BMC(0)
+	c := get(t, p, endpoint(b))
+	id := b.SystemIDs()[0]
+	if err := c.SetBiosAttributes(ctx, id, map[string]any{"NoSuchKnob": "On"}); bmc.ReasonOf(err) != bmc.ReasonInvalidConfig {
+		t.Fatalf("unknown attribute: %v", err)
+	}
+	if len(e.Records()) != 0 {
+		t.Fatal("an unknown attribute was sent")
+	}
+	if err := c.SetBiosAttributes(ctx, id, map[string]any{"SriovGlobalEnable": "Enabled"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Bios(ctx, id)
+	if err != nil || st.Attributes["SriovGlobalEnable"] != "Disabled" || st.Pending["SriovGlobalEnable"] != "Enabled" {
+		t.Fatalf("before the reset: %+v %v", st, err)
+	}
+	if err := c.Power(ctx, id, bmc.PowerOn); err != nil {
+		t.Fatal(err)
+	}
+	waitPower(t, c, id, bmc.PowerStateOn)
+	st, err = c.Bios(ctx, id)
+	if err != nil || st.Attributes["SriovGlobalEnable"] != "Enabled" || len(st.Pending) != 0 {
+		t.Fatalf("after the reset: %+v %v", st, err)
+	}
+	recs := e.Records()
+	if len(recs) != 2 || recs[0].Action != redfish.ActionBiosSettings || recs[0].Settings["SriovGlobalEnable"] != "Enabled" {
+		t.Fatalf("recorded %+v", recs)
+	}
+}

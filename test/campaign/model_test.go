@@ -143,8 +143,8 @@ func classOf(r redfish.Record) class {
 		return clsNone // a light, not the box
 	case redfish.ActionAccountCreate, redfish.ActionAccountPassword, redfish.ActionAccountDelete:
 		return clsNone // rotate-credentials: the BMC's accounts, not the box
-	case redfish.ActionInsertMedia, redfish.ActionEjectMedia, redfish.ActionBootOrder:
-		return clsNone // a medium in a drive or an order boots nothing by itself
+	case redfish.ActionInsertMedia, redfish.ActionEjectMedia, redfish.ActionBootOrder, redfish.ActionBiosSettings, redfish.ActionSimpleUpdate:
+		return clsNone // staged for a boot, none by itself
 	}
 	switch r.ResetType {
 	case "On", "ForceOn":

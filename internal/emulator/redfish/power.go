@@ -57,6 +57,8 @@ type Record struct {
 	// Image is the image of an InsertMedia or EjectMedia action; Device the virtual media Id.
 	Image  string `json:"image,omitempty"`
 	Device string `json:"device,omitempty"`
+	// Settings are the BIOS attributes a BiosSettings action staged (values printed).
+	Settings map[string]string `json:"settings,omitempty"`
 	// BootOrder is the order a BootOrder action set.
 	BootOrder []string `json:"bootOrder,omitempty"`
 	// Account is the user of an account action.
@@ -124,9 +126,12 @@ type System struct {
 	bootOrder []string
 	// pendingBIOS is a flashed BIOS version that the next reset installs.
 	pendingBIOS string
-	etag        uint64
-	gen         uint64 // bumps on every power action; stale timers see it and stop
-	timer       *time.Timer
+	// bios are the BIOS attributes in effect (defaultBios until changed); biosPending what the
+	// next reset applies.
+	bios, biosPending map[string]any
+	etag              uint64
+	gen               uint64 // bumps on every power action; stale timers see it and stop
+	timer             *time.Timer
 	// failing makes the transitions of the current reset fail (Faults.FailPowerTransitions).
 	failing bool
 	// lastReset is when the system last came out of a reset (unix nanoseconds): a restart or a
@@ -282,6 +287,7 @@ func (s *System) resetMovedLocked() {
 		// A staged BIOS image is installed on the way through POST.
 		s.hw.BIOS, s.pendingBIOS = s.pendingBIOS, ""
 	}
+	s.applyBiosLocked()
 	next := time.Now().Truncate(time.Second)
 	if last := time.Unix(0, s.lastReset); !next.After(last) {
 		next = last.Add(time.Second)

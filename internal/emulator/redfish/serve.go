@@ -422,6 +422,8 @@ func (b *BMC) routeSystems(w http.ResponseWriter, r *http.Request, segs []string
 		power := s.PowerState()
 		serveMembers(w, r, sp+"/EthernetInterfaces", "EthernetInterfaceCollection", "Ethernet Interface Collection", rest[1:], len(s.hw.NICs),
 			func(i int) string { return s.hw.NICs[i].ID }, func(i int, p string) obj { return nicBody(s, i, p, power) })
+	case rest[0] == "Bios":
+		b.serveBios(w, r, s, sp+"/Bios", rest[1:])
 	case rest[0] == "BootOptions":
 		serveMembers(w, r, sp+"/BootOptions", "BootOptionCollection", "Boot Options", rest[1:], len(bootOptions),
 			func(i int) string { return bootOptions[i].ref }, func(i int, p string) obj {
@@ -514,7 +516,7 @@ func (b *BMC) systemBody(s *System, f *Faults) obj {
 		"MemorySummary": obj{"TotalSystemMemoryGiB": memGiB, "Status": status("Enabled")},
 		"Boot":          boot,
 		"Processors":    link(sp + "/Processors"), "Memory": link(sp + "/Memory"),
-		"EthernetInterfaces": link(sp + "/EthernetInterfaces"),
+		"EthernetInterfaces": link(sp + "/EthernetInterfaces"), "Bios": link(sp + "/Bios"),
 		"Links": obj{
 			"Chassis":   []obj{link(v1 + "/Chassis/" + h.ChassisID)},
 			"ManagedBy": []obj{link(v1 + "/Managers/" + b.managerID)},

@@ -1,0 +1,123 @@
+package redfish
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"time"
+)
+
+// ActionBiosSettings is an accepted PATCH of a system's Bios/Settings (Record.Settings).
+const ActionBiosSettings = "BiosSettings"
+
+// defaultBios are every system's BIOS attributes as built.
+var defaultBios = map[string]any{
+	"BootMode": "Uefi", "ProcVirtualization": "Enabled", "LogicalProc": "Enabled",
+	"SriovGlobalEnable": "Disabled", "SysProfile": "PerfPerWattOptimizedDapc", "NumaNodesPerSocket": 1,
+}
+
+// BiosAttributes are the system's BIOS attributes in effect.
+func (s *System) BiosAttributes() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.biosLocked())
+}
+
+// PendingBiosAttributes are the attributes the next reset applies.
+func (s *System) PendingBiosAttributes() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.biosPending)
+}
+
+func (s *System) biosLocked() map[string]any {
+	if s.bios == nil {
+		s.bios = maps.Clone(defaultBios)
+	}
+	return s.bios
+}
+
+// applyBiosLocked installs pending BIOS settings, as POST does after a reset.
+func (s *System) applyBiosLocked() {
+	if len(s.biosPending) == 0 {
+		return
+	}
+	maps.Copy(s.biosLocked(), s.biosPending)
+	s.biosPending = nil
+}
+
+// serveBios serves Bios and its Settings object (ApplyTime OnReset only, as most BMCs).
+func (b *BMC) serveBios(w http.ResponseWriter, r *http.Request, s *System, base string, rest []string) {
+	switch {
+	case len(rest) == 0:
+		if methodIs(w, r, http.MethodGet) {
+			s.mu.Lock()
+			attrs := maps.Clone(s.biosLocked())
+			s.mu.Unlock()
+			writeJSON(w, http.StatusOK, obj{
+				"@odata.type": "#Bios.v1_2_0.Bios", "@odata.id": base, "Id": "BIOS", "Name": "BIOS Configuration",
+				"AttributeRegistry": "BiosAttributeRegistry.v1_0_0", "Attributes": attrs,
+				"@Redfish.Settings": obj{
+					"@odata.type": "#Settings.v1_3_5.Settings", "SettingsObject": link(base + "/Settings"),
+					"SupportedApplyTimes": []string{"OnReset"},
+				},
+			})
+		}
+	case len(rest) == 1 && rest[0] == "Settings":
+		if !methodIs(w, r, http.MethodGet, http.MethodPatch) {
+			return
+		}
+		if r.Method == http.MethodGet {
+			s.mu.Lock()
+			attrs, etag := maps.Clone(s.biosPending), s.etagLocked()
+			s.mu.Unlock()
+			if attrs == nil {
+				attrs = map[string]any{}
+			}
+			w.Header().Set("ETag", etag)
+			writeJSON(w, http.StatusOK, obj{"@odata.type": "#Bios.v1_2_0.Bios", "@odata.id": base + "/Settings", "Id": "Settings", "Attributes": attrs})
+			return
+		}
+		b.patchBios(w, r, s)
+	default:
+		notFound(w, r)
+	}
+}
+
+func (b *BMC) patchBios(w http.ResponseWriter, r *http.Request, s *System) {
+	var req struct {
+		Attributes map[string]any
+		ApplyTime  *struct{ ApplyTime string } `json:"@Redfish.SettingsApplyTime"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Attributes) == 0 {
+		writeError(w, http.StatusBadRequest, "MalformedJSON", "The request body needs Attributes.")
+		return
+	}
+	if req.ApplyTime != nil && req.ApplyTime.ApplyTime != "OnReset" {
+		writeError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+req.ApplyTime.ApplyTime+" for the property ApplyTime is not in the list of acceptable values.")
+		return
+	}
+	s.mu.Lock()
+	current := s.biosLocked()
+	for k := range req.Attributes {
+		if _, ok := current[k]; !ok {
+			s.mu.Unlock()
+			writeError(w, http.StatusBadRequest, "PropertyUnknown", "The property "+k+" is not in the list of valid properties for the resource.")
+			return
+		}
+	}
+	if s.biosPending == nil {
+		s.biosPending = map[string]any{}
+	}
+	maps.Copy(s.biosPending, req.Attributes)
+	s.etag++
+	s.mu.Unlock()
+	settings := map[string]string{}
+	for _, k := range slices.Sorted(maps.Keys(req.Attributes)) {
+		settings[k] = fmt.Sprint(req.Attributes[k])
+	}
+	b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: s.hw.ID, UUID: s.UUID(), Action: ActionBiosSettings, Settings: settings})
+	w.WriteHeader(http.StatusNoContent)
+}
