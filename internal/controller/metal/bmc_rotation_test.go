@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/emulator/redfish"
 )
 
 func bmcSecret(t *testing.T, name string) *metalv1alpha1.BMCSecret {
@@ -77,11 +78,8 @@ func TestRotationOfAnImmutableSecretIsRefused(t *testing.T) {
 // credentials: the new password is written aside, and nothing is sent to the stranger; once the
 // address is the BMC's again, the rotation completes there.
 func TestRotationNeverReachesAnotherBMC(t *testing.T) {
-	own, stranger := takeBMC(t), takeBMC(t)
-	name := registerBMC(t, own, "rotaddr")
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	own, stranger := bmcAtAStrangersAddress(t, "rotaddr")
 	user, pass := own.Credentials()
-	stranger.SetCredentials(user, pass)
 	start := time.Now()
 	own.AnswerAs(stranger)
 	t.Cleanup(func() { own.AnswerAs(nil) })
@@ -108,4 +106,15 @@ func TestRotationNeverReachesAnotherBMC(t *testing.T) {
 	if got := fmt.Sprint(accountActions(own, start)); got != "[AccountPassword:"+user+"]" {
 		t.Fatalf("account actions on the BMC: %s", got)
 	}
+}
+
+// bmcAtAStrangersAddress registers a BMC, waits for its Server, and gives it a stranger: another
+// BMC that takes the same credentials, ready to answer at its address (own.AnswerAs(stranger)).
+func bmcAtAStrangersAddress(t *testing.T, name string) (own, stranger *redfish.BMC) {
+	t.Helper()
+	own, stranger = takeBMC(t), takeBMC(t)
+	server := registerBMC(t, own, name)
+	waitState(t, server, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	stranger.SetCredentials(own.Credentials())
+	return own, stranger
 }

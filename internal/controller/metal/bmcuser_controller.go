@@ -256,11 +256,8 @@ func (r *BMCUserReconciler) apply(ctx context.Context, p *bmcUserPass) (lifecycl
 	}
 	r.Recorder.Eventf(u, b, corev1.EventTypeNormal, reasonAccountSet, "SetAccount", "account %s set on BMC %s", u.Spec.UserName, b.Name)
 	want.at = r.now()
-	if rec.secretUID == want.secretUID && !rec.at.IsZero() {
-		want.at = rec.at // a changed role or a re-created account does not restart the rotation period
-	}
-	if rec.secretVersion != want.secretVersion {
-		want.at = r.now()
+	if rec.secretUID == want.secretUID && rec.secretVersion == want.secretVersion && !rec.at.IsZero() {
+		want.at = rec.at // same password (a changed role, a re-created account): the rotation period runs on
 	}
 	return lifecycle.Wrote("account set"), lifecycle.PatchMetadata(ctx, p.Client(), u, func(o client.Object) {
 		lifecycle.SetAnnotation(o, AccountAppliedAnnotation, want.String())

@@ -149,11 +149,7 @@ func TestBMCUserGeneratedAndRotatedPassword(t *testing.T) {
 // A BMCUser whose BMC's address reaches another BMC (same factory credentials) creates no
 // account there: the condition says why, and the account goes on the BMC once it answers again.
 func TestBMCUserNeverReachesAnotherBMC(t *testing.T) {
-	own, stranger := takeBMC(t), takeBMC(t)
-	name := registerBMC(t, own, "bmcuaddr")
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
-	user, pass := own.Credentials()
-	stranger.SetCredentials(user, pass)
+	own, stranger := bmcAtAStrangersAddress(t, "bmcuaddr")
 	start := time.Now()
 	own.AnswerAs(stranger)
 	t.Cleanup(func() { own.AnswerAs(nil) })
