@@ -67,6 +67,7 @@ func (c *conn) System(ctx context.Context, systemID string) (*SystemStatus, erro
 			HTTPBootURI: sys.Boot.HTTPBootURI,
 		},
 		LastResetTime: sys.LastResetTime,
+		BiosVersion:   sys.BiosVersion,
 		IndicatorLED:  indicatorLED(sys),
 	}
 	allow := readBootAllowances(sys.RawData)

@@ -73,6 +73,7 @@ type serviceRoot struct {
 	SessionService odataLink
 	AccountService odataLink
 	UpdateService  odataLink
+	Tasks          odataLink // the TaskService
 	Links          struct {
 		Sessions odataLink
 	}

@@ -85,6 +85,10 @@ type BMC interface {
 	SimpleUpdate(ctx context.Context, req UpdateRequest) (string, error)
 	// Task reads a task the BMC is running: its state and progress, one request, never waiting.
 	Task(ctx context.Context, uri string) (*TaskStatus, error)
+	// Tasks lists the BMC's tasks (TaskService), newest last, at most the last 32: what became
+	// of an update whose answer was lost is found among them by its image. ReasonUnsupported
+	// when the BMC has no TaskService.
+	Tasks(ctx context.Context) ([]TaskStatus, error)
 	// ResetManager restarts the BMC itself (GracefulRestart where advertised, else
 	// ForceRestart); its systems keep running. Sessions end with it: the pool logs in again.
 	ResetManager(ctx context.Context) error
@@ -202,6 +206,11 @@ type TaskStatus struct {
 	Status          string   `json:"status,omitempty"`
 	PercentComplete int      `json:"percentComplete,omitempty"`
 	Messages        []string `json:"messages,omitempty"`
+	// Image is the ImageURI of the update the task carries out, from its Payload ("" when the
+	// BMC does not say).
+	Image string `json:"image,omitempty"`
+	// StartTime is the task's StartTime as the BMC wrote it.
+	StartTime string `json:"startTime,omitempty"`
 }
 
 // Done reports whether the task ended (whatever the outcome).
@@ -270,6 +279,8 @@ type SystemStatus struct {
 	// LastResetTime is the system's LastResetTime, as the BMC wrote it ("" when it does not
 	// say): it moves when the system comes out of a reset (a restart, a power-on).
 	LastResetTime string `json:"lastResetTime,omitempty"`
+	// BiosVersion is the system's BiosVersion, the BIOS in effect.
+	BiosVersion string `json:"biosVersion,omitempty"`
 	// IndicatorLED is the locator LED: Lit, Blinking or Off (from LocationIndicatorActive when
 	// the system reports only that), "" when the system says nothing of it.
 	IndicatorLED string `json:"indicatorLED,omitempty"`

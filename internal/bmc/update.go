@@ -122,21 +122,77 @@ func (c *conn) Task(ctx context.Context, uri string) (*TaskStatus, error) {
 	if err != nil {
 		return nil, wrap(op, err)
 	}
-	var t struct {
-		TaskState       string
-		TaskStatus      string
-		PercentComplete int
-		Messages        []struct{ Message string }
-	}
+	var t taskBody
 	if err := getJSON(api, uri, &t); err != nil {
 		return nil, wrap(op, err)
 	}
-	st := &TaskStatus{URI: uri, State: t.TaskState, Status: t.TaskStatus, PercentComplete: t.PercentComplete}
-	for _, m := range t.Messages {
-		st.Messages = append(st.Messages, m.Message)
-	}
+	st := t.status(uri)
 	if st.State == "" {
 		return nil, newError(ReasonUnknown, op, "no TaskState in the answer")
 	}
 	return st, nil
+}
+
+// taskBody is what a Task resource says that metalhub reads.
+type taskBody struct {
+	TaskState       string
+	TaskStatus      string
+	PercentComplete int
+	StartTime       string
+	Messages        []struct{ Message string }
+	Payload         struct {
+		JsonBody string //nolint:revive // Redfish's name
+	}
+}
+
+func (t *taskBody) status(uri string) *TaskStatus {
+	st := &TaskStatus{URI: uri, State: t.TaskState, Status: t.TaskStatus, PercentComplete: t.PercentComplete, StartTime: t.StartTime}
+	for _, m := range t.Messages {
+		st.Messages = append(st.Messages, m.Message)
+	}
+	var body struct{ ImageURI string }
+	if t.Payload.JsonBody != "" && json.Unmarshal([]byte(t.Payload.JsonBody), &body) == nil {
+		st.Image = body.ImageURI
+	}
+	return st
+}
+
+// maxTasks bounds what Tasks reads: a BMC keeps hundreds of finished tasks, and an update whose
+// answer was lost is among the newest.
+const maxTasks = 32
+
+// Tasks implements BMC.
+func (c *conn) Tasks(ctx context.Context) ([]TaskStatus, error) {
+	const op = "list tasks"
+	api, err := c.client(ctx)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	if c.root.Tasks.ID == "" {
+		return nil, newError(ReasonUnsupported, op, "service root has no TaskService")
+	}
+	var svc struct{ Tasks odataLink }
+	if err := getJSON(api, c.root.Tasks.ID, &svc); err != nil {
+		return nil, wrap(op, err)
+	}
+	if svc.Tasks.ID == "" {
+		return nil, newError(ReasonUnsupported, op, "TaskService has no Tasks collection")
+	}
+	var coll struct{ Members []odataLink }
+	if err := getJSON(api, svc.Tasks.ID, &coll); err != nil {
+		return nil, wrap(op, err)
+	}
+	members := coll.Members
+	if len(members) > maxTasks {
+		members = members[len(members)-maxTasks:]
+	}
+	out := make([]TaskStatus, 0, len(members))
+	for _, m := range members {
+		var t taskBody
+		if err := getJSON(api, m.ID, &t); err != nil {
+			return nil, wrap(op, err)
+		}
+		out = append(out, *t.status(m.ID))
+	}
+	return out, nil
 }

@@ -154,3 +154,37 @@ func TestBiosAttributes(t *testing.T) {
 		t.Fatalf("recorded %+v", recs)
 	}
 }
+
+// An update whose answer was lost is found among the BMC's tasks by its image, and the version
+// an image installs is the vendor's (SetImageVersion), read from System's BiosVersion.
+func TestUpdateFoundAmongTasks(t *testing.T) {
+	e := fleet(t, redfish.Options{BMCs: 1})
+	p := pool(t, bmc.Options{})
+	ctx := context.Background()
+	b := e.BMC(0)
+	const image = "http://fw.example/firmware/bios-P79-v1.46.bin"
+	e.SetImageVersion(image, "P79 v1.46 (01/15/2018)")
+	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(100 * time.Millisecond), ErrorAfterEffect: 502})
+	c := get(t, p, endpoint(b))
+	id := b.SystemIDs()[0]
+	if tasks, err := c.Tasks(ctx); err != nil || len(tasks) != 0 {
+		t.Fatalf("tasks before: %+v %v", tasks, err)
+	}
+	if _, err := c.SimpleUpdate(ctx, bmc.UpdateRequest{ImageURI: image, SystemID: id}); err == nil {
+		t.Fatal("the lost answer was not an error")
+	}
+	b.ClearFaults()
+	tasks, err := c.Tasks(ctx)
+	if err != nil || len(tasks) != 1 || tasks[0].Image != image || tasks[0].URI == "" || tasks[0].StartTime == "" {
+		t.Fatalf("tasks after: %+v %v", tasks, err)
+	}
+	waitTask(t, c, tasks[0].URI)
+	if err := c.Power(ctx, id, bmc.PowerOn); err != nil {
+		t.Fatal(err)
+	}
+	waitPower(t, c, id, bmc.PowerStateOn)
+	st, err := c.System(ctx, id)
+	if err != nil || st.BiosVersion != "P79 v1.46 (01/15/2018)" {
+		t.Fatalf("system after the reset: %+v %v", st, err)
+	}
+}

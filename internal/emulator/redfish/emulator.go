@@ -109,6 +109,8 @@ type Emulator struct {
 	wg      sync.WaitGroup
 	hook    atomic.Pointer[func(BootEvent)]
 	rec     recorder
+	// images maps an image URI to the version it installs (SetImageVersion).
+	images  sync.Map
 	started bool
 	closed  sync.Once
 }

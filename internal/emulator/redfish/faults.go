@@ -41,8 +41,9 @@ type Faults struct {
 	FailPowerTransitions bool `json:"failPowerTransitions,omitempty"`
 	// BootReadbackContinuous reads a Once override back as Continuous.
 	BootReadbackContinuous bool `json:"bootReadbackContinuous,omitempty"`
-	// ErrorAfterEffect carries out every action (a system's or the manager's Reset) and records
-	// it as usual, then answers this HTTP status (e.g. 500, 502) instead of success: a BMC that
+	// ErrorAfterEffect carries out every action (a system's or the manager's Reset, a
+	// SimpleUpdate) and records it as usual, then answers this HTTP status (e.g. 500, 502)
+	// instead of success: a BMC that
 	// fails after acting, or a proxy whose upstream answer was lost. Other requests are served.
 	ErrorAfterEffect int `json:"errorAfterEffect,omitempty"`
 	// NoVirtualMedia removes the VirtualMedia collections (a BMC without the licence for it).

@@ -150,6 +150,10 @@ func (b *BMC) route(w http.ResponseWriter, r *http.Request, f *Faults) {
 	case "UpdateService":
 		b.updateService(w, r, segs[1:], f)
 	case "TaskService":
+		if len(segs) < 3 {
+			b.serveTaskService(w, r, segs[1:])
+			return
+		}
 		if len(segs) == 3 && segs[1] == "Tasks" && methodIs(w, r, http.MethodGet) {
 			if b.serveTask(w, segs[2]) {
 				return
@@ -174,6 +178,7 @@ func (b *BMC) serviceRoot(f *Faults) obj {
 		"Systems": link(v1 + "/Systems"), "Managers": link(v1 + "/Managers"), "Chassis": link(v1 + "/Chassis"),
 		"AccountService": link(v1 + "/AccountService"),
 		"UpdateService":  link(v1 + "/UpdateService"),
+		"Tasks":          link(v1 + "/TaskService"),
 		"Links":          obj{},
 	}
 	if !f.NoSessionService {

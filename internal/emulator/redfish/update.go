@@ -2,6 +2,7 @@ package redfish
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"path"
 	"strconv"
@@ -70,6 +71,18 @@ func (b *BMC) rebooting() bool {
 	b.upd.mu.Lock()
 	defer b.upd.mu.Unlock()
 	return time.Now().Before(b.upd.downUntil)
+}
+
+// SetImageVersion says which version the image at uri installs, as a vendor's image carries it
+// (the emulator fetches nothing). Images not named here install what versionOf reads from
+// their file name.
+func (e *Emulator) SetImageVersion(uri, version string) { e.images.Store(uri, version) }
+
+func (e *Emulator) imageVersion(uri string) string {
+	if v, ok := e.images.Load(uri); ok {
+		return v.(string)
+	}
+	return versionOf(uri)
 }
 
 // versionOf reads the version an image installs from its file name: the part after the last
@@ -199,9 +212,39 @@ func (b *BMC) simpleUpdate(w http.ResponseWriter, r *http.Request, f *Faults) {
 	timer := time.AfterFunc(dur, func() { b.finishUpdate(t, target, reboot) })
 	go func() { <-b.em.closing; timer.Stop() }()
 	loc := v1 + "/TaskService/Tasks/" + t.id
+	if f.ErrorAfterEffect != 0 {
+		// Accepted and under way, but the answer is lost.
+		writeError(w, f.ErrorAfterEffect, "InternalError", "The request failed after it was accepted.")
+		return
+	}
 	w.Header().Set("Location", loc)
 	w.Header().Set("Retry-After", "1")
 	writeJSON(w, http.StatusAccepted, b.taskBody(t))
+}
+
+// serveTaskService serves the TaskService and its Tasks collection (the updates, oldest first).
+func (b *BMC) serveTaskService(w http.ResponseWriter, r *http.Request, segs []string) {
+	if !methodIs(w, r, http.MethodGet) {
+		return
+	}
+	base := v1 + "/TaskService"
+	switch {
+	case len(segs) == 0:
+		writeJSON(w, http.StatusOK, obj{"@odata.type": "#TaskService.v1_2_0.TaskService", "@odata.id": base, "Id": "TaskService",
+			"Name": "Task Service", "ServiceEnabled": true, "Tasks": link(base + "/Tasks")})
+	case len(segs) == 1 && segs[0] == "Tasks":
+		b.upd.mu.Lock()
+		ids := make([]string, 0, len(b.upd.tasks))
+		for n := 1; n <= b.upd.next; n++ {
+			if _, ok := b.upd.tasks[strconv.Itoa(n)]; ok {
+				ids = append(ids, base+"/Tasks/"+strconv.Itoa(n))
+			}
+		}
+		b.upd.mu.Unlock()
+		writeJSON(w, http.StatusOK, collection(base+"/Tasks", "TaskCollection", "Tasks", ids))
+	default:
+		notFound(w, r)
+	}
 }
 
 // finishUpdate ends a task: a BIOS image is staged for the system's next reset; a BMC image
@@ -214,7 +257,7 @@ func (b *BMC) finishUpdate(t *task, target component, reboot time.Duration) {
 		return
 	}
 	t.state = "Completed"
-	version := versionOf(t.image)
+	version := b.em.imageVersion(t.image)
 	if target.system == "" {
 		b.upd.downUntil = time.Now().Add(reboot)
 		b.upd.mu.Unlock()
@@ -248,6 +291,8 @@ func (b *BMC) taskBody(t *task) obj {
 		"@odata.type": "#Task.v1_4_3.Task", "@odata.id": v1 + "/TaskService/Tasks/" + t.id, "Id": t.id, "Name": "Update " + t.target,
 		"TaskState": t.state, "TaskStatus": st, "PercentComplete": pct, "StartTime": t.started.UTC().Format(time.RFC3339),
 		"Messages": []obj{{"MessageId": "Update.1.0.UpdateInProgress", "Message": "Update of " + t.target + " with " + t.image}},
+		"Payload": obj{"TargetUri": v1 + "/UpdateService/Actions/UpdateService.SimpleUpdate", "HttpOperation": "POST",
+			"JsonBody": fmt.Sprintf("{\"ImageURI\": %q}", t.image)},
 	}
 }
 
