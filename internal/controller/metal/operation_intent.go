@@ -32,6 +32,25 @@ import (
 // after the issue means it never arrived and is owed again.
 const OperationIntentAnnotation = "lifecycle.metalhub.io/operation"
 
+// OperationRequesterAnnotation, set by another controller in the same write as the operation
+// annotation, names that request (a token without spaces). The intent carries it, and when the
+// operation is over the Server says how it ended in OperationResultAnnotation, "<token>
+// <outcome>", so that the requester learns it exactly once, whatever crashed in between.
+const OperationRequesterAnnotation = "lifecycle.metalhub.io/operation-requester"
+
+// OperationResultAnnotation is "<token> <outcome>" for the last operation a requester named.
+const OperationResultAnnotation = "lifecycle.metalhub.io/operation-result"
+
+// Outcomes in OperationResultAnnotation.
+const (
+	// OperationDone: the BMC carried it out.
+	OperationDone = "done"
+	// OperationRefused: certainly not carried out (refused, or not an operation of the server).
+	OperationRefused = "refused"
+	// OperationUncertain: it may or may not have been carried out; it was not repeated.
+	OperationUncertain = "uncertain"
+)
+
 // Phases of an operation intent.
 const (
 	// intentOwed: recorded, not issued yet (or refused by the BMC and to be issued again).
@@ -53,6 +72,8 @@ type opIntent struct {
 	lastReset string
 	// power is the system's power state just before the issue (servers only; "" unknown).
 	power string
+	// by is the requester's token (OperationRequesterAnnotation), if another controller asked.
+	by string
 }
 
 // parseOpIntent reads an intent of one of the operations known says it carries out.
@@ -79,6 +100,8 @@ func parseOpIntent(v string, known func(op string) bool) (opIntent, bool) {
 			i.lastReset = val
 		case "power":
 			i.power = val
+		case "by":
+			i.by = val
 		}
 	}
 	return i, true
@@ -94,6 +117,9 @@ func (i opIntent) String() string {
 	}
 	if i.power != "" {
 		s += " power=" + i.power
+	}
+	if i.by != "" {
+		s += " by=" + i.by
 	}
 	return s
 }
@@ -142,7 +168,7 @@ func (o *opOutcomes) report(uid types.UID, i opIntent) opReport {
 	case actionNotDone:
 		return opReport{eventType: corev1.EventTypeWarning, reason: metalv1alpha1.ReasonOperationFailed, retry: true,
 			msg:  fmt.Sprintf("operation %s refused, will retry: %v", i.op, err),
-			next: opIntent{op: i.op, phase: intentOwed, at: i.at}.String()}
+			next: opIntent{op: i.op, phase: intentOwed, at: i.at, by: i.by}.String()}
 	case actionRefused:
 		return opReport{eventType: corev1.EventTypeWarning, reason: metalv1alpha1.ReasonOperationFailed,
 			msg: fmt.Sprintf("operation %s refused by the BMC, not carried out; not repeated: %v", i.op, err)}
@@ -160,6 +186,24 @@ func setIntent(o client.Object, v string) {
 		return
 	}
 	lifecycle.SetAnnotation(o, OperationIntentAnnotation, v)
+}
+
+// endIntent writes what a report decided about intent i: the next intent, or, when it is over
+// and a requester named it, the outcome for that requester (in the same write).
+func endIntent(o client.Object, i opIntent, rep opReport) {
+	setIntent(o, rep.next)
+	if rep.next != "" || i.by == "" {
+		return
+	}
+	outcome := OperationDone
+	switch rep.reason {
+	case metalv1alpha1.ReasonOperation:
+	case metalv1alpha1.ReasonOperationUncertain:
+		outcome = OperationUncertain
+	default:
+		outcome = OperationRefused
+	}
+	lifecycle.SetAnnotation(o, OperationResultAnnotation, i.by+" "+outcome)
 }
 
 // actionOutcome is what an action's answer says about whether it was carried out.

@@ -38,7 +38,7 @@ func (r *ServerReconciler) reportOperation(ctx context.Context, p *serverPass, i
 			msg: fmt.Sprintf("operation %s may not have reached the BMC: %s; the system will tell", i.op, rep.cause)}
 	}
 	r.Recorder.Eventf(p.Obj, nil, rep.eventType, rep.reason, "Operation", "%s", rep.msg)
-	if err := r.patch(ctx, p, func(s *metalv1alpha1.Server) { setIntent(s, rep.next) }); err != nil {
+	if err := r.patch(ctx, p, func(s *metalv1alpha1.Server) { endIntent(s, i, rep) }); err != nil {
 		return lifecycle.Result{}, err
 	}
 	if rep.retry {
@@ -78,14 +78,14 @@ func (r *ServerReconciler) checkOperation(ctx context.Context, p *serverPass, i 
 			msg: fmt.Sprintf("operation %s carried out (%s)", i.op, why)}
 	case settleOwed:
 		rep = opReport{eventType: corev1.EventTypeWarning, reason: metalv1alpha1.ReasonOperationFailed,
-			next: opIntent{op: i.op, phase: intentOwed, at: i.at}.String(),
+			next: opIntent{op: i.op, phase: intentOwed, at: i.at, by: i.by}.String(),
 			msg:  fmt.Sprintf("operation %s did not reach the BMC (%s); issuing it again", i.op, why)}
 	default:
 		rep = opReport{eventType: corev1.EventTypeWarning, reason: metalv1alpha1.ReasonOperationUncertain,
 			msg: fmt.Sprintf("operation %s may not have been carried out (%s); not repeated: check and ask again if needed", i.op, why)}
 	}
 	r.Recorder.Eventf(p.Obj, nil, rep.eventType, rep.reason, "Operation", "%s", rep.msg)
-	return lifecycle.Wrote("operation checked"), r.patch(ctx, p, func(s *metalv1alpha1.Server) { setIntent(s, rep.next) })
+	return lifecycle.Wrote("operation checked"), r.patch(ctx, p, func(s *metalv1alpha1.Server) { endIntent(s, i, rep) })
 }
 
 // settleVerdict is what the checking phase concludes.
@@ -181,7 +181,7 @@ func (r *ServerReconciler) issueOperation(bctx, ctx context.Context, p *serverPa
 	}
 	// What the system says just before the request, for settling an unknown outcome.
 	issuing := opIntent{op: i.op, phase: intentIssuing, at: i.at, sent: r.Now(),
-		lastReset: p.sys.LastResetTime, power: string(p.sys.PowerState)}
+		lastReset: p.sys.LastResetTime, power: string(p.sys.PowerState), by: i.by}
 	if req != nil {
 		issuing.lastReset, issuing.power = req.LastResetTime(), string(req.PowerState())
 	}
@@ -226,14 +226,23 @@ func (r *ServerReconciler) operation(ctx context.Context, p *serverPass) (lifecy
 	if !ok {
 		return lifecycle.Continue(), nil
 	}
-	clearOp := func(s *metalv1alpha1.Server) { lifecycle.RemoveAnnotation(s, metalv1alpha1.OperationAnnotation) }
+	by := intentField(p.Obj.Annotations[OperationRequesterAnnotation])
+	clearOp := func(s *metalv1alpha1.Server) {
+		lifecycle.RemoveAnnotation(s, metalv1alpha1.OperationAnnotation)
+		lifecycle.RemoveAnnotation(s, OperationRequesterAnnotation)
+	}
 	if _, ok := operationActions[op]; ok {
 		// No other intent is pending here: reportIssued reports an issuing one first, and an owed
 		// one is issued above, so operations run one at a time.
-		return r.issueOperation(bctx, ctx, p, opIntent{op: op, phase: intentOwed, at: r.Now()}, clearOp)
+		return r.issueOperation(bctx, ctx, p, opIntent{op: op, phase: intentOwed, at: r.Now(), by: by}, clearOp)
 	}
 	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonUnsupportedOperation, "Operation", "operation %q is not supported on a server in state %s; removed", op, p.state)
-	return lifecycle.Wrote("operation " + op + " removed"), r.patch(ctx, p, clearOp)
+	return lifecycle.Wrote("operation " + op + " removed"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+		clearOp(s)
+		if by != "" {
+			lifecycle.SetAnnotation(s, OperationResultAnnotation, by+" "+OperationRefused)
+		}
+	})
 }
 
 // transitionOperation carries out the operations that are lifecycle transitions, park and retry:
@@ -248,7 +257,10 @@ func (r *ServerReconciler) transitionOperation(ctx context.Context, p *serverPas
 		return lifecycle.Continue(), nil
 	}
 	op := p.Obj.Annotations[metalv1alpha1.OperationAnnotation]
-	clearOp := func(s *metalv1alpha1.Server) { lifecycle.RemoveAnnotation(s, metalv1alpha1.OperationAnnotation) }
+	clearOp := func(s *metalv1alpha1.Server) {
+		lifecycle.RemoveAnnotation(s, metalv1alpha1.OperationAnnotation)
+		lifecycle.RemoveAnnotation(s, OperationRequesterAnnotation)
+	}
 	switch {
 	case op == metalv1alpha1.OperationPark:
 		prev := p.state
