@@ -147,7 +147,7 @@ func create(c context.Context, obj *unstructured.Unstructured) error {
 
 func isOurs(obj *unstructured.Unstructured) bool {
 	g := obj.GroupVersionKind().Group
-	return g == "metal.ironcore.dev" || g == "maintenance.metal.ironcore.dev" || g == "infrahub.operators.com"
+	return g == "metal.ironcore.dev" || g == "maintenance.metal.ironcore.dev" || g == "system.metal.ironcore.dev" || g == "infrahub.operators.com"
 }
 
 // Every sample users of the references write must be accepted, and read back with every field it
@@ -158,8 +158,11 @@ func TestSamplesAccepted(t *testing.T) {
 		filepath.Join(root, "metal-operator"), filepath.Join(root, "metal-operator", "against-emulators"),
 		filepath.Join(root, "metal-operator", "visualizer"),
 		filepath.Join(root, "vidra"), filepath.Join(root, "vidra", "against-fake"))
-	// Of the companion operator's groups metalhub serves maintenance.metal.ironcore.dev.
-	paths = append(paths, filepath.Join(root, "metal-maintenance-operator", "maintenance_v1alpha1_servermaintenance.yaml"))
+	// Of the companion operator's groups metalhub serves maintenance.metal.ironcore.dev and
+	// system.metal.ironcore.dev's BIOS versions.
+	for _, f := range []string{"maintenance_v1alpha1_servermaintenance.yaml", "system_v1alpha1_biosversion.yaml", "system_v1alpha1_biosversionset.yaml"} {
+		paths = append(paths, filepath.Join(root, "metal-maintenance-operator", f))
+	}
 	kinds := map[string]bool{}
 	for _, path := range paths {
 		rel, _ := filepath.Rel(root, path)
@@ -192,7 +195,7 @@ func TestSamplesAccepted(t *testing.T) {
 	}
 	// One object of every kind the references' users write must have gone through.
 	for _, k := range []string{"BMC", "BMCSecret", "Endpoint", "Server", "ServerClaim", "ServerBootConfiguration",
-		"ServerMaintenance", "InfrahubSync", "VidraResource"} {
+		"ServerMaintenance", "InfrahubSync", "VidraResource", "BIOSVersion", "BIOSVersionSet"} {
 		if !kinds[k] {
 			t.Errorf("no sample of kind %s was applied", k)
 		}
@@ -288,6 +291,27 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		name:   "unknown power enum",
 		update: "apiVersion: metal.ironcore.dev/v1alpha1\nkind: ServerClaim\nmetadata: {name: bad-power, namespace: default}\nspec: {power: Maybe, image: img}",
 		want:   `spec.power: Unsupported value: "Maybe": supported values: "On", "Off"`,
+	}, {
+		name:   "BIOSVersion without version",
+		update: "apiVersion: system.metal.ironcore.dev/v1alpha1\nkind: BIOSVersion\nmetadata: {name: no-version}\nspec: {serverRef: {name: s}, version: '', image: {URI: 'http://x/bios.bin'}}",
+		want:   "version is required",
+	}, {
+		name:    "BIOSVersion serverRef changed",
+		initial: "apiVersion: system.metal.ironcore.dev/v1alpha1\nkind: BIOSVersion\nmetadata: {name: repoint-bios}\nspec: {serverRef: {name: a}, version: '1', image: {URI: 'http://x/bios.bin'}}",
+		update:  "apiVersion: system.metal.ironcore.dev/v1alpha1\nkind: BIOSVersion\nmetadata: {name: repoint-bios}\nspec: {serverRef: {name: b}, version: '1', image: {URI: 'http://x/bios.bin'}}",
+		want:    "serverRef is immutable",
+	}, {
+		name:   "BIOSVersionSet with maxUnavailable 0",
+		update: "apiVersion: system.metal.ironcore.dev/v1alpha1\nkind: BIOSVersionSet\nmetadata: {name: zero}\nspec: {serverSelector: {}, biosVersionTemplate: {version: '1', image: {URI: 'http://x/bios.bin'}}, rollout: {maxUnavailable: 0}}",
+		want:   "maxUnavailable is a count of at least 1 or a percentage",
+	}, {
+		name:   "BIOSVersionSet with maxUnavailable 150%",
+		update: "apiVersion: system.metal.ironcore.dev/v1alpha1\nkind: BIOSVersionSet\nmetadata: {name: toomuch}\nspec: {serverSelector: {}, biosVersionTemplate: {version: '1', image: {URI: 'http://x/bios.bin'}}, rollout: {maxUnavailable: '150%'}}",
+		want:   "maxUnavailable is a count of at least 1 or a percentage",
+	}, {
+		name:   "BIOSVersion with an unknown maintenance policy",
+		update: "apiVersion: system.metal.ironcore.dev/v1alpha1\nkind: BIOSVersion\nmetadata: {name: bad-policy}\nspec: {serverRef: {name: a}, version: '1', serverMaintenancePolicy: Whenever, image: {URI: 'http://x/bios.bin'}}",
+		want:   `Unsupported value: "Whenever"`,
 	}, {
 		name:   "claim without power",
 		update: "apiVersion: metal.ironcore.dev/v1alpha1\nkind: ServerClaim\nmetadata: {name: no-power, namespace: default}\nspec: {image: img}",

@@ -27,6 +27,7 @@ import (
 
 	"github.com/metalhub/metalhub/internal/apilimit"
 	"github.com/metalhub/metalhub/internal/controller/delivery"
+	"github.com/metalhub/metalhub/internal/controller/firmware"
 	"github.com/metalhub/metalhub/internal/controller/metal"
 	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/metrics"
@@ -78,6 +79,7 @@ type Options struct {
 	Events eventsink.Options
 
 	Metal    metal.Options
+	Firmware firmware.Options
 	Delivery delivery.Options
 	// Webhook configures the validating admission webhooks (off unless enabled).
 	Webhook webhook.Options
@@ -142,6 +144,7 @@ func DefaultOptions() Options {
 		KubeAPIWritesInFlight: apilimit.DefaultWritesInFlight,
 		Events:                eventsink.Options{InFlight: eventsink.DefaultInFlight, Backlog: eventsink.DefaultBacklog},
 		Metal:                 metal.DefaultOptions(),
+		Firmware:              firmware.DefaultOptions(),
 		Webhook:               webhook.DefaultOptions(),
 	}
 }
@@ -168,6 +171,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Events.Backlog, "event-backlog", o.Events.Backlog, "Events that may wait for a write; more are dropped (metalhub_events_dropped_total).")
 	o.Delivery.BindFlags(fs)
 	o.Metal.BindFlags(fs)
+	o.Firmware.BindFlags(fs)
 	o.Webhook.BindFlags(fs)
 }
 
@@ -290,8 +294,19 @@ func newManager(cfg *rest.Config, o Options, l *Listeners, log logr.Logger) (ctr
 	}
 	o.Metal.Events, o.Delivery.Events = events, events
 	if o.Controllers.Has(FamilyMetal) {
+		if o.Metal.Pool == nil {
+			// One pool for the metal family and the firmware controllers: one session per BMC.
+			if o.Metal.Pool, err = metal.NewPool(mgr, o.Metal); err != nil {
+				return nil, err
+			}
+		}
 		if err := metal.Setup(context.Background(), mgr, o.Metal); err != nil {
 			return nil, fmt.Errorf("setting up metal controllers: %w", err)
+		}
+		o.Firmware.Pool, o.Firmware.Events = o.Metal.Pool, events
+		o.Firmware.RequestTimeout, o.Firmware.RetryAfter = o.Metal.BMCRequestTimeout, o.Metal.RetryAfter
+		if err := firmware.Setup(context.Background(), mgr, o.Firmware); err != nil {
+			return nil, fmt.Errorf("setting up firmware controllers: %w", err)
 		}
 		if mgr.registry != nil {
 			return nil, fmt.Errorf("the metal controllers added no discovery registry to serve on %s", mgr.registry.Addr())

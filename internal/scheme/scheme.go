@@ -11,6 +11,7 @@ import (
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 )
 
 // New returns a fresh scheme with every kind metalhub reads or writes.
@@ -20,6 +21,7 @@ func New() *runtime.Scheme {
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	utilruntime.Must(metalv1alpha1.AddToScheme(s))
 	utilruntime.Must(maintenancev1alpha1.AddToScheme(s))
+	utilruntime.Must(systemv1alpha1.AddToScheme(s))
 	utilruntime.Must(infrahubv1alpha1.AddToScheme(s))
 	return s
 }

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
@@ -131,4 +133,47 @@ func serverEndpoint(ctx context.Context, c client.Reader, s *metalv1alpha1.Serve
 		return bmc.Endpoint{Address: bmcAddress(s.Spec.BMC.Protocol, s.Spec.BMC.Address), Username: user, Password: pass}, nil
 	}
 	return bmc.Endpoint{}, accessErr(metalv1alpha1.ReasonBMCNotFound, "server has neither spec.bmcRef nor spec.bmc")
+}
+
+// ServerBMC returns a client for s's BMC bound to s's machine (bmc.Expect: every call on the
+// system proves it is that machine before anything is sent) and the system's ID, for the
+// controllers of other groups that act on a Server's box (firmware, settings).
+func ServerBMC(ctx context.Context, c client.Reader, pool *bmc.Pool, s *metalv1alpha1.Server) (bmc.BMC, string, error) {
+	ep, err := serverEndpoint(ctx, c, s)
+	if err != nil {
+		return nil, "", err
+	}
+	conn, err := pool.Get(ep)
+	if err != nil {
+		return nil, "", err
+	}
+	bound := bmc.Expect(conn, serverIdentity(s))
+	if s.Spec.SystemURI != "" {
+		return bound, s.Spec.SystemURI, nil
+	}
+	systems, err := bound.Systems(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, sys := range systems {
+		if strings.EqualFold(sys.UUID, s.Spec.SystemUUID) {
+			return bound, sys.ODataID, nil
+		}
+	}
+	return nil, "", accessErr(string(bmc.ReasonNotFound), "no system with UUID %s on the BMC", s.Spec.SystemUUID)
+}
+
+// NewPool makes the BMC connection pool the metal family and the firmware controllers share,
+// logged out of every BMC when the manager stops.
+func NewPool(mgr ctrl.Manager, o Options) (*bmc.Pool, error) {
+	pool := bmc.NewPool(bmc.Options{
+		MaxConcurrentRequests: o.BMCMaxConcurrentRequests,
+		RequestTimeout:        o.BMCRequestTimeout,
+		Logger:                mgr.GetLogger().WithName("bmc"),
+	})
+	// BMCs cap their sessions.
+	if err := mgr.Add(poolCloser{pool}); err != nil {
+		return nil, err
+	}
+	return pool, nil
 }

@@ -203,3 +203,35 @@ func TestBMCResetOnASlowBMC(t *testing.T) {
 		t.Errorf("BMC resets: %d, want 1", n)
 	}
 }
+
+// A requester's token goes through every phase of the intent, and the outcome it learns is the
+// one the report decided; results of earlier requesters are kept.
+func TestOperationRequesterOutcome(t *testing.T) {
+	i := opIntent{op: metalv1alpha1.OperationHardRestartServer, phase: intentIssuing, at: time.Unix(100, 0), sent: time.Unix(101, 0), by: "uid.20261202T100000"}
+	got, ok := parseOpIntent(i.String(), serverOperation)
+	if !ok || got != i {
+		t.Fatalf("round trip %+v %v", got, ok)
+	}
+	for _, tc := range []struct {
+		name string
+		rep  opReport
+		want string
+	}{
+		{"carried out", opReport{reason: metalv1alpha1.ReasonOperation}, "old done,uid.20261202T100000 done"},
+		{"uncertain", opReport{reason: metalv1alpha1.ReasonOperationUncertain}, "old done,uid.20261202T100000 uncertain"},
+		{"refused", opReport{reason: metalv1alpha1.ReasonOperationFailed}, "old done,uid.20261202T100000 refused"},
+		{"owed again: no result yet", opReport{reason: metalv1alpha1.ReasonOperationFailed, next: i.with(intentOwed).String()}, "old done"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &metalv1alpha1.Server{}
+			s.Annotations = map[string]string{OperationResultAnnotation: "old done"}
+			endIntent(s, i, tc.rep)
+			if got := s.Annotations[OperationResultAnnotation]; got != tc.want {
+				t.Errorf("result %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if got := appendResult("a done,b done,c done,d done", "e done"); got != "b done,c done,d done,e done" {
+		t.Errorf("kept %q", got)
+	}
+}

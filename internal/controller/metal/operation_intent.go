@@ -38,7 +38,8 @@ const OperationIntentAnnotation = "lifecycle.metalhub.io/operation"
 // <outcome>", so that the requester learns it exactly once, whatever crashed in between.
 const OperationRequesterAnnotation = "lifecycle.metalhub.io/operation-requester"
 
-// OperationResultAnnotation is "<token> <outcome>" for the last operation a requester named.
+// OperationResultAnnotation is "<token> <outcome>" for the last operations requesters named,
+// comma-separated, newest last.
 const OperationResultAnnotation = "lifecycle.metalhub.io/operation-result"
 
 // Outcomes in OperationResultAnnotation.
@@ -203,7 +204,26 @@ func endIntent(o client.Object, i opIntent, rep opReport) {
 	default:
 		outcome = OperationRefused
 	}
-	lifecycle.SetAnnotation(o, OperationResultAnnotation, i.by+" "+outcome)
+	lifecycle.SetAnnotation(o, OperationResultAnnotation, appendResult(o.GetAnnotations()[OperationResultAnnotation], i.by+" "+outcome))
+}
+
+// keptResults is how many requesters' outcomes a Server keeps: two requesters finishing one
+// after the other must each find theirs.
+const keptResults = 4
+
+// appendResult adds "<token> <outcome>" to the comma-separated results, keeping the last few.
+func appendResult(results, res string) string {
+	var out []string
+	for _, r := range strings.Split(results, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			out = append(out, r)
+		}
+	}
+	out = append(out, res)
+	if len(out) > keptResults {
+		out = out[len(out)-keptResults:]
+	}
+	return strings.Join(out, ",")
 }
 
 // actionOutcome is what an action's answer says about whether it was carried out.

@@ -240,7 +240,7 @@ func (r *ServerReconciler) operation(ctx context.Context, p *serverPass) (lifecy
 	return lifecycle.Wrote("operation " + op + " removed"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 		clearOp(s)
 		if by != "" {
-			lifecycle.SetAnnotation(s, OperationResultAnnotation, by+" "+OperationRefused)
+			lifecycle.SetAnnotation(s, OperationResultAnnotation, appendResult(s.Annotations[OperationResultAnnotation], by+" "+OperationRefused))
 		}
 	})
 }

@@ -184,13 +184,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	pool := o.Pool
 	if pool == nil {
-		pool = bmc.NewPool(bmc.Options{
-			MaxConcurrentRequests: o.BMCMaxConcurrentRequests,
-			RequestTimeout:        o.BMCRequestTimeout,
-			Logger:                mgr.GetLogger().WithName("bmc"),
-		})
-		// Log out of every BMC on shutdown: BMCs cap their sessions.
-		if err := mgr.Add(poolCloser{pool}); err != nil {
+		var err error
+		if pool, err = NewPool(mgr, o); err != nil {
 			return err
 		}
 	}

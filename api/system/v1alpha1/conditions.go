@@ -1,0 +1,39 @@
+package v1alpha1
+
+// Condition types of the firmware and settings kinds.
+const (
+	// ConditionUpgraded says whether the target runs the version asked for: True once read back
+	// after the upgrade (or found already there), False with what is under way or in the way.
+	ConditionUpgraded = "Upgraded"
+	// ConditionMaintenance says whether the maintenance the work needs is held.
+	ConditionMaintenance = "Maintenance"
+	// ConditionRolledOut says whether a *Set's rollout is done, under way, paused or stopped.
+	ConditionRolledOut = "RolledOut"
+)
+
+// Reasons of ConditionUpgraded and ConditionMaintenance.
+const (
+	ReasonUpToDate            = "UpToDate"
+	ReasonUpgraded            = "Upgraded"
+	ReasonAwaitingMaintenance = "AwaitingMaintenance"
+	ReasonInMaintenance       = "InMaintenance"
+	ReasonMaintenanceReleased = "MaintenanceReleased"
+	ReasonMaintenanceConflict = "MaintenanceConflict"
+	ReasonFlashing            = "Flashing"
+	ReasonFlashRetry          = "FlashRetry"
+	ReasonFlashFailed         = "FlashFailed"
+	ReasonOutcomeUnknown      = "OutcomeUnknown"
+	ReasonRebooting           = "Rebooting"
+	ReasonVerifying           = "Verifying"
+	ReasonServerNotFound      = "ServerNotFound"
+	ReasonBMCUnavailable      = "BMCUnavailable"
+)
+
+// Reasons of ConditionRolledOut.
+const (
+	ReasonRolloutCanary   = "Canary"
+	ReasonRolloutRolling  = "Rolling"
+	ReasonRolloutPaused   = "Paused"
+	ReasonRolloutStopped  = "Stopped"
+	ReasonRolloutComplete = "Complete"
+)

@@ -1,0 +1,91 @@
+package firmware
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// holding is what holdMaintenance found or did.
+type holding struct {
+	wrote    string // the owner's spec.serverMaintenanceRef was set (the pass's write)
+	created  bool   // the maintenance was created (a write to another object)
+	held     bool   // the server is in it
+	waiting  string // why not yet
+	conflict string // the maintenance named is another server's
+}
+
+// holdMaintenance gets the server into the maintenance the owner's spec.serverMaintenanceRef
+// names (*ref), one step per pass: name it (ours: name in namespace), create it (controlled by
+// the owner, so it goes with it), then wait for the server to be in it. Held is read from the
+// Server's own bookkeeping (its maintenance ref and durable state), never from a status.
+func holdMaintenance(ctx context.Context, c client.Client, owner client.Object, ref **metalv1alpha1.ObjectReference,
+	maint *maintenancev1alpha1.ServerMaintenance, server *metalv1alpha1.Server,
+	name, namespace string, policy metalv1alpha1.ServerMaintenancePolicy, reason string) (holding, error) {
+	if *ref == nil {
+		base := owner.DeepCopyObject().(client.Object)
+		*ref = &metalv1alpha1.ObjectReference{Namespace: namespace, Name: name}
+		if err := c.Patch(ctx, owner, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return holding{}, fmt.Errorf("naming the ServerMaintenance: %w", err)
+		}
+		return holding{wrote: "maintenance named"}, nil
+	}
+	r := *ref
+	if maint == nil {
+		if policy == "" {
+			policy = metalv1alpha1.ServerMaintenancePolicyOwnerApproval
+		}
+		m := &maintenancev1alpha1.ServerMaintenance{
+			ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name,
+				Annotations: map[string]string{metalv1alpha1.MaintenanceReasonAnnotation: reason}},
+			Spec: maintenancev1alpha1.ServerMaintenanceSpec{ServerRef: &corev1.LocalObjectReference{Name: server.Name}, Policy: policy},
+		}
+		if err := controllerutil.SetControllerReference(owner, m, c.Scheme()); err != nil {
+			return holding{}, err
+		}
+		if err := c.Create(ctx, m); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return holding{waiting: fmt.Sprintf("ServerMaintenance %s/%s exists but is not in the cache yet", r.Namespace, r.Name)}, nil
+			}
+			return holding{}, fmt.Errorf("creating ServerMaintenance %s/%s: %w", r.Namespace, r.Name, err)
+		}
+		return holding{created: true, wrote: "maintenance created"}, nil
+	}
+	if maint.Spec.ServerRef == nil || maint.Spec.ServerRef.Name != server.Name {
+		return holding{conflict: fmt.Sprintf("ServerMaintenance %s/%s is not server %s's: nothing is done", r.Namespace, r.Name, server.Name)}, nil
+	}
+	if !maint.DeletionTimestamp.IsZero() {
+		return holding{waiting: fmt.Sprintf("ServerMaintenance %s/%s is being deleted", r.Namespace, r.Name)}, nil
+	}
+	in := server.Spec.ServerMaintenanceRef
+	if in != nil && in.Namespace == r.Namespace && in.Name == r.Name &&
+		server.Annotations[lifecycle.StateAnnotation] == string(metalv1alpha1.ServerStateMaintenance) {
+		return holding{held: true}, nil
+	}
+	if cl := server.Spec.ServerClaimRef; cl != nil && maint.Spec.Policy != metalv1alpha1.ServerMaintenancePolicyEnforced {
+		return holding{waiting: fmt.Sprintf("server %s is claimed by %s/%s: waiting for its owner to approve ServerMaintenance %s/%s (label %s on the claim)",
+			server.Name, cl.Namespace, cl.Name, r.Namespace, r.Name, metalv1alpha1.MaintenanceApprovedLabel)}, nil
+	}
+	return holding{waiting: fmt.Sprintf("waiting for server %s to enter ServerMaintenance %s/%s", server.Name, r.Namespace, r.Name)}, nil
+}
+
+// releaseMaintenance deletes the maintenance the owner created, which hands the server back;
+// one the user named is theirs to delete.
+func releaseMaintenance(ctx context.Context, c client.Client, owner client.Object, maint *maintenancev1alpha1.ServerMaintenance) (lifecycle.Result, error) {
+	if maint == nil || !metav1.IsControlledBy(maint, owner) || !maint.DeletionTimestamp.IsZero() {
+		return lifecycle.Done(), nil
+	}
+	if err := c.Delete(ctx, maint); err != nil && !apierrors.IsNotFound(err) {
+		return lifecycle.Result{}, fmt.Errorf("deleting ServerMaintenance %s/%s: %w", maint.Namespace, maint.Name, err)
+	}
+	return lifecycle.Done(), nil // its deletion (Owns) brings the next pass
+}

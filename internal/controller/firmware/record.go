@@ -1,0 +1,117 @@
+package firmware
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+
+	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+)
+
+// RecordAnnotation holds where an upgrade stands, as JSON (see record). It is the upgrade's
+// bookkeeping: written before each step acts, read back by every pass, never derived from
+// status, so a wiped status, a crash or a new leader resumes exactly where the last write left
+// it and never starts a second flash.
+const RecordAnnotation = "lifecycle.metalhub.io/firmware"
+
+// phase is a step of an upgrade.
+type phase string
+
+const (
+	// phaseMaintenance: the work needs the server in maintenance; awaiting it.
+	phaseMaintenance phase = "maintenance"
+	// phaseOwed: the flash of the step is owed, nothing sent.
+	phaseOwed phase = "owed"
+	// phaseIssuing: the write that claimed the flash won; the request followed in that pass.
+	// Only the issuing process knows the answer; another settles it from the BMC's tasks.
+	phaseIssuing phase = "issuing"
+	// phaseTask: the BMC accepted the image; its task is followed.
+	phaseTask phase = "task"
+	// phaseReboot: the image is staged; a restart is owed (requested through the Server's
+	// operation annotation, named by the token).
+	phaseReboot phase = "reboot"
+	// phaseVerify: restarted; the version is read back.
+	phaseVerify phase = "verify"
+	// phaseCompleted and phaseFailed end the upgrade to record.For.
+	phaseCompleted phase = "completed"
+	phaseFailed    phase = "failed"
+)
+
+// record is the upgrade's bookkeeping.
+type record struct {
+	Phase phase `json:"phase"`
+	// For is the spec.version the upgrade is for: a record for another one is stale.
+	For string `json:"for"`
+	// Version and Image are the step under way (an intermediate version, or For).
+	Version string `json:"version,omitempty"`
+	Image   string `json:"image,omitempty"`
+	// Attempt counts the attempts of this step (1 for the first).
+	Attempt int32 `json:"attempt,omitempty"`
+	// Failed counts failed attempts, over all steps.
+	Failed int32 `json:"failed,omitempty"`
+	// At is when the phase began (for issuing: when the flash was claimed).
+	At int64 `json:"at,omitempty"`
+	// Task is the task URI of the step's flash.
+	Task string `json:"task,omitempty"`
+	// Message says why, for a failed attempt or the end.
+	Message string `json:"message,omitempty"`
+}
+
+func (r record) at() time.Time { return time.Unix(r.At, 0) }
+
+func (r record) terminal() bool { return r.Phase == phaseCompleted || r.Phase == phaseFailed }
+
+// token names the restart this record's reboot phase asks for: one per step and attempt.
+func (r record) token(uid string) string {
+	return uid + "." + time.Unix(r.At, 0).UTC().Format("20060102T150405")
+}
+
+func (r record) String() string {
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
+// parseRecord reads the annotation; ok is false when there is none or it does not parse (a
+// record metalhub did not write is not acted on as if it were one).
+func parseRecord(v string) (record, bool) {
+	if v == "" {
+		return record{}, false
+	}
+	var r record
+	if err := json.Unmarshal([]byte(v), &r); err != nil {
+		return record{}, false
+	}
+	switch r.Phase {
+	case phaseMaintenance, phaseOwed, phaseIssuing, phaseTask, phaseReboot, phaseVerify, phaseCompleted, phaseFailed:
+		return r, true
+	}
+	return record{}, false
+}
+
+// remaining is what is still to be flashed for spec, given the version the target reports: the
+// steps of the upgrade path after the one it reports (all of them when it reports none), then
+// spec.version. Already at spec.version: nothing, or spec.version again with force.
+func remaining(spec *systemv1alpha1.BIOSVersionTemplate, current string) []systemv1alpha1.VersionStep {
+	steps := append(slices.Clone(spec.UpgradePath), systemv1alpha1.VersionStep{Version: spec.Version, Image: spec.Image})
+	if current == spec.Version {
+		if spec.UpdatePolicy == systemv1alpha1.UpdatePolicyForce {
+			return steps[len(steps)-1:]
+		}
+		return nil
+	}
+	for i := len(steps) - 2; i >= 0; i-- {
+		if steps[i].Version == current {
+			return steps[i+1:]
+		}
+	}
+	return steps
+}
+
+// maxAttempts is the retry policy's bound, 1 by default (no retry: flashing again is a
+// decision, not a reflex).
+func maxAttempts(p *systemv1alpha1.RetryPolicy) int32 {
+	if p == nil || p.MaxAttempts == nil || *p.MaxAttempts < 1 {
+		return 1
+	}
+	return *p.MaxAttempts
+}

@@ -1,0 +1,56 @@
+package firmware
+
+import (
+	"strings"
+	"testing"
+
+	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+)
+
+func TestRemainingSteps(t *testing.T) {
+	img := func(v string) systemv1alpha1.ImageSpec { return systemv1alpha1.ImageSpec{URI: "http://fw/bios-" + v + ".bin"} }
+	path := []systemv1alpha1.VersionStep{{Version: "v2", Image: img("v2")}, {Version: "v3", Image: img("v3")}}
+	for _, tc := range []struct {
+		name    string
+		path    []systemv1alpha1.VersionStep
+		force   bool
+		current string
+		want    string
+	}{
+		{"no path, older", nil, false, "v1", "v5"},
+		{"no path, there", nil, false, "v5", ""},
+		{"no path, there, forced", nil, true, "v5", "v5"},
+		{"path, before it", path, false, "v1", "v2 v3 v5"},
+		{"path, on its first step", path, false, "v2", "v3 v5"},
+		{"path, on its last step", path, false, "v3", "v5"},
+		{"path, there", path, false, "v5", ""},
+		{"path, unknown version", path, false, "v9", "v2 v3 v5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := &systemv1alpha1.BIOSVersionTemplate{Version: "v5", Image: img("v5"), UpgradePath: tc.path}
+			if tc.force {
+				spec.UpdatePolicy = systemv1alpha1.UpdatePolicyForce
+			}
+			var got []string
+			for _, s := range remaining(spec, tc.current) {
+				got = append(got, s.Version)
+			}
+			if strings.Join(got, " ") != tc.want {
+				t.Errorf("remaining from %s = %v, want %s", tc.current, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	r := record{Phase: phaseTask, For: "P79 v1.46 (01/15/2018)", Version: "P79 v1.46 (01/15/2018)", Image: "http://x/b.bin", Attempt: 2, Failed: 1, At: 1796000000, Task: "/redfish/v1/TaskService/Tasks/3"}
+	got, ok := parseRecord(r.String())
+	if !ok || got != r {
+		t.Fatalf("round trip: %+v %v", got, ok)
+	}
+	for _, bad := range []string{"", "{", `{"phase":"flying"}`, "owed"} {
+		if _, ok := parseRecord(bad); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}

@@ -1,0 +1,81 @@
+// Package firmware holds the reconcilers of the system.metal.ironcore.dev group: BIOS versions
+// per server and their sets rolled out in waves. They act on a Server's box through the same
+// pool and identity proof as the metal family, restart it only through the Server's operation
+// annotation (exactly once, by token), and take it out of service through ServerMaintenance.
+package firmware
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/eventsink"
+)
+
+// Options configure the firmware controllers.
+type Options struct {
+	// MaintenanceNamespace holds the ServerMaintenances the controllers create.
+	MaintenanceNamespace string
+	// Poll is how often a Redfish task in flight is read (a BMC's Retry-After is not shorter
+	// than a worker's patience: nothing waits).
+	Poll time.Duration
+	// VerifyTimeout is how long after the restart the version may take to show before the
+	// attempt counts as failed (POST and a BMC's inventory refresh take minutes).
+	VerifyTimeout time.Duration
+	// RetryAfter is the look after a failure (an unreachable BMC).
+	RetryAfter time.Duration
+	// RequestTimeout bounds the BMC calls of one pass.
+	RequestTimeout time.Duration
+	// Concurrency is the number of parallel reconciles per controller.
+	Concurrency int
+	// Pool is the BMC connection pool shared with the metal family.
+	Pool *bmc.Pool
+	// Events records the controllers' events.
+	Events *eventsink.Provider
+}
+
+// DefaultOptions are the settings for a real fleet.
+func DefaultOptions() Options {
+	return Options{MaintenanceNamespace: "default", Poll: 10 * time.Second, VerifyTimeout: 15 * time.Minute,
+		RetryAfter: 15 * time.Second, RequestTimeout: 10 * time.Second, Concurrency: 8}
+}
+
+// BindFlags registers the controllers' flags.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.MaintenanceNamespace, "firmware-maintenance-namespace", o.MaintenanceNamespace, "Namespace of the ServerMaintenances that BIOS upgrades create.")
+	fs.DurationVar(&o.Poll, "firmware-poll", o.Poll, "How often a firmware update's Redfish task is read while it runs.")
+	fs.DurationVar(&o.VerifyTimeout, "firmware-verify-timeout", o.VerifyTimeout, "How long after the restart a flashed version may take to be reported before the attempt counts as failed.")
+	fs.IntVar(&o.Concurrency, "firmware-concurrency", o.Concurrency, "Parallel reconciles per firmware controller.")
+}
+
+// indexVersionServer indexes BIOSVersions by the server they name.
+const indexVersionServer = "spec.serverRef.name"
+
+// Setup registers the firmware controllers with mgr.
+func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
+	if o.Pool == nil || o.Events == nil {
+		return fmt.Errorf("firmware controllers need the BMC pool and the event sink")
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &systemv1alpha1.BIOSVersion{}, indexVersionServer, func(obj client.Object) []string {
+		v := obj.(*systemv1alpha1.BIOSVersion)
+		if v.Spec.ServerRef == nil || v.Spec.ServerRef.Name == "" {
+			return nil
+		}
+		return []string{v.Spec.ServerRef.Name}
+	}); err != nil {
+		return fmt.Errorf("indexing BIOSVersions by server: %w", err)
+	}
+	if err := (&BIOSVersionReconciler{Client: mgr.GetClient(), Recorder: o.Events.Recorder("biosversion-controller"), Options: o}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("biosversion controller: %w", err)
+	}
+	if err := (&BIOSVersionSetReconciler{Client: mgr.GetClient(), Recorder: o.Events.Recorder("biosversionset-controller"), Options: o}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("biosversionset controller: %w", err)
+	}
+	return nil
+}
