@@ -8,7 +8,9 @@ import (
 )
 
 func TestRemainingSteps(t *testing.T) {
-	img := func(v string) systemv1alpha1.ImageSpec { return systemv1alpha1.ImageSpec{URI: "http://fw/bios-" + v + ".bin"} }
+	img := func(v string) systemv1alpha1.ImageSpec {
+		return systemv1alpha1.ImageSpec{URI: "http://fw/bios-" + v + ".bin"}
+	}
 	path := []systemv1alpha1.VersionStep{{Version: "v2", Image: img("v2")}, {Version: "v3", Image: img("v3")}}
 	for _, tc := range []struct {
 		name    string
