@@ -285,7 +285,7 @@ func (r *BIOSVersionReconciler) failAttempt(ctx context.Context, p *versionPass,
 		next.Phase = phaseFailed
 		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonFlashFailed, "Upgrade", "BIOS %s on server %s failed (attempt %d): %s", p.rec.Version, p.server.Name, p.rec.Attempt, why)
 	} else {
-		next.Phase, next.Attempt = phaseOwed, p.rec.Attempt+1
+		next.Phase, next.Attempt, next.Rerequested = phaseOwed, p.rec.Attempt+1, 0
 		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonFlashRetry, "Upgrade", "BIOS %s on server %s: attempt %d failed (%s); trying again", p.rec.Version, p.server.Name, p.rec.Attempt, why)
 	}
 	upgradesFinished(kindBIOS, next)

@@ -70,6 +70,9 @@ func operationState(s *metalv1alpha1.Server, token string) (outcome string, pend
 	return "", strings.Contains(s.Annotations[metal.OperationIntentAnnotation], " by="+token)
 }
 
+// maxRerequests bounds the restarts asked for again in one step.
+const maxRerequests = 2
+
 // verify reads the version back after the restart: the step's version ends the step (the next
 // one, planned from the spec as it is now, is owed; none left, completed); another one past
 // VerifyTimeout fails the attempt.
@@ -82,7 +85,21 @@ func (r *BIOSVersionReconciler) verify(ctx context.Context, p *versionPass) (lif
 	}
 	got := p.sys.BiosVersion
 	if got != p.rec.Version {
-		if r.Now().Sub(p.rec.at()) < r.Options.VerifyTimeout {
+		// An Off system was not restarted: the restart was lost (the Server reported it
+		// uncertain), and the image is still staged. Past the timeout, one that may have been
+		// lost is asked for again, a few times, before the attempt counts as failed: a restart
+		// in maintenance costs nothing, a flash repeated would.
+		elapsed := r.Now().Sub(p.rec.at())
+		off := p.sys.PowerState == bmc.PowerStateOff && elapsed >= r.Options.VerifyTimeout/4
+		late := elapsed >= r.Options.VerifyTimeout
+		if (off || late) && p.rec.Rerequested < maxRerequests {
+			next := p.rec
+			next.Phase, next.At, next.Rerequested = phaseReboot, r.Now().Unix(), p.rec.Rerequested+1
+			r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, "RebootAgain", "Upgrade", "server %s is %s and reports BIOS %q, not %q: asking for the restart again",
+				p.server.Name, p.sys.PowerState, got, p.rec.Version)
+			return r.record(ctx, p, next)
+		}
+		if !late {
 			return lifecycle.RequeueAfter(r.Options.Poll, "version not reported yet"), nil
 		}
 		return r.failAttempt(ctx, p, fmt.Sprintf("server reports BIOS %q after the restart, want %q", got, p.rec.Version))

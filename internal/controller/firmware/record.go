@@ -51,6 +51,9 @@ type record struct {
 	Failed int32 `json:"failed,omitempty"`
 	// At is when the phase began (for issuing: when the flash was claimed).
 	At int64 `json:"at,omitempty"`
+	// Rerequested counts the step's restarts asked for again: one that may not have happened
+	// (the Server could not tell) and did not install the image.
+	Rerequested int32 `json:"rerequested,omitempty"`
 	// Task is the task URI of the step's flash.
 	Task string `json:"task,omitempty"`
 	// Message says why, for a failed attempt or the end.

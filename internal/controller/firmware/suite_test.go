@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -51,6 +53,7 @@ const (
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env, runSuite)) }
 
 func runSuite(m *testing.M) int {
+	ctrl.SetLogger(logr.Discard())
 	var err error
 	fleet, err = redfish.Start(redfish.Options{BMCs: fleetSize, PowerDelay: powerDelay, OnBoot: standInRegistry})
 	if err != nil {
@@ -91,6 +94,7 @@ func startManager() error {
 	mo.BMCRequestTimeout = 2 * time.Second
 	mo.BMCResetSettle = 3 * time.Second
 	mo.PowerPoll = 100 * time.Millisecond
+	mo.PowerTimeout = 5 * time.Second
 	mo.RetryAfter = 500 * time.Millisecond
 	mo.ServerResync = 30 * time.Second
 	mo.BMCResync = 30 * time.Second
@@ -270,7 +274,14 @@ func waitVersionState(t *testing.T, name string, want systemv1alpha1.VersionStat
 			return false, "gone"
 		}
 		rec, ok := parseRecord(v.Annotations[RecordAnnotation])
-		return v.Status.State == want && stateOf(ok, rec) == want, fmt.Sprintf("status %s, record %s, conditions %v", v.Status.State, v.Annotations[RecordAnnotation], v.Status.Conditions)
+		var server string
+		if s := getServer(v.Spec.ServerRef.Name); s != nil {
+			server = fmt.Sprintf("%v %v", s.Annotations, s.Spec.ServerMaintenanceRef)
+		}
+		if v.Status.State == systemv1alpha1.VersionStateFailed && want != systemv1alpha1.VersionStateFailed {
+			server += " events: " + eventsOf(v.Spec.ServerRef.Name) + " | " + eventsOf(v.Name)
+		}
+		return v.Status.State == want && stateOf(ok, rec) == want, fmt.Sprintf("status %s, record %s, conditions %v; server %s", v.Status.State, v.Annotations[RecordAnnotation], v.Status.Conditions, server)
 	})
 	return v
 }
@@ -283,4 +294,20 @@ func biosVersion(name, server, version, image string) *systemv1alpha1.BIOSVersio
 			ServerRef:           &corev1.LocalObjectReference{Name: server},
 		},
 	}
+}
+
+// eventsOf lists the events regarding the object name, oldest first, for failure messages.
+func eventsOf(name string) string {
+	list := &eventsv1.EventList{}
+	if err := env.Client.List(ctx(), list); err != nil {
+		return err.Error()
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].EventTime.Before(&list.Items[j].EventTime) })
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == name {
+			out = append(out, e.EventTime.Format("15:04:05.000")+" "+e.Reason+": "+e.Note)
+		}
+	}
+	return strings.Join(out, "; ")
 }
