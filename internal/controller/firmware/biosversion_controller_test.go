@@ -3,12 +3,19 @@ package firmware
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
 
@@ -111,5 +118,96 @@ func TestBIOSVersionSurvivesKillsAndWipes(t *testing.T) {
 		if got := b.Systems()[0].BIOSVersion(); got != "3.0.0" {
 			t.Errorf("server %s runs BIOS %s", names[i], got)
 		}
+	}
+}
+
+// On a claimed server with OwnerApproval nothing happens (no flash, no restart, the claim's
+// server stays Reserved) until the claim's owner approves; then the upgrade runs and the
+// server goes back to its claim.
+func TestBIOSVersionWaitsForOwnerApproval(t *testing.T) {
+	names, bmcs := availableServers(t, "biosv-owner", 1)
+	claim := &metalv1alpha1.ServerClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "biosv-owner"},
+		Spec:       metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn, Image: "img", ServerRef: &corev1.LocalObjectReference{Name: names[0]}},
+	}
+	if err := env.Client.Create(ctx(), claim); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, names[0], metalv1alpha1.ServerStateReserved, 30*time.Second)
+	before := len(recordsOf(bmcs[0]))
+	v := biosVersion("biosv-owner", names[0], "4.0.0", "http://fw.example/bios-owner-4.0.0.bin")
+	v.Spec.ServerMaintenancePolicy = metalv1alpha1.ServerMaintenancePolicyOwnerApproval
+	if err := env.Client.Create(ctx(), v); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "waiting for approval", func() (bool, string) {
+		v := getVersion("biosv-owner")
+		c := meta.FindStatusCondition(v.Status.Conditions, systemv1alpha1.ConditionUpgraded)
+		return c != nil && c.Reason == systemv1alpha1.ReasonAwaitingMaintenance && strings.Contains(c.Message, "approve"), fmt.Sprint(v.Status.Conditions)
+	})
+	// Long enough for anything wrongly started to have shown.
+	eventually(t, 10*time.Second, "claim asked for approval", func() (bool, string) {
+		c := &metalv1alpha1.ServerClaim{}
+		_ = env.Client.Get(ctx(), client.ObjectKeyFromObject(claim), c)
+		return c.Labels[metalv1alpha1.MaintenanceNeededLabel] == "true", fmt.Sprint(c.Labels)
+	})
+	if got := recordsOf(bmcs[0])[before:]; len(got) != 0 {
+		t.Fatalf("BMC actions before approval: %+v", got)
+	}
+	if v := getVersion("biosv-owner"); v.Status.State != systemv1alpha1.VersionStatePending {
+		t.Fatalf("state %s before approval", v.Status.State)
+	}
+	waitState(t, names[0], metalv1alpha1.ServerStateReserved, time.Second)
+	eventually(t, 5*time.Second, "approve", func() (bool, string) {
+		c := &metalv1alpha1.ServerClaim{}
+		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(claim), c); err != nil {
+			return false, err.Error()
+		}
+		err := lifecycle.PatchMetadata(ctx(), env.Client, c, func(o client.Object) {
+			labels := o.GetLabels()
+			labels[metalv1alpha1.MaintenanceApprovedLabel] = "true"
+			o.SetLabels(labels)
+		})
+		return err == nil, fmt.Sprint(err)
+	})
+	waitVersionState(t, "biosv-owner", systemv1alpha1.VersionStateCompleted, 60*time.Second)
+	if n := simpleUpdates(bmcs[0]); n != 1 {
+		t.Errorf("SimpleUpdates: %d, want 1", n)
+	}
+	waitState(t, names[0], metalv1alpha1.ServerStateReserved, 30*time.Second)
+}
+
+// recordsOf is what b's BMC recorded.
+func recordsOf(b *redfish.BMC) []redfish.Record {
+	var out []redfish.Record
+	for _, r := range fleet.Records() {
+		if r.BMC == b.Index() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// A vendor that wants v2 on the way from v1 to v5: two flashes, two restarts, each version read
+// back in turn.
+func TestBIOSVersionUpgradePath(t *testing.T) {
+	names, bmcs := availableServers(t, "biosv-path", 1)
+	v := biosVersion("biosv-path", names[0], "5.0.0", "http://fw.example/bios-path-5.0.0.bin")
+	v.Spec.UpgradePath = []systemv1alpha1.VersionStep{{Version: "2.0.0", Image: systemv1alpha1.ImageSpec{URI: "http://fw.example/bios-path-2.0.0.bin"}}}
+	if err := env.Client.Create(ctx(), v); err != nil {
+		t.Fatal(err)
+	}
+	waitVersionState(t, "biosv-path", systemv1alpha1.VersionStateCompleted, 60*time.Second)
+	var images []string
+	for _, r := range recordsOf(bmcs[0]) {
+		if r.Action == redfish.ActionSimpleUpdate {
+			images = append(images, r.Image)
+		}
+	}
+	if strings.Join(images, " ") != "http://fw.example/bios-path-2.0.0.bin http://fw.example/bios-path-5.0.0.bin" {
+		t.Errorf("flashed %v", images)
+	}
+	if got := bmcs[0].Systems()[0].BIOSVersion(); got != "5.0.0" {
+		t.Errorf("BIOS %s", got)
 	}
 }

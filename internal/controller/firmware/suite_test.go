@@ -45,7 +45,7 @@ var (
 )
 
 const (
-	fleetSize      = 72
+	fleetSize      = 80
 	powerDelay     = 200 * time.Millisecond
 	updateDuration = 400 * time.Millisecond
 )
