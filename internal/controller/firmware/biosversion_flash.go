@@ -39,6 +39,17 @@ func (r *BIOSVersionReconciler) issue(ctx context.Context, p *versionPass) (life
 	if err := r.connect(p); err != nil {
 		return r.bmcFailed(p, err)
 	}
+	// The version may have moved while the step waited (another object upgraded the box, or
+	// someone by hand): nothing is flashed that is already there.
+	switch steps := remaining(&p.Obj.Spec.BIOSVersionTemplate, p.sys.BiosVersion); {
+	case len(steps) == 0:
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, systemv1alpha1.ReasonUpToDate, "Upgrade", "server %s runs BIOS %s by now", p.server.Name, p.sys.BiosVersion)
+		return r.record(ctx, p, record{Phase: phaseCompleted, For: p.Obj.Spec.Version, Version: p.sys.BiosVersion, Failed: p.rec.Failed, At: r.Now().Unix(), Message: "already at the version"})
+	case steps[0].Version != p.rec.Version:
+		next := p.rec
+		next.Phase, next.Version, next.Image, next.Attempt = phaseOwed, steps[0].Version, steps[0].Image.URI, 1
+		return r.record(ctx, p, next)
+	}
 	req := bmc.UpdateRequest{ImageURI: p.rec.Image, SystemID: p.sysID, TransferProtocol: p.Obj.Spec.Image.TransferProtocol}
 	if img := stepImage(&p.Obj.Spec.BIOSVersionTemplate, p.rec); img != nil {
 		req.TransferProtocol = img.TransferProtocol

@@ -1,0 +1,91 @@
+package firmware
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/testenv"
+)
+
+// sample reads one manifest of the companion operator's users, unchanged.
+func sample(t *testing.T, file string) *unstructured.Unstructured {
+	t.Helper()
+	dir := os.Getenv("METALHUB_COMPAT_SAMPLES")
+	if dir == "" {
+		dir = filepath.Join(testenv.RepoRoot(), "..", "shared", "compat", "samples")
+	}
+	f, err := os.Open(filepath.Join(dir, "metal-maintenance-operator", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	doc, err := utilyaml.NewYAMLReader(bufio.NewReader(f)).Read()
+	if err != nil && !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	js, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(js); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// The samples as users write them, carried out: a Server named as the reference names it
+// (endpoint-sample-system-0, under BMC endpoint-sample), labelled as a Dell; the BIOSVersion
+// sample and the BIOSVersionSet sample both want its BIOS at P79 v1.46, which the image the
+// samples name installs. One flash, both Completed.
+func TestSamplesCarriedOut(t *testing.T) {
+	b := takeBMC(t)
+	fleet.SetImageVersion("https://example.com/firmware/bios-P79-v1.46.bin", "P79 v1.46 (01/15/2018)")
+	sys := b.Systems()[0]
+	server := &metalv1alpha1.Server{
+		ObjectMeta: metav1.ObjectMeta{Name: "endpoint-sample-system-0", Labels: map[string]string{"metal.ironcore.dev/vendor": "dell"}},
+		Spec:       metalv1alpha1.ServerSpec{SystemUUID: sys.UUID(), BMCRef: &corev1.LocalObjectReference{Name: "endpoint-sample"}},
+	}
+	if err := env.Client.Create(ctx(), server); err != nil {
+		t.Fatal(err)
+	}
+	if got := registerBMC(t, b, "endpoint-sample"); got == "" {
+		t.Fatal("no server name")
+	}
+	waitState(t, "endpoint-sample-system-0", metalv1alpha1.ServerStateAvailable, 60*time.Second)
+	for _, f := range []string{"system_v1alpha1_biosversion.yaml", "system_v1alpha1_biosversionset.yaml"} {
+		if err := env.Client.Create(ctx(), sample(t, f), client.FieldValidation("Strict")); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	waitVersionState(t, "biosversion-sample", systemv1alpha1.VersionStateCompleted, 60*time.Second)
+	eventually(t, 60*time.Second, "set done", func() (bool, string) {
+		s := &systemv1alpha1.BIOSVersionSet{}
+		if err := env.Client.Get(ctx(), client.ObjectKey{Name: "biosversionset-sample"}, s); err != nil {
+			return false, err.Error()
+		}
+		return s.Status.Rollout.Phase == systemv1alpha1.RolloutDone && s.Status.CompletedBIOSVersion == 1, fmt.Sprintf("%+v", s.Status)
+	})
+	if got := sys.BIOSVersion(); got != "P79 v1.46 (01/15/2018)" {
+		t.Errorf("BIOS %q", got)
+	}
+	if n := simpleUpdates(b); n != 1 {
+		t.Errorf("SimpleUpdates: %d, want 1", n)
+	}
+	waitState(t, "endpoint-sample-system-0", metalv1alpha1.ServerStateAvailable, 30*time.Second)
+}
