@@ -66,6 +66,7 @@ type SettingsFlowItem struct {
 type Variable struct {
 	// Key is the variable's name.
 	// +required
+	// +kubebuilder:validation:MaxLength=63
 	Key string `json:"key"`
 	// ValueFrom says where its value comes from.
 	// +required

@@ -37,3 +37,16 @@ const (
 	ReasonRolloutStopped  = "Stopped"
 	ReasonRolloutComplete = "Complete"
 )
+
+// ConditionApplied says whether a BIOSSettings' flow is in effect.
+const ConditionApplied = "Applied"
+
+// Reasons of ConditionApplied (beside the maintenance and BMC ones above).
+const (
+	ReasonSettingsApplied  = "Applied"
+	ReasonStaging          = "Staging"
+	ReasonVersionMismatch  = "VersionMismatch"
+	ReasonInvalidSettings  = "InvalidSettings"
+	ReasonSettingsFailed   = "SettingsFailed"
+	ReasonVariableNotFound = "VariableNotFound"
+)

@@ -2,14 +2,10 @@ package firmware
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,7 +18,6 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
-	"github.com/metalhub/metalhub/internal/controller/metal"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -45,11 +40,8 @@ import (
 //
 // Status is rebuilt from the record every pass.
 type BIOSVersionReconciler struct {
-	Client   client.Client
-	Recorder events.EventRecorder
-	Options  Options
-	// Now is the clock (tests move it).
-	Now func() time.Time
+	Client client.Client
+	actor
 
 	// issued holds what SimpleUpdate answered until the next pass records it: only the
 	// process that issued it knows.
@@ -58,9 +50,6 @@ type BIOSVersionReconciler struct {
 
 // SetupWithManager registers the reconciler.
 func (r *BIOSVersionReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.Now == nil {
-		r.Now = time.Now
-	}
 	rec := lifecycle.NewReconciler(r.Client, func() *systemv1alpha1.BIOSVersion { return &systemv1alpha1.BIOSVersion{} }, r.handle)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("biosversion").
@@ -89,34 +78,22 @@ func (r *BIOSVersionReconciler) forServer(ctx context.Context, o client.Object) 
 // versionPass is what one pass over a BIOSVersion knows.
 type versionPass struct {
 	*lifecycle.Pass[*systemv1alpha1.BIOSVersion]
-	c    client.Client
-	bctx context.Context
-
-	server *metalv1alpha1.Server
-	rec    record
-	hasRec bool
-	// maint is the ServerMaintenance spec.serverMaintenanceRef names, when it exists.
-	maint *maintenancev1alpha1.ServerMaintenance
-
-	conn  bmc.BMC
-	sysID string
-	sys   *bmc.SystemStatus
-
-	// What the pass saw, for the report.
-	task     *bmc.TaskStatus
-	waiting  string // why the work waits (AwaitingMaintenance's message)
-	problem  error  // what is in the way (server missing, BMC failing)
-	reason   string // the problem's reason
-	conflict string
+	*work
+	// task is the flash's task as read this pass.
+	task *bmc.TaskStatus
 }
 
 func (r *BIOSVersionReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*systemv1alpha1.BIOSVersion]) (lifecycle.Result, error) {
 	bctx, cancel := context.WithTimeout(ctx, r.Options.RequestTimeout)
 	defer cancel()
-	p := &versionPass{Pass: lp, c: lp.Client(), bctx: bctx}
-	p.rec, p.hasRec = parseRecord(lp.Obj.Annotations[RecordAnnotation])
+	v := lp.Obj
+	w := &work{obj: v, c: lp.Client(), bctx: bctx, maintRef: &v.Spec.ServerMaintenanceRef, policy: v.Spec.ServerMaintenancePolicy}
+	if v.Spec.ServerRef != nil {
+		w.serverName = v.Spec.ServerRef.Name
+	}
+	p := &versionPass{Pass: lp, work: w}
 	res, err := lifecycle.Steps(ctx, p,
-		r.read,
+		func(ctx context.Context, p *versionPass) (lifecycle.Result, error) { return r.read(ctx, p.work) },
 		r.restart,
 		r.finish,
 		r.begin,
@@ -134,36 +111,6 @@ func (r *BIOSVersionReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*
 	return res, err
 }
 
-// read reads the server and the maintenance named.
-func (r *BIOSVersionReconciler) read(ctx context.Context, p *versionPass) (lifecycle.Result, error) {
-	v := p.Obj
-	s := &metalv1alpha1.Server{}
-	if v.Spec.ServerRef == nil || v.Spec.ServerRef.Name == "" {
-		p.problem, p.reason = errors.New("spec.serverRef names no server"), systemv1alpha1.ReasonServerNotFound
-		return lifecycle.Done(), nil
-	}
-	if err := p.c.Get(ctx, client.ObjectKey{Name: v.Spec.ServerRef.Name}, s); err != nil {
-		if apierrors.IsNotFound(err) {
-			p.problem, p.reason = fmt.Errorf("server %s not found", v.Spec.ServerRef.Name), systemv1alpha1.ReasonServerNotFound
-			return lifecycle.Done(), nil
-		}
-		return lifecycle.Result{}, fmt.Errorf("reading server %s: %w", v.Spec.ServerRef.Name, err)
-	}
-	p.server = s
-	if ref := v.Spec.ServerMaintenanceRef; ref != nil {
-		m := &maintenancev1alpha1.ServerMaintenance{}
-		err := p.c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, m)
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return lifecycle.Result{}, fmt.Errorf("reading ServerMaintenance %s/%s: %w", ref.Namespace, ref.Name, err)
-		default:
-			p.maint = m
-		}
-	}
-	return lifecycle.Continue(), nil
-}
-
 // restart drops a record for another version that did not send anything yet, or that ended:
 // the new spec starts over. A flash under way is seen through first (its image is staged and
 // owes its restart); verify then plans from the new spec.
@@ -174,7 +121,7 @@ func (r *BIOSVersionReconciler) restart(ctx context.Context, p *versionPass) (li
 	switch p.rec.Phase {
 	case phaseCompleted, phaseFailed, phaseMaintenance, phaseOwed:
 		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "VersionChanged", "Upgrade", "version %s asked for (was %s): starting over", p.Obj.Spec.Version, p.rec.For)
-		return lifecycle.Wrote("record cleared"), lifecycle.PatchMetadata(ctx, p.c, p.Obj, func(o client.Object) {
+		return lifecycle.Wrote("record cleared"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) {
 			lifecycle.RemoveAnnotation(o, RecordAnnotation)
 		})
 	}
@@ -186,7 +133,7 @@ func (r *BIOSVersionReconciler) finish(ctx context.Context, p *versionPass) (lif
 	if !p.hasRec || !p.rec.terminal() {
 		return lifecycle.Continue(), nil
 	}
-	return releaseMaintenance(ctx, p.c, p.Obj, p.maint)
+	return releaseMaintenance(ctx, p.Client(), p.Obj, p.maint)
 }
 
 // begin reads the version the server runs and records the plan's first step, or that there
@@ -195,25 +142,17 @@ func (r *BIOSVersionReconciler) begin(ctx context.Context, p *versionPass) (life
 	if p.hasRec {
 		return lifecycle.Continue(), nil
 	}
-	if err := r.connect(p); err != nil {
-		return r.bmcFailed(p, err)
+	if err := r.connect(p.work); err != nil {
+		return r.bmcFailed(p.work, err)
 	}
 	steps := remaining(&p.Obj.Spec.BIOSVersionTemplate, p.sys.BiosVersion)
-	now := r.Now()
+	now := r.now()
 	if len(steps) == 0 {
 		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, systemv1alpha1.ReasonUpToDate, "Upgrade", "server %s already runs BIOS %s", p.server.Name, p.sys.BiosVersion)
-		return r.record(ctx, p, record{Phase: phaseCompleted, For: p.Obj.Spec.Version, Version: p.sys.BiosVersion, At: now.Unix(), Message: "already at the version"})
+		return r.record(ctx, p.work, record{Phase: phaseCompleted, For: p.Obj.Spec.Version, Version: p.sys.BiosVersion, At: now.Unix(), Message: "already at the version"})
 	}
 	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "UpgradeStarted", "Upgrade", "server %s runs BIOS %q: %d step(s) to %q", p.server.Name, p.sys.BiosVersion, len(steps), p.Obj.Spec.Version)
-	return r.record(ctx, p, record{Phase: phaseMaintenance, For: p.Obj.Spec.Version, Version: steps[0].Version, Image: steps[0].Image.URI, Attempt: 1, At: now.Unix()})
-}
-
-// record writes the record: the pass's one write.
-func (r *BIOSVersionReconciler) record(ctx context.Context, p *versionPass, rec record) (lifecycle.Result, error) {
-	p.rec, p.hasRec = rec, true
-	return lifecycle.Wrote("record " + string(rec.Phase)), lifecycle.PatchMetadata(ctx, p.c, p.Obj, func(o client.Object) {
-		lifecycle.SetAnnotation(o, RecordAnnotation, rec.String())
-	})
+	return r.record(ctx, p.work, record{Phase: phaseMaintenance, For: p.Obj.Spec.Version, Version: steps[0].Version, Image: steps[0].Image.URI, Attempt: 1, At: now.Unix()})
 }
 
 // maintain makes sure the server is in the upgrade's maintenance before anything that needs it
@@ -221,57 +160,9 @@ func (r *BIOSVersionReconciler) record(ctx context.Context, p *versionPass, rec 
 func (r *BIOSVersionReconciler) maintain(ctx context.Context, p *versionPass) (lifecycle.Result, error) {
 	switch p.rec.Phase {
 	case phaseMaintenance, phaseOwed, phaseReboot:
-	default:
-		return lifecycle.Continue(), nil
-	}
-	reason := fmt.Sprintf("BIOS upgrade to %s (BIOSVersion %s)", p.rec.Version, p.Obj.Name)
-	held, err := holdMaintenance(ctx, p.c, p.Obj, &p.Obj.Spec.ServerMaintenanceRef, p.maint, p.server,
-		"biosversion-"+p.Obj.Name, r.Options.MaintenanceNamespace, p.Obj.Spec.ServerMaintenancePolicy, reason)
-	switch {
-	case err != nil:
-		return lifecycle.Result{}, err
-	case held.wrote != "":
-		if held.created {
-			r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "MaintenanceRequested", "Upgrade", "ServerMaintenance %s/%s requested for server %s",
-				p.Obj.Spec.ServerMaintenanceRef.Namespace, p.Obj.Spec.ServerMaintenanceRef.Name, p.server.Name)
-			return lifecycle.Done(), nil // Owns brings the next pass
-		}
-		return lifecycle.Wrote(held.wrote), nil
-	case held.conflict != "":
-		p.conflict = held.conflict
-		return lifecycle.RequeueAfter(r.Options.RetryAfter, "maintenance conflict"), nil
-	case !held.held:
-		p.waiting = held.waiting
-		return lifecycle.Done(), nil // the server's entering it brings the next pass
+		return r.actor.maintain(ctx, p.work, "biosversion-"+p.Obj.Name, fmt.Sprintf("BIOS upgrade to %s (BIOSVersion %s)", p.rec.Version, p.Obj.Name))
 	}
 	return lifecycle.Continue(), nil
-}
-
-// connect reaches the server's box, proven to be it, and reads its system.
-func (r *BIOSVersionReconciler) connect(p *versionPass) error {
-	if p.sys != nil {
-		return nil
-	}
-	conn, sysID, err := metal.ServerBMC(p.bctx, p.c, r.Options.Pool, p.server)
-	if err != nil {
-		return err
-	}
-	sys, err := conn.System(p.bctx, sysID)
-	if err != nil {
-		return err
-	}
-	p.conn, p.sysID, p.sys = conn, sysID, sys
-	return nil
-}
-
-// bmcFailed reports a BMC that failed and looks again later; nothing waits on it.
-func (r *BIOSVersionReconciler) bmcFailed(p *versionPass, err error) (lifecycle.Result, error) {
-	p.problem, p.reason = err, systemv1alpha1.ReasonBMCUnavailable
-	after := r.Options.RetryAfter
-	if at, ok := bmc.RetryAt(err); ok && time.Until(at) > after {
-		after = time.Until(at)
-	}
-	return lifecycle.RequeueAfter(after, "BMC failed"), nil
 }
 
 // failAttempt counts a failed attempt of the step: the step is owed again within the retry
@@ -279,7 +170,7 @@ func (r *BIOSVersionReconciler) bmcFailed(p *versionPass, err error) (lifecycle.
 func (r *BIOSVersionReconciler) failAttempt(ctx context.Context, p *versionPass, why string) (lifecycle.Result, error) {
 	next := p.rec
 	next.Failed++
-	next.At = r.Now().Unix()
+	next.At = r.now().Unix()
 	next.Message = why
 	if next.Failed >= maxAttempts(p.Obj.Spec.RetryPolicy) {
 		next.Phase = phaseFailed
@@ -289,7 +180,7 @@ func (r *BIOSVersionReconciler) failAttempt(ctx context.Context, p *versionPass,
 		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonFlashRetry, "Upgrade", "BIOS %s on server %s: attempt %d failed (%s); trying again", p.rec.Version, p.server.Name, p.rec.Attempt, why)
 	}
 	upgradesFinished(kindBIOS, next)
-	return r.record(ctx, p, next)
+	return r.record(ctx, p.work, next)
 }
 
 // report rebuilds status from the record and what the pass saw.

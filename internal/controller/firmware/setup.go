@@ -71,7 +71,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}); err != nil {
 		return fmt.Errorf("indexing BIOSVersions by server: %w", err)
 	}
-	if err := (&BIOSVersionReconciler{Client: mgr.GetClient(), Recorder: o.Events.Recorder("biosversion-controller"), Options: o}).SetupWithManager(mgr); err != nil {
+	if err := (&BIOSVersionReconciler{Client: mgr.GetClient(), actor: actor{Recorder: o.Events.Recorder("biosversion-controller"), Options: o}}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("biosversion controller: %w", err)
 	}
 	if err := (&BIOSVersionSetReconciler{Client: mgr.GetClient(), Recorder: o.Events.Recorder("biosversionset-controller"), Options: o}).SetupWithManager(mgr); err != nil {

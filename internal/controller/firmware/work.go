@@ -1,0 +1,226 @@
+package firmware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// work is what one pass over a per-server object (BIOSVersion, BIOSSettings) knows: its server,
+// its record, its maintenance, the box once reached, and what the report will say.
+type work struct {
+	obj  client.Object
+	c    client.Client
+	bctx context.Context
+	// serverName is spec.serverRef.name; maintRef points at spec.serverMaintenanceRef.
+	serverName string
+	maintRef   **metalv1alpha1.ObjectReference
+	policy     metalv1alpha1.ServerMaintenancePolicy
+
+	server *metalv1alpha1.Server
+	rec    record
+	hasRec bool
+	maint  *maintenancev1alpha1.ServerMaintenance
+
+	conn  bmc.BMC
+	sysID string
+	sys   *bmc.SystemStatus
+
+	waiting  string // why the work waits (its maintenance)
+	problem  error  // what is in the way
+	reason   string // the problem's reason
+	conflict string // the maintenance named is another server's
+}
+
+// actor holds what the per-server reconcilers share: events, options, the clock.
+type actor struct {
+	Recorder events.EventRecorder
+	Options  Options
+	// Now is the clock (tests move it).
+	Now func() time.Time
+}
+
+func (a *actor) now() time.Time {
+	if a.Now == nil {
+		return time.Now()
+	}
+	return a.Now()
+}
+
+// read reads the server and the maintenance named.
+func (a *actor) read(ctx context.Context, w *work) (lifecycle.Result, error) {
+	w.rec, w.hasRec = parseRecord(w.obj.GetAnnotations()[RecordAnnotation])
+	if w.serverName == "" {
+		w.problem, w.reason = errors.New("spec.serverRef names no server"), systemv1alpha1.ReasonServerNotFound
+		return lifecycle.Done(), nil
+	}
+	s := &metalv1alpha1.Server{}
+	if err := w.c.Get(ctx, client.ObjectKey{Name: w.serverName}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			w.problem, w.reason = fmt.Errorf("server %s not found", w.serverName), systemv1alpha1.ReasonServerNotFound
+			return lifecycle.Done(), nil
+		}
+		return lifecycle.Result{}, fmt.Errorf("reading server %s: %w", w.serverName, err)
+	}
+	w.server = s
+	if ref := *w.maintRef; ref != nil {
+		m := &maintenancev1alpha1.ServerMaintenance{}
+		err := w.c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, m)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return lifecycle.Result{}, fmt.Errorf("reading ServerMaintenance %s/%s: %w", ref.Namespace, ref.Name, err)
+		default:
+			w.maint = m
+		}
+	}
+	return lifecycle.Continue(), nil
+}
+
+// record writes the record: the pass's one write.
+func (a *actor) record(ctx context.Context, w *work, rec record) (lifecycle.Result, error) {
+	w.rec, w.hasRec = rec, true
+	return lifecycle.Wrote("record " + string(rec.Phase)), lifecycle.PatchMetadata(ctx, w.c, w.obj, func(o client.Object) {
+		lifecycle.SetAnnotation(o, RecordAnnotation, rec.String())
+	})
+}
+
+// maintain makes sure the server is in the work's maintenance (name is the one metalhub makes
+// when spec.serverMaintenanceRef names none); Continue once it is.
+func (a *actor) maintain(ctx context.Context, w *work, name, reason string) (lifecycle.Result, error) {
+	held, err := holdMaintenance(ctx, w.c, w.obj, w.maintRef, w.maint, w.server, name, a.Options.MaintenanceNamespace, w.policy, reason)
+	switch {
+	case err != nil:
+		return lifecycle.Result{}, err
+	case held.created:
+		ref := *w.maintRef
+		a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "MaintenanceRequested", "Maintain", "ServerMaintenance %s/%s requested for server %s: %s",
+			ref.Namespace, ref.Name, w.server.Name, reason)
+		return lifecycle.Done(), nil // Owns brings the next pass
+	case held.wrote != "":
+		return lifecycle.Wrote(held.wrote), nil
+	case held.conflict != "":
+		w.conflict = held.conflict
+		return lifecycle.RequeueAfter(a.Options.RetryAfter, "maintenance conflict"), nil
+	case !held.held:
+		w.waiting = held.waiting
+		return lifecycle.Done(), nil // the server's entering it brings the next pass
+	}
+	return lifecycle.Continue(), nil
+}
+
+// connect reaches the server's box, proven to be it, and reads its system.
+func (a *actor) connect(w *work) error {
+	if w.sys != nil {
+		return nil
+	}
+	conn, sysID, err := metal.ServerBMC(w.bctx, w.c, a.Options.Pool, w.server)
+	if err != nil {
+		return err
+	}
+	sys, err := conn.System(w.bctx, sysID)
+	if err != nil {
+		return err
+	}
+	w.conn, w.sysID, w.sys = conn, sysID, sys
+	return nil
+}
+
+// bmcFailed reports a BMC that failed and looks again later; nothing waits on it.
+func (a *actor) bmcFailed(w *work, err error) (lifecycle.Result, error) {
+	w.problem, w.reason = err, systemv1alpha1.ReasonBMCUnavailable
+	after := a.Options.RetryAfter
+	if at, ok := bmc.RetryAt(err); ok && time.Until(at) > after {
+		after = time.Until(at)
+	}
+	return lifecycle.RequeueAfter(after, "BMC failed"), nil
+}
+
+// reboot gets the restart that installs what is staged, exactly once: it is asked of the Server
+// through its operation annotation, named by the record's token, and the Server reports how that
+// request ended (metal.OperationResultAnnotation). A pass that finds the request pending waits;
+// one that finds neither request nor result asks (the ask was lost). Done or uncertain, the
+// record goes to verify; refused, refusedFn decides.
+func (a *actor) reboot(ctx context.Context, w *work, what string, refusedFn func() (lifecycle.Result, error)) (lifecycle.Result, error) {
+	token := w.rec.token(string(w.obj.GetUID()))
+	switch outcome, pending := operationState(w.server, token); {
+	case outcome == metal.OperationDone || outcome == metal.OperationUncertain:
+		// Uncertain: what is read back decides.
+		next := w.rec
+		next.Phase, next.At = phaseVerify, a.now().Unix()
+		return a.record(ctx, w, next)
+	case outcome != "":
+		return refusedFn()
+	case pending:
+		return lifecycle.Done(), nil // the Server's report brings the next pass
+	}
+	if _, busy := w.server.Annotations[metalv1alpha1.OperationAnnotation]; busy || w.server.Annotations[metal.OperationIntentAnnotation] != "" {
+		// Another operation first: one at a time.
+		return lifecycle.RequeueAfter(a.Options.Poll, "server busy"), nil
+	}
+	if err := a.connect(w); err != nil {
+		return a.bmcFailed(w, err)
+	}
+	op := metalv1alpha1.OperationHardRestartServer
+	if w.sys.PowerState == bmc.PowerStateOff {
+		op = metalv1alpha1.OperationForceOnServer
+	}
+	if err := lifecycle.PatchMetadata(ctx, w.c, w.server, func(o client.Object) {
+		lifecycle.SetAnnotation(o, metalv1alpha1.OperationAnnotation, op)
+		lifecycle.SetAnnotation(o, metal.OperationRequesterAnnotation, token)
+	}); err != nil {
+		return lifecycle.Result{}, fmt.Errorf("asking server %s for a restart: %w", w.server.Name, err)
+	}
+	a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "RebootRequested", "Restart", "server %s asked for %s to %s", w.server.Name, op, what)
+	return lifecycle.Done(), nil // the Server's update brings the next pass
+}
+
+// rebootAgain decides, in verify, about a step whose result does not show: an Off system was not
+// restarted (the restart was lost: the Server reported it uncertain) and the staged change still
+// waits; past the timeout, a restart that may have been lost is asked for again, a few times,
+// before the attempt counts as failed. A restart in maintenance costs nothing; a repeated flash
+// would. ok false: neither, keep waiting (late false) or fail (late true).
+func (a *actor) rebootAgain(ctx context.Context, w *work, what string) (res lifecycle.Result, err error, ok, late bool) {
+	elapsed := a.now().Sub(w.rec.at())
+	off := w.sys.PowerState == bmc.PowerStateOff && elapsed >= a.Options.VerifyTimeout/4
+	late = elapsed >= a.Options.VerifyTimeout
+	if (off || late) && w.rec.Rerequested < maxRerequests {
+		next := w.rec
+		next.Phase, next.At, next.Rerequested = phaseReboot, a.now().Unix(), w.rec.Rerequested+1
+		a.Recorder.Eventf(w.obj, nil, corev1.EventTypeWarning, "RebootAgain", "Restart", "server %s is %s and %s: asking for the restart again", w.server.Name, w.sys.PowerState, what)
+		res, err = a.record(ctx, w, next)
+		return res, err, true, late
+	}
+	return lifecycle.Result{}, nil, false, late
+}
+
+// maxRerequests bounds the restarts asked for again in one step.
+const maxRerequests = 2
+
+// operationState reads what the Server says of the request named token: its outcome once it is
+// over, or that it is still pending (asked, or being carried out).
+func operationState(s *metalv1alpha1.Server, token string) (outcome string, pending bool) {
+	for _, res := range strings.Split(s.Annotations[metal.OperationResultAnnotation], ",") {
+		if tok, out, ok := strings.Cut(strings.TrimSpace(res), " "); ok && tok == token {
+			return out, false
+		}
+	}
+	if s.Annotations[metal.OperationRequesterAnnotation] == token {
+		return "", true
+	}
+	return "", strings.Contains(s.Annotations[metal.OperationIntentAnnotation], " by="+token)
+}
