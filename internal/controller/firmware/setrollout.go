@@ -260,7 +260,9 @@ func enqueueAll(c client.Reader, list client.ObjectList) func(context.Context, c
 			return nil
 		}
 		var reqs []reconcile.Request
-		_ = forEachItem(l, func(o client.Object) { reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)}) })
+		_ = forEachItem(l, func(o client.Object) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+		})
 		return reqs
 	}
 }
