@@ -159,8 +159,9 @@ func TestSamplesAccepted(t *testing.T) {
 		filepath.Join(root, "metal-operator", "visualizer"),
 		filepath.Join(root, "vidra"), filepath.Join(root, "vidra", "against-fake"))
 	// Of the companion operator's groups metalhub serves maintenance.metal.ironcore.dev and
-	// system.metal.ironcore.dev's BIOS versions.
-	for _, f := range []string{"maintenance_v1alpha1_servermaintenance.yaml", "system_v1alpha1_biosversion.yaml", "system_v1alpha1_biosversionset.yaml"} {
+	// system.metal.ironcore.dev.
+	for _, f := range []string{"maintenance_v1alpha1_servermaintenance.yaml", "system_v1alpha1_biosversion.yaml", "system_v1alpha1_biosversionset.yaml",
+		"system_v1alpha1_biossettings.yaml", "system_v1alpha1_biossettingsset.yaml"} {
 		paths = append(paths, filepath.Join(root, "metal-maintenance-operator", f))
 	}
 	kinds := map[string]bool{}
@@ -195,7 +196,7 @@ func TestSamplesAccepted(t *testing.T) {
 	}
 	// One object of every kind the references' users write must have gone through.
 	for _, k := range []string{"BMC", "BMCSecret", "Endpoint", "Server", "ServerClaim", "ServerBootConfiguration",
-		"ServerMaintenance", "InfrahubSync", "VidraResource", "BIOSVersion", "BIOSVersionSet"} {
+		"ServerMaintenance", "InfrahubSync", "VidraResource", "BIOSVersion", "BIOSVersionSet", "BIOSSettings", "BIOSSettingsSet"} {
 		if !kinds[k] {
 			t.Errorf("no sample of kind %s was applied", k)
 		}

@@ -1,7 +1,10 @@
 package firmware
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -56,6 +59,8 @@ type record struct {
 	Rerequested int32 `json:"rerequested,omitempty"`
 	// Task is the task URI of the step's flash.
 	Task string `json:"task,omitempty"`
+	// Applied holds when each settings step was found in effect (unix seconds, by name).
+	Applied map[string]int64 `json:"applied,omitempty"`
 	// Message says why, for a failed attempt or the end.
 	Message string `json:"message,omitempty"`
 }
@@ -64,9 +69,11 @@ func (r record) at() time.Time { return time.Unix(r.At, 0) }
 
 func (r record) terminal() bool { return r.Phase == phaseCompleted || r.Phase == phaseFailed }
 
-// token names the restart this record's reboot phase asks for: one per step and attempt.
+// token names the restart this record's reboot phase asks for: one per step, attempt and
+// request (two steps can ask within one second).
 func (r record) token(uid string) string {
-	return uid + "." + time.Unix(r.At, 0).UTC().Format("20060102T150405")
+	h := sha256.Sum256([]byte(r.Version))
+	return fmt.Sprintf("%s.%s.%s.%d.%d", uid, time.Unix(r.At, 0).UTC().Format("20060102T150405"), hex.EncodeToString(h[:4]), r.Attempt, r.Rerequested)
 }
 
 func (r record) String() string {

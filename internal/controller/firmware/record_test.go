@@ -1,6 +1,7 @@
 package firmware
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -47,12 +48,24 @@ func TestRemainingSteps(t *testing.T) {
 func TestRecordRoundTrip(t *testing.T) {
 	r := record{Phase: phaseTask, For: "P79 v1.46 (01/15/2018)", Version: "P79 v1.46 (01/15/2018)", Image: "http://x/b.bin", Attempt: 2, Failed: 1, At: 1796000000, Task: "/redfish/v1/TaskService/Tasks/3"}
 	got, ok := parseRecord(r.String())
-	if !ok || got != r {
+	if !ok || !reflect.DeepEqual(got, r) {
 		t.Fatalf("round trip: %+v %v", got, ok)
 	}
 	for _, bad := range []string{"", "{", `{"phase":"flying"}`, "owed"} {
 		if _, ok := parseRecord(bad); ok {
 			t.Errorf("%q parsed", bad)
 		}
+	}
+}
+
+// Two steps asking for their restart within one second get different tokens.
+func TestTokensDiffer(t *testing.T) {
+	a := record{Phase: phaseReboot, Version: "cpu", Attempt: 1, At: 1796000000}
+	b := a
+	b.Version = "sriov"
+	c := a
+	c.Rerequested = 1
+	if a.token("u") == b.token("u") || a.token("u") == c.token("u") || strings.ContainsAny(a.token("u"), " ,") {
+		t.Errorf("tokens %s %s %s", a.token("u"), b.token("u"), c.token("u"))
 	}
 }

@@ -50,13 +50,17 @@ func sample(t *testing.T, file string) *unstructured.Unstructured {
 }
 
 // The samples as users write them, carried out: a Server named as the reference names it
-// (endpoint-sample-system-0, under BMC endpoint-sample), labelled as a Dell; the BIOSVersion
-// sample and the BIOSVersionSet sample both want its BIOS at P79 v1.46, which the image the
-// samples name installs. One flash, both Completed.
+// (endpoint-sample-system-0, under BMC endpoint-sample), labelled as a Dell, running BIOS
+// P79 v1.45. The BIOSSettings and BIOSSettingsSet samples set bootMode for that version; then
+// the BIOSVersion and BIOSVersionSet samples both want P79 v1.46, which the image the samples
+// name installs: one flash, all of them done.
 func TestSamplesCarriedOut(t *testing.T) {
 	b := takeBMC(t)
 	fleet.SetImageVersion("https://example.com/firmware/bios-P79-v1.46.bin", "P79 v1.46 (01/15/2018)")
 	sys := b.Systems()[0]
+	// The box as the samples expect it: BIOS P79 v1.45, with the vendor's attribute bootMode.
+	sys.SetBIOSVersion("P79 v1.45 (12/06/2017)")
+	sys.SetBiosAttribute("bootMode", "Legacy")
 	server := &metalv1alpha1.Server{
 		ObjectMeta: metav1.ObjectMeta{Name: "endpoint-sample-system-0", Labels: map[string]string{"metal.ironcore.dev/vendor": "dell"}},
 		Spec:       metalv1alpha1.ServerSpec{SystemUUID: sys.UUID(), BMCRef: &corev1.LocalObjectReference{Name: "endpoint-sample"}},
@@ -68,6 +72,23 @@ func TestSamplesCarriedOut(t *testing.T) {
 		t.Fatal("no server name")
 	}
 	waitState(t, "endpoint-sample-system-0", metalv1alpha1.ServerStateAvailable, 60*time.Second)
+	// Settings for v1.45 first, then the upgrade to v1.46.
+	for _, f := range []string{"system_v1alpha1_biossettings.yaml", "system_v1alpha1_biossettingsset.yaml"} {
+		if err := env.Client.Create(ctx(), sample(t, f), client.FieldValidation("Strict")); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	waitSettingsState(t, "biossettings-sample", systemv1alpha1.SettingsStateApplied, 60*time.Second)
+	eventually(t, 60*time.Second, "settings set done", func() (bool, string) {
+		s := &systemv1alpha1.BIOSSettingsSet{}
+		if err := env.Client.Get(ctx(), client.ObjectKey{Name: "biossettingsset-sample"}, s); err != nil {
+			return false, err.Error()
+		}
+		return s.Status.Rollout.Phase == systemv1alpha1.RolloutDone && s.Status.CompletedBIOSSettings == 1, fmt.Sprintf("%+v", s.Status)
+	})
+	if got := sys.BiosAttributes()["bootMode"]; got != "Uefi" {
+		t.Errorf("bootMode %v", got)
+	}
 	for _, f := range []string{"system_v1alpha1_biosversion.yaml", "system_v1alpha1_biosversionset.yaml"} {
 		if err := env.Client.Create(ctx(), sample(t, f), client.FieldValidation("Strict")); err != nil {
 			t.Fatalf("%s: %v", f, err)

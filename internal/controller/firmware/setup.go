@@ -74,6 +74,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&BIOSVersionReconciler{Client: mgr.GetClient(), actor: actor{Recorder: o.Events.Recorder("biosversion-controller"), Options: o}}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("biosversion controller: %w", err)
 	}
+	if err := (&BIOSSettingsReconciler{Client: mgr.GetClient(), actor: actor{Recorder: o.Events.Recorder("biossettings-controller"), Options: o}}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("biossettings controller: %w", err)
+	}
+	if err := (&BIOSSettingsSetReconciler{Client: mgr.GetClient(), Recorder: o.Events.Recorder("biossettingsset-controller"), Options: o}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("biossettingsset controller: %w", err)
+	}
 	if err := (&BIOSVersionSetReconciler{Client: mgr.GetClient(), Recorder: o.Events.Recorder("biosversionset-controller"), Options: o}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("biosversionset controller: %w", err)
 	}

@@ -25,6 +25,14 @@ func (s *System) BiosAttributes() map[string]any {
 	return maps.Clone(s.biosLocked())
 }
 
+// SetBiosAttribute adds or sets an attribute in effect, as a vendor's attribute registry has
+// it (names differ by vendor: BootMode, bootMode, BootModes_SystemBootMode).
+func (s *System) SetBiosAttribute(name string, value any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.biosLocked()[name] = value
+}
+
 // PendingBiosAttributes are the attributes the next reset applies.
 func (s *System) PendingBiosAttributes() map[string]any {
 	s.mu.Lock()

@@ -59,6 +59,13 @@ func (s *System) BIOSVersion() string {
 	return s.hw.BIOS
 }
 
+// SetBIOSVersion sets the BIOS version the system runs (as installed before the test).
+func (s *System) SetBIOSVersion(v string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hw.BIOS = v
+}
+
 // PendingBIOS is the BIOS version a completed update installs at the system's next reset.
 func (s *System) PendingBIOS() string {
 	s.mu.Lock()

@@ -1,0 +1,376 @@
+package firmware
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// +kubebuilder:rbac:groups=system.metal.ironcore.dev,resources=biossettings,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=system.metal.ironcore.dev,resources=biossettings/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=bmcs,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
+
+// indexSettingsServer indexes BIOSSettings by the server they name.
+const indexSettingsServer = "spec.serverRef.name"
+
+// BIOSSettingsReconciler applies a server's BIOS settings flow: the steps in priority order,
+// each that differs from what is in effect staged in the Bios settings object and installed by
+// one restart (in the ServerMaintenance the object names, made as for BIOSVersion), then read
+// back. A step already in effect needs neither maintenance nor restart. The record
+// (RecordAnnotation) holds the step and its phase; status is rebuilt from it.
+//
+//	(none) → the server must run spec.version; the first step not in effect → maintenance, or
+//	         all in effect → completed
+//	maintenance/owed → in maintenance: the step's differing attributes staged → reboot
+//	reboot → the Server's operation annotation with a token → verify
+//	verify → in effect: the next step not in effect → owed, or completed
+type BIOSSettingsReconciler struct {
+	Client client.Client
+	actor
+}
+
+// SetupWithManager registers the reconciler.
+func (r *BIOSSettingsReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &systemv1alpha1.BIOSSettings{}, indexSettingsServer, func(obj client.Object) []string {
+		if ref := obj.(*systemv1alpha1.BIOSSettings).Spec.ServerRef; ref != nil && ref.Name != "" {
+			return []string{ref.Name}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing BIOSSettings by server: %w", err)
+	}
+	rec := lifecycle.NewReconciler(r.Client, func() *systemv1alpha1.BIOSSettings { return &systemv1alpha1.BIOSSettings{} }, r.handle)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("biossettings").
+		For(&systemv1alpha1.BIOSSettings{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
+			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*systemv1alpha1.BIOSSettings).Status.State == "" })))).
+		Owns(&maintenancev1alpha1.ServerMaintenance{}).
+		Watches(&metalv1alpha1.Server{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			list := &systemv1alpha1.BIOSSettingsList{}
+			if err := r.Client.List(ctx, list, client.MatchingFields{indexSettingsServer: o.GetName()}); err != nil {
+				return nil
+			}
+			var reqs []reconcile.Request
+			for i := range list.Items {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+			}
+			return reqs
+		}), builder.WithPredicates(lifecycle.Predicate())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency, 1)}).
+		Complete(rec)
+}
+
+// settingsPass is what one pass over a BIOSSettings knows.
+type settingsPass struct {
+	*lifecycle.Pass[*systemv1alpha1.BIOSSettings]
+	*work
+	flow []systemv1alpha1.SettingsFlowItem // resolved, in order (begin, stage, verify)
+}
+
+func (r *BIOSSettingsReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*systemv1alpha1.BIOSSettings]) (lifecycle.Result, error) {
+	bctx, cancel := context.WithTimeout(ctx, r.Options.RequestTimeout)
+	defer cancel()
+	s := lp.Obj
+	w := &work{obj: s, c: lp.Client(), bctx: bctx, maintRef: &s.Spec.ServerMaintenanceRef, policy: s.Spec.ServerMaintenancePolicy}
+	if s.Spec.ServerRef != nil {
+		w.serverName = s.Spec.ServerRef.Name
+	}
+	p := &settingsPass{Pass: lp, work: w}
+	res, err := lifecycle.Steps(ctx, p,
+		func(ctx context.Context, p *settingsPass) (lifecycle.Result, error) { return r.read(ctx, p.work) },
+		r.restart,
+		r.finish,
+		r.begin,
+		r.maintain,
+		r.stage,
+		r.reboot,
+		r.verify,
+	)
+	r.report(p)
+	if p.problem != nil && err == nil && !res.IsWrote() {
+		return lifecycle.RequeueAfter(r.Options.RetryAfter, p.reason), nil
+	}
+	return res, err
+}
+
+// restart drops a record made for another spec, unless a restart is owed (what was staged is
+// installed first; verify then reads against the new spec).
+func (r *BIOSSettingsReconciler) restart(ctx context.Context, p *settingsPass) (lifecycle.Result, error) {
+	if !p.hasRec || p.rec.For == specHash(&p.Obj.Spec.BIOSSettingsTemplate) || p.rec.Phase == phaseReboot || p.rec.Phase == phaseVerify {
+		return lifecycle.Continue(), nil
+	}
+	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "SettingsChanged", "Settings", "settings changed: starting over")
+	return lifecycle.Wrote("record cleared"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) {
+		lifecycle.RemoveAnnotation(o, RecordAnnotation)
+	})
+}
+
+func (r *BIOSSettingsReconciler) finish(ctx context.Context, p *settingsPass) (lifecycle.Result, error) {
+	if !p.hasRec || !p.rec.terminal() {
+		return lifecycle.Continue(), nil
+	}
+	return releaseMaintenance(ctx, p.Client(), p.Obj, p.maint)
+}
+
+// prepare reaches the box, checks it runs the version the settings are for, resolves the flow
+// and reads the BIOS attributes in effect; ok false: the pass ends with res.
+func (r *BIOSSettingsReconciler) prepare(ctx context.Context, p *settingsPass) (attrs map[string]any, res lifecycle.Result, err error, ok bool) {
+	if err := r.connect(p.work); err != nil {
+		res, err = r.bmcFailed(p.work, err)
+		return nil, res, err, false
+	}
+	if v := p.Obj.Spec.Version; p.sys.BiosVersion != v {
+		p.problem, p.reason = fmt.Errorf("the settings are for BIOS %q; server %s runs %q", v, p.server.Name, p.sys.BiosVersion), systemv1alpha1.ReasonVersionMismatch
+		return nil, lifecycle.RequeueAfter(r.Options.RetryAfter, "BIOS version"), nil, false
+	}
+	flow, ferr := resolveFlow(ctx, p.Client(), p.Obj, &p.Obj.Spec.BIOSSettingsTemplate)
+	if ferr != nil {
+		p.problem, p.reason = ferr, systemv1alpha1.ReasonVariableNotFound
+		return nil, lifecycle.RequeueAfter(r.Options.RetryAfter, "variables"), nil, false
+	}
+	p.flow = flow
+	bios, berr := p.conn.Bios(p.bctx, p.sysID)
+	if berr != nil {
+		res, err = r.bmcFailed(p.work, berr)
+		return nil, res, err, false
+	}
+	return bios.Attributes, lifecycle.Result{}, nil, true
+}
+
+// next finds the first step from index from on whose settings are not in effect; every step
+// before it is recorded applied. done: none left. An attribute the BIOS lacks fails the object.
+func (r *BIOSSettingsReconciler) next(p *settingsPass, attrs map[string]any, from int) (step int, applied map[string]int64, err error) {
+	applied = maps.Clone(p.rec.Applied)
+	if applied == nil {
+		applied = map[string]int64{}
+	}
+	now := r.now().Unix()
+	for i := from; i < len(p.flow); i++ {
+		diff, err := differing(p.flow[i].Settings, attrs)
+		if err != nil {
+			return i, applied, err
+		}
+		if len(diff) > 0 {
+			return i, applied, nil
+		}
+		if _, ok := applied[p.flow[i].Name]; !ok {
+			applied[p.flow[i].Name] = now
+		}
+	}
+	return len(p.flow), applied, nil
+}
+
+func (r *BIOSSettingsReconciler) stepIndex(name string, flow []systemv1alpha1.SettingsFlowItem) int {
+	for i := range flow {
+		if flow[i].Name == name {
+			return i
+		}
+	}
+	return 0
+}
+
+// advance records where the flow stands from step on: the next step not in effect is owed
+// (phase given), or the flow is completed.
+func (r *BIOSSettingsReconciler) advance(ctx context.Context, p *settingsPass, attrs map[string]any, from int, ph phase) (lifecycle.Result, error) {
+	i, applied, err := r.next(p, attrs, from)
+	now := r.now().Unix()
+	if err != nil {
+		done := record{Phase: phaseFailed, For: specHash(&p.Obj.Spec.BIOSSettingsTemplate), Version: p.flow[i].Name, Failed: p.rec.Failed, At: now, Applied: applied, Message: err.Error()}
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonInvalidSettings, "Settings", "step %s: %v", p.flow[i].Name, err)
+		return r.record(ctx, p.work, done)
+	}
+	if i == len(p.flow) {
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, systemv1alpha1.ReasonSettingsApplied, "Settings", "every step in effect on server %s", p.server.Name)
+		return r.record(ctx, p.work, record{Phase: phaseCompleted, For: specHash(&p.Obj.Spec.BIOSSettingsTemplate), Failed: p.rec.Failed, At: now, Applied: applied})
+	}
+	attempt := int32(1)
+	if p.hasRec && p.rec.Version == p.flow[i].Name && ph == phaseOwed {
+		attempt = p.rec.Attempt
+	}
+	return r.record(ctx, p.work, record{Phase: ph, For: specHash(&p.Obj.Spec.BIOSSettingsTemplate), Version: p.flow[i].Name, Attempt: attempt, Failed: p.rec.Failed, At: now, Applied: applied})
+}
+
+// begin finds the first step not in effect.
+func (r *BIOSSettingsReconciler) begin(ctx context.Context, p *settingsPass) (lifecycle.Result, error) {
+	if p.hasRec {
+		return lifecycle.Continue(), nil
+	}
+	attrs, res, err, ok := r.prepare(ctx, p)
+	if !ok {
+		return res, err
+	}
+	return r.advance(ctx, p, attrs, 0, phaseMaintenance)
+}
+
+func (r *BIOSSettingsReconciler) maintain(ctx context.Context, p *settingsPass) (lifecycle.Result, error) {
+	switch p.rec.Phase {
+	case phaseMaintenance, phaseOwed, phaseReboot:
+		return r.actor.maintain(ctx, p.work, "biossettings-"+p.Obj.Name, fmt.Sprintf("BIOS settings step %s (BIOSSettings %s)", p.rec.Version, p.Obj.Name))
+	}
+	return lifecycle.Continue(), nil
+}
+
+// stage sends the step's differing attributes to the Bios settings object. Sending them again
+// is harmless (the same values staged), so a crash before the record only repeats the PATCH.
+func (r *BIOSSettingsReconciler) stage(ctx context.Context, p *settingsPass) (lifecycle.Result, error) {
+	if p.rec.Phase != phaseMaintenance && p.rec.Phase != phaseOwed {
+		return lifecycle.Continue(), nil
+	}
+	attrs, res, err, ok := r.prepare(ctx, p)
+	if !ok {
+		return res, err
+	}
+	i := r.stepIndex(p.rec.Version, p.flow)
+	diff, derr := differing(p.flow[i].Settings, attrs)
+	if derr != nil || len(diff) == 0 {
+		// In effect by now, or not applicable: decided as from the start of the step.
+		return r.advance(ctx, p, attrs, i, phaseOwed)
+	}
+	if err := p.conn.SetBiosAttributes(p.bctx, p.sysID, diff); err != nil {
+		if refused(err) {
+			return r.failAttempt(ctx, p, fmt.Sprintf("the BMC refused the settings: %v", err))
+		}
+		return r.bmcFailed(p.work, err)
+	}
+	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "SettingsStaged", "Settings", "step %s: %d attribute(s) staged on server %s", p.rec.Version, len(diff), p.server.Name)
+	next := p.rec
+	next.Phase, next.At, next.Rerequested = phaseReboot, r.now().Unix(), 0
+	if after, err := p.conn.Bios(p.bctx, p.sysID); err == nil {
+		if d, err := differing(p.flow[i].Settings, after.Attributes); err == nil && len(d) == 0 {
+			// Applied at once (ApplyTime Immediate): no restart.
+			next.Phase = phaseVerify
+		}
+	}
+	return r.record(ctx, p.work, next)
+}
+
+func (r *BIOSSettingsReconciler) reboot(ctx context.Context, p *settingsPass) (lifecycle.Result, error) {
+	if p.rec.Phase != phaseReboot {
+		return lifecycle.Continue(), nil
+	}
+	return r.actor.reboot(ctx, p.work, "apply BIOS settings step "+p.rec.Version, func() (lifecycle.Result, error) {
+		return r.failAttempt(ctx, p, "the server's restart was refused")
+	})
+}
+
+// verify reads the attributes back after the restart.
+func (r *BIOSSettingsReconciler) verify(ctx context.Context, p *settingsPass) (lifecycle.Result, error) {
+	if p.rec.Phase != phaseVerify {
+		return lifecycle.Continue(), nil
+	}
+	attrs, res, err, ok := r.prepare(ctx, p)
+	if !ok {
+		return res, err
+	}
+	i := r.stepIndex(p.rec.Version, p.flow)
+	if diff, derr := differing(p.flow[i].Settings, attrs); derr == nil && len(diff) > 0 {
+		res, err, again, late := r.rebootAgain(ctx, p.work, fmt.Sprintf("step %s is not in effect", p.rec.Version))
+		switch {
+		case again:
+			return res, err
+		case !late:
+			return lifecycle.RequeueAfter(r.Options.Poll, "settings not in effect yet"), nil
+		}
+		return r.failAttempt(ctx, p, fmt.Sprintf("step %s: %v not in effect after the restart", p.rec.Version, diff))
+	}
+	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "StepApplied", "Settings", "step %s in effect on server %s", p.rec.Version, p.server.Name)
+	return r.advance(ctx, p, attrs, i, phaseOwed)
+}
+
+// failAttempt counts a failed attempt of the step: owed again within the retry policy, else
+// the settings failed.
+func (r *BIOSSettingsReconciler) failAttempt(ctx context.Context, p *settingsPass, why string) (lifecycle.Result, error) {
+	next := p.rec
+	next.Failed++
+	next.At, next.Message = r.now().Unix(), why
+	if next.Failed >= maxAttempts(p.Obj.Spec.RetryPolicy) {
+		next.Phase = phaseFailed
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonSettingsFailed, "Settings", "step %s on server %s failed: %s", p.rec.Version, p.server.Name, why)
+	} else {
+		next.Phase, next.Attempt, next.Rerequested = phaseOwed, p.rec.Attempt+1, 0
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, "SettingsRetry", "Settings", "step %s on server %s: attempt %d failed (%s); trying again", p.rec.Version, p.server.Name, p.rec.Attempt, why)
+	}
+	return r.record(ctx, p.work, next)
+}
+
+// report rebuilds status from the record.
+func (r *BIOSSettingsReconciler) report(p *settingsPass) {
+	s := p.Obj
+	st := s.Status.DeepCopy()
+	st.ObservedGeneration = s.Generation
+	st.FailedAttempts = p.rec.Failed
+	switch {
+	case !p.hasRec, p.rec.Phase == phaseMaintenance:
+		st.State = systemv1alpha1.SettingsStatePending
+	case p.rec.Phase == phaseCompleted:
+		st.State = systemv1alpha1.SettingsStateApplied
+	case p.rec.Phase == phaseFailed:
+		st.State = systemv1alpha1.SettingsStateFailed
+	default:
+		st.State = systemv1alpha1.SettingsStateInProgress
+	}
+	st.FlowState, st.LastAppliedTime = nil, nil
+	for _, step := range flowOrder(s.Spec.SettingsFlow) {
+		fs := systemv1alpha1.FlowStatus{Name: step.Name, Priority: step.Priority, FlowState: systemv1alpha1.SettingsStatePending}
+		if at, ok := p.rec.Applied[step.Name]; ok && p.hasRec {
+			t := metav1.NewTime(time.Unix(at, 0))
+			fs.FlowState, fs.LastAppliedTime = systemv1alpha1.SettingsStateApplied, &t
+			if st.LastAppliedTime == nil || st.LastAppliedTime.Before(&t) {
+				st.LastAppliedTime = &t
+			}
+		} else if p.hasRec && p.rec.Version == step.Name {
+			switch p.rec.Phase {
+			case phaseFailed:
+				fs.FlowState = systemv1alpha1.SettingsStateFailed
+			case phaseOwed, phaseReboot, phaseVerify:
+				fs.FlowState = systemv1alpha1.SettingsStateInProgress
+			}
+		}
+		st.FlowState = append(st.FlowState, fs)
+	}
+	cond := func(status metav1.ConditionStatus, reason, msg string) {
+		lifecycle.SetCondition(&st.Conditions, s.Generation, systemv1alpha1.ConditionApplied, status, reason, msg)
+	}
+	switch {
+	case p.problem != nil:
+		cond(metav1.ConditionFalse, p.reason, p.problem.Error())
+	case p.conflict != "":
+		cond(metav1.ConditionFalse, systemv1alpha1.ReasonMaintenanceConflict, p.conflict)
+	case !p.hasRec:
+		cond(metav1.ConditionFalse, "Pending", "not looked at yet")
+	case p.rec.Phase == phaseCompleted:
+		cond(metav1.ConditionTrue, systemv1alpha1.ReasonSettingsApplied, "every step is in effect")
+	case p.rec.Phase == phaseFailed:
+		cond(metav1.ConditionFalse, systemv1alpha1.ReasonSettingsFailed, fmt.Sprintf("step %s: %s; change the spec to try again", p.rec.Version, p.rec.Message))
+	case p.waiting != "" || p.rec.Phase == phaseMaintenance:
+		msg := p.waiting
+		if msg == "" {
+			msg = "waiting for the server's maintenance"
+		}
+		cond(metav1.ConditionFalse, systemv1alpha1.ReasonAwaitingMaintenance, msg)
+	case p.rec.Phase == phaseReboot:
+		cond(metav1.ConditionFalse, systemv1alpha1.ReasonRebooting, fmt.Sprintf("step %s staged; server restarting", p.rec.Version))
+	case p.rec.Phase == phaseVerify:
+		cond(metav1.ConditionFalse, systemv1alpha1.ReasonVerifying, fmt.Sprintf("reading step %s back", p.rec.Version))
+	default:
+		cond(metav1.ConditionFalse, systemv1alpha1.ReasonStaging, fmt.Sprintf("staging step %s", p.rec.Version))
+	}
+	s.Status = *st
+}
