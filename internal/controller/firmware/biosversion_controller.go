@@ -165,6 +165,38 @@ func (r *BIOSVersionReconciler) maintain(ctx context.Context, p *versionPass) (l
 	return lifecycle.Continue(), nil
 }
 
+// flasher is how the flash steps see a BIOSVersion.
+func (r *BIOSVersionReconciler) flasher(ctx context.Context, p *versionPass) flasher {
+	return flasher{kind: kindBIOS, issued: &r.issued, systemID: p.sysID, tmpl: &p.Obj.Spec.BIOSVersionTemplate,
+		current:   func() string { return p.sys.BiosVersion },
+		afterTask: phaseReboot,
+		failAttempt: func(why string) (lifecycle.Result, error) {
+			return r.failAttempt(ctx, p, why)
+		}}
+}
+
+func (r *BIOSVersionReconciler) issue(ctx context.Context, p *versionPass) (lifecycle.Result, error) {
+	if p.rec.Phase != phaseMaintenance && p.rec.Phase != phaseOwed {
+		return lifecycle.Continue(), nil
+	}
+	if err := r.connect(p.work); err != nil {
+		return r.bmcFailed(p.work, err)
+	}
+	return r.actor.issue(ctx, p.work, r.flasher(ctx, p))
+}
+
+func (r *BIOSVersionReconciler) settleIssue(ctx context.Context, p *versionPass) (lifecycle.Result, error) {
+	return r.actor.settleIssue(ctx, p.work, r.flasher(ctx, p))
+}
+
+func (r *BIOSVersionReconciler) follow(ctx context.Context, p *versionPass) (lifecycle.Result, error) {
+	t, res, err := r.actor.follow(ctx, p.work, r.flasher(ctx, p))
+	if t != nil {
+		p.task = t
+	}
+	return res, err
+}
+
 // failAttempt counts a failed attempt of the step: the step is owed again within the retry
 // policy, else the upgrade failed.
 func (r *BIOSVersionReconciler) failAttempt(ctx context.Context, p *versionPass, why string) (lifecycle.Result, error) {

@@ -32,7 +32,11 @@ type work struct {
 	policy     metalv1alpha1.ServerMaintenancePolicy
 
 	server *metalv1alpha1.Server
-	rec    record
+	// reach, when set, reaches the box instead of the server's system (a BMC's own firmware).
+	reach func(w *work) error
+	// name says what the work acts on, for messages ("server r1-s4", "BMC r1-bmc").
+	name string
+	rec  record
 	hasRec bool
 	maint  *maintenancev1alpha1.ServerMaintenance
 
@@ -123,10 +127,21 @@ func (a *actor) maintain(ctx context.Context, w *work, name, reason string) (lif
 	return lifecycle.Continue(), nil
 }
 
-// connect reaches the server's box, proven to be it, and reads its system.
+// target names what the work acts on.
+func (w *work) target() string {
+	if w.name != "" {
+		return w.name
+	}
+	return "server " + w.serverName
+}
+
+// connect reaches the server's box, proven to be it, and reads its system (or what reach reads).
 func (a *actor) connect(w *work) error {
-	if w.sys != nil {
+	if w.conn != nil {
 		return nil
+	}
+	if w.reach != nil {
+		return w.reach(w)
 	}
 	conn, sysID, err := metal.ServerBMC(w.bctx, w.c, a.Options.Pool, w.server)
 	if err != nil {

@@ -177,3 +177,25 @@ func NewPool(mgr ctrl.Manager, o Options) (*bmc.Pool, error) {
 	}
 	return pool, nil
 }
+
+// ProvenBMC returns a client for b's BMC once what answers at its address is proven to be it
+// (its systems are b's Servers' machines), for the controllers of other groups that act on the
+// BMC itself (its firmware, its settings).
+func ProvenBMC(ctx context.Context, c client.Reader, pool *bmc.Pool, b *metalv1alpha1.BMC) (bmc.BMC, error) {
+	ep, err := bmcEndpoint(ctx, c, b)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pool.Get(ep)
+	if err != nil {
+		return nil, err
+	}
+	systems, err := conn.Systems(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := proveBMC(ctx, c, b, systems); err != nil {
+		return nil, err
+	}
+	return conn, nil
+}
