@@ -8,6 +8,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	baseboardv1alpha1 "github.com/metalhub/metalhub/api/baseboard/v1alpha1"
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
@@ -22,6 +23,7 @@ func New() *runtime.Scheme {
 	utilruntime.Must(metalv1alpha1.AddToScheme(s))
 	utilruntime.Must(maintenancev1alpha1.AddToScheme(s))
 	utilruntime.Must(systemv1alpha1.AddToScheme(s))
+	utilruntime.Must(baseboardv1alpha1.AddToScheme(s))
 	utilruntime.Must(infrahubv1alpha1.AddToScheme(s))
 	return s
 }

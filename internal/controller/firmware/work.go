@@ -35,8 +35,8 @@ type work struct {
 	// reach, when set, reaches the box instead of the server's system (a BMC's own firmware).
 	reach func(w *work) error
 	// name says what the work acts on, for messages ("server r1-s4", "BMC r1-bmc").
-	name string
-	rec  record
+	name   string
+	rec    record
 	hasRec bool
 	maint  *maintenancev1alpha1.ServerMaintenance
 
