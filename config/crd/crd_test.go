@@ -147,7 +147,7 @@ func create(c context.Context, obj *unstructured.Unstructured) error {
 
 func isOurs(obj *unstructured.Unstructured) bool {
 	g := obj.GroupVersionKind().Group
-	return g == "metal.ironcore.dev" || g == "maintenance.metal.ironcore.dev" || g == "system.metal.ironcore.dev" || g == "infrahub.operators.com"
+	return g == "metal.ironcore.dev" || g == "maintenance.metal.ironcore.dev" || g == "system.metal.ironcore.dev" || g == "baseboard.metal.ironcore.dev" || g == "infrahub.operators.com"
 }
 
 // Every sample users of the references write must be accepted, and read back with every field it
@@ -158,10 +158,11 @@ func TestSamplesAccepted(t *testing.T) {
 		filepath.Join(root, "metal-operator"), filepath.Join(root, "metal-operator", "against-emulators"),
 		filepath.Join(root, "metal-operator", "visualizer"),
 		filepath.Join(root, "vidra"), filepath.Join(root, "vidra", "against-fake"))
-	// Of the companion operator's groups metalhub serves maintenance.metal.ironcore.dev and
-	// system.metal.ironcore.dev.
+	// Of the companion operator's groups metalhub serves maintenance.metal.ironcore.dev,
+	// system.metal.ironcore.dev and baseboard.metal.ironcore.dev's BMC versions.
 	for _, f := range []string{"maintenance_v1alpha1_servermaintenance.yaml", "system_v1alpha1_biosversion.yaml", "system_v1alpha1_biosversionset.yaml",
-		"system_v1alpha1_biossettings.yaml", "system_v1alpha1_biossettingsset.yaml"} {
+		"system_v1alpha1_biossettings.yaml", "system_v1alpha1_biossettingsset.yaml",
+		"baseboard_v1alpha1_bmcversion.yaml", "baseboard_v1alpha1_bmcversionset.yaml"} {
 		paths = append(paths, filepath.Join(root, "metal-maintenance-operator", f))
 	}
 	kinds := map[string]bool{}
@@ -196,7 +197,7 @@ func TestSamplesAccepted(t *testing.T) {
 	}
 	// One object of every kind the references' users write must have gone through.
 	for _, k := range []string{"BMC", "BMCSecret", "Endpoint", "Server", "ServerClaim", "ServerBootConfiguration",
-		"ServerMaintenance", "InfrahubSync", "VidraResource", "BIOSVersion", "BIOSVersionSet", "BIOSSettings", "BIOSSettingsSet"} {
+		"ServerMaintenance", "InfrahubSync", "VidraResource", "BIOSVersion", "BIOSVersionSet", "BIOSSettings", "BIOSSettingsSet", "BMCVersion", "BMCVersionSet"} {
 		if !kinds[k] {
 			t.Errorf("no sample of kind %s was applied", k)
 		}

@@ -52,7 +52,8 @@ func (r *BIOSSettingsSetReconciler) handle(ctx context.Context, p *lifecycle.Pas
 	if err := c.List(ctx, list, client.MatchingFields{indexControllerName: set.Name}); err != nil {
 		return lifecycle.Result{}, fmt.Errorf("listing BIOSSettings: %w", err)
 	}
-	in := setRollout{set: set, selector: set.Spec.ServerSelector, rollout: set.Spec.Rollout,
+	targets, err := serverTargets(ctx, c, set.Spec.ServerSelector)
+	in := setRollout{set: set, targets: targets, rollout: set.Spec.Rollout,
 		newChild: func(server string) client.Object {
 			return &systemv1alpha1.BIOSSettings{Spec: systemv1alpha1.BIOSSettingsSpec{
 				BIOSSettingsTemplate: *set.Spec.BIOSSettingsTemplate.DeepCopy(), ServerRef: &corev1.LocalObjectReference{Name: server}}}
@@ -65,7 +66,10 @@ func (r *BIOSSettingsSetReconciler) handle(ctx context.Context, p *lifecycle.Pas
 		in.children = append(in.children, setChild{obj: ch, server: ch.Spec.ServerRef.Name, maint: ch.Spec.ServerMaintenanceRef,
 			matches: equality.Semantic.DeepEqual(ch.Spec.BIOSSettingsTemplate, set.Spec.BIOSSettingsTemplate)})
 	}
-	res, err := runSet(ctx, c, r.Recorder, in)
+	var res setResult
+	if err == nil {
+		res, err = runSet(ctx, c, r.Recorder, in)
+	}
 	st := set.Status.DeepCopy()
 	st.ObservedGeneration = set.Generation
 	n := countTargets(res.targets)

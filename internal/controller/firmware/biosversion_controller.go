@@ -217,60 +217,69 @@ func (r *BIOSVersionReconciler) failAttempt(ctx context.Context, p *versionPass,
 
 // report rebuilds status from the record and what the pass saw.
 func (r *BIOSVersionReconciler) report(p *versionPass) {
-	v := p.Obj
-	st := v.Status.DeepCopy()
-	st.ObservedGeneration = v.Generation
-	st.FailedAttempts = p.rec.Failed
+	var cur string
+	if p.sys != nil {
+		cur = p.sys.BiosVersion
+	}
+	p.Obj.Status = versionStatus(p.Obj.Status, p.Obj.Generation, p.work, p.task, cur, p.target())
+}
+
+// versionStatus is a version object's status: rebuilt from the record and what the pass saw
+// (the task read, the version in effect; "" when not read this pass).
+func versionStatus(prev systemv1alpha1.BIOSVersionStatus, gen int64, w *work, task *bmc.TaskStatus, current, target string) systemv1alpha1.BIOSVersionStatus {
+	st := prev.DeepCopy()
+	st.ObservedGeneration = gen
+	st.FailedAttempts = w.rec.Failed
 	switch {
-	case p.sys != nil:
-		st.CurrentVersion = p.sys.BiosVersion
-	case p.rec.Phase == phaseCompleted:
-		st.CurrentVersion = p.rec.Version // read back when it completed
+	case current != "":
+		st.CurrentVersion = current
+	case w.rec.Phase == phaseCompleted:
+		st.CurrentVersion = w.rec.Version // read back when it completed
 	}
 	st.Step = ""
-	if p.hasRec && !p.rec.terminal() {
-		st.Step = p.rec.Version
-		if p.rec.Attempt > 1 {
-			st.Step = fmt.Sprintf("%s (attempt %d)", p.rec.Version, p.rec.Attempt)
+	if w.hasRec && !w.rec.terminal() {
+		st.Step = w.rec.Version
+		if w.rec.Attempt > 1 {
+			st.Step = fmt.Sprintf("%s (attempt %d)", w.rec.Version, w.rec.Attempt)
 		}
 	}
 	switch {
-	case p.task != nil:
-		st.UpgradeTask = &systemv1alpha1.TaskStatus{URI: p.task.URI, State: p.task.State, Status: p.task.Status, PercentageComplete: int32(p.task.PercentComplete)}
-	case p.rec.Task != "" && (st.UpgradeTask == nil || st.UpgradeTask.URI != p.rec.Task):
-		st.UpgradeTask = &systemv1alpha1.TaskStatus{URI: p.rec.Task}
+	case task != nil:
+		st.UpgradeTask = &systemv1alpha1.TaskStatus{URI: task.URI, State: task.State, Status: task.Status, PercentageComplete: int32(task.PercentComplete)}
+	case w.rec.Task != "" && (st.UpgradeTask == nil || st.UpgradeTask.URI != w.rec.Task):
+		st.UpgradeTask = &systemv1alpha1.TaskStatus{URI: w.rec.Task}
 	}
-	st.State = stateOf(p.hasRec, p.rec)
+	st.State = stateOf(w.hasRec, w.rec)
 	upgraded := func(status metav1.ConditionStatus, reason, msg string) {
-		lifecycle.SetCondition(&st.Conditions, v.Generation, systemv1alpha1.ConditionUpgraded, status, reason, msg)
+		lifecycle.SetCondition(&st.Conditions, gen, systemv1alpha1.ConditionUpgraded, status, reason, msg)
 	}
 	switch {
-	case p.problem != nil:
-		upgraded(metav1.ConditionFalse, p.reason, p.problem.Error())
-	case p.conflict != "":
-		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonMaintenanceConflict, p.conflict)
-	case !p.hasRec:
+	case w.problem != nil:
+		upgraded(metav1.ConditionFalse, w.reason, w.problem.Error())
+	case w.conflict != "":
+		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonMaintenanceConflict, w.conflict)
+	case !w.hasRec:
 		upgraded(metav1.ConditionFalse, "Pending", "not looked at yet")
-	case p.rec.Phase == phaseCompleted && p.rec.Message != "":
-		upgraded(metav1.ConditionTrue, systemv1alpha1.ReasonUpToDate, fmt.Sprintf("server runs BIOS %s", p.rec.For))
-	case p.rec.Phase == phaseCompleted:
-		upgraded(metav1.ConditionTrue, systemv1alpha1.ReasonUpgraded, fmt.Sprintf("upgraded to BIOS %s", p.rec.For))
-	case p.rec.Phase == phaseFailed:
-		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonFlashFailed, fmt.Sprintf("BIOS %s: %s (after %d failed attempt(s)); change the spec to try again", p.rec.Version, p.rec.Message, p.rec.Failed))
-	case p.waiting != "" || p.rec.Phase == phaseMaintenance:
-		msg := p.waiting
+	case w.rec.Phase == phaseCompleted && w.rec.Message != "":
+		upgraded(metav1.ConditionTrue, systemv1alpha1.ReasonUpToDate, fmt.Sprintf("%s runs %s", target, w.rec.For))
+	case w.rec.Phase == phaseCompleted:
+		upgraded(metav1.ConditionTrue, systemv1alpha1.ReasonUpgraded, fmt.Sprintf("upgraded to %s", w.rec.For))
+	case w.rec.Phase == phaseFailed:
+		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonFlashFailed, fmt.Sprintf("%s: %s (after %d failed attempt(s)); change the spec to try again", w.rec.Version, w.rec.Message, w.rec.Failed))
+	case w.waiting != "" || w.rec.Phase == phaseMaintenance:
+		msg := w.waiting
 		if msg == "" {
-			msg = "waiting for the server's maintenance"
+			msg = "waiting for maintenance"
 		}
 		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonAwaitingMaintenance, msg)
-	case p.rec.Phase == phaseReboot:
-		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonRebooting, fmt.Sprintf("BIOS %s staged; server %s restarting", p.rec.Version, v.Spec.ServerRef.Name))
-	case p.rec.Phase == phaseVerify:
-		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonVerifying, fmt.Sprintf("reading the version back (want %s)", p.rec.Version))
+	case w.rec.Phase == phaseReboot:
+		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonRebooting, fmt.Sprintf("%s staged; %s restarting", w.rec.Version, target))
+	case w.rec.Phase == phaseVerify:
+		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonVerifying, fmt.Sprintf("reading the version back (want %s)", w.rec.Version))
 	default:
-		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonFlashing, fmt.Sprintf("flashing BIOS %s (attempt %d)", p.rec.Version, p.rec.Attempt))
+		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonFlashing, fmt.Sprintf("flashing %s (attempt %d)", w.rec.Version, w.rec.Attempt))
 	}
-	v.Status = *st // the Reconciler writes it when it changed and the pass wrote nothing else
+	return *st
 }
 
 // stateOf maps the record to the reference's states.

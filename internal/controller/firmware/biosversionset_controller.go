@@ -84,7 +84,8 @@ func (r *BIOSVersionSetReconciler) handle(ctx context.Context, p *lifecycle.Pass
 	if err := c.List(ctx, list, client.MatchingFields{indexControllerName: set.Name}); err != nil {
 		return lifecycle.Result{}, fmt.Errorf("listing BIOSVersions: %w", err)
 	}
-	in := setRollout{set: set, selector: set.Spec.ServerSelector, rollout: set.Spec.Rollout,
+	targets, err := serverTargets(ctx, c, set.Spec.ServerSelector)
+	in := setRollout{set: set, targets: targets, rollout: set.Spec.Rollout,
 		newChild: func(server string) client.Object {
 			return &systemv1alpha1.BIOSVersion{Spec: systemv1alpha1.BIOSVersionSpec{
 				BIOSVersionTemplate: *set.Spec.BIOSVersionTemplate.DeepCopy(), ServerRef: &corev1.LocalObjectReference{Name: server}}}
@@ -97,7 +98,10 @@ func (r *BIOSVersionSetReconciler) handle(ctx context.Context, p *lifecycle.Pass
 		in.children = append(in.children, setChild{obj: ch, server: ch.Spec.ServerRef.Name, maint: ch.Spec.ServerMaintenanceRef,
 			matches: equality.Semantic.DeepEqual(ch.Spec.BIOSVersionTemplate, set.Spec.BIOSVersionTemplate)})
 	}
-	res, err := runSet(ctx, c, r.Recorder, in)
+	var res setResult
+	if err == nil {
+		res, err = runSet(ctx, c, r.Recorder, in)
+	}
 	st := set.Status.DeepCopy()
 	st.ObservedGeneration = set.Generation
 	n := countTargets(res.targets)

@@ -89,7 +89,7 @@ func (a *actor) issue(ctx context.Context, w *work, f flasher) (lifecycle.Result
 	}
 	task, uerr := w.conn.SimpleUpdate(w.bctx, req)
 	f.issued.m.Store(issuedKey(w.obj.GetUID(), next.At), issuedUpdate{task: task, err: uerr})
-	a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "FlashStarted", "Upgrade", "SimpleUpdate of %s sent to %s's BMC (attempt %d)", w.rec.Image, w.target(), w.rec.Attempt)
+	a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "FlashStarted", "Upgrade", "SimpleUpdate of %s sent for %s (attempt %d)", w.rec.Image, w.target(), w.rec.Attempt)
 	return res, nil
 }
 
@@ -132,7 +132,7 @@ func (a *actor) settleIssue(ctx context.Context, w *work, f flasher) (lifecycle.
 			return a.record(ctx, w, next)
 		case out.err == nil:
 			next.Phase, next.Task = phaseTask, out.task
-			a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "FlashAccepted", "Upgrade", "BMC of %s took the image; task %s", w.target(), out.task)
+			a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "FlashAccepted", "Upgrade", "the BMC took the image for %s; task %s", w.target(), out.task)
 			return a.record(ctx, w, next)
 		case errors.Is(out.err, bmc.ErrNotSent):
 			next.Phase = phaseOwed

@@ -17,8 +17,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	baseboardv1alpha1 "github.com/metalhub/metalhub/api/baseboard/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
 
@@ -106,7 +109,52 @@ func TestSamplesCarriedOut(t *testing.T) {
 		t.Errorf("BIOS %q", got)
 	}
 	if n := simpleUpdates(b); n != 1 {
-		t.Errorf("SimpleUpdates: %d, want 1", n)
+		t.Errorf("BIOS SimpleUpdates: %d, want 1", n)
+	}
+	waitState(t, "endpoint-sample-system-0", metalv1alpha1.ServerStateAvailable, 30*time.Second)
+
+	// The BMC's own firmware: the BMCVersion sample (its servers in maintenance, Enforced) and
+	// the BMCVersionSet sample, which selects Lenovo BMCs.
+	fleet.SetImageVersion("https://example.com/firmware/bmc-1.46.455b66-rev1.bin", "1.46.455b66-rev1")
+	eventually(t, 5*time.Second, "label the BMC", func() (bool, string) {
+		bo := &metalv1alpha1.BMC{}
+		if err := env.Client.Get(ctx(), client.ObjectKey{Name: "endpoint-sample"}, bo); err != nil {
+			return false, err.Error()
+		}
+		err := lifecycle.PatchMetadata(ctx(), env.Client, bo, func(o client.Object) {
+			l := o.GetLabels()
+			if l == nil {
+				l = map[string]string{}
+			}
+			l["metal.ironcore.dev/vendor"] = "lenovo"
+			o.SetLabels(l)
+		})
+		return err == nil, fmt.Sprint(err)
+	})
+	for _, f := range []string{"baseboard_v1alpha1_bmcversion.yaml", "baseboard_v1alpha1_bmcversionset.yaml"} {
+		if err := env.Client.Create(ctx(), sample(t, f), client.FieldValidation("Strict")); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	waitBMCVersionState(t, "bmcversion-sample", systemv1alpha1.VersionStateCompleted, 120*time.Second)
+	eventually(t, 120*time.Second, "BMC set done", func() (bool, string) {
+		s := &baseboardv1alpha1.BMCVersionSet{}
+		if err := env.Client.Get(ctx(), client.ObjectKey{Name: "bmcversionset-sample"}, s); err != nil {
+			return false, err.Error()
+		}
+		return s.Status.Rollout.Phase == systemv1alpha1.RolloutDone && s.Status.CompletedBMCVersion == 1, fmt.Sprintf("%+v", s.Status)
+	})
+	if got := b.FirmwareVersion(); got != "1.46.455b66-rev1" {
+		t.Errorf("BMC firmware %q", got)
+	}
+	bmcFlashes := 0
+	for _, r := range recordsOf(b) {
+		if r.Action == redfish.ActionSimpleUpdate && r.Device == "BMC" {
+			bmcFlashes++
+		}
+	}
+	if bmcFlashes != 1 {
+		t.Errorf("BMC flashed %d times, want 1", bmcFlashes)
 	}
 	waitState(t, "endpoint-sample-system-0", metalv1alpha1.ServerStateAvailable, 30*time.Second)
 }

@@ -31,10 +31,42 @@ type setChild struct {
 	matches bool
 }
 
+// setTarget is one selected target of a *Set.
+type setTarget struct {
+	name string
+	// rank orders targets (lower first); server is the target's Server (nil for a BMC), whose
+	// maintenance says whether an ended object has handed it back yet.
+	rank   int
+	server *metalv1alpha1.Server
+}
+
+// serverTargets are the servers selector selects, unclaimed first, then those whose claim's
+// owner approved maintenance, then the rest.
+func serverTargets(ctx context.Context, c client.Reader, selector metav1.LabelSelector) (map[string]setTarget, error) {
+	sel, err := metav1.LabelSelectorAsSelector(&selector)
+	if err != nil {
+		return nil, lifecycle.WithReason("InvalidSelector", err)
+	}
+	servers := &metalv1alpha1.ServerList{}
+	if err := c.List(ctx, servers, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, fmt.Errorf("listing servers: %w", err)
+	}
+	approved, err := approvedClaims(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]setTarget{}
+	for i := range servers.Items {
+		s := &servers.Items[i]
+		out[s.Name] = setTarget{name: s.Name, rank: claimRank(s, approved), server: s}
+	}
+	return out, nil
+}
+
 // setRollout is one pass of a *Set over its children (runSet).
 type setRollout struct {
 	set      client.Object
-	selector metav1.LabelSelector
+	targets  map[string]setTarget
 	rollout  *systemv1alpha1.RolloutSpec
 	children []setChild
 	// newChild makes the object for a server (runSet names it and makes the set its owner).
@@ -60,27 +92,15 @@ func childName(set, server string) string {
 }
 
 // runSet carries out one pass of a *Set's rollout: ended children that no longer match (template
-// changed, server no longer selected) are deleted so they are planned afresh; the servers are
+// changed, target no longer selected) are deleted so they are planned afresh; the targets are
 // put in rollout order; planRollout says which get their object now, and those are made.
 func runSet(ctx context.Context, c client.Client, rec events.EventRecorder, in setRollout) (setResult, error) {
-	sel, err := metav1.LabelSelectorAsSelector(&in.selector)
-	if err != nil {
-		return setResult{}, lifecycle.WithReason("InvalidSelector", err)
-	}
-	servers := &metalv1alpha1.ServerList{}
-	if err := c.List(ctx, servers, client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return setResult{}, fmt.Errorf("listing servers: %w", err)
-	}
-	selected := map[string]*metalv1alpha1.Server{}
-	for i := range servers.Items {
-		selected[servers.Items[i].Name] = &servers.Items[i]
-	}
-	byServer := map[string]setChild{}
+	byTarget := map[string]setChild{}
 	deleted, extraInFlight := 0, 0
 	for _, ch := range in.children {
-		s := selected[ch.server]
-		st := childStateOf(ch.obj.GetAnnotations()[RecordAnnotation], ch.maint, s)
-		if (s == nil || !ch.matches) && (st == childCompleted || st == childFailed) {
+		t, selected := in.targets[ch.server]
+		st := childStateOf(ch.obj.GetAnnotations()[RecordAnnotation], ch.maint, t.server)
+		if (!selected || !ch.matches) && (st == childCompleted || st == childFailed) {
 			if ch.obj.GetDeletionTimestamp().IsZero() {
 				if err := c.Delete(ctx, ch.obj); err != nil && !apierrors.IsNotFound(err) {
 					return setResult{}, fmt.Errorf("deleting %s: %w", ch.obj.GetName(), err)
@@ -89,35 +109,30 @@ func runSet(ctx context.Context, c client.Client, rec events.EventRecorder, in s
 			}
 			continue
 		}
-		if s == nil {
-			// Its server is no longer selected, but it holds it while it runs.
+		if !selected {
+			// No longer selected, but it holds its target while it runs.
 			if st.inFlight() {
 				extraInFlight++
 			}
 			continue
 		}
-		byServer[ch.server] = ch
+		byTarget[ch.server] = ch
 	}
 	if deleted > 0 {
 		return setResult{waiting: true}, nil // their deletion (Owns) brings the next pass
 	}
-	approved, err := approvedClaims(ctx, c)
-	if err != nil {
-		return setResult{}, err
-	}
-	targets := make([]rolloutTarget, 0, len(selected))
-	rank := map[string]int{}
-	for name, s := range selected {
+	targets := make([]rolloutTarget, 0, len(in.targets))
+	for name, t := range in.targets {
 		st := childNone
-		if ch, ok := byServer[name]; ok {
-			st = childStateOf(ch.obj.GetAnnotations()[RecordAnnotation], ch.maint, s)
+		if ch, ok := byTarget[name]; ok {
+			st = childStateOf(ch.obj.GetAnnotations()[RecordAnnotation], ch.maint, t.server)
 		}
 		targets = append(targets, rolloutTarget{name: name, state: st})
-		rank[name] = claimRank(s, approved)
 	}
 	sort.Slice(targets, func(i, j int) bool {
-		if rank[targets[i].name] != rank[targets[j].name] {
-			return rank[targets[i].name] < rank[targets[j].name]
+		ri, rj := in.targets[targets[i].name].rank, in.targets[targets[j].name].rank
+		if ri != rj {
+			return ri < rj
 		}
 		return targets[i].name < targets[j].name
 	})
@@ -138,7 +153,7 @@ func runSet(ctx context.Context, c client.Client, rec events.EventRecorder, in s
 	if len(plan.create) > 0 {
 		rec.Eventf(in.set, nil, corev1.EventTypeNormal, "WaveStarted", "Rollout", "wave %d/%d: %d server(s) %v", plan.wave, plan.waves, len(plan.create), plan.create)
 	}
-	return setResult{targets: targets, plan: plan, made: len(byServer) + len(plan.create)}, nil
+	return setResult{targets: targets, plan: plan, made: len(byTarget) + len(plan.create)}, nil
 }
 
 // approvedClaims is the set of claims ("namespace/name") whose owner approved maintenance.

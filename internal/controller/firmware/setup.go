@@ -1,5 +1,6 @@
-// Package firmware holds the reconcilers of the system.metal.ironcore.dev group: BIOS versions
-// per server and their sets rolled out in waves. They act on a Server's box through the same
+// Package firmware holds the reconcilers of the system.metal.ironcore.dev and
+// baseboard.metal.ironcore.dev groups: BIOS versions and settings per server, BMC firmware per
+// BMC, and their sets rolled out in waves. They act on a Server's box through the same
 // pool and identity proof as the metal family, restart it only through the Server's operation
 // annotation (exactly once, by token), and take it out of service through ServerMaintenance.
 package firmware
@@ -79,6 +80,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	if err := (&BIOSSettingsSetReconciler{Client: mgr.GetClient(), Recorder: o.Events.Recorder("biossettingsset-controller"), Options: o}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("biossettingsset controller: %w", err)
+	}
+	if err := (&BMCVersionReconciler{Client: mgr.GetClient(), actor: actor{Recorder: o.Events.Recorder("bmcversion-controller"), Options: o}}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("bmcversion controller: %w", err)
+	}
+	if err := (&BMCVersionSetReconciler{Client: mgr.GetClient(), Recorder: o.Events.Recorder("bmcversionset-controller"), Options: o}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("bmcversionset controller: %w", err)
 	}
 	if err := (&BIOSVersionSetReconciler{Client: mgr.GetClient(), Recorder: o.Events.Recorder("biosversionset-controller"), Options: o}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("biosversionset controller: %w", err)

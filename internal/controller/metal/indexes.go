@@ -20,6 +20,10 @@ import (
 	"github.com/metalhub/metalhub/internal/registry"
 )
 
+// IndexServerBMC indexes Servers by the BMC they belong to; other groups' controllers (a BMC's
+// firmware) look them up with it.
+const IndexServerBMC = indexServerBMC
+
 // Field indexes the family's watches and lookups use instead of scanning every object.
 const (
 	indexServerBMC = "spec.bmcRef.name"

@@ -1,0 +1,354 @@
+package firmware
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	baseboardv1alpha1 "github.com/metalhub/metalhub/api/baseboard/v1alpha1"
+	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// +kubebuilder:rbac:groups=baseboard.metal.ironcore.dev,resources=bmcversions,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=baseboard.metal.ironcore.dev,resources=bmcversions/status,verbs=get;update;patch
+
+const kindBMC = "BMCVersion"
+
+// BMCVersionReconciler upgrades a BMC's own firmware, as BIOSVersionReconciler a BIOS, with two
+// differences: the BMC restarts by itself once its task completes (it answers nothing for a
+// while: each pass that cannot reach it looks again later, nothing waits on it), so the version
+// is read back from its Manager without a restart asked; and its hosts keep running unless
+// serverMaintenancePolicy asks for every server of the BMC to be in maintenance first.
+type BMCVersionReconciler struct {
+	Client client.Client
+	actor
+	issued issuedUpdates
+}
+
+// SetupWithManager registers the reconciler.
+func (r *BMCVersionReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	rec := lifecycle.NewReconciler(r.Client, func() *baseboardv1alpha1.BMCVersion { return &baseboardv1alpha1.BMCVersion{} }, r.handle)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("bmcversion").
+		For(&baseboardv1alpha1.BMCVersion{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
+			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*baseboardv1alpha1.BMCVersion).Status.State == "" })))).
+		Owns(&maintenancev1alpha1.ServerMaintenance{}).
+		// Its servers entering maintenance.
+		Watches(&metalv1alpha1.Server{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			s := o.(*metalv1alpha1.Server)
+			if s.Spec.BMCRef == nil {
+				return nil
+			}
+			list := &baseboardv1alpha1.BMCVersionList{}
+			if err := r.Client.List(ctx, list); err != nil {
+				return nil
+			}
+			var reqs []reconcile.Request
+			for i := range list.Items {
+				if ref := list.Items[i].Spec.BMCRef; ref != nil && ref.Name == s.Spec.BMCRef.Name {
+					reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+				}
+			}
+			return reqs
+		}), builder.WithPredicates(lifecycle.Predicate())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency, 1)}).
+		Complete(rec)
+}
+
+type bmcVersionPass struct {
+	*lifecycle.Pass[*baseboardv1alpha1.BMCVersion]
+	*work
+	bmcObj  *metalv1alpha1.BMC
+	servers []metalv1alpha1.Server
+	maints  map[string]*maintenancev1alpha1.ServerMaintenance // by name
+	mgr     *bmc.ManagerInfo
+	task    *bmc.TaskStatus
+}
+
+func (r *BMCVersionReconciler) template(v *baseboardv1alpha1.BMCVersion) *systemv1alpha1.BIOSVersionTemplate {
+	t := v.Spec.BMCVersionTemplate
+	return &systemv1alpha1.BIOSVersionTemplate{Version: t.Version, Image: t.Image, UpdatePolicy: t.UpdatePolicy, UpgradePath: t.UpgradePath}
+}
+
+func (r *BMCVersionReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*baseboardv1alpha1.BMCVersion]) (lifecycle.Result, error) {
+	bctx, cancel := context.WithTimeout(ctx, r.Options.RequestTimeout)
+	defer cancel()
+	v := lp.Obj
+	var none *metalv1alpha1.ObjectReference
+	w := &work{obj: v, c: lp.Client(), bctx: bctx, maintRef: &none}
+	p := &bmcVersionPass{Pass: lp, work: w, maints: map[string]*maintenancev1alpha1.ServerMaintenance{}}
+	w.reach = func(w *work) error {
+		conn, err := metal.ProvenBMC(w.bctx, w.c, r.Options.Pool, p.bmcObj)
+		if err != nil {
+			return err
+		}
+		m, err := conn.Manager(w.bctx)
+		if err != nil {
+			return err
+		}
+		w.conn, p.mgr = conn, m
+		return nil
+	}
+	res, err := lifecycle.Steps(ctx, p,
+		r.read,
+		r.restart,
+		r.finish,
+		r.begin,
+		r.maintain,
+		r.issue,
+		func(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
+			return r.actor.settleIssue(ctx, p.work, r.flasher(ctx, p))
+		},
+		func(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
+			t, res, err := r.actor.follow(ctx, p.work, r.flasher(ctx, p))
+			if t != nil {
+				p.task = t
+			}
+			return res, err
+		},
+		r.verify,
+	)
+	r.report(p)
+	if p.problem != nil && err == nil && !res.IsWrote() {
+		return lifecycle.RequeueAfter(r.Options.RetryAfter, p.reason), nil
+	}
+	return res, err
+}
+
+func (r *BMCVersionReconciler) flasher(ctx context.Context, p *bmcVersionPass) flasher {
+	return flasher{kind: kindBMC, issued: &r.issued, tmpl: r.template(p.Obj),
+		current:   func() string { return p.mgr.FirmwareVersion },
+		afterTask: phaseVerify,
+		failAttempt: func(why string) (lifecycle.Result, error) {
+			return r.failAttempt(ctx, p, why)
+		}}
+}
+
+// read reads the BMC, its servers and the maintenances named.
+func (r *BMCVersionReconciler) read(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
+	p.rec, p.hasRec = parseRecord(p.Obj.Annotations[RecordAnnotation])
+	ref := p.Obj.Spec.BMCRef
+	if ref == nil || ref.Name == "" {
+		p.problem, p.reason = fmt.Errorf("spec.bmcRef names no BMC"), systemv1alpha1.ReasonServerNotFound
+		return lifecycle.Done(), nil
+	}
+	p.name = "BMC " + ref.Name
+	b := &metalv1alpha1.BMC{}
+	if err := p.c.Get(ctx, client.ObjectKey{Name: ref.Name}, b); err != nil {
+		if apierrors.IsNotFound(err) {
+			p.problem, p.reason = fmt.Errorf("BMC %s not found", ref.Name), systemv1alpha1.ReasonServerNotFound
+			return lifecycle.Done(), nil
+		}
+		return lifecycle.Result{}, fmt.Errorf("reading BMC %s: %w", ref.Name, err)
+	}
+	p.bmcObj = b
+	servers := &metalv1alpha1.ServerList{}
+	if err := p.c.List(ctx, servers, client.MatchingFields{metal.IndexServerBMC: b.Name}); err != nil {
+		return lifecycle.Result{}, fmt.Errorf("listing the servers of BMC %s: %w", b.Name, err)
+	}
+	p.servers = servers.Items
+	slices.SortFunc(p.servers, func(a, b metalv1alpha1.Server) int {
+		if a.Name < b.Name {
+			return -1
+		}
+		return 1
+	})
+	for _, mr := range p.Obj.Spec.ServerMaintenanceRefs {
+		m := &maintenancev1alpha1.ServerMaintenance{}
+		err := p.c.Get(ctx, client.ObjectKey{Namespace: mr.Namespace, Name: mr.Name}, m)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return lifecycle.Result{}, fmt.Errorf("reading ServerMaintenance %s/%s: %w", mr.Namespace, mr.Name, err)
+		default:
+			p.maints[m.Name] = m
+		}
+	}
+	return lifecycle.Continue(), nil
+}
+
+func (r *BMCVersionReconciler) restart(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
+	if !p.hasRec || p.rec.For == p.Obj.Spec.Version {
+		return lifecycle.Continue(), nil
+	}
+	switch p.rec.Phase {
+	case phaseCompleted, phaseFailed, phaseMaintenance, phaseOwed:
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "VersionChanged", "Upgrade", "version %s asked for (was %s): starting over", p.Obj.Spec.Version, p.rec.For)
+		return lifecycle.Wrote("record cleared"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) {
+			lifecycle.RemoveAnnotation(o, RecordAnnotation)
+		})
+	}
+	return lifecycle.Continue(), nil
+}
+
+// finish lets go of the maintenances metalhub created once the upgrade ended.
+func (r *BMCVersionReconciler) finish(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
+	if !p.hasRec || !p.rec.terminal() {
+		return lifecycle.Continue(), nil
+	}
+	for _, m := range p.maints {
+		if metav1.IsControlledBy(m, p.Obj) && m.DeletionTimestamp.IsZero() {
+			if err := p.c.Delete(ctx, m); err != nil && !apierrors.IsNotFound(err) {
+				return lifecycle.Result{}, fmt.Errorf("deleting ServerMaintenance %s/%s: %w", m.Namespace, m.Name, err)
+			}
+		}
+	}
+	return lifecycle.Done(), nil
+}
+
+func (r *BMCVersionReconciler) begin(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
+	if p.hasRec {
+		return lifecycle.Continue(), nil
+	}
+	if err := r.connect(p.work); err != nil {
+		return r.bmcFailed(p.work, err)
+	}
+	cur := p.mgr.FirmwareVersion
+	steps := remaining(r.template(p.Obj), cur)
+	now := r.now().Unix()
+	if len(steps) == 0 {
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, systemv1alpha1.ReasonUpToDate, "Upgrade", "%s already runs %s", p.target(), cur)
+		return r.record(ctx, p.work, record{Phase: phaseCompleted, For: p.Obj.Spec.Version, Version: cur, At: now, Message: "already at the version"})
+	}
+	ph := phaseOwed
+	if p.Obj.Spec.ServerMaintenancePolicy != "" {
+		ph = phaseMaintenance
+	}
+	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "UpgradeStarted", "Upgrade", "%s runs %q: %d step(s) to %q", p.target(), cur, len(steps), p.Obj.Spec.Version)
+	return r.record(ctx, p.work, record{Phase: ph, For: p.Obj.Spec.Version, Version: steps[0].Version, Image: steps[0].Image.URI, Attempt: 1, At: now})
+}
+
+// maintain takes every server of the BMC into maintenance before the first flash when the
+// policy asks for it: names them in spec.serverMaintenanceRefs (one write), creates them, then
+// waits until every server is in its own.
+func (r *BMCVersionReconciler) maintain(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
+	if p.Obj.Spec.ServerMaintenancePolicy == "" || (p.rec.Phase != phaseMaintenance && p.rec.Phase != phaseOwed) {
+		return lifecycle.Continue(), nil
+	}
+	want := make([]metalv1alpha1.ObjectReference, 0, len(p.servers))
+	for _, s := range p.servers {
+		want = append(want, metalv1alpha1.ObjectReference{Namespace: r.Options.MaintenanceNamespace, Name: childName("bmcversion-"+p.Obj.Name, s.Name)})
+	}
+	if !equality.Semantic.DeepEqual(want, p.Obj.Spec.ServerMaintenanceRefs) {
+		return lifecycle.Wrote("maintenances named"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) {
+			o.(*baseboardv1alpha1.BMCVersion).Spec.ServerMaintenanceRefs = want
+		})
+	}
+	created, waiting := 0, 0
+	for i, s := range p.servers {
+		m := p.maints[want[i].Name]
+		if m == nil {
+			m = &maintenancev1alpha1.ServerMaintenance{
+				ObjectMeta: metav1.ObjectMeta{Namespace: want[i].Namespace, Name: want[i].Name,
+					Annotations: map[string]string{metalv1alpha1.MaintenanceReasonAnnotation: fmt.Sprintf("BMC firmware %s (BMCVersion %s)", p.rec.Version, p.Obj.Name)}},
+				Spec: maintenancev1alpha1.ServerMaintenanceSpec{ServerRef: &corev1.LocalObjectReference{Name: s.Name}, Policy: p.Obj.Spec.ServerMaintenancePolicy},
+			}
+			if err := controllerutil.SetControllerReference(p.Obj, m, p.c.Scheme()); err != nil {
+				return lifecycle.Result{}, err
+			}
+			if err := p.c.Create(ctx, m); err != nil && !apierrors.IsAlreadyExists(err) {
+				return lifecycle.Result{}, fmt.Errorf("creating ServerMaintenance %s/%s: %w", m.Namespace, m.Name, err)
+			}
+			created++
+			continue
+		}
+		in := s.Spec.ServerMaintenanceRef
+		if in == nil || in.Namespace != m.Namespace || in.Name != m.Name || s.Annotations[lifecycle.StateAnnotation] != string(metalv1alpha1.ServerStateMaintenance) {
+			waiting++
+		}
+	}
+	switch {
+	case created > 0:
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "MaintenanceRequested", "Maintain", "%d ServerMaintenance(s) requested for the servers of %s", created, p.target())
+		return lifecycle.Done(), nil
+	case waiting > 0:
+		p.waiting = fmt.Sprintf("waiting for %d of %d server(s) of %s to enter maintenance", waiting, len(p.servers), p.target())
+		return lifecycle.Done(), nil
+	}
+	return lifecycle.Continue(), nil
+}
+
+func (r *BMCVersionReconciler) issue(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
+	if p.rec.Phase != phaseMaintenance && p.rec.Phase != phaseOwed {
+		return lifecycle.Continue(), nil
+	}
+	if err := r.connect(p.work); err != nil {
+		return r.bmcFailed(p.work, err)
+	}
+	return r.actor.issue(ctx, p.work, r.flasher(ctx, p))
+}
+
+// verify reads the version the BMC reports once it is back from its restart: while it answers
+// nothing, each pass looks again later.
+func (r *BMCVersionReconciler) verify(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
+	if p.rec.Phase != phaseVerify {
+		return lifecycle.Continue(), nil
+	}
+	late := r.now().Sub(p.rec.at()) >= r.Options.VerifyTimeout
+	if err := r.connect(p.work); err != nil {
+		if late {
+			return r.failAttempt(ctx, p, fmt.Sprintf("the BMC has not answered since its update: %v", err))
+		}
+		return r.bmcFailed(p.work, err)
+	}
+	got := p.mgr.FirmwareVersion
+	if got != p.rec.Version {
+		if !late {
+			return lifecycle.RequeueAfter(r.Options.Poll, "version not reported yet"), nil
+		}
+		return r.failAttempt(ctx, p, fmt.Sprintf("the BMC reports %q after its update, want %q (some BMCs need a reset to activate an image: metal.ironcore.dev/operation: graceful-restart-bmc)", got, p.rec.Version))
+	}
+	now := r.now().Unix()
+	tmpl := r.template(p.Obj)
+	if steps := remaining(tmpl, got); len(steps) > 0 && !(got == tmpl.Version && p.rec.For == tmpl.Version) {
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "StepUpgraded", "Upgrade", "%s runs %s; next %s", p.target(), got, steps[0].Version)
+		return r.record(ctx, p.work, record{Phase: phaseOwed, For: tmpl.Version, Version: steps[0].Version, Image: steps[0].Image.URI,
+			Attempt: 1, Failed: p.rec.Failed, At: now, Task: p.rec.Task})
+	}
+	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, systemv1alpha1.ReasonUpgraded, "Upgrade", "%s runs %s", p.target(), got)
+	done := record{Phase: phaseCompleted, For: tmpl.Version, Version: got, Failed: p.rec.Failed, At: now, Task: p.rec.Task}
+	upgradesFinished(kindBMC, done)
+	return r.record(ctx, p.work, done)
+}
+
+func (r *BMCVersionReconciler) failAttempt(ctx context.Context, p *bmcVersionPass, why string) (lifecycle.Result, error) {
+	next := p.rec
+	next.Failed++
+	next.At, next.Message = r.now().Unix(), why
+	if next.Failed >= maxAttempts(p.Obj.Spec.RetryPolicy) {
+		next.Phase = phaseFailed
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonFlashFailed, "Upgrade", "%s %s failed (attempt %d): %s", p.target(), p.rec.Version, p.rec.Attempt, why)
+	} else {
+		next.Phase, next.Attempt = phaseOwed, p.rec.Attempt+1
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonFlashRetry, "Upgrade", "%s %s: attempt %d failed (%s); trying again", p.target(), p.rec.Version, p.rec.Attempt, why)
+	}
+	upgradesFinished(kindBMC, next)
+	return r.record(ctx, p.work, next)
+}
+
+func (r *BMCVersionReconciler) report(p *bmcVersionPass) {
+	v := p.Obj
+	var cur string
+	if p.mgr != nil {
+		cur = p.mgr.FirmwareVersion
+	}
+	v.Status = versionStatus(v.Status, v.Generation, p.work, p.task, cur, p.target())
+}

@@ -1,0 +1,104 @@
+package firmware
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	baseboardv1alpha1 "github.com/metalhub/metalhub/api/baseboard/v1alpha1"
+	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+)
+
+func waitBMCVersionState(t *testing.T, name string, want systemv1alpha1.VersionState, timeout time.Duration) *baseboardv1alpha1.BMCVersion {
+	t.Helper()
+	var v *baseboardv1alpha1.BMCVersion
+	eventually(t, timeout, "BMCVersion "+name+" "+string(want), func() (bool, string) {
+		v = &baseboardv1alpha1.BMCVersion{}
+		if err := env.Client.Get(ctx(), client.ObjectKey{Name: name}, v); err != nil {
+			return false, err.Error()
+		}
+		rec, ok := parseRecord(v.Annotations[RecordAnnotation])
+		return v.Status.State == want && stateOf(ok, rec) == want, fmt.Sprintf("status %s, record %s, conditions %v", v.Status.State, v.Annotations[RecordAnnotation], v.Status.Conditions)
+	})
+	return v
+}
+
+// slowReconciles counts the passes of controller that took longer than seconds (controller-
+// runtime's reconcile time histogram, for every manager this process ran).
+func slowReconciles(t *testing.T, controller string, seconds float64) (slow, total uint64) {
+	t.Helper()
+	mfs, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "controller_runtime_reconcile_time_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			match := false
+			for _, l := range m.GetLabel() {
+				match = match || (l.GetName() == "controller" && l.GetValue() == controller)
+			}
+			if !match {
+				continue
+			}
+			h := m.GetHistogram()
+			total += h.GetSampleCount()
+			for _, b := range h.GetBucket() {
+				if b.GetUpperBound() == seconds {
+					slow += h.GetSampleCount() - b.GetCumulativeCount()
+				}
+			}
+		}
+	}
+	return slow, total
+}
+
+// A BMC upgrade during which the BMC answers nothing for a minute (it restarts into the new
+// image): one flash, the version read back once it is back, and no pass ever waited on it.
+func TestBMCVersionThroughAMinuteOfSilence(t *testing.T) {
+	_, bmcs := availableServers(t, "bmcv-down", 1)
+	b := bmcs[0]
+	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(updateDuration), BMCRebootDuration: redfish.Duration(time.Minute)})
+	before := b.LastResetTime()
+	v := &baseboardv1alpha1.BMCVersion{
+		ObjectMeta: metav1.ObjectMeta{Name: "bmcv-down"},
+		Spec: baseboardv1alpha1.BMCVersionSpec{BMCRef: &corev1.LocalObjectReference{Name: "bmcv-down-0"},
+			BMCVersionTemplate: baseboardv1alpha1.BMCVersionTemplate{Version: "7.2.0", Image: systemv1alpha1.ImageSpec{URI: "http://fw.example/bmc-7.2.0.bin"}}},
+	}
+	if err := env.Client.Create(ctx(), v); err != nil {
+		t.Fatal(err)
+	}
+	// The BMC goes silent once its task completes: the object says it cannot reach it.
+	eventually(t, 30*time.Second, "BMC unreachable", func() (bool, string) {
+		v := &baseboardv1alpha1.BMCVersion{}
+		_ = env.Client.Get(ctx(), client.ObjectKey{Name: "bmcv-down"}, v)
+		for _, c := range v.Status.Conditions {
+			if c.Reason == systemv1alpha1.ReasonBMCUnavailable {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(v.Status.Conditions)
+	})
+	waitBMCVersionState(t, "bmcv-down", systemv1alpha1.VersionStateCompleted, 150*time.Second)
+	if got := b.FirmwareVersion(); got != "7.2.0" {
+		t.Errorf("BMC firmware %s", got)
+	}
+	if !b.LastResetTime().After(before) {
+		t.Errorf("the BMC did not restart")
+	}
+	if n := simpleUpdates(b); n != 1 {
+		t.Errorf("SimpleUpdates: %d, want 1", n)
+	}
+	// Every pass returned within a few request timeouts (2s here), the minute notwithstanding.
+	if slow, total := slowReconciles(t, "bmcversion", 5); slow > 0 || total == 0 {
+		t.Errorf("%d of %d bmcversion passes took longer than 5s", slow, total)
+	}
+}
