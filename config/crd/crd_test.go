@@ -159,10 +159,12 @@ func TestSamplesAccepted(t *testing.T) {
 		filepath.Join(root, "metal-operator", "visualizer"),
 		filepath.Join(root, "vidra"), filepath.Join(root, "vidra", "against-fake"))
 	// Of the companion operator's groups metalhub serves maintenance.metal.ironcore.dev,
-	// system.metal.ironcore.dev and baseboard.metal.ironcore.dev's BMC versions.
+	// system.metal.ironcore.dev and baseboard.metal.ironcore.dev.
 	for _, f := range []string{"maintenance_v1alpha1_servermaintenance.yaml", "system_v1alpha1_biosversion.yaml", "system_v1alpha1_biosversionset.yaml",
 		"system_v1alpha1_biossettings.yaml", "system_v1alpha1_biossettingsset.yaml",
-		"baseboard_v1alpha1_bmcversion.yaml", "baseboard_v1alpha1_bmcversionset.yaml"} {
+		"baseboard_v1alpha1_bmcversion.yaml", "baseboard_v1alpha1_bmcversionset.yaml",
+		"baseboard_v1alpha1_bmcsettings.yaml", "baseboard_v1alpha1_bmcsettingsset.yaml",
+		"serverreadinessrule-critical-event.yaml"} {
 		paths = append(paths, filepath.Join(root, "metal-maintenance-operator", f))
 	}
 	kinds := map[string]bool{}
@@ -197,7 +199,7 @@ func TestSamplesAccepted(t *testing.T) {
 	}
 	// One object of every kind the references' users write must have gone through.
 	for _, k := range []string{"BMC", "BMCSecret", "Endpoint", "Server", "ServerClaim", "ServerBootConfiguration",
-		"ServerMaintenance", "InfrahubSync", "VidraResource", "BIOSVersion", "BIOSVersionSet", "BIOSSettings", "BIOSSettingsSet", "BMCVersion", "BMCVersionSet"} {
+		"ServerMaintenance", "InfrahubSync", "VidraResource", "BIOSVersion", "BIOSVersionSet", "BIOSSettings", "BIOSSettingsSet", "BMCVersion", "BMCVersionSet", "BMCSettings", "BMCSettingsSet"} {
 		if !kinds[k] {
 			t.Errorf("no sample of kind %s was applied", k)
 		}

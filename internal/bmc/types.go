@@ -89,6 +89,12 @@ type BMC interface {
 	// of an update whose answer was lost is found among them by its image. ReasonUnsupported
 	// when the BMC has no TaskService.
 	Tasks(ctx context.Context) ([]TaskStatus, error)
+	// ManagerAttributes reads the BMC's own settings (the Attributes resource of its manager, as
+	// Dell's iDRAC serves them); ReasonUnsupported where it has none.
+	ManagerAttributes(ctx context.Context) (map[string]any, error)
+	// SetManagerAttributes sets some of them (applied at once); an attribute the BMC does not
+	// have is refused (ReasonInvalidConfig) before anything is sent.
+	SetManagerAttributes(ctx context.Context, attrs map[string]any) error
 	// ResetManager restarts the BMC itself (GracefulRestart where advertised, else
 	// ForceRestart); its systems keep running. Sessions end with it: the pool logs in again.
 	ResetManager(ctx context.Context) error

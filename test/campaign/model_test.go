@@ -143,7 +143,7 @@ func classOf(r redfish.Record) class {
 		return clsNone // a light, not the box
 	case redfish.ActionAccountCreate, redfish.ActionAccountPassword, redfish.ActionAccountDelete:
 		return clsNone // rotate-credentials: the BMC's accounts, not the box
-	case redfish.ActionInsertMedia, redfish.ActionEjectMedia, redfish.ActionBootOrder, redfish.ActionBiosSettings, redfish.ActionSimpleUpdate:
+	case redfish.ActionInsertMedia, redfish.ActionEjectMedia, redfish.ActionBootOrder, redfish.ActionBiosSettings, redfish.ActionSimpleUpdate, redfish.ActionManagerAttributes:
 		return clsNone // staged for a boot, none by itself
 	}
 	switch r.ResetType {

@@ -3,7 +3,6 @@ package firmware
 import (
 	"context"
 	"fmt"
-	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -154,43 +153,11 @@ func (r *BIOSSettingsReconciler) prepare(ctx context.Context, p *settingsPass) (
 	return bios.Attributes, lifecycle.Result{}, nil, true
 }
 
-// next finds the first step from index from on whose settings are not in effect; every step
-// before it is recorded applied. done: none left. An attribute the BIOS lacks fails the object.
-func (r *BIOSSettingsReconciler) next(p *settingsPass, attrs map[string]any, from int) (step int, applied map[string]int64, err error) {
-	applied = maps.Clone(p.rec.Applied)
-	if applied == nil {
-		applied = map[string]int64{}
-	}
-	now := r.now().Unix()
-	for i := from; i < len(p.flow); i++ {
-		diff, err := differing(p.flow[i].Settings, attrs)
-		if err != nil {
-			return i, applied, err
-		}
-		if len(diff) > 0 {
-			return i, applied, nil
-		}
-		if _, ok := applied[p.flow[i].Name]; !ok {
-			applied[p.flow[i].Name] = now
-		}
-	}
-	return len(p.flow), applied, nil
-}
-
-func (r *BIOSSettingsReconciler) stepIndex(name string, flow []systemv1alpha1.SettingsFlowItem) int {
-	for i := range flow {
-		if flow[i].Name == name {
-			return i
-		}
-	}
-	return 0
-}
-
 // advance records where the flow stands from step on: the next step not in effect is owed
 // (phase given), or the flow is completed.
 func (r *BIOSSettingsReconciler) advance(ctx context.Context, p *settingsPass, attrs map[string]any, from int, ph phase) (lifecycle.Result, error) {
-	i, applied, err := r.next(p, attrs, from)
 	now := r.now().Unix()
+	i, applied, err := flowProgress(p.flow, attrs, from, p.rec.Applied, now)
 	if err != nil {
 		done := record{Phase: phaseFailed, For: specHash(&p.Obj.Spec.BIOSSettingsTemplate), Version: p.flow[i].Name, Failed: p.rec.Failed, At: now, Applied: applied, Message: err.Error()}
 		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonInvalidSettings, "Settings", "step %s: %v", p.flow[i].Name, err)
@@ -237,7 +204,7 @@ func (r *BIOSSettingsReconciler) stage(ctx context.Context, p *settingsPass) (li
 	if !ok {
 		return res, err
 	}
-	i := r.stepIndex(p.rec.Version, p.flow)
+	i := stepIndex(p.rec.Version, p.flow)
 	diff, derr := differing(p.flow[i].Settings, attrs)
 	if derr != nil || len(diff) == 0 {
 		// In effect by now, or not applicable: decided as from the start of the step.
@@ -279,7 +246,7 @@ func (r *BIOSSettingsReconciler) verify(ctx context.Context, p *settingsPass) (l
 	if !ok {
 		return res, err
 	}
-	i := r.stepIndex(p.rec.Version, p.flow)
+	i := stepIndex(p.rec.Version, p.flow)
 	if diff, derr := differing(p.flow[i].Settings, attrs); derr == nil && len(diff) > 0 {
 		res, err, again, late := r.rebootAgain(ctx, p.work, fmt.Sprintf("step %s is not in effect", p.rec.Version))
 		switch {
@@ -312,31 +279,36 @@ func (r *BIOSSettingsReconciler) failAttempt(ctx context.Context, p *settingsPas
 
 // report rebuilds status from the record.
 func (r *BIOSSettingsReconciler) report(p *settingsPass) {
-	s := p.Obj
-	st := s.Status.DeepCopy()
-	st.ObservedGeneration = s.Generation
-	st.FailedAttempts = p.rec.Failed
+	p.Obj.Status = settingsStatus(p.Obj.Status, p.Obj.Generation, p.work, flowOrder(p.Obj.Spec.SettingsFlow))
+}
+
+// settingsStatus is a settings object's status, rebuilt from the record: the state, each step
+// of flow (in order) and condition Applied.
+func settingsStatus(prev systemv1alpha1.BIOSSettingsStatus, gen int64, w *work, flow []systemv1alpha1.SettingsFlowItem) systemv1alpha1.BIOSSettingsStatus {
+	st := prev.DeepCopy()
+	st.ObservedGeneration = gen
+	st.FailedAttempts = w.rec.Failed
 	switch {
-	case !p.hasRec, p.rec.Phase == phaseMaintenance:
+	case !w.hasRec, w.rec.Phase == phaseMaintenance:
 		st.State = systemv1alpha1.SettingsStatePending
-	case p.rec.Phase == phaseCompleted:
+	case w.rec.Phase == phaseCompleted:
 		st.State = systemv1alpha1.SettingsStateApplied
-	case p.rec.Phase == phaseFailed:
+	case w.rec.Phase == phaseFailed:
 		st.State = systemv1alpha1.SettingsStateFailed
 	default:
 		st.State = systemv1alpha1.SettingsStateInProgress
 	}
 	st.FlowState, st.LastAppliedTime = nil, nil
-	for _, step := range flowOrder(s.Spec.SettingsFlow) {
+	for _, step := range flow {
 		fs := systemv1alpha1.FlowStatus{Name: step.Name, Priority: step.Priority, FlowState: systemv1alpha1.SettingsStatePending}
-		if at, ok := p.rec.Applied[step.Name]; ok && p.hasRec {
+		if at, ok := w.rec.Applied[step.Name]; ok && w.hasRec {
 			t := metav1.NewTime(time.Unix(at, 0))
 			fs.FlowState, fs.LastAppliedTime = systemv1alpha1.SettingsStateApplied, &t
 			if st.LastAppliedTime == nil || st.LastAppliedTime.Before(&t) {
 				st.LastAppliedTime = &t
 			}
-		} else if p.hasRec && p.rec.Version == step.Name {
-			switch p.rec.Phase {
+		} else if w.hasRec && w.rec.Version == step.Name {
+			switch w.rec.Phase {
 			case phaseFailed:
 				fs.FlowState = systemv1alpha1.SettingsStateFailed
 			case phaseOwed, phaseReboot, phaseVerify:
@@ -346,31 +318,31 @@ func (r *BIOSSettingsReconciler) report(p *settingsPass) {
 		st.FlowState = append(st.FlowState, fs)
 	}
 	cond := func(status metav1.ConditionStatus, reason, msg string) {
-		lifecycle.SetCondition(&st.Conditions, s.Generation, systemv1alpha1.ConditionApplied, status, reason, msg)
+		lifecycle.SetCondition(&st.Conditions, gen, systemv1alpha1.ConditionApplied, status, reason, msg)
 	}
 	switch {
-	case p.problem != nil:
-		cond(metav1.ConditionFalse, p.reason, p.problem.Error())
-	case p.conflict != "":
-		cond(metav1.ConditionFalse, systemv1alpha1.ReasonMaintenanceConflict, p.conflict)
-	case !p.hasRec:
+	case w.problem != nil:
+		cond(metav1.ConditionFalse, w.reason, w.problem.Error())
+	case w.conflict != "":
+		cond(metav1.ConditionFalse, systemv1alpha1.ReasonMaintenanceConflict, w.conflict)
+	case !w.hasRec:
 		cond(metav1.ConditionFalse, "Pending", "not looked at yet")
-	case p.rec.Phase == phaseCompleted:
+	case w.rec.Phase == phaseCompleted:
 		cond(metav1.ConditionTrue, systemv1alpha1.ReasonSettingsApplied, "every step is in effect")
-	case p.rec.Phase == phaseFailed:
-		cond(metav1.ConditionFalse, systemv1alpha1.ReasonSettingsFailed, fmt.Sprintf("step %s: %s; change the spec to try again", p.rec.Version, p.rec.Message))
-	case p.waiting != "" || p.rec.Phase == phaseMaintenance:
-		msg := p.waiting
+	case w.rec.Phase == phaseFailed:
+		cond(metav1.ConditionFalse, systemv1alpha1.ReasonSettingsFailed, fmt.Sprintf("step %s: %s; change the spec to try again", w.rec.Version, w.rec.Message))
+	case w.waiting != "" || w.rec.Phase == phaseMaintenance:
+		msg := w.waiting
 		if msg == "" {
 			msg = "waiting for the server's maintenance"
 		}
 		cond(metav1.ConditionFalse, systemv1alpha1.ReasonAwaitingMaintenance, msg)
-	case p.rec.Phase == phaseReboot:
-		cond(metav1.ConditionFalse, systemv1alpha1.ReasonRebooting, fmt.Sprintf("step %s staged; server restarting", p.rec.Version))
-	case p.rec.Phase == phaseVerify:
-		cond(metav1.ConditionFalse, systemv1alpha1.ReasonVerifying, fmt.Sprintf("reading step %s back", p.rec.Version))
+	case w.rec.Phase == phaseReboot:
+		cond(metav1.ConditionFalse, systemv1alpha1.ReasonRebooting, fmt.Sprintf("step %s staged; server restarting", w.rec.Version))
+	case w.rec.Phase == phaseVerify:
+		cond(metav1.ConditionFalse, systemv1alpha1.ReasonVerifying, fmt.Sprintf("reading step %s back", w.rec.Version))
 	default:
-		cond(metav1.ConditionFalse, systemv1alpha1.ReasonStaging, fmt.Sprintf("staging step %s", p.rec.Version))
+		cond(metav1.ConditionFalse, systemv1alpha1.ReasonStaging, fmt.Sprintf("staging step %s", w.rec.Version))
 	}
-	s.Status = *st
+	return *st
 }

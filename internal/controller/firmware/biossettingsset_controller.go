@@ -66,21 +66,10 @@ func (r *BIOSSettingsSetReconciler) handle(ctx context.Context, p *lifecycle.Pas
 		in.children = append(in.children, setChild{obj: ch, server: ch.Spec.ServerRef.Name, maint: ch.Spec.ServerMaintenanceRef,
 			matches: equality.Semantic.DeepEqual(ch.Spec.BIOSSettingsTemplate, set.Spec.BIOSSettingsTemplate)})
 	}
-	var res setResult
-	if err == nil {
-		res, err = runSet(ctx, c, r.Recorder, in)
-	}
-	st := set.Status.DeepCopy()
-	st.ObservedGeneration = set.Generation
-	n := countTargets(res.targets)
-	if err == nil && !res.waiting {
-		st.FullyLabeledServers, st.AvailableBIOSSettings = int32(len(res.targets)), int32(res.made)
+	set.Status.ObservedGeneration = set.Generation
+	return setPass(ctx, c, r.Recorder, in, err, &set.Status.Conditions, &set.Status.Rollout, func(total, made int32, n setCounts) {
+		st := &set.Status
+		st.FullyLabeledServers, st.AvailableBIOSSettings = total, made
 		st.PendingBIOSSettings, st.InProgressBIOSSettings, st.CompletedBIOSSettings, st.FailedBIOSSettings = n.pending, n.inProgress, n.completed, n.failed
-	}
-	reportRollout(r.Recorder, set, &st.Conditions, &st.Rollout, res, n, err)
-	set.Status = *st
-	if _, invalid := lifecycle.ReasonOf(err); invalid {
-		return lifecycle.Done(), nil
-	}
-	return lifecycle.Done(), err
+	})
 }

@@ -3,17 +3,12 @@ package firmware
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -144,45 +139,11 @@ func (r *BMCVersionReconciler) flasher(ctx context.Context, p *bmcVersionPass) f
 
 // read reads the BMC, its servers and the maintenances named.
 func (r *BMCVersionReconciler) read(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
-	p.rec, p.hasRec = parseRecord(p.Obj.Annotations[RecordAnnotation])
-	ref := p.Obj.Spec.BMCRef
-	if ref == nil || ref.Name == "" {
-		p.problem, p.reason = fmt.Errorf("spec.bmcRef names no BMC"), systemv1alpha1.ReasonServerNotFound
-		return lifecycle.Done(), nil
+	t, res, err := r.readBMC(ctx, p.work, p.Obj.Spec.BMCRef, p.Obj.Spec.ServerMaintenanceRefs)
+	if t != nil {
+		p.bmcObj, p.servers, p.maints = t.obj, t.servers, t.maints
 	}
-	p.name = "BMC " + ref.Name
-	b := &metalv1alpha1.BMC{}
-	if err := p.c.Get(ctx, client.ObjectKey{Name: ref.Name}, b); err != nil {
-		if apierrors.IsNotFound(err) {
-			p.problem, p.reason = fmt.Errorf("BMC %s not found", ref.Name), systemv1alpha1.ReasonServerNotFound
-			return lifecycle.Done(), nil
-		}
-		return lifecycle.Result{}, fmt.Errorf("reading BMC %s: %w", ref.Name, err)
-	}
-	p.bmcObj = b
-	servers := &metalv1alpha1.ServerList{}
-	if err := p.c.List(ctx, servers, client.MatchingFields{metal.IndexServerBMC: b.Name}); err != nil {
-		return lifecycle.Result{}, fmt.Errorf("listing the servers of BMC %s: %w", b.Name, err)
-	}
-	p.servers = servers.Items
-	slices.SortFunc(p.servers, func(a, b metalv1alpha1.Server) int {
-		if a.Name < b.Name {
-			return -1
-		}
-		return 1
-	})
-	for _, mr := range p.Obj.Spec.ServerMaintenanceRefs {
-		m := &maintenancev1alpha1.ServerMaintenance{}
-		err := p.c.Get(ctx, client.ObjectKey{Namespace: mr.Namespace, Name: mr.Name}, m)
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return lifecycle.Result{}, fmt.Errorf("reading ServerMaintenance %s/%s: %w", mr.Namespace, mr.Name, err)
-		default:
-			p.maints[m.Name] = m
-		}
-	}
-	return lifecycle.Continue(), nil
+	return res, err
 }
 
 func (r *BMCVersionReconciler) restart(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
@@ -204,14 +165,7 @@ func (r *BMCVersionReconciler) finish(ctx context.Context, p *bmcVersionPass) (l
 	if !p.hasRec || !p.rec.terminal() {
 		return lifecycle.Continue(), nil
 	}
-	for _, m := range p.maints {
-		if metav1.IsControlledBy(m, p.Obj) && m.DeletionTimestamp.IsZero() {
-			if err := p.c.Delete(ctx, m); err != nil && !apierrors.IsNotFound(err) {
-				return lifecycle.Result{}, fmt.Errorf("deleting ServerMaintenance %s/%s: %w", m.Namespace, m.Name, err)
-			}
-		}
-	}
-	return lifecycle.Done(), nil
+	return releaseAll(ctx, p.c, p.Obj, p.maints)
 }
 
 func (r *BMCVersionReconciler) begin(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
@@ -237,53 +191,17 @@ func (r *BMCVersionReconciler) begin(ctx context.Context, p *bmcVersionPass) (li
 }
 
 // maintain takes every server of the BMC into maintenance before the first flash when the
-// policy asks for it: names them in spec.serverMaintenanceRefs (one write), creates them, then
-// waits until every server is in its own.
+// policy asks for it.
 func (r *BMCVersionReconciler) maintain(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
 	if p.Obj.Spec.ServerMaintenancePolicy == "" || (p.rec.Phase != phaseMaintenance && p.rec.Phase != phaseOwed) {
 		return lifecycle.Continue(), nil
 	}
-	want := make([]metalv1alpha1.ObjectReference, 0, len(p.servers))
-	for _, s := range p.servers {
-		want = append(want, metalv1alpha1.ObjectReference{Namespace: r.Options.MaintenanceNamespace, Name: childName("bmcversion-"+p.Obj.Name, s.Name)})
-	}
-	if !equality.Semantic.DeepEqual(want, p.Obj.Spec.ServerMaintenanceRefs) {
-		return lifecycle.Wrote("maintenances named"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) {
-			o.(*baseboardv1alpha1.BMCVersion).Spec.ServerMaintenanceRefs = want
-		})
-	}
-	created, waiting := 0, 0
-	for i, s := range p.servers {
-		m := p.maints[want[i].Name]
-		if m == nil {
-			m = &maintenancev1alpha1.ServerMaintenance{
-				ObjectMeta: metav1.ObjectMeta{Namespace: want[i].Namespace, Name: want[i].Name,
-					Annotations: map[string]string{metalv1alpha1.MaintenanceReasonAnnotation: fmt.Sprintf("BMC firmware %s (BMCVersion %s)", p.rec.Version, p.Obj.Name)}},
-				Spec: maintenancev1alpha1.ServerMaintenanceSpec{ServerRef: &corev1.LocalObjectReference{Name: s.Name}, Policy: p.Obj.Spec.ServerMaintenancePolicy},
-			}
-			if err := controllerutil.SetControllerReference(p.Obj, m, p.c.Scheme()); err != nil {
-				return lifecycle.Result{}, err
-			}
-			if err := p.c.Create(ctx, m); err != nil && !apierrors.IsAlreadyExists(err) {
-				return lifecycle.Result{}, fmt.Errorf("creating ServerMaintenance %s/%s: %w", m.Namespace, m.Name, err)
-			}
-			created++
-			continue
-		}
-		in := s.Spec.ServerMaintenanceRef
-		if in == nil || in.Namespace != m.Namespace || in.Name != m.Name || s.Annotations[lifecycle.StateAnnotation] != string(metalv1alpha1.ServerStateMaintenance) {
-			waiting++
-		}
-	}
-	switch {
-	case created > 0:
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "MaintenanceRequested", "Maintain", "%d ServerMaintenance(s) requested for the servers of %s", created, p.target())
-		return lifecycle.Done(), nil
-	case waiting > 0:
-		p.waiting = fmt.Sprintf("waiting for %d of %d server(s) of %s to enter maintenance", waiting, len(p.servers), p.target())
-		return lifecycle.Done(), nil
-	}
-	return lifecycle.Continue(), nil
+	return r.holdServers(ctx, p.work, serverHold{servers: p.servers, named: p.Obj.Spec.ServerMaintenanceRefs, maints: p.maints,
+		prefix: "bmcversion-" + p.Obj.Name, policy: p.Obj.Spec.ServerMaintenancePolicy,
+		reason: fmt.Sprintf("BMC firmware %s (BMCVersion %s)", p.rec.Version, p.Obj.Name),
+		setRefs: func(o client.Object, refs []metalv1alpha1.ObjectReference) {
+			o.(*baseboardv1alpha1.BMCVersion).Spec.ServerMaintenanceRefs = refs
+		}})
 }
 
 func (r *BMCVersionReconciler) issue(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {

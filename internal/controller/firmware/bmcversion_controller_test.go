@@ -102,3 +102,45 @@ func TestBMCVersionThroughAMinuteOfSilence(t *testing.T) {
 		t.Errorf("%d of %d bmcversion passes took longer than 5s", slow, total)
 	}
 }
+
+// A BMC's own settings in a flow step, one value from a ConfigMap: set once, read back, Applied;
+// the hosts keep running (no policy, no maintenance).
+func TestBMCSettingsWithAVariable(t *testing.T) {
+	_, bmcs := availableServers(t, "bmcs-var", 1)
+	b := bmcs[0]
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bmcs-var"}, Data: map[string]string{"ntp": "10.0.0.123"}}
+	if err := env.Client.Create(ctx(), cm); err != nil {
+		t.Fatal(err)
+	}
+	s := &baseboardv1alpha1.BMCSettings{
+		ObjectMeta: metav1.ObjectMeta{Name: "bmcs-var"},
+		Spec: baseboardv1alpha1.BMCSettingsSpec{BMCRef: &corev1.LocalObjectReference{Name: "bmcs-var-0"},
+			BMCSettingsTemplate: baseboardv1alpha1.BMCSettingsTemplate{Version: b.FirmwareVersion(),
+				SettingsFlow: []systemv1alpha1.SettingsFlowItem{{Name: "ntp", Priority: 10,
+					Settings: map[string]string{"NTPConfigGroup.1.NTPEnable": "Enabled", "NTPConfigGroup.1.NTP1": "$(ntp)"}}},
+				Variables: []systemv1alpha1.Variable{{Key: "ntp", ValueFrom: systemv1alpha1.VariableSource{
+					ConfigMapKeyRef: &systemv1alpha1.KeyRef{Namespace: "default", Name: "bmcs-var", Key: "ntp"}}}}}},
+	}
+	if err := env.Client.Create(ctx(), s); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "applied", func() (bool, string) {
+		got := &baseboardv1alpha1.BMCSettings{}
+		if err := env.Client.Get(ctx(), client.ObjectKey{Name: "bmcs-var"}, got); err != nil {
+			return false, err.Error()
+		}
+		return got.Status.State == systemv1alpha1.SettingsStateApplied, fmt.Sprint(got.Status.State, got.Status.Conditions)
+	})
+	if a := b.ManagerAttributes(); a["NTPConfigGroup.1.NTP1"] != "10.0.0.123" || a["NTPConfigGroup.1.NTPEnable"] != "Enabled" {
+		t.Errorf("attributes %v", a)
+	}
+	n := 0
+	for _, r := range recordsOf(b) {
+		if r.Action == redfish.ActionManagerAttributes {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d attribute writes, want 1", n)
+	}
+}

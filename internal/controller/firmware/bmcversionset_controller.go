@@ -68,23 +68,12 @@ func (r *BMCVersionSetReconciler) handle(ctx context.Context, p *lifecycle.Pass[
 		in.children = append(in.children, setChild{obj: ch, server: ch.Spec.BMCRef.Name,
 			matches: equality.Semantic.DeepEqual(ch.Spec.BMCVersionTemplate, set.Spec.BMCVersionTemplate)})
 	}
-	var res setResult
-	if err == nil {
-		res, err = runSet(ctx, c, r.Recorder, in)
-	}
-	st := set.Status.DeepCopy()
-	st.ObservedGeneration = set.Generation
-	n := countTargets(res.targets)
-	if err == nil && !res.waiting {
-		st.FullyLabeledBMCs, st.AvailableBMCVersion = int32(len(res.targets)), int32(res.made)
+	set.Status.ObservedGeneration = set.Generation
+	return setPass(ctx, c, r.Recorder, in, err, &set.Status.Conditions, &set.Status.Rollout, func(total, made int32, n setCounts) {
+		st := &set.Status
+		st.FullyLabeledBMCs, st.AvailableBMCVersion = total, made
 		st.PendingBMCVersion, st.InProgressBMCVersion, st.CompletedBMCVersion, st.FailedBMCVersion = n.pending, n.inProgress, n.completed, n.failed
-	}
-	reportRollout(r.Recorder, set, &st.Conditions, &st.Rollout, res, n, err)
-	set.Status = *st
-	if _, invalid := lifecycle.ReasonOf(err); invalid {
-		return lifecycle.Done(), nil
-	}
-	return lifecycle.Done(), err
+	})
 }
 
 // bmcTargets are the BMCs selector selects, in name order.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -88,4 +89,73 @@ func releaseMaintenance(ctx context.Context, c client.Client, owner client.Objec
 		return lifecycle.Result{}, fmt.Errorf("deleting ServerMaintenance %s/%s: %w", maint.Namespace, maint.Name, err)
 	}
 	return lifecycle.Done(), nil // its deletion (Owns) brings the next pass
+}
+
+// serverHold is what holdServers needs: a BMC's servers, the maintenances its object names and
+// finds, and how to name them.
+type serverHold struct {
+	servers []metalv1alpha1.Server
+	named   []metalv1alpha1.ObjectReference
+	maints  map[string]*maintenancev1alpha1.ServerMaintenance // found, by name
+	prefix  string
+	policy  metalv1alpha1.ServerMaintenancePolicy
+	reason  string
+	setRefs func(owner client.Object, refs []metalv1alpha1.ObjectReference)
+}
+
+// holdServers takes every server of a BMC into a maintenance of its own, one step per pass:
+// names them on the owner (one write), creates the missing ones (controlled by the owner), then
+// waits until every server is in its own; Continue once they all are.
+func (a *actor) holdServers(ctx context.Context, w *work, h serverHold) (lifecycle.Result, error) {
+	want := make([]metalv1alpha1.ObjectReference, 0, len(h.servers))
+	for _, s := range h.servers {
+		want = append(want, metalv1alpha1.ObjectReference{Namespace: a.Options.MaintenanceNamespace, Name: childName(h.prefix, s.Name)})
+	}
+	if !equality.Semantic.DeepEqual(want, h.named) {
+		return lifecycle.Wrote("maintenances named"), lifecycle.PatchMetadata(ctx, w.c, w.obj, func(o client.Object) { h.setRefs(o, want) })
+	}
+	created, waiting := 0, 0
+	for i, s := range h.servers {
+		m := h.maints[want[i].Name]
+		if m == nil {
+			m = &maintenancev1alpha1.ServerMaintenance{
+				ObjectMeta: metav1.ObjectMeta{Namespace: want[i].Namespace, Name: want[i].Name,
+					Annotations: map[string]string{metalv1alpha1.MaintenanceReasonAnnotation: h.reason}},
+				Spec: maintenancev1alpha1.ServerMaintenanceSpec{ServerRef: &corev1.LocalObjectReference{Name: s.Name}, Policy: h.policy},
+			}
+			if err := controllerutil.SetControllerReference(w.obj, m, w.c.Scheme()); err != nil {
+				return lifecycle.Result{}, err
+			}
+			if err := w.c.Create(ctx, m); err != nil && !apierrors.IsAlreadyExists(err) {
+				return lifecycle.Result{}, fmt.Errorf("creating ServerMaintenance %s/%s: %w", m.Namespace, m.Name, err)
+			}
+			created++
+			continue
+		}
+		in := s.Spec.ServerMaintenanceRef
+		if in == nil || in.Namespace != m.Namespace || in.Name != m.Name || s.Annotations[lifecycle.StateAnnotation] != string(metalv1alpha1.ServerStateMaintenance) {
+			waiting++
+		}
+	}
+	switch {
+	case created > 0:
+		a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "MaintenanceRequested", "Maintain", "%d ServerMaintenance(s) requested for the servers of %s", created, w.target())
+		return lifecycle.Done(), nil
+	case waiting > 0:
+		w.waiting = fmt.Sprintf("waiting for %d of %d server(s) of %s to enter maintenance", waiting, len(h.servers), w.target())
+		return lifecycle.Done(), nil
+	}
+	return lifecycle.Continue(), nil
+}
+
+// releaseAll deletes the maintenances the owner created.
+func releaseAll(ctx context.Context, c client.Client, owner client.Object, maints map[string]*maintenancev1alpha1.ServerMaintenance) (lifecycle.Result, error) {
+	for _, m := range maints {
+		if metav1.IsControlledBy(m, owner) && m.DeletionTimestamp.IsZero() {
+			if err := c.Delete(ctx, m); err != nil && !apierrors.IsNotFound(err) {
+				return lifecycle.Result{}, fmt.Errorf("deleting ServerMaintenance %s/%s: %w", m.Namespace, m.Name, err)
+			}
+		}
+	}
+	return lifecycle.Done(), nil
 }

@@ -61,9 +61,13 @@ func TestSamplesCarriedOut(t *testing.T) {
 	b := takeBMC(t)
 	fleet.SetImageVersion("https://example.com/firmware/bios-P79-v1.46.bin", "P79 v1.46 (01/15/2018)")
 	sys := b.Systems()[0]
-	// The box as the samples expect it: BIOS P79 v1.45, with the vendor's attribute bootMode.
+	// The box as the samples expect it: BIOS P79 v1.45, with the vendor's attribute bootMode;
+	// BMC firmware 1.45.455b66-rev4 with attributes bootMode and hyperThreading.
 	sys.SetBIOSVersion("P79 v1.45 (12/06/2017)")
 	sys.SetBiosAttribute("bootMode", "Legacy")
+	b.SetFirmwareVersion("1.45.455b66-rev4")
+	b.SetManagerAttribute("bootMode", "Legacy")
+	b.SetManagerAttribute("hyperThreading", "Disabled")
 	server := &metalv1alpha1.Server{
 		ObjectMeta: metav1.ObjectMeta{Name: "endpoint-sample-system-0", Labels: map[string]string{"metal.ironcore.dev/vendor": "dell"}},
 		Spec:       metalv1alpha1.ServerSpec{SystemUUID: sys.UUID(), BMCRef: &corev1.LocalObjectReference{Name: "endpoint-sample"}},
@@ -131,6 +135,27 @@ func TestSamplesCarriedOut(t *testing.T) {
 		})
 		return err == nil, fmt.Sprint(err)
 	})
+	// The BMC's settings for 1.45 (its servers in maintenance, Enforced), then its upgrade.
+	for _, f := range []string{"baseboard_v1alpha1_bmcsettings.yaml", "baseboard_v1alpha1_bmcsettingsset.yaml"} {
+		if err := env.Client.Create(ctx(), sample(t, f), client.FieldValidation("Strict")); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	eventually(t, 60*time.Second, "BMC settings applied", func() (bool, string) {
+		s := &baseboardv1alpha1.BMCSettings{}
+		if err := env.Client.Get(ctx(), client.ObjectKey{Name: "bmcsettings-sample"}, s); err != nil {
+			return false, err.Error()
+		}
+		set := &baseboardv1alpha1.BMCSettingsSet{}
+		if err := env.Client.Get(ctx(), client.ObjectKey{Name: "bmcsettingsset-sample"}, set); err != nil {
+			return false, err.Error()
+		}
+		return s.Status.State == systemv1alpha1.SettingsStateApplied && set.Status.Rollout.Phase == systemv1alpha1.RolloutDone && set.Status.CompletedBMCSettings == 1,
+			fmt.Sprintf("%s %v; set %+v", s.Status.State, s.Status.Conditions, set.Status.Rollout)
+	})
+	if a := b.ManagerAttributes(); a["bootMode"] != "UEFI" || a["hyperThreading"] != "Enabled" {
+		t.Errorf("BMC attributes %v", a)
+	}
 	for _, f := range []string{"baseboard_v1alpha1_bmcversion.yaml", "baseboard_v1alpha1_bmcversionset.yaml"} {
 		if err := env.Client.Create(ctx(), sample(t, f), client.FieldValidation("Strict")); err != nil {
 			t.Fatalf("%s: %v", f, err)

@@ -281,3 +281,23 @@ func enqueueAll(c client.Reader, list client.ObjectList) func(context.Context, c
 		return reqs
 	}
 }
+
+// setPass is the pass of any *Set: the rollout (runSet) over targets, then the report: counts
+// (total selected, objects made, by state) through counts, and condition RolledOut.
+func setPass(ctx context.Context, c client.Client, rec events.EventRecorder, in setRollout, terr error,
+	conds *[]metav1.Condition, ro *systemv1alpha1.RolloutStatus, counts func(total, made int32, n setCounts)) (lifecycle.Result, error) {
+	var res setResult
+	err := terr
+	if err == nil {
+		res, err = runSet(ctx, c, rec, in)
+	}
+	n := countTargets(res.targets)
+	if err == nil && !res.waiting {
+		counts(int32(len(res.targets)), int32(res.made), n)
+	}
+	reportRollout(rec, in.set, conds, ro, res, n, err)
+	if _, invalid := lifecycle.ReasonOf(err); invalid {
+		return lifecycle.Done(), nil // reported; a spec change brings the next pass
+	}
+	return lifecycle.Done(), err
+}

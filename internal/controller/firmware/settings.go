@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,13 +36,50 @@ func flowOrder(flow []systemv1alpha1.SettingsFlowItem) []systemv1alpha1.Settings
 
 // specHash names what a settings record is for: the version and the flow with its variables.
 func specHash(t *systemv1alpha1.BIOSSettingsTemplate) string {
+	return flowHash(t.Version, t.SettingsFlow, t.Variables)
+}
+
+func flowHash(version string, flow []systemv1alpha1.SettingsFlowItem, vars []systemv1alpha1.Variable) string {
 	b, _ := json.Marshal(struct {
 		V string
 		F []systemv1alpha1.SettingsFlowItem
 		X []systemv1alpha1.Variable
-	}{t.Version, flowOrder(t.SettingsFlow), t.Variables})
+	}{version, flowOrder(flow), vars})
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:8])
+}
+
+// flowProgress finds the first step from index from on whose settings are not in effect, and
+// records every step before it applied (at now, unless it already was). i == len(flow): none
+// left. An attribute the target lacks is an error.
+func flowProgress(flow []systemv1alpha1.SettingsFlowItem, attrs map[string]any, from int, applied map[string]int64, now int64) (int, map[string]int64, error) {
+	applied = maps.Clone(applied)
+	if applied == nil {
+		applied = map[string]int64{}
+	}
+	for i := from; i < len(flow); i++ {
+		diff, err := differing(flow[i].Settings, attrs)
+		if err != nil {
+			return i, applied, err
+		}
+		if len(diff) > 0 {
+			return i, applied, nil
+		}
+		if _, ok := applied[flow[i].Name]; !ok {
+			applied[flow[i].Name] = now
+		}
+	}
+	return len(flow), applied, nil
+}
+
+// stepIndex is the index of the step named name (0 when gone).
+func stepIndex(name string, flow []systemv1alpha1.SettingsFlowItem) int {
+	for i := range flow {
+		if flow[i].Name == name {
+			return i
+		}
+	}
+	return 0
 }
 
 // differing are the settings of a step not in effect: name → value as the BIOS takes it (a number
@@ -101,12 +139,16 @@ func typed(want string, cur any) (any, error) {
 
 // resolveFlow replaces $(key) in the flow's values with the variables' values.
 func resolveFlow(ctx context.Context, c client.Reader, self client.Object, tmpl *systemv1alpha1.BIOSSettingsTemplate) ([]systemv1alpha1.SettingsFlowItem, error) {
-	flow := flowOrder(tmpl.SettingsFlow)
-	if len(tmpl.Variables) == 0 {
+	return resolveSteps(ctx, c, self, tmpl.SettingsFlow, tmpl.Variables)
+}
+
+func resolveSteps(ctx context.Context, c client.Reader, self client.Object, steps []systemv1alpha1.SettingsFlowItem, vars []systemv1alpha1.Variable) ([]systemv1alpha1.SettingsFlowItem, error) {
+	flow := flowOrder(steps)
+	if len(vars) == 0 {
 		return flow, nil
 	}
 	vals := map[string]string{}
-	for _, v := range tmpl.Variables {
+	for _, v := range vars {
 		val, err := variableValue(ctx, c, self, v.ValueFrom)
 		if err != nil {
 			return nil, lifecycle.WithReason(systemv1alpha1.ReasonVariableNotFound, fmt.Errorf("variable %s: %w", v.Key, err))

@@ -87,6 +87,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&BMCVersionSetReconciler{Client: mgr.GetClient(), Recorder: o.Events.Recorder("bmcversionset-controller"), Options: o}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("bmcversionset controller: %w", err)
 	}
+	if err := (&BMCSettingsReconciler{Client: mgr.GetClient(), actor: actor{Recorder: o.Events.Recorder("bmcsettings-controller"), Options: o}}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("bmcsettings controller: %w", err)
+	}
+	if err := (&BMCSettingsSetReconciler{Client: mgr.GetClient(), Recorder: o.Events.Recorder("bmcsettingsset-controller"), Options: o}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("bmcsettingsset controller: %w", err)
+	}
 	if err := (&BIOSVersionSetReconciler{Client: mgr.GetClient(), Recorder: o.Events.Recorder("biosversionset-controller"), Options: o}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("biosversionset controller: %w", err)
 	}

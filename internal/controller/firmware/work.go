@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -238,4 +239,49 @@ func operationState(s *metalv1alpha1.Server, token string) (outcome string, pend
 		return "", true
 	}
 	return "", strings.Contains(s.Annotations[metal.OperationIntentAnnotation], " by="+token)
+}
+
+// bmcWork is what the BMC kinds read of their BMC: the object, its servers (by name) and the
+// maintenances the object names.
+type bmcWork struct {
+	obj     *metalv1alpha1.BMC
+	servers []metalv1alpha1.Server
+	maints  map[string]*maintenancev1alpha1.ServerMaintenance
+}
+
+// readBMC reads the record, the BMC ref names, its servers and the maintenances refs name.
+func (a *actor) readBMC(ctx context.Context, w *work, ref *corev1.LocalObjectReference, refs []metalv1alpha1.ObjectReference) (*bmcWork, lifecycle.Result, error) {
+	w.rec, w.hasRec = parseRecord(w.obj.GetAnnotations()[RecordAnnotation])
+	if ref == nil || ref.Name == "" {
+		w.problem, w.reason = errors.New("spec.bmcRef names no BMC"), systemv1alpha1.ReasonServerNotFound
+		return nil, lifecycle.Done(), nil
+	}
+	w.name = "BMC " + ref.Name
+	b := &metalv1alpha1.BMC{}
+	if err := w.c.Get(ctx, client.ObjectKey{Name: ref.Name}, b); err != nil {
+		if apierrors.IsNotFound(err) {
+			w.problem, w.reason = fmt.Errorf("BMC %s not found", ref.Name), systemv1alpha1.ReasonServerNotFound
+			return nil, lifecycle.Done(), nil
+		}
+		return nil, lifecycle.Result{}, fmt.Errorf("reading BMC %s: %w", ref.Name, err)
+	}
+	t := &bmcWork{obj: b, maints: map[string]*maintenancev1alpha1.ServerMaintenance{}}
+	servers := &metalv1alpha1.ServerList{}
+	if err := w.c.List(ctx, servers, client.MatchingFields{metal.IndexServerBMC: b.Name}); err != nil {
+		return nil, lifecycle.Result{}, fmt.Errorf("listing the servers of BMC %s: %w", b.Name, err)
+	}
+	t.servers = servers.Items
+	slices.SortFunc(t.servers, func(a, b metalv1alpha1.Server) int { return strings.Compare(a.Name, b.Name) })
+	for _, mr := range refs {
+		m := &maintenancev1alpha1.ServerMaintenance{}
+		err := w.c.Get(ctx, client.ObjectKey{Namespace: mr.Namespace, Name: mr.Name}, m)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, lifecycle.Result{}, fmt.Errorf("reading ServerMaintenance %s/%s: %w", mr.Namespace, mr.Name, err)
+		default:
+			t.maints[m.Name] = m
+		}
+	}
+	return t, lifecycle.Continue(), nil
 }

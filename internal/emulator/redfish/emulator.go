@@ -309,6 +309,8 @@ type BMC struct {
 	sessionsCreated, sessionsDeleted atomic.Int64
 	unauthorized                     atomic.Int64
 	tasks                            atomic.Int64
+	// mattrs are the manager's own settings (mgrattrs.go).
+	mattrs mgrAttrs
 }
 
 func newBMC(e *Emulator, i int) *BMC {

@@ -812,6 +812,10 @@ func (b *BMC) routeManagers(w http.ResponseWriter, r *http.Request, segs []strin
 		b.resetManager(w, r, f)
 		return
 	}
+	if len(segs) == 2 && segs[0] == b.managerID && segs[1] == "Attributes" {
+		b.serveManagerAttributes(w, r, mp+"/Attributes")
+		return
+	}
 	if !methodIs(w, r, http.MethodGet) {
 		return
 	}

@@ -1,0 +1,250 @@
+package firmware
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	baseboardv1alpha1 "github.com/metalhub/metalhub/api/baseboard/v1alpha1"
+	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// +kubebuilder:rbac:groups=baseboard.metal.ironcore.dev,resources=bmcsettings,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=baseboard.metal.ironcore.dev,resources=bmcsettings/status,verbs=get;update;patch
+
+// BMCSettingsReconciler applies a BMC's own attributes (its manager's Attributes resource) in
+// flow steps: the BMC must run spec.version; spec.settings first, then settingsFlow by priority;
+// each step's differing attributes are set (they apply at once) and read back. With
+// serverMaintenancePolicy every server of the BMC is in maintenance first. The record
+// (RecordAnnotation) holds the step; status is rebuilt from it.
+type BMCSettingsReconciler struct {
+	Client client.Client
+	actor
+}
+
+// SetupWithManager registers the reconciler.
+func (r *BMCSettingsReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	rec := lifecycle.NewReconciler(r.Client, func() *baseboardv1alpha1.BMCSettings { return &baseboardv1alpha1.BMCSettings{} }, r.handle)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("bmcsettings").
+		For(&baseboardv1alpha1.BMCSettings{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
+			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*baseboardv1alpha1.BMCSettings).Status.State == "" })))).
+		Owns(&maintenancev1alpha1.ServerMaintenance{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency/2, 1)}).
+		Complete(rec)
+}
+
+type bmcSettingsPass struct {
+	*lifecycle.Pass[*baseboardv1alpha1.BMCSettings]
+	*work
+	bmc   *bmcWork
+	flow  []systemv1alpha1.SettingsFlowItem
+	attrs map[string]any
+	fw    string
+}
+
+// maintenanceRefs flattens the reference's nested refs.
+func maintenanceRefs(items []baseboardv1alpha1.ServerMaintenanceRefItem) []metalv1alpha1.ObjectReference {
+	var out []metalv1alpha1.ObjectReference
+	for _, it := range items {
+		if it.ServerMaintenanceRef != nil {
+			out = append(out, *it.ServerMaintenanceRef)
+		}
+	}
+	return out
+}
+
+// bmcFlow is the flow to apply: spec.settings as the first step, then settingsFlow.
+func bmcFlow(t *baseboardv1alpha1.BMCSettingsTemplate) []systemv1alpha1.SettingsFlowItem {
+	flow := flowOrder(t.SettingsFlow)
+	if len(t.Settings) > 0 {
+		flow = append([]systemv1alpha1.SettingsFlowItem{{Name: "settings", Priority: math.MinInt32, Settings: t.Settings}}, flow...)
+	}
+	return flow
+}
+
+func (r *BMCSettingsReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*baseboardv1alpha1.BMCSettings]) (lifecycle.Result, error) {
+	bctx, cancel := context.WithTimeout(ctx, r.Options.RequestTimeout)
+	defer cancel()
+	s := lp.Obj
+	var none *metalv1alpha1.ObjectReference
+	w := &work{obj: s, c: lp.Client(), bctx: bctx, maintRef: &none}
+	p := &bmcSettingsPass{Pass: lp, work: w}
+	w.reach = func(w *work) error {
+		conn, err := metal.ProvenBMC(w.bctx, w.c, r.Options.Pool, p.bmc.obj)
+		if err != nil {
+			return err
+		}
+		m, err := conn.Manager(w.bctx)
+		if err != nil {
+			return err
+		}
+		attrs, err := conn.ManagerAttributes(w.bctx)
+		if err != nil {
+			return err
+		}
+		w.conn, p.fw, p.attrs = conn, m.FirmwareVersion, attrs
+		return nil
+	}
+	hash := flowHash(s.Spec.Version, bmcFlow(&s.Spec.BMCSettingsTemplate), s.Spec.Variables)
+	res, err := lifecycle.Steps(ctx, p,
+		func(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error) {
+			t, res, err := r.readBMC(ctx, p.work, p.Obj.Spec.BMCRef, maintenanceRefs(p.Obj.Spec.ServerMaintenanceRefs))
+			p.bmc = t
+			return res, err
+		},
+		func(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error) {
+			if !p.hasRec || p.rec.For == hash {
+				return lifecycle.Continue(), nil
+			}
+			r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "SettingsChanged", "Settings", "settings changed: starting over")
+			return lifecycle.Wrote("record cleared"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) {
+				lifecycle.RemoveAnnotation(o, RecordAnnotation)
+			})
+		},
+		func(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error) {
+			if !p.hasRec || !p.rec.terminal() {
+				return lifecycle.Continue(), nil
+			}
+			return releaseAll(ctx, p.c, p.Obj, p.bmc.maints)
+		},
+		func(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error) { return r.begin(ctx, p, hash) },
+		r.maintain,
+		func(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error) { return r.apply(ctx, p, hash) },
+	)
+	s.Status = settingsStatus(s.Status, s.Generation, p.work, bmcFlow(&s.Spec.BMCSettingsTemplate))
+	if p.problem != nil && err == nil && !res.IsWrote() {
+		return lifecycle.RequeueAfter(r.Options.RetryAfter, p.reason), nil
+	}
+	return res, err
+}
+
+// prepare reaches the BMC, checks its version and resolves the flow; ok false ends the pass.
+func (r *BMCSettingsReconciler) prepare(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error, bool) {
+	if err := r.connect(p.work); err != nil {
+		res, err := r.bmcFailed(p.work, err)
+		return res, err, false
+	}
+	if v := p.Obj.Spec.Version; p.fw != v {
+		p.problem, p.reason = fmt.Errorf("the settings are for BMC firmware %q; %s runs %q", v, p.target(), p.fw), systemv1alpha1.ReasonVersionMismatch
+		return lifecycle.RequeueAfter(r.Options.RetryAfter, "BMC version"), nil, false
+	}
+	flow, err := resolveSteps(ctx, p.c, p.Obj, bmcFlow(&p.Obj.Spec.BMCSettingsTemplate), p.Obj.Spec.Variables)
+	if err != nil {
+		p.problem, p.reason = err, systemv1alpha1.ReasonVariableNotFound
+		return lifecycle.RequeueAfter(r.Options.RetryAfter, "variables"), nil, false
+	}
+	// bmcFlow already put spec.settings first; resolveSteps keeps that order (lowest priority).
+	p.flow = flow
+	return lifecycle.Result{}, nil, true
+}
+
+// advance records where the flow stands from step from on.
+func (r *BMCSettingsReconciler) advance(ctx context.Context, p *bmcSettingsPass, hash string, from int, ph phase) (lifecycle.Result, error) {
+	now := r.now().Unix()
+	i, applied, err := flowProgress(p.flow, p.attrs, from, p.rec.Applied, now)
+	switch {
+	case err != nil:
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonInvalidSettings, "Settings", "step %s: %v", p.flow[i].Name, err)
+		return r.record(ctx, p.work, record{Phase: phaseFailed, For: hash, Version: p.flow[i].Name, Failed: p.rec.Failed, At: now, Applied: applied, Message: err.Error()})
+	case i == len(p.flow):
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, systemv1alpha1.ReasonSettingsApplied, "Settings", "every step in effect on %s", p.target())
+		return r.record(ctx, p.work, record{Phase: phaseCompleted, For: hash, Failed: p.rec.Failed, At: now, Applied: applied})
+	}
+	return r.record(ctx, p.work, record{Phase: ph, For: hash, Version: p.flow[i].Name, Attempt: 1, Failed: p.rec.Failed, At: now, Applied: applied})
+}
+
+func (r *BMCSettingsReconciler) begin(ctx context.Context, p *bmcSettingsPass, hash string) (lifecycle.Result, error) {
+	if p.hasRec {
+		return lifecycle.Continue(), nil
+	}
+	if res, err, ok := r.prepare(ctx, p); !ok {
+		return res, err
+	}
+	ph := phaseOwed
+	if p.Obj.Spec.ServerMaintenancePolicy != "" {
+		ph = phaseMaintenance
+	}
+	return r.advance(ctx, p, hash, 0, ph)
+}
+
+func (r *BMCSettingsReconciler) maintain(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error) {
+	if p.Obj.Spec.ServerMaintenancePolicy == "" || (p.rec.Phase != phaseMaintenance && p.rec.Phase != phaseOwed) {
+		return lifecycle.Continue(), nil
+	}
+	return r.holdServers(ctx, p.work, serverHold{servers: p.bmc.servers, named: maintenanceRefs(p.Obj.Spec.ServerMaintenanceRefs), maints: p.bmc.maints,
+		prefix: "bmcsettings-" + p.Obj.Name, policy: p.Obj.Spec.ServerMaintenancePolicy,
+		reason: fmt.Sprintf("BMC settings step %s (BMCSettings %s)", p.rec.Version, p.Obj.Name),
+		setRefs: func(o client.Object, refs []metalv1alpha1.ObjectReference) {
+			items := make([]baseboardv1alpha1.ServerMaintenanceRefItem, len(refs))
+			for i := range refs {
+				items[i] = baseboardv1alpha1.ServerMaintenanceRefItem{ServerMaintenanceRef: &refs[i]}
+			}
+			o.(*baseboardv1alpha1.BMCSettings).Spec.ServerMaintenanceRefs = items
+		}})
+}
+
+// apply sets the step's differing attributes and reads them back. Setting them again is
+// harmless, so a crash before the record only repeats the PATCH.
+func (r *BMCSettingsReconciler) apply(ctx context.Context, p *bmcSettingsPass, hash string) (lifecycle.Result, error) {
+	switch p.rec.Phase {
+	case phaseMaintenance, phaseOwed, phaseVerify:
+	default:
+		return lifecycle.Continue(), nil
+	}
+	if res, err, ok := r.prepare(ctx, p); !ok {
+		return res, err
+	}
+	i := stepIndex(p.rec.Version, p.flow)
+	diff, derr := differing(p.flow[i].Settings, p.attrs)
+	if derr != nil || len(diff) == 0 {
+		return r.advance(ctx, p, hash, i, phaseOwed)
+	}
+	if p.rec.Phase == phaseVerify {
+		if r.now().Sub(p.rec.at()) < r.Options.VerifyTimeout {
+			return lifecycle.RequeueAfter(r.Options.Poll, "settings not in effect yet"), nil
+		}
+		return r.failAttempt(ctx, p, fmt.Sprintf("step %s: %v not in effect", p.rec.Version, diff))
+	}
+	if err := p.conn.SetManagerAttributes(p.bctx, diff); err != nil {
+		if refused(err) {
+			return r.failAttempt(ctx, p, fmt.Sprintf("the BMC refused the settings: %v", err))
+		}
+		return r.bmcFailed(p.work, err)
+	}
+	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "SettingsSet", "Settings", "step %s: %d attribute(s) set on %s", p.rec.Version, len(diff), p.target())
+	if after, err := p.conn.ManagerAttributes(p.bctx); err == nil {
+		p.attrs = after
+		if d, err := differing(p.flow[i].Settings, after); err == nil && len(d) == 0 {
+			return r.advance(ctx, p, hash, i, phaseOwed)
+		}
+	}
+	next := p.rec
+	next.Phase, next.At = phaseVerify, r.now().Unix()
+	return r.record(ctx, p.work, next)
+}
+
+func (r *BMCSettingsReconciler) failAttempt(ctx context.Context, p *bmcSettingsPass, why string) (lifecycle.Result, error) {
+	next := p.rec
+	next.Failed++
+	next.At, next.Message = r.now().Unix(), why
+	if next.Failed >= maxAttempts(p.Obj.Spec.RetryPolicy) {
+		next.Phase = phaseFailed
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonSettingsFailed, "Settings", "step %s on %s failed: %s", p.rec.Version, p.target(), why)
+	} else {
+		next.Phase, next.Attempt = phaseOwed, p.rec.Attempt+1
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, "SettingsRetry", "Settings", "step %s on %s: attempt %d failed (%s); trying again", p.rec.Version, p.target(), p.rec.Attempt, why)
+	}
+	return r.record(ctx, p.work, next)
+}
