@@ -11,16 +11,22 @@ package metrics
 
 import (
 	"context"
+	"reflect"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	baseboardv1alpha1 "github.com/metalhub/metalhub/api/baseboard/v1alpha1"
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/firmware"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -55,6 +61,8 @@ var (
 		"VidraResources (one per delivered artifact) by deploy state.", []string{"state"}, nil)
 	appliedDesc = prometheus.NewDesc("metalhub_vidra_applied_objects",
 		"Objects applied from artifacts (sum of the VidraResources' managed resources).", nil, nil)
+	firmwareDesc = prometheus.NewDesc("metalhub_firmware_objects",
+		"BIOS and BMC versions and settings by kind and state (Pending, InProgress, Completed, Failed), from their records.", []string{"kind", "state"}, nil)
 	scrapeErrorsDesc = prometheus.NewDesc("metalhub_state_metrics_errors",
 		"1 if the last computation of the metalhub_* state gauges failed to list from the cache.", nil, nil)
 )
@@ -92,7 +100,7 @@ func Register(src Source) {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{leaderDesc, serversDesc, claimsDesc, syncsDesc, resourcesDesc, appliedDesc, scrapeErrorsDesc} {
+	for _, d := range []*prometheus.Desc{leaderDesc, serversDesc, claimsDesc, syncsDesc, resourcesDesc, appliedDesc, firmwareDesc, scrapeErrorsDesc} {
 		ch <- d
 	}
 }
@@ -190,6 +198,31 @@ func collectMetal(ctx context.Context, r client.Reader, ch chan<- prometheus.Met
 	}
 	for p, n := range phases {
 		ch <- prometheus.MustNewConstMetric(claimsDesc, prometheus.GaugeValue, float64(n), string(p))
+	}
+	return collectFirmware(ctx, r, ch)
+}
+
+// collectFirmware counts the firmware objects by kind and the state their records say.
+func collectFirmware(ctx context.Context, r client.Reader, ch chan<- prometheus.Metric) error {
+	for _, l := range []client.ObjectList{&systemv1alpha1.BIOSVersionList{}, &systemv1alpha1.BIOSSettingsList{},
+		&baseboardv1alpha1.BMCVersionList{}, &baseboardv1alpha1.BMCSettingsList{}} {
+		if err := r.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
+			return err
+		}
+		items, err := apimeta.ExtractList(l)
+		if err != nil {
+			return err
+		}
+		kind := strings.TrimSuffix(reflect.TypeOf(l).Elem().Name(), "List")
+		counts := map[string]int{"Pending": 0, "InProgress": 0, "Completed": 0, "Failed": 0}
+		for _, it := range items {
+			if o, ok := it.(client.Object); ok {
+				counts[firmware.RecordState(o.GetAnnotations())]++
+			}
+		}
+		for st, n := range counts {
+			ch <- prometheus.MustNewConstMetric(firmwareDesc, prometheus.GaugeValue, float64(n), kind, st)
+		}
 	}
 	return nil
 }

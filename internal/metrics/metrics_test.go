@@ -12,6 +12,8 @@ import (
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/firmware"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/scheme"
 )
@@ -35,6 +37,10 @@ func TestCollector(t *testing.T) {
 		server("d", "", "Discovery", ""),            // migrated object, no power observed yet
 		&metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "c1"}, Status: metalv1alpha1.ServerClaimStatus{Phase: metalv1alpha1.PhaseBound}},
 		&metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "c2"}},
+		// A BIOSVersion whose status was wiped counts where its record says.
+		&systemv1alpha1.BIOSVersion{ObjectMeta: metav1.ObjectMeta{Name: "v1", Annotations: map[string]string{
+			firmware.RecordAnnotation: `{"phase":"task","for":"2","version":"2","attempt":1,"at":1}`}}},
+		&systemv1alpha1.BIOSVersion{ObjectMeta: metav1.ObjectMeta{Name: "v2"}},
 		&infrahubv1alpha1.InfrahubSync{ObjectMeta: metav1.ObjectMeta{Name: "s"}, Status: infrahubv1alpha1.InfrahubSyncStatus{SyncState: infrahubv1alpha1.StateFailed}},
 		&infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "r"}, Status: infrahubv1alpha1.VidraResourceStatus{
 			DeployState: infrahubv1alpha1.StateSucceeded, ManagedResources: make([]infrahubv1alpha1.ManagedResource, 3)}},
@@ -81,6 +87,9 @@ metalhub_leader 0
 		{"metalhub_vidra_resources", `state="Succeeded"`, 1},
 		{"metalhub_vidra_resources", `state="Failed"`, 0},
 		{"metalhub_vidra_applied_objects", ``, 3},
+		{"metalhub_firmware_objects", `kind="BIOSVersion",state="InProgress"`, 1},
+		{"metalhub_firmware_objects", `kind="BIOSVersion",state="Pending"`, 1},
+		{"metalhub_firmware_objects", `kind="BMCVersion",state="Failed"`, 0},
 		{"metalhub_leader", ``, 1},
 		{"metalhub_state_metrics_errors", ``, 0},
 	} {

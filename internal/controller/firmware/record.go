@@ -125,3 +125,18 @@ func maxAttempts(p *systemv1alpha1.RetryPolicy) int32 {
 	}
 	return *p.MaxAttempts
 }
+
+// RecordState is where the object whose annotations these are stands, from its record alone:
+// Pending, InProgress, Completed or Failed (the state metrics count).
+func RecordState(annotations map[string]string) string {
+	rec, ok := parseRecord(annotations[RecordAnnotation])
+	switch {
+	case !ok, rec.Phase == phaseMaintenance:
+		return "Pending"
+	case rec.Phase == phaseCompleted:
+		return "Completed"
+	case rec.Phase == phaseFailed:
+		return "Failed"
+	}
+	return "InProgress"
+}
