@@ -49,7 +49,7 @@ func DefaultOptions() Options {
 
 // BindFlags registers the controllers' flags.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.MaintenanceNamespace, "firmware-maintenance-namespace", o.MaintenanceNamespace, "Namespace of the ServerMaintenances that BIOS upgrades create.")
+	fs.StringVar(&o.MaintenanceNamespace, "firmware-maintenance-namespace", o.MaintenanceNamespace, "Namespace of the ServerMaintenances that firmware and settings objects create.")
 	fs.DurationVar(&o.Poll, "firmware-poll", o.Poll, "How often a firmware update's Redfish task is read while it runs.")
 	fs.DurationVar(&o.VerifyTimeout, "firmware-verify-timeout", o.VerifyTimeout, "How long after the restart a flashed version may take to be reported before the attempt counts as failed.")
 	fs.IntVar(&o.Concurrency, "firmware-concurrency", o.Concurrency, "Parallel reconciles per firmware controller.")
