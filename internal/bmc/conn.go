@@ -30,6 +30,15 @@ const probeKey ctxKey = 2
 
 func isProbe(req *http.Request) bool { return req.Context().Value(probeKey) != nil }
 
+// requestTimeoutKey carries a request timeout other than the pool's (WithRequestTimeout).
+const requestTimeoutKey ctxKey = 3
+
+// WithRequestTimeout bounds the requests made under ctx by d instead of the pool's request
+// timeout: for the few that carry a payload larger than a read (an image pushed to the BMC).
+func WithRequestTimeout(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, requestTimeoutKey, d)
+}
+
 // conn is one BMC connection. It is its own http.RoundTripper so that every
 // request, including the ones gofish makes while walking links, goes through
 // the concurrency cap, the request timeout and the session renewal.
@@ -145,7 +154,11 @@ func (c *conn) send(req *http.Request, token string, noAuth bool) (*http.Respons
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(req.Context(), c.opts.RequestTimeout)
+	timeout := c.opts.RequestTimeout
+	if d, ok := req.Context().Value(requestTimeoutKey).(time.Duration); ok && d > 0 {
+		timeout = d
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), timeout)
 	defer cancel()
 	r := req.Clone(ctx)
 	if !noAuth {

@@ -2,6 +2,7 @@ package bmc
 
 import (
 	"context"
+	"os"
 	"errors"
 	"fmt"
 	"strings"
@@ -80,7 +81,7 @@ func IdentityOf(err error) (*IdentityError, bool) {
 type expectKey struct{}
 
 // Expect returns b bound to one identity: every call on a system (System, Power, PreparePower,
-// SetBootOnce, SetIndicatorLED, Bios, SetBiosAttributes, BootEntries, SetBootOrder, SimpleUpdate for a system, VirtualMedia, InsertMedia, EjectMedia, Inventory) first checks that the system it reads is id, in the same read that
+// SetBootOnce, SetIndicatorLED, Bios, SetBiosAttributes, BootEntries, SetBootOrder, SimpleUpdate and PushUpdate for a system, VirtualMedia, InsertMedia, EjectMedia, Inventory) first checks that the system it reads is id, in the same read that
 // precedes its request, and fails with ReasonIdentityMismatch before anything is sent when not.
 // The check lives here, below every caller, so that no path to a box (and none added later) can
 // act on whatever answers at an address. Calls on the BMC itself are not a system's and pass.
@@ -113,6 +114,10 @@ func (e *expecting) SetBootOnce(ctx context.Context, systemID string, target Boo
 
 func (e *expecting) SimpleUpdate(ctx context.Context, req UpdateRequest) (string, error) {
 	return e.BMC.SimpleUpdate(e.with(ctx), req)
+}
+
+func (e *expecting) PushUpdate(ctx context.Context, req UpdateRequest, image *os.File) (string, error) {
+	return e.BMC.PushUpdate(e.with(ctx), req, image)
 }
 
 func (e *expecting) Bios(ctx context.Context, systemID string) (*BiosState, error) {

@@ -6,6 +6,7 @@ package bmc
 
 import (
 	"context"
+	"os"
 	"slices"
 )
 
@@ -83,6 +84,14 @@ type BMC interface {
 	// the task to follow (Task), "" when the BMC did the work before answering. With
 	// req.SystemID, the system is proven first and the image targets it.
 	SimpleUpdate(ctx context.Context, req UpdateRequest) (string, error)
+	// UpdateMethods says how the BMC takes images: it fetches them (SimpleUpdate), and/or they
+	// are pushed to it (MultipartHttpPushUri).
+	UpdateMethods(ctx context.Context) (simple, push bool, err error)
+	// PushUpdate sends an image to the BMC (multipart, UpdateParameters + UpdateFile) and returns
+	// the task to follow. The request is bounded by ctx and WithRequestTimeout, not the usual
+	// request timeout: an image takes longer than a read. With req.SystemID the system is
+	// proven first and the image targets it.
+	PushUpdate(ctx context.Context, req UpdateRequest, image *os.File) (string, error)
 	// Task reads a task the BMC is running: its state and progress, one request, never waiting.
 	Task(ctx context.Context, uri string) (*TaskStatus, error)
 	// Tasks lists the BMC's tasks (TaskService), newest last, at most the last 32: what became

@@ -3,15 +3,18 @@ package bmc
 import (
 	"context"
 	"encoding/json"
-
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/stmcginnis/gofish/schemas"
 )
 
 type updateService struct {
-	FirmwareInventory odataLink
-	Actions           struct {
+	FirmwareInventory    odataLink
+	MultipartHTTPPushURI string `json:"MultipartHttpPushUri"`
+	Actions              struct {
 		SimpleUpdate struct {
 			Target string `json:"target"`
 		} `json:"#UpdateService.SimpleUpdate"`
@@ -195,4 +198,57 @@ func (c *conn) Tasks(ctx context.Context) ([]TaskStatus, error) {
 		out = append(out, *t.status(m.ID))
 	}
 	return out, nil
+}
+
+// UpdateMethods implements BMC.
+func (c *conn) UpdateMethods(ctx context.Context) (simple, push bool, err error) {
+	svc, err := c.updateService(ctx)
+	if err != nil {
+		return false, false, wrap("read update service", err)
+	}
+	return svc.Actions.SimpleUpdate.Target != "", svc.MultipartHTTPPushURI != "", nil
+}
+
+// PushUpdate implements BMC.
+func (c *conn) PushUpdate(ctx context.Context, req UpdateRequest, image *os.File) (string, error) {
+	op := "push update " + filepath.Base(image.Name())
+	targets := append([]string(nil), req.Targets...)
+	if req.SystemID != "" {
+		sys, err := c.getSystem(ctx, req.SystemID)
+		if err != nil {
+			return "", notSent(op, err)
+		}
+		targets = append(targets, sys.ODataID)
+	}
+	svc, err := c.updateService(ctx)
+	if err != nil {
+		return "", notSent(op, err)
+	}
+	if svc.MultipartHTTPPushURI == "" {
+		return "", newError(ReasonUnsupported, op, "UpdateService has no MultipartHttpPushUri")
+	}
+	params, _ := json.Marshal(map[string]any{"Targets": targets})
+	api, err := c.client(ctx)
+	if err != nil {
+		return "", notSent(op, err)
+	}
+	resp, err := api.PostMultipart(svc.MultipartHTTPPushURI, map[string]io.Reader{
+		"UpdateParameters": strings.NewReader(string(params)),
+		"UpdateFile":       image,
+	})
+	if err != nil {
+		return "", wrap(op, err)
+	}
+	defer resp.Body.Close()
+	task := resp.Header.Get("Location")
+	if task == "" {
+		var t struct {
+			ODataID string `json:"@odata.id"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&t) == nil && strings.Contains(t.ODataID, "/Task") {
+			task = t.ODataID
+		}
+	}
+	c.log.V(1).Info("update pushed", "image", filepath.Base(image.Name()), "task", task, "status", resp.StatusCode)
+	return task, nil
 }

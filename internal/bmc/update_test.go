@@ -2,6 +2,7 @@ package bmc_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -186,5 +187,46 @@ func TestUpdateFoundAmongTasks(t *testing.T) {
 	st, err := c.System(ctx, id)
 	if err != nil || st.BiosVersion != "P79 v1.46 (01/15/2018)" {
 		t.Fatalf("system after the reset: %+v %v", st, err)
+	}
+}
+
+// A BMC that cannot fetch images takes them pushed: multipart to MultipartHttpPushUri, a task
+// like SimpleUpdate's, the image targeting the system.
+func TestPushUpdate(t *testing.T) {
+	e := fleet(t, redfish.Options{BMCs: 1})
+	p := pool(t, bmc.Options{})
+	ctx := context.Background()
+	b := e.BMC(0)
+	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(100 * time.Millisecond), NoSimpleUpdate: true})
+	c := get(t, p, endpoint(b))
+	simple, push, err := c.UpdateMethods(ctx)
+	if err != nil || simple || !push {
+		t.Fatalf("methods simple=%t push=%t %v", simple, push, err)
+	}
+	if _, err := c.SimpleUpdate(ctx, bmc.UpdateRequest{ImageURI: "http://fw.example/bios-1.bin"}); bmc.ReasonOf(err) != bmc.ReasonUnsupported {
+		t.Fatalf("SimpleUpdate without the action: %v", err)
+	}
+	f, err := os.CreateTemp(t.TempDir(), "bios-*.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("8.1.0\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	id := b.SystemIDs()[0]
+	task, err := c.PushUpdate(bmc.WithRequestTimeout(ctx, time.Minute), bmc.UpdateRequest{SystemID: id}, f)
+	if err != nil || task == "" {
+		t.Fatalf("push: %q %v", task, err)
+	}
+	waitTask(t, c, task)
+	if err := c.Power(ctx, id, bmc.PowerOn); err != nil {
+		t.Fatal(err)
+	}
+	waitPower(t, c, id, bmc.PowerStateOn)
+	if got := b.System(id).BIOSVersion(); got != "8.1.0" {
+		t.Fatalf("BIOS %s after the pushed image, want 8.1.0", got)
 	}
 }

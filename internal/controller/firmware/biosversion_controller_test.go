@@ -3,6 +3,8 @@ package firmware
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -209,5 +211,37 @@ func TestBIOSVersionUpgradePath(t *testing.T) {
 	}
 	if got := bmcs[0].Systems()[0].BIOSVersion(); got != "5.0.0" {
 		t.Errorf("BIOS %s", got)
+	}
+}
+
+// A BMC that cannot fetch images: metalhub fetches the image (with the image Secret's
+// credentials) and pushes it (MultipartHttpPushUri), beside the passes; one push, completed.
+func TestBIOSVersionPushedToABMCThatCannotFetch(t *testing.T) {
+	names, bmcs := availableServers(t, "biosv-push", 1)
+	b := bmcs[0]
+	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(updateDuration), NoSimpleUpdate: true})
+	images := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "fw" || p != "secret" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		_, _ = w.Write([]byte("9.1.0\n")) // the emulator installs what a short image says
+	}))
+	defer images.Close()
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "biosv-push"}, StringData: map[string]string{"username": "fw", "password": "secret"}}
+	if err := env.Client.Create(ctx(), sec); err != nil {
+		t.Fatal(err)
+	}
+	v := biosVersion("biosv-push", names[0], "9.1.0", images.URL+"/bios-9.1.0.bin")
+	v.Spec.Image.SecretRef = &corev1.SecretReference{Namespace: "default", Name: "biosv-push"}
+	if err := env.Client.Create(ctx(), v); err != nil {
+		t.Fatal(err)
+	}
+	waitVersionState(t, "biosv-push", systemv1alpha1.VersionStateCompleted, 60*time.Second)
+	if got := b.Systems()[0].BIOSVersion(); got != "9.1.0" {
+		t.Errorf("BIOS %s", got)
+	}
+	if n := simpleUpdates(b); n != 1 {
+		t.Errorf("updates: %d, want 1 push", n)
 	}
 }

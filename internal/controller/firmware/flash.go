@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path"
 	"strconv"
 	"sync"
 	"time"
@@ -22,8 +26,10 @@ import (
 type issuedUpdates struct{ m sync.Map }
 
 type issuedUpdate struct {
-	task string
-	err  error
+	// pending: an image push still running (beside the passes).
+	pending bool
+	task    string
+	err     error
 }
 
 func issuedKey(uid types.UID, at int64) string { return string(uid) + "@" + strconv.FormatInt(at, 10) }
@@ -69,6 +75,14 @@ func (a *actor) issue(ctx context.Context, w *work, f flasher) (lifecycle.Result
 		next.Phase, next.Version, next.Image, next.Attempt = phaseOwed, steps[0].Version, steps[0].Image.URI, 1
 		return a.record(ctx, w, next)
 	}
+	simple, push, err := w.conn.UpdateMethods(w.bctx)
+	if err != nil {
+		return a.bmcFailed(w, err)
+	}
+	if !simple && !push {
+		w.problem, w.reason = fmt.Errorf("the BMC offers neither SimpleUpdate nor MultipartHttpPushUri"), systemv1alpha1.ReasonFlashFailed
+		return f.failAttempt(w.problem.Error())
+	}
 	req := bmc.UpdateRequest{ImageURI: w.rec.Image, SystemID: f.systemID}
 	if img := stepImage(f.tmpl, w.rec); img != nil {
 		req.TransferProtocol = img.TransferProtocol
@@ -81,11 +95,26 @@ func (a *actor) issue(ctx context.Context, w *work, f flasher) (lifecycle.Result
 			req.Username, req.Password = user, pass
 		}
 	}
+	// The previous attempt's task stays named until this one's is known: settling never
+	// mistakes it for this one.
 	next := w.rec
-	next.Phase, next.At, next.Task, next.Message = phaseIssuing, a.now().Unix(), "", ""
+	next.Phase, next.At, next.Message, next.Push = phaseIssuing, a.now().Unix(), "", !simple
 	res, err := a.record(ctx, w, next)
 	if err != nil {
 		return res, err
+	}
+	if !simple {
+		// The image is fetched here and pushed, beside the passes: that takes longer than any
+		// pass may. The answer is kept like SimpleUpdate's.
+		key := issuedKey(w.obj.GetUID(), next.At)
+		f.issued.m.Store(key, issuedUpdate{pending: true})
+		conn, timeout := w.conn, a.Options.UploadTimeout
+		go func() {
+			task, err := pushImage(conn, req, timeout)
+			f.issued.m.Store(key, issuedUpdate{task: task, err: err})
+		}()
+		a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "FlashStarted", "Upgrade", "pushing %s to the BMC for %s (attempt %d)", w.rec.Image, w.target(), w.rec.Attempt)
+		return res, nil
 	}
 	task, uerr := w.conn.SimpleUpdate(w.bctx, req)
 	f.issued.m.Store(issuedKey(w.obj.GetUID(), next.At), issuedUpdate{task: task, err: uerr})
@@ -123,7 +152,11 @@ func (a *actor) settleIssue(ctx context.Context, w *work, f flasher) (lifecycle.
 	}
 	next := w.rec
 	next.At = a.now().Unix()
-	if v, ok := f.issued.m.LoadAndDelete(issuedKey(w.obj.GetUID(), w.rec.At)); ok {
+	key := issuedKey(w.obj.GetUID(), w.rec.At)
+	if v, ok := f.issued.m.Load(key); ok && v.(issuedUpdate).pending {
+		return lifecycle.RequeueAfter(a.Options.Poll, "image being pushed"), nil
+	}
+	if v, ok := f.issued.m.LoadAndDelete(key); ok {
 		out := v.(issuedUpdate)
 		switch {
 		case out.err == nil && out.task == "":
@@ -134,6 +167,8 @@ func (a *actor) settleIssue(ctx context.Context, w *work, f flasher) (lifecycle.
 			next.Phase, next.Task = phaseTask, out.task
 			a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "FlashAccepted", "Upgrade", "the BMC took the image for %s; task %s", w.target(), out.task)
 			return a.record(ctx, w, next)
+		case errors.Is(out.err, errFetch):
+			return f.failAttempt(out.err.Error())
 		case errors.Is(out.err, bmc.ErrNotSent):
 			next.Phase = phaseOwed
 			a.Recorder.Eventf(w.obj, nil, corev1.EventTypeWarning, "FlashNotSent", "Upgrade", "SimpleUpdate not sent (%v); will send it again", out.err)
@@ -157,7 +192,7 @@ func (a *actor) settleIssue(ctx context.Context, w *work, f flasher) (lifecycle.
 	if err != nil {
 		return a.bmcFailed(w, err)
 	}
-	if t := findTask(tasks, w.rec.Image, w.rec.at()); t != nil {
+	if t := findTask(tasks, w.rec); t != nil {
 		next.Phase, next.Task = phaseTask, t.URI
 		a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "FlashAccepted", "Upgrade", "found the flash among the BMC's tasks: %s", t.URI)
 		return a.record(ctx, w, next)
@@ -167,23 +202,87 @@ func (a *actor) settleIssue(ctx context.Context, w *work, f flasher) (lifecycle.
 	return a.record(ctx, w, next)
 }
 
-// taskSkew allows for a BMC clock behind ours when matching a task's start to the claim.
-const taskSkew = 10 * time.Minute
+// taskSkew allows for a BMC clock behind ours when matching a task's start to the claim; a
+// pushed image carries no URI to match, so its task is matched by time alone, closer.
+const (
+	taskSkew     = 10 * time.Minute
+	pushTaskSkew = time.Minute
+)
 
-// findTask is the newest task for image that started after the claim (less the skew); a task
+// findTask is the task of the claimed flash: the newest one for the image (any, for a pushed
+// image) that started after the claim, less the skew, and is not the previous attempt's. A task
 // without a readable start time counts when it is for the image.
-func findTask(tasks []bmc.TaskStatus, image string, claimed time.Time) *bmc.TaskStatus {
+func findTask(tasks []bmc.TaskStatus, rec record) *bmc.TaskStatus {
+	claimed := rec.at()
 	for i := len(tasks) - 1; i >= 0; i-- {
 		t := &tasks[i]
-		if t.Image != image {
+		if t.URI == rec.Task {
 			continue
 		}
-		if st, err := time.Parse(time.RFC3339, t.StartTime); err == nil && st.Before(claimed.Add(-taskSkew)) {
+		st, err := time.Parse(time.RFC3339, t.StartTime)
+		if rec.Push {
+			if err != nil || st.Before(claimed.Add(-pushTaskSkew)) {
+				continue
+			}
+			return t
+		}
+		if t.Image != rec.Image || (err == nil && st.Before(claimed.Add(-taskSkew))) {
 			continue
 		}
 		return t
 	}
 	return nil
+}
+
+// errFetch marks an image that could not be fetched to be pushed: nothing reached the BMC, and
+// the attempt failed (the image's address or credentials are wrong, or its server is down).
+var errFetch = errors.New("image not fetched")
+
+// maxImage bounds an image fetched to be pushed.
+const maxImage = 4 << 30
+
+// pushImage fetches the image (with the image Secret's credentials) into a temporary file and
+// pushes it to the BMC, all within timeout.
+func pushImage(conn bmc.BMC, req bmc.UpdateRequest, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, req.ImageURI, nil)
+	if err != nil {
+		return "", fmt.Errorf("image %s: %v: %w", req.ImageURI, err, errFetch)
+	}
+	if req.Username != "" {
+		hreq.SetBasicAuth(req.Username, req.Password)
+	}
+	resp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		return "", fmt.Errorf("fetching image %s: %v: %w", req.ImageURI, err, errFetch)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("fetching image %s: %s: %w", req.ImageURI, resp.Status, errFetch)
+	}
+	f, err := os.CreateTemp("", "metalhub-image-*-"+path.Base(req.ImageURI))
+	if err != nil {
+		return "", fmt.Errorf("image %s: %v: %w", req.ImageURI, err, errFetch)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	n, err := io.Copy(f, io.LimitReader(resp.Body, maxImage+1))
+	if err == nil && n > maxImage {
+		err = fmt.Errorf("larger than %d bytes", maxImage)
+	}
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		return "", fmt.Errorf("fetching image %s: %v: %w", req.ImageURI, err, errFetch)
+	}
+	return conn.PushUpdate(bmc.WithRequestTimeout(ctx, time.Until(deadline(ctx))), req, f)
+}
+
+func deadline(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
 }
 
 // refused: the BMC answered with a 4xx, so it did not take the image.

@@ -57,6 +57,8 @@ type record struct {
 	// Rerequested counts the step's restarts asked for again: one that may not have happened
 	// (the Server could not tell) and did not install the image.
 	Rerequested int32 `json:"rerequested,omitempty"`
+	// Push: the flash was pushed (MultipartHttpPushUri), not fetched by the BMC.
+	Push bool `json:"push,omitempty"`
 	// Task is the task URI of the step's flash.
 	Task string `json:"task,omitempty"`
 	// Applied holds when each settings step was found in effect (unix seconds, by name).

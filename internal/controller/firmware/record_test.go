@@ -4,8 +4,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
 )
 
 func TestRemainingSteps(t *testing.T) {
@@ -67,5 +69,40 @@ func TestTokensDiffer(t *testing.T) {
 	c.Rerequested = 1
 	if a.token("u") == b.token("u") || a.token("u") == c.token("u") || strings.ContainsAny(a.token("u"), " ,") {
 		t.Errorf("tokens %s %s %s", a.token("u"), b.token("u"), c.token("u"))
+	}
+}
+
+// The task of a claimed flash whose answer was lost: by image and start for one the BMC
+// fetched, by start alone for a pushed one; never the previous attempt's.
+func TestFindTask(t *testing.T) {
+	claim := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) string { return claim.Add(d).Format(time.RFC3339) }
+	tasks := []bmc.TaskStatus{
+		{URI: "/t/1", Image: "http://fw/bios-2.bin", StartTime: at(-time.Hour)},
+		{URI: "/t/2", Image: "http://fw/bios-3.bin", StartTime: at(-30 * time.Second)},
+		{URI: "/t/3", Image: "http://fw/bios-3.bin", StartTime: at(2 * time.Second)},
+		{URI: "/t/4", Image: "metalhub-image-1-bios-4.bin", StartTime: at(time.Second)},
+	}
+	for _, tc := range []struct {
+		name string
+		rec  record
+		want string
+	}{
+		{"fetched: the newest for the image", record{Image: "http://fw/bios-3.bin", At: claim.Unix()}, "/t/3"},
+		{"fetched: not the previous attempt's", record{Image: "http://fw/bios-3.bin", At: claim.Unix(), Task: "/t/3"}, "/t/2"},
+		{"fetched: too old", record{Image: "http://fw/bios-2.bin", At: claim.Unix()}, ""},
+		{"fetched: none for the image", record{Image: "http://fw/bios-9.bin", At: claim.Unix()}, ""},
+		{"pushed: by start alone", record{Image: "http://fw/bios-4.bin", At: claim.Unix(), Push: true}, "/t/4"},
+		{"pushed: none since the claim", record{Image: "http://fw/bios-4.bin", At: claim.Add(time.Hour).Unix(), Push: true}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ""
+			if task := findTask(tasks, tc.rec); task != nil {
+				got = task.URI
+			}
+			if got != tc.want {
+				t.Errorf("findTask = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -31,6 +31,8 @@ type Options struct {
 	VerifyTimeout time.Duration
 	// RetryAfter is the look after a failure (an unreachable BMC).
 	RetryAfter time.Duration
+	// UploadTimeout bounds fetching an image and pushing it to a BMC that cannot fetch it.
+	UploadTimeout time.Duration
 	// RequestTimeout bounds the BMC calls of one pass.
 	RequestTimeout time.Duration
 	// Concurrency is the number of parallel reconciles per controller.
@@ -44,7 +46,7 @@ type Options struct {
 // DefaultOptions are the settings for a real fleet.
 func DefaultOptions() Options {
 	return Options{MaintenanceNamespace: "default", Poll: 10 * time.Second, VerifyTimeout: 15 * time.Minute,
-		RetryAfter: 15 * time.Second, RequestTimeout: 10 * time.Second, Concurrency: 8}
+		RetryAfter: 15 * time.Second, RequestTimeout: 10 * time.Second, UploadTimeout: 30 * time.Minute, Concurrency: 8}
 }
 
 // BindFlags registers the controllers' flags.
@@ -52,6 +54,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MaintenanceNamespace, "firmware-maintenance-namespace", o.MaintenanceNamespace, "Namespace of the ServerMaintenances that firmware and settings objects create.")
 	fs.DurationVar(&o.Poll, "firmware-poll", o.Poll, "How often a firmware update's Redfish task is read while it runs.")
 	fs.DurationVar(&o.VerifyTimeout, "firmware-verify-timeout", o.VerifyTimeout, "How long after the restart a flashed version may take to be reported before the attempt counts as failed.")
+	fs.DurationVar(&o.UploadTimeout, "firmware-upload-timeout", o.UploadTimeout, "How long fetching an image and pushing it to a BMC that cannot fetch it (MultipartHttpPushUri) may take.")
 	fs.IntVar(&o.Concurrency, "firmware-concurrency", o.Concurrency, "Parallel reconciles per firmware controller.")
 }
 

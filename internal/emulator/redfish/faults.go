@@ -57,6 +57,9 @@ type Faults struct {
 	UpdateDuration Duration `json:"updateDuration,omitempty"`
 	// UpdateFails ends every SimpleUpdate task begun while it is set in Exception.
 	UpdateFails bool `json:"updateFails,omitempty"`
+	// NoSimpleUpdate stops offering UpdateService.SimpleUpdate: images must be pushed
+	// (MultipartHttpPushUri), as on BMCs that cannot fetch them.
+	NoSimpleUpdate bool `json:"noSimpleUpdate,omitempty"`
 	// BMCRebootDuration is how long the BMC answers nothing after a BMC update (default 5s).
 	BMCRebootDuration Duration `json:"bmcRebootDuration,omitempty"`
 }

@@ -3,6 +3,7 @@ package redfish
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"path"
 	"strconv"
@@ -11,8 +12,9 @@ import (
 	"time"
 )
 
-// ActionSimpleUpdate is an accepted UpdateService.SimpleUpdate (Record.Image is the ImageURI,
-// Record.Device the component: "BMC" or the BIOS of Record.SystemID).
+// ActionSimpleUpdate is an accepted update, by SimpleUpdate or pushed to MultipartHttpPushUri
+// (Record.Image is the ImageURI, or the pushed file's name; Record.Device the component: "BMC"
+// or the BIOS of Record.SystemID).
 const ActionSimpleUpdate = "SimpleUpdate"
 
 // Defaults of the emulated updates (Faults.UpdateDuration, Faults.BMCRebootDuration).
@@ -29,6 +31,7 @@ type task struct {
 	fail     bool
 	target   string
 	image    string
+	version  string // what it installs
 	state    string // Running, Completed, Exception
 }
 
@@ -111,14 +114,22 @@ func (b *BMC) updateService(w http.ResponseWriter, r *http.Request, segs []strin
 	switch {
 	case len(segs) == 0:
 		if methodIs(w, r, http.MethodGet) {
+			actions := obj{}
+			if !f.NoSimpleUpdate {
+				actions["#UpdateService.SimpleUpdate"] = obj{
+					"target": base + "/Actions/UpdateService.SimpleUpdate",
+					"TransferProtocol@Redfish.AllowableValues": []string{"HTTP", "HTTPS"},
+				}
+			}
 			writeJSON(w, http.StatusOK, obj{
 				"@odata.type": "#UpdateService.v1_11_0.UpdateService", "@odata.id": base, "Id": "UpdateService",
 				"Name": "Update Service", "ServiceEnabled": true, "FirmwareInventory": link(base + "/FirmwareInventory"),
-				"Actions": obj{"#UpdateService.SimpleUpdate": obj{
-					"target": base + "/Actions/UpdateService.SimpleUpdate",
-					"TransferProtocol@Redfish.AllowableValues": []string{"HTTP", "HTTPS"},
-				}},
+				"MultipartHttpPushUri": base + "/upload", "Actions": actions,
 			})
+		}
+	case len(segs) == 1 && segs[0] == "upload":
+		if methodIs(w, r, http.MethodPost) {
+			b.pushUpdate(w, r, f)
 		}
 	case len(segs) == 1 && segs[0] == "FirmwareInventory":
 		if methodIs(w, r, http.MethodGet) {
@@ -142,7 +153,7 @@ func (b *BMC) updateService(w http.ResponseWriter, r *http.Request, segs []strin
 			}
 		}
 		notFound(w, r)
-	case len(segs) == 2 && segs[0] == "Actions" && segs[1] == "UpdateService.SimpleUpdate":
+	case len(segs) == 2 && segs[0] == "Actions" && segs[1] == "UpdateService.SimpleUpdate" && !f.NoSimpleUpdate:
 		if methodIs(w, r, http.MethodPost) {
 			b.simpleUpdate(w, r, f)
 		}
@@ -180,12 +191,46 @@ func (b *BMC) simpleUpdate(w http.ResponseWriter, r *http.Request, f *Faults) {
 		writeError(w, http.StatusBadRequest, "ActionParameterNotSupported", "The parameter TransferProtocol value "+req.TransferProtocol+" is not supported.")
 		return
 	}
+	b.startUpdate(w, r, f, req.ImageURI, b.em.imageVersion(req.ImageURI), req.Targets)
+}
+
+// pushUpdate takes an image pushed to MultipartHttpPushUri: UpdateParameters (JSON, Targets)
+// and UpdateFile. The emulator installs what the file says when it is a short text (the
+// version), else what versionOf reads from its name.
+func (b *BMC) pushUpdate(w http.ResponseWriter, r *http.Request, f *Faults) {
+	if err := r.ParseMultipartForm(32 << 20); err != nil {
+		writeError(w, http.StatusBadRequest, "MalformedJSON", "The request is not multipart/form-data: "+err.Error())
+		return
+	}
+	var params struct{ Targets []string }
+	if v := r.FormValue("UpdateParameters"); v != "" {
+		if err := json.Unmarshal([]byte(v), &params); err != nil {
+			writeError(w, http.StatusBadRequest, "MalformedJSON", "UpdateParameters is not JSON.")
+			return
+		}
+	}
+	file, hdr, err := r.FormFile("UpdateFile")
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "ActionParameterMissing", "The request requires the part UpdateFile.")
+		return
+	}
+	defer file.Close()
+	content, _ := io.ReadAll(io.LimitReader(file, 1<<20))
+	version := strings.TrimSpace(string(content))
+	if len(version) == 0 || len(version) > 128 || strings.ContainsAny(version, "\x00\n") {
+		version = versionOf(hdr.Filename)
+	}
+	b.startUpdate(w, r, f, hdr.Filename, version, params.Targets)
+}
+
+// startUpdate starts the task of an update accepted by SimpleUpdate or a push.
+func (b *BMC) startUpdate(w http.ResponseWriter, r *http.Request, f *Faults, image, version string, targets []string) {
 	comps := b.components()
 	target := comps[1] // the (first) system's BIOS
-	if strings.HasPrefix(strings.ToLower(path.Base(req.ImageURI)), "bmc") {
+	if strings.HasPrefix(strings.ToLower(path.Base(image)), "bmc") {
 		target = comps[0]
 	}
-	for _, t := range req.Targets {
+	for _, t := range targets {
 		for _, c := range comps {
 			if strings.HasSuffix(t, "/FirmwareInventory/"+c.id) || (c.system != "" && strings.HasSuffix(t, "/Systems/"+c.system)) {
 				target = c
@@ -208,10 +253,10 @@ func (b *BMC) simpleUpdate(w http.ResponseWriter, r *http.Request, f *Faults) {
 		}
 	}
 	b.upd.next++
-	t := &task{id: strconv.Itoa(b.upd.next), started: time.Now(), duration: dur, fail: f.UpdateFails, target: target.id, image: req.ImageURI, state: "Running"}
+	t := &task{id: strconv.Itoa(b.upd.next), started: time.Now(), duration: dur, fail: f.UpdateFails, target: target.id, image: image, version: version, state: "Running"}
 	b.upd.tasks[t.id] = t
 	b.upd.mu.Unlock()
-	b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: target.system, Action: ActionSimpleUpdate, Image: req.ImageURI, Device: target.id})
+	b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: target.system, Action: ActionSimpleUpdate, Image: image, Device: target.id})
 	reboot := time.Duration(f.BMCRebootDuration)
 	if reboot <= 0 {
 		reboot = defaultBMCRebootDuration
@@ -264,7 +309,7 @@ func (b *BMC) finishUpdate(t *task, target component, reboot time.Duration) {
 		return
 	}
 	t.state = "Completed"
-	version := b.em.imageVersion(t.image)
+	version := t.version
 	if target.system == "" {
 		b.upd.downUntil = time.Now().Add(reboot)
 		b.upd.mu.Unlock()
