@@ -2,9 +2,9 @@ package bmc
 
 import (
 	"context"
-	"os"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/stmcginnis/gofish/schemas"
