@@ -7,6 +7,7 @@ package bmc
 import (
 	"context"
 	"os"
+	"time"
 	"slices"
 )
 
@@ -226,6 +227,8 @@ type TaskStatus struct {
 	Image string `json:"image,omitempty"`
 	// StartTime is the task's StartTime as the BMC wrote it.
 	StartTime string `json:"startTime,omitempty"`
+	// RetryAfter is when the monitor said to look again (its Retry-After), 0 when it did not.
+	RetryAfter time.Duration `json:"retryAfter,omitempty"`
 }
 
 // Done reports whether the task ended (whatever the outcome).

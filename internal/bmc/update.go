@@ -3,10 +3,13 @@ package bmc
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/stmcginnis/gofish/schemas"
 )
@@ -125,11 +128,20 @@ func (c *conn) Task(ctx context.Context, uri string) (*TaskStatus, error) {
 	if err != nil {
 		return nil, wrap(op, err)
 	}
-	var t taskBody
-	if err := getJSON(api, uri, &t); err != nil {
+	resp, err := api.Get(uri)
+	if err != nil {
 		return nil, wrap(op, err)
 	}
+	defer resp.Body.Close()
+	var t taskBody
+	if err := json.NewDecoder(resp.Body).Decode(&t); err != nil {
+		return nil, wrap(op, fmt.Errorf("decode %s: %w", uri, err))
+	}
 	st := t.status(uri)
+	// A monitor that answers 202 says when to look again.
+	if secs, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After"))); err == nil && secs > 0 {
+		st.RetryAfter = time.Duration(secs) * time.Second
+	}
 	if st.State == "" {
 		return nil, newError(ReasonUnknown, op, "no TaskState in the answer")
 	}

@@ -41,8 +41,8 @@ func TestBIOSUpdate(t *testing.T) {
 	if err != nil || task == "" {
 		t.Fatalf("simple update: %q %v", task, err)
 	}
-	if st, err := c.Task(ctx, task); err != nil || st.Done() {
-		t.Fatalf("task at once: %+v %v", st, err)
+	if st, err := c.Task(ctx, task); err != nil || st.Done() || st.RetryAfter != time.Second {
+		t.Fatalf("task at once (running, Retry-After 1s): %+v %v", st, err)
 	}
 	if st := waitTask(t, c, task); st.Failed() {
 		t.Fatalf("task failed: %+v", st)

@@ -202,6 +202,15 @@ func (a *actor) settleIssue(ctx context.Context, w *work, f flasher) (lifecycle.
 	return a.record(ctx, w, next)
 }
 
+// taskLook is when to read a running task again: when its monitor said (Retry-After), within
+// [poll, 10 poll]; poll when it said nothing.
+func taskLook(retryAfter, poll time.Duration) time.Duration {
+	if retryAfter <= 0 {
+		return poll
+	}
+	return min(max(retryAfter, poll), 10*poll)
+}
+
 // taskSkew allows for a BMC clock behind ours when matching a task's start to the claim; a
 // pushed image carries no URI to match, so its task is matched by time alone, closer.
 const (
@@ -314,7 +323,7 @@ func (a *actor) follow(ctx context.Context, w *work, f flasher) (*bmc.TaskStatus
 		return nil, res, err
 	}
 	if !t.Done() {
-		return t, lifecycle.RequeueAfter(a.Options.Poll, "task running"), nil
+		return t, lifecycle.RequeueAfter(taskLook(t.RetryAfter, a.Options.Poll), "task running"), nil
 	}
 	taskDuration.WithLabelValues(f.kind).Observe(a.now().Sub(w.rec.at()).Seconds())
 	if t.Failed() {

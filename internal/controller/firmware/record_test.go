@@ -106,3 +106,14 @@ func TestFindTask(t *testing.T) {
 		})
 	}
 }
+
+func TestTaskLook(t *testing.T) {
+	poll := 10 * time.Second
+	for _, tc := range []struct{ retryAfter, want time.Duration }{
+		{0, poll}, {time.Second, poll}, {30 * time.Second, 30 * time.Second}, {time.Hour, 100 * time.Second},
+	} {
+		if got := taskLook(tc.retryAfter, poll); got != tc.want {
+			t.Errorf("taskLook(%s) = %s, want %s", tc.retryAfter, got, tc.want)
+		}
+	}
+}
