@@ -7,8 +7,8 @@ package bmc
 import (
 	"context"
 	"os"
-	"time"
 	"slices"
+	"time"
 )
 
 // BMC is what controllers use to talk to one BMC. Every method is safe for
