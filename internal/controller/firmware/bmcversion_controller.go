@@ -46,6 +46,20 @@ func (r *BMCVersionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&baseboardv1alpha1.BMCVersion{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
 			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*baseboardv1alpha1.BMCVersion).Status.State == "" })))).
 		Owns(&maintenancev1alpha1.ServerMaintenance{}).
+		// Its BMC reporting the reset asked of it.
+		Watches(&metalv1alpha1.BMC{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			list := &baseboardv1alpha1.BMCVersionList{}
+			if err := r.Client.List(ctx, list); err != nil {
+				return nil
+			}
+			var reqs []reconcile.Request
+			for i := range list.Items {
+				if ref := list.Items[i].Spec.BMCRef; ref != nil && ref.Name == o.GetName() {
+					reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+				}
+			}
+			return reqs
+		}), builder.WithPredicates(lifecycle.Predicate())).
 		// Its servers entering maintenance.
 		Watches(&metalv1alpha1.Server{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			s := o.(*metalv1alpha1.Server)
@@ -119,6 +133,7 @@ func (r *BMCVersionReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*b
 			}
 			return res, err
 		},
+		r.reset,
 		r.verify,
 	)
 	r.report(p)
@@ -214,6 +229,26 @@ func (r *BMCVersionReconciler) issue(ctx context.Context, p *bmcVersionPass) (li
 	return r.actor.issue(ctx, p.work, r.flasher(ctx, p))
 }
 
+// reset asks the BMC for the manager reset that activates a staged image, exactly once (by
+// token, as a server's restart).
+func (r *BMCVersionReconciler) reset(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
+	if p.rec.Phase != phaseReboot {
+		return lifecycle.Continue(), nil
+	}
+	token := p.rec.token(string(p.Obj.UID))
+	switch outcome, pending := operationState(p.bmcObj.Annotations, token); {
+	case outcome == metal.OperationDone || outcome == metal.OperationUncertain:
+		next := p.rec
+		next.Phase, next.At = phaseVerify, r.now().Unix()
+		return r.record(ctx, p.work, next)
+	case outcome != "":
+		return r.failAttempt(ctx, p, "the BMC's reset was refused")
+	case pending:
+		return lifecycle.Done(), nil // the BMC's report brings the next pass
+	}
+	return r.askOperation(ctx, p.work, p.bmcObj, metalv1alpha1.OperationGracefulRestartBMC, token, "activate "+p.rec.Version)
+}
+
 // verify reads the version the BMC reports once it is back from its restart: while it answers
 // nothing, each pass looks again later.
 func (r *BMCVersionReconciler) verify(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
@@ -229,10 +264,19 @@ func (r *BMCVersionReconciler) verify(ctx context.Context, p *bmcVersionPass) (l
 	}
 	got := p.mgr.FirmwareVersion
 	if got != p.rec.Version {
+		// A BMC that answers with the old version a while after its task completed keeps the
+		// image staged until its manager is reset (some do): asked for once, through the BMC's
+		// operation annotation, which the BMC controller carries out exactly once.
+		if r.now().Sub(p.rec.at()) >= r.Options.VerifyTimeout/4 && p.rec.Rerequested < 1 {
+			next := p.rec
+			next.Phase, next.At, next.Rerequested = phaseReboot, r.now().Unix(), p.rec.Rerequested+1
+			r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "ResetNeeded", "Upgrade", "%s still reports %q: its manager is reset to activate %s", p.target(), got, p.rec.Version)
+			return r.record(ctx, p.work, next)
+		}
 		if !late {
 			return lifecycle.RequeueAfter(r.Options.Poll, "version not reported yet"), nil
 		}
-		return r.failAttempt(ctx, p, fmt.Sprintf("the BMC reports %q after its update, want %q (some BMCs need a reset to activate an image: metal.ironcore.dev/operation: graceful-restart-bmc)", got, p.rec.Version))
+		return r.failAttempt(ctx, p, fmt.Sprintf("the BMC reports %q after its update and a reset, want %q", got, p.rec.Version))
 	}
 	now := r.now().Unix()
 	tmpl := r.template(p.Obj)

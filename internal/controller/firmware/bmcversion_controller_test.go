@@ -144,3 +144,29 @@ func TestBMCSettingsWithAVariable(t *testing.T) {
 		t.Errorf("%d attribute writes, want 1", n)
 	}
 }
+
+// A BMC that keeps its new image staged until its manager is reset: the reset is asked for once
+// (the BMC's operation annotation, carried out by the BMC controller), then the version shows.
+func TestBMCVersionActivatedByAReset(t *testing.T) {
+	_, bmcs := availableServers(t, "bmcv-reset", 1)
+	b := bmcs[0]
+	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(updateDuration), UpdateNeedsReset: true})
+	v := &baseboardv1alpha1.BMCVersion{
+		ObjectMeta: metav1.ObjectMeta{Name: "bmcv-reset"},
+		Spec: baseboardv1alpha1.BMCVersionSpec{BMCRef: &corev1.LocalObjectReference{Name: "bmcv-reset-0"},
+			BMCVersionTemplate: baseboardv1alpha1.BMCVersionTemplate{Version: "7.3.0", Image: systemv1alpha1.ImageSpec{URI: "http://fw.example/bmc-7.3.0.bin"}}},
+	}
+	if err := env.Client.Create(ctx(), v); err != nil {
+		t.Fatal(err)
+	}
+	waitBMCVersionState(t, "bmcv-reset", systemv1alpha1.VersionStateCompleted, 90*time.Second)
+	resets := 0
+	for _, r := range recordsOf(b) {
+		if r.Action == redfish.ActionManagerReset {
+			resets++
+		}
+	}
+	if got := b.FirmwareVersion(); got != "7.3.0" || resets != 1 || simpleUpdates(b) != 1 {
+		t.Errorf("firmware %s after %d resets and %d updates, want 7.3.0, 1, 1", got, resets, simpleUpdates(b))
+	}
+}

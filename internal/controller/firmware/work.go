@@ -173,7 +173,7 @@ func (a *actor) bmcFailed(w *work, err error) (lifecycle.Result, error) {
 // record goes to verify; refused, refusedFn decides.
 func (a *actor) reboot(ctx context.Context, w *work, what string, refusedFn func() (lifecycle.Result, error)) (lifecycle.Result, error) {
 	token := w.rec.token(string(w.obj.GetUID()))
-	switch outcome, pending := operationState(w.server, token); {
+	switch outcome, pending := operationState(w.server.Annotations, token); {
 	case outcome == metal.OperationDone || outcome == metal.OperationUncertain:
 		// Uncertain: what is read back decides.
 		next := w.rec
@@ -184,10 +184,6 @@ func (a *actor) reboot(ctx context.Context, w *work, what string, refusedFn func
 	case pending:
 		return lifecycle.Done(), nil // the Server's report brings the next pass
 	}
-	if _, busy := w.server.Annotations[metalv1alpha1.OperationAnnotation]; busy || w.server.Annotations[metal.OperationIntentAnnotation] != "" {
-		// Another operation first: one at a time.
-		return lifecycle.RequeueAfter(a.Options.Poll, "server busy"), nil
-	}
 	if err := a.connect(w); err != nil {
 		return a.bmcFailed(w, err)
 	}
@@ -195,14 +191,7 @@ func (a *actor) reboot(ctx context.Context, w *work, what string, refusedFn func
 	if w.sys.PowerState == bmc.PowerStateOff {
 		op = metalv1alpha1.OperationForceOnServer
 	}
-	if err := lifecycle.PatchMetadata(ctx, w.c, w.server, func(o client.Object) {
-		lifecycle.SetAnnotation(o, metalv1alpha1.OperationAnnotation, op)
-		lifecycle.SetAnnotation(o, metal.OperationRequesterAnnotation, token)
-	}); err != nil {
-		return lifecycle.Result{}, fmt.Errorf("asking server %s for a restart: %w", w.server.Name, err)
-	}
-	a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "RebootRequested", "Restart", "server %s asked for %s to %s", w.server.Name, op, what)
-	return lifecycle.Done(), nil // the Server's update brings the next pass
+	return a.askOperation(ctx, w, w.server, op, token, what)
 }
 
 // rebootAgain decides, in verify, about a step whose result does not show: an Off system was not
@@ -229,16 +218,34 @@ const maxRerequests = 2
 
 // operationState reads what the Server says of the request named token: its outcome once it is
 // over, or that it is still pending (asked, or being carried out).
-func operationState(s *metalv1alpha1.Server, token string) (outcome string, pending bool) {
-	for _, res := range strings.Split(s.Annotations[metal.OperationResultAnnotation], ",") {
+func operationState(annotations map[string]string, token string) (outcome string, pending bool) {
+	for _, res := range strings.Split(annotations[metal.OperationResultAnnotation], ",") {
 		if tok, out, ok := strings.Cut(strings.TrimSpace(res), " "); ok && tok == token {
 			return out, false
 		}
 	}
-	if s.Annotations[metal.OperationRequesterAnnotation] == token {
+	if annotations[metal.OperationRequesterAnnotation] == token {
 		return "", true
 	}
-	return "", strings.Contains(s.Annotations[metal.OperationIntentAnnotation], " by="+token)
+	return "", strings.Contains(annotations[metal.OperationIntentAnnotation], " by="+token)
+}
+
+// askOperation asks o (a Server or a BMC) for op, named token, unless another operation is
+// pending there; Done either way: o's update brings the next pass.
+func (a *actor) askOperation(ctx context.Context, w *work, o client.Object, op, token, why string) (lifecycle.Result, error) {
+	ann := o.GetAnnotations()
+	if _, busy := ann[metalv1alpha1.OperationAnnotation]; busy || ann[metal.OperationIntentAnnotation] != "" {
+		// Another operation first: one at a time.
+		return lifecycle.RequeueAfter(a.Options.Poll, "busy with another operation"), nil
+	}
+	if err := lifecycle.PatchMetadata(ctx, w.c, o, func(o client.Object) {
+		lifecycle.SetAnnotation(o, metalv1alpha1.OperationAnnotation, op)
+		lifecycle.SetAnnotation(o, metal.OperationRequesterAnnotation, token)
+	}); err != nil {
+		return lifecycle.Result{}, fmt.Errorf("asking %s for %s: %w", o.GetName(), op, err)
+	}
+	a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "RebootRequested", "Restart", "%s asked for %s to %s", w.target(), op, why)
+	return lifecycle.Done(), nil
 }
 
 // bmcWork is what the BMC kinds read of their BMC: the object, its servers (by name) and the

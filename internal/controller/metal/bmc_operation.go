@@ -41,12 +41,17 @@ func (r *BMCReconciler) operation(ctx context.Context, p *bmcPass) (lifecycle.Re
 	case !asked:
 		return lifecycle.Continue(), nil
 	case bmcOperation(op) && !pending:
-		i = opIntent{op: op, phase: intentOwed, at: time.Now()}
+		i = opIntent{op: op, phase: intentOwed, at: time.Now(), by: intentField(b.Annotations[OperationRequesterAnnotation])}
 	default:
 		why := "is not supported on a BMC"
+		by := intentField(b.Annotations[OperationRequesterAnnotation])
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonUnsupportedOperation, "Operation", "operation %q %s; removed", op, why)
 		return lifecycle.Wrote("operation " + op + " removed"), lifecycle.PatchMetadata(ctx, c, b, func(o client.Object) {
 			lifecycle.RemoveAnnotation(o, metalv1alpha1.OperationAnnotation)
+			lifecycle.RemoveAnnotation(o, OperationRequesterAnnotation)
+			if by != "" {
+				lifecycle.SetAnnotation(o, OperationResultAnnotation, appendResult(o.GetAnnotations()[OperationResultAnnotation], by+" "+OperationRefused))
+			}
 		})
 	}
 	// The reset needs time of its own: with too little of the deadline left it would be sent
@@ -68,6 +73,7 @@ func (r *BMCReconciler) operation(ctx context.Context, p *bmcPass) (lifecycle.Re
 	if err := lifecycle.PatchMetadata(ctx, c, b, func(o client.Object) {
 		lifecycle.SetAnnotation(o, OperationIntentAnnotation, issuing.String())
 		lifecycle.RemoveAnnotation(o, metalv1alpha1.OperationAnnotation)
+		lifecycle.RemoveAnnotation(o, OperationRequesterAnnotation)
 	}); err != nil {
 		return lifecycle.Result{}, err
 	}
@@ -88,7 +94,7 @@ func (r *BMCReconciler) reportOperation(ctx context.Context, p *lifecycle.Pass[*
 			msg: fmt.Sprintf("operation %s may not have reached the BMC: %s; its LastResetTime will tell", i.op, rep.cause)}
 	}
 	r.Recorder.Eventf(p.Obj, nil, rep.eventType, rep.reason, "Operation", "%s", rep.msg)
-	if err := lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) { setIntent(o, rep.next) }); err != nil {
+	if err := lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) { endIntent(o, i, rep) }); err != nil {
 		return lifecycle.Result{}, err
 	}
 	if rep.retry {
@@ -116,5 +122,5 @@ func (r *BMCReconciler) checkReset(ctx context.Context, p *lifecycle.Pass[*metal
 			msg: fmt.Sprintf("operation %s did not reach the BMC (its LastResetTime is still %s); issuing it again", i.op, now)}
 	}
 	r.Recorder.Eventf(p.Obj, nil, rep.eventType, rep.reason, "Operation", "%s", rep.msg)
-	return lifecycle.Wrote("operation checked"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) { setIntent(o, rep.next) })
+	return lifecycle.Wrote("operation checked"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) { endIntent(o, i, rep) })
 }

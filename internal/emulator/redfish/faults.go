@@ -60,6 +60,9 @@ type Faults struct {
 	// NoSimpleUpdate stops offering UpdateService.SimpleUpdate: images must be pushed
 	// (MultipartHttpPushUri), as on BMCs that cannot fetch them.
 	NoSimpleUpdate bool `json:"noSimpleUpdate,omitempty"`
+	// UpdateNeedsReset makes a BMC image wait for a manager reset (Manager.Reset) to take
+	// effect, as some BMCs stage theirs, instead of the BMC restarting by itself.
+	UpdateNeedsReset bool `json:"updateNeedsReset,omitempty"`
 	// BMCRebootDuration is how long the BMC answers nothing after a BMC update (default 5s).
 	BMCRebootDuration Duration `json:"bmcRebootDuration,omitempty"`
 }

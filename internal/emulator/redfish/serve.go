@@ -889,6 +889,7 @@ func (b *BMC) resetManager(w http.ResponseWriter, r *http.Request, f *Faults) {
 		next = last.Add(time.Second)
 	}
 	b.lastReset.Store(next.UnixNano())
+	b.activateStagedFirmware()
 	if f.ErrorAfterEffect != 0 {
 		writeError(w, f.ErrorAfterEffect, "InternalError", "The request failed due to an internal service error.")
 	} else {

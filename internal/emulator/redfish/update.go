@@ -32,7 +32,9 @@ type task struct {
 	target   string
 	image    string
 	version  string // what it installs
-	state    string // Running, Completed, Exception
+	// needsReset: a BMC image that waits for a manager reset (Faults.UpdateNeedsReset).
+	needsReset bool
+	state      string // Running, Completed, Exception
 }
 
 type updates struct {
@@ -43,6 +45,17 @@ type updates struct {
 	bmcFW string
 	// downUntil: the BMC is rebooting after an update and answers nothing until then.
 	downUntil time.Time
+	// stagedFW is a BMC image waiting for a manager reset (Faults.UpdateNeedsReset).
+	stagedFW string
+}
+
+// activateStagedFirmware installs a BMC image that waited for the manager's reset.
+func (b *BMC) activateStagedFirmware() {
+	b.upd.mu.Lock()
+	defer b.upd.mu.Unlock()
+	if b.upd.stagedFW != "" {
+		b.upd.bmcFW, b.upd.stagedFW = b.upd.stagedFW, ""
+	}
 }
 
 // FirmwareVersion is the BMC's firmware version.
@@ -253,7 +266,7 @@ func (b *BMC) startUpdate(w http.ResponseWriter, r *http.Request, f *Faults, ima
 		}
 	}
 	b.upd.next++
-	t := &task{id: strconv.Itoa(b.upd.next), started: time.Now(), duration: dur, fail: f.UpdateFails, target: target.id, image: image, version: version, state: "Running"}
+	t := &task{id: strconv.Itoa(b.upd.next), started: time.Now(), duration: dur, fail: f.UpdateFails, target: target.id, image: image, version: version, needsReset: f.UpdateNeedsReset, state: "Running"}
 	b.upd.tasks[t.id] = t
 	b.upd.mu.Unlock()
 	b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: target.system, Action: ActionSimpleUpdate, Image: image, Device: target.id})
@@ -310,6 +323,11 @@ func (b *BMC) finishUpdate(t *task, target component, reboot time.Duration) {
 	}
 	t.state = "Completed"
 	version := t.version
+	if target.system == "" && t.needsReset {
+		b.upd.stagedFW = version
+		b.upd.mu.Unlock()
+		return
+	}
 	if target.system == "" {
 		b.upd.downUntil = time.Now().Add(reboot)
 		b.upd.mu.Unlock()
