@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
@@ -72,8 +73,17 @@ type BMCSettings struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   BMCSettingsSpec                   `json:"spec,omitempty"`
-	Status systemv1alpha1.BIOSSettingsStatus `json:"status,omitempty"`
+	Spec   BMCSettingsSpec   `json:"spec,omitempty"`
+	Status BMCSettingsStatus `json:"status,omitempty"`
+}
+
+// BMCSettingsStatus reports the settings as a BIOSSettings' status does.
+type BMCSettingsStatus struct {
+	systemv1alpha1.BIOSSettingsStatus `json:",inline"`
+	// AppliedETags is the reference operator's bookkeeping, kept as found on objects it wrote;
+	// metalhub keeps its own in the object's annotations and does not write this.
+	// +optional
+	AppliedETags map[string]runtime.RawExtension `json:"appliedETags,omitempty"`
 }
 
 // +kubebuilder:object:root=true

@@ -123,7 +123,7 @@ func (r *BMCSettingsReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*
 		r.maintain,
 		func(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error) { return r.apply(ctx, p, hash) },
 	)
-	s.Status = settingsStatus(s.Status, s.Generation, p.work, bmcFlow(&s.Spec.BMCSettingsTemplate))
+	s.Status.BIOSSettingsStatus = settingsStatus(s.Status.BIOSSettingsStatus, s.Generation, p.work, bmcFlow(&s.Spec.BMCSettingsTemplate))
 	if p.problem != nil && err == nil && !res.IsWrote() {
 		return lifecycle.RequeueAfter(r.Options.RetryAfter, p.reason), nil
 	}
