@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
@@ -300,4 +301,47 @@ func setPass(ctx context.Context, c client.Client, rec events.EventRecorder, in 
 		return lifecycle.Done(), nil // reported; a spec change brings the next pass
 	}
 	return lifecycle.Done(), err
+}
+
+// indexControllerName indexes per-server objects by the name of the *Set that controls them.
+const indexControllerName = "metadata.controller.name"
+
+func controllerName(kind string) client.IndexerFunc {
+	return func(obj client.Object) []string {
+		if ref := metav1.GetControllerOf(obj); ref != nil && ref.Kind == kind {
+			return []string{ref.Name}
+		}
+		return nil
+	}
+}
+
+// forEachItem calls fn on every item of a list.
+func forEachItem(l client.ObjectList, fn func(client.Object)) error {
+	items, err := apimeta.ExtractList(l)
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		if o, ok := it.(client.Object); ok {
+			fn(o)
+		}
+	}
+	return nil
+}
+
+// bmcTargets are the BMCs selector selects, in name order.
+func bmcTargets(ctx context.Context, c client.Reader, selector metav1.LabelSelector) (map[string]setTarget, error) {
+	sel, err := metav1.LabelSelectorAsSelector(&selector)
+	if err != nil {
+		return nil, lifecycle.WithReason("InvalidSelector", err)
+	}
+	bmcs := &metalv1alpha1.BMCList{}
+	if err := c.List(ctx, bmcs, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, fmt.Errorf("listing BMCs: %w", err)
+	}
+	out := map[string]setTarget{}
+	for i := range bmcs.Items {
+		out[bmcs.Items[i].Name] = setTarget{name: bmcs.Items[i].Name}
+	}
+	return out, nil
 }

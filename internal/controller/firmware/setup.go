@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	baseboardv1alpha1 "github.com/metalhub/metalhub/api/baseboard/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/eventsink"
@@ -81,22 +82,22 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&BIOSSettingsReconciler{Client: mgr.GetClient(), actor: actor{Recorder: o.Events.Recorder("biossettings-controller"), Options: o}}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("biossettings controller: %w", err)
 	}
-	if err := (&BIOSSettingsSetReconciler{Client: mgr.GetClient(), Recorder: o.Events.Recorder("biossettingsset-controller"), Options: o}).SetupWithManager(mgr); err != nil {
+	if err := (&SetReconciler[*systemv1alpha1.BIOSSettingsSet]{Client: mgr.GetClient(), Recorder: o.Events.Recorder("biossettingsset-controller"), Options: o, kind: biosSettingsSets}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("biossettingsset controller: %w", err)
 	}
 	if err := (&BMCVersionReconciler{Client: mgr.GetClient(), actor: actor{Recorder: o.Events.Recorder("bmcversion-controller"), Options: o}}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("bmcversion controller: %w", err)
 	}
-	if err := (&BMCVersionSetReconciler{Client: mgr.GetClient(), Recorder: o.Events.Recorder("bmcversionset-controller"), Options: o}).SetupWithManager(mgr); err != nil {
+	if err := (&SetReconciler[*baseboardv1alpha1.BMCVersionSet]{Client: mgr.GetClient(), Recorder: o.Events.Recorder("bmcversionset-controller"), Options: o, kind: bmcVersionSets}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("bmcversionset controller: %w", err)
 	}
 	if err := (&BMCSettingsReconciler{Client: mgr.GetClient(), actor: actor{Recorder: o.Events.Recorder("bmcsettings-controller"), Options: o}}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("bmcsettings controller: %w", err)
 	}
-	if err := (&BMCSettingsSetReconciler{Client: mgr.GetClient(), Recorder: o.Events.Recorder("bmcsettingsset-controller"), Options: o}).SetupWithManager(mgr); err != nil {
+	if err := (&SetReconciler[*baseboardv1alpha1.BMCSettingsSet]{Client: mgr.GetClient(), Recorder: o.Events.Recorder("bmcsettingsset-controller"), Options: o, kind: bmcSettingsSets}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("bmcsettingsset controller: %w", err)
 	}
-	if err := (&BIOSVersionSetReconciler{Client: mgr.GetClient(), Recorder: o.Events.Recorder("biosversionset-controller"), Options: o}).SetupWithManager(mgr); err != nil {
+	if err := (&SetReconciler[*systemv1alpha1.BIOSVersionSet]{Client: mgr.GetClient(), Recorder: o.Events.Recorder("biosversionset-controller"), Options: o, kind: biosVersionSets}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("biosversionset controller: %w", err)
 	}
 	return nil

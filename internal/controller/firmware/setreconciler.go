@@ -1,0 +1,83 @@
+package firmware
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// setKind is what differs between the *Set kinds: their types, their targets and their status.
+type setKind[S client.Object] struct {
+	// kind is the set's kind (its children's controller), name the controller's.
+	kind, name string
+	newSet     func() S
+	setList    client.ObjectList
+	// child is the per-target kind, children lists it; target is the kind selected (Server or
+	// BMC), whose changes (labels, claims, maintenance) concern every set.
+	child    client.Object
+	children func() client.ObjectList
+	target   client.Object
+	// plan reads one pass's input: the targets selected (an error there is reported), the
+	// set's children as the rollout sees them, how to make one.
+	plan func(ctx context.Context, c client.Reader, set S, children client.ObjectList) (setRollout, error)
+	// status gives the set's status fields the pass reports into.
+	status func(set S) setStatus
+}
+
+// setStatus points into a *Set's status.
+type setStatus struct {
+	observed   *int64
+	conditions *[]metav1.Condition
+	rollout    *systemv1alpha1.RolloutStatus
+	counts     func(total, made int32, n setCounts)
+}
+
+// SetReconciler rolls a *Set out over its targets in waves (runSet, planRollout): one object per
+// target, made when its wave comes. The objects and their records are the rollout's bookkeeping:
+// nothing of it lives in status, which is rebuilt every pass.
+type SetReconciler[S client.Object] struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	Options  Options
+	kind     setKind[S]
+}
+
+// SetupWithManager registers the reconciler.
+func (r *SetReconciler[S]) SetupWithManager(mgr ctrl.Manager) error {
+	k := r.kind
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), k.child, indexControllerName, controllerName(k.kind)); err != nil {
+		return fmt.Errorf("indexing %ss by set: %w", k.kind, err)
+	}
+	rec := lifecycle.NewReconciler(r.Client, k.newSet, r.handle)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(k.name).
+		For(k.newSet(), builder.WithPredicates(lifecycle.Predicate())).
+		// A child's record moving on (its annotation) is the rollout's progress.
+		Owns(k.child, builder.WithPredicates(lifecycle.Predicate())).
+		Watches(k.target, handler.EnqueueRequestsFromMapFunc(enqueueAll(r.Client, k.setList)), builder.WithPredicates(lifecycle.Predicate())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency/4, 1)}).
+		Complete(rec)
+}
+
+func (r *SetReconciler[S]) handle(ctx context.Context, p *lifecycle.Pass[S]) (lifecycle.Result, error) {
+	set, c := p.Obj, p.Client()
+	list := r.kind.children()
+	if err := c.List(ctx, list, client.MatchingFields{indexControllerName: set.GetName()}); err != nil {
+		return lifecycle.Result{}, fmt.Errorf("listing the objects of %s: %w", set.GetName(), err)
+	}
+	in, err := r.kind.plan(ctx, c, set, list)
+	in.set = set
+	st := r.kind.status(set)
+	*st.observed = set.GetGeneration()
+	return setPass(ctx, c, r.Recorder, in, err, st.conditions, st.rollout, st.counts)
+}
