@@ -112,13 +112,7 @@ func (r *BIOSSettingsReconciler) handle(ctx context.Context, lp *lifecycle.Pass[
 // restart drops a record made for another spec, unless a restart is owed (what was staged is
 // installed first; verify then reads against the new spec).
 func (r *BIOSSettingsReconciler) restart(ctx context.Context, p *settingsPass) (lifecycle.Result, error) {
-	if !p.hasRec || p.rec.For == specHash(&p.Obj.Spec.BIOSSettingsTemplate) || p.rec.Phase == phaseReboot || p.rec.Phase == phaseVerify {
-		return lifecycle.Continue(), nil
-	}
-	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "SettingsChanged", "Settings", "settings changed: starting over")
-	return lifecycle.Wrote("record cleared"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) {
-		lifecycle.RemoveAnnotation(o, RecordAnnotation)
-	})
+	return r.startOver(ctx, p.work, specHash(&p.Obj.Spec.BIOSSettingsTemplate), phaseCompleted, phaseFailed, phaseMaintenance, phaseOwed)
 }
 
 func (r *BIOSSettingsReconciler) finish(ctx context.Context, p *settingsPass) (lifecycle.Result, error) {

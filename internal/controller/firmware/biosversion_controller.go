@@ -115,17 +115,7 @@ func (r *BIOSVersionReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*
 // the new spec starts over. A flash under way is seen through first (its image is staged and
 // owes its restart); verify then plans from the new spec.
 func (r *BIOSVersionReconciler) restart(ctx context.Context, p *versionPass) (lifecycle.Result, error) {
-	if !p.hasRec || p.rec.For == p.Obj.Spec.Version {
-		return lifecycle.Continue(), nil
-	}
-	switch p.rec.Phase {
-	case phaseCompleted, phaseFailed, phaseMaintenance, phaseOwed:
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "VersionChanged", "Upgrade", "version %s asked for (was %s): starting over", p.Obj.Spec.Version, p.rec.For)
-		return lifecycle.Wrote("record cleared"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) {
-			lifecycle.RemoveAnnotation(o, RecordAnnotation)
-		})
-	}
-	return lifecycle.Continue(), nil
+	return r.startOver(ctx, p.work, p.Obj.Spec.Version, phaseCompleted, phaseFailed, phaseMaintenance, phaseOwed)
 }
 
 // finish lets go of the maintenance metalhub created once the upgrade ended.

@@ -105,13 +105,7 @@ func (r *BMCSettingsReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*
 			return res, err
 		},
 		func(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error) {
-			if !p.hasRec || p.rec.For == hash {
-				return lifecycle.Continue(), nil
-			}
-			r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "SettingsChanged", "Settings", "settings changed: starting over")
-			return lifecycle.Wrote("record cleared"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) {
-				lifecycle.RemoveAnnotation(o, RecordAnnotation)
-			})
+			return r.startOver(ctx, p.work, hash, phaseCompleted, phaseFailed, phaseMaintenance, phaseOwed, phaseVerify)
 		},
 		func(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error) {
 			if !p.hasRec || !p.rec.terminal() {

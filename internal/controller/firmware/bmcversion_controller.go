@@ -162,17 +162,7 @@ func (r *BMCVersionReconciler) read(ctx context.Context, p *bmcVersionPass) (lif
 }
 
 func (r *BMCVersionReconciler) restart(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
-	if !p.hasRec || p.rec.For == p.Obj.Spec.Version {
-		return lifecycle.Continue(), nil
-	}
-	switch p.rec.Phase {
-	case phaseCompleted, phaseFailed, phaseMaintenance, phaseOwed:
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "VersionChanged", "Upgrade", "version %s asked for (was %s): starting over", p.Obj.Spec.Version, p.rec.For)
-		return lifecycle.Wrote("record cleared"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) {
-			lifecycle.RemoveAnnotation(o, RecordAnnotation)
-		})
-	}
-	return lifecycle.Continue(), nil
+	return r.startOver(ctx, p.work, p.Obj.Spec.Version, phaseCompleted, phaseFailed, phaseMaintenance, phaseOwed)
 }
 
 // finish lets go of the maintenances metalhub created once the upgrade ended.

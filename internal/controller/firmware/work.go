@@ -292,3 +292,16 @@ func (a *actor) readBMC(ctx context.Context, w *work, ref *corev1.LocalObjectRef
 	}
 	return t, lifecycle.Continue(), nil
 }
+
+// startOver drops a record made for another spec (for is what the spec asks now) when its phase
+// is one of those that may be dropped: nothing sent yet, or ended. A flash or restart under way
+// is seen through first.
+func (a *actor) startOver(ctx context.Context, w *work, want string, droppable ...phase) (lifecycle.Result, error) {
+	if !w.hasRec || w.rec.For == want || !slices.Contains(droppable, w.rec.Phase) {
+		return lifecycle.Continue(), nil
+	}
+	a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "SpecChanged", "Upgrade", "the spec changed (was for %s): starting over", w.rec.For)
+	return lifecycle.Wrote("record cleared"), lifecycle.PatchMetadata(ctx, w.c, w.obj, func(o client.Object) {
+		lifecycle.RemoveAnnotation(o, RecordAnnotation)
+	})
+}
