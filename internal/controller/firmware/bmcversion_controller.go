@@ -144,9 +144,14 @@ func (r *BMCVersionReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*b
 }
 
 func (r *BMCVersionReconciler) flasher(ctx context.Context, p *bmcVersionPass) flasher {
+	c, b := r.Client, p.bmcObj
 	return flasher{kind: kindBMC, issued: &r.issued, tmpl: r.template(p.Obj),
 		current:   func() string { return p.mgr.FirmwareVersion },
 		afterTask: phaseVerify,
+		prove: func(ctx context.Context) error {
+			_, err := metal.ProvenBMC(ctx, c, r.Options.Pool, b)
+			return err
+		},
 		failAttempt: func(why string) (lifecycle.Result, error) {
 			return r.failAttempt(ctx, p, why)
 		}}

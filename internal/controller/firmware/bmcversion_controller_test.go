@@ -2,6 +2,8 @@ package firmware
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -168,5 +170,32 @@ func TestBMCVersionActivatedByAReset(t *testing.T) {
 	}
 	if got := b.FirmwareVersion(); got != "7.3.0" || resets != 1 || simpleUpdates(b) != 1 {
 		t.Errorf("firmware %s after %d resets and %d updates, want 7.3.0, 1, 1", got, resets, simpleUpdates(b))
+	}
+}
+
+// A BMC that cannot fetch its own image gets it pushed, proven again right before the push.
+func TestBMCVersionPushed(t *testing.T) {
+	_, bmcs := availableServers(t, "bmcv-push", 1)
+	b := bmcs[0]
+	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(updateDuration), NoSimpleUpdate: true, BMCRebootDuration: redfish.Duration(time.Second)})
+	images := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("7.4.0")) }))
+	defer images.Close()
+	v := &baseboardv1alpha1.BMCVersion{
+		ObjectMeta: metav1.ObjectMeta{Name: "bmcv-push"},
+		Spec: baseboardv1alpha1.BMCVersionSpec{BMCRef: &corev1.LocalObjectReference{Name: "bmcv-push-0"},
+			BMCVersionTemplate: baseboardv1alpha1.BMCVersionTemplate{Version: "7.4.0", Image: systemv1alpha1.ImageSpec{URI: images.URL + "/bmc-7.4.0.bin"}}},
+	}
+	if err := env.Client.Create(ctx(), v); err != nil {
+		t.Fatal(err)
+	}
+	waitBMCVersionState(t, "bmcv-push", systemv1alpha1.VersionStateCompleted, 90*time.Second)
+	var devices []string
+	for _, r := range recordsOf(b) {
+		if r.Action == redfish.ActionSimpleUpdate {
+			devices = append(devices, r.Device+":"+r.Image)
+		}
+	}
+	if got := b.FirmwareVersion(); got != "7.4.0" || len(devices) != 1 || devices[0] != "BMC:bmc-7.4.0.bin" {
+		t.Errorf("firmware %s, pushes %v", got, devices)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -50,6 +51,10 @@ type flasher struct {
 	afterTask phase
 	// failAttempt counts a failed attempt.
 	failAttempt func(why string) (lifecycle.Result, error)
+	// prove proves the BMC again right before an image is pushed (the fetch before it may take
+	// minutes, in which an address can change hands); nil where the push proves the system
+	// itself (a system target, bmc.Expect).
+	prove func(ctx context.Context) error
 }
 
 // issue claims the step's flash with one write (phase issuing) and, once that write has won,
@@ -108,9 +113,9 @@ func (a *actor) issue(ctx context.Context, w *work, f flasher) (lifecycle.Result
 		// pass may. The answer is kept like SimpleUpdate's.
 		key := issuedKey(w.obj.GetUID(), next.At)
 		f.issued.m.Store(key, issuedUpdate{pending: true})
-		conn, timeout := w.conn, a.Options.UploadTimeout
+		conn, timeout, prove := w.conn, a.Options.UploadTimeout, f.prove
 		go func() {
-			task, err := pushImage(conn, req, timeout)
+			task, err := pushImage(conn, req, timeout, prove)
 			f.issued.m.Store(key, issuedUpdate{task: task, err: err})
 		}()
 		a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "FlashStarted", "Upgrade", "pushing %s to the BMC for %s (attempt %d)", w.rec.Image, w.target(), w.rec.Attempt)
@@ -250,9 +255,9 @@ var errFetch = errors.New("image not fetched")
 // maxImage bounds an image fetched to be pushed.
 const maxImage = 4 << 30
 
-// pushImage fetches the image (with the image Secret's credentials) into a temporary file and
-// pushes it to the BMC, all within timeout.
-func pushImage(conn bmc.BMC, req bmc.UpdateRequest, timeout time.Duration) (string, error) {
+// pushImage fetches the image (with the image Secret's credentials) into a temporary file, proves
+// the BMC again where prove says how, and pushes it, all within timeout.
+func pushImage(conn bmc.BMC, req bmc.UpdateRequest, timeout time.Duration, prove func(context.Context) error) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, req.ImageURI, nil)
@@ -270,11 +275,16 @@ func pushImage(conn bmc.BMC, req bmc.UpdateRequest, timeout time.Duration) (stri
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("fetching image %s: %s: %w", req.ImageURI, resp.Status, errFetch)
 	}
-	f, err := os.CreateTemp("", "metalhub-image-*-"+path.Base(req.ImageURI))
+	// The file keeps the image's name: the multipart part carries it, and BMCs read it.
+	dir, err := os.MkdirTemp("", "metalhub-image-")
 	if err != nil {
 		return "", fmt.Errorf("image %s: %v: %w", req.ImageURI, err, errFetch)
 	}
-	defer os.Remove(f.Name())
+	defer os.RemoveAll(dir)
+	f, err := os.Create(filepath.Join(dir, path.Base(hreq.URL.Path)))
+	if err != nil {
+		return "", fmt.Errorf("image %s: %v: %w", req.ImageURI, err, errFetch)
+	}
 	defer f.Close()
 	n, err := io.Copy(f, io.LimitReader(resp.Body, maxImage+1))
 	if err == nil && n > maxImage {
@@ -285,6 +295,11 @@ func pushImage(conn bmc.BMC, req bmc.UpdateRequest, timeout time.Duration) (stri
 	}
 	if err != nil {
 		return "", fmt.Errorf("fetching image %s: %v: %w", req.ImageURI, err, errFetch)
+	}
+	if prove != nil {
+		if err := prove(ctx); err != nil {
+			return "", fmt.Errorf("proving the BMC before the push: %v: %w", err, bmc.ErrNotSent)
+		}
 	}
 	return conn.PushUpdate(bmc.WithRequestTimeout(ctx, time.Until(deadline(ctx))), req, f)
 }
