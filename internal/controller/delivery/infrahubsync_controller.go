@@ -608,7 +608,9 @@ func (r *InfrahubSyncReconciler) report(ctx context.Context, p *syncPass) (lifec
 			st.SyncState = infrahubv1alpha1.StateRunning
 			lifecycle.SetCondition(&st.Conditions, s.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, infrahubv1alpha1.ReasonResourcesProgressing,
 				fmt.Sprintf("%d of %d VidraResources deployed; %d more artifacts follow as these apply (--delivery-sync-apply-window)", p.summary.Succeeded, p.summary.Total, waiting))
-		case p.anyPending:
+		case p.anyPending || out.progressed:
+			// A VidraResource written in this pass has not applied yet, and the cache the
+			// summary counts from may not even hold it: not Succeeded before its report.
 			st.SyncState = infrahubv1alpha1.StateRunning
 			lifecycle.SetCondition(&st.Conditions, s.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, infrahubv1alpha1.ReasonResourcesProgressing,
 				fmt.Sprintf("%d of %d VidraResources deployed", p.summary.Succeeded, p.summary.Total))
