@@ -33,7 +33,7 @@ const (
 
 // features are the optional flags a manager binary has: the campaign also replays seeds against
 // older builds (METALHUB_CAMPAIGN_BINARY), which lack them.
-type features struct{ addressFile, retryAfter bool }
+type features struct{ addressFile, retryAfter, firmware bool }
 
 var binFeatures sync.Map // binary path -> features
 
@@ -42,7 +42,8 @@ func featuresOf(bin string) features {
 		return f.(features)
 	}
 	out, _ := exec.Command(bin, "manager", "-h").CombinedOutput() // -h exits non-zero; the text is what counts
-	f := features{addressFile: bytes.Contains(out, []byte("-address-file")), retryAfter: bytes.Contains(out, []byte("-retry-after"))}
+	f := features{addressFile: bytes.Contains(out, []byte("-address-file")), retryAfter: bytes.Contains(out, []byte("-retry-after")),
+		firmware: bytes.Contains(out, []byte("-firmware-poll"))}
 	binFeatures.Store(bin, f)
 	return f
 }
@@ -56,6 +57,10 @@ func managerArgs(f features, registryPort, metricsPort int, addressFile string) 
 	if f.addressFile {
 		metrics = "127.0.0.1:0"
 		extra = append(extra, "--address-file", addressFile)
+	}
+	if f.firmware {
+		// Firmware tasks read often and versions given a while to show, as for power.
+		extra = append(extra, "--firmware-poll", "200ms", "--firmware-verify-timeout", "20s")
 	}
 	if f.retryAfter {
 		// A failed pass looks again after 2 s instead of 15 s: faults heal within the schedule.

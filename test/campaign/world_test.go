@@ -24,7 +24,9 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/emulator/netboot"
@@ -281,7 +283,8 @@ func (w *world) close() {
 func purgeLists() []client.ObjectList {
 	return []client.ObjectList{&metalv1alpha1.BMCSecretList{}, &metalv1alpha1.EndpointList{}, &metalv1alpha1.BMCList{},
 		&metalv1alpha1.ServerList{}, &metalv1alpha1.ServerClaimList{}, &metalv1alpha1.ServerMaintenanceList{},
-		&metalv1alpha1.ServerBootConfigurationList{}, &corev1.SecretList{}}
+		&metalv1alpha1.ServerBootConfigurationList{}, &corev1.SecretList{},
+		&systemv1alpha1.BIOSVersionList{}, &maintenancev1alpha1.ServerMaintenanceList{}}
 }
 
 // listOpts selects what a list of purgeLists covers: discovery Secrets only, among Secrets.
