@@ -117,3 +117,18 @@ func TestTaskLook(t *testing.T) {
 		}
 	}
 }
+
+// A pending request is recognised by its whole token, not by another that starts like it.
+func TestOperationStateMatchesWholeTokens(t *testing.T) {
+	intent := map[string]string{"lifecycle.metalhub.io/operation": "hard-restart-server/issuing@100 sent=101 by=u.20261202T100000.ab.1.12"}
+	if _, pending := operationState(intent, "u.20261202T100000.ab.1.1"); pending {
+		t.Error("a token's prefix matched")
+	}
+	if _, pending := operationState(intent, "u.20261202T100000.ab.1.12"); !pending {
+		t.Error("the token itself did not match")
+	}
+	res := map[string]string{"lifecycle.metalhub.io/operation-result": "u.x.1.12 done"}
+	if out, _ := operationState(res, "u.x.1.1"); out != "" {
+		t.Errorf("a prefix's result %q", out)
+	}
+}

@@ -227,7 +227,8 @@ func operationState(annotations map[string]string, token string) (outcome string
 	if annotations[metal.OperationRequesterAnnotation] == token {
 		return "", true
 	}
-	return "", strings.Contains(annotations[metal.OperationIntentAnnotation], " by="+token)
+	// The requester's token is the intent's last field: matched whole, never as a prefix.
+	return "", strings.HasSuffix(annotations[metal.OperationIntentAnnotation], " by="+token)
 }
 
 // askOperation asks o (a Server or a BMC) for op, named token, unless another operation is
