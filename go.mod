@@ -11,6 +11,7 @@ require (
 	github.com/prometheus/common v0.71.0
 	github.com/stmcginnis/gofish v0.24.0
 	go.uber.org/zap v1.27.1
+	golang.org/x/crypto v0.55.0
 	k8s.io/api v0.37.2
 	k8s.io/apiextensions-apiserver v0.37.2
 	k8s.io/apimachinery v0.37.2

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/crypto/ssh"
 )
 
 // Options configure an Emulator. Zero values get defaults.
@@ -53,6 +54,12 @@ type Options struct {
 	OnBoot func(BootEvent)
 	// Logger receives lifecycle messages.
 	Logger logr.Logger
+	// SSHConsole gives every BMC an SSH serial console, as real BMCs have: it listens on Host
+	// at a port the system picks (BMC.SSHAddress) with one host key per emulator
+	// (Emulator.SSHHostKey), takes the BMC's credentials, and "console <systemID>" (exec, or
+	// typed at its "bmc> " prompt) attaches to a system's console. The systems' and manager's
+	// SerialConsole resources advertise it.
+	SSHConsole bool
 }
 
 func (o Options) withDefaults() Options {
@@ -113,6 +120,14 @@ type Emulator struct {
 	images  sync.Map
 	started bool
 	closed  sync.Once
+
+	// The SSH consoles (Options.SSHConsole, sshconsole.go): listeners and open connections are
+	// kept so Close ends them.
+	hostKey      ssh.Signer
+	sshMu        sync.Mutex
+	sshListeners []net.Listener
+	sshConns     map[net.Conn]struct{}
+	sshClosed    bool
 }
 
 // New builds the fleet (no listening yet: see Start).
@@ -129,6 +144,13 @@ func New(opts Options) (*Emulator, error) {
 		}
 		e.tlsCfg, e.caPEM = cfg, caPEM
 	}
+	if opts.SSHConsole {
+		k, err := newHostKey()
+		if err != nil {
+			return nil, fmt.Errorf("generate SSH host key: %w", err)
+		}
+		e.hostKey = k
+	}
 	for i := range opts.BMCs {
 		e.bmcs = append(e.bmcs, newBMC(e, i))
 	}
@@ -141,7 +163,12 @@ func (e *Emulator) Start() error {
 		return errors.New("emulator already started")
 	}
 	e.started = true
-	var listeners []net.Listener
+	var listeners, sshListeners []net.Listener
+	closeAll := func() {
+		for _, l := range append(listeners, sshListeners...) {
+			l.Close()
+		}
+	}
 	for i, b := range e.bmcs {
 		port := 0
 		if e.opts.BasePort > 0 {
@@ -149,10 +176,17 @@ func (e *Emulator) Start() error {
 		}
 		l, err := net.Listen("tcp", net.JoinHostPort(e.opts.Host, strconv.Itoa(port)))
 		if err != nil {
-			for _, l := range listeners {
-				l.Close()
-			}
+			closeAll()
 			return fmt.Errorf("listen for BMC %d: %w", i, err)
+		}
+		if e.hostKey != nil {
+			sl, err := e.listenSSH(e.opts.Host)
+			if err != nil {
+				l.Close()
+				closeAll()
+				return fmt.Errorf("BMC %d: %w", i, err)
+			}
+			sshListeners = append(sshListeners, sl)
 		}
 		scheme := "http"
 		if e.tlsCfg != nil {
@@ -164,6 +198,9 @@ func (e *Emulator) Start() error {
 	}
 	for i, l := range listeners {
 		e.serve(e.bmcs[i], l)
+		if sshListeners != nil {
+			e.serveSSH(e.bmcs[i], sshListeners[i])
+		}
 	}
 	e.opts.Logger.V(1).Info("emulator started", "bmcs", len(e.bmcs), "systemsPerBMC", e.opts.SystemsPerBMC)
 	return nil
@@ -197,6 +234,16 @@ func (b *BMC) ListenAt(addr string) error {
 	if err != nil {
 		return fmt.Errorf("listen at %s for BMC %d: %w", addr, b.index, err)
 	}
+	if b.em.hostKey != nil && b.SSHAddress() == "" {
+		// A BMC first started here gets its console on this host; one that has it keeps it.
+		host, _, _ := net.SplitHostPort(addr)
+		sl, err := b.em.listenSSH(host)
+		if err != nil {
+			l.Close()
+			return fmt.Errorf("BMC %d: %w", b.index, err)
+		}
+		b.em.serveSSH(b, sl)
+	}
 	if b.em.tlsCfg != nil {
 		l = tls.NewListener(l, b.em.tlsCfg)
 	}
@@ -225,6 +272,7 @@ func (e *Emulator) Close() error {
 			_ = s.Close()
 		}
 		e.srvMu.Unlock()
+		e.closeSSH()
 		e.wg.Wait()
 		for _, b := range e.bmcs {
 			for _, s := range b.systems {
@@ -291,6 +339,8 @@ type BMC struct {
 	// answeredBy is the BMC that answers at this one's address instead (AnswerAs).
 	answeredBy atomic.Pointer[BMC]
 	creds      atomic.Pointer[[2]string]
+	// sshAddr is the SSH console's host:port (Options.SSHConsole).
+	sshAddr    atomic.Pointer[string]
 	accts      accounts
 	upd        updates
 	powerDelay atomic.Int64 // nanoseconds

@@ -528,6 +528,7 @@ func (b *BMC) systemBody(s *System, f *Faults) obj {
 		},
 		"Actions": obj{"#ComputerSystem.Reset": reset},
 	}
+	body["SerialConsole"] = b.systemSerialConsole(h.ID)
 	if b.reportsSystemReset.Load() {
 		body["LastResetTime"] = time.Unix(0, s.lastReset).UTC().Format(time.RFC3339)
 	}
@@ -845,6 +846,7 @@ func (b *BMC) routeManagers(w http.ResponseWriter, r *http.Request, segs []strin
 		if b.mediaOnManager() && !f.NoVirtualMedia {
 			m["VirtualMedia"] = link(mp + "/VirtualMedia")
 		}
+		m["SerialConsole"] = b.managerSerialConsole()
 		if b.reportsReset.Load() {
 			// LastResetTime came with Manager v1_13_0.
 			m["@odata.type"] = "#Manager.v1_13_0.Manager"
