@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 )
 
@@ -22,7 +24,8 @@ const usage = `usage: emulate bmc [flags]
 
 Runs emulated Redfish BMCs until interrupted. BMC i listens on the --listen
 port + i (port 0 picks free ports). Each line printed names one BMC, its URL,
-credentials and system IDs.
+credentials and system IDs; with --ssh-console a second line names its SSH
+serial console.
 
 flags:
 `
@@ -82,6 +85,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(out, "bmc %d %s username=%s password=%s vendor=%s systems=%s\n",
 			i.Index, i.URL, i.Username, i.Password, i.Vendor, strings.Join(i.SystemIDs, ","))
 	}
+	if opts.SSHConsole {
+		fmt.Fprintf(out, "ssh-console host-key %s\n", ssh.FingerprintSHA256(em.SSHHostKey()))
+		for _, b := range em.BMCs() {
+			host, port, _ := net.SplitHostPort(b.SSHAddress())
+			user, _ := b.Credentials()
+			fmt.Fprintf(out, "bmc %d ssh-console %s (ssh -p %s %s@%s console %s)\n",
+				b.Index(), b.SSHAddress(), port, user, host, b.SystemIDs()[0])
+		}
+	}
 	if opts.TLS {
 		fmt.Fprintf(out, "ca-certificate:\n%s", em.CACertPEM())
 	}
@@ -98,6 +110,7 @@ type flags struct {
 	seed               uint64
 	tls                bool
 	maxSessions        int
+	sshConsole         bool
 }
 
 func newFlags(stderr io.Writer) *flags {
@@ -117,6 +130,8 @@ func newFlags(stderr io.Writer) *flags {
 	f.fs.Uint64Var(&f.seed, "seed", 1, "seed for the generated inventory")
 	f.fs.BoolVar(&f.tls, "tls", false, "serve HTTPS with a self-signed certificate (printed)")
 	f.fs.IntVar(&f.maxSessions, "max-sessions", 16, "open sessions each BMC allows")
+	f.fs.BoolVar(&f.sshConsole, "ssh-console", false, "give each BMC an SSH serial console on a free port (printed, with the host key fingerprint): "+
+		"log in with the BMC's credentials and run \"console <systemID>\"")
 	return f
 }
 
@@ -139,6 +154,7 @@ func (f *flags) options() (redfish.Options, error) {
 	return redfish.Options{
 		BMCs: f.servers, SystemsPerBMC: f.perBMC, Host: host, BasePort: port, Seed: f.seed,
 		Username: f.username, Password: f.password, PowerDelay: delay, TLS: f.tls, MaxSessions: f.maxSessions,
+		SSHConsole: f.sshConsole,
 	}, nil
 }
 
