@@ -2,47 +2,50 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
 
+	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/metalhub/metalhub/internal/cli"
 	"github.com/metalhub/metalhub/internal/cmd/infrahubemucmd"
 	"github.com/metalhub/metalhub/internal/cmd/redfishemucmd"
 	"github.com/metalhub/metalhub/internal/dev"
 )
 
-func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("metalhub dev", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func devCommand() *cobra.Command {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	opts := dev.DefaultOptions()
 	opts.BindFlags(fs)
-	// Human-readable logs at info: the live table on stdout is the main show.
+	// Human-readable logs at info, into the log file the run names (the live table is the show).
 	zapOpts := zap.Options{Development: true, Level: zapcore.InfoLevel}
 	zapOpts.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	c := &cobra.Command{
+		Use:   "dev [flags]",
+		Short: "local control plane + emulated fleet + the operator, for a first look (make run)",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := dev.Run(c.Context(), opts, c.OutOrStdout(), c.ErrOrStderr(), &zapOpts, nil); err != nil {
+				fmt.Fprintln(c.ErrOrStderr(), "metalhub dev:", err)
+				return cli.ExitCode(1)
+			}
+			return nil
+		},
 	}
-	log := zap.New(zap.UseFlagOptions(&zapOpts), zap.WriteTo(stderr))
-	ctrl.SetLogger(log)
-	if err := dev.Run(ctx, opts, stdout, log, nil); err != nil {
-		fmt.Fprintln(stderr, "metalhub dev:", err)
-		return 1
-	}
-	return 0
+	goFlags(c, fs)
+	return c
 }
 
 func runEmulate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	emulators := map[string]command{
+	emulators := map[string]struct {
+		summary string
+		run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	}{
 		"infrahub": {"Infrahub API (login, stored queries, artifacts)", infrahubemucmd.Main},
 		"bmc":      {"a fleet of Redfish BMCs (power, boot override, inventory, faults)", redfishemucmd.Main},
 	}

@@ -1,14 +1,7 @@
-// Command metalhub is the metalhub operator and its companion tools.
-//
-//	metalhub [manager flags]          run the operator (same as `metalhub manager`)
-//	metalhub manager [flags]          run the operator
-//	metalhub dev [flags]              local control plane + the operator, for a first look
-//	metalhub emulate bmc [flags]      a fleet of emulated Redfish BMCs
-//	metalhub emulate infrahub [flags] an Infrahub API emulator
-//	metalhub bmc inspect [flags]      check a BMC before registering it
-//	metalhub version                  print the version
-//
-// Run `metalhub <command> -h` for a command's flags.
+// Command metalhub is the metalhub operator and its companion tools, one binary with cobra
+// subcommands (`metalhub help` lists them; `metalhub completion bash|zsh|fish` prints shell
+// completion). Without a command, or with only flags, it runs the operator, as a container
+// entrypoint expects.
 package main
 
 import (
@@ -17,16 +10,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"slices"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/metalhub/metalhub/internal/cli"
 	"github.com/metalhub/metalhub/internal/cmd/bmccmd"
 	"github.com/metalhub/metalhub/internal/cmd/migratecmd"
 	"github.com/metalhub/metalhub/internal/manager"
@@ -35,91 +28,134 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-// command is one subcommand: it gets its arguments (without its own name) and returns an exit code.
-type command struct {
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
-}
-
-func commands() map[string]command {
-	return map[string]command{
-		"manager": {"run the operator", runManager},
-		"dev":     {"local control plane + the operator, for a first look", runDev},
-		"emulate": {"run an emulator: bmc or infrahub", runEmulate},
-		"bmc":     {"check a BMC before registering it: inspect, power, boot-once", bmccmd.Main},
-		"migrate": {"before switching from metal-operator: migrate plan (read-only)", migratecmd.Main},
-		"move":    {"move the fleet to another cluster: --to-kubeconfig F [--dry-run]", migratecmd.MoveMain},
-		"version": {"print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) int {
-			fmt.Fprintln(stdout, version)
-			return 0
-		}},
-	}
-}
-
 func main() {
-	ctx := ctrl.SetupSignalHandler()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	ctx := cli.SignalContext()
+	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cmds := commands()
-	// No subcommand (or only flags) runs the operator, as a container entrypoint expects.
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-			usage(stderr, cmds)
+// run executes the command line and returns the exit code: 0, 1 when the command failed, 2 on
+// a bad command line.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	// No subcommand (or only flags) runs the operator. Help alone is the root's.
+	if len(args) == 0 || (strings.HasPrefix(args[0], "-") && !isHelp(args[0])) {
+		args = append([]string{"manager"}, args...)
+	}
+	root := newRoot(stdin, stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	var code cli.ExitCode
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &code):
+		return int(code)
+	default:
+		fmt.Fprintf(stderr, "metalhub: %v\n", err)
+		if cli.IsUsage(err) {
+			return 2
 		}
-		return runManager(ctx, args, stdout, stderr)
+		return 1
 	}
-	cmd, ok := cmds[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "metalhub: unknown command %q\n\n", args[0])
-		usage(stderr, cmds)
-		return 2
-	}
-	return cmd.run(ctx, args[1:], stdout, stderr)
 }
 
-func usage(w io.Writer, cmds map[string]command) {
-	fmt.Fprintln(w, "Usage: metalhub <command> [flags]\n\nCommands:")
-	for _, name := range slices.Sorted(maps.Keys(cmds)) {
-		fmt.Fprintf(w, "  %-10s %s\n", name, cmds[name].summary)
+func isHelp(a string) bool { return a == "-h" || a == "--help" || a == "-help" }
+
+func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "metalhub",
+		Short: "the metalhub operator and its companion tools",
+		Long: `metalhub runs the operator (metalhub manager, also without a command) and the tools around it:
+a local environment (dev), the fleet's web view (dashboard), everyday commands on servers
+(servers, cordon, park, power, console), emulators, BMC checks, migration and move.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version,
 	}
-	fmt.Fprintln(w, "\nWithout a command, metalhub runs the operator.")
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return cli.Usage(err) })
+	root.AddGroup(&cobra.Group{ID: "fleet", Title: "Everyday commands on the fleet:"},
+		&cobra.Group{ID: "run", Title: "Running metalhub:"},
+		&cobra.Group{ID: "tools", Title: "Tools:"})
+
+	mgr := managerCommand()
+	mgr.GroupID = "run"
+	dev := devCommand()
+	dev.GroupID = "run"
+	root.AddCommand(mgr, dev)
+	for _, c := range []*cobra.Command{
+		passthrough("emulate", "run an emulator: emulate bmc|infrahub [flags]", runEmulate),
+		passthrough("bmc", "check a BMC before registering it: inspect, power, boot-once", bmccmd.Main),
+		passthrough("migrate", "before switching from metal-operator: migrate plan (read-only)", migratecmd.Main),
+		passthrough("move", "move the fleet to another cluster: --to-kubeconfig F [--dry-run]", migratecmd.MoveMain),
+	} {
+		c.GroupID = "tools"
+		root.AddCommand(c)
+	}
+	root.AddCommand(&cobra.Command{
+		Use: "version", Short: "print the version", GroupID: "tools", Args: cobra.NoArgs,
+		Run: func(c *cobra.Command, _ []string) { fmt.Fprintln(c.OutOrStdout(), version) },
+	})
+	for _, c := range cli.FleetCommands() {
+		c.GroupID = "fleet"
+		root.AddCommand(c)
+	}
+	root.SetCompletionCommandGroupID("tools")
+	root.SetHelpCommandGroupID("tools")
+	return root
 }
 
-func runManager(ctx context.Context, args []string, _, stderr io.Writer) int {
-	fs := flag.NewFlagSet("metalhub manager", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// passthrough wraps a companion command that parses its own flags (and prints its own help).
+func passthrough(name, short string, main func(ctx context.Context, args []string, stdout, stderr io.Writer) int) *cobra.Command {
+	return &cobra.Command{
+		Use: name + " [arguments]", Short: short, DisableFlagParsing: true,
+		RunE: func(c *cobra.Command, args []string) error {
+			if code := main(c.Context(), args, c.OutOrStdout(), c.ErrOrStderr()); code != 0 {
+				return cli.ExitCode(code)
+			}
+			return nil
+		},
+	}
+}
+
+// goFlags adds a standard-library flag set (the operator's and the dev environment's options
+// bind there) to a cobra command, so they are parsed, listed in help and completed like the rest.
+func goFlags(c *cobra.Command, fs *flag.FlagSet) {
+	c.Flags().AddGoFlagSet(fs)
+}
+
+func managerCommand() *cobra.Command {
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	opts := manager.DefaultOptions()
 	opts.BindFlags(fs)
 	kubeconfig := fs.String("kubeconfig", "", "Path to a kubeconfig; defaults to $KUBECONFIG, then in-cluster config, then ~/.kube/config.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	c := &cobra.Command{
+		Use:   "manager [flags]",
+		Short: "run the operator (also what metalhub does without a command)",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			stderr := c.ErrOrStderr()
+			log := zap.New(zap.UseFlagOptions(&zapOpts), zap.WriteTo(stderr))
+			ctrl.SetLogger(log)
+			cfg, err := restConfig(*kubeconfig)
+			if err != nil {
+				log.Error(err, "loading cluster configuration")
+				return cli.ExitCode(1)
+			}
+			log.Info("starting metalhub", "version", version)
+			if err := manager.Run(c.Context(), cfg, opts, log); err != nil {
+				log.Error(err, "manager stopped with an error")
+				return cli.ExitCode(1)
+			}
+			log.Info("metalhub stopped")
+			return nil
+		},
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "metalhub manager: unexpected arguments %q\n", fs.Args())
-		return 2
-	}
-	log := zap.New(zap.UseFlagOptions(&zapOpts), zap.WriteTo(stderr))
-	ctrl.SetLogger(log)
-
-	cfg, err := restConfig(*kubeconfig)
-	if err != nil {
-		log.Error(err, "loading cluster configuration")
-		return 1
-	}
-	log.Info("starting metalhub", "version", version)
-	if err := manager.Run(ctx, cfg, opts, log); err != nil {
-		log.Error(err, "manager stopped with an error")
-		return 1
-	}
-	log.Info("metalhub stopped")
-	return 0
+	goFlags(c, fs)
+	return c
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

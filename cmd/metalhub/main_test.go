@@ -135,7 +135,7 @@ func TestManagerStartsHealthyAndStopsOnSIGTERM(t *testing.T) {
 // Bad flags fail fast with a message instead of starting half-configured.
 func TestManagerRejectsBadFlags(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"--controllers", "metal,bogus"}, &stdout, &stderr)
+	code := run(context.Background(), []string{"--controllers", "metal,bogus"}, nil, &stdout, &stderr)
 	if code != 2 {
 		t.Fatalf("exit code %d, want 2", code)
 	}
@@ -143,7 +143,7 @@ func TestManagerRejectsBadFlags(t *testing.T) {
 		t.Fatalf("stderr does not explain: %s", stderr.String())
 	}
 	stderr.Reset()
-	if code := run(context.Background(), []string{"frobnicate"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), `unknown command "frobnicate"`) {
+	if code := run(context.Background(), []string{"frobnicate"}, nil, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), `unknown command "frobnicate"`) {
 		t.Fatalf("unknown command: code %d, stderr %s", code, stderr.String())
 	}
 }
@@ -152,7 +152,7 @@ func TestManagerRejectsBadFlags(t *testing.T) {
 func TestSubcommandsWired(t *testing.T) {
 	for _, args := range [][]string{{"emulate", "bmc", "-h"}, {"emulate", "infrahub", "-h"}, {"bmc", "-h"}, {"dev", "-h"}, {"version"}} {
 		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), args, &stdout, &stderr); code != 0 {
+		if code := run(context.Background(), args, nil, &stdout, &stderr); code != 0 {
 			t.Errorf("%v: exit %d\n%s", args, code, stderr.String())
 		}
 	}

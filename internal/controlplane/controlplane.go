@@ -10,7 +10,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -169,4 +171,52 @@ func (c *ControlPlane) Stop() error {
 		_ = os.RemoveAll(c.dir)
 	}
 	return c.env.Stop()
+}
+
+// Kill ends the control plane's processes at once, without waiting: for a forced exit (a second
+// Ctrl-C) that must not leave kube-apiserver and etcd running. envtest starts them in process
+// groups of their own, so a terminal's signal does not reach them; they are found as this
+// process's children run from the assets directory.
+func (c *ControlPlane) Kill() {
+	for _, pid := range childrenFrom(c.AssetsDir) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// childrenFrom lists this process's children whose executable lies in dir (Linux /proc; none
+// elsewhere).
+func childrenFrom(dir string) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	self := os.Getpid()
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid ...": comm may hold spaces, so read after the last ')'.
+		i := strings.LastIndexByte(string(stat), ')')
+		fields := strings.Fields(string(stat[i+1:]))
+		if i < 0 || len(fields) < 2 {
+			continue
+		}
+		if ppid, _ := strconv.Atoi(fields[1]); ppid != self {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err != nil {
+			continue
+		}
+		if rel, err := filepath.Rel(dir, exe); err == nil && !strings.HasPrefix(rel, "..") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

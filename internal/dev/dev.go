@@ -13,8 +13,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -23,8 +25,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/metalhub/metalhub/config/crd"
+	"github.com/metalhub/metalhub/internal/cli"
 	"github.com/metalhub/metalhub/internal/controlplane"
 	"github.com/metalhub/metalhub/internal/manager"
 	"github.com/metalhub/metalhub/internal/scheme"
@@ -52,8 +56,13 @@ type Options struct {
 	InfrahubAddress string
 	// RegistryAddress is where the discovery registry listens (the emulated servers post there).
 	RegistryAddress string
-	// Table prints the live table of servers and syncs.
+	// Table prints the live table of servers and syncs: redrawn in place on a terminal, printed
+	// again when it changes otherwise.
 	Table bool
+	// LogFile receives the operator's and the emulators' logs: "-" is stderr; empty is
+	// metalhub-dev.log in the data dir (with a temporary data dir, a file kept in the temp dir)
+	// while the table is on, stderr when it is off.
+	LogFile string
 	// WebhookPort is where the operator serves the admission webhooks to the local control
 	// plane (127.0.0.1 only; 0 picks a free port). With Kubeconfig set the webhooks are off:
 	// another cluster's API server cannot reach this process.
@@ -94,7 +103,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.EmulatorControlAddress, "emulator-control-address", o.EmulatorControlAddress, "Address of the BMC emulator's recorder and fault menu (/emulator/...).")
 	fs.StringVar(&o.InfrahubAddress, "infrahub-address", o.InfrahubAddress, "Address of the Infrahub emulator.")
 	fs.StringVar(&o.RegistryAddress, "registry-address", o.RegistryAddress, "Address of the discovery registry the emulated servers report to.")
-	fs.BoolVar(&o.Table, "table", o.Table, "Print a live table of servers and syncs.")
+	fs.BoolVar(&o.Table, "table", o.Table, "Print a live table of servers and syncs (redrawn in place on a terminal).")
+	fs.StringVar(&o.LogFile, "log-file", o.LogFile, "Write the logs to this file (\"-\": stderr). Default: metalhub-dev.log in the data dir while the table is on, so the table stays readable; stderr with --table=false.")
 	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port on 127.0.0.1 of the operator's admission webhooks, which the local control plane calls (0 picks a free one; off with --kubeconfig).")
 	fs.StringVar(&o.Manager.MetricsAddr, "metrics-bind-address", o.Manager.MetricsAddr, "Address of the operator's metrics endpoint; \"0\" disables it.")
 	fs.StringVar(&o.Manager.HealthAddr, "health-probe-bind-address", o.Manager.HealthAddr, "Address of the operator's /healthz and /readyz.")
@@ -102,12 +112,27 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Var(&o.Manager.Controllers, "controllers", "Controller families to run: metal, delivery, or both.")
 }
 
-// Run runs the dev environment until ctx is cancelled. ready, if not nil, is called with the
-// kubeconfig path once everything is registered and the operator is about to start.
-func Run(ctx context.Context, o Options, out io.Writer, log logr.Logger, ready func(kubeconfig string)) error {
+// Run runs the dev environment until ctx is cancelled: the table and what to do next go to out,
+// the logs (built from zapOpts) to the log file, or errOut. ready, if not nil, is called with
+// the kubeconfig path once everything is registered and the operator is about to start.
+func Run(ctx context.Context, o Options, out, errOut io.Writer, zapOpts *zap.Options, ready func(kubeconfig string)) error {
+	// A reader that went away (`make run | tee`, Ctrl-C ends tee first) must not kill the run
+	// before it stops the control plane: writes fail instead, and are dropped.
+	signal.Ignore(syscall.SIGPIPE)
 	cfg, kubeconfig, dataDir, stop, err := cluster(o, out)
 	if err != nil {
 		return err
+	}
+	logPath, logOut, closeLog, err := logDestination(o, dataDir, errOut)
+	if err != nil {
+		stop()
+		return err
+	}
+	defer closeLog()
+	log := zap.New(zap.UseFlagOptions(zapOpts), zap.WriteTo(logOut))
+	ctrl.SetLogger(log)
+	if logPath != "" {
+		fmt.Fprintf(out, "logs go to %s\n", logPath)
 	}
 	if o.Kubeconfig == "" {
 		// A self-signed CA and certificate, generated once into the data dir; the webhook
@@ -187,7 +212,11 @@ func Run(ctx context.Context, o Options, out io.Writer, log logr.Logger, ready f
 	}
 	fmt.Fprintf(out, "Ctrl-C stops everything.\n")
 	if o.Table {
-		go liveTable(ctx, c, out, 2*time.Second)
+		intro := fmt.Sprintf("metalhub dev — KUBECONFIG=%s", kubeconfig)
+		if logPath != "" {
+			intro += "\nlogs: " + logPath
+		}
+		go liveTable(ctx, c, out, intro, 2*time.Second)
 	}
 	if o.AddressFile != "" {
 		if err := manager.WriteAddressFile(o.AddressFile, addrs); err != nil {
@@ -264,7 +293,10 @@ func cluster(o Options, out io.Writer) (*rest.Config, string, string, func(), er
 		return nil, "", "", nil, err
 	}
 	assetsDir = cp.AssetsDir
+	// A second Ctrl-C exits at once: the control plane goes with it.
+	unhook := cli.OnForcedExit(cp.Kill)
 	stop := func() {
+		unhook()
 		if err := cp.Stop(); err != nil {
 			fmt.Fprintf(out, "stopping control plane: %v\n", err)
 		}
@@ -311,4 +343,28 @@ func (l localWebhooks) Start(ctx context.Context) error {
 	}
 	l.log.Info("admission webhooks registered", "url", webhook.LocalURL(l.o))
 	return nil
+}
+
+// logDestination opens where the logs go (see Options.LogFile) and returns its path ("" for
+// stderr).
+func logDestination(o Options, dataDir string, errOut io.Writer) (string, io.Writer, func(), error) {
+	path := o.LogFile
+	switch {
+	case path == "-" || (path == "" && !o.Table):
+		return "", errOut, func() {}, nil
+	case path == "" && o.DataDir != "":
+		path = filepath.Join(dataDir, "metalhub-dev.log")
+	case path == "":
+		// The temporary data dir goes on exit; the log is worth keeping.
+		f, err := os.CreateTemp("", "metalhub-dev-*.log")
+		if err != nil {
+			return "", nil, nil, fmt.Errorf("creating the log file: %w", err)
+		}
+		return f.Name(), f, func() { _ = f.Close() }, nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("opening the log file: %w", err)
+	}
+	return path, f, func() { _ = f.Close() }, nil
 }

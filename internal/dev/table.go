@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/term"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
@@ -16,16 +18,31 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
-// liveTable prints the servers (state, power, claim) and syncs whenever they change, so a
-// newcomer watches the lifecycle happen without a second terminal.
-func liveTable(ctx context.Context, c client.Reader, out io.Writer, every time.Duration) {
+// liveTable shows the servers (state, power, claim) and syncs whenever they change, so a
+// newcomer watches the lifecycle happen without a second terminal. On a terminal it redraws in
+// place, under intro and cut to the screen's height; otherwise (a pipe, a file) it prints the
+// table again each time it changes.
+func liveTable(ctx context.Context, c client.Reader, out io.Writer, intro string, every time.Duration) {
+	tty := -1
+	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		tty = int(f.Fd())
+	}
 	last := ""
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		if table, err := render(ctx, c); err == nil && table != last {
-			fmt.Fprintf(out, "\n--- %s ---\n%s", time.Now().Format("15:04:05"), table)
 			last = table
+			stamp := time.Now().Format("15:04:05")
+			if tty >= 0 {
+				_, height, err := term.GetSize(tty)
+				if err != nil {
+					height = 0
+				}
+				fmt.Fprint(out, redraw(intro+"\n"+stamp+"   Ctrl-C stops everything\n\n"+table, height))
+			} else {
+				fmt.Fprintf(out, "\n--- %s ---\n%s", stamp, table)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -33,6 +50,17 @@ func liveTable(ctx context.Context, c client.Reader, out io.Writer, every time.D
 		case <-t.C:
 		}
 	}
+}
+
+// redraw is the escape sequence that moves the cursor home and clears the screen, then text cut
+// to height lines (0: not cut), the last line saying how many were left out.
+func redraw(text string, height int) string {
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	if height > 2 && len(lines) > height-1 {
+		cut := len(lines) - (height - 2)
+		lines = append(lines[:height-2], fmt.Sprintf("... %d more lines (metalhub servers lists them all)", cut))
+	}
+	return "\x1b[H\x1b[2J" + strings.Join(lines, "\n") + "\n"
 }
 
 func render(ctx context.Context, c client.Reader) (string, error) {

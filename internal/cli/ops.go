@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/fleetops"
+)
+
+// cordonCommand is cordon (on) or uncordon: spec.unclaimable, which keeps claims from binding a
+// server; one bound already stays bound.
+func cordonCommand(on bool) *cobra.Command {
+	name, short := "uncordon", "let claims bind the servers again (spec.unclaimable=false)"
+	if on {
+		name, short = "cordon", "keep claims from binding the servers (spec.unclaimable=true); a bound claim stays"
+	}
+	c := &cobra.Command{
+		Use:   name + " SERVER...",
+		Short: short,
+		Args:  cobra.MinimumNArgs(1),
+	}
+	k := newKube(c)
+	c.ValidArgsFunction = k.completeServers(1 << 20)
+	c.RunE = func(c *cobra.Command, args []string) error {
+		cl, err := k.client()
+		if err != nil {
+			return err
+		}
+		for _, s := range args {
+			changed, err := fleetops.SetUnclaimable(c.Context(), cl, s, on)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.OutOrStdout(), "server/%s %s\n", s, verbed(name, changed))
+		}
+		return nil
+	}
+	return c
+}
+
+// parkCommand is park (on) or unpark: a parked server is left alone by the operator, its power
+// untouched, until unparked.
+func parkCommand(park bool) *cobra.Command {
+	name, short := "unpark", "return parked servers to where they were"
+	if park {
+		name, short = "park", "park servers: the operator leaves them alone, power untouched, until unparked"
+	}
+	c := &cobra.Command{
+		Use:   name + " SERVER...",
+		Short: short,
+		Args:  cobra.MinimumNArgs(1),
+	}
+	k := newKube(c)
+	c.ValidArgsFunction = k.completeServers(1 << 20)
+	c.RunE = func(c *cobra.Command, args []string) error {
+		cl, err := k.client()
+		if err != nil {
+			return err
+		}
+		for _, s := range args {
+			changed, err := fleetops.Park(c.Context(), cl, s, park)
+			if err != nil {
+				return err
+			}
+			if changed {
+				fmt.Fprintf(c.OutOrStdout(), "server/%s %s requested\n", s, name)
+			} else {
+				fmt.Fprintf(c.OutOrStdout(), "server/%s %s (unchanged)\n", s, verbed(name, false))
+			}
+		}
+		return nil
+	}
+	return c
+}
+
+func verbed(verb string, changed bool) string {
+	past := map[string]string{"cordon": "cordoned", "uncordon": "uncordoned", "park": "parked", "unpark": "not parked"}[verb]
+	if !changed && (verb == "cordon" || verb == "uncordon") {
+		return "already " + past
+	}
+	return past
+}
+
+// powerCommand asks the operator for a power operation through the operation annotation: it
+// carries it out exactly once, and a second request while one is pending is refused.
+func powerCommand() *cobra.Command {
+	var wait bool
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "power " + strings.Join(fleetops.PowerVerbs(), "|") + " SERVER",
+		Short: "power a server on, off, restart it (through the operator, exactly once)",
+		Long: `Ask the operator for a power operation on a server. It is written to the server's operation
+annotation with a request token; the operator issues it to the BMC exactly once (a crash or a
+lost answer never issues it twice) and reports the outcome under the token. A request while
+another operation on the server is pending is refused.
+
+  on            force-on-server
+  off           force-off-server
+  restart       graceful-restart-server
+  hard-restart  hard-restart-server
+  cycle         power-cycle-server`,
+		Example: `  metalhub power restart my-server
+  metalhub power off my-server --wait=false`,
+		Args: cobra.ExactArgs(2),
+	}
+	k := newKube(c)
+	c.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) == 0 {
+			return fleetops.PowerVerbs(), cobra.ShellCompDirectiveNoFileComp
+		}
+		return k.completeServers(2)(cmd, args, toComplete)
+	}
+	c.Flags().BoolVar(&wait, "wait", true, "Wait until the operator reports how the operation ended.")
+	c.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "How long --wait waits.")
+	c.RunE = func(c *cobra.Command, args []string) error {
+		verb, server := args[0], args[1]
+		if _, ok := fleetops.PowerOps[verb]; !ok {
+			return Usage(fmt.Errorf("unknown power operation %q: one of %s", verb, strings.Join(fleetops.PowerVerbs(), ", ")))
+		}
+		cl, err := k.client()
+		if err != nil {
+			return err
+		}
+		token, err := fleetops.RequestPower(c.Context(), cl, server, verb)
+		var pending *fleetops.PendingError
+		if errors.As(err, &pending) {
+			fmt.Fprintf(c.ErrOrStderr(), "refused: %v\n", err)
+			return ExitCode(1)
+		}
+		if err != nil {
+			return err
+		}
+		out := c.OutOrStdout()
+		fmt.Fprintf(out, "server/%s power %s requested (%s, request %s)\n", server, verb, fleetops.PowerOps[verb], token)
+		if !wait {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(c.Context(), timeout)
+		defer cancel()
+		outcome, err := fleetops.WaitOutcome(ctx, cl, server, token)
+		if err != nil {
+			return fmt.Errorf("waiting for the outcome of request %s: %w (the operator carries it out anyway; kubectl describe server %s)", token, err, server)
+		}
+		fmt.Fprintf(out, "server/%s power %s: %s\n", server, verb, outcome)
+		if outcome != metal.OperationDone {
+			return ExitCode(1)
+		}
+		return nil
+	}
+	return c
+}
