@@ -108,6 +108,11 @@ type BMC interface {
 	// ResetManager restarts the BMC itself (GracefulRestart where advertised, else
 	// ForceRestart); its systems keep running. Sessions end with it: the pool logs in again.
 	ResetManager(ctx context.Context) error
+	// SerialConsole says how to reach the system's serial console: the system's own
+	// SerialConsole (ComputerSystem v1.13+), else its manager's, over SSH where the manager lists
+	// it, at its NetworkProtocol's SSH port (22 when unsaid). Nothing advertised is not an error:
+	// SSHEnabled is false.
+	SerialConsole(ctx context.Context, systemID string) (SerialConsole, error)
 }
 
 // PowerState mirrors Redfish PowerState.
@@ -442,4 +447,18 @@ type ManagerInfo struct {
 	// LastResetTime is the manager's own LastResetTime, as the BMC wrote it ("" when it does
 	// not say): it moves when the BMC comes back from a reset.
 	LastResetTime string `json:"lastResetTime,omitempty"`
+}
+
+// SerialConsole is how a system's serial console is reached through its BMC.
+type SerialConsole struct {
+	// SSHEnabled says the BMC serves the console over SSH, at Port (on the BMC's host).
+	SSHEnabled bool `json:"sshEnabled"`
+	Port       int  `json:"port,omitempty"`
+	// EntryCommand selects this system's console once logged in (e.g. "console com2"), where
+	// the SSH service is shared with the manager CLI; "" when unsaid.
+	EntryCommand string `json:"entryCommand,omitempty"`
+	// HotKeys describes how to leave the console, as the BMC displays it.
+	HotKeys string `json:"hotKeys,omitempty"`
+	// IPMIEnabled says Serial-over-LAN is served too.
+	IPMIEnabled bool `json:"ipmiEnabled,omitempty"`
 }
