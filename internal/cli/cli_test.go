@@ -1,0 +1,217 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
+
+// runCmd runs one fleet command as a user would, with the test cluster's kubeconfig.
+func runCmd(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	root := &cobra.Command{Use: "metalhub", SilenceErrors: true, SilenceUsage: true}
+	for _, c := range FleetCommands() {
+		root.AddCommand(c)
+	}
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(append(args, "--kubeconfig", env.Kubeconfig))
+	err := root.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), err
+}
+
+func server(t *testing.T, name, state string, mutate func(*metalv1alpha1.Server)) *metalv1alpha1.Server {
+	t.Helper()
+	s := &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: name,
+		Annotations: map[string]string{lifecycle.StateAnnotation: state},
+		Labels:      map[string]string{metalv1alpha1.MetadataKeyPrefix + "rack": "1-2"}},
+		Spec: metalv1alpha1.ServerSpec{SystemUUID: "uuid-" + name}}
+	if mutate != nil {
+		mutate(s)
+	}
+	if err := env.Client.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), s) })
+	return s
+}
+
+func get(t *testing.T, name string) *metalv1alpha1.Server {
+	t.Helper()
+	s := &metalv1alpha1.Server{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestServersTableAndFormats(t *testing.T) {
+	server(t, "tbl-a", "Available", nil)
+	server(t, "tbl-b", "Reserved", func(s *metalv1alpha1.Server) {
+		s.Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Namespace: "ns", Name: "claim-b"}
+		s.Spec.Unclaimable = true
+	})
+	out, _, err := runCmd(t, "servers", "tbl-a", "tbl-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME ") {
+		t.Fatalf("table:\n%s", out)
+	}
+	for _, want := range [][]string{{"tbl-a", "Available", "<none>", "false"}, {"tbl-b", "Reserved", "ns/claim-b", "true"}} {
+		row := strings.Join(strings.Fields(lines[map[string]int{"tbl-a": 1, "tbl-b": 2}[want[0]]]), " ")
+		for _, w := range want {
+			if !strings.Contains(row, w) {
+				t.Errorf("row %q lacks %q", row, w)
+			}
+		}
+	}
+
+	out, _, err = runCmd(t, "servers", "-o", "wide", "-l", metalv1alpha1.MetadataKeyPrefix+"rack=1-2")
+	if err != nil || !strings.Contains(out, "SYSTEM UUID") || !strings.Contains(out, "uuid-tbl-a") || !strings.Contains(out, "1-2") {
+		t.Fatalf("wide: %v\n%s", err, out)
+	}
+	out, _, err = runCmd(t, "servers", "tbl-b", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Kind  string
+		Items []metalv1alpha1.Server
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil || list.Kind != "ServerList" || len(list.Items) != 1 || list.Items[0].Name != "tbl-b" {
+		t.Fatalf("json: %v\n%s", err, out)
+	}
+	out, _, err = runCmd(t, "servers", "tbl-a", "-o", "yaml")
+	if err != nil || !strings.Contains(out, "kind: Server\n") || !strings.Contains(out, "name: tbl-a") {
+		t.Fatalf("yaml: %v\n%s", err, out)
+	}
+	if out, _, err = runCmd(t, "servers", "-o", "name", "tbl-a"); err != nil || out != "server/tbl-a\n" {
+		t.Fatalf("name: %v %q", err, out)
+	}
+	if _, _, err = runCmd(t, "servers", "-o", "xml"); err == nil || !IsUsage(err) {
+		t.Fatalf("bad format: %v", err)
+	}
+	if _, _, err = runCmd(t, "servers", "no-such-server"); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("missing server: %v", err)
+	}
+}
+
+func TestCordonUncordon(t *testing.T) {
+	server(t, "cord", "Available", nil)
+	out, _, err := runCmd(t, "cordon", "cord")
+	if err != nil || out != "server/cord cordoned\n" || !get(t, "cord").Spec.Unclaimable {
+		t.Fatalf("cordon: %v %q unclaimable=%v", err, out, get(t, "cord").Spec.Unclaimable)
+	}
+	if out, _, _ = runCmd(t, "cordon", "cord"); out != "server/cord already cordoned\n" {
+		t.Errorf("second cordon: %q", out)
+	}
+	if out, _, err = runCmd(t, "uncordon", "cord"); err != nil || out != "server/cord uncordoned\n" || get(t, "cord").Spec.Unclaimable {
+		t.Fatalf("uncordon: %v %q", err, out)
+	}
+	if _, _, err = runCmd(t, "cordon"); err == nil || !IsUsage(err) {
+		t.Errorf("cordon without a server: %v", err)
+	}
+}
+
+func TestParkWritesTheOperation(t *testing.T) {
+	server(t, "prk", "Available", nil)
+	out, _, err := runCmd(t, "park", "prk")
+	if err != nil || out != "server/prk park requested\n" {
+		t.Fatalf("park: %v %q", err, out)
+	}
+	if op := get(t, "prk").Annotations[metalv1alpha1.OperationAnnotation]; op != metalv1alpha1.OperationPark {
+		t.Fatalf("operation annotation %q", op)
+	}
+	// Unparking a server that is not parked changes nothing; one parked gets the operation.
+	server(t, "prk2", "Parked", nil)
+	if out, _, err = runCmd(t, "unpark", "prk2"); err != nil || out != "server/prk2 unpark requested\n" {
+		t.Fatalf("unpark: %v %q", err, out)
+	}
+	if op := get(t, "prk2").Annotations[metalv1alpha1.OperationAnnotation]; op != metalv1alpha1.OperationUnpark {
+		t.Fatalf("operation annotation %q", op)
+	}
+}
+
+// A power request writes the operation and its token in one write; a second one while the first
+// is pending — asked for, or taken up by the operator and not reported — is refused, and so is
+// one against an unknown verb.
+func TestPowerRequestAndRefusal(t *testing.T) {
+	server(t, "pwr", "Available", nil)
+	out, errOut, err := runCmd(t, "power", "restart", "pwr", "--wait=false")
+	if err != nil {
+		t.Fatalf("power restart: %v %s", err, errOut)
+	}
+	s := get(t, "pwr")
+	token := s.Annotations[metal.OperationRequesterAnnotation]
+	if s.Annotations[metalv1alpha1.OperationAnnotation] != metalv1alpha1.OperationGracefulRestartServer || !strings.HasPrefix(token, "cli-") || !strings.Contains(out, token) {
+		t.Fatalf("annotations %v, output %q", s.Annotations, out)
+	}
+	_, errOut, err = runCmd(t, "power", "restart", "pwr")
+	var code ExitCode
+	if !errors.As(err, &code) || code != 1 || !strings.Contains(errOut, "refused") || !strings.Contains(errOut, "graceful-restart-server is still pending") {
+		t.Fatalf("second request: %v %q", err, errOut)
+	}
+	// Taken up by the operator (the intent) and still pending: refused too.
+	patch := client.MergeFrom(s.DeepCopy())
+	delete(s.Annotations, metalv1alpha1.OperationAnnotation)
+	s.Annotations[metal.OperationIntentAnnotation] = "graceful-restart-server/issuing@1"
+	if err := env.Client.Patch(context.Background(), s, patch); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, err = runCmd(t, "power", "off", "pwr"); err == nil || !strings.Contains(errOut, "still pending") {
+		t.Fatalf("request during the intent: %v %q", err, errOut)
+	}
+	if _, _, err = runCmd(t, "power", "sideways", "pwr"); err == nil || !IsUsage(err) {
+		t.Fatalf("unknown verb: %v", err)
+	}
+}
+
+// --wait returns with the outcome the operator reports under the request's token, however
+// many other results the server carries; a refused outcome fails the command.
+func TestPowerWaitsForItsOutcome(t *testing.T) {
+	server(t, "pwait", "Available", nil)
+	for _, tc := range []struct{ outcome, want string }{{metal.OperationDone, "power on: done"}, {metal.OperationRefused, "power on: refused"}} {
+		// The operator's part: take up the request and report it under its token.
+		go func() {
+			for {
+				s := &metalv1alpha1.Server{}
+				if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "pwait"}, s); err != nil {
+					return
+				}
+				if tok := s.Annotations[metal.OperationRequesterAnnotation]; tok != "" {
+					patch := client.MergeFrom(s.DeepCopy())
+					delete(s.Annotations, metalv1alpha1.OperationAnnotation)
+					delete(s.Annotations, metal.OperationRequesterAnnotation)
+					s.Annotations[metal.OperationResultAnnotation] = "other-1 done," + tok + " " + tc.outcome
+					if env.Client.Patch(context.Background(), s, patch) == nil {
+						return
+					}
+				}
+			}
+		}()
+		out, _, err := runCmd(t, "power", "on", "pwait", "--timeout", "30s")
+		if !strings.Contains(out, tc.want) || (tc.outcome == metal.OperationDone) != (err == nil) {
+			t.Fatalf("outcome %s: %v\n%s", tc.outcome, err, out)
+		}
+	}
+}
