@@ -287,3 +287,25 @@ func TestSSHConsoleResources(t *testing.T) {
 		}
 	}
 }
+
+func TestSSHConsoleWithListenAt(t *testing.T) {
+	e, err := redfish.New(redfish.Options{SSHConsole: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	b := e.BMC(0)
+	if err := b.ListenAt("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	user, pw := b.Credentials()
+	c, err := sshDial(t, e, b, user, pw)
+	if err != nil {
+		t.Fatalf("console of a BMC started by ListenAt: %v", err)
+	}
+	s := openSession(t, c, true)
+	if err := s.Start("console " + b.SystemIDs()[0]); err != nil {
+		t.Fatal(err)
+	}
+	s.stdout.waitFor(t, " login: ")
+}
