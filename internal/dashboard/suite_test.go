@@ -69,6 +69,7 @@ func create(t testing.TB, objs ...client.Object) {
 type sseEvent struct {
 	name string
 	data string
+	at   time.Time // when it was read off the connection
 }
 
 // stream opens GET /api/stream and delivers its events (comments dropped) until the test ends.
@@ -111,6 +112,7 @@ func readSSE(r io.Reader, emit func(sseEvent)) {
 		case line == "":
 			if len(data) > 0 {
 				ev.data = strings.Join(data, "\n")
+				ev.at = time.Now()
 				emit(ev)
 			}
 			ev, data = sseEvent{}, nil
