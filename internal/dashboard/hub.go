@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// Collections of the snapshot and the batches; servers are keyed by name, the others by
-// "<namespace>/<name>".
+// Collections of the snapshot and the batches, keyed as the informers' stores are: a name, or
+// "<namespace>/<name>" for namespaced kinds (claims, maintenances).
 const (
 	collServers      = "servers"
 	collClaims       = "claims"

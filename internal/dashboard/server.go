@@ -25,11 +25,12 @@ const (
 	// batchInterval is the least time between two stream batches: a burst of changes (a
 	// thousand servers discovered at once) reaches the page as a few batches, not a flood.
 	batchInterval = 200 * time.Millisecond
-	// heartbeat keeps proxies and the browser from timing out an idle stream.
-	heartbeat = 15 * time.Second
 	// maxEvents a server's details list.
 	maxEvents = 20
 )
+
+// heartbeat keeps proxies and the browser from timing out an idle stream (a variable for tests).
+var heartbeat = 15 * time.Second
 
 // Server is a running dashboard.
 type Server struct {

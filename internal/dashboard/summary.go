@@ -225,16 +225,25 @@ func syncItem(s *infrahubv1alpha1.InfrahubSync, resources []*infrahubv1alpha1.Vi
 	return it
 }
 
-// syncOf names the InfrahubSync a VidraResource belongs to: its controller owner (how the
-// delivery controller decides ownership), else its sync label. "" for neither.
+// syncOf is the store key of the InfrahubSync a VidraResource belongs to: its controller owner
+// (how the delivery controller decides ownership), else its sync label. "" for neither.
 func syncOf(r *infrahubv1alpha1.VidraResource) string {
 	if ref := metav1.GetControllerOf(r); ref != nil && ref.Kind == "InfrahubSync" {
-		return r.Namespace + "/" + ref.Name
+		return objectKey(r.Namespace, ref.Name)
 	}
 	if n := r.Labels[syncLabel]; n != "" {
-		return r.Namespace + "/" + n
+		return objectKey(r.Namespace, n)
 	}
 	return ""
+}
+
+// objectKey is an informer store's key: "<namespace>/<name>", or the name of a cluster-scoped
+// object (InfrahubSyncs and VidraResources are).
+func objectKey(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
 }
 
 // conditionWord is "True", "False (Reason)" or "" for a missing condition.

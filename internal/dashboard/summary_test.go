@@ -98,7 +98,8 @@ func TestSyncOf(t *testing.T) {
 		OwnerReferences: []metav1.OwnerReference{{Kind: "InfrahubSync", Name: "owner", Controller: new(true)}}}}
 	labelled := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r", Labels: map[string]string{syncLabel: "lbl"}}}
 	orphan := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r"}}
-	for r, want := range map[*infrahubv1alpha1.VidraResource]string{owned: "ns/owner", labelled: "ns/lbl", orphan: ""} {
+	cluster := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "r", Labels: map[string]string{syncLabel: "lbl"}}}
+	for r, want := range map[*infrahubv1alpha1.VidraResource]string{owned: "ns/owner", labelled: "ns/lbl", orphan: "", cluster: "lbl"} {
 		if got := syncOf(r); got != want {
 			t.Errorf("syncOf(%v) = %q, want %q", r.ObjectMeta, got, want)
 		}

@@ -38,7 +38,8 @@ let fullRender = false;
 let frame = 0;
 let selected = null;
 
-function keyOf(coll, item) { return coll === "servers" ? item.name : item.namespace + "/" + item.name; }
+// keyOf matches the server's keys: a name, or "<namespace>/<name>" for namespaced kinds.
+function keyOf(coll, item) { return coll === "servers" || !item.namespace ? item.name : item.namespace + "/" + item.name; }
 
 function schedule() {
   if (!frame) frame = requestAnimationFrame(render);
@@ -293,7 +294,7 @@ function renderList(coll) {
         const res = el("td");
         if (!it.resources.length) res.append(el("span", { class: "muted", text: "none" }));
         for (const r of it.resources) {
-          const cls = r.ready === "True" || r.health === "Healthy" ? "ok" : (r.ready && r.ready.startsWith("False")) || r.health === "Degraded" || r.lastError ? "bad" : "wait";
+          const cls = r.ready === "True" || r.health === "Current" ? "ok" : (r.ready && r.ready.startsWith("False")) || r.health === "Failed" || r.lastError ? "bad" : "wait";
           res.append(el("span", { class: "res " + cls, title: [r.state, r.health, r.ready && "Ready " + r.ready, r.lastError].filter(Boolean).join(" · "), text: r.name }));
         }
         return el("tr", { "data-key": it.namespace + "/" + it.name }, td(it.namespace), td(it.name), td(it.state), td(it.ready),
