@@ -81,7 +81,7 @@ func IdentityOf(err error) (*IdentityError, bool) {
 type expectKey struct{}
 
 // Expect returns b bound to one identity: every call on a system (System, Power, PreparePower,
-// SetBootOnce, SetIndicatorLED, Bios, SetBiosAttributes, BootEntries, SetBootOrder, SimpleUpdate and PushUpdate for a system, VirtualMedia, InsertMedia, EjectMedia, Inventory) first checks that the system it reads is id, in the same read that
+// SetBootOnce, SetIndicatorLED, Bios, SetBiosAttributes, BootEntries, SetBootOrder, SimpleUpdate and PushUpdate for a system, VirtualMedia, InsertMedia, EjectMedia, Inventory, SerialConsole) first checks that the system it reads is id, in the same read that
 // precedes its request, and fails with ReasonIdentityMismatch before anything is sent when not.
 // The check lives here, below every caller, so that no path to a box (and none added later) can
 // act on whatever answers at an address. Calls on the BMC itself are not a system's and pass.
@@ -150,6 +150,12 @@ func (e *expecting) EjectMedia(ctx context.Context, systemID, image string) erro
 
 func (e *expecting) SetIndicatorLED(ctx context.Context, systemID string, led string) error {
 	return e.BMC.SetIndicatorLED(e.with(ctx), systemID, led)
+}
+
+// SerialConsole is checked too: a console opened on another machine would show its screen and
+// take keystrokes meant for this one.
+func (e *expecting) SerialConsole(ctx context.Context, systemID string) (SerialConsole, error) {
+	return e.BMC.SerialConsole(e.with(ctx), systemID)
 }
 
 func (e *expecting) Inventory(ctx context.Context, systemID string) (*Inventory, error) {

@@ -56,6 +56,7 @@ func TestExpectRefusesAnotherMachine(t *testing.T) {
 	checks["SetBootOnce"] = wrong.SetBootOnce(context.Background(), id, bmc.BootPxe)
 	checks["SetIndicatorLED"] = wrong.SetIndicatorLED(context.Background(), id, "Lit")
 	_, checks["Inventory"] = wrong.Inventory(context.Background(), id)
+	_, checks["SerialConsole"] = wrong.SerialConsole(context.Background(), id)
 	for call, err := range checks {
 		if bmc.ReasonOf(err) != bmc.ReasonIdentityMismatch {
 			t.Errorf("%s on another machine: %v, want %s", call, err, bmc.ReasonIdentityMismatch)

@@ -97,5 +97,6 @@ func FleetCommands() []*cobra.Command {
 		cordonCommand(true), cordonCommand(false),
 		parkCommand(true), parkCommand(false),
 		powerCommand(),
+		consoleCommand(),
 	}
 }

@@ -135,6 +135,12 @@ func serverEndpoint(ctx context.Context, c client.Reader, s *metalv1alpha1.Serve
 	return bmc.Endpoint{}, accessErr(metalv1alpha1.ReasonBMCNotFound, "server has neither spec.bmcRef nor spec.bmc")
 }
 
+// ServerEndpoint returns where s's BMC is and its credentials, read with c (and so with c's
+// rights): for tools that reach the BMC beside Redfish, as the serial console does over SSH.
+func ServerEndpoint(ctx context.Context, c client.Reader, s *metalv1alpha1.Server) (bmc.Endpoint, error) {
+	return serverEndpoint(ctx, c, s)
+}
+
 // ServerBMC returns a client for s's BMC bound to s's machine (bmc.Expect: every call on the
 // system proves it is that machine before anything is sent) and the system's ID, for the
 // controllers of other groups that act on a Server's box (firmware, settings).
