@@ -98,5 +98,6 @@ func FleetCommands() []*cobra.Command {
 		parkCommand(true), parkCommand(false),
 		powerCommand(),
 		consoleCommand(),
+		dashboardCommand(),
 	}
 }

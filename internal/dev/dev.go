@@ -30,6 +30,7 @@ import (
 	"github.com/metalhub/metalhub/config/crd"
 	"github.com/metalhub/metalhub/internal/cli"
 	"github.com/metalhub/metalhub/internal/controlplane"
+	"github.com/metalhub/metalhub/internal/dashboard"
 	"github.com/metalhub/metalhub/internal/manager"
 	"github.com/metalhub/metalhub/internal/scheme"
 	"github.com/metalhub/metalhub/internal/webhook"
@@ -70,6 +71,10 @@ type Options struct {
 	// AddressFile, if set, receives the addresses the run listens on (JSON, Addresses) once
 	// everything is up: with port 0 in an address, the port the system picked.
 	AddressFile string
+	// DashboardAddress serves the fleet's web view (metalhub dashboard); "off" turns it off.
+	DashboardAddress string
+	// DashboardActions shows the dashboard's buttons that write (cordon, park, power).
+	DashboardActions bool
 	// Manager configures the operator run in-process.
 	Manager manager.Options
 }
@@ -89,6 +94,8 @@ func DefaultOptions() Options {
 		Servers: 8, BMCBasePort: 18000, PowerDelay: time.Second,
 		EmulatorControlAddress: "127.0.0.1:17999", InfrahubAddress: "127.0.0.1:8300", RegistryAddress: "127.0.0.1:8082",
 		Table: true, Manager: m, WebhookPort: webhook.DefaultPort,
+		// A local run is one admin's, who came to try things: the buttons are on.
+		DashboardAddress: dashboard.DefaultOptions().Address, DashboardActions: true,
 	}
 }
 
@@ -109,6 +116,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Manager.MetricsAddr, "metrics-bind-address", o.Manager.MetricsAddr, "Address of the operator's metrics endpoint; \"0\" disables it.")
 	fs.StringVar(&o.Manager.HealthAddr, "health-probe-bind-address", o.Manager.HealthAddr, "Address of the operator's /healthz and /readyz.")
 	fs.StringVar(&o.AddressFile, "address-file", o.AddressFile, "Write the addresses this run listens on (operator endpoints, emulators, BMCs) as JSON to this file once it is up; a port 0 in any address or --bmc-base-port 0 picks free ports, which the file names.")
+	fs.StringVar(&o.DashboardAddress, "dashboard-address", o.DashboardAddress, "Address of the fleet's web view (as metalhub dashboard serves it); port 0 picks a free one, \"off\" turns it off.")
+	fs.BoolVar(&o.DashboardActions, "dashboard-actions", o.DashboardActions, "Show the dashboard's buttons that write (cordon, park, power), as the local admin.")
 	fs.Var(&o.Manager.Controllers, "controllers", "Controller families to run: metal, delivery, or both.")
 }
 
@@ -190,6 +199,31 @@ func Run(ctx context.Context, o Options, out, errOut io.Writer, zapOpts *zap.Opt
 			return err
 		}
 		addrs.EmulatorControl, addrs.Infrahub, addrs.BMCs = emus.addresses()
+		if dataDir != "" {
+			knownHosts := filepath.Join(dataDir, "known_hosts")
+			if err := emus.writeKnownHosts(knownHosts); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "serial consoles: metalhub console <server> --known-hosts %s\n", knownHosts)
+		}
+	}
+	dashboardURL := ""
+	if o.DashboardAddress != "off" {
+		do := dashboard.Options{Address: o.DashboardAddress, AllowActions: o.DashboardActions}
+		if addrs.EmulatorControl != "" {
+			do.RecorderURL = "http://" + addrs.EmulatorControl
+		}
+		d, err := dashboard.New(cfg, do, log.WithName("dashboard"))
+		if err != nil {
+			return fmt.Errorf("starting the dashboard: %w", err)
+		}
+		dashboardURL = d.URL()
+		addrs.Dashboard = dashboardURL
+		go func() {
+			if err := d.Run(ctx); err != nil {
+				log.Error(err, "dashboard stopped")
+			}
+		}()
 	}
 	handedOver = true // New closes them if it fails, the manager once it stops
 	mgr, err := manager.New(cfg, o.Manager, log)
@@ -210,9 +244,15 @@ func Run(ctx context.Context, o Options, out, errOut io.Writer, zapOpts *zap.Opt
 	if !o.NoEmulators {
 		fmt.Fprintf(out, "  kubectl apply -f config/samples/dev/serverclaim.yaml   # claim a server and power it on\n")
 	}
+	if dashboardURL != "" {
+		fmt.Fprintf(out, "dashboard: %s\n", dashboardURL)
+	}
 	fmt.Fprintf(out, "Ctrl-C stops everything.\n")
 	if o.Table {
 		intro := fmt.Sprintf("metalhub dev — KUBECONFIG=%s", kubeconfig)
+		if dashboardURL != "" {
+			intro += "\ndashboard: " + dashboardURL
+		}
 		if logPath != "" {
 			intro += "\nlogs: " + logPath
 		}
@@ -240,6 +280,8 @@ type Addresses struct {
 	Infrahub        string `json:"infrahub,omitempty"`
 	// BMCs are the emulated BMCs, BMC i at index i.
 	BMCs []string `json:"bmcs,omitempty"`
+	// Dashboard is the web view's URL.
+	Dashboard string `json:"dashboard,omitempty"`
 }
 
 func port(addr string) (int, error) {

@@ -31,7 +31,9 @@ type devRun struct {
 	cmd     *exec.Cmd
 	exited  chan error
 	control string
-	c       client.Client
+	// dashboard is the web view's URL.
+	dashboard string
+	c         client.Client
 }
 
 // startDev runs `metalhub dev` with every address on port 0 and returns once it has written
@@ -46,7 +48,8 @@ func startDev(t *testing.T, bin, dataDir string, args []string) *devRun {
 	addrFile := filepath.Join(tmp, "addresses.json")
 	cmd := exec.Command(bin, append([]string{"dev", "--data-dir", dataDir, "--address-file", addrFile,
 		"--emulator-control-address", "127.0.0.1:0", "--bmc-base-port", "0", "--infrahub-address", "127.0.0.1:0",
-		"--registry-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0", "--webhook-port", "0"}, args...)...)
+		"--registry-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0", "--webhook-port", "0",
+		"--dashboard-address", "127.0.0.1:0"}, args...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -73,6 +76,7 @@ func startDev(t *testing.T, bin, dataDir string, args []string) *devRun {
 				t.Fatalf("address file without the emulators:\n%s", b)
 			}
 			r.control = addrs.EmulatorControl
+			r.dashboard = addrs.Dashboard
 			cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "kubeconfig"))
 			if err != nil {
 				t.Fatal(err)

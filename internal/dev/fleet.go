@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/crypto/ssh/knownhosts"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,7 +54,7 @@ func startEmulators(o Options, c client.Client, out io.Writer, log logr.Logger) 
 	}
 	if e.fleet, err = redfish.Start(redfish.Options{
 		BMCs: o.Servers, BasePort: o.BMCBasePort, Seed: 1, PowerDelay: o.PowerDelay,
-		OnBoot: e.netboot.OnBoot, Logger: log.WithName("redfish"),
+		OnBoot: e.netboot.OnBoot, Logger: log.WithName("redfish"), SSHConsole: true,
 	}); err != nil {
 		e.close()
 		return nil, fmt.Errorf("starting the emulated BMC fleet: %w", err)
@@ -84,6 +85,20 @@ func startEmulators(o Options, c client.Client, out io.Writer, log logr.Logger) 
 	fmt.Fprintf(out, "BMC power and boot recorder: http://%s/emulator/records\n", ln.Addr())
 	fmt.Fprintf(out, "Infrahub emulator: %s (admin/infrahub), artifacts named Webserver_Manifest\n", e.infrahub.URL())
 	return e, nil
+}
+
+// writeKnownHosts records the BMCs' SSH host key (one per emulator run) for metalhub console.
+func (e *emulators) writeKnownHosts(path string) error {
+	var b strings.Builder
+	for _, bmc := range e.fleet.BMCs() {
+		if addr := bmc.SSHAddress(); addr != "" {
+			b.WriteString(knownhosts.Line([]string{knownhosts.Normalize(addr)}, e.fleet.SSHHostKey()) + "\n")
+		}
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		return fmt.Errorf("writing the BMCs' host keys: %w", err)
+	}
+	return nil
 }
 
 // addresses are where the control endpoint, the Infrahub emulator and each BMC listen.
