@@ -33,6 +33,16 @@ helm:
 promtool:
 	hack/tools/build.sh promtool >/dev/null
 
+# The dashboard's browser tests run Debian's Chromium; installed once, with apt-get (as root, or
+# through sudo where there is one).
+.PHONY: chromium
+chromium:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  echo "installing Debian's chromium for the dashboard's browser tests" >&2; \
+	  SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; \
+	fi
+
 .PHONY: envtest-assets
 envtest-assets:
 	hack/tools/build.sh envtest >/dev/null
@@ -82,7 +92,7 @@ docker-build-check: ## Without a container engine: run the Dockerfile's build st
 	hack/docker-build-check.sh
 
 .PHONY: test
-test: verify vet envtest-assets helm promtool docker-build-check ## Verify, vet, build-stage check, unit, envtest and end-to-end tests, the campaign's fixed seeds.
+test: verify vet envtest-assets helm promtool docker-build-check chromium ## Verify, vet, build-stage check, unit, envtest and end-to-end tests, the campaign's fixed seeds.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test $(GO_TEST_FLAGS) ./...
 
 # The fault campaign (test/campaign, docs/safety.md). `make test` runs its fixed seeds; this runs
