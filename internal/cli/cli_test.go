@@ -215,3 +215,33 @@ func TestPowerWaitsForItsOutcome(t *testing.T) {
 		}
 	}
 }
+
+// Shell completion offers the servers the user may list, and the power verbs.
+func TestCompletion(t *testing.T) {
+	server(t, "comp-a", "Available", nil)
+	server(t, "comp-b", "Available", nil)
+	complete := func(words ...string) string {
+		t.Helper()
+		root := &cobra.Command{Use: "metalhub", SilenceErrors: true, SilenceUsage: true}
+		root.AddCommand(FleetCommands()...)
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&bytes.Buffer{})
+		// The last word is the one being completed; the kubeconfig goes before it.
+		args := append([]string{"__complete", words[0], "--kubeconfig", env.Kubeconfig}, words[1:]...)
+		root.SetArgs(args)
+		if err := root.ExecuteContext(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	if out := complete("cordon", "comp-"); !strings.Contains(out, "comp-a\n") || !strings.Contains(out, "comp-b\n") {
+		t.Fatalf("cordon completion:\n%s", out)
+	}
+	if out := complete("power", ""); !strings.Contains(out, "restart\n") || strings.Contains(out, "comp-a") {
+		t.Fatalf("power verb completion:\n%s", out)
+	}
+	if out := complete("power", "off", "comp-b"); !strings.Contains(out, "comp-b\n") || strings.Contains(out, "comp-a") {
+		t.Fatalf("power server completion:\n%s", out)
+	}
+}
