@@ -85,7 +85,7 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 	if v := os.Getenv("METALHUB_BENCH_STEADY"); v != "" {
 		steady, _ = time.ParseDuration(v)
 	}
-	bin, err := buildBinary()
+	bin, err := testenv.MetalhubBinary()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -229,7 +229,7 @@ func TestCrashConsistency(t *testing.T) {
 	}
 	const n, kills = 20, 20
 	purgeMetal(t)
-	bin, err := buildBinary()
+	bin, err := testenv.MetalhubBinary()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/metalhub/metalhub/internal/controller/metal"
 	"github.com/metalhub/metalhub/internal/emulator/netboot"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/testenv"
 )
 
 // Discovery over virtual media, for sites without DHCP: the operator, started with
@@ -25,7 +26,7 @@ import (
 func TestDiscoveryOverVirtualMedia(t *testing.T) {
 	const iso = "http://images.example/discovery.iso"
 	purgeMetal(t)
-	bin, err := buildBinary()
+	bin, err := testenv.MetalhubBinary()
 	if err != nil {
 		t.Fatal(err)
 	}

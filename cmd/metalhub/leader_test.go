@@ -19,6 +19,7 @@ import (
 	"github.com/metalhub/metalhub/internal/emulator/netboot"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/testenv"
 )
 
 // Two manager processes with leader election: only the leader reconciles; killing it while ten
@@ -30,7 +31,7 @@ func TestLeaderHandover(t *testing.T) {
 	}
 	const n = 10
 	purgeMetal(t)
-	bin, err := buildBinary()
+	bin, err := testenv.MetalhubBinary()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,20 +23,6 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
-
-// buildBinary compiles metalhub once per test binary, so the test runs the real executable.
-var buildBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "metalhub-bin-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "metalhub")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-})
 
 func waitHTTP200(url string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
@@ -61,7 +46,7 @@ func waitHTTP200(url string, timeout time.Duration) error {
 // The manager binary starts against the control plane, becomes leader, reports healthy and
 // ready, serves metrics, and exits 0 on SIGTERM, releasing its lease.
 func TestManagerStartsHealthyAndStopsOnSIGTERM(t *testing.T) {
-	bin, err := buildBinary()
+	bin, err := testenv.MetalhubBinary()
 	if err != nil {
 		t.Fatal(err)
 	}

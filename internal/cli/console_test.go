@@ -22,20 +22,8 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/testenv"
 )
-
-// metalhubBinary builds the real command once, for tests that drive it as a user would.
-var metalhubBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "metalhub-cli-bin-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "metalhub")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/metalhub").CombinedOutput(); err != nil {
-		return "", errors.New(string(out))
-	}
-	return bin, nil
-})
 
 // consoleFleet starts an emulated BMC with an SSH serial console and registers it, with its
 // Secret and its system as Server name, the way a user's cluster has them. uuid overrides the
@@ -108,7 +96,7 @@ func (p *ptyReader) waitFor(t *testing.T, want string) {
 // metalhub console, run in a real terminal (a pty, so it goes raw as on a user's screen): the
 // boot log shows, what is typed echoes back from the console, and ~. leaves.
 func TestConsoleInATerminal(t *testing.T) {
-	bin, err := metalhubBinary()
+	bin, err := testenv.MetalhubBinary()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,6 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/fleetops"
-	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/scheme"
 )
 
@@ -129,17 +128,6 @@ func printObject(w io.Writer, format string, obj runtime.Object) error {
 	return printers.NewTypeSetter(scheme.New()).ToPrinter(p).PrintObj(obj, w)
 }
 
-// State is the lifecycle state the operator keeps (the annotation), then the reported one.
-func State(s *metalv1alpha1.Server) string {
-	if v := s.Annotations[lifecycle.StateAnnotation]; v != "" {
-		return v
-	}
-	if s.Status.State != "" {
-		return string(s.Status.State)
-	}
-	return string(metalv1alpha1.ServerStateInitial)
-}
-
 // serverTable prints servers as kubectl prints resources.
 type serverTable struct {
 	w      *tabwriter.Writer
@@ -199,7 +187,7 @@ func (t *serverTable) cells(s *metalv1alpha1.Server) []string {
 	if s.Spec.Unclaimable {
 		cordoned = "true"
 	}
-	cells := []string{s.Name, State(s), dash(string(s.Status.PowerState)), dash(claim), dash(bmcName), dash(led),
+	cells := []string{s.Name, fleetops.State(s), dash(string(s.Status.PowerState)), dash(claim), dash(bmcName), dash(led),
 		dash(maint), cordoned, dash(fleetops.Pending(s)), age(s.CreationTimestamp, t.now())}
 	if t.format == "wide" {
 		cells = append(cells, dash(s.Spec.SystemUUID), dash(s.Labels[metalv1alpha1.MetadataKeyPrefix+"location"]),
@@ -249,7 +237,7 @@ func watchServers(ctx context.Context, cl client.WithWatch, sel labels.Selector,
 			}
 			cells := strings.Join(t.cells(s), "\t")
 			if ev.Type == watch.Deleted {
-				cells = strings.Replace(cells, State(s), "Deleted", 1)
+				cells = strings.Replace(cells, fleetops.State(s), "Deleted", 1)
 			}
 			if last[s.Name] == cells {
 				continue

@@ -11,7 +11,6 @@ import (
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/fleetops"
-	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 // Placement labels, as the metal-operator's visualizer reads them.
@@ -93,23 +92,11 @@ type Summary struct {
 	Placement Placement `json:"placement"`
 }
 
-// serverState is the lifecycle annotation (the controllers' own record, which survives a wiped
-// status), else the status, else Initial.
-func serverState(s *metalv1alpha1.Server) string {
-	if v := s.Annotations[lifecycle.StateAnnotation]; v != "" {
-		return v
-	}
-	if s.Status.State != "" {
-		return string(s.Status.State)
-	}
-	return string(metalv1alpha1.ServerStateInitial)
-}
-
 // summarize builds a server's tile; bmc is its BMC as watched, nil when unseen.
 func summarize(s *metalv1alpha1.Server, bmc *metalv1alpha1.BMC) Summary {
 	sum := Summary{
 		Name:      s.Name,
-		State:     serverState(s),
+		State:     fleetops.State(s),
 		Power:     string(s.Status.PowerState),
 		Cordoned:  s.Spec.Unclaimable,
 		Pending:   fleetops.Pending(s),

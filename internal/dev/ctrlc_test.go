@@ -1,30 +1,17 @@
 package dev
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
-)
 
-// devBinary builds metalhub once for this package's tests.
-var devBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "metalhub-dev-bin-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "metalhub")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/metalhub").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-})
+	"github.com/metalhub/metalhub/internal/testenv"
+)
 
 // children lists the processes whose parent is pid.
 func children(pid int) []int {
@@ -65,7 +52,7 @@ func TestPipedRunStopsEverythingOnCtrlC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end")
 	}
-	bin, err := devBinary()
+	bin, err := testenv.MetalhubBinary()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/metalhub/metalhub/internal/controlplane"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/scheme"
+	"github.com/metalhub/metalhub/internal/testenv"
 )
 
 // devRun is one `metalhub dev` subprocess.
@@ -169,9 +170,9 @@ func TestMakeRunEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "metalhub")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/metalhub").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin, err := testenv.MetalhubBinary()
+	if err != nil {
+		t.Fatal(err)
 	}
 	dataDir := t.TempDir()
 	// Every address is on port 0 (startDev), so the second run listens elsewhere than the

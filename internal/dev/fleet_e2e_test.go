@@ -21,6 +21,7 @@ import (
 	"github.com/metalhub/metalhub/internal/controlplane"
 	"github.com/metalhub/metalhub/internal/dashboard/browsertest"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/testenv"
 )
 
 // metalhubCLI runs the metalhub binary against the dev run's cluster and returns its output
@@ -77,7 +78,7 @@ func TestFleetCommandsAndDashboardEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end")
 	}
-	bin, err := devBinary()
+	bin, err := testenv.MetalhubBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +147,19 @@ func TestFleetCommandsAndDashboardEndToEnd(t *testing.T) {
 		`document.querySelector('#conn').dataset.status === 'live' && document.querySelectorAll('[data-server]').length === 3`,
 		chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
 		t.Fatalf("dashboard never showed the 3 servers live: %v", err)
+	}
+	// dev turns the buttons on: Cordon on the page writes what metalhub cordon writes.
+	if err := browse(10*time.Second, chromedp.Click(chromedp.CSS(fmt.Sprintf(`[data-server=%q]`, cordoned)))); err != nil {
+		t.Fatal(err)
+	}
+	if err := browse(10*time.Second, chromedp.Click(chromedp.CSS(`button[data-action="cordon"]`))); err != nil {
+		t.Fatal(err)
+	}
+	run.wait(t, "the page's Cordon button cordons "+cordoned, 10*time.Second, func() (bool, string) {
+		return run.server(t, cordoned).Spec.Unclaimable, "not unclaimable"
+	})
+	if out, errOut, code = metalhubCLI(t, bin, kubeconfig, "uncordon", cordoned); code != 0 || !strings.Contains(out, "uncordoned") {
+		t.Fatalf("uncordon after the button: exit %d %s%s", code, out, errOut)
 	}
 	if err := browse(5*time.Second, chromedp.Evaluate[chromedp.Void](`window.__noReload = true`)); err != nil {
 		t.Fatal(err)

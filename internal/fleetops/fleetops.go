@@ -63,6 +63,18 @@ func (e *PendingError) Error() string {
 
 func (e *PendingError) Unwrap() error { return ErrPending }
 
+// State is a server's lifecycle state as people should see it: the operator's own record (the
+// annotation, which survives a wiped status), else the reported status, else Initial.
+func State(s *metalv1alpha1.Server) string {
+	if v := s.Annotations[lifecycle.StateAnnotation]; v != "" {
+		return v
+	}
+	if s.Status.State != "" {
+		return string(s.Status.State)
+	}
+	return string(metalv1alpha1.ServerStateInitial)
+}
+
 // Pending returns the operation still pending on s: asked for and not yet taken up, or taken up
 // and not yet reported. "" when none is.
 func Pending(s *metalv1alpha1.Server) string {

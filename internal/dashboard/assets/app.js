@@ -385,7 +385,7 @@ function panelContent(name, d, keepResult) {
       acts.append(b);
     };
     btn(s.cordoned ? "Uncordon" : "Cordon", s.cordoned ? "uncordon" : "cordon");
-    btn(s.parked ? "Unpark" : "Park", s.parked ? "unpark" : "park", s.parked ? null : `Park ${name}? It is powered off and taken out of service.`);
+    btn(s.parked ? "Unpark" : "Park", s.parked ? "unpark" : "park", s.parked ? null : `Park ${name}? The operator leaves it alone, power untouched, until it is unparked.`);
     const verbs = model.powerVerbs.length ? model.powerVerbs : ["on", "off", "restart"];
     const order = ["on", "off", "restart", ...verbs.filter(v => !["on", "off", "restart"].includes(v))];
     for (const v of order.filter(v => verbs.includes(v))) {
