@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -189,6 +190,7 @@ func Run(ctx context.Context, o Options, out, errOut io.Writer, zapOpts *zap.Opt
 			return err
 		}
 	}
+	knownHosts := ""
 	if !o.NoEmulators {
 		emus, err := startEmulators(o, c, out, log)
 		if err != nil {
@@ -200,11 +202,10 @@ func Run(ctx context.Context, o Options, out, errOut io.Writer, zapOpts *zap.Opt
 		}
 		addrs.EmulatorControl, addrs.Infrahub, addrs.BMCs = emus.addresses()
 		if dataDir != "" {
-			knownHosts := filepath.Join(dataDir, "known_hosts")
+			knownHosts = filepath.Join(dataDir, "known_hosts")
 			if err := emus.writeKnownHosts(knownHosts); err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "serial consoles: metalhub console <server> --known-hosts %s\n", knownHosts)
 		}
 	}
 	dashboardURL := ""
@@ -236,27 +237,10 @@ func Run(ctx context.Context, o Options, out, errOut io.Writer, zapOpts *zap.Opt
 		}
 	}
 
-	fmt.Fprintf(out, "\nmetalhub dev is up. In another shell:\n  export KUBECONFIG=%s\n", kubeconfig)
-	if o.Kubeconfig == "" {
-		fmt.Fprintf(out, "  alias kubectl=%s\n", filepath.Join(assetsDir, "kubectl"))
-	}
-	fmt.Fprintf(out, "  kubectl get bmcs,servers,serverclaims,infrahubsyncs,vidraresources\n")
-	if !o.NoEmulators {
-		fmt.Fprintf(out, "  kubectl apply -f config/samples/dev/serverclaim.yaml   # claim a server and power it on\n")
-	}
-	if dashboardURL != "" {
-		fmt.Fprintf(out, "dashboard: %s\n", dashboardURL)
-	}
-	fmt.Fprintf(out, "Ctrl-C stops everything.\n")
+	up := upText(o, kubeconfig, dashboardURL, logPath, knownHosts)
+	fmt.Fprint(out, "\n"+up)
 	if o.Table {
-		intro := fmt.Sprintf("metalhub dev — KUBECONFIG=%s", kubeconfig)
-		if dashboardURL != "" {
-			intro += "\ndashboard: " + dashboardURL
-		}
-		if logPath != "" {
-			intro += "\nlogs: " + logPath
-		}
-		go liveTable(ctx, c, out, intro, 2*time.Second)
+		go liveTable(ctx, c, out, strings.TrimRight(up, "\n"), 2*time.Second)
 	}
 	if o.AddressFile != "" {
 		if err := manager.WriteAddressFile(o.AddressFile, addrs); err != nil {
@@ -409,4 +393,29 @@ func logDestination(o Options, dataDir string, errOut io.Writer) (string, io.Wri
 		return "", nil, nil, fmt.Errorf("opening the log file: %w", err)
 	}
 	return path, f, func() { _ = f.Close() }, nil
+}
+
+// upText says what runs and what to try next; on a terminal it stays above the live table.
+func upText(o Options, kubeconfig, dashboardURL, logPath, knownHosts string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "metalhub dev is up. In another shell:\n  export KUBECONFIG=%s\n", kubeconfig)
+	if o.Kubeconfig == "" {
+		fmt.Fprintf(&b, "  alias kubectl=%s\n", filepath.Join(assetsDir, "kubectl"))
+	}
+	fmt.Fprintf(&b, "  kubectl get bmcs,servers,serverclaims,infrahubsyncs,vidraresources\n")
+	if !o.NoEmulators {
+		fmt.Fprintf(&b, "  kubectl apply -f config/samples/dev/serverclaim.yaml   # claim a server and power it on\n")
+		fmt.Fprintf(&b, "  bin/metalhub servers | power restart <server> | park <server>\n")
+	}
+	if knownHosts != "" {
+		fmt.Fprintf(&b, "  bin/metalhub console <server> --known-hosts %s\n", knownHosts)
+	}
+	if dashboardURL != "" {
+		fmt.Fprintf(&b, "dashboard: %s\n", dashboardURL)
+	}
+	if logPath != "" {
+		fmt.Fprintf(&b, "logs: %s\n", logPath)
+	}
+	fmt.Fprintf(&b, "Ctrl-C stops everything.\n")
+	return b.String()
 }

@@ -39,7 +39,7 @@ func liveTable(ctx context.Context, c client.Reader, out io.Writer, intro string
 				if err != nil {
 					height = 0
 				}
-				fmt.Fprint(out, redraw(intro+"\n"+stamp+"   Ctrl-C stops everything\n\n"+table, height))
+				fmt.Fprint(out, redraw(intro+"\n\n--- "+stamp+" ---\n"+table, height))
 			} else {
 				fmt.Fprintf(out, "\n--- %s ---\n%s", stamp, table)
 			}
