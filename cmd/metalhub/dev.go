@@ -1,12 +1,8 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
-	"io"
-	"maps"
-	"slices"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
@@ -41,23 +37,14 @@ func devCommand() *cobra.Command {
 	return c
 }
 
-func runEmulate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	emulators := map[string]struct {
-		summary string
-		run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
-	}{
-		"infrahub": {"Infrahub API (login, stored queries, artifacts)", infrahubemucmd.Main},
-		"bmc":      {"a fleet of Redfish BMCs (power, boot override, inventory, faults)", redfishemucmd.Main},
+// emulateCommand groups the emulators, each run on its own until interrupted.
+func emulateCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "emulate bmc|infrahub [flags]",
+		Short: "run an emulator: emulate bmc|infrahub [flags]",
+		Args:  cobra.NoArgs,
+		RunE:  cli.NeedSubcommand,
 	}
-	if len(args) == 0 || emulators[args[0]].run == nil {
-		fmt.Fprintln(stderr, "Usage: metalhub emulate <emulator> [flags]\n\nEmulators:")
-		for _, name := range slices.Sorted(maps.Keys(emulators)) {
-			fmt.Fprintf(stderr, "  %-10s %s\n", name, emulators[name].summary)
-		}
-		return 2
-	}
-	if args[0] == "bmc" { // redfishemucmd parses its own "bmc" word
-		return redfishemucmd.Main(ctx, args, stdout, stderr)
-	}
-	return emulators[args[0]].run(ctx, args[1:], stdout, stderr)
+	c.AddCommand(redfishemucmd.Command(), infrahubemucmd.Command())
+	return c
 }

@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -40,22 +39,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if len(args) == 0 || (strings.HasPrefix(args[0], "-") && !isHelp(args[0])) {
 		args = append([]string{"manager"}, args...)
 	}
-	root := newRoot(stdin, stdout, stderr)
-	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
-	var code cli.ExitCode
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &code):
-		return int(code)
-	default:
-		fmt.Fprintf(stderr, "metalhub: %v\n", err)
-		if cli.IsUsage(err) {
-			return 2
-		}
-		return 1
-	}
+	return cli.Execute(ctx, newRoot(stdin, stdout, stderr), args, stdout, stderr)
 }
 
 func isHelp(a string) bool { return a == "-h" || a == "--help" || a == "-help" }
@@ -74,7 +58,6 @@ a local environment (dev), the fleet's web view (dashboard), everyday commands o
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return cli.Usage(err) })
 	root.AddGroup(&cobra.Group{ID: "fleet", Title: "Everyday commands on the fleet:"},
 		&cobra.Group{ID: "run", Title: "Running metalhub:"},
 		&cobra.Group{ID: "tools", Title: "Tools:"})
@@ -85,10 +68,10 @@ a local environment (dev), the fleet's web view (dashboard), everyday commands o
 	dev.GroupID = "run"
 	root.AddCommand(mgr, dev)
 	for _, c := range []*cobra.Command{
-		passthrough("emulate", "run an emulator: emulate bmc|infrahub [flags]", runEmulate),
-		passthrough("bmc", "check a BMC before registering it: inspect, power, boot-once", bmccmd.Main),
-		passthrough("migrate", "before switching from metal-operator: migrate plan (read-only)", migratecmd.Main),
-		passthrough("move", "move the fleet to another cluster: --to-kubeconfig F [--dry-run]", migratecmd.MoveMain),
+		emulateCommand(),
+		bmccmd.Command(),
+		migratecmd.Command(),
+		migratecmd.MoveCommand(),
 	} {
 		c.GroupID = "tools"
 		root.AddCommand(c)
@@ -104,19 +87,6 @@ a local environment (dev), the fleet's web view (dashboard), everyday commands o
 	root.SetCompletionCommandGroupID("tools")
 	root.SetHelpCommandGroupID("tools")
 	return root
-}
-
-// passthrough wraps a companion command that parses its own flags (and prints its own help).
-func passthrough(name, short string, main func(ctx context.Context, args []string, stdout, stderr io.Writer) int) *cobra.Command {
-	return &cobra.Command{
-		Use: name + " [arguments]", Short: short, DisableFlagParsing: true,
-		RunE: func(c *cobra.Command, args []string) error {
-			if code := main(c.Context(), args, c.OutOrStdout(), c.ErrOrStderr()); code != 0 {
-				return cli.ExitCode(code)
-			}
-			return nil
-		},
-	}
 }
 
 // goFlags adds a standard-library flag set (the operator's and the dev environment's options

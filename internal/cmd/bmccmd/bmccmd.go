@@ -7,124 +7,171 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/cli"
 )
 
 // PasswordEnv is read when --password is not given, so the password need not
 // appear in shell history or process listings.
 const PasswordEnv = "METALHUB_BMC_PASSWORD"
 
-// Exit codes.
-const (
-	exitOK    = 0
-	exitError = 1 // the BMC operation failed
-	exitUsage = 2 // bad command line
-)
-
-const usage = `usage: bmc <command> [arguments] [flags]
-
-commands:
-  systems                         list the BMC's systems
-  inspect                         print the JSON inventory of every system (or --system)
-  power on|off|graceful-off|restart|force-restart
-                                  request a power change of one system
-  boot-once pxe|http|cd           boot one system once, on its next boot, from PXE, UEFI HTTP
-                                  (--uri: the HttpBootUri; else what DHCP offers) or the
-                                  virtual CD
-  media list                      list the system's virtual media devices
-  media insert URI                mount URI (an ISO) in the system's virtual CD
-  media eject [URI]               eject URI (default: whatever is in the virtual CD)
-
-The password is taken from --password or the %s environment variable.
-
-flags:
-`
-
-// Main runs the command; args exclude the leading "bmc".
+// Main runs the command; args exclude the leading "bmc". It returns 0, 1 when
+// the BMC operation failed, 2 on a bad command line.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := &cli{stdout: stdout, stderr: stderr}
-	c.fs = flag.NewFlagSet("bmc", flag.ContinueOnError)
-	c.fs.SetOutput(stderr)
-	c.fs.Usage = func() {
-		fmt.Fprintf(stderr, usage, PasswordEnv)
-		c.fs.PrintDefaults()
-	}
-	c.fs.StringVar(&c.address, "address", "", "BMC address: https://host[:port] (https is assumed without a scheme)")
-	c.fs.StringVar(&c.username, "username", "", "BMC username")
-	c.fs.StringVar(&c.password, "password", "", "BMC password (default: $"+PasswordEnv+")")
-	c.fs.BoolVar(&c.insecure, "insecure", false, "do not verify the BMC's TLS certificate")
-	c.fs.StringVar(&c.caFile, "ca-file", "", "PEM file with the CA(s) that signed the BMC certificate")
-	c.fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "timeout of each request to the BMC")
-	c.fs.StringVar(&c.system, "system", "", "system ID (default: the only system)")
-	c.fs.BoolVar(&c.forceFallback, "force-fallback", false, "power: use the forced reset when the graceful one is not supported")
-	c.fs.DurationVar(&c.wait, "wait", 0, "power on|off|graceful-off: wait up to this long for the new state")
-	c.fs.StringVar(&c.uri, "uri", "", "boot-once http: the URI the system boots (Boot.HttpBootUri)")
+	c := Command()
+	c.CompletionOptions.DisableDefaultCmd = true // "metalhub completion" is the binary's
+	return cli.Execute(ctx, c, args, stdout, stderr)
+}
 
-	pos, err := parseInterspersed(c.fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if len(pos) == 0 {
-		c.fs.Usage()
-		return exitUsage
-	}
-	cmd, rest := pos[0], pos[1:]
-	switch cmd {
-	case "systems", "inspect":
-		if len(rest) != 0 {
-			return c.usageError("%s takes no arguments, got %q", cmd, rest)
-		}
-	case "power":
-		if len(rest) != 1 || powerAction(rest[0]) == "" {
-			return c.usageError("power needs one of on, off, graceful-off, restart, force-restart")
-		}
-	case "boot-once":
-		if len(rest) != 1 || bootTarget(rest[0]) == "" {
-			return c.usageError("boot-once needs a target: pxe, http or cd")
-		}
-		if c.uri != "" && bootTarget(rest[0]) != bmc.BootUefiHttp {
-			return c.usageError("--uri goes with boot-once http only")
-		}
-	case "media":
-		switch {
-		case len(rest) == 1 && rest[0] == "list":
-		case len(rest) == 2 && rest[0] == "insert":
-		case (len(rest) == 1 || len(rest) == 2) && rest[0] == "eject":
-		default:
-			return c.usageError("media needs list, insert URI or eject [URI]")
-		}
-	case "help":
-		c.fs.Usage()
-		return exitOK
-	default:
-		return c.usageError("unknown command %q", cmd)
-	}
-	if code := c.connect(); code != exitOK {
-		return code
-	}
-	defer c.pool.Close()
+var powerWords = []string{"on", "off", "graceful-off", "restart", "force-restart"}
 
-	switch cmd {
-	case "systems":
-		return c.systems(ctx)
-	case "inspect":
-		return c.inspect(ctx)
-	case "power":
-		return c.power(ctx, powerAction(rest[0]), strings.ToLower(rest[0]))
-	case "media":
-		return c.media(ctx, rest)
-	default:
-		return c.bootOnce(ctx, bootTarget(rest[0]))
+// Command is "bmc" with its subcommands; the connection flags are persistent so
+// they may come before or after the subcommand, as they always could.
+func Command() *cobra.Command {
+	t := &tool{}
+	c := &cobra.Command{
+		Use:   "bmc",
+		Short: "check a BMC before registering it: inspect, power, boot-once",
+		Long: `Check a BMC before registering it (inventory, power, one-time boot, virtual media) with the
+same client the controllers use.
+
+The password is taken from --password or the ` + PasswordEnv + ` environment variable.`,
+		Example: `  export ` + PasswordEnv + `=...
+  metalhub bmc inspect --address https://192.0.2.10 --username admin
+  metalhub bmc power on --address 192.0.2.10 --username admin --wait 2m`,
+		// "bmc help" printed the usage before cobra; the tree's help command covers the rest.
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) == 1 && args[0] == "help" {
+				return nil
+			}
+			return cobra.NoArgs(c, args)
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				return c.Help()
+			}
+			return cli.NeedSubcommand(c, args)
+		},
+	}
+	f := c.PersistentFlags()
+	f.StringVar(&t.address, "address", "", "BMC address: https://host[:port] (https is assumed without a scheme)")
+	f.StringVar(&t.username, "username", "", "BMC username")
+	// No default from the environment here: help would print the password.
+	f.StringVar(&t.password, "password", "", "BMC password (default: $"+PasswordEnv+")")
+	f.BoolVar(&t.insecure, "insecure", false, "do not verify the BMC's TLS certificate")
+	f.StringVar(&t.caFile, "ca-file", "", "PEM file with the CA(s) that signed the BMC certificate")
+	f.DurationVar(&t.timeout, "timeout", 10*time.Second, "timeout of each request to the BMC")
+	f.StringVar(&t.system, "system", "", "system ID (default: the only system)")
+	f.BoolVar(&t.forceFallback, "force-fallback", false, "power: use the forced reset when the graceful one is not supported")
+	f.DurationVar(&t.wait, "wait", 0, "power on|off|graceful-off: wait up to this long for the new state")
+	f.StringVar(&t.uri, "uri", "", "boot-once http: the URI the system boots (Boot.HttpBootUri)")
+
+	c.AddCommand(
+		&cobra.Command{
+			Use:   "systems",
+			Short: "list the BMC's systems",
+			Args:  cobra.ExactArgs(0),
+			RunE:  t.with(func(ctx context.Context, _ []string) error { return t.systems(ctx) }),
+		},
+		&cobra.Command{
+			Use:   "inspect",
+			Short: "print the JSON inventory of every system (or --system)",
+			Args:  cobra.ExactArgs(0),
+			RunE:  t.with(func(ctx context.Context, _ []string) error { return t.inspect(ctx) }),
+		},
+		&cobra.Command{
+			Use:       "power " + strings.Join(powerWords, "|"),
+			Short:     "request a power change of one system",
+			Long:      "Request a power change of one system (--system, or the only one); --wait waits for on or off.",
+			Example:   "  metalhub bmc power graceful-off --address 192.0.2.10 --username admin --force-fallback",
+			ValidArgs: powerWords,
+			Args: func(_ *cobra.Command, args []string) error {
+				if len(args) != 1 || powerAction(args[0]) == "" {
+					return cli.Usage(errors.New("power needs one of " + strings.Join(powerWords, ", ")))
+				}
+				return nil
+			},
+			RunE: t.with(func(ctx context.Context, args []string) error {
+				return t.power(ctx, powerAction(args[0]), strings.ToLower(args[0]))
+			}),
+		},
+		&cobra.Command{
+			Use:   "boot-once pxe|http|cd",
+			Short: "boot one system once, on its next boot, from PXE, UEFI HTTP or the virtual CD",
+			Long: `Boot one system once, on its next boot, from PXE, UEFI HTTP (--uri: the HttpBootUri; else
+what DHCP offers) or the virtual CD.`,
+			Example:   "  metalhub bmc boot-once http --uri https://boot.example/shim.efi --address 192.0.2.10 --username admin",
+			ValidArgs: []string{"pxe", "http", "cd"},
+			Args: func(_ *cobra.Command, args []string) error {
+				if len(args) != 1 || bootTarget(args[0]) == "" {
+					return cli.Usage(errors.New("boot-once needs a target: pxe, http or cd"))
+				}
+				if t.uri != "" && bootTarget(args[0]) != bmc.BootUefiHttp {
+					return cli.Usage(errors.New("--uri goes with boot-once http only"))
+				}
+				return nil
+			},
+			RunE: t.with(func(ctx context.Context, args []string) error { return t.bootOnce(ctx, bootTarget(args[0])) }),
+		},
+		t.mediaCommand(),
+	)
+	return c
+}
+
+func (t *tool) mediaCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "media list|insert URI|eject [URI]",
+		Short: "list, insert or eject the virtual CD of one system",
+		Args:  cobra.NoArgs,
+		RunE:  cli.NeedSubcommand,
+	}
+	c.AddCommand(
+		&cobra.Command{
+			Use:   "list",
+			Short: "list the system's virtual media devices",
+			Args:  cobra.ExactArgs(0),
+			RunE:  t.with(func(ctx context.Context, _ []string) error { return t.mediaList(ctx) }),
+		},
+		&cobra.Command{
+			Use:     "insert URI",
+			Short:   "mount URI (an ISO) in the system's virtual CD",
+			Example: "  metalhub bmc media insert http://images.example/live.iso --address 192.0.2.10 --username admin",
+			Args:    cobra.ExactArgs(1),
+			RunE:    t.with(func(ctx context.Context, args []string) error { return t.mediaInsert(ctx, args[0]) }),
+		},
+		&cobra.Command{
+			Use:   "eject [URI]",
+			Short: "eject URI (default: whatever is in the virtual CD)",
+			Args:  cobra.MaximumNArgs(1),
+			RunE: t.with(func(ctx context.Context, args []string) error {
+				image := ""
+				if len(args) == 1 {
+					image = args[0]
+				}
+				return t.mediaEject(ctx, image)
+			}),
+		},
+	)
+	return c
+}
+
+// with connects to the BMC, runs fn and lets the connection go.
+func (t *tool) with(fn func(ctx context.Context, args []string) error) func(*cobra.Command, []string) error {
+	return func(c *cobra.Command, args []string) error {
+		t.stdout, t.stderr = c.OutOrStdout(), c.ErrOrStderr()
+		if err := t.connect(); err != nil {
+			return err
+		}
+		defer t.pool.Close()
+		return fn(c.Context(), args)
 	}
 }
 
@@ -140,9 +187,8 @@ func bootTarget(s string) bmc.BootTarget {
 	return ""
 }
 
-type cli struct {
+type tool struct {
 	stdout, stderr io.Writer
-	fs             *flag.FlagSet
 
 	address, username, password, caFile, system, uri string
 	insecure, forceFallback                          bool
@@ -168,67 +214,44 @@ func powerAction(s string) bmc.PowerAction {
 	return ""
 }
 
-// parseInterspersed lets flags follow positional arguments ("power on
-// --system X"), which the flag package alone does not.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+func (t *tool) connect() error {
+	if t.address == "" {
+		return cli.Usage(errors.New("--address is required"))
 	}
-}
-
-func (c *cli) usageError(format string, args ...any) int {
-	fmt.Fprintf(c.stderr, "error: "+format+"\n", args...)
-	fmt.Fprintln(c.stderr, "run with -h for usage")
-	return exitUsage
-}
-
-func (c *cli) connect() int {
-	if c.address == "" {
-		return c.usageError("--address is required")
+	if t.password == "" {
+		t.password = os.Getenv(PasswordEnv)
 	}
-	if c.password == "" {
-		c.password = os.Getenv(PasswordEnv)
+	if t.username == "" || t.password == "" {
+		return cli.Usage(fmt.Errorf("--username and --password (or $%s) are required", PasswordEnv))
 	}
-	if c.username == "" || c.password == "" {
-		return c.usageError("--username and --password (or $%s) are required", PasswordEnv)
+	if t.insecure && t.caFile != "" {
+		return cli.Usage(errors.New("--insecure and --ca-file exclude each other"))
 	}
-	if c.insecure && c.caFile != "" {
-		return c.usageError("--insecure and --ca-file exclude each other")
-	}
-	ep := bmc.Endpoint{Address: c.address, Username: c.username, Password: c.password, InsecureSkipVerify: c.insecure}
-	if c.caFile != "" {
-		pem, err := os.ReadFile(c.caFile)
+	ep := bmc.Endpoint{Address: t.address, Username: t.username, Password: t.password, InsecureSkipVerify: t.insecure}
+	if t.caFile != "" {
+		pem, err := os.ReadFile(t.caFile)
 		if err != nil {
-			fmt.Fprintf(c.stderr, "error: read --ca-file: %v\n", err)
-			return exitUsage
+			return cli.Usage(fmt.Errorf("read --ca-file: %w", err))
 		}
 		ep.CACert = pem
 	}
-	c.pool = bmc.NewPool(bmc.Options{RequestTimeout: c.timeout})
-	b, err := c.pool.Get(ep)
+	t.pool = bmc.NewPool(bmc.Options{RequestTimeout: t.timeout})
+	b, err := t.pool.Get(ep)
 	if err != nil {
-		c.pool.Close()
-		return c.fail(err)
+		t.pool.Close()
+		return t.fail(err)
 	}
-	c.bmc = b
-	return exitOK
+	t.bmc = b
+	return nil
 }
 
 // fail prints err with a hint for its reason.
-func (c *cli) fail(err error) int {
-	fmt.Fprintf(c.stderr, "error: %v\n", err)
+func (t *tool) fail(err error) error {
+	fmt.Fprintf(t.stderr, "error: %v\n", err)
 	if hint := hints[bmc.ReasonOf(err)]; hint != "" {
-		fmt.Fprintf(c.stderr, "hint: %s\n", hint)
+		fmt.Fprintf(t.stderr, "hint: %s\n", hint)
 	}
-	return exitError
+	return cli.ExitCode(1)
 }
 
 var hints = map[bmc.Reason]string{
@@ -241,12 +264,12 @@ var hints = map[bmc.Reason]string{
 	bmc.ReasonInvalidConfig:         "check --address and --ca-file",
 }
 
-func (c *cli) systems(ctx context.Context) int {
-	systems, err := c.bmc.Systems(ctx)
+func (t *tool) systems(ctx context.Context) error {
+	systems, err := t.bmc.Systems(ctx)
 	if err != nil {
-		return c.fail(err)
+		return t.fail(err)
 	}
-	return c.printJSON(systems)
+	return t.printJSON(systems)
 }
 
 type inspection struct {
@@ -256,160 +279,167 @@ type inspection struct {
 	Errors  []string         `json:"errors,omitempty"`
 }
 
-func (c *cli) inspect(ctx context.Context) int {
-	out := inspection{Address: c.address, Systems: []*bmc.Inventory{}}
-	ids := []string{c.system}
-	if c.system == "" {
-		systems, err := c.bmc.Systems(ctx)
+func (t *tool) inspect(ctx context.Context) error {
+	out := inspection{Address: t.address, Systems: []*bmc.Inventory{}}
+	ids := []string{t.system}
+	if t.system == "" {
+		systems, err := t.bmc.Systems(ctx)
 		if err != nil {
-			return c.fail(err)
+			return t.fail(err)
 		}
 		ids = ids[:0]
 		for _, s := range systems {
 			ids = append(ids, s.ID)
 		}
 	}
-	code := exitOK
+	var failed error
 	for _, id := range ids {
-		inv, err := c.bmc.Inventory(ctx, id)
+		inv, err := t.bmc.Inventory(ctx, id)
 		if err != nil {
 			out.Errors = append(out.Errors, err.Error())
-			fmt.Fprintf(c.stderr, "error: %v\n", err)
-			code = exitError
+			fmt.Fprintf(t.stderr, "error: %v\n", err)
+			failed = cli.ExitCode(1)
 			continue
 		}
 		out.Systems = append(out.Systems, inv)
 		for _, f := range inv.FailedSections {
-			fmt.Fprintf(c.stderr, "warning: system %s: section %s unreadable: %s\n", id, f.Section, f.Reason)
+			fmt.Fprintf(t.stderr, "warning: system %s: section %s unreadable: %s\n", id, f.Section, f.Reason)
 		}
 	}
-	if m, err := c.bmc.Manager(ctx); err == nil {
+	if m, err := t.bmc.Manager(ctx); err == nil {
 		out.Manager = m
 	} else {
-		fmt.Fprintf(c.stderr, "warning: manager unreadable: %v\n", err)
+		fmt.Fprintf(t.stderr, "warning: manager unreadable: %v\n", err)
 	}
-	if rc := c.printJSON(out); rc != exitOK {
-		return rc
+	// What could be read is printed even when a system could not be.
+	if err := t.printJSON(out); err != nil {
+		return err
 	}
-	return code
+	return failed
 }
 
 // pickSystem returns --system or the only system; with several it lists
 // them, since guessing would act on the wrong machine.
-func (c *cli) pickSystem(ctx context.Context) (string, int) {
-	if c.system != "" {
-		return c.system, exitOK
+func (t *tool) pickSystem(ctx context.Context) (string, error) {
+	if t.system != "" {
+		return t.system, nil
 	}
-	systems, err := c.bmc.Systems(ctx)
+	systems, err := t.bmc.Systems(ctx)
 	if err != nil {
-		return "", c.fail(err)
+		return "", t.fail(err)
 	}
 	switch len(systems) {
 	case 0:
-		fmt.Fprintln(c.stderr, "error: the BMC reports no systems")
-		return "", exitError
+		fmt.Fprintln(t.stderr, "error: the BMC reports no systems")
+		return "", cli.ExitCode(1)
 	case 1:
-		return systems[0].ID, exitOK
+		return systems[0].ID, nil
 	}
 	ids := make([]string, len(systems))
 	for i, s := range systems {
 		ids[i] = s.ID
 	}
-	fmt.Fprintf(c.stderr, "error: the BMC has %d systems; choose one with --system: %s\n", len(ids), strings.Join(ids, ", "))
-	return "", exitUsage
+	return "", cli.Usage(fmt.Errorf("the BMC has %d systems; choose one with --system: %s", len(ids), strings.Join(ids, ", ")))
 }
 
-func (c *cli) power(ctx context.Context, action bmc.PowerAction, word string) int {
-	id, code := c.pickSystem(ctx)
-	if code != exitOK {
-		return code
+func (t *tool) power(ctx context.Context, action bmc.PowerAction, word string) error {
+	id, err := t.pickSystem(ctx)
+	if err != nil {
+		return err
 	}
 	var opts []bmc.PowerOption
-	if c.forceFallback {
+	if t.forceFallback {
 		opts = append(opts, bmc.WithForceFallback())
 	}
-	if err := c.bmc.Power(ctx, id, action, opts...); err != nil {
-		return c.fail(err)
+	if err := t.bmc.Power(ctx, id, action, opts...); err != nil {
+		return t.fail(err)
 	}
-	fmt.Fprintf(c.stdout, "power %s accepted for system %s; the power state changes asynchronously\n", word, id)
+	fmt.Fprintf(t.stdout, "power %s accepted for system %s; the power state changes asynchronously\n", word, id)
 	want := map[bmc.PowerAction]bmc.PowerState{bmc.PowerOn: bmc.PowerStateOn, bmc.PowerOff: bmc.PowerStateOff, bmc.PowerGracefulOff: bmc.PowerStateOff}[action]
-	if c.wait <= 0 || want == "" {
-		return exitOK
+	if t.wait <= 0 || want == "" {
+		return nil
 	}
-	deadline := time.Now().Add(c.wait)
+	deadline := time.Now().Add(t.wait)
 	for {
-		st, err := c.bmc.System(ctx, id)
+		st, err := t.bmc.System(ctx, id)
 		if err != nil {
-			return c.fail(err)
+			return t.fail(err)
 		}
 		if st.PowerState == want {
-			fmt.Fprintf(c.stdout, "system %s is %s\n", id, st.PowerState)
-			return exitOK
+			fmt.Fprintf(t.stdout, "system %s is %s\n", id, st.PowerState)
+			return nil
 		}
 		if time.Now().After(deadline) {
-			fmt.Fprintf(c.stderr, "error: system %s is still %s after %s\n", id, st.PowerState, c.wait)
-			return exitError
+			fmt.Fprintf(t.stderr, "error: system %s is still %s after %s\n", id, st.PowerState, t.wait)
+			return cli.ExitCode(1)
 		}
 		select {
 		case <-ctx.Done():
-			return c.fail(ctx.Err())
+			return t.fail(ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
 
-func (c *cli) bootOnce(ctx context.Context, target bmc.BootTarget) int {
-	id, code := c.pickSystem(ctx)
-	if code != exitOK {
-		return code
+func (t *tool) bootOnce(ctx context.Context, target bmc.BootTarget) error {
+	id, err := t.pickSystem(ctx)
+	if err != nil {
+		return err
 	}
 	var opts []bmc.BootOption
-	if c.uri != "" {
-		opts = append(opts, bmc.WithHTTPBootURI(c.uri))
+	if t.uri != "" {
+		opts = append(opts, bmc.WithHTTPBootURI(t.uri))
 	}
-	if err := c.bmc.SetBootOnce(ctx, id, target, opts...); err != nil {
-		return c.fail(err)
+	if err := t.bmc.SetBootOnce(ctx, id, target, opts...); err != nil {
+		return t.fail(err)
 	}
-	fmt.Fprintf(c.stdout, "system %s will boot from %s once, on its next boot\n", id, target)
-	return exitOK
+	fmt.Fprintf(t.stdout, "system %s will boot from %s once, on its next boot\n", id, target)
+	return nil
 }
 
-func (c *cli) media(ctx context.Context, args []string) int {
-	id, code := c.pickSystem(ctx)
-	if code != exitOK {
-		return code
+func (t *tool) mediaList(ctx context.Context) error {
+	id, err := t.pickSystem(ctx)
+	if err != nil {
+		return err
 	}
-	switch args[0] {
-	case "list":
-		slots, err := c.bmc.VirtualMedia(ctx, id)
-		if err != nil {
-			return c.fail(err)
-		}
-		return c.printJSON(slots)
-	case "insert":
-		if err := c.bmc.InsertMedia(ctx, id, args[1]); err != nil {
-			return c.fail(err)
-		}
-		fmt.Fprintf(c.stdout, "%s is in the virtual CD of system %s\n", args[1], id)
-	default:
-		image := ""
-		if len(args) == 2 {
-			image = args[1]
-		}
-		if err := c.bmc.EjectMedia(ctx, id, image); err != nil {
-			return c.fail(err)
-		}
-		fmt.Fprintf(c.stdout, "virtual CD of system %s ejected\n", id)
+	slots, err := t.bmc.VirtualMedia(ctx, id)
+	if err != nil {
+		return t.fail(err)
 	}
-	return exitOK
+	return t.printJSON(slots)
 }
 
-func (c *cli) printJSON(v any) int {
-	enc := json.NewEncoder(c.stdout)
+func (t *tool) mediaInsert(ctx context.Context, image string) error {
+	id, err := t.pickSystem(ctx)
+	if err != nil {
+		return err
+	}
+	if err := t.bmc.InsertMedia(ctx, id, image); err != nil {
+		return t.fail(err)
+	}
+	fmt.Fprintf(t.stdout, "%s is in the virtual CD of system %s\n", image, id)
+	return nil
+}
+
+// mediaEject ejects image, or whatever is in the virtual CD when image is empty.
+func (t *tool) mediaEject(ctx context.Context, image string) error {
+	id, err := t.pickSystem(ctx)
+	if err != nil {
+		return err
+	}
+	if err := t.bmc.EjectMedia(ctx, id, image); err != nil {
+		return t.fail(err)
+	}
+	fmt.Fprintf(t.stdout, "virtual CD of system %s ejected\n", id)
+	return nil
+}
+
+func (t *tool) printJSON(v any) error {
+	enc := json.NewEncoder(t.stdout)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
-		fmt.Fprintf(c.stderr, "error: write output: %v\n", err)
-		return exitError
+		fmt.Fprintf(t.stderr, "error: write output: %v\n", err)
+		return cli.ExitCode(1)
 	}
-	return exitOK
+	return nil
 }

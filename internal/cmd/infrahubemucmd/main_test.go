@@ -129,6 +129,7 @@ func TestMainUsageErrors(t *testing.T) {
 		{[]string{"--listen", "127.0.0.1:0", "--artifacts-dir", "/nonexistent/dir"}, 1},
 		{[]string{"--listen", "not-an-address"}, 1},
 		{[]string{"-h"}, 0},
+		{[]string{"-help"}, 0},
 	}
 	for _, tc := range tests {
 		var out, errb bytes.Buffer

@@ -4,126 +4,146 @@ package migratecmd
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
 	"io"
+	"time"
 
+	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/metalhub/metalhub/internal/cli"
 	"github.com/metalhub/metalhub/internal/migrate"
 	"github.com/metalhub/metalhub/internal/scheme"
 )
 
-// Exit codes.
-const (
-	exitOK      = 0
-	exitBlocked = 1 // something blocks a clean switch, or the cluster could not be read
-	exitUsage   = 2
-)
-
-const usage = `usage: migrate plan [flags]
-
-plan  read-only: every BMC and Server, the state metalhub will adopt, the BMC actions it
-      would take on start (none expected), and what blocks a clean switch (exit status 1)
-
-flags:
-`
-
-// Main runs the command; args exclude the leading "migrate".
+// Main runs "migrate"; args exclude the leading "migrate". It returns 0, 1 when something
+// blocks a clean switch or the cluster could not be read, 2 on a bad command line.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG, then ~/.kube/config)")
-	selector := fs.String("selector", "", "label selector of the BMCs and Servers to look at (default: all)")
-	if len(args) == 0 || args[0] != "plan" {
-		fs.Usage()
-		return exitUsage
-	}
-	if err := fs.Parse(args[1:]); err != nil {
-		return exitUsage
-	}
-	var o migrate.Options
-	if *selector != "" {
-		sel, err := labels.Parse(*selector)
-		if err != nil {
-			fmt.Fprintf(stderr, "migrate: --selector: %v\n", err)
-			return exitUsage
-		}
-		o.Selector = sel
-	}
-	c, err := clientFor(*kubeconfig)
-	if err != nil {
-		fmt.Fprintf(stderr, "migrate: %v\n", err)
-		return exitBlocked
-	}
-	p, err := migrate.Make(ctx, c, o)
-	if err != nil {
-		fmt.Fprintf(stderr, "migrate: %v\n", err)
-		return exitBlocked
-	}
-	p.Print(stdout)
-	if p.Blocked() {
-		return exitBlocked
-	}
-	return exitOK
+	c := Command()
+	c.CompletionOptions.DisableDefaultCmd = true // "metalhub completion" is the binary's
+	return cli.Execute(ctx, c, args, stdout, stderr)
 }
 
-const moveUsage = `usage: move --to-kubeconfig FILE [flags]
+// MoveMain runs "move"; args exclude the leading "move". Exit codes as Main's.
+func MoveMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return cli.Execute(ctx, MoveCommand(), args, stdout, stderr)
+}
 
-Copies BMCs, BMCSecrets, Endpoints, Servers, claims, boot configurations, maintenances (both
+// Command is "migrate" with its one subcommand, plan.
+func Command() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "migrate plan [flags]",
+		Short: "before switching from metal-operator: migrate plan (read-only)",
+		Long: `Look at a cluster the IronCore metal-operator manages before switching it to metalhub
+(docs/migration.md).`,
+		Args: cobra.NoArgs,
+		RunE: cli.NeedSubcommand,
+	}
+	c.AddCommand(planCommand())
+	return c
+}
+
+func planCommand() *cobra.Command {
+	var kubeconfig, selector string
+	c := &cobra.Command{
+		Use:   "plan",
+		Short: "read-only: what metalhub will adopt and what blocks a clean switch",
+		Long: `Read-only: every BMC and Server, the state metalhub will adopt, the BMC actions it would take
+on start (none expected), and what blocks a clean switch (exit status 1).`,
+		Example: `  metalhub migrate plan
+  metalhub migrate plan --kubeconfig source.kubeconfig --selector rack=r1`,
+		Args: cobra.ExactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			stderr := c.ErrOrStderr()
+			var o migrate.Options
+			if selector != "" {
+				sel, err := labels.Parse(selector)
+				if err != nil {
+					return cli.Usage(fmt.Errorf("--selector: %w", err))
+				}
+				o.Selector = sel
+			}
+			cl, err := clientFor(kubeconfig)
+			if err != nil {
+				fmt.Fprintf(stderr, "migrate: %v\n", err)
+				return cli.ExitCode(1)
+			}
+			p, err := migrate.Make(c.Context(), cl, o)
+			if err != nil {
+				fmt.Fprintf(stderr, "migrate: %v\n", err)
+				return cli.ExitCode(1)
+			}
+			p.Print(c.OutOrStdout())
+			if p.Blocked() {
+				return cli.ExitCode(1) // the plan printed says what blocks
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG, then ~/.kube/config)")
+	c.Flags().StringVar(&selector, "selector", "", "label selector of the BMCs and Servers to look at (default: all)")
+	return c
+}
+
+// MoveCommand is "move": the fleet to another cluster.
+func MoveCommand() *cobra.Command {
+	var (
+		from, to, selector string
+		dryRun, stopped    bool
+		pauseTimeout       time.Duration
+	)
+	c := &cobra.Command{
+		Use:   "move --to-kubeconfig FILE [flags]",
+		Short: "move the fleet to another cluster: --to-kubeconfig F [--dry-run]",
+		Long: `Copies BMCs, BMCSecrets, Endpoints, Servers, claims, boot configurations, maintenances (both
 groups) and the ignition Secrets they name to another cluster: pauses the source and waits
 until the source's metalhub acknowledges the pause on every object (or --source-stopped says
 it is gone), creates everything on the target in dependency order (paused), unpauses the
-target and marks the source moved. The source stays paused; a finished move is not run again.
-
-flags:
-`
-
-// MoveMain runs "metalhub move"; args exclude the leading "move".
-func MoveMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("move", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, moveUsage); fs.PrintDefaults() }
-	from := fs.String("kubeconfig", "", "kubeconfig of the source cluster (default: $KUBECONFIG, then ~/.kube/config)")
-	to := fs.String("to-kubeconfig", "", "kubeconfig of the target cluster (required)")
-	dryRun := fs.Bool("dry-run", false, "print what would move, change nothing")
-	pauseTimeout := fs.Duration("pause-timeout", migrate.DefaultPauseTimeout, "how long to wait for the source's metalhub to acknowledge the pause of every object")
-	stopped := fs.Bool("source-stopped", false, "the source's manager is gone (or is not metalhub): move without its acknowledgement of the pause")
-	selector := fs.String("selector", "", "label selector of the BMCs to move, with their Servers, claims, boot configurations and maintenances (default: all)")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+target and marks the source moved. The source stays paused; a finished move is not run again.`,
+		Example: `  metalhub move --to-kubeconfig target.kubeconfig --dry-run
+  metalhub move --to-kubeconfig target.kubeconfig --kubeconfig source.kubeconfig --selector rack=r1`,
+		Args: cobra.ExactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			stderr := c.ErrOrStderr()
+			var sel labels.Selector
+			if selector != "" {
+				var err error
+				if sel, err = labels.Parse(selector); err != nil {
+					return cli.Usage(fmt.Errorf("--selector: %w", err))
+				}
+			}
+			if to == "" {
+				return cli.Usage(errors.New("--to-kubeconfig is required"))
+			}
+			src, err := clientFor(from)
+			if err != nil {
+				fmt.Fprintf(stderr, "move: source: %v\n", err)
+				return cli.ExitCode(1)
+			}
+			dst, err := clientFor(to)
+			if err != nil {
+				fmt.Fprintf(stderr, "move: target: %v\n", err)
+				return cli.ExitCode(1)
+			}
+			o := migrate.MoveOptions{DryRun: dryRun, Out: c.OutOrStdout(), PauseTimeout: pauseTimeout, SourceStopped: stopped, Selector: sel}
+			if err := migrate.Move(c.Context(), src, dst, o); err != nil {
+				fmt.Fprintf(stderr, "move: %v\n", err)
+				return cli.ExitCode(1)
+			}
+			return nil
+		},
 	}
-	var sel labels.Selector
-	if *selector != "" {
-		var err error
-		if sel, err = labels.Parse(*selector); err != nil {
-			fmt.Fprintf(stderr, "move: --selector: %v\n", err)
-			return exitUsage
-		}
-	}
-	if *to == "" {
-		fmt.Fprintln(stderr, "move: --to-kubeconfig is required")
-		fs.Usage()
-		return exitUsage
-	}
-	src, err := clientFor(*from)
-	if err != nil {
-		fmt.Fprintf(stderr, "move: source: %v\n", err)
-		return exitBlocked
-	}
-	dst, err := clientFor(*to)
-	if err != nil {
-		fmt.Fprintf(stderr, "move: target: %v\n", err)
-		return exitBlocked
-	}
-	if err := migrate.Move(ctx, src, dst, migrate.MoveOptions{DryRun: *dryRun, Out: stdout, PauseTimeout: *pauseTimeout, SourceStopped: *stopped, Selector: sel}); err != nil {
-		fmt.Fprintf(stderr, "move: %v\n", err)
-		return exitBlocked
-	}
-	return exitOK
+	f := c.Flags()
+	f.StringVar(&from, "kubeconfig", "", "kubeconfig of the source cluster (default: $KUBECONFIG, then ~/.kube/config)")
+	f.StringVar(&to, "to-kubeconfig", "", "kubeconfig of the target cluster (required)")
+	f.BoolVar(&dryRun, "dry-run", false, "print what would move, change nothing")
+	f.DurationVar(&pauseTimeout, "pause-timeout", migrate.DefaultPauseTimeout, "how long to wait for the source's metalhub to acknowledge the pause of every object")
+	f.BoolVar(&stopped, "source-stopped", false, "the source's manager is gone (or is not metalhub): move without its acknowledgement of the pause")
+	f.StringVar(&selector, "selector", "", "label selector of the BMCs to move, with their Servers, claims, boot configurations and maintenances (default: all)")
+	return c
 }
 
 func clientFor(kubeconfig string) (client.Client, error) {

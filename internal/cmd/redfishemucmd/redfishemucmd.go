@@ -5,7 +5,6 @@ package redfishemucmd
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -15,42 +14,59 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/metalhub/metalhub/internal/cli"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 )
 
-const usage = `usage: emulate bmc [flags]
+// Main runs the command; args exclude the leading "emulate" and start with
+// "bmc", as "metalhub emulate" passes them. It returns 0 when interrupted, 1
+// when the emulator could not start, 2 on a bad command line.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	e := &cobra.Command{Use: "emulate", Args: cobra.NoArgs, RunE: cli.NeedSubcommand}
+	e.CompletionOptions.DisableDefaultCmd = true // "metalhub completion" is the binary's
+	e.AddCommand(Command())
+	return cli.Execute(ctx, e, args, stdout, stderr)
+}
 
-Runs emulated Redfish BMCs until interrupted. BMC i listens on the --listen
+// Command is "bmc", to be added under "emulate".
+func Command() *cobra.Command {
+	f := &flags{}
+	c := &cobra.Command{
+		Use:   "bmc [flags]",
+		Short: "a fleet of Redfish BMCs (power, boot override, inventory, faults)",
+		Long: `Runs emulated Redfish BMCs until interrupted. BMC i listens on the --listen
 port + i (port 0 picks free ports). Each line printed names one BMC, its URL,
 credentials and system IDs; with --ssh-console a second line names its SSH
-serial console.
+serial console.`,
+		Example: `  metalhub emulate bmc --servers 4 --control 127.0.0.1:7999
+  metalhub emulate bmc --listen 127.0.0.1:0 --power-delay 0 --ssh-console`,
+		Args: cobra.ExactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error { return f.run(c.Context(), c.OutOrStdout(), c.ErrOrStderr()) },
+	}
+	fs := c.Flags()
+	fs.IntVar(&f.servers, "servers", 1, "number of BMCs")
+	fs.IntVar(&f.perBMC, "systems-per-bmc", 1, "systems behind each BMC")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8000", "address of BMC 0; BMC i uses port+i (port 0: free ports)")
+	fs.StringVar(&f.control, "control", "", "address for the control API (faults, records), e.g. 127.0.0.1:7999; empty: off")
+	fs.StringVar(&f.username, "username", "admin", "username every BMC accepts")
+	fs.StringVar(&f.password, "password", "password", "password every BMC accepts")
+	fs.DurationVar(&f.powerDelay, "power-delay", 3*time.Second, "time a power transition takes (0: instant)")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed for the generated inventory")
+	fs.BoolVar(&f.tls, "tls", false, "serve HTTPS with a self-signed certificate (printed)")
+	fs.IntVar(&f.maxSessions, "max-sessions", 16, "open sessions each BMC allows")
+	fs.BoolVar(&f.sshConsole, "ssh-console", false, "give each BMC an SSH serial console on a free port (printed, with the host key fingerprint): "+
+		"log in with the BMC's credentials and run \"console <systemID>\"")
+	return c
+}
 
-flags:
-`
-
-// Main runs the command; args exclude the leading "emulate".
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "bmc" {
-		newFlags(stderr).fs.Usage()
-		return 2
-	}
-	f := newFlags(stderr)
-	if err := f.fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if f.fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "error: unexpected arguments %q\n", f.fs.Args())
-		return 2
-	}
+// run serves the fleet until ctx ends.
+func (f *flags) run(ctx context.Context, stdout, stderr io.Writer) error {
 	opts, err := f.options()
 	if err != nil {
-		fmt.Fprintf(stderr, "error: %v\n", err)
-		return 2
+		return cli.Usage(err)
 	}
 	out := &lockedWriter{w: stdout}
 	opts.OnBoot = func(ev redfish.BootEvent) {
@@ -59,7 +75,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	em, err := redfish.Start(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "error: start emulator: %v\n", err)
-		return 1
+		return cli.ExitCode(1)
 	}
 	defer em.Close()
 
@@ -68,7 +84,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		l, err := net.Listen("tcp", f.control)
 		if err != nil {
 			fmt.Fprintf(stderr, "error: listen for the control API on %s: %v\n", f.control, err)
-			return 1
+			return cli.ExitCode(1)
 		}
 		ctl = &http.Server{Handler: em.ControlHandler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = ctl.Serve(l) }()
@@ -98,11 +114,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(out, "ca-certificate:\n%s", em.CACertPEM())
 	}
 	<-ctx.Done()
-	return 0
+	return nil
 }
 
 type flags struct {
-	fs                 *flag.FlagSet
 	servers, perBMC    int
 	listen, control    string
 	username, password string
@@ -111,28 +126,6 @@ type flags struct {
 	tls                bool
 	maxSessions        int
 	sshConsole         bool
-}
-
-func newFlags(stderr io.Writer) *flags {
-	f := &flags{fs: flag.NewFlagSet("emulate bmc", flag.ContinueOnError)}
-	f.fs.SetOutput(stderr)
-	f.fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		f.fs.PrintDefaults()
-	}
-	f.fs.IntVar(&f.servers, "servers", 1, "number of BMCs")
-	f.fs.IntVar(&f.perBMC, "systems-per-bmc", 1, "systems behind each BMC")
-	f.fs.StringVar(&f.listen, "listen", "127.0.0.1:8000", "address of BMC 0; BMC i uses port+i (port 0: free ports)")
-	f.fs.StringVar(&f.control, "control", "", "address for the control API (faults, records), e.g. 127.0.0.1:7999; empty: off")
-	f.fs.StringVar(&f.username, "username", "admin", "username every BMC accepts")
-	f.fs.StringVar(&f.password, "password", "password", "password every BMC accepts")
-	f.fs.DurationVar(&f.powerDelay, "power-delay", 3*time.Second, "time a power transition takes (0: instant)")
-	f.fs.Uint64Var(&f.seed, "seed", 1, "seed for the generated inventory")
-	f.fs.BoolVar(&f.tls, "tls", false, "serve HTTPS with a self-signed certificate (printed)")
-	f.fs.IntVar(&f.maxSessions, "max-sessions", 16, "open sessions each BMC allows")
-	f.fs.BoolVar(&f.sshConsole, "ssh-console", false, "give each BMC an SSH serial console on a free port (printed, with the host key fingerprint): "+
-		"log in with the BMC's credentials and run \"console <systemID>\"")
-	return f
 }
 
 func (f *flags) options() (redfish.Options, error) {

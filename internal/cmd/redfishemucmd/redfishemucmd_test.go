@@ -21,3 +21,16 @@ func TestSSHConsoleFlagPrintsAddresses(t *testing.T) {
 		t.Errorf("no host key fingerprint:\n%s", out.String())
 	}
 }
+
+// Flags written with one dash, as the standard library's flag package took them, still work.
+func TestSingleDashFlags(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errOut bytes.Buffer
+	if code := Main(ctx, []string{"bmc", "-servers", "2", "-listen=127.0.0.1:0"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "emulating 2 BMCs") {
+		t.Errorf("output:\n%s", out.String())
+	}
+}
