@@ -45,14 +45,18 @@ func hasAnyPrefix(s string, prefixes []string) bool {
 // collectPCIDevices reads /sys/bus/pci/devices.
 func collectPCIDevices(fs sysfs) []PCIDevice {
 	var out []PCIDevice
+	names := pciNames(fs.root)
 	for _, addr := range fs.list("sys/bus/pci/devices") {
 		dir := "sys/bus/pci/devices/" + addr + "/"
-		out = append(out, PCIDevice{
+		d := PCIDevice{
 			Address: addr,
 			Vendor:  hexID(fs.read(dir + "vendor")),
 			Device:  hexID(fs.read(dir + "device")),
 			Class:   hexID(fs.read(dir + "class")),
-		})
+			Driver:  fs.linkBase(dir + "driver"),
+		}
+		d.name(names)
+		out = append(out, d)
 	}
 	return out
 }

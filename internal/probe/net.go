@@ -38,6 +38,10 @@ func collectNICs(fs sysfs, live bool) ([]NIC, error) {
 			Virtual: !fs.exists(dir + "device"),
 			IPs:     addrs[name],
 		}
+		if addr := fs.linkBase(dir + "device"); pciAddress.MatchString(addr) {
+			n.PCIAddress = addr
+		}
+		n.Driver = fs.linkBase(dir + "device/driver")
 		if speed, ok := fs.readInt(dir + "speed"); ok && speed > 0 {
 			n.SpeedMbps = int(speed)
 		}

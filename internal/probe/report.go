@@ -68,6 +68,10 @@ type NIC struct {
 	SpeedMbps int  `json:"speedMbps,omitempty"`
 	MTU       int  `json:"mtu,omitempty"`
 	Virtual   bool `json:"virtual,omitempty"` // no backing device (bridge, veth, ...)
+	// PCIAddress is the PCI function behind the NIC (see PCIDevices for its names).
+	PCIAddress string `json:"pciAddress,omitempty"`
+	// Driver is the kernel driver of the NIC.
+	Driver string `json:"driver,omitempty"`
 	// IPs are addresses without prefix length.
 	IPs       []string   `json:"ips,omitempty"`
 	Neighbors []Neighbor `json:"neighbors,omitempty"`
@@ -101,6 +105,12 @@ type PCIDevice struct {
 	Vendor  string `json:"vendor,omitempty"`
 	Device  string `json:"device,omitempty"`
 	Class   string `json:"class,omitempty"`
+	// VendorName and DeviceName come from the pci.ids database of the discovery OS, when it has
+	// one (an older agent sends neither).
+	VendorName string `json:"vendorName,omitempty"`
+	DeviceName string `json:"deviceName,omitempty"`
+	// Driver is the kernel driver bound to the function.
+	Driver string `json:"driver,omitempty"`
 }
 
 // Limits on a report. Generous for the biggest real machines, small enough that a hostile
@@ -179,6 +189,8 @@ func (r *Report) Validate() error {
 			}
 		}
 		str(fmt.Sprintf("nics[%d].carrier", i), n.Carrier)
+		str(fmt.Sprintf("nics[%d].pciAddress", i), n.PCIAddress)
+		str(fmt.Sprintf("nics[%d].driver", i), n.Driver)
 	}
 	if len(r.BlockDevices) > MaxBlockDevices {
 		bad("%d block devices, at most %d", len(r.BlockDevices), MaxBlockDevices)
@@ -195,7 +207,7 @@ func (r *Report) Validate() error {
 		bad("%d pci devices, at most %d", len(r.PCIDevices), MaxPCIDevices)
 	}
 	for i, p := range r.PCIDevices {
-		for _, s := range []string{p.Address, p.Vendor, p.Device, p.Class} {
+		for _, s := range []string{p.Address, p.Vendor, p.Device, p.Class, p.VendorName, p.DeviceName, p.Driver} {
 			str(fmt.Sprintf("pciDevices[%d]", i), s)
 		}
 	}

@@ -302,6 +302,17 @@ func (r *Registry) write(ctx context.Context, srv *metalv1alpha1.Server, rep *pr
 		srv.Annotations = map[string]string{}
 	}
 	srv.Annotations[discovery.ReportedAnnotation] = round
+	// The labels claims select on go with the mark, in the same write.
+	for k, v := range inventoryLabels(rep) {
+		if v == "" {
+			delete(srv.Labels, k)
+			continue
+		}
+		if srv.Labels == nil {
+			srv.Labels = map[string]string{}
+		}
+		srv.Labels[k] = v
+	}
 	if err := r.client.Patch(ctx, srv, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("marking round %s of server %s reported: %w", round, srv.Name, err)
 	}

@@ -3,6 +3,7 @@ package registry
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -27,6 +28,77 @@ func applyReport(st *metalv1alpha1.ServerStatus, r *probe.Report) {
 	if s := storages(r); len(s) > 0 {
 		st.Storages = s
 	}
+	// A machine without GPUs reports none: a GPU taken out shows.
+	st.GPUs = gpus(r)
+}
+
+// accelerator reports whether a PCI function is a GPU or accelerator: a 3D controller (0302),
+// another display controller (0380) or a processing accelerator (12xx) of any vendor, or a VGA
+// controller (0300) of a GPU vendor. Server boards carry their BMC's VGA (ASPEED, Matrox) as
+// class 0300: it is none.
+func accelerator(d probe.PCIDevice) bool {
+	class := d.Class
+	switch {
+	case strings.HasPrefix(class, "0302"), strings.HasPrefix(class, "0380"), strings.HasPrefix(class, "12"):
+		return true
+	case strings.HasPrefix(class, "0300"):
+		return d.Vendor == "10de" || d.Vendor == "1002" // NVIDIA, AMD
+	}
+	return false
+}
+
+func gpus(r *probe.Report) []metalv1alpha1.GPU {
+	var out []metalv1alpha1.GPU
+	for _, d := range r.PCIDevices {
+		if accelerator(d) {
+			out = append(out, metalv1alpha1.GPU{PCIAddress: d.Address, VendorID: d.Vendor, DeviceID: d.Device,
+				Vendor: d.VendorName, Model: d.DeviceName, Driver: d.Driver})
+		}
+	}
+	return out
+}
+
+// inventoryLabels are the labels a report gives a server: a value to set, or "" to remove.
+func inventoryLabels(r *probe.Report) map[string]string {
+	g := gpus(r)
+	out := map[string]string{metalv1alpha1.GPUCountLabel: strconv.Itoa(len(g)),
+		metalv1alpha1.GPUModelLabel: "", metalv1alpha1.GPUIDLabel: "", metalv1alpha1.GPUVendorLabel: ""}
+	one := func(key string, value func(metalv1alpha1.GPU) string) {
+		v := value(g[0])
+		for _, x := range g[1:] {
+			if value(x) != v {
+				v = "mixed"
+			}
+		}
+		out[key] = labelValue(v)
+	}
+	if len(g) > 0 {
+		one(metalv1alpha1.GPUModelLabel, func(x metalv1alpha1.GPU) string { return x.Model })
+		one(metalv1alpha1.GPUIDLabel, func(x metalv1alpha1.GPU) string { return x.VendorID + "-" + x.DeviceID })
+		one(metalv1alpha1.GPUVendorLabel, func(x metalv1alpha1.GPU) string { return x.Vendor })
+	}
+	return out
+}
+
+// labelValue makes s a label value: lower case, runs of other characters as one '-', at most
+// 63 characters, alphanumeric at both ends; "" stays "".
+func labelValue(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, c := range strings.ToLower(s) {
+		if (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' {
+			b.WriteRune(c)
+			dash = false
+		} else if !dash {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	v := b.String()
+	if len(v) > 63 {
+		v = v[:63]
+	}
+	return strings.Trim(v, "-._")
 }
 
 func processors(r *probe.Report) []metalv1alpha1.Processor {
@@ -88,6 +160,10 @@ func cpuManufacturer(vendor string) string {
 // networkInterfaces lists the NICs with a backing device: bridges, veths and the like only
 // exist in the discovery OS and say nothing about the server.
 func networkInterfaces(r *probe.Report) []metalv1alpha1.NetworkInterface {
+	pci := map[string]probe.PCIDevice{}
+	for _, d := range r.PCIDevices {
+		pci[d.Address] = d
+	}
 	var out []metalv1alpha1.NetworkInterface
 	for _, n := range r.NICs {
 		if n.Virtual {
@@ -99,6 +175,12 @@ func networkInterfaces(r *probe.Report) []metalv1alpha1.NetworkInterface {
 			IPs:           n.IPs,
 			CarrierStatus: n.Carrier,
 			IP:            primaryIP(n.IPs),
+			Driver:        n.Driver,
+			PCIAddress:    n.PCIAddress,
+			SpeedMbps:     int32(n.SpeedMbps),
+		}
+		if d, ok := pci[n.PCIAddress]; ok && n.PCIAddress != "" {
+			ni.Vendor, ni.Model = d.VendorName, d.DeviceName
 		}
 		for _, nb := range n.Neighbors {
 			x := metalv1alpha1.LLDPNeighbor{
@@ -154,12 +236,13 @@ func storages(r *probe.Report) []metalv1alpha1.Storage {
 			media = "HDD"
 		}
 		drive := metalv1alpha1.StorageDrive{
-			Name:      d.Name,
-			MediaType: media,
-			Capacity:  resource.NewQuantity(d.SizeBytes, resource.BinarySI),
-			Vendor:    d.Vendor,
-			Model:     d.Model,
-			State:     "Enabled",
+			Name:         d.Name,
+			MediaType:    media,
+			Capacity:     resource.NewQuantity(d.SizeBytes, resource.BinarySI),
+			Vendor:       d.Vendor,
+			Model:        d.Model,
+			SerialNumber: d.Serial,
+			State:        "Enabled",
 		}
 		if strings.HasPrefix(d.Name, "nvme") {
 			drive.Type = "NVMe"

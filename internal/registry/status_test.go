@@ -1,6 +1,8 @@
 package registry
 
 import (
+	"reflect"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -54,5 +56,52 @@ func TestApplyReportKeepsUnreadSections(t *testing.T) {
 	}
 	if len(st.NetworkInterfaces) != 1 || st.PowerState != "On" {
 		t.Fatalf("status %+v", st)
+	}
+}
+
+func TestAccelerators(t *testing.T) {
+	for _, tc := range []struct {
+		d    probe.PCIDevice
+		want bool
+	}{
+		{probe.PCIDevice{Vendor: "10de", Class: "030200"}, true},  // NVIDIA 3D controller (A100, H100)
+		{probe.PCIDevice{Vendor: "10de", Class: "030000"}, true},  // NVIDIA VGA (workstation cards)
+		{probe.PCIDevice{Vendor: "1002", Class: "038000"}, true},  // AMD Instinct
+		{probe.PCIDevice{Vendor: "8086", Class: "120000"}, true},  // processing accelerator (Gaudi)
+		{probe.PCIDevice{Vendor: "1a03", Class: "030000"}, false}, // ASPEED BMC VGA
+		{probe.PCIDevice{Vendor: "102b", Class: "030000"}, false}, // Matrox (iLO, iDRAC)
+		{probe.PCIDevice{Vendor: "15b3", Class: "020000"}, false}, // a NIC
+	} {
+		if got := accelerator(tc.d); got != tc.want {
+			t.Errorf("%+v: accelerator %v, want %v", tc.d, got, tc.want)
+		}
+	}
+}
+
+func TestInventoryLabels(t *testing.T) {
+	a100 := probe.PCIDevice{Address: "0000:81:00.0", Vendor: "10de", Device: "20b2", Class: "030200", VendorName: "NVIDIA Corporation", DeviceName: "GA100 [A100 SXM4 80GB]"}
+	h100 := probe.PCIDevice{Address: "0000:82:00.0", Vendor: "10de", Device: "2330", Class: "030200", VendorName: "NVIDIA Corporation", DeviceName: "GH100 [H100 SXM5 80GB]"}
+	vga := probe.PCIDevice{Address: "0000:02:00.0", Vendor: "1a03", Device: "2000", Class: "030000"}
+	unnamed := probe.PCIDevice{Address: "0000:83:00.0", Vendor: "10de", Device: "20b2", Class: "030200"}
+	for _, tc := range []struct {
+		name string
+		pci  []probe.PCIDevice
+		want map[string]string
+	}{
+		{"none", []probe.PCIDevice{vga}, map[string]string{metalv1alpha1.GPUCountLabel: "0", metalv1alpha1.GPUModelLabel: "", metalv1alpha1.GPUIDLabel: "", metalv1alpha1.GPUVendorLabel: ""}},
+		{"two alike", []probe.PCIDevice{vga, a100, a100}, map[string]string{metalv1alpha1.GPUCountLabel: "2",
+			metalv1alpha1.GPUModelLabel: "ga100-a100-sxm4-80gb", metalv1alpha1.GPUIDLabel: "10de-20b2", metalv1alpha1.GPUVendorLabel: "nvidia-corporation"}},
+		{"mixed", []probe.PCIDevice{a100, h100}, map[string]string{metalv1alpha1.GPUCountLabel: "2",
+			metalv1alpha1.GPUModelLabel: "mixed", metalv1alpha1.GPUIDLabel: "mixed", metalv1alpha1.GPUVendorLabel: "nvidia-corporation"}},
+		{"no pci.ids", []probe.PCIDevice{unnamed}, map[string]string{metalv1alpha1.GPUCountLabel: "1",
+			metalv1alpha1.GPUModelLabel: "", metalv1alpha1.GPUIDLabel: "10de-20b2", metalv1alpha1.GPUVendorLabel: ""}},
+	} {
+		got := inventoryLabels(&probe.Report{PCIDevices: tc.pci})
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if v := labelValue(strings.Repeat("Very Long Model Name ", 5)); len(v) > 63 || strings.HasSuffix(v, "-") {
+		t.Errorf("labelValue: %q", v)
 	}
 }

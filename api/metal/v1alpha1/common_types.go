@@ -159,6 +159,21 @@ const (
 	// SecretTypeUserData is the Secret type of ServerClaim.spec.userDataRef.
 	SecretTypeUserData = "metal.ironcore.dev/user-data"
 
+	// Labels the discovery registry derives from a server's hardware, so that a ServerClaim's
+	// serverSelector can ask for it (docs/servers.md). Values are label-safe: lower case, other
+	// characters as '-'. A metalhub addition.
+	//
+	// GPUCountLabel is the number of GPUs ("0" when none).
+	GPUCountLabel = "inventory.metalhub.io/gpu-count"
+	// GPUModelLabel is their model from pci.ids (e.g. "ga100-a100-sxm4-80gb"), "mixed" when they
+	// differ; absent without GPUs or without names.
+	GPUModelLabel = "inventory.metalhub.io/gpu-model"
+	// GPUIDLabel is their PCI vendor and device ID ("10de-20b2"), which needs no pci.ids;
+	// "mixed" when they differ.
+	GPUIDLabel = "inventory.metalhub.io/gpu-id"
+	// GPUVendorLabel is their vendor from pci.ids (e.g. "nvidia-corporation").
+	GPUVendorLabel = "inventory.metalhub.io/gpu-vendor"
+
 	// MetadataFlavorHeader and its value mark requests to the metaldata service.
 	MetadataFlavorHeader = "Metadata-Flavor"
 	MetadataFlavorValue  = "IronCore Metal"

@@ -187,6 +187,43 @@ type NetworkInterface struct {
 	// Neighbors seen over LLDP.
 	// +optional
 	Neighbors []LLDPNeighbor `json:"neighbors,omitempty"`
+	// Model of the NIC, from the discovery OS's pci.ids. A metalhub addition.
+	// +optional
+	Model string `json:"model,omitempty"`
+	// Vendor of the NIC, from the discovery OS's pci.ids. A metalhub addition.
+	// +optional
+	Vendor string `json:"vendor,omitempty"`
+	// Driver is the kernel driver the discovery OS bound to it. A metalhub addition.
+	// +optional
+	Driver string `json:"driver,omitempty"`
+	// PCIAddress of the NIC (domain:bus:device.function). A metalhub addition.
+	// +optional
+	PCIAddress string `json:"pciAddress,omitempty"`
+	// SpeedMbps is the negotiated link speed at discovery; 0 when the link was down. A metalhub
+	// addition.
+	// +optional
+	SpeedMbps int32 `json:"speedMbps,omitempty"`
+}
+
+// GPU is an accelerator on the PCI bus: a 3D controller, a processing accelerator, or a display
+// controller of a GPU vendor (the BMC's own VGA is not one). A metalhub addition.
+type GPU struct {
+	// PCIAddress of the device (domain:bus:device.function).
+	// +required
+	PCIAddress string `json:"pciAddress"`
+	// VendorID and DeviceID are the PCI IDs, lower-case hex.
+	// +optional
+	VendorID string `json:"vendorID,omitempty"`
+	// +optional
+	DeviceID string `json:"deviceID,omitempty"`
+	// Vendor and Model are pci.ids' names for the IDs, when the discovery OS ships it.
+	// +optional
+	Vendor string `json:"vendor,omitempty"`
+	// +optional
+	Model string `json:"model,omitempty"`
+	// Driver is the kernel driver the discovery OS bound to it.
+	// +optional
+	Driver string `json:"driver,omitempty"`
 }
 
 // StorageDrive is a physical drive.
@@ -203,6 +240,9 @@ type StorageDrive struct {
 	Vendor string `json:"vendor,omitempty"`
 	// +optional
 	Model string `json:"model,omitempty"`
+	// SerialNumber of the drive. A metalhub addition.
+	// +optional
+	SerialNumber string `json:"serialNumber,omitempty"`
 	// +optional
 	State string `json:"state,omitempty"`
 }
@@ -268,6 +308,9 @@ type ServerStatus struct {
 	NetworkInterfaces []NetworkInterface `json:"networkInterfaces,omitempty"`
 	// +optional
 	Storages []Storage `json:"storages,omitempty"`
+	// GPUs found by the discovery probe. A metalhub addition.
+	// +optional
+	GPUs []GPU `json:"gpus,omitempty"`
 	// Conditions report what the controller saw and why it is waiting.
 	// +optional
 	// +listType=map

@@ -25,7 +25,40 @@ type Hardware struct {
 	MemoryKiB      int64
 	NICs           []FixtureNIC
 	Disks          []FixtureDisk
+	// GPUs are accelerators on the PCI bus; every machine also has its BMC's VGA, which is none.
+	GPUs []FixtureGPU
 }
+
+// FixtureGPU is one accelerator: its PCI IDs and class, as pci.ids names them.
+type FixtureGPU struct {
+	Vendor, Device, Class string
+	Driver                string
+}
+
+// gpuModels are the accelerators the generated machines carry (a machine has one model).
+var gpuModels = []FixtureGPU{
+	{Vendor: "10de", Device: "20b2", Class: "030200", Driver: "nvidia"},
+	{Vendor: "10de", Device: "2330", Class: "030200", Driver: "nvidia"},
+	{Vendor: "1002", Device: "740f", Class: "038000", Driver: "amdgpu"},
+}
+
+// fixturePCIIDs is the slice of a pci.ids database the generated machines need, as the
+// discovery OS ships it (the probe names devices from it).
+const fixturePCIIDs = `# pci.ids, the entries the emulated fleet uses
+1002  Advanced Micro Devices, Inc. [AMD/ATI]
+	740f  Aldebaran/MI200 [Instinct MI210]
+10de  NVIDIA Corporation
+	20b2  GA100 [A100 SXM4 80GB]
+	2330  GH100 [H100 SXM5 80GB]
+144d  Samsung Electronics Co Ltd
+	a80a  NVMe SSD Controller PM9A1/PM9A3/980PRO
+15b3  Mellanox Technologies
+	101d  MT2892 Family [ConnectX-6 Dx]
+1a03  ASPEED Technology, Inc.
+	2000  ASPEED Graphics Family
+8086  Intel Corporation
+	09a2  Ice Lake Memory Map/VT-d
+`
 
 // FixtureNIC is one NIC of the generated machine.
 type FixtureNIC struct {
@@ -93,6 +126,13 @@ func HardwareFor(uuid, serial string, macs []string) Hardware {
 	for k := range r.IntN(3) {
 		h.Disks = append(h.Disks, FixtureDisk{Name: fmt.Sprintf("sd%c", 'a'+k), Sectors: 7814037168, Model: "ST4000NM0035-1V4", Rotational: true})
 	}
+	// Half the machines carry accelerators: 2, 4 or 8 of one model.
+	if r.IntN(2) == 0 {
+		g := gpuModels[r.IntN(len(gpuModels))]
+		for range []int{2, 4, 8}[r.IntN(3)] {
+			h.GPUs = append(h.GPUs, g)
+		}
+	}
 	return h
 }
 
@@ -135,7 +175,6 @@ func (h Hardware) WriteTree(dir string) error {
 		files[d+"address"] = n.MAC
 		files[d+"type"] = "1"
 		files[d+"mtu"] = "1500"
-		files[d+"device/vendor"] = "0x15b3"
 		files[fmt.Sprintf("sys/bus/pci/devices/0000:%02x:00.0/vendor", 0x10+k)] = "0x15b3"
 		files[fmt.Sprintf("sys/bus/pci/devices/0000:%02x:00.0/device", 0x10+k)] = "0x101d"
 		files[fmt.Sprintf("sys/bus/pci/devices/0000:%02x:00.0/class", 0x10+k)] = "0x020000"
@@ -160,6 +199,15 @@ func (h Hardware) WriteTree(dir string) error {
 		files[fmt.Sprintf("sys/bus/pci/devices/0000:%02x:00.0/vendor", 0x40+k)] = "0x144d"
 		files[fmt.Sprintf("sys/bus/pci/devices/0000:%02x:00.0/class", 0x40+k)] = "0x010802"
 	}
+	for k, g := range h.GPUs {
+		d := fmt.Sprintf("sys/bus/pci/devices/0000:%02x:00.0/", 0x80+k)
+		files[d+"vendor"], files[d+"device"], files[d+"class"] = "0x"+g.Vendor, "0x"+g.Device, "0x"+g.Class
+	}
+	// The BMC's own VGA is on every server board: a display controller, not an accelerator.
+	files["sys/bus/pci/devices/0000:02:00.0/vendor"] = "0x1a03"
+	files["sys/bus/pci/devices/0000:02:00.0/device"] = "0x2000"
+	files["sys/bus/pci/devices/0000:02:00.0/class"] = "0x030000"
+	files["usr/share/misc/pci.ids"] = fixturePCIIDs
 	// Kernel devices the probe must skip, as on a real discovery OS.
 	files["sys/block/loop0/size"] = "0"
 	files["sys/class/net/lo/address"] = "00:00:00:00:00:00"
@@ -173,6 +221,25 @@ func (h Hardware) WriteTree(dir string) error {
 			return fmt.Errorf("writing hardware tree: %w", err)
 		}
 		if err := os.WriteFile(full, []byte(content+"\n"), 0o644); err != nil {
+			return fmt.Errorf("writing hardware tree: %w", err)
+		}
+	}
+	// sysfs ties a NIC to its PCI function, and a function to its driver, by symlinks.
+	links := map[string]string{}
+	for k, n := range h.NICs {
+		links["sys/class/net/"+n.Name+"/device"] = fmt.Sprintf("../../../bus/pci/devices/0000:%02x:00.0", 0x10+k)
+		links[fmt.Sprintf("sys/bus/pci/devices/0000:%02x:00.0/driver", 0x10+k)] = "../../drivers/mlx5_core"
+	}
+	for k, g := range h.GPUs {
+		links[fmt.Sprintf("sys/bus/pci/devices/0000:%02x:00.0/driver", 0x80+k)] = "../../drivers/" + g.Driver
+	}
+	links["sys/bus/pci/devices/0000:02:00.0/driver"] = "../../drivers/ast"
+	for p, target := range links {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return fmt.Errorf("writing hardware tree: %w", err)
+		}
+		if err := os.Symlink(target, full); err != nil && !os.IsExist(err) {
 			return fmt.Errorf("writing hardware tree: %w", err)
 		}
 	}

@@ -68,10 +68,52 @@ func TestTreeReadsBackThroughTheProbe(t *testing.T) {
 				t.Errorf("%s: NIC %+v, want %+v", uuid, got, n)
 			}
 		}
+		for i, n := range r.NICs {
+			if n.PCIAddress != fmt.Sprintf("0000:%02x:00.0", 0x10+i) || n.Driver != "mlx5_core" {
+				t.Errorf("%s: NIC %s at %q driven by %q", uuid, n.Name, n.PCIAddress, n.Driver)
+			}
+		}
+		// The accelerators, named from the tree's pci.ids; the BMC's VGA is on the bus too.
+		var gpus, vga int
+		for _, d := range r.PCIDevices {
+			switch {
+			case d.Vendor == "1a03":
+				vga++
+				if d.DeviceName != "ASPEED Graphics Family" || d.Driver != "ast" {
+					t.Errorf("%s: BMC VGA %+v", uuid, d)
+				}
+			case strings.HasPrefix(d.Address, "0000:8"):
+				g := hw.GPUs[gpus]
+				gpus++
+				if d.Vendor != g.Vendor || d.Device != g.Device || d.Driver != g.Driver || d.DeviceName == "" || d.VendorName == "" {
+					t.Errorf("%s: GPU %+v, want %+v with names", uuid, d, g)
+				}
+			case d.Vendor == "15b3" && d.DeviceName != "MT2892 Family [ConnectX-6 Dx]":
+				t.Errorf("%s: NIC function %+v not named", uuid, d)
+			}
+		}
+		if gpus != len(hw.GPUs) || vga != 1 {
+			t.Errorf("%s: %d GPUs and %d VGA on the bus, want %d and 1", uuid, gpus, vga, len(hw.GPUs))
+		}
 		r.SystemUUID = uuid
 		if err := r.Validate(); err != nil {
 			t.Errorf("%s: %v", uuid, err)
 		}
+	}
+}
+
+// Across a fleet, some machines carry accelerators and some do not.
+func TestFleetHasGPUsAndMachinesWithout(t *testing.T) {
+	with, without := 0, 0
+	for i := range 20 {
+		if len(HardwareFor(fmt.Sprintf("4c4c4544-0000-0000-0000-%012d", i), "", nil).GPUs) > 0 {
+			with++
+		} else {
+			without++
+		}
+	}
+	if with == 0 || without == 0 {
+		t.Fatalf("%d machines with GPUs, %d without: want both", with, without)
 	}
 }
 

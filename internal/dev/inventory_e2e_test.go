@@ -1,0 +1,123 @@
+package dev
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/testenv"
+)
+
+// Through the real discovery path (PXE boot of the emulated fleet, the probe reading each
+// machine's tree with its pci.ids, the registry): every server shows its GPUs and NICs in status
+// and the labels derived from them, and a claim selecting GPU model and count binds a server
+// that has them, while one asking for GPUs no server has stays unbound.
+func TestDiscoveredGPUsSelectClaims(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	bin, err := testenv.MetalhubBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Five servers: the emulated fleet's hardware follows each system's UUID, and these five
+	// hold A100s, MI210s and no GPU at all.
+	run := startDev(t, bin, t.TempDir(), []string{"--servers", "5", "--power-delay", "200ms", "--metrics-bind-address", "0", "--table=false"})
+	ctx := context.Background()
+	run.wait(t, "5/5 Available", 3*time.Minute, func() (bool, string) {
+		st := run.states(t)
+		n := 0
+		for _, v := range st {
+			if v == "Available/Off" {
+				n++
+			}
+		}
+		return n == 5, fmt.Sprint(st)
+	})
+	list := &metalv1alpha1.ServerList{}
+	if err := run.c.List(ctx, list); err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string][]string{}
+	withGPUs, without := 0, 0
+	for _, s := range list.Items {
+		count, err := strconv.Atoi(s.Labels[metalv1alpha1.GPUCountLabel])
+		if err != nil || count != len(s.Status.GPUs) {
+			t.Errorf("%s: gpu-count label %q, %d GPUs in status", s.Name, s.Labels[metalv1alpha1.GPUCountLabel], len(s.Status.GPUs))
+		}
+		for _, g := range s.Status.GPUs {
+			if g.Model == "" || g.Vendor == "" || g.Driver == "" || g.PCIAddress == "" {
+				t.Errorf("%s: GPU without names, driver or address: %+v", s.Name, g)
+			}
+		}
+		for _, n := range s.Status.NetworkInterfaces {
+			if n.Model == "" || n.Driver == "" || n.PCIAddress == "" {
+				t.Errorf("%s: NIC %s without model, driver or address: %+v", s.Name, n.Name, n)
+			}
+		}
+		if count > 0 {
+			withGPUs++
+			id := s.Labels[metalv1alpha1.GPUIDLabel] + "/" + s.Labels[metalv1alpha1.GPUCountLabel]
+			byID[id] = append(byID[id], s.Name)
+		} else {
+			without++
+		}
+	}
+	if withGPUs == 0 || without == 0 || len(byID) < 2 {
+		t.Fatalf("the fleet should mix GPU models and machines without: %v, %d without", byID, without)
+	}
+	// The rarest model and count: exactly those servers may take the claim.
+	var wantID string
+	for id, names := range byID {
+		if wantID == "" || len(names) < len(byID[wantID]) {
+			wantID = id
+		}
+	}
+	gpuID, gpuCount, _ := strings.Cut(wantID, "/")
+	claim := func(name string, labels map[string]string) *metalv1alpha1.ServerClaim {
+		c := &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+			Spec: metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOff, Image: "img",
+				ServerSelector: &metav1.LabelSelector{MatchLabels: labels}}}
+		if err := run.c.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	claim("gpu-claim", map[string]string{metalv1alpha1.GPUIDLabel: gpuID, metalv1alpha1.GPUCountLabel: gpuCount})
+	claim("no-such-gpus", map[string]string{metalv1alpha1.GPUCountLabel: "3"})
+	var bound string
+	run.wait(t, "the GPU claim bound", time.Minute, func() (bool, string) {
+		c := &metalv1alpha1.ServerClaim{}
+		if err := run.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "gpu-claim"}, c); err != nil || c.Spec.ServerRef == nil {
+			return false, fmt.Sprint(err)
+		}
+		bound = c.Spec.ServerRef.Name
+		return true, ""
+	})
+	ok := false
+	for _, n := range byID[wantID] {
+		ok = ok || n == bound
+	}
+	if !ok {
+		t.Fatalf("claim for %s bound %s, not one of %v", wantID, bound, byID[wantID])
+	}
+	// The claim no server matches has been looked at (it reports Unbound) and bound nothing.
+	run.wait(t, "the claim for 3 GPUs reported", time.Minute, func() (bool, string) {
+		c := &metalv1alpha1.ServerClaim{}
+		if err := run.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "no-such-gpus"}, c); err != nil {
+			return false, err.Error()
+		}
+		if c.Spec.ServerRef != nil {
+			t.Fatalf("a claim for 3 GPUs, which no server has, bound %s", c.Spec.ServerRef.Name)
+		}
+		return c.Status.Phase == metalv1alpha1.PhaseUnbound, string(c.Status.Phase)
+	})
+	t.Logf("fleet by GPU id/count %v, %d without; the claim for %s bound %s", byID, without, wantID, bound)
+}
