@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/syncbuf"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
 
@@ -243,5 +245,42 @@ func TestCompletion(t *testing.T) {
 	}
 	if out := complete("power", "off", "comp-b"); !strings.Contains(out, "comp-b\n") || strings.Contains(out, "comp-a") {
 		t.Fatalf("power server completion:\n%s", out)
+	}
+}
+
+// --watch prints the list, then a line for each change of the servers named, until stopped.
+func TestServersWatch(t *testing.T) {
+	server(t, "watch-a", "Available", nil)
+	server(t, "watch-b", "Available", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	root := &cobra.Command{Use: "metalhub", SilenceErrors: true, SilenceUsage: true}
+	root.AddCommand(FleetCommands()...)
+	out := &syncbuf.Buffer{}
+	root.SetOut(out)
+	root.SetErr(out)
+	root.SetArgs([]string{"servers", "watch-a", "--watch", "--kubeconfig", env.Kubeconfig})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	lines := func() int { return strings.Count(out.String(), "watch-a") }
+	testenv.Eventually(t, 20*time.Second, "the list", func() (bool, string) { return lines() == 1, out.String() })
+
+	for _, name := range []string{"watch-b", "watch-a"} { // a change of another server prints nothing
+		s := get(t, name)
+		patch := client.MergeFrom(s.DeepCopy())
+		s.Annotations[lifecycle.StateAnnotation] = string(metalv1alpha1.ServerStateReserved)
+		if err := env.Client.Patch(context.Background(), s, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, 20*time.Second, "the change", func() (bool, string) {
+		return lines() == 2 && strings.Contains(out.String(), "Reserved"), out.String()
+	})
+	if strings.Contains(out.String(), "watch-b") {
+		t.Errorf("watching watch-a printed watch-b:\n%s", out.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("--watch ended with %v", err)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/syncbuf"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
 
@@ -70,24 +70,13 @@ func consoleFleet(t *testing.T, name, uuid string) (*redfish.Emulator, string) {
 	return e, kh
 }
 
-// ptyReader collects what the program writes to its terminal.
-type ptyReader struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (p *ptyReader) waitFor(t *testing.T, want string) {
+// waitFor waits until the terminal shows want.
+func waitFor(t *testing.T, screen *syncbuf.Buffer, want string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for {
-		p.mu.Lock()
-		got := p.buf.String()
-		p.mu.Unlock()
-		if strings.Contains(got, want) {
-			return
-		}
+	for !strings.Contains(screen.String(), want) {
 		if time.Now().After(deadline) {
-			t.Fatalf("terminal never showed %q; it shows:\n%s", want, got)
+			t.Fatalf("terminal never showed %q; it shows:\n%s", want, screen.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -107,26 +96,15 @@ func TestConsoleInATerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tty.Close()
-	out := &ptyReader{}
-	go func() {
-		b := make([]byte, 4096)
-		for {
-			n, err := tty.Read(b)
-			out.mu.Lock()
-			out.buf.Write(b[:n])
-			out.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	out.waitFor(t, "Connected to the serial console of server con-tty")
-	out.waitFor(t, "Booting Linux")
-	out.waitFor(t, "login: ")
+	out := &syncbuf.Buffer{}
+	go func() { _, _ = io.Copy(out, tty) }()
+	waitFor(t, out, "Connected to the serial console of server con-tty")
+	waitFor(t, out, "Booting Linux")
+	waitFor(t, out, "login: ")
 	if _, err := tty.Write([]byte("hello-console\r")); err != nil {
 		t.Fatal(err)
 	}
-	out.waitFor(t, "hello-console")
+	waitFor(t, out, "hello-console")
 	if _, err := tty.Write([]byte("\r~.")); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +119,7 @@ func TestConsoleInATerminal(t *testing.T) {
 		_ = cmd.Process.Kill()
 		t.Fatal("~. did not end the console")
 	}
-	out.waitFor(t, "closed")
+	waitFor(t, out, "closed")
 }
 
 // The console refuses what it cannot trust: a BMC host key it does not know, and an address

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/metalhub/metalhub/internal/syncbuf"
 )
 
 // Target is a BMC's SSH serial console.
@@ -138,7 +140,7 @@ func (s *Session) Attach(ctx context.Context, in io.Reader, out io.Writer) error
 	if err := sess.RequestPty("xterm", rows, cols, modes); err != nil {
 		return fmt.Errorf("request a terminal on %s: %w", s.t.Address, err)
 	}
-	w := &lockedWriter{w: out} // stdout and stderr are copied by two goroutines
+	w := syncbuf.NewWriter(out) // stdout and stderr are copied by two goroutines
 	sess.Stdout, sess.Stderr = w, w
 	stdin, err := sess.StdinPipe()
 	if err != nil {
@@ -240,15 +242,4 @@ func copyIn(dst io.WriteCloser, in io.Reader, escaped chan<- struct{}) {
 			return
 		}
 	}
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

@@ -178,7 +178,13 @@ func (e *emulators) register(ctx context.Context, c client.Client) error {
 			StringData: map[string]string{metalv1alpha1.BMCSecretUsernameKey: user, metalv1alpha1.BMCSecretPasswordKey: pass}}); err != nil {
 			return err
 		}
-		if err := createOrRepoint(ctx, c, &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{DevLabel: "true"}},
+		// Placed in racks of four, as the dashboard draws them; the BMC's labels go to its Servers.
+		labels := map[string]string{DevLabel: "true",
+			metalv1alpha1.MetadataKeyPrefix + "location": "DEV",
+			metalv1alpha1.MetadataKeyPrefix + "rack":     fmt.Sprintf("%d-%d", i/16+1, i/4%4+1),
+			metalv1alpha1.MetadataKeyPrefix + "shelf":    strconv.Itoa(i%4*3 + 1),
+			metalv1alpha1.MetadataKeyPrefix + "height":   "2"}
+		if err := createOrRepoint(ctx, c, &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 			Spec: metalv1alpha1.BMCSpec{
 				Access:       &metalv1alpha1.InlineEndpoint{IP: "127.0.0.1"},
 				BMCSecretRef: corev1.LocalObjectReference{Name: name},

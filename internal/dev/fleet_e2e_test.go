@@ -144,9 +144,9 @@ func TestFleetCommandsAndDashboardEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := browse(15*time.Second, chromedp.Poll[chromedp.Void](
-		`document.querySelector('#conn').dataset.status === 'live' && document.querySelectorAll('[data-server]').length === 3`,
+		`document.querySelector('#conn').dataset.status === 'live' && document.querySelectorAll('[data-rack^="DEV/"] [data-server]').length === 3`,
 		chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
-		t.Fatalf("dashboard never showed the 3 servers live: %v", err)
+		t.Fatalf("dashboard never showed the 3 servers live in dev's rack: %v", err)
 	}
 	// dev turns the buttons on: Cordon on the page writes what metalhub cordon writes.
 	if err := browse(10*time.Second, chromedp.Click(chromedp.CSS(fmt.Sprintf(`[data-server=%q]`, cordoned)))); err != nil {

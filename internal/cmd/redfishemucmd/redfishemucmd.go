@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/metalhub/metalhub/internal/cli"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/syncbuf"
 )
 
 // Main runs the command; args exclude the leading "emulate" and start with
@@ -68,7 +68,7 @@ func (f *flags) run(ctx context.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return cli.Usage(err)
 	}
-	out := &lockedWriter{w: stdout}
+	out := syncbuf.NewWriter(stdout)
 	opts.OnBoot = func(ev redfish.BootEvent) {
 		fmt.Fprintf(out, "pxe-boot bmc=%d system=%s uuid=%s macs=%s\n", ev.BMC, ev.SystemID, ev.UUID, strings.Join(ev.MACs, ","))
 	}
@@ -149,16 +149,4 @@ func (f *flags) options() (redfish.Options, error) {
 		Username: f.username, Password: f.password, PowerDelay: delay, TLS: f.tls, MaxSessions: f.maxSessions,
 		SSHConsole: f.sshConsole,
 	}, nil
-}
-
-// lockedWriter serializes writes from the boot hook and the main goroutine.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
