@@ -33,14 +33,15 @@ helm:
 promtool:
 	hack/tools/build.sh promtool >/dev/null
 
-# The dashboard's browser tests run Debian's Chromium; installed once, with apt-get (as root, or
-# through sudo where there is one).
-.PHONY: chromium
-chromium:
-	@if [ ! -x /usr/bin/chromium ]; then \
-	  echo "installing Debian's chromium for the dashboard's browser tests" >&2; \
+# Debian packages tests need: Chromium for the dashboard's browser tests, iproute2 for the
+# probe's check against `ip -o link`. Installed once, with apt-get (as root, or through sudo).
+.PHONY: test-packages
+test-packages:
+	@missing=""; [ -x /usr/bin/chromium ] || missing="$$missing chromium"; command -v ip >/dev/null || missing="$$missing iproute2"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages for the tests:$$missing" >&2; \
 	  SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; \
+	  $$SUDO apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
 .PHONY: envtest-assets
@@ -92,7 +93,7 @@ docker-build-check: ## Without a container engine: run the Dockerfile's build st
 	hack/docker-build-check.sh
 
 .PHONY: test
-test: verify vet envtest-assets helm promtool docker-build-check chromium ## Verify, vet, build-stage check, unit, envtest and end-to-end tests, the campaign's fixed seeds.
+test: verify vet envtest-assets helm promtool docker-build-check test-packages ## Verify, vet, build-stage check, unit, envtest and end-to-end tests, the campaign's fixed seeds.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test $(GO_TEST_FLAGS) ./...
 
 # The fault campaign (test/campaign, docs/safety.md). `make test` runs its fixed seeds; this runs

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,6 +60,42 @@ func TestCollectThisMachine(t *testing.T) {
 	}
 	if r.System.Architecture == "" {
 		t.Error("no architecture")
+	}
+	// Every Ethernet link iproute2 lists is a NIC of the report, with its MAC and MTU.
+	out, err := exec.Command("ip", "-o", "link").Output()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("ip -o link: %v (make test installs iproute2)", err)
+		}
+		t.Logf("no ip -o link (%v): NICs not compared", err)
+	}
+	nics := map[string]NIC{}
+	for _, n := range r.NICs {
+		nics[n.Name] = n
+	}
+	links := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(strings.ReplaceAll(line, "\\", " "))
+		i := slices.Index(f, "link/ether")
+		if len(f) < 2 || i < 0 || i+1 >= len(f) || f[i+1] == "00:00:00:00:00:00" {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+		links++
+		n, ok := nics[name]
+		mtu := ""
+		if j := slices.Index(f, "mtu"); j >= 0 && j+1 < len(f) {
+			mtu = f[j+1]
+		}
+		switch {
+		case !ok:
+			t.Errorf("ip -o link lists %s, the probe does not", name)
+		case n.MAC != f[i+1] || strconv.Itoa(n.MTU) != mtu:
+			t.Errorf("%s: probe MAC %s MTU %d, ip -o link %s mtu %s", name, n.MAC, n.MTU, f[i+1], mtu)
+		}
+	}
+	if out != nil && links != len(r.NICs) {
+		t.Errorf("ip -o link lists %d Ethernet links, the probe %d NICs", links, len(r.NICs))
 	}
 	if err := (&Report{Version: ReportVersion, SystemUUID: "x", System: r.System, CPUs: r.CPUs, MemoryBytes: r.MemoryBytes,
 		NICs: r.NICs, BlockDevices: r.BlockDevices, PCIDevices: r.PCIDevices}).Validate(); err != nil {
