@@ -57,7 +57,19 @@ func startDev(t *testing.T, bin, dataDir string, args []string) *devRun {
 	}
 	r := &devRun{cmd: cmd, exited: make(chan error, 1)}
 	go func() { r.exited <- cmd.Wait(); log.Close() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	t.Cleanup(func() {
+		// Ctrl-C, as a user stops it: a killed run would leave its kube-apiserver and etcd
+		// running (they are in process groups of their own). A test that stopped it already
+		// finds it gone.
+		if cmd.Process.Signal(syscall.SIGINT) != nil {
+			return
+		}
+		select {
+		case <-r.exited:
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+		}
+	})
 	t.Cleanup(func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(log.Name())
