@@ -144,6 +144,10 @@ func TestParkWritesTheOperation(t *testing.T) {
 	if op := get(t, "prk").Annotations[metalv1alpha1.OperationAnnotation]; op != metalv1alpha1.OperationPark {
 		t.Fatalf("operation annotation %q", op)
 	}
+	// Asked again before the operator took it up: nothing new is written, and it says so.
+	if out, _, err = runCmd(t, "park", "prk"); err != nil || out != "server/prk: nothing to do (parked, or park already requested)\n" {
+		t.Fatalf("second park: %v %q", err, out)
+	}
 	// Unparking a server that is not parked changes nothing; one parked gets the operation.
 	server(t, "prk2", "Parked", nil)
 	if out, _, err = runCmd(t, "unpark", "prk2"); err != nil || out != "server/prk2 unpark requested\n" {

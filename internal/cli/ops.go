@@ -71,7 +71,8 @@ func parkCommand(park bool) *cobra.Command {
 			if changed {
 				fmt.Fprintf(c.OutOrStdout(), "server/%s %s requested\n", s, name)
 			} else {
-				fmt.Fprintf(c.OutOrStdout(), "server/%s %s (unchanged)\n", s, verbed(name, false))
+				// Already there, or already asked for: the operator has not necessarily acted yet.
+				fmt.Fprintf(c.OutOrStdout(), "server/%s: nothing to do (%s, or %s already requested)\n", s, verbed(name, false), name)
 			}
 		}
 		return nil
