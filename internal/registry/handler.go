@@ -16,10 +16,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/discovery"
+	"github.com/metalhub/metalhub/internal/inventory"
 	"github.com/metalhub/metalhub/internal/probe"
 )
 
@@ -286,9 +289,10 @@ func tokenEqual(want []byte, got string) bool {
 	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }
 
-// write stores the report in status, then marks the round reported, each with an optimistic
-// lock. The status write is skipped when status already holds the report (a retry after the
-// annotation write lost a race).
+// write stores the report in status, then in the server's inventory record, then marks the
+// round reported, each with an optimistic lock. The status write is skipped when status already
+// holds the report (a retry after a later write lost a race); the record of a round is written
+// once, so a retry compares with the same baseline and finds the same drift.
 func (r *Registry) write(ctx context.Context, srv *metalv1alpha1.Server, rep *probe.Report, round string) error {
 	before := srv.DeepCopy()
 	applyReport(&srv.Status, rep)
@@ -297,11 +301,21 @@ func (r *Registry) write(ctx context.Context, srv *metalv1alpha1.Server, rep *pr
 			return fmt.Errorf("writing hardware into the status of server %s: %w", srv.Name, err)
 		}
 	}
+	drift, err := r.record(ctx, srv, rep, round)
+	if err != nil {
+		return err
+	}
 	before = srv.DeepCopy()
 	if srv.Annotations == nil {
 		srv.Annotations = map[string]string{}
 	}
 	srv.Annotations[discovery.ReportedAnnotation] = round
+	prevDrift := srv.Annotations[metalv1alpha1.InventoryDriftAnnotation]
+	if drift != "" {
+		srv.Annotations[metalv1alpha1.InventoryDriftAnnotation] = drift
+	} else {
+		delete(srv.Annotations, metalv1alpha1.InventoryDriftAnnotation)
+	}
 	// The labels claims select on go with the mark, in the same write.
 	for k, v := range inventoryLabels(rep) {
 		if v == "" {
@@ -316,5 +330,82 @@ func (r *Registry) write(ctx context.Context, srv *metalv1alpha1.Server, rep *pr
 	if err := r.client.Patch(ctx, srv, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("marking round %s of server %s reported: %w", round, srv.Name, err)
 	}
+	if r.opts.Recorder != nil {
+		switch {
+		case drift != "" && drift != prevDrift:
+			r.opts.Recorder.Eventf(srv, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonHardwareMissing, "Discover",
+				"discovery round %s found less hardware than the baseline: %s", round, drift)
+		case drift == "" && prevDrift != "":
+			r.opts.Recorder.Eventf(srv, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonInventoryRestored, "Discover",
+				"discovery round %s found all of the baseline hardware again", round)
+		}
+	}
 	return nil
+}
+
+// record writes the round's inventory into the server's record and returns the drift from its
+// baseline. The record is read past the cache and written with its resourceVersion: two reports
+// racing (a retry) cannot both move the baseline. A record already of this round is not
+// written again.
+func (r *Registry) record(ctx context.Context, srv *metalv1alpha1.Server, rep *probe.Report, round string) (string, error) {
+	var st metalv1alpha1.ServerStatus
+	applyReport(&st, rep)
+	now := inventory.FromStatus(&st)
+	key := client.ObjectKey{Namespace: r.opts.DiscoveryNamespace, Name: inventory.ObjectName(srv.Name)}
+	cur := &corev1.ConfigMap{}
+	var prev *inventory.Record
+	switch err := r.reader.Get(ctx, key, cur); {
+	case apierrors.IsNotFound(err):
+		cur = nil
+	case err != nil:
+		return "", fmt.Errorf("reading the inventory record of server %s: %w", srv.Name, err)
+	default:
+		if !ownedBy(cur, srv) {
+			// A record of an earlier server of this name: not this one's baseline.
+			if err := r.client.Delete(ctx, cur, client.Preconditions{UID: &cur.UID, ResourceVersion: &cur.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) {
+				return "", fmt.Errorf("deleting the inventory record of a former server %s: %w", srv.Name, err)
+			}
+			return "", apierrors.NewConflict(corev1.Resource("configmaps"), key.Name, errors.New("a former server's record was removed"))
+		}
+		if prev, err = inventory.Decode(cur); err != nil {
+			// Unreadable: this discovery starts a new baseline rather than blocking the server.
+			prev = nil
+		}
+	}
+	if prev != nil && prev.Round == round {
+		_, drift := inventory.Next(&inventory.Record{Baseline: prev.Baseline}, now, round)
+		return drift, nil
+	}
+	next, drift := inventory.Next(prev, now, round)
+	cm, err := inventory.ConfigMap(r.opts.DiscoveryNamespace, srv.Name, next)
+	if err != nil {
+		return "", err
+	}
+	if err := controllerutil.SetOwnerReference(srv, cm, r.client.Scheme()); err != nil {
+		return "", fmt.Errorf("owning the inventory record of server %s: %w", srv.Name, err)
+	}
+	if cur == nil {
+		if err := r.client.Create(ctx, cm); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return "", apierrors.NewConflict(corev1.Resource("configmaps"), key.Name, err)
+			}
+			return "", fmt.Errorf("creating the inventory record of server %s: %w", srv.Name, err)
+		}
+		return drift, nil
+	}
+	cm.ResourceVersion = cur.ResourceVersion
+	if err := r.client.Update(ctx, cm); err != nil {
+		return "", fmt.Errorf("updating the inventory record of server %s: %w", srv.Name, err)
+	}
+	return drift, nil
+}
+
+// ownedBy reports whether o is owned by srv (the same object, not an earlier one of its name).
+func ownedBy(o metav1.Object, srv *metalv1alpha1.Server) bool {
+	for _, ref := range o.GetOwnerReferences() {
+		if ref.UID == srv.UID {
+			return true
+		}
+	}
+	return false
 }

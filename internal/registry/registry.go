@@ -31,10 +31,13 @@ import (
 )
 
 // The registry reads Servers (cached) and round Secrets (uncached, only in the discovery
-// namespace in practice), and patches Servers' status and annotations.
+// namespace in practice), patches Servers' status and annotations, and keeps each Server's
+// inventory record (a ConfigMap in the discovery namespace, read uncached).
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servers,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servers/status,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// The configmaps verbs for the inventory records are granted with the server controller's
+// (internal/controller/metal), which the manager's role is generated from.
 
 // Options configure the registry.
 type Options struct {

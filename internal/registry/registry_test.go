@@ -485,6 +485,11 @@ func TestReportFromWrongMachineRefused(t *testing.T) {
 // waitEvent waits for an event about the named object with reason and a note that ok accepts.
 func waitEvent(t *testing.T, regarding, reason string, ok func(note string) bool) {
 	t.Helper()
+	waitEventOfType(t, corev1.EventTypeWarning, regarding, reason, ok)
+}
+
+func waitEventOfType(t *testing.T, typ, regarding, reason string, ok func(note string) bool) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		list := &eventsv1.EventList{}
@@ -492,12 +497,12 @@ func waitEvent(t *testing.T, regarding, reason string, ok func(note string) bool
 			t.Fatal(err)
 		}
 		for _, e := range list.Items {
-			if e.Regarding.Name == regarding && e.Reason == reason && e.Type == corev1.EventTypeWarning && ok(e.Note) {
+			if e.Regarding.Name == regarding && e.Reason == reason && e.Type == typ && ok(e.Note) {
 				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no %s Warning event for %s (%d events)", reason, regarding, len(list.Items))
+			t.Fatalf("no %s %s event for %s (%d events)", reason, typ, regarding, len(list.Items))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -149,6 +149,13 @@ const (
 	OperationForceOffServer        = "force-off-server"
 	OperationForceOnServer         = "force-on-server"
 	OperationGracefulRestartBMC    = "graceful-restart-bmc"
+	// OperationRediscover runs discovery again on an Available server (metalhub addition):
+	// it goes back to Initial, boots the discovery image and compares what it finds with its
+	// inventory baseline.
+	OperationRediscover = "rediscover"
+	// OperationAcceptInventory makes the inventory of the last discovery the server's baseline
+	// and ends its InventoryDrift (metalhub addition): the hardware was removed on purpose.
+	OperationAcceptInventory = "accept-inventory"
 
 	// ServerMaintenance labels and annotation.
 	MaintenanceNeededLabel      = "metal.ironcore.dev/maintenance-needed"
@@ -173,6 +180,11 @@ const (
 	GPUIDLabel = "inventory.metalhub.io/gpu-id"
 	// GPUVendorLabel is their vendor from pci.ids (e.g. "nvidia-corporation").
 	GPUVendorLabel = "inventory.metalhub.io/gpu-vendor"
+
+	// InventoryDriftAnnotation is the registry's durable record that the server's last
+	// discovery found less hardware than its baseline: what is missing, for people. The
+	// InventoryDrift condition is rebuilt from it. A metalhub addition.
+	InventoryDriftAnnotation = "inventory.metalhub.io/drift"
 
 	// MetadataFlavorHeader and its value mark requests to the metaldata service.
 	MetadataFlavorHeader = "Metadata-Flavor"

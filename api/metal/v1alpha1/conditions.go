@@ -25,6 +25,22 @@ const (
 	// by the BMC (BootMethodUnsupported) or the BMC refused it (BootPreparationFailed). Nothing
 	// else is booted instead. It goes once a boot is prepared.
 	ConditionBootMethod = "BootMethod"
+	// ConditionInventoryDrift is True on a Server whose last discovery found less hardware
+	// than its baseline (a GPU, NIC, disk, memory or CPU threads gone); its message lists what
+	// is missing. It comes from InventoryDriftAnnotation, so a wiped status gets it back, and it
+	// goes when a discovery finds everything again or the new inventory is accepted
+	// (operation accept-inventory). A metalhub addition.
+	ConditionInventoryDrift = "InventoryDrift"
+)
+
+// Reasons of a Server's InventoryDrift condition and events.
+const (
+	// ReasonHardwareMissing: a discovery found less hardware than the baseline.
+	ReasonHardwareMissing = "HardwareMissing"
+	// ReasonInventoryRestored: a discovery found everything of the baseline again.
+	ReasonInventoryRestored = "InventoryRestored"
+	// ReasonInventoryAccepted: the user made the inventory found the new baseline.
+	ReasonInventoryAccepted = "InventoryAccepted"
 )
 
 // Reasons of a Server's BootMethod condition.

@@ -23,6 +23,7 @@ func serverClaimable(s *metalv1alpha1.Server) bool {
 		s.Spec.ServerMaintenanceRef == nil &&
 		s.Status.PowerState == metalv1alpha1.PowerStateOff &&
 		s.Annotations[metalv1alpha1.OperationAnnotation] != metalv1alpha1.OperationIgnore &&
+		s.Annotations[metalv1alpha1.OperationAnnotation] != metalv1alpha1.OperationRediscover &&
 		!lifecycle.Paused(s)
 }
 
@@ -44,6 +45,8 @@ func whyNotClaimable(s *metalv1alpha1.Server) string {
 		return fmt.Sprintf("is not observed powered off (power %q)", s.Status.PowerState)
 	case s.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore:
 		return "is ignored by the operator"
+	case s.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationRediscover:
+		return "is about to be discovered again"
 	case lifecycle.Paused(s):
 		return "is paused (" + lifecycle.PausedAnnotation + ")"
 	}

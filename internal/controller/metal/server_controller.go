@@ -37,6 +37,9 @@ const ServerFinalizer = "metal.ironcore.dev/server"
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servermaintenances,verbs=get;list;watch
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverbootconfigurations,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete
+// Inventory records (the registry writes them in the manager's process; the server controller
+// restores a wiped status from them and accepts a new baseline).
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update;delete
 
 // ServerReconciler runs the Server lifecycle. Each pass looks at the server and its BMC, does one
 // thing — at most one write to the Server — and returns. Power never blocks: an action is issued

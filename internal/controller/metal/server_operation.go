@@ -8,9 +8,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/inventory"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -245,7 +248,8 @@ func (r *ServerReconciler) operation(ctx context.Context, p *serverPass) (lifecy
 	})
 }
 
-// transitionOperation carries out the operations that are lifecycle transitions, park and retry:
+// transitionOperation carries out the operations that need no BMC: park, retry, rediscover (a
+// transition back to Initial) and accept-inventory:
 // they need no BMC, so a dead or failing one does not hold them up. It runs before the BMC is
 // reached, unless an operation is pending (which goes first, on the BMC) or the server is
 // being deleted.
@@ -272,6 +276,52 @@ func (r *ServerReconciler) transitionOperation(ctx context.Context, p *serverPas
 		})
 	case op == metalv1alpha1.OperationRetry && p.state == metalv1alpha1.ServerStateError:
 		return r.transition(ctx, p, previousState(p.Obj), "retry requested", clearOp)
+	case op == metalv1alpha1.OperationRediscover && p.state == metalv1alpha1.ServerStateAvailable &&
+		p.Obj.Spec.ServerClaimRef == nil && p.Obj.Spec.ServerMaintenanceRef == nil:
+		// Initial powers it off and boots a new discovery round; the registry compares what
+		// that round finds with the baseline. A claim or maintenance that got there first wins:
+		// the operation is then refused by operation (not supported in that state).
+		return r.transition(ctx, p, metalv1alpha1.ServerStateInitial, "rediscovery requested", clearOp)
+	case op == metalv1alpha1.OperationAcceptInventory:
+		return r.acceptInventory(ctx, p, clearOp)
 	}
 	return lifecycle.Continue(), nil
+}
+
+// acceptInventory makes the last discovery's inventory the server's baseline (the record first,
+// then the drift annotation goes with the operation in one write: after a crash in between,
+// accepting again changes nothing).
+func (r *ServerReconciler) acceptInventory(ctx context.Context, p *serverPass, clearOp func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
+	var rd client.Reader = p.c
+	if r.APIReader != nil {
+		rd = r.APIReader
+	}
+	cm := &corev1.ConfigMap{}
+	switch err := rd.Get(ctx, client.ObjectKey{Namespace: r.Options.DiscoveryNamespace, Name: inventory.ObjectName(p.Obj.Name)}, cm); {
+	case apierrors.IsNotFound(err):
+		// No record (discovered before records were kept): the next discovery starts one.
+	case err != nil:
+		return lifecycle.Result{}, fmt.Errorf("reading the inventory record: %w", err)
+	default:
+		rec, err := inventory.Decode(cm)
+		if err != nil {
+			return lifecycle.Result{}, err
+		}
+		next, err := inventory.ConfigMap(cm.Namespace, p.Obj.Name, rec.Accept())
+		if err != nil {
+			return lifecycle.Result{}, err
+		}
+		cm.Data = next.Data
+		if err := p.c.Update(ctx, cm); err != nil {
+			return lifecycle.Result{}, fmt.Errorf("accepting the inventory: %w", err)
+		}
+	}
+	if d := p.Obj.Annotations[metalv1alpha1.InventoryDriftAnnotation]; d != "" {
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonInventoryAccepted, "Operation",
+			"inventory of the last discovery accepted as the baseline; no longer missing: %s", d)
+	}
+	return lifecycle.Wrote("inventory accepted"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+		clearOp(s)
+		lifecycle.RemoveAnnotation(s, metalv1alpha1.InventoryDriftAnnotation)
+	})
 }

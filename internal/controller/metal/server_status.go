@@ -2,8 +2,13 @@ package metal
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -12,6 +17,8 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/discovery"
+	"github.com/metalhub/metalhub/internal/inventory"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -46,6 +53,14 @@ func (r *ServerReconciler) observe(bctx, ctx context.Context, p *serverPass) (ti
 		// Another board with the accepted UUID (AcceptSystemUUIDAnnotation): its inventory is
 		// read anew, not carried over from the old one.
 		clearInventory(st)
+	}
+	if d := s.Annotations[metalv1alpha1.InventoryDriftAnnotation]; d != "" {
+		lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionInventoryDrift, metav1.ConditionTrue, metalv1alpha1.ReasonHardwareMissing, d)
+	} else {
+		apimeta.RemoveStatusCondition(&st.Conditions, metalv1alpha1.ConditionInventoryDrift)
+	}
+	if err := r.restoreInventory(ctx, s, st); err != nil {
+		return 0, err
 	}
 	var more time.Duration
 	if st.Manufacturer == "" || len(st.Processors) == 0 {
@@ -94,4 +109,31 @@ func (r *ServerReconciler) mirror(p *serverPass) (lifecycle.Result, error) {
 		mirrorState(&p.Obj.Status, p.Obj.Generation, p.state)
 	}
 	return lifecycle.Done(), nil
+}
+
+// restoreInventory fills a wiped status's discovery fields (the probe's GPUs, NIC drivers, LLDP
+// neighbours: what Redfish cannot say) from the server's inventory record. It reads the record
+// only for a status without processors on a server whose discovery reported: once per wipe.
+func (r *ServerReconciler) restoreInventory(ctx context.Context, s *metalv1alpha1.Server, st *metalv1alpha1.ServerStatus) error {
+	if len(st.Processors) > 0 || s.Annotations[discovery.ReportedAnnotation] == "" {
+		return nil
+	}
+	var rd client.Reader = r.Client
+	if r.APIReader != nil {
+		rd = r.APIReader
+	}
+	cm := &corev1.ConfigMap{}
+	if err := rd.Get(ctx, client.ObjectKey{Namespace: r.Options.DiscoveryNamespace, Name: inventory.ObjectName(s.Name)}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("reading the inventory record: %w", err)
+	}
+	rec, err := inventory.Decode(cm)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Info("inventory record unreadable; the BMC's inventory stands in", "error", err.Error())
+		return nil
+	}
+	rec.Current.Restore(st)
+	return nil
 }

@@ -1,0 +1,115 @@
+package registry
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/inventory"
+	"github.com/metalhub/metalhub/internal/probe"
+)
+
+func withGPUs(r *probe.Report, n int) *probe.Report {
+	for k := range n {
+		r.PCIDevices = append(r.PCIDevices, probe.PCIDevice{Address: "0000:4" + string(rune('1'+k)) + ":00.0",
+			Vendor: "10de", Device: "20b2", Class: "030200", DeviceName: "GA100 [A100 SXM4 80GB]", VendorName: "NVIDIA Corporation"})
+	}
+	return r
+}
+
+func record(t *testing.T, server string) *inventory.Record {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: inventory.ObjectName(server)}, cm); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := inventory.Decode(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// A discovery that finds less hardware than the one before raises the drift annotation (the
+// InventoryDrift condition's source) with a Warning event; the baseline stays until the
+// hardware is back, which clears the drift with a Normal event.
+func TestInventoryDrift(t *testing.T) {
+	r := startRegistry(t, nil)
+	const uuid = "d71f0000-0000-0000-0000-000000000001"
+	rd := newServerInDiscovery(t, r, "drift", uuid)
+	report := func(rd *round, rep *probe.Report) *metalv1alpha1.Server {
+		t.Helper()
+		if code, body := post(t, r.url, "Bearer "+rd.token, encode(t, rep)); code != http.StatusOK {
+			t.Fatalf("report: %d %s", code, body)
+		}
+		return get(t, "drift")
+	}
+	srv := report(rd, withGPUs(sampleReport(uuid), 2))
+	if d, ok := srv.Annotations[metalv1alpha1.InventoryDriftAnnotation]; ok {
+		t.Fatalf("first discovery reported drift %q", d)
+	}
+	rec := record(t, "drift")
+	if len(rec.Baseline.GPUs) != 2 || rec.Round != rd.id {
+		t.Fatalf("record after the first discovery: %+v", rec)
+	}
+
+	// A GPU and a NIC pulled.
+	rd2 := startNewRound(t, rd)
+	less := withGPUs(sampleReport(uuid), 1)
+	less.NICs = less.NICs[:1]
+	srv = report(rd2, less)
+	drift := srv.Annotations[metalv1alpha1.InventoryDriftAnnotation]
+	if !strings.Contains(drift, "1 of 2 GPUs missing (0000:42:00.0 GA100 [A100 SXM4 80GB])") || !strings.Contains(drift, "NIC b0:26:28:00:00:02 (eno2) missing") {
+		t.Fatalf("drift annotation %q", drift)
+	}
+	if len(srv.Status.GPUs) != 1 || srv.Labels[metalv1alpha1.GPUCountLabel] != "1" {
+		t.Fatalf("status and labels show what is there now: %d GPUs, label %q", len(srv.Status.GPUs), srv.Labels[metalv1alpha1.GPUCountLabel])
+	}
+	waitEventOfType(t, corev1.EventTypeWarning, "drift", metalv1alpha1.ReasonHardwareMissing, func(note string) bool { return strings.Contains(note, "1 of 2 GPUs missing") })
+	if rec := record(t, "drift"); len(rec.Baseline.GPUs) != 2 || len(rec.Current.GPUs) != 1 {
+		t.Fatalf("the baseline must stay while hardware is missing: %+v", rec)
+	}
+
+	// Put back: the drift ends.
+	rd3 := startNewRound(t, rd2)
+	srv = report(rd3, withGPUs(sampleReport(uuid), 2))
+	if d, ok := srv.Annotations[metalv1alpha1.InventoryDriftAnnotation]; ok {
+		t.Fatalf("hardware back, drift still %q", d)
+	}
+	waitEventOfType(t, corev1.EventTypeNormal, "drift", metalv1alpha1.ReasonInventoryRestored, func(string) bool { return true })
+}
+
+// A record left by an earlier Server of the same name (its garbage collection not done yet) is
+// not the new server's baseline.
+func TestInventoryRecordOfFormerServer(t *testing.T) {
+	r := startRegistry(t, nil)
+	const uuid = "d71f0000-0000-0000-0000-000000000002"
+	old, err := inventory.ConfigMap(namespace, "reborn", inventory.Record{Round: "old",
+		Baseline: inventory.Hardware{GPUs: []metalv1alpha1.GPU{{PCIAddress: "0000:99:00.0", VendorID: "10de", DeviceID: "20b2"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.OwnerReferences = []metav1.OwnerReference{{APIVersion: "metal.ironcore.dev/v1alpha1", Kind: "Server", Name: "reborn", UID: types.UID("11111111-former")}}
+	if err := env.Client.Create(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	rd := newServerInDiscovery(t, r, "reborn", uuid)
+	if code, body := post(t, r.url, "Bearer "+rd.token, encode(t, sampleReport(uuid))); code != http.StatusOK {
+		t.Fatalf("report: %d %s", code, body)
+	}
+	srv := get(t, "reborn")
+	if d, ok := srv.Annotations[metalv1alpha1.InventoryDriftAnnotation]; ok {
+		t.Fatalf("drift %q against a former server's record", d)
+	}
+	rec := record(t, "reborn")
+	if rec.Round != rd.id || len(rec.Baseline.GPUs) != 0 {
+		t.Fatalf("record %+v", rec)
+	}
+}
