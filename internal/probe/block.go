@@ -1,36 +1,73 @@
 package probe
 
-import "strings"
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/jaypipes/ghw"
+	"github.com/jaypipes/ghw/pkg/util"
+)
 
 // skippedBlockPrefixes are kernel-made devices that are not disks.
 var skippedBlockPrefixes = []string{"loop", "ram", "zram", "dm-"}
 
-// collectBlockDevices reads /sys/block; partitions are not listed there, only whole devices.
-func collectBlockDevices(fs sysfs) []BlockDevice {
+// diskFiles is what the probe reads of a disk itself, where ghw is silent or says it otherwise.
+type diskFiles struct {
+	// model is device/model: ghw takes the model from udev's database only (ID_MODEL, spaces
+	// turned into underscores), so it has none where udev does not run, as in fixture trees.
+	model string
+	// serial is device/serial or serial (NVMe, virtio); ghw's serial comes from udev only.
+	serial string
+	// rotational is queue/rotational: ghw folds it into a drive type guessed from the name
+	// (nvme and mmc always SSD, md and nbd unknown).
+	rotational bool
+}
+
+// collectBlockDevices lists whole disks (ghw reads /sys/block, and udev's database where there
+// is one), less the kernel's own devices.
+func collectBlockDevices(ctx context.Context, fs sysfs) ([]BlockDevice, error) {
+	info, err := ghw.Block(ghwArgs(ctx, fs)...)
+	if err != nil {
+		return nil, fmt.Errorf("listing block devices: %w", err)
+	}
 	var out []BlockDevice
-	for _, name := range fs.list("sys/block") {
-		if hasAnyPrefix(name, skippedBlockPrefixes) {
+	for _, d := range info.Disks {
+		// Size 0 is an empty optical or card-reader slot, not a disk; sizes past int64 are garbage.
+		if d.SizeBytes == 0 || d.SizeBytes > math.MaxInt64 || hasAnyPrefix(d.Name, skippedBlockPrefixes) {
 			continue
 		}
-		dir := "sys/block/" + name + "/"
-		sectors, _ := fs.readInt(dir + "size")
-		if sectors <= 0 {
-			continue // an empty optical or card-reader slot, not a disk
-		}
+		dir := "sys/block/" + d.Name + "/"
 		rot, _ := fs.readInt(dir + "queue/rotational")
-		rem, _ := fs.readInt(dir + "removable")
-		out = append(out, BlockDevice{
-			Name: name,
-			// size is always in 512-byte sectors, whatever the logical block size.
-			SizeBytes:  sectors * 512,
-			Vendor:     fs.read(dir + "device/vendor"),
-			Model:      fs.read(dir + "device/model"),
-			Serial:     cmpOr(fs.read(dir+"device/serial"), fs.read(dir+"serial")),
-			Rotational: rot == 1,
-			Removable:  rem == 1,
-		})
+		out = append(out, blockDevice(d, diskFiles{
+			model:      fs.read(dir + "device/model"),
+			serial:     cmpOr(fs.read(dir+"device/serial"), fs.read(dir+"serial")),
+			rotational: rot == 1,
+		}))
 	}
-	return out
+	return out, nil
+}
+
+// blockDevice maps a ghw disk and what the probe read of it onto the report.
+func blockDevice(d *ghw.Disk, own diskFiles) BlockDevice {
+	return BlockDevice{
+		Name:       d.Name,
+		SizeBytes:  int64(d.SizeBytes),
+		Vendor:     known(d.Vendor),
+		Model:      own.model,
+		Serial:     cmpOr(own.serial, known(d.SerialNumber)),
+		Rotational: own.rotational,
+		Removable:  d.IsRemovable,
+	}
+}
+
+// known is s, or "" for ghw's word for a value it could not read.
+func known(s string) string {
+	if s == util.UNKNOWN {
+		return ""
+	}
+	return s
 }
 
 func hasAnyPrefix(s string, prefixes []string) bool {
@@ -40,29 +77,4 @@ func hasAnyPrefix(s string, prefixes []string) bool {
 		}
 	}
 	return false
-}
-
-// collectPCIDevices reads /sys/bus/pci/devices.
-func collectPCIDevices(fs sysfs) []PCIDevice {
-	var out []PCIDevice
-	names := pciNames(fs.root)
-	for _, addr := range fs.list("sys/bus/pci/devices") {
-		dir := "sys/bus/pci/devices/" + addr + "/"
-		d := PCIDevice{
-			Address: addr,
-			Vendor:  hexID(fs.read(dir + "vendor")),
-			Device:  hexID(fs.read(dir + "device")),
-			Class:   hexID(fs.read(dir + "class")),
-			Driver:  fs.linkBase(dir + "driver"),
-		}
-		d.name(names)
-		out = append(out, d)
-	}
-	return out
-}
-
-func hexID(s string) string {
-	s = strings.ToLower(s)
-	s, _ = strings.CutPrefix(s, "0x")
-	return s
 }

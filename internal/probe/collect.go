@@ -71,7 +71,10 @@ func Collect(ctx context.Context, o Options) (*Report, error) {
 	for i := range r.NICs {
 		r.NICs[i].Neighbors = neighbors[r.NICs[i].Name]
 	}
-	r.BlockDevices = collectBlockDevices(fs)
+	if r.BlockDevices, err = collectBlockDevices(ctx, fs); err != nil {
+		// As with any unreadable section, the rest of the report is still worth sending.
+		o.Logger.Info("block devices unavailable", "error", err.Error())
+	}
 	r.PCIDevices = collectPCIDevices(fs)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("collecting hardware: %w", err)
@@ -162,6 +165,9 @@ func unameMachine(goarch string) string {
 	}
 }
 
+// collectMemory reads MemTotal, not ghw's memory: its TotalPhysicalBytes counts online memory
+// blocks (or a syslog line), more than MemTotal, which leaves out what the firmware and kernel
+// keep; its TotalUsableBytes is MemTotal, but only after that block walk and syslog scan.
 func collectMemory(fs sysfs) int64 {
 	for _, line := range strings.Split(fs.read("proc/meminfo"), "\n") {
 		rest, ok := strings.CutPrefix(line, "MemTotal:")

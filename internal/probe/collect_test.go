@@ -242,7 +242,11 @@ func TestCollectBlockDevices(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := collectBlockDevices(fixtureFS(t, tc.files)); !reflect.DeepEqual(got, tc.want) {
+			got, err := collectBlockDevices(context.Background(), fixtureFS(t, tc.files))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
 			}
 		})

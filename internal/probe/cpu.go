@@ -21,6 +21,10 @@ type logicalCPU struct {
 // collectCPUs groups the online logical CPUs by socket. The set of CPUs comes from
 // /sys/devices/system/cpu/online (what the kernel schedules on, which is what nproc counts on an
 // unrestricted process); topology from sysfs, else /proc/cpuinfo; model names from /proc/cpuinfo.
+//
+// Not ghw's cpu package: it needs both the per-CPU sysfs directories and /proc/cpuinfo, counts
+// cores by core_id alone, passes on a physical_package_id of -1 (which Validate refuses), names
+// the ARM implementer only for 0x41 (the registry also knows 0xc0) and has no frequency.
 func collectCPUs(fs sysfs) []CPU {
 	infos := parseCPUInfo(fs.read("proc/cpuinfo"))
 	ids, err := parseCPUList(fs.read("sys/devices/system/cpu/online"))

@@ -12,6 +12,11 @@ import (
 
 // collectNICs reads /sys/class/net. Addresses come from the running kernel under root "/", else
 // from the fixture file FixtureAddresses.
+//
+// Not ghw's net package: it reports a MAC only when it is the permanent one (addr_assign_type
+// 0, so not for bridges, bonds or ifb), has no driver, and finds the PCI address and whether a
+// NIC is virtual through the /sys/class/net symlink, which fixture trees do not have. The rest
+// (names, speed) are the same sysfs reads as here.
 func collectNICs(fs sysfs, live bool) ([]NIC, error) {
 	var addrs map[string][]string
 	var err error

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"github.com/jaypipes/pcidb"
 	pcitypes "github.com/jaypipes/pcidb/types"
@@ -11,6 +12,35 @@ import (
 
 // pciAddress matches a PCI function's sysfs name, domain:bus:device.function.
 var pciAddress = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+
+// collectPCIDevices reads /sys/bus/pci/devices.
+//
+// Not ghw's pci package: v0.25.0 loads pci.ids ignoring both the chroot and WithPCIDB (the
+// host's, $HOME/.cache first, or the network when PCIDB_ENABLE_NETWORK_FETCH is set), fails
+// when it finds none, and returns no device at all when one lacks a modalias file.
+func collectPCIDevices(fs sysfs) []PCIDevice {
+	var out []PCIDevice
+	names := pciNames(fs.root)
+	for _, addr := range fs.list("sys/bus/pci/devices") {
+		dir := "sys/bus/pci/devices/" + addr + "/"
+		d := PCIDevice{
+			Address: addr,
+			Vendor:  hexID(fs.read(dir + "vendor")),
+			Device:  hexID(fs.read(dir + "device")),
+			Class:   hexID(fs.read(dir + "class")),
+			Driver:  fs.linkBase(dir + "driver"),
+		}
+		d.name(names)
+		out = append(out, d)
+	}
+	return out
+}
+
+func hexID(s string) string {
+	s = strings.ToLower(s)
+	s, _ = strings.CutPrefix(s, "0x")
+	return s
+}
 
 // linkBase is the last element of a symlink's target ("" when p is not a link): sysfs says
 // which bus device backs a NIC, and which driver a device is bound to, by symlinks.
@@ -24,7 +54,8 @@ func (f sysfs) linkBase(p string) string {
 
 // pciNames opens the pci.ids database the discovery OS ships under root (hwdata's or
 // pciutils' path, plain or gzipped); nil when there is none. Never fetched over the network:
-// a discovery must not depend on reaching the internet.
+// a discovery must not depend on reaching the internet. Each path is given as is, since
+// pcidb's own search tries $HOME/.cache/pci.ids first, outside any root.
 func pciNames(root string) *pcitypes.DB {
 	for _, p := range []string{"usr/share/hwdata/pci.ids", "usr/share/misc/pci.ids", "usr/share/hwdata/pci.ids.gz", "usr/share/misc/pci.ids.gz"} {
 		full := filepath.Join(root, p)
