@@ -96,6 +96,7 @@ func FleetCommands() []*cobra.Command {
 		serversCommand(),
 		cordonCommand(true), cordonCommand(false),
 		parkCommand(true), parkCommand(false),
+		rediscoverCommand(), acceptInventoryCommand(),
 		powerCommand(),
 		consoleCommand(),
 		dashboardCommand(),

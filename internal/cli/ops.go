@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal"
 	"github.com/metalhub/metalhub/internal/fleetops"
 )
@@ -78,6 +79,55 @@ func parkCommand(park bool) *cobra.Command {
 		return nil
 	}
 	return c
+}
+
+// operationCommand writes a one-off operation that needs no BMC answer to wait for.
+func operationCommand(name, op, short, long string) *cobra.Command {
+	c := &cobra.Command{
+		Use:   name + " SERVER...",
+		Short: short,
+		Long:  long,
+		Args:  cobra.MinimumNArgs(1),
+	}
+	k := newKube(c)
+	c.ValidArgsFunction = k.completeServers(1 << 20)
+	c.RunE = func(c *cobra.Command, args []string) error {
+		cl, err := k.client()
+		if err != nil {
+			return err
+		}
+		for _, s := range args {
+			changed, err := fleetops.Request(c.Context(), cl, s, op)
+			if err != nil {
+				return err
+			}
+			if changed {
+				fmt.Fprintf(c.OutOrStdout(), "server/%s %s requested\n", s, name)
+			} else {
+				fmt.Fprintf(c.OutOrStdout(), "server/%s: %s already requested\n", s, name)
+			}
+		}
+		return nil
+	}
+	return c
+}
+
+func rediscoverCommand() *cobra.Command {
+	return operationCommand("rediscover", metalv1alpha1.OperationRediscover,
+		"run discovery again on Available servers and compare what it finds with their inventory",
+		`Ask the operator to discover an Available, unclaimed server again: it goes back to Initial,
+boots the discovery image and reports its hardware. Less hardware than the server's baseline (a
+GPU, NIC, drive, memory or CPU threads gone) raises the InventoryDrift condition and a Warning
+event. A server that is claimed or in maintenance by then refuses it (an UnsupportedOperation
+event says so).`)
+}
+
+func acceptInventoryCommand() *cobra.Command {
+	return operationCommand("accept-inventory", metalv1alpha1.OperationAcceptInventory,
+		"make the last discovery's inventory the servers' baseline, ending their InventoryDrift",
+		`Accept the hardware the last discovery found as the server's baseline: the hardware was
+removed on purpose. The InventoryDrift condition goes, and later discoveries compare with the
+new baseline.`)
 }
 
 func verbed(verb string, changed bool) string {

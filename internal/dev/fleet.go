@@ -69,7 +69,10 @@ func startEmulators(o Options, c client.Client, out io.Writer, log logr.Logger) 
 		return nil, fmt.Errorf("emulator control endpoint: %w", err)
 	}
 	e.controlAddr = ln.Addr().String()
-	e.control = &http.Server{Handler: e.fleet.ControlHandler(), ReadHeaderTimeout: 5 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("/emulator/machines/", e.netboot.ControlHandler())
+	mux.Handle("/", e.fleet.ControlHandler())
+	e.control = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = e.control.Serve(ln) }()
 
 	e.infrahub = emuinfrahub.New(emuinfrahub.Options{Users: map[string]string{"admin": "infrahub"}})

@@ -3,15 +3,20 @@ package dev
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
 
@@ -29,7 +34,8 @@ func TestDiscoveredGPUsSelectClaims(t *testing.T) {
 	}
 	// Five servers: the emulated fleet's hardware follows each system's UUID, and these five
 	// hold A100s, MI210s and no GPU at all.
-	run := startDev(t, bin, t.TempDir(), []string{"--servers", "5", "--power-delay", "200ms", "--metrics-bind-address", "0", "--table=false"})
+	dataDir := t.TempDir()
+	run := startDev(t, bin, dataDir, []string{"--servers", "5", "--power-delay", "200ms", "--metrics-bind-address", "0", "--table=false"})
 	ctx := context.Background()
 	run.wait(t, "5/5 Available", 3*time.Minute, func() (bool, string) {
 		st := run.states(t)
@@ -120,4 +126,58 @@ func TestDiscoveredGPUsSelectClaims(t *testing.T) {
 		return c.Status.Phase == metalv1alpha1.PhaseUnbound, string(c.Status.Phase)
 	})
 	t.Logf("fleet by GPU id/count %v, %d without; the claim for %s bound %s", byID, without, wantID, bound)
+
+	// A technician pulls a GPU out of an unclaimed server; `metalhub rediscover` runs discovery
+	// again, which finds one GPU fewer than the baseline: InventoryDrift with a Warning event.
+	var victim *metalv1alpha1.Server
+	for i := range list.Items {
+		if s := &list.Items[i]; len(s.Status.GPUs) > 0 && s.Name != bound {
+			victim = s
+			break
+		}
+	}
+	if victim == nil {
+		t.Fatal("no unclaimed server with GPUs")
+	}
+	gpus := len(victim.Status.GPUs)
+	req, _ := http.NewRequest(http.MethodPut, fmt.Sprintf("http://%s/emulator/machines/%s/pulled", run.control, victim.Spec.SystemUUID), strings.NewReader(`{"gpus":1}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("pulling a GPU: %s", resp.Status)
+	}
+	kubeconfig := filepath.Join(dataDir, "kubeconfig")
+	if out, errOut, code := metalhubCLI(t, bin, kubeconfig, "rediscover", victim.Name); code != 0 || !strings.Contains(out, "rediscover requested") {
+		t.Fatalf("metalhub rediscover: exit %d, %s%s", code, out, errOut)
+	}
+	run.wait(t, "InventoryDrift after rediscovery", 2*time.Minute, func() (bool, string) {
+		s := run.server(t, victim.Name)
+		c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionInventoryDrift)
+		return c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, fmt.Sprintf("1 of %d GPUs missing", gpus)) &&
+			len(s.Status.GPUs) == gpus-1 && s.Labels[metalv1alpha1.GPUCountLabel] == strconv.Itoa(gpus-1),
+			fmt.Sprintf("state %s, %d GPUs, condition %+v", s.Annotations[lifecycle.StateAnnotation], len(s.Status.GPUs), c)
+	})
+	events := &eventsv1.EventList{}
+	if err := run.c.List(ctx, events); err != nil {
+		t.Fatal(err)
+	}
+	warned := false
+	for _, e := range events.Items {
+		warned = warned || (e.Regarding.Name == victim.Name && e.Reason == metalv1alpha1.ReasonHardwareMissing && e.Type == "Warning")
+	}
+	if !warned {
+		t.Error("no HardwareMissing Warning event")
+	}
+	// Pulled on purpose: accepting the inventory ends the drift.
+	if out, errOut, code := metalhubCLI(t, bin, kubeconfig, "accept-inventory", victim.Name); code != 0 {
+		t.Fatalf("metalhub accept-inventory: exit %d, %s%s", code, out, errOut)
+	}
+	run.wait(t, "drift accepted", time.Minute, func() (bool, string) {
+		s := run.server(t, victim.Name)
+		c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionInventoryDrift)
+		return c == nil, fmt.Sprintf("%+v", c)
+	})
 }

@@ -149,6 +149,22 @@ func Park(ctx context.Context, c client.Client, name string, park bool) (bool, e
 	return changed, err
 }
 
+// Request asks the operator for an operation that needs no request token (rediscover,
+// accept-inventory) on a server. It is refused with a *PendingError while another operation is
+// pending; asking again for the pending one changes nothing and reports false.
+func Request(ctx context.Context, c client.Client, name, op string) (bool, error) {
+	changed := false
+	_, err := update(ctx, c, name, func(s *metalv1alpha1.Server) (bool, error) {
+		if p := Pending(s); p != "" && p != op {
+			return false, &PendingError{Server: name, Operation: p}
+		}
+		changed = s.Annotations[metalv1alpha1.OperationAnnotation] != op
+		lifecycle.SetAnnotation(s, metalv1alpha1.OperationAnnotation, op)
+		return changed, nil
+	})
+	return changed, err
+}
+
 // RequestPower asks for one of PowerOps' verbs on a server and returns the token its outcome
 // will be reported under (Outcome). It is refused with a *PendingError while another operation
 // on the server is pending.

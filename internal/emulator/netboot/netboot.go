@@ -77,7 +77,8 @@ type Netboot struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	mu      sync.Mutex
-	running map[string]*boot // by normalized UUID
+	running map[string]*boot  // by normalized UUID
+	pulled  map[string]Pulled // by normalized UUID
 }
 
 type boot struct{ cancel context.CancelFunc }
@@ -174,7 +175,7 @@ func (n *Netboot) boot(ctx context.Context, ev redfish.BootEvent) (string, error
 	if err != nil {
 		return server, err
 	}
-	hw := HardwareFor(ev.UUID, ev.SerialNumber, ev.MACs)
+	hw := n.hardware(ev.UUID, ev.SerialNumber, ev.MACs)
 	root, err := os.MkdirTemp(n.opts.WorkDir, strings.ToLower(ev.UUID)+"-")
 	if err != nil {
 		return server, fmt.Errorf("creating hardware tree: %w", err)
