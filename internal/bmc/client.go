@@ -429,6 +429,7 @@ func (c *conn) getSystem(ctx context.Context, systemID string) (*schemas.Compute
 		}
 		sys, err := schemas.GetObject[schemas.ComputerSystem](api, uri)
 		if err == nil {
+			c.logs.saw(uri, sys, c.opts.Now())
 			// The identity is checked in the read every action is prepared from, so nothing
 			// lies between the proof and the request but the request itself.
 			if err := checkIdentity(ctx, systemID, sys); err != nil {

@@ -73,6 +73,9 @@ type conn struct {
 	sessionURI string
 	closed     bool
 	systems    map[string]string // system Id -> @odata.id
+
+	// logs remembers where each system's event log is and who last answered for it (logs.go).
+	logs logCache
 }
 
 // serviceRoot holds the links we need from /redfish/v1.
@@ -83,6 +86,7 @@ type serviceRoot struct {
 	AccountService odataLink
 	UpdateService  odataLink
 	Tasks          odataLink // the TaskService
+	EventService   odataLink
 	Links          struct {
 		Sessions odataLink
 	}

@@ -83,6 +83,8 @@ type expectKey struct{}
 // Expect returns b bound to one identity: every call on a system (System, Power, PreparePower,
 // SetBootOnce, SetIndicatorLED, Bios, SetBiosAttributes, BootEntries, SetBootOrder, SimpleUpdate and PushUpdate for a system, VirtualMedia, InsertMedia, EjectMedia, Inventory, SerialConsole) first checks that the system it reads is id, in the same read that
 // precedes its request, and fails with ReasonIdentityMismatch before anything is sent when not.
+// LogEntries, a read polled for every server, takes a proof read at most proofTTL before (by any
+// call on the system through this connection) instead of reading the system again.
 // The check lives here, below every caller, so that no path to a box (and none added later) can
 // act on whatever answers at an address. Calls on the BMC itself are not a system's and pass.
 func Expect(b BMC, id Identity) BMC { return &expecting{BMC: b, id: id} }
@@ -162,6 +164,11 @@ func (e *expecting) Inventory(ctx context.Context, systemID string) (*Inventory,
 	return e.BMC.Inventory(e.with(ctx), systemID)
 }
 
+// LogEntries is checked too: another machine's log would be taken for this one's health.
+func (e *expecting) LogEntries(ctx context.Context, systemID, after string) ([]LogEntry, error) {
+	return e.BMC.LogEntries(e.with(ctx), systemID, after)
+}
+
 // checkIdentity fails when ctx carries an expected identity (Expect) that sys is not.
 func checkIdentity(ctx context.Context, systemID string, sys *schemas.ComputerSystem) error {
 	want, ok := ctx.Value(expectKey{}).(Identity)
@@ -169,14 +176,19 @@ func checkIdentity(ctx context.Context, systemID string, sys *schemas.ComputerSy
 		return nil
 	}
 	got := Identity{UUID: sys.UUID, SerialNumber: sys.SerialNumber}
-	if want.Matches(got) {
-		return nil
-	}
-	if strings.TrimSpace(sys.UUID) == "" && NormalizeUUID(want.UUID) == NormalizeUUID(sys.ID) {
-		// A system that reports no UUID is registered under its Id (the BMC controller's
-		// fallback): the Id is then all there is to go by.
+	if isSystem(want, got, sys.ID) {
 		return nil
 	}
 	return &Error{Reason: ReasonIdentityMismatch, Op: "verify system " + systemID, NotSent: true,
 		Err: &IdentityError{System: systemID, Want: want, Got: got}}
+}
+
+// isSystem reports whether a system that answered as got, with Redfish Id id, is want.
+func isSystem(want, got Identity, id string) bool {
+	if want.Matches(got) {
+		return true
+	}
+	// A system that reports no UUID is registered under its Id (the BMC controller's
+	// fallback): the Id is then all there is to go by.
+	return strings.TrimSpace(got.UUID) == "" && NormalizeUUID(want.UUID) == NormalizeUUID(id)
 }

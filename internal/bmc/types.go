@@ -113,6 +113,23 @@ type BMC interface {
 	// it, at its NetworkProtocol's SSH port (22 when unsaid). Nothing advertised is not an error:
 	// SSHEnabled is false.
 	SerialConsole(ctx context.Context, systemID string) (SerialConsole, error)
+	// LogEntries reads the system's hardware event log (SEL, HPE's IML): the entries newer than
+	// the one with Id after ("" for all), at most the newest 64, oldest first, so the last one's
+	// ID is the after of the next call. A log cleared since (after gone, every Id lower) is read
+	// as new. The log is the system's own log service, else its manager's where that manager
+	// manages this system alone (older iDRAC); ReasonUnsupported where there is none. Its place
+	// is remembered: a steady-state call is one GET.
+	LogEntries(ctx context.Context, systemID, after string) ([]LogEntry, error)
+	// EventService describes the BMC's EventService; ReasonUnsupported without one.
+	EventService(ctx context.Context) (EventServiceInfo, error)
+	// Subscribe asks the BMC to POST Redfish events (Alerts) to destination, tagged with
+	// context, and returns the subscription's URI. Look for an existing one (Subscriptions)
+	// first: BMCs keep subscriptions across restarts of the subscriber, and cap their number.
+	Subscribe(ctx context.Context, destination, context string) (string, error)
+	// Unsubscribe deletes the subscription at uri; one already gone is not an error.
+	Unsubscribe(ctx context.Context, uri string) error
+	// Subscriptions lists the BMC's event subscriptions, everyone's.
+	Subscriptions(ctx context.Context) ([]Subscription, error)
 }
 
 // PowerState mirrors Redfish PowerState.

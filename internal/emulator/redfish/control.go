@@ -30,13 +30,15 @@ type SystemState struct {
 	PowerState   string       `json:"powerState"`
 	Boot         BootOverride `json:"boot"`
 	MACs         []string     `json:"macs"`
+	// Health is Status.Health: OK, Warning or Critical, as the SEL left it.
+	Health string `json:"health"`
 }
 
 // State snapshots the system for the control API.
 func (s *System) State() SystemState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return SystemState{ID: s.hw.ID, UUID: s.hw.UUID, SerialNumber: s.hw.Serial, PowerState: s.power, Boot: s.boot, MACs: s.MACs()}
+	return SystemState{ID: s.hw.ID, UUID: s.hw.UUID, SerialNumber: s.hw.Serial, PowerState: s.power, Boot: s.boot, MACs: s.MACs(), Health: s.sel.Health()}
 }
 
 // ControlHandler serves the emulator's control API, meant for a separate
@@ -50,6 +52,13 @@ func (s *System) State() SystemState {
 //	POST   /emulator/bmcs/{i}/expire-sessions          delete all sessions
 //	GET    /emulator/bmcs/{i}/systems/{id}             system state
 //	PUT    /emulator/bmcs/{i}/systems/{id}/power       {"powerState":"On"} at once
+//	GET    /emulator/bmcs/{i}/systems/{id}/log         the system's SEL, oldest first
+//	POST   /emulator/bmcs/{i}/systems/{id}/log         log an entry (LogEntry; events follow):
+//	       {"severity":"Critical","message":"Correctable ECC limit reached.","sensorType":"Memory",
+//	        "entryCode":"Assert","origin":"/redfish/v1/Systems/1/Memory/DIMM0"} -> 201, the entry
+//	DELETE /emulator/bmcs/{i}/systems/{id}/log         clear it (health back to OK)
+//	GET    /emulator/bmcs/{i}/subscriptions            event subscriptions
+//	GET    /emulator/bmcs/{i}/deliveries               what became of the events sent
 func (e *Emulator) ControlHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /emulator/bmcs", func(w http.ResponseWriter, r *http.Request) {
@@ -147,5 +156,34 @@ func (e *Emulator) ControlHandler() http.Handler {
 		s.SetPowerState(req.PowerState)
 		writeJSON(w, http.StatusOK, s.State())
 	}))
+	mux.HandleFunc("GET /emulator/bmcs/{i}/systems/{id}/log", withSystem(func(w http.ResponseWriter, r *http.Request, s *System) {
+		writeJSON(w, http.StatusOK, nonNilSlice(s.LogEntries()))
+	}))
+	mux.HandleFunc("POST /emulator/bmcs/{i}/systems/{id}/log", withSystem(func(w http.ResponseWriter, r *http.Request, s *System) {
+		e, err := decodeLogEntry(r)
+		if err != nil {
+			http.Error(w, "invalid log entry: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, http.StatusCreated, s.InjectLogEntry(e))
+	}))
+	mux.HandleFunc("DELETE /emulator/bmcs/{i}/systems/{id}/log", withSystem(func(w http.ResponseWriter, r *http.Request, s *System) {
+		s.ClearLog()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	mux.HandleFunc("GET /emulator/bmcs/{i}/subscriptions", withBMC(func(w http.ResponseWriter, r *http.Request, b *BMC) {
+		writeJSON(w, http.StatusOK, nonNilSlice(b.Subscriptions()))
+	}))
+	mux.HandleFunc("GET /emulator/bmcs/{i}/deliveries", withBMC(func(w http.ResponseWriter, r *http.Request, b *BMC) {
+		writeJSON(w, http.StatusOK, nonNilSlice(b.Deliveries()))
+	}))
 	return mux
+}
+
+// nonNilSlice makes an empty list read [] rather than null.
+func nonNilSlice[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }

@@ -1,13 +1,15 @@
 // Package redfish emulates a fleet of Redfish BMCs in one process: each BMC
 // has its own listener, one or more systems with deterministic, vendor-shaped
 // inventory, sessions and Basic auth, asynchronous power, boot overrides with
-// ETags, a run-time fault menu, a recorder of power and boot actions and a
-// hook fired when a system PXE-boots.
+// ETags, a run-time fault menu, a recorder of power and boot actions, a
+// hook fired when a system PXE-boots, a System Event Log per system (logs.go)
+// and an EventService that delivers its new entries to subscribers (events.go).
 package redfish
 
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -60,6 +62,16 @@ type Options struct {
 	// typed at its "bmc> " prompt) attaches to a system's console. The systems' and manager's
 	// SerialConsole resources advertise it.
 	SSHConsole bool
+	// EventRootCAs are the CAs trusted for HTTPS event destinations (nil: the system's roots).
+	EventRootCAs *x509.CertPool
+	// EventInsecureSkipVerify delivers events to HTTPS destinations without verifying their
+	// certificates, as many BMCs do. Off unless asked for: a test with its own TLS receiver
+	// trusts it through EventRootCAs instead.
+	EventInsecureSkipVerify bool
+	// EventRetryAttempts is how many times a failed event delivery is retried (default 3;
+	// negative for none), EventRetryInterval the pause between tries (default 1s).
+	EventRetryAttempts int
+	EventRetryInterval time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -92,6 +104,15 @@ func (o Options) withDefaults() Options {
 	}
 	if o.InitialPower == "" {
 		o.InitialPower = PowerOff
+	}
+	switch {
+	case o.EventRetryAttempts == 0:
+		o.EventRetryAttempts = 3
+	case o.EventRetryAttempts < 0:
+		o.EventRetryAttempts = 0
+	}
+	if o.EventRetryInterval <= 0 {
+		o.EventRetryInterval = time.Second
 	}
 	return o
 }
@@ -128,6 +149,9 @@ type Emulator struct {
 	sshListeners []net.Listener
 	sshConns     map[net.Conn]struct{}
 	sshClosed    bool
+
+	// events is the HTTP client that delivers every BMC's events (events.go).
+	events eventClient
 }
 
 // New builds the fleet (no listening yet: see Start).
@@ -273,6 +297,9 @@ func (e *Emulator) Close() error {
 		}
 		e.srvMu.Unlock()
 		e.closeSSH()
+		for _, b := range e.bmcs {
+			b.ev.shutdown() // pending deliveries end with the emulator
+		}
 		e.wg.Wait()
 		for _, b := range e.bmcs {
 			for _, s := range b.systems {
@@ -361,6 +388,8 @@ type BMC struct {
 	tasks                            atomic.Int64
 	// mattrs are the manager's own settings (mgrattrs.go).
 	mattrs mgrAttrs
+	// ev is the EventService: subscriptions and their deliveries (events.go).
+	ev eventService
 }
 
 func newBMC(e *Emulator, i int) *BMC {
@@ -392,6 +421,7 @@ func newBMC(e *Emulator, i int) *BMC {
 			s.bootOrder = append(s.bootOrder, o.ref)
 		}
 		s.boot = BootOverride{Enabled: "Disabled", Target: "None"}
+		s.sel.seed(time.Now())
 		if p.uefi {
 			s.boot.Mode = "UEFI"
 		}

@@ -65,6 +65,10 @@ type Faults struct {
 	UpdateNeedsReset bool `json:"updateNeedsReset,omitempty"`
 	// BMCRebootDuration is how long the BMC answers nothing after a BMC update (default 5s).
 	BMCRebootDuration Duration `json:"bmcRebootDuration,omitempty"`
+	// NoLogServices removes the systems' LogServices (a BMC that serves no event log there).
+	NoLogServices bool `json:"noLogServices,omitempty"`
+	// NoEventService removes the EventService: no subscriptions, no events.
+	NoEventService bool `json:"noEventService,omitempty"`
 }
 
 // Duration is a time.Duration that reads "250ms" or nanoseconds from JSON.

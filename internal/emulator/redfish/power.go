@@ -63,6 +63,10 @@ type Record struct {
 	BootOrder []string `json:"bootOrder,omitempty"`
 	// Account is the user of an account action.
 	Account string `json:"account,omitempty"`
+	// Subscription is the EventDestination URI of a Subscribe or Unsubscribe action, Destination
+	// where its events go (without credentials).
+	Subscription string `json:"subscription,omitempty"`
+	Destination  string `json:"destination,omitempty"`
 }
 
 // Record actions.
@@ -137,6 +141,9 @@ type System struct {
 	// lastReset is when the system last came out of a reset (unix nanoseconds): a restart or a
 	// power-on moves it, a power-off does not. Shown as LastResetTime where the BMC reports it.
 	lastReset int64
+	// sel is the system's event log and the health it drives (logs.go); it has its own lock,
+	// taken after mu where both are.
+	sel selLog
 }
 
 // ID is the Redfish Id.

@@ -149,6 +149,12 @@ func (b *BMC) route(w http.ResponseWriter, r *http.Request, f *Faults) {
 		b.routeAccounts(w, r, segs[1:])
 	case "UpdateService":
 		b.updateService(w, r, segs[1:], f)
+	case "EventService":
+		if f.NoEventService {
+			notFound(w, r)
+			return
+		}
+		b.routeEvents(w, r, segs[1:])
 	case "TaskService":
 		if len(segs) < 3 {
 			b.serveTaskService(w, r, segs[1:])
@@ -180,6 +186,9 @@ func (b *BMC) serviceRoot(f *Faults) obj {
 		"UpdateService":  link(v1 + "/UpdateService"),
 		"Tasks":          link(v1 + "/TaskService"),
 		"Links":          obj{},
+	}
+	if !f.NoEventService {
+		root["EventService"] = link(v1 + "/EventService")
 	}
 	if !f.NoSessionService {
 		root["SessionService"] = link(v1 + "/SessionService")
@@ -439,6 +448,8 @@ func (b *BMC) routeSystems(w http.ResponseWriter, r *http.Request, segs []string
 		b.serveMedia(w, r, s, sp+"/VirtualMedia", rest[1:], f)
 	case rest[0] == "Storage" && !b.profile.simpleOnly:
 		b.serveStorage(w, r, s, sp+"/Storage", rest[1:])
+	case rest[0] == "LogServices" && !f.NoLogServices:
+		b.serveLogServices(w, r, s, sp+"/LogServices", rest[1:])
 	case rest[0] == "SimpleStorage" && b.profile.simpleOnly:
 		serveMembers(w, r, sp+"/SimpleStorage", "SimpleStorageCollection", "Simple Storage Collection", rest[1:], 1,
 			func(int) string { return "1" }, func(_ int, p string) obj { return simpleStorageBody(s, p) })
@@ -513,7 +524,7 @@ func (b *BMC) systemBody(s *System, f *Faults) obj {
 		"Id": h.ID, "Name": "System", "SystemType": "Physical",
 		"Manufacturer": h.Manufacturer, "Model": h.Model, "SerialNumber": h.Serial, "SKU": h.SKU,
 		"PartNumber": h.PartNumber, "UUID": h.UUID, "BiosVersion": h.BIOS, "AssetTag": "",
-		"PowerState": s.power, "IndicatorLED": led, "LocationIndicatorActive": led != "Off", "Status": status("Enabled"),
+		"PowerState": s.power, "IndicatorLED": led, "LocationIndicatorActive": led != "Off", "Status": s.sel.status(),
 		"ProcessorSummary": obj{
 			"Count": len(h.CPUs), "Model": h.CPUs[0].model, "CoreCount": len(h.CPUs) * h.CPUs[0].cores,
 			"LogicalProcessorCount": 2 * len(h.CPUs) * h.CPUs[0].cores, "Status": status("Enabled"),
@@ -534,6 +545,9 @@ func (b *BMC) systemBody(s *System, f *Faults) obj {
 	}
 	if !b.mediaOnManager() && !f.NoVirtualMedia {
 		body["VirtualMedia"] = link(sp + "/VirtualMedia")
+	}
+	if !f.NoLogServices {
+		body["LogServices"] = link(sp + "/LogServices")
 	}
 	if p.simpleOnly {
 		body["SimpleStorage"] = link(sp + "/SimpleStorage")

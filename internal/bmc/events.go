@@ -1,0 +1,318 @@
+package bmc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// EventServiceInfo describes a BMC's EventService.
+type EventServiceInfo struct {
+	URI     string `json:"uri"`
+	Enabled bool   `json:"enabled"`
+	// EventFormatTypes are the formats it sends (Event, MetricReport); empty on older services.
+	EventFormatTypes []string `json:"eventFormatTypes,omitempty"`
+	// EventTypes are the EventTypesForSubscription of older services (Alert, StatusChange, ...).
+	EventTypes       []string `json:"eventTypes,omitempty"`
+	RegistryPrefixes []string `json:"registryPrefixes,omitempty"`
+	ResourceTypes    []string `json:"resourceTypes,omitempty"`
+	SubscriptionsURI string   `json:"subscriptionsURI,omitempty"`
+	// DeliveryRetryAttempts and DeliveryRetryInterval say how hard it tries a destination.
+	DeliveryRetryAttempts int           `json:"deliveryRetryAttempts,omitempty"`
+	DeliveryRetryInterval time.Duration `json:"deliveryRetryInterval,omitempty"`
+}
+
+// Subscription is one event subscription (EventDestination) of a BMC.
+type Subscription struct {
+	URI         string `json:"uri"`
+	Destination string `json:"destination"`
+	Context     string `json:"context,omitempty"`
+	Protocol    string `json:"protocol,omitempty"`
+}
+
+type eventServiceBody struct {
+	ODataID                      string `json:"@odata.id"`
+	ServiceEnabled               *bool
+	EventFormatTypes             []string
+	EventTypesForSubscription    []string
+	RegistryPrefixes             []string
+	ResourceTypes                []string
+	DeliveryRetryAttempts        int
+	DeliveryRetryIntervalSeconds int
+	Subscriptions                odataLink
+}
+
+// EventService implements BMC.
+func (c *conn) EventService(ctx context.Context) (EventServiceInfo, error) {
+	const op = "read event service"
+	api, err := c.client(ctx)
+	if err != nil {
+		return EventServiceInfo{}, wrap(op, err)
+	}
+	if c.root.EventService.ID == "" {
+		return EventServiceInfo{}, newError(ReasonUnsupported, op, "service root has no EventService")
+	}
+	var b eventServiceBody
+	if err := getJSON(api, c.root.EventService.ID, &b); err != nil {
+		if ReasonOf(err) == ReasonNotFound {
+			return EventServiceInfo{}, &Error{Reason: ReasonUnsupported, Op: op, Err: err}
+		}
+		return EventServiceInfo{}, wrap(op, err)
+	}
+	return EventServiceInfo{
+		URI: c.root.EventService.ID,
+		// A service that does not say is taken as on: a switched-off one says so.
+		Enabled:          b.ServiceEnabled == nil || *b.ServiceEnabled,
+		EventFormatTypes: b.EventFormatTypes, EventTypes: b.EventTypesForSubscription,
+		RegistryPrefixes: b.RegistryPrefixes, ResourceTypes: b.ResourceTypes,
+		SubscriptionsURI:      b.Subscriptions.ID,
+		DeliveryRetryAttempts: b.DeliveryRetryAttempts,
+		DeliveryRetryInterval: time.Duration(b.DeliveryRetryIntervalSeconds) * time.Second,
+	}, nil
+}
+
+// subscriptionBodies are the EventDestination bodies to try, best first: the current form
+// (EventFormatType Event) where the service lists formats, the older one (EventTypes Alert,
+// deprecated but what iDRAC and iLO asked for) where it lists event types or nothing. A service
+// that refuses the first (400) gets the other.
+func subscriptionBodies(info EventServiceInfo, destination, context string) []map[string]any {
+	base := func() map[string]any {
+		return map[string]any{"Destination": destination, "Protocol": "Redfish", "Context": context}
+	}
+	modern := base()
+	modern["EventFormatType"] = "Event"
+	legacy := base()
+	legacy["EventTypes"] = []string{"Alert"}
+	if slices.Contains(info.EventFormatTypes, "Event") {
+		legacy["EventFormatType"] = "Event"
+	}
+	if len(info.EventFormatTypes) > 0 && len(info.EventTypes) == 0 {
+		return []map[string]any{modern, legacy}
+	}
+	return []map[string]any{legacy, modern}
+}
+
+// Subscribe implements BMC.
+func (c *conn) Subscribe(ctx context.Context, destination, evContext string) (string, error) {
+	op := "subscribe to events"
+	if u, err := url.Parse(destination); err != nil || !u.IsAbs() || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", newError(ReasonInvalidConfig, op, "destination %q is not an http or https URL", redactedURL(destination))
+	}
+	op += " at " + redactedURL(destination)
+	info, err := c.EventService(ctx)
+	if err != nil {
+		return "", wrap(op, err)
+	}
+	if !info.Enabled {
+		return "", newError(ReasonUnsupported, op, "the EventService is disabled")
+	}
+	if info.SubscriptionsURI == "" {
+		return "", newError(ReasonUnsupported, op, "the EventService has no Subscriptions collection")
+	}
+	api, err := c.client(ctx)
+	if err != nil {
+		return "", wrap(op, err)
+	}
+	var lastErr error
+	for _, body := range subscriptionBodies(info, destination, evContext) {
+		resp, err := api.Post(info.SubscriptionsURI, body)
+		if err != nil {
+			lastErr = err
+			if ReasonOf(err) == ReasonUnsupported { // 400: try the other form
+				continue
+			}
+			return "", wrap(op, err)
+		}
+		uri := resp.Header.Get("Location")
+		if uri == "" {
+			var s odataLink
+			if json.NewDecoder(resp.Body).Decode(&s) == nil {
+				uri = s.ID
+			}
+		}
+		resp.Body.Close()
+		if uri == "" {
+			return "", newError(ReasonUnknown, op, "the BMC answered %d without saying where the subscription is", resp.StatusCode)
+		}
+		uri = pathOf(uri)
+		c.log.V(1).Info("subscribed to events", "subscription", uri, "destination", redactedURL(destination))
+		return uri, nil
+	}
+	return "", wrap(op, lastErr)
+}
+
+// Unsubscribe implements BMC.
+func (c *conn) Unsubscribe(ctx context.Context, uri string) error {
+	op := "unsubscribe " + uri
+	if strings.TrimSpace(uri) == "" {
+		return newError(ReasonInvalidConfig, op, "no subscription URI")
+	}
+	api, err := c.client(ctx)
+	if err != nil {
+		return wrap(op, err)
+	}
+	resp, err := api.Delete(pathOf(uri))
+	if err != nil {
+		if ReasonOf(err) == ReasonNotFound {
+			return nil // gone already: what was asked for
+		}
+		return wrap(op, err)
+	}
+	resp.Body.Close()
+	c.log.V(1).Info("unsubscribed from events", "subscription", uri)
+	return nil
+}
+
+type subscriptionBody struct {
+	ODataID     string `json:"@odata.id"`
+	Destination string
+	Context     string
+	Protocol    string
+}
+
+// Subscriptions implements BMC.
+func (c *conn) Subscriptions(ctx context.Context) ([]Subscription, error) {
+	const op = "list event subscriptions"
+	info, err := c.EventService(ctx)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	if info.SubscriptionsURI == "" {
+		return nil, newError(ReasonUnsupported, op, "the EventService has no Subscriptions collection")
+	}
+	api, err := c.client(ctx)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	var coll struct{ Members []subscriptionBody }
+	if err := getJSON(api, info.SubscriptionsURI, &coll); err != nil {
+		return nil, wrap(op, err)
+	}
+	out := make([]Subscription, 0, len(coll.Members))
+	for _, m := range coll.Members {
+		if m.Destination == "" && m.ODataID != "" {
+			// A bare link: read the subscription.
+			if err := getJSON(api, m.ODataID, &m); err != nil {
+				if ReasonOf(err) == ReasonNotFound {
+					continue // deleted meanwhile
+				}
+				return nil, wrap(op, err)
+			}
+		}
+		out = append(out, Subscription{URI: pathOf(m.ODataID), Destination: m.Destination, Context: m.Context, Protocol: m.Protocol})
+	}
+	return out, nil
+}
+
+// pathOf reduces an absolute URL (some BMCs answer Location with one) to its path.
+func pathOf(uri string) string {
+	if u, err := url.Parse(uri); err == nil && u.IsAbs() {
+		return u.RequestURI()
+	}
+	return uri
+}
+
+// redactedURL drops credentials from a URL for messages and logs.
+func redactedURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// Event is a Redfish event POSTed by a BMC to a subscription's destination.
+type Event struct {
+	ID   string `json:"id,omitempty"`
+	Name string `json:"name,omitempty"`
+	// Context is the subscription's Context: which subscription (and so which BMC) sent it.
+	Context string        `json:"context,omitempty"`
+	Events  []EventRecord `json:"events"`
+}
+
+// EventRecord is one event of an Event.
+type EventRecord struct {
+	EventID   string `json:"eventID,omitempty"`
+	EventType string `json:"eventType,omitempty"`
+	// EventTimestamp is zero when the BMC did not say.
+	EventTimestamp time.Time `json:"eventTimestamp"`
+	// Severity is OK, Warning or Critical: the MessageSeverity, else the deprecated Severity.
+	Severity    string   `json:"severity,omitempty"`
+	Message     string   `json:"message,omitempty"`
+	MessageID   string   `json:"messageID,omitempty"`
+	MessageArgs []string `json:"messageArgs,omitempty"`
+	// Origin is the OriginOfCondition's @odata.id: the resource the event is about.
+	Origin string `json:"origin,omitempty"`
+	// LogEntry is the log entry the event was logged as, where the BMC says.
+	LogEntry string `json:"logEntry,omitempty"`
+}
+
+type rawEventRecord struct {
+	EventID           flexString `json:"EventId"` // iLO 4 writes EventID: names match case-insensitively
+	EventType         string
+	EventTimestamp    string
+	Severity          string
+	MessageSeverity   string
+	Message           string
+	MessageID         string `json:"MessageId"`
+	MessageArgs       []any
+	OriginOfCondition json.RawMessage
+	Context           string // where Event v1.0 had it (iLO 5)
+	LogEntry          odataLink
+}
+
+type rawEvent struct {
+	ID      flexString `json:"Id"`
+	Name    string
+	Context string
+	Events  []rawEventRecord
+}
+
+// ParseEvent reads the body of a Redfish event POST. Real BMCs vary, and all of these are read:
+// MessageSeverity or only the deprecated Severity, OriginOfCondition as a link or a bare string,
+// Context on the event or (Event v1.0) on its records, EventId spelled EventID.
+func ParseEvent(body []byte) (*Event, error) {
+	var raw rawEvent
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, fmt.Errorf("parse Redfish event: %w", err)
+	}
+	var keys map[string]json.RawMessage
+	_ = json.Unmarshal(body, &keys)
+	if _, ok := keys["Events"]; !ok {
+		return nil, errors.New("parse Redfish event: no Events array")
+	}
+	ev := &Event{ID: string(raw.ID), Name: raw.Name, Context: raw.Context, Events: make([]EventRecord, 0, len(raw.Events))}
+	for _, r := range raw.Events {
+		if ev.Context == "" {
+			ev.Context = r.Context
+		}
+		rec := EventRecord{
+			EventID: string(r.EventID), EventType: r.EventType, EventTimestamp: parseTime(r.EventTimestamp),
+			Severity: normalizeSeverity(firstNonEmpty(r.MessageSeverity, r.Severity)), Message: strings.TrimSpace(r.Message),
+			MessageID: r.MessageID, Origin: originOf(r.OriginOfCondition), LogEntry: r.LogEntry.ID,
+		}
+		for _, a := range r.MessageArgs {
+			rec.MessageArgs = append(rec.MessageArgs, fmt.Sprint(a))
+		}
+		ev.Events = append(ev.Events, rec)
+	}
+	return ev, nil
+}
+
+// originOf reads an OriginOfCondition: {"@odata.id": ...} or, on older BMCs, the path itself.
+func originOf(raw json.RawMessage) string {
+	var l odataLink
+	if json.Unmarshal(raw, &l) == nil && l.ID != "" {
+		return l.ID
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return ""
+}
