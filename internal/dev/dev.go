@@ -30,6 +30,7 @@ import (
 
 	"github.com/metalhub/metalhub/config/crd"
 	"github.com/metalhub/metalhub/internal/cli"
+	"github.com/metalhub/metalhub/internal/controller/metal"
 	"github.com/metalhub/metalhub/internal/controlplane"
 	"github.com/metalhub/metalhub/internal/dashboard"
 	"github.com/metalhub/metalhub/internal/manager"
@@ -120,6 +121,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DashboardAddress, "dashboard-address", o.DashboardAddress, "Address of the fleet's web view (as metalhub dashboard serves it); port 0 picks a free one, \"off\" turns it off.")
 	fs.BoolVar(&o.DashboardActions, "dashboard-actions", o.DashboardActions, "Show the dashboard's buttons that write (cordon, park, power), as the local admin.")
 	fs.Var(&o.Manager.Controllers, "controllers", "Controller families to run: metal, delivery, or both.")
+	fs.DurationVar(&o.Manager.Metal.HardwareLogPoll, "hardware-log-poll-interval", o.Manager.Metal.HardwareLogPoll, "How often each server's hardware log (SEL) is read; the emulated BMCs also send events, which bring a read at once.")
+	fs.Var(&o.Manager.Metal.HardwareFaultPolicy, "hardware-fault-policy", "What a critical hardware event does: None, Taint or TaintAndMaintenance (see the operator's flag).")
 }
 
 // Run runs the dev environment until ctx is cancelled: the table and what to do next go to out,
@@ -184,6 +187,10 @@ func Run(ctx context.Context, o Options, out, errOut io.Writer, zapOpts *zap.Opt
 	addrs := Addresses{Addresses: listeners.Addresses()}
 	if !o.NoEmulators {
 		o.Manager.Metal.RegistryURL = "http://" + addrs.Registry
+		// The emulated BMCs deliver their events to the receiver on the registry's listener.
+		if o.Manager.Metal.HardwareEventsURL == "" {
+			o.Manager.Metal.HardwareEventsURL = "http://" + addrs.Registry + metal.EventsPath
+		}
 	}
 	if o.Manager.Webhook.Enabled {
 		if o.Manager.Webhook.Port, err = port(addrs.Webhook); err != nil {

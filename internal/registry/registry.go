@@ -61,6 +61,9 @@ type Options struct {
 	// Metadata, when set, is served beside the reports (GET /metadata and GET /user-data): the
 	// booted OS reaches the same listener as the discovery probe.
 	Metadata http.Handler
+	// Events, when set, is served at /v1/events (POST): the Redfish events BMCs deliver to their
+	// subscriptions reach the same listener as the probes.
+	Events http.Handler
 	// Recorder receives the Warning events of refused reports that name a Server (nil: logs
 	// only). Setup defaults it to the manager's recorder.
 	Recorder events.EventRecorder
@@ -213,11 +216,14 @@ func (r *Registry) Start(ctx context.Context) error {
 	return nil
 }
 
-// Handler serves POST probe.RegisterPath, GET /healthz and, with Options.Metadata, the metadata
-// service.
+// Handler serves POST probe.RegisterPath, GET /healthz and, with Options.Metadata and
+// Options.Events, the metadata service and the BMC event receiver.
 func (r *Registry) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+probe.RegisterPath, r.serveRegister)
+	if r.opts.Events != nil {
+		mux.Handle("POST /v1/events", r.opts.Events)
+	}
 	if r.opts.Metadata != nil {
 		mux.Handle("GET /metadata", r.opts.Metadata)
 		mux.Handle("GET /user-data", r.opts.Metadata)

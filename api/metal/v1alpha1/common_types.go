@@ -156,6 +156,9 @@ const (
 	// OperationAcceptInventory makes the inventory of the last discovery the server's baseline
 	// and ends its InventoryDrift (metalhub addition): the hardware was removed on purpose.
 	OperationAcceptInventory = "accept-inventory"
+	// OperationClearHardwareFault ends a server's HardwareFault after the repair (metalhub
+	// addition): the fault, and the taint the fault policy set, go.
+	OperationClearHardwareFault = "clear-hardware-fault"
 
 	// ServerMaintenance labels and annotation.
 	MaintenanceNeededLabel      = "metal.ironcore.dev/maintenance-needed"
@@ -185,6 +188,14 @@ const (
 	// discovery found less hardware than its baseline: what is missing, for people. The
 	// InventoryDrift condition is rebuilt from it. A metalhub addition.
 	InventoryDriftAnnotation = "inventory.metalhub.io/drift"
+
+	// HardwareFaultAnnotation is the server controller's durable record of the critical events
+	// the server's BMC logged (JSON, the most recent few); the HardwareFault condition is rebuilt
+	// from it. A metalhub addition.
+	HardwareFaultAnnotation = "health.metalhub.io/fault"
+	// HardwareFaultTaintKey is the taint (effect NoBind) the fault policy puts on a faulty
+	// server so that new claims avoid it.
+	HardwareFaultTaintKey = "health.metalhub.io/hardware-fault"
 
 	// MetadataFlavorHeader and its value mark requests to the metaldata service.
 	MetadataFlavorHeader = "Metadata-Flavor"

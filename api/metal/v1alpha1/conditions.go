@@ -31,6 +31,22 @@ const (
 	// goes when a discovery finds everything again or the new inventory is accepted
 	// (operation accept-inventory). A metalhub addition.
 	ConditionInventoryDrift = "InventoryDrift"
+	// ConditionHardwareFault is True on a Server whose BMC logged a critical event (a DIMM,
+	// PSU, fan, GPU, processor fault) since metalhub first read its log; its message names the
+	// events. It comes from HardwareFaultAnnotation, so a wiped status gets it back, and it goes
+	// when the fault is cleared after the repair (operation clear-hardware-fault). A metalhub
+	// addition.
+	ConditionHardwareFault = "HardwareFault"
+)
+
+// Reasons of a Server's HardwareFault condition and events.
+const (
+	// ReasonCriticalEvent: the BMC logged a critical event.
+	ReasonCriticalEvent = "CriticalEvent"
+	// ReasonFaultCleared: the user cleared the fault.
+	ReasonFaultCleared = "FaultCleared"
+	// ReasonFaultMaintenance: the fault policy opened a maintenance for the server.
+	ReasonFaultMaintenance = "FaultMaintenance"
 )
 
 // Reasons of a Server's InventoryDrift condition and events.

@@ -65,6 +65,9 @@ type BMCReconciler struct {
 	// Resolve looks a BMC's host name up, so that the same BMC written by name and by IP is
 	// known as one (nil: the system resolver). A name that does not resolve compares as written.
 	Resolve func(ctx context.Context, host string) ([]string, error)
+	// EventsURL is the manager's event receiver as BMCs reach it; set, each BMC with an
+	// EventService keeps a subscription to it (bmc_events.go).
+	EventsURL string
 
 	// failures counts consecutive failures per BMC, for the backoff (in memory, like the
 	// Server controller's).
@@ -103,6 +106,8 @@ type bmcPass struct {
 	systems []bmc.SystemSummary
 	// ips are the addresses the BMC's host name resolves to (nil for an IP, or none found).
 	ips []string
+	// subscription is our event subscription on the BMC, to report.
+	subscription string
 }
 
 // handle is the BMC's pass, as its list of steps; the first that acts ends it.
@@ -121,6 +126,7 @@ func (r *BMCReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1a
 		r.syncServers,
 		r.rotationSet,
 		r.operation,
+		r.subscription,
 		r.reportConnected,
 	)
 }
@@ -184,6 +190,7 @@ func (r *BMCReconciler) reportConnected(ctx context.Context, p *bmcPass) (lifecy
 	}
 	st.State = metalv1alpha1.BMCStateEnabled
 	st.PowerState = metalv1alpha1.PowerStateOn
+	st.EventsSubscriptionLink = p.subscription
 	msg := fmt.Sprintf("connected to %s (%d systems)", p.ep.Address, len(p.systems))
 	return r.reportStatus(p.Pass, st, metav1.ConditionTrue, metalv1alpha1.ReasonConnected, msg, lifecycle.Done())
 }
@@ -601,6 +608,11 @@ func (r *BMCReconciler) finalize(ctx context.Context, p *lifecycle.Pass[*metalv1
 		return lifecycle.RequeueAfter(r.RetryAfter, "servers still present"), nil
 	}
 	if ep, err := bmcEndpoint(ctx, c, b); err == nil {
+		if conn, err := r.Pool.Get(ep); err == nil {
+			uctx, cancel := context.WithTimeout(ctx, r.requestTimeout())
+			r.unsubscribe(uctx, conn, b)
+			cancel()
+		}
 		r.Pool.Remove(ep.Address)
 	}
 	r.failures.Delete(b.Name)

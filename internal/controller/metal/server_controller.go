@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
@@ -35,6 +36,8 @@ const ServerFinalizer = "metal.ironcore.dev/server"
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servers/finalizers,verbs=update
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servermaintenances,verbs=get;list;watch
+// The fault policy opens maintenances for faulty servers (server_health.go).
+// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servermaintenances,verbs=create
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverbootconfigurations,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete
 // Inventory records (the registry writes them in the manager's process; the server controller
@@ -73,12 +76,21 @@ type ServerReconciler struct {
 	// bootOrderSetAt is each server's last boot order write (ledWrite, the order joined): many
 	// BMCs apply a new order only at the next boot, so it is not written again every pass.
 	bootOrderSetAt sync.Map
+	// health is when each server's hardware log was last read (healthStep); shared with the
+	// event receiver (Options.HardwareEvents), which rings servers whose BMC sent an event.
+	health *healthPolls
 }
 
 // init fills in the clock and the inventory walks.
 func (r *ServerReconciler) init() {
 	if r.Now == nil {
 		r.Now = time.Now
+	}
+	if r.health == nil {
+		r.health = &healthPolls{}
+		if ev := r.Options.HardwareEvents; ev != nil {
+			r.health = ev.health
+		}
 	}
 	if r.inventories == nil {
 		// A walk may take several request timeouts on a big machine; it runs beside the passes.
@@ -91,7 +103,12 @@ func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.init()
 	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.Server { return &metalv1alpha1.Server{} }, r.handle)
 	rec.Resync = r.Options.ServerResync
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if ev := r.Options.HardwareEvents; ev != nil {
+		// A BMC's event brings its servers' next pass, which reads their logs.
+		b = b.WatchesRawSource(source.Channel(ev.queue, &handler.EnqueueRequestForObject{}))
+	}
+	return b.
 		Named("server").
 		For(&metalv1alpha1.Server{}, builder.WithPredicates(predicate.And(predicate.Or(lifecycle.Predicate(), mirrorDrifted()),
 			claimedAheadOfItsBootConfiguration(r.Client)))).
@@ -271,6 +288,7 @@ func (r *ServerReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metal
 		r.operation,
 		r.ledStep,
 		r.bootOrderStep,
+		r.healthStep,
 		r.maintenance,
 		r.stateStep,
 	)

@@ -87,6 +87,9 @@ func (r *ServerReconciler) release(ctx context.Context, p *serverPass) (lifecycl
 	}
 	r.failures.Delete(p.Obj.Name)
 	r.inventories.forget(p.Obj.UID)
+	if r.health != nil {
+		r.health.forget(p.Obj.UID)
+	}
 	r.ledSetAt.Delete(p.Obj.UID)
 	r.bootOrderSetAt.Delete(p.Obj.UID)
 	return lifecycle.Wrote("finalizer removed"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {

@@ -210,9 +210,16 @@ func (r *ServerReconciler) discovery(bctx, ctx context.Context, p *serverPass) (
 		if err != nil {
 			return lifecycle.Result{}, err
 		}
+		cursor := ""
+		if p.Obj.Annotations[HardwareLogCursorAnnotation] == "" {
+			cursor = r.logCursor(bctx, p)
+		}
 		return r.transition(ctx, p, metalv1alpha1.ServerStateAvailable, "hardware report received", func(s *metalv1alpha1.Server) {
 			if issued {
 				lifecycle.SetAnnotation(s, PowerAnnotation, powerRecord{target: metalv1alpha1.PowerOff, at: r.Now()}.String())
+			}
+			if cursor != "" {
+				lifecycle.SetAnnotation(s, HardwareLogCursorAnnotation, cursor)
 			}
 			clearDiscovery(s, r.Options.DiscoveryNamespace)
 		})

@@ -249,7 +249,7 @@ func (r *ServerReconciler) operation(ctx context.Context, p *serverPass) (lifecy
 }
 
 // transitionOperation carries out the operations that need no BMC: park, retry, rediscover (a
-// transition back to Initial) and accept-inventory:
+// transition back to Initial), accept-inventory and clear-hardware-fault:
 // they need no BMC, so a dead or failing one does not hold them up. It runs before the BMC is
 // reached, unless an operation is pending (which goes first, on the BMC) or the server is
 // being deleted.
@@ -284,6 +284,8 @@ func (r *ServerReconciler) transitionOperation(ctx context.Context, p *serverPas
 		return r.transition(ctx, p, metalv1alpha1.ServerStateInitial, "rediscovery requested", clearOp)
 	case op == metalv1alpha1.OperationAcceptInventory:
 		return r.acceptInventory(ctx, p, clearOp)
+	case op == metalv1alpha1.OperationClearHardwareFault:
+		return r.clearHardwareFault(ctx, p, clearOp)
 	}
 	return lifecycle.Continue(), nil
 }

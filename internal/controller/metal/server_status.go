@@ -59,6 +59,11 @@ func (r *ServerReconciler) observe(bctx, ctx context.Context, p *serverPass) (ti
 	} else {
 		apimeta.RemoveStatusCondition(&st.Conditions, metalv1alpha1.ConditionInventoryDrift)
 	}
+	if f := s.Annotations[metalv1alpha1.HardwareFaultAnnotation]; f != "" {
+		lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionHardwareFault, metav1.ConditionTrue, metalv1alpha1.ReasonCriticalEvent, faultMessage(f))
+	} else {
+		apimeta.RemoveStatusCondition(&st.Conditions, metalv1alpha1.ConditionHardwareFault)
+	}
 	if err := r.restoreInventory(ctx, s, st); err != nil {
 		return 0, err
 	}

@@ -72,6 +72,20 @@ type Options struct {
 	Claims ClaimOptions
 	// Events, if set, records the family's events; Setup otherwise starts a provider of its own.
 	Events *eventsink.Provider
+	// HardwareLogPoll is how often each server's hardware log (SEL) is read for critical events;
+	// 0 turns health reading off. An event from a BMC's subscription brings a read at once.
+	HardwareLogPoll time.Duration
+	// HardwareFaultPolicy is what a critical event does beyond the condition, event and metric.
+	HardwareFaultPolicy FaultPolicy
+	// HardwareFaultMaintenanceNamespace holds the maintenances the fault policy opens (default:
+	// DiscoveryNamespace).
+	HardwareFaultMaintenanceNamespace string
+	// HardwareEventsURL is where BMCs deliver Redfish events (the manager's event receiver as the
+	// BMCs reach it); set, every BMC with an EventService gets a subscription to it.
+	HardwareEventsURL string
+	// HardwareEvents, if set, is the event receiver the server controller listens to (tests
+	// serve it themselves); Setup otherwise makes one, which the registry's listener serves.
+	HardwareEvents *EventReceiver
 }
 
 // DefaultOptions are the settings for a real fleet.
@@ -93,6 +107,8 @@ func DefaultOptions() Options {
 		RegistryBindAddress:      ":8082",
 		ProbeImage:               "metalprobe:latest",
 		Claims:                   DefaultClaimOptions(),
+		HardwareLogPoll:          10 * time.Minute,
+		HardwareFaultPolicy:      FaultPolicyNone,
 	}
 }
 
@@ -118,6 +134,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.RegistryURL, "registry-url", o.RegistryURL, "URL of the discovery registry as servers reach it (written into the discovery ignition).")
 	fs.StringVar(&o.ProbeImage, "probe-image", o.ProbeImage, "Container image with metalprobe that the discovery ignition starts.")
 	fs.StringVar(&o.IgnitionTemplateFile, "discovery-ignition-template", o.IgnitionTemplateFile, "File with a Go template overriding the built-in discovery ignition.")
+	fs.DurationVar(&o.HardwareLogPoll, "hardware-log-poll-interval", o.HardwareLogPoll, "How often each server's hardware log (SEL) is read for critical events; 0 turns it off. An event from the BMC (--hardware-events-url) brings a read at once.")
+	fs.Var(&o.HardwareFaultPolicy, "hardware-fault-policy", "What a critical hardware event does beyond the HardwareFault condition, event and metric: None, Taint (new claims avoid the server) or TaintAndMaintenance (and a ServerMaintenance for a server no claim holds).")
+	fs.StringVar(&o.HardwareFaultMaintenanceNamespace, "hardware-fault-maintenance-namespace", o.HardwareFaultMaintenanceNamespace, "Namespace of the ServerMaintenances the fault policy opens (default: --discovery-namespace).")
+	fs.StringVar(&o.HardwareEventsURL, "hardware-events-url", o.HardwareEventsURL, "URL of the manager's Redfish event receiver (/v1/events on the registry's listener) as BMCs reach it; set, BMCs with an EventService are subscribed to it. Empty: the log is only polled.")
 }
 
 // validateDiscoveryBoot checks the discovery boot flags as the API checks a boot configuration.
@@ -169,9 +189,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := o.validateDiscoveryBoot(); err != nil {
 		return err
 	}
+	if o.HardwareEvents == nil {
+		o.HardwareEvents = NewEventReceiver(mgr.GetClient(), ctrl.Log.WithName("bmc-events"))
+	}
 	if o.RegistryBindAddress != "0" && o.RegistryBindAddress != "" {
 		if _, err := registry.Setup(ctx, mgr, registry.Options{BindAddress: o.RegistryBindAddress, DiscoveryNamespace: o.DiscoveryNamespace,
-			Metadata: metadata.Handler(mgr.GetClient(), mgr.GetAPIReader(), ctrl.Log.WithName("metadata"))}); err != nil {
+			Metadata: metadata.Handler(mgr.GetClient(), mgr.GetAPIReader(), ctrl.Log.WithName("metadata")),
+			Events:   o.HardwareEvents}); err != nil {
 			return fmt.Errorf("discovery registry: %w", err)
 		}
 	}
@@ -192,7 +216,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&BMCReconciler{
 		Client: mgr.GetClient(), Pool: pool, Recorder: o.Events.Recorder("bmc-controller"),
 		Resync: o.BMCResync, RetryAfter: o.RetryAfter, RequestTimeout: o.BMCRequestTimeout,
-		ResetSettle: o.BMCResetSettle,
+		ResetSettle: o.BMCResetSettle, EventsURL: o.HardwareEventsURL,
 	}).SetupWithManager(mgr, o.Concurrency); err != nil {
 		return fmt.Errorf("bmc controller: %w", err)
 	}

@@ -3,6 +3,7 @@ package metal
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -42,6 +43,9 @@ var (
 const (
 	fleetSize  = 270
 	powerDelay = 300 * time.Millisecond
+	// testHealthPoll is how often servers' hardware logs are read (below the server resync, so it
+	// adds passes; events bring reads sooner).
+	testHealthPoll = 15 * time.Second
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env, runSuite)) }
@@ -66,6 +70,8 @@ func runSuite(m *testing.M) int {
 	testOpts.ErrorThreshold = 1000 // Error is tested on its own reconciler
 	testOpts.Concurrency = 20
 	testOpts.RegistryBindAddress = "0" // the stand-in below reports; the registry has its own tests
+	testOpts.HardwareLogPoll = testHealthPoll
+	testOpts.HardwareFaultPolicy = FaultPolicyMaintenance
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:    scheme.New(),
 		Logger:    logr.Discard(),
@@ -76,6 +82,12 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 1
 	}
+	// The emulated BMCs deliver their events to the receiver, as real ones reach the registry's
+	// listener; the health tests deliver some themselves.
+	testOpts.HardwareEvents = NewEventReceiver(mgr.GetClient(), logr.Discard())
+	receiver := httptest.NewServer(testOpts.HardwareEvents)
+	defer receiver.Close()
+	testOpts.HardwareEventsURL = receiver.URL + EventsPath
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := Setup(ctx, mgr, testOpts); err != nil {
 		fmt.Fprintln(os.Stderr, "setup:", err)

@@ -1,0 +1,373 @@
+package metal
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+const (
+	// HardwareLogCursorAnnotation is the last entry of the server's hardware log (SEL) metalhub
+	// has read: entries up to it are history, later ones news. Written once when the log is
+	// first read (what was logged before metalhub looked is not raised), then with each fault.
+	HardwareLogCursorAnnotation = "health.metalhub.io/log-cursor"
+	// HardwareFaultMaintenanceAnnotation names the ServerMaintenance (namespace/name) the fault
+	// policy opened for the server's current fault, so it is opened once.
+	HardwareFaultMaintenanceAnnotation = "health.metalhub.io/maintenance"
+
+	// maxFaults bounds the fault record: the most recent critical events.
+	maxFaults = 5
+)
+
+// FaultPolicy is what metalhub does to a server whose BMC logged a critical event, beyond the
+// HardwareFault condition, the Warning event and the metric.
+type FaultPolicy string
+
+const (
+	// FaultPolicyNone only reports.
+	FaultPolicyNone FaultPolicy = "None"
+	// FaultPolicyTaint taints the server (HardwareFaultTaintKey, NoBind) so new claims avoid it;
+	// a claim bound already keeps it.
+	FaultPolicyTaint FaultPolicy = "Taint"
+	// FaultPolicyMaintenance taints, and opens a ServerMaintenance for a server no claim holds.
+	FaultPolicyMaintenance FaultPolicy = "TaintAndMaintenance"
+)
+
+// Set implements flag.Value.
+func (p *FaultPolicy) Set(s string) error {
+	for _, v := range []FaultPolicy{FaultPolicyNone, FaultPolicyTaint, FaultPolicyMaintenance} {
+		if strings.EqualFold(s, string(v)) {
+			*p = v
+			return nil
+		}
+	}
+	return fmt.Errorf("%q: want None, Taint or TaintAndMaintenance", s)
+}
+
+func (p *FaultPolicy) String() string { return string(*p) }
+
+// faultEntry is one critical event in the fault record.
+type faultEntry struct {
+	Entry   string    `json:"entry"`
+	Created time.Time `json:"created,omitzero"`
+	Sensor  string    `json:"sensor,omitempty"`
+	Message string    `json:"message"`
+}
+
+func (f faultEntry) same(e bmc.LogEntry) bool { return f.Entry == e.ID && f.Created.Equal(e.Created) }
+
+func parseFaults(s string) ([]faultEntry, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []faultEntry
+	if err := json.Unmarshal([]byte(s), &out); err != nil {
+		return nil, fmt.Errorf("fault record %q: %w", s, err)
+	}
+	return out, nil
+}
+
+// faultMessage is the HardwareFault condition's message.
+func faultMessage(record string) string {
+	faults, err := parseFaults(record)
+	if err != nil || len(faults) == 0 {
+		return record
+	}
+	parts := make([]string, len(faults))
+	for i, f := range faults {
+		what := f.Message
+		if f.Sensor != "" {
+			what = f.Sensor + ": " + what
+		}
+		parts[i] = fmt.Sprintf("%s (log entry %s", what, f.Entry)
+		if !f.Created.IsZero() {
+			parts[i] += ", " + f.Created.UTC().Format(time.RFC3339)
+		}
+		parts[i] += ")"
+	}
+	return "critical hardware events: " + strings.Join(parts, "; ")
+}
+
+// healthPolls keeps, per server, when its log was last read, the newest entry read and whether
+// an event asked for a read now. In memory on purpose: after a restart every log is read once
+// and the durable cursor says what is news.
+type healthPolls struct {
+	mu sync.Mutex
+	m  map[types.UID]*healthPoll
+}
+
+type healthPoll struct {
+	at     time.Time
+	cursor string
+	rung   bool
+}
+
+func (h *healthPolls) get(uid types.UID) healthPoll {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p := h.m[uid]; p != nil {
+		return *p
+	}
+	return healthPoll{}
+}
+
+func (h *healthPolls) polled(uid types.UID, at time.Time, cursor string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[types.UID]*healthPoll{}
+	}
+	p := h.m[uid]
+	if p == nil {
+		p = &healthPoll{}
+		h.m[uid] = p
+	}
+	p.at, p.rung = at, false
+	if cursor != "" {
+		p.cursor = cursor
+	}
+}
+
+// ring asks for a read of the server's log at its next pass (an event arrived).
+func (h *healthPolls) ring(uid types.UID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[types.UID]*healthPoll{}
+	}
+	p := h.m[uid]
+	if p == nil {
+		p = &healthPoll{}
+		h.m[uid] = p
+	}
+	p.rung = true
+}
+
+func (h *healthPolls) forget(uid types.UID) {
+	h.mu.Lock()
+	delete(h.m, uid)
+	h.mu.Unlock()
+}
+
+// healthStep reads the server's hardware log when due (every --hardware-log-poll-interval, or
+// at once when the BMC's event said something happened) and records critical events that are
+// news: the fault record, the cursor and (by policy) the taint, in one write. An event only
+// asks for the read: what is recorded always comes from the log of the proven machine, so a
+// forged event cannot fault a server. A log that cannot be read does not hold the pass up.
+func (r *ServerReconciler) healthStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+	interval := r.Options.HardwareLogPoll
+	if interval <= 0 || r.health == nil || !p.Obj.DeletionTimestamp.IsZero() || p.conn == nil || !healthState(p.state) {
+		return lifecycle.Continue(), nil
+	}
+	if res, err := r.faultMaintenance(ctx, p); err != nil || !res.IsContinue() {
+		return res, err
+	}
+	now := r.Now()
+	hp := r.health.get(p.Obj.UID)
+	if since := now.Sub(hp.at); since < interval && (!hp.rung || since < minLogReadGap) {
+		wait := interval - since
+		if hp.rung {
+			wait = minLogReadGap - since
+		}
+		r.lookAgainIn(p, wait)
+		return lifecycle.Continue(), nil
+	}
+	recorded := p.Obj.Annotations[HardwareLogCursorAnnotation]
+	after := hp.cursor
+	if after == "" {
+		after = recorded
+	}
+	entries, err := p.conn.LogEntries(p.bctx, p.sysID, after)
+	if err != nil {
+		// Unsupported, or failing: looked at again next interval; the pass goes on.
+		r.health.polled(p.Obj.UID, now, "")
+		r.lookAgainIn(p, interval)
+		if bmc.ReasonOf(err) != bmc.ReasonUnsupported {
+			ctrl.LoggerFrom(ctx).Info("reading the hardware log failed", "error", err.Error())
+		}
+		return lifecycle.Continue(), nil
+	}
+	newest := after
+	if len(entries) > 0 {
+		newest = entries[len(entries)-1].ID
+	}
+	r.health.polled(p.Obj.UID, now, newest)
+	r.lookAgainIn(p, interval)
+	if recorded == "" {
+		// First read: what is in the log already is history. The cursor is written once, even
+		// for an empty log ("-"), so a restart does not take news for history.
+		return lifecycle.Wrote("hardware log read"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+			lifecycle.SetAnnotation(s, HardwareLogCursorAnnotation, cmp.Or(newest, "-"))
+		})
+	}
+	faults, err := parseFaults(p.Obj.Annotations[metalv1alpha1.HardwareFaultAnnotation])
+	if err != nil {
+		faults = nil // unreadable: the new events make a new record
+	}
+	news := logNews(entries, faults)
+	if len(news) == 0 {
+		return lifecycle.Continue(), nil
+	}
+	for _, e := range news {
+		faults = append(faults, faultEntry{Entry: e.ID, Created: e.Created, Sensor: e.SensorType, Message: cmp.Or(e.Message, e.MessageID)})
+		criticalEvents.WithLabelValues(cmp.Or(e.SensorType, "unknown")).Inc()
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonCriticalEvent, "Health",
+			"the BMC logged a critical event: %s (log entry %s)", strings.TrimPrefix(e.SensorType+": "+cmp.Or(e.Message, e.MessageID), ": "), e.ID)
+	}
+	if len(faults) > maxFaults {
+		faults = faults[len(faults)-maxFaults:]
+	}
+	b, err := json.Marshal(faults)
+	if err != nil {
+		return lifecycle.Result{}, err
+	}
+	policy := r.Options.HardwareFaultPolicy
+	return lifecycle.Wrote("critical hardware event"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+		lifecycle.SetAnnotation(s, metalv1alpha1.HardwareFaultAnnotation, string(b))
+		lifecycle.SetAnnotation(s, HardwareLogCursorAnnotation, newest)
+		if policy == FaultPolicyTaint || policy == FaultPolicyMaintenance {
+			setFaultTaint(s)
+		}
+	})
+}
+
+// logNews picks the critical entries the fault record does not hold yet.
+func logNews(entries []bmc.LogEntry, faults []faultEntry) []bmc.LogEntry {
+	var news []bmc.LogEntry
+	for _, e := range entries {
+		if !strings.EqualFold(e.Severity, "Critical") || slices.ContainsFunc(faults, func(f faultEntry) bool { return f.same(e) }) {
+			continue
+		}
+		news = append(news, e)
+	}
+	return news
+}
+
+// healthStates are the states whose servers' logs are read: in service or waiting for it.
+// Discovery reboots the box into a probe (log noise of our own making), a parked server is left
+// alone, and one in Error has a BMC that fails.
+func healthState(s metalv1alpha1.ServerState) bool {
+	switch s {
+	case metalv1alpha1.ServerStateAvailable, metalv1alpha1.ServerStateReserved, metalv1alpha1.ServerStateReleased, metalv1alpha1.ServerStateMaintenance:
+		return true
+	}
+	return false
+}
+
+// logCursor is the newest entry of the server's log now, to record as the cursor with the move
+// to Available (the one write that ends discovery): what discovery left in the log is history.
+// "" when health reading is off or the log cannot be read (the first read then records it).
+func (r *ServerReconciler) logCursor(bctx context.Context, p *serverPass) string {
+	if r.Options.HardwareLogPoll <= 0 || r.health == nil || p.conn == nil {
+		return ""
+	}
+	entries, err := p.conn.LogEntries(bctx, p.sysID, "")
+	if err != nil {
+		return ""
+	}
+	r.health.polled(p.Obj.UID, r.Now(), "")
+	if len(entries) == 0 {
+		return "-"
+	}
+	return entries[len(entries)-1].ID
+}
+
+func (r *ServerReconciler) lookAgainIn(p *serverPass, d time.Duration) {
+	if d > 0 && (p.lookAgain == 0 || d < p.lookAgain) {
+		p.lookAgain = d
+	}
+}
+
+func faultTaint() metalv1alpha1.Taint {
+	return metalv1alpha1.Taint{Key: metalv1alpha1.HardwareFaultTaintKey, Value: "critical", Effect: metalv1alpha1.TaintEffectNoBind}
+}
+
+func setFaultTaint(s *metalv1alpha1.Server) {
+	if !slices.ContainsFunc(s.Spec.Taints, func(t metalv1alpha1.Taint) bool { return t.Key == metalv1alpha1.HardwareFaultTaintKey }) {
+		s.Spec.Taints = append(s.Spec.Taints, faultTaint())
+	}
+}
+
+// faultMaintenance opens, under the TaintAndMaintenance policy, a ServerMaintenance for a faulty
+// server no claim holds, once per fault: created under a name of its own (a retry after a crash
+// finds it), then recorded on the Server. The taint was written with the fault, before: no claim
+// can bind the server in between, and one bound before is seen here and gets only the taint.
+// The maintenance asks for owner approval, so a claim that still got there is asked first.
+func (r *ServerReconciler) faultMaintenance(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+	s := p.Obj
+	if r.Options.HardwareFaultPolicy != FaultPolicyMaintenance || s.Annotations[metalv1alpha1.HardwareFaultAnnotation] == "" ||
+		s.Annotations[HardwareFaultMaintenanceAnnotation] != "" || s.Spec.ServerClaimRef != nil || s.Spec.ServerMaintenanceRef != nil ||
+		p.state != metalv1alpha1.ServerStateAvailable {
+		return lifecycle.Continue(), nil
+	}
+	ns := cmp.Or(r.Options.HardwareFaultMaintenanceNamespace, r.Options.DiscoveryNamespace)
+	msg := faultMessage(s.Annotations[metalv1alpha1.HardwareFaultAnnotation])
+	m := &metalv1alpha1.ServerMaintenance{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hardware-fault-" + s.Name,
+			Labels:      map[string]string{metalv1alpha1.HardwareFaultTaintKey: "true"},
+			Annotations: map[string]string{metalv1alpha1.MaintenanceReasonAnnotation: truncate(msg, 1000)}},
+		Spec: metalv1alpha1.ServerMaintenanceSpec{
+			ServerRef:   &corev1.LocalObjectReference{Name: s.Name},
+			Policy:      metalv1alpha1.ServerMaintenancePolicyOwnerApproval,
+			ServerPower: metalv1alpha1.PowerOff,
+		},
+	}
+	if err := p.c.Create(ctx, m); err != nil && !apierrors.IsAlreadyExists(err) {
+		return lifecycle.Result{}, fmt.Errorf("opening the maintenance for a hardware fault: %w", err)
+	}
+	r.Recorder.Eventf(s, m, corev1.EventTypeNormal, metalv1alpha1.ReasonFaultMaintenance, "Health",
+		"maintenance %s/%s opened for the hardware fault", ns, m.Name)
+	return lifecycle.Wrote("fault maintenance opened"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+		lifecycle.SetAnnotation(s, HardwareFaultMaintenanceAnnotation, ns+"/"+m.Name)
+	})
+}
+
+// clearHardwareFault ends a fault after the repair: the record, the policy's taint and its
+// maintenance marker go (the maintenance itself is the user's to finish).
+func (r *ServerReconciler) clearHardwareFault(ctx context.Context, p *serverPass, clearOp func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
+	if f := p.Obj.Annotations[metalv1alpha1.HardwareFaultAnnotation]; f != "" {
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonFaultCleared, "Operation", "hardware fault cleared: %s", truncate(faultMessage(f), 900))
+	}
+	return lifecycle.Wrote("hardware fault cleared"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+		clearOp(s)
+		lifecycle.RemoveAnnotation(s, metalv1alpha1.HardwareFaultAnnotation)
+		lifecycle.RemoveAnnotation(s, HardwareFaultMaintenanceAnnotation)
+		s.Spec.Taints = slices.DeleteFunc(s.Spec.Taints, func(t metalv1alpha1.Taint) bool { return t.Key == metalv1alpha1.HardwareFaultTaintKey })
+		if len(s.Spec.Taints) == 0 {
+			s.Spec.Taints = nil
+		}
+	})
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// criticalEvents counts the critical hardware events recorded on servers, by the sensor type
+// the BMC named (Memory, Power Supply / Converter, Fan, Processor, ...).
+var criticalEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "metalhub_hardware_critical_events_total",
+	Help: "Critical events read from servers' hardware logs (SEL) and recorded as a HardwareFault, by sensor type.",
+}, []string{"sensor_type"})
+
+func init() { metrics.Registry.MustRegister(criticalEvents) }

@@ -1,0 +1,295 @@
+package metal
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/testenv"
+)
+
+func TestLogNews(t *testing.T) {
+	at := time.Date(2026, 12, 3, 3, 0, 0, 0, time.UTC)
+	crit := func(id string) bmc.LogEntry {
+		return bmc.LogEntry{ID: id, Created: at, Severity: "Critical", SensorType: "Memory", Message: "ECC " + id}
+	}
+	for _, tc := range []struct {
+		name    string
+		entries []bmc.LogEntry
+		faults  []faultEntry
+		want    []string
+	}{
+		{"nothing", nil, nil, nil},
+		{"OK and Warning are no fault", []bmc.LogEntry{{ID: "1", Severity: "OK"}, {ID: "2", Severity: "Warning"}}, nil, nil},
+		{"a critical entry", []bmc.LogEntry{{ID: "1", Severity: "OK"}, crit("2")}, nil, []string{"2"}},
+		{"severity in any case", []bmc.LogEntry{{ID: "3", Severity: "critical"}}, nil, []string{"3"}},
+		{"recorded already (a restart re-reads it)", []bmc.LogEntry{crit("2"), crit("3")},
+			[]faultEntry{{Entry: "2", Created: at}}, []string{"3"}},
+		{"the same id at another time is another entry (a cleared log starts over)", []bmc.LogEntry{crit("2")},
+			[]faultEntry{{Entry: "2", Created: at.Add(-time.Hour)}}, []string{"2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, e := range logNews(tc.entries, tc.faults) {
+				got = append(got, e.ID)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("news %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFaultMessage(t *testing.T) {
+	rec := `[{"entry":"7","created":"2026-12-03T03:00:00Z","sensor":"Memory","message":"Uncorrectable ECC on DIMM A3"},{"entry":"9","message":"PSU 2 lost input"}]`
+	want := "critical hardware events: Memory: Uncorrectable ECC on DIMM A3 (log entry 7, 2026-12-03T03:00:00Z); PSU 2 lost input (log entry 9)"
+	if got := faultMessage(rec); got != want {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+	if got := faultMessage("not json"); got != "not json" {
+		t.Fatalf("an unreadable record is shown as it is, got %q", got)
+	}
+}
+
+func TestFaultPolicyFlag(t *testing.T) {
+	var p FaultPolicy
+	for in, want := range map[string]FaultPolicy{"none": FaultPolicyNone, "Taint": FaultPolicyTaint, "taintandmaintenance": FaultPolicyMaintenance} {
+		if err := p.Set(in); err != nil || p != want {
+			t.Errorf("Set(%q) = %q, %v", in, p, err)
+		}
+	}
+	if err := p.Set("evict"); err == nil {
+		t.Error("an unknown policy is accepted")
+	}
+}
+
+func TestEventConcerns(t *testing.T) {
+	s := &metalv1alpha1.Server{Spec: metalv1alpha1.ServerSpec{SystemURI: "/redfish/v1/Systems/1"}}
+	for origin, want := range map[string]bool{
+		"/redfish/v1/Systems/1":                        true,
+		"/redfish/v1/Systems/1/Memory/DIMM3":           true,
+		"/redfish/v1/Systems/12":                       false,
+		"/redfish/v1/Systems/2/Processors/CPU1":        false,
+		"/redfish/v1/Chassis/1/Power#/PowerSupplies/1": true, // a chassis' PSU: every system in it
+		"": true,
+	} {
+		ev := &bmc.Event{Events: []bmc.EventRecord{{Origin: origin}}}
+		if got := concerns(ev, s); got != want {
+			t.Errorf("origin %q: concerns = %v, want %v", origin, got, want)
+		}
+	}
+}
+
+// deliverEvent posts a Redfish Event from the server's BMC to the suite's event receiver, as a
+// subscribed BMC would, and returns when it was taken.
+func deliverEvent(t *testing.T, s *metalv1alpha1.Server, origin string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"@odata.type":"#Event.v1_7_0.Event","Id":"1","Name":"Event Array","Context":%q,
+		"Events":[{"EventType":"Alert","EventId":"1","Severity":"Critical","Message":"x","MessageId":"ResourceEvent.1.0.ResourceErrorsDetected",
+		"OriginOfCondition":{"@odata.id":%q}}]}`, subscriptionContext(s.Spec.BMCRef.Name), origin)
+	rec := httptest.NewRecorder()
+	testOpts.HardwareEvents.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, EventsPath, strings.NewReader(body)))
+	if rec.Code != http.StatusNoContent {
+		t.Fatalf("event receiver: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// waitLogRead waits until the server's log was read after since.
+func waitLogRead(t *testing.T, name string, since time.Time) {
+	t.Helper()
+	uid := getServer(t, name).UID
+	eventually(t, 3*testHealthPoll, "a read of "+name+"'s log", func() (bool, string) {
+		hp := testOpts.HardwareEvents.health.get(uid)
+		return hp.at.After(since) && !hp.rung, fmt.Sprintf("last read %v", hp.at)
+	})
+}
+
+func hasFaultTaint(s *metalv1alpha1.Server) bool {
+	return slices.ContainsFunc(s.Spec.Taints, func(t metalv1alpha1.Taint) bool { return t.Key == metalv1alpha1.HardwareFaultTaintKey })
+}
+
+func faultCondition(s *metalv1alpha1.Server) *metav1.Condition {
+	return apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionHardwareFault)
+}
+
+// A critical event in the SEL of an unclaimed server whose BMC has no EventService: within one
+// poll period it is a HardwareFault with a Warning event, the server is tainted and
+// (TaintAndMaintenance, the suite's policy) its maintenance is opened, once. Cleared, it does
+// not come back from the log.
+func TestCriticalEventOnUnclaimedServer(t *testing.T) {
+	b := takeBMC(t)
+	b.SetFaults(redfish.Faults{NoEventService: true})
+	t.Cleanup(b.ClearFaults)
+	name := registerBMC(t, b, "sel")
+	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	if c := getServer(t, name).Annotations[HardwareLogCursorAnnotation]; c == "" {
+		t.Fatal("no log cursor recorded with the move to Available")
+	}
+	sys := systemOf(b)
+	sys.InjectLogEntry(redfish.LogEntry{Severity: redfish.SeverityWarning, SensorType: "Temperature", Message: "Inlet temperature high"})
+	e := sys.InjectLogEntry(redfish.LogEntry{Severity: redfish.SeverityCritical, SensorType: "Memory", Message: "Uncorrectable ECC error on DIMM A3"})
+	start := time.Now()
+	eventually(t, 3*testHealthPoll+5*time.Second, "HardwareFault", func() (bool, string) {
+		s := getServer(t, name)
+		c := faultCondition(s)
+		return c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, "Memory: Uncorrectable ECC error on DIMM A3 (log entry "+e.ID) &&
+			!strings.Contains(c.Message, "Inlet") && hasFaultTaint(s), fmt.Sprintf("condition %+v, taints %v", c, s.Spec.Taints)
+	})
+	t.Logf("critical event to condition: %v (poll period %v)", time.Since(start).Round(time.Millisecond), testHealthPoll)
+	waitEvent(t, name, metalv1alpha1.ReasonCriticalEvent)
+	maint := &metalv1alpha1.ServerMaintenance{}
+	eventually(t, 10*time.Second, "fault maintenance", func() (bool, string) {
+		err := env.Client.Get(ctx(), client.ObjectKey{Namespace: testOpts.DiscoveryNamespace, Name: "hardware-fault-" + name}, maint)
+		return err == nil, fmt.Sprint(err)
+	})
+	t.Cleanup(func() { _ = env.Client.Delete(ctx(), maint) })
+	if maint.Spec.ServerRef == nil || maint.Spec.ServerRef.Name != name || maint.Spec.Policy != metalv1alpha1.ServerMaintenancePolicyOwnerApproval ||
+		!strings.Contains(maint.Annotations[metalv1alpha1.MaintenanceReasonAnnotation], "DIMM A3") {
+		t.Fatalf("maintenance %+v", maint)
+	}
+	waitState(t, name, metalv1alpha1.ServerStateMaintenance, 20*time.Second)
+	// A second fault, announced by the BMC's event: added to the record within seconds; the
+	// maintenance is not opened twice.
+	sys.InjectLogEntry(redfish.LogEntry{Severity: redfish.SeverityCritical, SensorType: "Power Supply / Converter", Message: "PSU 2 failure"})
+	s := getServer(t, name)
+	start = time.Now()
+	deliverEvent(t, s, "/redfish/v1/Chassis/1/PowerSubsystem/PowerSupplies/2")
+	eventually(t, 10*time.Second, "second fault", func() (bool, string) {
+		c := faultCondition(getServer(t, name))
+		return c != nil && strings.Contains(c.Message, "DIMM A3") && strings.Contains(c.Message, "PSU 2 failure"), fmt.Sprintf("%+v", c)
+	})
+	list := &metalv1alpha1.ServerMaintenanceList{}
+	if err := env.Client.List(ctx(), list); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range list.Items {
+		if m.Spec.ServerRef != nil && m.Spec.ServerRef.Name == name {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d maintenances for the server, want 1", n)
+	}
+	t.Logf("event to condition: %v", time.Since(start).Round(time.Millisecond))
+
+	// Repaired: the maintenance is finished and the fault cleared. It stays cleared.
+	if err := env.Client.Delete(ctx(), maint); err != nil {
+		t.Fatal(err)
+	}
+	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationClearHardwareFault)
+	eventually(t, 20*time.Second, "fault cleared", func() (bool, string) {
+		s := getServer(t, name)
+		return faultCondition(s) == nil && !hasFaultTaint(s) && s.Annotations[metalv1alpha1.HardwareFaultAnnotation] == "" &&
+			s.Annotations[metalv1alpha1.OperationAnnotation] == "", fmt.Sprintf("annotations %v, taints %v", s.Annotations, s.Spec.Taints)
+	})
+	waitEvent(t, name, metalv1alpha1.ReasonFaultCleared)
+	read := time.Now()
+	deliverEvent(t, s, "/redfish/v1/Systems/"+sys.ID())
+	waitLogRead(t, name, read)
+	if s := getServer(t, name); faultCondition(s) != nil || hasFaultTaint(s) {
+		t.Fatalf("a cleared fault came back from the log: %v", s.Annotations[metalv1alpha1.HardwareFaultAnnotation])
+	}
+}
+
+// A claimed server with a critical event gets the fault and the taint, no maintenance: the
+// workload's owner decides.
+func TestCriticalEventOnClaimedServer(t *testing.T) {
+	name, b, _ := claimedOn(t, "selcl")
+	origin := "/redfish/v1/Systems/" + systemOf(b).ID() + "/Processors/GPU3"
+	systemOf(b).InjectLogEntry(redfish.LogEntry{Severity: redfish.SeverityCritical, SensorType: "Add-in Card", Message: "GPU 3 fell off the bus", Origin: origin})
+	deliverEvent(t, getServer(t, name), origin)
+	eventually(t, 10*time.Second, "HardwareFault and taint", func() (bool, string) {
+		s := getServer(t, name)
+		c := faultCondition(s)
+		return c != nil && strings.Contains(c.Message, "GPU 3 fell off the bus") && hasFaultTaint(s), fmt.Sprintf("%+v", c)
+	})
+	// The pass that wrote the condition had the policy's say already; one more read to be sure.
+	read := time.Now()
+	deliverEvent(t, getServer(t, name), origin)
+	waitLogRead(t, name, read)
+	m := &metalv1alpha1.ServerMaintenance{}
+	if err := env.Client.Get(ctx(), client.ObjectKey{Namespace: testOpts.DiscoveryNamespace, Name: "hardware-fault-" + name}, m); err == nil {
+		t.Fatal("a maintenance was opened for a claimed server")
+	}
+	s := getServer(t, name)
+	if durableState(s) != string(metalv1alpha1.ServerStateReserved) || s.Status.PowerState != metalv1alpha1.PowerStateOn {
+		t.Fatalf("the claimed server was disturbed: %s, %s", durableState(s), s.Status.PowerState)
+	}
+}
+
+// Each BMC keeps exactly one subscription of ours to the receiver: made once, found again (not
+// made twice) after a wiped status, a stale one of ours to an older URL replaced, another
+// client's left alone.
+func TestBMCEventSubscriptionKeptOnce(t *testing.T) {
+	b := takeBMC(t)
+	name := registerBMC(t, b, "subs")
+	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	bmcName := getServer(t, name).Spec.BMCRef.Name
+	ours := func() []redfish.Subscription {
+		var out []redfish.Subscription
+		for _, s := range b.Subscriptions() {
+			if s.Context == subscriptionContext(bmcName) {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	getBMC := func() *metalv1alpha1.BMC {
+		x := &metalv1alpha1.BMC{}
+		if err := env.Client.Get(ctx(), client.ObjectKey{Name: bmcName}, x); err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	eventually(t, 30*time.Second, "subscribed", func() (bool, string) {
+		link := getBMC().Status.EventsSubscriptionLink
+		subs := ours()
+		return link != "" && len(subs) == 1 && subs[0].Destination == testOpts.HardwareEventsURL && strings.HasSuffix(link, "/"+subs[0].ID),
+			fmt.Sprintf("link %q, ours %+v", link, subs)
+	})
+	// Another client's subscription, and a stale one of ours to an old receiver URL.
+	user, pw := b.Credentials()
+	pool := bmc.NewPool(bmc.Options{RequestTimeout: 2 * time.Second})
+	defer pool.Close()
+	conn, err := pool.Get(bmc.Endpoint{Address: b.URL(), Username: user, Password: pw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := conn.Subscribe(ctx(), "http://127.0.0.1:1/elsewhere", "someone-else")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Subscribe(ctx(), "http://127.0.0.1:1/old-receiver", subscriptionContext(bmcName)); err != nil {
+		t.Fatal(err)
+	}
+	// A wiped status brings the BMC's next pass, which finds its subscription again.
+	x := getBMC()
+	x.Status = metalv1alpha1.BMCStatus{}
+	if err := testenv.WriteStatus(ctx(), env.Client, x); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "one subscription of ours, found again", func() (bool, string) {
+		link := getBMC().Status.EventsSubscriptionLink
+		subs := ours()
+		return link != "" && len(subs) == 1 && subs[0].Destination == testOpts.HardwareEventsURL, fmt.Sprintf("link %q, ours %+v", link, subs)
+	})
+	kept := false
+	for _, s := range b.Subscriptions() {
+		kept = kept || strings.HasSuffix(foreign, "/"+s.ID) && s.Context == "someone-else"
+	}
+	if !kept {
+		t.Fatalf("another client's subscription was removed: %+v", b.Subscriptions())
+	}
+}
