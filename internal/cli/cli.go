@@ -96,7 +96,7 @@ func FleetCommands() []*cobra.Command {
 		serversCommand(),
 		cordonCommand(true), cordonCommand(false),
 		parkCommand(true), parkCommand(false),
-		rediscoverCommand(), acceptInventoryCommand(),
+		rediscoverCommand(), acceptInventoryCommand(), clearHardwareFaultCommand(),
 		powerCommand(),
 		consoleCommand(),
 		dashboardCommand(),

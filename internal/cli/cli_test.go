@@ -70,6 +70,8 @@ func TestServersTableAndFormats(t *testing.T) {
 	server(t, "tbl-b", "Reserved", func(s *metalv1alpha1.Server) {
 		s.Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Namespace: "ns", Name: "claim-b"}
 		s.Spec.Unclaimable = true
+		s.Annotations[metalv1alpha1.HardwareFaultAnnotation] = `[{"entry":"3","message":"PSU 1 failed"}]`
+		s.Annotations[metalv1alpha1.InventoryDriftAnnotation] = "1 of 8 GPUs missing"
 	})
 	out, _, err := runCmd(t, "servers", "tbl-a", "tbl-b")
 	if err != nil {
@@ -79,7 +81,7 @@ func TestServersTableAndFormats(t *testing.T) {
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME ") {
 		t.Fatalf("table:\n%s", out)
 	}
-	for _, want := range [][]string{{"tbl-a", "Available", "<none>", "false"}, {"tbl-b", "Reserved", "ns/claim-b", "true"}} {
+	for _, want := range [][]string{{"tbl-a", "Available", "<none>", "false", " ok "}, {"tbl-b", "Reserved", "ns/claim-b", "true", "fault,drift"}} {
 		row := strings.Join(strings.Fields(lines[map[string]int{"tbl-a": 1, "tbl-b": 2}[want[0]]]), " ")
 		for _, w := range want {
 			if !strings.Contains(row, w) {
@@ -155,6 +157,37 @@ func TestParkWritesTheOperation(t *testing.T) {
 	}
 	if op := get(t, "prk2").Annotations[metalv1alpha1.OperationAnnotation]; op != metalv1alpha1.OperationUnpark {
 		t.Fatalf("operation annotation %q", op)
+	}
+}
+
+// rediscover, accept-inventory and clear-hardware-fault write their operation; asking again
+// says so; another pending operation refuses them.
+func TestOperationCommands(t *testing.T) {
+	server(t, "ops", "Available", nil)
+	for _, tc := range []struct{ cmd, op string }{
+		{"rediscover", metalv1alpha1.OperationRediscover},
+		{"accept-inventory", metalv1alpha1.OperationAcceptInventory},
+		{"clear-hardware-fault", metalv1alpha1.OperationClearHardwareFault},
+	} {
+		s := get(t, "ops")
+		delete(s.Annotations, metalv1alpha1.OperationAnnotation)
+		if err := env.Client.Update(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := runCmd(t, tc.cmd, "ops")
+		if err != nil || out != "server/ops "+tc.cmd+" requested\n" {
+			t.Fatalf("%s: %v %q", tc.cmd, err, out)
+		}
+		if op := get(t, "ops").Annotations[metalv1alpha1.OperationAnnotation]; op != tc.op {
+			t.Fatalf("%s: operation annotation %q", tc.cmd, op)
+		}
+		if out, _, err = runCmd(t, tc.cmd, "ops"); err != nil || out != "server/ops: "+tc.cmd+" already requested\n" {
+			t.Fatalf("%s again: %v %q", tc.cmd, err, out)
+		}
+	}
+	// clear-hardware-fault is pending: rediscover is refused.
+	if _, _, err := runCmd(t, "rediscover", "ops"); err == nil || !strings.Contains(err.Error(), "clear-hardware-fault") {
+		t.Fatalf("rediscover while another operation is pending: %v", err)
 	}
 }
 

@@ -130,6 +130,15 @@ removed on purpose. The InventoryDrift condition goes, and later discoveries com
 new baseline.`)
 }
 
+func clearHardwareFaultCommand() *cobra.Command {
+	return operationCommand("clear-hardware-fault", metalv1alpha1.OperationClearHardwareFault,
+		"end the servers' HardwareFault after the repair (the fault record and the policy's taint go)",
+		`Clear a server's hardware fault once it is repaired: the HardwareFault condition, the fault
+record (annotation health.metalhub.io/fault) and the taint the fault policy set go. The critical
+entries in the BMC's log stay history and are not raised again. A maintenance the policy opened
+is yours to finish.`)
+}
+
 func verbed(verb string, changed bool) string {
 	past := map[string]string{"cordon": "cordoned", "uncordon": "uncordoned", "park": "parked", "unpark": "not parked"}[verb]
 	if !changed && (verb == "cordon" || verb == "uncordon") {

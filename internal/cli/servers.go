@@ -31,7 +31,8 @@ func serversCommand() *cobra.Command {
 		Aliases: []string{"server", "srv"},
 		Short:   "list servers: state, power, claim, BMC, LED, maintenance, cordon",
 		Long: `List servers the way the operator sees them: STATE is the lifecycle state the operator keeps
-(the annotation, which survives a wiped status), OPERATION an operation still pending.
+(the annotation, which survives a wiped status), HEALTH a critical hardware event (fault) or less
+hardware than the baseline (drift), OPERATION an operation still pending.
 --watch prints a line whenever a server changes.`,
 		Example: `  metalhub servers
   metalhub servers -o wide -l metadata.metal.ironcore.dev/rack=1-1
@@ -141,7 +142,7 @@ func newServerTable(out io.Writer, format string) *serverTable {
 }
 
 func (t *serverTable) columns() []string {
-	cols := []string{"NAME", "STATE", "POWER", "CLAIM", "BMC", "LED", "MAINTENANCE", "CORDONED", "OPERATION", "AGE"}
+	cols := []string{"NAME", "STATE", "POWER", "CLAIM", "BMC", "LED", "MAINTENANCE", "CORDONED", "HEALTH", "OPERATION", "AGE"}
 	if t.format == "wide" {
 		cols = append(cols, "SYSTEM UUID", "LOCATION", "RACK")
 	}
@@ -188,12 +189,28 @@ func (t *serverTable) cells(s *metalv1alpha1.Server) []string {
 		cordoned = "true"
 	}
 	cells := []string{s.Name, fleetops.State(s), dash(string(s.Status.PowerState)), dash(claim), dash(bmcName), dash(led),
-		dash(maint), cordoned, dash(fleetops.Pending(s)), age(s.CreationTimestamp, t.now())}
+		dash(maint), cordoned, health(s), dash(fleetops.Pending(s)), age(s.CreationTimestamp, t.now())}
 	if t.format == "wide" {
 		cells = append(cells, dash(s.Spec.SystemUUID), dash(s.Labels[metalv1alpha1.MetadataKeyPrefix+"location"]),
 			dash(s.Labels[metalv1alpha1.MetadataKeyPrefix+"rack"]))
 	}
 	return cells
+}
+
+// health is what the durable records say of the hardware: a critical event logged by the BMC
+// (fault), less hardware than the baseline (drift), both, or ok.
+func health(s *metalv1alpha1.Server) string {
+	var out []string
+	if s.Annotations[metalv1alpha1.HardwareFaultAnnotation] != "" {
+		out = append(out, "fault")
+	}
+	if s.Annotations[metalv1alpha1.InventoryDriftAnnotation] != "" {
+		out = append(out, "drift")
+	}
+	if len(out) == 0 {
+		return "ok"
+	}
+	return strings.Join(out, ",")
 }
 
 func (t *serverTable) flush() error { return t.w.Flush() }

@@ -87,6 +87,9 @@ type Summary struct {
 	Maintenance string `json:"maintenance,omitempty"`
 	Cordoned    bool   `json:"cordoned,omitempty"`
 	Parked      bool   `json:"parked,omitempty"`
+	// Health is "fault" (a critical event the BMC logged), "drift" (less hardware than the
+	// baseline), "fault,drift" or "" from the durable records.
+	Health string `json:"health,omitempty"`
 	// Pending is an operation asked for and not yet reported.
 	Pending   string    `json:"pending,omitempty"`
 	Placement Placement `json:"placement"`
@@ -103,6 +106,14 @@ func summarize(s *metalv1alpha1.Server, bmc *metalv1alpha1.BMC) Summary {
 		Placement: parsePlacement(s.Labels),
 	}
 	sum.Parked = sum.State == string(metalv1alpha1.ServerStateParked)
+	var health []string
+	if s.Annotations[metalv1alpha1.HardwareFaultAnnotation] != "" {
+		health = append(health, "fault")
+	}
+	if s.Annotations[metalv1alpha1.InventoryDriftAnnotation] != "" {
+		health = append(health, "drift")
+	}
+	sum.Health = strings.Join(health, ",")
 	if r := s.Spec.ServerClaimRef; r != nil {
 		sum.Claim = r.Namespace + "/" + r.Name
 	}

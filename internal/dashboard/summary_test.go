@@ -76,6 +76,13 @@ func TestSummarize(t *testing.T) {
 			s.Spec.Unclaimable = true
 			s.Spec.ServerMaintenanceRef = &metalv1alpha1.ObjectReference{Namespace: "ns", Name: "m1"}
 		}), nil, Summary{Name: "s1", State: "Parked", Parked: true, Cordoned: true, Maintenance: "ns/m1", Pending: metalv1alpha1.OperationUnpark}},
+		{"fault and drift", server(func(s *metalv1alpha1.Server) {
+			s.Annotations[metalv1alpha1.HardwareFaultAnnotation] = `[{"entry":"1","message":"PSU"}]`
+			s.Annotations[metalv1alpha1.InventoryDriftAnnotation] = "1 of 2 GPUs missing"
+		}), nil, Summary{Name: "s1", State: "Initial", Health: "fault,drift"}},
+		{"drift only", server(func(s *metalv1alpha1.Server) {
+			s.Annotations[metalv1alpha1.InventoryDriftAnnotation] = "NIC missing"
+		}), nil, Summary{Name: "s1", State: "Initial", Health: "drift"}},
 		{"bmc ready", server(func(s *metalv1alpha1.Server) { s.Spec.BMCRef = &corev1.LocalObjectReference{Name: "b1"} }), bmcReady,
 			Summary{Name: "s1", State: "Initial", BMC: "b1", BMCHealth: "ok"}},
 		{"bmc not ready", server(func(s *metalv1alpha1.Server) { s.Spec.BMCRef = &corev1.LocalObjectReference{Name: "b1"} }), bmcDown,

@@ -111,13 +111,18 @@ function renderServer(name) {
       el("span", { class: "name", text: name }),
       el("span", { class: "ind" },
         el("i", { class: "i power" }), el("i", { class: "i claim" }), el("i", { class: "i led" }),
-        el("i", { class: "i bmc" }), el("i", { class: "i maint" }), el("i", { class: "i cordon" })));
+        el("i", { class: "i bmc" }), el("i", { class: "i maint" }), el("i", { class: "i cordon" }), el("i", { class: "i health" })));
     t = { el: e, rackKey: null, sum: null };
     tiles.set(name, t);
   }
   updateTile(t, sum);
   placeTile(t, name, sum.placement || {});
   t.sum = sum;
+}
+
+function healthText(h) {
+  if (!h) return "";
+  return h.split(",").map(x => x === "fault" ? "critical hardware event (HardwareFault)" : "less hardware than its baseline (InventoryDrift)").join("; ");
 }
 
 function setInd(e, on, v, title) {
@@ -130,13 +135,14 @@ function updateTile(t, s) {
   const e = t.el;
   if (t.sum && JSON.stringify(t.sum) === JSON.stringify(s)) return;
   if (e.dataset.state !== s.state) e.dataset.state = s.state;
-  const [power, claim, led, bmc, maint, cordon] = e.querySelectorAll(".ind .i");
+  const [power, claim, led, bmc, maint, cordon, health] = e.querySelectorAll(".ind .i");
   setInd(power, !!s.power, s.power || "", "power " + (s.power || "unknown"));
   setInd(claim, !!s.claim, undefined, s.claim ? "claimed by " + s.claim : "");
   setInd(led, s.led === "Lit" || s.led === "Blinking", s.led || "", "LED " + (s.led || ""));
   setInd(bmc, !!s.bmc, s.bmcHealth || "unknown", s.bmc ? `BMC ${s.bmc}: ${s.bmcHealth}${s.bmcMessage ? " — " + s.bmcMessage : ""}` : "");
   setInd(maint, !!s.maintenance, undefined, s.maintenance ? "maintenance " + s.maintenance : "");
   setInd(cordon, s.cordoned, undefined, s.cordoned ? "cordoned (unclaimable)" : "");
+  setInd(health, !!s.health, s.health && s.health.includes("fault") ? "fault" : "drift", healthText(s.health));
   const tip = [s.name, s.state, s.power && "power " + s.power, s.claim && "claim " + s.claim, s.pending && "pending " + s.pending]
     .filter(Boolean).join(" · ");
   e.title = tip;
@@ -368,6 +374,7 @@ function panelContent(name, d, keepResult) {
   row("BMC", s.bmc ? `${s.bmc} (${s.bmcHealth}${s.bmcMessage ? ": " + s.bmcMessage : ""})` : "—");
   row("Maintenance", s.maintenance || "—");
   row("Cordoned", s.cordoned ? "yes (unclaimable)" : "no");
+  row("Health", s.health ? healthText(s.health) : "ok");
   row("Parked", s.parked ? "yes" : "no");
   row("Pending operation", s.pending);
   row("Placement", p.placed ? `${p.location} / rack ${p.rack}` + (p.shelf ? ` / U${p.shelf}${p.height > 1 ? "–" + (p.shelf + p.height - 1) : ""}` : "") : "unplaced");
@@ -492,7 +499,9 @@ function init() {
     el("span", {}, el("i", { class: "i led on", "data-v": "Blinking" }), "LED lit/blinking"),
     el("span", {}, el("i", { class: "i bmc on", "data-v": "error" }), "BMC unhealthy"),
     el("span", {}, el("i", { class: "i maint on" }), "maintenance"),
-    el("span", {}, el("i", { class: "i cordon on" }), "cordoned"));
+    el("span", {}, el("i", { class: "i cordon on" }), "cordoned"),
+    el("span", {}, el("i", { class: "i health on", "data-v": "fault" }), "hardware fault"),
+    el("span", {}, el("i", { class: "i health on", "data-v": "drift" }), "hardware missing"));
   rackFor("unplaced", {});
   document.addEventListener("click", ev => {
     const t = ev.target.closest(".tile");
