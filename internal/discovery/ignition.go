@@ -35,7 +35,8 @@ type Params struct {
 
 // DefaultIgnitionTemplate is a Butane (Fedora CoreOS) config, the format of the reference
 // operator's ignition Secrets: a systemd unit runs metalprobe in a privileged, host-network
-// container so it sees the host's /sys, /proc and NICs. Restart=on-failure with metalprobe's
+// container so it sees the host's /sys, /proc and NICs; the OS's pci.ids is copied beside the
+// token (the image is FROM scratch), so devices get names. Restart=on-failure with metalprobe's
 // exit code 0 on success means the unit reports until the registry confirms, then stops.
 const DefaultIgnitionTemplate = `variant: fcos
 version: "1.3.0"
@@ -53,6 +54,7 @@ systemd:
         RestartSec=20
         ExecStartPre=-/usr/bin/podman rm --force metalprobe
         ExecStartPre=/usr/bin/podman pull {{ .ProbeImage }}
+        ExecStartPre=-/bin/sh -c 'cp /usr/share/hwdata/pci.ids /etc/metalprobe/pci.ids || cp /usr/share/misc/pci.ids /etc/metalprobe/pci.ids'
         ExecStart=/usr/bin/podman run --rm --network host --privileged --name metalprobe --volume /etc/metalprobe:/etc/metalprobe:ro {{ .ProbeImage }} --registry-url={{ .RegistryURL }} --server-uuid={{ .ServerUUID }} --token-file=` + ProbeTokenPath + `
         ExecStop=/usr/bin/podman stop metalprobe
         [Install]

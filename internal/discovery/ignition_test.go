@@ -56,6 +56,9 @@ func TestRenderDefaultIgnition(t *testing.T) {
 		"ExecStart=/usr/bin/podman run ", "--network host --privileged", testParams.ProbeImage,
 		"--registry-url=" + testParams.RegistryURL, "--server-uuid=" + testParams.ServerUUID,
 		"--token-file=" + ProbeTokenPath, "Restart=on-failure", "WantedBy=multi-user.target",
+		// The probe's image has no pci.ids: the OS's is copied where the container sees it.
+		"ExecStartPre=-/bin/sh -c 'cp /usr/share/hwdata/pci.ids /etc/metalprobe/pci.ids",
+		"--volume /etc/metalprobe:/etc/metalprobe:ro",
 	} {
 		if !strings.Contains(unit, want) {
 			t.Errorf("unit lacks %q:\n%s", want, unit)

@@ -268,6 +268,14 @@ func TestCollectPCIDevices(t *testing.T) {
 			{Address: "0000:3b:00.0", Vendor: "15b3"},
 		}},
 		{"no PCI bus", map[string]string{"sys/<dir>": "<dir>"}, nil},
+		// In the probe's container (FROM scratch) the names come from the copy the discovery
+		// ignition puts beside the token.
+		{"names from the ignition's copy of pci.ids", map[string]string{
+			"sys/bus/pci/devices/0000:3b:00.0/vendor": "0x15b3\n", "sys/bus/pci/devices/0000:3b:00.0/device": "0x101d\n",
+			"etc/metalprobe/pci.ids": "15b3  Mellanox Technologies\n\t101d  MT2892 Family [ConnectX-6 Dx]\n",
+		}, []PCIDevice{
+			{Address: "0000:3b:00.0", Vendor: "15b3", Device: "101d", VendorName: "Mellanox Technologies", DeviceName: "MT2892 Family [ConnectX-6 Dx]"},
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

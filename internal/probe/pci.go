@@ -53,11 +53,12 @@ func (f sysfs) linkBase(p string) string {
 }
 
 // pciNames opens the pci.ids database the discovery OS ships under root (hwdata's or
-// pciutils' path, plain or gzipped); nil when there is none. Never fetched over the network:
+// pciutils' path, plain or gzipped, or the copy the discovery ignition puts beside the token
+// for the probe's container, which has none of its own); nil when there is none. Never fetched over the network:
 // a discovery must not depend on reaching the internet. Each path is given as is, since
 // pcidb's own search tries $HOME/.cache/pci.ids first, outside any root.
 func pciNames(root string) *pcitypes.DB {
-	for _, p := range []string{"usr/share/hwdata/pci.ids", "usr/share/misc/pci.ids", "usr/share/hwdata/pci.ids.gz", "usr/share/misc/pci.ids.gz"} {
+	for _, p := range []string{"usr/share/hwdata/pci.ids", "usr/share/misc/pci.ids", "usr/share/hwdata/pci.ids.gz", "usr/share/misc/pci.ids.gz", "etc/metalprobe/pci.ids"} {
 		full := filepath.Join(root, p)
 		if _, err := os.Stat(full); err != nil {
 			continue
