@@ -68,6 +68,25 @@ func TestDiscoveredGPUsSelectClaims(t *testing.T) {
 				t.Errorf("%s: NIC %s without model, driver or address: %+v", s.Name, n.Name, n)
 			}
 		}
+		if len(s.Status.Storages) == 0 || len(s.Status.Storages[0].Drives) == 0 {
+			t.Errorf("%s: no drives in status", s.Name)
+		}
+		for _, st := range s.Status.Storages {
+			for _, d := range st.Drives {
+				if d.Model == "" || d.SerialNumber == "" || d.Capacity == nil || d.Capacity.IsZero() || d.MediaType == "" {
+					t.Errorf("%s: drive %s without model, serial, size or media type: %+v", s.Name, d.Name, d)
+				}
+			}
+		}
+		pciGPUs := 0
+		for _, p := range s.Status.PCIDevices {
+			if p.VendorID == "10de" || p.VendorID == "1002" {
+				pciGPUs += int(p.Count)
+			}
+		}
+		if len(s.Status.PCIDevices) == 0 || pciGPUs != len(s.Status.GPUs) {
+			t.Errorf("%s: PCI summary %+v does not count its %d GPUs", s.Name, s.Status.PCIDevices, len(s.Status.GPUs))
+		}
 		if count > 0 {
 			withGPUs++
 			id := s.Labels[metalv1alpha1.GPUIDLabel] + "/" + s.Labels[metalv1alpha1.GPUCountLabel]
@@ -157,7 +176,7 @@ func TestDiscoveredGPUsSelectClaims(t *testing.T) {
 		s := run.server(t, victim.Name)
 		c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionInventoryDrift)
 		return c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, fmt.Sprintf("1 of %d GPUs missing", gpus)) &&
-			len(s.Status.GPUs) == gpus-1 && s.Labels[metalv1alpha1.GPUCountLabel] == strconv.Itoa(gpus-1),
+				len(s.Status.GPUs) == gpus-1 && s.Labels[metalv1alpha1.GPUCountLabel] == strconv.Itoa(gpus-1),
 			fmt.Sprintf("state %s, %d GPUs, condition %+v", s.Annotations[lifecycle.StateAnnotation], len(s.Status.GPUs), c)
 	})
 	events := &eventsv1.EventList{}

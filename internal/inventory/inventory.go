@@ -45,11 +45,12 @@ type Hardware struct {
 	NetworkInterfaces []metalv1alpha1.NetworkInterface `json:"networkInterfaces,omitempty"`
 	Storages          []metalv1alpha1.Storage          `json:"storages,omitempty"`
 	GPUs              []metalv1alpha1.GPU              `json:"gpus,omitempty"`
+	PCIDevices        []metalv1alpha1.PCIDeviceSummary `json:"pciDevices,omitempty"`
 }
 
 // FromStatus takes the discovery fields of a status.
 func FromStatus(st *metalv1alpha1.ServerStatus) Hardware {
-	h := Hardware{Processors: st.Processors, NetworkInterfaces: st.NetworkInterfaces, Storages: st.Storages, GPUs: st.GPUs}
+	h := Hardware{Processors: st.Processors, NetworkInterfaces: st.NetworkInterfaces, Storages: st.Storages, GPUs: st.GPUs, PCIDevices: st.PCIDevices}
 	if st.TotalSystemMemory != nil {
 		q := st.TotalSystemMemory.DeepCopy()
 		h.TotalSystemMemory = &q
@@ -74,6 +75,9 @@ func (h Hardware) Restore(st *metalv1alpha1.ServerStatus) {
 	}
 	if len(st.GPUs) == 0 {
 		st.GPUs = h.GPUs
+	}
+	if len(st.PCIDevices) == 0 {
+		st.PCIDevices = h.PCIDevices
 	}
 }
 

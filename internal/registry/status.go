@@ -1,8 +1,10 @@
 package registry
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -30,6 +32,32 @@ func applyReport(st *metalv1alpha1.ServerStatus, r *probe.Report) {
 	}
 	// A machine without GPUs reports none: a GPU taken out shows.
 	st.GPUs = gpus(r)
+	if p := pciSummary(r); len(p) > 0 {
+		st.PCIDevices = p
+	}
+}
+
+// pciSummary counts the PCI functions by kind, ordered by class, vendor and device.
+func pciSummary(r *probe.Report) []metalv1alpha1.PCIDeviceSummary {
+	idx := map[[3]string]int{}
+	var out []metalv1alpha1.PCIDeviceSummary
+	for _, d := range r.PCIDevices {
+		if d.Vendor == "" {
+			continue
+		}
+		k := [3]string{d.Class, d.Vendor, d.Device}
+		if i, ok := idx[k]; ok {
+			out[i].Count++
+			continue
+		}
+		idx[k] = len(out)
+		out = append(out, metalv1alpha1.PCIDeviceSummary{Class: d.Class, VendorID: d.Vendor, DeviceID: d.Device,
+			Vendor: d.VendorName, Model: d.DeviceName, Count: 1})
+	}
+	slices.SortFunc(out, func(a, b metalv1alpha1.PCIDeviceSummary) int {
+		return cmp.Or(cmp.Compare(a.Class, b.Class), cmp.Compare(a.VendorID, b.VendorID), cmp.Compare(a.DeviceID, b.DeviceID))
+	})
+	return out
 }
 
 // accelerator reports whether a PCI function is a GPU or accelerator: a 3D controller (0302),

@@ -105,3 +105,26 @@ func TestInventoryLabels(t *testing.T) {
 		t.Errorf("labelValue: %q", v)
 	}
 }
+
+func TestPCISummary(t *testing.T) {
+	r := &probe.Report{PCIDevices: []probe.PCIDevice{
+		{Address: "0000:81:00.0", Vendor: "10de", Device: "20b2", Class: "030200", VendorName: "NVIDIA Corporation", DeviceName: "GA100 [A100 SXM4 80GB]"},
+		{Address: "0000:3b:00.0", Vendor: "15b3", Device: "101d", Class: "020000"},
+		{Address: "0000:82:00.0", Vendor: "10de", Device: "20b2", Class: "030200", VendorName: "NVIDIA Corporation", DeviceName: "GA100 [A100 SXM4 80GB]"},
+		{Address: "0000:3b:00.1", Vendor: "15b3", Device: "101d", Class: "020000"},
+		{Address: "0000:00:00.0"}, // unreadable IDs: left out
+	}}
+	want := []metalv1alpha1.PCIDeviceSummary{
+		{Class: "020000", VendorID: "15b3", DeviceID: "101d", Count: 2},
+		{Class: "030200", VendorID: "10de", DeviceID: "20b2", Vendor: "NVIDIA Corporation", Model: "GA100 [A100 SXM4 80GB]", Count: 2},
+	}
+	if got := pciSummary(r); !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+	// A report without PCI functions (an old agent) leaves what status has.
+	st := metalv1alpha1.ServerStatus{PCIDevices: want}
+	applyReport(&st, &probe.Report{})
+	if !reflect.DeepEqual(st.PCIDevices, want) {
+		t.Fatalf("an empty section erased the summary: %+v", st.PCIDevices)
+	}
+}

@@ -226,6 +226,26 @@ type GPU struct {
 	Driver string `json:"driver,omitempty"`
 }
 
+// PCIDeviceSummary is one kind of PCI function and how many the server has.
+type PCIDeviceSummary struct {
+	// Class is the PCI class code (class, subclass, programming interface), lower-case hex.
+	// +optional
+	Class string `json:"class,omitempty"`
+	// VendorID and DeviceID are the PCI IDs, lower-case hex.
+	// +required
+	VendorID string `json:"vendorID"`
+	// +optional
+	DeviceID string `json:"deviceID,omitempty"`
+	// Vendor and Model are pci.ids' names for the IDs, when the discovery OS ships it.
+	// +optional
+	Vendor string `json:"vendor,omitempty"`
+	// +optional
+	Model string `json:"model,omitempty"`
+	// Count is how many functions of this kind the server has.
+	// +required
+	Count int32 `json:"count"`
+}
+
 // StorageDrive is a physical drive.
 type StorageDrive struct {
 	// +optional
@@ -311,6 +331,10 @@ type ServerStatus struct {
 	// GPUs found by the discovery probe. A metalhub addition.
 	// +optional
 	GPUs []GPU `json:"gpus,omitempty"`
+	// PCIDevices summarises the PCI functions the discovery probe found: one entry per kind
+	// (class, vendor and device ID) with how many. A metalhub addition.
+	// +optional
+	PCIDevices []PCIDeviceSummary `json:"pciDevices,omitempty"`
 	// Conditions report what the controller saw and why it is waiting.
 	// +optional
 	// +listType=map

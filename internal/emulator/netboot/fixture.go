@@ -75,6 +75,7 @@ type FixtureDisk struct {
 	Name       string
 	Sectors    int64
 	Model      string
+	Serial     string
 	Rotational bool
 }
 
@@ -121,10 +122,12 @@ func HardwareFor(uuid, serial string, macs []string) Hardware {
 		h.NICs = append(h.NICs, nic)
 	}
 	for k := range 1 + r.IntN(3) {
-		h.Disks = append(h.Disks, FixtureDisk{Name: fmt.Sprintf("nvme%dn1", k), Sectors: []int64{960, 1920, 3840}[r.IntN(3)] * 1953125, Model: "SAMSUNG MZQL2960HCJR-00A07"})
+		h.Disks = append(h.Disks, FixtureDisk{Name: fmt.Sprintf("nvme%dn1", k), Sectors: []int64{960, 1920, 3840}[r.IntN(3)] * 1953125, Model: "SAMSUNG MZQL2960HCJR-00A07",
+			Serial: fmt.Sprintf("S64NNE0R%02X%02X%02X%d", sum[24], sum[25], sum[26], k)})
 	}
 	for k := range r.IntN(3) {
-		h.Disks = append(h.Disks, FixtureDisk{Name: fmt.Sprintf("sd%c", 'a'+k), Sectors: 7814037168, Model: "ST4000NM0035-1V4", Rotational: true})
+		h.Disks = append(h.Disks, FixtureDisk{Name: fmt.Sprintf("sd%c", 'a'+k), Sectors: 7814037168, Model: "ST4000NM0035-1V4", Rotational: true,
+			Serial: fmt.Sprintf("ZC1%02X%02X%02X%d", sum[27], sum[28], sum[29], k)})
 	}
 	// Half the machines carry accelerators: 2, 4 or 8 of one model.
 	if r.IntN(2) == 0 {
@@ -194,6 +197,7 @@ func (h Hardware) WriteTree(dir string) error {
 		d := "sys/block/" + disk.Name + "/"
 		files[d+"size"] = fmt.Sprint(disk.Sectors)
 		files[d+"device/model"] = disk.Model
+		files[d+"device/serial"] = disk.Serial
 		files[d+"queue/rotational"] = map[bool]string{true: "1", false: "0"}[disk.Rotational]
 		files[d+"removable"] = "0"
 		files[fmt.Sprintf("sys/bus/pci/devices/0000:%02x:00.0/vendor", 0x40+k)] = "0x144d"

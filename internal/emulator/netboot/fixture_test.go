@@ -68,6 +68,11 @@ func TestTreeReadsBackThroughTheProbe(t *testing.T) {
 				t.Errorf("%s: NIC %+v, want %+v", uuid, got, n)
 			}
 		}
+		for i, d := range hw.Disks {
+			if got := r.BlockDevices[i]; got.Serial != d.Serial || d.Serial == "" || got.Model != d.Model || got.Rotational != d.Rotational || got.SizeBytes != d.Sectors*512 {
+				t.Errorf("%s: disk %+v, want %+v", uuid, got, d)
+			}
+		}
 		for i, n := range r.NICs {
 			if n.PCIAddress != fmt.Sprintf("0000:%02x:00.0", 0x10+i) || n.Driver != "mlx5_core" {
 				t.Errorf("%s: NIC %s at %q driven by %q", uuid, n.Name, n.PCIAddress, n.Driver)
