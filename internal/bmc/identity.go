@@ -169,6 +169,10 @@ func (e *expecting) LogEntries(ctx context.Context, systemID, after string) ([]L
 	return e.BMC.LogEntries(e.with(ctx), systemID, after)
 }
 
+func (e *expecting) LogCursor(ctx context.Context, systemID string) (string, error) {
+	return e.BMC.LogCursor(e.with(ctx), systemID)
+}
+
 // checkIdentity fails when ctx carries an expected identity (Expect) that sys is not.
 func checkIdentity(ctx context.Context, systemID string, sys *schemas.ComputerSystem) error {
 	want, ok := ctx.Value(expectKey{}).(Identity)

@@ -107,43 +107,62 @@ func (l *logCache) forget(uri string) {
 
 // LogEntries implements BMC.
 func (c *conn) LogEntries(ctx context.Context, systemID, after string) ([]LogEntry, error) {
-	op := "read event log of " + systemID
+	var out []LogEntry
+	err := c.onLog(ctx, systemID, "read event log of "+systemID, func(api *gofish.APIClient, uri string) (err error) {
+		out, err = c.readLog(api, uri, after)
+		return err
+	})
+	return out, err
+}
+
+// LogCursor implements BMC.
+func (c *conn) LogCursor(ctx context.Context, systemID string) (string, error) {
+	var id string
+	err := c.onLog(ctx, systemID, "read event log cursor of "+systemID, func(api *gofish.APIClient, uri string) (err error) {
+		id, err = c.newestLogID(api, uri)
+		return err
+	})
+	return id, err
+}
+
+// onLog runs read on the Entries collection of the system's event log, found once per system
+// and remembered; the system is proven first unless a proof of it is recent (recentlyProven).
+func (c *conn) onLog(ctx context.Context, systemID, op string, read func(api *gofish.APIClient, uri string) error) error {
 	if strings.TrimSpace(systemID) == "" {
-		return nil, newError(ReasonInvalidConfig, op, "system ID is empty")
+		return newError(ReasonInvalidConfig, op, "system ID is empty")
 	}
 	api, err := c.client(ctx)
 	if err != nil {
-		return nil, wrap(op, err)
+		return wrap(op, err)
 	}
 	for attempt := 0; ; attempt++ {
 		uri, _, err := c.resolveSystem(api, systemID)
 		if err != nil {
-			return nil, wrap(op, err)
+			return wrap(op, err)
 		}
 		entries, known := c.logs.entries(uri)
 		if !known || !c.recentlyProven(ctx, uri) {
 			sys, err := c.getSystem(ctx, systemID)
 			if err != nil {
-				return nil, wrap(op, err)
+				return wrap(op, err)
 			}
 			if !known {
 				if entries, err = c.findLog(api, sys); err != nil {
-					return nil, wrap(op, err)
+					return wrap(op, err)
 				}
 				// getSystem may have resolved the system anew.
 				if uri, _, err = c.resolveSystem(api, systemID); err != nil {
-					return nil, wrap(op, err)
+					return wrap(op, err)
 				}
 				c.logs.remember(uri, entries)
 				c.log.V(1).Info("found event log", "system", systemID, "entries", entries)
 			}
 		}
-		out, err := c.readLog(api, entries, after)
-		if err == nil {
-			return out, nil
+		if err = read(api, entries); err == nil {
+			return nil
 		}
 		if !known || attempt > 0 || ReasonOf(err) != ReasonNotFound {
-			return nil, wrap(op, err)
+			return wrap(op, err)
 		}
 		// The log moved (a firmware update): look for it again, once.
 		c.logs.forget(uri)
@@ -459,6 +478,60 @@ func (c *conn) readLog(api *gofish.APIClient, uri, after string) ([]LogEntry, er
 		entries = append(entries, fetched...)
 	}
 	return newerThan(entries, after, maxLogEntries), nil
+}
+
+// newestLogID is the Id of the newest entry of an Entries collection, read as cheaply as the
+// collection allows: its first page when newest first, its last when oldest first; entries'
+// bodies only where bare links with Ids that say nothing leave the ends to be read. "" for an
+// empty log.
+func (c *conn) newestLogID(api *gofish.APIClient, uri string) (string, error) {
+	var page entriesPage
+	if err := getJSON(api, uri, &page); err != nil {
+		return "", err
+	}
+	members := page.Members
+	if page.NextLink != "" && !newestFirst(members) && page.Count > len(members) && len(members) > 0 {
+		if m := skipParam.FindStringSubmatch(page.NextLink); m != nil {
+			var last entriesPage
+			next := skipParam.ReplaceAllString(page.NextLink, "${1}"+strconv.Itoa(page.Count-len(members)))
+			if err := getJSON(api, pathOf(next), &last); err != nil {
+				return "", err
+			}
+			members = append(members, last.Members...)
+		}
+	}
+	var entries, links []LogEntry
+	for i := range members {
+		switch {
+		case members[i].inline():
+			entries = append(entries, members[i].entry())
+		case members[i].ODataID != "":
+			links = append(links, LogEntry{ID: lastSegment(members[i].ODataID), Origin: members[i].ODataID})
+		}
+	}
+	if len(links) > 0 {
+		if !allNumeric(links) {
+			// Read the two ends: the later one is the newest.
+			ends := []string{links[0].Origin}
+			if len(links) > 1 {
+				ends = append(ends, links[len(links)-1].Origin)
+			}
+			links = nil
+			for _, l := range ends {
+				var r rawLogEntry
+				if err := getJSON(api, l, &r); err != nil {
+					return "", err
+				}
+				entries = append(entries, r.entry())
+			}
+		}
+		entries = append(entries, links...)
+	}
+	if len(entries) == 0 {
+		return "", nil
+	}
+	sortEntries(entries)
+	return entries[len(entries)-1].ID, nil
 }
 
 // fetchEntries reads, one by one, the entries of a collection of bare links that can be newer

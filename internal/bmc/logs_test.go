@@ -158,6 +158,14 @@ func TestLogEntriesPaged(t *testing.T) {
 	if got, err := c.LogEntries(ctx, s.ID(), "200"); err != nil || entryIDs(got) != "201" {
 		t.Fatalf("after 200: %+v %v", got, err)
 	}
+	// The cursor of a first read jumps to the last page: two GETs, no entry read one by one.
+	b.ResetStats()
+	if id, err := c.LogCursor(ctx, s.ID()); err != nil || id != "201" {
+		t.Fatalf("cursor %q %v, want 201", id, err)
+	}
+	if n := b.Stats().Requests; n != 2 {
+		t.Errorf("cursor in %d requests, want 2 (first page, last page)", n)
+	}
 }
 
 func TestLogEntriesUnsupported(t *testing.T) {
@@ -364,6 +372,14 @@ func TestLogEntriesVendorTrees(t *testing.T) {
 			}
 			if n := v.requests() - before; n != tc.steadyGets {
 				t.Errorf("a poll with nothing new took %d GETs, want %d", n, tc.steadyGets)
+			}
+			// The cursor of a first read: the newest entry, from the collection alone.
+			before = v.requests()
+			if got, err := c.LogCursor(ctx, tc.system); err != nil || got != last {
+				t.Errorf("cursor %q %v, want %q", got, err, last)
+			}
+			if n := v.requests() - before; n != 1 {
+				t.Errorf("the cursor took %d GETs, want 1", n)
 			}
 		})
 	}

@@ -120,6 +120,10 @@ type BMC interface {
 	// manages this system alone (older iDRAC); ReasonUnsupported where there is none. Its place
 	// is remembered: a steady-state call is one GET.
 	LogEntries(ctx context.Context, systemID, after string) ([]LogEntry, error)
+	// LogCursor is the Id of the newest entry of the system's hardware event log ("" when it
+	// is empty), for a first read that takes what is logged as history: the collection alone
+	// where it can tell, never the bodies of all its entries.
+	LogCursor(ctx context.Context, systemID string) (string, error)
 	// EventService describes the BMC's EventService; ReasonUnsupported without one.
 	EventService(ctx context.Context) (EventServiceInfo, error)
 	// Subscribe asks the BMC to POST Redfish events (Alerts) to destination, tagged with

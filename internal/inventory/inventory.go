@@ -46,6 +46,8 @@ type Hardware struct {
 	Storages          []metalv1alpha1.Storage          `json:"storages,omitempty"`
 	GPUs              []metalv1alpha1.GPU              `json:"gpus,omitempty"`
 	PCIDevices        []metalv1alpha1.PCIDeviceSummary `json:"pciDevices,omitempty"`
+	// BIOSVersion is the firmware's version as the OS reads it (DMI); not part of the status.
+	BIOSVersion string `json:"biosVersion,omitempty"`
 }
 
 // FromStatus takes the discovery fields of a status.
@@ -111,7 +113,9 @@ func (r Record) Accept() Record {
 }
 
 // Missing lists, for people, what baseline has and now lacks: GPUs (by PCI address and IDs),
-// NICs (by MAC), drives (by serial number, else name and size), memory and CPU threads.
+// NICs (by MAC), drives (by serial number, else name and size), memory and CPU threads; and a
+// BIOS version changed behind our back (the caller moves the baseline's first when an upgrade
+// of ours explains it: FirmwareExplained).
 func Missing(baseline, now Hardware) []string {
 	var out []string
 	gpuKey := func(g metalv1alpha1.GPU) string { return g.PCIAddress + " " + g.VendorID + ":" + g.DeviceID }
@@ -155,7 +159,24 @@ func Missing(baseline, now Hardware) []string {
 	if b, n := threads(baseline), threads(now); n > 0 && n < b {
 		out = append(out, fmt.Sprintf("CPU threads %d, was %d", n, b))
 	}
+	if b, n := baseline.BIOSVersion, now.BIOSVersion; b != "" && n != "" && b != n {
+		out = append(out, fmt.Sprintf("BIOS version %s, was %s", n, b))
+	}
 	return out
+}
+
+// FirmwareExplained reports whether a BIOS version read from DMI is one an upgrade asked for:
+// the same, or one holding the other (BMCs and DMI spell versions differently, e.g. HPE's
+// "U46 v2.72 (03/14/2023)" for DMI's "U46").
+func FirmwareExplained(dmi string, asked []string) bool {
+	d := strings.ToLower(strings.TrimSpace(dmi))
+	for _, a := range asked {
+		a = strings.ToLower(strings.TrimSpace(a))
+		if a != "" && d != "" && (a == d || strings.Contains(a, d) || strings.Contains(d, a)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Summary joins Missing's findings into a message that fits an annotation and a condition.

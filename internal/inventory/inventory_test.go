@@ -20,6 +20,7 @@ func hw(mutate ...func(*Hardware)) Hardware {
 			{Name: "nvme0n1", Model: "SAMSUNG", SerialNumber: "S1", Capacity: gib(960)},
 			{Name: "sda", Capacity: gib(4000)},
 		}}},
+		BIOSVersion: "2.14.1",
 		GPUs: []metalv1alpha1.GPU{
 			{PCIAddress: "0000:41:00.0", VendorID: "10de", DeviceID: "20b2", Model: "A100"},
 			{PCIAddress: "0000:42:00.0", VendorID: "10de", DeviceID: "20b2", Model: "A100"},
@@ -61,6 +62,8 @@ func TestMissing(t *testing.T) {
 			[]string{"memory 480Gi, was 512Gi"}},
 		{"a socket's threads gone", hw(func(h *Hardware) { h.Processors = h.Processors[:1] }), []string{"CPU threads 32, was 64"}},
 		{"a report without processors says nothing of threads", hw(func(h *Hardware) { h.Processors = nil }), nil},
+		{"firmware changed", hw(func(h *Hardware) { h.BIOSVersion = "2.19.0" }), []string{"BIOS version 2.19.0, was 2.14.1"}},
+		{"firmware unread says nothing", hw(func(h *Hardware) { h.BIOSVersion = "" }), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Missing(hw(), tc.now); !reflect.DeepEqual(got, tc.want) {
@@ -130,5 +133,24 @@ func TestRecordRoundTrip(t *testing.T) {
 	got.Current.Restore(&st)
 	if len(st.GPUs) != 2 || st.TotalSystemMemory.Cmp(*hw().TotalSystemMemory) != 0 || len(st.Storages[0].Drives) != 2 {
 		t.Fatalf("restored status %+v", st)
+	}
+}
+
+func TestFirmwareExplained(t *testing.T) {
+	for _, tc := range []struct {
+		dmi   string
+		asked []string
+		want  bool
+	}{
+		{"2.19.0", []string{"2.19.0"}, true},
+		{"U46", []string{"U46 v2.72 (03/14/2023)"}, true},
+		{"1.4.2 ", []string{"1.4.2"}, true},
+		{"2.19.0", []string{"2.18.1", ""}, false},
+		{"2.19.0", nil, false},
+		{"", []string{""}, false},
+	} {
+		if got := FirmwareExplained(tc.dmi, tc.asked); got != tc.want {
+			t.Errorf("FirmwareExplained(%q, %q) = %v, want %v", tc.dmi, tc.asked, got, tc.want)
+		}
 	}
 }

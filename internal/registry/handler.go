@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/inventory"
 	"github.com/metalhub/metalhub/internal/probe"
@@ -351,6 +352,7 @@ func (r *Registry) record(ctx context.Context, srv *metalv1alpha1.Server, rep *p
 	var st metalv1alpha1.ServerStatus
 	applyReport(&st, rep)
 	now := inventory.FromStatus(&st)
+	now.BIOSVersion = rep.System.BIOSVersion
 	key := client.ObjectKey{Namespace: r.opts.DiscoveryNamespace, Name: inventory.ObjectName(srv.Name)}
 	cur := &corev1.ConfigMap{}
 	var prev *inventory.Record
@@ -370,6 +372,16 @@ func (r *Registry) record(ctx context.Context, srv *metalv1alpha1.Server, rep *p
 		if prev, err = inventory.Decode(cur); err != nil {
 			// Unreadable: this discovery starts a new baseline rather than blocking the server.
 			prev = nil
+		}
+	}
+	if prev != nil && prev.Baseline.BIOSVersion != "" && now.BIOSVersion != "" && prev.Baseline.BIOSVersion != now.BIOSVersion {
+		// A firmware change is drift unless an upgrade of ours asked for this version.
+		asked, err := r.biosVersionsAsked(ctx, srv.Name)
+		if err != nil {
+			return "", err
+		}
+		if inventory.FirmwareExplained(now.BIOSVersion, asked) {
+			prev.Baseline.BIOSVersion = now.BIOSVersion
 		}
 	}
 	if prev != nil && prev.Round == round {
@@ -398,6 +410,22 @@ func (r *Registry) record(ctx context.Context, srv *metalv1alpha1.Server, rep *p
 		return "", fmt.Errorf("updating the inventory record of server %s: %w", srv.Name, err)
 	}
 	return drift, nil
+}
+
+// biosVersionsAsked lists the versions BIOSVersion objects ask for on the server (read past the
+// cache, and only when a discovery finds another BIOS version, which is rare).
+func (r *Registry) biosVersionsAsked(ctx context.Context, server string) ([]string, error) {
+	list := &systemv1alpha1.BIOSVersionList{}
+	if err := r.reader.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("listing BIOS versions: %w", err)
+	}
+	var out []string
+	for _, v := range list.Items {
+		if v.Spec.ServerRef != nil && v.Spec.ServerRef.Name == server {
+			out = append(out, v.Spec.Version)
+		}
+	}
+	return out, nil
 }
 
 // ownedBy reports whether o is owned by srv (the same object, not an earlier one of its name).

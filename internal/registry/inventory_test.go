@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/inventory"
 	"github.com/metalhub/metalhub/internal/probe"
 )
@@ -111,5 +112,44 @@ func TestInventoryRecordOfFormerServer(t *testing.T) {
 	rec := record(t, "reborn")
 	if rec.Round != rd.id || len(rec.Baseline.GPUs) != 0 {
 		t.Fatalf("record %+v", rec)
+	}
+}
+
+// A BIOS version changed behind our back is drift; one a BIOSVersion of ours asked for is not.
+func TestInventoryFirmwareDrift(t *testing.T) {
+	r := startRegistry(t, nil)
+	const uuid = "d71f0000-0000-0000-0000-000000000003"
+	rd := newServerInDiscovery(t, r, "fwdrift", uuid)
+	withBIOS := func(v string) *probe.Report {
+		rep := sampleReport(uuid)
+		rep.System.BIOSVersion = v
+		return rep
+	}
+	report := func(rd *round, rep *probe.Report) string {
+		t.Helper()
+		if code, body := post(t, r.url, "Bearer "+rd.token, encode(t, rep)); code != http.StatusOK {
+			t.Fatalf("report: %d %s", code, body)
+		}
+		return get(t, "fwdrift").Annotations[metalv1alpha1.InventoryDriftAnnotation]
+	}
+	if d := report(rd, withBIOS("2.14.1")); d != "" {
+		t.Fatalf("first discovery: drift %q", d)
+	}
+	rd = startNewRound(t, rd)
+	if d := report(rd, withBIOS("2.19.0")); d != "BIOS version 2.19.0, was 2.14.1" {
+		t.Fatalf("firmware changed behind our back: drift %q", d)
+	}
+	// An upgrade of ours to 2.19.0 explains it: the next discovery finds no drift.
+	v := &systemv1alpha1.BIOSVersion{ObjectMeta: metav1.ObjectMeta{Name: "fwdrift-bios"},
+		Spec: systemv1alpha1.BIOSVersionSpec{BIOSVersionTemplate: systemv1alpha1.BIOSVersionTemplate{Version: "2.19.0",
+			Image: systemv1alpha1.ImageSpec{URI: "http://images.example/bios-2.19.0.exe"}},
+			ServerRef: &corev1.LocalObjectReference{Name: "fwdrift"}}}
+	if err := env.Client.Create(context.Background(), v); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), v) })
+	rd = startNewRound(t, rd)
+	if d := report(rd, withBIOS("2.19.0")); d != "" {
+		t.Fatalf("an upgrade of ours: drift %q", d)
 	}
 }

@@ -189,13 +189,7 @@ func (r *ServerReconciler) healthStep(ctx context.Context, p *serverPass) (lifec
 		r.lookAgainIn(p, wait)
 		return lifecycle.Continue(), nil
 	}
-	recorded := p.Obj.Annotations[HardwareLogCursorAnnotation]
-	after := hp.cursor
-	if after == "" {
-		after = recorded
-	}
-	entries, err := p.conn.LogEntries(p.bctx, p.sysID, after)
-	if err != nil {
+	failed := func(err error) (lifecycle.Result, error) {
 		// Unsupported, or failing: looked at again next interval; the pass goes on.
 		r.health.polled(p.Obj.UID, now, "")
 		r.lookAgainIn(p, interval)
@@ -204,19 +198,32 @@ func (r *ServerReconciler) healthStep(ctx context.Context, p *serverPass) (lifec
 		}
 		return lifecycle.Continue(), nil
 	}
+	recorded := p.Obj.Annotations[HardwareLogCursorAnnotation]
+	if recorded == "" {
+		// First read (a server discovered before, or adopted): what is in the log already is
+		// history. The cursor is written once, even for an empty log ("-"), so a restart does
+		// not take news for history.
+		id, err := p.conn.LogCursor(p.bctx, p.sysID)
+		if err != nil {
+			return failed(err)
+		}
+		r.health.polled(p.Obj.UID, now, id)
+		r.lookAgainIn(p, interval)
+		return lifecycle.Wrote("hardware log read"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+			lifecycle.SetAnnotation(s, HardwareLogCursorAnnotation, cmp.Or(id, "-"))
+		})
+	}
+	after := cmp.Or(hp.cursor, recorded)
+	entries, err := p.conn.LogEntries(p.bctx, p.sysID, after)
+	if err != nil {
+		return failed(err)
+	}
 	newest := after
 	if len(entries) > 0 {
 		newest = entries[len(entries)-1].ID
 	}
 	r.health.polled(p.Obj.UID, now, newest)
 	r.lookAgainIn(p, interval)
-	if recorded == "" {
-		// First read: what is in the log already is history. The cursor is written once, even
-		// for an empty log ("-"), so a restart does not take news for history.
-		return lifecycle.Wrote("hardware log read"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
-			lifecycle.SetAnnotation(s, HardwareLogCursorAnnotation, cmp.Or(newest, "-"))
-		})
-	}
 	faults, err := parseFaults(p.Obj.Annotations[metalv1alpha1.HardwareFaultAnnotation])
 	if err != nil {
 		faults = nil // unreadable: the new events make a new record
@@ -278,15 +285,12 @@ func (r *ServerReconciler) logCursor(bctx context.Context, p *serverPass) string
 	if r.Options.HardwareLogPoll <= 0 || r.health == nil || p.conn == nil {
 		return ""
 	}
-	entries, err := p.conn.LogEntries(bctx, p.sysID, "")
+	id, err := p.conn.LogCursor(bctx, p.sysID)
 	if err != nil {
 		return ""
 	}
-	r.health.polled(p.Obj.UID, r.Now(), "")
-	if len(entries) == 0 {
-		return "-"
-	}
-	return entries[len(entries)-1].ID
+	r.health.polled(p.Obj.UID, r.Now(), id)
+	return cmp.Or(id, "-")
 }
 
 func (r *ServerReconciler) lookAgainIn(p *serverPass, d time.Duration) {

@@ -293,3 +293,40 @@ func TestBMCEventSubscriptionKeptOnce(t *testing.T) {
 		t.Fatalf("another client's subscription was removed: %+v", b.Subscriptions())
 	}
 }
+
+// A server whose log could not be read when it became Available (a BMC serving none then, or a
+// server discovered before metalhub read logs): its first read takes the log as history — a
+// critical entry already there is not raised — and later entries are news.
+func TestFirstLogReadIsHistory(t *testing.T) {
+	b := takeBMC(t)
+	b.SetFaults(redfish.Faults{NoLogServices: true, NoEventService: true})
+	t.Cleanup(b.ClearFaults)
+	sys := systemOf(b)
+	old := sys.InjectLogEntry(redfish.LogEntry{Severity: redfish.SeverityCritical, SensorType: "Fan", Message: "Fan 3 failed last year"})
+	name := registerBMC(t, b, "selhist")
+	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	if c, ok := getServer(t, name).Annotations[HardwareLogCursorAnnotation]; ok {
+		t.Fatalf("a cursor %q without a log", c)
+	}
+	b.SetFaults(redfish.Faults{NoEventService: true})
+	s := getServer(t, name)
+	read := time.Now()
+	deliverEvent(t, s, "/redfish/v1/Systems/"+sys.ID())
+	eventually(t, 3*testHealthPoll, "cursor recorded by the first read", func() (bool, string) {
+		c := getServer(t, name).Annotations[HardwareLogCursorAnnotation]
+		return c == old.ID, c
+	})
+	waitLogRead(t, name, read)
+	read = time.Now()
+	deliverEvent(t, s, "/redfish/v1/Systems/"+sys.ID())
+	waitLogRead(t, name, read)
+	if s := getServer(t, name); faultCondition(s) != nil || s.Annotations[metalv1alpha1.HardwareFaultAnnotation] != "" {
+		t.Fatalf("history raised as a fault: %v", s.Annotations[metalv1alpha1.HardwareFaultAnnotation])
+	}
+	sys.InjectLogEntry(redfish.LogEntry{Severity: redfish.SeverityCritical, SensorType: "Fan", Message: "Fan 4 failed"})
+	deliverEvent(t, s, "/redfish/v1/Systems/"+sys.ID())
+	eventually(t, 3*testHealthPoll, "the new fault", func() (bool, string) {
+		c := faultCondition(getServer(t, name))
+		return c != nil && strings.Contains(c.Message, "Fan 4 failed") && !strings.Contains(c.Message, "last year"), fmt.Sprintf("%+v", c)
+	})
+}
