@@ -128,7 +128,10 @@ func TestServerStateStep(t *testing.T) {
 				&metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Data: map[string][]byte{"username": []byte(user), "password": []byte(pass)}},
 			}, tc.objects...)
 			c := fakeClient(objects...)
-			r := &ServerReconciler{Client: c, Pool: pool, Recorder: events.NewFakeRecorder(100), Options: testOpts}
+			// One pass of the state step: the hardware log's reads have their own tests.
+			opts := testOpts
+			opts.HardwareLogPoll = 0
+			r := &ServerReconciler{Client: c, Pool: pool, Recorder: events.NewFakeRecorder(100), Options: opts}
 			r.init()
 			start := time.Now()
 			rec := lifecycle.NewReconciler[*metalv1alpha1.Server](c, func() *metalv1alpha1.Server { return &metalv1alpha1.Server{} }, r.handle)

@@ -211,9 +211,14 @@ func waitState(t *testing.T, name string, want metalv1alpha1.ServerState, timeou
 }
 
 // records returns the emulator's power and boot records for one BMC.
+// records are the actions on b's boxes; event subscriptions are the BMC's configuration, not an
+// action on a box, and are looked at through b.Subscriptions.
 func records(b *redfish.BMC) []redfish.Record {
 	var out []redfish.Record
 	for _, r := range fleet.Records() {
+		if r.Action == redfish.ActionSubscribe || r.Action == redfish.ActionUnsubscribe {
+			continue
+		}
 		if r.BMC == b.Index() {
 			out = append(out, r)
 		}
