@@ -114,6 +114,10 @@ campaign: envtest-assets ## Fault campaign: SEEDS=N runs seeds 1..N (SEED_FROM=k
 bench: envtest-assets ## Benchmarks (print their figures).
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
 
+.PHONY: bench-scale
+bench-scale: envtest-assets ## The claim benchmark's fleet at 1,000 and 10,000 servers, with its floor (docs/scale.md).
+	METALHUB_BENCH_SCALE=1 KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 150m ./internal/controller/metal/bench/
+
 .PHONY: help
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'

@@ -25,6 +25,7 @@ const (
 type Result struct {
 	kind  resultKind
 	after time.Duration
+	ahead bool
 	// Reason says why, for logs and tests.
 	Reason string
 }
@@ -35,6 +36,19 @@ func Wrote(reason string) Result { return Result{kind: kindWrote, Reason: reason
 // RequeueAfter asks for another pass after d (e.g. to observe a power action in flight).
 func RequeueAfter(d time.Duration, reason string) Result {
 	return Result{kind: kindRequeue, after: d, Reason: reason}
+}
+
+// AheadPriority is the work-queue priority of a pass asked for with Ahead; new objects and
+// their events come at 0.
+const AheadPriority = 10
+
+// Ahead puts the object's next pass ahead of objects still waiting for their first: a claim
+// that holds its server reports Bound before the next one starts binding, instead of after all
+// of them. It takes a requeue to carry it; controller-runtime's priority queue keeps the higher
+// of two adds, so the write's own watch event (at 0) does not lower it.
+func (r Result) Ahead() Result {
+	r.ahead = true
+	return r
 }
 
 // Done says nothing is left to do until an event or the periodic resync.
@@ -66,6 +80,9 @@ func (r Result) ctrlResult(resync time.Duration) ctrl.Result {
 	case kindWrote:
 		return ctrl.Result{}
 	case kindRequeue:
+		if r.ahead {
+			return ctrl.Result{RequeueAfter: r.after, Priority: new(AheadPriority)}
+		}
 		return ctrl.Result{RequeueAfter: r.after}
 	default:
 		if resync <= 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -221,13 +222,25 @@ func (r *ServerClaimReconciler) claimServer(ctx context.Context, p *lifecycle.Pa
 	}
 	r.recordBind(c.UID, s.Name, replaced)
 	ctrl.LoggerFrom(ctx).V(1).Info("server reserved for claim", "server", s.Name)
-	// The boot configuration follows the lock at once, now that the server is ours, so that the
-	// Server's first look at its claim finds it and goes to Reserved and powers on in one write.
-	// Never before the lock: a boot provider serves what a configuration names for its server.
-	// A failure here is the next pass's to retry or report (bound).
-	if _, _, err := r.ensureBootConfiguration(ctx, p, s); err != nil {
-		ctrl.LoggerFrom(ctx).Info("boot configuration not created with the binding; the next pass retries", "server", s.Name, "error", err.Error())
+	// With the server ours, its boot configuration and the claim's own record of the server go
+	// out together: neither depends on the other, the Server's first look at its claim finds the
+	// configuration (Reserved and powered on in one write), and the claim's next pass, brought
+	// by its own write, reports Bound. The configuration never goes before the lock: a boot
+	// provider serves what a configuration names for its server. A failure of either is the
+	// next pass's to retry or report (bound), which finds the server through the index.
+	var sbcErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _, sbcErr = r.ensureBootConfiguration(ctx, p, s) })
+	recErr := r.recordServer(ctx, p, s)
+	wg.Wait()
+	if sbcErr != nil {
+		ctrl.LoggerFrom(ctx).Info("boot configuration not created with the binding; the next pass retries", "server", s.Name, "error", sbcErr.Error())
 	}
-	// The server's watch event brings the next pass; the requeue is a safety net.
-	return lifecycle.RequeueAfter(time.Second, "server reserved"), nil
+	if recErr != nil {
+		ctrl.LoggerFrom(ctx).Info("server not recorded in the claim with the binding; the next pass retries", "server", s.Name, "error", recErr.Error())
+		return lifecycle.RequeueAfter(lifecycle.ConflictRetry, "recording the server in the claim"), nil
+	}
+	// The claim's own watch event brings the next pass, ahead of claims not yet bound; the
+	// requeue is a safety net, and carries the priority.
+	return lifecycle.RequeueAfter(time.Second, "server reserved").Ahead(), nil
 }

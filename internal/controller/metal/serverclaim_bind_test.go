@@ -4,12 +4,14 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -159,6 +161,22 @@ func TestClaimBindingStep(t *testing.T) {
 			}
 			if tc.wantReason != "" && after.Status.Phase != metalv1alpha1.PhaseUnbound {
 				t.Errorf("phase %q, want Unbound", after.Status.Phase)
+			}
+			// The binding pass records the server in the claim and creates its boot
+			// configuration with the lock: the next pass only reports Bound.
+			sbcErr := c.Get(ctx(), client.ObjectKeyFromObject(tc.claim), &metalv1alpha1.ServerBootConfiguration{})
+			if tc.wantServer != "" {
+				if after.Spec.ServerRef == nil || after.Spec.ServerRef.Name != tc.wantServer || !controllerutil.ContainsFinalizer(after, ServerClaimFinalizer) {
+					t.Errorf("claim records %v (finalizers %v), want %s with the finalizer", after.Spec.ServerRef, after.Finalizers, tc.wantServer)
+				}
+				if sbcErr != nil {
+					t.Errorf("boot configuration not created with the binding: %v", sbcErr)
+				}
+				if after.Status.Phase == metalv1alpha1.PhaseBound {
+					t.Errorf("claim reports Bound in the binding pass")
+				}
+			} else if !apierrors.IsNotFound(sbcErr) {
+				t.Errorf("boot configuration without a binding: %v", sbcErr)
 			}
 		})
 	}

@@ -204,23 +204,15 @@ func splitHeld(c *metalv1alpha1.ServerClaim, held []*metalv1alpha1.Server) (*met
 // finalizer), then make sure the boot configuration exists and report Bound.
 func (r *ServerClaimReconciler) bound(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server) (lifecycle.Result, error) {
 	c, cl := p.Obj, p.Client()
-	log := ctrl.LoggerFrom(ctx)
 	if ok, why := tolerates(c.Spec.Tolerations, evictTaints(s.Spec.Taints)); !ok {
 		return r.evict(ctx, p, s, why)
 	}
 	if !controllerutil.ContainsFinalizer(c, ServerClaimFinalizer) || c.Spec.ServerRef == nil || c.Spec.ServerRef.Name == "" {
-		adopted := c.Spec.ServerRef == nil
-		if err := lifecycle.PatchMetadata(ctx, cl, c, func(o client.Object) {
-			oc := o.(*metalv1alpha1.ServerClaim)
-			lifecycle.AddFinalizer(oc, ServerClaimFinalizer)
-			if oc.Spec.ServerRef == nil || oc.Spec.ServerRef.Name == "" {
-				oc.Spec.ServerRef = &corev1.LocalObjectReference{Name: s.Name}
-			}
-		}); err != nil {
-			return lifecycle.Result{}, fmt.Errorf("recording server %s in claim: %w", s.Name, err)
+		// Held but not recorded: bound by an earlier version, adopted by selector, or the
+		// record written with the binding failed.
+		if err := r.recordServer(ctx, p, s); err != nil {
+			return lifecycle.Result{}, err
 		}
-		log.Info("claim bound", "server", s.Name, "adoptedBySelector", adopted)
-		r.Recorder.Eventf(c, s, corev1.EventTypeNormal, "Bound", "Bind", "bound to server %s", s.Name)
 		return lifecycle.Wrote("bound"), nil
 	}
 
@@ -249,6 +241,26 @@ func (r *ServerClaimReconciler) bound(ctx context.Context, p *lifecycle.Pass[*me
 		}
 	}
 	return r.report(ctx, p, metalv1alpha1.PhaseBound, metav1.ConditionTrue, metalv1alpha1.ReasonBound, "bound to server "+s.Name, lifecycle.Done())
+}
+
+// recordServer writes the claim's side of a binding: the server's name in spec.serverRef (kept
+// when the user named it) and the finalizer that lets the claim release it. It is the pass's
+// one write of the claim.
+func (r *ServerClaimReconciler) recordServer(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server) error {
+	c := p.Obj
+	adopted := c.Spec.ServerRef == nil || c.Spec.ServerRef.Name == ""
+	if err := lifecycle.PatchMetadata(ctx, p.Client(), c, func(o client.Object) {
+		oc := o.(*metalv1alpha1.ServerClaim)
+		lifecycle.AddFinalizer(oc, ServerClaimFinalizer)
+		if oc.Spec.ServerRef == nil || oc.Spec.ServerRef.Name == "" {
+			oc.Spec.ServerRef = &corev1.LocalObjectReference{Name: s.Name}
+		}
+	}); err != nil {
+		return fmt.Errorf("recording server %s in claim: %w", s.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("claim bound", "server", s.Name, "adoptedBySelector", adopted)
+	r.Recorder.Eventf(c, s, corev1.EventTypeNormal, "Bound", "Bind", "bound to server %s", s.Name)
+	return nil
 }
 
 // settledPower is the server power a claim shows: a settled one (On, Off, ...), not the

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -54,42 +56,87 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// system is what the benchmark needs of one emulated BMC and its system.
+// system is what the benchmark needs of one emulated BMC and one of its systems.
 type system struct {
 	URL, User, Pass, ID, UUID string
+	// BMC is the index of the system's BMC (several systems share one where the fleet has
+	// more systems per BMC).
+	BMC int
 }
 
-// runEmulator is the child process: it starts n BMCs, prints them as JSON and serves until its
-// stdin closes.
+// runEmulator is the child process: it starts the BMCs arg names ("n" BMCs of one system, or
+// "n,k": n BMCs of k systems each), prints their systems as JSON, and then answers each line
+// on stdin ("requests") with the Redfish requests served so far, as JSON, until stdin closes.
 func runEmulator(arg string) int {
-	n, err := strconv.Atoi(arg)
-	if err != nil {
+	nStr, kStr, _ := strings.Cut(arg, ",")
+	n, err := strconv.Atoi(nStr)
+	k := 1
+	if err == nil && kStr != "" {
+		k, err = strconv.Atoi(kStr)
+	}
+	if err != nil || n < 1 || k < 1 {
 		fmt.Fprintln(os.Stderr, "emulator: bad size:", arg)
 		return 2
 	}
-	e, err := redfish.Start(redfish.Options{BMCs: n, PowerDelay: powerDelay, Seed: 1})
+	e, err := redfish.Start(redfish.Options{BMCs: n, SystemsPerBMC: k, PowerDelay: powerDelay, Seed: 1})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "emulator:", err)
 		return 1
 	}
 	defer e.Close()
-	out := make([]system, 0, n)
+	out := make([]system, 0, n*k)
 	for _, b := range e.BMCs() {
 		u, p := b.Credentials()
-		sys := b.Systems()[0]
-		out = append(out, system{URL: b.URL(), User: u, Pass: p, ID: sys.ID(), UUID: sys.UUID()})
+		for _, sys := range b.Systems() {
+			out = append(out, system{URL: b.URL(), User: u, Pass: p, ID: sys.ID(), UUID: sys.UUID(), BMC: b.Index()})
+		}
 	}
-	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
+	enc := json.NewEncoder(os.Stdout)
+	if err := enc.Encode(out); err != nil {
 		return 1
 	}
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	lines := bufio.NewScanner(os.Stdin)
+	for lines.Scan() {
+		var requests int64
+		for _, b := range e.BMCs() {
+			requests += b.Stats().Requests
+		}
+		if err := enc.Encode(requests); err != nil {
+			return 1
+		}
+	}
 	return 0
 }
 
+// emulator is the child process running the fleet.
+type emulator struct {
+	systems []system
+	in      io.Writer
+	out     *json.Decoder
+}
+
+// requests asks the child for the Redfish requests its BMCs served so far.
+func (e *emulator) requests(b *testing.B) int64 {
+	b.Helper()
+	if _, err := io.WriteString(e.in, "requests\n"); err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	if err := e.out.Decode(&n); err != nil {
+		b.Fatalf("reading the emulator's request count: %v", err)
+	}
+	return n
+}
+
 func startEmulator(b *testing.B, n int) []system {
+	return startFleet(b, strconv.Itoa(n)).systems
+}
+
+// startFleet starts the child process with size as runEmulator reads it.
+func startFleet(b *testing.B, size string) *emulator {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-	cmd.Env = append(os.Environ(), emulatorEnv+"="+strconv.Itoa(n))
+	cmd.Env = append(os.Environ(), emulatorEnv+"="+size)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -103,11 +150,11 @@ func startEmulator(b *testing.B, n int) []system {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
-	var systems []system
-	if err := json.NewDecoder(stdout).Decode(&systems); err != nil {
+	e := &emulator{in: stdin, out: json.NewDecoder(stdout)}
+	if err := e.out.Decode(&e.systems); err != nil {
 		b.Fatalf("reading the emulator's fleet: %v", err)
 	}
-	return systems
+	return e
 }
 
 // ctrlSink is a log sink that writes nothing and remembers the controller a logger belongs to:
@@ -185,55 +232,9 @@ func runClaims(b *testing.B, servers, claims int) {
 	defer func() { _ = env.Stop() }()
 	fleet := startEmulator(b, servers)
 
-	counter := &testenv.WriteCounter{Controller: writerOf}
-	// The manager's client as the operator's (internal/manager): writes in flight bounded.
-	writeLimit := apilimit.DefaultWritesInFlight
-	if v, err := strconv.Atoi(os.Getenv("BENCH_WRITES_IN_FLIGHT")); err == nil {
-		writeLimit = v
-	}
-	slots := apilimit.NewSlots(writeLimit)
-	counter.New = apilimit.NewClient(slots)
-	// The manager's client rate limit is the operator's default (--kube-api-qps/-burst) unless
-	// BENCH_KUBE_API_QPS sets one (burst twice that).
-	cfg := rest.CopyConfig(env.Config)
-	defaults := manager.DefaultOptions()
-	cfg.QPS, cfg.Burst = float32(defaults.KubeAPIQPS), defaults.KubeAPIBurst
-	if v, err := strconv.ParseFloat(os.Getenv("BENCH_KUBE_API_QPS"), 32); err == nil {
-		cfg.QPS, cfg.Burst = float32(v), int(2*v)
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:  scheme.New(),
-		Logger:  logr.New(ctrlSink{}),
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		// One manager per fleet size in this process: the controllers' names repeat.
-		Controller: config.Controller{SkipNameValidation: new(true)},
-		NewClient:  counter.NewClient,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	opts := metal.DefaultOptions()
-	opts.RegistryBindAddress = "0"
-	// The events are written at low priority, after the work: the benchmark waits for them
-	// before it counts the API writes.
-	events, err := eventsink.New(mgr, eventsink.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	opts.Events = events
-	if v, err := strconv.Atoi(os.Getenv("BENCH_CLAIM_CONCURRENCY")); err == nil {
-		opts.Claims.Concurrency = v
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := metal.Setup(ctx, mgr, opts); err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = mgr.Start(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		b.Fatal("cache did not sync")
-	}
+	op := startOperator(b, env, nil)
+	defer op.stop()
+	ctx, mgr, counter, events := op.ctx, op.mgr, op.counter, op.events
 	cache := mgr.GetCache()
 
 	setupStart := time.Now()
@@ -272,6 +273,9 @@ func runClaims(b *testing.B, servers, claims int) {
 	if path := os.Getenv("METALHUB_BENCH_APISERVER_CPU"); path != "" {
 		env.ProfileAPIServer(b, 8*time.Second, path)
 	}
+	// METALHUB_BENCH_CPU names a file for this process's CPU profile from the first claim to
+	// the last server On.
+	stopProfile := profileCPU(b, os.Getenv("METALHUB_BENCH_CPU"))
 	b.StartTimer()
 	start := time.Now()
 	if err := testenv.Parallel(claims, 32, func(i int) error {
@@ -313,6 +317,7 @@ func runClaims(b *testing.B, servers, claims int) {
 	})
 	toOn := time.Since(start)
 	b.StopTimer()
+	stopProfile()
 	cpu := cpuSeconds() - cpu0
 	eventsLeft := events.Pending()
 	waitFor(b, 5*time.Minute, "events written", func() (bool, string) {
@@ -360,6 +365,90 @@ func runClaims(b *testing.B, servers, claims int) {
 	all, breakdownAPI := testenv.WritesPer(req0, req1, claims, nil)
 	b.Logf("apiserver writes per claim (all clients, events included, counted once written): %.2f = %s", all, breakdownAPI)
 	tl.report(b, start)
+}
+
+// operator is the manager the benchmarks measure, set up as the operator's (internal/manager).
+type operator struct {
+	ctx     context.Context
+	mgr     ctrl.Manager
+	counter *testenv.WriteCounter
+	events  *eventsink.Provider
+	// stop stops the manager (before the control plane).
+	stop func()
+}
+
+// startOperator starts the metal controllers in this process against env; tune changes their
+// options first. The caller stops it (stop) before the control plane.
+func startOperator(b *testing.B, env *testenv.Env, tune func(*metal.Options)) *operator {
+	b.Helper()
+	counter := &testenv.WriteCounter{Controller: writerOf}
+	// The manager's client as the operator's (internal/manager): writes in flight bounded.
+	writeLimit := apilimit.DefaultWritesInFlight
+	if v, err := strconv.Atoi(os.Getenv("BENCH_WRITES_IN_FLIGHT")); err == nil {
+		writeLimit = v
+	}
+	slots := apilimit.NewSlots(writeLimit)
+	counter.New = apilimit.NewClient(slots)
+	// The manager's client rate limit is the operator's default (--kube-api-qps/-burst) unless
+	// BENCH_KUBE_API_QPS sets one (burst twice that).
+	cfg := rest.CopyConfig(env.Config)
+	defaults := manager.DefaultOptions()
+	cfg.QPS, cfg.Burst = float32(defaults.KubeAPIQPS), defaults.KubeAPIBurst
+	if v, err := strconv.ParseFloat(os.Getenv("BENCH_KUBE_API_QPS"), 32); err == nil {
+		cfg.QPS, cfg.Burst = float32(v), int(2*v)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:  scheme.New(),
+		Logger:  logr.New(ctrlSink{}),
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		// One manager per fleet size in this process: the controllers' names repeat.
+		Controller: config.Controller{SkipNameValidation: new(true)},
+		NewClient:  counter.NewClient,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts := metal.DefaultOptions()
+	opts.RegistryBindAddress = "0"
+	// The events are written at low priority, after the work: the benchmark waits for them
+	// before it counts the API writes.
+	events, err := eventsink.New(mgr, eventsink.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts.Events = events
+	if v, err := strconv.Atoi(os.Getenv("BENCH_CLAIM_CONCURRENCY")); err == nil {
+		opts.Claims.Concurrency = v
+	}
+	if tune != nil {
+		tune(&opts)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := metal.Setup(ctx, mgr, opts); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = mgr.Start(ctx); close(done) }()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		b.Fatal("cache did not sync")
+	}
+	return &operator{ctx: ctx, mgr: mgr, counter: counter, events: events, stop: func() { cancel(); <-done }}
+}
+
+// profileCPU starts a CPU profile into path, if one is named, and returns what stops it.
+func profileCPU(b *testing.B, path string) func() {
+	b.Helper()
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }
 }
 
 func apiWrites(b *testing.B, env *testenv.Env) map[string]float64 {
@@ -463,8 +552,8 @@ func (tl *timeline) report(b *testing.B, start time.Time) {
 	}
 }
 
-// createFleet registers every emulated BMC (one shared secret) and creates its Server directly
-// in Available — the fast path past discovery.
+// createFleet registers every emulated BMC (one shared secret) and creates its systems' Servers
+// directly in Available — the fast path past discovery.
 func createFleet(b *testing.B, c client.Client, fleet []system) {
 	b.Helper()
 	ctx := context.Background()
@@ -473,8 +562,31 @@ func createFleet(b *testing.B, c client.Client, fleet []system) {
 		StringData: map[string]string{metalv1alpha1.BMCSecretUsernameKey: user, metalv1alpha1.BMCSecretPasswordKey: pass}}); err != nil {
 		b.Fatal(err)
 	}
+	bmcName := func(sys system) string { return fmt.Sprintf("bmc-%04d", sys.BMC) }
+	// Servers first, then their BMCs: a BMC's first pass finds its servers.
 	if err := testenv.Parallel(len(fleet), 32, func(i int) error {
 		sys := fleet[i]
+		s := &metalv1alpha1.Server{
+			ObjectMeta: metav1.ObjectMeta{Name: metal.ServerName(bmcName(sys), sys.ID),
+				Annotations: map[string]string{lifecycle.StateAnnotation: string(metalv1alpha1.ServerStateAvailable)}},
+			Spec: metalv1alpha1.ServerSpec{SystemUUID: strings.ToLower(sys.UUID), SystemURI: "/redfish/v1/Systems/" + sys.ID,
+				BMCRef: &corev1.LocalObjectReference{Name: bmcName(sys)}},
+		}
+		if err := c.Create(ctx, s); err != nil {
+			return fmt.Errorf("creating server %s: %w", s.Name, err)
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	var bmcs []system
+	for _, sys := range fleet {
+		if len(bmcs) == 0 || bmcs[len(bmcs)-1].BMC != sys.BMC {
+			bmcs = append(bmcs, sys)
+		}
+	}
+	if err := testenv.Parallel(len(bmcs), 32, func(i int) error {
+		sys := bmcs[i]
 		u, err := url.Parse(sys.URL)
 		if err != nil {
 			return err
@@ -483,18 +595,8 @@ func createFleet(b *testing.B, c client.Client, fleet []system) {
 		if err != nil {
 			return err
 		}
-		bmcName := fmt.Sprintf("bmc-%04d", i)
-		s := &metalv1alpha1.Server{
-			ObjectMeta: metav1.ObjectMeta{Name: metal.ServerName(bmcName, sys.ID),
-				Annotations: map[string]string{lifecycle.StateAnnotation: string(metalv1alpha1.ServerStateAvailable)}},
-			Spec: metalv1alpha1.ServerSpec{SystemUUID: strings.ToLower(sys.UUID), SystemURI: "/redfish/v1/Systems/" + sys.ID,
-				BMCRef: &corev1.LocalObjectReference{Name: bmcName}},
-		}
-		if err := c.Create(ctx, s); err != nil {
-			return fmt.Errorf("creating server %s: %w", s.Name, err)
-		}
 		bm := &metalv1alpha1.BMC{
-			ObjectMeta: metav1.ObjectMeta{Name: bmcName},
+			ObjectMeta: metav1.ObjectMeta{Name: bmcName(sys)},
 			Spec: metalv1alpha1.BMCSpec{
 				Access:       &metalv1alpha1.InlineEndpoint{IP: u.Hostname()},
 				BMCSecretRef: corev1.LocalObjectReference{Name: "bench"},
@@ -502,7 +604,7 @@ func createFleet(b *testing.B, c client.Client, fleet []system) {
 			},
 		}
 		if err := c.Create(ctx, bm); err != nil {
-			return fmt.Errorf("creating BMC %s: %w", bmcName, err)
+			return fmt.Errorf("creating BMC %s: %w", bm.Name, err)
 		}
 		return nil
 	}); err != nil {
