@@ -165,4 +165,10 @@ func TestResultToCtrl(t *testing.T) {
 	if r := Done().ctrlResult(0); r.RequeueAfter != 0 {
 		t.Fatalf("resync disabled: %+v", r)
 	}
+	if r := RequeueAfter(time.Second, "bound next").Ahead().ctrlResult(time.Minute); r.Priority == nil || *r.Priority != AheadPriority || r.RequeueAfter != time.Second {
+		t.Fatalf("a requeue asked ahead carries the priority: %+v", r)
+	}
+	if r := RequeueAfter(time.Second, "power").ctrlResult(time.Minute); r.Priority != nil {
+		t.Fatalf("a plain requeue keeps the request's priority: %+v", r)
+	}
 }

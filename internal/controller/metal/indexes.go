@@ -182,8 +182,10 @@ func claimIndexes() []fieldIndex {
 	}
 }
 
-// claimBuckets is the number of buckets the claimable index spreads the free pool over.
-const claimBuckets = 16
+// claimBuckets is the number of buckets the claimable index spreads the free pool over: a bind
+// lists one bucket, so the bucket, not the fleet, sets its cost; a claim that finds nothing
+// looks into every bucket, an index lookup each.
+const claimBuckets = 128
 
 // claimBucket is the claimable-index bucket of a server, by its name.
 func claimBucket(name string) string {

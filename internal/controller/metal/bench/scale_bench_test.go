@@ -47,7 +47,7 @@ const writesBeforeBound = 5
 //   - steady state over the longest resync period plus a minute (BENCH_STEADY sets another
 //     window): Redfish requests per server per minute, API writes per minute, manager CPU;
 //   - the process's RSS and Go heap at the end (METALHUB_BENCH_HEAP names a file for a heap
-//     profile).
+//     profile; METALHUB_BENCH_CPU one for the CPU profile of the claims).
 //
 // Run: make bench-scale (METALHUB_BENCH_SCALE=1 KUBEBUILDER_ASSETS=... go test -run '^$' -bench Scale -benchtime 1x
 // -timeout 60m ./internal/controller/metal/bench/).
@@ -105,11 +105,15 @@ func runScale(b *testing.B, servers int) {
 		return n == servers, fmt.Sprintf("%d/%d", n, servers)
 	})
 	bringUp := time.Since(start)
+	b.Logf("%d servers (%d BMCs): Available and off %s after their creation (fast path, no discovery)",
+		servers, servers/systemsPerBMC, bringUp.Round(time.Millisecond))
 	settle(b, op)
 
 	// The floor, measured now: the same API server with the same objects and watches.
 	rate := writeRate(b, env.Client, apilimit.DefaultWritesInFlight, 5*time.Second)
 	floor := time.Duration(float64(claims*writesBeforeBound) / rate * float64(time.Second))
+	b.Logf("API server parallel write rate %.0f/s (%d writers); floor for %d claims x %d writes: %s",
+		rate, apilimit.DefaultWritesInFlight, claims, writesBeforeBound, floor.Round(time.Millisecond))
 
 	// Claims.
 	const ns = "bench"
@@ -120,6 +124,9 @@ func runScale(b *testing.B, servers int) {
 	counter.Written = tl.written(ns)
 	counter.Reset()
 	cpu0 := cpuSeconds()
+	// METALHUB_BENCH_CPU names a file for this process's CPU profile from the first claim to
+	// the last server On.
+	stopProfile := profileCPU(b, os.Getenv("METALHUB_BENCH_CPU"))
 	b.StartTimer()
 	start = time.Now()
 	if err := testenv.Parallel(claims, 32, func(i int) error {
@@ -131,37 +138,35 @@ func runScale(b *testing.B, servers int) {
 		b.Fatal(err)
 	}
 	waitFor(b, 30*time.Minute, "claims Bound", func() (bool, string) {
-		list := &metalv1alpha1.ServerClaimList{}
-		if err := cache.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-			return false, err.Error()
-		}
-		bound := 0
-		for i := range list.Items {
-			if list.Items[i].Status.Phase == metalv1alpha1.PhaseBound {
-				bound++
-			}
-		}
-		return bound == claims, fmt.Sprintf("%d/%d", bound, claims)
+		n := tl.count("claim Bound")
+		return n == claims, fmt.Sprintf("%d/%d", n, claims)
 	})
 	claimStart := start
 	toBound := time.Since(start)
 	waitFor(b, 30*time.Minute, "claimed servers On", func() (bool, string) {
-		n := countServers(b, ctx, cache, func(s *metalv1alpha1.Server) bool {
-			return s.Spec.ServerClaimRef != nil && s.Status.PowerState == metalv1alpha1.PowerStateOn
-		})
+		n := tl.count("server On")
 		return n == claims, fmt.Sprintf("%d/%d", n, claims)
 	})
 	toOn := time.Since(start)
 	b.StopTimer()
+	stopProfile()
 	claimCPU := cpuSeconds() - cpu0
 	settle(b, op)
 	counts, _ := counter.Reset()
 	counter.Written = nil
 	checkBindings(b, ctx, cache, ns, claims)
+	perClaim := func(v float64) float64 { return v / float64(claims) }
+	b.Logf("%d claims: all Bound after %s (%.2f x the floor, target <= 1.5), all On after %s; %.2f API writes per claim (%s); CPU %.4f s per claim",
+		claims, toBound.Round(time.Millisecond), toBound.Seconds()/floor.Seconds(), toOn.Round(time.Millisecond),
+		perClaim(float64(total(counts))), byController(counts, claims), perClaim(claimCPU))
+	tl.report(b, claimStart)
 
 	// Release.
 	start = time.Now()
-	if err := env.Client.DeleteAllOf(ctx, &metalv1alpha1.ServerClaim{}, client.InNamespace(ns)); err != nil {
+	// One by one: a collection delete of thousands outlasts the API server's request timeout.
+	if err := testenv.Parallel(claims, 32, func(i int) error {
+		return env.Client.Delete(ctx, &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("claim-%05d", i)}})
+	}); err != nil {
 		b.Fatal(err)
 	}
 	waitFor(b, 30*time.Minute, "servers Available and off again", func() (bool, string) {
@@ -174,6 +179,8 @@ func runScale(b *testing.B, servers int) {
 	toReleased := time.Since(start)
 	settle(b, op)
 	releaseCounts, _ := counter.Reset()
+	b.Logf("all claims deleted: every server Available and off after %s, %.2f API writes per server released (%s)",
+		toReleased.Round(time.Millisecond), perClaim(float64(total(releaseCounts))), byController(releaseCounts, claims))
 
 	// Steady state: nothing asked of the fleet for a whole window.
 	req0, cpu0 := fleet.requests(b), cpuSeconds()
@@ -184,7 +191,6 @@ func runScale(b *testing.B, servers int) {
 
 	rss, heap := memory(b)
 
-	perClaim := func(v float64) float64 { return v / float64(claims) }
 	b.ReportMetric(bringUp.Seconds(), "s-bring-up")
 	b.ReportMetric(toBound.Seconds(), "s-to-bound")
 	b.ReportMetric(floor.Seconds(), "s-floor")
@@ -197,19 +203,9 @@ func runScale(b *testing.B, servers int) {
 	b.ReportMetric(float64(total(steadyCounts))/minutes, "steady-writes/min")
 	b.ReportMetric(float64(rss)/(1<<20), "rss-MiB")
 	b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
-	b.Logf("%d servers (%d BMCs): Available and off %s after their creation (fast path, no discovery)",
-		servers, servers/systemsPerBMC, bringUp.Round(time.Millisecond))
-	b.Logf("API server parallel write rate %.0f/s (%d writers); floor for %d claims x %d writes: %s",
-		rate, apilimit.DefaultWritesInFlight, claims, writesBeforeBound, floor.Round(time.Millisecond))
-	b.Logf("%d claims: all Bound after %s (%.2f x the floor, target <= 1.5), all On after %s; %.2f API writes per claim (%s); CPU %.4f s per claim",
-		claims, toBound.Round(time.Millisecond), toBound.Seconds()/floor.Seconds(), toOn.Round(time.Millisecond),
-		perClaim(float64(total(counts))), byController(counts, claims), perClaim(claimCPU))
-	b.Logf("all claims deleted: every server Available and off after %s, %.2f API writes per server released (%s)",
-		toReleased.Round(time.Millisecond), perClaim(float64(total(releaseCounts))), byController(releaseCounts, claims))
 	b.Logf("steady state over %s: %.3f Redfish requests per server per minute (target <= 1), %.1f API writes per minute, CPU %.1f%% of a core",
 		window, float64(requests)/float64(servers)/minutes, float64(total(steadyCounts))/minutes, 100*steadyCPU/window.Seconds())
 	b.Logf("memory after the run: RSS %d MiB, Go heap in use %d MiB (the benchmark's own client and timeline included)", rss>>20, heap>>20)
-	tl.report(b, claimStart)
 }
 
 // settle waits until the events of what just happened are written, and a little longer for
