@@ -228,9 +228,12 @@ func (r *ServerClaimReconciler) claimServer(ctx context.Context, p *lifecycle.Pa
 	// by its own write, reports Bound. The configuration never goes before the lock: a boot
 	// provider serves what a configuration names for its server. A failure of either is the
 	// next pass's to retry or report (bound), which finds the server through the index.
+	// The configuration is made from a copy of the claim: the record's write decodes the API
+	// server's answer into the pass's object meanwhile.
 	var sbcErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { _, _, sbcErr = r.ensureBootConfiguration(ctx, p, s) })
+	owner, cl := c.DeepCopy(), p.Client()
+	wg.Go(func() { _, _, sbcErr = r.ensureBootConfigurationOf(ctx, cl, owner, s) })
 	recErr := r.recordServer(ctx, p, s)
 	wg.Wait()
 	if sbcErr != nil {

@@ -431,8 +431,13 @@ func (r *ServerClaimReconciler) finalize(ctx context.Context, p *lifecycle.Pass[
 // ensureBootConfiguration creates or updates the claim's ServerBootConfiguration: same name and
 // namespace as the claim, owned by it. It returns a reason when a foreign object is in the way.
 func (r *ServerClaimReconciler) ensureBootConfiguration(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server) (string, string, error) {
-	c := p.Obj
-	err := ensureOwnedBootConfiguration(ctx, p.Client(), c, client.ObjectKeyFromObject(c), metalv1alpha1.ServerBootConfigurationSpec{
+	return r.ensureBootConfigurationOf(ctx, p.Client(), p.Obj, s)
+}
+
+// ensureBootConfigurationOf is ensureBootConfiguration for claim c as given (a copy, when the
+// pass's object is being written at the same time).
+func (r *ServerClaimReconciler) ensureBootConfigurationOf(ctx context.Context, cl client.Client, c *metalv1alpha1.ServerClaim, s *metalv1alpha1.Server) (string, string, error) {
+	err := ensureOwnedBootConfiguration(ctx, cl, c, client.ObjectKeyFromObject(c), metalv1alpha1.ServerBootConfigurationSpec{
 		ServerRef:         corev1.LocalObjectReference{Name: s.Name},
 		Image:             c.Spec.Image,
 		IgnitionSecretRef: c.Spec.IgnitionSecretRef,
