@@ -157,6 +157,12 @@ func (c *conn) send(req *http.Request, token string, noAuth bool) (*http.Respons
 			return nil, err
 		}
 	}
+	// Held from here until the BMC answered: giving the right to act up waits for this request.
+	release, err := hold(req.Context(), req.Method+" "+req.URL.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 
 	timeout := c.opts.RequestTimeout
 	if d, ok := req.Context().Value(requestTimeoutKey).(time.Duration); ok && d > 0 {

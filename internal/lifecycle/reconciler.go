@@ -40,6 +40,10 @@ type Reconciler[T client.Object] struct {
 	// ResyncFunc, if set, gives the periodic look at pass time instead of Resync (for intervals
 	// that follow settings changed at run time).
 	ResyncFunc func(context.Context) time.Duration
+	// Owner, if set, says whether this process acts on obj now (internal/shard): an object it
+	// does not own is left alone, not even its pause acknowledged; one it owns is handled under
+	// the context Owner returns (which fences the pass's BMC requests).
+	Owner func(ctx context.Context, obj client.Object) (context.Context, bool)
 }
 
 // NewReconciler returns a Reconciler with a fresh guard and the default resync.
@@ -56,6 +60,12 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		}
 		return ctrl.Result{}, err
 	}
+	if r.Owner != nil {
+		var owned bool
+		if ctx, owned = r.Owner(ctx, obj); !owned {
+			return ctrl.Result{}, nil
+		}
+	}
 	if Paused(obj) {
 		// Removing the annotation is an update: it brings the next pass. The one write a paused
 		// object gets is the acknowledgement, from the pass that saw the pause: passes of one
@@ -68,6 +78,12 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	p := newPass(obj, r.Client, r.Guard)
 	before := statusOf(obj)
 	res, err := r.Handle(ctx, p)
+	if r.Owner != nil {
+		if _, owned := r.Owner(ctx, obj); !owned {
+			// Given up during the pass: its report is the new holder's to make.
+			return ctrl.Result{}, nil
+		}
+	}
 	if p.wrote == "" && statusChanged(before, p.Obj) {
 		// The pass's report, failed or not: one write, optimistically locked by the
 		// resourceVersion it read. (A write the handler attempted, even a failed one, counts:
