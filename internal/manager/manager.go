@@ -65,8 +65,14 @@ type Options struct {
 	// is taken over at most LeaseDuration + 2 jittered RetryPeriods (up to 2.2x each) later: the
 	// standby measures expiry from when it last saw a renewal, which it polls.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	Controllers                               Families
-	GracefulShutdown                          time.Duration
+	// Shards, above 0, splits the metal fleet between the replicas instead of electing one
+	// leader (internal/shard): ShardLeaseName-<i> Leases in ShardNamespace (default: the
+	// leader election namespace, else the operator's), timed by the three durations above.
+	Shards           int
+	ShardLeaseName   string
+	ShardNamespace   string
+	Controllers      Families
+	GracefulShutdown time.Duration
 	// KubeAPIQPS and KubeAPIBurst bound the manager's requests to the API server. The client
 	// default (20/30) throttles a fleet of a thousand servers to minutes; at 100/200, 500
 	// claims took 8.9 s to bind and 21 s to power on, at 300/600 3.5 s and 11 s. What keeps
@@ -134,6 +140,7 @@ func DefaultOptions() Options {
 		MetricsAddr:           ":8080",
 		HealthAddr:            ":8081",
 		LeaderElectionID:      "metalhub.metal.ironcore.dev",
+		ShardLeaseName:        "metalhub-shard",
 		LeaseDuration:         15 * time.Second,
 		RenewDeadline:         10 * time.Second,
 		RetryPeriod:           2 * time.Second,
@@ -162,6 +169,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "How long a lease lasts without renewal; a killed leader is replaced within this plus about two retry periods.")
 	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "How long the leader keeps trying to renew before it gives up leadership.")
 	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "How often candidates try to acquire or renew the lease.")
+	fs.IntVar(&o.Shards, "shards", o.Shards, "Split the metal fleet into this many shards held by the replicas through Leases (each replica acts on the BMCs of its shards; a dead replica's shards move to the others within the lease duration plus about a retry period); 0: no sharding. Several shards per replica spread a fleet more evenly. Not with --leader-elect; metal controllers only.")
+	fs.StringVar(&o.ShardLeaseName, "shard-lease-name", o.ShardLeaseName, "Prefix of the shard Leases (<name>-<i>, <name>-member-<id>).")
+	fs.StringVar(&o.ShardNamespace, "shard-namespace", o.ShardNamespace, "Namespace of the shard Leases; default --leader-election-namespace, else the operator's namespace.")
 	fs.Var(&o.Controllers, "controllers", "Controller families to run: metal, delivery, or both (comma-separated).")
 	fs.DurationVar(&o.GracefulShutdown, "graceful-shutdown-timeout", o.GracefulShutdown, "How long running reconciles may take to finish on shutdown.")
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Sustained requests per second to the API server.")
@@ -200,6 +210,9 @@ func New(cfg *rest.Config, o Options, log logr.Logger) (ctrl.Manager, error) {
 }
 
 func newManager(cfg *rest.Config, o Options, l *Listeners, log logr.Logger) (ctrl.Manager, error) {
+	if err := o.validateShards(); err != nil {
+		return nil, err
+	}
 	cfg = rest.CopyConfig(cfg)
 	if o.KubeAPIQPS > 0 {
 		cfg.QPS, cfg.Burst = float32(o.KubeAPIQPS), max(o.KubeAPIBurst, int(o.KubeAPIQPS))
@@ -293,6 +306,13 @@ func newManager(cfg *rest.Config, o Options, l *Listeners, log logr.Logger) (ctr
 		return nil, err
 	}
 	o.Metal.Events, o.Delivery.Events = events, events
+	if o.Shards > 0 {
+		set, err := newShardSet(cfg, mgr, o, log.WithName("shards"))
+		if err != nil {
+			return nil, err
+		}
+		o.Metal.Shards, o.Firmware.Shards = set, set
+	}
 	if o.Controllers.Has(FamilyMetal) {
 		if o.Metal.Pool == nil {
 			// One pool for the metal family and the firmware controllers: one session per BMC.
@@ -318,9 +338,13 @@ func newManager(cfg *rest.Config, o Options, l *Listeners, log logr.Logger) (ctr
 		}
 	}
 	// State gauges (servers, claims, syncs, resources) on /metrics, from the leader's cache.
-	metrics.Register(metrics.Source{Reader: mgr.GetCache(), Elected: mgr.Elected(),
+	var reporter func() bool
+	if set := o.Metal.Shards; set != nil {
+		reporter = func() bool { return set.Owns(0) }
+	}
+	metrics.Register(metrics.Source{Reader: mgr.GetCache(), Elected: mgr.Elected(), Reporter: reporter,
 		Metal: o.Controllers.Has(FamilyMetal), Delivery: o.Controllers.Has(FamilyDelivery), Logger: log.WithName("metrics")})
-	log.Info("manager configured", "controllers", o.Controllers.String(), "leaderElection", o.LeaderElect, "webhooks", o.Webhook.Enabled)
+	log.Info("manager configured", "controllers", o.Controllers.String(), "leaderElection", o.LeaderElect, "shards", o.Shards, "webhooks", o.Webhook.Enabled)
 	return mgr, nil
 }
 

@@ -72,7 +72,10 @@ type Source struct {
 	Reader client.Reader
 	// Elected is closed once this replica leads (the manager's Elected()).
 	Elected <-chan struct{}
-	Metal   bool
+	// Reporter, if set, says whether this replica reports instead of Elected: with shards every
+	// replica is elected, and the one holding shard 0 reports.
+	Reporter func() bool
+	Metal    bool
 	// Delivery reports the delivery family's kinds.
 	Delivery bool
 	Logger   logr.Logger
@@ -115,7 +118,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	leader := false
 	select {
 	case <-src.Elected:
-		leader = true
+		leader = src.Reporter == nil || src.Reporter()
 	default:
 	}
 	ch <- prometheus.MustNewConstMetric(leaderDesc, prometheus.GaugeValue, b2f(leader))

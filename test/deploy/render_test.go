@@ -181,6 +181,15 @@ func TestChartFlagsExist(t *testing.T) {
 	if out, err := helmTemplateErr("webhook.certManager.enabled=false"); err == nil || !strings.Contains(err.Error(), "webhook.caBundle") {
 		t.Errorf("webhook.certManager.enabled=false without caBundle: err %v\n%s", err, out)
 	}
+	// Shards: every replica acts on its share, so no leader election; delivery is refused.
+	args = managerArgs(t, decode(t, helmTemplate(t, "shards=12", "controllers={metal}")))
+	if !contains(args, "--shards=12") || contains(args, "--leader-elect") {
+		t.Errorf("shards=12: args %q, want --shards=12 and no --leader-elect", args)
+	}
+	parseManagerFlags(t, args[1:])
+	if out, err := helmTemplateErr("shards=12"); err == nil || !strings.Contains(err.Error(), "metal family only") {
+		t.Errorf("shards=12 with delivery: err %v\n%s", err, out)
+	}
 	// A family the binary does not have is refused at render time.
 	if out, err := helmTemplateErr("controllers={metal,bogus}"); err == nil {
 		t.Errorf("controllers={metal,bogus} rendered:\n%s", out)

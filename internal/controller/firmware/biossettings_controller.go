@@ -19,6 +19,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/shard"
 )
 
 // +kubebuilder:rbac:groups=system.metal.ironcore.dev,resources=biossettings,verbs=get;list;watch;update;patch
@@ -56,7 +57,7 @@ func (r *BIOSSettingsReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("indexing BIOSSettings by server: %w", err)
 	}
 	rec := lifecycle.NewReconciler(r.Client, func() *systemv1alpha1.BIOSSettings { return &systemv1alpha1.BIOSSettings{} }, r.handle)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("biossettings").
 		For(&systemv1alpha1.BIOSSettings{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
 			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*systemv1alpha1.BIOSSettings).Status.State == "" })))).
@@ -72,8 +73,11 @@ func (r *BIOSSettingsReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return reqs
 		}), builder.WithPredicates(lifecycle.Predicate())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency, 1)}).
-		Complete(rec)
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency, 1)})
+	return shard.Gate(r.Options.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &systemv1alpha1.BIOSSettingsList{} },
+		func(ctx context.Context, v *systemv1alpha1.BIOSSettings) string {
+			return serverRefKey(ctx, r.Client, v, v.Spec.ServerRef)
+		}).Complete(rec)
 }
 
 // settingsPass is what one pass over a BIOSSettings knows.

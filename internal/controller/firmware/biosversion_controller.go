@@ -19,6 +19,7 @@ import (
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/shard"
 )
 
 // +kubebuilder:rbac:groups=system.metal.ironcore.dev,resources=biosversions,verbs=get;list;watch;update;patch
@@ -51,7 +52,7 @@ type BIOSVersionReconciler struct {
 // SetupWithManager registers the reconciler.
 func (r *BIOSVersionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	rec := lifecycle.NewReconciler(r.Client, func() *systemv1alpha1.BIOSVersion { return &systemv1alpha1.BIOSVersion{} }, r.handle)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("biosversion").
 		For(&systemv1alpha1.BIOSVersion{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
 			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*systemv1alpha1.BIOSVersion).Status.State == "" })))).
@@ -59,8 +60,11 @@ func (r *BIOSVersionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&maintenancev1alpha1.ServerMaintenance{}).
 		// The server entering maintenance, and the result of the restart it was asked for.
 		Watches(&metalv1alpha1.Server{}, handler.EnqueueRequestsFromMapFunc(r.forServer), builder.WithPredicates(lifecycle.Predicate())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency, 1)}).
-		Complete(rec)
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency, 1)})
+	return shard.Gate(r.Options.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &systemv1alpha1.BIOSVersionList{} },
+		func(ctx context.Context, v *systemv1alpha1.BIOSVersion) string {
+			return serverRefKey(ctx, r.Client, v, v.Spec.ServerRef)
+		}).Complete(rec)
 }
 
 func (r *BIOSVersionReconciler) forServer(ctx context.Context, o client.Object) []reconcile.Request {

@@ -18,6 +18,7 @@ import (
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/shard"
 )
 
 // +kubebuilder:rbac:groups=baseboard.metal.ironcore.dev,resources=bmcsettings,verbs=get;list;watch;update;patch
@@ -36,13 +37,14 @@ type BMCSettingsReconciler struct {
 // SetupWithManager registers the reconciler.
 func (r *BMCSettingsReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	rec := lifecycle.NewReconciler(r.Client, func() *baseboardv1alpha1.BMCSettings { return &baseboardv1alpha1.BMCSettings{} }, r.handle)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("bmcsettings").
 		For(&baseboardv1alpha1.BMCSettings{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
 			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*baseboardv1alpha1.BMCSettings).Status.State == "" })))).
 		Owns(&maintenancev1alpha1.ServerMaintenance{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency/2, 1)}).
-		Complete(rec)
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency/2, 1)})
+	return shard.Gate(r.Options.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &baseboardv1alpha1.BMCSettingsList{} },
+		func(_ context.Context, v *baseboardv1alpha1.BMCSettings) string { return bmcRefKey(v, v.Spec.BMCRef) }).Complete(rec)
 }
 
 type bmcSettingsPass struct {

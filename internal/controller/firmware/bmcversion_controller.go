@@ -20,6 +20,7 @@ import (
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/shard"
 )
 
 // +kubebuilder:rbac:groups=baseboard.metal.ironcore.dev,resources=bmcversions,verbs=get;list;watch;update;patch
@@ -41,7 +42,7 @@ type BMCVersionReconciler struct {
 // SetupWithManager registers the reconciler.
 func (r *BMCVersionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	rec := lifecycle.NewReconciler(r.Client, func() *baseboardv1alpha1.BMCVersion { return &baseboardv1alpha1.BMCVersion{} }, r.handle)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("bmcversion").
 		For(&baseboardv1alpha1.BMCVersion{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
 			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*baseboardv1alpha1.BMCVersion).Status.State == "" })))).
@@ -78,8 +79,9 @@ func (r *BMCVersionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return reqs
 		}), builder.WithPredicates(lifecycle.Predicate())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency, 1)}).
-		Complete(rec)
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency, 1)})
+	return shard.Gate(r.Options.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &baseboardv1alpha1.BMCVersionList{} },
+		func(_ context.Context, v *baseboardv1alpha1.BMCVersion) string { return bmcRefKey(v, v.Spec.BMCRef) }).Complete(rec)
 }
 
 type bmcVersionPass struct {

@@ -14,6 +14,7 @@ import (
 
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/shard"
 )
 
 // setKind is what differs between the *Set kinds: their types, their targets and their status.
@@ -59,14 +60,14 @@ func (r *SetReconciler[S]) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("indexing %ss by set: %w", k.kind, err)
 	}
 	rec := lifecycle.NewReconciler(r.Client, k.newSet, r.handle)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(k.name).
 		For(k.newSet(), builder.WithPredicates(lifecycle.Predicate())).
 		// A child's record moving on (its annotation) is the rollout's progress.
 		Owns(k.child, builder.WithPredicates(lifecycle.Predicate())).
 		Watches(k.target, handler.EnqueueRequestsFromMapFunc(enqueueAll(r.Client, k.setList)), builder.WithPredicates(lifecycle.Predicate())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency/4, 1)}).
-		Complete(rec)
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency/4, 1)})
+	return shard.Gate(r.Options.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return k.setList.DeepCopyObject().(client.ObjectList) }, func(_ context.Context, s S) string { return shard.KeyObject(s) }).Complete(rec)
 }
 
 func (r *SetReconciler[S]) handle(ctx context.Context, p *lifecycle.Pass[S]) (lifecycle.Result, error) {

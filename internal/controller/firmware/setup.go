@@ -11,17 +11,23 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	baseboardv1alpha1 "github.com/metalhub/metalhub/api/baseboard/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal"
 	"github.com/metalhub/metalhub/internal/eventsink"
+	"github.com/metalhub/metalhub/internal/shard"
 )
 
 // Options configure the firmware controllers.
 type Options struct {
+	// Shards, set, limits the controllers to the objects of the shards this replica holds
+	// (internal/shard), keyed by the BMC they act on.
+	Shards *shard.Set
 	// MaintenanceNamespace holds the ServerMaintenances the controllers create.
 	MaintenanceNamespace string
 	// Poll is how often a Redfish task in flight is read (a BMC's Retry-After is not shorter
@@ -101,4 +107,20 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("biosversionset controller: %w", err)
 	}
 	return nil
+}
+
+// bmcRefKey is the shard key of an object acting on the BMC ref names.
+func bmcRefKey(o client.Object, ref *corev1.LocalObjectReference) string {
+	if ref == nil || ref.Name == "" {
+		return shard.KeyObject(o)
+	}
+	return shard.KeyBMC(ref.Name)
+}
+
+// serverRefKey is the shard key of an object acting on the server ref names: its BMC's.
+func serverRefKey(ctx context.Context, c client.Reader, o client.Object, ref *corev1.LocalObjectReference) string {
+	if ref == nil || ref.Name == "" {
+		return shard.KeyObject(o)
+	}
+	return metal.ServerShardKeyByName(ctx, c, ref.Name)
 }

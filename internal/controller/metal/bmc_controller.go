@@ -31,6 +31,7 @@ import (
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/registry"
+	"github.com/metalhub/metalhub/internal/shard"
 )
 
 // BMCFinalizer keeps a BMC until its Servers are gone and its session is logged out. The
@@ -68,6 +69,8 @@ type BMCReconciler struct {
 	// EventsURL is the manager's event receiver as BMCs reach it; set, each BMC with an
 	// EventService keeps a subscription to it (bmc_events.go).
 	EventsURL string
+	// Shards, set, limits the reconciler to the BMCs of the shards this replica holds.
+	Shards *shard.Set
 
 	// failures counts consecutive failures per BMC, for the backoff (in memory, like the
 	// Server controller's).
@@ -80,7 +83,7 @@ type BMCReconciler struct {
 func (r *BMCReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.BMC { return &metalv1alpha1.BMC{} }, r.handle)
 	rec.Resync = r.Resync
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("bmc").
 		For(&metalv1alpha1.BMC{}, builder.WithPredicates(lifecycle.Predicate())).
 		// Only a Server's deletion concerns the BMC (to recreate it).
@@ -91,8 +94,8 @@ func (r *BMCReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) erro
 		})).
 		Watches(&metalv1alpha1.BMCSecret{}, handler.EnqueueRequestsFromMapFunc(naming(r.Client, &metalv1alpha1.BMCList{}, indexBMCSecret))).
 		Watches(&metalv1alpha1.Endpoint{}, handler.EnqueueRequestsFromMapFunc(naming(r.Client, &metalv1alpha1.BMCList{}, indexBMCEndpoint))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
-		Complete(rec)
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
+	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.BMCList{} }, bmcShardKey).Complete(rec)
 }
 
 // bmcPass is one pass over a BMC: what the connect step found, for the steps after it.
@@ -245,6 +248,9 @@ var macPattern = regexp.MustCompile(`^([0-9A-Fa-f]{2}[:-]){5}([0-9A-Fa-f]{2})$`)
 
 // failed reports why the BMC cannot be managed and looks again later; it recovers by itself.
 func (r *BMCReconciler) failed(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC], err error) (lifecycle.Result, error) {
+	if bmc.IsFenced(err) {
+		return lifecycle.Done(), err // the BMC's shard moved on; not its failure
+	}
 	n := 1
 	if v, ok := r.failures.Load(p.Obj.Name); ok {
 		n = v.(int) + 1

@@ -22,6 +22,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/shard"
 )
 
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=bmcusers,verbs=get;list;watch;update;patch
@@ -51,6 +52,8 @@ const (
 // rotated every rotationPeriod; the account removed when the BMCUser goes. The BMC is reached
 // with the BMC object's own credentials; that account is never changed or removed here.
 type BMCUserReconciler struct {
+	// Shards, set, limits the reconciler to the objects of the shards this replica holds.
+	Shards   *shard.Set
 	Client   client.Client
 	Pool     *bmc.Pool
 	Recorder events.EventRecorder
@@ -75,12 +78,12 @@ func (r *BMCUserReconciler) now() time.Time {
 // name it.
 func (r *BMCUserReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.BMCUser { return &metalv1alpha1.BMCUser{} }, r.handle)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("bmcuser").
 		For(&metalv1alpha1.BMCUser{}, builder.WithPredicates(lifecycle.Predicate())).
 		Watches(&metalv1alpha1.BMCSecret{}, handler.EnqueueRequestsFromMapFunc(r.usersOfSecret)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
-		Complete(rec)
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1})
+	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.BMCUserList{} }, bmcUserShardKey).Complete(rec)
 }
 
 func (r *BMCUserReconciler) usersOfSecret(ctx context.Context, o client.Object) []reconcile.Request {

@@ -68,29 +68,29 @@ func setupClaims(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	co := o.Claims.withDefaults()
 	if err := (&ServerClaimReconciler{
 		Client: mgr.GetClient(), Recorder: o.Events.Recorder("serverclaim-controller"),
-		Options: co, Concurrency: cmp.Or(co.Concurrency, o.Concurrency), RetryAfter: o.RetryAfter,
+		Options: co, Concurrency: cmp.Or(co.Concurrency, o.Concurrency), RetryAfter: o.RetryAfter, Shards: o.Shards,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("serverclaim controller: %w", err)
 	}
 	if err := (&ServerBootConfigurationReconciler{
 		Client: mgr.GetClient(), Recorder: o.Events.Recorder("serverbootconfiguration-controller"),
-		External: co.ExternalBootProvider, Concurrency: o.Concurrency,
+		External: co.ExternalBootProvider, Concurrency: o.Concurrency, Shards: o.Shards,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("serverbootconfiguration controller: %w", err)
 	}
 	if err := (&ServerMaintenanceReconciler{
 		Client: mgr.GetClient(), Recorder: o.Events.Recorder("servermaintenance-controller"),
-		Concurrency: o.Concurrency, RetryAfter: o.RetryAfter,
+		Concurrency: o.Concurrency, RetryAfter: o.RetryAfter, Shards: o.Shards,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("servermaintenance controller: %w", err)
 	}
 	if err := (&ServerReadinessRuleReconciler{
-		Client: mgr.GetClient(), Recorder: o.Events.Recorder("serverreadinessrule-controller"), Concurrency: 1,
+		Client: mgr.GetClient(), Recorder: o.Events.Recorder("serverreadinessrule-controller"), Concurrency: 1, Shards: o.Shards,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("serverreadinessrule controller: %w", err)
 	}
 	if err := (&MaintenanceGroupReconciler{
-		Client: mgr.GetClient(), Recorder: o.Events.Recorder("maintenancegroup-controller"), Concurrency: o.Concurrency,
+		Client: mgr.GetClient(), Recorder: o.Events.Recorder("maintenancegroup-controller"), Concurrency: o.Concurrency, Shards: o.Shards,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("maintenance group controller: %w", err)
 	}

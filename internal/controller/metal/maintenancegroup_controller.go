@@ -20,6 +20,7 @@ import (
 	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/shard"
 )
 
 // +kubebuilder:rbac:groups=maintenance.metal.ironcore.dev,resources=servermaintenances,verbs=get;list;watch;update;patch
@@ -35,6 +36,8 @@ import (
 // back. A metal.ironcore.dev maintenance of that name that is not its counterpart is never
 // touched: the conflict is reported.
 type MaintenanceGroupReconciler struct {
+	// Shards, set, limits the reconciler to the objects of the shards this replica holds.
+	Shards      *shard.Set
 	Client      client.Client
 	Recorder    events.EventRecorder
 	Concurrency int
@@ -43,14 +46,15 @@ type MaintenanceGroupReconciler struct {
 // SetupWithManager registers the reconciler.
 func (r *MaintenanceGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	rec := lifecycle.NewReconciler(r.Client, func() *maintenancev1alpha1.ServerMaintenance { return &maintenancev1alpha1.ServerMaintenance{} }, r.handle)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("maintenancegroup").
 		For(&maintenancev1alpha1.ServerMaintenance{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
 			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*maintenancev1alpha1.ServerMaintenance).Status.State == "" })))).
 		// The counterpart's state is what this one reports; its deletion ends this one's.
 		Owns(&metalv1alpha1.ServerMaintenance{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Concurrency, 1)}).
-		Complete(rec)
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Concurrency, 1)})
+	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &maintenancev1alpha1.ServerMaintenanceList{} },
+		objectShardKey[*maintenancev1alpha1.ServerMaintenance]).Complete(rec)
 }
 
 type groupPass struct {

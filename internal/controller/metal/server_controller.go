@@ -26,6 +26,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/shard"
 )
 
 // ServerFinalizer keeps a Server until it is powered off and its boot configurations are gone.
@@ -108,7 +109,7 @@ func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A BMC's event brings its servers' next pass, which reads their logs.
 		b = b.WatchesRawSource(source.Channel(ev.queue, &handler.EnqueueRequestForObject{}))
 	}
-	return b.
+	b = b.
 		Named("server").
 		For(&metalv1alpha1.Server{}, builder.WithPredicates(predicate.And(predicate.Or(lifecycle.Predicate(), mirrorDrifted()),
 			claimedAheadOfItsBootConfiguration(r.Client)))).
@@ -121,8 +122,8 @@ func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// status write is the one status change of another object we wait for.
 		Watches(&metalv1alpha1.ServerBootConfiguration{}, handler.EnqueueRequestsFromMapFunc(bootConfiguredServer),
 			builder.WithPredicates(bootStateChanged(r.Options.Claims.ExternalBootProvider))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
-		Complete(rec)
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency})
+	return shard.Gate(r.Options.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.ServerList{} }, serverShardKey).Complete(rec)
 }
 
 // mirrorDrifted passes a status change that left status.state different from the durable state:
@@ -467,6 +468,10 @@ func (r *ServerReconciler) findSystem(ctx context.Context, p *serverPass) (strin
 // bmcFailed reports a BMC failure on the server and retries later. After ErrorThreshold
 // consecutive failures the server is put in Error, which it leaves by itself once the BMC answers.
 func (r *ServerReconciler) bmcFailed(ctx context.Context, p *serverPass, err error) (lifecycle.Result, error) {
+	if bmc.IsFenced(err) {
+		// Not the BMC's failure: the server's shard moved on; its new holder acts from here.
+		return lifecycle.Done(), err
+	}
 	s := p.Obj
 	n := 1
 	if v, ok := r.failures.Load(s.Name); ok {

@@ -17,6 +17,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/shard"
 )
 
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverbootconfigurations,verbs=get;list;watch;patch
@@ -29,6 +30,8 @@ import (
 // reason otherwise, and looks again when the Secret appears. With External set (the IronCore
 // boot-operator consumes the same objects and reports on them), it only marks new ones Pending.
 type ServerBootConfigurationReconciler struct {
+	// Shards, set, limits the reconciler to the objects of the shards this replica holds.
+	Shards      *shard.Set
 	Client      client.Client
 	Recorder    events.EventRecorder
 	External    bool
@@ -46,7 +49,8 @@ func (r *ServerBootConfigurationReconciler) SetupWithManager(mgr ctrl.Manager) e
 	if !r.External {
 		b = b.Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(naming(r.Client, &metalv1alpha1.ServerBootConfigurationList{}, indexIgnitionSecret)))
 	}
-	return b.Complete(rec)
+	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.ServerBootConfigurationList{} },
+		serverRefShardKey(r.Client, func(c *metalv1alpha1.ServerBootConfiguration) string { return c.Spec.ServerRef.Name })).Complete(rec)
 }
 
 type bootConfigPass = lifecycle.Pass[*metalv1alpha1.ServerBootConfiguration]

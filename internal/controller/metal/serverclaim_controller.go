@@ -26,6 +26,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/apilimit"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/shard"
 )
 
 // ServerClaimFinalizer keeps a claim until its server has let go of it and its boot
@@ -56,6 +57,8 @@ const bindTTL = 30 * time.Second
 // Power follows the claim through the Server controller; release on deletion too: this
 // controller only waits (finalizer) until the server has let go.
 type ServerClaimReconciler struct {
+	// Shards, set, limits the reconciler to the objects of the shards this replica holds.
+	Shards      *shard.Set
 	Client      client.Client
 	Recorder    events.EventRecorder
 	Options     ClaimOptions
@@ -91,15 +94,18 @@ func (r *ServerClaimReconciler) init() {
 func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.init()
 	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.ServerClaim { return &metalv1alpha1.ServerClaim{} }, r.handle)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("serverclaim").
 		For(&metalv1alpha1.ServerClaim{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
 			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*metalv1alpha1.ServerClaim).Status.Phase == "" })))).
 		Owns(&metalv1alpha1.ServerBootConfiguration{}, builder.WithPredicates(lifecycle.Predicate())).
 		Watches(&metalv1alpha1.Server{}, r.serverEvents()).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(naming(r.Client, &metalv1alpha1.ServerClaimList{}, indexIgnitionSecret))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Concurrency, 1)}).
-		Complete(rec)
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Concurrency, 1)})
+	// Claims are global: each is bound by one replica, by its own name; the server lock
+	// (optimistically locked) keeps two replicas from binding one server.
+	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.ServerClaimList{} },
+		objectShardKey[*metalv1alpha1.ServerClaim]).Complete(rec)
 }
 
 func claimKey(c *metalv1alpha1.ServerClaim) string { return c.Namespace + "/" + c.Name }

@@ -24,6 +24,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/shard"
 )
 
 // ServerMaintenanceFinalizer keeps a maintenance until its server has been handed back. The
@@ -48,6 +49,8 @@ const ServerMaintenanceFinalizer = "metal.ironcore.dev/servermaintenance"
 // Status is computed from the refs and the server's durable state each pass, never read back:
 // a wiped status is rebuilt and changes nothing.
 type ServerMaintenanceReconciler struct {
+	// Shards, set, limits the reconciler to the objects of the shards this replica holds.
+	Shards      *shard.Set
 	Client      client.Client
 	Recorder    events.EventRecorder
 	Concurrency int
@@ -61,7 +64,7 @@ func (r *ServerMaintenanceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.RetryAfter = 15 * time.Second
 	}
 	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.ServerMaintenance { return &metalv1alpha1.ServerMaintenance{} }, r.handle)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("servermaintenance").
 		For(&metalv1alpha1.ServerMaintenance{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
 			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*metalv1alpha1.ServerMaintenance).Status.State == "" })))).
@@ -72,8 +75,14 @@ func (r *ServerMaintenanceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&metalv1alpha1.Server{}, handler.EnqueueRequestsFromMapFunc(r.forServer), builder.WithPredicates(lifecycle.Predicate())).
 		// The owner's approval is a label on the claim.
 		Watches(&metalv1alpha1.ServerClaim{}, handler.EnqueueRequestsFromMapFunc(r.forClaim), builder.WithPredicates(lifecycle.Predicate())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Concurrency, 1)}).
-		Complete(rec)
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Concurrency, 1)})
+	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.ServerMaintenanceList{} },
+		serverRefShardKey(r.Client, func(m *metalv1alpha1.ServerMaintenance) string {
+			if m.Spec.ServerRef == nil {
+				return ""
+			}
+			return m.Spec.ServerRef.Name
+		})).Complete(rec)
 }
 
 func (r *ServerMaintenanceReconciler) forServer(ctx context.Context, o client.Object) []reconcile.Request {

@@ -23,6 +23,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/shard"
 )
 
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverreadinessrules,verbs=get;list;watch;update;patch
@@ -41,6 +42,8 @@ const (
 // not meet its conditions. The taint is in the Server's spec, so it is written with an
 // optimistic lock; a conflict leaves that server to the next pass.
 type ServerReadinessRuleReconciler struct {
+	// Shards, set, limits the reconciler to the objects of the shards this replica holds.
+	Shards      *shard.Set
 	Client      client.Client
 	Recorder    events.EventRecorder
 	Concurrency int
@@ -50,12 +53,13 @@ type ServerReadinessRuleReconciler struct {
 // rules: they are few, and each pass looks at every server once.
 func (r *ServerReadinessRuleReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.ServerReadinessRule { return &metalv1alpha1.ServerReadinessRule{} }, r.handle)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("serverreadinessrule").
 		For(&metalv1alpha1.ServerReadinessRule{}, builder.WithPredicates(lifecycle.Predicate())).
 		Watches(&metalv1alpha1.Server{}, handler.EnqueueRequestsFromMapFunc(r.allRules), builder.WithPredicates(readinessRelevant())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Concurrency, 1)}).
-		Complete(rec)
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Concurrency, 1)})
+	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.ServerReadinessRuleList{} },
+		objectShardKey[*metalv1alpha1.ServerReadinessRule]).Complete(rec)
 }
 
 func (r *ServerReadinessRuleReconciler) allRules(ctx context.Context, _ client.Object) []reconcile.Request {

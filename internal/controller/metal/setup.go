@@ -17,6 +17,7 @@ import (
 	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/metadata"
 	"github.com/metalhub/metalhub/internal/registry"
+	"github.com/metalhub/metalhub/internal/shard"
 )
 
 // Options configure the metal family.
@@ -68,6 +69,9 @@ type Options struct {
 	Ignition func(s *metalv1alpha1.Server, token string) ([]byte, error)
 	// Pool, if set, is used instead of a new pool.
 	Pool *bmc.Pool
+	// Shards, set, splits the fleet between replicas (internal/shard): each acts on the objects
+	// of the shards it holds.
+	Shards *shard.Set
 	// Claims configure the claim, boot configuration and maintenance controllers (claims.go).
 	Claims ClaimOptions
 	// Events, if set, records the family's events; Setup otherwise starts a provider of its own.
@@ -216,13 +220,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&BMCReconciler{
 		Client: mgr.GetClient(), Pool: pool, Recorder: o.Events.Recorder("bmc-controller"),
 		Resync: o.BMCResync, RetryAfter: o.RetryAfter, RequestTimeout: o.BMCRequestTimeout,
-		ResetSettle: o.BMCResetSettle, EventsURL: o.HardwareEventsURL,
+		ResetSettle: o.BMCResetSettle, EventsURL: o.HardwareEventsURL, Shards: o.Shards,
 	}).SetupWithManager(mgr, o.Concurrency); err != nil {
 		return fmt.Errorf("bmc controller: %w", err)
 	}
 	if err := (&BMCUserReconciler{
 		Client: mgr.GetClient(), Pool: pool, Recorder: o.Events.Recorder("bmcuser-controller"),
-		RetryAfter: o.RetryAfter, RequestTimeout: o.BMCRequestTimeout,
+		RetryAfter: o.RetryAfter, RequestTimeout: o.BMCRequestTimeout, Shards: o.Shards,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("bmcuser controller: %w", err)
 	}
