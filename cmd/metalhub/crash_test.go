@@ -191,6 +191,23 @@ func registerFleet(t testing.TB, fleet *redfish.Emulator, prefix string) []strin
 	return names
 }
 
+// bootableFleet starts bmcs emulated BMCs whose systems boot into an emulated discovery (the
+// netboot emulator answers for the probe), both stopped when the test ends.
+func bootableFleet(t testing.TB, bmcs int, powerDelay time.Duration) *redfish.Emulator {
+	t.Helper()
+	nb, err := netboot.New(netboot.Options{Client: env.Client, Namespace: "default", ProbeInterval: 200 * time.Millisecond, Logger: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nb.Close)
+	fleet, err := redfish.Start(redfish.Options{BMCs: bmcs, PowerDelay: powerDelay, OnBoot: nb.OnBoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fleet.Close() })
+	return fleet
+}
+
 // purgeMetal removes every metal object a previous test of this package left, finalizers and
 // all: the tests share one control plane, and a left-over BMC pointing at a port the next test's
 // fleet reuses would register a second Server for the same system.

@@ -7,13 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal"
-	"github.com/metalhub/metalhub/internal/emulator/netboot"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
@@ -31,16 +29,7 @@ func TestDiscoveryOverVirtualMedia(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	nb, err := netboot.New(netboot.Options{Client: env.Client, Namespace: "default", ProbeInterval: 200 * time.Millisecond, Logger: logr.Discard()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nb.Close()
-	fleet, err := redfish.Start(redfish.Options{BMCs: 3, PowerDelay: 200 * time.Millisecond, OnBoot: nb.OnBoot})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fleet.Close()
+	fleet := bootableFleet(t, 3, 200 * time.Millisecond)
 	fleet.BMC(2).SetFaults(redfish.Faults{NoVirtualMedia: true})
 
 	m := &managerProcess{bin: bin, logPath: filepath.Join(t.TempDir(), "manager.log"), args: []string{

@@ -9,15 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
-	"github.com/metalhub/metalhub/internal/emulator/netboot"
-	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
@@ -36,16 +33,7 @@ func TestLeaderHandover(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	nb, err := netboot.New(netboot.Options{Client: env.Client, Namespace: "default", ProbeInterval: 200 * time.Millisecond, Logger: logr.Discard()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nb.Close()
-	fleet, err := redfish.Start(redfish.Options{BMCs: n, PowerDelay: time.Second, OnBoot: nb.OnBoot})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fleet.Close()
+	fleet := bootableFleet(t, n, time.Second)
 
 	managers := make([]*managerProcess, 2)
 	for i := range managers {

@@ -126,6 +126,7 @@ type holding struct {
 	gone      bool      // lost or given up: no request starts
 	releasing bool      // to be given up once no request is in flight: no request starts
 	validity  time.Time // no request starts after this unless a renewal moves it
+	replaced  string    // the Lease's resourceVersion our taking it overwrote
 }
 
 // usable reports whether a request may start under h at now.
@@ -297,9 +298,10 @@ func (s *Set) Tick(ctx context.Context) error {
 	s.members = len(members)
 	s.mu.Unlock()
 
-	// Shards another replica took from under us (we could not renew in time) are gone now.
+	// Shards another replica took from under us (we could not renew in time) are gone now;
+	// the version we took over, seen again, is only the cache behind our own write.
 	for i, l := range shards {
-		if s.holds(i) && holderOf(l) != s.o.Identity {
+		if h := s.holding(i); h != nil && holderOf(l) != s.o.Identity && l.ResourceVersion != h.replaced {
 			s.drop(i)
 		}
 	}
@@ -563,6 +565,10 @@ func (s *Set) acquire(ctx context.Context, i int, l *coordinationv1.Lease) error
 	start := s.o.Now()
 	now := metav1.NewMicroTime(start)
 	var err error
+	replaced := ""
+	if l != nil {
+		replaced = l.ResourceVersion
+	}
 	if l == nil {
 		l = s.lease(i)
 		l.Spec = coordinationv1.LeaseSpec{HolderIdentity: ptr.To(s.o.Identity), LeaseDurationSeconds: ptr.To(int32(s.o.LeaseDuration / time.Second)),
@@ -583,7 +589,7 @@ func (s *Set) acquire(ctx context.Context, i int, l *coordinationv1.Lease) error
 		return fmt.Errorf("taking shard %d: %w", i, err)
 	}
 	s.mu.Lock()
-	s.held[i] = &holding{validity: start.Add(s.o.RenewDeadline)}
+	s.held[i] = &holding{validity: start.Add(s.o.RenewDeadline), replaced: replaced}
 	gates := append([]acquirer(nil), s.gates...)
 	s.mu.Unlock()
 	s.o.Logger.Info("shard taken", "shard", i, "identity", s.o.Identity)
@@ -619,10 +625,21 @@ func (s *Set) release(ctx context.Context, i int, l *coordinationv1.Lease) {
 		return
 	}
 	l = l.DeepCopy()
-	l.Spec.HolderIdentity = nil
-	l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(s.o.Now()))
-	if err := s.o.Client.Update(ctx, l); err != nil && !apierrors.IsConflict(err) {
-		s.o.Logger.Info("releasing shard", "shard", i, "error", err.Error())
+	for try := 0; ; try++ {
+		l.Spec.HolderIdentity = nil
+		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(s.o.Now()))
+		err := s.o.Client.Update(ctx, l)
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) || try > 0 {
+			s.o.Logger.Info("releasing shard", "shard", i, "error", err.Error())
+			return
+		}
+		// Our view was behind (a cache): read the Lease itself; still ours, give it up.
+		if err := s.o.Client.Get(ctx, client.ObjectKeyFromObject(l), l); err != nil || holderOf(l) != s.o.Identity {
+			return
+		}
 	}
 }
 

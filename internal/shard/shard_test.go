@@ -347,3 +347,53 @@ func converged(t *testing.T) (f *fleet, a, b, c *Set) {
 	}
 	return f, a, b, c
 }
+
+// A round that reads the Leases from a cache still behind our own taking of a shard (it shows
+// the version we overwrote) keeps the shard: only a version we have not seen says another
+// replica holds it.
+func TestStaleViewKeepsAShardTaken(t *testing.T) {
+	f := newFleet(t)
+	stale := &staleList{Client: f.cl}
+	a := f.add("a")
+	b := f.addWith("b", stale)
+	for range 3 {
+		f.round(a)
+	}
+	// b joins: a gives up six shards (holder cleared); b's view is frozen right there.
+	f.round(b)
+	f.round(a)
+	if err := f.cl.List(context.Background(), &stale.frozen, client.InNamespace("ns")); err != nil {
+		t.Fatal(err)
+	}
+	f.round(b) // b takes the freed shards, then reads only the frozen view
+	stale.freeze = true
+	taken := b.Held()
+	if len(taken) == 0 {
+		t.Fatal("b took no shard")
+	}
+	f.round(b)
+	for _, i := range taken {
+		if !b.Owns(i) {
+			t.Errorf("b dropped shard %d on a view older than its own taking of it", i)
+		}
+	}
+	// A version it has not seen, held by another, does make it let go.
+	stale.freeze = false
+	f.round(a, b)
+	f.assertSplit(count/2, a, b)
+}
+
+// staleList answers List from a frozen snapshot while freeze is set.
+type staleList struct {
+	client.Client
+	frozen coordinationv1.LeaseList
+	freeze bool
+}
+
+func (s *staleList) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if l, ok := list.(*coordinationv1.LeaseList); ok && s.freeze {
+		s.frozen.DeepCopyInto(l)
+		return nil
+	}
+	return s.Client.List(ctx, list, opts...)
+}
