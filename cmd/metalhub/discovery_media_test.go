@@ -29,7 +29,7 @@ func TestDiscoveryOverVirtualMedia(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	fleet := bootableFleet(t, 3, 200 * time.Millisecond)
+	fleet := bootableFleet(t, 3, 200*time.Millisecond)
 	fleet.BMC(2).SetFaults(redfish.Faults{NoVirtualMedia: true})
 
 	m := &managerProcess{bin: bin, logPath: filepath.Join(t.TempDir(), "manager.log"), args: []string{
