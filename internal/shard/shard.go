@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,6 +34,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // Labels on the Leases of a shard set.
@@ -44,6 +46,15 @@ const (
 	RoleShard  = "shard"
 	RoleMember = "member"
 )
+
+var (
+	heldGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "metalhub_shards_held",
+		Help: "Shards this replica holds for certain (--shards)."})
+	membersGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "metalhub_shard_members",
+		Help: "Replicas this one counted in its last membership round, itself included (--shards)."})
+)
+
+func init() { ctrlmetrics.Registry.MustRegister(heldGauge, membersGauge) }
 
 // Of maps key to one of n shards by jump consistent hashing (Lamping and Veach): when n grows to
 // n+1, only about 1/(n+1) of the keys move, all of them to the new shard.
@@ -297,6 +308,8 @@ func (s *Set) Tick(ctx context.Context) error {
 	s.mu.Lock()
 	s.members = len(members)
 	s.mu.Unlock()
+	membersGauge.Set(float64(len(members)))
+	defer func() { heldGauge.Set(float64(len(s.active()))) }()
 
 	// Shards another replica took from under us (we could not renew in time) are gone now;
 	// the version we took over, seen again, is only the cache behind our own write.
