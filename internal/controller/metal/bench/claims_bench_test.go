@@ -267,6 +267,7 @@ func runClaims(b *testing.B, servers, claims int) {
 	closed0 := closedWatches(b, env)
 	counter.Reset()
 	passes0 := reconciles(b, "server")
+	queues0 := sampleQueues(b)
 	cpu0 := cpuSeconds()
 	// METALHUB_BENCH_APISERVER_CPU names a file for the API server's CPU profile over the
 	// first 8 s of the claims, to see what binding costs it.
@@ -310,6 +311,7 @@ func runClaims(b *testing.B, servers, claims int) {
 
 	counts, writeTime := counter.Reset()
 	serverPasses := reconciles(b, "server") - passes0
+	queues := sampleQueues(b).since(queues0)
 
 	total, family := 0, 0
 	var names []string
@@ -345,6 +347,7 @@ func runClaims(b *testing.B, servers, claims int) {
 	// The controllers share the API server's throughput, which bounds the timings here.
 	all, breakdownAPI := testenv.WritesPer(req0, req1, claims, nil)
 	b.Logf("apiserver writes per claim (all clients, events included, counted once written): %.2f = %s", all, breakdownAPI)
+	b.Logf("queues, mean wait and pass (passes): %s", queues)
 	tl.report(b, start)
 }
 
@@ -469,7 +472,9 @@ func (tl *timeline) written(ns string) func(client.Object, string) {
 
 // Steps as written (the write returned) and as the informers see them: the difference is the
 // watch's delay, which every step waits for.
-var steps = []string{"server patched", "server points at claim", "claim patched", "claim names server", "claim Bound", "server On"}
+// After Bound, the steps on the way to On: whichever comes late is what holds the power-ons.
+var steps = []string{"server patched", "server points at claim", "claim patched", "claim names server", "claim Bound",
+	"boot configuration Ready", "server Reserved", "power-on issued", "server On"}
 
 func newTimeline(b *testing.B, ctx context.Context, c crcache.Cache, ns string) *timeline {
 	b.Helper()
@@ -498,12 +503,26 @@ func newTimeline(b *testing.B, ctx context.Context, c crcache.Cache, ns string) 
 	onServer := func(o any) {
 		if s, ok := o.(*metalv1alpha1.Server); ok && s.Spec.ServerClaimRef != nil && s.Spec.ServerClaimRef.Namespace == ns {
 			mark("server points at claim", s.Spec.ServerClaimRef.Name)
+			if s.Annotations[lifecycle.StateAnnotation] == string(metalv1alpha1.ServerStateReserved) {
+				mark("server Reserved", s.Spec.ServerClaimRef.Name)
+			}
+			if strings.HasPrefix(s.Annotations[metal.PowerAnnotation], string(metalv1alpha1.PowerOn)+"@") {
+				mark("power-on issued", s.Spec.ServerClaimRef.Name)
+			}
 			if s.Status.PowerState == metalv1alpha1.PowerStateOn {
 				mark("server On", s.Spec.ServerClaimRef.Name)
 			}
 		}
 	}
-	for obj, on := range map[client.Object]func(any){&metalv1alpha1.ServerClaim{}: onClaim, &metalv1alpha1.Server{}: onServer} {
+	onBootConfiguration := func(o any) {
+		if c, ok := o.(*metalv1alpha1.ServerBootConfiguration); ok && c.Namespace == ns && c.Status.State == metalv1alpha1.ServerBootConfigurationStateReady {
+			if owner := metav1.GetControllerOf(c); owner != nil && owner.Kind == "ServerClaim" {
+				mark("boot configuration Ready", owner.Name)
+			}
+		}
+	}
+	for obj, on := range map[client.Object]func(any){&metalv1alpha1.ServerClaim{}: onClaim, &metalv1alpha1.Server{}: onServer,
+		&metalv1alpha1.ServerBootConfiguration{}: onBootConfiguration} {
 		inf, err := c.GetInformer(ctx, obj)
 		if err != nil {
 			b.Fatal(err)
@@ -673,4 +692,59 @@ func reconciles(b *testing.B, controller string) float64 {
 		}
 	}
 	return total
+}
+
+// histogram is the sum and count so far of one of the workqueue histograms (by queue name),
+// process-wide like reconciles.
+func histogram(b *testing.B, metric, queue string) (sum, count float64) {
+	b.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != metric {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "name" && l.GetValue() == queue {
+					sum += m.GetHistogram().GetSampleSum()
+					count += float64(m.GetHistogram().GetSampleCount())
+				}
+			}
+		}
+	}
+	return sum, count
+}
+
+// queueTimes samples how long the controllers' requests waited in their queues and how long
+// their passes took; since reports the means in between.
+type queueTimes map[string][4]float64
+
+var benchQueues = []string{"serverclaim", "server", "serverbootconfiguration"}
+
+func sampleQueues(b *testing.B) queueTimes {
+	q := queueTimes{}
+	for _, name := range benchQueues {
+		ws, wc := histogram(b, "workqueue_queue_duration_seconds", name)
+		ps, pc := histogram(b, "workqueue_work_duration_seconds", name)
+		q[name] = [4]float64{ws, wc, ps, pc}
+	}
+	return q
+}
+
+func (q queueTimes) since(before queueTimes) string {
+	var out []string
+	for _, name := range benchQueues {
+		a, z := before[name], q[name]
+		mean := func(s, c float64) time.Duration {
+			if c <= 0 {
+				return 0
+			}
+			return time.Duration(s / c * float64(time.Second)).Round(time.Millisecond)
+		}
+		out = append(out, fmt.Sprintf("%s waited %s, passed in %s (%.0f)", name, mean(z[0]-a[0], z[1]-a[1]), mean(z[2]-a[2], z[3]-a[3]), z[3]-a[3]))
+	}
+	return strings.Join(out, "; ")
 }
