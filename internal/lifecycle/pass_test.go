@@ -374,3 +374,67 @@ func TestIsOwnTellsKindsOfOneNameApart(t *testing.T) {
 		t.Fatal("the reconciled object itself (no UID yet) not recognised")
 	}
 }
+
+// Owner decides whether this process acts on an object (shards): one it does not own gets no
+// pass and no write, not even a pause acknowledgement; a pass that loses the object midway
+// writes no report (the new holder makes it); an owned one runs under the Owner's context.
+func TestOwnerGatesPasses(t *testing.T) {
+	s := &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: "sharded", Annotations: map[string]string{PausedAnnotation: "p"}},
+		Spec: metalv1alpha1.ServerSpec{SystemUUID: "sharded"}}
+	if err := env.Client.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), s) })
+	get := func() *metalv1alpha1.Server {
+		t.Helper()
+		got := &metalv1alpha1.Server{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "sharded"}, got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	type ctxKey struct{}
+	owned, passes := false, 0
+	r := NewReconciler(env.Client, func() *metalv1alpha1.Server { return &metalv1alpha1.Server{} },
+		func(ctx context.Context, p *Pass[*metalv1alpha1.Server]) (Result, error) {
+			passes++
+			if ctx.Value(ctxKey{}) == nil {
+				t.Error("the pass does not run under the Owner's context")
+			}
+			p.Obj.Status.State = metalv1alpha1.ServerStateAvailable
+			owned = false // lost during the pass
+			return Done(), nil
+		})
+	r.Owner = func(ctx context.Context, _ client.Object) (context.Context, bool) {
+		return context.WithValue(ctx, ctxKey{}, true), owned
+	}
+	before := get().ResourceVersion
+	if _, err := r.Reconcile(context.Background(), req("sharded")); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(); got.ResourceVersion != before || got.Annotations[PauseAckAnnotation] != "" {
+		t.Errorf("an object of another shard was written (pause ack %q)", got.Annotations[PauseAckAnnotation])
+	}
+	// Owned and paused: the owner acknowledges.
+	owned = true
+	if _, err := r.Reconcile(context.Background(), req("sharded")); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(); got.Annotations[PauseAckAnnotation] != "p" {
+		t.Errorf("the owner did not acknowledge the pause: %v", got.Annotations)
+	}
+	if err := PatchMetadata(context.Background(), env.Client, get(), func(o client.Object) { RemoveAnnotation(o, PausedAnnotation) }); err != nil {
+		t.Fatal(err)
+	}
+	// Owned at the start, lost during the pass: the report is not written.
+	owned = true
+	if _, err := r.Reconcile(context.Background(), req("sharded")); err != nil {
+		t.Fatal(err)
+	}
+	if passes != 1 {
+		t.Fatalf("%d passes, want the one of the owned, unpaused object", passes)
+	}
+	if got := get(); got.Status.State != "" {
+		t.Errorf("a pass that lost its object wrote its report: status.state %q", got.Status.State)
+	}
+}

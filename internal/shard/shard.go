@@ -175,9 +175,6 @@ func New(o Options) (*Set, error) {
 		kick: make(chan struct{}, 1)}, nil
 }
 
-// Count is the number of shards.
-func (s *Set) Count() int { return s.o.Count }
-
 // Identity is this replica's name in the Leases.
 func (s *Set) Identity() string { return s.o.Identity }
 
