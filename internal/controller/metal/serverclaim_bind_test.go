@@ -1,6 +1,7 @@
 package metal
 
 import (
+	"context"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,7 +12,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -177,6 +180,107 @@ func TestClaimBindingStep(t *testing.T) {
 				}
 			} else if !apierrors.IsNotFound(sbcErr) {
 				t.Errorf("boot configuration without a binding: %v", sbcErr)
+			}
+		})
+	}
+}
+
+// The pass after the binding comes on the claim's own watch event, often before its boot
+// configuration's: on a cache that does not show the configuration yet it reports Bound without
+// creating it a second time (a write the API server would only refuse). A replica that did not
+// make it (restarted, say) creates it; one whose claim now wants another configuration updates it
+// once the cache shows it.
+func TestClaimBoundPassDoesNotRemakeItsBootConfiguration(t *testing.T) {
+	cases := []struct {
+		name string
+		// restart drops the reconciler's memory between the passes; change edits the claim's
+		// image between them.
+		restart, change bool
+		wantCreates     int
+	}{
+		{"made by this replica, not in the cache yet", false, false, 0},
+		{"made before a restart", true, false, 1},
+		{"the claim changed since", false, true, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			claim := &metalv1alpha1.ServerClaim{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "c", UID: "claim-uid"},
+				Spec:       metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn, Image: "os:1"},
+			}
+			base := fakeClient(claim, freeServer("a", nil))
+			lagging, creates := false, 0
+			c := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+				Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if _, ok := obj.(*metalv1alpha1.ServerBootConfiguration); ok && lagging {
+						return apierrors.NewNotFound(metalv1alpha1.GroupVersion.WithResource("serverbootconfigurations").GroupResource(), key.Name)
+					}
+					return cl.Get(ctx, key, obj, opts...)
+				},
+				Create: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+					if _, ok := obj.(*metalv1alpha1.ServerBootConfiguration); ok && lagging {
+						creates++
+					}
+					return cl.Create(ctx, obj, opts...)
+				},
+			})
+			newReconciler := func() reconcile.Reconciler {
+				r := &ServerClaimReconciler{Client: c, Recorder: events.NewFakeRecorder(100)}
+				r.init()
+				return lifecycle.NewReconciler[*metalv1alpha1.ServerClaim](c, func() *metalv1alpha1.ServerClaim { return &metalv1alpha1.ServerClaim{} }, r.handle)
+			}
+			rec := newReconciler()
+			req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(claim)}
+			if _, err := rec.Reconcile(ctx(), req); err != nil {
+				t.Fatal(err)
+			}
+			if err := base.Get(ctx(), req.NamespacedName, &metalv1alpha1.ServerBootConfiguration{}); err != nil {
+				t.Fatalf("binding pass made no boot configuration: %v", err)
+			}
+			if tc.restart {
+				rec = newReconciler()
+			}
+			if tc.change {
+				cur := &metalv1alpha1.ServerClaim{}
+				if err := base.Get(ctx(), req.NamespacedName, cur); err != nil {
+					t.Fatal(err)
+				}
+				cur.Spec.Image = "os:2"
+				if err := base.Update(ctx(), cur); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lagging = true
+			res, err := rec.Reconcile(ctx(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if creates != tc.wantCreates {
+				t.Errorf("boot configuration created %d times by the second pass, want %d", creates, tc.wantCreates)
+			}
+			after := &metalv1alpha1.ServerClaim{}
+			if err := base.Get(ctx(), req.NamespacedName, after); err != nil {
+				t.Fatal(err)
+			}
+			if after.Status.Phase != metalv1alpha1.PhaseBound {
+				t.Errorf("phase %q after the second pass, want Bound", after.Status.Phase)
+			}
+			if tc.wantCreates == 0 && res.RequeueAfter == 0 {
+				t.Errorf("a pass that trusted its own record does not look again")
+			}
+			if tc.change {
+				// The cache shows it now: the next pass brings it to the claim's spec.
+				lagging = false
+				if _, err := rec.Reconcile(ctx(), req); err != nil {
+					t.Fatal(err)
+				}
+				sbc := &metalv1alpha1.ServerBootConfiguration{}
+				if err := base.Get(ctx(), req.NamespacedName, sbc); err != nil {
+					t.Fatal(err)
+				}
+				if sbc.Spec.Image != "os:2" {
+					t.Errorf("boot configuration image %q, want os:2", sbc.Spec.Image)
+				}
 			}
 		})
 	}

@@ -77,6 +77,11 @@ type ServerClaimReconciler struct {
 	// woken holds claims a freed server enqueued that have not run yet: the next freed server
 	// wakes others, so a burst of freed servers reaches as many waiting claims.
 	woken map[types.NamespacedName]struct{}
+	// made remembers, per claim, the boot configuration this replica made for it (or found):
+	// the pass after the binding comes on the claim's own watch event, often before the
+	// configuration's, and must not create it a second time (a wasted write the API server
+	// answers AlreadyExists).
+	made map[types.UID]madeRecord
 }
 
 // init makes the in-memory state and fills in defaults.
@@ -84,6 +89,7 @@ func (r *ServerClaimReconciler) init() {
 	r.binds = map[types.UID]bindRecord{}
 	r.binding = map[string]bindRecord{}
 	r.woken = map[types.NamespacedName]struct{}{}
+	r.made = map[types.UID]madeRecord{}
 	r.Options = r.Options.withDefaults()
 	if r.RetryAfter <= 0 {
 		r.RetryAfter = 5 * time.Second
@@ -232,7 +238,13 @@ func (r *ServerClaimReconciler) bound(ctx context.Context, p *lifecycle.Pass[*me
 	}
 	// The boot configuration exists, and the server points at it, before the claim reports
 	// Bound: whoever waits for Bound finds the server on its way.
-	if reason, msg, err := r.ensureBootConfiguration(ctx, p, s); err != nil || reason != "" {
+	then := lifecycle.Done()
+	if r.madeUnseen(ctx, cl, c, bootSpecOf(c, s)) {
+		// Made by the binding pass moments ago; this pass came on the claim's own event, ahead
+		// of the configuration's. Look once more after the record has expired, in case it was
+		// deleted before the cache ever showed it.
+		then = lifecycle.RequeueAfter(bindTTL, "boot configuration not in the cache yet")
+	} else if reason, msg, err := r.ensureBootConfiguration(ctx, p, s); err != nil || reason != "" {
 		if err != nil {
 			return lifecycle.Result{}, err
 		}
@@ -246,7 +258,7 @@ func (r *ServerClaimReconciler) bound(ctx context.Context, p *lifecycle.Pass[*me
 			return lifecycle.Result{}, fmt.Errorf("pointing server %s at the boot configuration: %w", s.Name, err)
 		}
 	}
-	return r.report(ctx, p, metalv1alpha1.PhaseBound, metav1.ConditionTrue, metalv1alpha1.ReasonBound, "bound to server "+s.Name, lifecycle.Done())
+	return r.report(ctx, p, metalv1alpha1.PhaseBound, metav1.ConditionTrue, metalv1alpha1.ReasonBound, "bound to server "+s.Name, then)
 }
 
 // recordServer writes the claim's side of a binding: the server's name in spec.serverRef (kept
@@ -443,16 +455,25 @@ func (r *ServerClaimReconciler) ensureBootConfiguration(ctx context.Context, p *
 // ensureBootConfigurationOf is ensureBootConfiguration for claim c as given (a copy, when the
 // pass's object is being written at the same time).
 func (r *ServerClaimReconciler) ensureBootConfigurationOf(ctx context.Context, cl client.Client, c *metalv1alpha1.ServerClaim, s *metalv1alpha1.Server) (string, string, error) {
-	err := ensureOwnedBootConfiguration(ctx, cl, c, client.ObjectKeyFromObject(c), metalv1alpha1.ServerBootConfigurationSpec{
+	spec := bootSpecOf(c, s)
+	err := ensureOwnedBootConfiguration(ctx, cl, c, client.ObjectKeyFromObject(c), spec)
+	if msg, ok := bootConfigurationTaken(err); ok {
+		return metalv1alpha1.ReasonBootConfigurationConflict, fmt.Sprintf("bound to server %s, but %s", s.Name, msg), nil
+	}
+	if err == nil {
+		r.noteMade(c, spec)
+	}
+	return "", "", err
+}
+
+// bootSpecOf is the boot configuration claim c wants on server s.
+func bootSpecOf(c *metalv1alpha1.ServerClaim, s *metalv1alpha1.Server) metalv1alpha1.ServerBootConfigurationSpec {
+	return metalv1alpha1.ServerBootConfigurationSpec{
 		ServerRef:         corev1.LocalObjectReference{Name: s.Name},
 		Image:             c.Spec.Image,
 		IgnitionSecretRef: c.Spec.IgnitionSecretRef,
 		NetworkBoot:       c.Spec.NetworkBoot,
 		BootMethod:        c.Spec.BootMethod,
 		BootURI:           c.Spec.BootURI,
-	})
-	if msg, ok := bootConfigurationTaken(err); ok {
-		return metalv1alpha1.ReasonBootConfigurationConflict, fmt.Sprintf("bound to server %s, but %s", s.Name, msg), nil
 	}
-	return "", "", err
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -79,4 +81,47 @@ func (r *ServerClaimReconciler) unwake(c *metalv1alpha1.ServerClaim) {
 	r.mu.Lock()
 	delete(r.woken, client.ObjectKeyFromObject(c))
 	r.mu.Unlock()
+}
+
+// madeRecord is a boot configuration made (or found) for a claim: with which spec, and when.
+type madeRecord struct {
+	spec metalv1alpha1.ServerBootConfigurationSpec
+	at   time.Time
+}
+
+// noteMade records that claim c's boot configuration exists with spec.
+func (r *ServerClaimReconciler) noteMade(c *metalv1alpha1.ServerClaim, spec metalv1alpha1.ServerBootConfigurationSpec) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	if len(r.made) >= 1024 {
+		// Claims whose next pass never came (deleted meanwhile): drop what has expired.
+		for uid, m := range r.made {
+			if now.Sub(m.at) >= bindTTL {
+				delete(r.made, uid)
+			}
+		}
+	}
+	r.made[c.UID] = madeRecord{spec: spec, at: now}
+}
+
+// madeUnseen reports whether claim c's boot configuration was made by this replica with spec
+// moments ago and the cache has not shown it yet: it exists, and creating it again would only be
+// refused. Once the cache shows it (or the record is old, or the claim wants another spec), the
+// record goes and the configuration is checked as usual; its watch event brings that pass.
+func (r *ServerClaimReconciler) madeUnseen(ctx context.Context, cl client.Reader, c *metalv1alpha1.ServerClaim, spec metalv1alpha1.ServerBootConfigurationSpec) bool {
+	r.mu.Lock()
+	m, ok := r.made[c.UID]
+	r.mu.Unlock()
+	if !ok {
+		return false
+	}
+	if time.Since(m.at) < bindTTL && equality.Semantic.DeepEqual(m.spec, spec) &&
+		apierrors.IsNotFound(cl.Get(ctx, client.ObjectKeyFromObject(c), &metalv1alpha1.ServerBootConfiguration{})) {
+		return true
+	}
+	r.mu.Lock()
+	delete(r.made, c.UID)
+	r.mu.Unlock()
+	return false
 }
