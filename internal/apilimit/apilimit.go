@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -38,19 +39,40 @@ const (
 
 // Slots is a bound on writes in flight, with waiters served by priority and, within one, in
 // order.
+//
+// Serving urgent waiters first is not enough while a burst of them is bound: between a claim's
+// writes (each pass waits for the watch event of its last) the queue of urgent writes empties
+// for moments, normal writes take the freed slots, and on an API server that is already busy
+// every one of those delays the binds behind it. So while urgent writes are coming (one was
+// asked for within UrgentWindow), normal writes keep to NormalWhileUrgent slots; they are not
+// stopped, and have every slot again once the burst is over.
 type Slots struct {
 	mu     sync.Mutex
 	free   int
 	size   int
 	queues [High + 1][]chan struct{}
+	// normal is the number of slots normal writes hold.
+	normal int
+	// lastUrgent is when an urgent write last asked for a slot.
+	lastUrgent time.Time
+	// timer wakes normal waiters held back by the urgent window once it has passed.
+	timer *time.Timer
+	now   func() time.Time
 }
+
+const (
+	// UrgentWindow is how long after the last urgent write normal writes stay held back.
+	UrgentWindow = 500 * time.Millisecond
+	// NormalWhileUrgent is how many slots normal writes may hold meanwhile.
+	NormalWhileUrgent = 2
+)
 
 // NewSlots returns n slots; nil (no bound) when n <= 0.
 func NewSlots(n int) *Slots {
 	if n <= 0 {
 		return nil
 	}
-	return &Slots{free: n, size: n}
+	return &Slots{free: n, size: n, now: time.Now}
 }
 
 // InFlight is the number of slots taken.
@@ -60,16 +82,41 @@ func (s *Slots) InFlight() int {
 	return s.size - s.free
 }
 
-// Acquire waits for a slot; waiting ends with ctx. Release it when the write returns.
+// Urgent reports whether urgent writes are coming: one asked for a slot within UrgentWindow.
+// Other writers (events) hold back too while it is true.
+func (s *Slots) Urgent() bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.urgent()
+}
+
+func (s *Slots) urgent() bool {
+	return !s.lastUrgent.IsZero() && s.now().Sub(s.lastUrgent) < UrgentWindow
+}
+
+// admits reports whether a write of priority p may take a free slot now.
+func (s *Slots) admits(p Priority) bool {
+	return p == High || s.normal < NormalWhileUrgent || !s.urgent()
+}
+
+// Acquire waits for a slot; waiting ends with ctx. Release it, with the same priority, when
+// the write returns.
 func (s *Slots) Acquire(ctx context.Context, p Priority) error {
 	s.mu.Lock()
-	if s.free > 0 && !s.waitersFrom(p) {
-		s.free--
+	if p == High {
+		s.lastUrgent = s.now()
+	}
+	if s.free > 0 && !s.waitersFrom(p) && s.admits(p) {
+		s.take(p)
 		s.mu.Unlock()
 		return nil
 	}
 	ch := make(chan struct{})
 	s.queues[p] = append(s.queues[p], ch)
+	s.wakeLater()
 	s.mu.Unlock()
 	select {
 	case <-ch:
@@ -79,17 +126,34 @@ func (s *Slots) Acquire(ctx context.Context, p Priority) error {
 		defer s.mu.Unlock()
 		if !s.drop(p, ch) {
 			// Granted while giving up: pass the slot on.
-			s.handOff()
+			s.give(p)
 		}
 		return ctx.Err()
 	}
 }
 
-// Release gives a slot back.
-func (s *Slots) Release() {
+// Release gives back a slot a write of priority p held.
+func (s *Slots) Release(p Priority) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.handOff()
+	s.give(p)
+}
+
+// take hands a free slot to a write of priority p.
+func (s *Slots) take(p Priority) {
+	s.free--
+	if p == Normal {
+		s.normal++
+	}
+}
+
+// give returns the slot of a write of priority p and hands out what may go now.
+func (s *Slots) give(p Priority) {
+	s.free++
+	if p == Normal {
+		s.normal--
+	}
+	s.handOut()
 }
 
 // waitersFrom reports whether anyone of priority p or higher waits: they go first.
@@ -114,16 +178,32 @@ func (s *Slots) drop(p Priority, ch chan struct{}) bool {
 	return false
 }
 
-// handOff gives a freed slot to the first waiter of the highest priority, or frees it.
-func (s *Slots) handOff() {
+// handOut gives free slots to the waiters, highest priority first, each in order, as far as
+// admits lets them.
+func (s *Slots) handOut() {
 	for p := High; p >= Normal; p-- {
-		if q := s.queues[p]; len(q) > 0 {
-			s.queues[p] = q[1:]
-			close(q[0])
-			return
+		for s.free > 0 && len(s.queues[p]) > 0 && s.admits(p) {
+			ch := s.queues[p][0]
+			s.queues[p] = s.queues[p][1:]
+			s.take(p)
+			close(ch)
 		}
 	}
-	s.free++
+	s.wakeLater()
+}
+
+// wakeLater makes sure normal waiters held back by the urgent window are handed slots when it
+// has passed, even if no write returns meanwhile to do it.
+func (s *Slots) wakeLater() {
+	if len(s.queues[Normal]) == 0 || !s.urgent() || s.timer != nil {
+		return
+	}
+	s.timer = time.AfterFunc(UrgentWindow-s.now().Sub(s.lastUrgent), func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.timer = nil
+		s.handOut()
+	})
 }
 
 // NewClient returns a manager's Options.NewClient whose writes take slots (unbounded when
@@ -168,10 +248,11 @@ type limited struct {
 
 // do runs write in a free slot; waiting ends with ctx.
 func (l *limited) do(ctx context.Context, write func() error) error {
-	if err := l.slots.Acquire(ctx, priorityOf(ctx)); err != nil {
+	p := priorityOf(ctx)
+	if err := l.slots.Acquire(ctx, p); err != nil {
 		return fmt.Errorf("waiting for a free API write slot: %w", err)
 	}
-	defer l.slots.Release()
+	defer l.slots.Release(p)
 	return write()
 }
 

@@ -200,16 +200,75 @@ func TestSlotsServeByPriority(t *testing.T) {
 			mu.Lock()
 			order = append(order, p)
 			mu.Unlock()
-			s.Release()
+			s.Release(p)
 		})
 		waitFor(t, "waiter queued", func() bool { return waiting() == i+1 })
 	}
-	s.Release()
+	s.Release(Normal)
 	wg.Wait()
 	if want := []Priority{High, High, Normal, Normal}; fmt.Sprint(order) != fmt.Sprint(want) {
 		t.Errorf("served in order %v, want %v", order, want)
 	}
 	if s.InFlight() != 0 {
 		t.Errorf("%d slots taken after all released", s.InFlight())
+	}
+}
+
+// While urgent writes are coming, normal ones keep to NormalWhileUrgent slots even with more
+// free, and urgent ones still get a slot at once; once no urgent write has asked for
+// UrgentWindow, the normal writes held back get the free slots without any write returning.
+func TestNormalWritesHeldBackWhileUrgent(t *testing.T) {
+	s := NewSlots(4)
+	ctx := context.Background()
+	if err := s.Acquire(ctx, High); err != nil {
+		t.Fatal(err)
+	}
+	s.Release(High)
+	urgentAt := time.Now()
+	if !s.Urgent() {
+		t.Fatal("not urgent right after an urgent write")
+	}
+	for range NormalWhileUrgent {
+		if err := s.Acquire(ctx, Normal); err != nil {
+			t.Fatal(err)
+		}
+	}
+	granted := make(chan time.Time, 1)
+	go func() {
+		if err := s.Acquire(ctx, Normal); err != nil {
+			t.Error(err)
+		}
+		granted <- time.Now()
+	}()
+	waitFor(t, "normal write queued", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.queues[Normal]) == 1
+	})
+	if got := s.InFlight(); got != NormalWhileUrgent {
+		t.Errorf("%d slots taken, want %d: a normal write went past the urgent window's share", got, NormalWhileUrgent)
+	}
+	// An urgent write is not held back by the normal ones waiting.
+	if err := s.Acquire(ctx, High); err != nil {
+		t.Fatal(err)
+	}
+	s.Release(High)
+	urgentAt = time.Now()
+	select {
+	case at := <-granted:
+		if at.Sub(urgentAt) < UrgentWindow*9/10 {
+			t.Errorf("normal write granted %s after the last urgent one, before the window of %s passed", at.Sub(urgentAt), UrgentWindow)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("normal write still held back long after the urgent window")
+	}
+	if s.Urgent() {
+		t.Error("still urgent after the window")
+	}
+	for range NormalWhileUrgent + 1 {
+		s.Release(Normal)
+	}
+	if got := s.InFlight(); got != 0 {
+		t.Errorf("%d slots taken after all released", got)
 	}
 }

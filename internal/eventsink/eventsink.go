@@ -49,7 +49,13 @@ type Options struct {
 	InFlight int
 	// Backlog is the number of events that may wait for a write; more are dropped.
 	Backlog int
+	// Yield, when set and true, holds event writes to YieldInFlight at a time: the
+	// controllers' urgent writes are being bound (apilimit.Slots.Urgent) and go first.
+	Yield func() bool
 }
+
+// YieldInFlight is how many event writes go at once while Options.Yield is true.
+const YieldInFlight = 2
 
 func (o Options) withDefaults() Options {
 	if o.InFlight <= 0 {
@@ -80,7 +86,8 @@ func New(mgr ctrl.Manager, o Options) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the events client: %w", err)
 	}
-	s := &sink{next: &events.EventSinkImpl{Interface: cl}, slots: make(chan struct{}, o.InFlight), backlog: o.Backlog}
+	s := &sink{next: &events.EventSinkImpl{Interface: cl}, slots: make(chan struct{}, o.InFlight), backlog: o.Backlog,
+		yield: o.Yield, few: make(chan struct{}, YieldInFlight)}
 	p := &Provider{broadcaster: events.NewBroadcaster(s), sink: s, scheme: mgr.GetScheme()}
 	if err := mgr.Add(p); err != nil {
 		return nil, fmt.Errorf("adding the event recorder: %w", err)
@@ -116,6 +123,9 @@ type sink struct {
 	next    events.EventSink
 	slots   chan struct{}
 	backlog int
+	// yield and few hold the writes to cap(few) while yield is true.
+	yield func() bool
+	few   chan struct{}
 
 	mu      sync.Mutex
 	waiting int
@@ -149,6 +159,14 @@ func (s *sink) do(ctx context.Context, ev *eventsv1.Event, write func() (*events
 		return nil, ctx.Err()
 	}
 	defer func() { <-s.slots }()
+	if s.yield != nil && s.yield() {
+		select {
+		case s.few <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		defer func() { <-s.few }()
+	}
 	return write()
 }
 

@@ -108,8 +108,41 @@ func TestOptionsDefaults(t *testing.T) {
 		{Options{InFlight: 3, Backlog: 7}, Options{InFlight: 3, Backlog: 7}},
 		{Options{InFlight: -1}, Options{InFlight: DefaultInFlight, Backlog: DefaultBacklog}},
 	} {
-		if got := tc.in.withDefaults(); got != tc.want {
+		if got := tc.in.withDefaults(); got.InFlight != tc.want.InFlight || got.Backlog != tc.want.Backlog {
 			t.Errorf("%+v.withDefaults() = %+v, want %+v", tc.in, got, tc.want)
 		}
+	}
+}
+
+// While the controllers' urgent writes go (Yield true), events keep to YieldInFlight writes at
+// once; otherwise to the sink's own bound.
+func TestSinkYieldsToUrgentWrites(t *testing.T) {
+	for _, tc := range []struct {
+		yield bool
+		want  int32
+	}{{true, YieldInFlight}, {false, 5}} {
+		t.Run(fmt.Sprint("yield=", tc.yield), func(t *testing.T) {
+			next := &blockingSink{release: make(chan struct{})}
+			s := &sink{next: next, slots: make(chan struct{}, 8), backlog: 10,
+				yield: func() bool { return tc.yield }, few: make(chan struct{}, YieldInFlight)}
+			var wg sync.WaitGroup
+			for range 5 {
+				wg.Go(func() {
+					if _, err := s.Create(context.Background(), &eventsv1.Event{}); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			for deadline := time.Now().Add(5 * time.Second); s.pending() != 5 || next.cur.Load() != tc.want; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("pending %d, in flight %d; want 5 and %d", s.pending(), next.cur.Load(), tc.want)
+				}
+			}
+			close(next.release)
+			wg.Wait()
+			if m := next.max.Load(); m != tc.want {
+				t.Errorf("at most %d event writes in flight, want %d", m, tc.want)
+			}
+		})
 	}
 }

@@ -301,7 +301,9 @@ func newManager(cfg *rest.Config, o Options, l *Listeners, log logr.Logger) (ctr
 		}
 	}
 	// One event sink for both families: its bound on writes in flight is the process's.
-	events, err := eventsink.New(mgr, o.Events)
+	evOpts := o.Events
+	evOpts.Yield = slots.Urgent
+	events, err := eventsink.New(mgr, evOpts)
 	if err != nil {
 		return nil, err
 	}
