@@ -398,7 +398,7 @@ func startOperator(b *testing.B, env *testenv.Env, tune func(*metal.Options)) *o
 	opts.RegistryBindAddress = "0"
 	// The events are written at low priority, after the work: the benchmark waits for them
 	// before it counts the API writes.
-	events, err := eventsink.New(mgr, eventsink.Options{})
+	events, err := eventsink.New(mgr, eventsink.Options{Yield: slots.Urgent})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -473,7 +473,7 @@ func (tl *timeline) written(ns string) func(client.Object, string) {
 // Steps as written (the write returned) and as the informers see them: the difference is the
 // watch's delay, which every step waits for.
 // After Bound, the steps on the way to On: whichever comes late is what holds the power-ons.
-var steps = []string{"server patched", "server points at claim", "claim patched", "claim names server", "claim Bound",
+var steps = []string{"claim seen", "server patched", "server points at claim", "claim patched", "claim names server", "claim Bound",
 	"boot configuration Ready", "server Reserved", "power-on issued", "server On"}
 
 func newTimeline(b *testing.B, ctx context.Context, c crcache.Cache, ns string) *timeline {
@@ -492,6 +492,7 @@ func newTimeline(b *testing.B, ctx context.Context, c crcache.Cache, ns string) 
 	mark := tl.mark
 	onClaim := func(o any) {
 		if c, ok := o.(*metalv1alpha1.ServerClaim); ok && c.Namespace == ns {
+			mark("claim seen", c.Name)
 			if c.Spec.ServerRef != nil {
 				mark("claim names server", c.Name)
 			}

@@ -1,0 +1,165 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/testenv"
+)
+
+// probeGroup holds copies of the metal kinds that no controller watches: the claim-write probe
+// writes to them what a claim's binding writes, at the same schema, validation and size.
+const probeGroup = "probe.bench.metalhub.io"
+
+// claimWriteRate measures how many of a binding's own writes per second the API server takes
+// from writers in parallel, each writing as soon as its last write returned: the five writes
+// every claim needs before it is Bound (the claim created, the server's claim ref patched with
+// an optimistic lock, the boot configuration created, the claim's server ref and finalizer
+// patched, its Bound status written), on copies of the ServerClaim, Server and
+// ServerBootConfiguration kinds that nothing watches. The writes are the binding's; what the
+// probe leaves out (the watches' fan-out, every other controller's writes) makes it a floor.
+// servers bounds the sequences: each needs a server of its own (the claim ref is immutable).
+func claimWriteRate(b *testing.B, c client.Client, writers, servers int, d time.Duration) float64 {
+	b.Helper()
+	ctx := context.Background()
+	gv := schema.GroupVersion{Group: probeGroup, Version: metalv1alpha1.GroupVersion.Version}
+	for _, plural := range []string{"servers", "serverclaims", "serverbootconfigurations"} {
+		copyCRD(b, ctx, c, plural)
+	}
+	const ns = "claim-write-probe"
+	if err := c.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}); err != nil {
+		b.Fatal(err)
+	}
+	obj := func(kind, name string, namespaced bool) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gv.WithKind(kind))
+		u.SetName(name)
+		if namespaced {
+			u.SetNamespace(ns)
+		}
+		return u
+	}
+	// The servers, set up beforehand, as the fleet is: not counted. Their resourceVersions are
+	// what the lock is conditioned on (the controller reads them from its cache).
+	versions := make([]string, servers)
+	if err := testenv.Parallel(servers, 32, func(i int) error {
+		s := obj("Server", fmt.Sprintf("probe-%05d", i), false)
+		s.Object["spec"] = map[string]any{"systemUUID": fmt.Sprintf("00000000-0000-0000-0000-%012d", i),
+			"systemURI": "/redfish/v1/Systems/1", "bmcRef": map[string]any{"name": "probe"}}
+		if err := c.Create(ctx, s); err != nil {
+			return err
+		}
+		versions[i] = s.GetResourceVersion()
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+
+	var n, seq atomic.Int64
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	if err := testenv.Parallel(writers, writers, func(int) error {
+		for time.Now().Before(deadline) {
+			i := seq.Add(1) - 1
+			if i >= int64(servers) {
+				return nil
+			}
+			name := fmt.Sprintf("probe-%05d", i)
+			claim := obj("ServerClaim", name, true)
+			claim.Object["spec"] = map[string]any{"power": string(metalv1alpha1.PowerOn), "image": "os-image:latest"}
+			if err := c.Create(ctx, claim); err != nil {
+				return fmt.Errorf("claim: %w", err)
+			}
+			n.Add(1)
+			// The lock: the server's refs, optimistically locked on what was read.
+			srv := obj("Server", name, false)
+			lock := fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"spec":{"serverClaimRef":{"namespace":%q,"name":%q},"bootConfigurationRef":{"namespace":%q,"name":%q}}}`,
+				versions[i], ns, name, ns, name)
+			if err := c.Patch(ctx, srv, client.RawPatch(types.MergePatchType, []byte(lock))); err != nil {
+				return fmt.Errorf("server: %w", err)
+			}
+			n.Add(1)
+			sbc := obj("ServerBootConfiguration", name, true)
+			sbc.Object["spec"] = map[string]any{"serverRef": map[string]any{"name": name}, "image": "os-image:latest"}
+			sbc.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: gv.String(), Kind: "ServerClaim", Name: name,
+				UID: claim.GetUID(), Controller: new(true), BlockOwnerDeletion: new(true)}})
+			if err := c.Create(ctx, sbc); err != nil {
+				return fmt.Errorf("boot configuration: %w", err)
+			}
+			n.Add(1)
+			record := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"finalizers":["metal.ironcore.dev/serverclaim"]},"spec":{"serverRef":{"name":%q}}}`,
+				claim.GetResourceVersion(), name)
+			if err := c.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(record))); err != nil {
+				return fmt.Errorf("claim record: %w", err)
+			}
+			n.Add(1)
+			var conds []metav1.Condition
+			apimeta.SetStatusCondition(&conds, metav1.Condition{Type: metalv1alpha1.ConditionBound, Status: metav1.ConditionTrue,
+				Reason: metalv1alpha1.ReasonBound, Message: "bound to server " + name, ObservedGeneration: claim.GetGeneration()})
+			status := map[string]any{"phase": string(metalv1alpha1.PhaseBound)}
+			raw := make([]any, 0, len(conds))
+			for _, cond := range conds {
+				raw = append(raw, map[string]any{"type": cond.Type, "status": string(cond.Status), "reason": cond.Reason, "message": cond.Message,
+					"observedGeneration": cond.ObservedGeneration, "lastTransitionTime": cond.LastTransitionTime.UTC().Format(time.RFC3339)})
+			}
+			status["conditions"] = raw
+			claim.Object["status"] = status
+			if err := c.Status().Update(ctx, claim); err != nil {
+				return fmt.Errorf("claim status: %w", err)
+			}
+			n.Add(1)
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	if seq.Load() >= int64(servers) {
+		b.Logf("claim-write probe ran out of its %d servers before %s", servers, d)
+	}
+	return float64(n.Load()) / time.Since(start).Seconds()
+}
+
+// copyCRD installs a copy of the metal kind plural in probeGroup, with the same schema and
+// validation, and waits until it is served.
+func copyCRD(b *testing.B, ctx context.Context, c client.Client, plural string) {
+	b.Helper()
+	orig := &apiextensionsv1.CustomResourceDefinition{}
+	if err := c.Get(ctx, client.ObjectKey{Name: plural + "." + metalv1alpha1.GroupVersion.Group}, orig); err != nil {
+		b.Fatal(err)
+	}
+	cp := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + probeGroup},
+		Spec:       *orig.Spec.DeepCopy(),
+	}
+	cp.Spec.Group = probeGroup
+	cp.Spec.Names.ShortNames = nil
+	cp.Spec.Names.Categories = nil
+	cp.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+	if err := c.Create(ctx, cp); err != nil {
+		b.Fatal(err)
+	}
+	waitFor(b, time.Minute, plural+" copy served", func() (bool, string) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(cp), cp); err != nil {
+			return false, err.Error()
+		}
+		for _, cond := range cp.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return true, ""
+			}
+		}
+		return false, "not established"
+	})
+}
