@@ -234,6 +234,9 @@ type urgentKey struct{}
 // seconds of hardware time anyway.
 func Urgent(ctx context.Context) context.Context { return context.WithValue(ctx, urgentKey{}, true) }
 
+// IsUrgent reports whether ctx marks its writes urgent.
+func IsUrgent(ctx context.Context) bool { return priorityOf(ctx) == High }
+
 func priorityOf(ctx context.Context) Priority {
 	if v, _ := ctx.Value(urgentKey{}).(bool); v {
 		return High

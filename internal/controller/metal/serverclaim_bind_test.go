@@ -2,6 +2,8 @@ package metal
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/apilimit"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/registry"
 	"github.com/metalhub/metalhub/internal/scheme"
@@ -283,5 +286,56 @@ func TestClaimBoundPassDoesNotRemakeItsBootConfiguration(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Every write of a claim's pass goes first at the API server, the Bound status the Reconciler
+// writes after the handler included: held back behind other controllers' writes, it kept the
+// claim workers waiting while the binding writes they would make next had slots free.
+func TestClaimPassWritesAreUrgent(t *testing.T) {
+	claim := &metalv1alpha1.ServerClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "c", UID: "claim-uid"},
+		Spec:       metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn, Image: "os:1"},
+	}
+	base := fakeClient(claim, freeServer("a", nil))
+	var mu sync.Mutex
+	writes := map[string]bool{} // write -> urgent
+	note := func(ctx context.Context, what string) {
+		mu.Lock()
+		defer mu.Unlock()
+		writes[what] = apilimit.IsUrgent(ctx)
+	}
+	c := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+		Create: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			note(ctx, fmt.Sprintf("create %T", obj))
+			return cl.Create(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			note(ctx, fmt.Sprintf("patch %T", obj))
+			return cl.Patch(ctx, obj, patch, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, cl client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			note(ctx, fmt.Sprintf("update %T/%s", obj, sub))
+			return cl.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	})
+	r := &ServerClaimReconciler{Client: c, Recorder: events.NewFakeRecorder(100)}
+	r.init()
+	_, passes := r.reconcilers()
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(claim)}
+	for range 2 {
+		if _, err := passes.Reconcile(ctx(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"patch *v1alpha1.Server", "create *v1alpha1.ServerBootConfiguration", "patch *v1alpha1.ServerClaim",
+		"update *v1alpha1.ServerClaim/status"} {
+		urgent, ok := writes[want]
+		switch {
+		case !ok:
+			t.Errorf("no %s in the binding's writes %v", want, writes)
+		case !urgent:
+			t.Errorf("%s is not urgent", want)
+		}
 	}
 }

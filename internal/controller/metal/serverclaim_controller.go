@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/apilimit"
@@ -99,7 +100,7 @@ func (r *ServerClaimReconciler) init() {
 // SetupWithManager registers the reconciler.
 func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.init()
-	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.ServerClaim { return &metalv1alpha1.ServerClaim{} }, r.handle)
+	rec, passes := r.reconcilers()
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("serverclaim").
 		For(&metalv1alpha1.ServerClaim{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
@@ -111,7 +112,19 @@ func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// Claims are global: each is bound by one replica, by its own name; the server lock
 	// (optimistically locked) keeps two replicas from binding one server.
 	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.ServerClaimList{} },
-		objectShardKey[*metalv1alpha1.ServerClaim]).Complete(rec)
+		objectShardKey[*metalv1alpha1.ServerClaim]).Complete(passes)
+}
+
+// reconcilers returns the claim's lifecycle Reconciler and what runs its passes: the same, with
+// every write of the pass urgent (apilimit.Urgent), the report the Reconciler writes after the
+// handler included. Binding a claim is a few writes a user waits on, its Bound status the last
+// of them; what follows it (the server's bookkeeping, its boot and power) takes seconds of
+// hardware time anyway.
+func (r *ServerClaimReconciler) reconcilers() (*lifecycle.Reconciler[*metalv1alpha1.ServerClaim], reconcile.Reconciler) {
+	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.ServerClaim { return &metalv1alpha1.ServerClaim{} }, r.handle)
+	return rec, reconcile.Func(func(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+		return rec.Reconcile(apilimit.Urgent(ctx), req)
+	})
 }
 
 func claimKey(c *metalv1alpha1.ServerClaim) string { return c.Namespace + "/" + c.Name }
@@ -122,11 +135,11 @@ type claimPass struct {
 	held []*metalv1alpha1.Server
 }
 
-// handle is the claim's pass, as its list of steps; the first that acts ends it. Binding writes
-// go first at the API server (apilimit.Urgent).
+// handle is the claim's pass, as its list of steps; the first that acts ends it. Its writes go
+// first at the API server (reconcilers).
 func (r *ServerClaimReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (lifecycle.Result, error) {
 	r.unwake(lp.Obj)
-	return lifecycle.Steps(apilimit.Urgent(ctx), &claimPass{Pass: lp},
+	return lifecycle.Steps(ctx, &claimPass{Pass: lp},
 		lifecycle.DoneIf[*claimPass](ignored),
 		r.waitForOwnBinding,
 		r.readHeld,

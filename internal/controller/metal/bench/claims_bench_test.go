@@ -560,7 +560,7 @@ func (tl *timeline) report(b *testing.B, start time.Time) {
 		}
 		slices.Sort(ds)
 		q := func(f float64) time.Duration { return ds[int(f*float64(len(ds)-1))].Round(10 * time.Millisecond) }
-		b.Logf("%-24s p10 %-8s p50 %-8s p90 %-8s max %s", step, q(0.1), q(0.5), q(0.9), q(1))
+		b.Logf("%-24s min %-8s p10 %-8s p50 %-8s p90 %-8s max %s", step, q(0), q(0.1), q(0.5), q(0.9), q(1))
 	}
 }
 

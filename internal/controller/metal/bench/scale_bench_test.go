@@ -129,6 +129,7 @@ func runScale(b *testing.B, servers int) {
 	tl := newTimeline(b, ctx, cache, ns)
 	counter.Written = tl.written(ns)
 	counter.Reset()
+	queues0 := sampleQueues(b)
 	cpu0 := cpuSeconds()
 	// METALHUB_BENCH_CPU names a file for this process's CPU profile from the first claim to
 	// the last server On.
@@ -137,6 +138,17 @@ func runScale(b *testing.B, servers int) {
 	// first 8 s of the claims.
 	if path := os.Getenv("METALHUB_BENCH_APISERVER_CPU"); path != "" {
 		env.ProfileAPIServer(b, 8*time.Second, path)
+	}
+	// METALHUB_BENCH_STACKS names a file for the process's goroutines (counted by stack) 10 s
+	// into the claims: where the workers wait.
+	if path := os.Getenv("METALHUB_BENCH_STACKS"); path != "" {
+		stacks := time.AfterFunc(10*time.Second, func() {
+			if f, err := os.Create(path); err == nil {
+				_ = pprof.Lookup("goroutine").WriteTo(f, 1)
+				_ = f.Close()
+			}
+		})
+		defer stacks.Stop()
 	}
 	b.StartTimer()
 	start = time.Now()
@@ -163,6 +175,7 @@ func runScale(b *testing.B, servers int) {
 	b.StopTimer()
 	stopProfile()
 	claimCPU := cpuSeconds() - cpu0
+	queues := sampleQueues(b).since(queues0)
 	settle(b, op)
 	counts, _ := counter.Reset()
 	counter.Written = nil
@@ -172,6 +185,7 @@ func runScale(b *testing.B, servers int) {
 	b.Logf("%d claims: all Bound after %s (%.2f x the floor, target <= 1.5; %.2f x the Lease-create floor), all On after %s; %.2f API writes per claim (%s); CPU %.4f s per claim",
 		claims, toBound.Round(time.Millisecond), toBound.Seconds()/floor.Seconds(), toBound.Seconds()/leaseFloor.Seconds(), toOn.Round(time.Millisecond),
 		perClaim(float64(total(counts))), byController(counts, claims), perClaim(claimCPU))
+	b.Logf("queues, mean wait and pass (passes): %s", queues)
 	tl.report(b, claimStart)
 
 	// Release.
