@@ -44,6 +44,9 @@ type Reconciler[T client.Object] struct {
 	// does not own is left alone, not even its pause acknowledged; one it owns is handled under
 	// the context Owner returns (which fences the pass's BMC requests).
 	Owner func(ctx context.Context, obj client.Object) (context.Context, bool)
+	// Context, if set, gives the context a pass over obj runs in, its report's write included
+	// (the claim controller marks a binding's writes urgent: apilimit.Urgent).
+	Context func(ctx context.Context, obj T) context.Context
 }
 
 // NewReconciler returns a Reconciler with a fresh guard and the default resync.
@@ -65,6 +68,9 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		if ctx, owned = r.Owner(ctx, obj); !owned {
 			return ctrl.Result{}, nil
 		}
+	}
+	if r.Context != nil {
+		ctx = r.Context(ctx, obj)
 	}
 	if Paused(obj) {
 		// Removing the annotation is an update: it brings the next pass. The one write a paused

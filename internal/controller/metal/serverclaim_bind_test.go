@@ -289,9 +289,10 @@ func TestClaimBoundPassDoesNotRemakeItsBootConfiguration(t *testing.T) {
 	}
 }
 
-// Every write of a claim's pass goes first at the API server, the Bound status the Reconciler
-// writes after the handler included: held back behind other controllers' writes, it kept the
-// claim workers waiting while the binding writes they would make next had slots free.
+// Every write of a binding claim's pass goes first at the API server, the Bound status the
+// Reconciler writes after the handler included: held back behind other controllers' writes, it
+// kept the claim workers waiting while the binding writes they would make next had slots free.
+// A deleted claim's are not urgent.
 func TestClaimPassWritesAreUrgent(t *testing.T) {
 	claim := &metalv1alpha1.ServerClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "c", UID: "claim-uid"},
@@ -336,6 +337,23 @@ func TestClaimPassWritesAreUrgent(t *testing.T) {
 			t.Errorf("no %s in the binding's writes %v", want, writes)
 		case !urgent:
 			t.Errorf("%s is not urgent", want)
+		}
+	}
+
+	// Released: the Server's writes do the work, the claim's report must not go ahead of them.
+	if err := base.Delete(ctx(), claim); err != nil {
+		t.Fatal(err)
+	}
+	clear(writes)
+	if _, err := passes.Reconcile(ctx(), req); err != nil {
+		t.Fatal(err)
+	}
+	if len(writes) == 0 {
+		t.Fatal("a deleted claim's pass wrote nothing")
+	}
+	for what, urgent := range writes {
+		if urgent {
+			t.Errorf("%s of a deleted claim is urgent", what)
 		}
 	}
 }

@@ -115,16 +115,21 @@ func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		objectShardKey[*metalv1alpha1.ServerClaim]).Complete(passes)
 }
 
-// reconcilers returns the claim's lifecycle Reconciler and what runs its passes: the same, with
-// every write of the pass urgent (apilimit.Urgent), the report the Reconciler writes after the
-// handler included. Binding a claim is a few writes a user waits on, its Bound status the last
-// of them; what follows it (the server's bookkeeping, its boot and power) takes seconds of
-// hardware time anyway.
+// reconcilers returns the claim's lifecycle Reconciler and what runs its passes. Every write of
+// a pass over a claim that is not being deleted is urgent (apilimit.Urgent), the report the
+// Reconciler writes after the handler included: binding a claim is a few writes a user waits
+// on, its Bound status the last of them, while what follows (the server's bookkeeping, its boot
+// and power) takes seconds of hardware time anyway. A release is the Server's work: the claim's
+// writes meanwhile (its Releasing report) must not hold the Server's back.
 func (r *ServerClaimReconciler) reconcilers() (*lifecycle.Reconciler[*metalv1alpha1.ServerClaim], reconcile.Reconciler) {
 	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.ServerClaim { return &metalv1alpha1.ServerClaim{} }, r.handle)
-	return rec, reconcile.Func(func(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-		return rec.Reconcile(apilimit.Urgent(ctx), req)
-	})
+	rec.Context = func(ctx context.Context, c *metalv1alpha1.ServerClaim) context.Context {
+		if c.DeletionTimestamp.IsZero() {
+			return apilimit.Urgent(ctx)
+		}
+		return ctx
+	}
+	return rec, rec
 }
 
 func claimKey(c *metalv1alpha1.ServerClaim) string { return c.Namespace + "/" + c.Name }
