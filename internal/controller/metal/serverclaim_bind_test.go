@@ -322,7 +322,7 @@ func TestClaimPassWritesAreUrgent(t *testing.T) {
 	})
 	r := &ServerClaimReconciler{Client: c, Recorder: events.NewFakeRecorder(100)}
 	r.init()
-	_, passes := r.reconcilers()
+	passes := r.reconciler()
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(claim)}
 	for range 2 {
 		if _, err := passes.Reconcile(ctx(), req); err != nil {

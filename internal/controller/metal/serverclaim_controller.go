@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/apilimit"
@@ -100,7 +99,7 @@ func (r *ServerClaimReconciler) init() {
 // SetupWithManager registers the reconciler.
 func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.init()
-	rec, passes := r.reconcilers()
+	rec := r.reconciler()
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("serverclaim").
 		For(&metalv1alpha1.ServerClaim{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
@@ -112,16 +111,16 @@ func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// Claims are global: each is bound by one replica, by its own name; the server lock
 	// (optimistically locked) keeps two replicas from binding one server.
 	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.ServerClaimList{} },
-		objectShardKey[*metalv1alpha1.ServerClaim]).Complete(passes)
+		objectShardKey[*metalv1alpha1.ServerClaim]).Complete(rec)
 }
 
-// reconcilers returns the claim's lifecycle Reconciler and what runs its passes. Every write of
-// a pass over a claim that is not being deleted is urgent (apilimit.Urgent), the report the
+// reconciler returns the claim's lifecycle Reconciler. Every write of a pass over a claim that
+// is not being deleted is urgent (apilimit.Urgent), the report the
 // Reconciler writes after the handler included: binding a claim is a few writes a user waits
 // on, its Bound status the last of them, while what follows (the server's bookkeeping, its boot
 // and power) takes seconds of hardware time anyway. A release is the Server's work: the claim's
 // writes meanwhile (its Releasing report) must not hold the Server's back.
-func (r *ServerClaimReconciler) reconcilers() (*lifecycle.Reconciler[*metalv1alpha1.ServerClaim], reconcile.Reconciler) {
+func (r *ServerClaimReconciler) reconciler() *lifecycle.Reconciler[*metalv1alpha1.ServerClaim] {
 	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.ServerClaim { return &metalv1alpha1.ServerClaim{} }, r.handle)
 	rec.Context = func(ctx context.Context, c *metalv1alpha1.ServerClaim) context.Context {
 		if c.DeletionTimestamp.IsZero() {
@@ -129,7 +128,7 @@ func (r *ServerClaimReconciler) reconcilers() (*lifecycle.Reconciler[*metalv1alp
 		}
 		return ctx
 	}
-	return rec, rec
+	return rec
 }
 
 func claimKey(c *metalv1alpha1.ServerClaim) string { return c.Namespace + "/" + c.Name }
@@ -141,7 +140,7 @@ type claimPass struct {
 }
 
 // handle is the claim's pass, as its list of steps; the first that acts ends it. Its writes go
-// first at the API server (reconcilers).
+// first at the API server (reconciler).
 func (r *ServerClaimReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (lifecycle.Result, error) {
 	r.unwake(lp.Obj)
 	return lifecycle.Steps(ctx, &claimPass{Pass: lp},
