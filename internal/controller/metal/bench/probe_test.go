@@ -68,68 +68,57 @@ func claimWriteRate(b *testing.B, c client.Client, writers, servers int, d time.
 		b.Fatal(err)
 	}
 
-	var n, seq atomic.Int64
-	deadline := time.Now().Add(d)
-	start := time.Now()
-	if err := testenv.Parallel(writers, writers, func(int) error {
-		for time.Now().Before(deadline) {
-			i := seq.Add(1) - 1
-			if i >= int64(servers) {
-				return nil
-			}
-			name := fmt.Sprintf("probe-%05d", i)
-			claim := obj("ServerClaim", name, true)
-			claim.Object["spec"] = map[string]any{"power": string(metalv1alpha1.PowerOn), "image": "os-image:latest"}
-			if err := c.Create(ctx, claim); err != nil {
-				return fmt.Errorf("claim: %w", err)
-			}
-			n.Add(1)
-			// The lock: the server's refs, optimistically locked on what was read.
-			srv := obj("Server", name, false)
-			lock := fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"spec":{"serverClaimRef":{"namespace":%q,"name":%q},"bootConfigurationRef":{"namespace":%q,"name":%q}}}`,
-				versions[i], ns, name, ns, name)
-			if err := c.Patch(ctx, srv, client.RawPatch(types.MergePatchType, []byte(lock))); err != nil {
-				return fmt.Errorf("server: %w", err)
-			}
-			n.Add(1)
-			sbc := obj("ServerBootConfiguration", name, true)
-			sbc.Object["spec"] = map[string]any{"serverRef": map[string]any{"name": name}, "image": "os-image:latest"}
-			sbc.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: gv.String(), Kind: "ServerClaim", Name: name,
-				UID: claim.GetUID(), Controller: new(true), BlockOwnerDeletion: new(true)}})
-			if err := c.Create(ctx, sbc); err != nil {
-				return fmt.Errorf("boot configuration: %w", err)
-			}
-			n.Add(1)
-			record := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"finalizers":["metal.ironcore.dev/serverclaim"]},"spec":{"serverRef":{"name":%q}}}`,
-				claim.GetResourceVersion(), name)
-			if err := c.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(record))); err != nil {
-				return fmt.Errorf("claim record: %w", err)
-			}
-			n.Add(1)
-			var conds []metav1.Condition
-			apimeta.SetStatusCondition(&conds, metav1.Condition{Type: metalv1alpha1.ConditionBound, Status: metav1.ConditionTrue,
-				Reason: metalv1alpha1.ReasonBound, Message: "bound to server " + name, ObservedGeneration: claim.GetGeneration()})
-			status := map[string]any{"phase": string(metalv1alpha1.PhaseBound)}
-			raw := make([]any, 0, len(conds))
-			for _, cond := range conds {
-				raw = append(raw, map[string]any{"type": cond.Type, "status": string(cond.Status), "reason": cond.Reason, "message": cond.Message,
-					"observedGeneration": cond.ObservedGeneration, "lastTransitionTime": cond.LastTransitionTime.UTC().Format(time.RFC3339)})
-			}
-			status["conditions"] = raw
-			claim.Object["status"] = status
-			if err := c.Status().Update(ctx, claim); err != nil {
-				return fmt.Errorf("claim status: %w", err)
-			}
-			n.Add(1)
+	rate, ranOut := parallelRate(b, writers, d, int64(servers), func(i int64, n *atomic.Int64) error {
+		name := fmt.Sprintf("probe-%05d", i)
+		claim := obj("ServerClaim", name, true)
+		claim.Object["spec"] = map[string]any{"power": string(metalv1alpha1.PowerOn), "image": "os-image:latest"}
+		if err := c.Create(ctx, claim); err != nil {
+			return fmt.Errorf("claim: %w", err)
 		}
+		n.Add(1)
+		// The lock: the server's refs, optimistically locked on what was read.
+		srv := obj("Server", name, false)
+		lock := fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"spec":{"serverClaimRef":{"namespace":%q,"name":%q},"bootConfigurationRef":{"namespace":%q,"name":%q}}}`,
+			versions[i], ns, name, ns, name)
+		if err := c.Patch(ctx, srv, client.RawPatch(types.MergePatchType, []byte(lock))); err != nil {
+			return fmt.Errorf("server: %w", err)
+		}
+		n.Add(1)
+		sbc := obj("ServerBootConfiguration", name, true)
+		sbc.Object["spec"] = map[string]any{"serverRef": map[string]any{"name": name}, "image": "os-image:latest"}
+		sbc.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: gv.String(), Kind: "ServerClaim", Name: name,
+			UID: claim.GetUID(), Controller: new(true), BlockOwnerDeletion: new(true)}})
+		if err := c.Create(ctx, sbc); err != nil {
+			return fmt.Errorf("boot configuration: %w", err)
+		}
+		n.Add(1)
+		record := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"finalizers":["metal.ironcore.dev/serverclaim"]},"spec":{"serverRef":{"name":%q}}}`,
+			claim.GetResourceVersion(), name)
+		if err := c.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(record))); err != nil {
+			return fmt.Errorf("claim record: %w", err)
+		}
+		n.Add(1)
+		var conds []metav1.Condition
+		apimeta.SetStatusCondition(&conds, metav1.Condition{Type: metalv1alpha1.ConditionBound, Status: metav1.ConditionTrue,
+			Reason: metalv1alpha1.ReasonBound, Message: "bound to server " + name, ObservedGeneration: claim.GetGeneration()})
+		status := map[string]any{"phase": string(metalv1alpha1.PhaseBound)}
+		raw := make([]any, 0, len(conds))
+		for _, cond := range conds {
+			raw = append(raw, map[string]any{"type": cond.Type, "status": string(cond.Status), "reason": cond.Reason, "message": cond.Message,
+				"observedGeneration": cond.ObservedGeneration, "lastTransitionTime": cond.LastTransitionTime.UTC().Format(time.RFC3339)})
+		}
+		status["conditions"] = raw
+		claim.Object["status"] = status
+		if err := c.Status().Update(ctx, claim); err != nil {
+			return fmt.Errorf("claim status: %w", err)
+		}
+		n.Add(1)
 		return nil
-	}); err != nil {
-		b.Fatal(err)
-	}
-	if seq.Load() >= int64(servers) {
+	})
+	if ranOut {
 		b.Logf("claim-write probe ran out of its %d servers before %s", servers, d)
 	}
-	return float64(n.Load()) / time.Since(start).Seconds()
+	return rate
 }
 
 // copyCRD installs a copy of the metal kind plural in probeGroup, with the same schema and
