@@ -88,7 +88,8 @@ func runScale(b *testing.B, servers int) {
 	defer op.stop()
 	ctx, cache, counter := op.ctx, op.mgr.GetCache(), op.counter
 	// The steady window covers every periodic look once: the servers', the BMCs' and the
-	// hardware logs' (BENCH_STEADY shortens it for a quick look, and then undercounts).
+	// hardware logs' (BENCH_STEADY shortens it for a quick look, whose figure then
+	// depends on whether it caught a burst of them: the claims bunch the servers' looks up).
 	defaults := metal.DefaultOptions()
 	window := max(defaults.ServerResync, defaults.BMCResync, defaults.HardwareLogPoll) + time.Minute
 	if v, err := time.ParseDuration(os.Getenv("BENCH_STEADY")); err == nil && v > 0 {
