@@ -230,7 +230,7 @@ func TestClaimBoundPassDoesNotRemakeItsBootConfiguration(t *testing.T) {
 			newReconciler := func() reconcile.Reconciler {
 				r := &ServerClaimReconciler{Client: c, Recorder: events.NewFakeRecorder(100)}
 				r.init()
-				return lifecycle.NewReconciler[*metalv1alpha1.ServerClaim](c, func() *metalv1alpha1.ServerClaim { return &metalv1alpha1.ServerClaim{} }, r.handle)
+				return r.reconciler()
 			}
 			rec := newReconciler()
 			req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(claim)}
