@@ -566,6 +566,11 @@ func (tl *timeline) report(b *testing.B, start time.Time) {
 
 // createFleet registers every emulated BMC (one shared secret) and creates its systems' Servers
 // directly in Available — the fast path past discovery.
+// bmcName and fleetServerName name a system's BMC and Server in the benchmarks' fleet.
+func bmcName(sys system) string { return fmt.Sprintf("bmc-%04d", sys.BMC) }
+
+func fleetServerName(sys system) string { return metal.ServerName(bmcName(sys), sys.ID) }
+
 func createFleet(b *testing.B, c client.Client, fleet []system) {
 	b.Helper()
 	ctx := context.Background()
@@ -574,12 +579,11 @@ func createFleet(b *testing.B, c client.Client, fleet []system) {
 		StringData: map[string]string{metalv1alpha1.BMCSecretUsernameKey: user, metalv1alpha1.BMCSecretPasswordKey: pass}}); err != nil {
 		b.Fatal(err)
 	}
-	bmcName := func(sys system) string { return fmt.Sprintf("bmc-%04d", sys.BMC) }
 	// Servers first, then their BMCs: a BMC's first pass finds its servers.
 	if err := testenv.Parallel(len(fleet), 32, func(i int) error {
 		sys := fleet[i]
 		s := &metalv1alpha1.Server{
-			ObjectMeta: metav1.ObjectMeta{Name: metal.ServerName(bmcName(sys), sys.ID),
+			ObjectMeta: metav1.ObjectMeta{Name: fleetServerName(sys),
 				Annotations: map[string]string{lifecycle.StateAnnotation: string(metalv1alpha1.ServerStateAvailable)}},
 			Spec: metalv1alpha1.ServerSpec{SystemUUID: strings.ToLower(sys.UUID), SystemURI: "/redfish/v1/Systems/" + sys.ID,
 				BMCRef: &corev1.LocalObjectReference{Name: bmcName(sys)}},

@@ -11,6 +11,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,7 +32,9 @@ const probeGroup = "probe.bench.metalhub.io"
 // ServerBootConfiguration kinds that nothing watches. The writes are the binding's; what the
 // probe leaves out (the watches' fan-out, every other controller's writes) makes it a floor.
 // servers bounds the sequences: each needs a server of its own (the claim ref is immutable).
-func claimWriteRate(b *testing.B, c client.Client, writers, servers int, d time.Duration) float64 {
+// The probe's servers are copies of like (a server of the fleet, as discovered: its labels,
+// annotations, spec and status), so that the lock writes an object of the fleet's size.
+func claimWriteRate(b *testing.B, c client.Client, writers, servers int, d time.Duration, like *metalv1alpha1.Server) float64 {
 	b.Helper()
 	ctx := context.Background()
 	gv := schema.GroupVersion{Group: probeGroup, Version: metalv1alpha1.GroupVersion.Version}
@@ -54,12 +57,24 @@ func claimWriteRate(b *testing.B, c client.Client, writers, servers int, d time.
 	}
 	// The servers, set up beforehand, as the fleet is: not counted. Their resourceVersions are
 	// what the lock is conditioned on (the controller reads them from its cache).
+	tmpl, err := runtime.DefaultUnstructuredConverter.ToUnstructured(like)
+	if err != nil {
+		b.Fatal(err)
+	}
 	versions := make([]string, servers)
 	if err := testenv.Parallel(servers, 32, func(i int) error {
 		s := obj("Server", fmt.Sprintf("probe-%05d", i), false)
-		s.Object["spec"] = map[string]any{"systemUUID": fmt.Sprintf("00000000-0000-0000-0000-%012d", i),
-			"systemURI": "/redfish/v1/Systems/1", "bmcRef": map[string]any{"name": "probe"}}
+		s.SetLabels(like.Labels)
+		s.SetAnnotations(like.Annotations)
+		s.Object["spec"] = runtime.DeepCopyJSONValue(tmpl["spec"])
+		if err := unstructured.SetNestedField(s.Object, fmt.Sprintf("00000000-0000-0000-0000-%012d", i), "spec", "systemUUID"); err != nil {
+			return err
+		}
 		if err := c.Create(ctx, s); err != nil {
+			return err
+		}
+		s.Object["status"] = runtime.DeepCopyJSONValue(tmpl["status"])
+		if err := c.Status().Update(ctx, s); err != nil {
 			return err
 		}
 		versions[i] = s.GetResourceVersion()

@@ -114,7 +114,12 @@ func runScale(b *testing.B, servers int) {
 	// copies of the kinds nothing watches), and for reference that of the cheapest write there is
 	// (a Lease created), which no write of a custom resource comes near.
 	leaseRate := writeRate(b, env.Client, apilimit.DefaultWritesInFlight, 5*time.Second)
-	rate := claimWriteRate(b, env.Client, apilimit.DefaultWritesInFlight, 4000, 5*time.Second)
+	// The probe's servers are copies of one of the fleet's, read from the API server as it is.
+	like := &metalv1alpha1.Server{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: fleetServerName(fleet.systems[0])}, like); err != nil {
+		b.Fatal(err)
+	}
+	rate := claimWriteRate(b, env.Client, apilimit.DefaultWritesInFlight, 4000, 5*time.Second, like)
 	floorOf := func(rate float64) time.Duration {
 		return time.Duration(float64(claims*writesBeforeBound) / rate * float64(time.Second))
 	}
