@@ -564,13 +564,13 @@ func (tl *timeline) report(b *testing.B, start time.Time) {
 	}
 }
 
-// createFleet registers every emulated BMC (one shared secret) and creates its systems' Servers
-// directly in Available — the fast path past discovery.
 // bmcName and fleetServerName name a system's BMC and Server in the benchmarks' fleet.
 func bmcName(sys system) string { return fmt.Sprintf("bmc-%04d", sys.BMC) }
 
 func fleetServerName(sys system) string { return metal.ServerName(bmcName(sys), sys.ID) }
 
+// createFleet registers every emulated BMC (one shared secret) and creates its systems' Servers
+// directly in Available — the fast path past discovery.
 func createFleet(b *testing.B, c client.Client, fleet []system) {
 	b.Helper()
 	ctx := context.Background()

@@ -175,7 +175,7 @@ func runScale(b *testing.B, servers int) {
 	})
 	claimStart := start
 	toBound := time.Since(start)
-	reqBound := apiWrites(b, env)
+	writesBound := apiWrites(b, env)
 	waitFor(b, 30*time.Minute, "claimed servers On", func() (bool, string) {
 		n := tl.count("server On")
 		return n == claims, fmt.Sprintf("%d/%d", n, claims)
@@ -196,7 +196,7 @@ func runScale(b *testing.B, servers int) {
 		perClaim(float64(total(counts))), byController(counts, claims), perClaim(claimCPU))
 	// Everything the API server wrote while the claims bound (every client, events included,
 	// the users' creates too), against the five per claim the floor counts.
-	boundWrites, boundBreakdown := testenv.WritesPer(writes0, reqBound, claims, nil)
+	boundWrites, boundBreakdown := testenv.WritesPer(writes0, writesBound, claims, nil)
 	b.Logf("API server writes per claim until all Bound: %.2f = %s", boundWrites, boundBreakdown)
 	b.Logf("queues, mean wait and pass (passes): %s", queues)
 	tl.report(b, claimStart)
