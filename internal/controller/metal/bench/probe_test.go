@@ -116,13 +116,10 @@ func claimWriteRate(b *testing.B, c client.Client, writers, servers int, d time.
 		var conds []metav1.Condition
 		apimeta.SetStatusCondition(&conds, metav1.Condition{Type: metalv1alpha1.ConditionBound, Status: metav1.ConditionTrue,
 			Reason: metalv1alpha1.ReasonBound, Message: "bound to server " + name, ObservedGeneration: claim.GetGeneration()})
-		status := map[string]any{"phase": string(metalv1alpha1.PhaseBound)}
-		raw := make([]any, 0, len(conds))
-		for _, cond := range conds {
-			raw = append(raw, map[string]any{"type": cond.Type, "status": string(cond.Status), "reason": cond.Reason, "message": cond.Message,
-				"observedGeneration": cond.ObservedGeneration, "lastTransitionTime": cond.LastTransitionTime.UTC().Format(time.RFC3339)})
+		status, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&metalv1alpha1.ServerClaimStatus{Phase: metalv1alpha1.PhaseBound, Conditions: conds})
+		if err != nil {
+			return err
 		}
-		status["conditions"] = raw
 		claim.Object["status"] = status
 		if err := c.Status().Update(ctx, claim); err != nil {
 			return fmt.Errorf("claim status: %w", err)
