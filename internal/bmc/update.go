@@ -172,9 +172,12 @@ func (t *taskBody) status(uri string) *TaskStatus {
 	return st
 }
 
-// maxTasks bounds what Tasks reads: a BMC keeps hundreds of finished tasks, and an update whose
-// answer was lost is among the newest.
-const maxTasks = 32
+// maxTasks and maxTaskPages bound what Tasks reads: BMCs keep up to a few hundred finished
+// tasks; a list longer than that is answered with an error rather than read in part.
+const (
+	maxTasks     = 1024
+	maxTaskPages = 64
+)
 
 // Tasks implements BMC.
 func (c *conn) Tasks(ctx context.Context) ([]TaskStatus, error) {
@@ -193,18 +196,30 @@ func (c *conn) Tasks(ctx context.Context) ([]TaskStatus, error) {
 	if svc.Tasks.ID == "" {
 		return nil, newError(ReasonUnsupported, op, "TaskService has no Tasks collection")
 	}
-	var coll struct{ Members []odataLink }
-	if err := getJSON(api, svc.Tasks.ID, &coll); err != nil {
-		return nil, wrap(op, err)
-	}
-	members := coll.Members
-	if len(members) > maxTasks {
-		members = members[len(members)-maxTasks:]
+	// Every page: a BMC lists its tasks in its own order, and an update whose answer was lost
+	// may be anywhere in it.
+	var members []odataLink
+	next := svc.Tasks.ID
+	for page := 0; next != ""; page++ {
+		if page == maxTaskPages || len(members) > maxTasks {
+			return nil, newError(ReasonUnknown, op, "more than %d tasks listed: too many to tell which is whose", maxTasks)
+		}
+		var coll struct {
+			Members  []odataLink
+			NextLink string `json:"Members@odata.nextLink"`
+		}
+		if err := getJSON(api, next, &coll); err != nil {
+			return nil, wrap(op, err)
+		}
+		members, next = append(members, coll.Members...), coll.NextLink
 	}
 	out := make([]TaskStatus, 0, len(members))
 	for _, m := range members {
 		var t taskBody
 		if err := getJSON(api, m.ID, &t); err != nil {
+			if ReasonOf(wrap(op, err)) == ReasonNotFound {
+				continue // ended and dropped while the list was read
+			}
 			return nil, wrap(op, err)
 		}
 		out = append(out, *t.status(m.ID))

@@ -2,6 +2,7 @@ package bmc_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -228,5 +229,38 @@ func TestPushUpdate(t *testing.T) {
 	waitPower(t, c, id, bmc.PowerStateOn)
 	if got := b.System(id).BIOSVersion(); got != "8.1.0" {
 		t.Fatalf("BIOS %s after the pushed image, want 8.1.0", got)
+	}
+}
+
+// Tasks reads every page of the TaskService, in whatever order the BMC lists them: a BMC that
+// pages its tasks newest first still shows the oldest, and none is dropped.
+func TestTasksReadsEveryPage(t *testing.T) {
+	e := fleet(t, redfish.Options{BMCs: 1})
+	p := pool(t, bmc.Options{})
+	ctx := context.Background()
+	b := e.BMC(0)
+	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(time.Millisecond), TaskPageSize: 7, TasksNewestFirst: true})
+	c := get(t, p, endpoint(b))
+	id := b.SystemIDs()[0]
+	const n = 40
+	for i := range n {
+		task, err := c.SimpleUpdate(ctx, bmc.UpdateRequest{ImageURI: fmt.Sprintf("http://fw.example/bios-page-%d.bin", i), SystemID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitTask(t, c, task)
+	}
+	tasks, err := c.Tasks(ctx)
+	if err != nil || len(tasks) != n {
+		t.Fatalf("%d tasks, %v; want %d", len(tasks), err, n)
+	}
+	seen := map[string]bool{}
+	for _, task := range tasks {
+		seen[task.Image] = true
+	}
+	for i := range n {
+		if img := fmt.Sprintf("http://fw.example/bios-page-%d.bin", i); !seen[img] {
+			t.Errorf("task for %s not read", img)
+		}
 	}
 }

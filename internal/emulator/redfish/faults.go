@@ -57,6 +57,21 @@ type Faults struct {
 	UpdateDuration Duration `json:"updateDuration,omitempty"`
 	// UpdateFails ends every SimpleUpdate task begun while it is set in Exception.
 	UpdateFails bool `json:"updateFails,omitempty"`
+	// UpdateChangesNothing completes every update task begun while it is set and installs
+	// nothing: the version read back stays what it was, as a vendor's flash that silently
+	// rejects an image does.
+	UpdateChangesNothing bool `json:"updateChangesNothing,omitempty"`
+	// TasksWithoutPayload serves update tasks without Payload and without the image in their
+	// messages, as many vendors' tasks are: nothing in a task says which image it carries.
+	TasksWithoutPayload bool `json:"tasksWithoutPayload,omitempty"`
+	// TaskPageSize pages the TaskService's Tasks collection (Members@odata.nextLink, $skip);
+	// 0 lists every task on one page.
+	TaskPageSize int `json:"taskPageSize,omitempty"`
+	// TasksNewestFirst lists tasks newest first (the default is oldest first).
+	TasksNewestFirst bool `json:"tasksNewestFirst,omitempty"`
+	// UpdateAnswersWithoutTask answers an accepted update 200 with no task (no Location, no
+	// task in the body); the update runs all the same, its task listed in the TaskService.
+	UpdateAnswersWithoutTask bool `json:"updateAnswersWithoutTask,omitempty"`
 	// NoSimpleUpdate stops offering UpdateService.SimpleUpdate: images must be pushed
 	// (MultipartHttpPushUri), as on BMCs that cannot fetch them.
 	NoSimpleUpdate bool `json:"noSimpleUpdate,omitempty"`

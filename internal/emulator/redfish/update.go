@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,7 +35,11 @@ type task struct {
 	version  string // what it installs
 	// needsReset: a BMC image that waits for a manager reset (Faults.UpdateNeedsReset).
 	needsReset bool
-	state      string // Running, Completed, Exception
+	// inert: completes and installs nothing (Faults.UpdateChangesNothing).
+	inert bool
+	// noPayload: served without Payload (Faults.TasksWithoutPayload).
+	noPayload bool
+	state     string // Running, Completed, Exception
 }
 
 type updates struct {
@@ -266,7 +271,8 @@ func (b *BMC) startUpdate(w http.ResponseWriter, r *http.Request, f *Faults, ima
 		}
 	}
 	b.upd.next++
-	t := &task{id: strconv.Itoa(b.upd.next), started: time.Now(), duration: dur, fail: f.UpdateFails, target: target.id, image: image, version: version, needsReset: f.UpdateNeedsReset, state: "Running"}
+	t := &task{id: strconv.Itoa(b.upd.next), started: time.Now(), duration: dur, fail: f.UpdateFails, target: target.id, image: image, version: version, needsReset: f.UpdateNeedsReset,
+		inert: f.UpdateChangesNothing, noPayload: f.TasksWithoutPayload, state: "Running"}
 	b.upd.tasks[t.id] = t
 	b.upd.mu.Unlock()
 	b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: target.system, Action: ActionSimpleUpdate, Image: image, Device: target.id})
@@ -280,6 +286,10 @@ func (b *BMC) startUpdate(w http.ResponseWriter, r *http.Request, f *Faults, ima
 	if f.ErrorAfterEffect != 0 {
 		// Accepted and under way, but the answer is lost.
 		writeError(w, f.ErrorAfterEffect, "InternalError", "The request failed after it was accepted.")
+		return
+	}
+	if f.UpdateAnswersWithoutTask {
+		writeJSON(w, http.StatusOK, obj{})
 		return
 	}
 	w.Header().Set("Location", loc)
@@ -306,7 +316,23 @@ func (b *BMC) serveTaskService(w http.ResponseWriter, r *http.Request, segs []st
 			}
 		}
 		b.upd.mu.Unlock()
-		writeJSON(w, http.StatusOK, collection(base+"/Tasks", "TaskCollection", "Tasks", ids))
+		f := b.Faults()
+		if f.TasksNewestFirst {
+			slices.Reverse(ids)
+		}
+		if f.TaskPageSize <= 0 {
+			writeJSON(w, http.StatusOK, collection(base+"/Tasks", "TaskCollection", "Tasks", ids))
+			return
+		}
+		skip, _ := strconv.Atoi(r.URL.Query().Get("$skip"))
+		skip = min(max(skip, 0), len(ids))
+		end := min(skip+f.TaskPageSize, len(ids))
+		body := collection(base+"/Tasks", "TaskCollection", "Tasks", ids[skip:end])
+		body["Members@odata.count"] = len(ids)
+		if end < len(ids) {
+			body["Members@odata.nextLink"] = base + "/Tasks?$skip=" + strconv.Itoa(end)
+		}
+		writeJSON(w, http.StatusOK, body)
 	default:
 		notFound(w, r)
 	}
@@ -323,6 +349,10 @@ func (b *BMC) finishUpdate(t *task, target component, reboot time.Duration) {
 	}
 	t.state = "Completed"
 	version := t.version
+	if t.inert {
+		b.upd.mu.Unlock()
+		return
+	}
 	if target.system == "" && t.needsReset {
 		b.upd.stagedFW = version
 		b.upd.mu.Unlock()
@@ -357,13 +387,18 @@ func (b *BMC) taskBody(t *task) obj {
 	if t.state == "Exception" {
 		st = "Critical"
 	}
-	return obj{
+	body := obj{
 		"@odata.type": "#Task.v1_4_3.Task", "@odata.id": v1 + "/TaskService/Tasks/" + t.id, "Id": t.id, "Name": "Update " + t.target,
 		"TaskState": t.state, "TaskStatus": st, "PercentComplete": pct, "StartTime": t.started.UTC().Format(time.RFC3339),
 		"Messages": []obj{{"MessageId": "Update.1.0.UpdateInProgress", "Message": "Update of " + t.target + " with " + t.image}},
 		"Payload": obj{"TargetUri": v1 + "/UpdateService/Actions/UpdateService.SimpleUpdate", "HttpOperation": "POST",
 			"JsonBody": fmt.Sprintf("{\"ImageURI\": %q}", t.image)},
 	}
+	if t.noPayload {
+		delete(body, "Payload")
+		body["Messages"] = []obj{{"MessageId": "Update.1.0.UpdateInProgress", "Message": "Update of " + t.target}}
+	}
+	return body
 }
 
 // serveTask answers a task: 202 with Retry-After while it runs, 200 once it ended.
