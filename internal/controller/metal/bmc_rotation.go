@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"fmt"
 	"math/big"
+	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,7 +22,12 @@ const (
 	reasonRotated           = "CredentialsRotated"
 	reasonRotationFailed    = "CredentialsRotationFailed"
 	reasonRotationImmutable = "CredentialsRotationRefused"
+	reasonRotationShared    = "CredentialsRotationShared"
 )
+
+// RotationForAnnotation on a BMCSecret names the BMC whose rotate-credentials wrote its pending
+// password: only that BMC ever sends it or commits it.
+const RotationForAnnotation = "lifecycle.metalhub.io/rotation-for"
 
 // rotation carries out the rotate-credentials operation: a new password for the account the
 // BMC object logs in with, set on the BMC through AccountService and then in its BMCSecret.
@@ -49,20 +56,40 @@ func (r *BMCReconciler) rotation(ctx context.Context, p *bmcPass) (lifecycle.Res
 				lifecycle.RemoveAnnotation(o, metalv1alpha1.OperationAnnotation)
 			})
 		}
+		if others, err := r.sharingSecret(ctx, p, sec.Name); err != nil {
+			return lifecycle.Result{}, err
+		} else if len(others) > 0 {
+			r.Recorder.Eventf(b, sec, corev1.EventTypeWarning, reasonRotationShared, "Operation",
+				"rotate-credentials: BMCSecret %s is shared with %s; nothing changed. A rotation changes the Secret of every BMC that names it: give this BMC its own BMCSecret (a copy, named in spec.bmcSecretRef) and ask again",
+				sec.Name, strings.Join(others, ", "))
+			return lifecycle.Wrote("rotation refused"), lifecycle.PatchMetadata(ctx, p.Client(), b, func(o client.Object) {
+				lifecycle.RemoveAnnotation(o, metalv1alpha1.OperationAnnotation)
+			})
+		}
 		pw, err := newPassword()
 		if err != nil {
 			return lifecycle.Result{}, err
 		}
 		sec.SetValue(metalv1alpha1.BMCSecretPendingPasswordKey, pw)
+		lifecycle.SetAnnotation(sec, RotationForAnnotation, b.Name)
 		if err := p.Client().Update(ctx, sec); err != nil {
 			return lifecycle.Result{}, fmt.Errorf("writing the new BMC password aside in BMCSecret %s: %w", sec.Name, err)
 		}
 		r.Recorder.Eventf(b, sec, corev1.EventTypeNormal, reasonRotating, "Operation", "rotate-credentials: new password written aside in BMCSecret %s", sec.Name)
 		return lifecycle.Wrote("new password written aside"), nil
 	case asked:
+		if mine, err := r.rotationIsMine(ctx, p, sec); err != nil {
+			return lifecycle.Result{}, err
+		} else if !mine {
+			r.Recorder.Eventf(b, sec, corev1.EventTypeWarning, reasonRotationShared, "Operation",
+				"rotate-credentials: BMCSecret %s is shared and already has a rotation under way for another BMC; nothing changed", sec.Name)
+		}
 		return lifecycle.Wrote("rotation under way"), lifecycle.PatchMetadata(ctx, p.Client(), b, func(o client.Object) {
 			lifecycle.RemoveAnnotation(o, metalv1alpha1.OperationAnnotation)
 		})
+	}
+	if mine, err := r.rotationIsMine(ctx, p, sec); err != nil || !mine {
+		return lifecycle.Continue(), err
 	}
 	oldEP, err := bmcEndpoint(ctx, p.Client(), b)
 	if err != nil {
@@ -90,6 +117,24 @@ func (r *BMCReconciler) rotationSet(ctx context.Context, p *bmcPass) (lifecycle.
 		return lifecycle.Continue(), err
 	}
 	b := p.Obj
+	if mine, err := r.rotationIsMine(ctx, p, sec); err != nil || !mine {
+		return lifecycle.Continue(), err
+	}
+	// The password is sent only while this BMC alone names the Secret: one registered on it since
+	// the rotation was asked would lose the password the commit overwrites.
+	if others, err := r.sharingSecret(ctx, p, sec.Name); err != nil {
+		return lifecycle.Result{}, err
+	} else if len(others) > 0 {
+		sec.DeleteValue(metalv1alpha1.BMCSecretPendingPasswordKey)
+		lifecycle.RemoveAnnotation(sec, RotationForAnnotation)
+		if err := p.Client().Update(ctx, sec); err != nil {
+			return lifecycle.Result{}, fmt.Errorf("rotate-credentials: withdrawing the pending password of BMCSecret %s: %w", sec.Name, err)
+		}
+		r.Recorder.Eventf(b, sec, corev1.EventTypeWarning, reasonRotationShared, "Operation",
+			"rotate-credentials: withdrawn before anything was sent: BMCSecret %s is now shared with %s; give this BMC its own BMCSecret and ask again",
+			sec.Name, strings.Join(others, ", "))
+		return lifecycle.Wrote("rotation withdrawn"), nil
+	}
 	if err := proveBMC(ctx, p.Client(), b, p.systems); err != nil {
 		r.Recorder.Eventf(b, sec, corev1.EventTypeWarning, reasonRotationFailed, "Operation", "rotate-credentials: not sent: %v", err)
 		return lifecycle.Result{}, fmt.Errorf("rotate-credentials: %w", err)
@@ -125,9 +170,37 @@ func (r *BMCReconciler) rotationSecret(ctx context.Context, p *bmcPass, asked bo
 	return sec, pending, ok, nil
 }
 
+// rotationIsMine tells whether the Secret's pending password is this BMC's rotation: the one
+// its annotation names, or, for a rotation written before the annotation existed, the only BMC
+// that names the Secret.
+func (r *BMCReconciler) rotationIsMine(ctx context.Context, p *bmcPass, sec *metalv1alpha1.BMCSecret) (bool, error) {
+	if owner, ok := sec.Annotations[RotationForAnnotation]; ok {
+		return owner == p.Obj.Name, nil
+	}
+	others, err := r.sharingSecret(ctx, p, sec.Name)
+	return err == nil && len(others) == 0, err
+}
+
+// sharingSecret lists the other BMCs that name the BMCSecret.
+func (r *BMCReconciler) sharingSecret(ctx context.Context, p *bmcPass, secret string) ([]string, error) {
+	list := &metalv1alpha1.BMCList{}
+	if err := p.Client().List(ctx, list, client.MatchingFields{indexBMCSecret: secret}); err != nil {
+		return nil, fmt.Errorf("listing the BMCs of BMCSecret %s: %w", secret, err)
+	}
+	var out []string
+	for _, o := range list.Items {
+		if o.Name != p.Obj.Name {
+			out = append(out, o.Name)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
 func (r *BMCReconciler) commitRotation(ctx context.Context, p *bmcPass, sec *metalv1alpha1.BMCSecret, pending string) (lifecycle.Result, error) {
 	sec.SetValue(metalv1alpha1.BMCSecretPasswordKey, pending)
 	sec.DeleteValue(metalv1alpha1.BMCSecretPendingPasswordKey)
+	lifecycle.RemoveAnnotation(sec, RotationForAnnotation)
 	if err := p.Client().Update(ctx, sec); err != nil {
 		return lifecycle.Result{}, fmt.Errorf("rotate-credentials: committing the new password to BMCSecret %s: %w", sec.Name, err)
 	}

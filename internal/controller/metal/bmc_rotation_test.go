@@ -10,6 +10,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 func bmcSecret(t *testing.T, name string) *metalv1alpha1.BMCSecret {
@@ -117,4 +118,89 @@ func bmcAtAStrangersAddress(t *testing.T, name string) (own, stranger *redfish.B
 	waitState(t, server, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	stranger.SetCredentials(own.Credentials())
 	return own, stranger
+}
+
+// twoBMCsOnOneSecret registers two BMCs that log in with one BMCSecret (a fleet's factory
+// password): the second's BMC object names the first's Secret.
+func twoBMCsOnOneSecret(t *testing.T, name string) (first, second *redfish.BMC) {
+	t.Helper()
+	first, second = takeBMC(t), takeBMC(t)
+	second.SetCredentials(first.Credentials())
+	s1 := registerBMC(t, first, name)
+	obj := bmcObject(second, name+"-b")
+	obj.Spec.BMCSecretRef.Name = name
+	if err := env.Client.Create(ctx(), obj); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s1, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	waitState(t, ServerName(name+"-b", second.SystemIDs()[0]), metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	return first, second
+}
+
+func waitConnected(t *testing.T, name string) {
+	t.Helper()
+	eventually(t, 15*time.Second, name+" connected", func() (bool, string) {
+		c := apimeta.FindStatusCondition(getBMC(t, name).Status.Conditions, metalv1alpha1.ConditionReady)
+		return c != nil && c.Status == "True", fmt.Sprint(c)
+	})
+}
+
+// A rotation is of a BMCSecret, not of one BMC: asked on one of two BMCs that share their
+// Secret, it is refused with a message saying how to split the Secret, and neither BMC's
+// account is touched; both stay connected with the Secret as it was.
+func TestRotationOfASharedSecretIsRefused(t *testing.T) {
+	first, second := twoBMCsOnOneSecret(t, "rotsh")
+	_, pass := first.Credentials()
+	start := time.Now()
+	annotateBMC(t, "rotsh", metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationRotateCredentials)
+	waitBMCOperationDone(t, "rotsh", 10*time.Second)
+	waitEvent(t, "rotsh", reasonRotationShared)
+	for _, b := range []*redfish.BMC{first, second} {
+		if got := accountActions(b, start); len(got) != 0 {
+			t.Fatalf("account actions sent: %v", got)
+		}
+		if _, p := b.Credentials(); p != pass {
+			t.Fatal("a BMC's password changed")
+		}
+	}
+	sec := bmcSecret(t, "rotsh")
+	if p, _ := sec.Value(metalv1alpha1.BMCSecretPasswordKey); p != pass {
+		t.Fatal("the shared Secret's password changed")
+	}
+	if _, pending := sec.Value(metalv1alpha1.BMCSecretPendingPasswordKey); pending {
+		t.Fatal("a pending password was written into the shared Secret")
+	}
+	waitConnected(t, "rotsh")
+	waitConnected(t, "rotsh-b")
+}
+
+// A pending password is the rotation of the BMC that asked for it: another BMC that names the
+// same Secret (registered while the rotation was under way) never sends it, and keeps
+// connecting with the password the Secret has.
+func TestAPendingRotationIsOnlyItsOwnBMCs(t *testing.T) {
+	first, second := twoBMCsOnOneSecret(t, "rotown")
+	_, pass := first.Credentials()
+	start := time.Now()
+	eventually(t, 5*time.Second, "pending password written for the first BMC", func() (bool, string) {
+		sec := bmcSecret(t, "rotown")
+		sec.SetValue(metalv1alpha1.BMCSecretPendingPasswordKey, "Not-for-you.2026")
+		lifecycle.SetAnnotation(sec, RotationForAnnotation, "rotown")
+		err := env.Client.Update(ctx(), sec)
+		return err == nil, fmt.Sprint(err)
+	})
+	annotateBMC(t, "rotown-b", "test/poke", start.Format(time.RFC3339Nano)) // a pass of the other BMC
+	waitConnected(t, "rotown-b")
+	eventually(t, 15*time.Second, "the rotation withdrawn, the Secret as it was", func() (bool, string) {
+		sec := bmcSecret(t, "rotown")
+		p, _ := sec.Value(metalv1alpha1.BMCSecretPasswordKey)
+		_, pending := sec.Value(metalv1alpha1.BMCSecretPendingPasswordKey)
+		return p == pass && !pending, fmt.Sprintf("password kept %v, pending %v", p == pass, pending)
+	})
+	if got := accountActions(second, start); len(got) != 0 {
+		t.Fatalf("the other BMC was sent %v", got)
+	}
+	if got := accountActions(first, start); len(got) != 0 {
+		t.Fatalf("the first BMC was sent %v although its Secret is shared", got)
+	}
+	waitConnected(t, "rotown")
 }
