@@ -97,7 +97,11 @@ func (r *BIOSSettingsReconciler) handle(ctx context.Context, lp *lifecycle.Pass[
 	}
 	p := &settingsPass{Pass: lp, work: w}
 	res, err := lifecycle.Steps(ctx, p,
+		lifecycle.EnsureFinalizer[*settingsPass](Finalizer),
 		func(ctx context.Context, p *settingsPass) (lifecycle.Result, error) { return r.read(ctx, p.work) },
+		func(ctx context.Context, p *settingsPass) (lifecycle.Result, error) {
+			return r.leave(ctx, p.work, p.maint)
+		},
 		r.restart,
 		r.finish,
 		r.begin,

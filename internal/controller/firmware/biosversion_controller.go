@@ -97,7 +97,11 @@ func (r *BIOSVersionReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*
 	}
 	p := &versionPass{Pass: lp, work: w}
 	res, err := lifecycle.Steps(ctx, p,
+		lifecycle.EnsureFinalizer[*versionPass](Finalizer),
 		func(ctx context.Context, p *versionPass) (lifecycle.Result, error) { return r.read(ctx, p.work) },
+		func(ctx context.Context, p *versionPass) (lifecycle.Result, error) {
+			return r.leave(ctx, p.work, p.maint)
+		},
 		r.restart,
 		r.finish,
 		r.begin,
@@ -266,6 +270,8 @@ func versionStatus(prev systemv1alpha1.BIOSVersionStatus, gen int64, w *work, ta
 			msg = "waiting for maintenance"
 		}
 		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonAwaitingMaintenance, msg)
+	case w.rec.Uncertain && w.rec.Phase == phaseTask:
+		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonOutcomeUnknown, fmt.Sprintf("the answer to the flash of %s was lost; following task %s, which names no image but could not be ruled out", w.rec.Version, w.rec.Task))
 	case w.rec.Phase == phaseReboot:
 		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonRebooting, fmt.Sprintf("%s staged; %s restarting", w.rec.Version, target))
 	case w.rec.Phase == phaseVerify:

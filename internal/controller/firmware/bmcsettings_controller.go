@@ -101,10 +101,14 @@ func (r *BMCSettingsReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*
 	}
 	hash := flowHash(s.Spec.Version, bmcFlow(&s.Spec.BMCSettingsTemplate), s.Spec.Variables)
 	res, err := lifecycle.Steps(ctx, p,
+		lifecycle.EnsureFinalizer[*bmcSettingsPass](Finalizer),
 		func(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error) {
 			t, res, err := r.readBMC(ctx, p.work, p.Obj.Spec.BMCRef, maintenanceRefs(p.Obj.Spec.ServerMaintenanceRefs))
 			p.bmc = t
 			return res, err
+		},
+		func(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error) {
+			return r.leave(ctx, p.work, maintList(p.bmc.maints)...)
 		},
 		func(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error) {
 			return r.startOver(ctx, p.work, hash, phaseCompleted, phaseFailed, phaseMaintenance, phaseOwed, phaseVerify)

@@ -119,7 +119,11 @@ func (r *BMCVersionReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*b
 		return nil
 	}
 	res, err := lifecycle.Steps(ctx, p,
+		lifecycle.EnsureFinalizer[*bmcVersionPass](Finalizer),
 		r.read,
+		func(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
+			return r.leave(ctx, p.work, maintList(p.maints)...)
+		},
 		r.restart,
 		r.finish,
 		r.begin,

@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -165,8 +166,10 @@ func (a *actor) settleIssue(ctx context.Context, w *work, f flasher) (lifecycle.
 		out := v.(issuedUpdate)
 		switch {
 		case out.err == nil && out.task == "":
-			// Done before answering: the image is staged.
-			next.Phase = f.afterTask
+			// Accepted without a task: the BMC may still be writing flash. Recorded, then the
+			// task list and the firmware inventory below tell when it is done.
+			next.Accepted = true
+			a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "FlashAccepted", "Upgrade", "the BMC took the image for %s without naming a task: waiting for it to show the flash", w.target())
 			return a.record(ctx, w, next)
 		case out.err == nil:
 			next.Phase, next.Task = phaseTask, out.task
@@ -188,23 +191,62 @@ func (a *actor) settleIssue(ctx context.Context, w *work, f flasher) (lifecycle.
 		return a.bmcFailed(w, err)
 	}
 	tasks, err := w.conn.Tasks(w.bctx)
-	if bmc.ReasonOf(err) == bmc.ReasonUnsupported {
+	unsupported := bmc.ReasonOf(err) == bmc.ReasonUnsupported
+	if err != nil && !unsupported {
+		return a.bmcFailed(w, err)
+	}
+	if t, uncertain := findTask(tasks, w.rec); t != nil {
+		next.Phase, next.Task, next.Uncertain = phaseTask, t.URI, uncertain
+		if uncertain {
+			a.Recorder.Eventf(w.obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonOutcomeUnknown, "Upgrade",
+				"task %s (started %s) names no image but cannot be ruled out: followed as the flash's, never flashed again on a guess; the version read back decides", t.URI, orNone(t.StartTime))
+		} else {
+			a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "FlashAccepted", "Upgrade", "found the flash among the BMC's tasks: %s", t.URI)
+		}
+		return a.record(ctx, w, next)
+	}
+	if w.rec.Accepted {
+		return a.settleAccepted(ctx, w, f)
+	}
+	if unsupported {
 		// Without a task list nothing can tell: flashing again could be a second flash.
 		next.Phase, next.Message = phaseFailed, "the outcome of the flash is unknown and the BMC lists no tasks: not flashed again; check the BMC, then change the spec to try again"
 		a.Recorder.Eventf(w.obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonOutcomeUnknown, "Upgrade", "%s", next.Message)
 		return a.record(ctx, w, next)
 	}
-	if err != nil {
+	next.Phase = phaseOwed
+	a.Recorder.Eventf(w.obj, nil, corev1.EventTypeWarning, "FlashNotSent", "Upgrade", "the BMC has no task that could be the flash of %s: it never arrived; sending it again", w.rec.Image)
+	return a.record(ctx, w, next)
+}
+
+// settleAccepted waits, for a flash the BMC accepted without a task and lists none for, until its
+// firmware inventory shows the step's version (installed or staged); past VerifyTimeout the
+// attempt fails. It is never sent again: the BMC took it.
+func (a *actor) settleAccepted(ctx context.Context, w *work, f flasher) (lifecycle.Result, error) {
+	inv, err := w.conn.FirmwareInventory(w.bctx)
+	if err != nil && bmc.ReasonOf(err) != bmc.ReasonNotFound {
 		return a.bmcFailed(w, err)
 	}
-	if t := findTask(tasks, w.rec); t != nil {
-		next.Phase, next.Task = phaseTask, t.URI
-		a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "FlashAccepted", "Upgrade", "found the flash among the BMC's tasks: %s", t.URI)
-		return a.record(ctx, w, next)
+	for _, fw := range inv {
+		if fw.Version == w.rec.Version {
+			next := w.rec
+			next.Phase, next.At = f.afterTask, a.now().Unix()
+			a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "FlashDone", "Upgrade", "the BMC's firmware inventory shows %s (%s)", w.rec.Version, fw.ID)
+			return a.record(ctx, w, next)
+		}
 	}
-	next.Phase = phaseOwed
-	a.Recorder.Eventf(w.obj, nil, corev1.EventTypeWarning, "FlashNotSent", "Upgrade", "the BMC has no task for %s: the flash never arrived; sending it again", w.rec.Image)
-	return a.record(ctx, w, next)
+	if a.now().Sub(w.rec.at()) < a.Options.VerifyTimeout {
+		return lifecycle.RequeueAfter(a.Options.Poll, "accepted without a task; waiting for the BMC to show it"), nil
+	}
+	return f.failAttempt(fmt.Sprintf("the BMC accepted %s without a task and, after %s, lists no task for it and no %s in its firmware inventory: not restarted, not flashed again",
+		w.rec.Image, a.Options.VerifyTimeout, w.rec.Version))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "at no time it reports"
+	}
+	return s
 }
 
 // taskLook is when to read a running task again: when its monitor said (Retry-After), within
@@ -223,29 +265,48 @@ const (
 	pushTaskSkew = time.Minute
 )
 
-// findTask is the task of the claimed flash: the newest one for the image (any, for a pushed
-// image) that started after the claim, less the skew, and is not the previous attempt's. A task
-// without a readable start time counts when it is for the image.
-func findTask(tasks []bmc.TaskStatus, rec record) *bmc.TaskStatus {
+// findTask is the task of the claimed flash, in whatever order the BMC lists its tasks: the
+// newest for the image (for a pushed image, which carries no URI, one naming its file) that started
+// after the claim, less the skew, and is not the previous attempt's. Failing that, the newest
+// task that cannot be ruled out: one that names no image (many vendors' tasks carry no payload)
+// or has no readable start, and did not start before the claim; uncertain is then true. nil:
+// every task is ruled out, so the flash never arrived.
+func findTask(tasks []bmc.TaskStatus, rec record) (task *bmc.TaskStatus, uncertain bool) {
 	claimed := rec.at()
-	for i := len(tasks) - 1; i >= 0; i-- {
+	skew := taskSkew
+	if rec.Push {
+		skew = pushTaskSkew
+	}
+	var sure, maybe *bmc.TaskStatus
+	var sureAt, maybeAt time.Time
+	for i := range tasks {
 		t := &tasks[i]
 		if t.URI == rec.Task {
 			continue
 		}
 		st, err := time.Parse(time.RFC3339, t.StartTime)
-		if rec.Push {
-			if err != nil || st.Before(claimed.Add(-pushTaskSkew)) {
-				continue
-			}
-			return t
-		}
-		if t.Image != rec.Image || (err == nil && st.Before(claimed.Add(-taskSkew))) {
+		readable := err == nil
+		if readable && st.Before(claimed.Add(-skew)) {
 			continue
 		}
-		return t
+		if !readable {
+			st = time.Unix(1<<40, 0) // no start: as new as can be
+		}
+		switch {
+		case t.Image == rec.Image, rec.Push && readable && t.Image != "" && strings.HasSuffix(t.Image, path.Base(rec.Image)):
+			if sure == nil || st.After(sureAt) {
+				sure, sureAt = t, st
+			}
+		case t.Image == "" || !readable:
+			if maybe == nil || st.After(maybeAt) {
+				maybe, maybeAt = t, st
+			}
+		}
 	}
-	return nil
+	if sure != nil {
+		return sure, false
+	}
+	return maybe, maybe != nil
 }
 
 // errFetch marks an image that could not be fetched to be pushed: nothing reached the BMC, and

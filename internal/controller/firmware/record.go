@@ -59,6 +59,22 @@ type record struct {
 	Rerequested int32 `json:"rerequested,omitempty"`
 	// Push: the flash was pushed (MultipartHttpPushUri), not fetched by the BMC.
 	Push bool `json:"push,omitempty"`
+	// Accepted: the BMC answered the flash with success but named no task; what it shows
+	// (its task list, its firmware inventory) must say the flash is done before any restart.
+	Accepted bool `json:"accepted,omitempty"`
+	// Uncertain: the step's task was found by elimination (a task the list could not rule out,
+	// e.g. one without a payload), not by its image: if the version does not show, the attempt
+	// fails; nothing is flashed again on a guess.
+	Uncertain bool `json:"uncertain,omitempty"`
+	// ResetBefore and PowerBefore are what the system reported right before its restart was
+	// asked (ResetBefore "-": it reports no LastResetTime): the evidence that a restart of
+	// unknown outcome did not happen. ResetAt is the At of the reboot phase they were read for:
+	// a later step's restart reads them afresh.
+	ResetAt     int64  `json:"resetAt,omitempty"`
+	ResetBefore string `json:"resetBefore,omitempty"`
+	PowerBefore string `json:"powerBefore,omitempty"`
+	// Restart is how the step's restart ended as the Server reported it: done or uncertain.
+	Restart string `json:"restart,omitempty"`
 	// Task is the task URI of the step's flash.
 	Task string `json:"task,omitempty"`
 	// Applied holds when each settings step was found in effect (unix seconds, by name).

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
@@ -72,13 +75,50 @@ func (r *SetReconciler[S]) SetupWithManager(mgr ctrl.Manager) error {
 
 func (r *SetReconciler[S]) handle(ctx context.Context, p *lifecycle.Pass[S]) (lifecycle.Result, error) {
 	set, c := p.Obj, p.Client()
+	if res, err := lifecycle.EnsureFinalizer[*lifecycle.Pass[S]](Finalizer)(ctx, p); err != nil || !res.IsContinue() {
+		return res, err
+	}
 	list := r.kind.children()
 	if err := c.List(ctx, list, client.MatchingFields{indexControllerName: set.GetName()}); err != nil {
 		return lifecycle.Result{}, fmt.Errorf("listing the objects of %s: %w", set.GetName(), err)
+	}
+	if !set.GetDeletionTimestamp().IsZero() {
+		return r.stop(ctx, p, list)
 	}
 	in, err := r.kind.plan(ctx, c, set, list)
 	in.set = set
 	st := r.kind.status(set)
 	*st.observed = set.GetGeneration()
 	return setPass(ctx, c, r.Recorder, in, err, st.conditions, st.rollout, st.counts)
+}
+
+// stop ends a deleted set's rollout: no wave starts; its objects are deleted, each waiting (its
+// own finalizer) until nothing is under way on its box; the set goes once they are all gone, so
+// a deleted set never leaves a flash half done nor a child to be made again.
+func (r *SetReconciler[S]) stop(ctx context.Context, p *lifecycle.Pass[S], list client.ObjectList) (lifecycle.Result, error) {
+	set, c := p.Obj, p.Client()
+	items, err := apimeta.ExtractList(list)
+	if err != nil {
+		return lifecycle.Result{}, fmt.Errorf("reading the objects of %s: %w", set.GetName(), err)
+	}
+	deleting := 0
+	for _, it := range items {
+		o := it.(client.Object)
+		deleting++
+		if o.GetDeletionTimestamp().IsZero() {
+			if err := c.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+				return lifecycle.Result{}, fmt.Errorf("deleting %s: %w", o.GetName(), err)
+			}
+		}
+	}
+	if deleting > 0 {
+		return lifecycle.Done(), nil // their deletion (Owns) brings the next pass
+	}
+	if !controllerutil.ContainsFinalizer(set, Finalizer) {
+		return lifecycle.Done(), nil
+	}
+	r.Recorder.Eventf(set, nil, corev1.EventTypeNormal, "RolloutStopped", "Delete", "the rollout is stopped and none of its objects is left")
+	return lifecycle.Wrote("finalizer removed"), lifecycle.PatchMetadata(ctx, c, set, func(o client.Object) {
+		controllerutil.RemoveFinalizer(o, Finalizer)
+	})
 }

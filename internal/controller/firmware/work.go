@@ -71,13 +71,13 @@ func (a *actor) read(ctx context.Context, w *work) (lifecycle.Result, error) {
 	w.rec, w.hasRec = parseRecord(w.obj.GetAnnotations()[RecordAnnotation])
 	if w.serverName == "" {
 		w.problem, w.reason = errors.New("spec.serverRef names no server"), systemv1alpha1.ReasonServerNotFound
-		return lifecycle.Done(), nil
+		return a.targetGone(ctx, w)
 	}
 	s := &metalv1alpha1.Server{}
 	if err := w.c.Get(ctx, client.ObjectKey{Name: w.serverName}, s); err != nil {
 		if apierrors.IsNotFound(err) {
 			w.problem, w.reason = fmt.Errorf("server %s not found", w.serverName), systemv1alpha1.ReasonServerNotFound
-			return lifecycle.Done(), nil
+			return a.targetGone(ctx, w)
 		}
 		return lifecycle.Result{}, fmt.Errorf("reading server %s: %w", w.serverName, err)
 	}
@@ -170,14 +170,19 @@ func (a *actor) bmcFailed(w *work, err error) (lifecycle.Result, error) {
 // through its operation annotation, named by the record's token, and the Server reports how that
 // request ended (metal.OperationResultAnnotation). A pass that finds the request pending waits;
 // one that finds neither request nor result asks (the ask was lost). Done or uncertain, the
-// record goes to verify; refused, refusedFn decides.
+// record goes to verify, keeping which; refused, refusedFn decides. Before the first ask, the
+// system's LastResetTime and power are recorded: what later tells a restart of unknown outcome
+// that never happened from one that did.
 func (a *actor) reboot(ctx context.Context, w *work, what string, refusedFn func() (lifecycle.Result, error)) (lifecycle.Result, error) {
 	token := w.rec.token(string(w.obj.GetUID()))
 	switch outcome, pending := operationState(w.server.Annotations, token); {
 	case outcome == metal.OperationDone || outcome == metal.OperationUncertain:
-		// Uncertain: what is read back decides.
 		next := w.rec
-		next.Phase, next.At = phaseVerify, a.now().Unix()
+		next.Phase, next.At, next.Restart = phaseVerify, a.now().Unix(), restartDone
+		next.ResetAt = 0 // what was read before the ask stays, for rebootAgain
+		if outcome == metal.OperationUncertain {
+			next.Restart = restartUncertain
+		}
 		return a.record(ctx, w, next)
 	case outcome != "":
 		return refusedFn()
@@ -187,6 +192,14 @@ func (a *actor) reboot(ctx context.Context, w *work, what string, refusedFn func
 	if err := a.connect(w); err != nil {
 		return a.bmcFailed(w, err)
 	}
+	if w.rec.ResetAt != w.rec.At || w.rec.ResetBefore == "" {
+		next := w.rec
+		next.ResetAt, next.ResetBefore, next.PowerBefore = w.rec.At, w.sys.LastResetTime, string(w.sys.PowerState)
+		if next.ResetBefore == "" {
+			next.ResetBefore = noResetTime
+		}
+		return a.record(ctx, w, next)
+	}
 	op := metalv1alpha1.OperationHardRestartServer
 	if w.sys.PowerState == bmc.PowerStateOff {
 		op = metalv1alpha1.OperationForceOnServer
@@ -194,27 +207,45 @@ func (a *actor) reboot(ctx context.Context, w *work, what string, refusedFn func
 	return a.askOperation(ctx, w, w.server, op, token, what)
 }
 
-// rebootAgain decides, in verify, about a step whose result does not show: an Off system was not
-// restarted (the restart was lost: the Server reported it uncertain) and the staged change still
-// waits; past the timeout, a restart that may have been lost is asked for again, a few times,
-// before the attempt counts as failed. A restart in maintenance costs nothing; a repeated flash
-// would. ok false: neither, keep waiting (late false) or fail (late true).
+// Restart outcomes kept in the record, and the LastResetTime of a system that reports none.
+const (
+	restartDone      = "done"
+	restartUncertain = "uncertain"
+	noResetTime      = "-"
+)
+
+// rebootAgain decides, in verify, about a step whose result does not show. A restart the Server
+// carried out counts as done: what does not show after it fails the step with what was read, and
+// the tenant's box is not restarted again. Only a restart whose outcome the Server could not tell
+// is asked again, once, and only when the system says it did not happen (its LastResetTime has
+// not moved, or it is still off after it was asked to come on). ok false: neither, keep waiting
+// (late false) or fail (late true).
 func (a *actor) rebootAgain(ctx context.Context, w *work, what string) (res lifecycle.Result, err error, ok, late bool) {
 	elapsed := a.now().Sub(w.rec.at())
-	off := w.sys.PowerState == bmc.PowerStateOff && elapsed >= a.Options.VerifyTimeout/4
 	late = elapsed >= a.Options.VerifyTimeout
-	if (off || late) && w.rec.Rerequested < maxRerequests {
-		next := w.rec
-		next.Phase, next.At, next.Rerequested = phaseReboot, a.now().Unix(), w.rec.Rerequested+1
-		a.Recorder.Eventf(w.obj, nil, corev1.EventTypeWarning, "RebootAgain", "Restart", "server %s is %s and %s: asking for the restart again", w.server.Name, w.sys.PowerState, what)
-		res, err = a.record(ctx, w, next)
-		return res, err, true, late
+	if w.rec.Restart != restartUncertain || w.rec.Rerequested >= maxRerequests || elapsed < a.Options.VerifyTimeout/4 {
+		return lifecycle.Result{}, nil, false, late
 	}
-	return lifecycle.Result{}, nil, false, late
+	var evidence string
+	switch {
+	case w.rec.ResetBefore != "" && w.rec.ResetBefore != noResetTime && w.sys.LastResetTime == w.rec.ResetBefore:
+		evidence = "its LastResetTime has not moved since the restart was asked"
+	case w.rec.PowerBefore == string(bmc.PowerStateOff) && w.sys.PowerState == bmc.PowerStateOff:
+		evidence = "it is still off"
+	default:
+		return lifecycle.Result{}, nil, false, late
+	}
+	next := w.rec
+	next.Phase, next.At, next.Rerequested = phaseReboot, a.now().Unix(), w.rec.Rerequested+1
+	next.Restart, next.ResetAt, next.ResetBefore, next.PowerBefore = "", 0, "", ""
+	a.Recorder.Eventf(w.obj, nil, corev1.EventTypeWarning, "RebootAgain", "Restart", "server %s: %s, and the restart's outcome was unknown while %s: asking for it again", w.server.Name, what, evidence)
+	res, err = a.record(ctx, w, next)
+	return res, err, true, late
 }
 
-// maxRerequests bounds the restarts asked for again in one step.
-const maxRerequests = 2
+// maxRerequests bounds the restarts asked for again in one step: a restart is repeated only when
+// it certainly did not happen.
+const maxRerequests = 1
 
 // operationState reads what the Server says of the request named token: its outcome once it is
 // over, or that it is still pending (asked, or being carried out).
@@ -262,14 +293,16 @@ func (a *actor) readBMC(ctx context.Context, w *work, ref *corev1.LocalObjectRef
 	w.rec, w.hasRec = parseRecord(w.obj.GetAnnotations()[RecordAnnotation])
 	if ref == nil || ref.Name == "" {
 		w.problem, w.reason = errors.New("spec.bmcRef names no BMC"), systemv1alpha1.ReasonServerNotFound
-		return nil, lifecycle.Done(), nil
+		res, err := a.targetGone(ctx, w)
+		return nil, res, err
 	}
 	w.name = "BMC " + ref.Name
 	b := &metalv1alpha1.BMC{}
 	if err := w.c.Get(ctx, client.ObjectKey{Name: ref.Name}, b); err != nil {
 		if apierrors.IsNotFound(err) {
 			w.problem, w.reason = fmt.Errorf("BMC %s not found", ref.Name), systemv1alpha1.ReasonServerNotFound
-			return nil, lifecycle.Done(), nil
+			res, err := a.targetGone(ctx, w)
+			return nil, res, err
 		}
 		return nil, lifecycle.Result{}, fmt.Errorf("reading BMC %s: %w", ref.Name, err)
 	}

@@ -1,0 +1,114 @@
+package firmware
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+)
+
+// waitPhase waits until the BIOSVersion's record is in phase want.
+func waitPhase(t *testing.T, name string, want phase, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, name+" in phase "+string(want), func() (bool, string) {
+		v := getVersion(name)
+		if v == nil {
+			return false, "gone"
+		}
+		rec, _ := parseRecord(v.Annotations[RecordAnnotation])
+		return rec.Phase == want, string(rec.Phase)
+	})
+}
+
+// Deleting a BIOSVersion while its image is being written: the object stays until the flash
+// ended and the restart it owes was carried out, only then is the box handed back; one flash.
+func TestDeletingABIOSVersionMidFlash(t *testing.T) {
+	names, bmcs := availableServers(t, "biosv-del", 1)
+	b := bmcs[0]
+	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(3 * time.Second)})
+	v := biosVersion("biosv-del", names[0], "8.0.0", "http://fw.example/bios-del-8.0.0.bin")
+	if err := env.Client.Create(ctx(), v); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, "biosv-del", phaseTask, 60*time.Second)
+	if err := env.Client.Delete(ctx(), getVersion("biosv-del")); err != nil {
+		t.Fatal(err)
+	}
+	var goneAt time.Time
+	eventually(t, 60*time.Second, "the BIOSVersion gone", func() (bool, string) {
+		err := env.Client.Get(ctx(), client.ObjectKey{Name: "biosv-del"}, &systemv1alpha1.BIOSVersion{})
+		goneAt = time.Now()
+		if s := getServer(names[0]); s != nil && s.Spec.ServerMaintenanceRef == nil && !apierrors.IsNotFound(err) {
+			if got := restartsSince(b, firstSimpleUpdate(t, b)); len(got) == 0 {
+				return true, "the server left its maintenance before its owed restart"
+			}
+		}
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	restarts := restartsSince(b, firstSimpleUpdate(t, b))
+	if len(restarts) != 1 {
+		t.Fatalf("restarts after the flash before the object went: %v, want one (events %s)", restarts, eventsOf("biosv-del"))
+	}
+	waitState(t, names[0], metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	if n := simpleUpdates(b); n != 1 {
+		t.Errorf("SimpleUpdates: %d, want 1", n)
+	}
+	if got := b.Systems()[0].BIOSVersion(); got != "8.0.0" {
+		t.Errorf("BIOS %s after the deleted upgrade's restart, want the flashed 8.0.0", got)
+	}
+	t.Logf("gone %s after the flash began", goneAt.Sub(firstSimpleUpdate(t, b)))
+}
+
+// Deleting a BIOSVersionSet mid-wave: no wave starts after it, the child under way finishes
+// its flash and restart before it goes, nothing is flashed twice, and the set goes last.
+func TestDeletingABIOSVersionSetMidFlash(t *testing.T) {
+	names, bmcs := availableServers(t, "bvs-del", 3)
+	for _, b := range bmcs {
+		b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(3 * time.Second)})
+	}
+	labelServers(t, names, "rollout", "bvs-del")
+	set := versionSet("bvs-del", "bvs-del", "8.1.0", "http://fw.example/bvs-del/bios-", &systemv1alpha1.RolloutSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))})
+	if err := env.Client.Create(ctx(), set); err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	eventually(t, 60*time.Second, "the first wave flashing", func() (bool, string) {
+		for _, v := range children(t, "bvs-del") {
+			if rec, _ := parseRecord(v.Annotations[RecordAnnotation]); rec.Phase == phaseTask {
+				first = v.Name
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(len(children(t, "bvs-del")), " children")
+	})
+	s := &systemv1alpha1.BIOSVersionSet{}
+	if err := env.Client.Get(ctx(), client.ObjectKey{Name: "bvs-del"}, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx(), s); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the set and its objects gone", func() (bool, string) {
+		err := env.Client.Get(ctx(), client.ObjectKey{Name: "bvs-del"}, &systemv1alpha1.BIOSVersionSet{})
+		left := children(t, "bvs-del")
+		return apierrors.IsNotFound(err) && len(left) == 0, fmt.Sprintf("set: %v; %d objects left", err, len(left))
+	})
+	flashes := 0
+	for _, b := range bmcs {
+		flashes += simpleUpdates(b)
+	}
+	if flashes != 1 {
+		t.Errorf("%d flashes over the set's servers after it was deleted in its first wave (%s), want 1", flashes, first)
+	}
+	for _, name := range names {
+		waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	}
+}

@@ -1,0 +1,115 @@
+package firmware
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+)
+
+// restartsSince counts the resets that start or restart b's system after t (a power-off to hand
+// the box back is not one a tenant sees as a restart).
+func restartsSince(b *redfish.BMC, t time.Time) []string {
+	var out []string
+	for _, r := range recordsOf(b) {
+		if r.Action != redfish.ActionReset || r.Time.Before(t) {
+			continue
+		}
+		switch r.ResetType {
+		case "ForceOff", "GracefulShutdown", "PushPowerButton", "Nmi":
+			continue
+		}
+		out = append(out, r.ResetType)
+	}
+	return out
+}
+
+func firstSimpleUpdate(t *testing.T, b *redfish.BMC) time.Time {
+	t.Helper()
+	for _, r := range recordsOf(b) {
+		if r.Action == redfish.ActionSimpleUpdate {
+			return r.Time
+		}
+	}
+	t.Fatal("no SimpleUpdate recorded")
+	return time.Time{}
+}
+
+// A BMC that accepts the image, completes its task, takes the restart and changes nothing (the
+// version never shows): one SimpleUpdate, one restart, and the object Failed naming what it
+// read; the restart the BMC accepted is not asked again.
+func TestBIOSVersionThatNeverShowsFailsAfterOneRestart(t *testing.T) {
+	names, bmcs := availableServers(t, "biosv-inert", 1)
+	b := bmcs[0]
+	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(updateDuration), UpdateChangesNothing: true})
+	before := b.Systems()[0].BIOSVersion()
+	if err := env.Client.Create(ctx(), biosVersion("biosv-inert", names[0], "7.0.0", "http://fw.example/bios-inert-7.0.0.bin")); err != nil {
+		t.Fatal(err)
+	}
+	v := waitVersionState(t, "biosv-inert", systemv1alpha1.VersionStateFailed, 90*time.Second)
+	if n := simpleUpdates(b); n != 1 {
+		t.Errorf("SimpleUpdates: %d, want 1", n)
+	}
+	if got := restartsSince(b, firstSimpleUpdate(t, b)); len(got) > 1 {
+		t.Errorf("restarts after the flash: %v, want at most one", got)
+	}
+	rec, _ := parseRecord(v.Annotations[RecordAnnotation])
+	if !strings.Contains(rec.Message, before) || !strings.Contains(rec.Message, "7.0.0") {
+		t.Errorf("the failure does not say what was read (%q) and wanted: %q", before, rec.Message)
+	}
+}
+
+// A SimpleUpdate whose answer is lost (the BMC took it, then answered 500) on a BMC whose tasks
+// carry no payload: nothing in the task list rules the running task out, so it is never sent
+// again; the step follows the task and completes, or stays uncertain, with one flash.
+func TestBIOSVersionLostAnswerWithoutPayloadFlashesOnce(t *testing.T) {
+	names, bmcs := availableServers(t, "biosv-lost", 1)
+	b := bmcs[0]
+	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(3 * time.Second), TasksWithoutPayload: true, ErrorAfterEffect: 500})
+	if err := env.Client.Create(ctx(), biosVersion("biosv-lost", names[0], "7.1.0", "http://fw.example/bios-lost-7.1.0.bin")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the SimpleUpdate sent", func() (bool, string) {
+		return simpleUpdates(b) > 0, ""
+	})
+	// The answer was lost; the restart that follows should be answered.
+	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(3 * time.Second), TasksWithoutPayload: true})
+	eventually(t, 90*time.Second, "the upgrade completed or uncertain", func() (bool, string) {
+		v := getVersion("biosv-lost")
+		if v.Status.State == systemv1alpha1.VersionStateCompleted {
+			return true, ""
+		}
+		c := meta.FindStatusCondition(v.Status.Conditions, systemv1alpha1.ConditionUpgraded)
+		return c != nil && c.Reason == systemv1alpha1.ReasonOutcomeUnknown, fmt.Sprintf("state %s, %v; events %s", v.Status.State, v.Status.Conditions, eventsOf("biosv-lost"))
+	})
+	if n := simpleUpdates(b); n != 1 {
+		t.Fatalf("SimpleUpdates: %d, want 1; events %s", n, eventsOf("biosv-lost"))
+	}
+}
+
+// A BMC that answers an accepted update 200 without a task: the restart waits until the flash is
+// seen done (its task in the TaskService), never while the BMC may still be writing flash.
+func TestBIOSVersionAnsweredWithoutATaskWaitsForTheFlash(t *testing.T) {
+	names, bmcs := availableServers(t, "biosv-notask", 1)
+	b := bmcs[0]
+	const flash = 4 * time.Second
+	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(flash), UpdateAnswersWithoutTask: true})
+	if err := env.Client.Create(ctx(), biosVersion("biosv-notask", names[0], "7.2.0", "http://fw.example/bios-notask-7.2.0.bin")); err != nil {
+		t.Fatal(err)
+	}
+	waitVersionState(t, "biosv-notask", systemv1alpha1.VersionStateCompleted, 90*time.Second)
+	sent := firstSimpleUpdate(t, b)
+	for _, r := range recordsOf(b) {
+		if r.Action == redfish.ActionReset && r.Time.After(sent) && r.Time.Before(sent.Add(flash)) {
+			t.Fatalf("restart %s at +%s, while the flash ran", r.ResetType, r.Time.Sub(sent))
+		}
+	}
+	if n := simpleUpdates(b); n != 1 {
+		t.Errorf("SimpleUpdates: %d, want 1", n)
+	}
+}
