@@ -27,14 +27,17 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
 
 func ctx() context.Context { return context.Background() }
 
-// start runs a dashboard on cfg (the admin's without one) until the test ends.
+// start runs a dashboard on cfg (the admin's without one) until the test ends, on a free
+// loopback port unless o names an address.
 func start(t testing.TB, o Options, cfg ...*rest.Config) *Server {
 	t.Helper()
 	c := env.Config
 	if len(cfg) > 0 {
 		c = cfg[0]
 	}
-	o.Address = "127.0.0.1:0"
+	if o.Address == "" {
+		o.Address = "127.0.0.1:0"
+	}
 	s, err := New(c, o, testr.NewWithInterface(t, testr.Options{LogTimestamp: true}))
 	if err != nil {
 		t.Fatal(err)
