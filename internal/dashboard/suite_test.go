@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -35,10 +36,16 @@ func start(t testing.TB, o Options, cfg ...*rest.Config) *Server {
 	if len(cfg) > 0 {
 		c = cfg[0]
 	}
+	return startLogged(t, o, testr.NewWithInterface(t, testr.Options{LogTimestamp: true}), c)
+}
+
+// startLogged is start with the dashboard's log going to log.
+func startLogged(t testing.TB, o Options, log logr.Logger, c *rest.Config) *Server {
+	t.Helper()
 	if o.Address == "" {
 		o.Address = "127.0.0.1:0"
 	}
-	s, err := New(c, o, testr.NewWithInterface(t, testr.Options{LogTimestamp: true}))
+	s, err := New(c, o, log)
 	if err != nil {
 		t.Fatal(err)
 	}
