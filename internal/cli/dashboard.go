@@ -24,9 +24,13 @@ glance; click a server for its conditions and events. Claims, maintenances and I
 their VidraResources' health below. Updates arrive from watches as they happen.
 
 It reads with your kubeconfig, so your RBAC decides what it shows. Read-only unless
---allow-actions, which adds buttons that write exactly what metalhub cordon, park and power write.`,
+--allow-actions, which adds buttons that write exactly what metalhub cordon, park and power write.
+Off loopback, actions need a bearer token (--token-file, and/or --token-review for the
+requester's own Kubernetes token) and only the listen address's host and --allowed-hosts may
+name the page.`,
 		Example: `  metalhub dashboard
-  metalhub dashboard --address 127.0.0.1:0 --allow-actions`,
+  metalhub dashboard --address 127.0.0.1:0 --allow-actions
+  metalhub dashboard --address 0.0.0.0:8090 --allowed-hosts dash.example.com --allow-actions --token-file ~/.metalhub/dashboard-token`,
 		Args: cobra.NoArgs,
 	}
 	k := newKube(c)
@@ -43,7 +47,10 @@ It reads with your kubeconfig, so your RBAC decides what it shows. Read-only unl
 			return err
 		}
 		mode := "read-only"
-		if o.AllowActions {
+		switch {
+		case o.AllowActions && (o.TokenFile != "" || o.TokenReview):
+			mode = "with actions for a bearer token"
+		case o.AllowActions:
 			mode = "with actions"
 		}
 		fmt.Fprintf(c.OutOrStdout(), "metalhub dashboard (%s): %s\nCtrl-C stops it.\n", mode, s.URL())

@@ -31,28 +31,44 @@ type ActionResult struct {
 	Token string `json:"token,omitempty"`
 }
 
-// allowWrite refuses writes unless actions are on and the request comes from the page itself.
-func (s *Server) allowWrite(w http.ResponseWriter, r *http.Request) bool {
+// allowWrite refuses writes to server name unless actions are on, the request comes from the
+// page itself and, when authentication is configured, carries a token allowed to write. It
+// returns who acts, for the log.
+func (s *Server) allowWrite(w http.ResponseWriter, r *http.Request, name string) (string, bool) {
 	if !s.opts.AllowActions {
 		writeError(w, http.StatusForbidden, "the dashboard is read-only: start it with --allow-actions to change servers")
-		return false
+		return "", false
 	}
 	if r.Header.Get(ActionHeader) != "1" {
 		writeError(w, http.StatusForbidden, "missing "+ActionHeader+" header")
-		return false
+		return "", false
 	}
-	if o := r.Header.Get("Origin"); o != "" && o != "http://"+r.Host {
+	// https: the page served through a TLS proxy in front, which keeps the Host.
+	if o := r.Header.Get("Origin"); o != "" && o != "http://"+r.Host && o != "https://"+r.Host {
 		writeError(w, http.StatusForbidden, "cross-site request refused")
-		return false
+		return "", false
 	}
-	return true
+	if s.auth == nil {
+		return "", true
+	}
+	who, aerr := s.auth.authorize(r.Context(), r, name)
+	if aerr != nil {
+		s.log.Info("dashboard action refused", "server", name, "path", r.URL.Path, "remote", r.RemoteAddr, "code", aerr.code, "reason", aerr.msg)
+		if aerr.code == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="metalhub dashboard"`)
+		}
+		writeError(w, aerr.code, aerr.msg)
+		return "", false
+	}
+	return who, true
 }
 
 func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
-	if !s.allowWrite(w, r) {
+	name, action := r.PathValue("name"), r.PathValue("action")
+	who, ok := s.allowWrite(w, r, name)
+	if !ok {
 		return
 	}
-	name, action := r.PathValue("name"), r.PathValue("action")
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	var changed bool
@@ -80,15 +96,16 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 	case action == "cordon" || action == "uncordon":
 		msg = fmt.Sprintf("%s: %sed", name, action)
 	}
-	s.log.Info("dashboard action", "server", name, "action", action, "changed", changed)
+	s.log.Info("dashboard action", "server", name, "action", action, "changed", changed, "by", who)
 	writeJSON(w, http.StatusOK, ActionResult{Message: msg, Changed: changed})
 }
 
 func (s *Server) handlePower(w http.ResponseWriter, r *http.Request) {
-	if !s.allowWrite(w, r) {
+	name, verb := r.PathValue("name"), r.PathValue("verb")
+	who, ok := s.allowWrite(w, r, name)
+	if !ok {
 		return
 	}
-	name, verb := r.PathValue("name"), r.PathValue("verb")
 	if !slices.Contains(fleetops.PowerVerbs(), verb) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("unknown power operation %q: one of %v", verb, fleetops.PowerVerbs()))
 		return
@@ -100,7 +117,7 @@ func (s *Server) handlePower(w http.ResponseWriter, r *http.Request) {
 		s.writeActionError(w, name, "power "+verb, err)
 		return
 	}
-	s.log.Info("dashboard action", "server", name, "action", "power", "verb", verb, "token", token)
+	s.log.Info("dashboard action", "server", name, "action", "power", "verb", verb, "token", token, "by", who)
 	writeJSON(w, http.StatusOK, ActionResult{Message: fmt.Sprintf("%s: power %s requested", name, verb), Changed: true, Token: token})
 }
 

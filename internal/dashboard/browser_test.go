@@ -189,3 +189,52 @@ func TestBrowserRacksAndLiveUpdate(t *testing.T) {
 	}
 	t.Logf("screenshot: %s", out)
 }
+
+// With --token-file the page asks for the token before the first action, sends it as a bearer
+// token and keeps it for the tab; a refused token is forgotten and asked for again.
+func TestBrowserActionAsksForToken(t *testing.T) {
+	bctx := browsertest.New(t) // before creating anything: skips without a browser
+	const tok = "browser-0123456789-abcdef"
+	create(t, newServer("bt-s1", nil))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx(), newServer("bt-s1", nil)) })
+	srv := start(t, Options{AllowActions: true, TokenFile: tokenFile(t, tok)})
+	run := func(timeout time.Duration, a chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		c, cancel := context.WithTimeout(bctx, timeout)
+		defer cancel()
+		if _, err := chromedp.Run(c, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll := func(expr string) {
+		t.Helper()
+		run(10*time.Second, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(20*time.Millisecond)))
+	}
+	run(15*time.Second, chromedp.Navigate(srv.URL()))
+	poll(`document.querySelector('#conn').dataset.status === 'live' && !!document.querySelector('[data-server="bt-s1"]')`)
+	// The first answer is wrong, every later one right.
+	run(5*time.Second, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(
+		`window.__prompts = 0; window.prompt = () => ++window.__prompts === 1 ? "wrong-0123456789-abcdef" : %q`, tok)))
+	run(5*time.Second, chromedp.Click(chromedp.CSS(`[data-server="bt-s1"]`)))
+	poll(`!!document.querySelector('#panel-body button[data-action="cordon"]')`)
+	run(5*time.Second, chromedp.Click(chromedp.CSS(`#panel-body button[data-action="cordon"]`)))
+	poll(`document.querySelector('#panel-body .result.error')?.textContent.includes('not accepted')`)
+	if unclaimable(t, "bt-s1") {
+		t.Fatal("cordoned with the wrong token")
+	}
+	run(5*time.Second, chromedp.Click(chromedp.CSS(`#panel-body button[data-action="cordon"]`)))
+	poll(`document.querySelector('#panel-body .result')?.textContent.includes('cordoned')`)
+	testenv.Eventually(t, 5*time.Second, "bt-s1 cordoned", func() (bool, string) { return unclaimable(t, "bt-s1"), "" })
+	poll(`!!document.querySelector('#panel-body button[data-action="uncordon"]')`)
+	run(5*time.Second, chromedp.Click(chromedp.CSS(`#panel-body button[data-action="uncordon"]`)))
+	poll(`document.querySelector('#panel-body .result')?.textContent.includes('uncordoned')`)
+	c, cancel := context.WithTimeout(bctx, 5*time.Second)
+	prompts, err := chromedp.Run(c, chromedp.Evaluate[int](`window.__prompts`))
+	cancel()
+	if err != nil || prompts != 2 {
+		t.Errorf("asked for the token %d times (%v), want 2: once, and again after the refusal", prompts, err)
+	}
+	if unclaimable(t, "bt-s1") {
+		t.Error("still cordoned after Uncordon")
+	}
+}

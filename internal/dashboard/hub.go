@@ -44,6 +44,8 @@ type Snapshot struct {
 	Access     map[string]string `json:"access"`
 	Actions    bool              `json:"actions"`
 	PowerVerbs []string          `json:"powerVerbs,omitempty"`
+	// Auth, when actions need a bearer token, is what the page asks the user for once.
+	Auth string `json:"auth,omitempty"`
 }
 
 // hub holds the current items as JSON and fans their changes out to subscribers in batches: a

@@ -12,6 +12,15 @@ type Options struct {
 	// AllowActions enables the buttons that write (cordon/uncordon, park/unpark, power).
 	// Off, the dashboard is read-only and refuses every write with 403.
 	AllowActions bool
+	// TokenFile holds a bearer token that authorises actions (Authorization: Bearer; the page
+	// asks for it once). Needed, or TokenReview, for actions off loopback.
+	TokenFile string
+	// TokenReview authorises actions by the requester's own Kubernetes bearer token: a
+	// TokenReview says who it is, a SubjectAccessReview whether they may patch the server.
+	TokenReview bool
+	// AllowedHosts are further Host names the page may be opened under ("name" on any port, or
+	// "name:port"), besides the listen address's own; every other Host is refused.
+	AllowedHosts []string
 	// RecorderURL is the base URL of the BMC emulator's control endpoint (development only):
 	// a server's details then show the power and boot actions its BMC recorded.
 	RecorderURL string
@@ -28,6 +37,12 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Listen address of the dashboard (host:port; port 0 picks a free one). Anything but loopback exposes the fleet, with your credentials, to the network.")
 	fs.BoolVar(&o.AllowActions, "allow-actions", o.AllowActions,
 		"Show buttons that change servers (cordon/uncordon, park/unpark, power on/off/restart), written with your credentials. Off: read-only.")
+	fs.StringVar(&o.TokenFile, "token-file", o.TokenFile,
+		"File holding a bearer token (16 characters or more) that actions must carry as Authorization: Bearer; the page asks for it once. Actions off loopback need this or --token-review.")
+	fs.BoolVar(&o.TokenReview, "token-review", o.TokenReview,
+		"Accept the requester's own Kubernetes bearer token for actions, checked by TokenReview and a SubjectAccessReview for patch on the server (your kubeconfig's user needs create on both).")
+	fs.StringSliceVar(&o.AllowedHosts, "allowed-hosts", o.AllowedHosts,
+		"Host names the page may be opened under besides the listen address's own (name or name:port, comma-separated); any other Host header is refused, against DNS rebinding.")
 	fs.StringVar(&o.RecorderURL, "recorder-url", o.RecorderURL,
 		"Development only: base URL of the BMC emulator's control endpoint; a server's details then list the power and boot actions its BMC recorded.")
 }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -42,7 +41,8 @@ type Server struct {
 	watch    *watcher
 	http     *http.Server
 	records  *http.Client
-	hosts    map[string]bool // Host headers accepted; nil accepts any
+	hosts    hostAllowlist  // Host headers accepted
+	auth     *authenticator // who may press the buttons; nil: whoever reaches loopback
 	url      string
 	assets   map[string]asset
 	runOnce  sync.Once
@@ -70,35 +70,31 @@ func New(cfg *rest.Config, o Options, log logr.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	auth, err := newAuthenticator(o, c)
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", o.Address)
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", o.Address, err)
 	}
+	// The address as bound, not as written: a name may resolve to anything.
+	addr := ln.Addr().(*net.TCPAddr)
+	if o.AllowActions && auth == nil && !addr.IP.IsLoopback() {
+		_ = ln.Close()
+		return nil, fmt.Errorf("%w: --allow-actions on %s, which is not loopback, would let anyone who reaches it change servers "+
+			"with your credentials: add --token-file FILE and/or --token-review, or listen on 127.0.0.1", ErrActionsNeedAuth, addr)
+	}
+	pageURL, hosts, err := addresses(addr, o.AllowedHosts)
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
 	s := &Server{opts: o, log: log, c: c, ln: ln, hub: newHub(batchInterval), assets: assets,
-		records: &http.Client{Timeout: 3 * time.Second}}
+		records: &http.Client{Timeout: 3 * time.Second}, url: pageURL, hosts: hosts, auth: auth}
 	s.watch = newWatcher(c, s.hub)
-	s.url, s.hosts = addresses(ln.Addr().(*net.TCPAddr))
 	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
 	return s, nil
-}
-
-// addresses returns the page's URL and the Host headers to accept. Bound to loopback, only
-// loopback names are accepted: a page elsewhere whose name an attacker points at 127.0.0.1 (DNS
-// rebinding) would otherwise read the fleet, and, its Origin matching its Host, press buttons.
-func addresses(a *net.TCPAddr) (string, map[string]bool) {
-	port := strconv.Itoa(a.Port)
-	if a.IP.IsUnspecified() {
-		return "http://" + net.JoinHostPort("127.0.0.1", port) + "/", nil
-	}
-	u := "http://" + net.JoinHostPort(a.IP.String(), port) + "/"
-	if !a.IP.IsLoopback() {
-		return u, nil
-	}
-	hosts := map[string]bool{}
-	for _, h := range []string{a.IP.String(), "localhost", "127.0.0.1", "::1"} {
-		hosts[net.JoinHostPort(h, port)] = true
-	}
-	return u, hosts
 }
 
 // URL is where the dashboard is served: http://host:port/.
@@ -119,7 +115,8 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() { s.watch.run(ctx) })
 	errc := make(chan error, 1)
 	go func() { errc <- s.http.Serve(s.ln) }()
-	s.log.Info("dashboard serving", "url", s.url, "actions", s.opts.AllowActions)
+	s.log.Info("dashboard serving", "url", s.url, "actions", s.opts.AllowActions,
+		"tokenFile", s.auth != nil && s.auth.token != nil, "tokenReview", s.opts.TokenReview)
 	var err error
 	select {
 	case <-ctx.Done():
@@ -149,8 +146,8 @@ func (s *Server) routes() http.Handler {
 
 func (s *Server) guardHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.hosts != nil && !s.hosts[strings.ToLower(r.Host)] {
-			http.Error(w, "unexpected Host header: open the dashboard at "+s.url, http.StatusForbidden)
+		if !s.hosts.allows(r.Host) {
+			http.Error(w, "unexpected Host header: open the dashboard at "+s.url+", or name the host in --allowed-hosts", http.StatusForbidden)
 			return
 		}
 		h := w.Header()
@@ -173,6 +170,9 @@ func (s *Server) decorate(snap *Snapshot) {
 	snap.Actions = s.opts.AllowActions
 	if s.opts.AllowActions {
 		snap.PowerVerbs = fleetops.PowerVerbs()
+		if s.auth != nil {
+			snap.Auth = s.auth.prompt()
+		}
 	}
 }
 

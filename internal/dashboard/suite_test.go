@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -27,15 +28,24 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
 
 func ctx() context.Context { return context.Background() }
 
-// start runs a dashboard on cfg (the admin's without one) until the test ends.
+// start runs a dashboard on cfg (the admin's without one) until the test ends, on a free
+// loopback port unless o names an address.
 func start(t testing.TB, o Options, cfg ...*rest.Config) *Server {
 	t.Helper()
 	c := env.Config
 	if len(cfg) > 0 {
 		c = cfg[0]
 	}
-	o.Address = "127.0.0.1:0"
-	s, err := New(c, o, testr.NewWithInterface(t, testr.Options{LogTimestamp: true}))
+	return startLogged(t, o, testr.NewWithInterface(t, testr.Options{LogTimestamp: true}), c)
+}
+
+// startLogged is start with the dashboard's log going to log.
+func startLogged(t testing.TB, o Options, log logr.Logger, c *rest.Config) *Server {
+	t.Helper()
+	if o.Address == "" {
+		o.Address = "127.0.0.1:0"
+	}
+	s, err := New(c, o, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ package dev
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -222,6 +223,11 @@ func Run(ctx context.Context, o Options, out, errOut io.Writer, zapOpts *zap.Opt
 			do.RecorderURL = "http://" + addrs.EmulatorControl
 		}
 		d, err := dashboard.New(cfg, do, log.WithName("dashboard"))
+		if errors.Is(err, dashboard.ErrActionsNeedAuth) {
+			// dashboard.New names its own command's flags; these are dev's.
+			return fmt.Errorf("starting the dashboard: --dashboard-address %s is not loopback: "+
+				"anyone reaching it could press its buttons as the local admin; add --dashboard-actions=false or listen on 127.0.0.1", o.DashboardAddress)
+		}
 		if err != nil {
 			return fmt.Errorf("starting the dashboard: %w", err)
 		}

@@ -29,6 +29,7 @@ const model = {
   servers: new Map(),       // name -> summary
   claims: new Map(), maintenances: new Map(), syncs: new Map(), // "ns/name" -> item
   access: {}, actions: false, powerVerbs: [],
+  auth: "", // set when actions need a bearer token: what to ask the user for
 };
 const tiles = new Map();    // name -> {el, rackKey, sum}
 const racks = new Map();    // rackKey -> {el, units, loose, members: Map(name -> top)}
@@ -48,6 +49,7 @@ function schedule() {
 function applySnapshot(snap) {
   model.actions = !!snap.actions;
   model.powerVerbs = snap.powerVerbs || [];
+  model.auth = snap.auth || "";
   model.access = snap.access || {};
   for (const coll of ["servers", "claims", "maintenances", "syncs"]) {
     const next = new Map();
@@ -440,17 +442,37 @@ function table(head, rows) {
     el("tbody", {}, ...rows.map(r => el("tr", {}, ...r.map(td)))));
 }
 
+// The actions' bearer token lives in this tab's sessionStorage and goes out only in the
+// Authorization header, which no other site's page can make the browser send.
+const TOKEN_KEY = "metalhub-dashboard-token";
+
+function actionToken() {
+  let tok = sessionStorage.getItem(TOKEN_KEY);
+  if (!tok) {
+    tok = (window.prompt(model.auth) || "").trim();
+    if (tok) sessionStorage.setItem(TOKEN_KEY, tok);
+  }
+  return tok;
+}
+
 async function act(name, path, confirmText, result, buttons) {
   if (confirmText && !window.confirm(confirmText)) return;
+  const headers = { "X-Metalhub-Action": "1" };
+  if (model.auth) {
+    const tok = actionToken();
+    if (!tok) return;
+    headers.Authorization = "Bearer " + tok;
+  }
   for (const b of buttons.querySelectorAll("button")) b.disabled = true;
   result.hidden = false;
   result.className = "result";
   result.textContent = "…";
   try {
     const resp = await fetch(`/api/servers/${encodeURIComponent(name)}/${path}`, {
-      method: "POST", headers: { "X-Metalhub-Action": "1" }, cache: "no-store",
+      method: "POST", headers, cache: "no-store",
     });
     const body = await resp.json().catch(() => ({}));
+    if (resp.status === 401) sessionStorage.removeItem(TOKEN_KEY); // asked for again next time
     if (!resp.ok) throw new Error(body.error || `${resp.status} ${resp.statusText}`);
     result.textContent = body.message || "done";
   } catch (err) {
