@@ -12,11 +12,13 @@ import (
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 )
 
-// +kubebuilder:rbac:groups=system.metal.ironcore.dev,resources=biosversionsets;biossettingssets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=system.metal.ironcore.dev,resources=biosversionsets;biossettingssets,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=system.metal.ironcore.dev,resources=biosversionsets/status;biossettingssets/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=system.metal.ironcore.dev,resources=biosversionsets/finalizers;biossettingssets/finalizers;biosversions/finalizers;biossettings/finalizers,verbs=update
 // +kubebuilder:rbac:groups=system.metal.ironcore.dev,resources=biosversions;biossettings,verbs=create;delete
-// +kubebuilder:rbac:groups=baseboard.metal.ironcore.dev,resources=bmcversionsets;bmcsettingssets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=baseboard.metal.ironcore.dev,resources=bmcversionsets;bmcsettingssets,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=baseboard.metal.ironcore.dev,resources=bmcversionsets/status;bmcsettingssets/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=baseboard.metal.ironcore.dev,resources=bmcversionsets/finalizers;bmcsettingssets/finalizers;bmcversions/finalizers;bmcsettings/finalizers,verbs=update
 // +kubebuilder:rbac:groups=baseboard.metal.ironcore.dev,resources=bmcversions;bmcsettings,verbs=create;delete
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverclaims,verbs=get;list;watch
 
