@@ -92,6 +92,9 @@ func (a *actor) issue(ctx context.Context, w *work, f flasher) (lifecycle.Result
 	if img := stepImage(f.tmpl, w.rec); img != nil {
 		req.TransferProtocol = img.TransferProtocol
 		if img.SecretRef != nil {
+			if err := secretRefAllowed("the image's secretRef", img.SecretRef.Namespace, img.SecretRef.Name, a.Options.secretNamespace()); err != nil {
+				return a.refuseSecretRef(w, err)
+			}
 			user, pass, err := imageCredentials(ctx, w.c, img.SecretRef)
 			if err != nil {
 				w.problem, w.reason = err, systemv1alpha1.ReasonFlashFailed
