@@ -125,6 +125,10 @@ func (a *actor) issue(ctx context.Context, w *work, f flasher) (lifecycle.Result
 		return res, nil
 	}
 	task, uerr := w.conn.SimpleUpdate(w.bctx, req)
+	if req.Password != "" {
+		// The request carried the image Secret's password: the BMC's words may quote it.
+		uerr = withoutBMCWords(uerr)
+	}
 	f.issued.m.Store(issuedKey(w.obj.GetUID(), next.At), issuedUpdate{task: task, err: uerr})
 	a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "FlashStarted", "Upgrade", "SimpleUpdate of %s sent for %s (attempt %d)", w.rec.Image, w.target(), w.rec.Attempt)
 	return res, nil

@@ -147,11 +147,21 @@ func (c changes) names() []string { return slices.Sorted(maps.Keys(c)) }
 // BMCs quote the value they refuse ("The value '...' for the property ... is not valid").
 var errSecretRedacted = errors.New("the BMC's answer is not shown: a value sent came from a Secret")
 
-// redactBMC drops the BMC's own words from err when ch carried a Secret's value, keeping what
-// decides what happens next (the reason, the HTTP status, whether it was sent, when to retry).
+// redactBMC drops the BMC's own words from err when ch carried a Secret's value (see
+// withoutBMCWords).
 func redactBMC(err error, ch changes) error {
-	if err == nil || !ch.secret() {
+	if !ch.secret() {
 		return err
+	}
+	return withoutBMCWords(err)
+}
+
+// withoutBMCWords is err without what the BMC said, for a request that carried a Secret's value;
+// it keeps what decides what happens next (the reason, the HTTP status, whether it was sent,
+// when to retry).
+func withoutBMCWords(err error) error {
+	if err == nil {
+		return nil
 	}
 	var be *bmc.Error
 	if !errors.As(err, &be) {
