@@ -1,10 +1,11 @@
 // Package webhook is metalhub's validating admission for what the CRD schema cannot say:
 // unique Endpoint MAC addresses (needs a look at the other Endpoints), ServerClaim label
 // selectors (metav1.LabelSelector's fields cannot carry schema rules), InfrahubSync target
-// dates (the sync controller's own parser) and, for InfrahubSyncs and VidraResources, the
-// writer's own rights (SubjectAccessReviews: delivery.Admission). Everything the schema can say — BMCSecret
-// immutability, URL shapes, names — is in the CRDs as patterns and CEL rules, which need no
-// webhook at runtime. One validator per file; the +kubebuilder:webhook markers beside them
+// dates (the sync controller's own parser), for InfrahubSyncs and VidraResources the writer's
+// own rights (SubjectAccessReviews: delivery.Admission), and for the firmware and settings kinds
+// that the writer may read the Secrets they name (FirmwareSecretsValidator). Everything the
+// schema can say — BMCSecret immutability, URL shapes, names — is in the CRDs as patterns and
+// CEL rules, which need no webhook at runtime. One validator per file; the +kubebuilder:webhook markers beside them
 // generate config/webhook/manifests.yaml.
 //
 // The server runs in every replica (admission needs no leadership). Its certificate comes from
@@ -116,5 +117,5 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		WithValidator(VidraResourceValidator{Access: access}).Complete(); err != nil {
 		return fmt.Errorf("registering the VidraResource webhook: %w", err)
 	}
-	return nil
+	return setupFirmware(mgr)
 }

@@ -50,3 +50,9 @@ const (
 	ReasonSettingsFailed   = "SettingsFailed"
 	ReasonVariableNotFound = "VariableNotFound"
 )
+
+// ReasonSecretRefNotAllowed (of ConditionApplied and ConditionUpgraded): a variable's
+// secretKeyRef or an image's secretRef names a Secret outside the namespace the operator takes
+// firmware Secrets from (--firmware-secret-namespace). Nothing is read or sent until the spec
+// names one there.
+const ReasonSecretRefNotAllowed = "SecretRefNotAllowed"

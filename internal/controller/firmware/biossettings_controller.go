@@ -84,7 +84,7 @@ func (r *BIOSSettingsReconciler) SetupWithManager(mgr ctrl.Manager) error {
 type settingsPass struct {
 	*lifecycle.Pass[*systemv1alpha1.BIOSSettings]
 	*work
-	flow []systemv1alpha1.SettingsFlowItem // resolved, in order (begin, stage, verify)
+	flow []step // resolved, in order (begin, stage, verify)
 }
 
 func (r *BIOSSettingsReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*systemv1alpha1.BIOSSettings]) (lifecycle.Result, error) {
@@ -111,7 +111,7 @@ func (r *BIOSSettingsReconciler) handle(ctx context.Context, lp *lifecycle.Pass[
 		r.verify,
 	)
 	r.report(p)
-	if p.problem != nil && err == nil && !res.IsWrote() {
+	if p.retried() && err == nil && !res.IsWrote() {
 		return lifecycle.RequeueAfter(r.Options.RetryAfter, p.reason), nil
 	}
 	return res, err
@@ -141,8 +141,12 @@ func (r *BIOSSettingsReconciler) prepare(ctx context.Context, p *settingsPass) (
 		p.problem, p.reason = fmt.Errorf("the settings are for BIOS %q; server %s runs %q", v, p.server.Name, p.sys.BiosVersion), systemv1alpha1.ReasonVersionMismatch
 		return nil, lifecycle.RequeueAfter(r.Options.RetryAfter, "BIOS version"), nil, false
 	}
-	flow, ferr := resolveFlow(ctx, p.Client(), p.Obj, &p.Obj.Spec.BIOSSettingsTemplate)
+	flow, ferr := resolveFlow(ctx, p.Client(), p.Obj, &p.Obj.Spec.BIOSSettingsTemplate, r.Options.secretNamespace())
 	if ferr != nil {
+		if reason, _ := lifecycle.ReasonOf(ferr); reason == systemv1alpha1.ReasonSecretRefNotAllowed {
+			res, err = r.refuseSecretRef(p.work, ferr)
+			return nil, res, err, false
+		}
 		p.problem, p.reason = ferr, systemv1alpha1.ReasonVariableNotFound
 		return nil, lifecycle.RequeueAfter(r.Options.RetryAfter, "variables"), nil, false
 	}
@@ -156,10 +160,10 @@ func (r *BIOSSettingsReconciler) prepare(ctx context.Context, p *settingsPass) (
 }
 
 // advance records where the flow stands from step on: the next step not in effect is owed
-// (phase given), or the flow is completed.
-func (r *BIOSSettingsReconciler) advance(ctx context.Context, p *settingsPass, attrs map[string]any, from int, ph phase) (lifecycle.Result, error) {
+// (phase given), or the flow is completed. verified: step from was set and restarted.
+func (r *BIOSSettingsReconciler) advance(ctx context.Context, p *settingsPass, attrs map[string]any, from int, verified bool, ph phase) (lifecycle.Result, error) {
 	now := r.now().Unix()
-	i, applied, err := flowProgress(p.flow, attrs, from, p.rec.Applied, now)
+	i, applied, err := flowProgress(p.flow, attrs, from, verified, p.rec.Applied, now)
 	if err != nil {
 		done := record{Phase: phaseFailed, For: specHash(&p.Obj.Spec.BIOSSettingsTemplate), Version: p.flow[i].Name, Failed: p.rec.Failed, At: now, Applied: applied, Message: err.Error()}
 		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonInvalidSettings, "Settings", "step %s: %v", p.flow[i].Name, err)
@@ -185,7 +189,7 @@ func (r *BIOSSettingsReconciler) begin(ctx context.Context, p *settingsPass) (li
 	if !ok {
 		return res, err
 	}
-	return r.advance(ctx, p, attrs, 0, phaseMaintenance)
+	return r.advance(ctx, p, attrs, 0, false, phaseMaintenance)
 }
 
 func (r *BIOSSettingsReconciler) maintain(ctx context.Context, p *settingsPass) (lifecycle.Result, error) {
@@ -207,12 +211,12 @@ func (r *BIOSSettingsReconciler) stage(ctx context.Context, p *settingsPass) (li
 		return res, err
 	}
 	i := stepIndex(p.rec.Version, p.flow)
-	diff, derr := differing(p.flow[i].Settings, attrs)
+	diff, derr := differing(p.flow[i].Settings, attrs, false)
 	if derr != nil || len(diff) == 0 {
 		// In effect by now, or not applicable: decided as from the start of the step.
-		return r.advance(ctx, p, attrs, i, phaseOwed)
+		return r.advance(ctx, p, attrs, i, false, phaseOwed)
 	}
-	if err := p.conn.SetBiosAttributes(p.bctx, p.sysID, diff); err != nil {
+	if err := redactBMC(p.conn.SetBiosAttributes(p.bctx, p.sysID, diff.send()), diff); err != nil {
 		if refused(err) {
 			return r.failAttempt(ctx, p, fmt.Sprintf("the BMC refused the settings: %v", err))
 		}
@@ -222,7 +226,8 @@ func (r *BIOSSettingsReconciler) stage(ctx context.Context, p *settingsPass) (li
 	next := p.rec
 	next.Phase, next.At, next.Rerequested = phaseReboot, r.now().Unix(), 0
 	if after, err := p.conn.Bios(p.bctx, p.sysID); err == nil {
-		if d, err := differing(p.flow[i].Settings, after.Attributes); err == nil && len(d) == 0 {
+		// A write-only attribute (unverified) never shows as applied at once: it gets its restart.
+		if d, err := differing(p.flow[i].Settings, after.Attributes, false); err == nil && len(d) == 0 {
 			// Applied at once (ApplyTime Immediate): no restart.
 			next.Phase = phaseVerify
 		}
@@ -249,7 +254,7 @@ func (r *BIOSSettingsReconciler) verify(ctx context.Context, p *settingsPass) (l
 		return res, err
 	}
 	i := stepIndex(p.rec.Version, p.flow)
-	if diff, derr := differing(p.flow[i].Settings, attrs); derr == nil && len(diff) > 0 {
+	if diff, derr := differing(p.flow[i].Settings, attrs, true); derr == nil && len(diff) > 0 {
 		res, err, again, late := r.rebootAgain(ctx, p.work, fmt.Sprintf("step %s is not in effect", p.rec.Version))
 		switch {
 		case again:
@@ -257,10 +262,12 @@ func (r *BIOSSettingsReconciler) verify(ctx context.Context, p *settingsPass) (l
 		case !late:
 			return lifecycle.RequeueAfter(r.Options.Poll, "settings not in effect yet"), nil
 		}
-		return r.failAttempt(ctx, p, fmt.Sprintf("step %s: %v not in effect after the restart", p.rec.Version, diff))
+		// diff prints what was asked, a Secret's value as the Secret's name; what the BIOS
+		// reads back is not shown (it would be the other half of the Secret's value).
+		return r.failAttempt(ctx, p, fmt.Sprintf("step %s: %v did not read back as asked after the restart", p.rec.Version, diff))
 	}
 	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "StepApplied", "Settings", "step %s in effect on server %s", p.rec.Version, p.server.Name)
-	return r.advance(ctx, p, attrs, i, phaseOwed)
+	return r.advance(ctx, p, attrs, i, true, phaseOwed)
 }
 
 // failAttempt counts a failed attempt of the step: owed again within the retry policy, else

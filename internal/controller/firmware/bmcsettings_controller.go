@@ -51,7 +51,7 @@ type bmcSettingsPass struct {
 	*lifecycle.Pass[*baseboardv1alpha1.BMCSettings]
 	*work
 	bmc   *bmcWork
-	flow  []systemv1alpha1.SettingsFlowItem
+	flow  []step
 	attrs map[string]any
 	fw    string
 }
@@ -124,7 +124,7 @@ func (r *BMCSettingsReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*
 		func(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error) { return r.apply(ctx, p, hash) },
 	)
 	s.Status.BIOSSettingsStatus = settingsStatus(s.Status.BIOSSettingsStatus, s.Generation, p.work, bmcFlow(&s.Spec.BMCSettingsTemplate))
-	if p.problem != nil && err == nil && !res.IsWrote() {
+	if p.retried() && err == nil && !res.IsWrote() {
 		return lifecycle.RequeueAfter(r.Options.RetryAfter, p.reason), nil
 	}
 	return res, err
@@ -140,8 +140,12 @@ func (r *BMCSettingsReconciler) prepare(ctx context.Context, p *bmcSettingsPass)
 		p.problem, p.reason = fmt.Errorf("the settings are for BMC firmware %q; %s runs %q", v, p.target(), p.fw), systemv1alpha1.ReasonVersionMismatch
 		return lifecycle.RequeueAfter(r.Options.RetryAfter, "BMC version"), nil, false
 	}
-	flow, err := resolveSteps(ctx, p.c, p.Obj, bmcFlow(&p.Obj.Spec.BMCSettingsTemplate), p.Obj.Spec.Variables)
+	flow, err := resolveSteps(ctx, p.c, p.Obj, bmcFlow(&p.Obj.Spec.BMCSettingsTemplate), p.Obj.Spec.Variables, r.Options.secretNamespace())
 	if err != nil {
+		if reason, _ := lifecycle.ReasonOf(err); reason == systemv1alpha1.ReasonSecretRefNotAllowed {
+			res, err := r.refuseSecretRef(p.work, err)
+			return res, err, false
+		}
 		p.problem, p.reason = err, systemv1alpha1.ReasonVariableNotFound
 		return lifecycle.RequeueAfter(r.Options.RetryAfter, "variables"), nil, false
 	}
@@ -150,10 +154,10 @@ func (r *BMCSettingsReconciler) prepare(ctx context.Context, p *bmcSettingsPass)
 	return lifecycle.Result{}, nil, true
 }
 
-// advance records where the flow stands from step from on.
-func (r *BMCSettingsReconciler) advance(ctx context.Context, p *bmcSettingsPass, hash string, from int, ph phase) (lifecycle.Result, error) {
+// advance records where the flow stands from step from on; verified: step from was set.
+func (r *BMCSettingsReconciler) advance(ctx context.Context, p *bmcSettingsPass, hash string, from int, verified bool, ph phase) (lifecycle.Result, error) {
 	now := r.now().Unix()
-	i, applied, err := flowProgress(p.flow, p.attrs, from, p.rec.Applied, now)
+	i, applied, err := flowProgress(p.flow, p.attrs, from, verified, p.rec.Applied, now)
 	switch {
 	case err != nil:
 		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonInvalidSettings, "Settings", "step %s: %v", p.flow[i].Name, err)
@@ -176,7 +180,7 @@ func (r *BMCSettingsReconciler) begin(ctx context.Context, p *bmcSettingsPass, h
 	if p.Obj.Spec.ServerMaintenancePolicy != "" {
 		ph = phaseMaintenance
 	}
-	return r.advance(ctx, p, hash, 0, ph)
+	return r.advance(ctx, p, hash, 0, false, ph)
 }
 
 func (r *BMCSettingsReconciler) maintain(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error) {
@@ -207,17 +211,19 @@ func (r *BMCSettingsReconciler) apply(ctx context.Context, p *bmcSettingsPass, h
 		return res, err
 	}
 	i := stepIndex(p.rec.Version, p.flow)
-	diff, derr := differing(p.flow[i].Settings, p.attrs)
+	// In verify the step was set: a write-only attribute counts as in effect (see differing).
+	verified := p.rec.Phase == phaseVerify
+	diff, derr := differing(p.flow[i].Settings, p.attrs, verified)
 	if derr != nil || len(diff) == 0 {
-		return r.advance(ctx, p, hash, i, phaseOwed)
+		return r.advance(ctx, p, hash, i, verified, phaseOwed)
 	}
 	if p.rec.Phase == phaseVerify {
 		if r.now().Sub(p.rec.at()) < r.Options.VerifyTimeout {
 			return lifecycle.RequeueAfter(r.Options.Poll, "settings not in effect yet"), nil
 		}
-		return r.failAttempt(ctx, p, fmt.Sprintf("step %s: %v not in effect", p.rec.Version, diff))
+		return r.failAttempt(ctx, p, fmt.Sprintf("step %s: %v did not read back as asked", p.rec.Version, diff))
 	}
-	if err := p.conn.SetManagerAttributes(p.bctx, diff); err != nil {
+	if err := redactBMC(p.conn.SetManagerAttributes(p.bctx, diff.send()), diff); err != nil {
 		if refused(err) {
 			return r.failAttempt(ctx, p, fmt.Sprintf("the BMC refused the settings: %v", err))
 		}
@@ -226,8 +232,8 @@ func (r *BMCSettingsReconciler) apply(ctx context.Context, p *bmcSettingsPass, h
 	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "SettingsSet", "Settings", "step %s: %d attribute(s) set on %s", p.rec.Version, len(diff), p.target())
 	if after, err := p.conn.ManagerAttributes(p.bctx); err == nil {
 		p.attrs = after
-		if d, err := differing(p.flow[i].Settings, after); err == nil && len(d) == 0 {
-			return r.advance(ctx, p, hash, i, phaseOwed)
+		if d, err := differing(p.flow[i].Settings, after, true); err == nil && len(d) == 0 {
+			return r.advance(ctx, p, hash, i, true, phaseOwed)
 		}
 	}
 	next := p.rec

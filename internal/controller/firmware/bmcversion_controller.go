@@ -143,7 +143,7 @@ func (r *BMCVersionReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*b
 		r.verify,
 	)
 	r.report(p)
-	if p.problem != nil && err == nil && !res.IsWrote() {
+	if p.retried() && err == nil && !res.IsWrote() {
 		return lifecycle.RequeueAfter(r.Options.RetryAfter, p.reason), nil
 	}
 	return res, err

@@ -93,6 +93,9 @@ func (a *actor) issue(ctx context.Context, w *work, f flasher) (lifecycle.Result
 	if img := stepImage(f.tmpl, w.rec); img != nil {
 		req.TransferProtocol = img.TransferProtocol
 		if img.SecretRef != nil {
+			if err := secretRefAllowed("the image's secretRef", img.SecretRef.Namespace, img.SecretRef.Name, a.Options.secretNamespace()); err != nil {
+				return a.refuseSecretRef(w, err)
+			}
 			user, pass, err := imageCredentials(ctx, w.c, img.SecretRef)
 			if err != nil {
 				w.problem, w.reason = err, systemv1alpha1.ReasonFlashFailed
@@ -123,6 +126,10 @@ func (a *actor) issue(ctx context.Context, w *work, f flasher) (lifecycle.Result
 		return res, nil
 	}
 	task, uerr := w.conn.SimpleUpdate(w.bctx, req)
+	if req.Password != "" {
+		// The request carried the image Secret's password: the BMC's words may quote it.
+		uerr = withoutBMCWords(uerr)
+	}
 	f.issued.m.Store(issuedKey(w.obj.GetUID(), next.At), issuedUpdate{task: task, err: uerr})
 	a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "FlashStarted", "Upgrade", "SimpleUpdate of %s sent for %s (attempt %d)", w.rec.Image, w.target(), w.rec.Attempt)
 	return res, nil

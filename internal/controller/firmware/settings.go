@@ -49,16 +49,36 @@ func flowHash(version string, flow []systemv1alpha1.SettingsFlowItem, vars []sys
 	return hex.EncodeToString(h[:8])
 }
 
+// step is a settings flow step with its variables resolved (see settingValue).
+type step struct {
+	Name     string
+	Priority int32
+	Settings map[string]settingValue
+}
+
+// plainSteps are steps without variables, as they are written.
+func plainSteps(flow []systemv1alpha1.SettingsFlowItem) []step {
+	out := make([]step, len(flow))
+	for i, f := range flow {
+		out[i] = step{Name: f.Name, Priority: f.Priority, Settings: map[string]settingValue{}}
+		for k, v := range f.Settings {
+			out[i].Settings[k] = plainValue(v)
+		}
+	}
+	return out
+}
+
 // flowProgress finds the first step from index from on whose settings are not in effect, and
 // records every step before it applied (at now, unless it already was). i == len(flow): none
-// left. An attribute the target lacks is an error.
-func flowProgress(flow []systemv1alpha1.SettingsFlowItem, attrs map[string]any, from int, applied map[string]int64, now int64) (int, map[string]int64, error) {
+// left. An attribute the target lacks is an error. Step from was just set (verified): an
+// attribute of it that cannot be read back counts as in effect (see differing).
+func flowProgress(flow []step, attrs map[string]any, from int, verified bool, applied map[string]int64, now int64) (int, map[string]int64, error) {
 	applied = maps.Clone(applied)
 	if applied == nil {
 		applied = map[string]int64{}
 	}
 	for i := from; i < len(flow); i++ {
-		diff, err := differing(flow[i].Settings, attrs)
+		diff, err := differing(flow[i].Settings, attrs, verified && i == from)
 		if err != nil {
 			return i, applied, err
 		}
@@ -73,7 +93,7 @@ func flowProgress(flow []systemv1alpha1.SettingsFlowItem, attrs map[string]any, 
 }
 
 // stepIndex is the index of the step named name (0 when gone).
-func stepIndex(name string, flow []systemv1alpha1.SettingsFlowItem) int {
+func stepIndex(name string, flow []step) int {
 	for i := range flow {
 		if flow[i].Name == name {
 			return i
@@ -82,45 +102,49 @@ func stepIndex(name string, flow []systemv1alpha1.SettingsFlowItem) int {
 	return 0
 }
 
+// unreadable: the BMC shows a secret-sourced value's attribute as nothing (null, or empty):
+// write-only, as a BIOS password is. It never reads back as what was set.
+func unreadable(want settingValue, cur any) bool {
+	return want.secret() && (cur == nil || cur == "")
+}
+
 // differing are the settings of a step not in effect: name → value as the BIOS takes it (a number
 // or boolean where the attribute in effect is one). An attribute the BIOS does not have is an
-// error: settings are never sent blind.
-func differing(settings map[string]string, current map[string]any) (map[string]any, error) {
-	out := map[string]any{}
-	for _, k := range slices.Sorted(mapsKeys(settings)) {
+// error: settings are never sent blind. A secret-sourced value whose attribute reads back as
+// nothing (unreadable) cannot be compared: it differs until it has been set (verified: the step
+// was set and its restart is over), then it counts as in effect. Errors name the values as they
+// print (settingValue): a secret-sourced one by its Secret.
+func differing(settings map[string]settingValue, current map[string]any, verified bool) (changes, error) {
+	out := changes{}
+	for _, k := range slices.Sorted(maps.Keys(settings)) {
 		want := settings[k]
 		cur, ok := current[k]
 		if !ok {
 			return nil, fmt.Errorf("the BIOS has no attribute %q", k)
 		}
-		if fmt.Sprint(cur) == want {
+		if unreadable(want, cur) {
+			if verified {
+				continue
+			}
+		} else if fmt.Sprint(cur) == want.reveal() {
 			continue
 		}
 		v, err := typed(want, cur)
 		if err != nil {
 			return nil, fmt.Errorf("attribute %q: %w", k, err)
 		}
-		out[k] = v
+		out[k] = change{typed: v, want: want}
 	}
 	return out, nil
 }
 
-func mapsKeys(m map[string]string) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
 // typed turns a wanted value into the type of the attribute in effect.
-func typed(want string, cur any) (any, error) {
+func typed(want settingValue, cur any) (any, error) {
 	switch cur.(type) {
 	case float64, int, int64:
-		n, err := strconv.ParseFloat(want, 64)
+		n, err := strconv.ParseFloat(want.reveal(), 64)
 		if err != nil {
+			// Not err: strconv quotes the text it could not parse.
 			return nil, fmt.Errorf("%q is not a number", want)
 		}
 		if n == float64(int64(n)) {
@@ -128,83 +152,103 @@ func typed(want string, cur any) (any, error) {
 		}
 		return n, nil
 	case bool:
-		b, err := strconv.ParseBool(want)
+		b, err := strconv.ParseBool(want.reveal())
 		if err != nil {
 			return nil, fmt.Errorf("%q is not a boolean", want)
 		}
 		return b, nil
 	}
-	return want, nil
+	return want.reveal(), nil
 }
 
-// resolveFlow replaces $(key) in the flow's values with the variables' values.
-func resolveFlow(ctx context.Context, c client.Reader, self client.Object, tmpl *systemv1alpha1.BIOSSettingsTemplate) ([]systemv1alpha1.SettingsFlowItem, error) {
-	return resolveSteps(ctx, c, self, tmpl.SettingsFlow, tmpl.Variables)
+// resolveFlow replaces $(key) in the flow's values with the variables' values; Secrets are read
+// only from secretNS.
+func resolveFlow(ctx context.Context, c client.Reader, self client.Object, tmpl *systemv1alpha1.BIOSSettingsTemplate, secretNS string) ([]step, error) {
+	return resolveSteps(ctx, c, self, tmpl.SettingsFlow, tmpl.Variables, secretNS)
 }
 
-func resolveSteps(ctx context.Context, c client.Reader, self client.Object, steps []systemv1alpha1.SettingsFlowItem, vars []systemv1alpha1.Variable) ([]systemv1alpha1.SettingsFlowItem, error) {
+// resolveSteps is resolveFlow for any flow. An error carries its reason: VariableNotFound, or
+// SecretRefNotAllowed, which the spec must fix.
+func resolveSteps(ctx context.Context, c client.Reader, self client.Object, steps []systemv1alpha1.SettingsFlowItem, vars []systemv1alpha1.Variable, secretNS string) ([]step, error) {
 	flow := flowOrder(steps)
 	if len(vars) == 0 {
-		return flow, nil
+		return plainSteps(flow), nil
 	}
-	vals := map[string]string{}
+	vals := map[string]settingValue{}
 	for _, v := range vars {
-		val, err := variableValue(ctx, c, self, v.ValueFrom)
+		val, err := variableValue(ctx, c, self, v.ValueFrom, secretNS)
 		if err != nil {
-			return nil, lifecycle.WithReason(systemv1alpha1.ReasonVariableNotFound, fmt.Errorf("variable %s: %w", v.Key, err))
+			reason, ok := lifecycle.ReasonOf(err)
+			if !ok {
+				reason = systemv1alpha1.ReasonVariableNotFound
+			}
+			return nil, lifecycle.WithReason(reason, fmt.Errorf("variable %s: %w", v.Key, err))
 		}
 		vals[v.Key] = val
 	}
-	out := make([]systemv1alpha1.SettingsFlowItem, len(flow))
-	for i, step := range flow {
-		out[i] = systemv1alpha1.SettingsFlowItem{Name: step.Name, Priority: step.Priority, Settings: map[string]string{}}
-		for k, v := range step.Settings {
-			for key, val := range vals {
-				v = strings.ReplaceAll(v, "$("+key+")", val)
-			}
-			out[i].Settings[k] = v
+	out := make([]step, len(flow))
+	for i, f := range flow {
+		out[i] = step{Name: f.Name, Priority: f.Priority, Settings: map[string]settingValue{}}
+		for k, v := range f.Settings {
+			out[i].Settings[k] = substitute(v, vals)
 		}
 	}
 	return out, nil
 }
 
-func variableValue(ctx context.Context, c client.Reader, self client.Object, src systemv1alpha1.VariableSource) (string, error) {
+// secretRefAllowed refuses a Secret outside ns, the one namespace firmware Secrets are read
+// from: whoever may write a cluster-scoped settings or version object must not make the operator
+// read, show or send any Secret of the cluster.
+func secretRefAllowed(what, namespace, name, ns string) error {
+	if namespace == ns {
+		return nil
+	}
+	return lifecycle.Reasonf(systemv1alpha1.ReasonSecretRefNotAllowed,
+		"%s names Secret %s/%s: firmware Secrets are read only from namespace %s (--firmware-secret-namespace)", what, namespace, name, ns)
+}
+
+func variableValue(ctx context.Context, c client.Reader, self client.Object, src systemv1alpha1.VariableSource, secretNS string) (settingValue, error) {
 	switch {
 	case src.FieldRef != nil:
-		return fieldOf(self, src.FieldRef.FieldPath)
+		v, err := fieldOf(self, src.FieldRef.FieldPath)
+		return plainValue(v), err
 	case src.ObjectFieldRef != nil:
 		if src.ObjectFieldRef.Kind != "BMC" {
-			return "", fmt.Errorf("objectFieldRef kind %s: only BMC", src.ObjectFieldRef.Kind)
+			return settingValue{}, fmt.Errorf("objectFieldRef kind %s: only BMC", src.ObjectFieldRef.Kind)
 		}
 		b := &metalv1alpha1.BMC{}
 		if err := c.Get(ctx, client.ObjectKey{Name: src.ObjectFieldRef.Name}, b); err != nil {
-			return "", fmt.Errorf("reading BMC %s: %w", src.ObjectFieldRef.Name, err)
+			return settingValue{}, fmt.Errorf("reading BMC %s: %w", src.ObjectFieldRef.Name, err)
 		}
-		return fieldOf(b, src.ObjectFieldRef.FieldPath)
+		v, err := fieldOf(b, src.ObjectFieldRef.FieldPath)
+		return plainValue(v), err
 	case src.ConfigMapKeyRef != nil:
 		r := src.ConfigMapKeyRef
 		cm := &corev1.ConfigMap{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Name}, cm); err != nil {
-			return "", fmt.Errorf("reading ConfigMap %s/%s: %w", r.Namespace, r.Name, err)
+			return settingValue{}, fmt.Errorf("reading ConfigMap %s/%s: %w", r.Namespace, r.Name, err)
 		}
 		v, ok := cm.Data[r.Key]
 		if !ok {
-			return "", fmt.Errorf("ConfigMap %s/%s has no key %s", r.Namespace, r.Name, r.Key)
+			return settingValue{}, fmt.Errorf("ConfigMap %s/%s has no key %s", r.Namespace, r.Name, r.Key)
 		}
-		return v, nil
+		return plainValue(v), nil
 	case src.SecretKeyRef != nil:
 		r := src.SecretKeyRef
+		if err := secretRefAllowed("secretKeyRef", r.Namespace, r.Name, secretNS); err != nil {
+			return settingValue{}, err
+		}
 		sec := &corev1.Secret{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Name}, sec); err != nil {
-			return "", fmt.Errorf("reading Secret %s/%s: %w", r.Namespace, r.Name, err)
+			return settingValue{}, fmt.Errorf("reading Secret %s/%s: %w", r.Namespace, r.Name, err)
 		}
 		v, ok := sec.Data[r.Key]
 		if !ok {
-			return "", fmt.Errorf("secret %s/%s has no key %s", r.Namespace, r.Name, r.Key)
+			return settingValue{}, fmt.Errorf("secret %s/%s has no key %s", r.Namespace, r.Name, r.Key)
 		}
-		return string(v), nil
+		return secretValue(string(v), fmt.Sprintf("Secret %s/%s key %s", r.Namespace, r.Name, r.Key)), nil
 	}
-	return "", fmt.Errorf("no source")
+	return settingValue{}, fmt.Errorf("no source")
 }
 
 // fieldOf reads a field path (spec.serverRef.name, or {.spec.serverRef.name}) of obj.

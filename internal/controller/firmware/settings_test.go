@@ -26,14 +26,18 @@ func TestDiffering(t *testing.T) {
 		{"not a number", map[string]string{"NumaNodesPerSocket": "two"}, nil, "not a number"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := differing(tc.want, current)
+			want := map[string]settingValue{}
+			for k, v := range tc.want {
+				want[k] = plainValue(v)
+			}
+			got, err := differing(want, current, false)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err %v, want %q", err, tc.err)
 				}
 				return
 			}
-			if err != nil || !reflect.DeepEqual(got, tc.diff) {
+			if err != nil || !reflect.DeepEqual(got.send(), tc.diff) {
 				t.Fatalf("differing = %v %v, want %v", got, err, tc.diff)
 			}
 		})
@@ -52,11 +56,11 @@ func TestFlowOrderAndVariables(t *testing.T) {
 				Variables: []systemv1alpha1.Variable{{Key: "host", ValueFrom: systemv1alpha1.VariableSource{FieldRef: &systemv1alpha1.FieldRef{FieldPath: "spec.serverRef.name"}}}},
 			}},
 	}
-	flow, err := resolveFlow(ctx(), nil, s, &s.Spec.BIOSSettingsTemplate)
+	flow, err := resolveFlow(ctx(), nil, s, &s.Spec.BIOSSettingsTemplate, "default")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if flow[0].Name != "early" || flow[1].Name != "late" || flow[0].Settings["HostName"] != "r1-s4-bmc" {
+	if flow[0].Name != "early" || flow[1].Name != "late" || flow[0].Settings["HostName"].reveal() != "r1-s4-bmc" {
 		t.Fatalf("flow %+v", flow)
 	}
 }

@@ -30,6 +30,13 @@ type Options struct {
 	Shards *shard.Set
 	// MaintenanceNamespace holds the ServerMaintenances the controllers create.
 	MaintenanceNamespace string
+	// SecretNamespace is the one namespace whose Secrets a settings variable (secretKeyRef) or
+	// a firmware image (image.secretRef) may name; empty: OperatorNamespace, else (outside a
+	// cluster) MaintenanceNamespace. A reference elsewhere is refused (SecretRefNotAllowed).
+	SecretNamespace string
+	// OperatorNamespace is the operator's own namespace, when it runs in one (the manager sets
+	// it).
+	OperatorNamespace string
 	// Poll is how often a Redfish task in flight is read (a BMC's Retry-After is not shorter
 	// than a worker's patience: nothing waits).
 	Poll time.Duration
@@ -59,10 +66,22 @@ func DefaultOptions() Options {
 // BindFlags registers the controllers' flags.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MaintenanceNamespace, "firmware-maintenance-namespace", o.MaintenanceNamespace, "Namespace of the ServerMaintenances that firmware and settings objects create.")
+	fs.StringVar(&o.SecretNamespace, "firmware-secret-namespace", o.SecretNamespace, "The only namespace whose Secrets BIOS/BMC settings variables (secretKeyRef) and firmware images (image.secretRef) may name; empty: the operator's namespace (--namespace), outside a cluster --firmware-maintenance-namespace.")
 	fs.DurationVar(&o.Poll, "firmware-poll", o.Poll, "How often a firmware update's Redfish task is read while it runs.")
 	fs.DurationVar(&o.VerifyTimeout, "firmware-verify-timeout", o.VerifyTimeout, "How long after the restart a flashed version may take to be reported before the attempt counts as failed.")
 	fs.DurationVar(&o.UploadTimeout, "firmware-upload-timeout", o.UploadTimeout, "How long fetching an image and pushing it to a BMC that cannot fetch it (MultipartHttpPushUri) may take.")
 	fs.IntVar(&o.Concurrency, "firmware-concurrency", o.Concurrency, "Parallel reconciles per firmware controller.")
+}
+
+// secretNamespace is the one namespace firmware Secrets are read from (see SecretNamespace).
+func (o *Options) secretNamespace() string {
+	switch {
+	case o.SecretNamespace != "":
+		return o.SecretNamespace
+	case o.OperatorNamespace != "":
+		return o.OperatorNamespace
+	}
+	return o.MaintenanceNamespace
 }
 
 // indexVersionServer indexes BIOSVersions by the server they name.

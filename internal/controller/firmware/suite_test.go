@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,7 +43,31 @@ var (
 
 	mgrMu   sync.Mutex
 	mgrStop func()
+
+	// logs holds everything the manager and the controllers logged (V(1) included), for the
+	// tests that make sure a Secret's value is never among it.
+	logs logCapture
 )
+
+// logCapture is a logr sink that keeps what it is given.
+type logCapture struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (c *logCapture) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.buf.WriteString(prefix + " " + args + "\n")
+	}, funcr.Options{Verbosity: 1})
+}
+
+func (c *logCapture) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.String()
+}
 
 const (
 	fleetSize      = 80
@@ -53,7 +78,7 @@ const (
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env, runSuite)) }
 
 func runSuite(m *testing.M) int {
-	ctrl.SetLogger(logr.Discard())
+	ctrl.SetLogger(logs.logger())
 	var err error
 	fleet, err = redfish.Start(redfish.Options{BMCs: fleetSize, PowerDelay: powerDelay, OnBoot: standInRegistry})
 	if err != nil {
@@ -77,7 +102,7 @@ func runSuite(m *testing.M) int {
 func startManager() error {
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:     scheme.New(),
-		Logger:     logr.Discard(),
+		Logger:     logs.logger(),
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})

@@ -156,6 +156,21 @@ func (a *actor) connect(w *work) error {
 	return nil
 }
 
+// refuseSecretRef reports a Secret reference the spec must change (SecretRefNotAllowed): the
+// condition says it, a Warning event too, and nothing retries: the spec's change brings the
+// next pass.
+func (a *actor) refuseSecretRef(w *work, err error) (lifecycle.Result, error) {
+	w.problem, w.reason = err, systemv1alpha1.ReasonSecretRefNotAllowed
+	a.Recorder.Eventf(w.obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonSecretRefNotAllowed, "ReadSecret", "%v", err)
+	return lifecycle.Done(), nil
+}
+
+// retried: the problem the pass reports goes away by itself (a BMC, a missing object), so the
+// pass looks again; one only the spec can fix does not.
+func (w *work) retried() bool {
+	return w.problem != nil && w.reason != systemv1alpha1.ReasonSecretRefNotAllowed
+}
+
 // bmcFailed reports a BMC that failed and looks again later; nothing waits on it.
 func (a *actor) bmcFailed(w *work, err error) (lifecycle.Result, error) {
 	w.problem, w.reason = err, systemv1alpha1.ReasonBMCUnavailable

@@ -33,6 +33,31 @@ func (s *System) SetBiosAttribute(name string, value any) {
 	s.biosLocked()[name] = value
 }
 
+// SetBiosWriteOnly adds a write-only attribute, as a BIOS password is: it is set like any
+// other, but every read shows it as null (BiosAttributes, the Go side, has its value).
+func (s *System) SetBiosWriteOnly(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.biosWriteOnly == nil {
+		s.biosWriteOnly = map[string]bool{}
+	}
+	s.biosWriteOnly[name] = true
+	if _, ok := s.biosLocked()[name]; !ok {
+		s.biosLocked()[name] = ""
+	}
+}
+
+// shownLocked is attrs as a read over Redfish shows them: write-only ones null.
+func (s *System) shownLocked(attrs map[string]any) map[string]any {
+	out := maps.Clone(attrs)
+	for k := range out {
+		if s.biosWriteOnly[k] {
+			out[k] = nil
+		}
+	}
+	return out
+}
+
 // PendingBiosAttributes are the attributes the next reset applies.
 func (s *System) PendingBiosAttributes() map[string]any {
 	s.mu.Lock()
@@ -62,7 +87,7 @@ func (b *BMC) serveBios(w http.ResponseWriter, r *http.Request, s *System, base 
 	case len(rest) == 0:
 		if methodIs(w, r, http.MethodGet) {
 			s.mu.Lock()
-			attrs := maps.Clone(s.biosLocked())
+			attrs := s.shownLocked(s.biosLocked())
 			s.mu.Unlock()
 			writeJSON(w, http.StatusOK, obj{
 				"@odata.type": "#Bios.v1_2_0.Bios", "@odata.id": base, "Id": "BIOS", "Name": "BIOS Configuration",
@@ -79,7 +104,7 @@ func (b *BMC) serveBios(w http.ResponseWriter, r *http.Request, s *System, base 
 		}
 		if r.Method == http.MethodGet {
 			s.mu.Lock()
-			attrs, etag := maps.Clone(s.biosPending), s.etagLocked()
+			attrs, etag := s.shownLocked(s.biosPending), s.etagLocked()
 			s.mu.Unlock()
 			if attrs == nil {
 				attrs = map[string]any{}
@@ -123,9 +148,14 @@ func (b *BMC) patchBios(w http.ResponseWriter, r *http.Request, s *System) {
 	s.etag++
 	s.mu.Unlock()
 	settings := map[string]string{}
+	s.mu.Lock()
 	for _, k := range slices.Sorted(maps.Keys(req.Attributes)) {
 		settings[k] = fmt.Sprint(req.Attributes[k])
+		if s.biosWriteOnly[k] {
+			settings[k] = "(write-only)" // a BMC keeps no password in its logs
+		}
 	}
+	s.mu.Unlock()
 	b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: s.hw.ID, UUID: s.UUID(), Action: ActionBiosSettings, Settings: settings})
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -133,9 +133,11 @@ type System struct {
 	// bios are the BIOS attributes in effect (defaultBios until changed); biosPending what the
 	// next reset applies.
 	bios, biosPending map[string]any
-	etag              uint64
-	gen               uint64 // bumps on every power action; stale timers see it and stop
-	timer             *time.Timer
+	// biosWriteOnly are attributes that read back as null (a BIOS password): set, never shown.
+	biosWriteOnly map[string]bool
+	etag          uint64
+	gen           uint64 // bumps on every power action; stale timers see it and stop
+	timer         *time.Timer
 	// failing makes the transitions of the current reset fail (Faults.FailPowerTransitions).
 	failing bool
 	// lastReset is when the system last came out of a reset (unix nanoseconds): a restart or a
