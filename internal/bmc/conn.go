@@ -157,18 +157,22 @@ func (c *conn) send(req *http.Request, token string, noAuth bool) (*http.Respons
 			return nil, err
 		}
 	}
-	// Held from here until the BMC answered: giving the right to act up waits for this request.
-	release, err := hold(req.Context(), req.Method+" "+req.URL.Path)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-
 	timeout := c.opts.RequestTimeout
 	if d, ok := req.Context().Value(requestTimeoutKey).(time.Duration); ok && d > 0 {
 		timeout = d
 	}
-	ctx, cancel := context.WithTimeout(req.Context(), timeout)
+	deadline := time.Now().Add(timeout)
+	if d, ok := req.Context().Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	// Held from here until the BMC answered: giving the right to act up waits for this request,
+	// and one that could outlast the right is not sent.
+	hctx, release, err := hold(req.Context(), req.Method+" "+req.URL.Path, deadline)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	ctx, cancel := context.WithTimeout(hctx, timeout)
 	defer cancel()
 	r := req.Clone(ctx)
 	if !noAuth {

@@ -3,6 +3,7 @@ package bmc
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // ReasonFenced: the request was not sent because the caller no longer holds the right to act on
@@ -10,9 +11,12 @@ import (
 const ReasonFenced Reason = "Fenced"
 
 // Fence is what a request must hold while it is sent: Hold fails once the caller may no longer
-// act, and giving that right up waits for the holds to be released.
+// act, or may not for as long as the request may run (until deadline; zero for a streamed upload,
+// which is cut instead), and giving that right up waits for the holds to be released. expired is
+// closed when the right could pass to another (the request is then cut): no request of the
+// caller's outlives its right.
 type Fence interface {
-	Hold() (release func(), err error)
+	Hold(deadline time.Time) (release func(), expired <-chan struct{}, err error)
 }
 
 const fenceKey ctxKey = 4
@@ -29,15 +33,41 @@ func IsFenced(err error) bool {
 	return errors.As(err, &e) && e.Reason == ReasonFenced
 }
 
-// hold takes ctx's fence, if any, for one request.
-func hold(ctx context.Context, op string) (func(), error) {
+// FenceOf is the fence requests under ctx hold, nil when none: for work that leaves the pass
+// (an image pushed beside it) and must stay fenced.
+func FenceOf(ctx context.Context) Fence {
+	f, _ := ctx.Value(fenceKey).(Fence)
+	return f
+}
+
+const streamKey ctxKey = 5
+
+// withStream marks an upload whose length nobody can bound ahead: its fence cuts it when the
+// right to act could pass, instead of refusing it at the start. A BMC acts on an upload only once
+// it arrived whole.
+func withStream(ctx context.Context) context.Context { return context.WithValue(ctx, streamKey, true) }
+
+// hold takes ctx's fence, if any, for one request that may run until deadline; ctx ends when
+// the right to act could pass.
+func hold(ctx context.Context, op string, deadline time.Time) (context.Context, func(), error) {
 	f, _ := ctx.Value(fenceKey).(Fence)
 	if f == nil {
-		return func() {}, nil
+		return ctx, func() {}, nil
 	}
-	release, err := f.Hold()
+	if stream, _ := ctx.Value(streamKey).(bool); stream {
+		deadline = time.Time{}
+	}
+	release, expired, err := f.Hold(deadline)
 	if err != nil {
-		return nil, &Error{Reason: ReasonFenced, Op: op, NotSent: true, Err: err}
+		return nil, nil, &Error{Reason: ReasonFenced, Op: op, NotSent: true, Err: err}
 	}
-	return release, nil
+	cctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-expired:
+		case <-cctx.Done():
+		}
+		cancel()
+	}()
+	return cctx, func() { cancel(); release() }, nil
 }

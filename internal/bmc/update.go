@@ -259,6 +259,10 @@ func (c *conn) PushUpdate(ctx context.Context, req UpdateRequest, image *os.File
 	if err != nil {
 		return "", notSent(op, err)
 	}
+	// The upload is cut, not refused, when the right to act could pass (withStream).
+	if api, err = c.client(withStream(ctx)); err != nil {
+		return "", notSent(op, err)
+	}
 	resp, err := api.PostMultipart(svc.MultipartHTTPPushURI, map[string]io.Reader{
 		"UpdateParameters": strings.NewReader(string(params)),
 		"UpdateFile":       image,

@@ -29,6 +29,9 @@ func (o *Options) validateShards() error {
 	if o.ShardLeaseName == "" {
 		return errors.New("--shards needs --shard-lease-name")
 	}
+	if err := shard.CheckRequestTimeout(o.Metal.BMCRequestTimeout, o.LeaseDuration, o.RetryPeriod); err != nil {
+		return fmt.Errorf("--shards: %w", err)
+	}
 	return nil
 }
 

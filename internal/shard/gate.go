@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -68,7 +69,9 @@ type fence struct {
 	shard int
 }
 
-func (f fence) Hold() (func(), error) { return f.set.Hold(f.shard) }
+func (f fence) Hold(deadline time.Time) (func(), <-chan struct{}, error) {
+	return f.set.Hold(f.shard, deadline)
+}
 
 func (g *gate) own(ctx context.Context, obj client.Object) (context.Context, bool) {
 	key, ok := g.key(ctx, obj)

@@ -138,6 +138,46 @@ type holding struct {
 	releasing bool      // to be given up once no request is in flight: no request starts
 	validity  time.Time // no request starts after this unless a renewal moves it
 	replaced  string    // the Lease's resourceVersion our taking it overwrote
+	// end is when another replica could take the shard, less a margin, unless a renewal moves
+	// it: no request may run past it. expired is closed once it passed, or the shard is gone.
+	end     time.Time
+	expired chan struct{}
+	timer   *time.Timer
+}
+
+// setEnd moves h's end (under h.mu); now is the Set's clock. A timer closes expired once the
+// end passed without a renewal moving it.
+func (h *holding) setEnd(end time.Time, now func() time.Time) {
+	if !end.After(h.end) {
+		return
+	}
+	h.end = end
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	var check func()
+	check = func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if left := h.end.Sub(now()); left > 0 {
+			h.timer = time.AfterFunc(left, check)
+			return
+		}
+		h.expire()
+	}
+	h.timer = time.AfterFunc(end.Sub(now()), check)
+}
+
+// expire closes expired once (under h.mu): requests in flight under h are cut.
+func (h *holding) expire() {
+	select {
+	case <-h.expired:
+	default:
+		close(h.expired)
+	}
+	if h.timer != nil {
+		h.timer.Stop()
+	}
 }
 
 // usable reports whether a request may start under h at now.
@@ -201,22 +241,48 @@ func (s *Set) Held() []int {
 	return out
 }
 
-// Hold keeps shard from being given up until release is called; it fails when this replica does
-// not hold the shard for certain. A BMC request is sent under a hold.
-func (s *Set) Hold(shard int) (release func(), err error) {
+// Hold keeps shard from being given up until release is called, for a request that may run until
+// deadline (zero: an upload that is cut when expired closes); it fails when this replica does not
+// hold the shard for certain, or another could take it before deadline. A BMC request is sent
+// under a hold, and cut when expired closes: no request of this replica's runs once another may
+// hold the shard.
+func (s *Set) Hold(shard int, deadline time.Time) (release func(), expired <-chan struct{}, err error) {
 	s.mu.Lock()
 	h := s.held[shard]
 	s.mu.Unlock()
 	if h == nil {
-		return nil, fmt.Errorf("shard %d is not held by %s", shard, s.o.Identity)
+		return nil, nil, fmt.Errorf("shard %d is not held by %s", shard, s.o.Identity)
 	}
 	// Taken before the check: a release that marks the shard after the check waits for it.
 	h.inflight.RLock()
 	if !h.usable(s.o.Now()) {
 		h.inflight.RUnlock()
-		return nil, fmt.Errorf("shard %d is no longer held by %s for certain", shard, s.o.Identity)
+		return nil, nil, fmt.Errorf("shard %d is no longer held by %s for certain", shard, s.o.Identity)
 	}
-	return h.inflight.RUnlock, nil
+	h.mu.Lock()
+	end := h.end
+	h.mu.Unlock()
+	if !deadline.IsZero() && deadline.After(end) {
+		h.inflight.RUnlock()
+		return nil, nil, fmt.Errorf("shard %d: the request may run until %s, past the moment another replica could take the shard (%s)",
+			shard, deadline.Format(time.RFC3339Nano), end.Format(time.RFC3339Nano))
+	}
+	return h.inflight.RUnlock, h.expired, nil
+}
+
+// HandoverMargin is what a request's end keeps from the moment another replica could take its
+// shard: for the timer that cuts it and for clocks that run at slightly different rates.
+func HandoverMargin(retryPeriod time.Duration) time.Duration { return retryPeriod / 2 }
+
+// CheckRequestTimeout says whether a BMC request of timeout fits the shard leases: one started
+// right after a renewal must end before the lease could pass (otherwise every request would be
+// refused between renewals).
+func CheckRequestTimeout(timeout, leaseDuration, retryPeriod time.Duration) error {
+	if room := leaseDuration - retryPeriod - HandoverMargin(retryPeriod); timeout > room {
+		return fmt.Errorf("a BMC request may run %s, but a shard's lease leaves a request at most %s (lease duration %s, less a retry period %s and half of one): lower --bmc-request-timeout or raise --leader-election-lease-duration",
+			timeout, room, leaseDuration, retryPeriod)
+	}
+	return nil
 }
 
 // NeedLeaderElection: every replica runs its membership.
@@ -507,6 +573,7 @@ func (s *Set) drop(i int) {
 	if h != nil {
 		h.mu.Lock()
 		h.gone = true
+		h.expire()
 		h.mu.Unlock()
 		s.o.Logger.Info("shard no longer held", "shard", i)
 	}
@@ -567,6 +634,9 @@ func (s *Set) extend(i int, start time.Time) {
 	if v := start.Add(s.o.RenewDeadline); v.After(h.validity) {
 		h.validity = v
 	}
+	if !h.gone {
+		h.setEnd(start.Add(s.o.LeaseDuration-HandoverMargin(s.o.RetryPeriod)), s.o.Now)
+	}
 	h.mu.Unlock()
 }
 
@@ -599,7 +669,11 @@ func (s *Set) acquire(ctx context.Context, i int, l *coordinationv1.Lease) error
 		return fmt.Errorf("taking shard %d: %w", i, err)
 	}
 	s.mu.Lock()
-	s.held[i] = &holding{validity: start.Add(s.o.RenewDeadline), replaced: replaced}
+	h := &holding{validity: start.Add(s.o.RenewDeadline), replaced: replaced, expired: make(chan struct{})}
+	h.mu.Lock()
+	h.setEnd(start.Add(s.o.LeaseDuration-HandoverMargin(s.o.RetryPeriod)), s.o.Now)
+	h.mu.Unlock()
+	s.held[i] = h
 	gates := append([]acquirer(nil), s.gates...)
 	s.mu.Unlock()
 	s.o.Logger.Info("shard taken", "shard", i, "identity", s.o.Identity)

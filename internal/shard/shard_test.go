@@ -143,13 +143,23 @@ func TestHoldFencesRequests(t *testing.T) {
 	b := f.add("b")
 	f.round(b) // b counts a but finds every shard held: it takes none
 
-	release, err := a.Hold(0)
+	release, _, err := a.Hold(0, time.Time{})
 	if err != nil {
 		t.Fatalf("Hold of a shard held: %v", err)
 	}
 	release()
-	if _, err := b.Hold(0); err == nil {
+	if _, _, err := b.Hold(0, time.Time{}); err == nil {
 		t.Error("Hold of a shard another replica holds succeeded")
+	}
+	// A request that could run past the moment another replica may take the shard is refused.
+	if r, _, err := a.Hold(0, f.clk.Now().Add(leaseDuration)); err == nil {
+		r()
+		t.Error("Hold for a request that could outlast the lease succeeded")
+	}
+	if r, _, err := a.Hold(0, f.clk.Now().Add(retryPeriod)); err != nil {
+		t.Errorf("Hold for a request well within the lease: %v", err)
+	} else {
+		r()
 	}
 
 	// No Tick of a from here: it is certain until a renew deadline after its last renewal.
@@ -162,7 +172,7 @@ func TestHoldFencesRequests(t *testing.T) {
 	if a.Owns(0) {
 		t.Error("Owns true once the renew deadline passed without a renewal")
 	}
-	if _, err := a.Hold(0); err == nil {
+	if _, _, err := a.Hold(0, time.Time{}); err == nil {
 		t.Error("Hold succeeded once the renew deadline passed without a renewal")
 	}
 }
@@ -185,7 +195,7 @@ func TestReleaseWaitsForHolds(t *testing.T) {
 	if got := len(a.Held()); got != count {
 		t.Fatalf("a alone holds %d shards, want %d", got, count)
 	}
-	release, err := a.Hold(give)
+	release, _, err := a.Hold(give, time.Time{})
 	if err != nil {
 		t.Fatalf("Hold(%d): %v", give, err)
 	}
@@ -201,7 +211,7 @@ func TestReleaseWaitsForHolds(t *testing.T) {
 	if a.Owns(give) {
 		t.Errorf("shard %d marked for release still owned: new passes would act under it", give)
 	}
-	if r, err := a.Hold(give); err == nil {
+	if r, _, err := a.Hold(give, time.Time{}); err == nil {
 		r()
 		t.Errorf("a new request started under shard %d marked for release", give)
 	}
@@ -396,4 +406,20 @@ func (s *staleList) List(ctx context.Context, list client.ObjectList, opts ...cl
 		return nil
 	}
 	return s.Client.List(ctx, list, opts...)
+}
+
+func TestCheckRequestTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		timeout, lease, retry time.Duration
+		ok                    bool
+	}{
+		{10 * time.Second, 15 * time.Second, 2 * time.Second, true},
+		{12 * time.Second, 15 * time.Second, 2 * time.Second, true},
+		{13 * time.Second, 15 * time.Second, 2 * time.Second, false},
+		{30 * time.Second, 15 * time.Second, 2 * time.Second, false},
+	} {
+		if err := CheckRequestTimeout(tc.timeout, tc.lease, tc.retry); (err == nil) != tc.ok {
+			t.Errorf("CheckRequestTimeout(%s, %s, %s) = %v, want ok %v", tc.timeout, tc.lease, tc.retry, err, tc.ok)
+		}
+	}
 }

@@ -117,9 +117,10 @@ func (a *actor) issue(ctx context.Context, w *work, f flasher) (lifecycle.Result
 		// pass may. The answer is kept like SimpleUpdate's.
 		key := issuedKey(w.obj.GetUID(), next.At)
 		f.issued.m.Store(key, issuedUpdate{pending: true})
-		conn, timeout, prove := w.conn, a.Options.UploadTimeout, f.prove
+		// The push keeps the pass's fence: a shard given up waits for it, and one lost cuts it.
+		conn, timeout, prove, fence := w.conn, a.Options.UploadTimeout, f.prove, bmc.FenceOf(w.bctx)
 		go func() {
-			task, err := pushImage(conn, req, timeout, prove)
+			task, err := pushImage(conn, req, timeout, prove, fence)
 			f.issued.m.Store(key, issuedUpdate{task: task, err: err})
 		}()
 		a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "FlashStarted", "Upgrade", "pushing %s to the BMC for %s (attempt %d)", w.rec.Image, w.target(), w.rec.Attempt)
@@ -324,10 +325,14 @@ var errFetch = errors.New("image not fetched")
 const maxImage = 4 << 30
 
 // pushImage fetches the image (with the image Secret's credentials) into a temporary file, proves
-// the BMC again where prove says how, and pushes it, all within timeout.
-func pushImage(conn bmc.BMC, req bmc.UpdateRequest, timeout time.Duration, prove func(context.Context) error) (string, error) {
+// the BMC again where prove says how, and pushes it, all within timeout and under the pass's
+// fence (nil: none).
+func pushImage(conn bmc.BMC, req bmc.UpdateRequest, timeout time.Duration, prove func(context.Context) error, fence bmc.Fence) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	if fence != nil {
+		ctx = bmc.WithFence(ctx, fence)
+	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, req.ImageURI, nil)
 	if err != nil {
 		return "", fmt.Errorf("image %s: %v: %w", req.ImageURI, err, errFetch)

@@ -70,7 +70,7 @@ func (c *logCapture) String() string {
 }
 
 const (
-	fleetSize      = 80
+	fleetSize      = 110
 	powerDelay     = 200 * time.Millisecond
 	updateDuration = 400 * time.Millisecond
 )
