@@ -54,8 +54,13 @@ type accountPatch struct {
 	Enabled  bool
 }
 
-// SetAccount implements BMC.
+// SetAccount implements BMC. A BMC's refusal may quote the password it refuses (the Redfish
+// base registry's PropertyValueFormatError does): the error returned never carries it.
 func (c *conn) SetAccount(ctx context.Context, user, password, role string) error {
+	return redact(c.setAccount(ctx, user, password, role), password)
+}
+
+func (c *conn) setAccount(ctx context.Context, user, password, role string) error {
 	op := fmt.Sprintf("set account %s", user)
 	if user == "" || password == "" {
 		return newError(ReasonInvalidConfig, op, "user name and password are required")

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"syscall"
 	"time"
 
@@ -268,4 +269,28 @@ func statusError(op string, code int, body []byte) *Error {
 		body = body[:512]
 	}
 	return &Error{Reason: reasonForStatus(code), Op: op, StatusCode: code, Err: fmt.Errorf("%s", body)}
+}
+
+// redacted is an error whose text had a secret taken out. It unwraps to its classification
+// alone (an *Error without a cause), so that nothing below it can print the secret again.
+type redacted struct {
+	msg string
+	cls *Error
+}
+
+func (r *redacted) Error() string { return r.msg }
+func (r *redacted) Unwrap() error { return r.cls }
+
+// redact returns err with secret taken out of its text, keeping its classification (reason,
+// status, retry time) for errors.Is, errors.As and ReasonOf.
+func redact(err error, secret string) error {
+	if err == nil || secret == "" || !strings.Contains(err.Error(), secret) {
+		return err
+	}
+	msg := strings.ReplaceAll(err.Error(), secret, "[redacted]")
+	var e *Error
+	if !errors.As(err, &e) {
+		e = classify("", err)
+	}
+	return &redacted{msg: msg, cls: &Error{Reason: e.Reason, Op: e.Op, StatusCode: e.StatusCode, RetryAt: e.RetryAt, NotSent: e.NotSent}}
 }

@@ -5,8 +5,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// BMCUserSpec is an account to keep on a BMC. Served so that the reference's manifests apply;
-// metalhub stores it but does not manage BMC accounts yet.
+// BMCUserSpec is an account to keep on a BMC. A changed userName or bmcRef removes the account
+// made before (from the BMC it was made on) before the new one is created; deleting the
+// BMCUser removes every account it made.
 type BMCUserSpec struct {
 	// UserName of the account.
 	// +optional

@@ -2,6 +2,7 @@ package metal
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -37,6 +38,12 @@ const (
 	// be read back from a BMC: this record is how a pass knows the account is as asked without
 	// sending the password again, and when a rotation is due.
 	AccountAppliedAnnotation = "lifecycle.metalhub.io/account-applied"
+	// AccountsAnnotation records, on a BMCUser, every account it made or is about to make, as a
+	// JSON list of {"bmc": name, "uid": the BMC object's UID, "user": user name}. An entry is
+	// written before its account is created and dropped only once the account is removed (or
+	// its BMC object is gone): a renamed or moved BMCUser removes its earlier account first, and
+	// a deleted one removes them all, whatever its spec says by then.
+	AccountsAnnotation = "lifecycle.metalhub.io/accounts"
 )
 
 // Reasons of a BMCUser's Ready condition and its events.
@@ -44,6 +51,8 @@ const (
 	reasonAccountSet      = "AccountSet"
 	reasonAccountFailed   = "AccountFailed"
 	reasonAccountDeleted  = "AccountDeleted"
+	reasonAccountKept     = "AccountKept"
+	reasonAccountLeft     = "AccountNotRemoved"
 	reasonPasswordRotated = "PasswordRotated"
 )
 
@@ -113,8 +122,151 @@ func (r *BMCUserReconciler) handle(ctx context.Context, p *bmcUserPass) (lifecyc
 	return lifecycle.Steps(ctx, p,
 		lifecycle.OnDeletion(r.deleteAccount),
 		lifecycle.EnsureFinalizer[*bmcUserPass](BMCUserFinalizer),
+		r.adoptAccounts,
+		r.removeEarlier,
 		r.apply,
 	)
+}
+
+// madeAccount is one entry of AccountsAnnotation.
+type madeAccount struct {
+	BMC  string `json:"bmc"`
+	UID  string `json:"uid"`
+	User string `json:"user"`
+}
+
+// madeAccounts reads AccountsAnnotation; recorded is false when there is none (or it does not
+// parse). A BMCUser from before the record that did set an account (AccountAppliedAnnotation)
+// made the one its spec names: that is the best that can be known of it.
+func madeAccounts(u *metalv1alpha1.BMCUser) (made []madeAccount, recorded bool) {
+	if v, ok := u.Annotations[AccountsAnnotation]; ok && json.Unmarshal([]byte(v), &made) == nil {
+		return made, true
+	}
+	if rec, ok := parseApplied(u.Annotations[AccountAppliedAnnotation]); ok && u.Spec.BMCRef != nil && u.Spec.UserName != "" {
+		return []madeAccount{{BMC: u.Spec.BMCRef.Name, UID: rec.bmcUID, User: u.Spec.UserName}}, false
+	}
+	return nil, false
+}
+
+func setMadeAccounts(o client.Object, made []madeAccount) {
+	if made == nil {
+		made = []madeAccount{}
+	}
+	v, _ := json.Marshal(made) // a slice of strings always marshals
+	lifecycle.SetAnnotation(o, AccountsAnnotation, string(v))
+}
+
+// adoptAccounts writes down what a BMCUser from before AccountsAnnotation made, in its first
+// pass, before its spec can change again.
+func (r *BMCUserReconciler) adoptAccounts(ctx context.Context, p *bmcUserPass) (lifecycle.Result, error) {
+	made, recorded := madeAccounts(p.Obj)
+	if recorded || len(made) == 0 {
+		return lifecycle.Continue(), nil
+	}
+	return lifecycle.Wrote("accounts recorded"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) {
+		setMadeAccounts(o, made)
+	})
+}
+
+// removeEarlier takes an account the BMCUser made that its spec no longer names (a renamed
+// user, another BMC) off its BMC, one per pass, before the account it names now is created.
+func (r *BMCUserReconciler) removeEarlier(ctx context.Context, p *bmcUserPass) (lifecycle.Result, error) {
+	u := p.Obj
+	made, _ := madeAccounts(u)
+	if len(made) == 0 {
+		return lifecycle.Continue(), nil
+	}
+	var curUID string
+	if u.Spec.BMCRef != nil && u.Spec.BMCRef.Name != "" {
+		b := &metalv1alpha1.BMC{}
+		if err := p.Client().Get(ctx, client.ObjectKey{Name: u.Spec.BMCRef.Name}, b); err != nil && !apierrors.IsNotFound(err) {
+			return lifecycle.Result{}, fmt.Errorf("reading BMC %s: %w", u.Spec.BMCRef.Name, err)
+		}
+		curUID = string(b.UID)
+	}
+	for i, a := range made {
+		if curUID == "" || a.BMC != u.Spec.BMCRef.Name || a.UID != curUID || a.User != u.Spec.UserName {
+			return r.removeMade(ctx, p, made, i)
+		}
+	}
+	return lifecycle.Continue(), nil
+}
+
+// removeMade removes made[i] from its BMC and drops it from the record in one write (with the
+// finalizer, when the BMCUser is being deleted and it was the last). An account is not removed,
+// only dropped, when its BMC object is gone or replaced (its UID differs: nothing proves what
+// answers there is the BMC it was made on), when another BMCUser names it now, or when it is
+// the account its BMC object logs in with.
+func (r *BMCUserReconciler) removeMade(ctx context.Context, p *bmcUserPass, made []madeAccount, i int) (lifecycle.Result, error) {
+	u, a := p.Obj, made[i]
+	drop := func(why string) (lifecycle.Result, error) {
+		rest := slices.Delete(slices.Clone(made), i, i+1)
+		return lifecycle.Wrote(why), lifecycle.PatchMetadata(ctx, p.Client(), u, func(o client.Object) {
+			setMadeAccounts(o, rest)
+			if len(rest) == 0 && !o.GetDeletionTimestamp().IsZero() {
+				controllerutil.RemoveFinalizer(o, BMCUserFinalizer)
+			}
+		})
+	}
+	b := &metalv1alpha1.BMC{}
+	if err := p.Client().Get(ctx, client.ObjectKey{Name: a.BMC}, b); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return lifecycle.Result{}, fmt.Errorf("reading BMC %s: %w", a.BMC, err)
+		}
+		return drop("BMC gone") // a BMC that is gone takes its accounts with it
+	}
+	if a.UID != "" && string(b.UID) != a.UID {
+		r.Recorder.Eventf(u, b, corev1.EventTypeWarning, reasonAccountLeft, "DeleteAccount",
+			"account %s was made on an earlier BMC object %s; the BMC %s is another object and is not changed", a.User, a.BMC, b.Name)
+		return drop("BMC replaced")
+	}
+	others := &metalv1alpha1.BMCUserList{}
+	if err := r.Client.List(ctx, others); err != nil {
+		return lifecycle.Result{}, fmt.Errorf("listing BMCUsers: %w", err)
+	}
+	for _, o := range others.Items {
+		if o.UID != u.UID && o.DeletionTimestamp.IsZero() && o.Spec.BMCRef != nil && o.Spec.BMCRef.Name == a.BMC && o.Spec.UserName == a.User {
+			r.Recorder.Eventf(u, b, corev1.EventTypeNormal, reasonAccountKept, "DeleteAccount", "account %s on BMC %s is kept: BMCUser %s names it", a.User, a.BMC, o.Name)
+			return drop("account kept for another BMCUser")
+		}
+	}
+	ep, err := bmcEndpoint(ctx, p.Client(), b)
+	if err != nil {
+		return r.failed(p, fmt.Errorf("removing account %s from BMC %s: %w", a.User, a.BMC, err))
+	}
+	if ep.Username == a.User {
+		r.Recorder.Eventf(u, b, corev1.EventTypeNormal, reasonAccountKept, "DeleteAccount", "account %s is the one BMC %s logs in with; it is kept", a.User, a.BMC)
+		return drop("account is the BMC's own")
+	}
+	conn, err := r.Pool.Get(ep)
+	if err != nil {
+		return r.failed(p, fmt.Errorf("removing account %s from BMC %s: %w", a.User, a.BMC, err))
+	}
+	bctx, cancel := context.WithTimeout(ctx, cmpDuration(r.RequestTimeout, 30*time.Second))
+	defer cancel()
+	if err := r.prove(ctx, bctx, p, b, conn); err != nil {
+		return r.failed(p, fmt.Errorf("removing account %s from BMC %s: %w", a.User, a.BMC, err))
+	}
+	// DeleteAccount empties (and disables) a fixed slot where the BMC refuses a DELETE.
+	if err := conn.DeleteAccount(bctx, a.User); err != nil {
+		return r.failed(p, fmt.Errorf("removing account %s from BMC %s: %w", a.User, a.BMC, err))
+	}
+	r.Recorder.Eventf(u, b, corev1.EventTypeNormal, reasonAccountDeleted, "DeleteAccount", "account %s removed from BMC %s", a.User, a.BMC)
+	return drop("account removed")
+}
+
+// recordIntent writes the account about to be created into AccountsAnnotation, unless it is
+// there: written before the account is set, a crash after setting it never forgets it.
+func recordIntent(ctx context.Context, p *bmcUserPass, b *metalv1alpha1.BMC) (lifecycle.Result, error) {
+	made, _ := madeAccounts(p.Obj)
+	cur := madeAccount{BMC: b.Name, UID: string(b.UID), User: p.Obj.Spec.UserName}
+	if slices.Contains(made, cur) {
+		return lifecycle.Continue(), nil
+	}
+	made = append(made, cur)
+	return lifecycle.Wrote("account recorded"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) {
+		setMadeAccounts(o, made)
+	})
 }
 
 // target resolves what a pass needs: the BMC's admin connection, the BMC's own login user and
@@ -200,6 +352,14 @@ func (r *BMCUserReconciler) apply(ctx context.Context, p *bmcUserPass) (lifecycl
 		}
 		return lifecycle.Wrote("password generated"), nil
 	}
+	if user, _ := sec.Value(metalv1alpha1.BMCSecretUsernameKey); metav1.IsControlledBy(sec, u) && user != u.Spec.UserName {
+		// The generated BMCSecret is this BMCUser's alone: it names the account as it is now.
+		sec.SetValue(metalv1alpha1.BMCSecretUsernameKey, u.Spec.UserName)
+		if err := p.Client().Update(ctx, sec); err != nil {
+			return lifecycle.Result{}, fmt.Errorf("renaming the account in BMCSecret %s: %w", sec.Name, err)
+		}
+		return lifecycle.Wrote("generated BMCSecret renamed"), nil
+	}
 	password, ok := sec.Value(metalv1alpha1.BMCSecretPasswordKey)
 	if !ok || password == "" {
 		return r.failed(p, accessErr(metalv1alpha1.ReasonSecretInvalid, "BMCSecret %q has no %q", sec.Name, metalv1alpha1.BMCSecretPasswordKey))
@@ -214,6 +374,9 @@ func (r *BMCUserReconciler) apply(ctx context.Context, p *bmcUserPass) (lifecycl
 		// that opens the account (the admin connection sets it again, the same password).
 		if err := r.prove(ctx, bctx, p, b, conn); err != nil {
 			return r.failed(p, err)
+		}
+		if res, err := recordIntent(ctx, p, b); err != nil || !res.IsContinue() {
+			return res, err
 		}
 		if err := conn.SetAccount(bctx, u.Spec.UserName, pending, u.Spec.RoleID); err != nil {
 			return r.failed(p, err)
@@ -253,6 +416,9 @@ func (r *BMCUserReconciler) apply(ctx context.Context, p *bmcUserPass) (lifecycl
 	}
 	if err := r.prove(ctx, bctx, p, b, conn); err != nil {
 		return r.failed(p, err)
+	}
+	if res, err := recordIntent(ctx, p, b); err != nil || !res.IsContinue() {
+		return res, err
 	}
 	if err := conn.SetAccount(bctx, u.Spec.UserName, password, u.Spec.RoleID); err != nil {
 		return r.failed(p, err)
@@ -298,31 +464,18 @@ func (r *BMCUserReconciler) failed(p *bmcUserPass, err error) (lifecycle.Result,
 	return lifecycle.RequeueAfter(cmpDuration(r.RetryAfter, 10*time.Second), reason), nil
 }
 
-// deleteAccount removes the account from the BMC, then the finalizer. A BMC that is gone takes
-// its accounts with it.
+// deleteAccount removes every account the BMCUser made, one per pass, then the finalizer
+// (in the write that drops the last).
 func (r *BMCUserReconciler) deleteAccount(ctx context.Context, p *bmcUserPass) (lifecycle.Result, error) {
 	u := p.Obj
 	if !slices.Contains(u.Finalizers, BMCUserFinalizer) {
 		return lifecycle.Done(), nil
 	}
-	bctx, cancel := context.WithTimeout(ctx, cmpDuration(r.RequestTimeout, 30*time.Second))
-	defer cancel()
-	b, conn, adminUser, _, err := r.target(ctx, p)
-	reason, isAccess := lifecycle.ReasonOf(err)
-	switch {
-	case isAccess && (reason == metalv1alpha1.ReasonBMCNotFound || reason == metalv1alpha1.ReasonInvalidSpec):
-	case err != nil:
-		return r.failed(p, err)
-	case u.Spec.UserName != adminUser:
-		if err := r.prove(ctx, bctx, p, b, conn); err != nil {
-			return r.failed(p, err)
-		}
-		if err := conn.DeleteAccount(bctx, u.Spec.UserName); err != nil {
-			return r.failed(p, err)
-		}
-		r.Recorder.Eventf(u, b, corev1.EventTypeNormal, reasonAccountDeleted, "DeleteAccount", "account %s removed from BMC %s", u.Spec.UserName, b.Name)
+	made, _ := madeAccounts(u)
+	if len(made) == 0 {
+		return lifecycle.Wrote("nothing to remove"), lifecycle.PatchMetadata(ctx, p.Client(), u, func(o client.Object) {
+			controllerutil.RemoveFinalizer(o, BMCUserFinalizer)
+		})
 	}
-	return lifecycle.Wrote("account removed"), lifecycle.PatchMetadata(ctx, p.Client(), u, func(o client.Object) {
-		controllerutil.RemoveFinalizer(o, BMCUserFinalizer)
-	})
+	return r.removeMade(ctx, p, made, 0)
 }

@@ -2,10 +2,12 @@ package metal
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -173,4 +175,218 @@ func TestBMCUserNeverReachesAnotherBMC(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "account removed", func() (bool, string) { return !hasAccount(own, "guest"), "" })
+}
+
+// present reports whether user has an account on b at all, enabled or not.
+func present(b *redfish.BMC, user string) bool {
+	for _, a := range b.Accounts() {
+		if a.UserName == user {
+			return true
+		}
+	}
+	return false
+}
+
+// editBMCUser changes a BMCUser's spec, retrying on conflicts with the controller's writes.
+func editBMCUser(t *testing.T, name string, edit func(*metalv1alpha1.BMCUserSpec)) {
+	t.Helper()
+	eventually(t, 10*time.Second, "edit BMCUser "+name, func() (bool, string) {
+		u := &metalv1alpha1.BMCUser{}
+		if err := env.Client.Get(ctx(), client.ObjectKey{Name: name}, u); err != nil {
+			return false, err.Error()
+		}
+		edit(&u.Spec)
+		err := env.Client.Update(ctx(), u)
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+func deleteBMCUser(t *testing.T, name string) {
+	t.Helper()
+	if err := env.Client.Delete(ctx(), &metalv1alpha1.BMCUser{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "BMCUser "+name+" gone", func() (bool, string) {
+		err := env.Client.Get(ctx(), client.ObjectKey{Name: name}, &metalv1alpha1.BMCUser{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+}
+
+// A renamed account goes from the BMC before the new name is created; the generated BMCSecret
+// follows the new name, and deleting the BMCUser leaves neither.
+func TestBMCUserRenameRemovesTheOldAccount(t *testing.T) {
+	b := takeBMC(t)
+	registerBMC(t, b, "bmcren")
+	start := time.Now()
+	u := &metalv1alpha1.BMCUser{ObjectMeta: metav1.ObjectMeta{Name: "ren"}, Spec: metalv1alpha1.BMCUserSpec{
+		UserName: "old-name", BMCRef: &corev1.LocalObjectReference{Name: "bmcren"}}}
+	if err := env.Client.Create(ctx(), u); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "old-name on the BMC", func() (bool, string) { return hasAccount(b, "old-name"), "" })
+	editBMCUser(t, "ren", func(s *metalv1alpha1.BMCUserSpec) { s.UserName = "new-name" })
+	eventually(t, 30*time.Second, "renamed on the BMC", func() (bool, string) {
+		return hasAccount(b, "new-name") && !present(b, "old-name"), fmt.Sprint(b.Accounts())
+	})
+	if got, want := fmt.Sprint(accountActions(b, start)), "[AccountCreate:old-name AccountDelete:old-name AccountCreate:new-name]"; got != want {
+		t.Errorf("account actions %s, want %s", got, want)
+	}
+	eventually(t, 10*time.Second, "generated BMCSecret names the new account", func() (bool, string) {
+		s := bmcSecret(t, "bmcuser-ren")
+		user, _ := s.Value(metalv1alpha1.BMCSecretUsernameKey)
+		pw, _ := s.Value(metalv1alpha1.BMCSecretPasswordKey)
+		return user == "new-name" && b.CanLogin(user, pw), "username " + user
+	})
+	deleteBMCUser(t, "ren")
+	if present(b, "old-name") || present(b, "new-name") {
+		t.Errorf("accounts outlived their BMCUser: %v", b.Accounts())
+	}
+}
+
+// A BMCUser moved to another BMC takes its account off the old one first; deleting it then
+// removes the account on the new one.
+func TestBMCUserMovedRemovesTheAccountFromTheOldBMC(t *testing.T) {
+	from, to := takeBMC(t), takeBMC(t)
+	registerBMC(t, from, "bmcmovefrom")
+	registerBMC(t, to, "bmcmoveto")
+	u := &metalv1alpha1.BMCUser{ObjectMeta: metav1.ObjectMeta{Name: "mover"}, Spec: metalv1alpha1.BMCUserSpec{
+		UserName: "mover", BMCRef: &corev1.LocalObjectReference{Name: "bmcmovefrom"}}}
+	if err := env.Client.Create(ctx(), u); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "account on the first BMC", func() (bool, string) { return hasAccount(from, "mover"), "" })
+	editBMCUser(t, "mover", func(s *metalv1alpha1.BMCUserSpec) { s.BMCRef.Name = "bmcmoveto" })
+	eventually(t, 30*time.Second, "account moved", func() (bool, string) {
+		return hasAccount(to, "mover") && !present(from, "mover"), fmt.Sprintf("from %v, to %v", from.Accounts(), to.Accounts())
+	})
+	deleteBMCUser(t, "mover")
+	if present(to, "mover") || present(from, "mover") {
+		t.Errorf("accounts outlived their BMCUser: %v %v", from.Accounts(), to.Accounts())
+	}
+}
+
+// Deletion removes every account the BMCUser made, not only the one its spec names now: an
+// account left on a BMC that cannot be proven (its address answers as another BMC) holds the
+// deletion until it is removed, and the other BMC is never sent anything.
+func TestBMCUserDeletionRemovesEveryAccountItMade(t *testing.T) {
+	own, stranger := bmcAtAStrangersAddress(t, "bmcdelown")
+	other := takeBMC(t)
+	registerBMC(t, other, "bmcdelother")
+	start := time.Now()
+	u := &metalv1alpha1.BMCUser{ObjectMeta: metav1.ObjectMeta{Name: "leaver"}, Spec: metalv1alpha1.BMCUserSpec{
+		UserName: "leaver", BMCRef: &corev1.LocalObjectReference{Name: "bmcdelown"}}}
+	if err := env.Client.Create(ctx(), u); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "account on its BMC", func() (bool, string) { return hasAccount(own, "leaver"), "" })
+	own.AnswerAs(stranger)
+	t.Cleanup(func() { own.AnswerAs(nil) })
+	editBMCUser(t, "leaver", func(s *metalv1alpha1.BMCUserSpec) { s.BMCRef.Name = "bmcdelother" })
+	refused := func(what string) {
+		t.Helper()
+		eventually(t, 30*time.Second, what, func() (bool, string) {
+			got := &metalv1alpha1.BMCUser{}
+			_ = env.Client.Get(ctx(), client.ObjectKey{Name: "leaver"}, got)
+			c := apimeta.FindStatusCondition(got.Status.Conditions, metalv1alpha1.ConditionReady)
+			return c != nil && c.ObservedGeneration == got.Generation && c.Reason == metalv1alpha1.ReasonIdentityMismatch &&
+				strings.Contains(c.Message, "removing account leaver from BMC bmcdelown"), fmt.Sprint(c)
+		})
+	}
+	refused("old account's removal refused")
+	if present(other, "leaver") {
+		t.Error("the new account was made before the old one was removed")
+	}
+	if err := env.Client.Delete(ctx(), u); err != nil {
+		t.Fatal(err)
+	}
+	got := &metalv1alpha1.BMCUser{}
+	if err := env.Client.Get(ctx(), client.ObjectKey{Name: "leaver"}, got); err != nil || got.DeletionTimestamp.IsZero() {
+		t.Fatalf("deleted BMCUser: %v", err)
+	}
+	refused("deletion held by the unremoved account")
+	if err := env.Client.Get(ctx(), client.ObjectKey{Name: "leaver"}, got); err != nil {
+		t.Fatalf("the BMCUser went with its account still on BMC bmcdelown: %v", err)
+	}
+	own.AnswerAs(nil)
+	eventually(t, 30*time.Second, "BMCUser gone", func() (bool, string) {
+		err := env.Client.Get(ctx(), client.ObjectKey{Name: "leaver"}, &metalv1alpha1.BMCUser{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	if present(own, "leaver") || present(other, "leaver") {
+		t.Errorf("accounts outlived their BMCUser: %v %v", own.Accounts(), other.Accounts())
+	}
+	if got := accountActions(stranger, start); len(got) != 0 {
+		t.Errorf("sent to the BMC answering at another's address: %v", got)
+	}
+}
+
+// A password the BMC refuses is not repeated in the condition or an event, even when the BMC's
+// message quotes it (as the Redfish base registry's PropertyValueFormatError does).
+func TestBMCUserPasswordNeverReported(t *testing.T) {
+	b := takeBMC(t)
+	registerBMC(t, b, "bmcpwleak")
+	const pw = "Xq7-pw" // shorter than the BMC's policy allows
+	sec := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "bmcuser-leak"},
+		StringData: map[string]string{"username": "leak", "password": pw}}
+	if err := env.Client.Create(ctx(), sec); err != nil {
+		t.Fatal(err)
+	}
+	u := &metalv1alpha1.BMCUser{ObjectMeta: metav1.ObjectMeta{Name: "leak"}, Spec: metalv1alpha1.BMCUserSpec{
+		UserName: "leak", BMCRef: &corev1.LocalObjectReference{Name: "bmcpwleak"},
+		BMCSecretRef: &corev1.LocalObjectReference{Name: "bmcuser-leak"}}}
+	if err := env.Client.Create(ctx(), u); err != nil {
+		t.Fatal(err)
+	}
+	var msg string
+	eventually(t, 30*time.Second, "refused by the BMC", func() (bool, string) {
+		got := &metalv1alpha1.BMCUser{}
+		_ = env.Client.Get(ctx(), client.ObjectKey{Name: "leak"}, got)
+		c := apimeta.FindStatusCondition(got.Status.Conditions, metalv1alpha1.ConditionReady)
+		if c == nil {
+			return false, "no condition"
+		}
+		msg = c.Message
+		return c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "set account leak"), c.Reason + ": " + c.Message
+	})
+	if strings.Contains(msg, pw) {
+		t.Errorf("the condition repeats the password: %s", msg)
+	}
+	list := &eventsv1.EventList{}
+	if err := env.Client.List(ctx(), list); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if strings.Contains(e.Note, pw) {
+			t.Errorf("event %s/%s repeats the password", e.Regarding.Name, e.Reason)
+		}
+	}
+	deleteBMCUser(t, "leak")
+}
+
+// What a BMCUser made: its record; without one, the account a BMCUser from before the record
+// set (it has AccountAppliedAnnotation); else nothing.
+func TestMadeAccounts(t *testing.T) {
+	applied := appliedRecord{bmcUID: "uid-1", secretUID: "s", secretVersion: "1", role: "ReadOnly", at: time.Unix(1700000000, 0)}.String()
+	spec := metalv1alpha1.BMCUserSpec{UserName: "now", BMCRef: &corev1.LocalObjectReference{Name: "b"}}
+	for _, tc := range []struct {
+		name     string
+		ann      map[string]string
+		want     string
+		recorded bool
+	}{
+		{"new BMCUser", nil, "[]", false},
+		{"recorded", map[string]string{AccountsAnnotation: `[{"bmc":"a","uid":"u","user":"x"},{"bmc":"b","uid":"v","user":"now"}]`, AccountAppliedAnnotation: applied},
+			"[{a u x} {b v now}]", true},
+		{"recorded empty", map[string]string{AccountsAnnotation: `[]`, AccountAppliedAnnotation: applied}, "[]", true},
+		{"from before the record", map[string]string{AccountAppliedAnnotation: applied}, "[{b uid-1 now}]", false},
+		{"unreadable record", map[string]string{AccountsAnnotation: `{`, AccountAppliedAnnotation: applied}, "[{b uid-1 now}]", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := &metalv1alpha1.BMCUser{ObjectMeta: metav1.ObjectMeta{Annotations: tc.ann}, Spec: spec}
+			made, recorded := madeAccounts(u)
+			if got := fmt.Sprint(made); got != tc.want || recorded != tc.recorded {
+				t.Errorf("got %s %v, want %s %v", got, recorded, tc.want, tc.recorded)
+			}
+		})
+	}
 }

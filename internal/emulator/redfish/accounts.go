@@ -77,9 +77,12 @@ func accountBody(id, user, role string, enabled bool) obj {
 	}
 }
 
+// validPassword refuses a password outside the policy's length with the Redfish base registry's
+// PropertyValueFormatError, which quotes the value it refuses, as real BMCs' messages do: a
+// client must not repeat such a message as it is.
 func validPassword(w http.ResponseWriter, p string) bool {
 	if len(p) < minPasswordLength || len(p) > maxPasswordLength {
-		writeError(w, http.StatusBadRequest, "PropertyValueFormatError", "The value for the property Password is of a different format than the property can accept: "+
+		writeError(w, http.StatusBadRequest, "PropertyValueFormatError", "The value '"+p+"' for the property Password is of a different format than the property can accept: "+
 			strconv.Itoa(minPasswordLength)+" to "+strconv.Itoa(maxPasswordLength)+" characters.")
 		return false
 	}
