@@ -52,6 +52,8 @@ func TestShardsSplitAndMove(t *testing.T) {
 			"--kubeconfig", env.Kubeconfig, "--controllers", "metal", "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 			"--shards", fmt.Sprint(shards), "--shard-namespace", "default", "--shard-lease-name", lease,
 			"--leader-election-lease-duration", leaseDuration.String(), "--leader-election-renew-deadline", renewDeadline.String(), "--leader-election-retry-period", retryPeriod.String(),
+			// A request must end within what the shorter lease leaves it (6s - 2s - 1s).
+			"--bmc-request-timeout", "3s",
 			"--registry-bind-address", "127.0.0.1:0", "--power-poll", "100ms", "--discovery-namespace", "default",
 			"--zap-time-encoding", "rfc3339nano",
 		}}
