@@ -61,16 +61,7 @@ func TestOffLoopbackHostAllowlist(t *testing.T) {
 		"localhost:" + p:    http.StatusOK,
 		"LOCALHOST:" + p:    http.StatusOK,
 	} {
-		req, _ := http.NewRequest(http.MethodGet, s.URL()+"api/snapshot", nil)
-		req.Host = host
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != want {
-			t.Errorf("Host %s: %s, want %d", host, resp.Status, want)
-		}
+		checkHost(t, s, host, want)
 	}
 }
 
@@ -240,16 +231,7 @@ func TestAllowedHosts(t *testing.T) {
 		"evil.example:" + p:  http.StatusForbidden,
 		"127.0.0.1:" + p:     http.StatusOK,
 	} {
-		req, _ := http.NewRequest(http.MethodGet, s.URL()+"api/snapshot", nil)
-		req.Host = host
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != want {
-			t.Errorf("Host %s: %s, want %d", host, resp.Status, want)
-		}
+		checkHost(t, s, host, want)
 	}
 	if _, err := New(env.Config, Options{Address: "127.0.0.1:0", AllowedHosts: []string{"http://dash.example/"}}, testr.New(t)); err == nil {
 		t.Error("a URL in --allowed-hosts was taken")
@@ -370,5 +352,20 @@ func TestTokenReviewAuthorizesActions(t *testing.T) {
 	getJSON(t, s.URL()+"api/snapshot", &snap)
 	if !strings.Contains(snap.Auth, "Kubernetes") || !strings.Contains(snap.Auth, "--token-file") {
 		t.Errorf("snapshot's prompt %q names neither way in", snap.Auth)
+	}
+}
+
+// checkHost asks s for its snapshot with the Host header host and wants the status want.
+func checkHost(t *testing.T, s *Server, host string, want int) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, s.URL()+"api/snapshot", nil)
+	req.Host = host
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != want {
+		t.Errorf("Host %s: %s, want %d", host, resp.Status, want)
 	}
 }
