@@ -474,6 +474,9 @@ func (r *ServerClaimReconciler) finalize(ctx context.Context, p *lifecycle.Pass[
 	if err := deleteOwnedBootConfiguration(ctx, cl, c, client.ObjectKeyFromObject(c)); err != nil {
 		return lifecycle.Result{}, err
 	}
+	if err := deleteMetadataToken(ctx, cl, c); err != nil {
+		return lifecycle.Result{}, err
+	}
 	if err := lifecycle.PatchMetadata(ctx, cl, c, func(o client.Object) {
 		controllerutil.RemoveFinalizer(o, ServerClaimFinalizer)
 	}); err != nil {

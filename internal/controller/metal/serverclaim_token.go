@@ -14,7 +14,7 @@ import (
 	"github.com/metalhub/metalhub/internal/metadata"
 )
 
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=create
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=create;delete
 
 // A claim's metadata token is what identifies its machine to the metadata service
 // (internal/metadata): random, one per claim, kept in a Secret the claim owns (its boot
@@ -40,6 +40,15 @@ func (r *ServerClaimReconciler) metadataToken(ctx context.Context, cl client.Rea
 		return token, false, "", err
 	case err != nil:
 		return "", false, "", fmt.Errorf("reading metadata token Secret %s: %w", key, err)
+	case !metav1.IsControlledBy(sec, c) && leftOfEarlierClaim(sec, c):
+		// A gone claim of the same name left it (its finalizer was skipped, or the garbage
+		// collector has not come by): it is no one's, and its token must not carry over.
+		uid := sec.UID
+		if err := r.Client.Delete(ctx, sec, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return "", false, "", fmt.Errorf("deleting the metadata token Secret %s of an earlier claim: %w", key, err)
+		}
+		token, err = metadata.NewToken()
+		return token, false, "", err
 	case !metav1.IsControlledBy(sec, c):
 		return "", false, fmt.Sprintf("Secret %s exists and belongs to someone else: no metadata token for the server", key), nil
 	case len(sec.Data[metadata.TokenKey]) == 0:
@@ -89,4 +98,30 @@ func (r *ServerClaimReconciler) ensureMetadataToken(ctx context.Context, cl clie
 		}
 	}
 	return metadata.TokenRecord(c.UID, token), "", nil
+}
+
+// leftOfEarlierClaim reports whether sec is controlled by another ServerClaim of c's name: an
+// earlier claim, since two claims never share a namespace and name at once.
+func leftOfEarlierClaim(sec *corev1.Secret, c *metalv1alpha1.ServerClaim) bool {
+	ref := metav1.GetControllerOf(sec)
+	return ref != nil && ref.Kind == "ServerClaim" && ref.Name == c.Name && ref.UID != c.UID &&
+		ref.APIVersion == metalv1alpha1.GroupVersion.String()
+}
+
+// deleteMetadataToken deletes claim c's token Secret when the claim lets its server go; one
+// that is not c's is left alone.
+func deleteMetadataToken(ctx context.Context, cl client.Client, c *metalv1alpha1.ServerClaim) error {
+	sec := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: c.Namespace, Name: metadata.TokenSecretName(c.Name)}
+	err := cl.Get(ctx, key, sec)
+	switch {
+	case err == nil && metav1.IsControlledBy(sec, c) && sec.DeletionTimestamp.IsZero():
+		uid := sec.UID
+		if err := cl.Delete(ctx, sec, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting metadata token Secret %s: %w", key, err)
+		}
+	case err != nil && !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading metadata token Secret %s: %w", key, err)
+	}
+	return nil
 }

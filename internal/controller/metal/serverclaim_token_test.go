@@ -19,7 +19,7 @@ import (
 
 // A claim's boot configuration names its metadata token Secret; the metadata service serves the
 // claim's user data for that token and nothing without it; the token is on no object but the
-// Secret; deleting the Secret rotates it.
+// Secret; deleting the Secret rotates it; the Secret goes with the claim.
 func TestClaimMetadataToken(t *testing.T) {
 	const ns, name = "default", "mdtoken"
 	names, _ := availableServers(t, name, 1, func(int) map[string]string { return map[string]string{"pool": name} })
@@ -103,5 +103,19 @@ func TestClaimMetadataToken(t *testing.T) {
 	if code, _ := get(token); code != http.StatusForbidden {
 		t.Fatalf("the rotated-out token: %d, want 403", code)
 	}
+
+	// The claim gone, its token Secret is gone with it (not only once a garbage collector
+	// comes by), and the token no longer serves anything.
+	if err := env.Client.Delete(ctx(), getClaim(ns, name)); err != nil {
+		t.Fatal(err)
+	}
+	waitClaimGone(t, ns, name, 20*time.Second)
+	if sec := getObject(ns, metadata.TokenSecretName(name), &corev1.Secret{}); sec != nil {
+		t.Fatalf("token Secret %s outlived its claim", sec.Name)
+	}
+	eventually(t, 10*time.Second, "the token of the gone claim refused", func() (bool, string) {
+		code, body := get(rotated)
+		return code == http.StatusForbidden, fmt.Sprintf("%d %q", code, body)
+	})
 	checkNoDoubleWrites(t)
 }
