@@ -37,6 +37,14 @@ type ServerBootConfigurationSpec struct {
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^(https?|nfs|cifs)://[^\s]+$`
 	BootURI string `json:"bootURI,omitempty"`
+	// MetadataTokenSecretRef names the Secret (key "token", same namespace) with the token the
+	// booted OS presents to metalhub's metadata service (header Metadata-Token or query
+	// parameter token) for its metadata and user data. A boot provider hands it to the machine,
+	// e.g. as kernel argument metalhub.token=<token> or in the metadata URL it writes. Set by
+	// the claim controller for a claim's boot configuration, one random token per claim. A
+	// metalhub addition.
+	// +optional
+	MetadataTokenSecretRef *corev1.LocalObjectReference `json:"metadataTokenSecretRef,omitempty"`
 }
 
 // BootMethod is how a server boots its configuration's image.

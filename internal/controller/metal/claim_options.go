@@ -67,7 +67,7 @@ func setupClaims(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	co := o.Claims.withDefaults()
 	if err := (&ServerClaimReconciler{
-		Client: mgr.GetClient(), Recorder: o.Events.Recorder("serverclaim-controller"),
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: o.Events.Recorder("serverclaim-controller"),
 		Options: co, Concurrency: cmp.Or(co.Concurrency, o.Concurrency), RetryAfter: o.RetryAfter, Shards: o.Shards,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("serverclaim controller: %w", err)

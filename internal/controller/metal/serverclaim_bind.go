@@ -16,6 +16,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/metadata"
 )
 
 // bind looks for a server for a claim that holds none.
@@ -205,11 +206,24 @@ func (r *ServerClaimReconciler) claimServer(ctx context.Context, p *lifecycle.Pa
 	if !r.lock(s.Name, c.UID) {
 		return lifecycle.RequeueAfter(lifecycle.StaleRetry, "server being bound by another claim"), nil
 	}
+	// The claim's metadata token is recorded on the server with the binding: the machine's
+	// first request may come before the claim's next pass. From the cache only: a token Secret
+	// it does not show yet is the next pass's to reconcile with the record.
+	token, stored, conflict, err := r.metadataToken(ctx, p.Client(), c, false)
+	if err != nil {
+		r.unlock(s.Name, c.UID)
+		return lifecycle.Result{}, err
+	}
 	replaced := s.ResourceVersion
-	err := lifecycle.PatchMetadata(ctx, p.Client(), s, func(o client.Object) {
+	err = lifecycle.PatchMetadata(ctx, p.Client(), s, func(o client.Object) {
 		srv := o.(*metalv1alpha1.Server)
 		srv.Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Namespace: c.Namespace, Name: c.Name}
 		srv.Spec.BootConfigurationRef = &metalv1alpha1.ObjectReference{Namespace: c.Namespace, Name: c.Name}
+		if conflict == "" {
+			lifecycle.SetAnnotation(srv, metadata.TokenAnnotation, metadata.TokenRecord(c.UID, token))
+		} else {
+			lifecycle.RemoveAnnotation(srv, metadata.TokenAnnotation) // an earlier claim's
+		}
 	})
 	if err != nil {
 		r.unlock(s.Name, c.UID)
@@ -230,14 +244,20 @@ func (r *ServerClaimReconciler) claimServer(ctx context.Context, p *lifecycle.Pa
 	// next pass's to retry or report (bound), which finds the server through the index.
 	// The configuration is made from a copy of the claim: the record's write decodes the API
 	// server's answer into the pass's object meanwhile.
-	var sbcErr error
+	var sbcErr, tokenErr error
 	var wg sync.WaitGroup
 	owner, cl := c.DeepCopy(), p.Client()
 	wg.Go(func() { _, _, sbcErr = r.ensureBootConfigurationOf(ctx, cl, owner, s) })
+	if !stored && conflict == "" {
+		wg.Go(func() { _, tokenErr = storeMetadataToken(ctx, cl, owner, token) })
+	}
 	recErr := r.recordServer(ctx, p, s)
 	wg.Wait()
 	if sbcErr != nil {
 		ctrl.LoggerFrom(ctx).Info("boot configuration not created with the binding; the next pass retries", "server", s.Name, "error", sbcErr.Error())
+	}
+	if tokenErr != nil {
+		ctrl.LoggerFrom(ctx).Info("metadata token Secret not created with the binding; the next pass retries", "server", s.Name, "error", tokenErr.Error())
 	}
 	if recErr != nil {
 		ctrl.LoggerFrom(ctx).Info("server not recorded in the claim with the binding; the next pass retries", "server", s.Name, "error", recErr.Error())

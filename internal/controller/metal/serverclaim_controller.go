@@ -20,12 +20,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/apilimit"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/metadata"
 	"github.com/metalhub/metalhub/internal/shard"
 )
 
@@ -65,6 +67,9 @@ type ServerClaimReconciler struct {
 	Concurrency int
 	// RetryAfter is the look while waiting for a server to let go.
 	RetryAfter time.Duration
+	// APIReader, set, reads a claim's metadata token Secret past the cache when the cache has
+	// none yet (made by the binding pass moments ago).
+	APIReader client.Reader
 
 	mu sync.Mutex
 	// binds remembers, per claim, the server patched and the resourceVersion the patch replaced:
@@ -105,6 +110,11 @@ func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&metalv1alpha1.ServerClaim{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
 			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*metalv1alpha1.ServerClaim).Status.Phase == "" })))).
 		Owns(&metalv1alpha1.ServerBootConfiguration{}, builder.WithPredicates(lifecycle.Predicate())).
+		// A deleted metadata token Secret is made again, with a new token (rotation); its
+		// creation and changes bring nothing to do.
+		Owns(&corev1.Secret{}, builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(event.CreateEvent) bool { return false }, UpdateFunc: func(event.UpdateEvent) bool { return false },
+			GenericFunc: func(event.GenericEvent) bool { return false }})).
 		Watches(&metalv1alpha1.Server{}, r.serverEvents()).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(naming(r.Client, &metalv1alpha1.ServerClaimList{}, indexIgnitionSecret))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Concurrency, 1)})
@@ -255,7 +265,7 @@ func (r *ServerClaimReconciler) bound(ctx context.Context, p *lifecycle.Pass[*me
 	}
 	// The boot configuration exists, and the server points at it, before the claim reports
 	// Bound: whoever waits for Bound finds the server on its way.
-	then := lifecycle.Done()
+	then, record := lifecycle.Done(), ""
 	if r.madeUnseen(ctx, cl, c, bootSpecOf(c, s)) {
 		// Made by the binding pass moments ago; this pass came on the claim's own event, ahead
 		// of the configuration's. Look once more after the record has expired, in case it was
@@ -266,13 +276,27 @@ func (r *ServerClaimReconciler) bound(ctx context.Context, p *lifecycle.Pass[*me
 			return lifecycle.Result{}, err
 		}
 		return r.report(ctx, p, metalv1alpha1.PhaseBound, metav1.ConditionTrue, reason, msg, lifecycle.RequeueAfter(r.RetryAfter, reason))
+	} else if rec, conflict, err := r.ensureMetadataToken(ctx, cl, c); err != nil || conflict != "" {
+		if err != nil {
+			return lifecycle.Result{}, err
+		}
+		return r.report(ctx, p, metalv1alpha1.PhaseBound, metav1.ConditionTrue, metalv1alpha1.ReasonBootConfigurationConflict,
+			"bound to server "+s.Name+", but "+conflict, lifecycle.RequeueAfter(r.RetryAfter, "metadata token"))
+	} else {
+		record = rec
 	}
-	if ref := s.Spec.BootConfigurationRef; ref == nil || ref.Namespace != c.Namespace || ref.Name != c.Name {
-		// Bound by an earlier version, or the ref was cleared: point the server at it again.
+	if ref := s.Spec.BootConfigurationRef; ref == nil || ref.Namespace != c.Namespace || ref.Name != c.Name ||
+		(record != "" && s.Annotations[metadata.TokenAnnotation] != record) {
+		// Bound by an earlier version, the ref was cleared, or the token Secret made with the
+		// binding lost to one made before (or was deleted, rotating the token): point the
+		// server at the configuration and the token.
 		if err := lifecycle.PatchMetadata(ctx, cl, s.DeepCopy(), func(o client.Object) {
 			o.(*metalv1alpha1.Server).Spec.BootConfigurationRef = &metalv1alpha1.ObjectReference{Namespace: c.Namespace, Name: c.Name}
+			if record != "" {
+				lifecycle.SetAnnotation(o, metadata.TokenAnnotation, record)
+			}
 		}); err != nil {
-			return lifecycle.Result{}, fmt.Errorf("pointing server %s at the boot configuration: %w", s.Name, err)
+			return lifecycle.Result{}, fmt.Errorf("pointing server %s at the boot configuration and metadata token: %w", s.Name, err)
 		}
 	}
 	return r.report(ctx, p, metalv1alpha1.PhaseBound, metav1.ConditionTrue, metalv1alpha1.ReasonBound, "bound to server "+s.Name, then)
@@ -450,6 +474,9 @@ func (r *ServerClaimReconciler) finalize(ctx context.Context, p *lifecycle.Pass[
 	if err := deleteOwnedBootConfiguration(ctx, cl, c, client.ObjectKeyFromObject(c)); err != nil {
 		return lifecycle.Result{}, err
 	}
+	if err := deleteMetadataToken(ctx, cl, c); err != nil {
+		return lifecycle.Result{}, err
+	}
 	if err := lifecycle.PatchMetadata(ctx, cl, c, func(o client.Object) {
 		controllerutil.RemoveFinalizer(o, ServerClaimFinalizer)
 	}); err != nil {
@@ -492,5 +519,7 @@ func bootSpecOf(c *metalv1alpha1.ServerClaim, s *metalv1alpha1.Server) metalv1al
 		NetworkBoot:       c.Spec.NetworkBoot,
 		BootMethod:        c.Spec.BootMethod,
 		BootURI:           c.Spec.BootURI,
+		// The claim's token Secret, made with the binding (serverclaim_token.go).
+		MetadataTokenSecretRef: &corev1.LocalObjectReference{Name: metadata.TokenSecretName(c.Name)},
 	}
 }

@@ -60,6 +60,11 @@ type Options struct {
 	// RegistryURL is the registry's URL as the servers reach it, written into the discovery
 	// ignition. Empty leaves the ignition out of the round's Secret.
 	RegistryURL string
+	// MetadataIPIdentification lets the metadata service answer a request without a token for
+	// the Server whose discovery-reported addresses hold its source address (metal-operator's
+	// way, for clients that cannot send the claim's token). Off by default: a re-leased address
+	// gets another machine's user data.
+	MetadataIPIdentification bool
 	// ProbeImage is the container image with metalprobe, started by the discovery ignition.
 	ProbeImage string
 	// IgnitionTemplateFile overrides the built-in discovery ignition template.
@@ -136,6 +141,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	o.Claims.BindFlags(fs)
 	fs.StringVar(&o.RegistryBindAddress, "registry-bind-address", o.RegistryBindAddress, "Address the discovery registry listens on; \"0\" turns it off.")
 	fs.StringVar(&o.RegistryURL, "registry-url", o.RegistryURL, "URL of the discovery registry as servers reach it (written into the discovery ignition).")
+	fs.BoolVar(&o.MetadataIPIdentification, "metadata-ip-identification", o.MetadataIPIdentification, "Metadata service: also answer a request without the claim's token for the server whose discovery-reported addresses hold its source address (metal-operator's way). Those addresses are never refreshed: a re-leased address gets another machine's user data.")
 	fs.StringVar(&o.ProbeImage, "probe-image", o.ProbeImage, "Container image with metalprobe that the discovery ignition starts.")
 	fs.StringVar(&o.IgnitionTemplateFile, "discovery-ignition-template", o.IgnitionTemplateFile, "File with a Go template overriding the built-in discovery ignition.")
 	fs.DurationVar(&o.HardwareLogPoll, "hardware-log-poll-interval", o.HardwareLogPoll, "How often each server's hardware log (SEL) is read for critical events; 0 turns it off. An event from the BMC (--hardware-events-url) brings a read at once.")
@@ -198,8 +204,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	if o.RegistryBindAddress != "0" && o.RegistryBindAddress != "" {
 		if _, err := registry.Setup(ctx, mgr, registry.Options{BindAddress: o.RegistryBindAddress, DiscoveryNamespace: o.DiscoveryNamespace,
-			Metadata: metadata.Handler(mgr.GetClient(), mgr.GetAPIReader(), ctrl.Log.WithName("metadata")),
-			Events:   o.HardwareEvents}); err != nil {
+			Metadata: metadata.Handler(mgr.GetClient(), mgr.GetAPIReader(), ctrl.Log.WithName("metadata"),
+				metadata.Options{IPIdentification: o.MetadataIPIdentification}),
+			Events: o.HardwareEvents}); err != nil {
 			return fmt.Errorf("discovery registry: %w", err)
 		}
 	}

@@ -32,9 +32,11 @@ var (
 	env   *testenv.Env
 	fleet *redfish.Emulator
 	// writes counts the manager's writes: the tests of "one write per pass" read it.
-	writes   = &testenv.WriteCounter{}
-	nextBMC  atomic.Int32
-	testOpts Options
+	writes = &testenv.WriteCounter{}
+	// mgrClient is the manager's (cached, indexed) client, for handlers the tests serve.
+	mgrClient client.Client
+	nextBMC   atomic.Int32
+	testOpts  Options
 
 	// reportsOff holds system UUIDs whose PXE boots the stand-in registry ignores.
 	reportsOff sync.Map
@@ -82,6 +84,7 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 1
 	}
+	mgrClient = mgr.GetClient()
 	// The emulated BMCs deliver their events to the receiver, as real ones reach the registry's
 	// listener; the health tests deliver some themselves.
 	testOpts.HardwareEvents = NewEventReceiver(mgr.GetClient(), logr.Discard())
