@@ -239,8 +239,8 @@ func (r *BIOSSettingsReconciler) reboot(ctx context.Context, p *settingsPass) (l
 	if p.rec.Phase != phaseReboot {
 		return lifecycle.Continue(), nil
 	}
-	return r.actor.reboot(ctx, p.work, "apply BIOS settings step "+p.rec.Version, func() (lifecycle.Result, error) {
-		return r.failAttempt(ctx, p, "the server's restart was refused")
+	return r.actor.reboot(ctx, p.work, "apply BIOS settings step "+p.rec.Version, func(why string) (lifecycle.Result, error) {
+		return r.failAttempt(ctx, p, why)
 	})
 }
 

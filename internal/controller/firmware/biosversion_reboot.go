@@ -15,8 +15,8 @@ func (r *BIOSVersionReconciler) reboot(ctx context.Context, p *versionPass) (lif
 	if p.rec.Phase != phaseReboot {
 		return lifecycle.Continue(), nil
 	}
-	return r.actor.reboot(ctx, p.work, "install BIOS "+p.rec.Version, func() (lifecycle.Result, error) {
-		return r.failAttempt(ctx, p, "the server's restart was refused")
+	return r.actor.reboot(ctx, p.work, "install BIOS "+p.rec.Version, func(why string) (lifecycle.Result, error) {
+		return r.failAttempt(ctx, p, why)
 	})
 }
 

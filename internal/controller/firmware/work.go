@@ -185,12 +185,18 @@ func (a *actor) bmcFailed(w *work, err error) (lifecycle.Result, error) {
 // through its operation annotation, named by the record's token, and the Server reports how that
 // request ended (metal.OperationResultAnnotation). A pass that finds the request pending waits;
 // one that finds neither request nor result asks (the ask was lost). Done or uncertain, the
-// record goes to verify, keeping which; refused, refusedFn decides. Before the first ask, the
+// record goes to verify, keeping which; refused, refusedFn decides (why says why). A Server being
+// deleted carries out no operation and answers none: its restart counts as refused, asked or
+// not, so the work ends instead of waiting forever (the image stays staged). Before the first ask, the
 // system's LastResetTime and power are recorded: what later tells a restart of unknown outcome
 // that never happened from one that did.
-func (a *actor) reboot(ctx context.Context, w *work, what string, refusedFn func() (lifecycle.Result, error)) (lifecycle.Result, error) {
+func (a *actor) reboot(ctx context.Context, w *work, what string, refusedFn func(why string) (lifecycle.Result, error)) (lifecycle.Result, error) {
 	token := w.rec.token(string(w.obj.GetUID()))
-	switch outcome, pending := operationState(w.server.Annotations, token); {
+	outcome, pending := operationState(w.server.Annotations, token)
+	if outcome == "" && !w.server.DeletionTimestamp.IsZero() {
+		return refusedFn(fmt.Sprintf("server %s is being deleted and restarts nothing: the image stays staged until its next restart", w.server.Name))
+	}
+	switch {
 	case outcome == metal.OperationDone || outcome == metal.OperationUncertain:
 		next := w.rec
 		next.Phase, next.At, next.Restart = phaseVerify, a.now().Unix(), restartDone
@@ -200,7 +206,7 @@ func (a *actor) reboot(ctx context.Context, w *work, what string, refusedFn func
 		}
 		return a.record(ctx, w, next)
 	case outcome != "":
-		return refusedFn()
+		return refusedFn("the server's restart was refused")
 	case pending:
 		return lifecycle.Done(), nil // the Server's report brings the next pass
 	}
