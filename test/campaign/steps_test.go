@@ -588,8 +588,10 @@ func (w *world) dead() []int {
 // BMCSecrets agree again, ignored servers are handed back, and the fleet's objects all exist.
 func (w *world) heal() {
 	for j := range w.sch.BMCs {
-		if out, err := w.unshare(j); err != nil {
+		if out, err := w.unshare(j); err != nil && !isSkip(err) {
 			w.note("heal: %s: %v", out, err)
+		} else if err == nil {
+			w.note("heal: %s", out)
 		}
 	}
 	if out := w.abandonMove(); out != "no move" {
