@@ -18,9 +18,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/firmware"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 )
 
@@ -401,12 +405,14 @@ func (w *world) checkProbes() {
 }
 
 // faulty reports whether BMC i has any fault set right now: a BMC fault, a password changed
-// and not yet in its BMCSecret, its machine registered twice, or its rack paused by a move.
+// and not yet in its BMCSecret, its machine registered twice, its rack paused by a move, or
+// another BMC's BMCSecret named.
 func (w *world) faulty(i int) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	moving := w.moving != nil && w.moving.rack == fmt.Sprintf("r%d", i%2)
-	return !reflect.DeepEqual(w.faults[i], w.baseFaults(i)) || w.slow[i] || w.credsChanged[i] || w.twinned[i] || moving
+	_, shared := w.shared[i]
+	return !reflect.DeepEqual(w.faults[i], w.baseFaults(i)) || w.slow[i] || w.credsChanged[i] || w.twinned[i] || moving || shared
 }
 
 // claimable is the controllers' own notion (claims.go serverClaimable), read from a view.
@@ -669,6 +675,38 @@ func (w *world) convergence(s *snapshot) []string {
 		}
 		if b.Op != "" {
 			p = append(p, fmt.Sprintf("BMC %s operation %q still pending", name, b.Op))
+		}
+	}
+	return append(p, w.firmwareSettled()...)
+}
+
+// firmwareSettled: every BIOSVersion the schedule made has ended (Completed or Failed) or, once
+// deleted, is gone, and no maintenance.metal.ironcore.dev ServerMaintenance is left without a
+// BIOSVersion under way: the box is back in service.
+func (w *world) firmwareSettled() []string {
+	var p []string
+	vs := &systemv1alpha1.BIOSVersionList{}
+	ms := &maintenancev1alpha1.ServerMaintenanceList{}
+	if err := w.c.List(w.ctx, vs); err != nil {
+		return []string{err.Error()}
+	}
+	if err := w.c.List(w.ctx, ms); err != nil {
+		return []string{err.Error()}
+	}
+	busy := map[types.UID]bool{}
+	for _, v := range vs.Items {
+		switch {
+		case v.DeletionTimestamp != nil:
+			p = append(p, fmt.Sprintf("BIOSVersion %s is being deleted and not gone (%s)", v.Name, v.Annotations[firmware.RecordAnnotation]))
+			busy[v.UID] = true
+		case v.Status.State != systemv1alpha1.VersionStateCompleted && v.Status.State != systemv1alpha1.VersionStateFailed:
+			p = append(p, fmt.Sprintf("BIOSVersion %s is %q (%s)", v.Name, v.Status.State, v.Annotations[firmware.RecordAnnotation]))
+			busy[v.UID] = true
+		}
+	}
+	for _, m := range ms.Items {
+		if c := metav1.GetControllerOf(&m); c != nil && c.Kind == "BIOSVersion" && !busy[c.UID] {
+			p = append(p, fmt.Sprintf("ServerMaintenance %s/%s of BIOSVersion %s outlives its upgrade", m.Namespace, m.Name, c.Name))
 		}
 	}
 	return p

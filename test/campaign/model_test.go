@@ -33,9 +33,10 @@ const (
 	invHealthy   = "healthy-served"
 	invIdentity  = "own-machine-only"
 	invPaused    = "paused-left-alone"
+	invAccounts  = "accounts-only-where-asked"
 )
 
-var invariants = []string{invUnasked, invOnce, invHeld, invUnique, invConverge, invPassBound, invHealthy, invIdentity, invPaused}
+var invariants = []string{invUnasked, invOnce, invHeld, invUnique, invConverge, invPassBound, invHealthy, invIdentity, invPaused, invAccounts}
 
 // Windows of the model. A BMC action is judged against what the API said from decideWindow before
 // it until the first observation after it: the manager decided at most one pass (the request
@@ -61,6 +62,10 @@ type srvView struct {
 	Paused, PauseAck    string
 	Taints              []metalv1alpha1.Taint
 	Labels              map[string]string
+	// Requests are the operations another controller (firmware) asked of the server and the
+	// server has not forgotten yet, by requester token: the operation while it is known, ""
+	// once only its result is left.
+	Requests map[string]string
 }
 
 type claimView struct {
@@ -93,6 +98,23 @@ type bmcView struct {
 	State    string
 	Ready    string
 	Op       string
+	Secret   string // spec.bmcSecretRef
+}
+
+// sharing lists the other BMCs that name BMC name's BMCSecret in the snapshot.
+func (s *snapshot) sharing(name string) []string {
+	b := s.BMCs[name]
+	if b == nil {
+		return nil
+	}
+	var out []string
+	for other, v := range s.BMCs {
+		if other != name && v.Secret == b.Secret {
+			out = append(out, other)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // snapshot is one poll of the API server. Lists are consistent each; the poll's state held at
@@ -184,6 +206,21 @@ type opInstance struct {
 	// Moot: the box was seen in the operation's target power state while it was pending (the
 	// BMC client skips a force-off of an Off box, a force-on of an On one).
 	Moot bool
+	// Flash is set on a restart the firmware controller asked for (seen on the Server, not set
+	// by the harness): the flash it installs (object UID, version, attempt). Op is "" when only
+	// its result was seen: a restart or a force-on, whichever it was.
+	Flash string
+}
+
+// matches reports whether a recorded action of class cls can be op's execution.
+func (op *opInstance) matches(cls class) bool {
+	return op.Class == cls || (op.Flash != "" && op.Op == "" && (cls == clsRestart || cls == clsOn))
+}
+
+// rotationAsk is a rotate-credentials the harness set on a BMC object.
+type rotationAsk struct {
+	BMC   int
+	SetAt time.Time
 }
 
 // breach is one invariant violation; the same invariant on the same subject counts once.
@@ -225,6 +262,11 @@ type model struct {
 	// twins are the Servers the harness made by hand for systems that have one, by name.
 	twins map[string]*twinSpan
 	kick  chan struct{}
+	// rotations are the rotate-credentials asks, flashes the SimpleUpdates recorded by image,
+	// fwSeen the firmware requests already registered as operations (by token).
+	rotations []rotationAsk
+	flashes   map[string][]redfish.Record
+	fwSeen    map[string]bool
 }
 
 type judgedRecord struct {
@@ -257,7 +299,8 @@ func newModelWith(c client.Client, records func() []redfish.Record, systemUUID f
 	m := &model{c: c, records: records, systemUUID: systemUUID, logf: logf,
 		bound: map[string]string{}, serverUUID: map[string]string{}, breaches: map[string]*breach{},
 		checks: map[string]int{}, twoSince: map[string]time.Time{}, maintSince: map[string]time.Time{},
-		maintBefore: map[string]time.Time{}, twins: map[string]*twinSpan{}, kick: make(chan struct{}, 1)}
+		maintBefore: map[string]time.Time{}, twins: map[string]*twinSpan{}, kick: make(chan struct{}, 1),
+		flashes: map[string][]redfish.Record{}, fwSeen: map[string]bool{}}
 	m.setStart(time.Now())
 	return m
 }
@@ -375,6 +418,7 @@ func (m *model) take(ctx context.Context) (*snapshot, error) {
 			v.BMC = o.Spec.BMCRef.Name
 		}
 		v.Ready, _ = condStatus(o.Status.Conditions, metalv1alpha1.ConditionReady)
+		v.Requests = requests(o.Annotations)
 		s.Servers[o.Name] = v
 	}
 	for i := range claims.Items {
@@ -403,7 +447,7 @@ func (m *model) take(ctx context.Context) (*snapshot, error) {
 	for i := range bmcs.Items {
 		o := &bmcs.Items[i]
 		v := &bmcView{UID: string(o.UID), Deleting: !o.DeletionTimestamp.IsZero(), State: string(o.Status.State),
-			Op: o.Annotations[metalv1alpha1.OperationAnnotation]}
+			Op: o.Annotations[metalv1alpha1.OperationAnnotation], Secret: o.Spec.BMCSecretRef.Name}
 		v.Ready, _ = condStatus(o.Status.Conditions, metalv1alpha1.ConditionReady)
 		s.BMCs[o.Name] = v
 	}
@@ -448,6 +492,9 @@ func (m *model) add(s *snapshot) {
 				m.maintBefore[mt.UID] = s.Start
 			}
 		}
+	}
+	if prev != nil && !s.Restoring {
+		m.registerRequests(prev, s)
 	}
 	m.trackOps(s)
 	if !s.Restoring {
@@ -604,11 +651,15 @@ func (m *model) registerOp(server, uid, uuid, op string, setAt time.Time) {
 // registerBMCOp records an operation annotation the harness set on BMC object name (emulated
 // BMC index i).
 func (m *model) registerBMCOp(name, uid string, i int, op string, setAt time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if op == metalv1alpha1.OperationRotateCredentials {
+		m.rotations = append(m.rotations, rotationAsk{BMC: i, SetAt: setAt})
+		return
+	}
 	if opClass(op) != clsBMC {
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.ops = append(m.ops, &opInstance{Server: name, ServerUID: uid, Op: op, Class: clsBMC, SetAt: setAt, BMC: i})
 }
 
@@ -808,6 +859,14 @@ func (m *model) judge(r redfish.Record) {
 		m.judgeBMCReset(r)
 		return
 	}
+	switch r.Action {
+	case redfish.ActionAccountCreate, redfish.ActionAccountPassword, redfish.ActionAccountDelete:
+		m.judgeAccount(r)
+		return
+	case redfish.ActionSimpleUpdate:
+		m.judgeFlash(r)
+		return
+	}
 	if cls == clsNone {
 		m.judged = append(m.judged, judgedRecord{r, "not an action on the box"})
 		return
@@ -821,10 +880,13 @@ func (m *model) judge(r redfish.Record) {
 		what = "boot override " + r.Boot.Target + "/" + r.Boot.Enabled
 	}
 	for _, op := range m.ops {
-		if op.UUID == uuid && op.Class == cls && len(op.Done) == 0 && !r.Time.Before(op.SetAt) {
+		if op.UUID == uuid && op.matches(cls) && len(op.Done) == 0 && !r.Time.Before(op.SetAt) {
 			op.Done = append(op.Done, r)
 			m.checks[invOnce]++
 			m.judged = append(m.judged, judgedRecord{r, "operation " + op.Op})
+			if op.Flash != "" {
+				m.judgeFlashRestart(op, r)
+			}
 			return
 		}
 	}
@@ -909,7 +971,9 @@ func (m *model) anyMaintenanceBoot(ev []*snapshot, uuid string) bool {
 // been carried out.
 func (m *model) finalOps(last *snapshot) {
 	for _, op := range m.ops {
-		if len(op.Done) > 0 || op.Disturbed != "" || op.Moot {
+		// A firmware restart's "at least once" is the firmware object's to report: it fails
+		// the attempt when the version does not show.
+		if len(op.Done) > 0 || op.Disturbed != "" || op.Moot || op.Flash != "" {
 			continue
 		}
 		if uid, annotation, _, ok := last.annotated(op); ok && uid == op.ServerUID && annotation == op.Op {
@@ -980,4 +1044,120 @@ func (m *model) sortedBreaches() []*breach {
 		out = append(out, m.breaches[k])
 	}
 	return out
+}
+
+// requests reads the firmware controller's operation requests off a Server's annotations: the
+// requester's token beside a pending operation annotation, the intent's by= field, and the
+// tokens of the results the Server keeps.
+func requests(a map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, res := range strings.Split(a[metal.OperationResultAnnotation], ",") {
+		if tok, _, ok := strings.Cut(strings.TrimSpace(res), " "); ok {
+			out[tok] = ""
+		}
+	}
+	if intent := a[metal.OperationIntentAnnotation]; intent != "" {
+		op, _, _ := strings.Cut(intent, "/")
+		for _, f := range strings.Fields(intent) {
+			if tok, ok := strings.CutPrefix(f, "by="); ok {
+				out[tok] = op
+			}
+		}
+	}
+	if tok := a[metal.OperationRequesterAnnotation]; tok != "" {
+		out[tok] = a[metalv1alpha1.OperationAnnotation]
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// flashOf is the flash a firmware request's token names: the object's UID, the version's hash
+// and the attempt, without when it was recorded and how often the restart was asked again.
+func flashOf(token string) string {
+	f := strings.Split(token, ".")
+	if len(f) != 5 {
+		return token
+	}
+	return f[0] + "." + f[2] + "." + f[3]
+}
+
+// registerRequests turns firmware requests first seen in s into operations: each is asked no
+// earlier than prev's lists, which did not show it.
+func (m *model) registerRequests(prev, s *snapshot) {
+	for name, v := range s.Servers {
+		for tok, op := range v.Requests {
+			if m.fwSeen[tok] {
+				continue
+			}
+			m.fwSeen[tok] = true
+			cls := opClass(op)
+			if op == "" || (cls != clsRestart && cls != clsOn) {
+				op, cls = "", clsRestart
+			}
+			m.ops = append(m.ops, &opInstance{Server: name, ServerUID: v.UID, UUID: v.UUID, Op: op, Class: cls, SetAt: prev.Start, BMC: -1, Flash: flashOf(tok)})
+		}
+	}
+}
+
+// judgeFlashRestart: one flash is at most one restart of its box; a second one (asked again
+// although the first was carried out) breaches invOnce.
+func (m *model) judgeFlashRestart(op *opInstance, r redfish.Record) {
+	for _, other := range m.ops {
+		if other != op && other.Flash == op.Flash && len(other.Done) > 0 {
+			m.breach(invOnce, op.Server+" flash "+op.Flash, "the flash %s restarted %s twice: %s at +%s, then %s at +%s",
+				op.Flash, op.Server, other.Done[0].ResetType, m.since(other.Done[0].Time), r.ResetType, m.since(r.Time))
+			return
+		}
+	}
+}
+
+// judgeFlash: every image (one per firmware object and attempt in the campaign) is sent once;
+// a second SimpleUpdate of it breaches invOnce, whatever the BMC answered to the first.
+func (m *model) judgeFlash(r redfish.Record) {
+	m.checks[invOnce]++
+	prev := m.flashes[r.Image]
+	m.flashes[r.Image] = append(prev, r)
+	if len(prev) > 0 {
+		m.breach(invOnce, "flash "+r.Image, "image %s sent %d times: to bmc-%d at +%s, then to bmc-%d at +%s",
+			r.Image, len(prev)+1, prev[0].BMC, m.since(prev[0].Time), r.BMC, m.since(r.Time))
+		m.judged = append(m.judged, judgedRecord{r, "second flash"})
+		return
+	}
+	m.judged = append(m.judged, judgedRecord{r, "flash"})
+}
+
+// judgeAccount: an account request reaches only a BMC whose rotation was asked, and only while
+// its BMCSecret is its own: a rotation asked while another BMC names the Secret is refused, and
+// the Secret's other BMCs are never sent its pending password.
+func (m *model) judgeAccount(r redfish.Record) {
+	m.checks[invAccounts]++
+	name := fmt.Sprintf("bmc-%d", r.BMC)
+	asked := false
+	for _, a := range m.rotations {
+		asked = asked || (a.BMC == r.BMC && !a.SetAt.After(r.Time))
+	}
+	if !asked {
+		m.breach(invAccounts, name, "%s (%s) on %s at +%s: nobody asked to rotate its credentials", r.Action, r.Account, name, m.since(r.Time))
+		m.judged = append(m.judged, judgedRecord{r, "UNASKED account change"})
+		return
+	}
+	ev := m.evidence(r.Time)
+	var shared []string
+	for _, s := range ev {
+		others := s.sharing(name)
+		if len(others) == 0 {
+			m.judged = append(m.judged, judgedRecord{r, "rotate-credentials"})
+			return
+		}
+		shared = others
+	}
+	if len(ev) == 0 {
+		m.judged = append(m.judged, judgedRecord{r, "no evidence"})
+		return
+	}
+	m.breach(invAccounts, name, "%s (%s) on %s at +%s while its BMCSecret is shared with %v (every poll from +%s on): the rotation must be refused",
+		r.Action, r.Account, name, m.since(r.Time), shared, m.since(ev[0].Start))
+	m.judged = append(m.judged, judgedRecord{r, "account change on a shared Secret"})
 }

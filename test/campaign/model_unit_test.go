@@ -1,11 +1,13 @@
 package campaign
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 )
 
@@ -43,7 +45,17 @@ func TestScheduleIsAFunctionOfItsSeed(t *testing.T) {
 			t.Errorf("no schedule of 40 seeds injects %s", f)
 		}
 	}
-	for _, k := range []kind{kHeal, kFixSecret} {
+	for _, st := range stepsOf(40) {
+		if st.Kind == kFirmware {
+			faults[st.Fault] = true
+		}
+	}
+	for _, f := range []string{fFlashLost, fFlashInert} {
+		if !faults[f] {
+			t.Errorf("no schedule of 40 seeds upgrades a BIOS with %s", f)
+		}
+	}
+	for _, k := range []kind{kHeal, kFixSecret, kShare, kUnshare, kFirmware, kFirmwareDelete} {
 		if !kinds[k] {
 			t.Errorf("no schedule of 40 seeds has a %s step", k)
 		}
@@ -53,6 +65,14 @@ func TestScheduleIsAFunctionOfItsSeed(t *testing.T) {
 			t.Errorf("no schedule of 40 seeds injects %s", f.f)
 		}
 	}
+}
+
+func stepsOf(seeds uint64) []step {
+	var out []step
+	for seed := range seeds {
+		out = append(out, newSchedule(seed).Steps...)
+	}
+	return out
 }
 
 // fixture is a model over a fake recorder with one system, uuid "u0" behind bmc-0.
@@ -372,5 +392,114 @@ func TestModelFlagsAnActionOnAPausedServer(t *testing.T) {
 				t.Fatalf("%d breaches of %s, want %d", n, invPaused, tc.want)
 			}
 		})
+	}
+}
+
+// pollBMCs files a snapshot with BMC objects (names to the BMCSecret each names) and no servers.
+func (f *fixture) pollBMCs(secrets map[string]string) {
+	f.now = f.now.Add(150 * time.Millisecond)
+	s := &snapshot{Start: f.now, End: f.now.Add(10 * time.Millisecond), Servers: map[string]*srvView{}, Claims: map[string]*claimView{},
+		Maints: map[string]*maintView{}, BMCs: map[string]*bmcView{}}
+	for name, sec := range secrets {
+		s.BMCs[name] = &bmcView{UID: name + "-1", Secret: sec}
+	}
+	f.m.mu.Lock()
+	f.m.add(s)
+	f.m.mu.Unlock()
+}
+
+func (f *fixture) record(r redfish.Record) {
+	f.seq++
+	r.Seq, r.Time = f.seq, f.now.Add(50*time.Millisecond)
+	f.recs = append(f.recs, r)
+}
+
+// A shared BMCSecret: the BMC that joined it is never sent the pending password of a rotation
+// asked of the other, and the one asked refuses while the Secret is shared; once it names its
+// own Secret again the rotation is its own.
+func TestModelJudgesAccountRequestsByTheirAskAndTheSecretsSharing(t *testing.T) {
+	own := map[string]string{"bmc-0": "bmc-0", "bmc-1": "bmc-1"}
+	shared := map[string]string{"bmc-0": "bmc-0", "bmc-1": "bmc-0"}
+	for _, tc := range []struct {
+		name    string
+		secrets map[string]string
+		askOn   int // -1: none
+		sentTo  int
+		breach  bool
+	}{
+		{"the partner of a shared Secret, nobody asked it", shared, 0, 1, true},
+		{"the BMC asked, while its Secret is shared", shared, 0, 0, true},
+		{"the BMC asked, its Secret its own", own, 0, 0, false},
+		{"a BMC nobody asked, its Secret its own", own, -1, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			for range 3 {
+				f.pollBMCs(tc.secrets)
+			}
+			if tc.askOn >= 0 {
+				f.m.registerBMCOp(fmt.Sprintf("bmc-%d", tc.askOn), "uid", tc.askOn, metalv1alpha1.OperationRotateCredentials, f.now)
+			}
+			for range 40 { // longer than the decision window: every poll around the request agrees
+				f.pollBMCs(tc.secrets)
+			}
+			f.record(redfish.Record{BMC: tc.sentTo, Action: redfish.ActionAccountPassword, Account: "admin"})
+			f.pollBMCs(tc.secrets)
+			if got := f.breaches(invAccounts) == 1; got != tc.breach {
+				t.Fatalf("breached %v, want %v (%v)", got, tc.breach, f.logs)
+			}
+		})
+	}
+}
+
+// One image is sent once: a second SimpleUpdate of it is a second flash, even after a lost
+// answer.
+func TestModelFlagsASecondFlashOfOneImage(t *testing.T) {
+	f := newFixture(t)
+	f.poll(claimed(metalv1alpha1.PowerOn, false))
+	f.record(redfish.Record{Action: redfish.ActionSimpleUpdate, Image: "http://fw/a.bin"})
+	f.record(redfish.Record{Action: redfish.ActionSimpleUpdate, Image: "http://fw/b.bin"})
+	f.poll(claimed(metalv1alpha1.PowerOn, false))
+	if n := f.breaches(invOnce); n != 0 {
+		t.Fatalf("two images flashed once each: %d breaches", n)
+	}
+	f.record(redfish.Record{Action: redfish.ActionSimpleUpdate, Image: "http://fw/a.bin"})
+	f.poll(claimed(metalv1alpha1.PowerOn, false))
+	if n := f.breaches(invOnce); n != 1 {
+		t.Fatalf("image flashed twice: %d breaches, want 1", n)
+	}
+}
+
+// The firmware controller's restart of a claimed server, seen as its request on the Server, is
+// asked for; a second restart for the same flash (asked again under a new token) is not.
+func TestModelAllowsOneRestartPerFlash(t *testing.T) {
+	f := newFixture(t)
+	withRequest := func(ann map[string]string) (map[string]*srvView, map[string]*claimView) {
+		srv, cl := claimed(metalv1alpha1.PowerOn, false)
+		srv["s0"].Requests = requests(ann)
+		return srv, cl
+	}
+	const tok = "uid-1.20250101T000000.abcd1234.1.0"
+	for range 3 {
+		f.poll(claimed(metalv1alpha1.PowerOn, false))
+	}
+	f.poll(withRequest(map[string]string{metalv1alpha1.OperationAnnotation: metalv1alpha1.OperationHardRestartServer,
+		metal.OperationRequesterAnnotation: tok}))
+	f.act("ForceRestart")
+	f.poll(withRequest(map[string]string{metal.OperationResultAnnotation: tok + " done"}))
+	if n := f.breaches(invUnasked) + f.breaches(invOnce); n != 0 {
+		t.Fatalf("the flash's restart: %d breaches (%v)", n, f.logs)
+	}
+	// Long after the duplicate window: only the flash ties the two together.
+	for range 120 {
+		f.poll(withRequest(map[string]string{metal.OperationResultAnnotation: tok + " done"}))
+	}
+	again := "uid-1.20250101T000100.abcd1234.1.1"
+	f.poll(withRequest(map[string]string{metal.OperationResultAnnotation: tok + " done",
+		metal.OperationIntentAnnotation: metalv1alpha1.OperationHardRestartServer + "/issuing@1 by=" + again}))
+	f.act("ForceRestart")
+	f.poll(withRequest(map[string]string{metal.OperationResultAnnotation: tok + " done, " + again + " done"}))
+	if n := f.breaches(invOnce); n != 1 {
+		t.Fatalf("a second restart for one flash: %d breaches, want 1 (%v)", n, f.logs)
 	}
 }

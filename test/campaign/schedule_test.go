@@ -33,6 +33,12 @@ const (
 	kRecreate        kind = "recreate-bmc"
 	kFixSecret       kind = "fix-bmcsecret"
 	kProbe           kind = "probe-healthy"
+	// kFirmware creates a BIOSVersion for the target's server (Enforced maintenance), with the
+	// step's firmware fault (Fault, if any) set on its BMC first; kFirmwareDelete deletes it.
+	kFirmware       kind = "bios-upgrade"
+	kFirmwareDelete kind = "delete-biosversion"
+	// kUnshare gives the partner of a kShare its own BMCSecret back.
+	kUnshare kind = "unshare-bmcsecret"
 )
 
 // Control-plane faults.
@@ -50,12 +56,15 @@ const (
 	kFault       kind = "bmc-fault"
 	kHeal        kind = "bmc-heal"
 	kCredentials kind = "bmc-credentials"
+	// kShare points a second BMC (the target plus Slot) at the target's BMCSecret, its password
+	// made the same on the emulator: one Secret for two BMCs, as fleets often have.
+	kShare kind = "share-bmcsecret"
 )
 
 // isFault reports whether a step injects a fault (the rest are user actions and their follow-ups).
 func (k kind) isFault() bool {
 	switch k {
-	case kWipeStatus, kStrip, kKill, kHandover, kRestore, kFault, kCredentials:
+	case kWipeStatus, kStrip, kKill, kHandover, kRestore, kFault, kCredentials, kShare:
 		return true
 	}
 	return false
@@ -90,6 +99,11 @@ const (
 	// fMove runs "metalhub move" of the BMC's rack while the source's manager keeps running; its
 	// heal gives the move up (the target's copies deleted, the source unpaused).
 	fMove = "move-source-running"
+	// fFlashLost serves update tasks without payload and answers every action 500 after
+	// carrying it out: the flash's answer is lost and no task says which image it carries.
+	fFlashLost = "flash-answer-lost"
+	// fFlashInert completes every flash and installs nothing.
+	fFlashInert = "flash-changes-nothing"
 )
 
 // Forms of a second registration (step.Object of an fTwin fault).
@@ -439,6 +453,38 @@ func newSchedule(seed uint64) *schedule {
 		heal.Kind, heal.At, heal.Origin = kHeal, st.At+st.Dur, origin
 		add(heal)
 	}
+	// A shared BMCSecret with a rotation asked on one of its BMCs, and a BIOS upgrade (with a
+	// lost answer, a flash that changes nothing, or neither) that may be deleted mid-flash: a
+	// stream of their own again, each in about half the seeds.
+	fw := rand.New(rand.NewPCG(seed, 0x6669726d77617265))
+	if fw.IntN(2) == 0 {
+		st := step{At: time.Duration(fw.Int64N(int64(s.Chaos * 2 / 3))), Kind: kShare, Index: fw.IntN(s.BMCs), Slot: 1 + fw.IntN(s.BMCs-1),
+			Dur: between(fw, 4*time.Second, 9*time.Second), Origin: -1}
+		origin := add(st)
+		// The rotation is asked of the Secret's first BMC or of the one that joined it.
+		ask := st
+		ask.Kind, ask.At, ask.Origin, ask.Op = kBMCOperation, st.At+between(fw, 500*time.Millisecond, 2500*time.Millisecond), origin, metalv1alpha1.OperationRotateCredentials
+		ask.Slot = []int{0, st.Slot}[fw.IntN(2)]
+		add(ask)
+		un := st
+		un.Kind, un.At, un.Origin = kUnshare, st.At+st.Dur, origin
+		add(un)
+	}
+	if fw.IntN(2) == 0 {
+		st := step{At: time.Duration(fw.Int64N(int64(s.Chaos * 3 / 5))), Kind: kFirmware, Index: fw.IntN(s.BMCs), Claimed: fw.IntN(2) == 0,
+			Fault: []string{"", fFlashLost, fFlashInert}[fw.IntN(3)], Dur: between(fw, 6*time.Second, 12*time.Second), Origin: -1}
+		origin := add(st)
+		if st.Fault != "" {
+			heal := st
+			heal.Kind, heal.At, heal.Origin = kHeal, st.At+st.Dur, origin
+			add(heal)
+		}
+		if fw.IntN(2) == 0 {
+			del := st
+			del.Kind, del.At, del.Origin = kFirmwareDelete, st.At+between(fw, time.Second, 4*time.Second), origin
+			add(del)
+		}
+	}
 	slices.SortStableFunc(s.Steps, func(a, b step) int { return int(a.At - b.At) })
 	return s
 }
@@ -472,7 +518,23 @@ func (st step) describe(num map[int]int) string {
 			b.WriteString(" +label edit")
 		}
 	case kBMCOperation:
-		fmt.Fprintf(&b, " bmc=%d op=%s", st.Index, st.Op)
+		if st.Origin >= 0 {
+			fmt.Fprintf(&b, " bmc=%d+%d op=%s", st.Index, st.Slot, st.Op) // the Slot-th after the share's first BMC
+		} else {
+			fmt.Fprintf(&b, " bmc=%d op=%s", st.Index, st.Op)
+		}
+	case kShare, kUnshare:
+		fmt.Fprintf(&b, " bmc=%d+%d", st.Index, st.Slot)
+		if st.Kind == kShare {
+			fmt.Fprintf(&b, " for %s", st.Dur.Round(100*time.Millisecond))
+		}
+	case kFirmware:
+		fmt.Fprintf(&b, "%s", target)
+		if st.Fault != "" {
+			fmt.Fprintf(&b, " with %s", st.Fault)
+		}
+	case kFirmwareDelete:
+		b.WriteString(target)
 	case kMaintCreate:
 		fmt.Fprintf(&b, " maint-%d%s policy=%s power=%q bootTemplate=%v", st.Slot, target, st.Policy, st.Power, st.Template)
 	case kMaintApprove, kMaintDelete:

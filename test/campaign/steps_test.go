@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 )
 
@@ -51,6 +52,9 @@ func (w *world) run(st step) string {
 	if !ok || st.Origin < 0 {
 		i = w.target(st)
 	}
+	if st.Kind == kBMCOperation && st.Origin >= 0 {
+		i = (i + st.Slot) % w.sch.BMCs // a rotation asked of one BMC of a shared Secret
+	}
 	w.resolved[st.ID] = i
 	switch st.Kind {
 	case kClaimByName:
@@ -61,7 +65,9 @@ func (w *world) run(st step) string {
 				w.disturbProbes(j, st.Kind)
 			}
 		}
-	case kClaimDelete, kClaimPower, kMaintApprove, kMaintDelete, kBackup, kProbe, kFixSecret, kRecreate:
+	case kClaimDelete, kClaimPower, kMaintApprove, kMaintDelete, kBackup, kProbe, kFixSecret, kRecreate, kUnshare, kFirmwareDelete:
+	case kShare:
+		w.disturbProbes((i+st.Slot)%w.sch.BMCs, st.Kind)
 	default:
 		w.disturbProbes(i, st.Kind)
 	}
@@ -243,6 +249,14 @@ func (w *world) exec(st step, i int) (string, error) {
 		return fmt.Sprintf("%s password changed on the BMC, %d sessions expired", w.bmcName(i), n), nil
 	case kProbe:
 		return w.startProbe(st)
+	case kShare:
+		return w.share(i, (i+st.Slot)%w.sch.BMCs)
+	case kUnshare:
+		return w.unshare((i + st.Slot) % w.sch.BMCs)
+	case kFirmware:
+		return w.upgrade(st, i)
+	case kFirmwareDelete:
+		return w.delete(&systemv1alpha1.BIOSVersion{ObjectMeta: metav1.ObjectMeta{Name: biosName(st.Origin)}})
 	}
 	return "", fmt.Errorf("unknown step kind %q", st.Kind)
 }
@@ -505,6 +519,13 @@ func (w *world) fault(st step, i int, set bool) (string, error) {
 		if set {
 			f.ErrorAfterEffect = 500
 		}
+	case fFlashLost:
+		f.ErrorAfterEffect, f.TasksWithoutPayload = 0, set
+		if set {
+			f.ErrorAfterEffect = 500
+		}
+	case fFlashInert:
+		f.UpdateChangesNothing = set
 	case fAddressReuse:
 		w.astray[i] = set
 		if set {
@@ -566,6 +587,13 @@ func (w *world) dead() []int {
 // heal ends every fault: BMCs answer, power transitions take their normal time, credentials and
 // BMCSecrets agree again, ignored servers are handed back, and the fleet's objects all exist.
 func (w *world) heal() {
+	for j := range w.sch.BMCs {
+		if out, err := w.unshare(j); err != nil && !isSkip(err) {
+			w.note("heal: %s: %v", out, err)
+		} else if err == nil {
+			w.note("heal: %s", out)
+		}
+	}
 	if out := w.abandonMove(); out != "no move" {
 		w.note("heal: %s", out)
 	}
@@ -604,4 +632,96 @@ func (w *world) heal() {
 		_, _ = w.operation(step{Op: ""}, i)
 	}
 	w.m.poke()
+}
+
+// share points BMC j at BMC i's BMCSecret and gives j's emulated BMC the credentials in it, as
+// a fleet whose BMCs share one account does; j's own BMCSecret stays for the unshare.
+func (w *world) share(i, j int) (string, error) {
+	if i == j {
+		return "", errSkip("one BMC")
+	}
+	sec := &metalv1alpha1.BMCSecret{}
+	if err := w.c.Get(w.ctx, client.ObjectKey{Name: w.bmcName(i)}, sec); err != nil {
+		return "", notFoundSkip(err)
+	}
+	user, _ := sec.Value(metalv1alpha1.BMCSecretUsernameKey)
+	pass, _ := sec.Value(metalv1alpha1.BMCSecretPasswordKey)
+	if _, pending := sec.Value(metalv1alpha1.BMCSecretPendingPasswordKey); pending {
+		// The password may change under the partner at any moment: not what this step tests.
+		return "", errSkip(w.bmcName(i) + " has a rotation under way")
+	}
+	w.mu.Lock()
+	_, busy := w.shared[i]
+	_, joined := w.shared[j]
+	if !busy && !joined {
+		w.shared[j] = i
+	}
+	w.mu.Unlock()
+	if busy || joined {
+		return "", errSkip("already sharing")
+	}
+	w.fleet.BMC(j).SetCredentials(user, pass)
+	err := w.patch(client.ObjectKey{Name: w.bmcName(j)}, &metalv1alpha1.BMC{}, func(o client.Object) error {
+		if o.GetDeletionTimestamp() != nil {
+			return errSkip("BMC being deleted")
+		}
+		o.(*metalv1alpha1.BMC).Spec.BMCSecretRef.Name = w.bmcName(i)
+		return nil
+	})
+	if err != nil {
+		_, _ = w.unshare(j)
+		return "", notFoundSkip(err)
+	}
+	return fmt.Sprintf("%s now names BMCSecret %s", w.bmcName(j), w.bmcName(i)), nil
+}
+
+// unshare gives BMC j its own credentials and BMCSecret back (nothing when it shares none).
+func (w *world) unshare(j int) (string, error) {
+	w.mu.Lock()
+	i, ok := w.shared[j]
+	delete(w.shared, j)
+	w.mu.Unlock()
+	if !ok {
+		return "", errSkip("not sharing")
+	}
+	b := w.fleet.BMC(j)
+	b.SetCredentials(w.user[j], w.pass[j])
+	if out, err := w.fixSecret(j); err != nil && !isSkip(err) {
+		return out, err
+	}
+	err := w.patch(client.ObjectKey{Name: w.bmcName(j)}, &metalv1alpha1.BMC{}, func(o client.Object) error {
+		o.(*metalv1alpha1.BMC).Spec.BMCSecretRef.Name = w.bmcName(j)
+		return nil
+	})
+	return fmt.Sprintf("%s names its own BMCSecret again, not %s's", w.bmcName(j), w.bmcName(i)), notFoundSkip(err)
+}
+
+// biosName is the BIOSVersion a kFirmware step (by ID) creates.
+func biosName(id int) string { return fmt.Sprintf("bios-%d", id) }
+
+// upgrade sets the step's firmware fault on BMC i and asks for a BIOS upgrade of its server, in
+// an Enforced maintenance (a claimed server is taken without its owner's approval).
+func (w *world) upgrade(st step, i int) (string, error) {
+	if !featuresOf(w.slots[0].bin).firmware {
+		return "", errSkip("the manager binary has no firmware controllers")
+	}
+	out := ""
+	if st.Fault != "" {
+		var err error
+		if out, err = w.fault(st, i, true); err != nil {
+			return out, err
+		}
+		out += ", "
+	}
+	name := biosName(st.ID)
+	v := &systemv1alpha1.BIOSVersion{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: systemv1alpha1.BIOSVersionSpec{
+		ServerRef: &corev1.LocalObjectReference{Name: w.serverName(i)},
+		BIOSVersionTemplate: systemv1alpha1.BIOSVersionTemplate{Version: fmt.Sprintf("campaign-%d", st.ID),
+			ServerMaintenancePolicy: metalv1alpha1.ServerMaintenancePolicyEnforced,
+			Image:                   systemv1alpha1.ImageSpec{URI: fmt.Sprintf("http://fw.example/campaign/%d/%s.bin", w.sch.Seed, name)}}}}
+	if err := w.c.Create(w.ctx, v); err != nil {
+		return out, err
+	}
+	w.m.poke()
+	return out + fmt.Sprintf("created BIOSVersion %s for %s", name, w.serverName(i)), nil
 }

@@ -64,14 +64,16 @@ type world struct {
 	twinned map[int]bool // BMCs whose machine is registered a second time right now
 	// credsChanged are the BMCs whose password changed and is not in their BMCSecret yet.
 	credsChanged map[int]bool
-	moving       *moveRun // the move in flight or not given up yet
-	backup       *backup
-	journal      []string
-	probes       []*probe
-	probeWG      sync.WaitGroup
-	steps        int
-	injected     int
-	notes        []string
+	// shared maps a BMC that names another's BMCSecret (a kShare) to that other BMC.
+	shared   map[int]int
+	moving   *moveRun // the move in flight or not given up yet
+	backup   *backup
+	journal  []string
+	probes   []*probe
+	probeWG  sync.WaitGroup
+	steps    int
+	injected int
+	notes    []string
 }
 
 // client returns a client on the control plane without client-side throttling: the harness polls
@@ -121,7 +123,7 @@ func newWorld(t *testing.T, sch *schedule) (*world, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the log directory: %w", err)
 	}
-	w := &world{t: t, sch: sch, ctx: context.Background(), c: c, dir: dir, num: sch.numbers(), resolved: map[int]int{}, twinned: map[int]bool{}, credsChanged: map[int]bool{}}
+	w := &world{t: t, sch: sch, ctx: context.Background(), c: c, dir: dir, num: sch.numbers(), resolved: map[int]int{}, twinned: map[int]bool{}, credsChanged: map[int]bool{}, shared: map[int]int{}}
 	if err := purge(w.ctx, c); err != nil {
 		return w, err
 	}
