@@ -32,9 +32,11 @@ var (
 	env   *testenv.Env
 	fleet *redfish.Emulator
 	// writes counts the manager's writes: the tests of "one write per pass" read it.
-	writes   = &testenv.WriteCounter{}
-	nextBMC  atomic.Int32
-	testOpts Options
+	writes = &testenv.WriteCounter{}
+	// reconcileErrors counts the passes that returned an error, per controller and object.
+	reconcileErrors = &testenv.ReconcileErrors{}
+	nextBMC         atomic.Int32
+	testOpts        Options
 
 	// reportsOff holds system UUIDs whose PXE boots the stand-in registry ignores.
 	reportsOff sync.Map
@@ -74,7 +76,7 @@ func runSuite(m *testing.M) int {
 	testOpts.HardwareFaultPolicy = FaultPolicyMaintenance
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:    scheme.New(),
-		Logger:    logr.Discard(),
+		Logger:    reconcileErrors.Logger(),
 		Metrics:   metricsserver.Options{BindAddress: "0"},
 		NewClient: writes.NewClient,
 	})
