@@ -52,14 +52,21 @@ func overrideSet(b bmc.BootOverride, target bmc.BootTarget) bool {
 // prepareBoot ejects the medium it names (another boot's), sends nothing else and returns
 // record=true with the value to write (want, "" to remove); the caller writes it and ends the
 // pass. A method the BMC does not advertise fails with errBootUnsupported before anything is
-// sent; the failure is the pass's BootMethod condition.
+// sent; the failure is the pass's BootMethod condition. What the user must fix (a method the BMC
+// lacks, an image it refuses to mount) fails with a lifecycle.ReasonError carrying the
+// condition's reason: stateStep makes that a calm look again, not an error retried with backoff.
 func (r *ServerReconciler) prepareBoot(bctx context.Context, p *serverPass, req bootRequest) (want string, record bool, err error) {
 	defer func() {
 		switch {
 		case err != nil:
-			reason := metalv1alpha1.ReasonBootPreparationFailed
 			if errors.Is(err, errBootUnsupported) {
-				reason = metalv1alpha1.ReasonBootMethodUnsupported
+				err = lifecycle.WithReason(metalv1alpha1.ReasonBootMethodUnsupported, err)
+			}
+			// A reasoned failure is the user's to fix; any other (the BMC not answering, a
+			// 5xx) is retried as an error.
+			reason, ok := lifecycle.ReasonOf(err)
+			if !ok {
+				reason = metalv1alpha1.ReasonBootPreparationFailed
 			}
 			p.bootProblem = &bootProblem{reason: reason, message: err.Error()}
 		case !record:
@@ -122,7 +129,14 @@ func (r *ServerReconciler) prepareBoot(bctx context.Context, p *serverPass, req 
 			return req.uri, true, nil
 		}
 		if err := p.conn.InsertMedia(bctx, p.sysID, req.uri); err != nil {
-			return "", false, fmt.Errorf("inserting virtual media %s for %s: %w", req.uri, req.what, unsupported(err))
+			err = fmt.Errorf("inserting virtual media %s for %s: %w", req.uri, req.what, err)
+			if bmc.ReasonOf(err) == bmc.ReasonUnsupported {
+				// A 400 to a BMC that has the virtual CD: it cannot mount this image (the URI,
+				// the share's reachability or credentials), which is the user's to fix.
+				err = lifecycle.WithReason(metalv1alpha1.ReasonBootPreparationFailed,
+					fmt.Errorf("%w; check that the BMC can reach the image at bootURI", err))
+			}
+			return "", false, err
 		}
 		if overrideSet(p.sys.Boot, bmc.BootCd) {
 			return "", false, nil
@@ -181,7 +195,9 @@ func (r *ServerReconciler) ejectRecorded(bctx context.Context, p *serverPass) (b
 	return true, nil
 }
 
-// reportBoot sets or ends the BootMethod condition from what the pass found.
+// reportBoot sets or ends the BootMethod condition from what the pass found. The pass that
+// prepares a boot writes the power action, not status; so the condition also ends once the box
+// runs (it booted, nothing is being prepared) or no boot is owed (Available, Released).
 func (r *ServerReconciler) reportBoot(p *serverPass, st *metalv1alpha1.ServerStatus) {
 	switch {
 	case p.bootProblem != nil:
@@ -190,7 +206,8 @@ func (r *ServerReconciler) reportBoot(p *serverPass, st *metalv1alpha1.ServerSta
 		if before == nil || before.Reason != p.bootProblem.reason {
 			r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, p.bootProblem.reason, "Boot", "%s", p.bootProblem.message)
 		}
-	case p.bootPrepared:
+	case p.bootPrepared, p.sys.PowerState == bmc.PowerStateOn,
+		p.state == metalv1alpha1.ServerStateAvailable, p.state == metalv1alpha1.ServerStateReleased:
 		apimeta.RemoveStatusCondition(&st.Conditions, metalv1alpha1.ConditionBootMethod)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -176,6 +177,98 @@ func TestUnsupportedBootMethodIsAConditionNotAPXEBoot(t *testing.T) {
 			b.ClearFaults()
 		})
 	}
+}
+
+// A boot the BMC cannot do is the user's to fix (another method, a firmware or licence that has
+// it, an image the BMC can reach): the server says so in its BootMethod condition and one Warning
+// event, and looks again calmly, without a pass that fails, is logged as "Reconciler error" and
+// retried with backoff. Once the BMC can, that calm look boots the box.
+func TestUserFixableBootProblemIsNotAReconcileError(t *testing.T) {
+	const iso, uri = "http://images.example/os.iso", "https://boot.example/shim.efi"
+	for _, tc := range []struct {
+		name   string
+		method metalv1alpha1.BootMethod
+		uri    string
+		faults redfish.Faults
+		reason string
+		says   string // what the condition's message must mention
+		booted string // the BMC's actions once the fault is gone
+	}{
+		{"uehttp", metalv1alpha1.BootMethodHTTP, uri, redfish.Faults{NoHTTPBoot: true},
+			metalv1alpha1.ReasonBootMethodUnsupported, "UEFI HTTP boot", fmt.Sprintf("[Boot:UefiHttp/Once@%s On]", uri)},
+		{"uenovm", metalv1alpha1.BootMethodVirtualMedia, iso, redfish.Faults{NoVirtualMedia: true},
+			metalv1alpha1.ReasonBootMethodUnsupported, "virtual CD", "[InsertMedia:" + iso + " Boot:Cd/Once On]"},
+		{"uemount", metalv1alpha1.BootMethodVirtualMedia, iso, redfish.Faults{MediaMountFails: true},
+			metalv1alpha1.ReasonBootPreparationFailed, "reach the image", "[InsertMedia:" + iso + " Boot:Cd/Once On]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := takeBMCWhere(t, func(b *redfish.BMC) bool { return b.Vendor() != "supermicro" })
+			b.SetFaults(tc.faults)
+			defer b.ClearFaults()
+			server := availableOn(t, b, tc.name)
+			start := time.Now()
+			bootClaim(t, server, tc.name, tc.method, tc.uri)
+			eventually(t, 20*time.Second, "BootMethod condition", func() (bool, string) {
+				c := apimeta.FindStatusCondition(getServer(t, server).Status.Conditions, metalv1alpha1.ConditionBootMethod)
+				return c != nil && c.Reason == tc.reason, fmt.Sprint(c)
+			})
+			c := apimeta.FindStatusCondition(getServer(t, server).Status.Conditions, metalv1alpha1.ConditionBootMethod)
+			if !strings.Contains(c.Message, tc.says) {
+				t.Errorf("condition message %q does not say %q", c.Message, tc.says)
+			}
+			// Several retry intervals' worth of passes: none of them may fail.
+			deadline := time.Now().Add(6 * testOpts.RetryAfter)
+			eventually(t, 10*time.Second, "a few calm passes", func() (bool, string) {
+				if n := reconcileErrors.Count("server", "", server); n > 0 {
+					t.Fatalf("%d server passes failed with a Reconciler error", n)
+				}
+				return time.Now().After(deadline), ""
+			})
+			if got := warnings(t, server, tc.reason); got != 1 {
+				t.Errorf("%d %s events, want 1", got, tc.reason)
+			}
+			if acts := bootActions(since(records(b), start)); len(acts) != 0 {
+				t.Errorf("BMC actions %v, want none", acts)
+			}
+
+			b.ClearFaults()
+			waitSystemPower(t, b, redfish.PowerOn, 10*time.Second)
+			wantActions(t, b, start, tc.booted)
+			eventually(t, 10*time.Second, "BootMethod condition gone", func() (bool, string) {
+				c := apimeta.FindStatusCondition(getServer(t, server).Status.Conditions, metalv1alpha1.ConditionBootMethod)
+				return c == nil, fmt.Sprint(c)
+			})
+			if n := reconcileErrors.Count("server", "", server); n > 0 {
+				t.Errorf("%d server passes failed with a Reconciler error", n)
+			}
+			if err := env.Client.Delete(ctx(), getClaim("default", tc.name)); err != nil {
+				t.Fatal(err)
+			}
+			waitClaimGone(t, "default", tc.name, 20*time.Second)
+		})
+	}
+}
+
+// warnings counts the occurrences of Warning events with reason about the object named
+// regarding (a repeat of one event is its series, not another object).
+func warnings(t *testing.T, regarding, reason string) int {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := env.Client.List(ctx(), list); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range list.Items {
+		if e.Regarding.Name != regarding || e.Reason != reason || e.Type != corev1.EventTypeWarning {
+			continue
+		}
+		if e.Series != nil {
+			n += int(e.Series.Count)
+		} else {
+			n++
+		}
+	}
+	return n
 }
 
 // A status wipe mid-boot (the medium in, the power-on on its way) changes nothing on the BMC:

@@ -384,6 +384,14 @@ func (r *ServerReconciler) stateStep(ctx context.Context, p *serverPass) (lifecy
 	if err != nil {
 		// A step that keeps failing must not keep status from being rebuilt.
 		_, _ = r.observe(p.bctx, ctx, p)
+		if reason, ok := lifecycle.ReasonOf(err); ok {
+			// The user's to fix (a boot method the BMC lacks): the step's condition and its
+			// Warning event say what. Not an error retried with backoff, which only fills the
+			// log; a calm look after the retry interval sees the fix (on the BMC, unwatched),
+			// and a change of the objects watched brings one sooner.
+			ctrl.LoggerFrom(ctx).V(1).Info("waiting for the user", "reason", reason, "problem", err.Error())
+			return lifecycle.RequeueAfter(r.Options.RetryAfter, reason), nil
+		}
 		return res, err
 	}
 	if res.IsWrote() {

@@ -35,15 +35,17 @@ var (
 	writes = &testenv.WriteCounter{}
 	// mgrClient is the manager's (cached, indexed) client, for handlers the tests serve.
 	mgrClient client.Client
-	nextBMC   atomic.Int32
-	testOpts  Options
+	// reconcileErrors counts the passes that returned an error, per controller and object.
+	reconcileErrors = &testenv.ReconcileErrors{}
+	nextBMC         atomic.Int32
+	testOpts        Options
 
 	// reportsOff holds system UUIDs whose PXE boots the stand-in registry ignores.
 	reportsOff sync.Map
 )
 
 const (
-	fleetSize  = 270
+	fleetSize  = 290
 	powerDelay = 300 * time.Millisecond
 	// testHealthPoll is how often servers' hardware logs are read (below the server resync, so it
 	// adds passes; events bring reads sooner).
@@ -76,7 +78,7 @@ func runSuite(m *testing.M) int {
 	testOpts.HardwareFaultPolicy = FaultPolicyMaintenance
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:    scheme.New(),
-		Logger:    logr.Discard(),
+		Logger:    reconcileErrors.Logger(),
 		Metrics:   metricsserver.Options{BindAddress: "0"},
 		NewClient: writes.NewClient,
 	})
