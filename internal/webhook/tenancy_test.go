@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery"
 	"github.com/metalhub/metalhub/internal/scheme"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
@@ -255,5 +257,17 @@ func TestSpecFrozenOnceDeletionStarts(t *testing.T) {
 	// Metadata still moves: the finalizer is released.
 	if err := env.Client.Patch(ctx(t), vr.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); err != nil {
 		t.Fatalf("releasing the finalizer of a VidraResource being deleted: %v", err)
+	}
+}
+
+// Issue 42, finding 1: the configuration this package installs is what the delivery
+// controllers look for before they act as a ServiceAccount a writer named.
+func TestInstalledConfigurationGuardsDelivery(t *testing.T) {
+	var list admissionregistrationv1.ValidatingWebhookConfigurationList
+	if err := env.Client.List(ctx(t), &list); err != nil {
+		t.Fatal(err)
+	}
+	if err := delivery.WebhooksGuard(list.Items, "metalhub-system"); err != nil {
+		t.Fatalf("the installed webhook configuration does not guard delivery: %v", err)
 	}
 }
