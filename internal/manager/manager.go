@@ -292,6 +292,8 @@ func newManager(cfg *rest.Config, o Options, l *Listeners, log logr.Logger) (ctr
 		// The webhook admits the admitted-* annotations only from writers who may read the
 		// Secret they name: with it, the controllers may honour them.
 		o.Delivery.TrustAdmittedCredentials = true
+		// And act as the ServiceAccounts writers name, once the configuration sends both kinds here.
+		o.Delivery.AdmissionWebhook = true
 		o.Webhook.Delivery = o.Delivery
 		if err := webhook.Setup(mgr, o.Webhook); err != nil {
 			return nil, fmt.Errorf("setting up webhooks: %w", err)

@@ -13,7 +13,7 @@ import (
 	"github.com/metalhub/metalhub/internal/infrahub"
 )
 
-// +kubebuilder:webhook:path=/validate-infrahub-operators-com-v1alpha1-infrahubsync,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrahub.operators.com,resources=infrahubsyncs,verbs=create;update,versions=v1alpha1,name=vinfrahubsync.infrahub.operators.com,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-infrahub-operators-com-v1alpha1-infrahubsync,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrahub.operators.com,resources=infrahubsyncs,verbs=create;update;delete,versions=v1alpha1,name=vinfrahubsync.infrahub.operators.com,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10
 
 // InfrahubSyncValidator refuses a spec.source.targetDate that Infrahub would misread or refuse
 // (now+2h, now-2d, a date without a time, ...), with the same explanation the sync controller
@@ -32,25 +32,22 @@ func (v InfrahubSyncValidator) ValidateCreate(ctx context.Context, s *infrahubv1
 	if err := syncError(s, ValidateInfrahubSyncSpec(&s.Spec)); err != nil {
 		return nil, err
 	}
-	return nil, v.access(ctx, nil, s)
+	return nil, v.access(ctx, nil, s, false)
 }
 
-// ValidateUpdate checks the target date only when it changes, and the writer's rights only when
-// the destination or the source URL changes, so that a sync admitted before the webhook existed
-// can still be updated and deleted (the controller reports its bad date).
+// ValidateUpdate checks the target date only when it changes (a sync admitted before the
+// webhook existed keeps its bad date, which the controller reports), and the writer's rights
+// whenever the update changes what the sync makes the operator do (delivery.Admission.CheckSync).
 func (v InfrahubSyncValidator) ValidateUpdate(ctx context.Context, old, s *infrahubv1alpha1.InfrahubSync) (admission.Warnings, error) {
-	if s.DeletionTimestamp != nil {
-		return nil, nil
-	}
 	if old.Spec.Source.TargetDate != s.Spec.Source.TargetDate {
 		if err := syncError(s, ValidateInfrahubSyncSpec(&s.Spec)); err != nil {
 			return nil, err
 		}
 	}
-	return nil, v.access(ctx, old, s)
+	return nil, v.access(ctx, old, s, false)
 }
 
-func (v InfrahubSyncValidator) access(ctx context.Context, old, s *infrahubv1alpha1.InfrahubSync) error {
+func (v InfrahubSyncValidator) access(ctx context.Context, old, s *infrahubv1alpha1.InfrahubSync, deleting bool) error {
 	if v.Access == nil {
 		return nil
 	}
@@ -58,15 +55,20 @@ func (v InfrahubSyncValidator) access(ctx context.Context, old, s *infrahubv1alp
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
-	if err := v.Access.CheckSync(ctx, req.UserInfo, old, s); err != nil {
+	check := func() error { return v.Access.CheckSync(ctx, req.UserInfo, old, s) }
+	if deleting {
+		check = func() error { return v.Access.CheckSyncDelete(ctx, req.UserInfo, s) }
+	}
+	if err := check(); err != nil {
 		return apierrors.NewForbidden(infrahubv1alpha1.GroupVersion.WithResource("infrahubsyncs").GroupResource(), s.Name, err)
 	}
 	return nil
 }
 
-// ValidateDelete allows every deletion.
-func (InfrahubSyncValidator) ValidateDelete(context.Context, *infrahubv1alpha1.InfrahubSync) (admission.Warnings, error) {
-	return nil, nil
+// ValidateDelete requires the writer to be allowed what the deletion makes the operator do:
+// remove the sync's objects as its ServiceAccount (delivery.Admission.CheckSyncDelete).
+func (v InfrahubSyncValidator) ValidateDelete(ctx context.Context, s *infrahubv1alpha1.InfrahubSync) (admission.Warnings, error) {
+	return nil, v.access(ctx, nil, s, true)
 }
 
 func syncError(s *infrahubv1alpha1.InfrahubSync, errs field.ErrorList) error {

@@ -65,7 +65,10 @@ func DefaultOptions() Options {
 
 // BindFlags registers the webhook flags on fs.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
-	fs.BoolVar(&o.Enabled, "enable-webhooks", o.Enabled, "Serve the validating admission webhooks (unique Endpoint MACs, ServerClaim selectors, InfrahubSync target dates). config/default and the chart turn this on.")
+	fs.BoolVar(&o.Enabled, "enable-webhooks", o.Enabled, "Serve the validating admission webhooks (unique Endpoint MACs, ServerClaim selectors, InfrahubSync target dates, "+
+		"and that whoever creates, updates or deletes an InfrahubSync or VidraResource may do what it makes the operator do). "+
+		"Without them delivery acts only as the admin's identity (--delivery-default-service-account): a ServiceAccount a writer "+
+		"names is refused (AdmissionRequired). config/default and the chart turn this on.")
 	fs.IntVar(&o.Port, "webhook-port", o.Port, "Port the admission webhook server listens on.")
 	fs.StringVar(&o.CertDir, "webhook-cert-dir", o.CertDir, "Directory with the webhook server's tls.crt and tls.key (a mounted Secret); when it has neither, a self-signed CA and certificate for localhost are generated into it (local runs).")
 }

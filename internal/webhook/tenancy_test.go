@@ -1,28 +1,32 @@
 package webhook_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery"
 	"github.com/metalhub/metalhub/internal/scheme"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
 
 var tenantSeq atomic.Int32
 
-// tenant is a user with what a platform team gives one: create (and read, update) on the two
+// tenant is a user with what a platform team gives one: create (and read, update, delete) on the two
 // cluster-scoped delivery kinds, and edit in their own namespace. It returns the user's name,
 // namespace and a client acting as them (impersonation by the admin).
 func tenant(t *testing.T, name string) (string, string, client.Client) {
@@ -32,7 +36,7 @@ func tenant(t *testing.T, name string) (string, string, client.Client) {
 	mustCreate(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	mustCreate(t, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "delivery-writer-" + user},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{infrahubv1alpha1.GroupVersion.Group},
-			Resources: []string{"infrahubsyncs", "vidraresources"}, Verbs: []string{"create", "get", "list", "update", "patch"}}}})
+			Resources: []string{"infrahubsyncs", "vidraresources"}, Verbs: []string{"create", "get", "list", "update", "patch", "delete"}}}})
 	mustCreate(t, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "delivery-writer-" + user},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "delivery-writer-" + user},
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: user}}})
@@ -168,3 +172,102 @@ func TestSyncsResourcesKeepTheSyncsDestination(t *testing.T) {
 }
 
 func ptrTrue() *bool { b := true; return &b }
+
+// Issue 42, finding 2: both kinds are cluster-scoped, so every tenant may write every object of
+// them; each write is judged with the writer's rights for the object it leaves behind. Tenant B
+// cannot make the operator act as tenant A's ServiceAccount by editing or deleting A's objects.
+func TestTenantCannotWriteAnothersObjects(t *testing.T) {
+	_, nsA, asA := tenant(t, "owner-a")
+	b, _, asB := tenant(t, "intruder-b")
+	dest := infrahubv1alpha1.Destination{Namespace: nsA, ServiceAccountName: "deployer"}
+	s := syncTo("a-sync-"+nsA, "https://infrahub-a.example", dest)
+	if err := asA.Create(ctx(t), s); err != nil {
+		t.Fatalf("tenant A's own sync refused: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), s) })
+	vr := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "a-vr-" + nsA},
+		Spec: infrahubv1alpha1.VidraResourceSpec{Destination: dest, Manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n"}}
+	if err := asA.Create(ctx(t), vr); err != nil {
+		t.Fatalf("tenant A's own VidraResource refused: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), vr) })
+	impersonate := fmt.Sprintf(`user %q may not impersonate serviceaccounts "deployer" in namespace %s`, b, nsA)
+
+	// B rewrites A's manifest: it would be applied as A's ServiceAccount in A's namespace.
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"manifest":"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: planted\n"}}`))
+	forbidden(t, asB.Patch(ctx(t), vr.DeepCopy(), patch), impersonate)
+	// B points A's sync at nothing and lets an empty result prune A's objects.
+	patch = client.RawPatch(types.MergePatchType, []byte(`{"spec":{"source":{"artefactName":"does-not-exist","allowEmpty":true}}}`))
+	forbidden(t, asB.Patch(ctx(t), s.DeepCopy(), patch), impersonate)
+	// B asks the operator to act on A's sync (an infrahub.operators.com annotation).
+	patch = client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+infrahubv1alpha1.RequestedAtAnnotation+`":"now"}}}`))
+	forbidden(t, asB.Patch(ctx(t), s.DeepCopy(), patch), impersonate)
+	// B hangs A's VidraResource under a sync of B's choosing.
+	patch = client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"ownerReferences":[{"apiVersion":"infrahub.operators.com/v1alpha1","kind":"InfrahubSync","name":"b-sync","uid":"0b0b0b0b-0000-4000-8000-000000000000","controller":true}]}}`))
+	forbidden(t, asB.Patch(ctx(t), vr.DeepCopy(), patch), impersonate)
+	// B deletes A's sync and A's VidraResource: their finalizers would prune as A's ServiceAccount.
+	forbidden(t, asB.Delete(ctx(t), s.DeepCopy()), impersonate)
+	forbidden(t, asB.Delete(ctx(t), vr.DeepCopy()), impersonate)
+	// A label is no instruction to the operator: it passes.
+	patch = client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"seen-by":"b"}}}`))
+	if err := asB.Patch(ctx(t), s.DeepCopy(), patch); err != nil {
+		t.Fatalf("a label refused: %v", err)
+	}
+
+	// A may do all of it to her own objects.
+	patch = client.RawPatch(types.MergePatchType, []byte(`{"spec":{"manifest":"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n"}}`))
+	if err := asA.Patch(ctx(t), vr.DeepCopy(), patch); err != nil {
+		t.Fatalf("tenant A editing her own VidraResource refused: %v", err)
+	}
+	if err := asA.Delete(ctx(t), vr.DeepCopy()); err != nil {
+		t.Fatalf("tenant A deleting her own VidraResource refused: %v", err)
+	}
+	if err := asA.Delete(ctx(t), s.DeepCopy()); err != nil {
+		t.Fatalf("tenant A deleting her own sync refused: %v", err)
+	}
+}
+
+// Issue 42, finding 2: once deletion has started, the spec is what the finalizer cleans up
+// after; nobody changes it, its owner and the admin included.
+func TestSpecFrozenOnceDeletionStarts(t *testing.T) {
+	_, nsA, asA := tenant(t, "deleting")
+	dest := infrahubv1alpha1.Destination{Namespace: nsA, ServiceAccountName: "deployer"}
+	hold := "test.metalhub.io/hold"
+	s := syncTo("deleting-"+nsA, "https://infrahub-deleting.example", dest)
+	s.Finalizers = []string{hold}
+	vr := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "deleting-vr-" + nsA, Finalizers: []string{hold}},
+		Spec: infrahubv1alpha1.VidraResourceSpec{Destination: dest, Manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n"}}
+	for _, obj := range []client.Object{s, vr} {
+		if err := asA.Create(ctx(t), obj); err != nil {
+			t.Fatalf("%T refused: %v", obj, err)
+		}
+		t.Cleanup(func() {
+			_ = env.Client.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+		})
+		if err := asA.Delete(ctx(t), obj); err != nil {
+			t.Fatalf("deleting %T: %v", obj, err)
+		}
+	}
+	for _, c := range []client.Client{asA, env.Client} {
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"manifest":"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\n"}}`))
+		forbidden(t, c.Patch(ctx(t), vr.DeepCopy(), patch), "spec cannot change once deletion has started")
+		patch = client.RawPatch(types.MergePatchType, []byte(`{"spec":{"destination":{"namespace":"default"}}}`))
+		forbidden(t, c.Patch(ctx(t), s.DeepCopy(), patch), "spec cannot change once deletion has started")
+	}
+	// Metadata still moves: the finalizer is released.
+	if err := env.Client.Patch(ctx(t), vr.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); err != nil {
+		t.Fatalf("releasing the finalizer of a VidraResource being deleted: %v", err)
+	}
+}
+
+// Issue 42, finding 1: the configuration this package installs is what the delivery
+// controllers look for before they act as a ServiceAccount a writer named.
+func TestInstalledConfigurationGuardsDelivery(t *testing.T) {
+	var list admissionregistrationv1.ValidatingWebhookConfigurationList
+	if err := env.Client.List(ctx(t), &list); err != nil {
+		t.Fatal(err)
+	}
+	if err := delivery.WebhooksGuard(list.Items, "metalhub-system"); err != nil {
+		t.Fatalf("the installed webhook configuration does not guard delivery: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -10,7 +11,7 @@ import (
 	"github.com/metalhub/metalhub/internal/controller/delivery"
 )
 
-// +kubebuilder:webhook:path=/validate-infrahub-operators-com-v1alpha1-vidraresource,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrahub.operators.com,resources=vidraresources,verbs=create;update,versions=v1alpha1,name=vvidraresource.infrahub.operators.com,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-infrahub-operators-com-v1alpha1-vidraresource,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrahub.operators.com,resources=vidraresources,verbs=create;update;delete,versions=v1alpha1,name=vvidraresource.infrahub.operators.com,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10
 
 // VidraResourceValidator refuses a VidraResource whose writer could not do themselves what it
 // would make the operator do (delivery.Admission): act as its ServiceAccount, in its
@@ -26,21 +27,25 @@ func (v VidraResourceValidator) ValidateCreate(ctx context.Context, vr *infrahub
 	return nil, v.check(ctx, nil, vr)
 }
 
-// ValidateUpdate checks again only when the destination changes (finalizers, labels and the
-// status of an admitted VidraResource are written freely).
+// ValidateUpdate checks the writer's rights for the resulting VidraResource whenever the update
+// changes what it makes the operator do (spec, owner references, infrahub.operators.com
+// annotations); labels and finalizers are written freely, and the spec of one being deleted not
+// at all (delivery.Admission.CheckResource).
 func (v VidraResourceValidator) ValidateUpdate(ctx context.Context, old, vr *infrahubv1alpha1.VidraResource) (admission.Warnings, error) {
-	if vr.DeletionTimestamp != nil {
-		return nil, nil
-	}
 	return nil, v.check(ctx, old, vr)
 }
 
-// ValidateDelete allows every deletion.
-func (VidraResourceValidator) ValidateDelete(context.Context, *infrahubv1alpha1.VidraResource) (admission.Warnings, error) {
-	return nil, nil
+// ValidateDelete requires the writer to be allowed what the deletion makes the operator do:
+// remove the applied objects as the VidraResource's ServiceAccount.
+func (v VidraResourceValidator) ValidateDelete(ctx context.Context, vr *infrahubv1alpha1.VidraResource) (admission.Warnings, error) {
+	return nil, v.checkWith(ctx, vr, func(user authenticationv1.UserInfo) error { return v.Access.CheckResourceDelete(ctx, user, vr) })
 }
 
 func (v VidraResourceValidator) check(ctx context.Context, old, vr *infrahubv1alpha1.VidraResource) error {
+	return v.checkWith(ctx, vr, func(user authenticationv1.UserInfo) error { return v.Access.CheckResource(ctx, user, old, vr) })
+}
+
+func (v VidraResourceValidator) checkWith(ctx context.Context, vr *infrahubv1alpha1.VidraResource, check func(authenticationv1.UserInfo) error) error {
 	if v.Access == nil {
 		return nil
 	}
@@ -48,7 +53,7 @@ func (v VidraResourceValidator) check(ctx context.Context, old, vr *infrahubv1al
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
-	if err := v.Access.CheckResource(ctx, req.UserInfo, old, vr); err != nil {
+	if err := check(req.UserInfo); err != nil {
 		return apierrors.NewForbidden(infrahubv1alpha1.GroupVersion.WithResource("vidraresources").GroupResource(), vr.Name, err)
 	}
 	return nil

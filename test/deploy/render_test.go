@@ -63,7 +63,7 @@ func TestChartMatchesKustomize(t *testing.T) {
 	}{
 		{"defaults", filepath.Join(root, "config", "default"), nil},
 		{"metal-only", filepath.Join("testdata", "metal-only"), metalOnlyValues},
-		{"no-webhooks", filepath.Join("testdata", "no-webhooks"), []string{"webhook.enabled=false"}},
+		{"no-webhooks", filepath.Join("testdata", "no-webhooks"), []string{"webhook.enabled=false", "controllers={metal}"}},
 		{"no-certmanager", filepath.Join("testdata", "no-certmanager"), []string{"webhook.certManager.enabled=false", "webhook.caBundle=" + caBundle}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -166,7 +166,7 @@ func TestChartFlagsExist(t *testing.T) {
 			t.Errorf("defaults render no %s", kind)
 		}
 	}
-	objs = decode(t, helmTemplate(t, "webhook.enabled=false", "namespace.create=false"))
+	objs = decode(t, helmTemplate(t, "webhook.enabled=false", "namespace.create=false", "controllers={metal}"))
 	for _, a := range managerArgs(t, objs) {
 		if strings.Contains(a, "webhook") {
 			t.Errorf("webhooks off: flag %s", a)
@@ -175,6 +175,13 @@ func TestChartFlagsExist(t *testing.T) {
 	for _, kind := range []string{"ValidatingWebhookConfiguration", "Issuer", "Certificate", "Namespace"} {
 		if hasKind(objs, kind) {
 			t.Errorf("webhook.enabled=false, namespace.create=false: the chart renders a %s", kind)
+		}
+	}
+	// Delivery without the webhooks is refused: nothing would check that whoever writes an
+	// InfrahubSync or VidraResource may act as the ServiceAccount it names (issue 42).
+	for _, values := range [][]string{{"webhook.enabled=false"}, {"webhook.enabled=false", "controllers={delivery}"}} {
+		if out, err := helmTemplateErr(values...); err == nil || !strings.Contains(err.Error(), "delivery needs the admission webhooks") {
+			t.Errorf("%v: err %v\n%s", values, err, out)
 		}
 	}
 	// Without cert-manager the CA bundle is required.

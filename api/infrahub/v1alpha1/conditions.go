@@ -71,4 +71,12 @@ const (
 	// ReasonNoServiceAccount: the VidraResource names no ServiceAccount, there is no default,
 	// and acting as the operator itself is not allowed (--delivery-allow-operator-identity).
 	ReasonNoServiceAccount = "NoServiceAccount"
+	// ReasonAdmissionRequired: spec.destination names a ServiceAccount other than the admin's
+	// default, and the admission webhook, which checks that the writer may impersonate it, does
+	// not guard the kind (--enable-webhooks off, or no ValidatingWebhookConfiguration routes
+	// creates, updates and deletes to this operator); nothing is applied.
+	ReasonAdmissionRequired = "AdmissionRequired"
+	// ReasonOperatorServiceAccount: spec.destination names the operator's own ServiceAccount,
+	// which it never acts as on a writer's behalf.
+	ReasonOperatorServiceAccount = "OperatorServiceAccount"
 )

@@ -9,8 +9,10 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
@@ -101,18 +103,28 @@ func refusal(user string, r right, why string) error {
 	return fmt.Errorf("user %q may not %s: %s", user, r, why)
 }
 
-// CheckSync admits an InfrahubSync written by user. old is nil on create; an update that leaves
-// the destination, the source URL and the admitted-credentials annotation as they were is not
-// checked again, so a sync admitted before these checks existed can still be labelled,
-// finalised and deleted.
+// CheckSync admits an InfrahubSync written by user: old is nil on create. Both kinds are
+// cluster-scoped, so anyone who may update one may update every one: an update that changes
+// what the sync makes the operator do (its spec, its owner references, an infrahub.operators.com
+// annotation) is judged as a create of the resulting sync, with the writer's rights. Labels,
+// finalizers and the operator's own bookkeeping pass; the spec of a sync being deleted is frozen.
 func (a *Admission) CheckSync(ctx context.Context, user authenticationv1.UserInfo, old, s *infrahubv1alpha1.InfrahubSync) error {
-	admitted := strings.TrimSpace(s.Annotations[infrahubv1alpha1.AdmittedCredentialsAnnotation])
-	if old != nil && sameDestination(old.Spec.Destination, s.Spec.Destination) && old.Spec.Source.InfrahubAPIURL == s.Spec.Source.InfrahubAPIURL &&
-		strings.TrimSpace(old.Annotations[infrahubv1alpha1.AdmittedCredentialsAnnotation]) == admitted {
-		return nil
+	if old != nil {
+		if err := frozen(old.DeletionTimestamp, old.Spec, s.Spec); err != nil {
+			return err
+		}
+		if !instructs(&old.ObjectMeta, &s.ObjectMeta, !equality.Semantic.DeepEqual(old.Spec, s.Spec)) {
+			return nil
+		}
 	}
+	if op, err := a.operatorUser(ctx); err != nil {
+		return err
+	} else if user.Username == op {
+		return nil // its bookkeeping (annotations, finalizers)
+	}
+	admitted := strings.TrimSpace(s.Annotations[infrahubv1alpha1.AdmittedCredentialsAnnotation])
 	who := claimant{kind: "InfrahubSync", name: s.Name, syncs: []string{s.Name}}
-	if err := a.checkDestination(ctx, user, s.Spec.Destination, who); err != nil {
+	if err := a.checkDestination(ctx, user, s.Spec.Destination, who, false); err != nil {
 		return err
 	}
 	if admitted != "" {
@@ -159,15 +171,20 @@ func (a *Admission) scope() secretScope {
 	return newSecretScope(a.Options.SecretsNamespace, a.Options.OperatorNamespace)
 }
 
-// CheckResource admits a VidraResource written by user. The operator writes those of a sync:
-// their destination must be the sync's, which was admitted. Anyone else is checked as for a
-// sync; an update that leaves the destination as it was is not checked again.
+// CheckResource admits a VidraResource written by user: old is nil on create. The operator
+// writes those of a sync: their destination must be the sync's, which was admitted. Anyone else
+// is checked as for a sync, on create and on every update that changes what the VidraResource
+// makes the operator do (see CheckSync); the spec of one being deleted is frozen.
 func (a *Admission) CheckResource(ctx context.Context, user authenticationv1.UserInfo, old, vr *infrahubv1alpha1.VidraResource) error {
-	admitted := strings.TrimSpace(vr.Annotations[infrahubv1alpha1.AdmittedKubeconfigAnnotation])
-	if old != nil && sameDestination(old.Spec.Destination, vr.Spec.Destination) &&
-		strings.TrimSpace(old.Annotations[infrahubv1alpha1.AdmittedKubeconfigAnnotation]) == admitted {
-		return nil
+	if old != nil {
+		if err := frozen(old.DeletionTimestamp, old.Spec, vr.Spec); err != nil {
+			return err
+		}
+		if !instructs(&old.ObjectMeta, &vr.ObjectMeta, !equality.Semantic.DeepEqual(old.Spec, vr.Spec)) {
+			return nil
+		}
 	}
+	admitted := strings.TrimSpace(vr.Annotations[infrahubv1alpha1.AdmittedKubeconfigAnnotation])
 	who := claimant{kind: "VidraResource", name: vr.Name, resources: []string{vr.Name}}
 	if ref := metav1.GetControllerOf(vr); ref != nil && ref.Kind == "InfrahubSync" && ref.APIVersion == infrahubv1alpha1.GroupVersion.String() {
 		s := &infrahubv1alpha1.InfrahubSync{}
@@ -195,13 +212,102 @@ func (a *Admission) CheckResource(ctx context.Context, user authenticationv1.Use
 		}
 		who.admitted = admitted
 	}
-	return a.checkDestination(ctx, user, vr.Spec.Destination, who)
+	return a.checkDestination(ctx, user, vr.Spec.Destination, who, false)
+}
+
+// CheckSyncDelete admits the deletion of an InfrahubSync by user: its VidraResources go with it,
+// and their finalizers remove what they applied as the sync's ServiceAccount, so the writer must
+// be able to act as it (the operator's own deletions pass).
+func (a *Admission) CheckSyncDelete(ctx context.Context, user authenticationv1.UserInfo, s *infrahubv1alpha1.InfrahubSync) error {
+	if op, err := a.operatorUser(ctx); err != nil {
+		return err
+	} else if user.Username == op {
+		return nil
+	}
+	return a.checkDestination(ctx, user, s.Spec.Destination, claimant{kind: "InfrahubSync", name: s.Name, syncs: []string{s.Name}}, true)
+}
+
+// CheckResourceDelete admits the deletion of a VidraResource by user: its finalizer removes what
+// it applied, as its ServiceAccount. The operator's own deletions (a sync's prune) pass, and so
+// do those of a VidraResource whose controlling sync is gone or going: the garbage collector
+// follows a deletion that was itself checked.
+func (a *Admission) CheckResourceDelete(ctx context.Context, user authenticationv1.UserInfo, vr *infrahubv1alpha1.VidraResource) error {
+	if op, err := a.operatorUser(ctx); err != nil {
+		return err
+	} else if user.Username == op {
+		return nil
+	}
+	who := claimant{kind: "VidraResource", name: vr.Name, resources: []string{vr.Name}}
+	if ref := metav1.GetControllerOf(vr); ref != nil && ref.Kind == "InfrahubSync" && ref.APIVersion == infrahubv1alpha1.GroupVersion.String() {
+		s := &infrahubv1alpha1.InfrahubSync{}
+		err := a.Reader.Get(ctx, client.ObjectKey{Name: ref.Name}, s)
+		switch {
+		case apierrors.IsNotFound(err) || (err == nil && (s.UID != ref.UID || s.DeletionTimestamp != nil)):
+			return nil
+		case err != nil:
+			return fmt.Errorf("reading InfrahubSync %s, the VidraResource's controller: %w", ref.Name, err)
+		}
+		who.syncs = []string{s.Name}
+	}
+	if admitted := strings.TrimSpace(vr.Annotations[infrahubv1alpha1.AdmittedKubeconfigAnnotation]); admitted != "" {
+		if err := a.mayRead(ctx, user, admitted, infrahubv1alpha1.AdmittedKubeconfigAnnotation,
+			"the VidraResource names it as its cluster's kubeconfig"); err != nil {
+			return err
+		}
+		who.admitted = admitted
+	}
+	return a.checkDestination(ctx, user, vr.Spec.Destination, who, true)
+}
+
+// frozen refuses a spec change on an object being deleted: its finalizer cleans up after the
+// spec it had, and a changed one would make the cleanup act elsewhere or as someone else.
+func frozen[S any](deleting *metav1.Time, old, spec S) error {
+	if deleting == nil || equality.Semantic.DeepEqual(old, spec) {
+		return nil
+	}
+	return errors.New("the spec cannot change once deletion has started")
+}
+
+// instructs says whether an update changes what the object makes the operator do: its spec,
+// its owner references (removals aside: the garbage collector orphaning, which only narrows
+// what the object may use), or an annotation of the infrahub.operators.com domain.
+func instructs(old, upd *metav1.ObjectMeta, specChanged bool) bool {
+	if specChanged {
+		return true
+	}
+	before := map[types.UID]metav1.OwnerReference{}
+	for _, r := range old.OwnerReferences {
+		before[r.UID] = r
+	}
+	for _, r := range upd.OwnerReferences {
+		if b, ok := before[r.UID]; !ok || !equality.Semantic.DeepEqual(b, r) {
+			return true
+		}
+	}
+	for k, v := range old.Annotations {
+		if ourAnnotation(k) && upd.Annotations[k] != v {
+			return true
+		}
+	}
+	for k, v := range upd.Annotations {
+		if ourAnnotation(k) && old.Annotations[k] != v {
+			return true
+		}
+	}
+	return false
+}
+
+// ourAnnotation: a key of the infrahub.operators.com domain or one of its subdomains.
+func ourAnnotation(key string) bool {
+	domain, _, ok := strings.Cut(key, "/")
+	return ok && (domain == infrahubv1alpha1.GroupVersion.Group || strings.HasSuffix(domain, "."+infrahubv1alpha1.GroupVersion.Group))
 }
 
 // checkDestination: the writer may act as the ServiceAccount (or, for none, as the operator),
 // may act in the destination namespace when the ServiceAccount lives elsewhere, and may read the
-// kubeconfig Secret of a remote destination, which must exist.
-func (a *Admission) checkDestination(ctx context.Context, user authenticationv1.UserInfo, d infrahubv1alpha1.Destination, who claimant) error {
+// kubeconfig Secret of a remote destination, which must exist. For a deletion, an identity or
+// a cluster the operator could not use anyway asks for nothing: the cleanup cannot run there.
+func (a *Admission) checkDestination(ctx context.Context, user authenticationv1.UserInfo, d infrahubv1alpha1.Destination, who claimant, deleting bool) error {
 	saNS, saName := ServiceAccountFor(d, a.Options.DefaultServiceAccount)
 	destNS := DestinationNamespace(d)
 	var need []struct {
@@ -223,6 +329,9 @@ func (a *Admission) checkDestination(ctx context.Context, user authenticationv1.
 		}
 	} else {
 		if !a.Options.AllowOperatorIdentity {
+			if deleting {
+				return nil
+			}
 			return errors.New("spec.destination.serviceAccountName is empty and the operator has no default ServiceAccount " +
 				"(--delivery-default-service-account) and does not apply as itself (--delivery-allow-operator-identity): name a ServiceAccount")
 		}
@@ -235,11 +344,14 @@ func (a *Admission) checkDestination(ctx context.Context, user authenticationv1.
 	if !isLocal(d.Server) {
 		sec, err := findLabelledSecret(ctx, a.Reader, a.scope(), secretQuery{key: infrahubv1alpha1.ClusterKubeconfigLabel, rawURL: d.Server, who: who,
 			notFound: infrahubv1alpha1.ReasonKubeconfigNotFound, notBound: infrahubv1alpha1.ReasonKubeconfigNotBound})
-		if err != nil {
+		switch {
+		case err != nil && deleting:
+		case err != nil:
 			return fmt.Errorf("destination server %s is not a registered cluster: %w", d.Server, err)
+		default:
+			add(right{verb: "get", resource: "secrets", namespace: sec.Namespace, name: sec.Name},
+				fmt.Sprintf("it holds the kubeconfig of %s, which the operator would use", d.Server))
 		}
-		add(right{verb: "get", resource: "secrets", namespace: sec.Namespace, name: sec.Name},
-			fmt.Sprintf("it holds the kubeconfig of %s, which the operator would use", d.Server))
 	}
 	for _, n := range need {
 		ok, err := a.allowed(ctx, user, n.r)

@@ -2,12 +2,18 @@ package delivery
 
 import (
 	"cmp"
+	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"sync"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // ServiceAccountFor is the ServiceAccount a destination acts as: its own, else the default
@@ -37,19 +43,93 @@ func serviceAccountUser(namespace, name string) string {
 	return "system:serviceaccount:" + namespace + ":" + name
 }
 
-// actAs is the user a VidraResource's reads, applies and prunes act as: its ServiceAccount, or
-// "" for the operator itself, which only --delivery-allow-operator-identity permits: without
-// it a VidraResource naming no ServiceAccount (and no default) is refused, not run with the
-// operator's rights.
-func (r *VidraResourceReconciler) actAs(vr *infrahubv1alpha1.VidraResource) (string, error) {
-	ns, name := ServiceAccountFor(vr.Spec.Destination, r.defaultSA)
-	if name != "" {
-		return serviceAccountUser(ns, name), nil
+// identity decides whom a destination's reads, applies and prunes act as. A ServiceAccount the
+// writer named in spec.destination is used only while admission checks that the writer may
+// impersonate it: the two kinds are cluster-scoped, so without the webhook anyone who may create
+// a VidraResource could name any ServiceAccount of the cluster. What the admin set (the default
+// ServiceAccount, the operator itself with --delivery-allow-operator-identity) needs no webhook.
+// The operator's own ServiceAccount is never acted as on a writer's behalf.
+type identity struct {
+	// defaultSA is --delivery-default-service-account: "name" (in the destination namespace)
+	// or "namespace/name"; "" none.
+	defaultSA string
+	// allowOperator is --delivery-allow-operator-identity: with no ServiceAccount, apply as
+	// the operator itself.
+	allowOperator bool
+	// admission says whether the admission webhook guards both kinds (nil: it does not).
+	admission func(context.Context) error
+	// self learns the operator's own user name.
+	self *selfUser
+}
+
+// actAs is the user for d: a ServiceAccount's, or "" for the operator itself.
+func (id *identity) actAs(ctx context.Context, d infrahubv1alpha1.Destination) (string, error) {
+	ns, name := ServiceAccountFor(d, id.defaultSA)
+	if name == "" {
+		if id.allowOperator {
+			return "", nil
+		}
+		return "", lifecycle.Reasonf(infrahubv1alpha1.ReasonNoServiceAccount,
+			"spec.destination.serviceAccountName is empty and there is no --delivery-default-service-account; "+
+				"the operator applies as itself only with --delivery-allow-operator-identity")
 	}
-	if r.allowOperator {
-		return "", nil
+	user := serviceAccountUser(ns, name)
+	if d.ServiceAccountName == "" {
+		return user, nil // the admin's default
 	}
-	return "", lifecycle.Reasonf(infrahubv1alpha1.ReasonNoServiceAccount,
-		"spec.destination.serviceAccountName is empty and there is no --delivery-default-service-account; "+
-			"the operator applies as itself only with --delivery-allow-operator-identity")
+	if id.self != nil {
+		op, err := id.self.get(ctx)
+		if err != nil {
+			return "", lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, err)
+		}
+		if user == op {
+			return "", lifecycle.Reasonf(infrahubv1alpha1.ReasonOperatorServiceAccount,
+				"spec.destination names ServiceAccount %s/%s, the operator's own: it never acts as itself on a writer's behalf; name a ServiceAccount of the destination", ns, name)
+		}
+	}
+	plain := d
+	plain.ServiceAccountName, plain.ServiceAccountNamespace = "", ""
+	if dns, dname := ServiceAccountFor(plain, id.defaultSA); dns == ns && dname == name {
+		return user, nil // named, but the default it would have anyway
+	}
+	err := errors.New("this operator does not serve the admission webhooks (--enable-webhooks is off)")
+	if id.admission != nil {
+		err = id.admission(ctx)
+	}
+	if err != nil {
+		return "", lifecycle.Reasonf(infrahubv1alpha1.ReasonAdmissionRequired,
+			"spec.destination names ServiceAccount %s/%s, which the operator acts as only while its admission webhook checks that the writer "+
+				"may impersonate it, and %v; nothing applied. Name no ServiceAccount to apply as the default (--delivery-default-service-account), "+
+				"or run the operator with --enable-webhooks and its ValidatingWebhookConfiguration installed", ns, name, err)
+	}
+	return user, nil
+}
+
+// actAs is the user a VidraResource's reads, applies and prunes act as (identity.actAs).
+func (r *VidraResourceReconciler) actAs(ctx context.Context, vr *infrahubv1alpha1.VidraResource) (string, error) {
+	return r.identity.actAs(ctx, vr.Spec.Destination)
+}
+
+// selfUser is the operator's own user name, learnt once with a SelfSubjectReview.
+type selfUser struct {
+	client client.Client
+	mu     sync.Mutex
+	name   string
+}
+
+func (s *selfUser) get(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.name != "" {
+		return s.name, nil
+	}
+	r := &authenticationv1.SelfSubjectReview{}
+	if err := s.client.Create(ctx, r); err != nil {
+		return "", fmt.Errorf("learning the operator's own user (SelfSubjectReview): %w", err)
+	}
+	if r.Status.UserInfo.Username == "" {
+		return "", errors.New("the SelfSubjectReview named no user")
+	}
+	s.name = r.Status.UserInfo.Username
+	return s.name, nil
 }

@@ -55,6 +55,9 @@ type InfrahubSyncReconciler struct {
 	hosts *hostGate
 	lc    *lifecycle.Reconciler[*infrahubv1alpha1.InfrahubSync]
 	now   func() time.Time
+	// identity refuses, before anything is queried, a destination its VidraResources could
+	// not act as (a writer-named ServiceAccount without admission, the operator's own).
+	identity *identity
 
 	mu      sync.Mutex
 	queried map[types.UID]queryRecord // the last successful query of each sync
@@ -250,6 +253,11 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 	ctx, cancel := context.WithTimeout(ctx, limits.PassTimeout)
 	defer cancel()
 	target := infrahub.Target{Branch: src.TargetBranch, At: src.TargetDate}
+	if _, err := r.identity.actAs(ctx, s.Spec.Destination); err != nil {
+		if reason, _ := lifecycle.ReasonOf(err); reason == infrahubv1alpha1.ReasonAdmissionRequired || reason == infrahubv1alpha1.ReasonOperatorServiceAccount {
+			return syncOutcome{err: err, keep: true}
+		}
+	}
 	if err := infrahub.ValidateTargetDate(src.TargetDate); err != nil {
 		return syncOutcome{err: err, keep: true}
 	}

@@ -122,7 +122,7 @@ func (r *VidraResourceReconciler) inventoryStep(ctx context.Context, p *deployPa
 // pruneElsewhere removes what the inventory lists on the cluster it names: the destination
 // moved, and the old cluster must not keep orphans.
 func (r *VidraResourceReconciler) pruneElsewhere(ctx context.Context, vr *infrahubv1alpha1.VidraResource, inv inventory) error {
-	as, err := r.actAs(vr)
+	as, err := r.actAs(ctx, vr)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"strings"
@@ -39,6 +40,14 @@ type Options struct {
 	// as the operator itself; off, such a VidraResource is refused (NoServiceAccount), and the
 	// admission webhook admits one only from a writer who may impersonate the operator.
 	AllowOperatorIdentity bool
+	// AdmissionWebhook says this operator serves the admission webhooks (--enable-webhooks; the
+	// manager sets it). A ServiceAccount a writer names in spec.destination, other than the
+	// default, is acted as only while it is set and a ValidatingWebhookConfiguration sends every
+	// create, update and delete of both kinds to this operator (checked at the first such use
+	// and each minute after); otherwise such objects fail with AdmissionRequired.
+	AdmissionWebhook bool
+	// admission replaces that check (tests).
+	admission func(context.Context) error
 	// InsecureKubeconfig accepts kubeconfigs that run plugins or read files in the operator's pod.
 	InsecureKubeconfig bool
 	// AllowPlainHTTPCredentials sends Infrahub credentials to http:// URLs; by default a sync
@@ -154,7 +163,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 			"'*' any namespace (the operator's first): then anyone who can create a Secret anywhere can redirect a sync.")
 	fs.StringVar(&o.DefaultServiceAccount, "delivery-default-service-account", o.DefaultServiceAccount,
 		"ServiceAccount that VidraResources naming none in spec.destination.serviceAccountName act as (impersonated): "+
-			"'name' in each destination namespace, or 'namespace/name'; empty: none (see --delivery-allow-operator-identity).")
+			"'name' in each destination namespace, or 'namespace/name'; empty: none (see --delivery-allow-operator-identity). "+
+			"Any other ServiceAccount a writer names is acted as only with --enable-webhooks and the webhook configuration installed "+
+			"(admission checks the writer may impersonate it); without, such objects fail (AdmissionRequired) and nothing is applied.")
 	fs.BoolVar(&o.AllowOperatorIdentity, "delivery-allow-operator-identity", o.AllowOperatorIdentity,
 		"Let VidraResources that name no ServiceAccount, with no default, apply as the operator itself (bounded by its "+
 			"delivery-apply role). Off: they are refused (NoServiceAccount), and admission requires the writer to be allowed "+

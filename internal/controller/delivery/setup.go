@@ -110,13 +110,22 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 	syncEvents := make(chan event.GenericEvent, eventBuffer)
 	vrEvents := make(chan event.GenericEvent, eventBuffer)
 
+	id := &identity{defaultSA: o.DefaultServiceAccount, allowOperator: o.AllowOperatorIdentity, self: &selfUser{client: mgr.GetClient()}}
+	switch {
+	case o.admission != nil:
+		id.admission = o.admission
+	case o.AdmissionWebhook:
+		g := &webhookGuard{reader: mgr.GetAPIReader(), operatorNamespace: o.OperatorNamespace, interval: time.Minute, now: time.Now}
+		id.admission = g.check
+	}
+
 	sr := &InfrahubSyncReconciler{
 		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), scheme: mgr.GetScheme(), settings: settings,
 		creds: &credentials{reader: credCache, scope: scope, timeout: o.InfrahubTimeout, maxBody: o.Limits.MaxManifestBytes,
 			allowPlainHTTP: o.AllowPlainHTTPCredentials, trustAdmitted: o.TrustAdmittedCredentials},
 		clients: &infrahub.Cache{}, recorder: rec, downloads: o.DownloadConcurrency, now: time.Now,
 		pruneMaxFraction: o.PruneMaxFraction, limits: o.Limits, hosts: newHostGate(o.SyncConcurrencyPerHost),
-		queried: map[types.UID]queryRecord{},
+		queried: map[types.UID]queryRecord{}, identity: id,
 	}
 	sr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.InfrahubSync { return &infrahubv1alpha1.InfrahubSync{} }, sr.handle)
 	// The periodic looks follow the settings, which a ConfigMap may change at run time.
@@ -124,7 +133,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 
 	vr := &VidraResourceReconciler{
 		client: mgr.GetClient(), settings: settings, memory: newAppliedMemory(), policy: o.Policy,
-		recorder: rec, now: time.Now, healthPoll: o.HealthPoll, defaultSA: o.DefaultServiceAccount, allowOperator: o.AllowOperatorIdentity,
+		recorder: rec, now: time.Now, healthPoll: o.HealthPoll, identity: id,
 		trustAdmitted: o.TrustAdmittedCredentials,
 	}
 	vr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.VidraResource { return &infrahubv1alpha1.VidraResource{} }, vr.handle)

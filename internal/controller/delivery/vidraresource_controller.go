@@ -42,12 +42,8 @@ type VidraResourceReconciler struct {
 	now      func() time.Time
 	// healthPoll is the look while an applied object is still progressing.
 	healthPoll time.Duration
-	// defaultSA is --delivery-default-service-account: "name" (in the destination namespace)
-	// or "namespace/name"; "" none.
-	defaultSA string
-	// allowOperator is --delivery-allow-operator-identity: with no ServiceAccount, apply as
-	// the operator itself.
-	allowOperator bool
+	// identity decides whom each VidraResource acts as.
+	identity *identity
 	// trustAdmitted honours AdmittedKubeconfigAnnotation (--delivery-trust-admitted-credentials).
 	trustAdmitted bool
 }
@@ -125,7 +121,7 @@ func (r *VidraResourceReconciler) planStep(ctx context.Context, p *deployPass) (
 		p.out = deployOutcome{err: lifecycle.Reasonf(infrahubv1alpha1.ReasonInvalidManifest, "invalid manifest, nothing applied: %v", err), keep: true}
 		return lifecycle.Continue(), nil
 	}
-	as, err := r.actAs(vr)
+	as, err := r.actAs(ctx, vr)
 	if err == nil {
 		p.target, err = r.clusters.getAs(ctx, r.claimant(ctx, vr), vr.Spec.Destination.Server, as)
 	}
@@ -444,8 +440,11 @@ func (r *VidraResourceReconciler) finalize(ctx context.Context, p *deployPass) (
 // cleanup deletes every object marked as the VidraResource's: those its status lists, those
 // its manifest names, and those the watches know.
 func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alpha1.VidraResource) error {
-	as, err := r.actAs(vr)
+	as, err := r.actAs(ctx, vr)
 	if err != nil {
+		if len(vr.Status.ManagedResources) == 0 && len(inventoryOf(vr).Objects) == 0 {
+			return nil // never acted as anyone: nothing was applied
+		}
 		return fmt.Errorf("%w (remove the finalizer %s by hand to leave the objects behind)", err, finalizer)
 	}
 	t, err := r.clusters.getAs(ctx, r.claimant(ctx, vr), vr.Spec.Destination.Server, as)
