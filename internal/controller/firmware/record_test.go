@@ -181,3 +181,28 @@ func TestOperationStateMatchesWholeTokens(t *testing.T) {
 		t.Errorf("a prefix's result %q", out)
 	}
 }
+
+// A restart of unknown outcome is asked again only on evidence that it did not happen: a
+// LastResetTime that has not moved, or a system still off after it was asked to come on.
+func TestRestartMissed(t *testing.T) {
+	on, off := bmc.PowerStateOn, bmc.PowerStateOff
+	for _, tc := range []struct {
+		name   string
+		rec    record
+		sys    bmc.SystemStatus
+		missed bool
+	}{
+		{"LastResetTime unchanged", record{ResetBefore: "2026-12-04T10:00:00Z", PowerBefore: string(on)}, bmc.SystemStatus{LastResetTime: "2026-12-04T10:00:00Z", PowerState: on}, true},
+		{"LastResetTime moved", record{ResetBefore: "2026-12-04T10:00:00Z", PowerBefore: string(on)}, bmc.SystemStatus{LastResetTime: "2026-12-04T10:05:00Z", PowerState: on}, false},
+		{"no LastResetTime, on as before", record{ResetBefore: noResetTime, PowerBefore: string(on)}, bmc.SystemStatus{PowerState: on}, false},
+		{"no LastResetTime, still off after force-on", record{ResetBefore: noResetTime, PowerBefore: string(off)}, bmc.SystemStatus{PowerState: off}, true},
+		{"off before, on now", record{ResetBefore: noResetTime, PowerBefore: string(off)}, bmc.SystemStatus{PowerState: on}, false},
+		{"nothing recorded", record{}, bmc.SystemStatus{PowerState: off}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := restartMissed(tc.rec, &tc.sys); (got != "") != tc.missed {
+				t.Errorf("restartMissed = %q, want missed %v", got, tc.missed)
+			}
+		})
+	}
+}

@@ -101,17 +101,15 @@ func (r *SetReconciler[S]) stop(ctx context.Context, p *lifecycle.Pass[S], list 
 	if err != nil {
 		return lifecycle.Result{}, fmt.Errorf("reading the objects of %s: %w", set.GetName(), err)
 	}
-	deleting := 0
 	for _, it := range items {
 		o := it.(client.Object)
-		deleting++
 		if o.GetDeletionTimestamp().IsZero() {
 			if err := c.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
 				return lifecycle.Result{}, fmt.Errorf("deleting %s: %w", o.GetName(), err)
 			}
 		}
 	}
-	if deleting > 0 {
+	if len(items) > 0 {
 		return lifecycle.Done(), nil // their deletion (Owns) brings the next pass
 	}
 	if !controllerutil.ContainsFinalizer(set, Finalizer) {

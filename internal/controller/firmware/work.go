@@ -213,7 +213,7 @@ func (a *actor) reboot(ctx context.Context, w *work, what string, refusedFn func
 	if err := a.connect(w); err != nil {
 		return a.bmcFailed(w, err)
 	}
-	if w.rec.ResetAt != w.rec.At || w.rec.ResetBefore == "" {
+	if w.rec.ResetAt != w.rec.At {
 		next := w.rec
 		next.ResetAt, next.ResetBefore, next.PowerBefore = w.rec.At, w.sys.LastResetTime, string(w.sys.PowerState)
 		if next.ResetBefore == "" {
@@ -247,13 +247,8 @@ func (a *actor) rebootAgain(ctx context.Context, w *work, what string) (res life
 	if w.rec.Restart != restartUncertain || w.rec.Rerequested >= maxRerequests || elapsed < a.Options.VerifyTimeout/4 {
 		return lifecycle.Result{}, nil, false, late
 	}
-	var evidence string
-	switch {
-	case w.rec.ResetBefore != "" && w.rec.ResetBefore != noResetTime && w.sys.LastResetTime == w.rec.ResetBefore:
-		evidence = "its LastResetTime has not moved since the restart was asked"
-	case w.rec.PowerBefore == string(bmc.PowerStateOff) && w.sys.PowerState == bmc.PowerStateOff:
-		evidence = "it is still off"
-	default:
+	evidence := restartMissed(w.rec, w.sys)
+	if evidence == "" {
 		return lifecycle.Result{}, nil, false, late
 	}
 	next := w.rec
@@ -262,6 +257,18 @@ func (a *actor) rebootAgain(ctx context.Context, w *work, what string) (res life
 	a.Recorder.Eventf(w.obj, nil, corev1.EventTypeWarning, "RebootAgain", "Restart", "server %s: %s, and the restart's outcome was unknown while %s: asking for it again", w.server.Name, what, evidence)
 	res, err = a.record(ctx, w, next)
 	return res, err, true, late
+}
+
+// restartMissed says why the system shows that the restart recorded in rec did not happen ("":
+// it does not show that, or cannot tell).
+func restartMissed(rec record, sys *bmc.SystemStatus) string {
+	switch {
+	case rec.ResetBefore != "" && rec.ResetBefore != noResetTime && sys.LastResetTime == rec.ResetBefore:
+		return "its LastResetTime has not moved since the restart was asked"
+	case rec.PowerBefore == string(bmc.PowerStateOff) && sys.PowerState == bmc.PowerStateOff:
+		return "it is still off"
+	}
+	return ""
 }
 
 // maxRerequests bounds the restarts asked for again in one step: a restart is repeated only when
