@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -681,7 +682,8 @@ func (w *world) convergence(s *snapshot) []string {
 }
 
 // firmwareSettled: every BIOSVersion the schedule made has ended (Completed or Failed) or, once
-// deleted, is gone, and no maintenance.metal.ironcore.dev ServerMaintenance is left without a
+// deleted, is gone, or waits for a parked server and says so; and no
+// maintenance.metal.ironcore.dev ServerMaintenance is left without a
 // BIOSVersion under way: the box is back in service.
 func (w *world) firmwareSettled() []string {
 	var p []string
@@ -693,11 +695,21 @@ func (w *world) firmwareSettled() []string {
 	if err := w.c.List(w.ctx, ms); err != nil {
 		return []string{err.Error()}
 	}
+	servers := &metalv1alpha1.ServerList{}
+	if err := w.c.List(w.ctx, servers); err != nil {
+		return []string{err.Error()}
+	}
+	parked := map[string]bool{}
+	for _, s := range servers.Items {
+		parked[s.Name] = s.Annotations[metalv1alpha1.ParkedAnnotation] != ""
+	}
 	busy := map[types.UID]bool{}
 	for _, v := range vs.Items {
 		switch {
 		case v.DeletionTimestamp != nil:
 			p = append(p, fmt.Sprintf("BIOSVersion %s is being deleted and not gone (%s)", v.Name, v.Annotations[firmware.RecordAnnotation]))
+			busy[v.UID] = true
+		case waitsForParked(&v, parked):
 			busy[v.UID] = true
 		case v.Status.State != systemv1alpha1.VersionStateCompleted && v.Status.State != systemv1alpha1.VersionStateFailed:
 			p = append(p, fmt.Sprintf("BIOSVersion %s is %q (%s)", v.Name, v.Status.State, v.Annotations[firmware.RecordAnnotation]))
@@ -710,6 +722,16 @@ func (w *world) firmwareSettled() []string {
 		}
 	}
 	return p
+}
+
+// waitsForParked: an upgrade of a parked server waits for the maintenance it needs (a parked
+// server enters none until unparked) and says so. That is settled, not stuck.
+func waitsForParked(v *systemv1alpha1.BIOSVersion, parked map[string]bool) bool {
+	if v.Spec.ServerRef == nil || !parked[v.Spec.ServerRef.Name] {
+		return false
+	}
+	c := meta.FindStatusCondition(v.Status.Conditions, systemv1alpha1.ConditionUpgraded)
+	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == systemv1alpha1.ReasonAwaitingMaintenance
 }
 
 // totals add up schedules for the summary.

@@ -6,7 +6,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 )
@@ -501,5 +505,34 @@ func TestModelAllowsOneRestartPerFlash(t *testing.T) {
 	f.poll(withRequest(map[string]string{metal.OperationResultAnnotation: tok + " done, " + again + " done"}))
 	if n := f.breaches(invOnce); n != 1 {
 		t.Fatalf("a second restart for one flash: %d breaches, want 1 (%v)", n, f.logs)
+	}
+}
+
+// An upgrade waiting on a parked server is settled only while it says it waits for maintenance;
+// one of a server in service, or one that says anything else, is not.
+func TestUpgradeOfParkedServerIsSettledOnlyWhileItWaits(t *testing.T) {
+	upgrade := func(server, reason string) *systemv1alpha1.BIOSVersion {
+		v := &systemv1alpha1.BIOSVersion{Spec: systemv1alpha1.BIOSVersionSpec{ServerRef: &corev1.LocalObjectReference{Name: server}}}
+		if reason != "" {
+			v.Status.Conditions = []metav1.Condition{{Type: systemv1alpha1.ConditionUpgraded, Status: metav1.ConditionFalse, Reason: reason}}
+		}
+		return v
+	}
+	parked := map[string]bool{"p": true, "q": false}
+	for _, tc := range []struct {
+		name string
+		v    *systemv1alpha1.BIOSVersion
+		want bool
+	}{
+		{"parked, awaiting maintenance", upgrade("p", systemv1alpha1.ReasonAwaitingMaintenance), true},
+		{"parked, flashing", upgrade("p", systemv1alpha1.ReasonFlashing), false},
+		{"parked, no report yet", upgrade("p", ""), false},
+		{"in service, awaiting maintenance", upgrade("q", systemv1alpha1.ReasonAwaitingMaintenance), false},
+		{"unknown server", upgrade("r", systemv1alpha1.ReasonAwaitingMaintenance), false},
+		{"no server named", &systemv1alpha1.BIOSVersion{}, false},
+	} {
+		if got := waitsForParked(tc.v, parked); got != tc.want {
+			t.Errorf("%s: waitsForParked = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

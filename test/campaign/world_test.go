@@ -276,7 +276,7 @@ func (w *world) close() {
 	if err := purge(w.ctx, w.c); err != nil {
 		w.t.Errorf("purging after seed %d: %v", w.sch.Seed, err)
 	}
-	if !w.t.Failed() {
+	if !w.t.Failed() && os.Getenv("METALHUB_CAMPAIGN_KEEP_LOGS") == "" {
 		_ = os.RemoveAll(w.dir)
 	}
 }

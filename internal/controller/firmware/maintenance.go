@@ -72,6 +72,9 @@ func holdMaintenance(ctx context.Context, c client.Client, owner client.Object, 
 		server.Annotations[lifecycle.StateAnnotation] == string(metalv1alpha1.ServerStateMaintenance) {
 		return holding{held: true}, nil
 	}
+	if server.Annotations[metalv1alpha1.ParkedAnnotation] != "" {
+		return holding{waiting: fmt.Sprintf("server %s is parked: it enters ServerMaintenance %s/%s once unparked", server.Name, r.Namespace, r.Name)}, nil
+	}
 	if cl := server.Spec.ServerClaimRef; cl != nil && maint.Spec.Policy != metalv1alpha1.ServerMaintenancePolicyEnforced {
 		return holding{waiting: fmt.Sprintf("server %s is claimed by %s/%s: waiting for its owner to approve ServerMaintenance %s/%s (label %s on the claim)",
 			server.Name, cl.Namespace, cl.Name, r.Namespace, r.Name, metalv1alpha1.MaintenanceApprovedLabel)}, nil
