@@ -27,7 +27,9 @@ func TestHoldMaintenanceSaysWhyItWaits(t *testing.T) {
 		mut(s)
 		return s
 	}
-	claimed := func(s *metalv1alpha1.Server) { s.Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Namespace: "t", Name: "c"} }
+	claimed := func(s *metalv1alpha1.Server) {
+		s.Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Namespace: "t", Name: "c"}
+	}
 	for _, tc := range []struct {
 		name    string
 		policy  metalv1alpha1.ServerMaintenancePolicy
