@@ -197,8 +197,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ClusterTimeout, "delivery-cluster-timeout", o.ClusterTimeout, "Timeout of each request to a destination cluster.")
 	fs.Var(&listFlag{&o.Policy.AllowedKinds}, "delivery-allowed-kinds",
 		"Comma-separated kinds artifacts may create, as Kind.group (Deployment.apps) or Kind for the core group; "+
-			"'*' allows every namespaced kind. Empty: every namespaced kind except RBAC. RBAC and cluster-scoped "+
-			"kinds are only allowed when named here explicitly (e.g. ClusterRoleBinding.rbac.authorization.k8s.io).")
+			"'*' allows every namespaced kind but RBAC and Secret. Empty: every namespaced kind except RBAC and Secret. "+
+			"RBAC, Secret and cluster-scoped kinds are only allowed when named here explicitly (e.g. Secret, "+
+			"ClusterRoleBinding.rbac.authorization.k8s.io): a rendered manifest is readable wherever VidraResources are.")
 	fs.Var(&listFlag{&o.Policy.AllowedNamespaces}, "delivery-allowed-namespaces",
 		"Comma-separated namespaces artifacts may create objects in; empty: only each VidraResource's "+
 			"spec.destination.namespace; '*': any. Never the operator's own namespace.")

@@ -14,8 +14,9 @@ import (
 // itself cluster-admin. Here RBAC kinds and cluster-scoped kinds are refused unless named.
 type Policy struct {
 	// AllowedKinds are GroupKinds as Kind.group (Deployment.apps), or Kind for the core group.
-	// Empty, or containing "*", allows every namespaced non-RBAC kind. RBAC kinds
-	// (rbac.authorization.k8s.io) and cluster-scoped kinds are allowed only when listed by name.
+	// Empty, or containing "*", allows every namespaced kind but RBAC and Secret. RBAC kinds
+	// (rbac.authorization.k8s.io), Secrets and cluster-scoped kinds are allowed only when listed
+	// by name.
 	AllowedKinds []string
 	// AllowedNamespaces are where namespaced objects may go. Empty: only the VidraResource's
 	// spec.destination.namespace; "*": anywhere. Listed, the destination namespace too must be
@@ -27,6 +28,10 @@ type Policy struct {
 }
 
 const rbacGroup = "rbac.authorization.k8s.io"
+
+// secretKind is allowed only by name: its values would sit in plain text in spec.manifest of a
+// cluster-scoped object, readable wherever VidraResources are.
+var secretKind = schema.GroupKind{Kind: "Secret"}
 
 func (p Policy) validate() error {
 	for _, k := range p.AllowedKinds {
@@ -67,6 +72,8 @@ func (p Policy) Check(gk schema.GroupKind, namespaced bool, namespace, destinati
 	switch {
 	case gk.Group == rbacGroup && !named:
 		return fmt.Errorf("kind %s is RBAC and refused unless allowed by name (--delivery-allowed-kinds=%s)", gk, gk)
+	case gk == secretKind && !named:
+		return fmt.Errorf("kind Secret is refused unless allowed by name (--delivery-allowed-kinds=Secret): a rendered manifest sits in the cluster-scoped VidraResource, where whoever may read VidraResources reads its values; deliver a reference to the secret instead")
 	case !namespaced && !named:
 		return fmt.Errorf("kind %s is cluster-scoped and refused unless allowed by name (--delivery-allowed-kinds=%s)", gk, gk)
 	case len(p.AllowedKinds) > 0 && !slices.Contains(p.AllowedKinds, "*") && !named:

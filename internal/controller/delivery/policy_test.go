@@ -14,6 +14,7 @@ func TestPolicyCheck(t *testing.T) {
 	crb := schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}
 	role := schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "Role"}
 	ns := schema.GroupKind{Kind: "Namespace"}
+	secret := schema.GroupKind{Kind: "Secret"}
 	tests := []struct {
 		name       string
 		policy     Policy
@@ -27,6 +28,10 @@ func TestPolicyCheck(t *testing.T) {
 		{name: "default refuses namespaced RBAC", gk: role, namespaced: true, namespace: "a", deny: "RBAC"},
 		{name: "default refuses cluster-scoped", gk: ns, deny: "cluster-scoped"},
 		{name: "wildcard does not open RBAC", policy: Policy{AllowedKinds: []string{"*"}}, gk: crb, deny: "RBAC"},
+		// Finding 5 of #42: a Secret's values would sit in the cluster-scoped spec.manifest.
+		{name: "default refuses Secret", gk: secret, namespaced: true, namespace: "a", deny: "--delivery-allowed-kinds=Secret"},
+		{name: "wildcard does not open Secret", policy: Policy{AllowedKinds: []string{"*"}}, gk: secret, namespaced: true, namespace: "a", deny: "reference"},
+		{name: "named Secret allowed", policy: Policy{AllowedKinds: []string{"Secret", "ConfigMap"}}, gk: secret, namespaced: true, namespace: "a"},
 		{name: "named RBAC allowed", policy: Policy{AllowedKinds: []string{"ClusterRoleBinding.rbac.authorization.k8s.io"}}, gk: crb},
 		{name: "named cluster-scoped allowed", policy: Policy{AllowedKinds: []string{"Namespace"}}, gk: ns},
 		{name: "list restricts", policy: Policy{AllowedKinds: []string{"ConfigMap"}}, gk: deploy, namespaced: true, namespace: "a", deny: "not among the allowed kinds"},
