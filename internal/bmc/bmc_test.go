@@ -732,3 +732,24 @@ func TestPreparePowerLeavesOnlyTheRequest(t *testing.T) {
 		t.Errorf("records %+v, want one On", recs)
 	}
 }
+
+// Every request, the login included, names its sender: a BMC's audit log tells which replica
+// acted.
+func TestRequestsCarryTheUserAgent(t *testing.T) {
+	e := fleet(t, redfish.Options{BMCs: 1})
+	b := e.BMC(0)
+	b.JournalRequests(true)
+	c := get(t, pool(t, bmc.Options{UserAgent: "metalhub (replica-a)"}), endpoint(b))
+	if _, err := c.Systems(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := b.RequestSpans()
+	if len(spans) == 0 {
+		t.Fatal("no request journaled")
+	}
+	for _, s := range spans {
+		if s.UserAgent != "metalhub (replica-a)" {
+			t.Errorf("%s %s sent as %q", s.Method, s.Path, s.UserAgent)
+		}
+	}
+}

@@ -175,6 +175,9 @@ func (c *conn) send(req *http.Request, token string, noAuth bool) (*http.Respons
 	ctx, cancel := context.WithTimeout(hctx, timeout)
 	defer cancel()
 	r := req.Clone(ctx)
+	if c.opts.UserAgent != "" {
+		r.Header.Set("User-Agent", c.opts.UserAgent)
+	}
 	if !noAuth {
 		if token != "" {
 			r.Header.Set("X-Auth-Token", token)

@@ -42,6 +42,9 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives session events. Credentials are never logged.
 	Logger logr.Logger
+	// UserAgent names the sender in every request (a BMC's audit log then says which replica
+	// acted); empty leaves the HTTP library's.
+	UserAgent string
 }
 
 func (o Options) withDefaults() Options {

@@ -317,6 +317,10 @@ func newManager(cfg *rest.Config, o Options, l *Listeners, log logr.Logger) (ctr
 			return nil, err
 		}
 		o.Metal.Shards, o.Firmware.Shards = set, set
+		o.Metal.BMCUserAgent = userAgent(set.Identity())
+	} else {
+		host, _ := os.Hostname()
+		o.Metal.BMCUserAgent = userAgent(host)
 	}
 	if o.Controllers.Has(FamilyMetal) {
 		if o.Metal.Pool == nil {
@@ -381,4 +385,13 @@ func operatorNamespace(flag string) string {
 		return strings.TrimSpace(string(b))
 	}
 	return ""
+}
+
+// userAgent is what every Redfish request says it comes from: the replica, so that a BMC's
+// audit log tells which one acted.
+func userAgent(replica string) string {
+	if replica == "" {
+		return "metalhub"
+	}
+	return "metalhub (" + replica + ")"
 }

@@ -175,6 +175,7 @@ func NewPool(mgr ctrl.Manager, o Options) (*bmc.Pool, error) {
 	pool := bmc.NewPool(bmc.Options{
 		MaxConcurrentRequests: o.BMCMaxConcurrentRequests,
 		RequestTimeout:        o.BMCRequestTimeout,
+		UserAgent:             o.BMCUserAgent,
 		Logger:                mgr.GetLogger().WithName("bmc"),
 	})
 	// BMCs cap their sessions.

@@ -24,6 +24,8 @@ import (
 type Options struct {
 	// BMCRequestTimeout bounds every Redfish request; no reconcile waits longer on a BMC.
 	BMCRequestTimeout time.Duration
+	// BMCUserAgent names this replica in every Redfish request (set by the manager).
+	BMCUserAgent string
 	// BMCResetSettle is how long after a reset of unknown outcome (a BMC's, or a server's
 	// restart) an unchanged LastResetTime means it never arrived (and it is issued again).
 	BMCResetSettle time.Duration

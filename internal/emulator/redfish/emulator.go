@@ -390,6 +390,8 @@ type BMC struct {
 	mattrs mgrAttrs
 	// ev is the EventService: subscriptions and their deliveries (events.go).
 	ev eventService
+	// journal keeps every request's span while on (journal.go).
+	journal requestJournal
 }
 
 func newBMC(e *Emulator, i int) *BMC {

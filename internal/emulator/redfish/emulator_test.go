@@ -353,3 +353,21 @@ func TestSystemLastResetTime(t *testing.T) {
 		t.Errorf("LastResetTime %v shown by a BMC that does not report it", got)
 	}
 }
+
+// The request journal records nothing until asked, then every request's span and sender.
+func TestRequestJournal(t *testing.T) {
+	e := start(t, redfish.Options{PowerDelay: -1})
+	b := e.BMC(0)
+	do(t, b, call{method: "GET", path: "/redfish/v1/", header: map[string]string{"User-Agent": "before"}})
+	b.JournalRequests(true)
+	b.SetFaults(redfish.Faults{Latency: redfish.Duration(20 * time.Millisecond)})
+	do(t, b, call{method: "GET", path: "/redfish/v1/Systems", basic: true, header: map[string]string{"User-Agent": "replica-a"}})
+	spans := b.RequestSpans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want the one request made while journaling: %+v", len(spans), spans)
+	}
+	s := spans[0]
+	if s.UserAgent != "replica-a" || s.Method != "GET" || s.Path != "/redfish/v1/Systems" || s.End.Sub(s.Start) < 20*time.Millisecond {
+		t.Fatalf("span %+v: want replica-a's GET of Systems lasting at least the latency", s)
+	}
+}

@@ -38,6 +38,9 @@ func (b *BMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b.requests.Add(1)
+	if b.journal.on.Load() {
+		defer b.journal.add(r, time.Now())
+	}
 	n := b.inFlight.Add(1)
 	defer b.inFlight.Add(-1)
 	for {
