@@ -6,9 +6,11 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
@@ -110,5 +112,57 @@ func TestDeletingABIOSVersionSetMidFlash(t *testing.T) {
 	}
 	for _, name := range names {
 		waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	}
+}
+
+// Deleting a BIOSVersion mid-flash while its BMC answers nothing but errors: whether the image
+// is written is unknown, so the object stays, the box stays in maintenance and the object says
+// why; once the BMC answers again the flash is seen through as if nothing happened (one flash,
+// its one restart) and only then is the box handed back.
+func TestDeletingABIOSVersionMidFlashWhileItsBMCIsDead(t *testing.T) {
+	names, bmcs := availableServers(t, "biosv-deaddel", 1)
+	b := bmcs[0]
+	flashing := redfish.Faults{UpdateDuration: redfish.Duration(3 * time.Second)}
+	b.SetFaults(flashing)
+	v := biosVersion("biosv-deaddel", names[0], "8.1.0", "http://fw.example/bios-deaddel-8.1.0.bin")
+	if err := env.Client.Create(ctx(), v); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, "biosv-deaddel", phaseTask, 60*time.Second)
+	dead := flashing
+	dead.Status = 503
+	b.SetFaults(dead)
+	if err := env.Client.Delete(ctx(), getVersion("biosv-deaddel")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the deleted BIOSVersion reporting its BMC unavailable", func() (bool, string) {
+		v := getVersion("biosv-deaddel")
+		if v == nil {
+			return true, "gone"
+		}
+		c := meta.FindStatusCondition(v.Status.Conditions, systemv1alpha1.ConditionUpgraded)
+		return c != nil && c.Reason == systemv1alpha1.ReasonBMCUnavailable && c.ObservedGeneration == v.Generation, fmt.Sprintf("%+v", c)
+	})
+	v = getVersion("biosv-deaddel")
+	if v == nil || !controllerutil.ContainsFinalizer(v, Finalizer) {
+		t.Fatalf("the BIOSVersion went while its flash's end could not be seen")
+	}
+	if s := getServer(names[0]); s == nil || s.Spec.ServerMaintenanceRef == nil {
+		t.Fatalf("the server left its maintenance while its flash's end could not be seen")
+	}
+	b.SetFaults(flashing)
+	eventually(t, 60*time.Second, "the BIOSVersion gone once its BMC answers", func() (bool, string) {
+		err := env.Client.Get(ctx(), client.ObjectKey{Name: "biosv-deaddel"}, &systemv1alpha1.BIOSVersion{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	if restarts := restartsSince(b, firstSimpleUpdate(t, b)); len(restarts) != 1 {
+		t.Fatalf("restarts after the flash: %v, want one (events %s)", restarts, eventsOf("biosv-deaddel"))
+	}
+	waitState(t, names[0], metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	if n := simpleUpdates(b); n != 1 {
+		t.Errorf("SimpleUpdates: %d, want 1", n)
+	}
+	if got := b.Systems()[0].BIOSVersion(); got != "8.1.0" {
+		t.Errorf("BIOS %s after the deleted upgrade's restart, want the flashed 8.1.0", got)
 	}
 }
