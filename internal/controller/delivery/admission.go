@@ -186,11 +186,11 @@ func (a *Admission) CheckResource(ctx context.Context, user authenticationv1.Use
 	}
 	admitted := strings.TrimSpace(vr.Annotations[infrahubv1alpha1.AdmittedKubeconfigAnnotation])
 	who := claimant{kind: "VidraResource", name: vr.Name, resources: []string{vr.Name}}
-	if ref := metav1.GetControllerOf(vr); ref != nil && ref.Kind == "InfrahubSync" && ref.APIVersion == infrahubv1alpha1.GroupVersion.String() {
+	if name, _, ok := SyncRefOf(vr); ok {
 		s := &infrahubv1alpha1.InfrahubSync{}
-		if err := a.Reader.Get(ctx, client.ObjectKey{Name: ref.Name}, s); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("reading InfrahubSync %s, the VidraResource's controller: %w", ref.Name, err)
-		} else if err == nil && s.UID == ref.UID {
+		if err := a.Reader.Get(ctx, client.ObjectKey{Name: name}, s); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading InfrahubSync %s, the VidraResource's controller: %w", name, err)
+		} else if err == nil && OwnedBy(vr, s) {
 			if !sameDestination(s.Spec.Destination, vr.Spec.Destination) {
 				return fmt.Errorf("the destination of a VidraResource of InfrahubSync %s is the sync's (%s), not %s", s.Name,
 					describeDestination(s.Spec.Destination), describeDestination(vr.Spec.Destination))
@@ -238,14 +238,14 @@ func (a *Admission) CheckResourceDelete(ctx context.Context, user authentication
 		return nil
 	}
 	who := claimant{kind: "VidraResource", name: vr.Name, resources: []string{vr.Name}}
-	if ref := metav1.GetControllerOf(vr); ref != nil && ref.Kind == "InfrahubSync" && ref.APIVersion == infrahubv1alpha1.GroupVersion.String() {
+	if name, _, ok := SyncRefOf(vr); ok {
 		s := &infrahubv1alpha1.InfrahubSync{}
-		err := a.Reader.Get(ctx, client.ObjectKey{Name: ref.Name}, s)
+		err := a.Reader.Get(ctx, client.ObjectKey{Name: name}, s)
 		switch {
-		case apierrors.IsNotFound(err) || (err == nil && (s.UID != ref.UID || s.DeletionTimestamp != nil)):
+		case apierrors.IsNotFound(err) || (err == nil && (!OwnedBy(vr, s) || s.DeletionTimestamp != nil)):
 			return nil
 		case err != nil:
-			return fmt.Errorf("reading InfrahubSync %s, the VidraResource's controller: %w", ref.Name, err)
+			return fmt.Errorf("reading InfrahubSync %s, the VidraResource's controller: %w", name, err)
 		}
 		who.syncs = []string{s.Name}
 	}

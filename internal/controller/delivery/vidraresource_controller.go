@@ -55,11 +55,11 @@ type VidraResourceReconciler struct {
 // create VidraResources can still write such a reference: keep that right to the admin.
 func (r *VidraResourceReconciler) claimant(ctx context.Context, vr *infrahubv1alpha1.VidraResource) claimant {
 	who := claimant{kind: "VidraResource", name: vr.Name, resources: []string{vr.Name}}
-	if ref := metav1.GetControllerOf(vr); ref != nil && ref.Kind == "InfrahubSync" {
+	if name, _, ok := SyncRefOf(vr); ok {
 		s := &infrahubv1alpha1.InfrahubSync{}
-		err := r.client.Get(ctx, client.ObjectKey{Name: ref.Name}, s)
-		if (err == nil && s.UID == ref.UID) || (apierrors.IsNotFound(err) && !vr.DeletionTimestamp.IsZero()) {
-			who.syncs = []string{ref.Name}
+		err := r.client.Get(ctx, client.ObjectKey{Name: name}, s)
+		if (err == nil && OwnedBy(vr, s)) || (apierrors.IsNotFound(err) && !vr.DeletionTimestamp.IsZero()) {
+			who.syncs = []string{name}
 		}
 	}
 	if r.trustAdmitted {
