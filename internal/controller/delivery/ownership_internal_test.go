@@ -1,9 +1,11 @@
 package delivery
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
@@ -52,5 +54,46 @@ func TestOwnedBy(t *testing.T) {
 	}
 	if OwnedBy(&infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{OwnerReferences: ref(func(*metav1.OwnerReference) {})}}, nil) {
 		t.Error("a nil sync owns something")
+	}
+}
+
+func TestHandoverRefusal(t *testing.T) {
+	s := &infrahubv1alpha1.InfrahubSync{ObjectMeta: metav1.ObjectMeta{Name: "s", UID: "su"}}
+	other := &infrahubv1alpha1.InfrahubSync{ObjectMeta: metav1.ObjectMeta{Name: "o", UID: "ou"}}
+	of := func(sync *infrahubv1alpha1.InfrahubSync, apiVersion string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: apiVersion, Kind: "InfrahubSync", Name: sync.Name, UID: sync.UID, Controller: ptr.To(true)}}
+	}
+	const gv = "infrahub.operators.com/v1alpha1"
+	vr := func(name, uid string, refs []metav1.OwnerReference) *infrahubv1alpha1.VidraResource {
+		return &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid), OwnerReferences: refs,
+			Annotations: map[string]string{infrahubv1alpha1.HandoverAnnotation: "old:ou1"}}}
+	}
+	for _, tc := range []struct {
+		name     string
+		next     *infrahubv1alpha1.VidraResource
+		from     *infrahubv1alpha1.VidraResource
+		sync     *infrahubv1alpha1.InfrahubSync
+		uid      string
+		refusing string // "" for honoured
+	}{
+		{"both of the sync", vr("new", "n1", of(s, gv)), vr("old", "ou1", of(s, gv)), s, "ou1", ""},
+		{"made by hand", vr("new", "n1", nil), vr("old", "ou1", of(s, gv)), nil, "ou1", "this one is of none"},
+		{"its sync is gone", vr("new", "n1", of(s, gv)), vr("old", "ou1", of(s, gv)), nil, "ou1", "this one is of none"},
+		{"a reference of another version", vr("new", "n1", of(s, "infrahub.operators.com/v1beta1")), vr("old", "ou1", of(s, gv)), s, "ou1", "this one is of none"},
+		{"the source of another sync", vr("new", "n1", of(s, gv)), vr("old", "ou1", of(other, gv)), s, "ou1", "not of InfrahubSync s"},
+		{"the source made by hand", vr("new", "n1", of(s, gv)), vr("old", "ou1", nil), s, "ou1", "not of InfrahubSync s"},
+		{"the source's reference of another group", vr("new", "n1", of(s, gv)), vr("old", "ou1", of(s, "evil.example/v1")), s, "ou1", "not of InfrahubSync s"},
+		{"the source gone", vr("new", "n1", of(s, gv)), nil, s, "ou1", "which is gone"},
+		{"a namesake of the source", vr("new", "n1", of(s, gv)), vr("old", "ou2", of(s, gv)), s, "ou1", "it has uid ou2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := handoverRefusal(tc.next, tc.from, tc.sync, tc.uid)
+			switch {
+			case tc.refusing == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.refusing != "" && (err == nil || !strings.Contains(err.Error(), tc.refusing)):
+				t.Errorf("got %v, want a refusal saying %q", err, tc.refusing)
+			}
+		})
 	}
 }
