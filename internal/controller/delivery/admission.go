@@ -205,6 +205,13 @@ func (a *Admission) CheckResource(ctx context.Context, user authenticationv1.Use
 	if user.Username == op {
 		return nil // the sync's own, checked above; what else the operator writes it wrote itself
 	}
+	if handoverSet(old, vr) {
+		// It moves another VidraResource's objects to this one: the operator writes it for a
+		// sync whose artifact changed its id, and nobody else (the controller also honours it
+		// only between VidraResources of one sync).
+		return fmt.Errorf("user %q may not set annotation %s: only the operator writes it, to hand a sync's objects between its VidraResources",
+			user.Username, infrahubv1alpha1.HandoverAnnotation)
+	}
 	if admitted != "" {
 		if err := a.mayRead(ctx, user, admitted, infrahubv1alpha1.AdmittedKubeconfigAnnotation,
 			"the VidraResource names it as its cluster's kubeconfig"); err != nil {
@@ -213,6 +220,20 @@ func (a *Admission) CheckResource(ctx context.Context, user authenticationv1.Use
 		who.admitted = admitted
 	}
 	return a.checkDestination(ctx, user, vr.Spec.Destination, who, false)
+}
+
+// handoverSet reports whether a write sets HandoverAnnotation or changes its value (old is nil
+// on create); removing it only narrows what the VidraResource may take.
+func handoverSet(old, vr *infrahubv1alpha1.VidraResource) bool {
+	v, ok := vr.Annotations[infrahubv1alpha1.HandoverAnnotation]
+	if !ok {
+		return false
+	}
+	if old == nil {
+		return true
+	}
+	was, had := old.Annotations[infrahubv1alpha1.HandoverAnnotation]
+	return !had || was != v
 }
 
 // CheckSyncDelete admits the deletion of an InfrahubSync by user: its VidraResources go with it,
