@@ -224,9 +224,10 @@ func syncItem(s *infrahubv1alpha1.InfrahubSync, resources []*infrahubv1alpha1.Vi
 }
 
 // syncOf is the store key of the InfrahubSync a VidraResource belongs to: its controller owner
-// (how the delivery controller decides ownership), else its sync label. "" for neither.
+// of exactly this API's apiVersion and Kind (as delivery.SyncRefOf reads it), else its sync
+// label. "" for neither.
 func syncOf(r *infrahubv1alpha1.VidraResource) string {
-	if ref := metav1.GetControllerOf(r); ref != nil && ref.Kind == "InfrahubSync" {
+	if ref := metav1.GetControllerOf(r); ref != nil && ref.Kind == "InfrahubSync" && ref.APIVersion == infrahubv1alpha1.GroupVersion.String() {
 		return objectKey(r.Namespace, ref.Name)
 	}
 	if n := r.Labels[syncLabel]; n != "" {

@@ -102,11 +102,14 @@ func TestSummarize(t *testing.T) {
 
 func TestSyncOf(t *testing.T) {
 	owned := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r", Labels: map[string]string{syncLabel: "other"},
-		OwnerReferences: []metav1.OwnerReference{{Kind: "InfrahubSync", Name: "owner", Controller: new(true)}}}}
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: infrahubv1alpha1.GroupVersion.String(), Kind: "InfrahubSync", Name: "owner", Controller: new(true)}}}}
+	// Another group's reference with the Kind is not the sync's: the label decides.
+	foreign := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r", Labels: map[string]string{syncLabel: "lbl"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "evil.example/v1", Kind: "InfrahubSync", Name: "owner", Controller: new(true)}}}}
 	labelled := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r", Labels: map[string]string{syncLabel: "lbl"}}}
 	orphan := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r"}}
 	cluster := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "r", Labels: map[string]string{syncLabel: "lbl"}}}
-	for r, want := range map[*infrahubv1alpha1.VidraResource]string{owned: "ns/owner", labelled: "ns/lbl", orphan: "", cluster: "lbl"} {
+	for r, want := range map[*infrahubv1alpha1.VidraResource]string{owned: "ns/owner", foreign: "ns/lbl", labelled: "ns/lbl", orphan: "", cluster: "lbl"} {
 		if got := syncOf(r); got != want {
 			t.Errorf("syncOf(%v) = %q, want %q", r.ObjectMeta, got, want)
 		}

@@ -271,3 +271,38 @@ func TestInstalledConfigurationGuardsDelivery(t *testing.T) {
 		t.Fatalf("the installed webhook configuration does not guard delivery: %v", err)
 	}
 }
+
+// Issue 42, finding 3: handover-from moves a VidraResource's objects to another; only the
+// operator writes it (for a sync whose artifact changed its id). A tenant may neither create a
+// VidraResource with it nor add or change it on one, not even on her own; the operator may.
+func TestOnlyTheOperatorWritesHandover(t *testing.T) {
+	a, nsA, asA := tenant(t, "handover")
+	dest := infrahubv1alpha1.Destination{Namespace: nsA, ServiceAccountName: "deployer"}
+	refusal := fmt.Sprintf("user %q may not set annotation %s", a, infrahubv1alpha1.HandoverAnnotation)
+	vr := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "handover-thief-" + nsA,
+		Annotations: map[string]string{infrahubv1alpha1.HandoverAnnotation: "victim:0a0a0a0a-0000-4000-8000-000000000000"}},
+		Spec: infrahubv1alpha1.VidraResourceSpec{Destination: dest, Manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n"}}
+	forbidden(t, asA.Create(ctx(t), vr.DeepCopy()), refusal)
+
+	// Her own VidraResource, without it: admitted; adding it afterwards is refused.
+	own := vr.DeepCopy()
+	own.Annotations = nil
+	if err := asA.Create(ctx(t), own); err != nil {
+		t.Fatalf("tenant's own VidraResource refused: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), own) })
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+infrahubv1alpha1.HandoverAnnotation+`":"victim:0a0a0a0a-0000-4000-8000-000000000000"}}}`))
+	forbidden(t, asA.Patch(ctx(t), own.DeepCopy(), patch), refusal)
+
+	// The operator (the admin here is the webhook's own user) sets it; the tenant may neither
+	// change it nor, as it only narrows, is she refused removing it.
+	if err := env.Client.Patch(ctx(t), own.DeepCopy(), patch); err != nil {
+		t.Fatalf("the operator's handover-from refused: %v", err)
+	}
+	changed := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+infrahubv1alpha1.HandoverAnnotation+`":"other:0b0b0b0b-0000-4000-8000-000000000000"}}}`))
+	forbidden(t, asA.Patch(ctx(t), own.DeepCopy(), changed), refusal)
+	removed := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+infrahubv1alpha1.HandoverAnnotation+`":null}}}`))
+	if err := asA.Patch(ctx(t), own.DeepCopy(), removed); err != nil {
+		t.Fatalf("removing handover-from refused: %v", err)
+	}
+}

@@ -79,4 +79,8 @@ const (
 	// ReasonOperatorServiceAccount: spec.destination names the operator's own ServiceAccount,
 	// which it never acts as on a writer's behalf.
 	ReasonOperatorServiceAccount = "OperatorServiceAccount"
+	// ReasonHandoverRefused: the VidraResource's handover-from annotation names a VidraResource
+	// that is not of the same InfrahubSync (or gone, or of another UID); its objects are not
+	// taken over.
+	ReasonHandoverRefused = "HandoverRefused"
 )

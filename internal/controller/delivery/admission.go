@@ -186,11 +186,11 @@ func (a *Admission) CheckResource(ctx context.Context, user authenticationv1.Use
 	}
 	admitted := strings.TrimSpace(vr.Annotations[infrahubv1alpha1.AdmittedKubeconfigAnnotation])
 	who := claimant{kind: "VidraResource", name: vr.Name, resources: []string{vr.Name}}
-	if ref := metav1.GetControllerOf(vr); ref != nil && ref.Kind == "InfrahubSync" && ref.APIVersion == infrahubv1alpha1.GroupVersion.String() {
+	if name, _, ok := SyncRefOf(vr); ok {
 		s := &infrahubv1alpha1.InfrahubSync{}
-		if err := a.Reader.Get(ctx, client.ObjectKey{Name: ref.Name}, s); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("reading InfrahubSync %s, the VidraResource's controller: %w", ref.Name, err)
-		} else if err == nil && s.UID == ref.UID {
+		if err := a.Reader.Get(ctx, client.ObjectKey{Name: name}, s); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading InfrahubSync %s, the VidraResource's controller: %w", name, err)
+		} else if err == nil && OwnedBy(vr, s) {
 			if !sameDestination(s.Spec.Destination, vr.Spec.Destination) {
 				return fmt.Errorf("the destination of a VidraResource of InfrahubSync %s is the sync's (%s), not %s", s.Name,
 					describeDestination(s.Spec.Destination), describeDestination(vr.Spec.Destination))
@@ -205,6 +205,13 @@ func (a *Admission) CheckResource(ctx context.Context, user authenticationv1.Use
 	if user.Username == op {
 		return nil // the sync's own, checked above; what else the operator writes it wrote itself
 	}
+	if handoverSet(old, vr) {
+		// It moves another VidraResource's objects to this one: the operator writes it for a
+		// sync whose artifact changed its id, and nobody else (the controller also honours it
+		// only between VidraResources of one sync).
+		return fmt.Errorf("user %q may not set annotation %s: only the operator writes it, to hand a sync's objects between its VidraResources",
+			user.Username, infrahubv1alpha1.HandoverAnnotation)
+	}
 	if admitted != "" {
 		if err := a.mayRead(ctx, user, admitted, infrahubv1alpha1.AdmittedKubeconfigAnnotation,
 			"the VidraResource names it as its cluster's kubeconfig"); err != nil {
@@ -213,6 +220,20 @@ func (a *Admission) CheckResource(ctx context.Context, user authenticationv1.Use
 		who.admitted = admitted
 	}
 	return a.checkDestination(ctx, user, vr.Spec.Destination, who, false)
+}
+
+// handoverSet reports whether a write sets HandoverAnnotation or changes its value (old is nil
+// on create); removing it only narrows what the VidraResource may take.
+func handoverSet(old, vr *infrahubv1alpha1.VidraResource) bool {
+	v, ok := vr.Annotations[infrahubv1alpha1.HandoverAnnotation]
+	if !ok {
+		return false
+	}
+	if old == nil {
+		return true
+	}
+	was, had := old.Annotations[infrahubv1alpha1.HandoverAnnotation]
+	return !had || was != v
 }
 
 // CheckSyncDelete admits the deletion of an InfrahubSync by user: its VidraResources go with it,
@@ -238,14 +259,14 @@ func (a *Admission) CheckResourceDelete(ctx context.Context, user authentication
 		return nil
 	}
 	who := claimant{kind: "VidraResource", name: vr.Name, resources: []string{vr.Name}}
-	if ref := metav1.GetControllerOf(vr); ref != nil && ref.Kind == "InfrahubSync" && ref.APIVersion == infrahubv1alpha1.GroupVersion.String() {
+	if name, _, ok := SyncRefOf(vr); ok {
 		s := &infrahubv1alpha1.InfrahubSync{}
-		err := a.Reader.Get(ctx, client.ObjectKey{Name: ref.Name}, s)
+		err := a.Reader.Get(ctx, client.ObjectKey{Name: name}, s)
 		switch {
-		case apierrors.IsNotFound(err) || (err == nil && (s.UID != ref.UID || s.DeletionTimestamp != nil)):
+		case apierrors.IsNotFound(err) || (err == nil && (!OwnedBy(vr, s) || s.DeletionTimestamp != nil)):
 			return nil
 		case err != nil:
-			return fmt.Errorf("reading InfrahubSync %s, the VidraResource's controller: %w", ref.Name, err)
+			return fmt.Errorf("reading InfrahubSync %s, the VidraResource's controller: %w", name, err)
 		}
 		who.syncs = []string{s.Name}
 	}

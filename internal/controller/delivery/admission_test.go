@@ -55,3 +55,32 @@ func TestFrozen(t *testing.T) {
 		t.Error("admitted a spec change during deletion")
 	}
 }
+
+func TestHandoverSet(t *testing.T) {
+	with := func(v ...string) *infrahubv1alpha1.VidraResource {
+		vr := &infrahubv1alpha1.VidraResource{}
+		if len(v) > 0 {
+			vr.Annotations = map[string]string{infrahubv1alpha1.HandoverAnnotation: v[0]}
+		}
+		return vr
+	}
+	for _, tc := range []struct {
+		name     string
+		old, upd *infrahubv1alpha1.VidraResource
+		want     bool
+	}{
+		{"created with it", nil, with("a:1"), true},
+		{"created with it empty", nil, with(""), true},
+		{"created without", nil, with(), false},
+		{"added", with(), with("a:1"), true},
+		{"changed", with("a:1"), with("b:2"), true},
+		{"kept", with("a:1"), with("a:1"), false},
+		{"removed", with("a:1"), with(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := handoverSet(tc.old, tc.upd); got != tc.want {
+				t.Errorf("handoverSet = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

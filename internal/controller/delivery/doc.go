@@ -22,7 +22,8 @@
 // more than --delivery-prune-max-fraction of them holds (PruneHeld, prune.go) until the sync is
 // annotated confirm-prune=<token> or a query a sync interval later agrees (the first answer is
 // recorded in the prune-pending annotation). An artifact back under a new id hands its objects
-// over to its new VidraResource (handover-from) before the old one is deleted. A pass
+// over to its new VidraResource (handover-from, honoured only between VidraResources of one
+// sync: handover.go) before the old one is deleted. A pass
 // that changes nothing writes nothing: status is written only when it changes, so lastSyncTime
 // is the time of the last delivered change (or the first success), not of the last query.
 //

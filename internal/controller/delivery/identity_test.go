@@ -122,7 +122,7 @@ func TestWriterNamedServiceAccountNeedsAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, vr := range list.Items {
-		if ref := metav1.GetControllerOf(&vr); ref != nil && ref.UID == s.UID {
+		if OwnedBy(&vr, s) {
 			t.Errorf("the refused sync wrote VidraResource %s", vr.Name)
 		}
 	}

@@ -419,7 +419,9 @@ func (r *InfrahubSyncReconciler) ownedResources(ctx context.Context, c client.Cl
 	}
 	out := make(map[string]*infrahubv1alpha1.VidraResource, len(list.Items))
 	for i := range list.Items {
-		out[list.Items[i].Name] = &list.Items[i]
+		if OwnedBy(&list.Items[i], s) { // the index holds the UID; the name must match too
+			out[list.Items[i].Name] = &list.Items[i]
+		}
 	}
 	return out, nil
 }
@@ -466,8 +468,8 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 		return deliverResult{err: lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, fmt.Errorf("reading VidraResource %s: %w", a.ID, err))}
 	}
 	if exists {
-		if ctl := metav1.GetControllerOf(vr); ctl == nil || ctl.UID != s.UID {
-			return deliverResult{err: lifecycle.Reasonf(infrahubv1alpha1.ReasonOwnershipConflict, "artifact %s: VidraResource %s exists and is not controlled by this InfrahubSync (%s)", a.ID, a.ID, controllerName(ctl))}
+		if !OwnedBy(vr, s) {
+			return deliverResult{err: lifecycle.Reasonf(infrahubv1alpha1.ReasonOwnershipConflict, "artifact %s: VidraResource %s exists and is not controlled by this InfrahubSync (%s)", a.ID, a.ID, controllerName(metav1.GetControllerOf(vr)))}
 		}
 		if !vr.DeletionTimestamp.IsZero() {
 			// Being removed (by hand, say): its delete event brings the pass that recreates it.
@@ -535,8 +537,8 @@ func (r *InfrahubSyncReconciler) create(ctx context.Context, c client.Client, s 
 		// Our cache missed it: either it is ours and the cache lags, or it is someone else's.
 		live := &infrahubv1alpha1.VidraResource{}
 		if gerr := r.apiReader.Get(ctx, client.ObjectKey{Name: a.ID}, live); gerr == nil {
-			if ctl := metav1.GetControllerOf(live); ctl == nil || ctl.UID != s.UID {
-				return deliverResult{err: lifecycle.Reasonf(infrahubv1alpha1.ReasonOwnershipConflict, "artifact %s: VidraResource %s exists and is not controlled by this InfrahubSync (%s)", a.ID, a.ID, controllerName(ctl))}
+			if !OwnedBy(live, s) {
+				return deliverResult{err: lifecycle.Reasonf(infrahubv1alpha1.ReasonOwnershipConflict, "artifact %s: VidraResource %s exists and is not controlled by this InfrahubSync (%s)", a.ID, a.ID, controllerName(metav1.GetControllerOf(live)))}
 			}
 		}
 		return deliverResult{lagging: true}
@@ -571,7 +573,7 @@ func controllerName(ref *metav1.OwnerReference) string {
 	if ref == nil {
 		return "no controller"
 	}
-	return "controlled by " + ref.Kind + " " + ref.Name
+	return "controlled by " + ref.Kind + " " + ref.Name + " (" + ref.APIVersion + ", uid " + string(ref.UID) + ")"
 }
 
 // report writes the status if, and only if, it changed.

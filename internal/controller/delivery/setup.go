@@ -98,8 +98,8 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &infrahubv1alpha1.VidraResource{}, vrControllerIndex,
 		func(obj client.Object) []string {
-			if ref := metav1.GetControllerOf(obj); ref != nil && ref.Kind == "InfrahubSync" {
-				return []string{string(ref.UID)}
+			if _, uid, ok := SyncRefOf(obj); ok {
+				return []string{string(uid)}
 			}
 			return nil
 		}); err != nil {
@@ -158,7 +158,10 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		For(&infrahubv1alpha1.InfrahubSync{}, builder.WithPredicates(lifecycle.Predicate())).
 		// A VidraResource deleted or edited by hand brings its sync at once (defect 5).
 		// A VidraResource's report (deployState) is summarised by its sync.
-		Owns(&infrahubv1alpha1.VidraResource{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(), deployStateChanged()))).
+		// Mapped by SyncRefOf, not Owns: Owns matches a controller reference by group and Kind,
+		// any version, and a writer's reference must not bring another's sync either.
+		Watches(&infrahubv1alpha1.VidraResource{}, handler.EnqueueRequestsFromMapFunc(syncOfResource),
+			builder.WithPredicates(predicate.Or(lifecycle.Predicate(), deployStateChanged()))).
 		WatchesRawSource(source.Kind(credCache, &corev1.Secret{}, handler.TypedEnqueueRequestsFromMapFunc(
 			func(ctx context.Context, s *corev1.Secret) []reconcile.Request {
 				return syncsForHost(ctx, mgr.GetClient(), s.Labels[infrahubv1alpha1.InfrahubAPIURLLabel])
@@ -263,6 +266,14 @@ func resourcesForHost(ctx context.Context, c client.Client, labelValue string) [
 		}
 	}
 	return out
+}
+
+// syncOfResource maps a VidraResource to the sync its controller reference names (SyncRefOf).
+func syncOfResource(_ context.Context, obj client.Object) []reconcile.Request {
+	if name, _, ok := SyncRefOf(obj); ok {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: name}}}
+	}
+	return nil
 }
 
 // deployStateChanged passes a VidraResource update that changed its deployState.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -55,11 +56,11 @@ type VidraResourceReconciler struct {
 // create VidraResources can still write such a reference: keep that right to the admin.
 func (r *VidraResourceReconciler) claimant(ctx context.Context, vr *infrahubv1alpha1.VidraResource) claimant {
 	who := claimant{kind: "VidraResource", name: vr.Name, resources: []string{vr.Name}}
-	if ref := metav1.GetControllerOf(vr); ref != nil && ref.Kind == "InfrahubSync" {
+	if name, _, ok := SyncRefOf(vr); ok {
 		s := &infrahubv1alpha1.InfrahubSync{}
-		err := r.client.Get(ctx, client.ObjectKey{Name: ref.Name}, s)
-		if (err == nil && s.UID == ref.UID) || (apierrors.IsNotFound(err) && !vr.DeletionTimestamp.IsZero()) {
-			who.syncs = []string{ref.Name}
+		err := r.client.Get(ctx, client.ObjectKey{Name: name}, s)
+		if (err == nil && OwnedBy(vr, s)) || (apierrors.IsNotFound(err) && !vr.DeletionTimestamp.IsZero()) {
+			who.syncs = []string{name}
 		}
 	}
 	if r.trustAdmitted {
@@ -186,6 +187,7 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 	var (
 		apply   []*unstructured.Unstructured
 		existed = map[string]bool{}
+		ho      = r.checkedHandover(ctx, vr)
 	)
 	for _, po := range planned {
 		desired[po.ref.key()] = true
@@ -197,7 +199,7 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 				continue
 			}
 		}
-		owners, refusal := r.ownersAfterApply(ctx, live, po.ref, vr)
+		owners, refusal := r.ownersAfterApply(ctx, live, po.ref, vr, ho)
 		if refusal != nil {
 			errs = append(errs, refusal)
 			continue
@@ -298,8 +300,9 @@ func (r *VidraResourceReconciler) observeDrift(ctx context.Context, t *target, v
 // ownership), whose living owners then keep sharing it. An orphan, whose recorded owners are all
 // gone, is not free for the taking, not even by a new VidraResource of the same name: only vr's
 // adopt-orphans-of naming an owner's UID (or, for a mark without UIDs, its name) gives it away,
-// as does the sync's handover from the VidraResource of the same artifact under its old id.
-func (r *VidraResourceReconciler) ownersAfterApply(ctx context.Context, live *metav1.PartialObjectMetadata, ref objectRef, vr *infrahubv1alpha1.VidraResource) ([]ownerMark, error) {
+// as does the sync's handover from the VidraResource of the same artifact under its old id (ho,
+// honoured only between VidraResources of one sync).
+func (r *VidraResourceReconciler) ownersAfterApply(ctx context.Context, live *metav1.PartialObjectMetadata, ref objectRef, vr *infrahubv1alpha1.VidraResource, ho handover) ([]ownerMark, error) {
 	self := markOf(vr)
 	if live == nil {
 		return []ownerMark{self}, nil
@@ -313,7 +316,6 @@ func (r *VidraResourceReconciler) ownersAfterApply(ctx context.Context, live *me
 			"%s exists and no VidraResource created it; not applied (annotate it %s=%s to let this VidraResource take it over)",
 			ref, infrahubv1alpha1.AdoptAnnotation, vr.Name)
 	}
-	fromName, fromUID, handover := handoverOf(vr)
 	adopt := map[string]bool{}
 	for _, v := range strings.Split(vr.Annotations[infrahubv1alpha1.AdoptOrphansAnnotation], ",") {
 		if v = strings.TrimSpace(v); v != "" {
@@ -330,7 +332,7 @@ func (r *VidraResourceReconciler) ownersAfterApply(ctx context.Context, live *me
 		switch {
 		case name == vr.Name && (!hasUID || uid == self.uid):
 			mine = true
-		case handover && name == fromName && (!hasUID || uid == fromUID):
+		case ho.honoured && name == ho.name && (!hasUID || uid == ho.uid):
 			mine = true // handed over by the sync: the same artifact under its old id
 		default:
 			cur, exists := r.ownerUID(ctx, name)
@@ -344,6 +346,10 @@ func (r *VidraResourceReconciler) ownersAfterApply(ctx context.Context, live *me
 				adopted = true
 			}
 		}
+	}
+	if !mine && ho.refused != nil && slices.Contains(listed, ho.name) && (len(others) > 0 || !adopted) {
+		// Said as such: the writer asked for this object and is told why it is not theirs.
+		return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonHandoverRefused, "%s is managed by VidraResource %s; not applied: %v", ref, strings.Join(listed, ", "), ho.refused)
 	}
 	if !mine && len(others) > 0 {
 		return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonOwnershipConflict, "%s is managed by VidraResource %s; not applied", ref, strings.Join(others, ", "))
