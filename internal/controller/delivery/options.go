@@ -48,6 +48,9 @@ type Options struct {
 	AdmissionWebhook bool
 	// admission replaces that check (tests).
 	admission func(context.Context) error
+	// inventoryChunkBytes replaces DefaultInventoryChunkBytes (tests, to see chunks with
+	// few objects).
+	inventoryChunkBytes int
 	// InsecureKubeconfig accepts kubeconfigs that run plugins or read files in the operator's pod.
 	InsecureKubeconfig bool
 	// AllowPlainHTTPCredentials sends Infrahub credentials to http:// URLs; by default a sync
@@ -258,6 +261,16 @@ func (o Options) validate() error {
 		return fmt.Errorf("delivery requeue intervals must be at least %s", minInterval)
 	}
 	return nil
+}
+
+// inventoryNamespace is where the VidraResources' inventories are kept: the operator's own
+// namespace, which tenants cannot write (the identity recorded there is acted as); "default"
+// only outside a cluster.
+func inventoryNamespace(o Options) string {
+	if o.OperatorNamespace != "" {
+		return o.OperatorNamespace
+	}
+	return metav1.NamespaceDefault
 }
 
 // settingsNamespace is the one namespace the settings ConfigMap is read from.

@@ -46,6 +46,8 @@ type VidraResourceReconciler struct {
 	identity *identity
 	// trustAdmitted honours AdmittedKubeconfigAnnotation (--delivery-trust-admitted-credentials).
 	trustAdmitted bool
+	// inventories keeps what each VidraResource applied, where and as whom.
+	inventories *inventoryStore
 }
 
 // claimant is who a VidraResource's kubeconfig Secret is looked up for: the VidraResource, and
@@ -87,6 +89,8 @@ type deployOutcome struct {
 	observed  bool // an observe-only pass: without drift, the status stays as it was
 	// applied, created, restored and pruned name what the pass did, for its events.
 	applied, created, restored, pruned []string
+	// reached: the objects (objectRef.key) the pass applied or may have written.
+	reached map[string]bool
 }
 
 // deployPass is one pass over a VidraResource: the plan, then what the deploy step did, for the
@@ -98,6 +102,8 @@ type deployPass struct {
 	out     deployOutcome
 	health  *health       // nil when not computed
 	requeue time.Duration // the next periodic look
+	inv     *storedInventory
+	added   []string // inventory entries this pass recorded ahead of its apply
 }
 
 func (r *VidraResourceReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*infrahubv1alpha1.VidraResource]) (lifecycle.Result, error) {
@@ -150,16 +156,19 @@ func (r *VidraResourceReconciler) deployStep(ctx context.Context, p *deployPass)
 	}
 	st := r.settings.Current(ctx)
 	events := p.Obj.Spec.Destination.ReconcileOnEvents || st.EventBasedReconcile
-	p.out = r.deploy(ctx, p.Obj, p.target, p.planned, events, st.RequeueResourcesAfter)
+	p.out = r.deploy(ctx, p.Obj, p.target, p.planned, p.inv, events, st.RequeueResourcesAfter)
 	if p.out.nextCheck > 0 {
 		p.requeue = p.out.nextCheck
+	}
+	if err := r.trimUnapplied(ctx, p); err != nil {
+		return lifecycle.Result{}, err
 	}
 	return lifecycle.Continue(), nil
 }
 
 // deploy applies the planned objects and prunes what left the manifest. It never writes the
 // VidraResource.
-func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alpha1.VidraResource, t *target, planned []plannedObject, events bool, interval time.Duration) deployOutcome {
+func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alpha1.VidraResource, t *target, planned []plannedObject, inv *storedInventory, events bool, interval time.Duration) deployOutcome {
 	log := logf.FromContext(ctx)
 	hash := manifestHash(vr.Spec.Manifest)
 	requested := vr.Annotations[infrahubv1alpha1.RequestedAtAnnotation]
@@ -179,7 +188,7 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 	next := &vrMemory{uid: vr.UID, manifestHash: hash, target: t.id(), cluster: t.clusterID(), requestedAt: requested, tokens: map[string]string{}, checkedAt: r.now()}
 
 	var (
-		out     deployOutcome
+		out     = deployOutcome{reached: map[string]bool{}}
 		errs    []error
 		desired = map[string]bool{}
 	)
@@ -211,9 +220,15 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 		apply = append(apply, owned(po, owners))
 	}
 	if len(apply) > 0 {
-		done, err := applySet(ctx, t, apply)
+		done, partial, err := applySet(ctx, t, apply)
 		if err != nil {
 			errs = append(errs, err)
+		}
+		for _, u := range apply {
+			key := objectRef{GVK: u.GroupVersionKind(), Namespace: u.GetNamespace(), Name: u.GetName()}.key()
+			if _, ok := done[key]; ok || partial {
+				out.reached[key] = true
+			}
 		}
 		for _, po := range planned {
 			a, ok := done[po.ref.key()]
@@ -241,8 +256,8 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 	// Only what the inventory records is ours to delete: a mark alone (copied, forged, or a
 	// namesake's) is skipped with a warning, and does not hold the prune.
 	candidates := append(managedRefs(vr.Status.ManagedResources), t.ownedObjects(ctx, vr.Name)...)
-	candidates = append(candidates, inventoryOf(vr).refs()...)
-	recorded := recordedOf(vr)
+	candidates = append(candidates, inv.refs()...)
+	recorded := recordedOf(inv, vr)
 	pruned := map[string]bool{}
 	for _, ref := range candidates {
 		if desired[ref.key()] || pruned[ref.key()] {
@@ -390,10 +405,10 @@ func (r *VidraResourceReconciler) ownerUID(ctx context.Context, name string) (st
 
 // recordedOf is the set of objects vr may delete: its inventory, or, for a VidraResource from
 // before the inventory existed, what its status lists.
-func recordedOf(vr *infrahubv1alpha1.VidraResource) map[string]bool {
+func recordedOf(inv *storedInventory, vr *infrahubv1alpha1.VidraResource) map[string]bool {
 	out := map[string]bool{}
-	refs := inventoryOf(vr).refs()
-	if _, ok := vr.Annotations[infrahubv1alpha1.InventoryAnnotation]; !ok {
+	refs := inv.refs()
+	if !inv.found {
 		refs = managedRefs(vr.Status.ManagedResources)
 	}
 	for _, ref := range refs {
@@ -430,6 +445,9 @@ func (r *VidraResourceReconciler) finalize(ctx context.Context, p *deployPass) (
 		}
 		return lifecycle.RequeueAfter(cleanupRetry, "cleanup failed"), nil
 	}
+	if err := r.inventories.remove(ctx, vr); err != nil {
+		return lifecycle.Result{}, err
+	}
 	if err := lifecycle.PatchMetadata(ctx, p.Client(), vr, func(o client.Object) { controllerutil.RemoveFinalizer(o, finalizer) }); err != nil {
 		return lifecycle.Result{}, err
 	}
@@ -437,12 +455,25 @@ func (r *VidraResourceReconciler) finalize(ctx context.Context, p *deployPass) (
 	return lifecycle.Wrote("finalizer removed"), nil
 }
 
-// cleanup deletes every object marked as the VidraResource's: those its status lists, those
-// its manifest names, and those the watches know.
+// cleanup deletes what the VidraResource applied. With an inventory, that is what it records,
+// removed on the cluster and as the identity it records: a destination or identity that
+// changed since, or an identity the operator may no longer act as for the writer, does not
+// orphan it. Without one (a VidraResource of an earlier version), every object marked as its
+// own: those its status lists, those its manifest names, and those the watches know.
 func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alpha1.VidraResource) error {
+	st, err := r.inventories.load(ctx, vr)
+	if err != nil {
+		return err
+	}
+	if st.found && !st.legacy {
+		if err := r.pruneRecorded(ctx, vr, st.inventory, nil); err != nil {
+			return fmt.Errorf("%w (remove the finalizer %s by hand to leave the objects behind)", err, finalizer)
+		}
+		return nil
+	}
 	as, err := r.actAs(ctx, vr)
 	if err != nil {
-		if len(vr.Status.ManagedResources) == 0 && len(inventoryOf(vr).Objects) == 0 {
+		if len(vr.Status.ManagedResources) == 0 && len(st.Objects) == 0 {
 			return nil // never acted as anyone: nothing was applied
 		}
 		return fmt.Errorf("%w (remove the finalizer %s by hand to leave the objects behind)", err, finalizer)
@@ -451,14 +482,15 @@ func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alp
 	if err != nil {
 		return fmt.Errorf("reaching the destination cluster (remove the finalizer %s by hand to leave the objects behind): %w", finalizer, err)
 	}
-	inv := inventoryOf(vr)
+	inv := st.inventory
 	if len(inv.Objects) > 0 && hostKeyOrLocal(inv.Server) != hostKeyOrLocal(vr.Spec.Destination.Server) {
-		if err := r.pruneElsewhere(ctx, vr, inv); err != nil {
+		inv.As = as // an earlier version's inventory records no identity
+		if err := r.pruneRecorded(ctx, vr, inv, nil); err != nil {
 			return fmt.Errorf("%w (remove the finalizer %s by hand to leave the objects behind)", err, finalizer)
 		}
-		inv = inventory{}
+		st.inventory = inventory{}
 	}
-	refs := append(managedRefs(vr.Status.ManagedResources), inv.refs()...)
+	refs := append(managedRefs(vr.Status.ManagedResources), st.refs()...)
 	if objs, err := decodeManifest(vr.Spec.Manifest); err == nil {
 		if planned, err := plan(t, objs, vr.Spec.Destination.Namespace, Policy{AllowedKinds: []string{"*"}, AllowedNamespaces: []string{"*"}}); err == nil {
 			for _, po := range planned {
@@ -467,7 +499,7 @@ func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alp
 		}
 	}
 	refs = append(refs, t.ownedObjects(ctx, vr.Name)...)
-	recorded := recordedOf(vr)
+	recorded := recordedOf(&st, vr)
 	done := map[string]bool{}
 	var errs []error
 	for _, ref := range refs {
