@@ -595,7 +595,7 @@ func (r *InfrahubSyncReconciler) report(ctx context.Context, p *syncPass) (lifec
 	case out.err != nil: // a summary-only pass has none: it follows a successful query
 		st.SyncState = infrahubv1alpha1.StateFailed
 		if rep.Failed(out.err) {
-			r.recorder.Eventf(s, nil, "Warning", reasonOf(out.err), "Sync", "%s", clip(out.err.Error()))
+			r.recorder.Eventf(s, nil, "Warning", reasonOf(out.err), "Sync", "%s", clipNote(out.err.Error()))
 		}
 		lifecycle.SetCondition(&st.Conditions, s.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, reasonOf(out.err), clip(out.err.Error()))
 	default:
@@ -607,7 +607,7 @@ func (r *InfrahubSyncReconciler) report(ctx context.Context, p *syncPass) (lifec
 			st.SyncState = infrahubv1alpha1.StateFailed
 			msg := fmt.Sprintf("%d of %d VidraResources failed: %s", len(p.summary.Failed), p.summary.Total, strings.Join(p.summary.Failed, ", "))
 			if cur := meta.FindStatusCondition(st.Conditions, infrahubv1alpha1.ConditionReady); cur == nil || cur.Message != msg {
-				r.recorder.Eventf(s, nil, "Warning", infrahubv1alpha1.ReasonResourcesFailed, "Sync", "%s", clip(msg))
+				r.recorder.Eventf(s, nil, "Warning", infrahubv1alpha1.ReasonResourcesFailed, "Sync", "%s", clipNote(msg))
 			}
 			lifecycle.SetCondition(&st.Conditions, s.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, infrahubv1alpha1.ReasonResourcesFailed, clip(msg))
 			// Failed always says why: the resources' failures are the sync's last error too.

@@ -153,18 +153,26 @@ func (r *VidraResourceReconciler) inventoryStep(ctx context.Context, p *deployPa
 	return lifecycle.Continue(), nil
 }
 
-// trimUnapplied takes out of the inventory the entries this pass added and never applied: an
-// artifact refused before anything was written (preflight, a refused dry-run) does not leave
-// objects its identity may not even read behind in the record, where they would hold every
-// prune and the finalizer.
-func (r *VidraResourceReconciler) trimUnapplied(ctx context.Context, p *deployPass) error {
-	if p.inv == nil || len(p.added) == 0 || p.out.err == nil {
+// settleInventory brings the inventory after the apply: the prune's objects that are gone (or
+// no longer ours) leave it, and so do the entries this pass added and never applied. An
+// artifact refused before anything was written (preflight, a refused dry-run) must not leave
+// objects its identity may not even read in the record, where they would hold every prune and
+// the finalizer.
+func (r *VidraResourceReconciler) settleInventory(ctx context.Context, p *deployPass) error {
+	if p.inv == nil {
 		return nil
 	}
 	drop := map[string]bool{}
-	for _, e := range p.added {
-		if ref, ok := inventoryRef(e); ok && !p.out.reached[ref.key()] {
+	for _, e := range p.inv.Objects {
+		if ref, ok := inventoryRef(e); ok && p.out.gone[ref.key()] {
 			drop[e] = true
+		}
+	}
+	if p.out.err != nil {
+		for _, e := range p.added {
+			if ref, ok := inventoryRef(e); ok && !p.out.reached[ref.key()] {
+				drop[e] = true
+			}
 		}
 	}
 	if len(drop) == 0 {

@@ -91,6 +91,8 @@ type deployOutcome struct {
 	applied, created, restored, pruned []string
 	// reached: the objects (objectRef.key) the pass applied or may have written.
 	reached map[string]bool
+	// gone: the objects (objectRef.key) the prune removed, found gone, or found no longer ours.
+	gone map[string]bool
 }
 
 // deployPass is one pass over a VidraResource: the plan, then what the deploy step did, for the
@@ -160,7 +162,7 @@ func (r *VidraResourceReconciler) deployStep(ctx context.Context, p *deployPass)
 	if p.out.nextCheck > 0 {
 		p.requeue = p.out.nextCheck
 	}
-	if err := r.trimUnapplied(ctx, p); err != nil {
+	if err := r.settleInventory(ctx, p); err != nil {
 		return lifecycle.Result{}, err
 	}
 	return lifecycle.Continue(), nil
@@ -188,7 +190,7 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 	next := &vrMemory{uid: vr.UID, manifestHash: hash, target: t.id(), cluster: t.clusterID(), requestedAt: requested, tokens: map[string]string{}, checkedAt: r.now()}
 
 	var (
-		out     = deployOutcome{reached: map[string]bool{}}
+		out     = deployOutcome{reached: map[string]bool{}, gone: map[string]bool{}}
 		errs    []error
 		desired = map[string]bool{}
 	)
@@ -270,6 +272,7 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 			out.managed = append(out.managed, toManaged(ref)) // still there, still ours
 			continue
 		}
+		out.gone[ref.key()] = true
 		switch res {
 		case pruneDeleted:
 			log.Info("pruned object that left the manifest", "object", ref.String())
@@ -424,7 +427,7 @@ func (r *VidraResourceReconciler) warnPrune(ctx context.Context, vr *infrahubv1a
 		reason = "NamespaceKept"
 	}
 	logf.FromContext(ctx).Info("prune skipped an object", "reason", reason, "note", note)
-	r.recorder.Eventf(vr, nil, "Warning", reason, "Prune", "%s", clip(note))
+	r.recorder.Eventf(vr, nil, "Warning", reason, "Prune", "%s", clipNote(note))
 }
 
 // finalize removes what the VidraResource applied, then its finalizer.
@@ -546,7 +549,7 @@ func (r *VidraResourceReconciler) report(_ context.Context, p *deployPass) (life
 	default:
 		st.DeployState = infrahubv1alpha1.StateFailed
 		if rep.Failed(out.err) {
-			r.recorder.Eventf(vr, nil, "Warning", reasonOf(out.err), "Deploy", "%s", clip(out.err.Error()))
+			r.recorder.Eventf(vr, nil, "Warning", reasonOf(out.err), "Deploy", "%s", clipNote(out.err.Error()))
 		}
 		lifecycle.SetCondition(&st.Conditions, vr.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, reasonOf(out.err), clip(out.err.Error()))
 	}
@@ -572,10 +575,10 @@ func (r *VidraResourceReconciler) eventsOf(vr *infrahubv1alpha1.VidraResource, o
 		if len(out.restored) > 0 {
 			msg += "; restored " + strings.Join(out.restored, ", ")
 		}
-		r.recorder.Eventf(vr, nil, "Normal", "Applied", "Apply", "%s", clip(msg))
+		r.recorder.Eventf(vr, nil, "Normal", "Applied", "Apply", "%s", clipNote(msg))
 	}
 	if len(out.pruned) > 0 {
-		r.recorder.Eventf(vr, nil, "Normal", "Pruned", "Prune", "%s", clip("pruned "+strings.Join(out.pruned, ", ")))
+		r.recorder.Eventf(vr, nil, "Normal", "Pruned", "Prune", "%s", clipNote("pruned "+strings.Join(out.pruned, ", ")))
 	}
 }
 
@@ -596,7 +599,17 @@ func managedLess(a, b infrahubv1alpha1.ManagedResource) bool {
 	return ka < kb
 }
 
-// clip keeps condition messages and events readable (and under the API's limits).
+// clipNote keeps an event's note under the 1 KiB events.k8s.io allows: a longer one is
+// rejected, and the event lost.
+func clipNote(s string) string {
+	const limit = 1000
+	if len(s) <= limit {
+		return s
+	}
+	return s[:limit] + "…"
+}
+
+// clip keeps condition messages readable (and under the API's limits).
 func clip(s string) string {
 	const limit = 2000
 	if len(s) <= limit {
