@@ -122,13 +122,15 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		id.admission = g.check
 	}
 
+	inventories := &inventoryStore{client: mgr.GetClient(), reader: mgr.GetAPIReader(), namespace: inventoryNamespace(o),
+		chunkBytes: cmp.Or(o.inventoryChunkBytes, DefaultInventoryChunkBytes)}
 	sr := &InfrahubSyncReconciler{
 		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), scheme: mgr.GetScheme(), settings: settings,
 		creds: &credentials{reader: credCache, scope: scope, timeout: o.InfrahubTimeout, maxBody: o.Limits.MaxManifestBytes,
 			allowPlainHTTP: o.AllowPlainHTTPCredentials, trustAdmitted: o.TrustAdmittedCredentials},
 		clients: &infrahub.Cache{}, recorder: rec, downloads: o.DownloadConcurrency, now: time.Now,
 		pruneMaxFraction: o.PruneMaxFraction, limits: o.Limits, hosts: newHostGate(o.SyncConcurrencyPerHost),
-		queried: map[types.UID]queryRecord{}, identity: id,
+		queried: map[types.UID]queryRecord{}, identity: id, inventories: inventories,
 	}
 	sr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.InfrahubSync { return &infrahubv1alpha1.InfrahubSync{} }, sr.handle)
 	// The periodic looks follow the settings, which a ConfigMap may change at run time.
@@ -138,8 +140,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		client: mgr.GetClient(), settings: settings, memory: newAppliedMemory(), policy: o.Policy,
 		recorder: rec, now: time.Now, healthPoll: o.HealthPoll, identity: id,
 		trustAdmitted: o.TrustAdmittedCredentials,
-		inventories: &inventoryStore{client: mgr.GetClient(), reader: mgr.GetAPIReader(), namespace: inventoryNamespace(o),
-			chunkBytes: cmp.Or(o.inventoryChunkBytes, DefaultInventoryChunkBytes)},
+		inventories:   inventories,
 	}
 	vr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.VidraResource { return &infrahubv1alpha1.VidraResource{} }, vr.handle)
 	vr.lc.ResyncFunc = func(ctx context.Context) time.Duration { return settings.Current(ctx).RequeueResourcesAfter }
