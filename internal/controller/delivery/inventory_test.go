@@ -54,7 +54,7 @@ func TestLargeArtifactInventoryAppliesAndPrunes(t *testing.T) {
 	ns := namespace(t)
 	start := time.Now()
 	newResource(t, "d-large", ns, compactConfigMaps(n))
-	timeout := 60*time.Second + time.Duration(n)*30*time.Millisecond
+	timeout := 60*time.Second + time.Duration(n)*60*time.Millisecond
 	vr := waitResource(t, "d-large", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, timeout)
 	t.Logf("%d objects applied in %s", n, time.Since(start).Round(time.Millisecond))
 	if int(vr.Status.ManagedResourceCount) != n {

@@ -24,6 +24,12 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
+// maxListedManagedResources is how many applied objects status.managedResources lists: an
+// artifact of 10,000 objects would take the VidraResource past the API server's request limit
+// with its manifest, and no status could be written. managedResourceCount counts them all; the
+// inventory records every one.
+const maxListedManagedResources = 1000
+
 // cleanupRetry is how soon a VidraResource whose objects could not be removed tries again.
 const cleanupRetry = 10 * time.Second
 
@@ -554,9 +560,11 @@ func (r *VidraResourceReconciler) report(_ context.Context, p *deployPass) (life
 		lifecycle.SetCondition(&st.Conditions, vr.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, reasonOf(out.err), clip(out.err.Error()))
 	}
 	if !out.keep {
-		st.ManagedResources = out.managed
+		st.ManagedResources, st.ManagedResourceCount = out.managed, int32(len(out.managed))
+		if len(st.ManagedResources) > maxListedManagedResources {
+			st.ManagedResources = st.ManagedResources[:maxListedManagedResources]
+		}
 	}
-	st.ManagedResourceCount = int32(len(st.ManagedResources))
 	st.ObservedGeneration = vr.Generation
 	if equality.Semantic.DeepEqual(*st, vr.Status) {
 		return lifecycle.RequeueAfter(lifecycle.Jitter(requeue), "unchanged"), nil
