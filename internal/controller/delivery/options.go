@@ -212,7 +212,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.ResourceConcurrency, "delivery-resource-concurrency", o.ResourceConcurrency, "VidraResources reconciled at once.")
 	fs.IntVar(&o.DownloadConcurrency, "delivery-download-concurrency", o.DownloadConcurrency, "Artifacts one sync downloads at once.")
 	fs.Float64Var(&o.PruneMaxFraction, "delivery-prune-max-fraction", o.PruneMaxFraction,
-		"Largest fraction (0-1] of an InfrahubSync's VidraResources one pass may delete; a pass that would delete more "+
+		"Largest fraction (0-1] of an InfrahubSync's VidraResources, and of the objects they applied (counted from their "+
+			"inventories, re-issued artifacts that drop objects included), one pass may delete; a pass that would delete more "+
 			"deletes nothing and holds (PruneHeld) until the sync is annotated "+infrahubv1alpha1.ConfirmPruneAnnotation+"=<token> "+
 			"or a query a sync interval later returns the same answer. 1 disables the guard; annotation "+
 			infrahubv1alpha1.PruneMaxFractionAnnotation+" lowers it per sync.")
