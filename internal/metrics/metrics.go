@@ -266,7 +266,7 @@ func collectDelivery(ctx context.Context, r client.Reader, ch chan<- prometheus.
 			s = infrahubv1alpha1.StatePending
 		}
 		byState[s]++
-		applied += len(vr.Status.ManagedResources)
+		applied += int(max(vr.Status.ManagedResourceCount, int32(len(vr.Status.ManagedResources)))) // the list stops at 1,000
 	}
 	for s, n := range byState {
 		ch <- prometheus.MustNewConstMetric(resourcesDesc, prometheus.GaugeValue, float64(n), string(s))

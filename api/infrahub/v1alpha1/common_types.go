@@ -63,8 +63,9 @@ const (
 	AdoptAnnotation = "vidraresource.infrahub.operators.com/adopt"
 	// VidraResourceFinalizer removes what a VidraResource applied.
 	VidraResourceFinalizer = "vidraresource.infrahub.operators.com/finalizer"
-	// InventoryAnnotation on a VidraResource records, ahead of each apply, the cluster and the
-	// objects it may have applied there: what is pruned survives a wiped status and a restart.
+	// InventoryAnnotation on a VidraResource is where earlier versions recorded, ahead of each
+	// apply, the cluster and the objects it may have applied there. The inventory now lives in
+	// ConfigMaps of the operator's namespace; this annotation is read once, moved and removed.
 	InventoryAnnotation = "infrahub.operators.com/inventory"
 	// RequestedAtAnnotation set by a user forces a sync now.
 	RequestedAtAnnotation = "infrahub.operators.com/requested-at"

@@ -38,10 +38,11 @@ type VidraResourceStatus struct {
 	// LastSyncTime is when the manifest was last applied successfully.
 	// +optional
 	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
-	// ManagedResources are the objects applied from the manifest.
+	// ManagedResources are the objects applied from the manifest: the first 1,000 of them
+	// (managedResourceCount counts them all).
 	// +optional
 	ManagedResources []ManagedResource `json:"managedResources,omitempty"`
-	// ManagedResourceCount is len(managedResources), for kubectl get.
+	// ManagedResourceCount is how many objects were applied from the manifest, for kubectl get.
 	// +optional
 	ManagedResourceCount int32 `json:"managedResourceCount,omitempty"`
 	// Health is how the applied objects are doing, as kstatus computes it: Current when every

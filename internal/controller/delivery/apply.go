@@ -1,8 +1,10 @@
 package delivery
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
 	"github.com/fluxcd/pkg/ssa"
+	ssaerrors "github.com/fluxcd/pkg/ssa/errors"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -218,14 +221,17 @@ type applied struct {
 // write. Force: the manifest is authoritative for the fields it names; fields it does not name
 // stay with whoever set them (defect 6). The result is keyed by objectRef.key; on an error, it
 // holds the stages done before it.
-func applySet(ctx context.Context, t *target, objs []*unstructured.Unstructured) (map[string]applied, error) {
+//
+// On an error, partial reports whether objects outside the result may have been written: a
+// refused dry-run writes nothing of its stage, any other failure may have written some of it.
+func applySet(ctx context.Context, t *target, objs []*unstructured.Unstructured) (out map[string]applied, partial bool, err error) {
 	rec := &recordingClient{Client: t.client, timeout: t.timeout, tokens: map[string]string{}}
 	rm := ssa.NewResourceManager(rec, polling.NewStatusPoller(rec, t.mapper, polling.Options{}),
 		ssa.Owner{Field: FieldManager, Group: infrahubv1alpha1.GroupVersion.Group})
 	opts := ssa.DefaultApplyOptions()
 	opts.WaitInterval, opts.WaitTimeout = stageWaitInterval, t.timeout
 	cs, err := rm.ApplyAllStaged(ctx, objs, opts)
-	out := map[string]applied{}
+	out = map[string]applied{}
 	if cs != nil {
 		for _, e := range cs.Entries {
 			ref := objectRef{GVK: schema.GroupVersionKind{Group: e.ObjMetadata.GroupKind.Group, Kind: e.ObjMetadata.GroupKind.Kind},
@@ -234,15 +240,17 @@ func applySet(ctx context.Context, t *target, objs []*unstructured.Unstructured)
 		}
 	}
 	if err != nil {
+		var dryRun *ssaerrors.DryRunErr
+		partial = !errors.As(err, &dryRun)
 		switch {
 		case apierrors.IsForbidden(err):
-			return out, lifecycle.Reasonf(infrahubv1alpha1.ReasonForbidden, "applying as %s: %v", t.as, err)
+			return out, partial, lifecycle.Reasonf(infrahubv1alpha1.ReasonForbidden, "applying as %s: %v", t.as, err)
 		case meta.IsNoMatchError(err):
-			return out, lifecycle.Reasonf(infrahubv1alpha1.ReasonUnknownKind, "applying: %v", err)
+			return out, partial, lifecycle.Reasonf(infrahubv1alpha1.ReasonUnknownKind, "applying: %v", err)
 		}
-		return out, lifecycle.Reasonf(infrahubv1alpha1.ReasonApplyFailed, "applying: %v", err)
+		return out, partial, lifecycle.Reasonf(infrahubv1alpha1.ReasonApplyFailed, "applying: %v", err)
 	}
-	return out, nil
+	return out, false, nil
 }
 
 // stageWaitInterval is how often a staged apply looks whether its CRDs and Namespaces are ready.
@@ -361,11 +369,15 @@ type ownerLookup func(ctx context.Context, name string) (uid string, exists bool
 // The note explains a pruneForeign or pruneNamespaceKept result.
 func deleteOwned(ctx context.Context, t *target, ref objectRef, owner ownerMark, recorded bool, lookup ownerLookup) (res pruneResult, note string, err error) {
 	live, err := t.observe(ctx, ref.GVK, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name})
-	if apierrors.IsForbidden(err) {
-		// The ServiceAccount applied as may not even read it: it cannot have created it (an
-		// artifact refused before anything was applied records it all the same). Holding the
-		// prune, or a deletion, on it would hold them forever.
+	if apierrors.IsForbidden(err) && !recorded {
+		// Not in the inventory, and the identity may not even read it: it cannot have created
+		// it. Holding the prune, or a deletion, on it would hold them forever.
 		return pruneNone, "", nil
+	}
+	if apierrors.IsForbidden(err) {
+		// Recorded as applied, and the identity lost its rights (or is not the one that applied
+		// it): refused is not gone. Said loudly, and kept for a retry.
+		return pruneNone, "", fmt.Errorf("reading %s as %s, which the inventory records as having applied it: %w", ref, cmp.Or(t.as, "the operator"), err)
 	}
 	if err != nil {
 		return pruneNone, "", fmt.Errorf("reading %s: %w", ref, err)

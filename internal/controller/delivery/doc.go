@@ -19,7 +19,8 @@
 // sync's own VidraResources that left the result are deleted. An empty result fails the sync
 // with reason EmptyResult and deletes nothing, unless spec.source.allowEmpty is true; an answer
 // whose count disagrees with its edges fails with IncompleteResult; a pass that would delete
-// more than --delivery-prune-max-fraction of them holds (PruneHeld, prune.go) until the sync is
+// more than --delivery-prune-max-fraction of them, or of the objects they applied (counted
+// from the inventories, what re-issued artifacts drop included), holds (PruneHeld, prune.go) until the sync is
 // annotated confirm-prune=<token> or a query a sync interval later agrees (the first answer is
 // recorded in the prune-pending annotation). An artifact back under a new id hands its objects
 // over to its new VidraResource (handover-from, honoured only between VidraResources of one

@@ -58,6 +58,8 @@ type InfrahubSyncReconciler struct {
 	// identity refuses, before anything is queried, a destination its VidraResources could
 	// not act as (a writer-named ServiceAccount without admission, the operator's own).
 	identity *identity
+	// inventories tell the prune guard how many objects a deletion removes.
+	inventories *inventoryStore
 
 	mu      sync.Mutex
 	queried map[types.UID]queryRecord // the last successful query of each sync
@@ -340,13 +342,28 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 	}
 	survivors := slices.Collect(maps.Keys(inResult))
 	decision := pruneDecision{}
-	if !(len(arts) == 0 && src.AllowEmpty) { // an empty answer the user allowed is its own confirmation
-		decision = decidePrune(s, doomed, survivors, total, maxFraction(r.pruneMaxFraction, s), r.now(), settings.RequeueSyncAfter*9/10)
+	stake := pruneStake{doomed: doomed, total: total}
+	// An empty answer the user allowed is its own confirmation.
+	if !(len(arts) == 0 && src.AllowEmpty) && len(doomed)+len(handedOver) > 0 {
+		if err := r.weigh(ctx, &stake, owned); err != nil {
+			// Nothing is deleted on a guess of what it would remove.
+			errs = append(errs, lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, fmt.Errorf("weighing the prune: %w", err)))
+			doomed, handedOver = nil, nil
+		} else {
+			decision = decidePrune(s, stake, survivors, maxFraction(r.pruneMaxFraction, s), r.now(), settings.RequeueSyncAfter*9/10)
+		}
 	}
 	if decision.reason != "" {
-		logf.FromContext(ctx).Info("prune beyond the guard released", "token", decision.token, "why", decision.reason, "deleting", len(doomed), "of", total)
+		logf.FromContext(ctx).Info("prune beyond the guard released", "token", decision.token, "why", decision.reason,
+			"deleting", len(doomed), "of", total, "objects", stake.objects, "ofObjects", stake.objectsTotal)
 	}
-	toDelete := handedOver
+	var toDelete []string
+	for _, name := range handedOver {
+		// One that leaves objects behind goes only with the whole answer weighed, and allowed.
+		if !slices.Contains(stake.lossy, name) || (!decision.hold && !stake.unsettled) {
+			toDelete = append(toDelete, name)
+		}
+	}
 	if !decision.hold {
 		toDelete = append(toDelete, doomed...)
 	}
@@ -372,7 +389,7 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 	if decision.hold {
 		out.keep = true
 		out.recordPrune = decision.record
-		held := lifecycle.Reasonf(infrahubv1alpha1.ReasonPruneHeld, "%s", heldMessage(s, decision, doomed, total, maxFraction(r.pruneMaxFraction, s), settings.RequeueSyncAfter*9/10))
+		held := lifecycle.Reasonf(infrahubv1alpha1.ReasonPruneHeld, "%s", heldMessage(s, decision, stake, maxFraction(r.pruneMaxFraction, s), settings.RequeueSyncAfter*9/10))
 		if out.err != nil {
 			held = lifecycle.WithReason(infrahubv1alpha1.ReasonPruneHeld, errors.Join(held, out.err))
 		}
@@ -597,7 +614,7 @@ func (r *InfrahubSyncReconciler) report(ctx context.Context, p *syncPass) (lifec
 	case out.err != nil: // a summary-only pass has none: it follows a successful query
 		st.SyncState = infrahubv1alpha1.StateFailed
 		if rep.Failed(out.err) {
-			r.recorder.Eventf(s, nil, "Warning", reasonOf(out.err), "Sync", "%s", clip(out.err.Error()))
+			r.recorder.Eventf(s, nil, "Warning", reasonOf(out.err), "Sync", "%s", clipNote(out.err.Error()))
 		}
 		lifecycle.SetCondition(&st.Conditions, s.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, reasonOf(out.err), clip(out.err.Error()))
 	default:
@@ -609,7 +626,7 @@ func (r *InfrahubSyncReconciler) report(ctx context.Context, p *syncPass) (lifec
 			st.SyncState = infrahubv1alpha1.StateFailed
 			msg := fmt.Sprintf("%d of %d VidraResources failed: %s", len(p.summary.Failed), p.summary.Total, strings.Join(p.summary.Failed, ", "))
 			if cur := meta.FindStatusCondition(st.Conditions, infrahubv1alpha1.ConditionReady); cur == nil || cur.Message != msg {
-				r.recorder.Eventf(s, nil, "Warning", infrahubv1alpha1.ReasonResourcesFailed, "Sync", "%s", clip(msg))
+				r.recorder.Eventf(s, nil, "Warning", infrahubv1alpha1.ReasonResourcesFailed, "Sync", "%s", clipNote(msg))
 			}
 			lifecycle.SetCondition(&st.Conditions, s.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, infrahubv1alpha1.ReasonResourcesFailed, clip(msg))
 			// Failed always says why: the resources' failures are the sync's last error too.

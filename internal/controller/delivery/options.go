@@ -48,6 +48,9 @@ type Options struct {
 	AdmissionWebhook bool
 	// admission replaces that check (tests).
 	admission func(context.Context) error
+	// inventoryChunkBytes replaces DefaultInventoryChunkBytes (tests, to see chunks with
+	// few objects).
+	inventoryChunkBytes int
 	// InsecureKubeconfig accepts kubeconfigs that run plugins or read files in the operator's pod.
 	InsecureKubeconfig bool
 	// AllowPlainHTTPCredentials sends Infrahub credentials to http:// URLs; by default a sync
@@ -210,7 +213,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.ResourceConcurrency, "delivery-resource-concurrency", o.ResourceConcurrency, "VidraResources reconciled at once.")
 	fs.IntVar(&o.DownloadConcurrency, "delivery-download-concurrency", o.DownloadConcurrency, "Artifacts one sync downloads at once.")
 	fs.Float64Var(&o.PruneMaxFraction, "delivery-prune-max-fraction", o.PruneMaxFraction,
-		"Largest fraction (0-1] of an InfrahubSync's VidraResources one pass may delete; a pass that would delete more "+
+		"Largest fraction (0-1] of an InfrahubSync's VidraResources, and of the objects they applied (counted from their "+
+			"inventories, re-issued artifacts that drop objects included), one pass may delete; a pass that would delete more "+
 			"deletes nothing and holds (PruneHeld) until the sync is annotated "+infrahubv1alpha1.ConfirmPruneAnnotation+"=<token> "+
 			"or a query a sync interval later returns the same answer. 1 disables the guard; annotation "+
 			infrahubv1alpha1.PruneMaxFractionAnnotation+" lowers it per sync.")
@@ -259,6 +263,16 @@ func (o Options) validate() error {
 		return fmt.Errorf("delivery requeue intervals must be at least %s", minInterval)
 	}
 	return nil
+}
+
+// inventoryNamespace is where the VidraResources' inventories are kept: the operator's own
+// namespace, which tenants cannot write (the identity recorded there is acted as); "default"
+// only outside a cluster.
+func inventoryNamespace(o Options) string {
+	if o.OperatorNamespace != "" {
+		return o.OperatorNamespace
+	}
+	return metav1.NamespaceDefault
 }
 
 // settingsNamespace is the one namespace the settings ConfigMap is read from.

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -59,16 +60,37 @@ type pruneDecision struct {
 	reason string // why it proceeds or holds, for the log and the message
 }
 
-// decidePrune applies the guard to a pass that would delete doomed of total VidraResources,
-// keeping the survivors' artifacts. Within the fraction it proceeds. Beyond it, it proceeds only
+// pruneStake is what a pass's deletions would remove: VidraResources, and the objects they
+// applied (from their inventories), so that a prune of few VidraResources holding most of the
+// objects, or of none at all (artifacts re-issued under new ids without their objects, whose
+// predecessors go as handed over), is a mass prune too.
+type pruneStake struct {
+	doomed []string // VidraResources whose artifact left the result
+	// lossy: VidraResources handed over to a re-issued artifact that does not hold all of
+	// their objects; their deletion removes the rest.
+	lossy        []string
+	total        int // the sync's VidraResources
+	objects      int // objects the deletions would remove
+	objectsTotal int // objects the sync's VidraResources held before this answer
+	// unsettled: a successor has not recorded what it holds yet; lossy handovers wait.
+	unsettled bool
+}
+
+// exceeds reports whether the stake is beyond the fraction, of VidraResources or of objects.
+func (st pruneStake) exceeds(fraction float64) bool {
+	return float64(len(st.doomed)) > fraction*float64(st.total) || float64(st.objects) > fraction*float64(st.objectsTotal)
+}
+
+// decidePrune applies the guard to a pass's deletions, keeping the survivors' artifacts. Within
+// the fraction (of VidraResources and of objects) it proceeds. Beyond it, it proceeds only
 // when the sync carries ConfirmPruneAnnotation with the exact token, or when the held record
 // names the same token and is at least settle old (a second agreeing answer, a sync interval
 // on); otherwise it holds, recording the answer when the record names another one.
-func decidePrune(s *infrahubv1alpha1.InfrahubSync, doomed, survivors []string, total int, fraction float64, now time.Time, settle time.Duration) pruneDecision {
-	if len(doomed) == 0 || float64(len(doomed)) <= fraction*float64(total) {
+func decidePrune(s *infrahubv1alpha1.InfrahubSync, st pruneStake, survivors []string, fraction float64, now time.Time, settle time.Duration) pruneDecision {
+	if (len(st.doomed) == 0 && st.objects == 0) || !st.exceeds(fraction) {
 		return pruneDecision{}
 	}
-	token := pruneToken(doomed, survivors)
+	token := pruneToken(append(slices.Clone(st.doomed), st.lossy...), survivors)
 	if s.Annotations[infrahubv1alpha1.ConfirmPruneAnnotation] == token {
 		return pruneDecision{token: token, reason: "confirmed by " + infrahubv1alpha1.ConfirmPruneAnnotation}
 	}
@@ -83,14 +105,25 @@ func decidePrune(s *infrahubv1alpha1.InfrahubSync, doomed, survivors []string, t
 }
 
 // heldMessage explains a held prune and how to release it.
-func heldMessage(s *infrahubv1alpha1.InfrahubSync, d pruneDecision, doomed []string, total int, fraction float64, settle time.Duration) string {
-	names := slices.Sorted(slices.Values(doomed))
-	if len(names) > 10 {
-		names = append(names[:10], "…")
+func heldMessage(s *infrahubv1alpha1.InfrahubSync, d pruneDecision, st pruneStake, fraction float64, settle time.Duration) string {
+	list := func(names []string) string {
+		names = slices.Sorted(slices.Values(names))
+		if len(names) > 10 {
+			names = append(names[:10], "…")
+		}
+		return strings.Join(names, ", ")
 	}
-	return fmt.Sprintf("prune held: this answer would delete %d of %d VidraResources (more than %g%%): %s; nothing deleted. "+
+	var which []string
+	if len(st.doomed) > 0 {
+		which = append(which, "deleting "+list(st.doomed))
+	}
+	if len(st.lossy) > 0 {
+		which = append(which, "handing over to re-issued artifacts that no longer hold their objects "+list(st.lossy))
+	}
+	return fmt.Sprintf("prune held: this answer would delete %d of %d VidraResources and remove %d of %d objects (more than %g%% of either): %s; nothing deleted. "+
 		"Confirm with: kubectl annotate infrahubsync %s %s=%s --overwrite; or it proceeds when a query at least %s later returns the same answer",
-		len(doomed), total, fraction*100, strings.Join(names, ", "), s.Name, infrahubv1alpha1.ConfirmPruneAnnotation, d.token, settle.Round(time.Second))
+		len(st.doomed), st.total, st.objects, st.objectsTotal, fraction*100, strings.Join(which, "; "),
+		s.Name, infrahubv1alpha1.ConfirmPruneAnnotation, d.token, settle.Round(time.Second))
 }
 
 // pairRenamed finds, for artifacts that have no VidraResource yet, the VidraResource of an
@@ -165,4 +198,73 @@ func tookOver(next, old *infrahubv1alpha1.VidraResource) bool {
 	name, uid, ok := handoverOf(next)
 	return ok && name == old.Name && uid == string(old.UID) &&
 		next.Status.DeployState == infrahubv1alpha1.StateSucceeded && next.Status.ObservedGeneration == next.Generation
+}
+
+// weigh fills in the objects of the stake from the inventories: those of the doomed
+// VidraResources, and those of each VidraResource an artifact re-issued under a new id takes
+// over that its successor does not hold (taken over yet or not: successors apply one by one,
+// and a guard that weighed each as it came would let every one through). The total is what
+// the sync held before this answer: a successor's objects are not counted, or an answer that
+// brings decoys would dilute the objects it removes below the fraction. A successor that has
+// not recorded its inventory yet leaves the stake unsettled.
+func (r *InfrahubSyncReconciler) weigh(ctx context.Context, st *pruneStake, owned map[string]*infrahubv1alpha1.VidraResource) error {
+	keys := map[string]map[string]bool{}
+	load := func(vr *infrahubv1alpha1.VidraResource) (map[string]bool, bool, error) {
+		inv, err := r.inventories.load(ctx, vr)
+		if err != nil {
+			return nil, false, err
+		}
+		k := map[string]bool{}
+		for _, ref := range inv.refs() {
+			k[ref.key()] = true
+		}
+		keys[vr.Name] = k
+		return k, inv.found, nil
+	}
+	successor := map[string]*infrahubv1alpha1.VidraResource{} // predecessor name -> successor
+	for _, vr := range owned {
+		if name, uid, ok := handoverOf(vr); ok && vr.DeletionTimestamp.IsZero() {
+			if prev := owned[name]; prev != nil && string(prev.UID) == uid && prev.DeletionTimestamp.IsZero() {
+				successor[name] = vr
+			}
+		}
+	}
+	isSuccessor := map[string]bool{}
+	for _, vr := range successor {
+		isSuccessor[vr.Name] = true
+	}
+	for _, vr := range owned {
+		if !vr.DeletionTimestamp.IsZero() || isSuccessor[vr.Name] {
+			continue
+		}
+		k, _, err := load(vr)
+		if err != nil {
+			return err
+		}
+		st.objectsTotal += len(k)
+	}
+	for _, name := range st.doomed {
+		st.objects += len(keys[name])
+	}
+	for name, next := range successor {
+		nk, found, err := load(next)
+		if err != nil {
+			return err
+		}
+		if !found {
+			st.unsettled = true
+			continue
+		}
+		lost := 0
+		for k := range keys[name] {
+			if !nk[k] {
+				lost++
+			}
+		}
+		if lost > 0 {
+			st.lossy = append(st.lossy, name)
+			st.objects += lost
+		}
+	}
+	return nil
 }

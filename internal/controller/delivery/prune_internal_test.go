@@ -41,7 +41,7 @@ func TestDecidePrune(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			d := decidePrune(sync(c.ann), c.doomed, survivors, c.total, 0.5, now, settle)
+			d := decidePrune(sync(c.ann), pruneStake{doomed: c.doomed, total: c.total}, survivors, 0.5, now, settle)
 			if d.hold != c.hold || (d.record != "") != c.wantRecord {
 				t.Fatalf("decision %+v, want hold %v record %v", d, c.hold, c.wantRecord)
 			}
@@ -49,6 +49,22 @@ func TestDecidePrune(t *testing.T) {
 				t.Fatalf("record %q", d.record)
 			}
 		})
+	}
+	// Objects count as well as VidraResources: one VidraResource of four holding most of the
+	// objects, or artifacts re-issued without their objects (no VidraResource deleted at all).
+	for _, c := range []struct {
+		name  string
+		stake pruneStake
+		hold  bool
+	}{
+		{"few resources, few objects", pruneStake{doomed: []string{"b"}, total: 4, objects: 1, objectsTotal: 4}, false},
+		{"few resources, most objects", pruneStake{doomed: []string{"b"}, total: 4, objects: 90, objectsTotal: 100}, true},
+		{"re-issued without their objects", pruneStake{lossy: []string{"a", "b"}, total: 4, objects: 2, objectsTotal: 2}, true},
+		{"re-issued, one object of many lost", pruneStake{lossy: []string{"a"}, total: 4, objects: 1, objectsTotal: 100}, false},
+	} {
+		if d := decidePrune(sync(nil), c.stake, survivors, 0.5, now, settle); d.hold != c.hold {
+			t.Errorf("%s: decision %+v, want hold %v", c.name, d, c.hold)
+		}
 	}
 	if got := maxFraction(0.5, sync(map[string]string{infrahubv1alpha1.PruneMaxFractionAnnotation: "0.1"})); got != 0.1 {
 		t.Errorf("lowered fraction %g", got)

@@ -46,7 +46,7 @@ func (r *SettingsReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 		if !r.reported[key] {
 			r.reported[key] = true
 			log.Error(nil, "settings ConfigMaps conflict", "configmap", cm.Namespace+"/"+cm.Name, "problem", v.Problems[0])
-			r.recorder.Eventf(cm, nil, "Warning", infrahubv1alpha1.ReasonSettingsConflict, "Configure", "%s", clip(v.Problems[0]))
+			r.recorder.Eventf(cm, nil, "Warning", infrahubv1alpha1.ReasonSettingsConflict, "Configure", "%s", clipNote(v.Problems[0]))
 		}
 	}
 	if v.From != nil && len(v.Problems) > 0 {
@@ -58,7 +58,7 @@ func (r *SettingsReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 			}
 			// One event with every problem: events of one object, reason and action are
 			// merged into a series that keeps the first note only.
-			r.recorder.Eventf(v.From, nil, "Warning", "InvalidSetting", "Configure", "%s", clip(strings.Join(v.Problems, "; ")))
+			r.recorder.Eventf(v.From, nil, "Warning", "InvalidSetting", "Configure", "%s", clipNote(strings.Join(v.Problems, "; ")))
 		}
 	}
 	changed := v.Settings != r.last

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -36,6 +37,8 @@ import (
 // +kubebuilder:rbac:groups=infrahub.operators.com,resources=vidraresources/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=infrahub.operators.com,resources=vidraresources/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch
+// The inventories (inventory_store.go), in the operator's namespace.
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=create;update;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // Impersonation of the ServiceAccounts VidraResources act as (spec.destination.serviceAccountName).
@@ -119,13 +122,15 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		id.admission = g.check
 	}
 
+	inventories := &inventoryStore{client: mgr.GetClient(), reader: mgr.GetAPIReader(), namespace: inventoryNamespace(o),
+		chunkBytes: cmp.Or(o.inventoryChunkBytes, DefaultInventoryChunkBytes)}
 	sr := &InfrahubSyncReconciler{
 		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), scheme: mgr.GetScheme(), settings: settings,
 		creds: &credentials{reader: credCache, scope: scope, timeout: o.InfrahubTimeout, maxBody: o.Limits.MaxManifestBytes,
 			allowPlainHTTP: o.AllowPlainHTTPCredentials, trustAdmitted: o.TrustAdmittedCredentials},
 		clients: &infrahub.Cache{}, recorder: rec, downloads: o.DownloadConcurrency, now: time.Now,
 		pruneMaxFraction: o.PruneMaxFraction, limits: o.Limits, hosts: newHostGate(o.SyncConcurrencyPerHost),
-		queried: map[types.UID]queryRecord{}, identity: id,
+		queried: map[types.UID]queryRecord{}, identity: id, inventories: inventories,
 	}
 	sr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.InfrahubSync { return &infrahubv1alpha1.InfrahubSync{} }, sr.handle)
 	// The periodic looks follow the settings, which a ConfigMap may change at run time.
@@ -135,6 +140,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		client: mgr.GetClient(), settings: settings, memory: newAppliedMemory(), policy: o.Policy,
 		recorder: rec, now: time.Now, healthPoll: o.HealthPoll, identity: id,
 		trustAdmitted: o.TrustAdmittedCredentials,
+		inventories:   inventories,
 	}
 	vr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.VidraResource { return &infrahubv1alpha1.VidraResource{} }, vr.handle)
 	vr.lc.ResyncFunc = func(ctx context.Context) time.Duration { return settings.Current(ctx).RequeueResourcesAfter }

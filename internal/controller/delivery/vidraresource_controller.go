@@ -25,6 +25,12 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
+// maxListedManagedResources is how many applied objects status.managedResources lists: an
+// artifact of 10,000 objects would take the VidraResource past the API server's request limit
+// with its manifest, and no status could be written. managedResourceCount counts them all; the
+// inventory records every one.
+const maxListedManagedResources = 1000
+
 // cleanupRetry is how soon a VidraResource whose objects could not be removed tries again.
 const cleanupRetry = 10 * time.Second
 
@@ -47,6 +53,8 @@ type VidraResourceReconciler struct {
 	identity *identity
 	// trustAdmitted honours AdmittedKubeconfigAnnotation (--delivery-trust-admitted-credentials).
 	trustAdmitted bool
+	// inventories keeps what each VidraResource applied, where and as whom.
+	inventories *inventoryStore
 }
 
 // claimant is who a VidraResource's kubeconfig Secret is looked up for: the VidraResource, and
@@ -88,6 +96,10 @@ type deployOutcome struct {
 	observed  bool // an observe-only pass: without drift, the status stays as it was
 	// applied, created, restored and pruned name what the pass did, for its events.
 	applied, created, restored, pruned []string
+	// reached: the objects (objectRef.key) the pass applied or may have written.
+	reached map[string]bool
+	// gone: the objects (objectRef.key) the prune removed, found gone, or found no longer ours.
+	gone map[string]bool
 }
 
 // deployPass is one pass over a VidraResource: the plan, then what the deploy step did, for the
@@ -99,6 +111,8 @@ type deployPass struct {
 	out     deployOutcome
 	health  *health       // nil when not computed
 	requeue time.Duration // the next periodic look
+	inv     *storedInventory
+	added   []string // inventory entries this pass recorded ahead of its apply
 }
 
 func (r *VidraResourceReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*infrahubv1alpha1.VidraResource]) (lifecycle.Result, error) {
@@ -151,16 +165,19 @@ func (r *VidraResourceReconciler) deployStep(ctx context.Context, p *deployPass)
 	}
 	st := r.settings.Current(ctx)
 	events := p.Obj.Spec.Destination.ReconcileOnEvents || st.EventBasedReconcile
-	p.out = r.deploy(ctx, p.Obj, p.target, p.planned, events, st.RequeueResourcesAfter)
+	p.out = r.deploy(ctx, p.Obj, p.target, p.planned, p.inv, events, st.RequeueResourcesAfter)
 	if p.out.nextCheck > 0 {
 		p.requeue = p.out.nextCheck
+	}
+	if err := r.settleInventory(ctx, p); err != nil {
+		return lifecycle.Result{}, err
 	}
 	return lifecycle.Continue(), nil
 }
 
 // deploy applies the planned objects and prunes what left the manifest. It never writes the
 // VidraResource.
-func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alpha1.VidraResource, t *target, planned []plannedObject, events bool, interval time.Duration) deployOutcome {
+func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alpha1.VidraResource, t *target, planned []plannedObject, inv *storedInventory, events bool, interval time.Duration) deployOutcome {
 	log := logf.FromContext(ctx)
 	hash := manifestHash(vr.Spec.Manifest)
 	requested := vr.Annotations[infrahubv1alpha1.RequestedAtAnnotation]
@@ -180,7 +197,7 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 	next := &vrMemory{uid: vr.UID, manifestHash: hash, target: t.id(), cluster: t.clusterID(), requestedAt: requested, tokens: map[string]string{}, checkedAt: r.now()}
 
 	var (
-		out     deployOutcome
+		out     = deployOutcome{reached: map[string]bool{}, gone: map[string]bool{}}
 		errs    []error
 		desired = map[string]bool{}
 	)
@@ -213,9 +230,15 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 		apply = append(apply, owned(po, owners))
 	}
 	if len(apply) > 0 {
-		done, err := applySet(ctx, t, apply)
+		done, partial, err := applySet(ctx, t, apply)
 		if err != nil {
 			errs = append(errs, err)
+		}
+		for _, u := range apply {
+			key := objectRef{GVK: u.GroupVersionKind(), Namespace: u.GetNamespace(), Name: u.GetName()}.key()
+			if _, ok := done[key]; ok || partial {
+				out.reached[key] = true
+			}
 		}
 		for _, po := range planned {
 			a, ok := done[po.ref.key()]
@@ -243,8 +266,8 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 	// Only what the inventory records is ours to delete: a mark alone (copied, forged, or a
 	// namesake's) is skipped with a warning, and does not hold the prune.
 	candidates := append(managedRefs(vr.Status.ManagedResources), t.ownedObjects(ctx, vr.Name)...)
-	candidates = append(candidates, inventoryOf(vr).refs()...)
-	recorded := recordedOf(vr)
+	candidates = append(candidates, inv.refs()...)
+	recorded := recordedOf(inv, vr)
 	pruned := map[string]bool{}
 	for _, ref := range candidates {
 		if desired[ref.key()] || pruned[ref.key()] {
@@ -257,6 +280,7 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 			out.managed = append(out.managed, toManaged(ref)) // still there, still ours
 			continue
 		}
+		out.gone[ref.key()] = true
 		switch res {
 		case pruneDeleted:
 			log.Info("pruned object that left the manifest", "object", ref.String())
@@ -396,10 +420,10 @@ func (r *VidraResourceReconciler) ownerUID(ctx context.Context, name string) (st
 
 // recordedOf is the set of objects vr may delete: its inventory, or, for a VidraResource from
 // before the inventory existed, what its status lists.
-func recordedOf(vr *infrahubv1alpha1.VidraResource) map[string]bool {
+func recordedOf(inv *storedInventory, vr *infrahubv1alpha1.VidraResource) map[string]bool {
 	out := map[string]bool{}
-	refs := inventoryOf(vr).refs()
-	if _, ok := vr.Annotations[infrahubv1alpha1.InventoryAnnotation]; !ok {
+	refs := inv.refs()
+	if !inv.found {
 		refs = managedRefs(vr.Status.ManagedResources)
 	}
 	for _, ref := range refs {
@@ -415,7 +439,7 @@ func (r *VidraResourceReconciler) warnPrune(ctx context.Context, vr *infrahubv1a
 		reason = "NamespaceKept"
 	}
 	logf.FromContext(ctx).Info("prune skipped an object", "reason", reason, "note", note)
-	r.recorder.Eventf(vr, nil, "Warning", reason, "Prune", "%s", clip(note))
+	r.recorder.Eventf(vr, nil, "Warning", reason, "Prune", "%s", clipNote(note))
 }
 
 // finalize removes what the VidraResource applied, then its finalizer.
@@ -436,6 +460,9 @@ func (r *VidraResourceReconciler) finalize(ctx context.Context, p *deployPass) (
 		}
 		return lifecycle.RequeueAfter(cleanupRetry, "cleanup failed"), nil
 	}
+	if err := r.inventories.remove(ctx, vr); err != nil {
+		return lifecycle.Result{}, err
+	}
 	if err := lifecycle.PatchMetadata(ctx, p.Client(), vr, func(o client.Object) { controllerutil.RemoveFinalizer(o, finalizer) }); err != nil {
 		return lifecycle.Result{}, err
 	}
@@ -443,12 +470,25 @@ func (r *VidraResourceReconciler) finalize(ctx context.Context, p *deployPass) (
 	return lifecycle.Wrote("finalizer removed"), nil
 }
 
-// cleanup deletes every object marked as the VidraResource's: those its status lists, those
-// its manifest names, and those the watches know.
+// cleanup deletes what the VidraResource applied. With an inventory, that is what it records,
+// removed on the cluster and as the identity it records: a destination or identity that
+// changed since, or an identity the operator may no longer act as for the writer, does not
+// orphan it. Without one (a VidraResource of an earlier version), every object marked as its
+// own: those its status lists, those its manifest names, and those the watches know.
 func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alpha1.VidraResource) error {
+	st, err := r.inventories.load(ctx, vr)
+	if err != nil {
+		return err
+	}
+	if st.found && !st.legacy {
+		if err := r.pruneRecorded(ctx, vr, st.inventory, nil); err != nil {
+			return fmt.Errorf("%w (remove the finalizer %s by hand to leave the objects behind)", err, finalizer)
+		}
+		return nil
+	}
 	as, err := r.actAs(ctx, vr)
 	if err != nil {
-		if len(vr.Status.ManagedResources) == 0 && len(inventoryOf(vr).Objects) == 0 {
+		if len(vr.Status.ManagedResources) == 0 && len(st.Objects) == 0 {
 			return nil // never acted as anyone: nothing was applied
 		}
 		return fmt.Errorf("%w (remove the finalizer %s by hand to leave the objects behind)", err, finalizer)
@@ -457,14 +497,15 @@ func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alp
 	if err != nil {
 		return fmt.Errorf("reaching the destination cluster (remove the finalizer %s by hand to leave the objects behind): %w", finalizer, err)
 	}
-	inv := inventoryOf(vr)
+	inv := st.inventory
 	if len(inv.Objects) > 0 && hostKeyOrLocal(inv.Server) != hostKeyOrLocal(vr.Spec.Destination.Server) {
-		if err := r.pruneElsewhere(ctx, vr, inv); err != nil {
+		inv.As = as // an earlier version's inventory records no identity
+		if err := r.pruneRecorded(ctx, vr, inv, nil); err != nil {
 			return fmt.Errorf("%w (remove the finalizer %s by hand to leave the objects behind)", err, finalizer)
 		}
-		inv = inventory{}
+		st.inventory = inventory{}
 	}
-	refs := append(managedRefs(vr.Status.ManagedResources), inv.refs()...)
+	refs := append(managedRefs(vr.Status.ManagedResources), st.refs()...)
 	if objs, err := decodeManifest(vr.Spec.Manifest); err == nil {
 		if planned, err := plan(t, objs, vr.Spec.Destination.Namespace, Policy{AllowedKinds: []string{"*"}, AllowedNamespaces: []string{"*"}}); err == nil {
 			for _, po := range planned {
@@ -473,7 +514,7 @@ func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alp
 		}
 	}
 	refs = append(refs, t.ownedObjects(ctx, vr.Name)...)
-	recorded := recordedOf(vr)
+	recorded := recordedOf(&st, vr)
 	done := map[string]bool{}
 	var errs []error
 	for _, ref := range refs {
@@ -520,14 +561,16 @@ func (r *VidraResourceReconciler) report(_ context.Context, p *deployPass) (life
 	default:
 		st.DeployState = infrahubv1alpha1.StateFailed
 		if rep.Failed(out.err) {
-			r.recorder.Eventf(vr, nil, "Warning", reasonOf(out.err), "Deploy", "%s", clip(out.err.Error()))
+			r.recorder.Eventf(vr, nil, "Warning", reasonOf(out.err), "Deploy", "%s", clipNote(out.err.Error()))
 		}
 		lifecycle.SetCondition(&st.Conditions, vr.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, reasonOf(out.err), clip(out.err.Error()))
 	}
 	if !out.keep {
-		st.ManagedResources = out.managed
+		st.ManagedResources, st.ManagedResourceCount = out.managed, int32(len(out.managed))
+		if len(st.ManagedResources) > maxListedManagedResources {
+			st.ManagedResources = st.ManagedResources[:maxListedManagedResources]
+		}
 	}
-	st.ManagedResourceCount = int32(len(st.ManagedResources))
 	st.ObservedGeneration = vr.Generation
 	if equality.Semantic.DeepEqual(*st, vr.Status) {
 		return lifecycle.RequeueAfter(lifecycle.Jitter(requeue), "unchanged"), nil
@@ -546,10 +589,10 @@ func (r *VidraResourceReconciler) eventsOf(vr *infrahubv1alpha1.VidraResource, o
 		if len(out.restored) > 0 {
 			msg += "; restored " + strings.Join(out.restored, ", ")
 		}
-		r.recorder.Eventf(vr, nil, "Normal", "Applied", "Apply", "%s", clip(msg))
+		r.recorder.Eventf(vr, nil, "Normal", "Applied", "Apply", "%s", clipNote(msg))
 	}
 	if len(out.pruned) > 0 {
-		r.recorder.Eventf(vr, nil, "Normal", "Pruned", "Prune", "%s", clip("pruned "+strings.Join(out.pruned, ", ")))
+		r.recorder.Eventf(vr, nil, "Normal", "Pruned", "Prune", "%s", clipNote("pruned "+strings.Join(out.pruned, ", ")))
 	}
 }
 
@@ -570,7 +613,17 @@ func managedLess(a, b infrahubv1alpha1.ManagedResource) bool {
 	return ka < kb
 }
 
-// clip keeps condition messages and events readable (and under the API's limits).
+// clipNote keeps an event's note under the 1 KiB events.k8s.io allows: a longer one is
+// rejected, and the event lost.
+func clipNote(s string) string {
+	const limit = 1000
+	if len(s) <= limit {
+		return s
+	}
+	return s[:limit] + "…"
+}
+
+// clip keeps condition messages readable (and under the API's limits).
 func clip(s string) string {
 	const limit = 2000
 	if len(s) <= limit {
