@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
@@ -272,4 +273,67 @@ func memoryNow() (rss, heap uint64) {
 		}
 	}
 	return rss, ms.HeapAlloc
+}
+
+// BenchmarkCachedVidraResources reports the live heap a cache of DELIVERY_BENCH_VRS (default
+// 100) VidraResources of 512 KiB holds, with the whole object cached (as before) and with
+// CacheByObject's transform (the manager's): MiB-heap/whole and MiB-heap/stripped.
+//
+// Run: go test -run '^$' -bench CachedVidraResources -benchtime 1x ./internal/controller/delivery/
+func BenchmarkCachedVidraResources(b *testing.B) {
+	n := 100
+	if v, err := strconv.Atoi(os.Getenv("DELIVERY_BENCH_VRS")); err == nil && v > 0 {
+		n = v
+	}
+	ctx := context.Background()
+	manifest := "# " + strings.Repeat("x", 512<<10) + "\n"
+	for i := range n {
+		vr := &infrahubv1alpha1.VidraResource{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cached-%03d", i), Labels: map[string]string{"bench": "cached"}},
+			Spec:       infrahubv1alpha1.VidraResourceSpec{Manifest: manifest},
+		}
+		if err := env.Client.Create(ctx, vr); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Cleanup(func() {
+		_ = env.Client.DeleteAllOf(ctx, &infrahubv1alpha1.VidraResource{}, client.MatchingLabels{"bench": "cached"})
+	})
+	heapOf := func(by map[client.Object]cache.ByObject) uint64 {
+		_, before := memoryNow()
+		c, err := cache.New(env.Config, cache.Options{Scheme: env.Client.Scheme(), ByObject: by})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		if _, err := c.GetInformer(cctx, &infrahubv1alpha1.VidraResource{}); err != nil {
+			b.Fatal(err)
+		}
+		go func() { _ = c.Start(cctx) }()
+		if !c.WaitForCacheSync(cctx) {
+			b.Fatal("cache not synced")
+		}
+		if got, err := cachedCount(cctx, c); err != nil || got != n {
+			b.Fatalf("cached %d of %d VidraResources: %v", got, n, err)
+		}
+		_, after := memoryNow()
+		runtime.KeepAlive(c)
+		return (after - min(after, before)) >> 20
+	}
+	for i := 0; i < b.N; i++ {
+		whole := heapOf(nil)
+		stripped := heapOf(CacheByObject())
+		b.Logf("%d VidraResources of 512 KiB: the cache holds %d MiB whole, %d MiB without manifests", n, whole, stripped)
+		b.ReportMetric(float64(whole), "MiB-heap/whole")
+		b.ReportMetric(float64(stripped), "MiB-heap/stripped")
+	}
+}
+
+// cachedCount counts the benchmark's VidraResources in c (the list, deep copies, is dropped
+// before the heap is measured).
+func cachedCount(ctx context.Context, c cache.Cache) (int, error) {
+	var list infrahubv1alpha1.VidraResourceList
+	err := c.List(ctx, &list, client.MatchingLabels{"bench": "cached"})
+	return len(list.Items), err
 }
