@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -154,11 +155,16 @@ func deleteAllResources(t testing.TB, syncName string) {
 // and live heap after each phase, and what the hostile sync did. The hostile syncs:
 //   - refused: an answer naming 10^4 artifacts, past --delivery-max-artifacts-per-sync;
 //   - at-limits: as much as the default limits let one sync keep: 1000 artifacts of 32 KiB;
-//   - slow-host: its own Infrahub, whose every query hangs until the client's timeout.
+//   - slow-host: its own Infrahub, whose every query hangs until the client's timeout;
+//   - hand-made: no sync but DELIVERY_BENCH_HOSTILE_VRS (default 200) VidraResources written by
+//     hand, each with a manifest of 1 MiB (the CRD's bound; a small ConfigMap and a comment);
+//   - many-kinds: no sync but 8 VidraResources (as many as the resource workers) whose manifest
+//     names 25 kinds the identity they apply as, on their cluster, may not list (the local API
+//     server reached through a kubeconfig that impersonates a user without rights).
 //
 // Run: go test -run '^$' -bench TenantsBesideAHostileSync -benchtime 1x ./internal/controller/delivery/
 func BenchmarkTenantsBesideAHostileSync(b *testing.B) {
-	for _, kind := range []string{"refused", "at-limits", "slow-host"} {
+	for _, kind := range []string{"refused", "at-limits", "slow-host", "hand-made", "many-kinds"} {
 		b.Run("hostile="+kind, func(b *testing.B) { benchTenantsBeside(b, kind) })
 	}
 }
@@ -175,8 +181,9 @@ func benchTenantsBeside(b *testing.B, kind string) {
 	o := fastOptions()
 	o.InfrahubTimeout = 10 * time.Second // how long each of the slow host's queries holds a worker
 	h := startManager(b, o)
+	bySync := kind != "hand-made" && kind != "many-kinds"
 	served := names
-	if kind != "slow-host" {
+	if kind != "slow-host" && bySync {
 		served = append(slices.Clone(names), "hostile") // the hostile sync shares the tenants' Infrahub
 	}
 	e, url := startInfrahub(b, nil, served...)
@@ -210,6 +217,15 @@ func benchTenantsBeside(b *testing.B, kind string) {
 			b.Fatal(err)
 		}
 	}
+	startHostile, waitHostile := func() {
+		newSync(b, "hostile", hostileURL, "hostile", ns)
+	}, func() string {
+		hostile := waitSync(b, "hostile", hostileState, "", 10*time.Minute)
+		return fmt.Sprintf("%s %q", hostile.Status.SyncState, hostile.Status.LastError)
+	}
+	if !bySync {
+		startHostile, waitHostile = handMadeHostile(b, kind, ns)
+	}
 	ctx := context.Background()
 	deliver := func(from, to int) time.Duration {
 		start := time.Now()
@@ -237,19 +253,19 @@ func benchTenantsBeside(b *testing.B, kind string) {
 	for i := 0; i < b.N; i++ {
 		alone := deliver(0, n/2)
 		rssAlone, heapAlone := memoryNow()
-		newSync(b, "hostile", hostileURL, "hostile", ns)
+		startHostile()
 		b.Cleanup(func() { deleteAllResources(b, "hostile") })
 		beside := deliver(n/2, n)
-		hostile := waitSync(b, "hostile", hostileState, "", 10*time.Minute)
+		hostile := waitHostile()
 		rssBeside, heapBeside := memoryNow()
 		var vrs infrahubv1alpha1.VidraResourceList
 		if err := env.Client.List(ctx, &vrs, client.MatchingLabels{SyncLabel: "hostile"}); err != nil {
 			b.Fatal(err)
 		}
 		b.Logf("%d tenant syncs x 3 artifacts: first half alone in %s, second half beside the %s sync in %s (x%.2f); "+
-			"RSS %d MiB -> %d MiB, live heap %d MiB -> %d MiB; the hostile sync: %s %q, %d VidraResources; %d API writes",
+			"RSS %d MiB -> %d MiB, live heap %d MiB -> %d MiB; the hostile sync: %s, %d VidraResources; %d API writes",
 			n, alone.Round(time.Millisecond), kind, beside.Round(time.Millisecond), beside.Seconds()/alone.Seconds(),
-			rssAlone>>20, rssBeside>>20, heapAlone>>20, heapBeside>>20, hostile.Status.SyncState, hostile.Status.LastError, len(vrs.Items), h.writes.n.Load())
+			rssAlone>>20, rssBeside>>20, heapAlone>>20, heapBeside>>20, hostile, len(vrs.Items), h.writes.n.Load())
 		b.ReportMetric(alone.Seconds(), "s/half-alone")
 		b.ReportMetric(beside.Seconds(), "s/half-beside-hostile")
 		b.ReportMetric(beside.Seconds()/alone.Seconds(), "latency-ratio")
@@ -336,4 +352,87 @@ func cachedCount(ctx context.Context, c cache.Cache) (int, error) {
 	var list infrahubv1alpha1.VidraResourceList
 	err := c.List(ctx, &list, client.MatchingLabels{"bench": "cached"})
 	return len(list.Items), err
+}
+
+// handMadeHostile prepares the hostile VidraResources written by hand (kind hand-made or
+// many-kinds) in ns: start creates them, wait waits until each has been through a pass and
+// says how they ended. They carry the hostile sync's label only for deleteAllResources.
+func handMadeHostile(b *testing.B, kind, ns string) (start func(), wait func() string) {
+	ctx := context.Background()
+	var server string
+	count, manifest, want := 200, "", infrahubv1alpha1.StateSucceeded
+	if v, err := strconv.Atoi(os.Getenv("DELIVERY_BENCH_HOSTILE_VRS")); err == nil && v > 0 {
+		count = v
+	}
+	switch kind {
+	case "hand-made":
+		cm := configMapYAML("hand-made-%d", "", "1")
+		manifest = "# " + strings.Repeat("x", infrahubv1alpha1.MaxManifestLength-len(cm)-8) + "\n" + cm
+	case "many-kinds":
+		count, want = 8, infrahubv1alpha1.StateFailed
+		var parts []string
+		for i, gvk := range unlistableKinds {
+			parts = append(parts, fmt.Sprintf("apiVersion: %s\nkind: %s\nmetadata:\n  name: many-kinds-%d\n", gvk.GroupVersion().String(), gvk.Kind, i))
+		}
+		manifest = docs(parts...)
+		// This API server, reached as a remote cluster by a user who may list nothing.
+		data, url := kubeconfigOf(b, env.Kubeconfig)
+		kc, err := clientcmd.Load(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, a := range kc.AuthInfos {
+			a.Impersonate = "may-list-nothing"
+		}
+		if data, err = clientcmd.Write(*kc); err != nil {
+			b.Fatal(err)
+		}
+		server = url
+		var names []string
+		for i := range count {
+			names = append(names, fmt.Sprintf("many-kinds-%d", i))
+		}
+		createAnnotatedSecret(b, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(b, server), kubeconfigFor(names...), map[string]string{"kubeconfig": string(data)})
+	}
+	start = func() {
+		for i := range count {
+			m := manifest
+			if kind == "hand-made" {
+				m = strings.Replace(manifest, "hand-made-%d", fmt.Sprintf("hand-made-%d", i), 1)
+			}
+			vr := &infrahubv1alpha1.VidraResource{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", kind, i), Labels: map[string]string{SyncLabel: "hostile"}},
+				Spec: infrahubv1alpha1.VidraResourceSpec{Manifest: m,
+					Destination: infrahubv1alpha1.Destination{Server: server, Namespace: ns}},
+			}
+			if err := env.Client.Create(ctx, vr); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	wait = func() string {
+		var last string
+		eventually(b, 10*time.Minute, func() error {
+			var list infrahubv1alpha1.VidraResourceList
+			if err := env.Client.List(ctx, &list, client.MatchingLabels{SyncLabel: "hostile"}); err != nil {
+				return err
+			}
+			done := 0
+			for _, vr := range list.Items {
+				if vr.Status.DeployState == want {
+					done++
+					last = vr.Status.LastError
+				}
+			}
+			if done < count {
+				return fmt.Errorf("%d of %d hostile VidraResources %s", done, count, want)
+			}
+			return nil
+		})
+		if len(last) > 160 {
+			last = last[:160] + "…"
+		}
+		return fmt.Sprintf("%d hand-made VidraResources %s %q", count, want, last)
+	}
+	return start, wait
 }

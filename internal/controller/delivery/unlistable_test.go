@@ -26,17 +26,18 @@ func (c requestCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	return c.rt.RoundTrip(req)
 }
 
-// unlistableKinds are 25 kinds of every cluster, which the identity of the test may not list.
+// unlistableKinds are 25 namespaced kinds of every cluster (none the default policy refuses),
+// which the identity of the test may not list.
 var unlistableKinds = []schema.GroupVersionKind{
-	{Version: "v1", Kind: "ConfigMap"}, {Version: "v1", Kind: "Secret"}, {Version: "v1", Kind: "Service"},
+	{Version: "v1", Kind: "ConfigMap"}, {Version: "v1", Kind: "Event"}, {Version: "v1", Kind: "Service"},
 	{Version: "v1", Kind: "ServiceAccount"}, {Version: "v1", Kind: "Pod"}, {Version: "v1", Kind: "Endpoints"},
 	{Version: "v1", Kind: "PersistentVolumeClaim"}, {Version: "v1", Kind: "LimitRange"}, {Version: "v1", Kind: "ResourceQuota"},
 	{Version: "v1", Kind: "ReplicationController"}, {Version: "v1", Kind: "PodTemplate"},
 	{Group: "apps", Version: "v1", Kind: "Deployment"}, {Group: "apps", Version: "v1", Kind: "StatefulSet"},
 	{Group: "apps", Version: "v1", Kind: "DaemonSet"}, {Group: "apps", Version: "v1", Kind: "ReplicaSet"},
 	{Group: "apps", Version: "v1", Kind: "ControllerRevision"}, {Group: "batch", Version: "v1", Kind: "Job"},
-	{Group: "batch", Version: "v1", Kind: "CronJob"}, {Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"}, {Group: "networking.k8s.io", Version: "v1", Kind: "NetworkPolicy"},
+	{Group: "batch", Version: "v1", Kind: "CronJob"}, {Group: "discovery.k8s.io", Version: "v1", Kind: "EndpointSlice"},
+	{Group: "storage.k8s.io", Version: "v1", Kind: "CSIStorageCapacity"}, {Group: "networking.k8s.io", Version: "v1", Kind: "NetworkPolicy"},
 	{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"}, {Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"},
 	{Group: "autoscaling", Version: "v2", Kind: "HorizontalPodAutoscaler"}, {Group: "coordination.k8s.io", Version: "v1", Kind: "Lease"},
 }
