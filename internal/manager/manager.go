@@ -250,7 +250,9 @@ func newManager(cfg *rest.Config, o Options, l *Listeners, log logr.Logger) (ctr
 		WebhookServer: webhookServer,
 		// No controller reads managedFields, and on a fleet's Servers they are a good part of
 		// each cached object. Writes without them leave the stored ones alone.
-		Cache:      cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		// VidraResources are cached without their manifests (up to 1 MiB each): a pass reads
+		// the manifest when it applies it.
+		Cache:      cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: delivery.CacheByObject()},
 		NewClient:  apilimit.NewClient(slots),
 		Controller: config.Controller{SkipNameValidation: &o.manyPerProcess},
 	})

@@ -31,12 +31,23 @@ func TestWebhookFlags(t *testing.T) {
 }
 
 // With webhooks on, New generates a certificate into an empty directory and serves a handler
-// at every path the generated webhook configuration (config/webhook) calls, whatever the
+// at every path the generated webhook configurations (config/webhook) call, whatever the
 // controller families.
 func TestNewServesEveryConfiguredWebhook(t *testing.T) {
 	cfg, err := webhookconfig.ValidatingWebhookConfiguration()
 	if err != nil {
 		t.Fatal(err)
+	}
+	mcfg, err := webhookconfig.MutatingWebhookConfiguration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]string{}
+	for _, w := range cfg.Webhooks {
+		paths[w.Name] = *w.ClientConfig.Service.Path
+	}
+	for _, w := range mcfg.Webhooks {
+		paths[w.Name] = *w.ClientConfig.Service.Path
 	}
 	for _, families := range []Families{{FamilyDelivery}, {FamilyMetal}} {
 		o := DefaultOptions()
@@ -60,10 +71,9 @@ func TestNewServesEveryConfiguredWebhook(t *testing.T) {
 			}
 		}
 		mux := mgr.GetWebhookServer().WebhookMux()
-		for _, w := range cfg.Webhooks {
-			path := *w.ClientConfig.Service.Path
+		for name, path := range paths {
 			if _, pattern := mux.Handler(httptest.NewRequest("POST", path, nil)); pattern != path {
-				t.Errorf("%s: webhook %s calls %s, which the server does not serve", families, w.Name, path)
+				t.Errorf("%s: webhook %s calls %s, which the server does not serve", families, name, path)
 			}
 		}
 	}

@@ -41,6 +41,9 @@ func TestMain(m *testing.M) {
 		o.Enabled, o.Host, o.Port, o.CertDir = true, "127.0.0.1", 0, filepath.Join(dir, "certs")
 		// Syncs in these tests name no ServiceAccount: the operator applies as itself.
 		o.Delivery.AllowOperatorIdentity = true
+		// Low, so that the quota test reaches it; the operator's (the admin's here) writes are
+		// not counted.
+		o.Delivery.Limits.MaxObjectsPerWriter = 3
 		done, err := webhook.StartLocal(ctx, env.Config, o, logr.Discard())
 		if err != nil {
 			panic(err)

@@ -15,16 +15,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	webhookconfig "github.com/metalhub/metalhub/config/webhook"
+	"github.com/metalhub/metalhub/internal/controller/delivery"
 	"github.com/metalhub/metalhub/internal/scheme"
 )
 
-// LocalConfigurationName names the ValidatingWebhookConfiguration InstallLocal writes.
-const LocalConfigurationName = "metalhub-local-validating-webhook-configuration"
+// LocalConfigurationName names the ValidatingWebhookConfiguration InstallLocal writes;
+// LocalMutatingConfigurationName the MutatingWebhookConfiguration.
+const (
+	LocalConfigurationName         = "metalhub-local-validating-webhook-configuration"
+	LocalMutatingConfigurationName = "metalhub-local-mutating-webhook-configuration"
+)
 
 // LocalConfiguration is the generated webhook configuration (config/webhook) pointed at a
 // server the API server reaches directly at baseURL (https://host:port) and trusts with caPEM,
@@ -34,53 +40,92 @@ func LocalConfiguration(baseURL string, caPEM []byte) (*admissionregistrationv1.
 	if err != nil {
 		return nil, err
 	}
-	if len(caPEM) == 0 {
-		return nil, fmt.Errorf("no CA certificate for the local webhook server")
-	}
 	cfg.Name = LocalConfigurationName
-	baseURL = strings.TrimSuffix(baseURL, "/")
 	for i := range cfg.Webhooks {
-		w := &cfg.Webhooks[i]
-		if w.ClientConfig.Service == nil || w.ClientConfig.Service.Path == nil {
-			return nil, fmt.Errorf("webhook %s has no service path", w.Name)
+		if err := localClient(&cfg.Webhooks[i].ClientConfig, cfg.Webhooks[i].Name, baseURL, caPEM); err != nil {
+			return nil, err
 		}
-		url := baseURL + *w.ClientConfig.Service.Path
-		w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM}
 	}
 	return cfg, nil
 }
 
-// InstallLocal creates or updates LocalConfiguration on the API server of c: for `metalhub dev`
-// and tests, whose API server runs beside the operator. In a cluster config/webhook or the chart
-// install the configuration, and cert-manager injects the CA.
+// LocalMutatingConfiguration is LocalConfiguration's mutating counterpart.
+func LocalMutatingConfiguration(baseURL string, caPEM []byte) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+	cfg, err := webhookconfig.MutatingWebhookConfiguration()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Name = LocalMutatingConfigurationName
+	for i := range cfg.Webhooks {
+		if err := localClient(&cfg.Webhooks[i].ClientConfig, cfg.Webhooks[i].Name, baseURL, caPEM); err != nil {
+			return nil, err
+		}
+	}
+	return cfg, nil
+}
+
+// localClient points a webhook's client configuration at baseURL instead of the Service.
+func localClient(cc *admissionregistrationv1.WebhookClientConfig, name, baseURL string, caPEM []byte) error {
+	if len(caPEM) == 0 {
+		return fmt.Errorf("no CA certificate for the local webhook server")
+	}
+	if cc.Service == nil || cc.Service.Path == nil {
+		return fmt.Errorf("webhook %s has no service path", name)
+	}
+	url := strings.TrimSuffix(baseURL, "/") + *cc.Service.Path
+	*cc = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM}
+	return nil
+}
+
+// InstallLocal creates or updates LocalConfiguration and LocalMutatingConfiguration on the API
+// server of c: for `metalhub dev` and tests, whose API server runs beside the operator. In a
+// cluster config/webhook or the chart install the configurations, and cert-manager injects the
+// CA. The mutating one goes first: the validating webhooks refuse what it has not labelled.
 func InstallLocal(ctx context.Context, c client.Client, baseURL string, caPEM []byte) error {
-	want, err := LocalConfiguration(baseURL, caPEM)
+	mut, err := LocalMutatingConfiguration(baseURL, caPEM)
 	if err != nil {
 		return err
 	}
-	got := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := createOrUpdate(ctx, c, mut, &admissionregistrationv1.MutatingWebhookConfiguration{},
+		func(got *admissionregistrationv1.MutatingWebhookConfiguration) { got.Webhooks = mut.Webhooks }); err != nil {
+		return err
+	}
+	val, err := LocalConfiguration(baseURL, caPEM)
+	if err != nil {
+		return err
+	}
+	return createOrUpdate(ctx, c, val, &admissionregistrationv1.ValidatingWebhookConfiguration{},
+		func(got *admissionregistrationv1.ValidatingWebhookConfiguration) { got.Webhooks = val.Webhooks })
+}
+
+func createOrUpdate[T client.Object](ctx context.Context, c client.Client, want, got T, set func(T)) error {
 	switch err := c.Get(ctx, client.ObjectKeyFromObject(want), got); {
 	case apierrors.IsNotFound(err):
 		if err := c.Create(ctx, want); err != nil {
-			return fmt.Errorf("creating the webhook configuration: %w", err)
+			return fmt.Errorf("creating the webhook configuration %s: %w", want.GetName(), err)
 		}
 		return nil
 	case err != nil:
-		return fmt.Errorf("reading the webhook configuration: %w", err)
+		return fmt.Errorf("reading the webhook configuration %s: %w", want.GetName(), err)
 	}
-	got.Webhooks = want.Webhooks
+	set(got)
 	if err := c.Update(ctx, got); err != nil {
-		return fmt.Errorf("updating the webhook configuration: %w", err)
+		return fmt.Errorf("updating the webhook configuration %s: %w", want.GetName(), err)
 	}
 	return nil
 }
 
-// UninstallLocal deletes LocalConfiguration, if there is one: until the webhook server answers
-// again, the API server would refuse every write the webhooks check (they fail closed).
+// UninstallLocal deletes LocalConfiguration and LocalMutatingConfiguration, if there are: until
+// the webhook server answers again, the API server would refuse every write the webhooks check
+// (they fail closed).
 func UninstallLocal(ctx context.Context, c client.Client) error {
-	err := c.Delete(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: LocalConfigurationName}})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting the webhook configuration: %w", err)
+	for _, obj := range []client.Object{
+		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: LocalConfigurationName}},
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: LocalMutatingConfigurationName}},
+	} {
+		if err := c.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting the webhook configuration %s: %w", obj.GetName(), err)
+		}
 	}
 	return nil
 }
@@ -149,6 +194,8 @@ func StartLocal(ctx context.Context, cfg *rest.Config, o Options, log logr.Logge
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme.New(), Logger: log, WebhookServer: srv,
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		// The writer quota counts VidraResources from the cache: without their manifests.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: delivery.CacheByObject()},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the webhook manager: %w", err)

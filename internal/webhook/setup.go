@@ -113,10 +113,12 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	access := &delivery.Admission{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Options: o.Delivery}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrahubv1alpha1.InfrahubSync{}).
+		WithDefaulter(WriterLabeler[*infrahubv1alpha1.InfrahubSync]{Access: access}).
 		WithValidator(InfrahubSyncValidator{Access: access}).Complete(); err != nil {
 		return fmt.Errorf("registering the InfrahubSync webhook: %w", err)
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrahubv1alpha1.VidraResource{}).
+		WithDefaulter(WriterLabeler[*infrahubv1alpha1.VidraResource]{Access: access}).
 		WithValidator(VidraResourceValidator{Access: access}).Complete(); err != nil {
 		return fmt.Errorf("registering the VidraResource webhook: %w", err)
 	}

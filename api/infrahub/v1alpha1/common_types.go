@@ -117,4 +117,8 @@ const (
 	AdmittedCredentialsAnnotation = "infrahub.operators.com/admitted-credentials"
 	// AdmittedKubeconfigAnnotation on a VidraResource is the same for its kubeconfig Secret.
 	AdmittedKubeconfigAnnotation = "infrahub.operators.com/admitted-kubeconfig"
+	// WriterLabel records who created an InfrahubSync or a VidraResource (a digest of the user
+	// name), set by the mutating admission webhook; the validating one counts them per writer
+	// (--delivery-max-objects-per-writer). The operator's own objects carry none.
+	WriterLabel = "infrahub.operators.com/writer"
 )

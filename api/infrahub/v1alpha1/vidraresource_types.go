@@ -2,13 +2,22 @@ package v1alpha1
 
 import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+// MaxManifestLength bounds spec.manifest, in characters (the schema's maxLength below says the
+// same): 1 MiB, the default --delivery-max-manifest-bytes, is generous for an artifact and
+// leaves room under etcd's 1.5 MiB per object for the status and metadata. Characters, not
+// bytes: a manifest of many multi-byte characters can still exceed what etcd stores, and is
+// then refused by the API server as too large.
+const MaxManifestLength = 1 << 20
+
 // VidraResourceSpec holds one artifact's manifest and where to apply it.
 type VidraResourceSpec struct {
 	// Destination of the manifest.
 	// +optional
 	Destination Destination `json:"destination,omitempty"`
-	// Manifest is the artifact's content: one or more YAML or JSON documents.
+	// Manifest is the artifact's content: one or more YAML or JSON documents, at most
+	// 1 MiB (1048576 characters).
 	// +optional
+	// +kubebuilder:validation:MaxLength=1048576
 	Manifest string `json:"manifest,omitempty"`
 	// ReconciledAt is when the sync last wrote this manifest.
 	// +optional

@@ -109,6 +109,13 @@ func refusal(user string, r right, why string) error {
 // annotation) is judged as a create of the resulting sync, with the writer's rights. Labels,
 // finalizers and the operator's own bookkeeping pass; the spec of a sync being deleted is frozen.
 func (a *Admission) CheckSync(ctx context.Context, user authenticationv1.UserInfo, old, s *infrahubv1alpha1.InfrahubSync) error {
+	var oldMeta metav1.Object
+	if old != nil {
+		oldMeta = old
+	}
+	if err := a.checkWriter(ctx, user, "InfrahubSync", &infrahubv1alpha1.InfrahubSyncList{}, oldMeta, s); err != nil {
+		return err
+	}
 	if old != nil {
 		if err := frozen(old.DeletionTimestamp, old.Spec, s.Spec); err != nil {
 			return err
@@ -176,6 +183,13 @@ func (a *Admission) scope() secretScope {
 // is checked as for a sync, on create and on every update that changes what the VidraResource
 // makes the operator do (see CheckSync); the spec of one being deleted is frozen.
 func (a *Admission) CheckResource(ctx context.Context, user authenticationv1.UserInfo, old, vr *infrahubv1alpha1.VidraResource) error {
+	var oldMeta metav1.Object
+	if old != nil {
+		oldMeta = old
+	}
+	if err := a.checkWriter(ctx, user, "VidraResource", &infrahubv1alpha1.VidraResourceList{}, oldMeta, vr); err != nil {
+		return err
+	}
 	if old != nil {
 		if err := frozen(old.DeletionTimestamp, old.Spec, vr.Spec); err != nil {
 			return err

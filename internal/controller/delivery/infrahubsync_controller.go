@@ -494,11 +494,13 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 			return deliverResult{pending: true}
 		}
 	}
+	// The cache holds no manifest, only its digest (cachedmanifest.go).
+	hash, size := manifestDigest(vr)
 	contentCurrent := exists && vr.Annotations[ChecksumAnnotation] == a.Checksum &&
-		vr.Annotations[ManifestHashAnnotation] == manifestHash(vr.Spec.Manifest)
+		vr.Annotations[ManifestHashAnnotation] == hash
 	if contentCurrent && vr.Labels[SyncLabel] == s.Name && vr.Spec.Destination == s.Spec.Destination &&
 		vr.Annotations[ArtifactNameAnnotation] == a.Name {
-		if err := budget.take(a.ID, len(vr.Spec.Manifest)); err != nil {
+		if err := budget.take(a.ID, size); err != nil {
 			return deliverResult{err: err}
 		}
 		return deliverResult{}
@@ -507,22 +509,25 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 		return deliverResult{deferred: true} // neither downloaded nor written: a later pass
 	}
 	manifest := ""
-	if contentCurrent {
-		manifest = vr.Spec.Manifest
-	} else {
+	if !contentCurrent {
 		content, err := ic.DownloadArtifact(ctx, a.ID, target)
 		if err != nil {
 			return deliverResult{err: err}
 		}
-		manifest = string(content.Data)
+		manifest, size = string(content.Data), len(content.Data)
 	}
-	if err := budget.take(a.ID, len(manifest)); err != nil {
+	if err := budget.take(a.ID, size); err != nil {
 		return deliverResult{err: err}
 	}
 	if !exists {
 		return r.create(ctx, c, s, a, manifest, from)
 	}
 	base := vr.DeepCopy()
+	if !contentCurrent {
+		// The cached copy holds no manifest: a base that differs from any makes the patch
+		// carry the new one, even when it is empty.
+		base.Spec.Manifest = "\x00"
+	}
 	r.shape(vr, s, a, manifest, !contentCurrent)
 	if err := c.Patch(ctx, vr, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsConflict(err) {
@@ -566,7 +571,8 @@ func (r *InfrahubSyncReconciler) create(ctx context.Context, c client.Client, s 
 	return deliverResult{wrote: true}
 }
 
-// shape sets what the sync owns of a VidraResource.
+// shape sets what the sync owns of a VidraResource: the manifest only with newContent (the
+// one it has is current, and the cached copy does not hold it).
 func (r *InfrahubSyncReconciler) shape(vr *infrahubv1alpha1.VidraResource, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, manifest string, newContent bool) {
 	if vr.Labels == nil {
 		vr.Labels = map[string]string{}
@@ -576,10 +582,12 @@ func (r *InfrahubSyncReconciler) shape(vr *infrahubv1alpha1.VidraResource, s *in
 		vr.Annotations = map[string]string{}
 	}
 	vr.Annotations[ChecksumAnnotation] = a.Checksum
-	vr.Annotations[ManifestHashAnnotation] = manifestHash(manifest)
 	vr.Annotations[ArtifactNameAnnotation] = a.Name
 	vr.Spec.Destination = s.Spec.Destination
-	vr.Spec.Manifest = manifest
+	if newContent {
+		vr.Annotations[ManifestHashAnnotation] = manifestHash(manifest)
+		vr.Spec.Manifest = manifest
+	}
 	if newContent || vr.Spec.ReconciledAt == nil {
 		t := metav1.NewTime(r.now().Truncate(time.Second))
 		vr.Spec.ReconciledAt = &t

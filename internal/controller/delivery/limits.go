@@ -27,6 +27,11 @@ type Limits struct {
 	// ApplyWindow is the most VidraResources of one sync written and not yet applied (their
 	// status.observedGeneration behind their generation); the sync writes more as they apply.
 	ApplyWindow int
+	// MaxObjectsPerWriter is the most InfrahubSyncs, and apart the most VidraResources, one
+	// writer may have (not the operator's own: a sync's are bounded by the limits above),
+	// enforced at admission; 0: no bound. Not defaulted by withDefaults (0 is a value):
+	// BindFlags offers DefaultMaxObjectsPerWriter.
+	MaxObjectsPerWriter int
 }
 
 // DefaultLimits: room for the largest syncs seen in practice (hundreds of artifacts of some

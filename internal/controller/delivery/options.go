@@ -150,6 +150,9 @@ func (o Options) withDefaults() Options {
 // BindFlags registers the delivery flags on fs, with o's values (or the defaults) as defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	*o = o.withDefaults()
+	if o.Limits.MaxObjectsPerWriter == 0 {
+		o.Limits.MaxObjectsPerWriter = DefaultMaxObjectsPerWriter
+	}
 	fs.DurationVar(&o.Settings.RequeueSyncAfter, "delivery-requeue-sync-after", o.Settings.RequeueSyncAfter,
 		"How often an InfrahubSync queries Infrahub (ConfigMap key requeueSyncAfter overrides).")
 	fs.DurationVar(&o.Settings.RequeueResourcesAfter, "delivery-requeue-resources-after", o.Settings.RequeueResourcesAfter,
@@ -195,6 +198,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Limits.ApplyWindow, "delivery-sync-apply-window", o.Limits.ApplyWindow,
 		"Most VidraResources of one InfrahubSync written and not yet applied; a sync with more to deliver writes the rest as those apply, "+
 			"so one huge sync never queues its thousand applies ahead of every other tenant's.")
+	fs.IntVar(&o.Limits.MaxObjectsPerWriter, "delivery-max-objects-per-writer", o.Limits.MaxObjectsPerWriter,
+		"Most InfrahubSyncs, and apart the most VidraResources, one writer (the user creating them) may have; "+
+			"a create past it is refused by the admission webhook (--enable-webhooks). The operator's own VidraResources "+
+			"are bounded per sync instead. 0: no bound.")
 	fs.DurationVar(&o.Limits.PassTimeout, "delivery-sync-pass-timeout", o.Limits.PassTimeout,
 		"Longest sync pass (query and downloads); one cut short reads PassDeadline, keeps what it delivered and goes on at the next pass.")
 	fs.DurationVar(&o.ClusterTimeout, "delivery-cluster-timeout", o.ClusterTimeout, "Timeout of each request to a destination cluster.")

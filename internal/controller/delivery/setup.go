@@ -137,7 +137,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 	sr.lc.ResyncFunc = func(ctx context.Context) time.Duration { return settings.Current(ctx).RequeueSyncAfter }
 
 	vr := &VidraResourceReconciler{
-		client: mgr.GetClient(), settings: settings, memory: newAppliedMemory(), policy: o.Policy,
+		client: mgr.GetClient(), reader: mgr.GetAPIReader(), settings: settings, memory: newAppliedMemory(), policy: o.Policy,
 		recorder: rec, now: time.Now, healthPoll: o.HealthPoll, identity: id,
 		trustAdmitted: o.TrustAdmittedCredentials,
 		inventories:   inventories,

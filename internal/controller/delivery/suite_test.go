@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -174,6 +175,8 @@ func startManager(t testing.TB, o Options) *harness {
 		Logger:                 testLogger(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		// As the operator's manager: VidraResources cached without their manifests.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: CacheByObject()},
 		// Each test runs its own manager with the same controller names.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})

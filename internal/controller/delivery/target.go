@@ -113,6 +113,11 @@ func (t *target) watch(ctx context.Context, gvk schema.GroupVersionKind) error {
 }
 
 func (t *target) startWatch(ctx context.Context, gvk schema.GroupVersionKind) error {
+	// A watch on a kind the identity may not list never fills: without this one request it
+	// would hold the pass's worker for the whole timeout, kind after kind of the manifest.
+	if err := t.probeList(ctx, gvk); err != nil {
+		return err
+	}
 	obj := partial(gvk)
 	inf, err := t.cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 	if err != nil {
@@ -143,6 +148,19 @@ func (t *target) startWatch(ctx context.Context, gvk schema.GroupVersionKind) er
 	if !toolscache.WaitForCacheSync(wctx.Done(), inf.HasSynced) {
 		_ = t.cache.RemoveInformer(context.WithoutCancel(ctx), obj)
 		return fmt.Errorf("watch on %s did not fill within %s", gvk, t.timeout)
+	}
+	return nil
+}
+
+// probeList lists one object of gvk, as the watch would list them all: a refusal (Forbidden,
+// a kind the cluster does not serve) is known at once, and kept for watchRetry by watch.
+func (t *target) probeList(ctx context.Context, gvk schema.GroupVersionKind) error {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := t.client.List(ctx, list, client.Limit(1), client.MatchingLabels{ManagedByLabel: ManagedByValue}); err != nil {
+		return fmt.Errorf("listing %s: %w", gvk, err)
 	}
 	return nil
 }

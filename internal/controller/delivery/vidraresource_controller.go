@@ -40,6 +40,7 @@ const cleanupRetry = 10 * time.Second
 // removes what was applied.
 type VidraResourceReconciler struct {
 	client   client.Client // the manager's: cached reads
+	reader   client.Reader // uncached: the manifest, which the cache does not hold
 	settings *settingsSource
 	clusters *clusterRegistry
 	memory   *appliedMemory
@@ -106,13 +107,16 @@ type deployOutcome struct {
 // report step.
 type deployPass struct {
 	*lifecycle.Pass[*infrahubv1alpha1.VidraResource]
-	target  *target
-	planned []plannedObject // nil when the manifest cannot be applied (p.out says why)
-	out     deployOutcome
-	health  *health       // nil when not computed
-	requeue time.Duration // the next periodic look
-	inv     *storedInventory
-	added   []string // inventory entries this pass recorded ahead of its apply
+	target *target
+	// manifestHash is the sha256 of the manifest read for this pass (the cache holds none;
+	// the pass holds it only while it plans).
+	manifestHash string
+	planned      []plannedObject // nil when the manifest cannot be applied (p.out says why)
+	out          deployOutcome
+	health       *health       // nil when not computed
+	requeue      time.Duration // the next periodic look
+	inv          *storedInventory
+	added        []string // inventory entries this pass recorded ahead of its apply
 }
 
 func (r *VidraResourceReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*infrahubv1alpha1.VidraResource]) (lifecycle.Result, error) {
@@ -131,7 +135,16 @@ func (r *VidraResourceReconciler) handle(ctx context.Context, lp *lifecycle.Pass
 // planStep decodes the manifest and resolves it against the destination cluster and the policy.
 func (r *VidraResourceReconciler) planStep(ctx context.Context, p *deployPass) (lifecycle.Result, error) {
 	vr := p.Obj
-	objs, err := decodeManifest(vr.Spec.Manifest)
+	manifest, current, err := manifestOf(ctx, r.reader, vr)
+	if err != nil {
+		return lifecycle.Result{}, err
+	}
+	if !current {
+		return lifecycle.RequeueAfter(lagRetry, "cache behind the VidraResource"), nil
+	}
+	p.manifestHash = manifestHash(manifest)
+	objs, err := decodeManifest(manifest)
+	manifest = "" // the decoded objects are what the pass needs
 	if err != nil {
 		p.out = deployOutcome{err: lifecycle.Reasonf(infrahubv1alpha1.ReasonInvalidManifest, "invalid manifest, nothing applied: %v", err), keep: true}
 		return lifecycle.Continue(), nil
@@ -165,7 +178,7 @@ func (r *VidraResourceReconciler) deployStep(ctx context.Context, p *deployPass)
 	}
 	st := r.settings.Current(ctx)
 	events := p.Obj.Spec.Destination.ReconcileOnEvents || st.EventBasedReconcile
-	p.out = r.deploy(ctx, p.Obj, p.target, p.planned, p.inv, events, st.RequeueResourcesAfter)
+	p.out = r.deploy(ctx, p.Obj, p.manifestHash, p.target, p.planned, p.inv, events, st.RequeueResourcesAfter)
 	if p.out.nextCheck > 0 {
 		p.requeue = p.out.nextCheck
 	}
@@ -177,9 +190,8 @@ func (r *VidraResourceReconciler) deployStep(ctx context.Context, p *deployPass)
 
 // deploy applies the planned objects and prunes what left the manifest. It never writes the
 // VidraResource.
-func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alpha1.VidraResource, t *target, planned []plannedObject, inv *storedInventory, events bool, interval time.Duration) deployOutcome {
+func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alpha1.VidraResource, hash string, t *target, planned []plannedObject, inv *storedInventory, events bool, interval time.Duration) deployOutcome {
 	log := logf.FromContext(ctx)
-	hash := manifestHash(vr.Spec.Manifest)
 	requested := vr.Annotations[infrahubv1alpha1.RequestedAtAnnotation]
 	mem := r.memory.get(vr.Name, vr.UID)
 	fresh := mem == nil || mem.manifestHash != hash || mem.target != t.id() || mem.requestedAt != requested
@@ -506,7 +518,13 @@ func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alp
 		st.inventory = inventory{}
 	}
 	refs := append(managedRefs(vr.Status.ManagedResources), st.refs()...)
-	if objs, err := decodeManifest(vr.Spec.Manifest); err == nil {
+	manifest, _, err := manifestOf(ctx, r.reader, vr)
+	if err != nil {
+		return err
+	}
+	// A manifest of another generation names objects too: the spec of one being deleted is
+	// frozen by admission, and the inventory and the watches find the rest.
+	if objs, err := decodeManifest(manifest); err == nil {
 		if planned, err := plan(t, objs, vr.Spec.Destination.Namespace, Policy{AllowedKinds: []string{"*"}, AllowedNamespaces: []string{"*"}}); err == nil {
 			for _, po := range planned {
 				refs = append(refs, po.ref)

@@ -891,7 +891,7 @@ func waitVREvent(t *testing.T, vr, reason, text string) {
 
 // kubeconfigOf reads a control plane's kubeconfig file and the API server URL it names (without a
 // trailing slash, as destination.server takes it).
-func kubeconfigOf(t *testing.T, path string) ([]byte, string) {
+func kubeconfigOf(t testing.TB, path string) ([]byte, string) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
