@@ -26,14 +26,15 @@ var (
 // credentials finds the Secret for a sync and turns it into a client configuration. The
 // Secret must name the sync (SyncsAnnotation) or be the one its admission found its writer may
 // read; it must be for the sync's exact scheme, host and port; and it is never sent over plain
-// HTTP unless the admin allows it.
+// HTTP off the node or the cluster network (plainHTTPByDefault) unless the admin allows it.
 type credentials struct {
 	reader  client.Reader // cache of Secrets labelled infrahub-api-url
 	scope   secretScope
 	timeout time.Duration
 	// maxBody is the largest artifact downloaded (--delivery-max-manifest-bytes).
 	maxBody int64
-	// allowPlainHTTP sends credentials to http:// URLs (--delivery-allow-plain-http-credentials).
+	// allowPlainHTTP sends credentials to any http:// URL (--delivery-allow-plain-http-credentials);
+	// without it only to loopback and in-cluster Services.
 	allowPlainHTTP bool
 	// trustAdmitted honours AdmittedCredentialsAnnotation (--delivery-trust-admitted-credentials):
 	// only safe when the admission webhook that sets it refuses it from anyone else.
@@ -76,9 +77,9 @@ func (c *credentials) config(ctx context.Context, s *infrahubv1alpha1.InfrahubSy
 	if err != nil {
 		return infrahub.Config{}, err
 	}
-	if want.scheme == "http" && !c.allowPlainHTTP {
+	if want.scheme == "http" && !c.allowPlainHTTP && !plainHTTPByDefault(want.host) {
 		return infrahub.Config{}, lifecycle.Reasonf(infrahubv1alpha1.ReasonPlainHTTPCredentials,
-			"refusing to send the credentials of Secret %s/%s in the clear to %s; nothing was sent. Use https, or start the operator with --delivery-allow-plain-http-credentials",
+			"refusing to send the credentials of Secret %s/%s in the clear to %s, which is neither loopback nor an in-cluster Service (*.svc, *.svc.cluster.local); nothing was sent. Use https, or start the operator with --delivery-allow-plain-http-credentials",
 			sec.Namespace, sec.Name, want)
 	}
 	cfg := infrahub.Config{

@@ -43,7 +43,8 @@ func wantNothingSent(t testing.TB, e *emu.Emulator) {
 }
 
 // Issue 24 item 4: a credentials Secret serves only the syncs it names, only for the exact
-// scheme, host and port it is for, and never over plain HTTP unless the admin allows it. Every
+// scheme, host and port it is for, and never over plain HTTP off the node or the cluster network
+// unless the admin allows it (issue 42 finding 7: loopback and *.svc need no flag). Every
 // refusal says why and sends nothing. The operator runs with the default flags.
 func TestCredentialsBoundToSync(t *testing.T) {
 	o := fastOptions()
@@ -89,8 +90,9 @@ func TestCredentialsBoundToSync(t *testing.T) {
 		}
 		wantNothingSent(t, e)
 	})
-	t.Run("plain HTTP without the flag", func(t *testing.T) {
-		e, url := startBareInfrahub(t, "plain")
+	t.Run("plain HTTP off the node without the flag", func(t *testing.T) {
+		// Refused before anything is sent, so the address need not answer (TEST-NET-1).
+		const url = "http://192.0.2.1:8300"
 		createAnnotatedSecret(t, "default", infrahubv1alpha1.InfrahubAPIURLLabel, labelFor(t, url),
 			map[string]string{syncs: "creds-plain", infrahubv1alpha1.URLAnnotation: url}, loginData)
 		newSync(t, "creds-plain", url, "web", ns)
@@ -98,7 +100,13 @@ func TestCredentialsBoundToSync(t *testing.T) {
 		if !strings.Contains(got.Status.LastError, "--delivery-allow-plain-http-credentials") {
 			t.Errorf("lastError %q does not name the flag", got.Status.LastError)
 		}
-		wantNothingSent(t, e)
+	})
+	t.Run("plain HTTP on loopback without the flag", func(t *testing.T) {
+		_, url := startBareInfrahub(t, "plain-loopback")
+		createAnnotatedSecret(t, "default", infrahubv1alpha1.InfrahubAPIURLLabel, labelFor(t, url),
+			map[string]string{syncs: "creds-plain-loopback", infrahubv1alpha1.URLAnnotation: url}, loginData)
+		newSync(t, "creds-plain-loopback", url, "web", ns)
+		waitSync(t, "creds-plain-loopback", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 15*time.Second)
 	})
 	t.Run("a Vidra-style Secret naming the sync", func(t *testing.T) {
 		e := emu.New(emu.Options{})
