@@ -38,6 +38,17 @@ func TestNewServesEveryConfiguredWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	mutating, err := webhookconfig.MutatingWebhookConfiguration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]string{}
+	for _, w := range cfg.Webhooks {
+		paths[w.Name] = *w.ClientConfig.Service.Path
+	}
+	for _, w := range mutating.Webhooks {
+		paths[w.Name] = *w.ClientConfig.Service.Path
+	}
 	for _, families := range []Families{{FamilyDelivery}, {FamilyMetal}} {
 		o := DefaultOptions()
 		o.Controllers = families
@@ -60,10 +71,9 @@ func TestNewServesEveryConfiguredWebhook(t *testing.T) {
 			}
 		}
 		mux := mgr.GetWebhookServer().WebhookMux()
-		for _, w := range cfg.Webhooks {
-			path := *w.ClientConfig.Service.Path
+		for name, path := range paths {
 			if _, pattern := mux.Handler(httptest.NewRequest("POST", path, nil)); pattern != path {
-				t.Errorf("%s: webhook %s calls %s, which the server does not serve", families, w.Name, path)
+				t.Errorf("%s: webhook %s calls %s, which the server does not serve", families, name, path)
 			}
 		}
 	}

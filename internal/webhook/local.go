@@ -50,37 +50,80 @@ func LocalConfiguration(baseURL string, caPEM []byte) (*admissionregistrationv1.
 	return cfg, nil
 }
 
-// InstallLocal creates or updates LocalConfiguration on the API server of c: for `metalhub dev`
-// and tests, whose API server runs beside the operator. In a cluster config/webhook or the chart
-// install the configuration, and cert-manager injects the CA.
+// LocalMutatingConfigurationName names the MutatingWebhookConfiguration InstallLocal writes.
+const LocalMutatingConfigurationName = "metalhub-local-mutating-webhook-configuration"
+
+// LocalMutatingConfiguration is the generated mutating configuration pointed at baseURL, as
+// LocalConfiguration.
+func LocalMutatingConfiguration(baseURL string, caPEM []byte) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+	cfg, err := webhookconfig.MutatingWebhookConfiguration()
+	if err != nil {
+		return nil, err
+	}
+	if len(caPEM) == 0 {
+		return nil, fmt.Errorf("no CA certificate for the local webhook server")
+	}
+	cfg.Name = LocalMutatingConfigurationName
+	baseURL = strings.TrimSuffix(baseURL, "/")
+	for i := range cfg.Webhooks {
+		w := &cfg.Webhooks[i]
+		if w.ClientConfig.Service == nil || w.ClientConfig.Service.Path == nil {
+			return nil, fmt.Errorf("webhook %s has no service path", w.Name)
+		}
+		url := baseURL + *w.ClientConfig.Service.Path
+		w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM}
+	}
+	return cfg, nil
+}
+
+// InstallLocal creates or updates LocalConfiguration and LocalMutatingConfiguration on the API
+// server of c: for `metalhub dev` and tests, whose API server runs beside the operator. In a
+// cluster config/webhook or the chart install the configurations, and cert-manager injects the CA.
 func InstallLocal(ctx context.Context, c client.Client, baseURL string, caPEM []byte) error {
 	want, err := LocalConfiguration(baseURL, caPEM)
 	if err != nil {
 		return err
 	}
+	mutating, err := LocalMutatingConfiguration(baseURL, caPEM)
+	if err != nil {
+		return err
+	}
 	got := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := createOrUpdate(ctx, c, want, got, func() { got.Webhooks = want.Webhooks }); err != nil {
+		return err
+	}
+	gotMutating := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	return createOrUpdate(ctx, c, mutating, gotMutating, func() { gotMutating.Webhooks = mutating.Webhooks })
+}
+
+// createOrUpdate creates want, or reads it into got, applies set and updates it.
+func createOrUpdate(ctx context.Context, c client.Client, want, got client.Object, set func()) error {
 	switch err := c.Get(ctx, client.ObjectKeyFromObject(want), got); {
 	case apierrors.IsNotFound(err):
 		if err := c.Create(ctx, want); err != nil {
-			return fmt.Errorf("creating the webhook configuration: %w", err)
+			return fmt.Errorf("creating the webhook configuration %s: %w", want.GetName(), err)
 		}
 		return nil
 	case err != nil:
-		return fmt.Errorf("reading the webhook configuration: %w", err)
+		return fmt.Errorf("reading the webhook configuration %s: %w", want.GetName(), err)
 	}
-	got.Webhooks = want.Webhooks
+	set()
 	if err := c.Update(ctx, got); err != nil {
-		return fmt.Errorf("updating the webhook configuration: %w", err)
+		return fmt.Errorf("updating the webhook configuration %s: %w", want.GetName(), err)
 	}
 	return nil
 }
 
-// UninstallLocal deletes LocalConfiguration, if there is one: until the webhook server answers
-// again, the API server would refuse every write the webhooks check (they fail closed).
+// UninstallLocal deletes the local configurations, if there are any: until the webhook server
+// answers again, the API server would refuse every write the webhooks check (they fail closed).
 func UninstallLocal(ctx context.Context, c client.Client) error {
-	err := c.Delete(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: LocalConfigurationName}})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting the webhook configuration: %w", err)
+	for _, obj := range []client.Object{
+		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: LocalConfigurationName}},
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: LocalMutatingConfigurationName}},
+	} {
+		if err := c.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting the webhook configuration %s: %w", obj.GetName(), err)
+		}
 	}
 	return nil
 }

@@ -113,6 +113,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	access := &delivery.Admission{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Options: o.Delivery}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrahubv1alpha1.InfrahubSync{}).
+		WithDefaulter(InfrahubSyncCredentialsBinder{Access: access}).
 		WithValidator(InfrahubSyncValidator{Access: access}).Complete(); err != nil {
 		return fmt.Errorf("registering the InfrahubSync webhook: %w", err)
 	}

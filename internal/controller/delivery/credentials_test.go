@@ -189,3 +189,35 @@ func TestAdmittedCredentialsHonouredWhenTrusted(t *testing.T) {
 	patchAnnotation(t, getSync(t, "creds-admitted"), infrahubv1alpha1.AdmittedCredentialsAnnotation, "default/"+s.Name)
 	waitSync(t, "creds-admitted", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 15*time.Second)
 }
+
+// Issue 42 finding 7: the binding admission records for a Vidra sync (BindCredentials) is
+// honoured as Vidra's label means it — the bare host, whatever the scheme and port — also when
+// the Secret lies in the sync's destination namespace, outside the Secret scope; in any other
+// namespace it is not. The operator runs with the defaults the manager sets with webhooks on
+// (trust admitted credentials, no plain-http flag: the emulator is on loopback).
+func TestAdmittedVidraSecretHonoured(t *testing.T) {
+	o := fastOptions()
+	o.TrustAdmittedCredentials = true
+	o.AllowPlainHTTPCredentials = false
+	startManager(t, o)
+	ns, elsewhere := namespace(t), namespace(t)
+	_, url := startBareInfrahub(t, "vidra-bound")
+	host := strings.Split(strings.TrimPrefix(url, "http://"), ":")[0]
+
+	inDest := createSecret(t, ns, infrahubv1alpha1.InfrahubAPIURLLabel, host, loginData)
+	newSync(t, "vidra-bound", url, "web", ns, func(s *infrahubv1alpha1.InfrahubSync) {
+		s.Annotations = map[string]string{infrahubv1alpha1.AdmittedCredentialsAnnotation: ns + "/" + inDest.Name}
+	})
+	waitSync(t, "vidra-bound", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 15*time.Second)
+
+	e, url2 := startBareInfrahub(t, "vidra-elsewhere")
+	other := createSecret(t, elsewhere, infrahubv1alpha1.InfrahubAPIURLLabel, host, loginData)
+	newSync(t, "vidra-elsewhere", url2, "web", ns, func(s *infrahubv1alpha1.InfrahubSync) {
+		s.Annotations = map[string]string{infrahubv1alpha1.AdmittedCredentialsAnnotation: elsewhere + "/" + other.Name}
+	})
+	got := waitSync(t, "vidra-elsewhere", infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonCredentialsNotBound, 15*time.Second)
+	if !strings.Contains(got.Status.LastError, other.Name) {
+		t.Errorf("lastError %q does not name the Secret", got.Status.LastError)
+	}
+	wantNothingSent(t, e)
+}
