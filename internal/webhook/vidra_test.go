@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -134,5 +135,21 @@ func TestVidraCredentialsBoundAtAdmission(t *testing.T) {
 	mustCreate(t, op)
 	if got := admitted(t, op.Name); got != "" {
 		t.Fatalf("a sync the operator wrote was bound to %q", got)
+	}
+	// An existing sync (Vidra's, before the switch) is bound by an admin's update that instructs
+	// the operator, as docs/migration.md says; a label binds nothing.
+	label := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"a"}}}`))
+	if err := asAdmin.Patch(ctx(t), op.DeepCopy(), label); err != nil {
+		t.Fatal(err)
+	}
+	if got := admitted(t, op.Name); got != "" {
+		t.Fatalf("a label bound the sync to %q", got)
+	}
+	pass := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+infrahubv1alpha1.RequestedAtAnnotation+`":"2026-01-01T00:00:00Z"}}}`))
+	if err := asAdmin.Patch(ctx(t), op.DeepCopy(), pass); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := admitted(t, op.Name), "default/creds-"+nsA; got != want {
+		t.Fatalf("after the admin asked for a pass the sync is bound to %q, want %q", got, want)
 	}
 }

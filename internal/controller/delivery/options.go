@@ -164,7 +164,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 			"'*' any namespace (the operator's first): then anyone who can create a Secret anywhere can redirect a sync.")
 	fs.StringVar(&o.DefaultServiceAccount, "delivery-default-service-account", o.DefaultServiceAccount,
 		"ServiceAccount that VidraResources naming none in spec.destination.serviceAccountName act as (impersonated): "+
-			"'name' in each destination namespace, or 'namespace/name'; empty: none (see --delivery-allow-operator-identity). "+
+			"'name' in each destination namespace, or 'namespace/name'; empty: none (see --delivery-allow-operator-identity; "+
+			"config/default and the chart set metalhub-system/metalhub-delivery, which they create with the delivery-apply rights). "+
 			"Any other ServiceAccount a writer names is acted as only with --enable-webhooks and the webhook configuration installed "+
 			"(admission checks the writer may impersonate it); without, such objects fail (AdmissionRequired) and nothing is applied.")
 	fs.BoolVar(&o.AllowOperatorIdentity, "delivery-allow-operator-identity", o.AllowOperatorIdentity,
