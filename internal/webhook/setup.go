@@ -1,8 +1,10 @@
-// Package webhook is metalhub's validating admission for what the CRD schema cannot say:
+// Package webhook is metalhub's admission for what the CRD schema cannot say:
 // unique Endpoint MAC addresses (needs a look at the other Endpoints), ServerClaim label
 // selectors (metav1.LabelSelector's fields cannot carry schema rules), InfrahubSync target
 // dates (the sync controller's own parser), for InfrahubSyncs and VidraResources the writer's
-// own rights (SubjectAccessReviews: delivery.Admission), and for the firmware and settings kinds
+// own rights (SubjectAccessReviews: delivery.Admission) after binding a sync that names no
+// credentials Secret to the one labelled for its host (the one mutating webhook,
+// InfrahubSyncCredentialsBinder), and for the firmware and settings kinds
 // that the writer may read the Secrets they name (FirmwareSecretsValidator). Everything the
 // schema can say — BMCSecret immutability, URL shapes, names — is in the CRDs as patterns and
 // CEL rules, which need no webhook at runtime. One validator per file; the +kubebuilder:webhook markers beside them
@@ -65,7 +67,8 @@ func DefaultOptions() Options {
 
 // BindFlags registers the webhook flags on fs.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
-	fs.BoolVar(&o.Enabled, "enable-webhooks", o.Enabled, "Serve the validating admission webhooks (unique Endpoint MACs, ServerClaim selectors, InfrahubSync target dates, "+
+	fs.BoolVar(&o.Enabled, "enable-webhooks", o.Enabled, "Serve the admission webhooks (unique Endpoint MACs, ServerClaim selectors, InfrahubSync target dates, "+
+		"an InfrahubSync naming no credentials Secret bound to the one labelled infrahub-api-url for its host, "+
 		"and that whoever creates, updates or deletes an InfrahubSync or VidraResource may do what it makes the operator do). "+
 		"Without them delivery acts only as the admin's identity (--delivery-default-service-account): a ServiceAccount a writer "+
 		"names is refused (AdmissionRequired). config/default and the chart turn this on.")
@@ -113,7 +116,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	access := &delivery.Admission{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Options: o.Delivery}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrahubv1alpha1.InfrahubSync{}).
-		WithDefaulter(WriterLabeler[*infrahubv1alpha1.InfrahubSync]{Access: access}).
+		WithDefaulter(InfrahubSyncDefaulter{Access: access}).
 		WithValidator(InfrahubSyncValidator{Access: access}).Complete(); err != nil {
 		return fmt.Errorf("registering the InfrahubSync webhook: %w", err)
 	}

@@ -393,7 +393,8 @@ func deliverySync(t *testing.T, ctx context.Context) {
 	})
 }
 
-// installRBAC applies config/default's ServiceAccount, roles and bindings (what a user installs).
+// installRBAC applies config/default's ServiceAccounts (the operator's and delivery's), roles and
+// bindings (what a user installs).
 func installRBAC(t *testing.T, ctx context.Context) {
 	t.Helper()
 	ensureNamespace(t, namespace)
@@ -408,8 +409,8 @@ func installRBAC(t *testing.T, ctx context.Context) {
 			docs = append(docs, b)
 		}
 	}
-	if len(docs) != 7 {
-		t.Fatalf("config/default has %d RBAC objects, want 7", len(docs))
+	if len(docs) != 9 {
+		t.Fatalf("config/default has %d RBAC objects, want 9", len(docs))
 	}
 	if out, err := kubectlStdin(bytes.Join(docs, []byte("---\n")), "apply", "--server-side", "-f", "-"); err != nil {
 		t.Fatal(err)

@@ -545,3 +545,56 @@ func lookup(obj any, path string) any {
 	}
 	return obj
 }
+
+// Issue 42 finding 7: the chart sets up the identity that syncs naming no ServiceAccount apply
+// as (a ServiceAccount bound to the delivery-apply role, standing in for Vidra's own ClusterRole)
+// and passes it to the operator, so Vidra's manifests deliver as written; values name another
+// or none.
+func TestChartDeliveryIdentity(t *testing.T) {
+	const flag = "--delivery-default-service-account="
+	identity := func(objs []*unstructured.Unstructured) (sa, binding bool) {
+		for _, o := range objs {
+			switch {
+			case o.GetKind() == "ServiceAccount" && o.GetNamespace() == namespace && o.GetName() == release+"-delivery":
+				sa = true
+			case o.GetKind() == "ClusterRoleBinding" && o.GetName() == release+"-delivery":
+				role, _, _ := unstructured.NestedString(o.Object, "roleRef", "name")
+				subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+				binding = role == release+"-delivery-apply-default" && len(subjects) == 1 &&
+					fmt.Sprint(subjects[0]) == fmt.Sprint(map[string]any{"kind": "ServiceAccount", "name": release + "-delivery", "namespace": namespace})
+			}
+		}
+		return sa, binding
+	}
+	defaultSA := func(args []string) string {
+		for _, a := range args {
+			if v, ok := strings.CutPrefix(a, flag); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	for _, tc := range []struct {
+		name        string
+		values      []string
+		wantSA      string
+		wantObjects bool
+	}{
+		{"defaults", nil, namespace + "/" + release + "-delivery", true},
+		{"another default", []string{"delivery.defaultServiceAccount=team/deployer"}, "team/deployer", true},
+		{"none", []string{"delivery.serviceAccount.create=false"}, "", false},
+		{"metal only", []string{"controllers={metal}"}, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := decode(t, helmTemplate(t, tc.values...))
+			args := managerArgs(t, objs)
+			if got := defaultSA(args); got != tc.wantSA {
+				t.Errorf("%s%q, want %q (args %q)", flag, got, tc.wantSA, args)
+			}
+			if sa, binding := identity(objs); sa != tc.wantObjects || binding != tc.wantObjects {
+				t.Errorf("ServiceAccount %s-delivery rendered %t, bound to the delivery-apply role %t; want %t", release, sa, binding, tc.wantObjects)
+			}
+			parseManagerFlags(t, args[1:])
+		})
+	}
+}

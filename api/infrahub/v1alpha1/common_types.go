@@ -111,9 +111,10 @@ const (
 	// whose URL differs in scheme, host or port gets no credentials.
 	URLAnnotation = "infrahub.operators.com/url"
 	// AdmittedCredentialsAnnotation on an InfrahubSync names (namespace/name) a credentials
-	// Secret the sync uses although the Secret does not name it. The admission webhook admits it
-	// only from a writer allowed to read that Secret, and the operator honours it only with
-	// --delivery-trust-admitted-credentials (which --enable-webhooks turns on).
+	// Secret the sync uses although the Secret does not name it. The mutating webhook sets it on
+	// a sync naming none to the Secret labelled for its host (as Vidra finds it); the validating
+	// webhook admits it only from a writer allowed to read that Secret, and the operator honours
+	// it only with --delivery-trust-admitted-credentials (which --enable-webhooks turns on).
 	AdmittedCredentialsAnnotation = "infrahub.operators.com/admitted-credentials"
 	// AdmittedKubeconfigAnnotation on a VidraResource is the same for its kubeconfig Secret.
 	AdmittedKubeconfigAnnotation = "infrahub.operators.com/admitted-kubeconfig"

@@ -33,3 +33,17 @@ app.kubernetes.io/component: controller-manager
 {{- define "metalhub.registry" -}}
 {{- if and (include "metalhub.metal" .) .Values.metal.registry.enabled }}true{{ end -}}
 {{- end -}}
+
+{{/* The ServiceAccount the chart creates for delivery to apply as (delivery.serviceAccount). */}}
+{{- define "metalhub.deliveryServiceAccountName" -}}
+{{ include "metalhub.fullname" . }}-delivery
+{{- end -}}
+
+{{/* --delivery-default-service-account: the value given, else the chart's delivery ServiceAccount. */}}
+{{- define "metalhub.defaultServiceAccount" -}}
+{{- if .Values.delivery.defaultServiceAccount -}}
+{{ .Values.delivery.defaultServiceAccount }}
+{{- else if .Values.delivery.serviceAccount.create -}}
+{{ .Release.Namespace }}/{{ include "metalhub.deliveryServiceAccountName" . }}
+{{- end -}}
+{{- end -}}

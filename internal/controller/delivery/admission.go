@@ -136,7 +136,8 @@ func (a *Admission) CheckSync(ctx context.Context, user authenticationv1.UserInf
 	}
 	if admitted != "" {
 		if err := a.mayRead(ctx, user, admitted, infrahubv1alpha1.AdmittedCredentialsAnnotation,
-			"the sync names it as its Infrahub credentials"); err != nil {
+			"the sync names it as its Infrahub credentials (admission binds a sync naming none to the Secret labelled "+
+				infrahubv1alpha1.InfrahubAPIURLLabel+" for its host; name another in that annotation, or have the admin write the sync)"); err != nil {
 			return err
 		}
 		who.admitted = admitted

@@ -3,10 +3,12 @@ package delivery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
@@ -26,14 +28,18 @@ var (
 // credentials finds the Secret for a sync and turns it into a client configuration. The
 // Secret must name the sync (SyncsAnnotation) or be the one its admission found its writer may
 // read; it must be for the sync's exact scheme, host and port; and it is never sent over plain
-// HTTP unless the admin allows it.
+// HTTP off the node or the cluster network (plainHTTPByDefault) unless the admin allows it.
 type credentials struct {
-	reader  client.Reader // cache of Secrets labelled infrahub-api-url
+	reader client.Reader // cache of Secrets labelled infrahub-api-url
+	// live reads a Secret admission bound a sync to outside the scope (its destination
+	// namespace), which the cache does not hold.
+	live    client.Reader
 	scope   secretScope
 	timeout time.Duration
 	// maxBody is the largest artifact downloaded (--delivery-max-manifest-bytes).
 	maxBody int64
-	// allowPlainHTTP sends credentials to http:// URLs (--delivery-allow-plain-http-credentials).
+	// allowPlainHTTP sends credentials to any http:// URL (--delivery-allow-plain-http-credentials);
+	// without it only to loopback and in-cluster Services.
 	allowPlainHTTP bool
 	// trustAdmitted honours AdmittedCredentialsAnnotation (--delivery-trust-admitted-credentials):
 	// only safe when the admission webhook that sets it refuses it from anyone else.
@@ -57,28 +63,28 @@ func (c *credentials) config(ctx context.Context, s *infrahubv1alpha1.InfrahubSy
 	if err != nil {
 		return infrahub.Config{}, lifecycle.WithReason(infrahubv1alpha1.ReasonCredentialsNotFound, err)
 	}
-	sec, err := findLabelledSecret(ctx, c.reader, c.scope, secretQuery{
-		key: infrahubv1alpha1.InfrahubAPIURLLabel, rawURL: rawURL, who: c.syncClaimant(s),
-		notFound: infrahubv1alpha1.ReasonCredentialsNotFound, notBound: infrahubv1alpha1.ReasonCredentialsNotBound,
-		endpoint: func(sec *corev1.Secret) error {
-			have, how, err := secretEndpoint(sec)
-			if err != nil {
-				return lifecycle.Reasonf(infrahubv1alpha1.ReasonCredentialsInvalid, "Secret %s/%s: %s: %v", sec.Namespace, sec.Name, how, err)
-			}
-			if why := endpointMismatch(have, want); why != "" {
-				return lifecycle.Reasonf(infrahubv1alpha1.ReasonCredentialsURLMismatch,
-					"Secret %s/%s holds credentials for %s (%s), not for the sync's %s (%s); nothing was sent. Set the Secret's annotation %s to the exact URL, or fix spec.source.infrahubAPIURL",
-					sec.Namespace, sec.Name, have, how, want, why, infrahubv1alpha1.URLAnnotation)
-			}
-			return nil
-		},
-	})
+	who := c.syncClaimant(s)
+	var sec *corev1.Secret
+	if ns, _, _ := strings.Cut(who.admitted, "/"); who.admitted != "" && !c.scope.holds(ns) {
+		sec, err = c.admittedOutsideScope(ctx, s, who.admitted)
+	} else {
+		sec, err = findLabelledSecret(ctx, c.reader, c.scope, secretQuery{
+			key: infrahubv1alpha1.InfrahubAPIURLLabel, rawURL: rawURL, who: who,
+			notFound: infrahubv1alpha1.ReasonCredentialsNotFound, notBound: infrahubv1alpha1.ReasonCredentialsNotBound,
+			endpoint: func(sec *corev1.Secret) error {
+				if who.isAdmitted(sec) {
+					return admittedEndpoint(sec, rawURL)
+				}
+				return exactEndpoint(sec, want)
+			},
+		})
+	}
 	if err != nil {
 		return infrahub.Config{}, err
 	}
-	if want.scheme == "http" && !c.allowPlainHTTP {
+	if want.scheme == "http" && !c.allowPlainHTTP && !plainHTTPByDefault(want.host) {
 		return infrahub.Config{}, lifecycle.Reasonf(infrahubv1alpha1.ReasonPlainHTTPCredentials,
-			"refusing to send the credentials of Secret %s/%s in the clear to %s; nothing was sent. Use https, or start the operator with --delivery-allow-plain-http-credentials",
+			"refusing to send the credentials of Secret %s/%s in the clear to %s, which is neither loopback nor an in-cluster Service (*.svc, *.svc.cluster.local); nothing was sent. Use https, or start the operator with --delivery-allow-plain-http-credentials",
 			sec.Namespace, sec.Name, want)
 	}
 	cfg := infrahub.Config{
@@ -95,4 +101,47 @@ func (c *credentials) config(ctx context.Context, s *infrahubv1alpha1.InfrahubSy
 			errors.New("Secret "+sec.Namespace+"/"+sec.Name+" holds neither token/api-token nor username and password"))
 	}
 	return cfg, nil
+}
+
+// exactEndpoint refuses a Secret that is not for exactly the endpoint want (scheme, host, port).
+func exactEndpoint(sec *corev1.Secret, want endpoint) error {
+	have, how, err := secretEndpoint(sec)
+	if err != nil {
+		return lifecycle.Reasonf(infrahubv1alpha1.ReasonCredentialsInvalid, "Secret %s/%s: %s: %v", sec.Namespace, sec.Name, how, err)
+	}
+	if why := endpointMismatch(have, want); why != "" {
+		return lifecycle.Reasonf(infrahubv1alpha1.ReasonCredentialsURLMismatch,
+			"Secret %s/%s holds credentials for %s (%s), not for the sync's %s (%s); nothing was sent. Set the Secret's annotation %s to the exact URL, or fix spec.source.infrahubAPIURL",
+			sec.Namespace, sec.Name, have, how, want, why, infrahubv1alpha1.URLAnnotation)
+	}
+	return nil
+}
+
+// admittedOutsideScope reads the Secret ref (namespace/name) admission bound sync s to when it
+// lies outside the Secret scope, which BindCredentials looks beyond only into the sync's
+// destination namespace: anywhere else it is not honoured. Such Secrets are not cached, so they
+// are read live, each pass. It must still be labelled for the sync's host.
+func (c *credentials) admittedOutsideScope(ctx context.Context, s *infrahubv1alpha1.InfrahubSync, ref string) (*corev1.Secret, error) {
+	ns, name, _ := strings.Cut(ref, "/")
+	rawURL := s.Spec.Source.InfrahubAPIURL
+	if dest := DestinationNamespace(s.Spec.Destination); ns != dest || name == "" || c.live == nil {
+		return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonCredentialsNotBound,
+			"annotation %s names Secret %s, outside %s and the sync's destination namespace %s; nothing was sent",
+			infrahubv1alpha1.AdmittedCredentialsAnnotation, ref, c.scope, dest)
+	}
+	sec := &corev1.Secret{}
+	if err := c.live.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sec); apierrors.IsNotFound(err) {
+		return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonCredentialsNotFound, "Secret %s, which the sync was admitted with (annotation %s), does not exist",
+			ref, infrahubv1alpha1.AdmittedCredentialsAnnotation)
+	} else if err != nil {
+		return nil, fmt.Errorf("reading Secret %s: %w", ref, err)
+	}
+	if !labelledFor(sec, rawURL) {
+		return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonCredentialsNotBound, "Secret %s, which the sync was admitted with, is not labelled %s for %s; nothing was sent",
+			ref, infrahubv1alpha1.InfrahubAPIURLLabel, hostOf(rawURL))
+	}
+	if err := admittedEndpoint(sec, rawURL); err != nil {
+		return nil, err
+	}
+	return sec, nil
 }

@@ -43,7 +43,8 @@ func wantNothingSent(t testing.TB, e *emu.Emulator) {
 }
 
 // Issue 24 item 4: a credentials Secret serves only the syncs it names, only for the exact
-// scheme, host and port it is for, and never over plain HTTP unless the admin allows it. Every
+// scheme, host and port it is for, and never over plain HTTP off the node or the cluster network
+// unless the admin allows it (issue 42 finding 7: loopback and *.svc need no flag). Every
 // refusal says why and sends nothing. The operator runs with the default flags.
 func TestCredentialsBoundToSync(t *testing.T) {
 	o := fastOptions()
@@ -89,8 +90,9 @@ func TestCredentialsBoundToSync(t *testing.T) {
 		}
 		wantNothingSent(t, e)
 	})
-	t.Run("plain HTTP without the flag", func(t *testing.T) {
-		e, url := startBareInfrahub(t, "plain")
+	t.Run("plain HTTP off the node without the flag", func(t *testing.T) {
+		// Refused before anything is sent, so the address need not answer (TEST-NET-1).
+		const url = "http://192.0.2.1:8300"
 		createAnnotatedSecret(t, "default", infrahubv1alpha1.InfrahubAPIURLLabel, labelFor(t, url),
 			map[string]string{syncs: "creds-plain", infrahubv1alpha1.URLAnnotation: url}, loginData)
 		newSync(t, "creds-plain", url, "web", ns)
@@ -98,7 +100,13 @@ func TestCredentialsBoundToSync(t *testing.T) {
 		if !strings.Contains(got.Status.LastError, "--delivery-allow-plain-http-credentials") {
 			t.Errorf("lastError %q does not name the flag", got.Status.LastError)
 		}
-		wantNothingSent(t, e)
+	})
+	t.Run("plain HTTP on loopback without the flag", func(t *testing.T) {
+		_, url := startBareInfrahub(t, "plain-loopback")
+		createAnnotatedSecret(t, "default", infrahubv1alpha1.InfrahubAPIURLLabel, labelFor(t, url),
+			map[string]string{syncs: "creds-plain-loopback", infrahubv1alpha1.URLAnnotation: url}, loginData)
+		newSync(t, "creds-plain-loopback", url, "web", ns)
+		waitSync(t, "creds-plain-loopback", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 15*time.Second)
 	})
 	t.Run("a Vidra-style Secret naming the sync", func(t *testing.T) {
 		e := emu.New(emu.Options{})
@@ -180,4 +188,36 @@ func TestAdmittedCredentialsHonouredWhenTrusted(t *testing.T) {
 	waitSync(t, "creds-admitted", infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonCredentialsNotBound, 15*time.Second)
 	patchAnnotation(t, getSync(t, "creds-admitted"), infrahubv1alpha1.AdmittedCredentialsAnnotation, "default/"+s.Name)
 	waitSync(t, "creds-admitted", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 15*time.Second)
+}
+
+// Issue 42 finding 7: the binding admission records for a Vidra sync (BindCredentials) is
+// honoured as Vidra's label means it — the bare host, whatever the scheme and port — also when
+// the Secret lies in the sync's destination namespace, outside the Secret scope; in any other
+// namespace it is not. The operator runs with the defaults the manager sets with webhooks on
+// (trust admitted credentials, no plain-http flag: the emulator is on loopback).
+func TestAdmittedVidraSecretHonoured(t *testing.T) {
+	o := fastOptions()
+	o.TrustAdmittedCredentials = true
+	o.AllowPlainHTTPCredentials = false
+	startManager(t, o)
+	ns, elsewhere := namespace(t), namespace(t)
+	_, url := startBareInfrahub(t, "vidra-bound")
+	host := strings.Split(strings.TrimPrefix(url, "http://"), ":")[0]
+
+	inDest := createSecret(t, ns, infrahubv1alpha1.InfrahubAPIURLLabel, host, loginData)
+	newSync(t, "vidra-bound", url, "web", ns, func(s *infrahubv1alpha1.InfrahubSync) {
+		s.Annotations = map[string]string{infrahubv1alpha1.AdmittedCredentialsAnnotation: ns + "/" + inDest.Name}
+	})
+	waitSync(t, "vidra-bound", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 15*time.Second)
+
+	e, url2 := startBareInfrahub(t, "vidra-elsewhere")
+	other := createSecret(t, elsewhere, infrahubv1alpha1.InfrahubAPIURLLabel, host, loginData)
+	newSync(t, "vidra-elsewhere", url2, "web", ns, func(s *infrahubv1alpha1.InfrahubSync) {
+		s.Annotations = map[string]string{infrahubv1alpha1.AdmittedCredentialsAnnotation: elsewhere + "/" + other.Name}
+	})
+	got := waitSync(t, "vidra-elsewhere", infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonCredentialsNotBound, 15*time.Second)
+	if !strings.Contains(got.Status.LastError, other.Name) {
+		t.Errorf("lastError %q does not name the Secret", got.Status.LastError)
+	}
+	wantNothingSent(t, e)
 }

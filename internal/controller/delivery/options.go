@@ -53,8 +53,9 @@ type Options struct {
 	inventoryChunkBytes int
 	// InsecureKubeconfig accepts kubeconfigs that run plugins or read files in the operator's pod.
 	InsecureKubeconfig bool
-	// AllowPlainHTTPCredentials sends Infrahub credentials to http:// URLs; by default a sync
-	// with an http:// URL and credentials fails (PlainHTTPCredentials) and sends nothing.
+	// AllowPlainHTTPCredentials sends Infrahub credentials to any http:// URL; by default only
+	// to loopback and in-cluster Service hosts (plainHTTPByDefault), and a sync with another
+	// http:// URL and credentials fails (PlainHTTPCredentials) and sends nothing.
 	AllowPlainHTTPCredentials bool
 	// TrustAdmittedCredentials honours the admitted-credentials annotation on InfrahubSyncs (and
 	// admitted-kubeconfig on VidraResources): a Secret named there serves the object although it
@@ -169,7 +170,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 			"'*' any namespace (the operator's first): then anyone who can create a Secret anywhere can redirect a sync.")
 	fs.StringVar(&o.DefaultServiceAccount, "delivery-default-service-account", o.DefaultServiceAccount,
 		"ServiceAccount that VidraResources naming none in spec.destination.serviceAccountName act as (impersonated): "+
-			"'name' in each destination namespace, or 'namespace/name'; empty: none (see --delivery-allow-operator-identity). "+
+			"'name' in each destination namespace, or 'namespace/name'; empty: none (see --delivery-allow-operator-identity; "+
+			"config/default and the chart set metalhub-system/metalhub-delivery, which they create with the delivery-apply rights). "+
 			"Any other ServiceAccount a writer names is acted as only with --enable-webhooks and the webhook configuration installed "+
 			"(admission checks the writer may impersonate it); without, such objects fail (AdmissionRequired) and nothing is applied.")
 	fs.BoolVar(&o.AllowOperatorIdentity, "delivery-allow-operator-identity", o.AllowOperatorIdentity,
@@ -180,8 +182,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Accept cluster kubeconfigs with exec or auth-provider plugins, tokenFile or certificate and key file paths "+
 			"(they run programs or read files in the operator's pod).")
 	fs.BoolVar(&o.AllowPlainHTTPCredentials, "delivery-allow-plain-http-credentials", o.AllowPlainHTTPCredentials,
-		"Send Infrahub credentials (API token, login) to plain http:// URLs. Off: a sync with an http:// URL "+
-			"and a credentials Secret fails (PlainHTTPCredentials) and sends nothing.")
+		"Send Infrahub credentials (API token, login) to any plain http:// URL. Off: only to loopback (127.0.0.0/8, ::1, localhost) "+
+			"and in-cluster Services (*.svc, *.svc.cluster.local); a sync with another http:// URL and a credentials Secret fails "+
+			"(PlainHTTPCredentials) and sends nothing.")
 	fs.BoolVar(&o.TrustAdmittedCredentials, "delivery-trust-admitted-credentials", o.TrustAdmittedCredentials,
 		"Honour the annotations infrahub.operators.com/admitted-credentials (InfrahubSync) and admitted-kubeconfig "+
 			"(VidraResource): the Secret they name serves the object although it does not name it. Only with the "+

@@ -82,6 +82,9 @@ func newSecretScope(flag, operatorNamespace string) secretScope {
 	return secretScope{own: flag}
 }
 
+// holds says whether namespace ns is read by the scope.
+func (s secretScope) holds(ns string) bool { return s.any || s.own == ns }
+
 // cacheNamespaces is what the Secret caches hold: nil means every namespace.
 func (s secretScope) cacheNamespaces() map[string]cache.Config {
 	if s.any {
@@ -111,15 +114,23 @@ type claimant struct {
 	// admitted is namespace/name of the Secret the admission webhook found the claimant's
 	// writer may read (AdmittedCredentialsAnnotation); "" when absent or not trusted.
 	admitted string
+	// labelled: every Secret labelled for the host serves (admission looking for the one to
+	// bind, BindCredentials).
+	labelled bool
 }
 
 // binds reports whether Secret s serves the claimant.
 func (c claimant) binds(s *corev1.Secret) bool {
-	if c.admitted != "" && c.admitted == s.Namespace+"/"+s.Name {
+	if c.labelled || c.isAdmitted(s) {
 		return true
 	}
 	return namesAny(s.Annotations[infrahubv1alpha1.SyncsAnnotation], c.syncs) ||
 		namesAny(s.Annotations[infrahubv1alpha1.VidraResourcesAnnotation], c.resources)
+}
+
+// isAdmitted: s is the Secret admission bound the claimant to.
+func (c claimant) isAdmitted(s *corev1.Secret) bool {
+	return c.admitted != "" && c.admitted == s.Namespace+"/"+s.Name
 }
 
 // bindHint says how to bind a Secret to the claimant, for the NotBound message.

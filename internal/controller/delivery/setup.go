@@ -126,7 +126,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		chunkBytes: cmp.Or(o.inventoryChunkBytes, DefaultInventoryChunkBytes)}
 	sr := &InfrahubSyncReconciler{
 		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), scheme: mgr.GetScheme(), settings: settings,
-		creds: &credentials{reader: credCache, scope: scope, timeout: o.InfrahubTimeout, maxBody: o.Limits.MaxManifestBytes,
+		creds: &credentials{reader: credCache, live: mgr.GetAPIReader(), scope: scope, timeout: o.InfrahubTimeout, maxBody: o.Limits.MaxManifestBytes,
 			allowPlainHTTP: o.AllowPlainHTTPCredentials, trustAdmitted: o.TrustAdmittedCredentials},
 		clients: &infrahub.Cache{}, recorder: rec, downloads: o.DownloadConcurrency, now: time.Now,
 		pruneMaxFraction: o.PruneMaxFraction, limits: o.Limits, hosts: newHostGate(o.SyncConcurrencyPerHost),

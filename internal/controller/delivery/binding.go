@@ -1,0 +1,149 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/lifecycle"
+)
+
+// BindCredentials records in AdmittedCredentialsAnnotation of sync s, written by user (old is nil
+// on create), the credentials Secret (namespace/name) it is bound to, if it names none. It
+// is how Vidra's manifests work unchanged (issue 42 finding 7): Vidra finds a sync's credentials
+// by the label infrahub-api-url alone, and so does this, once, at admission — where the writer
+// is known — so that the validating webhook then admits the sync only if the writer may `get`
+// that Secret (CheckSync), and the controller later uses that Secret and no other. A Secret
+// labelled afterwards never serves the sync on its own.
+//
+// Where: the Secret scope (the operator's namespace first), then the sync's destination
+// namespace, where Vidra users keep them (its writers already control what lands there).
+// Nothing is recorded for the operator's own writes (it may read every Secret and would lend
+// that to syncs written before the webhook existed), for an update that changes nothing the sync
+// makes the operator do, for a sync that already names a Secret (admitted-credentials, or a
+// Secret whose syncs annotation lists it), or when no Secret is labelled for the host. An update
+// that moves the sync to another host or destination namespace and leaves the annotation as it
+// was is bound afresh. Two Secrets on one step of the precedence are an error, never a choice.
+func (a *Admission) BindCredentials(ctx context.Context, user authenticationv1.UserInfo, old, s *infrahubv1alpha1.InfrahubSync) error {
+	ref, err := a.credentialsBinding(ctx, user, old, s)
+	if err != nil || ref == "" {
+		return err
+	}
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Annotations[infrahubv1alpha1.AdmittedCredentialsAnnotation] = ref
+	return nil
+}
+
+func (a *Admission) credentialsBinding(ctx context.Context, user authenticationv1.UserInfo, old, s *infrahubv1alpha1.InfrahubSync) (string, error) {
+	if old != nil && !instructs(&old.ObjectMeta, &s.ObjectMeta, !equality.Semantic.DeepEqual(old.Spec, s.Spec)) {
+		return "", nil
+	}
+	if op, err := a.operatorUser(ctx); err != nil {
+		return "", err
+	} else if user.Username == op {
+		return "", nil
+	}
+	const key = infrahubv1alpha1.AdmittedCredentialsAnnotation
+	if old != nil && s.Annotations[key] != "" && old.Annotations[key] == s.Annotations[key] &&
+		(hostKey(old.Spec.Source.InfrahubAPIURL) != hostKey(s.Spec.Source.InfrahubAPIURL) ||
+			DestinationNamespace(old.Spec.Destination) != DestinationNamespace(s.Spec.Destination)) {
+		delete(s.Annotations, key) // bound for where the sync no longer goes
+	}
+	if strings.TrimSpace(s.Annotations[key]) != "" {
+		return "", nil
+	}
+	scope := a.scope()
+	own := claimant{kind: "InfrahubSync", name: s.Name, syncs: []string{s.Name}}
+	_, err := findLabelledSecret(ctx, a.Reader, scope, secretQuery{key: infrahubv1alpha1.InfrahubAPIURLLabel,
+		rawURL: s.Spec.Source.InfrahubAPIURL, who: own,
+		notFound: infrahubv1alpha1.ReasonCredentialsNotFound, notBound: infrahubv1alpha1.ReasonCredentialsNotBound})
+	if err == nil || !noCredentials(err) {
+		return "", err // a Secret names the sync (nothing to record), or the lookup failed
+	}
+	scopes := []secretScope{scope}
+	if dest := DestinationNamespace(s.Spec.Destination); !scope.any && dest != scope.own {
+		scopes = append(scopes, secretScope{own: dest})
+	}
+	for _, sc := range scopes {
+		sec, err := findLabelledSecret(ctx, a.Reader, sc, secretQuery{key: infrahubv1alpha1.InfrahubAPIURLLabel,
+			rawURL: s.Spec.Source.InfrahubAPIURL, who: claimant{kind: "InfrahubSync", name: s.Name, labelled: true},
+			notFound: infrahubv1alpha1.ReasonCredentialsNotFound, notBound: infrahubv1alpha1.ReasonCredentialsNotBound,
+			endpoint: func(sec *corev1.Secret) error { return admittedEndpoint(sec, s.Spec.Source.InfrahubAPIURL) },
+		})
+		switch {
+		case err == nil:
+			return sec.Namespace + "/" + sec.Name, nil
+		case !noCredentials(err):
+			return "", fmt.Errorf("binding the sync's Infrahub credentials: %w", err)
+		}
+	}
+	return "", nil
+}
+
+// noCredentials: the lookup found no Secret for the claimant (none labelled for the host, none
+// serving it, or only ones for another endpoint), as opposed to failing.
+func noCredentials(err error) bool {
+	reason, _ := lifecycle.ReasonOf(err)
+	switch reason {
+	case infrahubv1alpha1.ReasonCredentialsNotFound, infrahubv1alpha1.ReasonCredentialsNotBound, infrahubv1alpha1.ReasonCredentialsURLMismatch:
+		return true
+	}
+	return false
+}
+
+// admittedEndpoint refuses a Secret bound at admission for rawURL only when it states another
+// endpoint in URLAnnotation. Labelled only, it serves the URL whose host (or host_port) its
+// label names whatever the scheme and port, as in Vidra: its writer may read the credentials
+// anyway, so where they go is theirs to say; the plain-http rule still applies when they are
+// sent.
+func admittedEndpoint(sec *corev1.Secret, rawURL string) error {
+	if _, stated := sec.Annotations[infrahubv1alpha1.URLAnnotation]; !stated {
+		return nil
+	}
+	want, err := parseEndpoint(rawURL)
+	if err != nil {
+		return lifecycle.WithReason(infrahubv1alpha1.ReasonCredentialsNotFound, err)
+	}
+	have, how, err := secretEndpoint(sec)
+	if err != nil {
+		return lifecycle.Reasonf(infrahubv1alpha1.ReasonCredentialsInvalid, "Secret %s/%s: %s: %v", sec.Namespace, sec.Name, how, err)
+	}
+	if why := endpointMismatch(have, want); why != "" {
+		return lifecycle.Reasonf(infrahubv1alpha1.ReasonCredentialsURLMismatch,
+			"Secret %s/%s holds credentials for %s (%s), not for the sync's %s (%s); nothing was sent",
+			sec.Namespace, sec.Name, have, how, want, why)
+	}
+	return nil
+}
+
+// labelledFor says whether sec's infrahub-api-url label names the host of rawURL.
+func labelledFor(sec *corev1.Secret, rawURL string) bool {
+	values, err := hostLabelValues(rawURL)
+	if err != nil {
+		return false
+	}
+	v, ok := sec.Labels[infrahubv1alpha1.InfrahubAPIURLLabel]
+	for _, want := range values {
+		if ok && v == want {
+			return true
+		}
+	}
+	return false
+}
+
+// hostOf is rawURL's host, for messages.
+func hostOf(rawURL string) string {
+	u, err := url.Parse(strings.TrimSpace(rawURL))
+	if err != nil {
+		return rawURL
+	}
+	return u.Hostname()
+}

@@ -1,0 +1,63 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery"
+)
+
+// InfrahubSyncCredentialsBinder records on a sync that names no credentials Secret the one
+// labelled infrahub-api-url for its host (delivery.Admission.BindCredentials), as Vidra finds
+// it, in the annotation admitted-credentials. It runs before InfrahubSyncValidator, which then
+// admits the sync only if its writer may get that Secret: an admin's Vidra manifests work as
+// written, and a tenant without that right is refused with the right named.
+type InfrahubSyncCredentialsBinder struct {
+	Access *delivery.Admission
+}
+
+var _ admission.Defaulter[*infrahubv1alpha1.InfrahubSync] = InfrahubSyncCredentialsBinder{}
+
+// Default binds s.
+func (b InfrahubSyncCredentialsBinder) Default(ctx context.Context, s *infrahubv1alpha1.InfrahubSync) error {
+	if b.Access == nil {
+		return nil
+	}
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	var old *infrahubv1alpha1.InfrahubSync
+	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
+		old = &infrahubv1alpha1.InfrahubSync{}
+		if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
+			return apierrors.NewBadRequest(fmt.Sprintf("decoding the InfrahubSync before the update: %v", err))
+		}
+	}
+	if err := b.Access.BindCredentials(ctx, req.UserInfo, old, s); err != nil {
+		return apierrors.NewForbidden(infrahubv1alpha1.GroupVersion.WithResource("infrahubsyncs").GroupResource(), s.Name, err)
+	}
+	return nil
+}
+
+// InfrahubSyncDefaulter is the one mutating webhook of InfrahubSyncs (one path per kind): it
+// labels the writer (whom the quota counts), then binds the credentials Secret.
+type InfrahubSyncDefaulter struct {
+	Access *delivery.Admission
+}
+
+var _ admission.Defaulter[*infrahubv1alpha1.InfrahubSync] = InfrahubSyncDefaulter{}
+
+// Default labels s's writer and binds its credentials.
+func (d InfrahubSyncDefaulter) Default(ctx context.Context, s *infrahubv1alpha1.InfrahubSync) error {
+	if err := (WriterLabeler[*infrahubv1alpha1.InfrahubSync]{Access: d.Access}).Default(ctx, s); err != nil {
+		return err
+	}
+	return InfrahubSyncCredentialsBinder{Access: d.Access}.Default(ctx, s)
+}
