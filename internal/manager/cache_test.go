@@ -25,7 +25,7 @@ func TestCacheHoldsNoManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	o.Listeners, o.manyPerProcess = l, true
+	o.Listeners, o.ManyPerProcess = l, true
 	mgr, err := New(env.Config, o, logr.Discard())
 	if err != nil {
 		t.Fatal(err)

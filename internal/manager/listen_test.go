@@ -24,7 +24,7 @@ func TestNewReportsTheAddressesItListensOn(t *testing.T) {
 	o.Webhook.CertDir = t.TempDir()
 	o.AddressFile = filepath.Join(t.TempDir(), "addresses.json")
 	o.GracefulShutdown = time.Second
-	o.manyPerProcess = true // TestNewServesEveryConfiguredWebhook builds the metal family too
+	o.ManyPerProcess = true // TestNewServesEveryConfiguredWebhook builds the metal family too
 	mgr, err := New(env.Config, o, logr.Discard())
 	if err != nil {
 		t.Fatal(err)

@@ -96,9 +96,9 @@ type Options struct {
 	// once they are bound, so that a caller that asked for port 0 learns the ports.
 	AddressFile string
 
-	// manyPerProcess lets this package's tests build several managers with the same
-	// controllers: controller-runtime refuses a controller name twice in one process.
-	manyPerProcess bool
+	// ManyPerProcess lets tests build several managers with the same controllers in one
+	// process (controller-runtime refuses a controller name twice). No flag sets it.
+	ManyPerProcess bool
 }
 
 // Families is the set of controller families to run; it implements flag.Value.
@@ -254,7 +254,7 @@ func newManager(cfg *rest.Config, o Options, l *Listeners, log logr.Logger) (ctr
 		// the manifest when it applies it.
 		Cache:      cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: delivery.CacheByObject()},
 		NewClient:  apilimit.NewClient(slots),
-		Controller: config.Controller{SkipNameValidation: &o.manyPerProcess},
+		Controller: config.Controller{SkipNameValidation: &o.ManyPerProcess},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)

@@ -96,6 +96,7 @@ func TestLeastPrivilege(t *testing.T) {
 	addrs := listeners.Addresses()
 	opts.Listeners = listeners
 	opts.Metal.RegistryURL = "http://" + addrs.Registry
+	opts.ManyPerProcess = true // the other tests of this package build a manager too
 	mgr, err := manager.New(cfg, opts, log)
 	if err != nil {
 		t.Fatal(err)

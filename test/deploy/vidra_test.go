@@ -97,6 +97,7 @@ func TestVidraSamplesWithChartDefaults(t *testing.T) {
 	opts.Listeners = listeners
 	var logs syncbuf.Buffer
 	log := zap.New(zap.WriteTo(&logs), zap.UseDevMode(false))
+	opts.ManyPerProcess = true // the other tests of this package build a manager too
 	mgr, err := manager.New(cfg, opts, log)
 	if err != nil {
 		t.Fatal(err)
