@@ -47,7 +47,8 @@ func (b InfrahubSyncCredentialsBinder) Default(ctx context.Context, s *infrahubv
 }
 
 // InfrahubSyncDefaulter is the one mutating webhook of InfrahubSyncs (one path per kind): it
-// labels the writer (whom the quota counts), then binds the credentials Secret.
+// labels the writer (whom the quota counts), binds the credentials Secret, then seals what the
+// writer may ask for (delivery.Admission.SealSync).
 type InfrahubSyncDefaulter struct {
 	Access *delivery.Admission
 }
@@ -59,5 +60,11 @@ func (d InfrahubSyncDefaulter) Default(ctx context.Context, s *infrahubv1alpha1.
 	if err := (WriterLabeler[*infrahubv1alpha1.InfrahubSync]{Access: d.Access}).Default(ctx, s); err != nil {
 		return err
 	}
-	return InfrahubSyncCredentialsBinder{Access: d.Access}.Default(ctx, s)
+	if err := (InfrahubSyncCredentialsBinder{Access: d.Access}).Default(ctx, s); err != nil {
+		return err
+	}
+	if d.Access == nil {
+		return nil
+	}
+	return sealSync(ctx, d.Access, s)
 }

@@ -121,7 +121,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("registering the InfrahubSync webhook: %w", err)
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrahubv1alpha1.VidraResource{}).
-		WithDefaulter(WriterLabeler[*infrahubv1alpha1.VidraResource]{Access: access}).
+		WithDefaulter(VidraResourceDefaulter{Access: access}).
 		WithValidator(VidraResourceValidator{Access: access}).Complete(); err != nil {
 		return fmt.Errorf("registering the VidraResource webhook: %w", err)
 	}

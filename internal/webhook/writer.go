@@ -15,8 +15,8 @@ import (
 	"github.com/metalhub/metalhub/internal/controller/delivery"
 )
 
-// +kubebuilder:webhook:path=/mutate-infrahub-operators-com-v1alpha1-infrahubsync,mutating=true,failurePolicy=fail,sideEffects=None,groups=infrahub.operators.com,resources=infrahubsyncs,verbs=create;update,versions=v1alpha1,name=minfrahubsync.infrahub.operators.com,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10
-// +kubebuilder:webhook:path=/mutate-infrahub-operators-com-v1alpha1-vidraresource,mutating=true,failurePolicy=fail,sideEffects=None,groups=infrahub.operators.com,resources=vidraresources,verbs=create;update,versions=v1alpha1,name=mvidraresource.infrahub.operators.com,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10
+// +kubebuilder:webhook:path=/mutate-infrahub-operators-com-v1alpha1-infrahubsync,mutating=true,failurePolicy=fail,sideEffects=None,groups=infrahub.operators.com,resources=infrahubsyncs,verbs=create;update,versions=v1alpha1,name=minfrahubsync.infrahub.operators.com,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10,reinvocationPolicy=IfNeeded
+// +kubebuilder:webhook:path=/mutate-infrahub-operators-com-v1alpha1-vidraresource,mutating=true,failurePolicy=fail,sideEffects=None,groups=infrahub.operators.com,resources=vidraresources,verbs=create;update,versions=v1alpha1,name=mvidraresource.infrahub.operators.com,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10,reinvocationPolicy=IfNeeded
 
 // WriterLabeler records who created an InfrahubSync or a VidraResource in
 // infrahubv1alpha1.WriterLabel, so that the validating webhook can count a writer's objects

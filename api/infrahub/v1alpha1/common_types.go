@@ -118,6 +118,19 @@ const (
 	AdmittedCredentialsAnnotation = "infrahub.operators.com/admitted-credentials"
 	// AdmittedKubeconfigAnnotation on a VidraResource is the same for its kubeconfig Secret.
 	AdmittedKubeconfigAnnotation = "infrahub.operators.com/admitted-kubeconfig"
+	// SealAnnotation on an InfrahubSync or a VidraResource is the admission webhook's seal: an
+	// HMAC, with a key only the operator holds, over what the object makes the operator do
+	// (destination, ServiceAccount, source, admitted Secrets, controller reference, manifest
+	// digest), written once the writer was found to have the rights for all of it. The operator
+	// honours a writer-named ServiceAccount and the admitted-* annotations only on an object whose
+	// seal verifies; it seals the VidraResources it writes for a sync itself. Written by anyone
+	// else, the annotation is replaced or removed by the webhook.
+	SealAnnotation = "infrahub.operators.com/seal"
+	// ReadmitAnnotation on an InfrahubSync or a VidraResource asks admission to judge it again
+	// with the rights of whoever writes it (any value; a timestamp is usual), which seals an
+	// object written before the webhook was serving:
+	//   kubectl annotate infrahubsyncs,vidraresources --all infrahub.operators.com/readmit="$(date +%s)" --overwrite
+	ReadmitAnnotation = "infrahub.operators.com/readmit"
 	// WriterLabel records who created an InfrahubSync or a VidraResource (a digest of the user
 	// name), set by the mutating admission webhook; the validating one counts them per writer
 	// (--delivery-max-objects-per-writer). The operator's own objects carry none.

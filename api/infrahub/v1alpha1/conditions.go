@@ -76,6 +76,12 @@ const (
 	// not guard the kind (--enable-webhooks off, or no ValidatingWebhookConfiguration routes
 	// creates, updates and deletes to this operator); nothing is applied.
 	ReasonAdmissionRequired = "AdmissionRequired"
+	// ReasonUnsealed: the object asks for what only admission may grant (a ServiceAccount
+	// other than the admin's default, an admitted-* Secret) and carries no valid seal of the
+	// admission webhook (SealAnnotation): it was written before the webhook, while it was not
+	// serving, or changed since without it. Nothing is applied; re-admitting it (writing
+	// ReadmitAnnotation) with the rights it needs seals it.
+	ReasonUnsealed = "Unsealed"
 	// ReasonOperatorServiceAccount: spec.destination names the operator's own ServiceAccount,
 	// which it never acts as on a writer's behalf.
 	ReasonOperatorServiceAccount = "OperatorServiceAccount"

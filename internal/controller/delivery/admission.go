@@ -41,6 +41,9 @@ type Admission struct {
 
 	mu       sync.Mutex
 	operator string // the operator's user name, learnt once
+
+	sealOnce sync.Once
+	sealer   *sealer
 }
 
 // operatorUser is the operator's own user name (a SelfSubjectReview, once).
@@ -129,6 +132,11 @@ func (a *Admission) CheckSync(ctx context.Context, user authenticationv1.UserInf
 	} else if user.Username == op {
 		return nil // its bookkeeping (annotations, finalizers)
 	}
+	return a.syncRights(ctx, user, s)
+}
+
+// syncRights: user has every right s asks for (see CheckSync).
+func (a *Admission) syncRights(ctx context.Context, user authenticationv1.UserInfo, s *infrahubv1alpha1.InfrahubSync) error {
 	admitted := strings.TrimSpace(s.Annotations[infrahubv1alpha1.AdmittedCredentialsAnnotation])
 	who := claimant{kind: "InfrahubSync", name: s.Name, syncs: []string{s.Name}}
 	if err := a.checkDestination(ctx, user, s.Spec.Destination, who, false); err != nil {
@@ -199,19 +207,9 @@ func (a *Admission) CheckResource(ctx context.Context, user authenticationv1.Use
 			return nil
 		}
 	}
-	admitted := strings.TrimSpace(vr.Annotations[infrahubv1alpha1.AdmittedKubeconfigAnnotation])
-	who := claimant{kind: "VidraResource", name: vr.Name, resources: []string{vr.Name}}
-	if name, _, ok := SyncRefOf(vr); ok {
-		s := &infrahubv1alpha1.InfrahubSync{}
-		if err := a.Reader.Get(ctx, client.ObjectKey{Name: name}, s); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("reading InfrahubSync %s, the VidraResource's controller: %w", name, err)
-		} else if err == nil && OwnedBy(vr, s) {
-			if !sameDestination(s.Spec.Destination, vr.Spec.Destination) {
-				return fmt.Errorf("the destination of a VidraResource of InfrahubSync %s is the sync's (%s), not %s", s.Name,
-					describeDestination(s.Spec.Destination), describeDestination(vr.Spec.Destination))
-			}
-			who.syncs = []string{s.Name}
-		}
+	who, err := a.resourceClaimant(ctx, vr)
+	if err != nil {
+		return err
 	}
 	op, err := a.operatorUser(ctx)
 	if err != nil {
@@ -227,7 +225,31 @@ func (a *Admission) CheckResource(ctx context.Context, user authenticationv1.Use
 		return fmt.Errorf("user %q may not set annotation %s: only the operator writes it, to hand a sync's objects between its VidraResources",
 			user.Username, infrahubv1alpha1.HandoverAnnotation)
 	}
-	if admitted != "" {
+	return a.resourceRights(ctx, user, vr, who)
+}
+
+// resourceClaimant is who vr's kubeconfig would be looked up for at admission: vr, and the sync
+// that controls it, whose destination it must have.
+func (a *Admission) resourceClaimant(ctx context.Context, vr *infrahubv1alpha1.VidraResource) (claimant, error) {
+	who := claimant{kind: "VidraResource", name: vr.Name, resources: []string{vr.Name}}
+	if name, _, ok := SyncRefOf(vr); ok {
+		s := &infrahubv1alpha1.InfrahubSync{}
+		if err := a.Reader.Get(ctx, client.ObjectKey{Name: name}, s); err != nil && !apierrors.IsNotFound(err) {
+			return who, fmt.Errorf("reading InfrahubSync %s, the VidraResource's controller: %w", name, err)
+		} else if err == nil && OwnedBy(vr, s) {
+			if !sameDestination(s.Spec.Destination, vr.Spec.Destination) {
+				return who, fmt.Errorf("the destination of a VidraResource of InfrahubSync %s is the sync's (%s), not %s", s.Name,
+					describeDestination(s.Spec.Destination), describeDestination(vr.Spec.Destination))
+			}
+			who.syncs = []string{s.Name}
+		}
+	}
+	return who, nil
+}
+
+// resourceRights: user has every right vr asks for (see CheckResource).
+func (a *Admission) resourceRights(ctx context.Context, user authenticationv1.UserInfo, vr *infrahubv1alpha1.VidraResource, who claimant) error {
+	if admitted := strings.TrimSpace(vr.Annotations[infrahubv1alpha1.AdmittedKubeconfigAnnotation]); admitted != "" {
 		if err := a.mayRead(ctx, user, admitted, infrahubv1alpha1.AdmittedKubeconfigAnnotation,
 			"the VidraResource names it as its cluster's kubeconfig"); err != nil {
 			return err

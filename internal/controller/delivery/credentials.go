@@ -44,6 +44,8 @@ type credentials struct {
 	// trustAdmitted honours AdmittedCredentialsAnnotation (--delivery-trust-admitted-credentials):
 	// only safe when the admission webhook that sets it refuses it from anyone else.
 	trustAdmitted bool
+	// seals verify that admission judged the annotation (SealAnnotation).
+	seals *sealer
 }
 
 // syncClaimant is who a sync's credentials are looked up for.
@@ -62,6 +64,12 @@ func (c *credentials) config(ctx context.Context, s *infrahubv1alpha1.InfrahubSy
 	want, err := parseEndpoint(rawURL)
 	if err != nil {
 		return infrahub.Config{}, lifecycle.WithReason(infrahubv1alpha1.ReasonCredentialsNotFound, err)
+	}
+	if admitted := strings.TrimSpace(s.Annotations[infrahubv1alpha1.AdmittedCredentialsAnnotation]); c.trustAdmitted && admitted != "" {
+		if v := c.seals.view(ctx, "InfrahubSync", s); !v.admitted() {
+			return infrahub.Config{}, unsealedError(v.kind, v.name, fmt.Sprintf("annotation %s names credentials Secret %s",
+				infrahubv1alpha1.AdmittedCredentialsAnnotation, admitted), v.why)
+		}
 	}
 	who := c.syncClaimant(s)
 	var sec *corev1.Secret

@@ -62,8 +62,25 @@ type identity struct {
 	self *selfUser
 }
 
-// actAs is the user for d: a ServiceAccount's, or "" for the operator itself.
-func (id *identity) actAs(ctx context.Context, d infrahubv1alpha1.Destination) (string, error) {
+// sealView is what an object's seal says, for the decisions that need admission.
+type sealView struct {
+	kind, name string
+	level      sealLevel
+	why        string // why it vouches for nothing
+}
+
+// admitted: admission judged what the object asks with its writer's rights.
+func (v sealView) admitted() bool { return v.level == sealAdmitted }
+
+// view reads obj's seal.
+func (s *sealer) view(ctx context.Context, kind string, obj client.Object) sealView {
+	level, why := s.level(ctx, obj)
+	return sealView{kind: kind, name: obj.GetName(), level: level, why: why}
+}
+
+// actAs is the user for d, of the object seal describes: a ServiceAccount's, or "" for the
+// operator itself.
+func (id *identity) actAs(ctx context.Context, d infrahubv1alpha1.Destination, seal sealView) (string, error) {
 	ns, name := ServiceAccountFor(d, id.defaultSA)
 	if name == "" {
 		if id.allowOperator {
@@ -102,12 +119,15 @@ func (id *identity) actAs(ctx context.Context, d infrahubv1alpha1.Destination) (
 				"may impersonate it, and %v; nothing applied. Name no ServiceAccount to apply as the default (--delivery-default-service-account), "+
 				"or run the operator with --enable-webhooks and its ValidatingWebhookConfiguration installed", ns, name, err)
 	}
+	if !seal.admitted() {
+		return "", unsealedError(seal.kind, seal.name, fmt.Sprintf("spec.destination names ServiceAccount %s/%s", ns, name), seal.why)
+	}
 	return user, nil
 }
 
 // actAs is the user a VidraResource's reads, applies and prunes act as (identity.actAs).
 func (r *VidraResourceReconciler) actAs(ctx context.Context, vr *infrahubv1alpha1.VidraResource) (string, error) {
-	return r.identity.actAs(ctx, vr.Spec.Destination)
+	return r.identity.actAs(ctx, vr.Spec.Destination, r.seals.view(ctx, "VidraResource", vr))
 }
 
 // selfUser is the operator's own user name, learnt once with a SelfSubjectReview.

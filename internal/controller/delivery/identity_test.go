@@ -139,10 +139,14 @@ func TestIdentityActAs(t *testing.T) {
 		defaultSA string
 		operator  bool
 		admission func(context.Context) error
+		unsealed  bool
 		want      string
 		reason    string
 	}{
 		{name: "named, guarded", d: infrahubv1alpha1.Destination{Namespace: "a", ServiceAccountName: "x"}, admission: serving, want: "system:serviceaccount:a:x"},
+		{name: "named, guarded, unsealed", d: infrahubv1alpha1.Destination{Namespace: "a", ServiceAccountName: "x"}, admission: serving, unsealed: true, reason: infrahubv1alpha1.ReasonUnsealed},
+		{name: "none, default, unsealed", d: infrahubv1alpha1.Destination{Namespace: "a"}, defaultSA: "d", unsealed: true, want: "system:serviceaccount:a:d"},
+		{name: "the default by name, unsealed", d: infrahubv1alpha1.Destination{Namespace: "a", ServiceAccountName: "d", ServiceAccountNamespace: "p"}, defaultSA: "p/d", unsealed: true, want: "system:serviceaccount:p:d"},
 		{name: "named, webhooks off", d: infrahubv1alpha1.Destination{Namespace: "a", ServiceAccountName: "x"}, reason: infrahubv1alpha1.ReasonAdmissionRequired},
 		{name: "named, not configured", d: infrahubv1alpha1.Destination{Namespace: "a", ServiceAccountName: "x"}, admission: notServing, reason: infrahubv1alpha1.ReasonAdmissionRequired},
 		{name: "none, default", d: infrahubv1alpha1.Destination{Namespace: "a"}, defaultSA: "d", want: "system:serviceaccount:a:d"},
@@ -155,7 +159,11 @@ func TestIdentityActAs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := &identity{defaultSA: tc.defaultSA, allowOperator: tc.operator, admission: tc.admission, self: self}
-			got, err := id.actAs(context.Background(), tc.d)
+			seal := sealView{kind: "VidraResource", name: "r", level: sealAdmitted}
+			if tc.unsealed {
+				seal.level, seal.why = unsealed, "it carries no seal"
+			}
+			got, err := id.actAs(context.Background(), tc.d, seal)
 			reason, _ := lifecycle.ReasonOf(err)
 			if got != tc.want || reason != tc.reason {
 				t.Errorf("actAs = %q, %v; want %q, reason %q", got, err, tc.want, tc.reason)

@@ -60,6 +60,8 @@ type InfrahubSyncReconciler struct {
 	identity *identity
 	// inventories tell the prune guard how many objects a deletion removes.
 	inventories *inventoryStore
+	// seals verify what admission judged of a sync, and seal the VidraResources written for it.
+	seals *sealer
 
 	mu      sync.Mutex
 	queried map[types.UID]queryRecord // the last successful query of each sync
@@ -255,8 +257,9 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 	ctx, cancel := context.WithTimeout(ctx, limits.PassTimeout)
 	defer cancel()
 	target := infrahub.Target{Branch: src.TargetBranch, At: src.TargetDate}
-	if _, err := r.identity.actAs(ctx, s.Spec.Destination); err != nil {
-		if reason, _ := lifecycle.ReasonOf(err); reason == infrahubv1alpha1.ReasonAdmissionRequired || reason == infrahubv1alpha1.ReasonOperatorServiceAccount {
+	if _, err := r.identity.actAs(ctx, s.Spec.Destination, r.seals.view(ctx, "InfrahubSync", s)); err != nil {
+		if reason, _ := lifecycle.ReasonOf(err); reason == infrahubv1alpha1.ReasonAdmissionRequired || reason == infrahubv1alpha1.ReasonOperatorServiceAccount ||
+			reason == infrahubv1alpha1.ReasonUnsealed {
 			return syncOutcome{err: err, keep: true}
 		}
 	}
@@ -498,8 +501,9 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 	hash, size := manifestDigest(vr)
 	contentCurrent := exists && vr.Annotations[ChecksumAnnotation] == a.Checksum &&
 		vr.Annotations[ManifestHashAnnotation] == hash
+	seal := r.resourceSeal(ctx, s)
 	if contentCurrent && vr.Labels[SyncLabel] == s.Name && vr.Spec.Destination == s.Spec.Destination &&
-		vr.Annotations[ArtifactNameAnnotation] == a.Name {
+		vr.Annotations[ArtifactNameAnnotation] == a.Name && r.sealCurrent(ctx, vr, seal) {
 		if err := budget.take(a.ID, size); err != nil {
 			return deliverResult{err: err}
 		}
@@ -520,7 +524,7 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 		return deliverResult{err: err}
 	}
 	if !exists {
-		return r.create(ctx, c, s, a, manifest, from)
+		return r.create(ctx, c, s, a, manifest, from, seal)
 	}
 	base := vr.DeepCopy()
 	if !contentCurrent {
@@ -529,6 +533,9 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 		base.Spec.Manifest = "\x00"
 	}
 	r.shape(vr, s, a, manifest, !contentCurrent)
+	if err := r.sealResource(ctx, vr, seal, !contentCurrent); err != nil {
+		return deliverResult{err: lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, fmt.Errorf("sealing VidraResource %s: %w", a.ID, err))}
+	}
 	if err := c.Patch(ctx, vr, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsConflict(err) {
 			return deliverResult{lagging: true}
@@ -538,7 +545,7 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 	return deliverResult{wrote: true}
 }
 
-func (r *InfrahubSyncReconciler) create(ctx context.Context, c client.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, manifest string, from *infrahubv1alpha1.VidraResource) deliverResult {
+func (r *InfrahubSyncReconciler) create(ctx context.Context, c client.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, manifest string, from *infrahubv1alpha1.VidraResource, seal sealLevel) deliverResult {
 	vr := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: a.ID}}
 	r.shape(vr, s, a, manifest, true)
 	if from != nil {
@@ -553,6 +560,9 @@ func (r *InfrahubSyncReconciler) create(ctx context.Context, c client.Client, s 
 	lifecycle.AddFinalizer(vr, finalizer)
 	if err := controllerutil.SetControllerReference(s, vr, r.scheme); err != nil {
 		return deliverResult{err: lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, err)}
+	}
+	if err := r.sealResource(ctx, vr, seal, true); err != nil {
+		return deliverResult{err: lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, fmt.Errorf("sealing VidraResource %s: %w", a.ID, err))}
 	}
 	err := c.Create(ctx, vr)
 	if apierrors.IsAlreadyExists(err) {
@@ -684,4 +694,35 @@ func (r *InfrahubSyncReconciler) firstFailure(ctx context.Context, failed []stri
 		}
 	}
 	return ""
+}
+
+// resourceSeal is the seal the VidraResources of sync s get: admitted if admission sealed s,
+// else only the mark that the operator wrote them for s.
+func (r *InfrahubSyncReconciler) resourceSeal(ctx context.Context, s *infrahubv1alpha1.InfrahubSync) sealLevel {
+	if level, _ := r.seals.level(ctx, s); level == sealAdmitted {
+		return sealAdmitted
+	}
+	return sealOwned
+}
+
+// sealCurrent: vr carries a valid seal of exactly level (a sync sealed or re-admitted since it
+// was written raises it; one whose seal broke lowers it).
+func (r *InfrahubSyncReconciler) sealCurrent(ctx context.Context, vr *infrahubv1alpha1.VidraResource, level sealLevel) bool {
+	if r.seals.assumeSealed {
+		return true
+	}
+	got, _ := r.seals.level(ctx, vr)
+	return got == level
+}
+
+// sealResource seals vr, which the sync is about to write, at level. With newContent the
+// manifest vr holds is the one written, even when empty (not the cache's record of the old).
+func (r *InfrahubSyncReconciler) sealResource(ctx context.Context, vr *infrahubv1alpha1.VidraResource, level sealLevel, newContent bool) error {
+	if newContent {
+		if v, ok := vr.Annotations[cachedManifestAnnotation]; ok {
+			delete(vr.Annotations, cachedManifestAnnotation)
+			defer func() { vr.Annotations[cachedManifestAnnotation] = v }()
+		}
+	}
+	return r.seals.seal(ctx, vr, level)
 }

@@ -48,6 +48,8 @@ type Options struct {
 	AdmissionWebhook bool
 	// admission replaces that check (tests).
 	admission func(context.Context) error
+	// assumeSealed, for tests that run no webhook, treats every object as sealed by admission.
+	assumeSealed bool
 	// inventoryChunkBytes replaces DefaultInventoryChunkBytes (tests, to see chunks with
 	// few objects).
 	inventoryChunkBytes int

@@ -122,15 +122,16 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		id.admission = g.check
 	}
 
+	seals := &sealer{keys: newSealKeys(mgr.GetClient(), mgr.GetAPIReader(), inventoryNamespace(o)), now: time.Now, assumeSealed: o.assumeSealed}
 	inventories := &inventoryStore{client: mgr.GetClient(), reader: mgr.GetAPIReader(), namespace: inventoryNamespace(o),
 		chunkBytes: cmp.Or(o.inventoryChunkBytes, DefaultInventoryChunkBytes)}
 	sr := &InfrahubSyncReconciler{
 		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), scheme: mgr.GetScheme(), settings: settings,
 		creds: &credentials{reader: credCache, live: mgr.GetAPIReader(), scope: scope, timeout: o.InfrahubTimeout, maxBody: o.Limits.MaxManifestBytes,
-			allowPlainHTTP: o.AllowPlainHTTPCredentials, trustAdmitted: o.TrustAdmittedCredentials},
+			allowPlainHTTP: o.AllowPlainHTTPCredentials, trustAdmitted: o.TrustAdmittedCredentials, seals: seals},
 		clients: &infrahub.Cache{}, recorder: rec, downloads: o.DownloadConcurrency, now: time.Now,
 		pruneMaxFraction: o.PruneMaxFraction, limits: o.Limits, hosts: newHostGate(o.SyncConcurrencyPerHost),
-		queried: map[types.UID]queryRecord{}, identity: id, inventories: inventories,
+		queried: map[types.UID]queryRecord{}, identity: id, inventories: inventories, seals: seals,
 	}
 	sr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.InfrahubSync { return &infrahubv1alpha1.InfrahubSync{} }, sr.handle)
 	// The periodic looks follow the settings, which a ConfigMap may change at run time.
@@ -141,6 +142,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		recorder: rec, now: time.Now, healthPoll: o.HealthPoll, identity: id,
 		trustAdmitted: o.TrustAdmittedCredentials,
 		inventories:   inventories,
+		seals:         seals,
 	}
 	vr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.VidraResource { return &infrahubv1alpha1.VidraResource{} }, vr.handle)
 	vr.lc.ResyncFunc = func(ctx context.Context) time.Duration { return settings.Current(ctx).RequeueResourcesAfter }

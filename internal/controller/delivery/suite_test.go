@@ -160,6 +160,8 @@ func fastOptions() Options {
 	// As where the admission webhook guards both kinds (this package serves none): the
 	// ServiceAccounts tests name are acted as. The tests of its absence set it to nil.
 	o.admission = func(context.Context) error { return nil }
+	// And as where it sealed what these tests write; the seal tests turn this off.
+	o.assumeSealed = true
 	return o
 }
 

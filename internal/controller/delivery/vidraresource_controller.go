@@ -54,28 +54,46 @@ type VidraResourceReconciler struct {
 	identity *identity
 	// trustAdmitted honours AdmittedKubeconfigAnnotation (--delivery-trust-admitted-credentials).
 	trustAdmitted bool
+	// seals verify what admission judged, and that the operator wrote a sync's VidraResources.
+	seals *sealer
 	// inventories keeps what each VidraResource applied, where and as whom.
 	inventories *inventoryStore
 }
 
 // claimant is who a VidraResource's kubeconfig Secret is looked up for: the VidraResource, and
-// the InfrahubSync that controls it. The controller reference counts only while it points at
-// the sync that exists under that name (same UID), or while the VidraResource is being deleted
-// (its sync may be gone first; the finalizer must still reach the cluster). Anyone who may
-// create VidraResources can still write such a reference: keep that right to the admin.
+// the InfrahubSync that controls it. The controller reference counts on a sealed VidraResource
+// (the operator wrote it for the sync, or admission let its writer name the sync) while it
+// points at the sync that exists under that name (same UID), and on any while the VidraResource
+// is being deleted (its sync may be gone first, or never resealed one written before seals: the
+// finalizer must still reach the cluster, and removes only what carries this VidraResource's
+// mark). The admitted kubeconfig counts only where admission sealed it.
 func (r *VidraResourceReconciler) claimant(ctx context.Context, vr *infrahubv1alpha1.VidraResource) claimant {
 	who := claimant{kind: "VidraResource", name: vr.Name, resources: []string{vr.Name}}
-	if name, _, ok := SyncRefOf(vr); ok {
+	seal := r.seals.view(ctx, "VidraResource", vr)
+	if name, _, ok := SyncRefOf(vr); ok && (seal.level != unsealed || !vr.DeletionTimestamp.IsZero()) {
 		s := &infrahubv1alpha1.InfrahubSync{}
 		err := r.client.Get(ctx, client.ObjectKey{Name: name}, s)
 		if (err == nil && OwnedBy(vr, s)) || (apierrors.IsNotFound(err) && !vr.DeletionTimestamp.IsZero()) {
 			who.syncs = []string{name}
 		}
 	}
-	if r.trustAdmitted {
+	if r.trustAdmitted && seal.admitted() {
 		who.admitted = strings.TrimSpace(vr.Annotations[infrahubv1alpha1.AdmittedKubeconfigAnnotation])
 	}
 	return who
+}
+
+// unsealedKubeconfig reports a VidraResource that names an admitted kubeconfig admission did
+// not seal (nil when it names none, or the annotation is not honoured anyway).
+func (r *VidraResourceReconciler) unsealedKubeconfig(ctx context.Context, vr *infrahubv1alpha1.VidraResource) error {
+	admitted := strings.TrimSpace(vr.Annotations[infrahubv1alpha1.AdmittedKubeconfigAnnotation])
+	if !r.trustAdmitted || admitted == "" {
+		return nil
+	}
+	if v := r.seals.view(ctx, "VidraResource", vr); !v.admitted() {
+		return unsealedError(v.kind, v.name, fmt.Sprintf("annotation %s names kubeconfig Secret %s", infrahubv1alpha1.AdmittedKubeconfigAnnotation, admitted), v.why)
+	}
+	return nil
 }
 
 // Reconcile runs one pass under the lifecycle discipline; its periodic look follows the
@@ -150,6 +168,9 @@ func (r *VidraResourceReconciler) planStep(ctx context.Context, p *deployPass) (
 		return lifecycle.Continue(), nil
 	}
 	as, err := r.actAs(ctx, vr)
+	if err == nil {
+		err = r.unsealedKubeconfig(ctx, vr)
+	}
 	if err == nil {
 		p.target, err = r.clusters.getAs(ctx, r.claimant(ctx, vr), vr.Spec.Destination.Server, as)
 	}
