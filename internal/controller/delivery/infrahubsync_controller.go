@@ -257,9 +257,12 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 	ctx, cancel := context.WithTimeout(ctx, limits.PassTimeout)
 	defer cancel()
 	target := infrahub.Target{Branch: src.TargetBranch, At: src.TargetDate}
+	// An identity its VidraResources could not apply as: nothing is fetched either. A query
+	// would only read, with credentials that may be bound to the sync's name alone, what
+	// nothing can deliver (with no webhook, anyone may create a sync of that name).
 	if _, err := r.identity.actAs(ctx, s.Spec.Destination, r.seals.view(ctx, "InfrahubSync", s)); err != nil {
 		if reason, _ := lifecycle.ReasonOf(err); reason == infrahubv1alpha1.ReasonAdmissionRequired || reason == infrahubv1alpha1.ReasonOperatorServiceAccount ||
-			reason == infrahubv1alpha1.ReasonUnsealed {
+			reason == infrahubv1alpha1.ReasonUnsealed || reason == infrahubv1alpha1.ReasonNoServiceAccount {
 			return syncOutcome{err: err, keep: true}
 		}
 	}
