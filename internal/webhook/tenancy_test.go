@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
@@ -305,4 +306,60 @@ func TestOnlyTheOperatorWritesHandover(t *testing.T) {
 	if err := asA.Patch(ctx(t), own.DeepCopy(), removed); err != nil {
 		t.Fatalf("removing handover-from refused: %v", err)
 	}
+}
+
+// Deleting a VidraResource whose sync is going was open to anyone (for the garbage collector's
+// sake): tenant B could delete tenant A's VidraResource while A's sync waited on a finalizer, and
+// its cleanup would prune as A's ServiceAccount. Only the garbage collector follows the sync's
+// deletion unchecked; B needs A's rights.
+func TestOnlyTheGarbageCollectorFollowsASyncsDeletion(t *testing.T) {
+	_, nsA, asA := tenant(t, "gc-owner")
+	b, _, asB := tenant(t, "gc-intruder")
+	dest := infrahubv1alpha1.Destination{Namespace: nsA, ServiceAccountName: "deployer"}
+	hold := "test.metalhub.io/hold"
+	s := syncTo("gc-"+nsA, "https://infrahub-gc.example", dest)
+	s.Finalizers = []string{hold}
+	if err := asA.Create(ctx(t), s); err != nil {
+		t.Fatalf("A's sync refused: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Patch(context.Background(), s, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+	})
+	vr := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "gc-vr-" + nsA,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: infrahubv1alpha1.GroupVersion.String(), Kind: "InfrahubSync", Name: s.Name, UID: s.UID,
+			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+		Spec: infrahubv1alpha1.VidraResourceSpec{Destination: dest, Manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n"}}
+	vr.Finalizers = []string{hold}
+	if err := asA.Create(ctx(t), vr); err != nil {
+		t.Fatalf("A's VidraResource of her sync refused: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Patch(context.Background(), vr, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+		_ = env.Client.Delete(context.Background(), vr)
+	})
+	// A deletes her sync, which waits on its finalizer (orphaning nothing: background).
+	if err := asA.Delete(ctx(t), s.DeepCopy()); err != nil {
+		t.Fatalf("A deleting her sync: %v", err)
+	}
+	forbidden(t, asB.Delete(ctx(t), vr.DeepCopy()), fmt.Sprintf(`user %q may not impersonate`, b))
+
+	// As the garbage collector (its rights as a real cluster gives them: delete on every kind).
+	gcUser := "system:kube-controller-manager"
+	mustCreate(t, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-gc-" + nsA},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{infrahubv1alpha1.GroupVersion.Group}, Resources: []string{"vidraresources"}, Verbs: []string{"delete"}}}})
+	mustCreate(t, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "test-gc-" + nsA},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "test-gc-" + nsA},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: gcUser}}})
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: gcUser}
+	gc, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the garbage collector's deletion admitted", func() (bool, string) {
+		if err := gc.Delete(ctx(t), vr.DeepCopy()); err != nil {
+			return false, err.Error() // the authorizer learns of the new binding through a watch
+		}
+		return true, ""
+	})
 }

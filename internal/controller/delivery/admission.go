@@ -287,8 +287,9 @@ func (a *Admission) CheckSyncDelete(ctx context.Context, user authenticationv1.U
 
 // CheckResourceDelete admits the deletion of a VidraResource by user: its finalizer removes what
 // it applied, as its ServiceAccount. The operator's own deletions (a sync's prune) pass, and so
-// do those of a VidraResource whose controlling sync is gone or going: the garbage collector
-// follows a deletion that was itself checked.
+// do the garbage collector's of a VidraResource whose controlling sync is gone or going: it
+// follows a deletion that was itself checked. Anyone else needs the rights the cleanup uses,
+// whether the sync is there or not.
 func (a *Admission) CheckResourceDelete(ctx context.Context, user authenticationv1.UserInfo, vr *infrahubv1alpha1.VidraResource) error {
 	if op, err := a.operatorUser(ctx); err != nil {
 		return err
@@ -300,12 +301,13 @@ func (a *Admission) CheckResourceDelete(ctx context.Context, user authentication
 		s := &infrahubv1alpha1.InfrahubSync{}
 		err := a.Reader.Get(ctx, client.ObjectKey{Name: name}, s)
 		switch {
-		case apierrors.IsNotFound(err) || (err == nil && (!OwnedBy(vr, s) || s.DeletionTimestamp != nil)):
-			return nil
-		case err != nil:
+		case err != nil && !apierrors.IsNotFound(err):
 			return fmt.Errorf("reading InfrahubSync %s, the VidraResource's controller: %w", name, err)
+		case garbageCollector(user.Username) && (err != nil || !OwnedBy(vr, s) || s.DeletionTimestamp != nil):
+			return nil
+		case err == nil && OwnedBy(vr, s):
+			who.syncs = []string{s.Name}
 		}
-		who.syncs = []string{s.Name}
 	}
 	if admitted := strings.TrimSpace(vr.Annotations[infrahubv1alpha1.AdmittedKubeconfigAnnotation]); admitted != "" {
 		if err := a.mayRead(ctx, user, admitted, infrahubv1alpha1.AdmittedKubeconfigAnnotation,
@@ -315,6 +317,12 @@ func (a *Admission) CheckResourceDelete(ctx context.Context, user authentication
 		who.admitted = admitted
 	}
 	return a.checkDestination(ctx, user, vr.Spec.Destination, who, true)
+}
+
+// garbageCollector: the user kube-controller-manager's garbage collector deletes as (its own
+// ServiceAccount with --use-service-account-credentials, else the manager's user).
+func garbageCollector(user string) bool {
+	return user == "system:serviceaccount:kube-system:generic-garbage-collector" || user == "system:kube-controller-manager"
 }
 
 // frozen refuses a spec change on an object being deleted: its finalizer cleans up after the
