@@ -66,3 +66,40 @@ func TestReissuedEmptyArtifactsDoNotWipeTheTenant(t *testing.T) {
 	})
 	waitSync(t, "pg-reissue", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 30*time.Second)
 }
+
+// Issue 42 finding 6, in place: a compromised Infrahub keeps every artifact's id and replaces
+// its content with a decoy that names none of the tenant's objects. Each VidraResource took its
+// new manifest and pruned what the old one applied; the guard never saw a deletion. A content
+// update that drops applied objects is weighed as the prune it is, and held with the rest.
+func TestContentEmptiedInPlaceDoesNotWipeTheTenant(t *testing.T) {
+	startManager(t, fastOptions())
+	e, url := startInfrahub(t, nil, "pg-inplace")
+	ns := namespace(t)
+	arts := addArtifacts(t, e, "pg-inplace", "pgi", 4)
+	newSync(t, "pg-inplace", url, "pg-inplace", ns)
+	waitSync(t, "pg-inplace", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 60*time.Second)
+	waitSyncResources(t, "pg-inplace", 4, 10*time.Second)
+	eventually(t, 30*time.Second, tenantIntact(t, ns, "pgi", 4))
+
+	for i, a := range arts {
+		if _, err := e.UpdateArtifact("", a.ID, []byte(configMapYAML(fmt.Sprintf("decoy-%d", i), "", "1"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	requestSync(t, getSync(t, "pg-inplace"))
+	s := waitSync(t, "pg-inplace", infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonPruneHeld, 30*time.Second)
+	if !strings.Contains(s.Status.LastError, "4 of 4 objects") || !strings.Contains(s.Status.LastError, "new content dropping 4 objects") {
+		t.Errorf("PruneHeld does not count what the new content drops: %q", s.Status.LastError)
+	}
+	consistently(t, 3*time.Second, tenantIntact(t, ns, "pgi", 4))
+	wantNotCreated(t, []absent{{&corev1.ConfigMap{}, ns, "decoy-0"}})
+
+	annotateSync(t, "pg-inplace", infrahubv1alpha1.ConfirmPruneAnnotation, heldToken(t, "pg-inplace"))
+	eventually(t, 30*time.Second, func() error {
+		if tenantIntact(t, ns, "pgi", 4)() == nil {
+			return fmt.Errorf("the confirmed update did not go through")
+		}
+		return exists(t, env.Client, &corev1.ConfigMap{}, ns, "decoy-3")
+	})
+	waitSync(t, "pg-inplace", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 30*time.Second)
+}

@@ -298,8 +298,9 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 	slots := newWriteSlots(limits.ApplyWindow - unsettled(owned))
 	results := r.deliverAll(ctx, c, ic, s, arts, target, handover, newByteBudget(limits.MaxSyncBytes), slots)
 	var (
-		out  syncOutcome
-		errs []error
+		out     syncOutcome
+		errs    []error
+		shrinks []int // results whose content update waits for the guard
 	)
 	inResult := map[string]bool{}
 	for i, res := range results {
@@ -308,6 +309,9 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 		}
 		inResult[arts[i].ID] = true
 		switch {
+		case res.shrink != nil:
+			shrinks = append(shrinks, i)
+			continue
 		case res.err != nil:
 			errs = append(errs, res.err)
 		case res.lagging:
@@ -349,14 +353,36 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 	survivors := slices.Collect(maps.Keys(inResult))
 	decision := pruneDecision{}
 	stake := pruneStake{doomed: doomed, total: total}
+	for _, i := range shrinks {
+		sh := results[i].shrink
+		stake.shrunk = append(stake.shrunk, sh.vr.Name+"@"+sh.art.Checksum)
+		stake.shrunkObjects += sh.lost
+	}
 	// An empty answer the user allowed is its own confirmation.
-	if !(len(arts) == 0 && src.AllowEmpty) && len(doomed)+len(handedOver) > 0 {
+	if !(len(arts) == 0 && src.AllowEmpty) && len(doomed)+len(handedOver)+len(shrinks) > 0 {
 		if err := r.weigh(ctx, &stake, owned); err != nil {
 			// Nothing is deleted on a guess of what it would remove.
 			errs = append(errs, lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, fmt.Errorf("weighing the prune: %w", err)))
-			doomed, handedOver = nil, nil
+			doomed, handedOver, shrinks = nil, nil, nil
 		} else {
+			stake.objects += stake.shrunkObjects
 			decision = decidePrune(s, stake, survivors, maxFraction(r.pruneMaxFraction, s), r.now(), settings.RequeueSyncAfter*9/10)
+		}
+	}
+	if !decision.hold {
+		for _, i := range shrinks {
+			sh := results[i].shrink
+			res := r.update(ctx, c, s, sh.art, sh.vr, sh.manifest, false, r.resourceSeal(ctx, s))
+			switch {
+			case res.err != nil:
+				errs = append(errs, res.err)
+			case res.lagging:
+				out.retrySoon = true
+			default:
+				out.checksums = append(out.checksums, sh.art.ID+":"+sh.art.Checksum)
+				out.delivered++
+			}
+			out.progressed = out.progressed || res.wrote
 		}
 	}
 	if decision.reason != "" {
@@ -456,6 +482,17 @@ type deliverResult struct {
 	lagging  bool // the cache is behind our own write: look again shortly
 	pending  bool // waiting for its VidraResource to finish deleting
 	deferred bool // left for a later pass: the sync's apply window is full
+	// shrink: new content for an existing VidraResource that drops objects it applied; written
+	// only once the prune guard weighed the whole pass (a content emptied in place is a prune).
+	shrink *shrink
+}
+
+// shrink is a content update held for the prune guard.
+type shrink struct {
+	vr       *infrahubv1alpha1.VidraResource
+	art      infrahub.Artifact
+	manifest string
+	lost     int // objects of its inventory the new content no longer names
 }
 
 // deliverAll delivers every artifact, a few at a time: downloads are network-bound.
@@ -529,6 +566,21 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 	if !exists {
 		return r.create(ctx, c, s, a, manifest, from, seal)
 	}
+	if !contentCurrent {
+		lost, err := r.shrinkOf(ctx, vr, manifest)
+		if err != nil {
+			return deliverResult{err: lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, err)}
+		}
+		if lost > 0 {
+			return deliverResult{shrink: &shrink{vr: vr, art: a, manifest: manifest, lost: lost}}
+		}
+	}
+	return r.update(ctx, c, s, a, vr, manifest, contentCurrent, seal)
+}
+
+// update writes what the sync owns of an existing VidraResource: its manifest only when
+// contentCurrent is false.
+func (r *InfrahubSyncReconciler) update(ctx context.Context, c client.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, vr *infrahubv1alpha1.VidraResource, manifest string, contentCurrent bool, seal sealLevel) deliverResult {
 	base := vr.DeepCopy()
 	if !contentCurrent {
 		// The cached copy holds no manifest: a base that differs from any makes the patch
@@ -728,4 +780,32 @@ func (r *InfrahubSyncReconciler) sealResource(ctx context.Context, vr *infrahubv
 		}
 	}
 	return r.seals.seal(ctx, vr, level)
+}
+
+// shrinkOf counts the objects vr's inventory records that manifest, its new content, no longer
+// names (by group, kind and name: the namespace a manifest leaves out is the destination's).
+// A manifest that does not decode names none of them: applying it fails and removes nothing,
+// but it is weighed as the loss it announces.
+func (r *InfrahubSyncReconciler) shrinkOf(ctx context.Context, vr *infrahubv1alpha1.VidraResource, manifest string) (int, error) {
+	st, err := r.inventories.load(ctx, vr)
+	if err != nil {
+		return 0, fmt.Errorf("weighing the new content of %s: %w", vr.Name, err)
+	}
+	if len(st.Objects) == 0 {
+		return 0, nil
+	}
+	named := map[string]bool{}
+	if objs, err := decodeManifest(manifest); err == nil {
+		for _, o := range objs {
+			gvk := o.GroupVersionKind()
+			named[gvk.Group+"/"+gvk.Kind+"/"+o.GetName()] = true
+		}
+	}
+	lost := 0
+	for _, ref := range st.refs() {
+		if !named[ref.GVK.Group+"/"+ref.GVK.Kind+"/"+ref.Name] {
+			lost++
+		}
+	}
+	return lost, nil
 }

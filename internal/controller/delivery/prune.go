@@ -74,6 +74,10 @@ type pruneStake struct {
 	objectsTotal int // objects the sync's VidraResources held before this answer
 	// unsettled: a successor has not recorded what it holds yet; lossy handovers wait.
 	unsettled bool
+	// shrunk: VidraResources whose new content (name@checksum) drops objects they applied;
+	// shrunkObjects of them in all (counted in objects once weighed).
+	shrunk        []string
+	shrunkObjects int
 }
 
 // exceeds reports whether the stake is beyond the fraction, of VidraResources or of objects.
@@ -90,7 +94,7 @@ func decidePrune(s *infrahubv1alpha1.InfrahubSync, st pruneStake, survivors []st
 	if (len(st.doomed) == 0 && st.objects == 0) || !st.exceeds(fraction) {
 		return pruneDecision{}
 	}
-	token := pruneToken(append(slices.Clone(st.doomed), st.lossy...), survivors)
+	token := pruneToken(append(append(slices.Clone(st.doomed), st.lossy...), st.shrunk...), survivors)
 	if s.Annotations[infrahubv1alpha1.ConfirmPruneAnnotation] == token {
 		return pruneDecision{token: token, reason: "confirmed by " + infrahubv1alpha1.ConfirmPruneAnnotation}
 	}
@@ -119,6 +123,13 @@ func heldMessage(s *infrahubv1alpha1.InfrahubSync, d pruneDecision, st pruneStak
 	}
 	if len(st.lossy) > 0 {
 		which = append(which, "handing over to re-issued artifacts that no longer hold their objects "+list(st.lossy))
+	}
+	if len(st.shrunk) > 0 {
+		names := make([]string, len(st.shrunk))
+		for i, v := range st.shrunk {
+			names[i], _, _ = strings.Cut(v, "@")
+		}
+		which = append(which, fmt.Sprintf("new content dropping %d objects from %s", st.shrunkObjects, list(names)))
 	}
 	return fmt.Sprintf("prune held: this answer would delete %d of %d VidraResources and remove %d of %d objects (more than %g%% of either): %s; nothing deleted. "+
 		"Confirm with: kubectl annotate infrahubsync %s %s=%s --overwrite; or it proceeds when a query at least %s later returns the same answer",
