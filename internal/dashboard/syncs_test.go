@@ -31,6 +31,7 @@ func TestSyncsWithResourceHealth(t *testing.T) {
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: infrahubv1alpha1.GroupVersion.String(), Kind: "InfrahubSync", Name: "sy-1", UID: sync.UID, Controller: new(true)}}}}
 	labelled := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "sy-1-b", Labels: map[string]string{syncLabel: "sy-1"}}}
 	other := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "sy-other", Labels: map[string]string{syncLabel: "sy-2"}}}
+	owned.Spec.Manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\n"
 	create(t, owned, labelled, other)
 	labelled.Status.Health = "Failed"
 	labelled.Status.LastError = "apply failed"
@@ -52,6 +53,12 @@ func TestSyncsWithResourceHealth(t *testing.T) {
 		}
 		return false, fmt.Sprint("no sy-1 ", snap.Access)
 	})
+	// The informer holds no manifest (a few hundred of 1 MiB would fill the process).
+	for _, o := range s.watch.resources.GetStore().List() {
+		if r := o.(*infrahubv1alpha1.VidraResource); r.Spec.Manifest != "" || len(r.ManagedFields) > 0 {
+			t.Errorf("VidraResource %s held with its manifest (%d bytes) or managed fields", r.Name, len(r.Spec.Manifest))
+		}
+	}
 }
 
 // An idle stream carries a comment now and then, so nothing in between times it out.

@@ -122,6 +122,9 @@ func newWatcher(c client.WithWatch, h *hub) *watcher {
 			}
 			return nil, nil
 		}})
+	// The page shows a VidraResource's status: its manifest (up to 1 MiB each, any number of
+	// them) stays out of memory.
+	_ = w.resources.SetTransform(withoutManifest)
 	// Only Server events: the details panel shows nothing else, and a busy cluster's other
 	// events would fill the memory for nothing.
 	w.events = inf(kindEvents, &corev1.Event{}, func() client.ObjectList { return &corev1.EventList{} }, "involvedObject.kind=Server",
@@ -293,4 +296,14 @@ func (w *watcher) recentEvents(name string, max int) []EventItem {
 		out = out[:max]
 	}
 	return out
+}
+
+// withoutManifest drops a VidraResource's manifest and managed fields before the informer
+// stores it.
+func withoutManifest(o any) (any, error) {
+	if r, ok := o.(*infrahubv1alpha1.VidraResource); ok {
+		r.Spec.Manifest = ""
+		r.ManagedFields = nil
+	}
+	return o, nil
 }
