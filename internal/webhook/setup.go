@@ -69,6 +69,7 @@ func DefaultOptions() Options {
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Enabled, "enable-webhooks", o.Enabled, "Serve the admission webhooks (unique Endpoint MACs, ServerClaim selectors, InfrahubSync target dates, "+
 		"an InfrahubSync naming no credentials Secret bound to the one labelled infrahub-api-url for its host, "+
+		"what a writer had the rights for sealed (infrahub.operators.com/seal, which delivery requires before it honours a writer-named ServiceAccount or admitted Secret), "+
 		"and that whoever creates, updates or deletes an InfrahubSync or VidraResource may do what it makes the operator do). "+
 		"Without them delivery acts only as the admin's identity (--delivery-default-service-account): a ServiceAccount a writer "+
 		"names is refused (AdmissionRequired). config/default and the chart turn this on.")

@@ -49,6 +49,9 @@ type InfrahubSyncReconciler struct {
 	// pruneMaxFraction is --delivery-prune-max-fraction: a pass that would delete more of a
 	// sync's VidraResources holds until confirmed or agreed by a second answer.
 	pruneMaxFraction float64
+	// pruneAutoRelease is --delivery-prune-auto-release: a second agreeing answer releases a
+	// held prune.
+	pruneAutoRelease bool
 	// limits bound each sync's artifacts, manifest bytes and pass time.
 	limits Limits
 	// hosts bounds the passes that query one Infrahub host at once.
@@ -366,7 +369,7 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 			doomed, handedOver, shrinks = nil, nil, nil
 		} else {
 			stake.objects += stake.shrunkObjects
-			decision = decidePrune(s, stake, survivors, maxFraction(r.pruneMaxFraction, s), r.now(), settings.RequeueSyncAfter*9/10)
+			decision = decidePrune(s, stake, survivors, maxFraction(r.pruneMaxFraction, s), r.now(), r.pruneSettle(settings))
 		}
 	}
 	if !decision.hold {
@@ -421,7 +424,7 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 	if decision.hold {
 		out.keep = true
 		out.recordPrune = decision.record
-		held := lifecycle.Reasonf(infrahubv1alpha1.ReasonPruneHeld, "%s", heldMessage(s, decision, stake, maxFraction(r.pruneMaxFraction, s), settings.RequeueSyncAfter*9/10))
+		held := lifecycle.Reasonf(infrahubv1alpha1.ReasonPruneHeld, "%s", heldMessage(s, decision, stake, maxFraction(r.pruneMaxFraction, s), r.pruneSettle(settings)))
 		if out.err != nil {
 			held = lifecycle.WithReason(infrahubv1alpha1.ReasonPruneHeld, errors.Join(held, out.err))
 		}
@@ -808,4 +811,13 @@ func (r *InfrahubSyncReconciler) shrinkOf(ctx context.Context, vr *infrahubv1alp
 		}
 	}
 	return lost, nil
+}
+
+// pruneSettle is how long after a held answer an agreeing one releases it; 0: never (only a
+// confirmation does).
+func (r *InfrahubSyncReconciler) pruneSettle(settings Settings) time.Duration {
+	if !r.pruneAutoRelease {
+		return 0
+	}
+	return settings.RequeueSyncAfter * 9 / 10
 }

@@ -89,6 +89,10 @@ type Options struct {
 	// on its own; a pass that would delete more holds until confirmed or agreed by a second
 	// answer (1 disables the guard). An InfrahubSync may lower it for itself.
 	PruneMaxFraction float64
+	// PruneAutoRelease lets a held prune proceed when a query a sync interval later returns the
+	// same answer. Off, only the confirm-prune annotation releases it: a compromised or
+	// misconfigured Infrahub answers the same twice.
+	PruneAutoRelease bool
 	// Events, if set, records the family's events; setup otherwise starts a provider of its own.
 	Events *eventsink.Provider
 }
@@ -224,6 +228,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 			"0: half of --delivery-sync-concurrency, rounded up.")
 	fs.IntVar(&o.ResourceConcurrency, "delivery-resource-concurrency", o.ResourceConcurrency, "VidraResources reconciled at once.")
 	fs.IntVar(&o.DownloadConcurrency, "delivery-download-concurrency", o.DownloadConcurrency, "Artifacts one sync downloads at once.")
+	fs.BoolVar(&o.PruneAutoRelease, "delivery-prune-auto-release", o.PruneAutoRelease,
+		"Let a prune the guard held proceed when a query at least nine tenths of a sync interval later returns the same answer. "+
+			"Off: only the annotation "+infrahubv1alpha1.ConfirmPruneAnnotation+" with the token PruneHeld names releases it "+
+			"(an Infrahub that is compromised or misconfigured gives the same answer twice).")
 	fs.Float64Var(&o.PruneMaxFraction, "delivery-prune-max-fraction", o.PruneMaxFraction,
 		"Largest fraction (0-1] of an InfrahubSync's VidraResources, and of the objects they applied (counted from their "+
 			"inventories, re-issued artifacts that drop objects included), one pass may delete; a pass that would delete more "+

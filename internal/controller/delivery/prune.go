@@ -87,9 +87,9 @@ func (st pruneStake) exceeds(fraction float64) bool {
 
 // decidePrune applies the guard to a pass's deletions, keeping the survivors' artifacts. Within
 // the fraction (of VidraResources and of objects) it proceeds. Beyond it, it proceeds only
-// when the sync carries ConfirmPruneAnnotation with the exact token, or when the held record
-// names the same token and is at least settle old (a second agreeing answer, a sync interval
-// on); otherwise it holds, recording the answer when the record names another one.
+// when the sync carries ConfirmPruneAnnotation with the exact token, or, with settle > 0, when
+// the held record names the same token and is at least settle old (a second agreeing answer, a
+// sync interval on); otherwise it holds, recording the answer when the record names another one.
 func decidePrune(s *infrahubv1alpha1.InfrahubSync, st pruneStake, survivors []string, fraction float64, now time.Time, settle time.Duration) pruneDecision {
 	if (len(st.doomed) == 0 && st.objects == 0) || !st.exceeds(fraction) {
 		return pruneDecision{}
@@ -100,7 +100,7 @@ func decidePrune(s *infrahubv1alpha1.InfrahubSync, st pruneStake, survivors []st
 	}
 	held, since, ok := pendingPrune(s.Annotations[infrahubv1alpha1.PrunePendingAnnotation])
 	switch {
-	case ok && held == token && now.Sub(since) >= settle:
+	case ok && held == token && settle > 0 && now.Sub(since) >= settle:
 		return pruneDecision{token: token, reason: "a second answer agreed, " + now.Sub(since).Round(time.Second).String() + " after the first"}
 	case ok && held == token:
 		return pruneDecision{hold: true, token: token}
@@ -131,10 +131,14 @@ func heldMessage(s *infrahubv1alpha1.InfrahubSync, d pruneDecision, st pruneStak
 		}
 		which = append(which, fmt.Sprintf("new content dropping %d objects from %s", st.shrunkObjects, list(names)))
 	}
+	release := "it does not proceed on its own (--delivery-prune-auto-release)"
+	if settle > 0 {
+		release = "or it proceeds when a query at least " + settle.Round(time.Second).String() + " later returns the same answer"
+	}
 	return fmt.Sprintf("prune held: this answer would delete %d of %d VidraResources and remove %d of %d objects (more than %g%% of either): %s; nothing deleted. "+
-		"Confirm with: kubectl annotate infrahubsync %s %s=%s --overwrite; or it proceeds when a query at least %s later returns the same answer",
+		"Confirm with: kubectl annotate infrahubsync %s %s=%s --overwrite; %s",
 		len(st.doomed), st.total, st.objects, st.objectsTotal, fraction*100, strings.Join(which, "; "),
-		s.Name, infrahubv1alpha1.ConfirmPruneAnnotation, d.token, settle.Round(time.Second))
+		s.Name, infrahubv1alpha1.ConfirmPruneAnnotation, d.token, release)
 }
 
 // pairRenamed finds, for artifacts that have no VidraResource yet, the VidraResource of an

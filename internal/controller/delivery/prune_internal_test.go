@@ -27,21 +27,28 @@ func TestDecidePrune(t *testing.T) {
 		total      int
 		hold       bool
 		wantRecord bool
+		noAgree    bool // --delivery-prune-auto-release off: settle 0
 	}{
-		{"nothing to delete", nil, nil, 4, false, false},
-		{"within the fraction", nil, []string{"b", "c"}, 4, false, false},
-		{"beyond: first answer held and recorded", nil, doomed, 4, true, true},
-		{"beyond: exact confirmation releases", map[string]string{infrahubv1alpha1.ConfirmPruneAnnotation: token}, doomed, 4, false, false},
-		{"beyond: confirmation of another prune does not", map[string]string{infrahubv1alpha1.ConfirmPruneAnnotation: pruneToken([]string{"b", "c"}, []string{"a", "d"})}, doomed, 4, true, true},
-		{"beyond: same count, other resources, does not", map[string]string{infrahubv1alpha1.ConfirmPruneAnnotation: pruneToken([]string{"a", "b", "c"}, []string{"d"})}, doomed, 4, true, true},
-		{"beyond: second agreeing answer after settle releases", map[string]string{infrahubv1alpha1.PrunePendingAnnotation: pending(token, settle)}, doomed, 4, false, false},
-		{"beyond: agreeing too soon holds, not rewritten", map[string]string{infrahubv1alpha1.PrunePendingAnnotation: pending(token, settle/2)}, doomed, 4, true, false},
-		{"beyond: another answer recorded is rewritten", map[string]string{infrahubv1alpha1.PrunePendingAnnotation: pending("3-000000000000", time.Hour)}, doomed, 4, true, true},
-		{"beyond: malformed record is rewritten", map[string]string{infrahubv1alpha1.PrunePendingAnnotation: token}, doomed, 4, true, true},
+		{"nothing to delete", nil, nil, 4, false, false, false},
+		{"within the fraction", nil, []string{"b", "c"}, 4, false, false, false},
+		{"beyond: first answer held and recorded", nil, doomed, 4, true, true, false},
+		{"beyond: exact confirmation releases", map[string]string{infrahubv1alpha1.ConfirmPruneAnnotation: token}, doomed, 4, false, false, false},
+		{"beyond: confirmation of another prune does not", map[string]string{infrahubv1alpha1.ConfirmPruneAnnotation: pruneToken([]string{"b", "c"}, []string{"a", "d"})}, doomed, 4, true, true, false},
+		{"beyond: same count, other resources, does not", map[string]string{infrahubv1alpha1.ConfirmPruneAnnotation: pruneToken([]string{"a", "b", "c"}, []string{"d"})}, doomed, 4, true, true, false},
+		{"beyond: second agreeing answer after settle releases", map[string]string{infrahubv1alpha1.PrunePendingAnnotation: pending(token, settle)}, doomed, 4, false, false, false},
+		{"beyond: agreeing too soon holds, not rewritten", map[string]string{infrahubv1alpha1.PrunePendingAnnotation: pending(token, settle/2)}, doomed, 4, true, false, false},
+		{"beyond: another answer recorded is rewritten", map[string]string{infrahubv1alpha1.PrunePendingAnnotation: pending("3-000000000000", time.Hour)}, doomed, 4, true, true, false},
+		{"beyond: malformed record is rewritten", map[string]string{infrahubv1alpha1.PrunePendingAnnotation: token}, doomed, 4, true, true, false},
+		{"beyond, no auto-release: an agreeing answer an hour on holds", map[string]string{infrahubv1alpha1.PrunePendingAnnotation: pending(token, time.Hour)}, doomed, 4, true, false, true},
+		{"beyond, no auto-release: exact confirmation releases", map[string]string{infrahubv1alpha1.ConfirmPruneAnnotation: token}, doomed, 4, false, false, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			d := decidePrune(sync(c.ann), pruneStake{doomed: c.doomed, total: c.total}, survivors, 0.5, now, settle)
+			st := settle
+			if c.noAgree {
+				st = 0
+			}
+			d := decidePrune(sync(c.ann), pruneStake{doomed: c.doomed, total: c.total}, survivors, 0.5, now, st)
 			if d.hold != c.hold || (d.record != "") != c.wantRecord {
 				t.Fatalf("decision %+v, want hold %v record %v", d, c.hold, c.wantRecord)
 			}

@@ -146,6 +146,7 @@ func TestPruneGuardSecondAgreeingAnswerReleases(t *testing.T) {
 	const interval = 3 * time.Second
 	o := fastOptions()
 	o.Settings.RequeueSyncAfter = interval
+	o.PruneAutoRelease = true
 	h := startManager(t, o)
 	e, url := startInfrahub(t, nil, "pg-agree")
 	ns := namespace(t)

@@ -130,7 +130,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		creds: &credentials{reader: credCache, live: mgr.GetAPIReader(), scope: scope, timeout: o.InfrahubTimeout, maxBody: o.Limits.MaxManifestBytes,
 			allowPlainHTTP: o.AllowPlainHTTPCredentials, trustAdmitted: o.TrustAdmittedCredentials, seals: seals},
 		clients: &infrahub.Cache{}, recorder: rec, downloads: o.DownloadConcurrency, now: time.Now,
-		pruneMaxFraction: o.PruneMaxFraction, limits: o.Limits, hosts: newHostGate(o.SyncConcurrencyPerHost),
+		pruneMaxFraction: o.PruneMaxFraction, pruneAutoRelease: o.PruneAutoRelease, limits: o.Limits, hosts: newHostGate(o.SyncConcurrencyPerHost),
 		queried: map[types.UID]queryRecord{}, identity: id, inventories: inventories, seals: seals,
 	}
 	sr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.InfrahubSync { return &infrahubv1alpha1.InfrahubSync{} }, sr.handle)
