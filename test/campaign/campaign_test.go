@@ -699,17 +699,14 @@ func (w *world) firmwareSettled() []string {
 	if err := w.c.List(w.ctx, servers); err != nil {
 		return []string{err.Error()}
 	}
-	parked := map[string]bool{}
-	for _, s := range servers.Items {
-		parked[s.Name] = s.Annotations[metalv1alpha1.ParkedAnnotation] != ""
-	}
+	held := heldServers(servers.Items, ms.Items)
 	busy := map[types.UID]bool{}
 	for _, v := range vs.Items {
 		switch {
 		case v.DeletionTimestamp != nil:
 			p = append(p, fmt.Sprintf("BIOSVersion %s is being deleted and not gone (%s)", v.Name, v.Annotations[firmware.RecordAnnotation]))
 			busy[v.UID] = true
-		case waitsForParked(&v, parked):
+		case waitsForHeldServer(&v, held):
 			busy[v.UID] = true
 		case v.Status.State != systemv1alpha1.VersionStateCompleted && v.Status.State != systemv1alpha1.VersionStateFailed:
 			p = append(p, fmt.Sprintf("BIOSVersion %s is %q (%s)", v.Name, v.Status.State, v.Annotations[firmware.RecordAnnotation]))
@@ -724,10 +721,28 @@ func (w *world) firmwareSettled() []string {
 	return p
 }
 
-// waitsForParked: an upgrade of a parked server waits for the maintenance it needs (a parked
+// heldServers: the servers parked, or in a maintenance a user made (the campaign leaves those
+// in place), rather than one an upgrade made.
+func heldServers(servers []metalv1alpha1.Server, ms []maintenancev1alpha1.ServerMaintenance) map[string]bool {
+	upgrades := map[string]bool{} // by namespace/name
+	for _, m := range ms {
+		if c := metav1.GetControllerOf(&m); c != nil && c.Kind == "BIOSVersion" {
+			upgrades[m.Namespace+"/"+m.Name] = true
+		}
+	}
+	held := map[string]bool{}
+	for _, s := range servers {
+		ref := s.Spec.ServerMaintenanceRef
+		held[s.Name] = s.Annotations[metalv1alpha1.ParkedAnnotation] != "" || (ref != nil && !upgrades[ref.Namespace+"/"+ref.Name])
+	}
+	return held
+}
+
+// waitsForHeldServer: an upgrade of a server parked, or held by another maintenance, waits for
+// the maintenance it needs (one maintenance at a time; a parked
 // server enters none until unparked) and says so. That is settled, not stuck.
-func waitsForParked(v *systemv1alpha1.BIOSVersion, parked map[string]bool) bool {
-	if v.Spec.ServerRef == nil || !parked[v.Spec.ServerRef.Name] {
+func waitsForHeldServer(v *systemv1alpha1.BIOSVersion, held map[string]bool) bool {
+	if v.Spec.ServerRef == nil || !held[v.Spec.ServerRef.Name] {
 		return false
 	}
 	c := meta.FindStatusCondition(v.Status.Conditions, systemv1alpha1.ConditionUpgraded)
