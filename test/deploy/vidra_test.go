@@ -77,55 +77,7 @@ func TestVidraSamplesWithChartDefaults(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
-	installRBAC(t, ctx)
-	cfg := serviceAccountConfig(t, ctx)
-	opts := chartOptions(t)
-	if opts.Delivery.DefaultServiceAccount != namespace+"/"+release+"-delivery" || opts.Delivery.AllowPlainHTTPCredentials || opts.Delivery.AllowOperatorIdentity {
-		t.Fatalf("the chart's defaults changed: default ServiceAccount %q, plain http %t, operator identity %t",
-			opts.Delivery.DefaultServiceAccount, opts.Delivery.AllowPlainHTTPCredentials, opts.Delivery.AllowOperatorIdentity)
-	}
-	opts.Namespace = namespace // the pod's namespace, in a cluster
-	opts.Controllers = manager.Families{manager.FamilyDelivery}
-	opts.MetricsAddr, opts.HealthAddr, opts.Metal.RegistryBindAddress = "0", "0", "0"
-	opts.LeaderElectionNamespace, opts.LeaderElectionID = namespace, "vidra-samples.metalhub.test"
-	opts.GracefulShutdown = 5 * time.Second
-	opts.Webhook.Host, opts.Webhook.Port, opts.Webhook.CertDir = "127.0.0.1", 0, t.TempDir()
-	listeners, err := manager.Listen(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Listeners = listeners
-	var logs syncbuf.Buffer
-	log := zap.New(zap.WriteTo(&logs), zap.UseDevMode(false))
-	opts.ManyPerProcess = true // the other tests of this package build a manager too
-	mgr, err := manager.New(cfg, opts, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-		if t.Failed() {
-			lines := strings.Split(logs.String(), "\n")
-			t.Logf("last operator log lines:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
-		}
-	}()
-	ca, err := os.ReadFile(filepath.Join(opts.Webhook.CertDir, webhook.CAFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := webhook.InstallLocal(ctx, env.Client, "https://"+listeners.Addresses().Webhook, ca); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = webhook.UninstallLocal(context.Background(), env.Client) })
-	if err := webhook.WaitActive(ctx, env.Client, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	startChartOperator(t, ctx, "vidra-samples.metalhub.test")
 
 	// The fake Infrahub, on a listener of its own; the samples name 127.0.0.1:8300.
 	e := emu.New(emu.Options{})
@@ -257,4 +209,60 @@ func removeVidraResources(t *testing.T, ctx context.Context) {
 		}
 		return nil
 	})
+}
+
+// startChartOperator runs, until the test ends, the delivery family as the chart's default
+// rendering runs it: config/default's RBAC, a token of its ServiceAccount, the chart's
+// arguments, its webhooks installed and serving. leaseID keeps the tests' leases apart.
+func startChartOperator(t *testing.T, ctx context.Context, leaseID string) {
+	t.Helper()
+	installRBAC(t, ctx)
+	cfg := serviceAccountConfig(t, ctx)
+	opts := chartOptions(t)
+	if opts.Delivery.DefaultServiceAccount != namespace+"/"+release+"-delivery" || opts.Delivery.AllowPlainHTTPCredentials || opts.Delivery.AllowOperatorIdentity {
+		t.Fatalf("the chart's defaults changed: default ServiceAccount %q, plain http %t, operator identity %t",
+			opts.Delivery.DefaultServiceAccount, opts.Delivery.AllowPlainHTTPCredentials, opts.Delivery.AllowOperatorIdentity)
+	}
+	opts.Namespace = namespace // the pod's namespace, in a cluster
+	opts.Controllers = manager.Families{manager.FamilyDelivery}
+	opts.MetricsAddr, opts.HealthAddr, opts.Metal.RegistryBindAddress = "0", "0", "0"
+	opts.LeaderElectionNamespace, opts.LeaderElectionID = namespace, leaseID
+	opts.GracefulShutdown = 5 * time.Second
+	opts.Webhook.Host, opts.Webhook.Port, opts.Webhook.CertDir = "127.0.0.1", 0, t.TempDir()
+	listeners, err := manager.Listen(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Listeners = listeners
+	var logs syncbuf.Buffer
+	log := zap.New(zap.WriteTo(&logs), zap.UseDevMode(false))
+	opts.ManyPerProcess = true // the other tests of this package build a manager too
+	mgr, err := manager.New(cfg, opts, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+		if t.Failed() {
+			lines := strings.Split(logs.String(), "\n")
+			t.Logf("last operator log lines:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		}
+	})
+	ca, err := os.ReadFile(filepath.Join(opts.Webhook.CertDir, webhook.CAFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := webhook.InstallLocal(ctx, env.Client, "https://"+listeners.Addresses().Webhook, ca); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = webhook.UninstallLocal(context.Background(), env.Client) })
+	if err := webhook.WaitActive(ctx, env.Client, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
 }
