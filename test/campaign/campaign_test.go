@@ -682,7 +682,7 @@ func (w *world) convergence(s *snapshot) []string {
 }
 
 // firmwareSettled: every BIOSVersion the schedule made has ended (Completed or Failed) or, once
-// deleted, is gone, or waits for a parked server and says so; and no
+// deleted, is gone, or waits for a held server (heldServers) and says so; and no
 // maintenance.metal.ironcore.dev ServerMaintenance is left without a
 // BIOSVersion under way: the box is back in service.
 func (w *world) firmwareSettled() []string {
@@ -721,8 +721,9 @@ func (w *world) firmwareSettled() []string {
 	return p
 }
 
-// heldServers: the servers parked, or in a maintenance a user made (the campaign leaves those
-// in place), rather than one an upgrade made.
+// heldServers: the servers that enter no upgrade's maintenance for a reason the schedule left in
+// place: parked, in a maintenance a user made (rather than one an upgrade made), or being
+// deleted (a claim holds the deletion; such a server enters no maintenance).
 func heldServers(servers []metalv1alpha1.Server, ms []maintenancev1alpha1.ServerMaintenance) map[string]bool {
 	upgrades := map[string]bool{} // by namespace/name
 	for _, m := range ms {
@@ -733,7 +734,8 @@ func heldServers(servers []metalv1alpha1.Server, ms []maintenancev1alpha1.Server
 	held := map[string]bool{}
 	for _, s := range servers {
 		ref := s.Spec.ServerMaintenanceRef
-		held[s.Name] = s.Annotations[metalv1alpha1.ParkedAnnotation] != "" || (ref != nil && !upgrades[ref.Namespace+"/"+ref.Name])
+		held[s.Name] = s.Annotations[metalv1alpha1.ParkedAnnotation] != "" || (ref != nil && !upgrades[ref.Namespace+"/"+ref.Name]) ||
+			s.DeletionTimestamp != nil
 	}
 	return held
 }

@@ -539,8 +539,9 @@ func TestUpgradeOfHeldServerIsSettledOnlyWhileItWaits(t *testing.T) {
 	}
 }
 
-// Seed 18 of the 200-seed run: an upgrade queued behind a user's maintenance that the campaign
-// left in place waits rightly; one behind its own maintenance does not count as held.
+// Seeds 18 and 50 of the 200-seed run: an upgrade queued behind a user's maintenance that the
+// campaign left in place, or of a server whose deletion a claim holds, waits rightly; one
+// behind its own maintenance does not count as held.
 func TestHeldServers(t *testing.T) {
 	ref := func(name string) *metalv1alpha1.ObjectReference {
 		return &metalv1alpha1.ObjectReference{Namespace: "default", Name: name}
@@ -550,11 +551,12 @@ func TestHeldServers(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "users"}, Spec: metalv1alpha1.ServerSpec{ServerMaintenanceRef: ref("maint-3")}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "upgrading"}, Spec: metalv1alpha1.ServerSpec{ServerMaintenanceRef: ref("biosversion-bios-1")}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "free"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "deleting", DeletionTimestamp: &metav1.Time{}, Finalizers: []string{"x"}}},
 	}
 	ms := []maintenancev1alpha1.ServerMaintenance{{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "biosversion-bios-1",
 		OwnerReferences: []metav1.OwnerReference{{Kind: "BIOSVersion", Name: "bios-1", UID: "u", Controller: new(true)}}}}}
 	got := heldServers(servers, ms)
-	want := map[string]bool{"parked": true, "users": true, "upgrading": false, "free": false}
+	want := map[string]bool{"parked": true, "users": true, "upgrading": false, "free": false, "deleting": true}
 	for name, w := range want {
 		if got[name] != w {
 			t.Errorf("%s held = %v, want %v", name, got[name], w)
