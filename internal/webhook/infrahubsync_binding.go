@@ -2,10 +2,7 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -34,11 +31,11 @@ func (b InfrahubSyncCredentialsBinder) Default(ctx context.Context, s *infrahubv
 		return apierrors.NewInternalError(err)
 	}
 	var old *infrahubv1alpha1.InfrahubSync
-	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
-		old = &infrahubv1alpha1.InfrahubSync{}
-		if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
-			return apierrors.NewBadRequest(fmt.Sprintf("decoding the InfrahubSync before the update: %v", err))
-		}
+	prev := &infrahubv1alpha1.InfrahubSync{}
+	if ok, err := oldObject(req, prev); err != nil {
+		return err
+	} else if ok {
+		old = prev
 	}
 	if err := b.Access.BindCredentials(ctx, req.UserInfo, old, s); err != nil {
 		return apierrors.NewForbidden(infrahubv1alpha1.GroupVersion.WithResource("infrahubsyncs").GroupResource(), s.Name, err)

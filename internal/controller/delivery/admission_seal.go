@@ -27,12 +27,20 @@ func (a *Admission) seals() *sealer {
 // verifies stays without another look; the operator's own writes (its bookkeeping) keep
 // whatever seal the object carried.
 func (a *Admission) SealSync(ctx context.Context, user authenticationv1.UserInfo, old, s *infrahubv1alpha1.InfrahubSync) error {
-	return a.sealWrite(ctx, user, old, s, func() error { return a.syncRights(ctx, user, s) })
+	var prev client.Object
+	if old != nil {
+		prev = old
+	}
+	return a.sealWrite(ctx, user, prev, s, func() error { return a.syncRights(ctx, user, s) })
 }
 
 // SealResource is SealSync for a VidraResource (the checks of CheckResource).
 func (a *Admission) SealResource(ctx context.Context, user authenticationv1.UserInfo, old, vr *infrahubv1alpha1.VidraResource) error {
-	return a.sealWrite(ctx, user, old, vr, func() error {
+	var prev client.Object
+	if old != nil {
+		prev = old
+	}
+	return a.sealWrite(ctx, user, prev, vr, func() error {
 		if handoverSet(old, vr) {
 			return fmt.Errorf("only the operator sets %s", infrahubv1alpha1.HandoverAnnotation)
 		}
@@ -53,7 +61,7 @@ func (a *Admission) sealWrite(ctx context.Context, user authenticationv1.UserInf
 		return nil
 	}
 	was := ""
-	if old != nil && !isNil(old) {
+	if old != nil {
 		was = old.GetAnnotations()[infrahubv1alpha1.SealAnnotation]
 		if was != "" && obj.GetAnnotations()[infrahubv1alpha1.SealAnnotation] == was {
 			if level, _ := a.seals().level(ctx, obj); level != unsealed {
@@ -76,15 +84,4 @@ func (a *Admission) sealWrite(ctx context.Context, user authenticationv1.UserInf
 		return nil
 	}
 	return a.seals().seal(ctx, obj, sealAdmitted)
-}
-
-// isNil: a typed nil pointer in an interface.
-func isNil(obj client.Object) bool {
-	switch o := obj.(type) {
-	case *infrahubv1alpha1.InfrahubSync:
-		return o == nil
-	case *infrahubv1alpha1.VidraResource:
-		return o == nil
-	}
-	return false
 }

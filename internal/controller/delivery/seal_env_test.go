@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -65,12 +66,12 @@ func TestUnsealedObjectsAreNotHonoured(t *testing.T) {
 	}
 
 	// Its manifest changed with no webhook in the path: the seal no longer holds, nothing new applied.
-	live := &infrahubv1alpha1.VidraResource{}
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vr), live); err != nil {
+	// A merge patch: the controller writes this object too (a read-modify-update would race it).
+	manifest, err := json.Marshal(configMapYAML("unsealed-sa", "", "1") + "---\n" + configMapYAML("planted", "", "1"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	live.Spec.Manifest += "---\n" + configMapYAML("planted", "", "1")
-	if err := env.Client.Update(ctx, live); err != nil {
+	if err := env.Client.Patch(ctx, vr.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"manifest":`+string(manifest)+`}}`))); err != nil {
 		t.Fatal(err)
 	}
 	waitResource(t, vr.Name, infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonUnsealed, 30*time.Second)
