@@ -89,6 +89,9 @@ func (a *actor) issue(ctx context.Context, w *work, f flasher) (lifecycle.Result
 		w.problem, w.reason = fmt.Errorf("the BMC offers neither SimpleUpdate nor MultipartHttpPushUri"), systemv1alpha1.ReasonFlashFailed
 		return f.failAttempt(w.problem.Error())
 	}
+	if res, done, err := a.adoptFlash(ctx, w, !simple); done {
+		return res, err
+	}
 	req := bmc.UpdateRequest{ImageURI: w.rec.Image, SystemID: f.systemID}
 	if img := stepImage(f.tmpl, w.rec); img != nil {
 		req.TransferProtocol = img.TransferProtocol
@@ -134,6 +137,35 @@ func (a *actor) issue(ctx context.Context, w *work, f flasher) (lifecycle.Result
 	f.issued.m.Store(issuedKey(w.obj.GetUID(), next.At), issuedUpdate{task: task, err: uerr})
 	a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "FlashStarted", "Upgrade", "SimpleUpdate of %s sent for %s (attempt %d)", w.rec.Image, w.target(), w.rec.Attempt)
 	return res, nil
+}
+
+// adoptFlash follows, instead of sending the image, a flash of it the BMC already took since
+// the step was recorded: a record rolled back (a restore from a backup made before the flash was
+// sent, a hand edit) reads as owed while the BMC runs or ran that very flash, and a second
+// SimpleUpdate would flash the box twice. Only a task that names the image counts here; one
+// without a payload cannot tell a flash from other work, and would stall a first flash for good.
+// A BMC without a task list is asked nothing (it cannot tell).
+func (a *actor) adoptFlash(ctx context.Context, w *work, push bool) (lifecycle.Result, bool, error) {
+	tasks, err := w.conn.Tasks(w.bctx)
+	if bmc.ReasonOf(err) == bmc.ReasonUnsupported {
+		return lifecycle.Result{}, false, nil
+	}
+	if err != nil {
+		res, err := a.bmcFailed(w, err)
+		return res, true, err
+	}
+	look := w.rec
+	look.Push = push
+	t, uncertain := findTask(tasks, look)
+	if t == nil || uncertain {
+		return lifecycle.Result{}, false, nil
+	}
+	next := w.rec
+	next.Phase, next.Task, next.Push, next.At, next.Message = phaseTask, t.URI, push, a.now().Unix(), ""
+	a.Recorder.Eventf(w.obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonOutcomeUnknown, "Upgrade",
+		"the BMC already took %s (task %s, started %s) although the record said it was owed (restored from a backup?): followed, not sent again", w.rec.Image, t.URI, orNone(t.StartTime))
+	res, err := a.record(ctx, w, next)
+	return res, true, err
 }
 
 // stepImage is the image spec of the record's step, for its transfer protocol and credentials.

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
@@ -111,5 +113,33 @@ func TestBIOSVersionAnsweredWithoutATaskWaitsForTheFlash(t *testing.T) {
 	}
 	if n := simpleUpdates(b); n != 1 {
 		t.Errorf("SimpleUpdates: %d, want 1", n)
+	}
+}
+
+// A record rolled back to before the flash (a restore from a backup made while the step awaited
+// its maintenance) while the BMC runs that flash: the task that names the image is followed,
+// never a second SimpleUpdate.
+func TestBIOSVersionRestoredFromBeforeItsFlashIsNotFlashedAgain(t *testing.T) {
+	names, bmcs := availableServers(t, "biosv-restored", 1)
+	b := bmcs[0]
+	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(5 * time.Second)})
+	if err := env.Client.Create(ctx(), biosVersion("biosv-restored", names[0], "7.3.0", "http://fw.example/bios-restored-7.3.0.bin")); err != nil {
+		t.Fatal(err)
+	}
+	var rec record
+	eventually(t, 60*time.Second, "the flash's task followed", func() (bool, string) {
+		v := getVersion("biosv-restored")
+		rec, _ = parseRecord(v.Annotations[RecordAnnotation])
+		return rec.Phase == phaseTask, v.Annotations[RecordAnnotation]
+	})
+	back := record{Phase: phaseMaintenance, For: rec.For, Version: rec.Version, Image: rec.Image, Attempt: rec.Attempt, At: rec.At - 2}
+	v := getVersion("biosv-restored")
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, RecordAnnotation, back.String())
+	if err := env.Client.Patch(ctx(), v, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+	waitVersionState(t, "biosv-restored", systemv1alpha1.VersionStateCompleted, 90*time.Second)
+	if n := simpleUpdates(b); n != 1 {
+		t.Errorf("SimpleUpdates: %d, want 1; events %s", n, eventsOf("biosv-restored"))
 	}
 }
