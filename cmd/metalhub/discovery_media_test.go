@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,13 +18,26 @@ import (
 	"github.com/metalhub/metalhub/internal/testenv"
 )
 
-// Discovery over virtual media, for sites without DHCP: the operator, started with
+// Discovery without PXE. Over virtual media, for sites without DHCP: the operator, started with
 // --discovery-boot-method VirtualMedia, mounts the discovery ISO, boots it once from the virtual
 // CD (the probe in it reports through the real registry), and ejects it once the server is
-// Available. No PXE override reaches any box. A BMC without virtual media keeps its server in
-// Initial with a BootMethod condition, and is not powered on.
+// Available. Over UEFI HTTP boot: a one-time UefiHttp override with the image's URI. No PXE
+// override reaches any box. A BMC without the method keeps its server in Initial with a
+// BootMethod condition, is not powered on, and costs no reconcile errors (a condition the user
+// must fix is not retried with backoff).
 func TestDiscoveryOverVirtualMedia(t *testing.T) {
 	const iso = "http://images.example/discovery.iso"
+	testDiscoveryBoot(t, "VirtualMedia", iso, redfish.Faults{NoVirtualMedia: true},
+		[]string{"InsertMedia:" + iso, "Boot:Cd/Once", "On", "ForceOff", "EjectMedia:" + iso})
+}
+
+func TestDiscoveryOverHTTPBoot(t *testing.T) {
+	const efi = "http://images.example/discovery.efi"
+	testDiscoveryBoot(t, "HTTP", efi, redfish.Faults{NoHTTPBoot: true},
+		[]string{"Boot:UefiHttp/Once", "On", "ForceOff"})
+}
+
+func testDiscoveryBoot(t *testing.T, method, uri string, lacking redfish.Faults, want []string) {
 	purgeMetal(t)
 	bin, err := testenv.MetalhubBinary()
 	if err != nil {
@@ -30,19 +45,19 @@ func TestDiscoveryOverVirtualMedia(t *testing.T) {
 	}
 	ctx := context.Background()
 	fleet := bootableFleet(t, 3, 200*time.Millisecond)
-	fleet.BMC(2).SetFaults(redfish.Faults{NoVirtualMedia: true})
+	fleet.BMC(2).SetFaults(lacking)
 
 	m := &managerProcess{bin: bin, logPath: filepath.Join(t.TempDir(), "manager.log"), args: []string{
 		"--kubeconfig", env.Kubeconfig, "--controllers", "metal", "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--registry-bind-address", "127.0.0.1:0", "--power-poll", "100ms", "--discovery-namespace", "default",
-		"--discovery-boot-method", "VirtualMedia", "--discovery-boot-uri", iso,
+		"--discovery-boot-method", method, "--discovery-boot-uri", uri,
 	}}
 	front := registryFront(t, m)
 	m.args = append(m.args, "--registry-url", front)
 	m.start(t)
 	defer m.kill()
 
-	names := registerFleet(t, fleet, "vmdisc")
+	names := registerFleet(t, fleet, "bootdisc")
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		done := 0
@@ -74,12 +89,22 @@ func TestDiscoveryOverVirtualMedia(t *testing.T) {
 	}
 	got := actionsPerBMC(fleet)
 	for i := range 2 {
-		want := fmt.Sprint([]string{"InsertMedia:" + iso, "Boot:Cd/Once", "On", "ForceOff", "EjectMedia:" + iso})
-		if fmt.Sprint(got[i]) != want {
-			t.Errorf("BMC %d actions %v, want %s", i, got[i], want)
+		if fmt.Sprint(got[i]) != fmt.Sprint(want) {
+			t.Errorf("BMC %d actions %v, want %v", i, got[i], want)
 		}
 	}
 	if len(got[2]) != 0 {
-		t.Errorf("BMC without virtual media got %v, want nothing", got[2])
+		t.Errorf("BMC without %s boot got %v, want nothing", method, got[2])
+	}
+	m.kill()
+	logb, err := os.ReadFile(m.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(logb), "\n") {
+		if strings.Contains(line, "Reconciler error") && strings.Contains(line, names[2]) {
+			t.Errorf("the server without %s boot is retried as an error: %s", method, line)
+			break
+		}
 	}
 }

@@ -48,6 +48,12 @@ type Options struct {
 	ProbeInterval time.Duration
 	// HTTPClient is the agent's (default: 10s timeout).
 	HTTPClient *http.Client
+	// MetadataURL, when set, makes a claimed server's boot an OS boot: the booted OS reads its
+	// metadata and user data from the metadata service at this base URL (the registry's), with
+	// the metadata token its boot configuration hands it (spec.metadataTokenSecretRef), as a
+	// boot provider and an OS image that fetch their ignition would. Empty: only discovery
+	// boots do anything.
+	MetadataURL string
 	// OnResult, if set, is told how each boot ended (tests, dev mode).
 	OnResult func(Result)
 	Logger   logr.Logger
@@ -57,8 +63,14 @@ type Options struct {
 type Result struct {
 	UUID   string
 	Server string
-	// Err is nil when the registry confirmed the report.
+	// Err is nil when the registry confirmed the report, or, for an OS boot, the metadata
+	// service answered both documents.
 	Err error
+	// OS is true for the boot of a claim's boot configuration (Options.MetadataURL); Metadata
+	// and UserData are then what the metadata service answered.
+	OS       bool
+	Metadata []byte
+	UserData []byte
 }
 
 // ErrNoBootConfiguration means no Server, ServerBootConfiguration or ignition Secret existed
@@ -140,15 +152,15 @@ func (n *Netboot) OnBoot(ev redfish.BootEvent) {
 			}
 			n.mu.Unlock()
 		}()
-		server, err := n.boot(ctx, ev)
-		log := n.log.WithValues("uuid", ev.UUID, "server", server, "bmc", ev.BMC, "system", ev.SystemID)
-		if err != nil {
-			log.Info("emulated discovery boot ended without a report", "error", err.Error())
+		res := n.boot(ctx, ev)
+		log := n.log.WithValues("uuid", ev.UUID, "server", res.Server, "bmc", ev.BMC, "system", ev.SystemID, "os", res.OS)
+		if res.Err != nil {
+			log.Info("emulated boot ended without its documents", "error", res.Err.Error())
 		} else {
-			log.Info("emulated discovery boot reported")
+			log.Info("emulated boot done")
 		}
 		if n.opts.OnResult != nil {
-			n.opts.OnResult(Result{UUID: ev.UUID, Server: server, Err: err})
+			n.opts.OnResult(res)
 		}
 	}()
 }
@@ -162,15 +174,26 @@ func (n *Netboot) Close() {
 	}
 }
 
-// boot does what the PXE server and the discovery OS would: find the boot configuration, boot
-// it, and let metalprobe report.
-func (n *Netboot) boot(ctx context.Context, ev redfish.BootEvent) (string, error) {
+// boot does what the boot provider and the booted OS would: a claimed server's boot reads its
+// metadata (Options.MetadataURL); any other finds the discovery boot configuration, boots it and
+// lets metalprobe report.
+func (n *Netboot) boot(ctx context.Context, ev redfish.BootEvent) Result {
 	select {
 	case n.sem <- struct{}{}:
 		defer func() { <-n.sem }()
 	case <-ctx.Done():
-		return "", ctx.Err()
+		return Result{UUID: ev.UUID, Err: ctx.Err()}
 	}
+	if n.opts.MetadataURL != "" {
+		if res, ok := n.osBoot(ctx, ev.UUID); ok {
+			return res
+		}
+	}
+	server, err := n.discoveryBoot(ctx, ev)
+	return Result{UUID: ev.UUID, Server: server, Err: err}
+}
+
+func (n *Netboot) discoveryBoot(ctx context.Context, ev redfish.BootEvent) (string, error) {
 	server, params, err := n.waitForConfiguration(ctx, ev.UUID)
 	if err != nil {
 		return server, err
