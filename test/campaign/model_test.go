@@ -879,15 +879,20 @@ func (m *model) judge(r redfish.Record) {
 	if cls == clsBoot {
 		what = "boot override " + r.Boot.Target + "/" + r.Boot.Enabled
 	}
-	for _, op := range m.ops {
-		if op.UUID == uuid && op.matches(cls) && len(op.Done) == 0 && !r.Time.Before(op.SetAt) {
-			op.Done = append(op.Done, r)
-			m.checks[invOnce]++
-			m.judged = append(m.judged, judgedRecord{r, "operation " + op.Op})
-			if op.Flash != "" {
-				m.judgeFlashRestart(op, r)
+	// An undisturbed operation first: one a restore or a deletion took away may never be
+	// carried out, and must not take the action of one still asked (a restore wiped a
+	// power-cycle-server; the hard-restart-server asked later is what this restart carried out).
+	for _, disturbed := range []bool{false, true} {
+		for _, op := range m.ops {
+			if (op.Disturbed != "") == disturbed && op.UUID == uuid && op.matches(cls) && len(op.Done) == 0 && !r.Time.Before(op.SetAt) {
+				op.Done = append(op.Done, r)
+				m.checks[invOnce]++
+				m.judged = append(m.judged, judgedRecord{r, "operation " + op.Op})
+				if op.Flash != "" {
+					m.judgeFlashRestart(op, r)
+				}
+				return
 			}
-			return
 		}
 	}
 	ev := m.evidence(r.Time)

@@ -563,3 +563,25 @@ func TestHeldServers(t *testing.T) {
 		}
 	}
 }
+
+// A restart is the operation still asked, not an earlier one a restore took away: that one may
+// never be carried out, and the later one must not read as forgotten (campaign seed 144).
+func TestModelGivesARestartToTheOperationStillAsked(t *testing.T) {
+	f := newFixture(t)
+	f.poll(claimed(metalv1alpha1.PowerOn, false))
+	f.m.registerOp("s0", "s0-1", "u0", metalv1alpha1.OperationPowerCycleServer, f.now)
+	f.m.disturbOps("", "restored")
+	f.poll(claimed(metalv1alpha1.PowerOn, false))
+	servers, claims := claimed(metalv1alpha1.PowerOn, false)
+	servers["s0"].Op = metalv1alpha1.OperationHardRestartServer
+	f.poll(servers, claims)
+	f.m.registerOp("s0", "s0-1", "u0", metalv1alpha1.OperationHardRestartServer, f.now.Add(-time.Millisecond))
+	f.act("ForceRestart")
+	f.poll(claimed(metalv1alpha1.PowerOn, false))
+	f.m.mu.Lock()
+	f.m.finalOps(f.m.snaps[len(f.m.snaps)-1])
+	f.m.mu.Unlock()
+	if n := len(f.m.sortedBreaches()); n != 0 {
+		t.Fatalf("the hard-restart-server carried out after a restored power-cycle-server: %d breaches (%v), want 0", n, f.m.sortedBreaches())
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	eventsv1 "k8s.io/api/events/v1"
 	"os"
 	"slices"
 	"strconv"
@@ -529,6 +530,35 @@ func (w *world) dumpState() string {
 	}
 	for i, bm := range w.fleet.BMCs() {
 		fmt.Fprintf(&b, "  emulator bmc-%d: power %s, boot %+v\n", i, bm.Systems()[0].PowerState(), bm.Systems()[0].Boot())
+	}
+	// What each BMC was asked to do, and how the model judged it (the last few per BMC).
+	if w.m != nil {
+		w.m.mu.Lock()
+		perBMC := map[int][]string{}
+		for _, j := range w.m.judged {
+			perBMC[j.r.BMC] = append(perBMC[j.r.BMC], fmt.Sprintf("%s %s %s%s (%s)", j.r.Time.Format("15:04:05.000"), j.r.Action, j.r.ResetType, j.r.Image, j.why))
+		}
+		w.m.mu.Unlock()
+		for i := range w.fleet.BMCs() {
+			rs := perBMC[i]
+			fmt.Fprintf(&b, "  recorded bmc-%d: %s\n", i, strings.Join(rs[max(0, len(rs)-12):], "; "))
+		}
+	}
+	// The operator's events say what it decided (an operation refused, uncertain, settled),
+	// which its info-level log does not.
+	var events eventsv1.EventList
+	if err := w.c.List(w.ctx, &events); err == nil {
+		slices.SortFunc(events.Items, func(x, y eventsv1.Event) int { return x.CreationTimestamp.Compare(y.CreationTimestamp.Time) })
+		for _, e := range events.Items {
+			if e.Regarding.Kind != "Server" && e.Regarding.Kind != "BMC" {
+				continue
+			}
+			at := e.EventTime.Time
+			if at.IsZero() {
+				at = e.CreationTimestamp.Time
+			}
+			fmt.Fprintf(&b, "  event %s %s %s/%s: %s\n", at.Format("15:04:05.000"), e.Regarding.Name, e.Type, e.Reason, e.Note)
+		}
 	}
 	return b.String()
 }
