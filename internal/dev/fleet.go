@@ -49,7 +49,9 @@ type fleetState map[string]string
 func startEmulators(o Options, c client.Client, out io.Writer, log logr.Logger) (*emulators, error) {
 	e := &emulators{}
 	var err error
-	if e.netboot, err = netboot.New(netboot.Options{Client: c, Namespace: o.Manager.Metal.DiscoveryNamespace, Logger: log.WithName("netboot")}); err != nil {
+	if e.netboot, err = netboot.New(netboot.Options{Client: c, Namespace: o.Manager.Metal.DiscoveryNamespace,
+		// A claimed machine's OS reads its metadata and user data from the registry's listener.
+		MetadataURL: o.Manager.Metal.RegistryURL, Logger: log.WithName("netboot")}); err != nil {
 		return nil, err
 	}
 	if e.fleet, err = redfish.Start(redfish.Options{

@@ -474,6 +474,12 @@ func (b *BMC) SetCredentials(username, password string) {
 // Vendor is the profile name shaping this BMC ("dell", "hpe", ...).
 func (b *BMC) Vendor() string { return b.profile.name }
 
+// HTTPBoot reports whether the BMC advertises UEFI HTTP boot now (its profile, less NoHTTPBoot).
+func (b *BMC) HTTPBoot() bool {
+	f := b.Faults()
+	return b.httpBoot(&f)
+}
+
 // SystemIDs lists the Redfish Ids of this BMC's systems.
 func (b *BMC) SystemIDs() []string {
 	out := make([]string, len(b.systems))

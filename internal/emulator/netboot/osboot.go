@@ -1,0 +1,84 @@
+package netboot
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/discovery"
+	"github.com/metalhub/metalhub/internal/metadata"
+)
+
+// osBoot plays the boot of a claimed server's own boot configuration: the boot provider hands
+// the machine the token of spec.metadataTokenSecretRef (a kernel argument, say), and the OS
+// reads GET /metadata and GET /user-data with it, from whatever address it has. ok is false
+// when the system's Server boots no claim's configuration (a discovery boot follows).
+func (n *Netboot) osBoot(ctx context.Context, uuid string) (Result, bool) {
+	res := Result{UUID: uuid, OS: true}
+	srv, err := n.serverFor(ctx, uuid)
+	if err != nil || srv == nil {
+		return res, false
+	}
+	res.Server = srv.Name
+	ref := srv.Spec.BootConfigurationRef
+	if srv.Spec.ServerClaimRef == nil || ref == nil || ref.Name == "" ||
+		(ref.Namespace == n.opts.Namespace && ref.Name == discovery.ObjectName(srv.Name)) {
+		return res, false
+	}
+	var sbc metalv1alpha1.ServerBootConfiguration
+	if err := n.opts.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &sbc); err != nil {
+		res.Err = fmt.Errorf("reading the boot configuration %s/%s: %w", ref.Namespace, ref.Name, err)
+		return res, true
+	}
+	if sbc.Spec.ServerRef.Name != srv.Name {
+		res.Err = fmt.Errorf("boot configuration %s/%s is for server %q", ref.Namespace, ref.Name, sbc.Spec.ServerRef.Name)
+		return res, true
+	}
+	token := ""
+	if tr := sbc.Spec.MetadataTokenSecretRef; tr != nil && tr.Name != "" {
+		var sec corev1.Secret
+		if err := n.opts.Client.Get(ctx, client.ObjectKey{Namespace: sbc.Namespace, Name: tr.Name}, &sec); err != nil {
+			res.Err = fmt.Errorf("reading the metadata token Secret %s/%s: %w", sbc.Namespace, tr.Name, err)
+			return res, true
+		}
+		token = string(sec.Data[metadata.TokenKey])
+	}
+	if res.Metadata, err = n.fetch(ctx, "/metadata", token); err != nil {
+		res.Err = err
+		return res, true
+	}
+	res.UserData, res.Err = n.fetch(ctx, "/user-data", token)
+	return res, true
+}
+
+// fetch is the OS's request to the metadata service: the flavor header always, the token when
+// the boot configuration handed it one.
+func (n *Netboot) fetch(ctx context.Context, path, token string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(n.opts.MetadataURL, "/")+path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	req.Header.Set(metadata.FlavorHeader, metadata.Flavor)
+	if token != "" {
+		req.Header.Set(metadata.TokenHeader, token)
+	}
+	resp, err := n.opts.HTTPClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: reading the answer: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return body, fmt.Errorf("GET %s: %s: %s", path, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return body, nil
+}
