@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	eventsv1 "k8s.io/api/events/v1"
 	"os"
 	"slices"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -548,16 +548,18 @@ func (w *world) dumpState() string {
 	// which its info-level log does not.
 	var events eventsv1.EventList
 	if err := w.c.List(w.ctx, &events); err == nil {
-		slices.SortFunc(events.Items, func(x, y eventsv1.Event) int { return x.CreationTimestamp.Compare(y.CreationTimestamp.Time) })
+		at := func(e eventsv1.Event) time.Time {
+			if !e.EventTime.IsZero() {
+				return e.EventTime.Time
+			}
+			return e.CreationTimestamp.Time
+		}
+		slices.SortFunc(events.Items, func(x, y eventsv1.Event) int { return at(x).Compare(at(y)) })
 		for _, e := range events.Items {
 			if e.Regarding.Kind != "Server" && e.Regarding.Kind != "BMC" {
 				continue
 			}
-			at := e.EventTime.Time
-			if at.IsZero() {
-				at = e.CreationTimestamp.Time
-			}
-			fmt.Fprintf(&b, "  event %s %s %s/%s: %s\n", at.Format("15:04:05.000"), e.Regarding.Name, e.Type, e.Reason, e.Note)
+			fmt.Fprintf(&b, "  event %s %s %s/%s: %s\n", at(e).Format("15:04:05.000"), e.Regarding.Name, e.Type, e.Reason, e.Note)
 		}
 	}
 	return b.String()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,12 +50,23 @@ func (n *Netboot) osBoot(ctx context.Context, uuid string) (Result, bool) {
 		}
 		token = string(sec.Data[metadata.TokenKey])
 	}
-	if res.Metadata, err = n.fetch(ctx, "/metadata", token); err != nil {
-		res.Err = err
-		return res, true
+	// An OS retries its metadata, as Ignition does: the service may not know the token yet (the
+	// claim's record reaches its cache a moment after the binding) or be restarting.
+	ctx, cancel := context.WithTimeout(ctx, n.opts.LookupTimeout)
+	defer cancel()
+	for {
+		if res.Metadata, res.Err = n.fetch(ctx, "/metadata", token); res.Err == nil {
+			res.UserData, res.Err = n.fetch(ctx, "/user-data", token)
+		}
+		if res.Err == nil {
+			return res, true
+		}
+		select {
+		case <-ctx.Done():
+			return res, true
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
-	res.UserData, res.Err = n.fetch(ctx, "/user-data", token)
-	return res, true
 }
 
 // fetch is the OS's request to the metadata service: the flavor header always, the token when
