@@ -42,8 +42,12 @@ func (j *inventoryJobs) wait(ctx context.Context, uid types.UID, walk func(conte
 	if !ok {
 		job = &inventoryJob{done: make(chan struct{})}
 		j.jobs[uid] = job
+		// The walk outlives the pass but keeps what its context carries: above all the shard's
+		// fence, so that a replica that lost its shard sends no inventory request after the new
+		// owner may act.
+		walkCtx := context.WithoutCancel(ctx)
 		go func() {
-			wctx, cancel := context.WithTimeout(context.Background(), j.timeout)
+			wctx, cancel := context.WithTimeout(walkCtx, j.timeout)
 			defer cancel()
 			job.inv, job.err = walk(wctx)
 			close(job.done)
