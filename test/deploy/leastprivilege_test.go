@@ -74,7 +74,9 @@ func TestLeastPrivilege(t *testing.T) {
 	opts := manager.DefaultOptions()
 	opts.MetricsAddr, opts.HealthAddr = "0", "0"
 	opts.LeaderElect, opts.LeaderElectionNamespace = true, namespace
-	opts.GracefulShutdown = 5 * time.Second
+	// Above the webhook server's own floor: net/http's Shutdown waits up to 6 s for a connection
+	// the API server opened and has not sent a request on yet (Go's client dials spares).
+	opts.GracefulShutdown = 15 * time.Second
 	opts.Metal.RegistryBindAddress = "127.0.0.1:0"
 	opts.Metal.DiscoveryNamespace = "default"
 	opts.Metal.PowerPoll = 100 * time.Millisecond

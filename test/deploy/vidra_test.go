@@ -227,7 +227,9 @@ func startChartOperator(t *testing.T, ctx context.Context, leaseID string) {
 	opts.Controllers = manager.Families{manager.FamilyDelivery}
 	opts.MetricsAddr, opts.HealthAddr, opts.Metal.RegistryBindAddress = "0", "0", "0"
 	opts.LeaderElectionNamespace, opts.LeaderElectionID = namespace, leaseID
-	opts.GracefulShutdown = 5 * time.Second
+	// Above the webhook server's own floor: net/http's Shutdown waits up to 6 s for a connection
+	// the API server opened and has not sent a request on yet (Go's client dials spares).
+	opts.GracefulShutdown = 15 * time.Second
 	opts.Webhook.Host, opts.Webhook.Port, opts.Webhook.CertDir = "127.0.0.1", 0, t.TempDir()
 	listeners, err := manager.Listen(opts)
 	if err != nil {
