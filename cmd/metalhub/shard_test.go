@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,17 +104,23 @@ func TestShardsSplitAndMove(t *testing.T) {
 				t.Fatal(err)
 			}
 			done := 0
+			var behind []string
+			first := ""
 			for i := range list.Items {
 				s := &list.Items[i]
 				if s.Annotations[lifecycle.StateAnnotation] == string(state) && s.Status.PowerState == power {
 					done++
+				} else if len(behind) < 8 {
+					behind = append(behind, describeServer(s))
+					first = cmp.Or(first, s.Name)
 				}
 			}
 			if done == n {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d/%d after %s", what, done, n, timeout)
+				t.Fatalf("%s: %d/%d after %s; behind:\n%s\nthe managers' last lines on %s:\n%s", what, done, n, timeout,
+					strings.Join(behind, "\n"), first, linesAbout(first, 20, managers...))
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
@@ -239,4 +247,29 @@ func TestShardsSplitAndMove(t *testing.T) {
 			t.Errorf("%s: BMC actions %s, want each exactly once across the move", names[i], got)
 		}
 	}
+}
+
+// describeServer is one line on where a server stands, for a failure message: its durable state,
+// its status, its power and its conditions' reasons.
+func describeServer(s *metalv1alpha1.Server) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: state %q status %q power %q", s.Name, s.Annotations[lifecycle.StateAnnotation], s.Status.State, s.Status.PowerState)
+	for _, c := range s.Status.Conditions {
+		fmt.Fprintf(&b, "; %s=%s %s: %.120s", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return b.String()
+}
+
+// linesAbout is the last lines (at most last) of the managers' logs that name what.
+func linesAbout(what string, last int, managers ...*managerProcess) string {
+	var out []string
+	for i, m := range managers {
+		b, _ := os.ReadFile(m.logPath)
+		for _, l := range strings.Split(string(b), "\n") {
+			if what != "" && strings.Contains(l, what) {
+				out = append(out, fmt.Sprintf("[%d] %s", i, l))
+			}
+		}
+	}
+	return strings.Join(out[max(0, len(out)-last):], "\n")
 }
