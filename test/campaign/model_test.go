@@ -34,9 +34,10 @@ const (
 	invIdentity  = "own-machine-only"
 	invPaused    = "paused-left-alone"
 	invAccounts  = "accounts-only-where-asked"
+	invWave      = "set-wave-bound"
 )
 
-var invariants = []string{invUnasked, invOnce, invHeld, invUnique, invConverge, invPassBound, invHealthy, invIdentity, invPaused, invAccounts}
+var invariants = []string{invUnasked, invOnce, invHeld, invUnique, invConverge, invPassBound, invHealthy, invIdentity, invPaused, invAccounts, invWave}
 
 // Windows of the model. A BMC action is judged against what the API said from decideWindow before
 // it until the first observation after it: the manager decided at most one pass (the request
@@ -1118,19 +1119,53 @@ func (m *model) judgeFlashRestart(op *opInstance, r redfish.Record) {
 	}
 }
 
-// judgeFlash: every image (one per firmware object and attempt in the campaign) is sent once;
-// a second SimpleUpdate of it breaches invOnce, whatever the BMC answered to the first.
+// judgeFlash: every image (one per firmware object and attempt in the campaign) is sent once,
+// a set's image once to each box; a second SimpleUpdate of it breaches invOnce, whatever the BMC
+// answered to the first.
 func (m *model) judgeFlash(r redfish.Record) {
 	m.checks[invOnce]++
-	prev := m.flashes[r.Image]
-	m.flashes[r.Image] = append(prev, r)
+	key, set := r.Image, strings.Contains(r.Image, "/"+setImagePart)
+	if set {
+		key = fmt.Sprintf("%s@bmc-%d", r.Image, r.BMC)
+	}
+	prev := m.flashes[key]
+	m.flashes[key] = append(prev, r)
 	if len(prev) > 0 {
-		m.breach(invOnce, "flash "+r.Image, "image %s sent %d times: to bmc-%d at +%s, then to bmc-%d at +%s",
+		m.breach(invOnce, "flash "+key, "image %s sent %d times: to bmc-%d at +%s, then to bmc-%d at +%s",
 			r.Image, len(prev)+1, prev[0].BMC, m.since(prev[0].Time), r.BMC, m.since(r.Time))
 		m.judged = append(m.judged, judgedRecord{r, "second flash"})
 		return
 	}
+	if set {
+		m.judgeWave(r)
+	}
 	m.judged = append(m.judged, judgedRecord{r, "flash"})
+}
+
+// setWaveGap is the least time between a one-at-a-time set's flashes of two boxes: the first
+// box's update task alone runs this long (the emulator's default, which the campaign keeps).
+const setWaveGap = 2 * time.Second
+
+// judgeWave: a campaign set works on one box at a time (maxUnavailable 1), so its image reaches
+// another box only after the first one's task could have ended, unless that box left the set
+// (its server deleted or made anew, which takes the label). A deleted set that dropped its
+// in-flight count started the next wave at once.
+func (m *model) judgeWave(r redfish.Record) {
+	m.checks[invWave]++
+	newest := m.snaps[len(m.snaps)-1]
+	for key, recs := range m.flashes {
+		first := recs[0]
+		if !strings.HasPrefix(key, r.Image+"@") || first.BMC == r.BMC || r.Time.Sub(first.Time) >= setWaveGap {
+			continue
+		}
+		for name, v := range newest.Servers {
+			if v.BMC == fmt.Sprintf("bmc-%d", first.BMC) && v.Labels[setLabel] != "" && !v.Deleting {
+				m.breach(invWave, "flash "+r.Image, "one-at-a-time set image %s reached bmc-%d at +%s, %s after bmc-%d (%s still selected) at +%s",
+					r.Image, r.BMC, m.since(r.Time), r.Time.Sub(first.Time).Round(time.Millisecond), first.BMC, name, m.since(first.Time))
+				return
+			}
+		}
+	}
 }
 
 // judgeAccount: an account request reaches only a BMC whose rotation was asked, and only while

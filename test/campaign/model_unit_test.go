@@ -50,10 +50,17 @@ func TestScheduleIsAFunctionOfItsSeed(t *testing.T) {
 			t.Errorf("no schedule of 40 seeds injects %s", f)
 		}
 	}
+	sets := map[kind]bool{}
 	for _, st := range stepsOf(40) {
 		if st.Kind == kFirmware {
 			faults[st.Fault] = true
 		}
+		if st.Set {
+			sets[st.Kind] = true
+		}
+	}
+	if !sets[kFirmware] || !sets[kFirmwareDelete] {
+		t.Errorf("no schedule of 40 seeds upgrades through a BIOSVersionSet and deletes one: %v", sets)
 	}
 	for _, f := range []string{fFlashLost, fFlashInert} {
 		if !faults[f] {
@@ -583,5 +590,54 @@ func TestModelGivesARestartToTheOperationStillAsked(t *testing.T) {
 	f.m.mu.Unlock()
 	if n := len(f.m.sortedBreaches()); n != 0 {
 		t.Fatalf("the hard-restart-server carried out after a restored power-cycle-server: %d breaches (%v), want 0", n, f.m.sortedBreaches())
+	}
+}
+
+// A one-at-a-time set's image reaches each box once, the second box only after the first's
+// update could have ended, unless the first box left the set.
+func TestModelHoldsASetToItsWave(t *testing.T) {
+	img := setImage(1, "bios-7")
+	two := func(firstLabelled bool) (map[string]*srvView, map[string]*claimView) {
+		l := map[string]string{setLabel: "bios-7"}
+		first := map[string]string{}
+		if firstLabelled {
+			first = l
+		}
+		return map[string]*srvView{"s0": {UID: "s0-1", UUID: "u0", BMC: "bmc-0", State: "Available", Labels: first},
+			"s1": {UID: "s1-1", UUID: "u1", BMC: "bmc-1", State: "Available", Labels: l}}, map[string]*claimView{}
+	}
+	for _, c := range []struct {
+		name          string
+		gap           time.Duration
+		firstSelected bool
+		wave, once    int
+	}{
+		{"the next box after the first's update", 3 * time.Second, true, 0, 0},
+		{"the next box while the first flashes", 300 * time.Millisecond, true, 1, 0},
+		{"the next box once the first left the set", 300 * time.Millisecond, false, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.poll(two(true))
+			f.record(redfish.Record{Action: redfish.ActionSimpleUpdate, Image: img, BMC: 0})
+			f.now = f.now.Add(c.gap)
+			f.record(redfish.Record{Action: redfish.ActionSimpleUpdate, Image: img, BMC: 1})
+			f.poll(two(c.firstSelected))
+			if got := f.breaches(invWave); got != c.wave {
+				t.Errorf("%s breaches: %d, want %d", invWave, got, c.wave)
+			}
+			if got := f.breaches(invOnce); got != c.once {
+				t.Errorf("%s breaches: %d, want %d", invOnce, got, c.once)
+			}
+		})
+	}
+	f := newFixture(t)
+	f.poll(two(true))
+	f.record(redfish.Record{Action: redfish.ActionSimpleUpdate, Image: img, BMC: 0})
+	f.now = f.now.Add(5 * time.Second)
+	f.record(redfish.Record{Action: redfish.ActionSimpleUpdate, Image: img, BMC: 0})
+	f.poll(two(true))
+	if got := f.breaches(invOnce); got != 1 {
+		t.Errorf("a set's image sent twice to one box: %d breaches, want 1", got)
 	}
 }

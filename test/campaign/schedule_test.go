@@ -34,7 +34,8 @@ const (
 	kFixSecret       kind = "fix-bmcsecret"
 	kProbe           kind = "probe-healthy"
 	// kFirmware creates a BIOSVersion for the target's server (Enforced maintenance), with the
-	// step's firmware fault (Fault, if any) set on its BMC first; kFirmwareDelete deletes it.
+	// step's firmware fault (Fault, if any) set on its BMC first; kFirmwareDelete deletes it. With
+	// Set, a BIOSVersionSet over the target's server and the next one (one at a time) instead.
 	kFirmware       kind = "bios-upgrade"
 	kFirmwareDelete kind = "delete-biosversion"
 	// kUnshare gives the partner of a kShare its own BMCSecret back.
@@ -151,7 +152,9 @@ type step struct {
 	WithSecret bool
 	// Touch follows an operation with a second edit of the server a few milliseconds later
 	// (another user, a label): the controller's own write after the action then conflicts.
-	Touch  bool
+	Touch bool
+	// Set makes a firmware step a BIOSVersionSet (kFirmware, kFirmwareDelete).
+	Set    bool
 	Dur    time.Duration
 	Origin int // for follow-ups (heal, unpark, approve, ...): the ID of the step they follow; -1 otherwise
 }
@@ -473,6 +476,8 @@ func newSchedule(seed uint64) *schedule {
 	if fw.IntN(2) == 0 {
 		st := step{At: time.Duration(fw.Int64N(int64(s.Chaos * 3 / 5))), Kind: kFirmware, Index: fw.IntN(s.BMCs), Claimed: fw.IntN(2) == 0,
 			Fault: []string{"", fFlashLost, fFlashInert}[fw.IntN(3)], Dur: between(fw, 6*time.Second, 12*time.Second), Origin: -1}
+		// A draw of its own, so that the seeds' other steps stay what they were.
+		st.Set = rand.New(rand.NewPCG(seed, 0x736574)).IntN(2) == 0
 		origin := add(st)
 		if st.Fault != "" {
 			heal := st
@@ -530,11 +535,17 @@ func (st step) describe(num map[int]int) string {
 		}
 	case kFirmware:
 		fmt.Fprintf(&b, "%s", target)
+		if st.Set {
+			b.WriteString(" and the next, as a BIOSVersionSet (maxUnavailable 1)")
+		}
 		if st.Fault != "" {
 			fmt.Fprintf(&b, " with %s", st.Fault)
 		}
 	case kFirmwareDelete:
 		b.WriteString(target)
+		if st.Set {
+			b.WriteString(" (the BIOSVersionSet)")
+		}
 	case kMaintCreate:
 		fmt.Fprintf(&b, " maint-%d%s policy=%s power=%q bootTemplate=%v", st.Slot, target, st.Policy, st.Power, st.Template)
 	case kMaintApprove, kMaintDelete:

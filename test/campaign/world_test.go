@@ -287,7 +287,7 @@ func purgeLists() []client.ObjectList {
 	return []client.ObjectList{&metalv1alpha1.BMCSecretList{}, &metalv1alpha1.EndpointList{}, &metalv1alpha1.BMCList{},
 		&metalv1alpha1.ServerList{}, &metalv1alpha1.ServerClaimList{}, &metalv1alpha1.ServerMaintenanceList{},
 		&metalv1alpha1.ServerBootConfigurationList{}, &corev1.SecretList{},
-		&systemv1alpha1.BIOSVersionList{}, &maintenancev1alpha1.ServerMaintenanceList{}}
+		&systemv1alpha1.BIOSVersionSetList{}, &systemv1alpha1.BIOSVersionList{}, &maintenancev1alpha1.ServerMaintenanceList{}}
 }
 
 // listOpts selects what a list of purgeLists covers: discovery Secrets only, among Secrets.
