@@ -23,6 +23,9 @@ const (
 	ReasonFlashRetry          = "FlashRetry"
 	ReasonFlashFailed         = "FlashFailed"
 	ReasonOutcomeUnknown      = "OutcomeUnknown"
+	// ReasonBMCBusy: the BMC answered the flash that it runs another update of that firmware
+	// (409); the step waits for it, the box kept in maintenance, and sends its image after.
+	ReasonBMCBusy = "BMCBusy"
 	ReasonRebooting           = "Rebooting"
 	ReasonVerifying           = "Verifying"
 	ReasonServerNotFound      = "ServerNotFound"

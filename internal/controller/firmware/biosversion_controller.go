@@ -3,6 +3,7 @@ package firmware
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -200,6 +201,7 @@ func (r *BIOSVersionReconciler) follow(ctx context.Context, p *versionPass) (lif
 func (r *BIOSVersionReconciler) failAttempt(ctx context.Context, p *versionPass, why string) (lifecycle.Result, error) {
 	next := p.rec
 	next.Failed++
+	next.Busy = 0
 	next.At = r.now().Unix()
 	next.Message = why
 	if next.Failed >= maxAttempts(p.Obj.Spec.RetryPolicy) {
@@ -264,6 +266,9 @@ func versionStatus(prev systemv1alpha1.BIOSVersionStatus, gen int64, w *work, ta
 		upgraded(metav1.ConditionTrue, systemv1alpha1.ReasonUpgraded, fmt.Sprintf("upgraded to %s", w.rec.For))
 	case w.rec.Phase == phaseFailed:
 		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonFlashFailed, fmt.Sprintf("%s: %s (after %d failed attempt(s)); change the spec to try again", w.rec.Version, w.rec.Message, w.rec.Failed))
+	case w.rec.Busy != 0 && w.rec.Phase != phaseMaintenance:
+		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonBMCBusy, fmt.Sprintf("the BMC has run another update of this firmware since %s: %s is sent once it ends",
+			time.Unix(w.rec.Busy, 0).UTC().Format(time.RFC3339), w.rec.Version))
 	case w.waiting != "" || w.rec.Phase == phaseMaintenance:
 		msg := w.waiting
 		if msg == "" {

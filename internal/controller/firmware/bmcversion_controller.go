@@ -295,6 +295,7 @@ func (r *BMCVersionReconciler) verify(ctx context.Context, p *bmcVersionPass) (l
 func (r *BMCVersionReconciler) failAttempt(ctx context.Context, p *bmcVersionPass, why string) (lifecycle.Result, error) {
 	next := p.rec
 	next.Failed++
+	next.Busy = 0
 	next.At, next.Message = r.now().Unix(), why
 	if next.Failed >= maxAttempts(p.Obj.Spec.RetryPolicy) {
 		next.Phase = phaseFailed

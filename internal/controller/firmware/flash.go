@@ -78,8 +78,15 @@ func (a *actor) issue(ctx context.Context, w *work, f flasher) (lifecycle.Result
 		return a.record(ctx, w, record{Phase: phaseCompleted, For: f.tmpl.Version, Version: cur, Failed: w.rec.Failed, At: a.now().Unix(), Message: "already at the version"})
 	case steps[0].Version != w.rec.Version:
 		next := w.rec
-		next.Phase, next.Version, next.Image, next.Attempt = phaseOwed, steps[0].Version, steps[0].Image.URI, 1
+		next.Phase, next.Version, next.Image, next.Attempt, next.Busy = phaseOwed, steps[0].Version, steps[0].Image.URI, 1, 0
 		return a.record(ctx, w, next)
+	}
+	if w.rec.Busy != 0 {
+		// The BMC ran another update when last asked: look again a poll later, not at once.
+		if wait := time.Unix(w.rec.At, 0).Add(a.Options.Poll).Sub(a.now()); wait > 0 {
+			w.waiting = fmt.Sprintf("the BMC runs another update of this firmware: %s is sent once it ends", w.rec.Image)
+			return lifecycle.RequeueAfter(wait, "BMC busy with another update"), nil
+		}
 	}
 	simple, push, err := w.conn.UpdateMethods(w.bctx)
 	if err != nil {
@@ -208,11 +215,11 @@ func (a *actor) settleIssue(ctx context.Context, w *work, f flasher) (lifecycle.
 		case out.err == nil && out.task == "":
 			// Accepted without a task: the BMC may still be writing flash. Recorded, then the
 			// task list and the firmware inventory below tell when it is done.
-			next.Accepted = true
+			next.Accepted, next.Busy = true, 0
 			a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "FlashAccepted", "Upgrade", "the BMC took the image for %s without naming a task: waiting for it to show the flash", w.target())
 			return a.record(ctx, w, next)
 		case out.err == nil:
-			next.Phase, next.Task = phaseTask, out.task
+			next.Phase, next.Task, next.Busy = phaseTask, out.task, 0
 			a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "FlashAccepted", "Upgrade", "the BMC took the image for %s; task %s", w.target(), out.task)
 			return a.record(ctx, w, next)
 		case errors.Is(out.err, errFetch):
@@ -221,6 +228,8 @@ func (a *actor) settleIssue(ctx context.Context, w *work, f flasher) (lifecycle.
 			next.Phase = phaseOwed
 			a.Recorder.Eventf(w.obj, nil, corev1.EventTypeWarning, "FlashNotSent", "Upgrade", "SimpleUpdate not sent (%v); will send it again", out.err)
 			return a.record(ctx, w, next)
+		case busy(out.err):
+			return a.busy(ctx, w, next, out.err, f)
 		case refused(out.err):
 			return f.failAttempt(fmt.Sprintf("the BMC refused the update: %v", out.err))
 		}
@@ -418,6 +427,30 @@ func deadline(ctx context.Context) time.Time {
 func refused(err error) bool {
 	var be *bmc.Error
 	return errors.As(err, &be) && be.StatusCode >= 400 && be.StatusCode < 500
+}
+
+// busy: the BMC refused the flash because it runs another update of that firmware (409
+// Conflict, Redfish ResourceInUse). That update may be this step's own (a record rolled back, a
+// task without a payload that could not be named), someone else's, or the vendor's: in each case
+// the box is being flashed and must not be handed back.
+func busy(err error) bool {
+	var be *bmc.Error
+	return errors.As(err, &be) && be.StatusCode == http.StatusConflict
+}
+
+// busy waits for the other update to end: the step goes back to owed without a failed attempt,
+// and issue sends the image again a poll later (or finds the version there, when the other update
+// was this very flash). Only an update that outlasts VerifyTimeout fails the attempt.
+func (a *actor) busy(ctx context.Context, w *work, next record, err error, f flasher) (lifecycle.Result, error) {
+	if next.Busy == 0 {
+		next.Busy = next.At
+		a.Recorder.Eventf(w.obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonBMCBusy, "Upgrade",
+			"the BMC of %s runs another update (%v): %s is sent once it ends; the box stays in maintenance", w.target(), err, w.rec.Image)
+	} else if since := time.Duration(next.At-next.Busy) * time.Second; since > a.Options.VerifyTimeout {
+		return f.failAttempt(fmt.Sprintf("the BMC ran another update for longer than %s: %v", a.Options.VerifyTimeout, err))
+	}
+	next.Phase = phaseOwed
+	return a.record(ctx, w, next)
 }
 
 // follow reads the flash's task, once per pass, each Poll.

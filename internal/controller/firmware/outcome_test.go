@@ -2,6 +2,7 @@ package firmware
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 )
@@ -141,5 +143,51 @@ func TestBIOSVersionRestoredFromBeforeItsFlashIsNotFlashedAgain(t *testing.T) {
 	waitVersionState(t, "biosv-restored", systemv1alpha1.VersionStateCompleted, 90*time.Second)
 	if n := simpleUpdates(b); n != 1 {
 		t.Errorf("SimpleUpdates: %d, want 1; events %s", n, eventsOf("biosv-restored"))
+	}
+}
+
+// A BMC that runs another update of the BIOS (by hand, a vendor tool, or this step's own flash
+// that the record no longer knows) answers the flash 409: the step waits for it, the box kept in
+// maintenance and the attempt not failed, then sends its image once.
+func TestBIOSVersionWaitsForABMCBusyWithAnotherUpdate(t *testing.T) {
+	names, bmcs := availableServers(t, "biosv-busy", 1)
+	b := bmcs[0]
+	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(6 * time.Second)})
+	const byHand, ours = "http://fw.example/by-hand-6.9.0.bin", "http://fw.example/bios-busy-7.4.0.bin"
+	body := strings.NewReader(fmt.Sprintf(`{"ImageURI":%q}`, byHand))
+	req, err := http.NewRequest(http.MethodPost, b.URL()+"/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(b.Credentials())
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("the update by hand: %s", resp.Status)
+	}
+	if err := env.Client.Create(ctx(), biosVersion("biosv-busy", names[0], "7.4.0", ours)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the step waiting for the other update", func() (bool, string) {
+		v := getVersion("biosv-busy")
+		c := meta.FindStatusCondition(v.Status.Conditions, systemv1alpha1.ConditionUpgraded)
+		return c != nil && c.Reason == systemv1alpha1.ReasonBMCBusy, fmt.Sprintf("state %s, %v; events %s", v.Status.State, v.Status.Conditions, eventsOf("biosv-busy"))
+	})
+	if s := (&metalv1alpha1.Server{}); env.Client.Get(ctx(), client.ObjectKey{Name: names[0]}, s) != nil || s.Status.State != metalv1alpha1.ServerStateMaintenance {
+		t.Fatalf("the box was handed back while the BMC flashed it: %s", s.Status.State)
+	}
+	waitVersionState(t, "biosv-busy", systemv1alpha1.VersionStateCompleted, 90*time.Second)
+	sent := 0
+	for _, r := range recordsOf(b) {
+		if r.Action == redfish.ActionSimpleUpdate && r.Image == ours {
+			sent++
+		}
+	}
+	if sent != 1 || b.Systems()[0].BIOSVersion() != "7.4.0" {
+		t.Errorf("%d flashes of the step's image, BIOS %s; want one, 7.4.0; events %s", sent, b.Systems()[0].BIOSVersion(), eventsOf("biosv-busy"))
 	}
 }

@@ -66,6 +66,10 @@ type record struct {
 	// e.g. one without a payload), not by its image: if the version does not show, the attempt
 	// fails; nothing is flashed again on a guess.
 	Uncertain bool `json:"uncertain,omitempty"`
+	// Busy is when the BMC first answered the step's flash that it runs another update of the
+	// same firmware (409, unix seconds): the step waits for that update to end, within
+	// VerifyTimeout, instead of counting a failed attempt and handing back a box being flashed.
+	Busy int64 `json:"busy,omitempty"`
 	// ResetBefore and PowerBefore are what the system reported right before its restart was
 	// asked (ResetBefore "-": it reports no LastResetTime): the evidence that a restart of
 	// unknown outcome did not happen. ResetAt is the At of the reboot phase they were read for:
