@@ -25,11 +25,11 @@ const (
 	ReasonOutcomeUnknown      = "OutcomeUnknown"
 	// ReasonBMCBusy: the BMC answered the flash that it runs another update of that firmware
 	// (409); the step waits for it, the box kept in maintenance, and sends its image after.
-	ReasonBMCBusy = "BMCBusy"
-	ReasonRebooting           = "Rebooting"
-	ReasonVerifying           = "Verifying"
-	ReasonServerNotFound      = "ServerNotFound"
-	ReasonBMCUnavailable      = "BMCUnavailable"
+	ReasonBMCBusy        = "BMCBusy"
+	ReasonRebooting      = "Rebooting"
+	ReasonVerifying      = "Verifying"
+	ReasonServerNotFound = "ServerNotFound"
+	ReasonBMCUnavailable = "BMCUnavailable"
 )
 
 // Reasons of ConditionRolledOut.
