@@ -83,8 +83,8 @@ func (a *actor) issue(ctx context.Context, w *work, f flasher) (lifecycle.Result
 	}
 	if w.rec.Busy != 0 {
 		// The BMC ran another update when last asked: look again a poll later, not at once.
+		// (Status says BMCBusy from the record; waiting is for the maintenance.)
 		if wait := time.Unix(w.rec.At, 0).Add(a.Options.Poll).Sub(a.now()); wait > 0 {
-			w.waiting = fmt.Sprintf("the BMC runs another update of this firmware: %s is sent once it ends", w.rec.Image)
 			return lifecycle.RequeueAfter(wait, "BMC busy with another update"), nil
 		}
 	}
