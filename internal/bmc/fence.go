@@ -27,6 +27,10 @@ func WithFence(ctx context.Context, f Fence) context.Context {
 	return context.WithValue(ctx, fenceKey, f)
 }
 
+// Fenced reports whether e is a request refused by its fence (for callers that match on the
+// method and need not import this package).
+func (e *Error) Fenced() bool { return e.Reason == ReasonFenced }
+
 // IsFenced reports whether err is a request refused by its fence.
 func IsFenced(err error) bool {
 	var e *Error

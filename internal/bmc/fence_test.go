@@ -3,6 +3,7 @@ package bmc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -48,6 +49,11 @@ func TestFenceKeepsRequestsFromBeingSent(t *testing.T) {
 	err := c.Power(ctx, id, bmc.PowerOn)
 	if !bmc.IsFenced(err) || !errors.Is(err, bmc.ErrNotSent) {
 		t.Fatalf("power on under a closed fence: %v, want Fenced and NotSent", err)
+	}
+	// What lifecycle.Reconciler matches on, through wrapping, to look again without an error.
+	var f2 interface{ Fenced() bool }
+	if !errors.As(fmt.Errorf("power step: %w", err), &f2) || !f2.Fenced() {
+		t.Errorf("the fenced error does not say Fenced() through wrapping: %v", err)
 	}
 	if len(e.Records()) != 0 {
 		t.Fatalf("records %+v, want none", e.Records())

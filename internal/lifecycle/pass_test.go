@@ -438,3 +438,28 @@ func TestOwnerGatesPasses(t *testing.T) {
 		t.Errorf("a pass that lost its object wrote its report: status.state %q", got.Status.State)
 	}
 }
+
+// fenceRefused stands for a BMC request its shard fence refused (bmc.Error reports Fenced).
+type fenceRefused struct{}
+
+func (fenceRefused) Error() string { return "Fenced: shard 0: the request may run past the hand-over" }
+func (fenceRefused) Fenced() bool  { return true }
+
+// A request the fence refused is not a failure: the pass looks again after FencedRetry, with no
+// error (no "Reconciler error" line, no backoff); without an Owner the error stays an error.
+func TestFencedRequestLooksAgainWithoutAnError(t *testing.T) {
+	newEndpoint(t, "fenced")
+	handle := func(context.Context, *Pass[*metalv1alpha1.Endpoint]) (Result, error) {
+		return Done(), fmt.Errorf("read manager: %w", fenceRefused{})
+	}
+	r := NewReconciler(env.Client, newEP, handle)
+	r.Owner = func(ctx context.Context, _ client.Object) (context.Context, bool) { return ctx, true }
+	res, err := r.Reconcile(context.Background(), req("fenced"))
+	if err != nil || res.RequeueAfter != FencedRetry {
+		t.Errorf("fenced pass: result %+v, error %v; want a look after %s and no error", res, err, FencedRetry)
+	}
+	r.Owner = nil
+	if _, err := r.Reconcile(context.Background(), req("fenced")); err == nil {
+		t.Error("without shards a fenced error (which cannot happen) vanished")
+	}
+}

@@ -15,6 +15,19 @@ import (
 // ConflictRetry is how soon a pass whose write lost an optimistic-lock race looks again.
 const ConflictRetry = 100 * time.Millisecond
 
+// FencedRetry is how soon a pass whose request its fence refused looks again: by then the
+// shard's renewal has moved the fence on, or the shard is gone and the pass ends at once.
+const FencedRetry = time.Second
+
+// fenced is an error of a request its fence refused (bmc.Error with reason Fenced): not a failure
+// of anything, so no error in the logs and no backoff.
+type fenced interface{ Fenced() bool }
+
+func isFenced(err error) bool {
+	var f fenced
+	return errors.As(err, &f) && f.Fenced()
+}
+
 // Handler is a single-step handler: look at p.Obj, do at most one write through p.Client(),
 // return what happened. After a spec or metadata write, Wrote: its watch event brings the next
 // pass. Status is not written by the handler: it changes p.Obj's status in memory, and the
@@ -103,6 +116,9 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		// fresh one, soon and without an error in the logs (IsConflict sees through wrapping).
 		if apierrors.IsConflict(err) {
 			return ctrl.Result{RequeueAfter: ConflictRetry}, nil
+		}
+		if r.Owner != nil && isFenced(err) {
+			return ctrl.Result{RequeueAfter: FencedRetry}, nil
 		}
 		return ctrl.Result{}, err
 	}
