@@ -3,21 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
@@ -27,84 +23,22 @@ import (
 	"github.com/metalhub/metalhub/internal/testenv"
 )
 
-// apiLink stands between one manager process and the API server, as its network does: it
-// forwards TCP until cut, and then drops every connection and answers none of the new ones (a
-// partition: the process keeps running and keeps reaching its BMCs).
-type apiLink struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	cut    bool
-	conns  map[net.Conn]struct{}
-}
-
-func newAPILink(t *testing.T, target string) *apiLink {
+// newAPILink is a testenv.APILink to target, closed with the test.
+func newAPILink(t *testing.T, target string) *testenv.APILink {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := testenv.NewAPILink(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &apiLink{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	go l.serve()
-	t.Cleanup(l.close)
+	t.Cleanup(l.Close)
 	return l
 }
 
-func (l *apiLink) serve() {
-	for {
-		in, err := l.ln.Accept()
-		if err != nil {
-			return
-		}
-		if !l.track(in) {
-			continue // cut: accepted and never answered, as a black hole does
-		}
-		out, err := net.Dial("tcp", l.target)
-		if err != nil || !l.track(out) {
-			in.Close()
-			continue
-		}
-		go func() { _, _ = io.Copy(out, in); out.Close() }()
-		go func() { _, _ = io.Copy(in, out); in.Close() }()
-	}
-}
-
-// track keeps c to be closed later; false when the link is cut (c is then held unanswered).
-func (l *apiLink) track(c net.Conn) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.conns[c] = struct{}{}
-	return !l.cut
-}
-
-// partition cuts the link: the open connections go, new ones hang.
-func (l *apiLink) partition() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.cut = true
-	for c := range l.conns {
-		c.Close()
-	}
-	l.conns = map[net.Conn]struct{}{}
-}
-
-func (l *apiLink) close() {
-	l.ln.Close()
-	l.partition()
-}
-
 // kubeconfigVia writes a copy of the test's kubeconfig whose server is reached through link.
-func kubeconfigVia(t *testing.T, link *apiLink) string {
+func kubeconfigVia(t *testing.T, link *testenv.APILink) string {
 	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(env.Kubeconfig)
+	path, err := testenv.KubeconfigVia(env.Kubeconfig, t.TempDir(), link)
 	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cfg.Clusters {
-		c.Server = "https://" + link.ln.Addr().String()
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -142,7 +76,7 @@ func TestPartitionedShardOwnerEndsItsRequestsFirst(t *testing.T) {
 	apiHost := api.Host
 
 	managers := make([]*managerProcess, 2)
-	links := make([]*apiLink, 2)
+	links := make([]*testenv.APILink, 2)
 	for i := range managers {
 		links[i] = newAPILink(t, apiHost)
 		managers[i] = &managerProcess{bin: bin, logPath: filepath.Join(t.TempDir(), fmt.Sprintf("manager-%d.log", i)), args: []string{
@@ -230,7 +164,7 @@ func TestPartitionedShardOwnerEndsItsRequestsFirst(t *testing.T) {
 	}
 	waitFor("a request of the shard's owner in flight at BMC 0", time.Minute, func() bool { return b.Stats().InFlight > 0 })
 	cut := time.Now()
-	links[old].partition()
+	links[old].Partition()
 	t.Logf("replica %d cut off from the API server with a request in flight", old)
 
 	waitFor("the shard taken over", 2*leaseDuration+4*retryPeriod, func() bool { return holderOf(target) == ids[next] })

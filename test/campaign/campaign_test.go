@@ -195,6 +195,7 @@ func runSchedule(t *testing.T, seed uint64) *result {
 	}
 	w.checkPasses()
 	w.checkProbes()
+	w.judgePartitions()
 	w.m.mu.Unlock()
 	return w.finish(t, res)
 }
@@ -247,6 +248,7 @@ func (w *world) scrapeLoop(ctx context.Context, done chan<- struct{}) {
 		for _, s := range w.slots {
 			s.scrape(ctx, hc)
 		}
+		w.settlePartitions(false)
 	}
 }
 
@@ -254,6 +256,13 @@ func (w *world) scrapeLoop(ctx context.Context, done chan<- struct{}) {
 // panicked. Called with w.m.mu held.
 func (w *world) checkPasses() {
 	total, over, panics := passTotals(w.slots)
+	w.settlePartitions(true)
+	for c, n := range w.excusedPasses() {
+		if n > 0 {
+			w.note("%.0f passes of the %s controller over the bound excused: their replica was cut off from the API server", n, c)
+			over[c] = max(0, over[c]-n)
+		}
+	}
 	controllers := make([]string, 0, len(total))
 	for c := range total {
 		controllers = append(controllers, c)

@@ -12,11 +12,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/metalhub/metalhub/internal/testenv"
 )
 
 // Manager timing: short enough that a schedule converges in seconds, the same discipline as in
@@ -29,11 +32,14 @@ const (
 	passBoundValue = 5 * time.Second
 	leaseDuration  = 4 * time.Second
 	leaseID        = "metalhub-campaign"
+	// shardSet names the shard Leases of sharded seeds (metalhub-campaign-shards-0 and -1).
+	shardSet = "metalhub-campaign-shards"
+	shards   = 2
 )
 
 // features are the optional flags a manager binary has: the campaign also replays seeds against
 // older builds (METALHUB_CAMPAIGN_BINARY), which lack them.
-type features struct{ addressFile, retryAfter, firmware bool }
+type features struct{ addressFile, retryAfter, firmware, shards bool }
 
 var binFeatures sync.Map // binary path -> features
 
@@ -43,15 +49,16 @@ func featuresOf(bin string) features {
 	}
 	out, _ := exec.Command(bin, "manager", "-h").CombinedOutput() // -h exits non-zero; the text is what counts
 	f := features{addressFile: bytes.Contains(out, []byte("-address-file")), retryAfter: bytes.Contains(out, []byte("-retry-after")),
-		firmware: bytes.Contains(out, []byte("-firmware-poll"))}
+		firmware: bytes.Contains(out, []byte("-firmware-poll")), shards: bytes.Contains(out, []byte("-shard-lease-name"))}
 	binFeatures.Store(bin, f)
 	return f
 }
 
 // managerArgs are the flags of every manager process; ports are per slot. With --address-file
 // the metrics endpoint listens on port 0 and the file says where; the registry's port must be
-// known before start, for --registry-url (see /tmp/campaign-needs.md).
-func managerArgs(f features, registryPort, metricsPort int, addressFile string) []string {
+// known before start, for --registry-url (see /tmp/campaign-needs.md). A sharded replica (link
+// set) reaches the API server through its link and shares the fleet instead of electing a leader.
+func managerArgs(f features, registryPort, metricsPort int, addressFile string, link *testenv.APILink, kubeconfig string) []string {
 	metrics := fmt.Sprintf("127.0.0.1:%d", metricsPort)
 	var extra []string
 	if f.addressFile {
@@ -66,10 +73,14 @@ func managerArgs(f features, registryPort, metricsPort int, addressFile string) 
 		// A failed pass looks again after 2 s instead of 15 s: faults heal within the schedule.
 		extra = append(extra, "--retry-after", "2s")
 	}
-	return append([]string{
-		"--kubeconfig", env.Kubeconfig, "--controllers", "metal",
-		"--metrics-bind-address", metrics, "--health-probe-bind-address", "0",
-		"--leader-elect", "--leader-election-namespace", "default", "--leader-election-id", leaseID,
+	election := []string{"--leader-elect", "--leader-election-namespace", "default", "--leader-election-id", leaseID}
+	if link != nil {
+		election = []string{"--shards", strconv.Itoa(shards), "--shard-namespace", "default", "--shard-lease-name", shardSet}
+	}
+	args := append([]string{
+		"--kubeconfig", kubeconfig, "--controllers", "metal",
+		"--metrics-bind-address", metrics, "--health-probe-bind-address", "0"}, election...)
+	return append(append(args,
 		"--leader-election-lease-duration", leaseDuration.String(), "--leader-election-renew-deadline", "3s",
 		"--leader-election-retry-period", "500ms",
 		"--registry-bind-address", fmt.Sprintf("127.0.0.1:%d", registryPort),
@@ -78,17 +89,21 @@ func managerArgs(f features, registryPort, metricsPort int, addressFile string) 
 		"--power-poll", "100ms", "--power-timeout", "5s", "--bmc-request-timeout", bmcRequestTimeout.String(),
 		"--server-resync", "3s", "--bmc-resync", "3s", "--claim-resync", "3s", "--discovery-timeout", "15s",
 		"--metal-concurrency", "4", "--graceful-shutdown-timeout", "1s",
-	}, extra...)
+	), extra...)
 }
 
 // slot is one of the two manager replicas. A replica that exits without being told to (lost
 // leadership, a crash) is restarted, as a Deployment would; a crash is reported.
 type slot struct {
-	idx     int
-	bin     string
-	dir     string
-	onCrash func(string)
-	logf    func(string, ...any)
+	idx int
+	bin string
+	dir string
+	// link is the replica's way to the API server in a sharded seed (nil: it dials directly),
+	// kubeconfig the file that says so.
+	link       *testenv.APILink
+	kubeconfig string
+	onCrash    func(string)
+	logf       func(string, ...any)
 
 	mu           sync.Mutex
 	cmd          *exec.Cmd
@@ -126,7 +141,11 @@ func (s *slot) startLocked() {
 		return
 	}
 	s.metricsAddr = ""
-	cmd := exec.Command(s.bin, managerArgs(featuresOf(s.bin), s.registryPort, s.metricsPort, s.logPath+".addresses")...)
+	kubeconfig := env.Kubeconfig
+	if s.link != nil {
+		kubeconfig = s.kubeconfig
+	}
+	cmd := exec.Command(s.bin, managerArgs(featuresOf(s.bin), s.registryPort, s.metricsPort, s.logPath+".addresses", s.link, kubeconfig)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		log.Close()
@@ -202,6 +221,27 @@ func (s *slot) leads() bool {
 	}
 	b, err := os.ReadFile(path)
 	return err == nil && bytes.Contains(b, []byte("Starting workers"))
+}
+
+var identityRE = regexp.MustCompile(`"msg":"sharding the fleet".*"identity":"([^"]+)"`)
+
+// identity is the shard identity of the replica's current incarnation ("" before it logged it,
+// or without shards).
+func (s *slot) identity() string {
+	s.mu.Lock()
+	up, path := s.up, s.logPath
+	s.mu.Unlock()
+	if !up {
+		return ""
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	if m := identityRE.FindSubmatch(b); m != nil {
+		return string(m[1])
+	}
+	return ""
 }
 
 // logTail returns the last n lines of a file.

@@ -35,9 +35,10 @@ const (
 	invPaused    = "paused-left-alone"
 	invAccounts  = "accounts-only-where-asked"
 	invWave      = "set-wave-bound"
+	invFenced    = "fenced-handover"
 )
 
-var invariants = []string{invUnasked, invOnce, invHeld, invUnique, invConverge, invPassBound, invHealthy, invIdentity, invPaused, invAccounts, invWave}
+var invariants = []string{invUnasked, invOnce, invHeld, invUnique, invConverge, invPassBound, invHealthy, invIdentity, invPaused, invAccounts, invWave, invFenced}
 
 // Windows of the model. A BMC action is judged against what the API said from decideWindow before
 // it until the first observation after it: the manager decided at most one pass (the request

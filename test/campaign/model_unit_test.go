@@ -67,7 +67,7 @@ func TestScheduleIsAFunctionOfItsSeed(t *testing.T) {
 			t.Errorf("no schedule of 40 seeds upgrades a BIOS with %s", f)
 		}
 	}
-	for _, k := range []kind{kHeal, kFixSecret, kShare, kUnshare, kFirmware, kFirmwareDelete} {
+	for _, k := range []kind{kHeal, kFixSecret, kShare, kUnshare, kFirmware, kFirmwareDelete, kPartition, kReconnect} {
 		if !kinds[k] {
 			t.Errorf("no schedule of 40 seeds has a %s step", k)
 		}
@@ -639,5 +639,43 @@ func TestModelHoldsASetToItsWave(t *testing.T) {
 	f.poll(two(true))
 	if got := f.breaches(invOnce); got != 1 {
 		t.Errorf("a set's image sent twice to one box: %d breaches, want 1", got)
+	}
+}
+
+// The hand-over judge reads a BMC's request journal: the new owner's first request must not
+// begin before the cut-off owner's last one ended; requests before the cut, after the reconnect
+// and from no replica do not count.
+func TestHandoverJudgesTheBMCsJournal(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	span := func(ua string, from, to float64) redfish.RequestSpan {
+		return redfish.RequestSpan{Start: at(from), End: at(to), Method: "GET", Path: "/redfish/v1/Systems", UserAgent: ua}
+	}
+	const old, next = "metalhub (vm_old)", "metalhub (vm_new)"
+	cut, end := at(10), at(20)
+	cases := []struct {
+		name   string
+		spans  []redfish.RequestSpan
+		judged bool // both sides found
+		breach bool
+	}{
+		{"clean hand-over", []redfish.RequestSpan{span(old, 9, 11.9), span(next, 13.5, 13.6)}, true, false},
+		{"new owner began while the old request ran", []redfish.RequestSpan{span(old, 9.5, 13), span(next, 12.9, 13.1)}, true, true},
+		{"old owner sent again after the take-over", []redfish.RequestSpan{span(old, 9, 11), span(next, 12, 12.1), span(old, 14, 14.2)}, true, true},
+		{"before the cut both are allowed (another holder then)", []redfish.RequestSpan{span(next, 1, 2), span(old, 9, 11)}, false, false},
+		{"after the reconnect the old owner may hold it again", []redfish.RequestSpan{span(old, 9, 11), span(next, 13, 13.1), span(old, 21, 21.5)}, true, false},
+		{"another sender is not a replica", []redfish.RequestSpan{span(old, 9, 12), span("curl/8", 11, 11.1)}, false, false},
+		{"no take-over before the reconnect", []redfish.RequestSpan{span(old, 9, 12)}, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			lastOld, firstNew := handover(c.spans, "vm_old", cut, end)
+			if judged := lastOld != nil && firstNew != nil; judged != c.judged {
+				t.Fatalf("judged %v (last old %+v, first new %+v), want %v", judged, lastOld, firstNew, c.judged)
+			}
+			if c.judged && firstNew.Start.Before(lastOld.End) != c.breach {
+				t.Errorf("breach %v, want %v (last old ends %s, first new begins %s)", !c.breach, c.breach, lastOld.End.Sub(t0), firstNew.Start.Sub(t0))
+			}
+		})
 	}
 }

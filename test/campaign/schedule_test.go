@@ -50,6 +50,11 @@ const (
 	kHandover   kind = "leader-handover"
 	kBackup     kind = "backup"
 	kRestore    kind = "restore"
+	// kPartition (sharded seeds only) cuts the replica holding the target BMC's shard off from
+	// the API server while that BMC answers slowly, with a request of the replica in flight if
+	// one comes within a moment; kReconnect ends the partition.
+	kPartition kind = "partition-shard-owner"
+	kReconnect kind = "reconnect-replica"
 )
 
 // BMC faults.
@@ -65,7 +70,7 @@ const (
 // isFault reports whether a step injects a fault (the rest are user actions and their follow-ups).
 func (k kind) isFault() bool {
 	switch k {
-	case kWipeStatus, kStrip, kKill, kHandover, kRestore, kFault, kCredentials, kShare:
+	case kWipeStatus, kStrip, kKill, kHandover, kRestore, kFault, kCredentials, kShare, kPartition:
 		return true
 	}
 	return false
@@ -174,8 +179,11 @@ type schedule struct {
 	// BMC does (an inventory of many DIMMs and drives takes seconds to walk).
 	SlowBMC     int
 	SlowLatency time.Duration
-	Chaos       time.Duration
-	Steps       []step
+	// Shards runs the two replicas with --shards 2 instead of leader election: both act, each on
+	// its shards' BMCs, and a shard moves when its holder dies, leaves or is cut off.
+	Shards bool
+	Chaos  time.Duration
+	Steps  []step
 }
 
 var serverOps = []struct {
@@ -490,6 +498,20 @@ func newSchedule(seed uint64) *schedule {
 			add(del)
 		}
 	}
+	// Sharded replicas in about a third of the seeds, with a partitioned shard owner in most of
+	// those: a stream of its own again.
+	sh := rand.New(rand.NewPCG(seed, 0x7368617264))
+	if sh.IntN(3) == 0 {
+		s.Shards = true
+		if sh.IntN(4) != 0 {
+			st := step{At: between(sh, s.Chaos/5, s.Chaos*3/5), Kind: kPartition, Index: sh.IntN(s.BMCs), Claimed: sh.IntN(2) == 0,
+				Value: between(sh, 1200*time.Millisecond, 1800*time.Millisecond), Dur: between(sh, 6*time.Second, 10*time.Second), Origin: -1}
+			origin := add(st)
+			re := st
+			re.Kind, re.At, re.Origin = kReconnect, st.At+st.Dur, origin
+			add(re)
+		}
+	}
 	slices.SortStableFunc(s.Steps, func(a, b step) int { return int(a.At - b.At) })
 	return s
 }
@@ -566,6 +588,9 @@ func (st step) describe(num map[int]int) string {
 		}
 	case kCredentials:
 		b.WriteString(target)
+	case kPartition:
+		fmt.Fprintf(&b, "%s: its shard's holder cut off from the API server for %s, the BMC answering %s late",
+			target, st.Dur.Round(100*time.Millisecond), st.Value.Round(10*time.Millisecond))
 	}
 	if n, ok := num[st.Origin]; ok && st.Origin >= 0 {
 		fmt.Fprintf(&b, " (follows #%d)", n)
@@ -591,6 +616,9 @@ func (s *schedule) String() string {
 	}
 	if s.SlowBMC >= 0 {
 		fmt.Fprintf(&b, ", BMC %d answers %s late throughout", s.SlowBMC, s.SlowLatency.Round(time.Millisecond))
+	}
+	if s.Shards {
+		b.WriteString(", two replicas on two shards")
 	}
 	var eps []string
 	for i, e := range s.Endpoint {

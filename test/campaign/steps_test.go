@@ -57,6 +57,7 @@ func (w *world) run(st step) string {
 		i = (i + st.Slot) % w.sch.BMCs // a rotation asked of one BMC of a shared Secret
 	}
 	w.resolved[st.ID] = i
+	w.disturbCut(st, i)
 	switch st.Kind {
 	case kClaimByName:
 		w.disturbProbes(i, st.Kind) // another claim for the probe's server competes with it
@@ -66,7 +67,7 @@ func (w *world) run(st step) string {
 				w.disturbProbes(j, st.Kind)
 			}
 		}
-	case kClaimDelete, kClaimPower, kMaintApprove, kMaintDelete, kBackup, kProbe, kFixSecret, kRecreate, kUnshare, kFirmwareDelete:
+	case kClaimDelete, kClaimPower, kMaintApprove, kMaintDelete, kBackup, kProbe, kFixSecret, kRecreate, kUnshare, kFirmwareDelete, kReconnect:
 	case kShare:
 		w.disturbProbes((i+st.Slot)%w.sch.BMCs, st.Kind)
 	default:
@@ -204,6 +205,9 @@ func (w *world) exec(st step, i int) (string, error) {
 		return w.strip(st, i)
 	case kKill:
 		s := w.leader()
+		if h := w.holderOf(i); h != nil {
+			s = h
+		}
 		if s == nil {
 			s = w.slots[st.Index%len(w.slots)]
 		}
@@ -212,6 +216,9 @@ func (w *world) exec(st step, i int) (string, error) {
 		return fmt.Sprintf("SIGKILLed and restarted manager-%d", s.idx), nil
 	case kHandover:
 		s := w.leader()
+		if h := w.holderOf(i); h != nil {
+			s = h
+		}
 		if s == nil {
 			return "", errSkip("no leader right now")
 		}
@@ -256,6 +263,10 @@ func (w *world) exec(st step, i int) (string, error) {
 		return w.unshare((i + st.Slot) % w.sch.BMCs)
 	case kFirmware:
 		return w.upgrade(st, i)
+	case kPartition:
+		return w.partition(st, i)
+	case kReconnect:
+		return w.reconnect()
 	case kFirmwareDelete:
 		if st.Set {
 			return w.delete(&systemv1alpha1.BIOSVersionSet{ObjectMeta: metav1.ObjectMeta{Name: biosName(st.Origin)}})
@@ -591,6 +602,9 @@ func (w *world) dead() []int {
 // heal ends every fault: BMCs answer, power transitions take their normal time, credentials and
 // BMCSecrets agree again, ignored servers are handed back, and the fleet's objects all exist.
 func (w *world) heal() {
+	if out, err := w.reconnect(); err == nil {
+		w.note("heal: %s", out)
+	}
 	for j := range w.sch.BMCs {
 		if out, err := w.unshare(j); err != nil && !isSkip(err) {
 			w.note("heal: %s: %v", out, err)

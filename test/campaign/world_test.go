@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -32,6 +33,8 @@ import (
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/emulator/netboot"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/shard"
+	"github.com/metalhub/metalhub/internal/testenv"
 )
 
 const (
@@ -66,15 +69,18 @@ type world struct {
 	// credsChanged are the BMCs whose password changed and is not in their BMCSecret yet.
 	credsChanged map[int]bool
 	// shared maps a BMC that names another's BMCSecret (a kShare) to that other BMC.
-	shared   map[int]int
-	moving   *moveRun // the move in flight or not given up yet
-	backup   *backup
-	journal  []string
-	probes   []*probe
-	probeWG  sync.WaitGroup
-	steps    int
-	injected int
-	notes    []string
+	shared map[int]int
+	moving *moveRun // the move in flight or not given up yet
+	// cut is the shard owner cut off from the API server right now; partitions all there were.
+	cut        *partitionRun
+	partitions []*partitionRun
+	backup     *backup
+	journal    []string
+	probes     []*probe
+	probeWG    sync.WaitGroup
+	steps      int
+	injected   int
+	notes      []string
 }
 
 // client returns a client on the control plane without client-side throttling: the harness polls
@@ -156,8 +162,23 @@ func newWorld(t *testing.T, sch *schedule) (*world, error) {
 			break
 		}
 	}
+	sharded := sch.Shards && featuresOf(bin).shards
 	for i := range 2 {
 		s := &slot{idx: i, bin: bin, dir: dir, logf: func(f string, a ...any) { w.note(f, a...) }}
+		if sharded {
+			// Each replica reaches the API server through a link of its own, which a partition
+			// cuts while the process runs on.
+			api, err := url.Parse(env.Config.Host)
+			if err != nil {
+				return w, fmt.Errorf("reading the API server's address: %w", err)
+			}
+			if s.link, err = testenv.NewAPILink(api.Host); err != nil {
+				return w, err
+			}
+			if s.kubeconfig, err = testenv.KubeconfigVia(env.Kubeconfig, dir, s.link); err != nil {
+				return w, err
+			}
+		}
 		s.onCrash = func(msg string) {
 			w.m.mu.Lock()
 			w.m.breach(invPassBound, fmt.Sprintf("manager-%d crash", s.idx), "%s", msg)
@@ -267,6 +288,9 @@ func (w *world) close() {
 	w.abandonMove()
 	for _, s := range w.slots {
 		s.stop(syscall.SIGKILL)
+		if s.link != nil {
+			s.link.Close()
+		}
 	}
 	if w.fleet != nil {
 		_ = w.fleet.Close()
@@ -330,6 +354,10 @@ func purge(ctx context.Context, c client.Client) error {
 	}
 	if err := c.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: leaseID}}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting the lease: %w", err)
+	}
+	// A sharded seed's shard and member Leases: the next seed's replicas need not wait them out.
+	if err := c.DeleteAllOf(ctx, &coordinationv1.Lease{}, client.InNamespace(ns), client.MatchingLabels{shard.SetLabel: shardSet}); err != nil {
+		return fmt.Errorf("deleting the shard leases: %w", err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
