@@ -153,22 +153,8 @@ func TestBIOSVersionWaitsForABMCBusyWithAnotherUpdate(t *testing.T) {
 	names, bmcs := availableServers(t, "biosv-busy", 1)
 	b := bmcs[0]
 	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(6 * time.Second)})
-	const byHand, ours = "http://fw.example/by-hand-6.9.0.bin", "http://fw.example/bios-busy-7.4.0.bin"
-	body := strings.NewReader(fmt.Sprintf(`{"ImageURI":%q}`, byHand))
-	req, err := http.NewRequest(http.MethodPost, b.URL()+"/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate", body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.SetBasicAuth(b.Credentials())
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("the update by hand: %s", resp.Status)
-	}
+	const ours = "http://fw.example/bios-busy-7.4.0.bin"
+	updateByHand(t, b, "http://fw.example/by-hand-6.9.0.bin")
 	if err := env.Client.Create(ctx(), biosVersion("biosv-busy", names[0], "7.4.0", ours)); err != nil {
 		t.Fatal(err)
 	}
@@ -189,5 +175,49 @@ func TestBIOSVersionWaitsForABMCBusyWithAnotherUpdate(t *testing.T) {
 	}
 	if sent != 1 || b.Systems()[0].BIOSVersion() != "7.4.0" {
 		t.Errorf("%d flashes of the step's image, BIOS %s; want one, 7.4.0; events %s", sent, b.Systems()[0].BIOSVersion(), eventsOf("biosv-busy"))
+	}
+}
+
+// updateByHand starts a SimpleUpdate of image on b as someone else (a person, the vendor's tool).
+func updateByHand(t *testing.T, b *redfish.BMC, image string) {
+	t.Helper()
+	body := strings.NewReader(fmt.Sprintf(`{"ImageURI":%q}`, image))
+	req, err := http.NewRequest(http.MethodPost, b.URL()+"/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(b.Credentials())
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("the update by hand: %s", resp.Status)
+	}
+}
+
+// The wait for another update is bounded: one that outlasts --firmware-verify-timeout fails the
+// attempt (with the default one attempt, the BIOSVersion), saying so, and the step's image is
+// never sent to a BMC that is still busy.
+func TestBIOSVersionGivesUpOnAnotherUpdateThatOutlastsTheVerifyTimeout(t *testing.T) {
+	names, bmcs := availableServers(t, "biosv-busylong", 1)
+	b := bmcs[0]
+	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(3 * time.Minute)})
+	const ours = "http://fw.example/bios-busylong-7.5.0.bin"
+	updateByHand(t, b, "http://fw.example/by-hand-long-6.9.0.bin")
+	if err := env.Client.Create(ctx(), biosVersion("biosv-busylong", names[0], "7.5.0", ours)); err != nil {
+		t.Fatal(err)
+	}
+	v := waitVersionState(t, "biosv-busylong", systemv1alpha1.VersionStateFailed, 90*time.Second)
+	rec, _ := parseRecord(v.Annotations[RecordAnnotation])
+	if !strings.Contains(rec.Message, "another update for longer than") {
+		t.Errorf("the failure does not say the BMC stayed busy: %q", rec.Message)
+	}
+	for _, r := range recordsOf(b) {
+		if r.Action == redfish.ActionSimpleUpdate && r.Image == ours {
+			t.Errorf("the step's image went to a busy BMC at %s", r.Time)
+		}
 	}
 }
