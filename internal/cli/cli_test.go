@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/syncbuf"
 	"github.com/metalhub/metalhub/internal/testenv"
@@ -201,7 +201,7 @@ func TestPowerRequestAndRefusal(t *testing.T) {
 		t.Fatalf("power restart: %v %s", err, errOut)
 	}
 	s := get(t, "pwr")
-	token := s.Annotations[metal.OperationRequesterAnnotation]
+	token := s.Annotations[intent.RequesterAnnotation]
 	if s.Annotations[metalv1alpha1.OperationAnnotation] != metalv1alpha1.OperationGracefulRestartServer || !strings.HasPrefix(token, "cli-") || !strings.Contains(out, token) {
 		t.Fatalf("annotations %v, output %q", s.Annotations, out)
 	}
@@ -213,7 +213,7 @@ func TestPowerRequestAndRefusal(t *testing.T) {
 	// Taken up by the operator (the intent) and still pending: refused too.
 	patch := client.MergeFrom(s.DeepCopy())
 	delete(s.Annotations, metalv1alpha1.OperationAnnotation)
-	s.Annotations[metal.OperationIntentAnnotation] = "graceful-restart-server/issuing@1"
+	s.Annotations[intent.Annotation] = "graceful-restart-server/issuing@1"
 	if err := env.Client.Patch(context.Background(), s, patch); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestPowerRequestAndRefusal(t *testing.T) {
 // many other results the server carries; a refused outcome fails the command.
 func TestPowerWaitsForItsOutcome(t *testing.T) {
 	server(t, "pwait", "Available", nil)
-	for _, tc := range []struct{ outcome, want string }{{metal.OperationDone, "power on: done"}, {metal.OperationRefused, "power on: refused"}} {
+	for _, tc := range []struct{ outcome, want string }{{intent.ResultDone, "power on: done"}, {intent.ResultRefused, "power on: refused"}} {
 		// The operator's part: take up the request and report it under its token.
 		go func() {
 			for {
@@ -237,11 +237,11 @@ func TestPowerWaitsForItsOutcome(t *testing.T) {
 				if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "pwait"}, s); err != nil {
 					return
 				}
-				if tok := s.Annotations[metal.OperationRequesterAnnotation]; tok != "" {
+				if tok := s.Annotations[intent.RequesterAnnotation]; tok != "" {
 					patch := client.MergeFrom(s.DeepCopy())
 					delete(s.Annotations, metalv1alpha1.OperationAnnotation)
-					delete(s.Annotations, metal.OperationRequesterAnnotation)
-					s.Annotations[metal.OperationResultAnnotation] = "other-1 done," + tok + " " + tc.outcome
+					delete(s.Annotations, intent.RequesterAnnotation)
+					s.Annotations[intent.ResultAnnotation] = "other-1 done," + tok + " " + tc.outcome
 					if env.Client.Patch(context.Background(), s, patch) == nil {
 						return
 					}
@@ -249,7 +249,7 @@ func TestPowerWaitsForItsOutcome(t *testing.T) {
 			}
 		}()
 		out, _, err := runCmd(t, "power", "on", "pwait", "--timeout", "30s")
-		if !strings.Contains(out, tc.want) || (tc.outcome == metal.OperationDone) != (err == nil) {
+		if !strings.Contains(out, tc.want) || (tc.outcome == intent.ResultDone) != (err == nil) {
 			t.Fatalf("outcome %s: %v\n%s", tc.outcome, err, out)
 		}
 	}

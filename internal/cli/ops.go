@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/fleetops"
 )
 
@@ -208,7 +208,7 @@ another operation on the server is pending is refused.
 			return fmt.Errorf("waiting for the outcome of request %s: %w (the operator carries it out anyway; kubectl describe server %s)", token, err, server)
 		}
 		fmt.Fprintf(out, "server/%s power %s: %s\n", server, verb, outcome)
-		if outcome != metal.OperationDone {
+		if outcome != intent.ResultDone {
 			return ExitCode(1)
 		}
 		return nil

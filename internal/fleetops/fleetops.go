@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -81,7 +81,7 @@ func Pending(s *metalv1alpha1.Server) string {
 	if op := s.Annotations[metalv1alpha1.OperationAnnotation]; op != "" {
 		return op
 	}
-	if intent := s.Annotations[metal.OperationIntentAnnotation]; intent != "" {
+	if intent := s.Annotations[intent.Annotation]; intent != "" {
 		op, _, _ := strings.Cut(intent, "/")
 		return op
 	}
@@ -182,7 +182,7 @@ func RequestPower(ctx context.Context, c client.Client, name, verb string) (stri
 			return false, &PendingError{Server: name, Operation: p}
 		}
 		lifecycle.SetAnnotation(s, metalv1alpha1.OperationAnnotation, op)
-		lifecycle.SetAnnotation(s, metal.OperationRequesterAnnotation, token)
+		lifecycle.SetAnnotation(s, intent.RequesterAnnotation, token)
 		return true, nil
 	})
 	if err != nil {
@@ -201,10 +201,10 @@ func newToken() (string, error) {
 	return "cli-" + hex.EncodeToString(b), nil
 }
 
-// Outcome returns how the operation requested under token ended (metal.OperationDone,
-// OperationRefused or OperationUncertain), and false while it has not.
+// Outcome returns how the operation requested under token ended (intent.ResultDone,
+// ResultRefused or ResultUncertain), and false while it has not.
 func Outcome(s *metalv1alpha1.Server, token string) (string, bool) {
-	for _, r := range strings.Split(s.Annotations[metal.OperationResultAnnotation], ",") {
+	for _, r := range strings.Split(s.Annotations[intent.ResultAnnotation], ",") {
 		tok, outcome, ok := strings.Cut(strings.TrimSpace(r), " ")
 		if ok && tok == token {
 			return outcome, true

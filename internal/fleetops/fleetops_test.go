@@ -6,7 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 )
 
 func withAnnotations(a map[string]string) *metalv1alpha1.Server {
@@ -21,9 +21,9 @@ func TestPending(t *testing.T) {
 	}{
 		{"nothing", nil, ""},
 		{"asked for", map[string]string{metalv1alpha1.OperationAnnotation: "force-off-server"}, "force-off-server"},
-		{"taken up", map[string]string{metal.OperationIntentAnnotation: "graceful-restart-server/issuing@17 by=cli-1"}, "graceful-restart-server"},
-		{"being checked", map[string]string{metal.OperationIntentAnnotation: "hard-restart-server/checking@17"}, "hard-restart-server"},
-		{"only a result", map[string]string{metal.OperationResultAnnotation: "cli-1 done"}, ""},
+		{"taken up", map[string]string{intent.Annotation: "graceful-restart-server/issuing@17 by=cli-1"}, "graceful-restart-server"},
+		{"being checked", map[string]string{intent.Annotation: "hard-restart-server/checking@17"}, "hard-restart-server"},
+		{"only a result", map[string]string{intent.ResultAnnotation: "cli-1 done"}, ""},
 	} {
 		if got := Pending(withAnnotations(tc.a)); got != tc.want {
 			t.Errorf("%s: Pending = %q, want %q", tc.name, got, tc.want)
@@ -32,7 +32,7 @@ func TestPending(t *testing.T) {
 }
 
 func TestOutcome(t *testing.T) {
-	s := withAnnotations(map[string]string{metal.OperationResultAnnotation: "fw-a done, cli-1 refused,cli-12 uncertain"})
+	s := withAnnotations(map[string]string{intent.ResultAnnotation: "fw-a done, cli-1 refused,cli-12 uncertain"})
 	for _, tc := range []struct {
 		token, want string
 		ok          bool

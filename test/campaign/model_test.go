@@ -18,6 +18,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -1058,12 +1059,12 @@ func (m *model) sortedBreaches() []*breach {
 // tokens of the results the Server keeps.
 func requests(a map[string]string) map[string]string {
 	out := map[string]string{}
-	for _, res := range strings.Split(a[metal.OperationResultAnnotation], ",") {
+	for _, res := range strings.Split(a[intent.ResultAnnotation], ",") {
 		if tok, _, ok := strings.Cut(strings.TrimSpace(res), " "); ok {
 			out[tok] = ""
 		}
 	}
-	if intent := a[metal.OperationIntentAnnotation]; intent != "" {
+	if intent := a[intent.Annotation]; intent != "" {
 		op, _, _ := strings.Cut(intent, "/")
 		for _, f := range strings.Fields(intent) {
 			if tok, ok := strings.CutPrefix(f, "by="); ok {
@@ -1071,7 +1072,7 @@ func requests(a map[string]string) map[string]string {
 			}
 		}
 	}
-	if tok := a[metal.OperationRequesterAnnotation]; tok != "" {
+	if tok := a[intent.RequesterAnnotation]; tok != "" {
 		out[tok] = a[metalv1alpha1.OperationAnnotation]
 	}
 	if len(out) == 0 {

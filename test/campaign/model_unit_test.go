@@ -12,7 +12,7 @@ import (
 	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 )
 
@@ -496,21 +496,21 @@ func TestModelAllowsOneRestartPerFlash(t *testing.T) {
 		f.poll(claimed(metalv1alpha1.PowerOn, false))
 	}
 	f.poll(withRequest(map[string]string{metalv1alpha1.OperationAnnotation: metalv1alpha1.OperationHardRestartServer,
-		metal.OperationRequesterAnnotation: tok}))
+		intent.RequesterAnnotation: tok}))
 	f.act("ForceRestart")
-	f.poll(withRequest(map[string]string{metal.OperationResultAnnotation: tok + " done"}))
+	f.poll(withRequest(map[string]string{intent.ResultAnnotation: tok + " done"}))
 	if n := f.breaches(invUnasked) + f.breaches(invOnce); n != 0 {
 		t.Fatalf("the flash's restart: %d breaches (%v)", n, f.logs)
 	}
 	// Long after the duplicate window: only the flash ties the two together.
 	for range 120 {
-		f.poll(withRequest(map[string]string{metal.OperationResultAnnotation: tok + " done"}))
+		f.poll(withRequest(map[string]string{intent.ResultAnnotation: tok + " done"}))
 	}
 	again := "uid-1.20250101T000100.abcd1234.1.1"
-	f.poll(withRequest(map[string]string{metal.OperationResultAnnotation: tok + " done",
-		metal.OperationIntentAnnotation: metalv1alpha1.OperationHardRestartServer + "/issuing@1 by=" + again}))
+	f.poll(withRequest(map[string]string{intent.ResultAnnotation: tok + " done",
+		intent.Annotation: metalv1alpha1.OperationHardRestartServer + "/issuing@1 by=" + again}))
 	f.act("ForceRestart")
-	f.poll(withRequest(map[string]string{metal.OperationResultAnnotation: tok + " done, " + again + " done"}))
+	f.poll(withRequest(map[string]string{intent.ResultAnnotation: tok + " done, " + again + " done"}))
 	if n := f.breaches(invOnce); n != 1 {
 		t.Fatalf("a second restart for one flash: %d breaches, want 1 (%v)", n, f.logs)
 	}

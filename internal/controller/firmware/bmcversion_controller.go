@@ -19,6 +19,7 @@ import (
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/shard"
 )
@@ -238,7 +239,7 @@ func (r *BMCVersionReconciler) reset(ctx context.Context, p *bmcVersionPass) (li
 	}
 	token := p.rec.token(string(p.Obj.UID))
 	switch outcome, pending := operationState(p.bmcObj.Annotations, token); {
-	case outcome == metal.OperationDone || outcome == metal.OperationUncertain:
+	case outcome == intent.ResultDone || outcome == intent.ResultUncertain:
 		next := p.rec
 		next.Phase, next.At = phaseVerify, r.now().Unix()
 		return r.record(ctx, p.work, next)

@@ -18,6 +18,7 @@ import (
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -183,7 +184,7 @@ func (a *actor) bmcFailed(w *work, err error) (lifecycle.Result, error) {
 
 // reboot gets the restart that installs what is staged, exactly once: it is asked of the Server
 // through its operation annotation, named by the record's token, and the Server reports how that
-// request ended (metal.OperationResultAnnotation). A pass that finds the request pending waits;
+// request ended (intent.ResultAnnotation). A pass that finds the request pending waits;
 // one that finds neither request nor result asks (the ask was lost). Done or uncertain, the
 // record goes to verify, keeping which; refused, refusedFn decides (why says why). A Server being
 // deleted carries out no operation and answers none: its restart counts as refused, asked or
@@ -197,11 +198,11 @@ func (a *actor) reboot(ctx context.Context, w *work, what string, refusedFn func
 		return refusedFn(fmt.Sprintf("server %s is being deleted and restarts nothing: the image stays staged until its next restart", w.server.Name))
 	}
 	switch {
-	case outcome == metal.OperationDone || outcome == metal.OperationUncertain:
+	case outcome == intent.ResultDone || outcome == intent.ResultUncertain:
 		next := w.rec
 		next.Phase, next.At, next.Restart = phaseVerify, a.now().Unix(), restartDone
 		next.ResetAt = 0 // what was read before the ask stays, for rebootAgain
-		if outcome == metal.OperationUncertain {
+		if outcome == intent.ResultUncertain {
 			next.Restart = restartUncertain
 		}
 		return a.record(ctx, w, next)
@@ -278,29 +279,29 @@ const maxRerequests = 1
 // operationState reads what the Server says of the request named token: its outcome once it is
 // over, or that it is still pending (asked, or being carried out).
 func operationState(annotations map[string]string, token string) (outcome string, pending bool) {
-	for _, res := range strings.Split(annotations[metal.OperationResultAnnotation], ",") {
+	for _, res := range strings.Split(annotations[intent.ResultAnnotation], ",") {
 		if tok, out, ok := strings.Cut(strings.TrimSpace(res), " "); ok && tok == token {
 			return out, false
 		}
 	}
-	if annotations[metal.OperationRequesterAnnotation] == token {
+	if annotations[intent.RequesterAnnotation] == token {
 		return "", true
 	}
 	// The requester's token is the intent's last field: matched whole, never as a prefix.
-	return "", strings.HasSuffix(annotations[metal.OperationIntentAnnotation], " by="+token)
+	return "", strings.HasSuffix(annotations[intent.Annotation], " by="+token)
 }
 
 // askOperation asks o (a Server or a BMC) for op, named token, unless another operation is
 // pending there; Done either way: o's update brings the next pass.
 func (a *actor) askOperation(ctx context.Context, w *work, o client.Object, op, token, why string) (lifecycle.Result, error) {
 	ann := o.GetAnnotations()
-	if _, busy := ann[metalv1alpha1.OperationAnnotation]; busy || ann[metal.OperationIntentAnnotation] != "" {
+	if _, busy := ann[metalv1alpha1.OperationAnnotation]; busy || ann[intent.Annotation] != "" {
 		// Another operation first: one at a time.
 		return lifecycle.RequeueAfter(a.Options.Poll, "busy with another operation"), nil
 	}
 	if err := lifecycle.PatchMetadata(ctx, w.c, o, func(o client.Object) {
 		lifecycle.SetAnnotation(o, metalv1alpha1.OperationAnnotation, op)
-		lifecycle.SetAnnotation(o, metal.OperationRequesterAnnotation, token)
+		lifecycle.SetAnnotation(o, intent.RequesterAnnotation, token)
 	}); err != nil {
 		return lifecycle.Result{}, fmt.Errorf("asking %s for %s: %w", o.GetName(), op, err)
 	}

@@ -29,6 +29,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/registry"
 	"github.com/metalhub/metalhub/internal/shard"
@@ -76,7 +77,7 @@ type BMCReconciler struct {
 	// Server controller's).
 	failures sync.Map
 	// outcomes holds what issuing an operation gave until the pass after reports it.
-	outcomes opOutcomes
+	outcomes intent.Outcomes
 }
 
 // SetupWithManager registers the reconciler.
@@ -136,7 +137,7 @@ func (r *BMCReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1a
 
 // reportIssued reports an operation the previous pass issued, first, BMC or not.
 func (r *BMCReconciler) reportIssued(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
-	if i, ok := parseOpIntent(p.Obj.Annotations[OperationIntentAnnotation], bmcOperation); ok && i.phase == intentIssuing {
+	if i, ok := intent.Parse(p.Obj.Annotations[intent.Annotation], bmcOperation); ok && i.Phase == intent.Issuing {
 		return r.reportOperation(ctx, p.Pass, i)
 	}
 	return lifecycle.Continue(), nil

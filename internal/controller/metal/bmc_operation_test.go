@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -46,7 +47,7 @@ func waitBMCOperationDone(t *testing.T, name string, timeout time.Duration) {
 	eventually(t, timeout, "BMC operation done", func() (bool, string) {
 		obj := getBMC(t, name)
 		_, asked := obj.Annotations[metalv1alpha1.OperationAnnotation]
-		_, pending := obj.Annotations[OperationIntentAnnotation]
+		_, pending := obj.Annotations[intent.Annotation]
 		return !asked && !pending, fmt.Sprint(obj.Annotations)
 	})
 }
@@ -93,8 +94,8 @@ func TestBMCResetAskedWhileBMCHangsIsIssuedOnceItAnswers(t *testing.T) {
 	})
 	obj := getBMC(t, "bmchang")
 	_, asked := obj.Annotations[metalv1alpha1.OperationAnnotation]
-	i, pending := parseOpIntent(obj.Annotations[OperationIntentAnnotation], bmcOperation)
-	if !asked && (!pending || i.phase != intentOwed) {
+	i, pending := intent.Parse(obj.Annotations[intent.Annotation], bmcOperation)
+	if !asked && (!pending || i.Phase != intent.Owed) {
 		t.Fatalf("while the BMC hangs the operation is neither asked nor owed: %v", obj.Annotations)
 	}
 	b.SetFaults(redfish.Faults{})
@@ -140,9 +141,9 @@ func TestBMCResetLeftIssuingByACrashIsSettledByLastResetTime(t *testing.T) {
 			}
 			start := time.Now()
 			// What a manager killed while issuing leaves behind; this one never issued it.
-			crashed := opIntent{op: metalv1alpha1.OperationGracefulRestartBMC, phase: intentIssuing,
-				at: start.Add(-time.Second), sent: start, lastReset: tc.baseline(b.LastResetTime())}
-			annotateBMC(t, bmcName, OperationIntentAnnotation, crashed.String())
+			crashed := intent.Intent{Op: metalv1alpha1.OperationGracefulRestartBMC, Phase: intent.Issuing,
+				At: start.Add(-time.Second), Sent: start, LastReset: tc.baseline(b.LastResetTime())}
+			annotateBMC(t, bmcName, intent.Annotation, crashed.String())
 			waitBMCOperationDone(t, bmcName, 30*time.Second)
 			want := strings.Fields(strings.Trim(tc.wantReasons, "[]"))
 			waitEvent(t, bmcName, want[len(want)-1])
@@ -153,33 +154,6 @@ func TestBMCResetLeftIssuingByACrashIsSettledByLastResetTime(t *testing.T) {
 				t.Errorf("operation events %s, want %s", got, tc.wantReasons)
 			}
 		})
-	}
-}
-
-func TestOpIntentRoundTrip(t *testing.T) {
-	at, sent := time.Unix(1796129242, 0), time.Unix(1796129250, 0)
-	cases := []struct {
-		in   string
-		want opIntent
-		ok   bool
-	}{
-		{"graceful-restart-bmc/owed@1796129242", opIntent{op: "graceful-restart-bmc", phase: intentOwed, at: at}, true},
-		{"graceful-restart-bmc/issuing@1796129242 sent=1796129250 last-reset=2026-12-01T12:47:31+00:00",
-			opIntent{op: "graceful-restart-bmc", phase: intentIssuing, at: at, sent: sent, lastReset: "2026-12-01T12:47:31+00:00"}, true},
-		{"graceful-restart-bmc/checking@1796129242 sent=1796129250 last-reset=x",
-			opIntent{op: "graceful-restart-bmc", phase: intentChecking, at: at, sent: sent, lastReset: "x"}, true},
-		{"graceful-restart-bmc/done@1796129242", opIntent{}, false},
-		{"hard-restart-server/owed@1796129242", opIntent{}, false}, // not a BMC operation
-		{"graceful-restart-bmc/owed", opIntent{}, false},
-	}
-	for _, tc := range cases {
-		got, ok := parseOpIntent(tc.in, bmcOperation)
-		if ok != tc.ok || got != tc.want {
-			t.Errorf("parseOpIntent(%q) = %+v, %v; want %+v, %v", tc.in, got, ok, tc.want, tc.ok)
-		}
-		if ok && got.String() != tc.in {
-			t.Errorf("String() = %q, want %q", got.String(), tc.in)
-		}
 	}
 }
 
@@ -201,37 +175,5 @@ func TestBMCResetOnASlowBMC(t *testing.T) {
 	waitEvent(t, "bmcslow", metalv1alpha1.ReasonOperation)
 	if n := managerResets(b, start); n != 1 {
 		t.Errorf("BMC resets: %d, want 1", n)
-	}
-}
-
-// A requester's token goes through every phase of the intent, and the outcome it learns is the
-// one the report decided; results of earlier requesters are kept.
-func TestOperationRequesterOutcome(t *testing.T) {
-	i := opIntent{op: metalv1alpha1.OperationHardRestartServer, phase: intentIssuing, at: time.Unix(100, 0), sent: time.Unix(101, 0), by: "uid.20261202T100000"}
-	got, ok := parseOpIntent(i.String(), serverOperation)
-	if !ok || got != i {
-		t.Fatalf("round trip %+v %v", got, ok)
-	}
-	for _, tc := range []struct {
-		name string
-		rep  opReport
-		want string
-	}{
-		{"carried out", opReport{reason: metalv1alpha1.ReasonOperation}, "old done,uid.20261202T100000 done"},
-		{"uncertain", opReport{reason: metalv1alpha1.ReasonOperationUncertain}, "old done,uid.20261202T100000 uncertain"},
-		{"refused", opReport{reason: metalv1alpha1.ReasonOperationFailed}, "old done,uid.20261202T100000 refused"},
-		{"owed again: no result yet", opReport{reason: metalv1alpha1.ReasonOperationFailed, next: i.with(intentOwed).String()}, "old done"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := &metalv1alpha1.Server{}
-			s.Annotations = map[string]string{OperationResultAnnotation: "old done"}
-			endIntent(s, i, tc.rep)
-			if got := s.Annotations[OperationResultAnnotation]; got != tc.want {
-				t.Errorf("result %q, want %q", got, tc.want)
-			}
-		})
-	}
-	if got := appendResult("a done,b done,c done,d done", "e done"); got != "b done,c done,d done,e done" {
-		t.Errorf("kept %q", got)
 	}
 }

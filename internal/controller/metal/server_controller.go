@@ -25,6 +25,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/shard"
 )
@@ -67,8 +68,8 @@ type ServerReconciler struct {
 	// proven (identity mismatch, duplicates), for their backoff; in memory like failures.
 	refusals sync.Map
 	// outcomes holds what issuing an operation gave until the next pass reports it (see
-	// OperationIntentAnnotation): only the process that issued it knows.
-	outcomes opOutcomes
+	// intent.Annotation): only the process that issued it knows.
+	outcomes intent.Outcomes
 	// inventories runs inventory walks beside the passes.
 	inventories *inventoryJobs
 	// ledSetAt is each server's last locator LED write (ledWrite): a BMC that accepts the write
@@ -345,7 +346,7 @@ func recoveredBookkeeping(s *metalv1alpha1.Server, state metalv1alpha1.ServerSta
 // reportIssued reports an operation issued by the previous pass first, BMC or not: only then
 // may the next one, or a step that powers the box, follow.
 func (r *ServerReconciler) reportIssued(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
-	if i, ok := parseOpIntent(p.Obj.Annotations[OperationIntentAnnotation], serverOperation); ok && i.phase == intentIssuing {
+	if i, ok := intent.Parse(p.Obj.Annotations[intent.Annotation], serverOperation); ok && i.Phase == intent.Issuing {
 		return r.reportOperation(ctx, p, i)
 	}
 	return lifecycle.Continue(), nil

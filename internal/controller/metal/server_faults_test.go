@@ -18,6 +18,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/discovery"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -144,7 +145,7 @@ func TestOperationUnderWriteConflictsRunsOnce(t *testing.T) {
 	eventually(t, 20*time.Second, "operation carried out and reported", func() (bool, string) {
 		s := getServer(t, name)
 		_, asked := s.Annotations[metalv1alpha1.OperationAnnotation]
-		_, owed := s.Annotations[OperationIntentAnnotation]
+		_, owed := s.Annotations[intent.Annotation]
 		return !asked && !owed && countResets(since(records(b), start), "ForceRestart") > 0, fmt.Sprint(s.Annotations)
 	})
 	b.ClearFaults()
@@ -385,7 +386,7 @@ func TestBMCOperationsCarriedOutOrRefused(t *testing.T) {
 				return false, err.Error()
 			}
 			_, asked := obj.Annotations[metalv1alpha1.OperationAnnotation]
-			_, owed := obj.Annotations[OperationIntentAnnotation]
+			_, owed := obj.Annotations[intent.Annotation]
 			return !asked && !owed, fmt.Sprint(obj.Annotations)
 		})
 	}

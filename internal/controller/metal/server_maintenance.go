@@ -10,6 +10,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -172,7 +173,7 @@ func (r *ServerReconciler) inMaintenance(bctx, ctx context.Context, p *serverPas
 		lifecycle.SetAnnotation(s, MaintenanceBootAnnotation, maintenanceBootRecord(m))
 	}
 	if p.sys.PowerState == bmc.PowerStateOn {
-		return r.issueOperation(bctx, ctx, p, opIntent{op: metalv1alpha1.OperationPowerCycleServer, phase: intentOwed, at: r.Now()}, booted)
+		return r.issueOperation(bctx, ctx, p, intent.Intent{Op: metalv1alpha1.OperationPowerCycleServer, Phase: intent.Owed, At: r.Now()}, booted)
 	}
 	issued, _, err := r.powerAction(bctx, p, metalv1alpha1.PowerOn, false)
 	if err != nil {

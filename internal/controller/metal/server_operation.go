@@ -13,6 +13,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/inventory"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -34,17 +35,17 @@ func serverOperation(op string) bool { _, ok := operationActions[op]; return ok 
 // reportOperation finishes a server's intent whose issue a previous pass claimed; it needs no BMC.
 // An unknown outcome goes to the checking phase where the system can settle it: its
 // LastResetTime (reported before the issue) or, for force-off/on, its power state.
-func (r *ServerReconciler) reportOperation(ctx context.Context, p *serverPass, i opIntent) (lifecycle.Result, error) {
-	rep := r.outcomes.report(p.Obj.UID, i)
-	if rep.uncertain && settleable(i) {
-		rep = opReport{eventType: corev1.EventTypeWarning, reason: metalv1alpha1.ReasonOperationUncertain, next: i.with(intentChecking).String(),
-			msg: fmt.Sprintf("operation %s may not have reached the BMC: %s; the system will tell", i.op, rep.cause)}
+func (r *ServerReconciler) reportOperation(ctx context.Context, p *serverPass, i intent.Intent) (lifecycle.Result, error) {
+	rep := r.outcomes.Report(p.Obj.UID, i)
+	if rep.Uncertain && settleable(i) {
+		rep = intent.Report{EventType: corev1.EventTypeWarning, Reason: metalv1alpha1.ReasonOperationUncertain, Next: i.With(intent.Checking).String(),
+			Msg: fmt.Sprintf("operation %s may not have reached the BMC: %s; the system will tell", i.Op, rep.Cause)}
 	}
-	r.Recorder.Eventf(p.Obj, nil, rep.eventType, rep.reason, "Operation", "%s", rep.msg)
-	if err := r.patch(ctx, p, func(s *metalv1alpha1.Server) { endIntent(s, i, rep) }); err != nil {
+	r.Recorder.Eventf(p.Obj, nil, rep.EventType, rep.Reason, "Operation", "%s", rep.Msg)
+	if err := r.patch(ctx, p, func(s *metalv1alpha1.Server) { intent.End(s, i, rep) }); err != nil {
 		return lifecycle.Result{}, err
 	}
-	if rep.retry {
+	if rep.Retry {
 		return lifecycle.RequeueAfter(r.Options.RetryAfter, "operation refused"), nil
 	}
 	return lifecycle.Wrote("operation reported"), nil
@@ -53,12 +54,12 @@ func (r *ServerReconciler) reportOperation(ctx context.Context, p *serverPass, i
 // settleable reports whether the system can say what became of an operation of unknown outcome:
 // a system that reported its LastResetTime before the issue, or a force-off/on, whose power
 // state says whether it was carried out.
-func settleable(i opIntent) bool {
-	if i.sent.IsZero() {
+func settleable(i intent.Intent) bool {
+	if i.Sent.IsZero() {
 		return false
 	}
-	a := operationActions[i.op]
-	return i.lastReset != "" || a.action == bmc.PowerOff || a.action == bmc.PowerOn
+	a := operationActions[i.Op]
+	return i.LastReset != "" || a.action == bmc.PowerOff || a.action == bmc.PowerOn
 }
 
 func (r *ServerReconciler) resetSettle() time.Duration {
@@ -70,25 +71,25 @@ func (r *ServerReconciler) resetSettle() time.Duration {
 
 // checkOperation settles an operation of unknown outcome from what the system shows now (see
 // settleOperation): carried out, owed again, or uncertain and not repeated.
-func (r *ServerReconciler) checkOperation(ctx context.Context, p *serverPass, i opIntent) (lifecycle.Result, error) {
-	v, why := settleOperation(i, p.sys, r.Now().Sub(i.sent), r.resetSettle(), r.Options.PowerTimeout)
-	var rep opReport
+func (r *ServerReconciler) checkOperation(ctx context.Context, p *serverPass, i intent.Intent) (lifecycle.Result, error) {
+	v, why := settleOperation(i, p.sys, r.Now().Sub(i.Sent), r.resetSettle(), r.Options.PowerTimeout)
+	var rep intent.Report
 	switch v {
 	case settleWait:
-		return lifecycle.RequeueAfter(r.Options.PowerPoll, "operation "+i.op+" being checked"), nil
+		return lifecycle.RequeueAfter(r.Options.PowerPoll, "operation "+i.Op+" being checked"), nil
 	case settleDone:
-		rep = opReport{eventType: corev1.EventTypeNormal, reason: metalv1alpha1.ReasonOperation,
-			msg: fmt.Sprintf("operation %s carried out (%s)", i.op, why)}
+		rep = intent.Report{EventType: corev1.EventTypeNormal, Reason: metalv1alpha1.ReasonOperation,
+			Msg: fmt.Sprintf("operation %s carried out (%s)", i.Op, why)}
 	case settleOwed:
-		rep = opReport{eventType: corev1.EventTypeWarning, reason: metalv1alpha1.ReasonOperationFailed,
-			next: opIntent{op: i.op, phase: intentOwed, at: i.at, by: i.by}.String(),
-			msg:  fmt.Sprintf("operation %s did not reach the BMC (%s); issuing it again", i.op, why)}
+		rep = intent.Report{EventType: corev1.EventTypeWarning, Reason: metalv1alpha1.ReasonOperationFailed,
+			Next: intent.Intent{Op: i.Op, Phase: intent.Owed, At: i.At, By: i.By}.String(),
+			Msg:  fmt.Sprintf("operation %s did not reach the BMC (%s); issuing it again", i.Op, why)}
 	default:
-		rep = opReport{eventType: corev1.EventTypeWarning, reason: metalv1alpha1.ReasonOperationUncertain,
-			msg: fmt.Sprintf("operation %s may not have been carried out (%s); not repeated: check and ask again if needed", i.op, why)}
+		rep = intent.Report{EventType: corev1.EventTypeWarning, Reason: metalv1alpha1.ReasonOperationUncertain,
+			Msg: fmt.Sprintf("operation %s may not have been carried out (%s); not repeated: check and ask again if needed", i.Op, why)}
 	}
-	r.Recorder.Eventf(p.Obj, nil, rep.eventType, rep.reason, "Operation", "%s", rep.msg)
-	return lifecycle.Wrote("operation checked"), r.patch(ctx, p, func(s *metalv1alpha1.Server) { endIntent(s, i, rep) })
+	r.Recorder.Eventf(p.Obj, nil, rep.EventType, rep.Reason, "Operation", "%s", rep.Msg)
+	return lifecycle.Wrote("operation checked"), r.patch(ctx, p, func(s *metalv1alpha1.Server) { intent.End(s, i, rep) })
 }
 
 // settleVerdict is what the checking phase concludes.
@@ -115,29 +116,29 @@ const (
 //   - force-off/on: the system at (or on its way to) the operation's end → carried out (asking
 //     again would send nothing); still where it was, LastResetTime unchanged, past the bound →
 //     never arrived; else uncertain.
-func settleOperation(i opIntent, now *bmc.SystemStatus, elapsed, settle, powerBound time.Duration) (settleVerdict, string) {
-	a := operationActions[i.op]
-	unchanged := i.lastReset != "" && now.LastResetTime == i.lastReset
+func settleOperation(i intent.Intent, now *bmc.SystemStatus, elapsed, settle, powerBound time.Duration) (settleVerdict, string) {
+	a := operationActions[i.Op]
+	unchanged := i.LastReset != "" && now.LastResetTime == i.LastReset
 	switch a.action {
 	case bmc.PowerOff, bmc.PowerOn:
 		if reached(now.PowerState, a.ends) || moving(now.PowerState, a.ends) {
-			return settleDone, fmt.Sprintf("the system was %s and is %s", orUnknown(i.power), now.PowerState)
+			return settleDone, fmt.Sprintf("the system was %s and is %s", orUnknown(i.Power), now.PowerState)
 		}
 		if elapsed < max(settle, powerBound) {
 			return settleWait, ""
 		}
-		if unchanged && i.power != "" && now.PowerState == bmc.PowerState(i.power) {
+		if unchanged && i.Power != "" && now.PowerState == bmc.PowerState(i.Power) {
 			return settleOwed, fmt.Sprintf("the system is still %s and its LastResetTime still %s", now.PowerState, now.LastResetTime)
 		}
-		return settleUncertain, fmt.Sprintf("the system was %s and is %s", orUnknown(i.power), orUnknown(string(now.PowerState)))
+		return settleUncertain, fmt.Sprintf("the system was %s and is %s", orUnknown(i.Power), orUnknown(string(now.PowerState)))
 	}
 	switch {
 	case now.LastResetTime == "":
 		return settleUncertain, "the BMC does not report the system's LastResetTime"
-	case i.lastReset == "":
+	case i.LastReset == "":
 		return settleUncertain, "the system's LastResetTime before the issue is unknown"
 	case !unchanged:
-		return settleDone, fmt.Sprintf("the system's LastResetTime moved from %s to %s", i.lastReset, now.LastResetTime)
+		return settleDone, fmt.Sprintf("the system's LastResetTime moved from %s to %s", i.LastReset, now.LastResetTime)
 	}
 	bound := settle
 	if a.action == bmc.PowerRestart || now.PowerState != bmc.PowerStateOn {
@@ -171,26 +172,26 @@ func intentField(v string) string {
 // annotation, if any, goes in the same write), and only once that write has won, issues it. The
 // write is the commit point: nothing is written after the action in this pass, and the write's
 // event brings the pass that reports it.
-func (r *ServerReconciler) issueOperation(bctx, ctx context.Context, p *serverPass, i opIntent, extra func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
-	a := operationActions[i.op]
+func (r *ServerReconciler) issueOperation(bctx, ctx context.Context, p *serverPass, i intent.Intent, extra func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
+	a := operationActions[i.Op]
 	// Everything before the reset request comes before the intent: a manager stopped in
 	// between then leaves nothing uncertain, and only the request itself lies between the
 	// intent and the BMC.
 	req, perr := p.conn.PreparePower(bctx, p.sysID, a.action, bmc.WithForceFallback())
 	if errors.Is(perr, bmc.ErrNotSent) {
 		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonOperationFailed, "Operation",
-			"operation %s not sent yet (%v); will retry", i.op, perr)
+			"operation %s not sent yet (%v); will retry", i.Op, perr)
 		return lifecycle.RequeueAfter(r.Options.RetryAfter, "operation not sent"), nil
 	}
 	// What the system says just before the request, for settling an unknown outcome.
-	issuing := opIntent{op: i.op, phase: intentIssuing, at: i.at, sent: r.Now(),
-		lastReset: p.sys.LastResetTime, power: string(p.sys.PowerState), by: i.by}
+	issuing := intent.Intent{Op: i.Op, Phase: intent.Issuing, At: i.At, Sent: r.Now(),
+		LastReset: p.sys.LastResetTime, Power: string(p.sys.PowerState), By: i.By}
 	if req != nil {
-		issuing.lastReset, issuing.power = req.LastResetTime(), string(req.PowerState())
+		issuing.LastReset, issuing.Power = req.LastResetTime(), string(req.PowerState())
 	}
-	issuing.lastReset, issuing.power = intentField(issuing.lastReset), intentField(issuing.power)
+	issuing.LastReset, issuing.Power = intentField(issuing.LastReset), intentField(issuing.Power)
 	err := r.patch(ctx, p, func(s *metalv1alpha1.Server) {
-		lifecycle.SetAnnotation(s, OperationIntentAnnotation, issuing.String())
+		lifecycle.SetAnnotation(s, intent.Annotation, issuing.String())
 		// The operation supersedes our own power action in flight; what it ends in is awaited
 		// by the steps that follow, so they do not act on its transient states.
 		lifecycle.SetAnnotation(s, PowerAnnotation, powerRecord{target: a.ends, at: r.Now()}.String())
@@ -206,21 +207,21 @@ func (r *ServerReconciler) issueOperation(bctx, ctx context.Context, p *serverPa
 		aerr = req.Send()
 	}
 	if aerr != nil {
-		aerr = fmt.Errorf("operation %s: %w", i.op, aerr)
+		aerr = fmt.Errorf("operation %s: %w", i.Op, aerr)
 	}
-	r.outcomes.issued(p.Obj.UID, issuing, aerr)
-	return lifecycle.Wrote("operation " + i.op + " issued"), nil
+	r.outcomes.Issued(p.Obj.UID, issuing, aerr)
+	return lifecycle.Wrote("operation " + i.Op + " issued"), nil
 }
 
 // operation carries out the one-off power operation a user asked for with the operation
 // annotation, through an intent (park and retry are transitionOperation's).
 func (r *ServerReconciler) operation(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	bctx := p.bctx
-	if i, ok := parseOpIntent(p.Obj.Annotations[OperationIntentAnnotation], serverOperation); ok {
-		switch i.phase {
-		case intentOwed:
+	if i, ok := intent.Parse(p.Obj.Annotations[intent.Annotation], serverOperation); ok {
+		switch i.Phase {
+		case intent.Owed:
 			return r.issueOperation(bctx, ctx, p, i, nil)
-		case intentChecking:
+		case intent.Checking:
 			// Nothing else acts on the box until it is settled.
 			return r.checkOperation(ctx, p, i)
 		}
@@ -229,21 +230,21 @@ func (r *ServerReconciler) operation(ctx context.Context, p *serverPass) (lifecy
 	if !ok {
 		return lifecycle.Continue(), nil
 	}
-	by := intentField(p.Obj.Annotations[OperationRequesterAnnotation])
+	by := intentField(p.Obj.Annotations[intent.RequesterAnnotation])
 	clearOp := func(s *metalv1alpha1.Server) {
 		lifecycle.RemoveAnnotation(s, metalv1alpha1.OperationAnnotation)
-		lifecycle.RemoveAnnotation(s, OperationRequesterAnnotation)
+		lifecycle.RemoveAnnotation(s, intent.RequesterAnnotation)
 	}
 	if _, ok := operationActions[op]; ok {
 		// No other intent is pending here: reportIssued reports an issuing one first, and an owed
 		// one is issued above, so operations run one at a time.
-		return r.issueOperation(bctx, ctx, p, opIntent{op: op, phase: intentOwed, at: r.Now(), by: by}, clearOp)
+		return r.issueOperation(bctx, ctx, p, intent.Intent{Op: op, Phase: intent.Owed, At: r.Now(), By: by}, clearOp)
 	}
 	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonUnsupportedOperation, "Operation", "operation %q is not supported on a server in state %s; removed", op, p.state)
 	return lifecycle.Wrote("operation " + op + " removed"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 		clearOp(s)
 		if by != "" {
-			lifecycle.SetAnnotation(s, OperationResultAnnotation, appendResult(s.Annotations[OperationResultAnnotation], by+" "+OperationRefused))
+			lifecycle.SetAnnotation(s, intent.ResultAnnotation, intent.AppendResult(s.Annotations[intent.ResultAnnotation], by+" "+intent.ResultRefused))
 		}
 	})
 }
@@ -257,13 +258,13 @@ func (r *ServerReconciler) transitionOperation(ctx context.Context, p *serverPas
 	if !p.Obj.DeletionTimestamp.IsZero() {
 		return lifecycle.Continue(), nil
 	}
-	if _, pending := parseOpIntent(p.Obj.Annotations[OperationIntentAnnotation], serverOperation); pending {
+	if _, pending := intent.Parse(p.Obj.Annotations[intent.Annotation], serverOperation); pending {
 		return lifecycle.Continue(), nil
 	}
 	op := p.Obj.Annotations[metalv1alpha1.OperationAnnotation]
 	clearOp := func(s *metalv1alpha1.Server) {
 		lifecycle.RemoveAnnotation(s, metalv1alpha1.OperationAnnotation)
-		lifecycle.RemoveAnnotation(s, OperationRequesterAnnotation)
+		lifecycle.RemoveAnnotation(s, intent.RequesterAnnotation)
 	}
 	switch {
 	case op == metalv1alpha1.OperationPark:

@@ -1,7 +1,6 @@
 package metal
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -11,49 +10,15 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 )
 
-// An operation is issued again only when it certainly did not happen (never sent, or refused
-// with a 4xx); a 5xx, like a timeout, may come after the BMC acted and leaves it uncertain.
-func TestOperationOutcomeOfAnAnswer(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		err  error
-		want actionOutcome
-	}{
-		{"accepted", nil, actionDone},
-		{"not sent: the breaker is open", fmt.Errorf("operation: %w", &bmc.Error{Reason: bmc.ReasonTimeout, RetryAt: time.Now().Add(time.Second)}), actionNotDone},
-		{"not sent: reading the system failed", &bmc.Error{Reason: bmc.ReasonUnavailable, StatusCode: 500, NotSent: true}, actionNotDone},
-		{"BMC answered 409", &bmc.Error{Reason: bmc.ReasonRejected, StatusCode: 409}, actionNotDone},
-		{"BMC answered 412", &bmc.Error{Reason: bmc.ReasonRejected, StatusCode: 412}, actionNotDone},
-		{"BMC answered 401", &bmc.Error{Reason: bmc.ReasonAuthenticationFailed, StatusCode: 401}, actionNotDone},
-		{"BMC answered 400", &bmc.Error{Reason: bmc.ReasonUnsupported, StatusCode: 400}, actionRefused},
-		{"BMC answered 404", &bmc.Error{Reason: bmc.ReasonNotFound, StatusCode: 404}, actionRefused},
-		{"no such reset type, found before sending", &bmc.Error{Reason: bmc.ReasonUnsupported}, actionRefused},
-		{"BMC answered 500", &bmc.Error{Reason: bmc.ReasonUnavailable, StatusCode: 500}, actionUncertain},
-		{"proxy answered 502", fmt.Errorf("operation: %w", &bmc.Error{Reason: bmc.ReasonUnavailable, StatusCode: 502}), actionUncertain},
-		{"BMC or proxy answered 503", &bmc.Error{Reason: bmc.ReasonUnavailable, StatusCode: 503}, actionUncertain},
-		{"proxy answered 504", &bmc.Error{Reason: bmc.ReasonTimeout, StatusCode: 504}, actionUncertain},
-		{"BMC answered 501", &bmc.Error{Reason: bmc.ReasonUnsupported, StatusCode: 501}, actionUncertain},
-		{"sent, no answer in time", &bmc.Error{Reason: bmc.ReasonTimeout}, actionUncertain},
-		{"connection dropped", &bmc.Error{Reason: bmc.ReasonConnectionFailed}, actionUncertain},
-		{"canceled", context.Canceled, actionUncertain},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := outcomeOf(tc.err); got != tc.want {
-				t.Errorf("outcomeOf = %d, want %d", got, tc.want)
-			}
-		})
-	}
-}
-
-// The checking phase of a server operation settles it only from what is certain.
 func TestSettleServerOperation(t *testing.T) {
 	const before, after = "2026-12-02T10:00:00Z", "2026-12-02T10:00:07Z"
 	settle, powerBound := 30*time.Second, 5*time.Minute
-	intent := func(op, lastReset, power string) opIntent {
-		return opIntent{op: op, phase: intentChecking, at: time.Unix(1796129242, 0), sent: time.Unix(1796129243, 0), lastReset: lastReset, power: power}
+	issued := func(op, lastReset, power string) intent.Intent {
+		return intent.Intent{Op: op, Phase: intent.Checking, At: time.Unix(1796129242, 0), Sent: time.Unix(1796129243, 0), LastReset: lastReset, Power: power}
 	}
 	sys := func(power bmc.PowerState, lastReset string) *bmc.SystemStatus {
 		return &bmc.SystemStatus{PowerState: power, LastResetTime: lastReset}
@@ -64,29 +29,29 @@ func TestSettleServerOperation(t *testing.T) {
 	)
 	for _, tc := range []struct {
 		name    string
-		i       opIntent
+		i       intent.Intent
 		now     *bmc.SystemStatus
 		elapsed time.Duration
 		want    settleVerdict
 	}{
-		{"restart: LastResetTime moved", intent(cycle, before, "On"), sys(bmc.PowerStateOn, after), time.Second, settleDone},
-		{"restart: moved, still powering on", intent(cycle, before, "On"), sys(bmc.PowerStatePoweringOn, after), time.Second, settleDone},
-		{"restart: unchanged, too early", intent(cycle, before, "On"), sys(bmc.PowerStateOn, before), 10 * time.Second, settleWait},
-		{"restart: unchanged past the settle time, On", intent(cycle, before, "On"), sys(bmc.PowerStateOn, before), 31 * time.Second, settleOwed},
-		{"restart: unchanged, in transition, within the power bound", intent(cycle, before, "On"), sys(bmc.PowerStatePoweringOff, before), time.Minute, settleWait},
-		{"restart: unchanged, off past the power bound", intent(cycle, before, "On"), sys(bmc.PowerStateOff, before), 6 * time.Minute, settleUncertain},
-		{"restart: the BMC stopped reporting", intent(cycle, before, "On"), sys(bmc.PowerStateOn, ""), time.Minute, settleUncertain},
-		{"restart: never reported", intent(cycle, "", "On"), sys(bmc.PowerStateOn, ""), time.Minute, settleUncertain},
-		{"graceful restart: unchanged past the settle time, the OS may still be shutting down", intent(graceful, before, "On"), sys(bmc.PowerStateOn, before), time.Minute, settleWait},
-		{"graceful restart: unchanged past the power bound", intent(graceful, before, "On"), sys(bmc.PowerStateOn, before), 6 * time.Minute, settleOwed},
-		{"force-off: was On, is Off", intent(off, "", "On"), sys(bmc.PowerStateOff, ""), time.Second, settleDone},
-		{"force-off: was On, powering off", intent(off, before, "On"), sys(bmc.PowerStatePoweringOff, before), time.Second, settleDone},
-		{"force-off: still On, within the power bound", intent(off, before, "On"), sys(bmc.PowerStateOn, before), time.Minute, settleWait},
-		{"force-off: still On and LastResetTime unchanged past the power bound", intent(off, before, "On"), sys(bmc.PowerStateOn, before), 6 * time.Minute, settleOwed},
-		{"force-off: still On, LastResetTime moved (off and on again?)", intent(off, before, "On"), sys(bmc.PowerStateOn, after), 6 * time.Minute, settleUncertain},
-		{"force-off: still On, no LastResetTime", intent(off, "", "On"), sys(bmc.PowerStateOn, ""), 6 * time.Minute, settleUncertain},
-		{"force-on: was Off, is On", intent(on, before, "Off"), sys(bmc.PowerStateOn, after), time.Second, settleDone},
-		{"force-on: still Off and unchanged past the power bound", intent(on, before, "Off"), sys(bmc.PowerStateOff, before), 6 * time.Minute, settleOwed},
+		{"restart: LastResetTime moved", issued(cycle, before, "On"), sys(bmc.PowerStateOn, after), time.Second, settleDone},
+		{"restart: moved, still powering on", issued(cycle, before, "On"), sys(bmc.PowerStatePoweringOn, after), time.Second, settleDone},
+		{"restart: unchanged, too early", issued(cycle, before, "On"), sys(bmc.PowerStateOn, before), 10 * time.Second, settleWait},
+		{"restart: unchanged past the settle time, On", issued(cycle, before, "On"), sys(bmc.PowerStateOn, before), 31 * time.Second, settleOwed},
+		{"restart: unchanged, in transition, within the power bound", issued(cycle, before, "On"), sys(bmc.PowerStatePoweringOff, before), time.Minute, settleWait},
+		{"restart: unchanged, off past the power bound", issued(cycle, before, "On"), sys(bmc.PowerStateOff, before), 6 * time.Minute, settleUncertain},
+		{"restart: the BMC stopped reporting", issued(cycle, before, "On"), sys(bmc.PowerStateOn, ""), time.Minute, settleUncertain},
+		{"restart: never reported", issued(cycle, "", "On"), sys(bmc.PowerStateOn, ""), time.Minute, settleUncertain},
+		{"graceful restart: unchanged past the settle time, the OS may still be shutting down", issued(graceful, before, "On"), sys(bmc.PowerStateOn, before), time.Minute, settleWait},
+		{"graceful restart: unchanged past the power bound", issued(graceful, before, "On"), sys(bmc.PowerStateOn, before), 6 * time.Minute, settleOwed},
+		{"force-off: was On, is Off", issued(off, "", "On"), sys(bmc.PowerStateOff, ""), time.Second, settleDone},
+		{"force-off: was On, powering off", issued(off, before, "On"), sys(bmc.PowerStatePoweringOff, before), time.Second, settleDone},
+		{"force-off: still On, within the power bound", issued(off, before, "On"), sys(bmc.PowerStateOn, before), time.Minute, settleWait},
+		{"force-off: still On and LastResetTime unchanged past the power bound", issued(off, before, "On"), sys(bmc.PowerStateOn, before), 6 * time.Minute, settleOwed},
+		{"force-off: still On, LastResetTime moved (off and on again?)", issued(off, before, "On"), sys(bmc.PowerStateOn, after), 6 * time.Minute, settleUncertain},
+		{"force-off: still On, no LastResetTime", issued(off, "", "On"), sys(bmc.PowerStateOn, ""), 6 * time.Minute, settleUncertain},
+		{"force-on: was Off, is On", issued(on, before, "Off"), sys(bmc.PowerStateOn, after), time.Second, settleDone},
+		{"force-on: still Off and unchanged past the power bound", issued(on, before, "Off"), sys(bmc.PowerStateOff, before), 6 * time.Minute, settleOwed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got, why := settleOperation(tc.i, tc.now, tc.elapsed, settle, powerBound); got != tc.want {
@@ -108,7 +73,7 @@ func waitServerOperationDone(t *testing.T, name string, timeout time.Duration) {
 	eventually(t, timeout, "server operation done", func() (bool, string) {
 		s := getServer(t, name)
 		_, asked := s.Annotations[metalv1alpha1.OperationAnnotation]
-		_, pending := s.Annotations[OperationIntentAnnotation]
+		_, pending := s.Annotations[intent.Annotation]
 		return !asked && !pending, fmt.Sprint(s.Annotations)
 	})
 }
@@ -191,9 +156,9 @@ func TestServerOperationLeftIssuingByACrashIsSettledByLastResetTime(t *testing.T
 			b.SetReportsSystemLastResetTime(true)
 			start := time.Now()
 			// What a manager killed while issuing leaves behind; this one never issued it.
-			crashed := opIntent{op: metalv1alpha1.OperationHardRestartServer, phase: intentIssuing,
-				at: start.Add(-time.Second), sent: start, lastReset: tc.baseline(systemOf(b).LastResetTime()), power: "On"}
-			annotate(t, name, OperationIntentAnnotation, crashed.String())
+			crashed := intent.Intent{Op: metalv1alpha1.OperationHardRestartServer, Phase: intent.Issuing,
+				At: start.Add(-time.Second), Sent: start, LastReset: tc.baseline(systemOf(b).LastResetTime()), Power: "On"}
+			annotate(t, name, intent.Annotation, crashed.String())
 			waitServerOperationDone(t, name, 30*time.Second)
 			waitEvent(t, name, metalv1alpha1.ReasonOperation)
 			waitPower(t, name, metalv1alpha1.PowerStateOn, 15*time.Second)
