@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
@@ -77,12 +77,12 @@ func testDiscoveryBoot(t *testing.T, method, uri string, lacking redfish.Faults,
 			c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionBootMethod)
 			switch {
 			case offers[i] && s.Status.State == metalv1alpha1.ServerStateAvailable && s.Status.PowerState == metalv1alpha1.PowerStateOff &&
-				s.Annotations[metal.MediaAnnotation] == "":
+				s.Annotations[serverstate.MediaAnnotation] == "":
 				done++
 			case !offers[i] && c != nil && c.Reason == metalv1alpha1.ReasonBootMethodUnsupported:
 				done++
 			default:
-				last = fmt.Sprintf("%s: state %s power %s media %q condition %v", name, s.Status.State, s.Status.PowerState, s.Annotations[metal.MediaAnnotation], c)
+				last = fmt.Sprintf("%s: state %s power %s media %q condition %v", name, s.Status.State, s.Status.PowerState, s.Annotations[serverstate.MediaAnnotation], c)
 			}
 		}
 		if done == len(names) {

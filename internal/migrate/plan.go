@@ -18,6 +18,7 @@ import (
 	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/registry"
 )
@@ -163,7 +164,7 @@ func Make(ctx context.Context, c client.Reader, o Options) (*Plan, error) {
 		if u := registry.NormalizeUUID(s.Spec.SystemUUID); len(byUUID[u]) > 1 {
 			row.Blockers = append(row.Blockers, fmt.Sprintf("duplicate identity: Servers %s have system UUID %s", strings.Join(byUUID[u], ", "), u))
 		}
-		if s.Status.State != "" && !metal.ValidServerState(s.Status.State) {
+		if s.Status.State != "" && !serverstate.Valid(s.Status.State) {
 			row.Blockers = append(row.Blockers, fmt.Sprintf("unknown state %q", s.Status.State))
 		}
 		state, src := metal.StateOnStart(s)

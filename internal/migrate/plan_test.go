@@ -15,6 +15,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/scheme"
 )
@@ -100,20 +101,20 @@ func TestServerActions(t *testing.T) {
 		{"maintenance boot, off, adopted", srv(metalv1alpha1.ServerStateMaintenance, off, maintained("boot", "boot")), []Request{PXEOnce, PowerOn}, "boot into"},
 		{"maintenance boot, on, configuration pending", srv(metalv1alpha1.ServerStateMaintenance, on, maintained("boot", "pending")), nil, "none until"},
 		{"maintenance boot, on, entered by metalhub, not booted", srv(metalv1alpha1.ServerStateMaintenance, on, maintained("boot", "boot"),
-			annotated(lifecycle.StateAnnotation, "Maintenance"), annotated(metal.PreviousStateAnnotation, "Reserved")), []Request{PXEOnce, Restart}, "boot into"},
+			annotated(lifecycle.StateAnnotation, "Maintenance"), annotated(serverstate.PreviousStateAnnotation, "Reserved")), []Request{PXEOnce, Restart}, "boot into"},
 		{"maintenance boot, on, booted by metalhub", srv(metalv1alpha1.ServerStateMaintenance, on, maintained("boot", "boot"),
-			annotated(lifecycle.StateAnnotation, "Maintenance"), annotated(metal.MaintenanceBootAnnotation, "ns/boot/m-boot")), nil, ""},
+			annotated(lifecycle.StateAnnotation, "Maintenance"), annotated(serverstate.MaintenanceBootAnnotation, "ns/boot/m-boot")), nil, ""},
 		{"maintenance boot, on, a moved copy", srv(metalv1alpha1.ServerStateMaintenance, on, maintained("moved", "boot"),
-			annotated(lifecycle.StateAnnotation, "Maintenance"), annotated(metal.MaintenanceBootAnnotation, "ns/moved/m-src")), nil, ""},
+			annotated(lifecycle.StateAnnotation, "Maintenance"), annotated(serverstate.MaintenanceBootAnnotation, "ns/moved/m-src")), nil, ""},
 		{"maintenance boot, on, a new maintenance of the same name", srv(metalv1alpha1.ServerStateMaintenance, on, maintained("boot", "boot"),
-			annotated(lifecycle.StateAnnotation, "Maintenance"), annotated(metal.MaintenanceBootAnnotation, "ns/boot/m-old")), []Request{PXEOnce, Restart}, "boot into"},
+			annotated(lifecycle.StateAnnotation, "Maintenance"), annotated(serverstate.MaintenanceBootAnnotation, "ns/boot/m-old")), []Request{PXEOnce, Restart}, "boot into"},
 		// Adopted Error is no rediscovery.
 		{"error, discovered, off", srv(metalv1alpha1.ServerStateError, off, discovered), nil, "Available"},
 		{"error, discovered, on", srv(metalv1alpha1.ServerStateError, on, discovered), nil, "stays in Error"},
 		{"error, undiscovered, off", srv(metalv1alpha1.ServerStateError, off), nil, "stays in Error"},
 		{"error, claimed (derived Reserved)", srv(metalv1alpha1.ServerStateError, on, claimed("on")), nil, ""},
 		{"error of metalhub's own, from Available", srv(metalv1alpha1.ServerStateError, on, discovered,
-			annotated(lifecycle.StateAnnotation, "Error"), annotated(metal.PreviousStateAnnotation, "Available")), []Request{PowerOff}, "Available"},
+			annotated(lifecycle.StateAnnotation, "Error"), annotated(serverstate.PreviousStateAnnotation, "Available")), []Request{PowerOff}, "Available"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			state, src := metal.StateOnStart(tc.s)

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/migrate"
@@ -173,7 +173,7 @@ func TestMovedMaintenanceBootIsNoReset(t *testing.T) {
 		if err := env.Client.Get(ctx, client.ObjectKey{Name: l.server}, s); err != nil {
 			return false, err.Error()
 		}
-		rec := s.Annotations[metal.MaintenanceBootAnnotation]
+		rec := s.Annotations[serverstate.MaintenanceBootAnnotation]
 		return rec != "" && rec != "adopted" && l.bmc.Systems()[0].PowerState() == "On",
 			fmt.Sprintf("record %q, box %s", rec, l.bmc.Systems()[0].PowerState())
 	})
@@ -199,7 +199,7 @@ func TestMovedMaintenanceBootIsNoReset(t *testing.T) {
 		if got := requestsOf(l); len(got) > len(booted) {
 			t.Fatalf("BMC requests on the target after the move: %q", got[len(booted):])
 		}
-		rec := s.Annotations[metal.MaintenanceBootAnnotation]
+		rec := s.Annotations[serverstate.MaintenanceBootAnnotation]
 		return strings.HasSuffix(rec, "/"+string(m.UID)), fmt.Sprintf("record %q, maintenance UID %s", rec, m.UID)
 	})
 	deadline := time.Now().Add(12 * time.Second)

@@ -30,6 +30,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/registry"
 	"github.com/metalhub/metalhub/internal/shard"
@@ -121,7 +122,7 @@ func (r *BMCReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1a
 	return lifecycle.Steps(ctx, &bmcPass{Pass: lp, bctx: bctx},
 		lifecycle.OnDeletion(func(ctx context.Context, p *bmcPass) (lifecycle.Result, error) { return r.finalize(ctx, p.Pass) }),
 		lifecycle.EnsureFinalizer[*bmcPass](BMCFinalizer),
-		lifecycle.DoneIf[*bmcPass](ignored),
+		lifecycle.DoneIf[*bmcPass](serverstate.Ignored),
 		r.reportIssued,
 		r.rotation,
 		r.connect,

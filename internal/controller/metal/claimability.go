@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -15,7 +16,7 @@ import (
 // being deleted or ignored. Taints, selectors and pending maintenance depend on the claim and
 // are checked per candidate.
 func serverClaimable(s *metalv1alpha1.Server) bool {
-	state, src := serverStore.Get(s)
+	state, src := serverstate.Store.Get(s)
 	return src == lifecycle.FromAnnotation && state == metalv1alpha1.ServerStateAvailable &&
 		s.DeletionTimestamp.IsZero() &&
 		!s.Spec.Unclaimable &&
@@ -29,7 +30,7 @@ func serverClaimable(s *metalv1alpha1.Server) bool {
 
 // whyNotClaimable says, for a user, why serverClaimable is false.
 func whyNotClaimable(s *metalv1alpha1.Server) string {
-	state, src := serverStore.Get(s)
+	state, src := serverstate.Store.Get(s)
 	switch {
 	case !s.DeletionTimestamp.IsZero():
 		return "is being deleted"

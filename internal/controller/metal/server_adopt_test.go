@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -13,7 +14,7 @@ import (
 // (its mirror can lag the annotation it mirrors), nor next to bookkeeping of ours.
 func TestStatusStateAdoptedOnlyFromTheReference(t *testing.T) {
 	ours := metalv1alpha1.ServerStatus{}
-	mirrorState(&ours, 1, metalv1alpha1.ServerStateDiscovery)
+	serverstate.Mirror(&ours, 1, metalv1alpha1.ServerStateDiscovery)
 	for _, tc := range []struct {
 		name    string
 		ann     map[string]string
@@ -23,13 +24,13 @@ func TestStatusStateAdoptedOnlyFromTheReference(t *testing.T) {
 	}{
 		{"reference status adopted", nil, metalv1alpha1.ServerStatus{State: metalv1alpha1.ServerStateAvailable}, metalv1alpha1.ServerStateAvailable, lifecycle.FromAdopted},
 		{"our mirror after lost annotations starts over", nil, ours, metalv1alpha1.ServerStateInitial, lifecycle.FromInitial},
-		{"our bookkeeping left, state annotation lost", map[string]string{PowerAnnotation: "On@1"},
+		{"our bookkeeping left, state annotation lost", map[string]string{serverstate.PowerAnnotation: "On@1"},
 			metalv1alpha1.ServerStatus{State: metalv1alpha1.ServerStateAvailable}, metalv1alpha1.ServerStateInitial, lifecycle.FromInitial},
 		{"annotation wins", map[string]string{lifecycle.StateAnnotation: "Reserved"}, ours, metalv1alpha1.ServerStateReserved, lifecycle.FromAnnotation},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: tc.ann}, Status: tc.status}
-			got, src := serverStore.Get(s)
+			got, src := serverstate.Store.Get(s)
 			if got != tc.want || src != tc.wantSrc {
 				t.Errorf("Get = %s (%s), want %s (%s)", got, src, tc.want, tc.wantSrc)
 			}

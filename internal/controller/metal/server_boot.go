@@ -13,6 +13,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -77,7 +78,7 @@ func (r *ServerReconciler) prepareBoot(bctx context.Context, p *serverPass, req 
 	if method == "" {
 		method = metalv1alpha1.BootMethodPXE
 	}
-	have := p.Obj.Annotations[MediaAnnotation]
+	have := p.Obj.Annotations[serverstate.MediaAnnotation]
 	if method != metalv1alpha1.BootMethodVirtualMedia && have != "" {
 		// A medium of an earlier boot: out before this boot, so it cannot boot it.
 		if err := p.conn.EjectMedia(bctx, p.sysID, have); err != nil {
@@ -176,16 +177,16 @@ func (r *ServerReconciler) writeMediaRecord(ctx context.Context, p *serverPass, 
 
 func setMediaRecord(s *metalv1alpha1.Server, want string) {
 	if want == "" {
-		lifecycle.RemoveAnnotation(s, MediaAnnotation)
+		lifecycle.RemoveAnnotation(s, serverstate.MediaAnnotation)
 		return
 	}
-	lifecycle.SetAnnotation(s, MediaAnnotation, want)
+	lifecycle.SetAnnotation(s, serverstate.MediaAnnotation, want)
 }
 
 // ejectRecorded ejects the medium the record names (nothing inserted, nothing sent) and
 // reports whether there was a record: the caller removes it in its next write.
 func (r *ServerReconciler) ejectRecorded(bctx context.Context, p *serverPass) (bool, error) {
-	have := p.Obj.Annotations[MediaAnnotation]
+	have := p.Obj.Annotations[serverstate.MediaAnnotation]
 	if have == "" {
 		return false, nil
 	}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
@@ -88,7 +89,7 @@ func TestClaimBootsFromVirtualMedia(t *testing.T) {
 	waitClaim(t, "default", "vmboot", "Bound/Bound", 20*time.Second)
 	waitSystemPower(t, b, redfish.PowerOn, 10*time.Second)
 	waitPower(t, server, metalv1alpha1.PowerStateOn, 10*time.Second)
-	if got := getServer(t, server).Annotations[MediaAnnotation]; got != iso {
+	if got := getServer(t, server).Annotations[serverstate.MediaAnnotation]; got != iso {
 		t.Fatalf("media record %q, want %q", got, iso)
 	}
 	wantActions(t, b, start, "[InsertMedia:"+iso+" Boot:Cd/Once On]")
@@ -97,8 +98,8 @@ func TestClaimBootsFromVirtualMedia(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := waitState(t, server, metalv1alpha1.ServerStateAvailable, 20*time.Second)
-	if s.Annotations[MediaAnnotation] != "" {
-		t.Errorf("released server keeps the media record %q", s.Annotations[MediaAnnotation])
+	if s.Annotations[serverstate.MediaAnnotation] != "" {
+		t.Errorf("released server keeps the media record %q", s.Annotations[serverstate.MediaAnnotation])
 	}
 	for _, m := range systemOf(b).Media() {
 		if m.Inserted {
@@ -167,8 +168,8 @@ func TestUnsupportedBootMethodIsAConditionNotAPXEBoot(t *testing.T) {
 			if acts := bootActions(since(records(b), start)); len(acts) != 0 {
 				t.Errorf("BMC actions %v, want none", acts)
 			}
-			if s := getServer(t, server); s.Annotations[MediaAnnotation] != "" {
-				t.Errorf("media recorded for a BMC without virtual media: %q", s.Annotations[MediaAnnotation])
+			if s := getServer(t, server); s.Annotations[serverstate.MediaAnnotation] != "" {
+				t.Errorf("media recorded for a BMC without virtual media: %q", s.Annotations[serverstate.MediaAnnotation])
 			}
 			if err := env.Client.Delete(ctx(), getClaim("default", tc.name)); err != nil {
 				t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -19,7 +20,7 @@ func (r *ServerReconciler) claimBoot(bctx context.Context, p *serverPass, sbc *m
 	if sbc == nil || p.sys.PowerState != bmc.PowerStateOff {
 		return "", "", false, nil
 	}
-	if sbc.Spec.NetworkBoot == metalv1alpha1.NetworkBootFirstPowerOn && claimBooted(p.Obj.Annotations[ClaimBootAnnotation], sbc) {
+	if sbc.Spec.NetworkBoot == metalv1alpha1.NetworkBootFirstPowerOn && claimBooted(p.Obj.Annotations[serverstate.ClaimBootAnnotation], sbc) {
 		// The disk from now on: a medium left in the drive could come first in the box's own
 		// boot order.
 		had, err := r.ejectRecorded(bctx, p)
@@ -47,10 +48,10 @@ func (r *ServerReconciler) recordClaimBoot(ctx context.Context, p *serverPass, c
 	}
 	ready, _, sbc, err := r.bootReady(ctx, p)
 	if err != nil || !ready || sbc == nil || sbc.Spec.NetworkBoot != metalv1alpha1.NetworkBootFirstPowerOn ||
-		claimBooted(p.Obj.Annotations[ClaimBootAnnotation], sbc) {
+		claimBooted(p.Obj.Annotations[serverstate.ClaimBootAnnotation], sbc) {
 		return lifecycle.Continue(), err
 	}
 	return lifecycle.Wrote("claim boot recorded"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
-		lifecycle.SetAnnotation(s, ClaimBootAnnotation, string(sbc.UID))
+		lifecycle.SetAnnotation(s, serverstate.ClaimBootAnnotation, string(sbc.UID))
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -38,7 +39,7 @@ func TestClaimNetworkBootsOnlyTheFirstPowerOn(t *testing.T) {
 	recorded := func(what string) {
 		t.Helper()
 		eventually(t, 10*time.Second, what, func() (bool, string) {
-			v := getServer(t, names[0]).Annotations[ClaimBootAnnotation]
+			v := getServer(t, names[0]).Annotations[serverstate.ClaimBootAnnotation]
 			return v == string(sbc.UID), v
 		})
 	}
@@ -56,7 +57,7 @@ func TestClaimNetworkBootsOnlyTheFirstPowerOn(t *testing.T) {
 	offAndOn()
 
 	// The record lost (as when the power-on's write was): the running box rewrites it.
-	editServer(t, names[0], func(s *metalv1alpha1.Server) { lifecycle.RemoveAnnotation(s, ClaimBootAnnotation) })
+	editServer(t, names[0], func(s *metalv1alpha1.Server) { lifecycle.RemoveAnnotation(s, serverstate.ClaimBootAnnotation) })
 	recorded("record rewritten from the running box")
 	offAndOn()
 
@@ -66,8 +67,8 @@ func TestClaimNetworkBootsOnlyTheFirstPowerOn(t *testing.T) {
 	if err := env.Client.Delete(ctx(), getClaim(ns, name)); err != nil {
 		t.Fatal(err)
 	}
-	if s := waitState(t, names[0], metalv1alpha1.ServerStateAvailable, 20*time.Second); s.Annotations[ClaimBootAnnotation] != "" {
-		t.Errorf("released server keeps its claim's boot record %q", s.Annotations[ClaimBootAnnotation])
+	if s := waitState(t, names[0], metalv1alpha1.ServerStateAvailable, 20*time.Second); s.Annotations[serverstate.ClaimBootAnnotation] != "" {
+		t.Errorf("released server keeps its claim's boot record %q", s.Annotations[serverstate.ClaimBootAnnotation])
 	}
 	waitClaimGone(t, ns, name, 20*time.Second)
 	checkNoDoubleWrites(t)

@@ -26,6 +26,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/shard"
 )
@@ -139,7 +140,7 @@ func mirrorDrifted() predicate.Predicate {
 			if !ok {
 				return false
 			}
-			state, _ := serverStore.Get(s)
+			state, _ := serverstate.Store.Get(s)
 			return s.Status.State != state
 		},
 	}
@@ -273,9 +274,9 @@ func (r *ServerReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metal
 	bctx, cancel := context.WithTimeout(ctx, r.Options.BMCRequestTimeout)
 	defer cancel()
 	p := &serverPass{Pass: lp, c: lp.Client(), bctx: bctx}
-	p.state, p.stateSource = serverStore.Get(lp.Obj)
+	p.state, p.stateSource = serverstate.Store.Get(lp.Obj)
 	return lifecycle.Steps(ctx, p,
-		lifecycle.DoneIf[*serverPass](ignored),
+		lifecycle.DoneIf[*serverPass](serverstate.Ignored),
 		r.bmcPausedStep,
 		r.persistRecovered,
 		r.reportIssued,
@@ -329,16 +330,16 @@ func (r *ServerReconciler) persistRecovered(ctx context.Context, p *serverPass) 
 func recoveredBookkeeping(s *metalv1alpha1.Server, state metalv1alpha1.ServerState) {
 	switch state {
 	case metalv1alpha1.ServerStateMaintenance:
-		if s.Annotations[MaintenanceBootAnnotation] == "" {
-			lifecycle.SetAnnotation(s, MaintenanceBootAnnotation, maintenanceBootAdopted)
+		if s.Annotations[serverstate.MaintenanceBootAnnotation] == "" {
+			lifecycle.SetAnnotation(s, serverstate.MaintenanceBootAnnotation, maintenanceBootAdopted)
 		}
 	case metalv1alpha1.ServerStateError:
-		if s.Annotations[PreviousStateAnnotation] == "" && s.Annotations[AdoptedErrorAnnotation] == "" {
+		if s.Annotations[serverstate.PreviousStateAnnotation] == "" && s.Annotations[serverstate.AdoptedErrorAnnotation] == "" {
 			v := "undiscovered"
 			if discoveredBefore(s) {
 				v = "discovered"
 			}
-			lifecycle.SetAnnotation(s, AdoptedErrorAnnotation, v)
+			lifecycle.SetAnnotation(s, serverstate.AdoptedErrorAnnotation, v)
 		}
 	}
 }
@@ -496,11 +497,11 @@ func (r *ServerReconciler) bmcFailed(ctx context.Context, p *serverPass, err err
 		// A claimed or maintained server keeps its state: its holder must not lose it to a flaky BMC.
 		prev := p.state
 		return r.transition(ctx, p, metalv1alpha1.ServerStateError, fmt.Sprintf("%d consecutive BMC failures: %s", n, reason), func(s *metalv1alpha1.Server) {
-			lifecycle.SetAnnotation(s, PreviousStateAnnotation, string(prev))
+			lifecycle.SetAnnotation(s, serverstate.PreviousStateAnnotation, string(prev))
 		})
 	}
 	st := s.Status.DeepCopy()
-	mirrorState(st, s.Generation, p.state)
+	serverstate.Mirror(st, s.Generation, p.state)
 	before := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionReady)
 	lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, reason, err.Error())
 	if equality.Semantic.DeepEqual(*st, s.Status) {
@@ -528,7 +529,7 @@ func (r *ServerReconciler) bmcFailed(ctx context.Context, p *serverPass, err err
 //     undiscovered one is not rediscovered, until it is Off (then Available, if discovered) or
 //     a user asks (operation retry: from Initial).
 func errorExit(s *metalv1alpha1.Server, power bmc.PowerState) (metalv1alpha1.ServerState, string, bool) {
-	if s.Annotations[PreviousStateAnnotation] != "" {
+	if s.Annotations[serverstate.PreviousStateAnnotation] != "" {
 		return previousState(s), "BMC answers again", true
 	}
 	switch {
@@ -537,8 +538,8 @@ func errorExit(s *metalv1alpha1.Server, power bmc.PowerState) (metalv1alpha1.Ser
 	case s.Spec.ServerClaimRef != nil:
 		return metalv1alpha1.ServerStateReserved, "adopted Error: claimed by " + s.Spec.ServerClaimRef.Namespace + "/" + s.Spec.ServerClaimRef.Name, true
 	}
-	discovered := s.Annotations[AdoptedErrorAnnotation] == "discovered" ||
-		(s.Annotations[AdoptedErrorAnnotation] == "" && discoveredBefore(s))
+	discovered := s.Annotations[serverstate.AdoptedErrorAnnotation] == "discovered" ||
+		(s.Annotations[serverstate.AdoptedErrorAnnotation] == "" && discoveredBefore(s))
 	if discovered && power == bmc.PowerStateOff {
 		return metalv1alpha1.ServerStateAvailable, "adopted Error: discovered before, Off", true
 	}
@@ -552,8 +553,8 @@ func discoveredBefore(s *metalv1alpha1.Server) bool {
 }
 
 func previousState(s *metalv1alpha1.Server) metalv1alpha1.ServerState {
-	prev := metalv1alpha1.ServerState(s.Annotations[PreviousStateAnnotation])
-	if !validServerState(prev) || prev == metalv1alpha1.ServerStateError || prev == metalv1alpha1.ServerStateMaintenance {
+	prev := metalv1alpha1.ServerState(s.Annotations[serverstate.PreviousStateAnnotation])
+	if !serverstate.Valid(prev) || prev == metalv1alpha1.ServerStateError || prev == metalv1alpha1.ServerStateMaintenance {
 		return metalv1alpha1.ServerStateInitial
 	}
 	return prev
@@ -572,9 +573,9 @@ func (r *ServerReconciler) transition(ctx context.Context, p *serverPass, to met
 		lifecycle.AddFinalizer(s, ServerFinalizer)
 		// A power record belongs to the state that issued it; left behind, a finished "On"
 		// would read as still in flight when the next state wants On again.
-		lifecycle.RemoveAnnotation(s, PowerAnnotation)
+		lifecycle.RemoveAnnotation(s, serverstate.PowerAnnotation)
 		if to != metalv1alpha1.ServerStateError {
-			lifecycle.RemoveAnnotation(s, AdoptedErrorAnnotation)
+			lifecycle.RemoveAnnotation(s, serverstate.AdoptedErrorAnnotation)
 		}
 		if extra != nil {
 			extra(s)

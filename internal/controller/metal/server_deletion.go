@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -31,7 +32,7 @@ func (r *ServerReconciler) blockDeletion(ctx context.Context, p *serverPass) (li
 		return lifecycle.Continue(), nil
 	}
 	st := s.Status.DeepCopy()
-	mirrorState(st, s.Generation, p.state)
+	serverstate.Mirror(st, s.Generation, p.state)
 	lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, "Held", why)
 	if !equality.Semantic.DeepEqual(*st, s.Status) {
 		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, "DeletionBlocked", "Delete", "%s", why)

@@ -15,6 +15,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -147,7 +148,7 @@ func (r *ServerReconciler) initial(bctx, ctx context.Context, p *serverPass) (li
 		return lifecycle.Result{}, err
 	}
 	round := sec.Labels[discovery.RoundLabel]
-	rec := p.Obj.Annotations[PowerAnnotation]
+	rec := p.Obj.Annotations[serverstate.PowerAnnotation]
 	switch p.sys.PowerState {
 	case bmc.PowerStateOn, bmc.PowerStatePoweringOn:
 		// Already booting: we did it before a restart. Do not boot it twice.
@@ -191,10 +192,10 @@ func (r *ServerReconciler) initial(bctx, ctx context.Context, p *serverPass) (li
 	ref.Name = discovery.ObjectName(p.Obj.Name)
 	return r.transition(ctx, p, metalv1alpha1.ServerStateDiscovery, "booting the discovery image, round "+round, func(s *metalv1alpha1.Server) {
 		lifecycle.SetAnnotation(s, discovery.RoundAnnotation, round)
-		lifecycle.SetAnnotation(s, BootOnceAnnotation, round)
-		lifecycle.SetAnnotation(s, DiscoveryStartedAnnotation, r.Now().UTC().Format(time.RFC3339))
+		lifecycle.SetAnnotation(s, serverstate.BootOnceAnnotation, round)
+		lifecycle.SetAnnotation(s, serverstate.DiscoveryStartedAnnotation, r.Now().UTC().Format(time.RFC3339))
 		if rec != "" {
-			lifecycle.SetAnnotation(s, PowerAnnotation, rec)
+			lifecycle.SetAnnotation(s, serverstate.PowerAnnotation, rec)
 		}
 		lifecycle.RemoveAnnotation(s, discovery.ReportedAnnotation)
 		s.Spec.BootConfigurationRef = ref
@@ -216,7 +217,7 @@ func (r *ServerReconciler) discovery(bctx, ctx context.Context, p *serverPass) (
 		}
 		return r.transition(ctx, p, metalv1alpha1.ServerStateAvailable, "hardware report received", func(s *metalv1alpha1.Server) {
 			if issued {
-				lifecycle.SetAnnotation(s, PowerAnnotation, powerRecord{target: metalv1alpha1.PowerOff, at: r.Now()}.String())
+				lifecycle.SetAnnotation(s, serverstate.PowerAnnotation, powerRecord{target: metalv1alpha1.PowerOff, at: r.Now()}.String())
 			}
 			if cursor != "" {
 				lifecycle.SetAnnotation(s, HardwareLogCursorAnnotation, cursor)
@@ -227,11 +228,11 @@ func (r *ServerReconciler) discovery(bctx, ctx context.Context, p *serverPass) (
 	if s.Annotations[discovery.RoundAnnotation] == "" {
 		return r.discoveryNotOurs(ctx, p)
 	}
-	started, err := time.Parse(time.RFC3339, s.Annotations[DiscoveryStartedAnnotation])
+	started, err := time.Parse(time.RFC3339, s.Annotations[serverstate.DiscoveryStartedAnnotation])
 	if err != nil {
 		started = r.Now() // unknown start (restored object): the timeout runs from now on
 		return lifecycle.Wrote("discovery start"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
-			lifecycle.SetAnnotation(s, DiscoveryStartedAnnotation, started.UTC().Format(time.RFC3339))
+			lifecycle.SetAnnotation(s, serverstate.DiscoveryStartedAnnotation, started.UTC().Format(time.RFC3339))
 		})
 	}
 	left := r.Options.DiscoveryTimeout - r.Now().Sub(started)
@@ -267,8 +268,8 @@ func (r *ServerReconciler) discoveryNotOurs(ctx context.Context, p *serverPass) 
 }
 
 func clearDiscovery(s *metalv1alpha1.Server, ns string) {
-	lifecycle.RemoveAnnotation(s, BootOnceAnnotation)
-	lifecycle.RemoveAnnotation(s, DiscoveryStartedAnnotation)
+	lifecycle.RemoveAnnotation(s, serverstate.BootOnceAnnotation)
+	lifecycle.RemoveAnnotation(s, serverstate.DiscoveryStartedAnnotation)
 	if ref := s.Spec.BootConfigurationRef; ref != nil && ref.Namespace == ns && ref.Name == discovery.ObjectName(s.Name) {
 		s.Spec.BootConfigurationRef = nil
 	}

@@ -16,6 +16,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/registry"
 )
@@ -123,7 +124,7 @@ func (r *ServerReconciler) refuse(p *serverPass, reason, msg string, extra func(
 	}
 	r.refusals.Store(s.UID, n)
 	st := s.Status.DeepCopy()
-	mirrorState(st, s.Generation, p.state)
+	serverstate.Mirror(st, s.Generation, p.state)
 	before := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionReady)
 	lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
 	if extra != nil {

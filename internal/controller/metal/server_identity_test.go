@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -70,7 +71,7 @@ func forgetPowerRecord(t *testing.T, name string) {
 	t.Helper()
 	eventually(t, 5*time.Second, "forget the power record of "+name, func() (bool, string) {
 		s := getServer(t, name)
-		err := lifecycle.PatchMetadata(ctx(), env.Client, s, func(o client.Object) { lifecycle.RemoveAnnotation(o, PowerAnnotation) })
+		err := lifecycle.PatchMetadata(ctx(), env.Client, s, func(o client.Object) { lifecycle.RemoveAnnotation(o, serverstate.PowerAnnotation) })
 		return err == nil, fmt.Sprint(err)
 	})
 }

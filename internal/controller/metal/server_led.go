@@ -9,6 +9,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -24,7 +25,7 @@ func (r *ServerReconciler) ledStep(ctx context.Context, p *serverPass) (lifecycl
 	if p.sys == nil || p.sys.IndicatorLED == "" || !p.Obj.DeletionTimestamp.IsZero() {
 		return lifecycle.Continue(), nil
 	}
-	record := p.Obj.Annotations[MaintenanceLEDAnnotation]
+	record := p.Obj.Annotations[serverstate.MaintenanceLEDAnnotation]
 	want := settableLED(p.Obj.Spec.IndicatorLED)
 	maint, err := r.maintenanceLED(ctx, p)
 	if err != nil {
@@ -33,7 +34,7 @@ func (r *ServerReconciler) ledStep(ctx context.Context, p *serverPass) (lifecycl
 	switch {
 	case maint != "" && record != maint:
 		return lifecycle.Wrote("maintenance LED recorded"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
-			lifecycle.SetAnnotation(s, MaintenanceLEDAnnotation, maint)
+			lifecycle.SetAnnotation(s, serverstate.MaintenanceLEDAnnotation, maint)
 		})
 	case maint != "":
 		want = maint
@@ -44,7 +45,7 @@ func (r *ServerReconciler) ledStep(ctx context.Context, p *serverPass) (lifecycl
 		}
 		if p.sys.IndicatorLED == want {
 			return lifecycle.Wrote("maintenance LED restored"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
-				lifecycle.RemoveAnnotation(s, MaintenanceLEDAnnotation)
+				lifecycle.RemoveAnnotation(s, serverstate.MaintenanceLEDAnnotation)
 			})
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -71,14 +72,14 @@ func TestMaintenanceLocatorLED(t *testing.T) {
 	waitState(t, name, metalv1alpha1.ServerStateMaintenance, 10*time.Second)
 	eventually(t, 10*time.Second, "LED Blinking, recorded", func() (bool, string) {
 		s := getServer(t, name)
-		return s.Status.IndicatorLED == metalv1alpha1.IndicatorLEDBlinking && s.Annotations[MaintenanceLEDAnnotation] == "Blinking",
-			fmt.Sprintf("%s, record %q", s.Status.IndicatorLED, s.Annotations[MaintenanceLEDAnnotation])
+		return s.Status.IndicatorLED == metalv1alpha1.IndicatorLEDBlinking && s.Annotations[serverstate.MaintenanceLEDAnnotation] == "Blinking",
+			fmt.Sprintf("%s, record %q", s.Status.IndicatorLED, s.Annotations[serverstate.MaintenanceLEDAnnotation])
 	})
 	deleteMaintenance(t, ns, "mled")
 	waitState(t, name, metalv1alpha1.ServerStateAvailable, 10*time.Second)
 	eventually(t, 10*time.Second, "LED Off, record gone", func() (bool, string) {
 		s := getServer(t, name)
-		_, recorded := s.Annotations[MaintenanceLEDAnnotation]
+		_, recorded := s.Annotations[serverstate.MaintenanceLEDAnnotation]
 		return s.Status.IndicatorLED == metalv1alpha1.IndicatorLEDOff && !recorded,
 			fmt.Sprintf("%s, recorded %v", s.Status.IndicatorLED, recorded)
 	})

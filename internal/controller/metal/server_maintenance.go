@@ -11,6 +11,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -40,17 +41,17 @@ func (r *ServerReconciler) maintenance(ctx context.Context, p *serverPass) (life
 	if prev == metalv1alpha1.ServerStateError {
 		// Back to where the Error would have gone, not into Error again. An Error metalhub
 		// found (none recorded) is the reference's, and so is this Maintenance: as adopted.
-		prev = metalv1alpha1.ServerState(p.Obj.Annotations[PreviousStateAnnotation])
+		prev = metalv1alpha1.ServerState(p.Obj.Annotations[serverstate.PreviousStateAnnotation])
 		adopted = prev == ""
 	}
 	return r.transition(ctx, p, metalv1alpha1.ServerStateMaintenance, "maintenance "+ref.Namespace+"/"+ref.Name, func(s *metalv1alpha1.Server) {
 		if prev == "" {
-			lifecycle.RemoveAnnotation(s, PreviousStateAnnotation)
+			lifecycle.RemoveAnnotation(s, serverstate.PreviousStateAnnotation)
 		} else {
-			lifecycle.SetAnnotation(s, PreviousStateAnnotation, string(prev))
+			lifecycle.SetAnnotation(s, serverstate.PreviousStateAnnotation, string(prev))
 		}
-		if adopted && s.Annotations[MaintenanceBootAnnotation] == "" {
-			lifecycle.SetAnnotation(s, MaintenanceBootAnnotation, maintenanceBootAdopted)
+		if adopted && s.Annotations[serverstate.MaintenanceBootAnnotation] == "" {
+			lifecycle.SetAnnotation(s, serverstate.MaintenanceBootAnnotation, maintenanceBootAdopted)
 		}
 	})
 }
@@ -114,8 +115,8 @@ func (r *ServerReconciler) inMaintenance(bctx, ctx context.Context, p *serverPas
 			prev = metalv1alpha1.ServerStateReserved
 		}
 		return r.transition(ctx, p, prev, "maintenance ended", func(s *metalv1alpha1.Server) {
-			lifecycle.RemoveAnnotation(s, PreviousStateAnnotation)
-			lifecycle.RemoveAnnotation(s, MaintenanceBootAnnotation)
+			lifecycle.RemoveAnnotation(s, serverstate.PreviousStateAnnotation)
+			lifecycle.RemoveAnnotation(s, serverstate.MaintenanceBootAnnotation)
 		})
 	}
 	m, err := r.maintenanceObj(ctx, p)
@@ -135,13 +136,13 @@ func (r *ServerReconciler) inMaintenance(bctx, ctx context.Context, p *serverPas
 	if err != nil {
 		return lifecycle.Result{}, err
 	}
-	record := s.Annotations[MaintenanceBootAnnotation]
+	record := s.Annotations[serverstate.MaintenanceBootAnnotation]
 	if maintenanceBooted(record, m, p.sys.PowerState == bmc.PowerStateOn, ready) {
 		if want := maintenanceBootRecord(m); record != want {
 			// Ours from now on (an adopted boot, a moved copy's UID): a later power-off or
 			// another move is judged by the record alone.
 			return lifecycle.Wrote("maintenance boot recorded"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
-				lifecycle.SetAnnotation(s, MaintenanceBootAnnotation, want)
+				lifecycle.SetAnnotation(s, serverstate.MaintenanceBootAnnotation, want)
 			})
 		}
 		// Booted into it: keep it on.
@@ -170,7 +171,7 @@ func (r *ServerReconciler) inMaintenance(bctx, ctx context.Context, p *serverPas
 		return r.writeMediaRecord(ctx, p, want)
 	}
 	booted := func(s *metalv1alpha1.Server) {
-		lifecycle.SetAnnotation(s, MaintenanceBootAnnotation, maintenanceBootRecord(m))
+		lifecycle.SetAnnotation(s, serverstate.MaintenanceBootAnnotation, maintenanceBootRecord(m))
 	}
 	if p.sys.PowerState == bmc.PowerStateOn {
 		return r.issueOperation(bctx, ctx, p, intent.Intent{Op: metalv1alpha1.OperationPowerCycleServer, Phase: intent.Owed, At: r.Now()}, booted)
@@ -182,7 +183,7 @@ func (r *ServerReconciler) inMaintenance(bctx, ctx context.Context, p *serverPas
 	return lifecycle.Wrote("maintenance boot"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 		booted(s)
 		if issued {
-			lifecycle.SetAnnotation(s, PowerAnnotation, powerRecord{target: metalv1alpha1.PowerOn, at: r.Now()}.String())
+			lifecycle.SetAnnotation(s, serverstate.PowerAnnotation, powerRecord{target: metalv1alpha1.PowerOn, at: r.Now()}.String())
 		}
 	})
 }

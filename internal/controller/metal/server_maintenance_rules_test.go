@@ -8,6 +8,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -77,9 +78,9 @@ func TestErrorExit(t *testing.T) {
 		power bmc.PowerState
 		want  metalv1alpha1.ServerState // stay: it stays
 	}{
-		{"ours, from Available", srv(annotated(PreviousStateAnnotation, "Available")), bmc.PowerStateOn, metalv1alpha1.ServerStateAvailable},
-		{"ours, from Discovery", srv(annotated(PreviousStateAnnotation, "Discovery")), bmc.PowerStateOff, metalv1alpha1.ServerStateDiscovery},
-		{"ours, previous state unusable", srv(annotated(PreviousStateAnnotation, "Bogus")), bmc.PowerStateOff, metalv1alpha1.ServerStateInitial},
+		{"ours, from Available", srv(annotated(serverstate.PreviousStateAnnotation, "Available")), bmc.PowerStateOn, metalv1alpha1.ServerStateAvailable},
+		{"ours, from Discovery", srv(annotated(serverstate.PreviousStateAnnotation, "Discovery")), bmc.PowerStateOff, metalv1alpha1.ServerStateDiscovery},
+		{"ours, previous state unusable", srv(annotated(serverstate.PreviousStateAnnotation, "Bogus")), bmc.PowerStateOff, metalv1alpha1.ServerStateInitial},
 		{"found, maintenance ref", srv(maintained, discovered), bmc.PowerStateOn, metalv1alpha1.ServerStateMaintenance},
 		{"found, claim ref", srv(claimed), bmc.PowerStateOn, metalv1alpha1.ServerStateReserved},
 		{"found, discovered, off", srv(discovered), bmc.PowerStateOff, metalv1alpha1.ServerStateAvailable},
@@ -87,8 +88,8 @@ func TestErrorExit(t *testing.T) {
 		{"found, discovered, powering off", srv(discovered), bmc.PowerStatePoweringOff, stay},
 		{"found, undiscovered, off: not rediscovered", srv(), bmc.PowerStateOff, stay},
 		{"found, no system UUID", srv(discovered, func(s *metalv1alpha1.Server) { s.Spec.SystemUUID = "" }), bmc.PowerStateOff, stay},
-		{"found undiscovered, our inventory filled in since", srv(discovered, annotated(AdoptedErrorAnnotation, "undiscovered")), bmc.PowerStateOff, stay},
-		{"found discovered, as marked", srv(annotated(AdoptedErrorAnnotation, "discovered")), bmc.PowerStateOff, metalv1alpha1.ServerStateAvailable},
+		{"found undiscovered, our inventory filled in since", srv(discovered, annotated(serverstate.AdoptedErrorAnnotation, "undiscovered")), bmc.PowerStateOff, stay},
+		{"found discovered, as marked", srv(annotated(serverstate.AdoptedErrorAnnotation, "discovered")), bmc.PowerStateOff, metalv1alpha1.ServerStateAvailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, why, ok := errorExit(tc.s, tc.power)
@@ -108,16 +109,16 @@ func TestRecoveredBookkeeping(t *testing.T) {
 	s := &metalv1alpha1.Server{Spec: metalv1alpha1.ServerSpec{SystemUUID: "u"}}
 	s.Status.NetworkInterfaces = []metalv1alpha1.NetworkInterface{{Name: "eth0"}}
 	recoveredBookkeeping(s, metalv1alpha1.ServerStateError)
-	if got := s.Annotations[AdoptedErrorAnnotation]; got != "discovered" {
+	if got := s.Annotations[serverstate.AdoptedErrorAnnotation]; got != "discovered" {
 		t.Errorf("adopted Error marked %q, want discovered", got)
 	}
 	recoveredBookkeeping(s, metalv1alpha1.ServerStateMaintenance)
-	if got := s.Annotations[MaintenanceBootAnnotation]; got != maintenanceBootAdopted {
+	if got := s.Annotations[serverstate.MaintenanceBootAnnotation]; got != maintenanceBootAdopted {
 		t.Errorf("adopted Maintenance marked %q, want %q", got, maintenanceBootAdopted)
 	}
-	lifecycle.SetAnnotation(s, MaintenanceBootAnnotation, "ns/m/uid")
+	lifecycle.SetAnnotation(s, serverstate.MaintenanceBootAnnotation, "ns/m/uid")
 	recoveredBookkeeping(s, metalv1alpha1.ServerStateMaintenance)
-	if got := s.Annotations[MaintenanceBootAnnotation]; got != "ns/m/uid" {
+	if got := s.Annotations[serverstate.MaintenanceBootAnnotation]; got != "ns/m/uid" {
 		t.Errorf("a record of ours was replaced by %q", got)
 	}
 }

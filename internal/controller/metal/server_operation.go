@@ -14,6 +14,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/inventory"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -194,7 +195,7 @@ func (r *ServerReconciler) issueOperation(bctx, ctx context.Context, p *serverPa
 		lifecycle.SetAnnotation(s, intent.Annotation, issuing.String())
 		// The operation supersedes our own power action in flight; what it ends in is awaited
 		// by the steps that follow, so they do not act on its transient states.
-		lifecycle.SetAnnotation(s, PowerAnnotation, powerRecord{target: a.ends, at: r.Now()}.String())
+		lifecycle.SetAnnotation(s, serverstate.PowerAnnotation, powerRecord{target: a.ends, at: r.Now()}.String())
 		if extra != nil {
 			extra(s)
 		}
@@ -271,9 +272,9 @@ func (r *ServerReconciler) transitionOperation(ctx context.Context, p *serverPas
 		prev := p.state
 		return r.transition(ctx, p, metalv1alpha1.ServerStateParked, "parked by operation annotation", func(s *metalv1alpha1.Server) {
 			clearOp(s)
-			lifecycle.RemoveAnnotation(s, PowerAnnotation)
+			lifecycle.RemoveAnnotation(s, serverstate.PowerAnnotation)
 			lifecycle.SetAnnotation(s, metalv1alpha1.ParkedAnnotation, r.Now().UTC().Format(time.RFC3339))
-			lifecycle.SetAnnotation(s, PreviousStateAnnotation, string(prev))
+			lifecycle.SetAnnotation(s, serverstate.PreviousStateAnnotation, string(prev))
 		})
 	case op == metalv1alpha1.OperationRetry && p.state == metalv1alpha1.ServerStateError:
 		return r.transition(ctx, p, previousState(p.Obj), "retry requested", clearOp)

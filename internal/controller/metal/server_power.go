@@ -11,6 +11,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -24,7 +25,7 @@ func moving(obs bmc.PowerState, want metalv1alpha1.Power) bool {
 
 // inFlight reports whether an action towards want was issued recently enough to wait for it.
 func (r *ServerReconciler) inFlight(p *serverPass, want metalv1alpha1.Power) bool {
-	rec, ok := parsePowerRecord(p.Obj.Annotations[PowerAnnotation])
+	rec, ok := parsePowerRecord(p.Obj.Annotations[serverstate.PowerAnnotation])
 	return ok && rec.target == want && r.Now().Sub(rec.at) < r.Options.PowerTimeout
 }
 
@@ -38,7 +39,7 @@ func (r *ServerReconciler) powerAction(ctx context.Context, p *serverPass, want 
 	if moving(p.sys.PowerState, want) || r.inFlight(p, want) {
 		return false, true, nil
 	}
-	if rec, ok := parsePowerRecord(p.Obj.Annotations[PowerAnnotation]); ok && rec.target != want &&
+	if rec, ok := parsePowerRecord(p.Obj.Annotations[serverstate.PowerAnnotation]); ok && rec.target != want &&
 		r.Now().Sub(rec.at) < r.Options.PowerTimeout && !reached(p.sys.PowerState, rec.target) {
 		// Another change (an operation's, say) is on its way: let it land before undoing it,
 		// so a restart's PoweringOff is not answered with a second action.
@@ -48,7 +49,7 @@ func (r *ServerReconciler) powerAction(ctx context.Context, p *serverPass, want 
 	if want == metalv1alpha1.PowerOff {
 		action = bmc.PowerOff
 		// Graceful first; a graceful off that timed out (its record is still there) is forced.
-		if rec, ok := parsePowerRecord(p.Obj.Annotations[PowerAnnotation]); graceful && !(ok && rec.target == want) {
+		if rec, ok := parsePowerRecord(p.Obj.Annotations[serverstate.PowerAnnotation]); graceful && !(ok && rec.target == want) {
 			action = bmc.PowerGracefulOff
 		}
 	}
@@ -79,7 +80,7 @@ func (r *ServerReconciler) convergeWith(ctx context.Context, p *serverPass, want
 	if issued {
 		rec := powerRecord{target: want, at: r.Now()}
 		return lifecycle.Wrote("power " + string(want)), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
-			lifecycle.SetAnnotation(s, PowerAnnotation, rec.String())
+			lifecycle.SetAnnotation(s, serverstate.PowerAnnotation, rec.String())
 			if also != nil {
 				also(s)
 			}

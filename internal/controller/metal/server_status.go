@@ -17,6 +17,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/inventory"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -37,7 +38,7 @@ func (r *ServerReconciler) observe(bctx, ctx context.Context, p *serverPass) (ti
 		return 0, nil
 	}
 	st := s.Status.DeepCopy()
-	mirrorState(st, s.Generation, p.state)
+	serverstate.Mirror(st, s.Generation, p.state)
 	st.PowerState = metalv1alpha1.PowerState(p.sys.PowerState)
 	if led := p.sys.IndicatorLED; led != "" {
 		st.IndicatorLED = metalv1alpha1.IndicatorLED(led)
@@ -85,7 +86,7 @@ func (r *ServerReconciler) observe(bctx, ctx context.Context, p *serverPass) (ti
 	if equality.Semantic.DeepEqual(*st, s.Status) {
 		return more, nil
 	}
-	if rec, ok := parsePowerRecord(s.Annotations[PowerAnnotation]); ok && r.inFlight(p, rec.target) &&
+	if rec, ok := parsePowerRecord(s.Annotations[serverstate.PowerAnnotation]); ok && r.inFlight(p, rec.target) &&
 		!reached(p.sys.PowerState, rec.target) && onlyStateAndPower(*st, s.Status) {
 		// Our power action is on its way: report state and power once the box gets there (or
 		// the action times out), one write instead of one per step. The handler waits for it.
@@ -111,7 +112,7 @@ func onlyStateAndPower(a, b metalv1alpha1.ServerStatus) bool {
 // mirror reports only the state mirror (for states that make no BMC calls).
 func (r *ServerReconciler) mirror(p *serverPass) (lifecycle.Result, error) {
 	if p.Obj.Status.State != p.state {
-		mirrorState(&p.Obj.Status, p.Obj.Generation, p.state)
+		serverstate.Mirror(&p.Obj.Status, p.Obj.Generation, p.state)
 	}
 	return lifecycle.Done(), nil
 }

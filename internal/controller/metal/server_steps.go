@@ -11,6 +11,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -76,9 +77,9 @@ func (r *ServerReconciler) reserve(bctx, ctx context.Context, p *serverPass) (li
 			setMediaRecord(s, mediaWant)
 		}
 		if rec != "" {
-			lifecycle.SetAnnotation(s, PowerAnnotation, rec)
+			lifecycle.SetAnnotation(s, serverstate.PowerAnnotation, rec)
 			if booted != "" {
-				lifecycle.SetAnnotation(s, ClaimBootAnnotation, booted)
+				lifecycle.SetAnnotation(s, serverstate.ClaimBootAnnotation, booted)
 			}
 		}
 	})
@@ -109,7 +110,7 @@ func (r *ServerReconciler) reserved(bctx, ctx context.Context, p *serverPass) (l
 					return r.writeMediaRecord(ctx, p, want)
 				}
 				if booted != "" {
-					also = func(s *metalv1alpha1.Server) { lifecycle.SetAnnotation(s, ClaimBootAnnotation, booted) }
+					also = func(s *metalv1alpha1.Server) { lifecycle.SetAnnotation(s, serverstate.ClaimBootAnnotation, booted) }
 				}
 			}
 		}
@@ -130,15 +131,15 @@ func (r *ServerReconciler) reserved(bctx, ctx context.Context, p *serverPass) (l
 	}
 	if s.Spec.ReclaimPolicy == metalv1alpha1.ReclaimPolicyRetain {
 		return r.transition(ctx, p, metalv1alpha1.ServerStateReleased, "claim gone, power off confirmed, reclaim policy Retain", func(s *metalv1alpha1.Server) {
-			lifecycle.RemoveAnnotation(s, ClaimBootAnnotation)
-			lifecycle.RemoveAnnotation(s, MediaAnnotation)
+			lifecycle.RemoveAnnotation(s, serverstate.ClaimBootAnnotation)
+			lifecycle.RemoveAnnotation(s, serverstate.MediaAnnotation)
 		})
 	}
 	return r.transition(ctx, p, metalv1alpha1.ServerStateAvailable, "claim gone, power off confirmed", func(s *metalv1alpha1.Server) {
 		s.Spec.ServerClaimRef = nil
 		s.Spec.BootConfigurationRef = nil
-		lifecycle.RemoveAnnotation(s, ClaimBootAnnotation)
-		lifecycle.RemoveAnnotation(s, MediaAnnotation)
+		lifecycle.RemoveAnnotation(s, serverstate.ClaimBootAnnotation)
+		lifecycle.RemoveAnnotation(s, serverstate.MediaAnnotation)
 	})
 }
 
@@ -229,7 +230,7 @@ func (r *ServerReconciler) parked(ctx context.Context, p *serverPass) (lifecycle
 	return r.transition(ctx, p, to, "unparked", func(s *metalv1alpha1.Server) {
 		lifecycle.RemoveAnnotation(s, metalv1alpha1.OperationAnnotation)
 		lifecycle.RemoveAnnotation(s, metalv1alpha1.ParkedAnnotation)
-		lifecycle.RemoveAnnotation(s, PreviousStateAnnotation)
+		lifecycle.RemoveAnnotation(s, serverstate.PreviousStateAnnotation)
 	})
 }
 
@@ -238,7 +239,7 @@ func (r *ServerReconciler) parked(ctx context.Context, p *serverPass) (lifecycle
 // pass), else the state saved at park. Only a server that was not past discovery, or whose saved
 // state is lost, starts over.
 func unparkedState(s *metalv1alpha1.Server) metalv1alpha1.ServerState {
-	prev := metalv1alpha1.ServerState(s.Annotations[PreviousStateAnnotation])
+	prev := metalv1alpha1.ServerState(s.Annotations[serverstate.PreviousStateAnnotation])
 	if s.Spec.ServerClaimRef != nil {
 		if prev == metalv1alpha1.ServerStateReleased {
 			return metalv1alpha1.ServerStateReleased

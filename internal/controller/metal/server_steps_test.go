@@ -14,6 +14,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -78,11 +79,14 @@ func TestServerStateStep(t *testing.T) {
 			claimed, []client.Object{claim(metalv1alpha1.PowerOn), firstBootOnly(bootConfig(metalv1alpha1.ServerBootConfigurationStateReady))},
 			metalv1alpha1.ServerStateReserved, metalv1alpha1.PowerOn, "[Boot:Pxe/Once On]"},
 		{"Reserved, claim On, box off, FirstPowerOn booted before: the disk", metalv1alpha1.ServerStateReserved, redfish.PowerOff,
-			func(s *metalv1alpha1.Server) { claimed(s); s.Annotations[ClaimBootAnnotation] = "sbc-uid" },
+			func(s *metalv1alpha1.Server) { claimed(s); s.Annotations[serverstate.ClaimBootAnnotation] = "sbc-uid" },
 			[]client.Object{claim(metalv1alpha1.PowerOn), firstBootOnly(bootConfig(metalv1alpha1.ServerBootConfigurationStateReady))},
 			metalv1alpha1.ServerStateReserved, metalv1alpha1.PowerOn, "[On]"},
 		{"Reserved, claim On, box off, FirstPowerOn booted under a moved copy: the disk", metalv1alpha1.ServerStateReserved, redfish.PowerOff,
-			func(s *metalv1alpha1.Server) { claimed(s); s.Annotations[ClaimBootAnnotation] = "source-uid" },
+			func(s *metalv1alpha1.Server) {
+				claimed(s)
+				s.Annotations[serverstate.ClaimBootAnnotation] = "source-uid"
+			},
 			[]client.Object{claim(metalv1alpha1.PowerOn), moved(firstBootOnly(bootConfig(metalv1alpha1.ServerBootConfigurationStateReady)))},
 			metalv1alpha1.ServerStateReserved, metalv1alpha1.PowerOn, "[On]"},
 		{"Available, claimed, no boot configuration yet: Reserved, not powered", metalv1alpha1.ServerStateAvailable, redfish.PowerOff,
@@ -146,11 +150,11 @@ func TestServerStateStep(t *testing.T) {
 				t.Errorf("state %s, want %s", got, tc.wantState)
 			}
 			gotPower := metalv1alpha1.Power("")
-			if v := after.Annotations[PowerAnnotation]; v != "" {
+			if v := after.Annotations[serverstate.PowerAnnotation]; v != "" {
 				gotPower = metalv1alpha1.Power(strings.SplitN(v, "@", 2)[0])
 			}
 			if gotPower != tc.wantPower {
-				t.Errorf("power record %q, want %q", after.Annotations[PowerAnnotation], tc.wantPower)
+				t.Errorf("power record %q, want %q", after.Annotations[serverstate.PowerAnnotation], tc.wantPower)
 			}
 			if got := fmt.Sprint(resetTypes(since(records(b), start))); got != tc.wantResets {
 				t.Errorf("BMC actions %s, want %s", got, tc.wantResets)

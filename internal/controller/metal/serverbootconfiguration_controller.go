@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/shard"
 )
@@ -59,7 +60,7 @@ func (r *ServerBootConfigurationReconciler) handle(ctx context.Context, p *bootC
 	return lifecycle.Steps(ctx, p,
 		// Nothing to undo: a deleted configuration goes with its owner's finalizer.
 		lifecycle.OnDeletion(func(context.Context, *bootConfigPass) (lifecycle.Result, error) { return lifecycle.Done(), nil }),
-		lifecycle.DoneIf[*bootConfigPass](ignored),
+		lifecycle.DoneIf[*bootConfigPass](serverstate.Ignored),
 		r.provide,
 	)
 }

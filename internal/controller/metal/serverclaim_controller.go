@@ -26,6 +26,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/apilimit"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/metadata"
 	"github.com/metalhub/metalhub/internal/shard"
@@ -154,7 +155,7 @@ type claimPass struct {
 func (r *ServerClaimReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (lifecycle.Result, error) {
 	r.unwake(lp.Obj)
 	return lifecycle.Steps(ctx, &claimPass{Pass: lp},
-		lifecycle.DoneIf[*claimPass](ignored),
+		lifecycle.DoneIf[*claimPass](serverstate.Ignored),
 		r.waitForOwnBinding,
 		r.readHeld,
 		lifecycle.OnDeletion(func(ctx context.Context, p *claimPass) (lifecycle.Result, error) {
@@ -184,7 +185,7 @@ func (r *ServerClaimReconciler) keepOne(ctx context.Context, p *claimPass) (life
 	// A Released server was retained from an earlier claim of the same name (the Server
 	// controller releases only for a claim that is gone or going): it is not this claim's.
 	held := slices.DeleteFunc(p.held, func(s *metalv1alpha1.Server) bool {
-		state, _ := serverStore.Get(s)
+		state, _ := serverstate.Store.Get(s)
 		return state == metalv1alpha1.ServerStateReleased
 	})
 	keep, extra := splitHeld(p.Obj, held)
@@ -433,7 +434,7 @@ func (r *ServerClaimReconciler) finalize(ctx context.Context, p *lifecycle.Pass[
 	}
 	for _, s := range held {
 		c.Status.ServerPowerState = settledPower(c.Status.ServerPowerState, s.Status.PowerState) // the release powering it off
-		state, _ := serverStore.Get(s)
+		state, _ := serverstate.Store.Get(s)
 		switch {
 		case !s.DeletionTimestamp.IsZero():
 			// The server's own finalizer powers it off once no claim holds it.

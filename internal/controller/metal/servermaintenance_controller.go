@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/shard"
 )
@@ -130,7 +131,7 @@ type maintenancePass struct {
 // handle is the maintenance's pass, as its list of steps; the first that acts ends it.
 func (r *ServerMaintenanceReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.ServerMaintenance]) (lifecycle.Result, error) {
 	return lifecycle.Steps(ctx, &maintenancePass{Pass: lp},
-		lifecycle.DoneIf[*maintenancePass](ignored),
+		lifecycle.DoneIf[*maintenancePass](serverstate.Ignored),
 		lifecycle.OnDeletion(func(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
 			return r.finalize(ctx, p.Pass)
 		}),
@@ -379,7 +380,7 @@ func (r *ServerMaintenanceReconciler) ensureBootConfiguration(ctx context.Contex
 // state says so, Failed while its boot configuration is in Error.
 func (r *ServerMaintenanceReconciler) active(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], s *metalv1alpha1.Server) (lifecycle.Result, error) {
 	m := p.Obj
-	if state, _ := serverStore.Get(s); !s.DeletionTimestamp.IsZero() && state != metalv1alpha1.ServerStateMaintenance {
+	if state, _ := serverstate.Store.Get(s); !s.DeletionTimestamp.IsZero() && state != metalv1alpha1.ServerStateMaintenance {
 		// Deleted before it got there: a deleted server only waits for its holders to let go,
 		// it enters nothing. Said so, rather than waiting for it forever.
 		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonServerDeleting,
@@ -413,7 +414,7 @@ func (r *ServerMaintenanceReconciler) active(ctx context.Context, p *lifecycle.P
 			return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStateFailed, metalv1alpha1.ReasonBootConfigurationError, msg, lifecycle.Done())
 		}
 	}
-	if state, _ := serverStore.Get(s); state != metalv1alpha1.ServerStateMaintenance {
+	if state, _ := serverstate.Store.Get(s); state != metalv1alpha1.ServerStateMaintenance {
 		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonEnteringMaintenance,
 			fmt.Sprintf("waiting for server %s (%s) to enter Maintenance", s.Name, state), lifecycle.Done())
 	}

@@ -7,6 +7,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -17,7 +18,7 @@ import (
 // StateOnStart is the state the Server controller starts s in, and where it comes from: our
 // annotation, derived from refs and markers, adopted from another operator's status, or Initial.
 func StateOnStart(s *metalv1alpha1.Server) (metalv1alpha1.ServerState, lifecycle.Source) {
-	return serverStore.Get(s)
+	return serverstate.Store.Get(s)
 }
 
 // AsOnStart is s as the Server controller's first pass leaves its bookkeeping: a recovered
@@ -25,7 +26,7 @@ func StateOnStart(s *metalv1alpha1.Server) (metalv1alpha1.ServerState, lifecycle
 // changed.
 func AsOnStart(s *metalv1alpha1.Server) *metalv1alpha1.Server {
 	c := s.DeepCopy()
-	if state, src := serverStore.Get(c); src == lifecycle.FromAdopted || src == lifecycle.FromDerived {
+	if state, src := serverstate.Store.Get(c); src == lifecycle.FromAdopted || src == lifecycle.FromDerived {
 		lifecycle.SetAnnotation(c, lifecycle.StateAnnotation, string(state))
 		recoveredBookkeeping(c, state)
 	}
@@ -36,8 +37,8 @@ func AsOnStart(s *metalv1alpha1.Server) *metalv1alpha1.Server {
 // configuration of its maintenance m, given the box's power and the configuration's readiness:
 // the rule the Server controller applies (maintenanceBooted).
 func MaintenanceBooted(s *metalv1alpha1.Server, m *metalv1alpha1.ServerMaintenance, on, configReady bool) bool {
-	record := s.Annotations[MaintenanceBootAnnotation]
-	if state, _ := serverStore.Get(s); state == metalv1alpha1.ServerStateError && record == "" && s.Annotations[PreviousStateAnnotation] == "" {
+	record := s.Annotations[serverstate.MaintenanceBootAnnotation]
+	if state, _ := serverstate.Store.Get(s); state == metalv1alpha1.ServerStateError && record == "" && s.Annotations[serverstate.PreviousStateAnnotation] == "" {
 		record = maintenanceBootAdopted // entering Maintenance from an Error found, not entered
 	}
 	return maintenanceBooted(record, m, on, configReady)
@@ -52,9 +53,6 @@ func ErrorExit(s *metalv1alpha1.Server, power metalv1alpha1.PowerState) (metalv1
 
 // PreviousState is the state a server returns to after Maintenance (or an Error it entered).
 func PreviousState(s *metalv1alpha1.Server) metalv1alpha1.ServerState { return previousState(s) }
-
-// ValidServerState reports whether st is a state of the API.
-func ValidServerState(st metalv1alpha1.ServerState) bool { return validServerState(st) }
 
 // DiscoveryOfOurs reports whether s in Discovery runs a discovery round of metalhub's (one
 // without is the reference's, discovered again once the server is Off and unclaimed).

@@ -34,6 +34,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/apilimit"
 	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -507,7 +508,7 @@ func newTimeline(b *testing.B, ctx context.Context, c crcache.Cache, ns string) 
 			if s.Annotations[lifecycle.StateAnnotation] == string(metalv1alpha1.ServerStateReserved) {
 				mark("server Reserved", s.Spec.ServerClaimRef.Name)
 			}
-			if strings.HasPrefix(s.Annotations[metal.PowerAnnotation], string(metalv1alpha1.PowerOn)+"@") {
+			if strings.HasPrefix(s.Annotations[serverstate.PowerAnnotation], string(metalv1alpha1.PowerOn)+"@") {
 				mark("power-on issued", s.Spec.ServerClaimRef.Name)
 			}
 			if s.Status.PowerState == metalv1alpha1.PowerStateOn {

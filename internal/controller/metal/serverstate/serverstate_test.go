@@ -1,4 +1,4 @@
-package metal
+package serverstate
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
-// The production serverStore: the annotation wins, a server restored without it gets the state
+// The production Store: the annotation wins, a server restored without it gets the state
 // its refs and the parked marker say, and values that are no Server state are ignored. Adoption
 // of a status.state left by the reference operator is not covered here: it has tests of its own.
 func TestServerStoreGet(t *testing.T) {
@@ -68,7 +68,7 @@ func TestServerStoreGet(t *testing.T) {
 				lifecycle.SetAnnotation(s, metalv1alpha1.ParkedAnnotation, "true")
 			}
 			s.Status.State = tc.in.status
-			got, src := serverStore.Get(s)
+			got, src := Store.Get(s)
 			if got != tc.want || src != tc.wantSource {
 				t.Fatalf("Get = %s (%s), want %s (%s)", got, src, tc.want, tc.wantSource)
 			}

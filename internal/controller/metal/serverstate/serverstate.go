@@ -1,4 +1,9 @@
-package metal
+// Package serverstate holds the Server lifecycle's bookkeeping: the state kept in
+// lifecycle.StateAnnotation (Store: read, derived after a restore, adopted from a migration),
+// the annotations that record what is in flight beside it, and the status mirror of the state.
+// Every metal controller that reads or moves a Server's state goes through it; it knows no
+// controller.
+package serverstate
 
 import (
 	"strings"
@@ -24,7 +29,7 @@ const (
 	// MaintenanceBootAnnotation records that the server was booted into its maintenance's boot
 	// configuration (once per maintenance): "<namespace>/<name>/<uid>" of the maintenance, or
 	// "adopted" for a server found in Maintenance that metalhub did not put there (see
-	// maintenanceBooted).
+	// metal.MaintenanceBooted).
 	MaintenanceBootAnnotation = "lifecycle.metalhub.io/maintenance-boot"
 	// ClaimBootAnnotation records that the claimed server booted its boot configuration from
 	// the network: the configuration's UID. With networkBoot FirstPowerOn, later power-ons
@@ -42,18 +47,18 @@ const (
 	PreviousStateAnnotation = "lifecycle.metalhub.io/previous-state"
 	// AdoptedErrorAnnotation marks an Error metalhub found rather than entered (no previous
 	// state was recorded), with what the server was when found: "discovered" or
-	// "undiscovered" (see errorExit). Read then, because our own inventory walk fills the
+	// "undiscovered" (see metal.ErrorExit). Read then, because our own inventory walk fills the
 	// same status fields later.
 	AdoptedErrorAnnotation = "lifecycle.metalhub.io/adopted-error"
 )
 
-// serverStore keeps the Server lifecycle state. Without the annotation (a restore from a backup
+// Store keeps the Server lifecycle state. Without the annotation (a restore from a backup
 // of spec and metadata), the state is derived from what the controller itself set: the parked
 // marker means Parked, else a maintenance ref Maintenance, a claim ref Reserved. A status.state left by
 // the reference operator is adopted once. Otherwise the server starts at Initial.
-var serverStore = lifecycle.Store[metalv1alpha1.ServerState]{
+var Store = lifecycle.Store[metalv1alpha1.ServerState]{
 	Initial: metalv1alpha1.ServerStateInitial,
-	Valid:   validServerState,
+	Valid:   Valid,
 	Derive: func(o client.Object) (metalv1alpha1.ServerState, bool) {
 		s := o.(*metalv1alpha1.Server)
 		switch {
@@ -80,8 +85,8 @@ var serverStore = lifecycle.Store[metalv1alpha1.ServerState]{
 // ReasonRecorded is the reason of the Lifecycle condition.
 const ReasonRecorded = "Recorded"
 
-// mirrorState sets the state mirror, and the condition that says whose it is.
-func mirrorState(st *metalv1alpha1.ServerStatus, generation int64, state metalv1alpha1.ServerState) {
+// Mirror sets the state mirror, and the condition that says whose it is.
+func Mirror(st *metalv1alpha1.ServerStatus, generation int64, state metalv1alpha1.ServerState) {
 	st.State = state
 	lifecycle.SetCondition(&st.Conditions, generation, metalv1alpha1.ConditionLifecycle, metav1.ConditionTrue, ReasonRecorded,
 		"the lifecycle state is kept in annotation "+lifecycle.StateAnnotation+"; status.state mirrors it")
@@ -99,7 +104,8 @@ func managedServer(o client.Object) bool {
 	return apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionLifecycle) != nil
 }
 
-func validServerState(s metalv1alpha1.ServerState) bool {
+// Valid reports whether s is a state of the API.
+func Valid(s metalv1alpha1.ServerState) bool {
 	switch s {
 	case metalv1alpha1.ServerStateInitial, metalv1alpha1.ServerStateDiscovery, metalv1alpha1.ServerStateAvailable,
 		metalv1alpha1.ServerStateReserved, metalv1alpha1.ServerStateReleased, metalv1alpha1.ServerStateError,
@@ -109,7 +115,7 @@ func validServerState(s metalv1alpha1.ServerState) bool {
 	return false
 }
 
-// ignored reports an object a user asked metalhub to leave alone (operation annotation ignore).
-func ignored(o client.Object) bool {
+// Ignored reports an object a user asked metalhub to leave alone (operation annotation ignore).
+func Ignored(o client.Object) bool {
 	return o.GetAnnotations()[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationIgnore
 }
