@@ -18,7 +18,7 @@ import (
 	baseboardv1alpha1 "github.com/metalhub/metalhub/api/baseboard/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
-	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
 	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/shard"
 )
@@ -141,5 +141,5 @@ func serverRefKey(ctx context.Context, c client.Reader, o client.Object, ref *co
 	if ref == nil || ref.Name == "" {
 		return shard.KeyObject(o)
 	}
-	return metal.ServerShardKeyByName(ctx, c, ref.Name)
+	return shardkey.ServerByName(ctx, c, ref.Name)
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
+	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/registry"
 	"github.com/metalhub/metalhub/internal/shard"
@@ -97,7 +98,7 @@ func (r *BMCReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) erro
 		Watches(&metalv1alpha1.BMCSecret{}, handler.EnqueueRequestsFromMapFunc(naming(r.Client, &metalv1alpha1.BMCList{}, indexBMCSecret))).
 		Watches(&metalv1alpha1.Endpoint{}, handler.EnqueueRequestsFromMapFunc(naming(r.Client, &metalv1alpha1.BMCList{}, indexBMCEndpoint))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
-	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.BMCList{} }, bmcShardKey).Complete(rec)
+	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.BMCList{} }, shardkey.ForBMC).Complete(rec)
 }
 
 // bmcPass is one pass over a BMC: what the connect step found, for the steps after it.

@@ -22,6 +22,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/shard"
 )
@@ -92,7 +93,7 @@ func (r *BMCUserReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&metalv1alpha1.BMCUser{}, builder.WithPredicates(lifecycle.Predicate())).
 		Watches(&metalv1alpha1.BMCSecret{}, handler.EnqueueRequestsFromMapFunc(r.usersOfSecret)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1})
-	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.BMCUserList{} }, bmcUserShardKey).Complete(rec)
+	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.BMCUserList{} }, shardkey.ForBMCUser).Complete(rec)
 }
 
 func (r *BMCUserReconciler) usersOfSecret(ctx context.Context, o client.Object) []reconcile.Request {

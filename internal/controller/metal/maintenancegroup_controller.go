@@ -19,6 +19,7 @@ import (
 
 	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/shard"
 )
@@ -54,7 +55,7 @@ func (r *MaintenanceGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&metalv1alpha1.ServerMaintenance{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Concurrency, 1)})
 	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &maintenancev1alpha1.ServerMaintenanceList{} },
-		objectShardKey[*maintenancev1alpha1.ServerMaintenance]).Complete(rec)
+		shardkey.ForObject[*maintenancev1alpha1.ServerMaintenance]).Complete(rec)
 }
 
 type groupPass struct {

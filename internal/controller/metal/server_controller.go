@@ -27,6 +27,7 @@ import (
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
+	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/shard"
 )
@@ -125,7 +126,7 @@ func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&metalv1alpha1.ServerBootConfiguration{}, handler.EnqueueRequestsFromMapFunc(bootConfiguredServer),
 			builder.WithPredicates(bootStateChanged(r.Options.Claims.ExternalBootProvider))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency})
-	return shard.Gate(r.Options.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.ServerList{} }, serverShardKey).Complete(rec)
+	return shard.Gate(r.Options.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.ServerList{} }, shardkey.ForServer).Complete(rec)
 }
 
 // mirrorDrifted passes a status change that left status.state different from the durable state:

@@ -17,6 +17,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
+	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/shard"
 )
@@ -51,7 +52,7 @@ func (r *ServerBootConfigurationReconciler) SetupWithManager(mgr ctrl.Manager) e
 		b = b.Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(naming(r.Client, &metalv1alpha1.ServerBootConfigurationList{}, indexIgnitionSecret)))
 	}
 	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.ServerBootConfigurationList{} },
-		serverRefShardKey(r.Client, func(c *metalv1alpha1.ServerBootConfiguration) string { return c.Spec.ServerRef.Name })).Complete(rec)
+		shardkey.ForServerRef(r.Client, func(c *metalv1alpha1.ServerBootConfiguration) string { return c.Spec.ServerRef.Name })).Complete(rec)
 }
 
 type bootConfigPass = lifecycle.Pass[*metalv1alpha1.ServerBootConfiguration]

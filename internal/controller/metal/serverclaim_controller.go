@@ -27,6 +27,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/apilimit"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
+	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/metadata"
 	"github.com/metalhub/metalhub/internal/shard"
@@ -122,7 +123,7 @@ func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// Claims are global: each is bound by one replica, by its own name; the server lock
 	// (optimistically locked) keeps two replicas from binding one server.
 	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.ServerClaimList{} },
-		objectShardKey[*metalv1alpha1.ServerClaim]).Complete(rec)
+		shardkey.ForObject[*metalv1alpha1.ServerClaim]).Complete(rec)
 }
 
 // reconciler returns the claim's lifecycle Reconciler. Every write of a pass over a claim that

@@ -24,6 +24,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
+	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/shard"
 )
@@ -78,7 +79,7 @@ func (r *ServerMaintenanceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&metalv1alpha1.ServerClaim{}, handler.EnqueueRequestsFromMapFunc(r.forClaim), builder.WithPredicates(lifecycle.Predicate())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Concurrency, 1)})
 	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.ServerMaintenanceList{} },
-		serverRefShardKey(r.Client, func(m *metalv1alpha1.ServerMaintenance) string {
+		shardkey.ForServerRef(r.Client, func(m *metalv1alpha1.ServerMaintenance) string {
 			if m.Spec.ServerRef == nil {
 				return ""
 			}

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/shard"
 )
@@ -59,7 +60,7 @@ func (r *ServerReadinessRuleReconciler) SetupWithManager(mgr ctrl.Manager) error
 		Watches(&metalv1alpha1.Server{}, handler.EnqueueRequestsFromMapFunc(r.allRules), builder.WithPredicates(readinessRelevant())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Concurrency, 1)})
 	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.ServerReadinessRuleList{} },
-		objectShardKey[*metalv1alpha1.ServerReadinessRule]).Complete(rec)
+		shardkey.ForObject[*metalv1alpha1.ServerReadinessRule]).Complete(rec)
 }
 
 func (r *ServerReadinessRuleReconciler) allRules(ctx context.Context, _ client.Object) []reconcile.Request {
