@@ -425,7 +425,7 @@ func (w *world) faulty(i int) bool {
 	return !reflect.DeepEqual(w.faults[i], w.baseFaults(i)) || w.slow[i] || w.credsChanged[i] || w.twinned[i] || moving || shared
 }
 
-// claimable is the controllers' own notion (claims.go serverClaimable), read from a view.
+// claimable is the controllers' own notion (claimable.Server), read from a view.
 func claimable(v *srvView) bool {
 	return !v.Deleting && v.State == string(metalv1alpha1.ServerStateAvailable) && !v.Unclaimable && v.ClaimRef == "" &&
 		v.MaintRef == "" && v.Power == string(metalv1alpha1.PowerStateOff) && v.Op != metalv1alpha1.OperationIgnore

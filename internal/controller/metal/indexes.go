@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/claimable"
 	"github.com/metalhub/metalhub/internal/metadata"
 	"github.com/metalhub/metalhub/internal/registry"
 )
@@ -44,7 +45,7 @@ const (
 // candidates through them instead of scanning every server for every claim, and a changed server
 // or Secret reaches only the objects that name it.
 const (
-	// indexServerClaimable holds, for servers a claim may bind (see serverClaimable), one of
+	// indexServerClaimable holds, for servers a claim may bind (see claimable.Server), one of
 	// claimBuckets bucket numbers: a claim looks at one bucket of the free pool at a time, so a
 	// pass costs a fraction of the pool, however large the fleet.
 	indexServerClaimable = "metalhub.claimable"
@@ -137,7 +138,7 @@ func setupClaimIndexes(ctx context.Context, idx client.FieldIndexer) error {
 func claimIndexes() []fieldIndex {
 	return []fieldIndex{
 		{&metalv1alpha1.Server{}, indexServerClaimable, func(o client.Object) []string {
-			if serverClaimable(o.(*metalv1alpha1.Server)) {
+			if claimable.Server(o.(*metalv1alpha1.Server)) {
 				return []string{claimBucket(o.GetName())}
 			}
 			return nil

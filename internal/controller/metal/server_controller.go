@@ -25,6 +25,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/claimable"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
@@ -301,7 +302,7 @@ func (r *ServerReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metal
 // bmcPausedStep ends the pass of a Server whose BMC object is paused, like its own pause: no
 // write, no BMC call (unpausing the BMC brings the next pass: pauseChanged).
 func (r *ServerReconciler) bmcPausedStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
-	if paused, err := bmcPaused(ctx, p.c, p.Obj); err != nil || paused {
+	if paused, err := claimable.BMCPaused(ctx, p.c, p.Obj); err != nil || paused {
 		return lifecycle.Done(), err
 	}
 	return lifecycle.Continue(), nil

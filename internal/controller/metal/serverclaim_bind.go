@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/claimable"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/metadata"
 )
@@ -64,13 +65,13 @@ func (r *ServerClaimReconciler) bindNamed(ctx context.Context, p *lifecycle.Pass
 		}
 		return lifecycle.Result{}, fmt.Errorf("reading server %s: %w", name, err)
 	}
-	if !serverClaimable(s) {
-		return r.unbound(ctx, p, metalv1alpha1.ReasonServerNotClaimable, fmt.Sprintf("server %s %s", name, whyNotClaimable(s)))
+	if !claimable.Server(s) {
+		return r.unbound(ctx, p, metalv1alpha1.ReasonServerNotClaimable, fmt.Sprintf("server %s %s", name, claimable.WhyNot(s)))
 	}
 	if c.Spec.ServerSelector != nil && !sel.Matches(labels.Set(s.Labels)) {
 		return r.unbound(ctx, p, metalv1alpha1.ReasonServerSelectorMismatch, fmt.Sprintf("server %s does not match spec.serverSelector", name))
 	}
-	if ok, why := tolerates(c.Spec.Tolerations, s.Spec.Taints); !ok {
+	if ok, why := claimable.Tolerates(c.Spec.Tolerations, s.Spec.Taints); !ok {
 		return r.unbound(ctx, p, metalv1alpha1.ReasonServerNotClaimable, fmt.Sprintf("server %s: %s", name, why))
 	}
 	if m, err := pendingMaintenance(ctx, p.Client(), name); err != nil || m != "" {
@@ -79,7 +80,7 @@ func (r *ServerClaimReconciler) bindNamed(ctx context.Context, p *lifecycle.Pass
 		}
 		return r.unbound(ctx, p, metalv1alpha1.ReasonServerNotClaimable, fmt.Sprintf("server %s awaits maintenance %s", name, m))
 	}
-	if paused, err := bmcPaused(ctx, p.Client(), s); err != nil || paused {
+	if paused, err := claimable.BMCPaused(ctx, p.Client(), s); err != nil || paused {
 		if err != nil {
 			return lifecycle.Result{}, err
 		}
@@ -116,7 +117,7 @@ func (r *ServerClaimReconciler) bindAny(ctx context.Context, p *lifecycle.Pass[*
 				busy = true
 				continue
 			}
-			if ok, _ := tolerates(c.Spec.Tolerations, s.Spec.Taints); !ok {
+			if ok, _ := claimable.Tolerates(c.Spec.Tolerations, s.Spec.Taints); !ok {
 				continue
 			}
 			if m, err := pendingMaintenance(ctx, cl, s.Name); err != nil {
@@ -124,7 +125,7 @@ func (r *ServerClaimReconciler) bindAny(ctx context.Context, p *lifecycle.Pass[*
 			} else if m != "" {
 				continue
 			}
-			if paused, err := bmcPaused(ctx, cl, s); err != nil {
+			if paused, err := claimable.BMCPaused(ctx, cl, s); err != nil {
 				return lifecycle.Result{}, err
 			} else if paused {
 				continue
@@ -166,10 +167,10 @@ func (r *ServerClaimReconciler) noServerReason(ctx context.Context, p *lifecycle
 			taken++
 		case s.Spec.ServerMaintenanceRef != nil:
 			maintained++
-		case !serverClaimable(s):
+		case !claimable.Server(s):
 			other++
 		default:
-			if ok, _ := tolerates(c.Spec.Tolerations, s.Spec.Taints); !ok {
+			if ok, _ := claimable.Tolerates(c.Spec.Tolerations, s.Spec.Taints); !ok {
 				tainted++
 			} else {
 				maintained++ // claimable but a maintenance is pending

@@ -26,6 +26,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/apilimit"
+	"github.com/metalhub/metalhub/internal/controller/metal/claimable"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -245,7 +246,7 @@ func splitHeld(c *metalv1alpha1.ServerClaim, held []*metalv1alpha1.Server) (*met
 // finalizer), then make sure the boot configuration exists and report Bound.
 func (r *ServerClaimReconciler) bound(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server) (lifecycle.Result, error) {
 	c, cl := p.Obj, p.Client()
-	if ok, why := tolerates(c.Spec.Tolerations, evictTaints(s.Spec.Taints)); !ok {
+	if ok, why := claimable.Tolerates(c.Spec.Tolerations, evictTaints(s.Spec.Taints)); !ok {
 		return r.evict(ctx, p, s, why)
 	}
 	if !controllerutil.ContainsFinalizer(c, ServerClaimFinalizer) || c.Spec.ServerRef == nil || c.Spec.ServerRef.Name == "" {
@@ -351,7 +352,7 @@ func (r *ServerClaimReconciler) evict(ctx context.Context, p *lifecycle.Pass[*me
 func evictTaints(taints []metalv1alpha1.Taint) []metalv1alpha1.Taint {
 	var out []metalv1alpha1.Taint
 	for _, t := range taints {
-		if taintEffect(t) == metalv1alpha1.TaintEffectEvict {
+		if claimable.TaintEffect(t) == metalv1alpha1.TaintEffectEvict {
 			out = append(out, t)
 		}
 	}

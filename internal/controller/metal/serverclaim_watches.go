@@ -2,10 +2,11 @@ package metal
 
 import (
 	"context"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"slices"
 	"strings"
 	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/claimable"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -51,7 +53,7 @@ func claimRelevant(old, s *metalv1alpha1.Server) bool {
 	if !equality.Semantic.DeepEqual(old.Spec.ServerClaimRef, s.Spec.ServerClaimRef) ||
 		!equality.Semantic.DeepEqual(old.Spec.BootConfigurationRef, s.Spec.BootConfigurationRef) ||
 		!equality.Semantic.DeepEqual(old.DeletionTimestamp, s.DeletionTimestamp) ||
-		serverClaimable(old) != serverClaimable(s) ||
+		claimable.Server(old) != claimable.Server(s) ||
 		old.Annotations[lifecycle.StateAnnotation] != s.Annotations[lifecycle.StateAnnotation] {
 		return true
 	}
@@ -94,7 +96,7 @@ func (r *ServerClaimReconciler) enqueueForServer(ctx context.Context, old, s *me
 			add(named.Items[i].Namespace, named.Items[i].Name)
 		}
 	}
-	if serverClaimable(s) && (old == nil || !serverClaimable(old) ||
+	if claimable.Server(s) && (old == nil || !claimable.Server(old) ||
 		!equality.Semantic.DeepEqual(old.Labels, s.Labels) || !equality.Semantic.DeepEqual(old.Spec.Taints, s.Spec.Taints)) {
 		for _, key := range r.waitingFor(ctx, s) {
 			add(key.Namespace, key.Name)
@@ -125,7 +127,7 @@ func (r *ServerClaimReconciler) waitingFor(ctx context.Context, s *metalv1alpha1
 				continue
 			}
 		}
-		if ok, _ := tolerates(c.Spec.Tolerations, s.Spec.Taints); !ok {
+		if ok, _ := claimable.Tolerates(c.Spec.Tolerations, s.Spec.Taints); !ok {
 			continue
 		}
 		cands = append(cands, c)

@@ -1,4 +1,4 @@
-package metal
+package claimable
 
 import (
 	"testing"
@@ -29,8 +29,8 @@ func TestTolerates(t *testing.T) {
 		{"empty taint effect is NoBind", []metalv1alpha1.Toleration{{Key: "rack", Value: "r1", Effect: metalv1alpha1.TaintEffectNoBind}}, []metalv1alpha1.Taint{defaulted}, true},
 		{"every taint needs a toleration", []metalv1alpha1.Toleration{{Key: "gpu", Operator: metalv1alpha1.TolerationOpExists}}, []metalv1alpha1.Taint{noBind, evict}, false},
 	} {
-		if got, why := tolerates(tc.tols, tc.taints); got != tc.want {
-			t.Errorf("%s: tolerates = %v (%s), want %v", tc.name, got, why, tc.want)
+		if got, why := Tolerates(tc.tols, tc.taints); got != tc.want {
+			t.Errorf("%s: Tolerates = %v (%s), want %v", tc.name, got, why, tc.want)
 		}
 	}
 }
@@ -43,8 +43,8 @@ func TestServerClaimable(t *testing.T) {
 			Status:     metalv1alpha1.ServerStatus{PowerState: metalv1alpha1.PowerStateOff, State: metalv1alpha1.ServerStateAvailable},
 		}
 	}
-	if s := base(); !serverClaimable(s) {
-		t.Fatalf("Available and off: not claimable (%s)", whyNotClaimable(s))
+	if s := base(); !Server(s) {
+		t.Fatalf("Available and off: not claimable (%s)", WhyNot(s))
 	}
 	now := metav1.Now()
 	for name, mutate := range map[string]func(*metalv1alpha1.Server){
@@ -68,58 +68,11 @@ func TestServerClaimable(t *testing.T) {
 	} {
 		s := base()
 		mutate(s)
-		if serverClaimable(s) {
+		if Server(s) {
 			t.Errorf("%s: claimable", name)
 		}
-		if why := whyNotClaimable(s); why == "is claimable" {
+		if why := WhyNot(s); why == "is claimable" {
 			t.Errorf("%s: no reason given", name)
 		}
-	}
-}
-
-// Which Server updates reach the claims: binding, claimability, labels and taints do; status
-// churn of a server no claim waits on does not.
-func TestClaimRelevant(t *testing.T) {
-	base := freeServer("s", map[string]string{"rack": "r1"})
-	claimedReserved := freeServer("s", nil, func(s *metalv1alpha1.Server) {
-		s.Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Namespace: "default", Name: "c"}
-		s.Annotations[lifecycle.StateAnnotation] = string(metalv1alpha1.ServerStateReserved)
-	})
-	claimedMaint := freeServer("s", nil, func(s *metalv1alpha1.Server) {
-		s.Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Namespace: "default", Name: "c"}
-		s.Annotations[lifecycle.StateAnnotation] = string(metalv1alpha1.ServerStateMaintenance)
-	})
-	cases := []struct {
-		name   string
-		old    *metalv1alpha1.Server
-		change func(*metalv1alpha1.Server)
-		want   bool
-	}{
-		{"nothing", base, func(*metalv1alpha1.Server) {}, false},
-		{"inventory reported", base, func(s *metalv1alpha1.Server) { s.Status.Manufacturer = "Dell Inc." }, false},
-		{"claimed", base, func(s *metalv1alpha1.Server) {
-			s.Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Namespace: "default", Name: "c"}
-		}, true},
-		{"no longer claimable (powered on)", base, func(s *metalv1alpha1.Server) { s.Status.PowerState = metalv1alpha1.PowerStateOn }, true},
-		{"relabelled", base, func(s *metalv1alpha1.Server) { s.Labels = map[string]string{"rack": "r2"} }, true},
-		{"tainted", base, func(s *metalv1alpha1.Server) {
-			s.Spec.Taints = []metalv1alpha1.Taint{{Key: "k", Effect: metalv1alpha1.TaintEffectNoBind}}
-		}, true},
-		{"state moved", base, func(s *metalv1alpha1.Server) {
-			s.Annotations[lifecycle.StateAnnotation] = string(metalv1alpha1.ServerStateParked)
-		}, true},
-		{"power of a Reserved server (the claim shows it)", claimedReserved, func(s *metalv1alpha1.Server) { s.Status.PowerState = metalv1alpha1.PowerStateOn }, true},
-		{"inventory of a Reserved server", claimedReserved, func(s *metalv1alpha1.Server) { s.Status.BIOSVersion = "2.19.1" }, false},
-		{"a Reserved server on its way to On (the claim shows settled power only)", claimedReserved, func(s *metalv1alpha1.Server) { s.Status.PowerState = metalv1alpha1.PowerStatePoweringOn }, false},
-		{"power of a claimed server in maintenance", claimedMaint, func(s *metalv1alpha1.Server) { s.Status.PowerState = metalv1alpha1.PowerStateOn }, true},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			s := tc.old.DeepCopy()
-			tc.change(s)
-			if got := claimRelevant(tc.old, s); got != tc.want {
-				t.Errorf("claimRelevant = %v, want %v", got, tc.want)
-			}
-		})
 	}
 }

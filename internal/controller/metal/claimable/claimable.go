@@ -1,4 +1,7 @@
-package metal
+// Package claimable says whether a claim may bind a server: from the server alone (its durable
+// state, power, holders, pause), and by the claim's tolerations of its taints. The claim
+// controller binds with it and the indexes bucket servers by it; it knows no controller.
+package claimable
 
 import (
 	"context"
@@ -11,11 +14,11 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
-// serverClaimable reports whether a claim may bind s, from the server alone: its durable state
+// Server reports whether a claim may bind s, from the server alone: its durable state
 // (never status.state) is Available, it is observed powered off, nobody holds it and it is not
 // being deleted or ignored. Taints, selectors and pending maintenance depend on the claim and
 // are checked per candidate.
-func serverClaimable(s *metalv1alpha1.Server) bool {
+func Server(s *metalv1alpha1.Server) bool {
 	state, src := serverstate.Store.Get(s)
 	return src == lifecycle.FromAnnotation && state == metalv1alpha1.ServerStateAvailable &&
 		s.DeletionTimestamp.IsZero() &&
@@ -28,8 +31,8 @@ func serverClaimable(s *metalv1alpha1.Server) bool {
 		!lifecycle.Paused(s)
 }
 
-// whyNotClaimable says, for a user, why serverClaimable is false.
-func whyNotClaimable(s *metalv1alpha1.Server) string {
+// WhyNot says, for a user, why Server is false.
+func WhyNot(s *metalv1alpha1.Server) string {
 	state, src := serverstate.Store.Get(s)
 	switch {
 	case !s.DeletionTimestamp.IsZero():
@@ -54,9 +57,9 @@ func whyNotClaimable(s *metalv1alpha1.Server) string {
 	return "is claimable"
 }
 
-// bmcPaused reports whether the BMC object a server is reached through is paused: pausing a BMC
+// BMCPaused reports whether the BMC object a server is reached through is paused: pausing a BMC
 // pauses its Servers (no pass acts on them, no claim binds them).
-func bmcPaused(ctx context.Context, c client.Reader, s *metalv1alpha1.Server) (bool, error) {
+func BMCPaused(ctx context.Context, c client.Reader, s *metalv1alpha1.Server) (bool, error) {
 	ref := s.Spec.BMCRef
 	if ref == nil || ref.Name == "" {
 		return false, nil
@@ -68,9 +71,9 @@ func bmcPaused(ctx context.Context, c client.Reader, s *metalv1alpha1.Server) (b
 	return lifecycle.Paused(b), nil
 }
 
-// tolerates reports whether tolerations let a claim bind a server with taints. Both effects keep
+// Tolerates reports whether tolerations let a claim bind a server with taints. Both effects keep
 // a claim away: Evict is NoBind plus eviction of bound claims.
-func tolerates(tolerations []metalv1alpha1.Toleration, taints []metalv1alpha1.Taint) (bool, string) {
+func Tolerates(tolerations []metalv1alpha1.Toleration, taints []metalv1alpha1.Taint) (bool, string) {
 	for _, t := range taints {
 		ok := false
 		for _, tol := range tolerations {
@@ -80,13 +83,14 @@ func tolerates(tolerations []metalv1alpha1.Toleration, taints []metalv1alpha1.Ta
 			}
 		}
 		if !ok {
-			return false, fmt.Sprintf("taint %s=%s:%s not tolerated", t.Key, t.Value, taintEffect(t))
+			return false, fmt.Sprintf("taint %s=%s:%s not tolerated", t.Key, t.Value, TaintEffect(t))
 		}
 	}
 	return true, ""
 }
 
-func taintEffect(t metalv1alpha1.Taint) metalv1alpha1.TaintEffect {
+// TaintEffect is t's effect, NoBind when left empty (the CRD default).
+func TaintEffect(t metalv1alpha1.Taint) metalv1alpha1.TaintEffect {
 	if t.Effect == "" {
 		return metalv1alpha1.TaintEffectNoBind
 	}
@@ -94,7 +98,7 @@ func taintEffect(t metalv1alpha1.Taint) metalv1alpha1.TaintEffect {
 }
 
 func toleratesTaint(tol metalv1alpha1.Toleration, t metalv1alpha1.Taint) bool {
-	if tol.Effect != "" && tol.Effect != taintEffect(t) {
+	if tol.Effect != "" && tol.Effect != TaintEffect(t) {
 		return false
 	}
 	if tol.Operator == metalv1alpha1.TolerationOpExists {
