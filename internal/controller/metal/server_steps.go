@@ -11,6 +11,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/bootrequest"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -157,7 +158,7 @@ func (r *ServerReconciler) bootReady(ctx context.Context, p *serverPass) (bool, 
 // bootConfigurationReady reports whether a boot configuration is Ready for this server; when
 // not, why, and the object (nil when it does not exist). One that names another server is never
 // Ready for this one. With the built-in provider, one it has not judged yet is judged here, by
-// the same rule (bootInputProblem): waiting for the provider's status write would put it in
+// the same rule (bootrequest.InputProblem): waiting for the provider's status write would put it in
 // every claim's path, a Server pass more per claim.
 func (r *ServerReconciler) bootConfigurationReady(ctx context.Context, p *serverPass, ns, name string) (bool, string, *metalv1alpha1.ServerBootConfiguration, error) {
 	sbc := &metalv1alpha1.ServerBootConfiguration{}
@@ -174,14 +175,14 @@ func (r *ServerReconciler) bootConfigurationReady(ctx context.Context, p *server
 	case sbc.Status.State == metalv1alpha1.ServerBootConfigurationStateReady:
 		return true, "", sbc, nil
 	case sbc.Status.State == "" && !r.Options.Claims.ExternalBootProvider:
-		bad, err := bootInputProblem(ctx, p.c, ns, sbc.Spec.Image, sbc.Spec.IgnitionSecretRef)
+		bad, err := bootrequest.InputProblem(ctx, p.c, ns, sbc.Spec.Image, sbc.Spec.IgnitionSecretRef)
 		if err != nil {
 			return false, "", sbc, err
 		}
 		if bad == nil {
 			return true, "", sbc, nil
 		}
-		return false, fmt.Sprintf("boot configuration %s/%s: %s", ns, name, bad.msg), sbc, nil
+		return false, fmt.Sprintf("boot configuration %s/%s: %s", ns, name, bad.Msg), sbc, nil
 	}
 	return false, fmt.Sprintf("waiting for boot configuration %s/%s to be Ready (%s)", ns, name,
 		cmp.Or(string(sbc.Status.State), string(metalv1alpha1.ServerBootConfigurationStatePending))), sbc, nil

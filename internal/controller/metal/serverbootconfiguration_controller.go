@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/bootrequest"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -112,12 +113,12 @@ type bootVerdict struct {
 // evaluate is the built-in provider's verdict: Ready once the user's input is complete.
 func (r *ServerBootConfigurationReconciler) evaluate(ctx context.Context, p *bootConfigPass) (bootVerdict, error) {
 	sbc := p.Obj
-	bad, err := bootInputProblem(ctx, p.Client(), sbc.Namespace, sbc.Spec.Image, sbc.Spec.IgnitionSecretRef)
+	bad, err := bootrequest.InputProblem(ctx, p.Client(), sbc.Namespace, sbc.Spec.Image, sbc.Spec.IgnitionSecretRef)
 	switch {
 	case err != nil:
 		return bootVerdict{}, err
 	case bad != nil:
-		return bootVerdict{metalv1alpha1.ServerBootConfigurationStateError, metav1.ConditionFalse, bad.reason, bad.msg}, nil
+		return bootVerdict{metalv1alpha1.ServerBootConfigurationStateError, metav1.ConditionFalse, bad.Reason, bad.Msg}, nil
 	}
 	return bootVerdict{metalv1alpha1.ServerBootConfigurationStateReady, metav1.ConditionTrue, metalv1alpha1.ReasonBootConfigurationReady,
 		"image " + sbc.Spec.Image + " ready to boot"}, nil

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/bootrequest"
 	"github.com/metalhub/metalhub/internal/controller/metal/claimable"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/metadata"
@@ -28,7 +29,7 @@ func (r *ServerClaimReconciler) bind(ctx context.Context, p *lifecycle.Pass[*met
 		return lifecycle.Result{}, err
 	}
 	if bad != nil {
-		return r.unbound(ctx, p, bad.reason, bad.msg)
+		return r.unbound(ctx, p, bad.Reason, bad.Msg)
 	}
 	if c.Spec.ServerRef != nil && c.Spec.ServerRef.Name != "" {
 		return r.bindNamed(ctx, p, sel)
@@ -39,16 +40,16 @@ func (r *ServerClaimReconciler) bind(ctx context.Context, p *lifecycle.Pass[*met
 // validate checks what the user gave: an image, the ignition Secret if one is named, a valid
 // selector. A claim with bad input does not bind; fixing it (or creating the Secret) brings it
 // back through the watches.
-func (r *ServerClaimReconciler) validate(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (labels.Selector, *problem, error) {
+func (r *ServerClaimReconciler) validate(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (labels.Selector, *bootrequest.Problem, error) {
 	c := p.Obj
 	sel := labels.Everything()
 	if c.Spec.ServerSelector != nil {
 		var err error
 		if sel, err = metav1.LabelSelectorAsSelector(c.Spec.ServerSelector); err != nil {
-			return nil, &problem{metalv1alpha1.ReasonInvalidSelector, "spec.serverSelector is invalid: " + err.Error()}, nil
+			return nil, &bootrequest.Problem{Reason: metalv1alpha1.ReasonInvalidSelector, Msg: "spec.serverSelector is invalid: " + err.Error()}, nil
 		}
 	}
-	if bad, err := bootInputProblem(ctx, p.Client(), c.Namespace, c.Spec.Image, c.Spec.IgnitionSecretRef); err != nil || bad != nil {
+	if bad, err := bootrequest.InputProblem(ctx, p.Client(), c.Namespace, c.Spec.Image, c.Spec.IgnitionSecretRef); err != nil || bad != nil {
 		return nil, bad, err
 	}
 	return sel, nil, nil

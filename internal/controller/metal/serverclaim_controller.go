@@ -26,6 +26,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/apilimit"
+	"github.com/metalhub/metalhub/internal/controller/metal/bootrequest"
 	"github.com/metalhub/metalhub/internal/controller/metal/claimable"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
@@ -474,7 +475,7 @@ func (r *ServerClaimReconciler) finalize(ctx context.Context, p *lifecycle.Pass[
 			return lifecycle.Done(), nil
 		}
 	}
-	if err := deleteOwnedBootConfiguration(ctx, cl, c, client.ObjectKeyFromObject(c)); err != nil {
+	if err := bootrequest.DeleteOwned(ctx, cl, c, client.ObjectKeyFromObject(c)); err != nil {
 		return lifecycle.Result{}, err
 	}
 	if err := deleteMetadataToken(ctx, cl, c); err != nil {
@@ -503,8 +504,8 @@ func (r *ServerClaimReconciler) ensureBootConfiguration(ctx context.Context, p *
 // pass's object is being written at the same time).
 func (r *ServerClaimReconciler) ensureBootConfigurationOf(ctx context.Context, cl client.Client, c *metalv1alpha1.ServerClaim, s *metalv1alpha1.Server) (string, string, error) {
 	spec := bootSpecOf(c, s)
-	err := ensureOwnedBootConfiguration(ctx, cl, c, client.ObjectKeyFromObject(c), spec)
-	if msg, ok := bootConfigurationTaken(err); ok {
+	err := bootrequest.EnsureOwned(ctx, cl, c, client.ObjectKeyFromObject(c), spec)
+	if msg, ok := bootrequest.Taken(err); ok {
 		return metalv1alpha1.ReasonBootConfigurationConflict, fmt.Sprintf("bound to server %s, but %s", s.Name, msg), nil
 	}
 	if err == nil {

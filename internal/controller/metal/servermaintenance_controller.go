@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/bootrequest"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -340,7 +341,7 @@ func policyOf(m *metalv1alpha1.ServerMaintenance) metalv1alpha1.ServerMaintenanc
 func (r *ServerMaintenanceReconciler) start(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], s *metalv1alpha1.Server) (lifecycle.Result, error) {
 	m := p.Obj
 	sbcRef, err := r.ensureBootConfiguration(ctx, p, s)
-	if msg, ok := bootConfigurationTaken(err); ok {
+	if msg, ok := bootrequest.Taken(err); ok {
 		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStateFailed, metalv1alpha1.ReasonBootConfigurationConflict, msg, lifecycle.Done())
 	}
 	if err != nil {
@@ -371,7 +372,7 @@ func (r *ServerMaintenanceReconciler) ensureBootConfiguration(ctx context.Contex
 	}
 	spec := *t.Spec.DeepCopy()
 	spec.ServerRef = corev1.LocalObjectReference{Name: s.Name} // the template boots this server, whatever it says
-	if err := ensureOwnedBootConfiguration(ctx, cl, m, client.ObjectKey{Namespace: m.Namespace, Name: t.Name}, spec); err != nil {
+	if err := bootrequest.EnsureOwned(ctx, cl, m, client.ObjectKey{Namespace: m.Namespace, Name: t.Name}, spec); err != nil {
 		return nil, err
 	}
 	return &metalv1alpha1.ObjectReference{Namespace: m.Namespace, Name: t.Name}, nil
@@ -388,7 +389,7 @@ func (r *ServerMaintenanceReconciler) active(ctx context.Context, p *lifecycle.P
 			fmt.Sprintf("server %s is being deleted (%s); it enters no maintenance", s.Name, state), lifecycle.Done())
 	}
 	sbcRef, err := r.ensureBootConfiguration(ctx, p, s)
-	if msg, ok := bootConfigurationTaken(err); ok {
+	if msg, ok := bootrequest.Taken(err); ok {
 		return r.report(ctx, p, metalv1alpha1.ServerMaintenanceStateFailed, metalv1alpha1.ReasonBootConfigurationConflict, msg, lifecycle.Done())
 	}
 	if err != nil {
@@ -504,7 +505,7 @@ func (r *ServerMaintenanceReconciler) finalize(ctx context.Context, p *lifecycle
 		return lifecycle.Done(), nil // the server's event brings us back
 	}
 	if t := m.Spec.ServerBootConfigurationTemplate; t != nil && t.Name != "" {
-		if err := deleteOwnedBootConfiguration(ctx, cl, m, client.ObjectKey{Namespace: m.Namespace, Name: t.Name}); err != nil {
+		if err := bootrequest.DeleteOwned(ctx, cl, m, client.ObjectKey{Namespace: m.Namespace, Name: t.Name}); err != nil {
 			return lifecycle.Result{}, err
 		}
 	}

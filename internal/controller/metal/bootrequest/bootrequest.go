@@ -1,4 +1,8 @@
-package metal
+// Package bootrequest holds what a claim or a maintenance asks to boot: the
+// ServerBootConfiguration it owns (created, kept to the spec it wants, deleted by it, always
+// with its controller reference, one owner for both so that they behave alike) and the check of
+// the user's boot input (an image, the ignition Secret). It knows no controller.
+package bootrequest
 
 import (
 	"context"
@@ -16,20 +20,16 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 )
 
-// The boot configurations a claim or a maintenance asks for are theirs: created, kept to the
-// spec they want, and deleted by them, always owned (controller reference) by them. One owner
-// here for both, so a claim's and a maintenance's behave alike.
-
 // errBootConfigurationTaken says the name is used by someone else's boot configuration: a
 // user's mistake, reported rather than retried.
 type errBootConfigurationTaken struct{ msg string }
 
 func (e errBootConfigurationTaken) Error() string { return e.msg }
 
-// ensureOwnedBootConfiguration creates the boot configuration key with spec, owned by owner, or
+// EnsureOwned creates the boot configuration key with spec, owned by owner, or
 // brings an existing one of owner's to spec. One that belongs to someone else is left alone:
 // errBootConfigurationTaken.
-func ensureOwnedBootConfiguration(ctx context.Context, cl client.Client, owner client.Object, key client.ObjectKey, spec metalv1alpha1.ServerBootConfigurationSpec) error {
+func EnsureOwned(ctx context.Context, cl client.Client, owner client.Object, key client.ObjectKey, spec metalv1alpha1.ServerBootConfigurationSpec) error {
 	sbc := &metalv1alpha1.ServerBootConfiguration{}
 	err := cl.Get(ctx, key, sbc)
 	switch {
@@ -55,9 +55,9 @@ func ensureOwnedBootConfiguration(ctx context.Context, cl client.Client, owner c
 	return nil
 }
 
-// deleteOwnedBootConfiguration deletes the boot configuration key if owner owns it (and it is
+// DeleteOwned deletes the boot configuration key if owner owns it (and it is
 // not already going); someone else's, or none, is no error.
-func deleteOwnedBootConfiguration(ctx context.Context, cl client.Client, owner client.Object, key client.ObjectKey) error {
+func DeleteOwned(ctx context.Context, cl client.Client, owner client.Object, key client.ObjectKey) error {
 	sbc := &metalv1alpha1.ServerBootConfiguration{}
 	err := cl.Get(ctx, key, sbc)
 	switch {
@@ -71,8 +71,8 @@ func deleteOwnedBootConfiguration(ctx context.Context, cl client.Client, owner c
 	return nil
 }
 
-// bootConfigurationTaken returns the message of an errBootConfigurationTaken.
-func bootConfigurationTaken(err error) (string, bool) {
+// Taken returns the message of an errBootConfigurationTaken.
+func Taken(err error) (string, bool) {
 	var taken errBootConfigurationTaken
 	if errors.As(err, &taken) {
 		return taken.msg, true
@@ -80,20 +80,20 @@ func bootConfigurationTaken(err error) (string, bool) {
 	return "", false
 }
 
-// problem is what is wrong with a user's input, as a condition reason and message.
-type problem struct{ reason, msg string }
+// Problem is what is wrong with a user's input, as a condition reason and message.
+type Problem struct{ Reason, Msg string }
 
-// bootInputProblem checks what a boot needs from the user, for a claim (before it binds) and
+// InputProblem checks what a boot needs from the user, for a claim (before it binds) and
 // for the built-in boot provider alike: an image, and the ignition Secret if one is named. It
 // returns the first problem, nil when there is none.
-func bootInputProblem(ctx context.Context, c client.Reader, namespace, image string, ignition *corev1.LocalObjectReference) (*problem, error) {
+func InputProblem(ctx context.Context, c client.Reader, namespace, image string, ignition *corev1.LocalObjectReference) (*Problem, error) {
 	if strings.TrimSpace(image) == "" {
-		return &problem{metalv1alpha1.ReasonImageMissing, "spec.image is empty: nothing to boot"}, nil
+		return &Problem{Reason: metalv1alpha1.ReasonImageMissing, Msg: "spec.image is empty: nothing to boot"}, nil
 	}
 	if ignition != nil && ignition.Name != "" {
 		err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ignition.Name}, &corev1.Secret{})
 		if apierrors.IsNotFound(err) {
-			return &problem{metalv1alpha1.ReasonIgnitionSecretNotFound, fmt.Sprintf("ignition Secret %s/%s not found", namespace, ignition.Name)}, nil
+			return &Problem{Reason: metalv1alpha1.ReasonIgnitionSecretNotFound, Msg: fmt.Sprintf("ignition Secret %s/%s not found", namespace, ignition.Name)}, nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reading ignition Secret: %w", err)
