@@ -18,6 +18,7 @@ import (
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -337,7 +338,7 @@ func (a *actor) readBMC(ctx context.Context, w *work, ref *corev1.LocalObjectRef
 	}
 	t := &bmcWork{obj: b, maints: map[string]*maintenancev1alpha1.ServerMaintenance{}}
 	servers := &metalv1alpha1.ServerList{}
-	if err := w.c.List(ctx, servers, client.MatchingFields{metal.IndexServerBMC: b.Name}); err != nil {
+	if err := w.c.List(ctx, servers, client.MatchingFields{index.ServerBMC: b.Name}); err != nil {
 		return nil, lifecycle.Result{}, fmt.Errorf("listing the servers of BMC %s: %w", b.Name, err)
 	}
 	t.servers = servers.Items

@@ -3,8 +3,6 @@ package metal
 import (
 	"context"
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +11,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -36,19 +35,6 @@ func reasonOf(err error) string {
 		return reason
 	}
 	return bmc.ReasonString(err)
-}
-
-// bmcAddress builds the base URL of a BMC from its protocol and host.
-func bmcAddress(p metalv1alpha1.Protocol, host string) string {
-	scheme := string(p.Scheme)
-	if scheme == "" {
-		// The reference's local test protocol speaks plain HTTP; real BMCs HTTPS.
-		scheme = "https"
-		if p.Name == metalv1alpha1.ProtocolRedfishLocal {
-			scheme = "http"
-		}
-	}
-	return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(int(p.Port)))
 }
 
 // credentials reads username and password from a BMCSecret.
@@ -106,7 +92,7 @@ func bmcEndpoint(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC) (bm
 		return bmc.Endpoint{}, err
 	}
 	return bmc.Endpoint{
-		Address:            bmcAddress(b.Spec.Protocol, host),
+		Address:            index.Address(b.Spec.Protocol, host),
 		Username:           user,
 		Password:           pass,
 		InsecureSkipVerify: b.Annotations[InsecureAnnotation] == "true",
@@ -130,7 +116,7 @@ func serverEndpoint(ctx context.Context, c client.Reader, s *metalv1alpha1.Serve
 		if err != nil {
 			return bmc.Endpoint{}, err
 		}
-		return bmc.Endpoint{Address: bmcAddress(s.Spec.BMC.Protocol, s.Spec.BMC.Address), Username: user, Password: pass}, nil
+		return bmc.Endpoint{Address: index.Address(s.Spec.BMC.Protocol, s.Spec.BMC.Address), Username: user, Password: pass}, nil
 	}
 	return bmc.Endpoint{}, accessErr(metalv1alpha1.ReasonBMCNotFound, "server has neither spec.bmcRef nor spec.bmc")
 }

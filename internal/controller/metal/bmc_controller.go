@@ -29,6 +29,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
@@ -95,8 +96,8 @@ func (r *BMCReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) erro
 			UpdateFunc:  func(event.UpdateEvent) bool { return false },
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})).
-		Watches(&metalv1alpha1.BMCSecret{}, handler.EnqueueRequestsFromMapFunc(naming(r.Client, &metalv1alpha1.BMCList{}, indexBMCSecret))).
-		Watches(&metalv1alpha1.Endpoint{}, handler.EnqueueRequestsFromMapFunc(naming(r.Client, &metalv1alpha1.BMCList{}, indexBMCEndpoint))).
+		Watches(&metalv1alpha1.BMCSecret{}, handler.EnqueueRequestsFromMapFunc(index.Naming(r.Client, &metalv1alpha1.BMCList{}, index.BMCSecret))).
+		Watches(&metalv1alpha1.Endpoint{}, handler.EnqueueRequestsFromMapFunc(index.Naming(r.Client, &metalv1alpha1.BMCList{}, index.BMCEndpoint))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
 	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.BMCList{} }, shardkey.ForBMC).Complete(rec)
 }
@@ -309,7 +310,7 @@ var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
 // the Server controller from then on.
 func (r *BMCReconciler) ensureServers(ctx context.Context, c client.Client, b *metalv1alpha1.BMC, systems []bmc.SystemSummary) error {
 	own := &metalv1alpha1.ServerList{}
-	if err := c.List(ctx, own, client.MatchingFields{indexServerBMC: b.Name}); err != nil {
+	if err := c.List(ctx, own, client.MatchingFields{index.ServerBMC: b.Name}); err != nil {
 		return fmt.Errorf("listing the Servers of BMC %s: %w", b.Name, err)
 	}
 	if err := sameMachines(own.Items, systems); err != nil {
@@ -400,7 +401,7 @@ func (r *BMCReconciler) firstWithSystem(ctx context.Context, c client.Client, b 
 		return nil
 	}
 	others := &metalv1alpha1.ServerList{}
-	if err := c.List(ctx, others, client.MatchingFields{indexServerUUID: uuid}); err != nil {
+	if err := c.List(ctx, others, client.MatchingFields{index.ServerUUID: uuid}); err != nil {
 		return fmt.Errorf("looking up system %s: %w", uuid, err)
 	}
 	for _, o := range others.Items {
@@ -465,7 +466,7 @@ func duplicateAt(o *metalv1alpha1.BMC, addr string) error {
 // holdsServers reports whether a BMC object has Servers.
 func holdsServers(ctx context.Context, c client.Reader, bmcName string) (bool, error) {
 	list := &metalv1alpha1.ServerList{}
-	if err := c.List(ctx, list, client.MatchingFields{indexServerBMC: bmcName}, client.Limit(1)); err != nil {
+	if err := c.List(ctx, list, client.MatchingFields{index.ServerBMC: bmcName}, client.Limit(1)); err != nil {
 		return false, fmt.Errorf("listing the Servers of BMC %s: %w", bmcName, err)
 	}
 	return len(list.Items) > 0, nil
@@ -478,18 +479,18 @@ func holdsServers(ctx context.Context, c client.Reader, bmcName string) (bool, e
 // Endpoint; an address that cannot be resolved yet compares by what it names.
 func sameAddress(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC, ips []string) ([]*metalv1alpha1.BMC, string, error) {
 	keys := map[string]bool{}
-	if k := bmcAddressKey(b); k != "" {
+	if k := index.BMCAddressKey(b); k != "" {
 		keys[k] = true
 	}
-	addr := strings.TrimPrefix(bmcAddressKey(b), "endpoint:")
+	addr := strings.TrimPrefix(index.BMCAddressKey(b), "endpoint:")
 	addrs := map[string]bool{} // b's addresses, by name and by resolved IP
 	if h, err := bmcHost(ctx, c, b); err == nil {
-		addr = bmcAddress(b.Spec.Protocol, normalHost(h))
-		for _, host := range append([]string{normalHost(h)}, ips...) {
-			a := bmcAddress(b.Spec.Protocol, host)
+		addr = index.Address(b.Spec.Protocol, index.NormalHost(h))
+		for _, host := range append([]string{index.NormalHost(h)}, ips...) {
+			a := index.Address(b.Spec.Protocol, host)
 			keys[a], addrs[a] = true, true
 			eps := &metalv1alpha1.EndpointList{}
-			if err := c.List(ctx, eps, client.MatchingFields{indexEndpointHost: host}); err != nil {
+			if err := c.List(ctx, eps, client.MatchingFields{index.EndpointHost: host}); err != nil {
 				return nil, "", fmt.Errorf("looking up Endpoints at %s: %w", host, err)
 			}
 			for i := range eps.Items {
@@ -501,7 +502,7 @@ func sameAddress(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC, ips
 	seen := map[string]bool{b.Name: true}
 	for k := range keys {
 		list := &metalv1alpha1.BMCList{}
-		if err := c.List(ctx, list, client.MatchingFields{indexBMCAddress: k}); err != nil {
+		if err := c.List(ctx, list, client.MatchingFields{index.BMCAddress: k}); err != nil {
 			return nil, "", fmt.Errorf("looking up BMCs at %s: %w", k, err)
 		}
 		for i := range list.Items {
@@ -511,7 +512,7 @@ func sameAddress(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC, ips
 			}
 			if strings.HasPrefix(k, "endpoint:") && len(addrs) > 0 {
 				// Another Endpoint with this host: the same BMC only on the same scheme and port.
-				if oh, err := bmcHost(ctx, c, o); err != nil || !addrs[bmcAddress(o.Spec.Protocol, normalHost(oh))] {
+				if oh, err := bmcHost(ctx, c, o); err != nil || !addrs[index.Address(o.Spec.Protocol, index.NormalHost(oh))] {
 					continue
 				}
 			}
@@ -528,7 +529,7 @@ func (r *BMCReconciler) resolve(ctx context.Context, host string) []string {
 	if host == "" {
 		return nil
 	}
-	if _, err := netip.ParseAddr(normalHost(host)); err == nil {
+	if _, err := netip.ParseAddr(index.NormalHost(host)); err == nil {
 		return nil
 	}
 	lookup := r.Resolve
@@ -537,13 +538,13 @@ func (r *BMCReconciler) resolve(ctx context.Context, host string) []string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	got, err := lookup(ctx, normalHost(host))
+	got, err := lookup(ctx, index.NormalHost(host))
 	if err != nil {
 		return nil
 	}
 	out := make([]string, 0, len(got))
 	for _, ip := range got {
-		if n := normalHost(ip); !slices.Contains(out, n) {
+		if n := index.NormalHost(ip); !slices.Contains(out, n) {
 			out = append(out, n)
 		}
 	}
@@ -601,7 +602,7 @@ func (r *BMCReconciler) finalize(ctx context.Context, p *lifecycle.Pass[*metalv1
 		return lifecycle.Done(), nil
 	}
 	servers := &metalv1alpha1.ServerList{}
-	if err := c.List(ctx, servers, client.MatchingFields{indexServerBMC: b.Name}); err != nil {
+	if err := c.List(ctx, servers, client.MatchingFields{index.ServerBMC: b.Name}); err != nil {
 		return lifecycle.Result{}, err
 	}
 	for i := range servers.Items {

@@ -13,6 +13,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -184,7 +185,7 @@ func (r *BMCReconciler) rotationIsMine(ctx context.Context, p *bmcPass, sec *met
 // sharingSecret lists the other BMCs that name the BMCSecret.
 func (r *BMCReconciler) sharingSecret(ctx context.Context, p *bmcPass, secret string) ([]string, error) {
 	list := &metalv1alpha1.BMCList{}
-	if err := p.Client().List(ctx, list, client.MatchingFields{indexBMCSecret: secret}); err != nil {
+	if err := p.Client().List(ctx, list, client.MatchingFields{index.BMCSecret: secret}); err != nil {
 		return nil, fmt.Errorf("listing the BMCs of BMCSecret %s: %w", secret, err)
 	}
 	var out []string
@@ -213,7 +214,7 @@ func (r *BMCReconciler) commitRotation(ctx context.Context, p *bmcPass, sec *met
 // Servers yet proves nothing, and gets nothing.
 func proveBMC(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC, systems []bmc.SystemSummary) error {
 	own := &metalv1alpha1.ServerList{}
-	if err := c.List(ctx, own, client.MatchingFields{indexServerBMC: b.Name}); err != nil {
+	if err := c.List(ctx, own, client.MatchingFields{index.ServerBMC: b.Name}); err != nil {
 		return fmt.Errorf("listing the Servers of BMC %s: %w", b.Name, err)
 	}
 	if len(own.Items) == 0 || len(systems) == 0 {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/metalhub/metalhub/internal/controller/metal/index"
 )
 
 // ClaimOptions configure the claim, boot configuration and maintenance controllers. The zero
@@ -62,7 +64,7 @@ func (o ClaimOptions) withDefaults() ClaimOptions {
 // setupClaims registers the indexes and reconcilers of claims, boot configurations and
 // maintenance.
 func setupClaims(ctx context.Context, mgr ctrl.Manager, o Options) error {
-	if err := setupClaimIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+	if err := index.SetupClaims(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	co := o.Claims.withDefaults()

@@ -13,6 +13,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/index"
 )
 
 const (
@@ -81,7 +82,7 @@ func (e *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // power supply or fan).
 func (e *EventReceiver) ring(ctx context.Context, bmcName string, ev *bmc.Event) int {
 	list := &metalv1alpha1.ServerList{}
-	if err := e.client.List(ctx, list, client.MatchingFields{indexServerBMC: bmcName}); err != nil {
+	if err := e.client.List(ctx, list, client.MatchingFields{index.ServerBMC: bmcName}); err != nil {
 		e.log.Info("listing the servers of a BMC for its event failed", "bmc", bmcName, "error", err.Error())
 		return 0
 	}

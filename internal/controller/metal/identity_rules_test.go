@@ -15,33 +15,6 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
-func TestNormalHost(t *testing.T) {
-	for in, want := range map[string]string{
-		"10.0.0.1":             "10.0.0.1",
-		" 10.0.0.1 ":           "10.0.0.1",
-		"::ffff:10.0.0.1":      "10.0.0.1",
-		"[2001:DB8::1]":        "2001:db8::1",
-		"2001:0db8:0:0::1":     "2001:db8::1",
-		"BMC-7.Rack1.Example.": "bmc-7.rack1.example",
-	} {
-		if got := normalHost(in); got != want {
-			t.Errorf("normalHost(%q) = %q, want %q", in, got, want)
-		}
-	}
-	// One address, three spellings of a BMC object: one key.
-	inline := func(host string, port int32) *metalv1alpha1.BMC {
-		return &metalv1alpha1.BMC{Spec: metalv1alpha1.BMCSpec{Access: &metalv1alpha1.InlineEndpoint{IP: host},
-			Protocol: metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: port}}}
-	}
-	a, b := bmcAddressKey(inline("::ffff:10.0.0.1", 443)), bmcAddressKey(inline("10.0.0.1", 443))
-	if a != b || a != "https://10.0.0.1:443" {
-		t.Errorf("keys %q and %q, want both https://10.0.0.1:443", a, b)
-	}
-	if c := bmcAddressKey(inline("10.0.0.1", 8443)); c == a {
-		t.Errorf("another port, the same key %q", c)
-	}
-}
-
 // A BMC that holds Servers registers what answers at its address only when at least one of its
 // own machines is among it: otherwise the address reaches other machines.
 func TestSameMachines(t *testing.T) {

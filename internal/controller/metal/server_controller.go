@@ -26,6 +26,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/claimable"
+	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
@@ -120,7 +121,7 @@ func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&metalv1alpha1.ServerClaim{}, handler.EnqueueRequestsFromMapFunc(claimedServers(r.Client)), builder.WithPredicates(claimSpecChanged())).
 		Watches(&metalv1alpha1.ServerMaintenance{}, handler.EnqueueRequestsFromMapFunc(maintainedServer)).
 		// Pausing a BMC pauses its Servers; unpausing it brings their next pass.
-		Watches(&metalv1alpha1.BMC{}, handler.EnqueueRequestsFromMapFunc(naming(r.Client, &metalv1alpha1.ServerList{}, indexServerBMC)),
+		Watches(&metalv1alpha1.BMC{}, handler.EnqueueRequestsFromMapFunc(index.Naming(r.Client, &metalv1alpha1.ServerList{}, index.ServerBMC)),
 			builder.WithPredicates(pauseChanged())).
 		// A claimed server powers on once its boot configuration is Ready: the boot provider's
 		// status write is the one status change of another object we wait for.
@@ -189,7 +190,7 @@ func claimedServers(c client.Reader) handler.MapFunc {
 		claim := o.(*metalv1alpha1.ServerClaim)
 		var reqs []ctrl.Request
 		list := &metalv1alpha1.ServerList{}
-		if err := c.List(ctx, list, client.MatchingFields{indexServerClaimRef: claimKey(claim)}, client.UnsafeDisableDeepCopy); err == nil {
+		if err := c.List(ctx, list, client.MatchingFields{index.ServerClaimRef: claimKey(claim)}, client.UnsafeDisableDeepCopy); err == nil {
 			for i := range list.Items {
 				reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKey{Name: list.Items[i].Name}})
 			}

@@ -16,6 +16,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/registry"
@@ -63,7 +64,7 @@ func twinsOf(ctx context.Context, c client.Reader, s *metalv1alpha1.Server) ([]s
 		return nil, nil
 	}
 	list := &metalv1alpha1.ServerList{}
-	if err := c.List(ctx, list, client.MatchingFields{indexServerUUID: u}); err != nil {
+	if err := c.List(ctx, list, client.MatchingFields{index.ServerUUID: u}); err != nil {
 		return nil, fmt.Errorf("looking up system %s: %w", s.Spec.SystemUUID, err)
 	}
 	var names []string

@@ -17,6 +17,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/bootrequest"
+	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -50,7 +51,7 @@ func (r *ServerBootConfigurationReconciler) SetupWithManager(mgr ctrl.Manager) e
 			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*metalv1alpha1.ServerBootConfiguration).Status.State == "" })))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Concurrency, 1)})
 	if !r.External {
-		b = b.Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(naming(r.Client, &metalv1alpha1.ServerBootConfigurationList{}, indexIgnitionSecret)))
+		b = b.Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(index.Naming(r.Client, &metalv1alpha1.ServerBootConfigurationList{}, index.IgnitionSecret)))
 	}
 	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.ServerBootConfigurationList{} },
 		shardkey.ForServerRef(r.Client, func(c *metalv1alpha1.ServerBootConfiguration) string { return c.Spec.ServerRef.Name })).Complete(rec)

@@ -17,6 +17,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/bootrequest"
 	"github.com/metalhub/metalhub/internal/controller/metal/claimable"
+	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/metadata"
 )
@@ -100,10 +101,10 @@ func (r *ServerClaimReconciler) bindNamed(ctx context.Context, p *lifecycle.Pass
 // bucket, not the whole free pool.
 func (r *ServerClaimReconciler) bindAny(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], sel labels.Selector) (lifecycle.Result, error) {
 	c, cl := p.Obj, p.Client()
-	first, busy := rand.N(claimBuckets), false
-	for b := range claimBuckets {
+	first, busy := rand.N(index.ClaimBuckets), false
+	for b := range index.ClaimBuckets {
 		list := &metalv1alpha1.ServerList{}
-		if err := cl.List(ctx, list, client.MatchingFields{indexServerClaimable: strconv.Itoa((first + b) % claimBuckets)},
+		if err := cl.List(ctx, list, client.MatchingFields{index.ServerClaimable: strconv.Itoa((first + b) % index.ClaimBuckets)},
 			client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
 			return lifecycle.Result{}, fmt.Errorf("listing claimable servers: %w", err)
 		}
@@ -189,7 +190,7 @@ func (r *ServerClaimReconciler) noServerReason(ctx context.Context, p *lifecycle
 // server about to go into maintenance is not handed to a claim.
 func pendingMaintenance(ctx context.Context, c client.Reader, server string) (string, error) {
 	list := &metalv1alpha1.ServerMaintenanceList{}
-	if err := c.List(ctx, list, client.MatchingFields{indexMaintenanceServer: server}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := c.List(ctx, list, client.MatchingFields{index.MaintenanceServer: server}, client.UnsafeDisableDeepCopy); err != nil {
 		return "", fmt.Errorf("listing maintenances of server %s: %w", server, err)
 	}
 	for i := range list.Items {

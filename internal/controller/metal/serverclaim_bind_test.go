@@ -20,6 +20,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/apilimit"
+	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/registry"
 	"github.com/metalhub/metalhub/internal/scheme"
@@ -46,11 +47,11 @@ func fakeClient(objects ...client.Object) client.Client {
 	fb := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objects...).
 		WithStatusSubresource(&metalv1alpha1.Server{}, &metalv1alpha1.ServerClaim{}, &metalv1alpha1.ServerMaintenance{},
 			&metalv1alpha1.ServerBootConfiguration{})
-	for _, i := range append(bmcIndexes(), claimIndexes()...) {
-		fb = fb.WithIndex(i.obj, i.name, i.fn)
+	for _, i := range index.All() {
+		fb = fb.WithIndex(i.Obj, i.Name, i.Fn)
 	}
 	// The registry's index of Servers by system UUID (registry.SetupIndexes in the manager).
-	fb = fb.WithIndex(&metalv1alpha1.Server{}, indexServerUUID, func(o client.Object) []string {
+	fb = fb.WithIndex(&metalv1alpha1.Server{}, index.ServerUUID, func(o client.Object) []string {
 		return []string{registry.NormalizeUUID(o.(*metalv1alpha1.Server).Spec.SystemUUID)}
 	})
 	return fb.Build()

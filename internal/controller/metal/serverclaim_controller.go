@@ -28,6 +28,7 @@ import (
 	"github.com/metalhub/metalhub/internal/apilimit"
 	"github.com/metalhub/metalhub/internal/controller/metal/bootrequest"
 	"github.com/metalhub/metalhub/internal/controller/metal/claimable"
+	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -120,7 +121,7 @@ func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			CreateFunc: func(event.CreateEvent) bool { return false }, UpdateFunc: func(event.UpdateEvent) bool { return false },
 			GenericFunc: func(event.GenericEvent) bool { return false }})).
 		Watches(&metalv1alpha1.Server{}, r.serverEvents()).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(naming(r.Client, &metalv1alpha1.ServerClaimList{}, indexIgnitionSecret))).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(index.Naming(r.Client, &metalv1alpha1.ServerClaimList{}, index.IgnitionSecret))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Concurrency, 1)})
 	// Claims are global: each is bound by one replica, by its own name; the server lock
 	// (optimistically locked) keeps two replicas from binding one server.
@@ -207,7 +208,7 @@ func (r *ServerClaimReconciler) keepOne(ctx context.Context, p *claimPass) (life
 // serverRef, which is written second).
 func (r *ServerClaimReconciler) heldServers(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) ([]*metalv1alpha1.Server, error) {
 	list := &metalv1alpha1.ServerList{}
-	if err := p.Client().List(ctx, list, client.MatchingFields{indexServerClaimRef: claimKey(p.Obj)}); err != nil {
+	if err := p.Client().List(ctx, list, client.MatchingFields{index.ServerClaimRef: claimKey(p.Obj)}); err != nil {
 		return nil, fmt.Errorf("listing servers of claim: %w", err)
 	}
 	out := make([]*metalv1alpha1.Server, 0, len(list.Items))

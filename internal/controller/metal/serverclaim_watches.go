@@ -20,6 +20,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/claimable"
+	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -91,7 +92,7 @@ func (r *ServerClaimReconciler) enqueueForServer(ctx context.Context, old, s *me
 		add(old.Spec.ServerClaimRef.Namespace, old.Spec.ServerClaimRef.Name)
 	}
 	named := &metalv1alpha1.ServerClaimList{}
-	if err := r.Client.List(ctx, named, client.MatchingFields{indexClaimServer: s.Name}, client.UnsafeDisableDeepCopy); err == nil {
+	if err := r.Client.List(ctx, named, client.MatchingFields{index.ClaimServer: s.Name}, client.UnsafeDisableDeepCopy); err == nil {
 		for i := range named.Items {
 			add(named.Items[i].Namespace, named.Items[i].Name)
 		}
@@ -112,7 +113,7 @@ func (r *ServerClaimReconciler) enqueueForServer(ctx context.Context, old, s *me
 // claims lose a race to another server.
 func (r *ServerClaimReconciler) waitingFor(ctx context.Context, s *metalv1alpha1.Server) []types.NamespacedName {
 	list := &metalv1alpha1.ServerClaimList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{indexClaimWaiting: "true"}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.Client.List(ctx, list, client.MatchingFields{index.ClaimWaiting: "true"}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	cands := make([]*metalv1alpha1.ServerClaim, 0, len(list.Items))

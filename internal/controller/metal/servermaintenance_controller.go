@@ -24,6 +24,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/bootrequest"
+	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -110,7 +111,7 @@ func (r *ServerMaintenanceReconciler) forClaim(ctx context.Context, o client.Obj
 
 func (r *ServerMaintenanceReconciler) forServerName(ctx context.Context, server string) []reconcile.Request {
 	list := &metalv1alpha1.ServerMaintenanceList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{indexMaintenanceServer: server}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.Client.List(ctx, list, client.MatchingFields{index.MaintenanceServer: server}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(list.Items))
@@ -254,7 +255,7 @@ func (r *ServerMaintenanceReconciler) server(ctx context.Context, p *lifecycle.P
 // oldest, then by name so that every pass agrees.
 func (r *ServerMaintenanceReconciler) first(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance]) (*metalv1alpha1.ServerMaintenance, error) {
 	list := &metalv1alpha1.ServerMaintenanceList{}
-	if err := p.Client().List(ctx, list, client.MatchingFields{indexMaintenanceServer: p.Obj.Spec.ServerRef.Name}); err != nil {
+	if err := p.Client().List(ctx, list, client.MatchingFields{index.MaintenanceServer: p.Obj.Spec.ServerRef.Name}); err != nil {
 		return nil, fmt.Errorf("listing maintenances of server %s: %w", p.Obj.Spec.ServerRef.Name, err)
 	}
 	var live []*metalv1alpha1.ServerMaintenance

@@ -13,6 +13,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/metadata"
@@ -192,7 +193,7 @@ func (o *Options) ignition() error {
 
 // Setup registers the family's indexes and reconcilers with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
-	if err := setupIndexes(ctx, mgr); err != nil {
+	if err := index.Setup(ctx, mgr); err != nil {
 		return err
 	}
 	if err := o.ignition(); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -66,7 +67,7 @@ func BMCAddress(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC) (str
 	if err != nil {
 		return "", err
 	}
-	return bmcAddress(b.Spec.Protocol, host), nil
+	return index.Address(b.Spec.Protocol, host), nil
 }
 
 // Finalizers are the finalizers the metal family sets and removes (the reference operator's

@@ -1,9 +1,14 @@
-package metal
+// Package index holds the field indexes of the metal family (what they are named and what each
+// holds), their registration with the manager, and the watch mapping that wakes only the objects
+// naming a changed one. Controllers of other groups (a BMC's firmware) look Servers up with
+// them too. It knows no controller.
+package index
 
 import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -21,48 +26,47 @@ import (
 	"github.com/metalhub/metalhub/internal/registry"
 )
 
-// IndexServerBMC indexes Servers by the BMC they belong to; other groups' controllers (a BMC's
-// firmware) look them up with it.
-const IndexServerBMC = indexServerBMC
-
 // Field indexes the family's watches and lookups use instead of scanning every object.
 const (
-	indexServerBMC = "spec.bmcRef.name"
-	// indexServerUUID holds a server's system UUID, lower-cased (the reference lower-cases it,
+	// ServerBMC holds the BMC a Server belongs to.
+	ServerBMC = "spec.bmcRef.name"
+	// ServerUUID holds a server's system UUID, lower-cased (the reference lower-cases it,
 	// users may not).
-	indexServerUUID  = "spec.systemUUID"
-	indexBMCSecret   = "spec.bmcSecretRef.name"
-	indexBMCEndpoint = "spec.endpointRef.name"
-	// indexBMCAddress holds where a BMC is reached: its inline address, or the Endpoint it names
+	ServerUUID = "spec.systemUUID"
+	// BMCSecret and BMCEndpoint hold the BMCSecret and the Endpoint a BMC names.
+	BMCSecret   = "spec.bmcSecretRef.name"
+	BMCEndpoint = "spec.endpointRef.name"
+	// BMCAddress holds where a BMC is reached: its inline address, or the Endpoint it names
 	// (one Endpoint, one address). Two BMC objects with one key are one BMC registered twice.
-	indexBMCAddress = "metalhub.bmcAddress"
-	// indexEndpointHost holds an Endpoint's IP, normalised (normalHost): BMC objects naming
+	BMCAddress = "metalhub.bmcAddress"
+	// EndpointHost holds an Endpoint's IP, normalised (NormalHost): BMC objects naming
 	// different Endpoints of one address are one BMC registered twice.
-	indexEndpointHost = "metalhub.endpointHost"
+	EndpointHost = "metalhub.endpointHost"
 )
 
 // Field indexes of the claim, boot configuration and maintenance controllers. Binding looks up
 // candidates through them instead of scanning every server for every claim, and a changed server
 // or Secret reaches only the objects that name it.
 const (
-	// indexServerClaimable holds, for servers a claim may bind (see claimable.Server), one of
-	// claimBuckets bucket numbers: a claim looks at one bucket of the free pool at a time, so a
+	// ServerClaimable holds, for servers a claim may bind (see claimable.Server), one of
+	// ClaimBuckets bucket numbers: a claim looks at one bucket of the free pool at a time, so a
 	// pass costs a fraction of the pool, however large the fleet.
-	indexServerClaimable = "metalhub.claimable"
-	// indexServerClaimRef holds "<namespace>/<name>" of the claim a server points at.
-	indexServerClaimRef = "spec.serverClaimRef"
-	// indexClaimServer holds the server a claim names (by the user, or by us once bound).
-	indexClaimServer = "spec.serverRef.name"
-	// indexClaimWaiting holds "true" for live claims that name no server yet: the ones a freed
+	ServerClaimable = "metalhub.claimable"
+	// ServerClaimRef holds "<namespace>/<name>" of the claim a server points at.
+	ServerClaimRef = "spec.serverClaimRef"
+	// ClaimServer holds the server a claim names (by the user, or by us once bound).
+	ClaimServer = "spec.serverRef.name"
+	// ClaimWaiting holds "true" for live claims that name no server yet: the ones a freed
 	// server may wake.
-	indexClaimWaiting = "metalhub.waiting"
-	// indexIgnitionSecret holds the ignition Secret a claim or boot configuration names.
-	indexIgnitionSecret = "spec.ignitionSecretRef.name"
-	// indexMaintenanceServer holds the server a maintenance targets.
-	indexMaintenanceServer = "spec.serverRef.name"
+	ClaimWaiting = "metalhub.waiting"
+	// IgnitionSecret holds the ignition Secret a claim or boot configuration names.
+	IgnitionSecret = "spec.ignitionSecretRef.name"
+	// MaintenanceServer holds the server a maintenance targets.
+	MaintenanceServer = "spec.serverRef.name"
 )
 
-func setupIndexes(ctx context.Context, mgr ctrl.Manager) error {
+// Setup registers every index of the family with the manager's cache.
+func Setup(ctx context.Context, mgr ctrl.Manager) error {
 	if err := metadata.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
@@ -70,46 +74,46 @@ func setupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 		return err
 	}
 	for _, i := range bmcIndexes() {
-		if err := mgr.GetFieldIndexer().IndexField(ctx, i.obj, i.name, i.fn); err != nil {
-			return fmt.Errorf("indexing %T by %s: %w", i.obj, i.name, err)
+		if err := mgr.GetFieldIndexer().IndexField(ctx, i.Obj, i.Name, i.Fn); err != nil {
+			return fmt.Errorf("indexing %T by %s: %w", i.Obj, i.Name, err)
 		}
 	}
 	return nil
 }
 
 // bmcIndexes are the indexes of the BMC and Server controllers.
-func bmcIndexes() []fieldIndex {
-	return []fieldIndex{
-		{&metalv1alpha1.Server{}, indexServerBMC, func(o client.Object) []string {
+func bmcIndexes() []Field {
+	return []Field{
+		{&metalv1alpha1.Server{}, ServerBMC, func(o client.Object) []string {
 			if ref := o.(*metalv1alpha1.Server).Spec.BMCRef; ref != nil && ref.Name != "" {
 				return []string{ref.Name}
 			}
 			return nil
 		}},
-		{&metalv1alpha1.BMC{}, indexBMCSecret, func(o client.Object) []string {
+		{&metalv1alpha1.BMC{}, BMCSecret, func(o client.Object) []string {
 			return []string{o.(*metalv1alpha1.BMC).Spec.BMCSecretRef.Name}
 		}},
-		{&metalv1alpha1.BMC{}, indexBMCAddress, func(o client.Object) []string {
+		{&metalv1alpha1.BMC{}, BMCAddress, func(o client.Object) []string {
 			b := o.(*metalv1alpha1.BMC)
 			var keys []string
-			if k := bmcAddressKey(b); k != "" {
+			if k := BMCAddressKey(b); k != "" {
 				keys = append(keys, k)
 			}
 			// Where its host name resolved to, as last observed: the same BMC written by IP finds it.
 			if b.Status.IP != "" {
-				if k := bmcAddress(b.Spec.Protocol, normalHost(b.Status.IP)); !slices.Contains(keys, k) {
+				if k := Address(b.Spec.Protocol, NormalHost(b.Status.IP)); !slices.Contains(keys, k) {
 					keys = append(keys, k)
 				}
 			}
 			return keys
 		}},
-		{&metalv1alpha1.Endpoint{}, indexEndpointHost, func(o client.Object) []string {
+		{&metalv1alpha1.Endpoint{}, EndpointHost, func(o client.Object) []string {
 			if ip := o.(*metalv1alpha1.Endpoint).Spec.IP; ip != "" {
-				return []string{normalHost(ip)}
+				return []string{NormalHost(ip)}
 			}
 			return nil
 		}},
-		{&metalv1alpha1.BMC{}, indexBMCEndpoint, func(o client.Object) []string {
+		{&metalv1alpha1.BMC{}, BMCEndpoint, func(o client.Object) []string {
 			if ref := o.(*metalv1alpha1.BMC).Spec.EndpointRef; ref != nil && ref.Name != "" {
 				return []string{ref.Name}
 			}
@@ -118,63 +122,68 @@ func bmcIndexes() []fieldIndex {
 	}
 }
 
-// fieldIndex is one field index: its object kind, name and extractor.
-type fieldIndex struct {
-	obj  client.Object
-	name string
-	fn   client.IndexerFunc
+// Field is one field index: its object kind, name and extractor.
+type Field struct {
+	Obj  client.Object
+	Name string
+	Fn   client.IndexerFunc
 }
 
-func setupClaimIndexes(ctx context.Context, idx client.FieldIndexer) error {
+// All are every index of the family, for a fake client that must answer the controllers'
+// lookups as the manager's cache does.
+func All() []Field { return append(bmcIndexes(), claimIndexes()...) }
+
+// SetupClaims registers the claim, boot configuration and maintenance controllers' indexes.
+func SetupClaims(ctx context.Context, idx client.FieldIndexer) error {
 	for _, i := range claimIndexes() {
-		if err := idx.IndexField(ctx, i.obj, i.name, i.fn); err != nil {
-			return fmt.Errorf("indexing %T by %s: %w", i.obj, i.name, err)
+		if err := idx.IndexField(ctx, i.Obj, i.Name, i.Fn); err != nil {
+			return fmt.Errorf("indexing %T by %s: %w", i.Obj, i.Name, err)
 		}
 	}
 	return nil
 }
 
 // claimIndexes are the indexes of the claim, boot configuration and maintenance controllers.
-func claimIndexes() []fieldIndex {
-	return []fieldIndex{
-		{&metalv1alpha1.Server{}, indexServerClaimable, func(o client.Object) []string {
+func claimIndexes() []Field {
+	return []Field{
+		{&metalv1alpha1.Server{}, ServerClaimable, func(o client.Object) []string {
 			if claimable.Server(o.(*metalv1alpha1.Server)) {
 				return []string{claimBucket(o.GetName())}
 			}
 			return nil
 		}},
-		{&metalv1alpha1.Server{}, indexServerClaimRef, func(o client.Object) []string {
+		{&metalv1alpha1.Server{}, ServerClaimRef, func(o client.Object) []string {
 			if ref := o.(*metalv1alpha1.Server).Spec.ServerClaimRef; ref != nil {
 				return []string{ref.Namespace + "/" + ref.Name}
 			}
 			return nil
 		}},
-		{&metalv1alpha1.ServerClaim{}, indexClaimServer, func(o client.Object) []string {
+		{&metalv1alpha1.ServerClaim{}, ClaimServer, func(o client.Object) []string {
 			if ref := o.(*metalv1alpha1.ServerClaim).Spec.ServerRef; ref != nil && ref.Name != "" {
 				return []string{ref.Name}
 			}
 			return nil
 		}},
-		{&metalv1alpha1.ServerClaim{}, indexClaimWaiting, func(o client.Object) []string {
+		{&metalv1alpha1.ServerClaim{}, ClaimWaiting, func(o client.Object) []string {
 			c := o.(*metalv1alpha1.ServerClaim)
 			if c.DeletionTimestamp.IsZero() && (c.Spec.ServerRef == nil || c.Spec.ServerRef.Name == "") {
 				return []string{"true"}
 			}
 			return nil
 		}},
-		{&metalv1alpha1.ServerClaim{}, indexIgnitionSecret, func(o client.Object) []string {
+		{&metalv1alpha1.ServerClaim{}, IgnitionSecret, func(o client.Object) []string {
 			if ref := o.(*metalv1alpha1.ServerClaim).Spec.IgnitionSecretRef; ref != nil && ref.Name != "" {
 				return []string{ref.Name}
 			}
 			return nil
 		}},
-		{&metalv1alpha1.ServerBootConfiguration{}, indexIgnitionSecret, func(o client.Object) []string {
+		{&metalv1alpha1.ServerBootConfiguration{}, IgnitionSecret, func(o client.Object) []string {
 			if ref := o.(*metalv1alpha1.ServerBootConfiguration).Spec.IgnitionSecretRef; ref != nil && ref.Name != "" {
 				return []string{ref.Name}
 			}
 			return nil
 		}},
-		{&metalv1alpha1.ServerMaintenance{}, indexMaintenanceServer, func(o client.Object) []string {
+		{&metalv1alpha1.ServerMaintenance{}, MaintenanceServer, func(o client.Object) []string {
 			if ref := o.(*metalv1alpha1.ServerMaintenance).Spec.ServerRef; ref != nil && ref.Name != "" {
 				return []string{ref.Name}
 			}
@@ -183,22 +192,22 @@ func claimIndexes() []fieldIndex {
 	}
 }
 
-// claimBuckets is the number of buckets the claimable index spreads the free pool over: a bind
+// ClaimBuckets is the number of buckets the claimable index spreads the free pool over: a bind
 // lists one bucket, so the bucket, not the fleet, sets its cost; a claim that finds nothing
 // looks into every bucket, an index lookup each.
-const claimBuckets = 128
+const ClaimBuckets = 128
 
 // claimBucket is the claimable-index bucket of a server, by its name.
 func claimBucket(name string) string {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(name))
-	return strconv.Itoa(int(h.Sum32() % claimBuckets))
+	return strconv.Itoa(int(h.Sum32() % ClaimBuckets))
 }
 
-// naming maps an object to the objects of list's kind, in its namespace (all of them for a
+// Naming maps an object to the objects of list's kind, in its namespace (all of them for a
 // cluster-scoped one), whose field index names it: the watch of a Secret or an Endpoint wakes
 // only the objects that reference it. The list is a template; each call lists into a fresh one.
-func naming(c client.Reader, list client.ObjectList, index string) handler.MapFunc {
+func Naming(c client.Reader, list client.ObjectList, index string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
 		l := list.DeepCopyObject().(client.ObjectList)
 		if err := c.List(ctx, l, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
@@ -218,28 +227,41 @@ func naming(c client.Reader, list client.ObjectList, index string) handler.MapFu
 	}
 }
 
-// bmcAddressKey is a BMC's indexBMCAddress key: the base URL of its inline access (host
+// BMCAddressKey is a BMC's BMCAddress key: the base URL of its inline access (host
 // normalised), or its Endpoint's name; "" when it names neither.
-func bmcAddressKey(b *metalv1alpha1.BMC) string {
+func BMCAddressKey(b *metalv1alpha1.BMC) string {
 	switch {
 	case b.Spec.Access != nil && b.Spec.Access.IP != "":
-		return bmcAddress(b.Spec.Protocol, normalHost(b.Spec.Access.IP))
+		return Address(b.Spec.Protocol, NormalHost(b.Spec.Access.IP))
 	case b.Spec.EndpointRef != nil && b.Spec.EndpointRef.Name != "":
 		return "endpoint:" + b.Spec.EndpointRef.Name
 	}
 	return ""
 }
 
-// normalHost is the one spelling of a BMC host: an IP in its canonical form (IPv4-mapped IPv6,
+// NormalHost is the one spelling of a BMC host: an IP in its canonical form (IPv4-mapped IPv6,
 // leading zeros and case do not make another address), a hostname lower-cased without a
 // trailing dot. Host names are resolved by the BMC pass (BMCReconciler.resolve), not here: a
 // lookup in an index would block the cache; the system UUID check finds the same BMC registered
 // by a name that does not resolve.
-func normalHost(h string) string {
+func NormalHost(h string) string {
 	h = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
 	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
 	if a, err := netip.ParseAddr(h); err == nil {
 		return a.Unmap().String()
 	}
 	return h
+}
+
+// Address builds the base URL of a BMC from its protocol and host.
+func Address(p metalv1alpha1.Protocol, host string) string {
+	scheme := string(p.Scheme)
+	if scheme == "" {
+		// The reference's local test protocol speaks plain HTTP; real BMCs HTTPS.
+		scheme = "https"
+		if p.Name == metalv1alpha1.ProtocolRedfishLocal {
+			scheme = "http"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(int(p.Port)))
 }
