@@ -20,7 +20,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/console"
-	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
 )
 
 // consoleOptions are console's flags.
@@ -67,7 +67,7 @@ nothing. Type ~. at the start of a line to leave.`,
 // and the entry command, from the proven system's Redfish SerialConsole and the BMC's
 // spec.consoleProtocol.
 func consoleTarget(ctx context.Context, cl client.Reader, s *metalv1alpha1.Server) (console.Target, error) {
-	ep, err := metal.ServerEndpoint(ctx, cl, s)
+	ep, err := bmcaccess.ServerEndpoint(ctx, cl, s)
 	if err != nil {
 		return console.Target{}, fmt.Errorf("finding the BMC of server %s: %w", s.Name, err)
 	}
@@ -87,7 +87,7 @@ func consoleTarget(ctx context.Context, cl client.Reader, s *metalv1alpha1.Serve
 	}
 	pool := bmc.NewPool(bmc.Options{})
 	defer pool.Close()
-	conn, system, err := metal.ServerBMC(ctx, cl, pool, s)
+	conn, system, err := bmcaccess.ServerBMC(ctx, cl, pool, s)
 	if err != nil {
 		return console.Target{}, fmt.Errorf("reaching the BMC of server %s: %w", s.Name, err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/metalhub/metalhub/internal/controller/delivery"
 	"github.com/metalhub/metalhub/internal/controller/firmware"
 	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
 	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/metrics"
 	"github.com/metalhub/metalhub/internal/scheme"
@@ -327,7 +328,7 @@ func newManager(cfg *rest.Config, o Options, l *Listeners, log logr.Logger) (ctr
 	if o.Controllers.Has(FamilyMetal) {
 		if o.Metal.Pool == nil {
 			// One pool for the metal family and the firmware controllers: one session per BMC.
-			if o.Metal.Pool, err = metal.NewPool(mgr, o.Metal); err != nil {
+			if o.Metal.Pool, err = bmcaccess.NewPool(mgr, o.Metal.PoolOptions()); err != nil {
 				return nil, err
 			}
 		}

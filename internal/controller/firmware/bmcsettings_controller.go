@@ -16,7 +16,7 @@ import (
 	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/shard"
 )
@@ -84,7 +84,7 @@ func (r *BMCSettingsReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*
 	w := &work{obj: s, c: lp.Client(), bctx: bctx, maintRef: &none}
 	p := &bmcSettingsPass{Pass: lp, work: w}
 	w.reach = func(w *work) error {
-		conn, err := metal.ProvenBMC(w.bctx, w.c, r.Options.Pool, p.bmc.obj)
+		conn, err := bmcaccess.ProvenBMC(w.bctx, w.c, r.Options.Pool, p.bmc.obj)
 		if err != nil {
 			return err
 		}

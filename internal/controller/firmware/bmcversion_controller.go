@@ -18,7 +18,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
-	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/shard"
@@ -108,7 +108,7 @@ func (r *BMCVersionReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*b
 	w := &work{obj: v, c: lp.Client(), bctx: bctx, maintRef: &none}
 	p := &bmcVersionPass{Pass: lp, work: w, maints: map[string]*maintenancev1alpha1.ServerMaintenance{}}
 	w.reach = func(w *work) error {
-		conn, err := metal.ProvenBMC(w.bctx, w.c, r.Options.Pool, p.bmcObj)
+		conn, err := bmcaccess.ProvenBMC(w.bctx, w.c, r.Options.Pool, p.bmcObj)
 		if err != nil {
 			return err
 		}
@@ -156,7 +156,7 @@ func (r *BMCVersionReconciler) flasher(ctx context.Context, p *bmcVersionPass) f
 		current:   func() string { return p.mgr.FirmwareVersion },
 		afterTask: phaseVerify,
 		prove: func(ctx context.Context) error {
-			_, err := metal.ProvenBMC(ctx, c, r.Options.Pool, b)
+			_, err := bmcaccess.ProvenBMC(ctx, c, r.Options.Pool, b)
 			return err
 		},
 		failAttempt: func(why string) (lifecycle.Result, error) {

@@ -25,6 +25,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
 	"github.com/metalhub/metalhub/internal/discovery"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/eventsink"
@@ -127,7 +128,7 @@ func startManager() error {
 	mo.Concurrency = 20
 	mo.RegistryBindAddress = "0"
 	mo.Events = events
-	if mo.Pool, err = metal.NewPool(mgr, mo); err != nil {
+	if mo.Pool, err = bmcaccess.NewPool(mgr, mo.PoolOptions()); err != nil {
 		cancel()
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
-	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -146,7 +146,7 @@ func (a *actor) connect(w *work) error {
 	if w.reach != nil {
 		return w.reach(w)
 	}
-	conn, sysID, err := metal.ServerBMC(w.bctx, w.c, a.Options.Pool, w.server)
+	conn, sysID, err := bmcaccess.ServerBMC(w.bctx, w.c, a.Options.Pool, w.server)
 	if err != nil {
 		return err
 	}

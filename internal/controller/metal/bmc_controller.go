@@ -1,7 +1,6 @@
 package metal
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -29,6 +28,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
@@ -150,7 +150,7 @@ func (r *BMCReconciler) reportIssued(ctx context.Context, p *bmcPass) (lifecycle
 // BMC that just did, so one that hangs or is down keeps it owed instead of swallowing it.
 func (r *BMCReconciler) connect(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
 	var err error
-	if p.ep, err = bmcEndpoint(ctx, p.Client(), p.Obj); err != nil {
+	if p.ep, err = bmcaccess.Endpoint(ctx, p.Client(), p.Obj); err != nil {
 		return r.failed(ctx, p.Pass, err)
 	}
 	if p.conn, err = r.Pool.Get(p.ep); err != nil {
@@ -165,7 +165,7 @@ func (r *BMCReconciler) connect(ctx context.Context, p *bmcPass) (lifecycle.Resu
 
 // syncServers keeps one Server per Redfish system.
 func (r *BMCReconciler) syncServers(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
-	if host, err := bmcHost(ctx, p.Client(), p.Obj); err == nil {
+	if host, err := bmcaccess.Host(ctx, p.Client(), p.Obj); err == nil {
 		p.ips = r.resolve(p.bctx, host)
 	}
 	err := firstAtAddress(ctx, p.Client(), p.Obj, p.ips)
@@ -189,7 +189,7 @@ func (r *BMCReconciler) reportConnected(ctx context.Context, p *bmcPass) (lifecy
 	if t, err := time.Parse(time.RFC3339, info.LastResetTime); err == nil {
 		st.LastResetTime = &metav1.Time{Time: t}
 	}
-	if host, err := bmcHost(ctx, p.Client(), b); err == nil {
+	if host, err := bmcaccess.Host(ctx, p.Client(), b); err == nil {
 		st.IP = host
 		if len(p.ips) > 0 {
 			st.IP = p.ips[0] // what the name resolved to: indexed, so the same BMC by IP is found
@@ -265,7 +265,7 @@ func (r *BMCReconciler) failed(ctx context.Context, p *lifecycle.Pass[*metalv1al
 	st.PowerState = ""
 	// Capped like the BMC's own unreachable window, so a healed BMC reports so soon after.
 	retry := failureBackoff(r.RetryAfter, min(r.Resync, bmc.DefaultMaxUnreachableBackoff), n, err)
-	return r.reportStatus(p, st, metav1.ConditionFalse, reasonOf(err), err.Error(), lifecycle.RequeueAfter(retry, "retry"))
+	return r.reportStatus(p, st, metav1.ConditionFalse, bmcaccess.ReasonOf(err), err.Error(), lifecycle.RequeueAfter(retry, "retry"))
 }
 
 // reportStatus reports st with the Ready condition, with an event when Ready changes; the
@@ -313,7 +313,7 @@ func (r *BMCReconciler) ensureServers(ctx context.Context, c client.Client, b *m
 	if err := c.List(ctx, own, client.MatchingFields{index.ServerBMC: b.Name}); err != nil {
 		return fmt.Errorf("listing the Servers of BMC %s: %w", b.Name, err)
 	}
-	if err := sameMachines(own.Items, systems); err != nil {
+	if err := bmcaccess.SameMachines(own.Items, systems); err != nil {
 		return err
 	}
 	var missing []bmc.SystemSummary
@@ -358,32 +358,6 @@ func (r *BMCReconciler) ensureServers(ctx context.Context, c client.Client, b *m
 		r.Recorder.Eventf(b, s, corev1.EventTypeNormal, "ServerCreated", "Discover", "system %s became Server %s", sys.ID, name)
 	}
 	return nil
-}
-
-// sameMachines fails with IdentityMismatch when a BMC that holds Servers answers with none of
-// their systems: its address reaches other machines now (a lease or IPAM swap, an edited
-// address), and what answers is not its to register. Compared by UUID only: every vendor's
-// first system has the same path. A chassis that gains a blade still shows its other systems.
-func sameMachines(own []metalv1alpha1.Server, systems []bmc.SystemSummary) error {
-	if len(own) == 0 || len(systems) == 0 {
-		return nil
-	}
-	held := map[string]bool{}
-	names := make([]string, 0, len(own))
-	for i := range own {
-		held[registry.NormalizeUUID(own[i].Spec.SystemUUID)] = true
-		names = append(names, own[i].Name)
-	}
-	answering := make([]string, 0, len(systems))
-	for _, sys := range systems {
-		if held[registry.NormalizeUUID(cmp.Or(sys.UUID, sys.ID))] {
-			return nil
-		}
-		answering = append(answering, cmp.Or(sys.UUID, sys.ID))
-	}
-	return lifecycle.Reasonf(metalv1alpha1.ReasonIdentityMismatch,
-		"none of the systems at this address (UUIDs %s) is a machine of this BMC's Servers (%s): the address reaches another machine; nothing is registered from it",
-		strings.Join(answering, ", "), strings.Join(names, ", "))
 }
 
 // firstWithSystem fails with DuplicateIdentity when sys (by UUID) is already the machine of a
@@ -484,7 +458,7 @@ func sameAddress(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC, ips
 	}
 	addr := strings.TrimPrefix(index.BMCAddressKey(b), "endpoint:")
 	addrs := map[string]bool{} // b's addresses, by name and by resolved IP
-	if h, err := bmcHost(ctx, c, b); err == nil {
+	if h, err := bmcaccess.Host(ctx, c, b); err == nil {
 		addr = index.Address(b.Spec.Protocol, index.NormalHost(h))
 		for _, host := range append([]string{index.NormalHost(h)}, ips...) {
 			a := index.Address(b.Spec.Protocol, host)
@@ -512,7 +486,7 @@ func sameAddress(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC, ips
 			}
 			if strings.HasPrefix(k, "endpoint:") && len(addrs) > 0 {
 				// Another Endpoint with this host: the same BMC only on the same scheme and port.
-				if oh, err := bmcHost(ctx, c, o); err != nil || !addrs[index.Address(o.Spec.Protocol, index.NormalHost(oh))] {
+				if oh, err := bmcaccess.Host(ctx, c, o); err != nil || !addrs[index.Address(o.Spec.Protocol, index.NormalHost(oh))] {
 					continue
 				}
 			}
@@ -617,7 +591,7 @@ func (r *BMCReconciler) finalize(ctx context.Context, p *lifecycle.Pass[*metalv1
 		// Each Server's deletion event brings us back; the requeue is a safety net.
 		return lifecycle.RequeueAfter(r.RetryAfter, "servers still present"), nil
 	}
-	if ep, err := bmcEndpoint(ctx, c, b); err == nil {
+	if ep, err := bmcaccess.Endpoint(ctx, c, b); err == nil {
 		if conn, err := r.Pool.Get(ep); err == nil {
 			uctx, cancel := context.WithTimeout(ctx, r.requestTimeout())
 			r.unsubscribe(uctx, conn, b)

@@ -13,6 +13,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -92,7 +93,7 @@ func (r *BMCReconciler) rotation(ctx context.Context, p *bmcPass) (lifecycle.Res
 	if mine, err := r.rotationIsMine(ctx, p, sec); err != nil || !mine {
 		return lifecycle.Continue(), err
 	}
-	oldEP, err := bmcEndpoint(ctx, p.Client(), b)
+	oldEP, err := bmcaccess.Endpoint(ctx, p.Client(), b)
 	if err != nil {
 		return lifecycle.Continue(), nil // the connect step reports it
 	}
@@ -136,7 +137,7 @@ func (r *BMCReconciler) rotationSet(ctx context.Context, p *bmcPass) (lifecycle.
 			sec.Name, strings.Join(others, ", "))
 		return lifecycle.Wrote("rotation withdrawn"), nil
 	}
-	if err := proveBMC(ctx, p.Client(), b, p.systems); err != nil {
+	if err := bmcaccess.Prove(ctx, p.Client(), b, p.systems); err != nil {
 		r.Recorder.Eventf(b, sec, corev1.EventTypeWarning, reasonRotationFailed, "Operation", "rotate-credentials: not sent: %v", err)
 		return lifecycle.Result{}, fmt.Errorf("rotate-credentials: %w", err)
 	}
@@ -207,20 +208,6 @@ func (r *BMCReconciler) commitRotation(ctx context.Context, p *bmcPass, sec *met
 	}
 	r.Recorder.Eventf(p.Obj, sec, corev1.EventTypeNormal, reasonRotated, "Operation", "rotate-credentials: the BMC and BMCSecret %s have the new password", sec.Name)
 	return lifecycle.Wrote("credentials rotated"), nil
-}
-
-// proveBMC checks, before an account is changed on a BMC, that the BMC answering at its address
-// is this one: one of the systems it reports is the machine of one of its Servers. A BMC with no
-// Servers yet proves nothing, and gets nothing.
-func proveBMC(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC, systems []bmc.SystemSummary) error {
-	own := &metalv1alpha1.ServerList{}
-	if err := c.List(ctx, own, client.MatchingFields{index.ServerBMC: b.Name}); err != nil {
-		return fmt.Errorf("listing the Servers of BMC %s: %w", b.Name, err)
-	}
-	if len(own.Items) == 0 || len(systems) == 0 {
-		return lifecycle.Reasonf(metalv1alpha1.ReasonIdentityMismatch, "BMC %s has no Servers (or reports no systems) yet: what answers at its address is not proven to be it", b.Name)
-	}
-	return sameMachines(own.Items, systems)
 }
 
 // newPassword is 16 random characters with a lower and an upper case letter, a digit and a

@@ -22,6 +22,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
 	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/shard"
@@ -231,7 +232,7 @@ func (r *BMCUserReconciler) removeMade(ctx context.Context, p *bmcUserPass, made
 			return drop("account kept for another BMCUser")
 		}
 	}
-	ep, err := bmcEndpoint(ctx, p.Client(), b)
+	ep, err := bmcaccess.Endpoint(ctx, p.Client(), b)
 	if err != nil {
 		return r.failed(p, fmt.Errorf("removing account %s from BMC %s: %w", a.User, a.BMC, err))
 	}
@@ -275,16 +276,16 @@ func recordIntent(ctx context.Context, p *bmcUserPass, b *metalv1alpha1.BMC) (li
 func (r *BMCUserReconciler) target(ctx context.Context, p *bmcUserPass) (*metalv1alpha1.BMC, bmc.BMC, string, *metalv1alpha1.BMCSecret, error) {
 	u := p.Obj
 	if u.Spec.BMCRef == nil || u.Spec.BMCRef.Name == "" || u.Spec.UserName == "" {
-		return nil, nil, "", nil, accessErr(metalv1alpha1.ReasonInvalidSpec, "spec.bmcRef and spec.userName are required")
+		return nil, nil, "", nil, bmcaccess.Errorf(metalv1alpha1.ReasonInvalidSpec, "spec.bmcRef and spec.userName are required")
 	}
 	b := &metalv1alpha1.BMC{}
 	if err := p.Client().Get(ctx, client.ObjectKey{Name: u.Spec.BMCRef.Name}, b); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil, "", nil, accessErr(metalv1alpha1.ReasonBMCNotFound, "BMC %q not found", u.Spec.BMCRef.Name)
+			return nil, nil, "", nil, bmcaccess.Errorf(metalv1alpha1.ReasonBMCNotFound, "BMC %q not found", u.Spec.BMCRef.Name)
 		}
 		return nil, nil, "", nil, err
 	}
-	ep, err := bmcEndpoint(ctx, p.Client(), b)
+	ep, err := bmcaccess.Endpoint(ctx, p.Client(), b)
 	if err != nil {
 		return nil, nil, "", nil, err
 	}
@@ -333,11 +334,11 @@ func (r *BMCUserReconciler) apply(ctx context.Context, p *bmcUserPass) (lifecycl
 		return r.failed(p, err)
 	}
 	if u.Spec.UserName == adminUser {
-		return r.failed(p, accessErr(metalv1alpha1.ReasonInvalidSpec, "user %q is the account BMC %s logs in with; rotate it with the rotate-credentials operation", adminUser, b.Name))
+		return r.failed(p, bmcaccess.Errorf(metalv1alpha1.ReasonInvalidSpec, "user %q is the account BMC %s logs in with; rotate it with the rotate-credentials operation", adminUser, b.Name))
 	}
 	if sec == nil {
 		if u.Spec.BMCSecretRef != nil && u.Spec.BMCSecretRef.Name != "" {
-			return r.failed(p, accessErr(metalv1alpha1.ReasonSecretNotFound, "BMCSecret %q not found", u.Spec.BMCSecretRef.Name))
+			return r.failed(p, bmcaccess.Errorf(metalv1alpha1.ReasonSecretNotFound, "BMCSecret %q not found", u.Spec.BMCSecretRef.Name))
 		}
 		pw, err := newPassword()
 		if err != nil {
@@ -363,7 +364,7 @@ func (r *BMCUserReconciler) apply(ctx context.Context, p *bmcUserPass) (lifecycl
 	}
 	password, ok := sec.Value(metalv1alpha1.BMCSecretPasswordKey)
 	if !ok || password == "" {
-		return r.failed(p, accessErr(metalv1alpha1.ReasonSecretInvalid, "BMCSecret %q has no %q", sec.Name, metalv1alpha1.BMCSecretPasswordKey))
+		return r.failed(p, bmcaccess.Errorf(metalv1alpha1.ReasonSecretInvalid, "BMCSecret %q has no %q", sec.Name, metalv1alpha1.BMCSecretPasswordKey))
 	}
 	rec, _ := parseApplied(u.Annotations[AccountAppliedAnnotation])
 	pending, rotating := sec.Value(metalv1alpha1.BMCSecretPendingPasswordKey)
@@ -441,7 +442,7 @@ func (r *BMCUserReconciler) prove(ctx, bctx context.Context, p *bmcUserPass, b *
 	if err != nil {
 		return err
 	}
-	return proveBMC(ctx, p.Client(), b, systems)
+	return bmcaccess.Prove(ctx, p.Client(), b, systems)
 }
 
 func cmpDuration(d, def time.Duration) time.Duration {
@@ -457,7 +458,7 @@ func (r *BMCUserReconciler) ready(p *bmcUserPass, status metav1.ConditionStatus,
 
 // failed reports why the account is not as asked and looks again later.
 func (r *BMCUserReconciler) failed(p *bmcUserPass, err error) (lifecycle.Result, error) {
-	reason := reasonOf(err)
+	reason := bmcaccess.ReasonOf(err)
 	if reason == "" || reason == string(bmc.ReasonUnknown) {
 		reason = reasonAccountFailed
 	}

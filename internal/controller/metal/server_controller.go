@@ -25,6 +25,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
 	"github.com/metalhub/metalhub/internal/controller/metal/claimable"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
@@ -370,7 +371,7 @@ func (r *ServerReconciler) connectStep(ctx context.Context, p *serverPass) (life
 		if isIdentityError(err) {
 			return r.identityFailed(ctx, p, err)
 		}
-		if !p.Obj.DeletionTimestamp.IsZero() && isAccessError(err) {
+		if !p.Obj.DeletionTimestamp.IsZero() && bmcaccess.IsInputError(err) {
 			return r.release(ctx, p)
 		}
 		return r.bmcFailed(ctx, p, err)
@@ -445,7 +446,7 @@ func (r *ServerReconciler) step(bctx, ctx context.Context, p *serverPass) (lifec
 // leaves the pass is bound to the Server's machine: every call of the pass on the system proves
 // the system is that machine first (bmc.Expect), so no step acts on whatever answers.
 func (r *ServerReconciler) connect(ctx context.Context, p *serverPass) error {
-	ep, err := serverEndpoint(ctx, p.c, p.Obj)
+	ep, err := bmcaccess.ServerEndpoint(ctx, p.c, p.Obj)
 	if err != nil {
 		return err
 	}
@@ -453,7 +454,7 @@ func (r *ServerReconciler) connect(ctx context.Context, p *serverPass) error {
 	if err != nil {
 		return err
 	}
-	p.conn = bmc.Expect(conn, serverIdentity(p.Obj))
+	p.conn = bmc.Expect(conn, bmcaccess.Identity(p.Obj))
 	p.sysID = p.Obj.Spec.SystemURI
 	if p.sysID == "" {
 		if p.sysID, err = r.findSystem(ctx, p); err != nil {
@@ -475,7 +476,7 @@ func (r *ServerReconciler) findSystem(ctx context.Context, p *serverPass) (strin
 			return sys.ODataID, nil
 		}
 	}
-	return "", accessErr(string(bmc.ReasonNotFound), "no system with UUID %s on the BMC", p.Obj.Spec.SystemUUID)
+	return "", bmcaccess.Errorf(string(bmc.ReasonNotFound), "no system with UUID %s on the BMC", p.Obj.Spec.SystemUUID)
 }
 
 // bmcFailed reports a BMC failure on the server and retries later. After ErrorThreshold
@@ -491,7 +492,7 @@ func (r *ServerReconciler) bmcFailed(ctx context.Context, p *serverPass, err err
 		n = v.(int) + 1
 	}
 	r.failures.Store(s.Name, n)
-	reason := reasonOf(err)
+	reason := bmcaccess.ReasonOf(err)
 	// Backing off per server, and never before its BMC is tried again: a dead BMC then costs
 	// a worker next to nothing per pass.
 	retry := failureBackoff(r.Options.RetryAfter, r.Options.ServerResync, n, err)

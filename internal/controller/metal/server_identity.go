@@ -28,16 +28,6 @@ import (
 // system path. The proof is bmc.Expect, under every BMC call of a pass; this file decides what
 // the Server expects and what a pass does when another machine answers.
 
-// serverIdentity is the machine a Server expects at its address. While a replaced board is
-// being accepted (AcceptSystemUUIDAnnotation) it is the accepted UUID alone: the serial in
-// status is still the old board's until the inventory is read anew.
-func serverIdentity(s *metalv1alpha1.Server) bmc.Identity {
-	if acc := s.Annotations[metalv1alpha1.AcceptSystemUUIDAnnotation]; strings.TrimSpace(acc) != "" {
-		return bmc.Identity{UUID: acc}
-	}
-	return bmc.Identity{UUID: s.Spec.SystemUUID, SerialNumber: s.Status.SerialNumber}
-}
-
 // uniqueStep keeps a pass away from the BMC when another Server names the same system UUID
 // (made by hand, or left by a second registration): every such Server reports it and none acts.
 // A deleted one that holds nothing lets go without touching the machine; one a claim or a

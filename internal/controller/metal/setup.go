@@ -13,6 +13,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/eventsink"
@@ -101,6 +102,11 @@ type Options struct {
 }
 
 // DefaultOptions are the settings for a real fleet.
+// PoolOptions are the BMC pool's options these give (NewPool).
+func (o Options) PoolOptions() bmc.Options {
+	return bmc.Options{MaxConcurrentRequests: o.BMCMaxConcurrentRequests, RequestTimeout: o.BMCRequestTimeout, UserAgent: o.BMCUserAgent}
+}
+
 func DefaultOptions() Options {
 	return Options{
 		BMCRequestTimeout:        10 * time.Second,
@@ -223,7 +229,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	pool := o.Pool
 	if pool == nil {
 		var err error
-		if pool, err = NewPool(mgr, o); err != nil {
+		if pool, err = bmcaccess.NewPool(mgr, o.PoolOptions()); err != nil {
 			return err
 		}
 	}
@@ -246,13 +252,4 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("server controller: %w", err)
 	}
 	return setupClaims(ctx, mgr, o)
-}
-
-// poolCloser logs out of every BMC when the manager stops.
-type poolCloser struct{ pool *bmc.Pool }
-
-func (p poolCloser) Start(ctx context.Context) error {
-	<-ctx.Done()
-	p.pool.Close()
-	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/discovery"
@@ -63,7 +64,7 @@ func DiscoveryOfOurs(s *metalv1alpha1.Server) bool {
 
 // BMCAddress is the base URL the controllers use for b.
 func BMCAddress(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC) (string, error) {
-	host, err := bmcHost(ctx, c, b)
+	host, err := bmcaccess.Host(ctx, c, b)
 	if err != nil {
 		return "", err
 	}
