@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
+	"github.com/metalhub/metalhub/internal/controller/metal/readiness"
 )
 
 // ClaimOptions configure the claim, boot configuration and maintenance controllers. The zero
@@ -86,7 +87,7 @@ func setupClaims(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("servermaintenance controller: %w", err)
 	}
-	if err := (&ServerReadinessRuleReconciler{
+	if err := (&readiness.Reconciler{
 		Client: mgr.GetClient(), Recorder: o.Events.Recorder("serverreadinessrule-controller"), Concurrency: 1, Shards: o.Shards,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("serverreadinessrule controller: %w", err)

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/readiness"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
 
@@ -71,7 +72,7 @@ func TestReadinessRuleTaintsUntilConditionsHold(t *testing.T) {
 				// The regression brings the rule's pass; wait for its report to be sure it judged.
 				eventually(t, 10*time.Second, "record kept", func() (bool, string) {
 					s := getServer(t, names[0])
-					return s.Annotations[ReadinessMetAnnotationPrefix+prefix] != "", fmt.Sprint(s.Annotations)
+					return s.Annotations[readiness.MetAnnotationPrefix+prefix] != "", fmt.Sprint(s.Annotations)
 				})
 				consistentlyUntainted(t, names[0], taint)
 			}
@@ -82,7 +83,7 @@ func TestReadinessRuleTaintsUntilConditionsHold(t *testing.T) {
 			for _, name := range names {
 				tainted(name, false)
 				eventually(t, 10*time.Second, "record gone from "+name, func() (bool, string) {
-					_, ok := getServer(t, name).Annotations[ReadinessMetAnnotationPrefix+prefix]
+					_, ok := getServer(t, name).Annotations[readiness.MetAnnotationPrefix+prefix]
 					return !ok, ""
 				})
 			}

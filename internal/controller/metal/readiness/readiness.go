@@ -1,4 +1,6 @@
-package metal
+// Package readiness is the ServerReadinessRule controller: a rule's taint on exactly the servers
+// it selects that do not meet its conditions, off for good once a BootstrapOnly rule was met.
+package readiness
 
 import (
 	"context"
@@ -31,18 +33,18 @@ import (
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverreadinessrules/status,verbs=get;update;patch
 
 const (
-	// ReadinessRuleFinalizer lets a deleted rule take its taint off the servers first.
-	ReadinessRuleFinalizer = "metal.metalhub.io/readiness-rule"
-	// ReadinessMetAnnotationPrefix + a rule's name, on a Server, records (the rule's UID) that a
+	// Finalizer lets a deleted rule take its taint off the servers first.
+	Finalizer = "metal.metalhub.io/readiness-rule"
+	// MetAnnotationPrefix + a rule's name, on a Server, records (the rule's UID) that a
 	// BootstrapOnly rule took its taint off for good: bookkeeping, so that a wiped status or a
 	// restart never taints the server again.
-	ReadinessMetAnnotationPrefix = "readiness.metalhub.io/"
+	MetAnnotationPrefix = "readiness.metalhub.io/"
 )
 
-// ServerReadinessRuleReconciler keeps a rule's taint on exactly the servers it selects that do
+// Reconciler keeps a rule's taint on exactly the servers it selects that do
 // not meet its conditions. The taint is in the Server's spec, so it is written with an
 // optimistic lock; a conflict leaves that server to the next pass.
-type ServerReadinessRuleReconciler struct {
+type Reconciler struct {
 	// Shards, set, limits the reconciler to the objects of the shards this replica holds.
 	Shards      *shard.Set
 	Client      client.Client
@@ -52,7 +54,7 @@ type ServerReadinessRuleReconciler struct {
 
 // SetupWithManager registers the reconciler. A Server's labels, conditions or taints bring the
 // rules: they are few, and each pass looks at every server once.
-func (r *ServerReadinessRuleReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.ServerReadinessRule { return &metalv1alpha1.ServerReadinessRule{} }, r.handle)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("serverreadinessrule").
@@ -63,7 +65,7 @@ func (r *ServerReadinessRuleReconciler) SetupWithManager(mgr ctrl.Manager) error
 		shardkey.ForObject[*metalv1alpha1.ServerReadinessRule]).Complete(rec)
 }
 
-func (r *ServerReadinessRuleReconciler) allRules(ctx context.Context, _ client.Object) []reconcile.Request {
+func (r *Reconciler) allRules(ctx context.Context, _ client.Object) []reconcile.Request {
 	var list metalv1alpha1.ServerReadinessRuleList
 	if err := r.Client.List(ctx, &list); err != nil {
 		return nil
@@ -106,7 +108,7 @@ func sameConditionStatus(a, b []metav1.Condition) bool {
 
 type rulePass = lifecycle.Pass[*metalv1alpha1.ServerReadinessRule]
 
-func (r *ServerReadinessRuleReconciler) handle(ctx context.Context, p *rulePass) (lifecycle.Result, error) {
+func (r *Reconciler) handle(ctx context.Context, p *rulePass) (lifecycle.Result, error) {
 	return lifecycle.Steps(ctx, p,
 		lifecycle.OnDeletion(r.release),
 		r.ensureFinalizer,
@@ -114,25 +116,25 @@ func (r *ServerReadinessRuleReconciler) handle(ctx context.Context, p *rulePass)
 	)
 }
 
-func (r *ServerReadinessRuleReconciler) ensureFinalizer(ctx context.Context, p *rulePass) (lifecycle.Result, error) {
-	if slices.Contains(p.Obj.Finalizers, ReadinessRuleFinalizer) || p.Obj.Spec.Taint == nil {
+func (r *Reconciler) ensureFinalizer(ctx context.Context, p *rulePass) (lifecycle.Result, error) {
+	if slices.Contains(p.Obj.Finalizers, Finalizer) || p.Obj.Spec.Taint == nil {
 		return lifecycle.Continue(), nil
 	}
 	return lifecycle.Wrote("finalizer added"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) {
-		lifecycle.AddFinalizer(o, ReadinessRuleFinalizer)
+		lifecycle.AddFinalizer(o, Finalizer)
 	})
 }
 
 // release takes the rule's taint and records off every server, then lets the rule go.
-func (r *ServerReadinessRuleReconciler) release(ctx context.Context, p *rulePass) (lifecycle.Result, error) {
-	if !slices.Contains(p.Obj.Finalizers, ReadinessRuleFinalizer) {
+func (r *Reconciler) release(ctx context.Context, p *rulePass) (lifecycle.Result, error) {
+	if !slices.Contains(p.Obj.Finalizers, Finalizer) {
 		return lifecycle.Done(), nil
 	}
 	var servers metalv1alpha1.ServerList
 	if err := p.Client().List(ctx, &servers); err != nil {
 		return lifecycle.Result{}, fmt.Errorf("listing servers: %w", err)
 	}
-	key := ReadinessMetAnnotationPrefix + p.Obj.Name
+	key := MetAnnotationPrefix + p.Obj.Name
 	for i := range servers.Items {
 		s := &servers.Items[i]
 		_, recorded := s.Annotations[key]
@@ -149,12 +151,12 @@ func (r *ServerReadinessRuleReconciler) release(ctx context.Context, p *rulePass
 		}
 	}
 	return lifecycle.Wrote("finalizer removed"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) {
-		controllerutil.RemoveFinalizer(o, ReadinessRuleFinalizer)
+		controllerutil.RemoveFinalizer(o, Finalizer)
 	})
 }
 
 // enforce brings every server in line and reports.
-func (r *ServerReadinessRuleReconciler) enforce(ctx context.Context, p *rulePass) (lifecycle.Result, error) {
+func (r *Reconciler) enforce(ctx context.Context, p *rulePass) (lifecycle.Result, error) {
 	rule := p.Obj
 	st := rule.Status.DeepCopy()
 	if rule.Spec.Taint == nil {
@@ -175,7 +177,7 @@ func (r *ServerReadinessRuleReconciler) enforce(ctx context.Context, p *rulePass
 	if err := p.Client().List(ctx, &servers); err != nil {
 		return lifecycle.Result{}, fmt.Errorf("listing servers: %w", err)
 	}
-	taint, key := *rule.Spec.Taint, ReadinessMetAnnotationPrefix+rule.Name
+	taint, key := *rule.Spec.Taint, MetAnnotationPrefix+rule.Name
 	var matching, tainted, conflicts int
 	for i := range servers.Items {
 		s := &servers.Items[i]
@@ -240,7 +242,7 @@ func (r *ServerReadinessRuleReconciler) enforce(ctx context.Context, p *rulePass
 }
 
 // patchServer writes a server's taints or records, optimistically locked.
-func (r *ServerReadinessRuleReconciler) patchServer(ctx context.Context, c client.Client, s *metalv1alpha1.Server, mutate func(*metalv1alpha1.Server)) error {
+func (r *Reconciler) patchServer(ctx context.Context, c client.Client, s *metalv1alpha1.Server, mutate func(*metalv1alpha1.Server)) error {
 	base := s.DeepCopy()
 	mutate(s)
 	if equality.Semantic.DeepEqual(base, s) {
