@@ -9,6 +9,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/metalhub/metalhub/internal/controller/metal/bootconfig"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/controller/metal/readiness"
 )
@@ -75,7 +76,7 @@ func setupClaims(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("serverclaim controller: %w", err)
 	}
-	if err := (&ServerBootConfigurationReconciler{
+	if err := (&bootconfig.Reconciler{
 		Client: mgr.GetClient(), Recorder: o.Events.Recorder("serverbootconfiguration-controller"),
 		External: co.ExternalBootProvider, Concurrency: o.Concurrency, Shards: o.Shards,
 	}).SetupWithManager(mgr); err != nil {

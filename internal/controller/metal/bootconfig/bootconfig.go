@@ -1,4 +1,7 @@
-package metal
+// Package bootconfig is the ServerBootConfiguration controller, the built-in boot provider's
+// bookkeeping: Pending until a provider reports, Ready or Error as the built-in provider finds
+// the boot's input, or Pending only when another provider (the IronCore boot-operator) reports.
+package bootconfig
 
 import (
 	"context"
@@ -28,12 +31,12 @@ import (
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverbootconfigurations/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
-// ServerBootConfigurationReconciler is the built-in boot provider's bookkeeping: a boot
-// configuration is Pending until a provider marks it Ready or Error. The built-in provider marks
-// it Ready when it has an image and its ignition Secret (if it names one) exists, Error with the
-// reason otherwise, and looks again when the Secret appears. With External set (the IronCore
+// Reconciler is the built-in boot provider's bookkeeping: a boot configuration is Pending until
+// a provider marks it Ready or Error. The built-in provider marks it Ready when it has an image
+// and its ignition Secret (if it names one) exists, Error with the reason otherwise, and looks
+// again when the Secret appears. With External set (the IronCore
 // boot-operator consumes the same objects and reports on them), it only marks new ones Pending.
-type ServerBootConfigurationReconciler struct {
+type Reconciler struct {
 	// Shards, set, limits the reconciler to the objects of the shards this replica holds.
 	Shards      *shard.Set
 	Client      client.Client
@@ -43,7 +46,7 @@ type ServerBootConfigurationReconciler struct {
 }
 
 // SetupWithManager registers the reconciler.
-func (r *ServerBootConfigurationReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.ServerBootConfiguration { return &metalv1alpha1.ServerBootConfiguration{} }, r.handle)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("serverbootconfiguration").
@@ -59,7 +62,7 @@ func (r *ServerBootConfigurationReconciler) SetupWithManager(mgr ctrl.Manager) e
 
 type bootConfigPass = lifecycle.Pass[*metalv1alpha1.ServerBootConfiguration]
 
-func (r *ServerBootConfigurationReconciler) handle(ctx context.Context, p *bootConfigPass) (lifecycle.Result, error) {
+func (r *Reconciler) handle(ctx context.Context, p *bootConfigPass) (lifecycle.Result, error) {
 	return lifecycle.Steps(ctx, p,
 		// Nothing to undo: a deleted configuration goes with its owner's finalizer.
 		lifecycle.OnDeletion(func(context.Context, *bootConfigPass) (lifecycle.Result, error) { return lifecycle.Done(), nil }),
@@ -70,7 +73,7 @@ func (r *ServerBootConfigurationReconciler) handle(ctx context.Context, p *bootC
 
 // provide reports the configuration's state: the built-in provider's verdict, or Pending for
 // an external provider until it reports.
-func (r *ServerBootConfigurationReconciler) provide(ctx context.Context, p *bootConfigPass) (lifecycle.Result, error) {
+func (r *Reconciler) provide(ctx context.Context, p *bootConfigPass) (lifecycle.Result, error) {
 	sbc := p.Obj
 	st := sbc.Status.DeepCopy()
 	if r.External {
@@ -112,7 +115,7 @@ type bootVerdict struct {
 }
 
 // evaluate is the built-in provider's verdict: Ready once the user's input is complete.
-func (r *ServerBootConfigurationReconciler) evaluate(ctx context.Context, p *bootConfigPass) (bootVerdict, error) {
+func (r *Reconciler) evaluate(ctx context.Context, p *bootConfigPass) (bootVerdict, error) {
 	sbc := p.Obj
 	bad, err := bootrequest.InputProblem(ctx, p.Client(), sbc.Namespace, sbc.Spec.Image, sbc.Spec.IgnitionSecretRef)
 	switch {
