@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 )
 
 // One BMC written by name and by IP is found either way: by the IPs its name resolves to, and,
@@ -31,7 +32,7 @@ func TestSameAddressByName(t *testing.T) {
 		inline("ip-8", "10.0.0.8", ""),
 		inline("name-9", "BMC9.example.", "10.0.0.9"), inline("ip-9", "10.0.0.9", ""),
 	}
-	c := fakeClient(objs...)
+	c := metaltest.FakeClient(objs...)
 	get := func(name string) *metalv1alpha1.BMC {
 		b := &metalv1alpha1.BMC{}
 		if err := c.Get(context.Background(), client.ObjectKey{Name: name}, b); err != nil {

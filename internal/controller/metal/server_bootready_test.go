@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -50,7 +51,7 @@ func TestBootConfigurationReady(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: "s"}}
-			c := fakeClient(append([]client.Object{s}, tc.objects...)...)
+			c := metaltest.FakeClient(append([]client.Object{s}, tc.objects...)...)
 			opts := testOpts
 			opts.Claims.ExternalBootProvider = tc.external
 			r := &ServerReconciler{Client: c, Recorder: events.NewFakeRecorder(10), Options: opts}
@@ -134,10 +135,10 @@ func TestServerWatchPredicates(t *testing.T) {
 // A claim's change reaches the server that points at it even before the claim names the server
 // (the server side of a binding is written first): a power flip in that window is not lost.
 func TestClaimedServersBeforeTheClaimNamesIt(t *testing.T) {
-	s := freeServer("s", nil, func(s *metalv1alpha1.Server) {
+	s := metaltest.FreeServer("s", nil, func(s *metalv1alpha1.Server) {
 		s.Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Namespace: "default", Name: "c"}
 	})
-	c := fakeClient(s, freeServer("other", nil))
+	c := metaltest.FakeClient(s, metaltest.FreeServer("other", nil))
 	claim := &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "c"}}
 	reqs := claimedServers(c)(ctx(), claim)
 	if len(reqs) != 1 || reqs[0].Name != "s" {
@@ -152,7 +153,7 @@ func TestClaimedServersBeforeTheClaimNamesIt(t *testing.T) {
 // The Server's own watch drops only its claim's binding write made ahead of the claim's boot
 // configuration (whose creation brings the pass), and nothing else.
 func TestClaimedAheadOfItsBootConfiguration(t *testing.T) {
-	free := freeServer("s", nil)
+	free := metaltest.FreeServer("s", nil)
 	claimed := free.DeepCopy()
 	claimed.Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Namespace: "default", Name: "c"}
 	claimed.Spec.BootConfigurationRef = &metalv1alpha1.ObjectReference{Namespace: "default", Name: "c"}
@@ -172,7 +173,7 @@ func TestClaimedAheadOfItsBootConfiguration(t *testing.T) {
 		{"claim ref removed", claimed, free, nil, true},
 	}
 	for _, tc := range cases {
-		got := claimedAheadOfItsBootConfiguration(fakeClient(tc.objects...)).Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new})
+		got := claimedAheadOfItsBootConfiguration(metaltest.FakeClient(tc.objects...)).Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new})
 		if got != tc.want {
 			t.Errorf("%s: passes = %v, want %v", tc.name, got, tc.want)
 		}

@@ -19,6 +19,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/discovery"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -336,7 +337,7 @@ func TestMaintenanceBootsItsBootConfigurationOnce(t *testing.T) {
 	name, b, _ := claimedOn(t, "mboot")
 	time.Sleep(500 * time.Millisecond) // the power-on settles
 	start := time.Now()
-	m := newMaintenance("default", "mboot", name, metalv1alpha1.ServerMaintenancePolicyEnforced, metalv1alpha1.PowerOn, 0)
+	m := metaltest.NewMaintenance("default", "mboot", name, metalv1alpha1.ServerMaintenancePolicyEnforced, metalv1alpha1.PowerOn, 0)
 	m.Spec.ServerBootConfigurationTemplate = &metalv1alpha1.ServerBootConfigurationTemplate{
 		Name: "mboot-boot", Spec: metalv1alpha1.ServerBootConfigurationSpec{Image: "firmware-updater:1"}}
 	if err := env.Client.Create(ctx(), m); err != nil {

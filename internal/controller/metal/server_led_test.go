@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -64,7 +65,7 @@ func TestMaintenanceLocatorLED(t *testing.T) {
 	names, bmcs := availableServers(t, "mled", 1, func(int) map[string]string { return map[string]string{"pool": "mled"} })
 	name, b := names[0], bmcs[0]
 	start := time.Now()
-	m := newMaintenance(ns, "mled", name, metalv1alpha1.ServerMaintenancePolicyEnforced, metalv1alpha1.PowerOff, 0)
+	m := metaltest.NewMaintenance(ns, "mled", name, metalv1alpha1.ServerMaintenancePolicyEnforced, metalv1alpha1.PowerOff, 0)
 	m.Spec.LocatorLED = metalv1alpha1.IndicatorLEDBlinking
 	if err := env.Client.Create(ctx(), m); err != nil {
 		t.Fatal(err)

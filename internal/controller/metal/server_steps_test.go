@@ -14,6 +14,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -131,7 +132,7 @@ func TestServerStateStep(t *testing.T) {
 			objects := append([]client.Object{s, bmcObject(b, "b"),
 				&metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Data: map[string][]byte{"username": []byte(user), "password": []byte(pass)}},
 			}, tc.objects...)
-			c := fakeClient(objects...)
+			c := metaltest.FakeClient(objects...)
 			// One pass of the state step: the hardware log's reads have their own tests.
 			opts := testOpts
 			opts.HardwareLogPoll = 0

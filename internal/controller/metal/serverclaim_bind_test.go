@@ -13,49 +13,15 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/apilimit"
-	"github.com/metalhub/metalhub/internal/controller/metal/index"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/lifecycle"
-	"github.com/metalhub/metalhub/internal/registry"
-	"github.com/metalhub/metalhub/internal/scheme"
 )
-
-// freeServer is a server a claim may bind: Available by its annotation, observed off.
-func freeServer(name string, labels map[string]string, mutate ...func(*metalv1alpha1.Server)) *metalv1alpha1.Server {
-	s := &metalv1alpha1.Server{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{
-			lifecycle.StateAnnotation: string(metalv1alpha1.ServerStateAvailable),
-		}},
-		Spec:   metalv1alpha1.ServerSpec{SystemUUID: "uuid-" + name},
-		Status: metalv1alpha1.ServerStatus{State: metalv1alpha1.ServerStateAvailable, PowerState: metalv1alpha1.PowerStateOff},
-	}
-	for _, m := range mutate {
-		m(s)
-	}
-	return s
-}
-
-// fakeClient is a fake client holding objects, with the status subresource of the metal kinds
-// and the controllers' own field indexes: what the single-pass table tests run on.
-func fakeClient(objects ...client.Object) client.Client {
-	fb := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objects...).
-		WithStatusSubresource(&metalv1alpha1.Server{}, &metalv1alpha1.ServerClaim{}, &metalv1alpha1.ServerMaintenance{},
-			&metalv1alpha1.ServerBootConfiguration{})
-	for _, i := range index.All() {
-		fb = fb.WithIndex(i.Obj, i.Name, i.Fn)
-	}
-	// The registry's index of Servers by system UUID (registry.SetupIndexes in the manager).
-	fb = fb.WithIndex(&metalv1alpha1.Server{}, index.ServerUUID, func(o client.Object) []string {
-		return []string{registry.NormalizeUUID(o.(*metalv1alpha1.Server).Spec.SystemUUID)}
-	})
-	return fb.Build()
-}
 
 // One pass of the claim controller over a new claim, driven directly through the lifecycle
 // Reconciler on a fake client with the controller's field indexes: which server it claims, or
@@ -96,40 +62,40 @@ func TestClaimBindingStep(t *testing.T) {
 		wantServer, wantReason string
 	}{
 		{"by selector: the free one in the rack", claim(bySelector("r1")), []client.Object{
-			freeServer("a", rack("r2")), freeServer("b", rack("r1")), freeServer("c", rack("r1"), taken),
+			metaltest.FreeServer("a", rack("r2")), metaltest.FreeServer("b", rack("r1")), metaltest.FreeServer("c", rack("r1"), taken),
 		}, "b", ""},
-		{"by selector: none in the rack", claim(bySelector("r9")), []client.Object{freeServer("a", rack("r1"))},
+		{"by selector: none in the rack", claim(bySelector("r9")), []client.Object{metaltest.FreeServer("a", rack("r1"))},
 			"", metalv1alpha1.ReasonNoMatchingServer},
-		{"by selector: all in the rack taken", claim(bySelector("r1")), []client.Object{freeServer("a", rack("r1"), taken)},
+		{"by selector: all in the rack taken", claim(bySelector("r1")), []client.Object{metaltest.FreeServer("a", rack("r1"), taken)},
 			"", metalv1alpha1.ReasonAllMatchingServersTaken},
-		{"any: a NoBind taint is not tolerated", claim(), []client.Object{freeServer("a", nil, tainted)},
+		{"any: a NoBind taint is not tolerated", claim(), []client.Object{metaltest.FreeServer("a", nil, tainted)},
 			"", metalv1alpha1.ReasonNoClaimableServer},
 		{"any: a NoBind taint tolerated", claim(func(c *metalv1alpha1.ServerClaim) {
 			c.Spec.Tolerations = []metalv1alpha1.Toleration{{Key: "broken", Operator: metalv1alpha1.TolerationOpExists}}
-		}), []client.Object{freeServer("a", nil, tainted)}, "a", ""},
+		}), []client.Object{metaltest.FreeServer("a", nil, tainted)}, "a", ""},
 		{"any: a server with a maintenance waiting is skipped", claim(), []client.Object{
-			freeServer("a", nil),
+			metaltest.FreeServer("a", nil),
 			&metalv1alpha1.ServerMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "m"},
 				Spec: metalv1alpha1.ServerMaintenanceSpec{ServerRef: &corev1.LocalObjectReference{Name: "a"}}},
 		}, "", metalv1alpha1.ReasonNoClaimableServer},
-		{"by name: free", claim(byName("a")), []client.Object{freeServer("a", nil)}, "a", ""},
+		{"by name: free", claim(byName("a")), []client.Object{metaltest.FreeServer("a", nil)}, "a", ""},
 		{"by name: missing", claim(byName("nope")), nil, "", metalv1alpha1.ReasonServerNotFound},
-		{"by name: claimed by another", claim(byName("a")), []client.Object{freeServer("a", nil, taken)},
+		{"by name: claimed by another", claim(byName("a")), []client.Object{metaltest.FreeServer("a", nil, taken)},
 			"", metalv1alpha1.ReasonServerNotClaimable},
-		{"by name: outside the selector", claim(byName("a"), bySelector("r2")), []client.Object{freeServer("a", rack("r1"))},
+		{"by name: outside the selector", claim(byName("a"), bySelector("r2")), []client.Object{metaltest.FreeServer("a", rack("r1"))},
 			"", metalv1alpha1.ReasonServerSelectorMismatch},
-		{"no image", claim(func(c *metalv1alpha1.ServerClaim) { c.Spec.Image = " " }), []client.Object{freeServer("a", nil)},
+		{"no image", claim(func(c *metalv1alpha1.ServerClaim) { c.Spec.Image = " " }), []client.Object{metaltest.FreeServer("a", nil)},
 			"", metalv1alpha1.ReasonImageMissing},
 		{"ignition Secret missing", claim(func(c *metalv1alpha1.ServerClaim) {
 			c.Spec.IgnitionSecretRef = &corev1.LocalObjectReference{Name: "ign"}
-		}), []client.Object{freeServer("a", nil)}, "", metalv1alpha1.ReasonIgnitionSecretNotFound},
+		}), []client.Object{metaltest.FreeServer("a", nil)}, "", metalv1alpha1.ReasonIgnitionSecretNotFound},
 		{"invalid selector", claim(func(c *metalv1alpha1.ServerClaim) {
 			c.Spec.ServerSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "rack", Operator: "Bogus"}}}
-		}), []client.Object{freeServer("a", nil)}, "", metalv1alpha1.ReasonInvalidSelector},
+		}), []client.Object{metaltest.FreeServer("a", nil)}, "", metalv1alpha1.ReasonInvalidSelector},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := fakeClient(append([]client.Object{tc.claim}, tc.objects...)...)
+			c := metaltest.FakeClient(append([]client.Object{tc.claim}, tc.objects...)...)
 			r := &ServerClaimReconciler{Client: c, Recorder: events.NewFakeRecorder(100)}
 			r.init()
 			rec := lifecycle.NewReconciler[*metalv1alpha1.ServerClaim](c, func() *metalv1alpha1.ServerClaim { return &metalv1alpha1.ServerClaim{} }, r.handle)
@@ -212,7 +178,7 @@ func TestClaimBoundPassDoesNotRemakeItsBootConfiguration(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "c", UID: "claim-uid"},
 				Spec:       metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn, Image: "os:1"},
 			}
-			base := fakeClient(claim, freeServer("a", nil))
+			base := metaltest.FakeClient(claim, metaltest.FreeServer("a", nil))
 			lagging, creates := false, 0
 			c := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
 				Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -299,7 +265,7 @@ func TestClaimPassWritesAreUrgent(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "c", UID: "claim-uid"},
 		Spec:       metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn, Image: "os:1"},
 	}
-	base := fakeClient(claim, freeServer("a", nil))
+	base := metaltest.FakeClient(claim, metaltest.FreeServer("a", nil))
 	var mu sync.Mutex
 	writes := map[string]bool{} // write -> urgent
 	note := func(ctx context.Context, what string) {

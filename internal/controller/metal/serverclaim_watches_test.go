@@ -4,18 +4,19 @@ import (
 	"testing"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 // Which Server updates reach the claims: binding, claimability, labels and taints do; status
 // churn of a server no claim waits on does not.
 func TestClaimRelevant(t *testing.T) {
-	base := freeServer("s", map[string]string{"rack": "r1"})
-	claimedReserved := freeServer("s", nil, func(s *metalv1alpha1.Server) {
+	base := metaltest.FreeServer("s", map[string]string{"rack": "r1"})
+	claimedReserved := metaltest.FreeServer("s", nil, func(s *metalv1alpha1.Server) {
 		s.Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Namespace: "default", Name: "c"}
 		s.Annotations[lifecycle.StateAnnotation] = string(metalv1alpha1.ServerStateReserved)
 	})
-	claimedMaint := freeServer("s", nil, func(s *metalv1alpha1.Server) {
+	claimedMaint := metaltest.FreeServer("s", nil, func(s *metalv1alpha1.Server) {
 		s.Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Namespace: "default", Name: "c"}
 		s.Annotations[lifecycle.StateAnnotation] = string(metalv1alpha1.ServerStateMaintenance)
 	})

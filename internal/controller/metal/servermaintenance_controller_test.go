@@ -14,6 +14,7 @@ import (
 
 	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/testenv"
@@ -37,14 +38,6 @@ func waitMaintenance(t *testing.T, ns, name, want string, timeout time.Duration)
 		got := maintenanceStatus(getMaintenance(ns, name))
 		return got == want, got
 	})
-}
-
-func newMaintenance(ns, name, server string, policy metalv1alpha1.ServerMaintenancePolicy, power metalv1alpha1.Power, prio int32) *metalv1alpha1.ServerMaintenance {
-	return &metalv1alpha1.ServerMaintenance{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{metalv1alpha1.MaintenanceReasonAnnotation: "firmware update"}},
-		Spec: metalv1alpha1.ServerMaintenanceSpec{ServerRef: &corev1.LocalObjectReference{Name: server}, Policy: policy,
-			ServerPower: power, Priority: prio},
-	}
 }
 
 func deleteMaintenance(t *testing.T, ns, name string) {
@@ -108,7 +101,7 @@ func TestMaintenanceEnforcedAndApproval(t *testing.T) {
 	boundClaims(t, ns, "maint", names, bmcs)
 
 	// Enforced.
-	if err := env.Client.Create(ctx(), newMaintenance(ns, "maint-enforced", names[0], metalv1alpha1.ServerMaintenancePolicyEnforced, metalv1alpha1.PowerOff, 0)); err != nil {
+	if err := env.Client.Create(ctx(), metaltest.NewMaintenance(ns, "maint-enforced", names[0], metalv1alpha1.ServerMaintenancePolicyEnforced, metalv1alpha1.PowerOff, 0)); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, names[0], metalv1alpha1.ServerStateMaintenance, 10*time.Second)
@@ -163,7 +156,7 @@ func TestMaintenanceEnforcedAndApproval(t *testing.T) {
 	}
 
 	// OwnerApproval waits for the owner.
-	if err := env.Client.Create(ctx(), newMaintenance(ns, "maint-approval", names[1], metalv1alpha1.ServerMaintenancePolicyOwnerApproval, metalv1alpha1.PowerOff, 0)); err != nil {
+	if err := env.Client.Create(ctx(), metaltest.NewMaintenance(ns, "maint-approval", names[1], metalv1alpha1.ServerMaintenancePolicyOwnerApproval, metalv1alpha1.PowerOff, 0)); err != nil {
 		t.Fatal(err)
 	}
 	waitLabel(t, ns, "maint-1", metalv1alpha1.MaintenanceNeededLabel, true)
@@ -198,12 +191,12 @@ func TestMaintenancePriorityAndBootConfiguration(t *testing.T) {
 	boundClaims(t, ns, "prio", names, bmcs)
 	server := names[0]
 
-	low := newMaintenance(ns, "prio-low", server, metalv1alpha1.ServerMaintenancePolicyOwnerApproval, metalv1alpha1.PowerOff, 1)
+	low := metaltest.NewMaintenance(ns, "prio-low", server, metalv1alpha1.ServerMaintenancePolicyOwnerApproval, metalv1alpha1.PowerOff, 1)
 	if err := env.Client.Create(ctx(), low); err != nil {
 		t.Fatal(err)
 	}
 	waitMaintenance(t, ns, "prio-low", "Pending/"+metalv1alpha1.ReasonWaitingForApproval, 10*time.Second)
-	high := newMaintenance(ns, "prio-high", server, metalv1alpha1.ServerMaintenancePolicyOwnerApproval, metalv1alpha1.PowerOn, 10)
+	high := metaltest.NewMaintenance(ns, "prio-high", server, metalv1alpha1.ServerMaintenancePolicyOwnerApproval, metalv1alpha1.PowerOn, 10)
 	high.Spec.ServerBootConfigurationTemplate = &metalv1alpha1.ServerBootConfigurationTemplate{
 		Name: "prio-high-boot", Spec: metalv1alpha1.ServerBootConfigurationSpec{Image: "firmware-updater:1"}}
 	if err := env.Client.Create(ctx(), high); err != nil {
@@ -266,7 +259,7 @@ func TestMaintenanceOfADeletedHeldServerSaysServerDeleting(t *testing.T) {
 	start := time.Now()
 
 	// Already going when the maintenance comes.
-	if err := env.Client.Create(ctx(), newMaintenance("default", "mdel-late", name, metalv1alpha1.ServerMaintenancePolicyEnforced, metalv1alpha1.PowerOff, 0)); err != nil {
+	if err := env.Client.Create(ctx(), metaltest.NewMaintenance("default", "mdel-late", name, metalv1alpha1.ServerMaintenancePolicyEnforced, metalv1alpha1.PowerOff, 0)); err != nil {
 		t.Fatal(err)
 	}
 	waitMaintenance(t, "default", "mdel-late", "Pending/"+metalv1alpha1.ReasonServerDeleting, 15*time.Second)
@@ -281,7 +274,7 @@ func TestMaintenanceOfADeletedHeldServerSaysServerDeleting(t *testing.T) {
 		})
 		return err == nil, fmt.Sprint(err)
 	})
-	if err := env.Client.Create(ctx(), newMaintenance("default", "mdel-early", name, metalv1alpha1.ServerMaintenancePolicyEnforced, metalv1alpha1.PowerOff, 0)); err != nil {
+	if err := env.Client.Create(ctx(), metaltest.NewMaintenance("default", "mdel-early", name, metalv1alpha1.ServerMaintenancePolicyEnforced, metalv1alpha1.PowerOff, 0)); err != nil {
 		t.Fatal(err)
 	}
 	waitMaintenance(t, "default", "mdel-early", "Pending/"+metalv1alpha1.ReasonServerDeleting, 15*time.Second)
@@ -366,7 +359,7 @@ func TestMaintenanceOfTheNewerGroup(t *testing.T) {
 	})
 
 	// A foreign metal.ironcore.dev maintenance of the same name: refused, the foreign one untouched.
-	foreign := newMaintenance(ns, "mgroup-clash", names[1], metalv1alpha1.ServerMaintenancePolicyOwnerApproval, "", 0)
+	foreign := metaltest.NewMaintenance(ns, "mgroup-clash", names[1], metalv1alpha1.ServerMaintenancePolicyOwnerApproval, "", 0)
 	if err := env.Client.Create(ctx(), foreign); err != nil {
 		t.Fatal(err)
 	}

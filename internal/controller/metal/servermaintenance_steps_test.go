@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestMaintenanceStep(t *testing.T) {
 	const ns = "default"
 	maint := func(name string, policy metalv1alpha1.ServerMaintenancePolicy, prio int32, server string) *metalv1alpha1.ServerMaintenance {
-		m := newMaintenance(ns, name, server, policy, "", prio)
+		m := metaltest.NewMaintenance(ns, name, server, policy, "", prio)
 		m.Finalizers = []string{ServerMaintenanceFinalizer}
 		m.CreationTimestamp = metav1.Unix(1000, 0)
 		return m
@@ -47,39 +48,39 @@ func TestMaintenanceStep(t *testing.T) {
 	}{
 		{"no server named", maint("m", enforced, 0, ""), nil, "Failed/" + metalv1alpha1.ReasonInvalidSpec, false, false},
 		{"server missing", maint("m", enforced, 0, "s"), nil, "Pending/" + metalv1alpha1.ReasonServerNotFound, false, false},
-		{"unclaimed server: started", maint("m", approval, 0, "s"), []client.Object{freeServer("s", nil)},
+		{"unclaimed server: started", maint("m", approval, 0, "s"), []client.Object{metaltest.FreeServer("s", nil)},
 			"Pending/" + metalv1alpha1.ReasonEnteringMaintenance, true, false},
 		{"server held by another live maintenance: queued", maint("m", enforced, 0, "s"), []client.Object{
-			freeServer("s", nil, func(s *metalv1alpha1.Server) {
+			metaltest.FreeServer("s", nil, func(s *metalv1alpha1.Server) {
 				s.Spec.ServerMaintenanceRef = &metalv1alpha1.ObjectReference{Namespace: ns, Name: "other"}
 			}),
 			maint("other", enforced, 0, "s"),
 		}, "Pending/" + metalv1alpha1.ReasonQueued, false, false},
 		{"server held by a maintenance that is gone: taken over", maint("m", enforced, 0, "s"), []client.Object{
-			freeServer("s", nil, func(s *metalv1alpha1.Server) {
+			metaltest.FreeServer("s", nil, func(s *metalv1alpha1.Server) {
 				s.Spec.ServerMaintenanceRef = &metalv1alpha1.ObjectReference{Namespace: ns, Name: "gone"}
 			}),
 		}, "Pending/" + metalv1alpha1.ReasonEnteringMaintenance, true, false},
-		{"behind a higher priority", maint("m", enforced, 0, "s"), []client.Object{freeServer("s", nil), maint("urgent", enforced, 10, "s")},
+		{"behind a higher priority", maint("m", enforced, 0, "s"), []client.Object{metaltest.FreeServer("s", nil), maint("urgent", enforced, 10, "s")},
 			"Pending/" + metalv1alpha1.ReasonQueued, false, false},
-		{"server being deleted", maint("m", enforced, 0, "s"), []client.Object{freeServer("s", nil, func(s *metalv1alpha1.Server) {
+		{"server being deleted", maint("m", enforced, 0, "s"), []client.Object{metaltest.FreeServer("s", nil, func(s *metalv1alpha1.Server) {
 			s.Finalizers = []string{ServerFinalizer}
 			s.DeletionTimestamp = &metav1.Time{Time: metav1.Now().Time}
 		})}, "Pending/" + metalv1alpha1.ReasonServerDeleting, false, false},
 		{"claimed, owner not asked yet: asked (Enforced too)", maint("m", enforced, 0, "s"),
-			[]client.Object{freeServer("s", nil, claimedBy), claim(nil)},
+			[]client.Object{metaltest.FreeServer("s", nil, claimedBy), claim(nil)},
 			"Pending/" + metalv1alpha1.ReasonWaitingForApproval, false, true},
 		{"claimed, OwnerApproval, not approved: waits", maint("m", approval, 0, "s"),
-			[]client.Object{freeServer("s", nil, claimedBy), claim(needed)},
+			[]client.Object{metaltest.FreeServer("s", nil, claimedBy), claim(needed)},
 			"Pending/" + metalv1alpha1.ReasonWaitingForApproval, false, true},
 		{"claimed, OwnerApproval, approved: started", maint("m", approval, 0, "s"),
-			[]client.Object{freeServer("s", nil, claimedBy), claim(neededApproved)},
+			[]client.Object{metaltest.FreeServer("s", nil, claimedBy), claim(neededApproved)},
 			"Pending/" + metalv1alpha1.ReasonEnteringMaintenance, true, true},
 		{"claimed, Enforced, owner told: started", maint("m", enforced, 0, "s"),
-			[]client.Object{freeServer("s", nil, claimedBy), claim(needed)},
+			[]client.Object{metaltest.FreeServer("s", nil, claimedBy), claim(needed)},
 			"Pending/" + metalv1alpha1.ReasonEnteringMaintenance, true, true},
 		{"server in Maintenance for it: in maintenance", maint("m", enforced, 0, "s"), []client.Object{
-			freeServer("s", nil, func(s *metalv1alpha1.Server) {
+			metaltest.FreeServer("s", nil, func(s *metalv1alpha1.Server) {
 				s.Spec.ServerMaintenanceRef = &metalv1alpha1.ObjectReference{Namespace: ns, Name: "m"}
 				s.Annotations[lifecycle.StateAnnotation] = string(metalv1alpha1.ServerStateMaintenance)
 			}),
@@ -87,7 +88,7 @@ func TestMaintenanceStep(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := fakeClient(append([]client.Object{tc.m}, tc.objects...)...)
+			c := metaltest.FakeClient(append([]client.Object{tc.m}, tc.objects...)...)
 			r := &ServerMaintenanceReconciler{Client: c, Recorder: events.NewFakeRecorder(100), RetryAfter: testOpts.RetryAfter}
 			rec := lifecycle.NewReconciler[*metalv1alpha1.ServerMaintenance](c, func() *metalv1alpha1.ServerMaintenance { return &metalv1alpha1.ServerMaintenance{} }, r.handle)
 			if _, err := rec.Reconcile(ctx(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.m)}); err != nil {
