@@ -11,6 +11,7 @@ import (
 
 	"github.com/metalhub/metalhub/internal/controller/metal/bootconfig"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
+	"github.com/metalhub/metalhub/internal/controller/metal/maintenance"
 	"github.com/metalhub/metalhub/internal/controller/metal/readiness"
 )
 
@@ -82,7 +83,7 @@ func setupClaims(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("serverbootconfiguration controller: %w", err)
 	}
-	if err := (&ServerMaintenanceReconciler{
+	if err := (&maintenance.Reconciler{
 		Client: mgr.GetClient(), Recorder: o.Events.Recorder("servermaintenance-controller"),
 		Concurrency: o.Concurrency, RetryAfter: o.RetryAfter, Shards: o.Shards,
 	}).SetupWithManager(mgr); err != nil {
@@ -93,7 +94,7 @@ func setupClaims(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("serverreadinessrule controller: %w", err)
 	}
-	if err := (&MaintenanceGroupReconciler{
+	if err := (&maintenance.GroupReconciler{
 		Client: mgr.GetClient(), Recorder: o.Events.Recorder("maintenancegroup-controller"), Concurrency: o.Concurrency, Shards: o.Shards,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("maintenance group controller: %w", err)

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/scheme"
@@ -93,7 +94,7 @@ func claimStatus(c *metalv1alpha1.ServerClaim) string {
 	if c == nil {
 		return "gone"
 	}
-	return phaseReason(string(c.Status.Phase), c.Status.Conditions, metalv1alpha1.ConditionBound)
+	return metaltest.PhaseReason(string(c.Status.Phase), c.Status.Conditions, metalv1alpha1.ConditionBound)
 }
 
 func waitClaim(t *testing.T, ns, name, want string, timeout time.Duration) *metalv1alpha1.ServerClaim {
@@ -735,13 +736,4 @@ func TestClaimEvictTaint(t *testing.T) {
 	}
 	waitClaim(t, ns, "evict-0", "Unbound/"+metalv1alpha1.ReasonNoClaimableServer, 10*time.Second)
 	checkNoDoubleWrites(t)
-}
-
-// phaseReason is "<phase>/<reason of the condition typ>", what the status tests compare.
-func phaseReason(phase string, conds []metav1.Condition, typ string) string {
-	reason := ""
-	if c := apimeta.FindStatusCondition(conds, typ); c != nil {
-		reason = c.Reason
-	}
-	return phase + "/" + reason
 }

@@ -24,18 +24,10 @@ func getMaintenance(ns, name string) *metalv1alpha1.ServerMaintenance {
 	return getObject(ns, name, &metalv1alpha1.ServerMaintenance{})
 }
 
-// maintenanceStatus is "<state>/<reason of InMaintenance>".
-func maintenanceStatus(m *metalv1alpha1.ServerMaintenance) string {
-	if m == nil {
-		return "gone"
-	}
-	return phaseReason(string(m.Status.State), m.Status.Conditions, metalv1alpha1.ConditionInMaintenance)
-}
-
 func waitMaintenance(t *testing.T, ns, name, want string, timeout time.Duration) {
 	t.Helper()
 	eventually(t, timeout, "maintenance "+name+" "+want, func() (bool, string) {
-		got := maintenanceStatus(getMaintenance(ns, name))
+		got := metaltest.MaintenanceStatus(getMaintenance(ns, name))
 		return got == want, got
 	})
 }
@@ -47,7 +39,7 @@ func deleteMaintenance(t *testing.T, ns, name string) {
 	}
 	eventually(t, 20*time.Second, "maintenance "+name+" gone", func() (bool, string) {
 		m := getMaintenance(ns, name)
-		return m == nil, maintenanceStatus(m)
+		return m == nil, metaltest.MaintenanceStatus(m)
 	})
 }
 

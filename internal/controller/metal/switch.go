@@ -9,6 +9,7 @@ import (
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
+	"github.com/metalhub/metalhub/internal/controller/metal/maintenance"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -74,5 +75,5 @@ func BMCAddress(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC) (str
 // Finalizers are the finalizers the metal family sets and removes (the reference operator's
 // names for the same objects).
 func Finalizers() []string {
-	return []string{BMCFinalizer, ServerFinalizer, ServerClaimFinalizer, ServerMaintenanceFinalizer}
+	return []string{BMCFinalizer, ServerFinalizer, ServerClaimFinalizer, maintenance.Finalizer}
 }

@@ -5,6 +5,7 @@ package metaltest
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -55,4 +56,21 @@ func NewMaintenance(ns, name, server string, policy metalv1alpha1.ServerMaintena
 		Spec: metalv1alpha1.ServerMaintenanceSpec{ServerRef: &corev1.LocalObjectReference{Name: server}, Policy: policy,
 			ServerPower: power, Priority: prio},
 	}
+}
+
+// PhaseReason is "<phase>/<reason of the condition typ>", what the status tests compare.
+func PhaseReason(phase string, conds []metav1.Condition, typ string) string {
+	reason := ""
+	if c := apimeta.FindStatusCondition(conds, typ); c != nil {
+		reason = c.Reason
+	}
+	return phase + "/" + reason
+}
+
+// MaintenanceStatus is "<state>/<reason of InMaintenance>".
+func MaintenanceStatus(m *metalv1alpha1.ServerMaintenance) string {
+	if m == nil {
+		return "gone"
+	}
+	return PhaseReason(string(m.Status.State), m.Status.Conditions, metalv1alpha1.ConditionInMaintenance)
 }

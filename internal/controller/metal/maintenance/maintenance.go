@@ -1,4 +1,9 @@
-package metal
+// Package maintenance hands servers to maintenance: the ServerMaintenance controller (the first
+// of a server's maintenances points it at itself, at once or once the claim's owner approved)
+// and the bridge that carries out the newer stack's maintenance group
+// (maintenance.metal.ironcore.dev) through it. The Server controller does the entering, power
+// and boot; this package never touches a BMC.
+package maintenance
 
 import (
 	"context"
@@ -31,9 +36,9 @@ import (
 	"github.com/metalhub/metalhub/internal/shard"
 )
 
-// ServerMaintenanceFinalizer keeps a maintenance until its server has been handed back. The
-// reference's name, so migrated objects are handled alike.
-const ServerMaintenanceFinalizer = "metal.ironcore.dev/servermaintenance"
+// Finalizer keeps a maintenance until its server has been handed back. The reference's name,
+// so migrated objects are handled alike.
+const Finalizer = "metal.ironcore.dev/servermaintenance"
 
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servermaintenances,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servermaintenances/status,verbs=get;update;patch
@@ -42,17 +47,16 @@ const ServerMaintenanceFinalizer = "metal.ironcore.dev/servermaintenance"
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverclaims,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverbootconfigurations,verbs=get;list;watch;create;delete
 
-// ServerMaintenanceReconciler hands servers to maintenance: the first of a server's maintenances
-// (highest priority, then oldest) sets the server's spec.serverMaintenanceRef — at once with
-// policy Enforced or an unclaimed server, after the claim owner's approval (label
-// metal.ironcore.dev/maintenance-approved on the ServerClaim, asked for with
-// metal.ironcore.dev/maintenance-needed) with OwnerApproval. The Server controller then enters
-// Maintenance, applies spec.serverPower and returns to the state it left when the ref goes, which
-// deleting the maintenance does (finalizer).
+// Reconciler hands servers to maintenance: the first of a server's maintenances (highest priority,
+// then oldest) sets the server's spec.serverMaintenanceRef — at once with policy Enforced or an
+// unclaimed server, after the claim owner's approval (label metal.ironcore.dev/maintenance-approved
+// on the ServerClaim, asked for with metal.ironcore.dev/maintenance-needed) with OwnerApproval. The
+// Server controller then enters Maintenance, applies spec.serverPower and returns to the state it
+// left when the ref goes, which deleting the maintenance does (finalizer).
 //
-// Status is computed from the refs and the server's durable state each pass, never read back:
-// a wiped status is rebuilt and changes nothing.
-type ServerMaintenanceReconciler struct {
+// Status is computed from the refs and the server's durable state each pass, never read back: a
+// wiped status is rebuilt and changes nothing.
+type Reconciler struct {
 	// Shards, set, limits the reconciler to the objects of the shards this replica holds.
 	Shards      *shard.Set
 	Client      client.Client
@@ -63,7 +67,7 @@ type ServerMaintenanceReconciler struct {
 }
 
 // SetupWithManager registers the reconciler.
-func (r *ServerMaintenanceReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.RetryAfter <= 0 {
 		r.RetryAfter = 15 * time.Second
 	}
@@ -89,11 +93,11 @@ func (r *ServerMaintenanceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		})).Complete(rec)
 }
 
-func (r *ServerMaintenanceReconciler) forServer(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *Reconciler) forServer(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.forServerName(ctx, o.GetName())
 }
 
-func (r *ServerMaintenanceReconciler) siblings(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *Reconciler) siblings(ctx context.Context, o client.Object) []reconcile.Request {
 	m := o.(*metalv1alpha1.ServerMaintenance)
 	if m.Spec.ServerRef == nil || m.Spec.ServerRef.Name == "" {
 		return nil
@@ -101,7 +105,7 @@ func (r *ServerMaintenanceReconciler) siblings(ctx context.Context, o client.Obj
 	return r.forServerName(ctx, m.Spec.ServerRef.Name)
 }
 
-func (r *ServerMaintenanceReconciler) forClaim(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *Reconciler) forClaim(ctx context.Context, o client.Object) []reconcile.Request {
 	c := o.(*metalv1alpha1.ServerClaim)
 	if c.Spec.ServerRef == nil || c.Spec.ServerRef.Name == "" {
 		return nil
@@ -109,7 +113,7 @@ func (r *ServerMaintenanceReconciler) forClaim(ctx context.Context, o client.Obj
 	return r.forServerName(ctx, c.Spec.ServerRef.Name)
 }
 
-func (r *ServerMaintenanceReconciler) forServerName(ctx context.Context, server string) []reconcile.Request {
+func (r *Reconciler) forServerName(ctx context.Context, server string) []reconcile.Request {
 	list := &metalv1alpha1.ServerMaintenanceList{}
 	if err := r.Client.List(ctx, list, client.MatchingFields{index.MaintenanceServer: server}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
@@ -132,13 +136,13 @@ type maintenancePass struct {
 }
 
 // handle is the maintenance's pass, as its list of steps; the first that acts ends it.
-func (r *ServerMaintenanceReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.ServerMaintenance]) (lifecycle.Result, error) {
+func (r *Reconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.ServerMaintenance]) (lifecycle.Result, error) {
 	return lifecycle.Steps(ctx, &maintenancePass{Pass: lp},
 		lifecycle.DoneIf[*maintenancePass](serverstate.Ignored),
 		lifecycle.OnDeletion(func(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
 			return r.finalize(ctx, p.Pass)
 		}),
-		lifecycle.EnsureFinalizer[*maintenancePass](ServerMaintenanceFinalizer),
+		lifecycle.EnsureFinalizer[*maintenancePass](Finalizer),
 		r.readServer,
 		r.holding,
 		r.queue,
@@ -148,7 +152,7 @@ func (r *ServerMaintenanceReconciler) handle(ctx context.Context, lp *lifecycle.
 }
 
 // readServer reads the server the maintenance targets; a missing one is waited for.
-func (r *ServerMaintenanceReconciler) readServer(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
+func (r *Reconciler) readServer(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
 	m := p.Obj
 	if m.Spec.ServerRef == nil || m.Spec.ServerRef.Name == "" {
 		return r.report(ctx, p.Pass, metalv1alpha1.ServerMaintenanceStateFailed, metalv1alpha1.ReasonInvalidSpec, "spec.serverRef names no server", lifecycle.Done())
@@ -166,7 +170,7 @@ func (r *ServerMaintenanceReconciler) readServer(ctx context.Context, p *mainten
 // holding reports a maintenance the server points at, and waits behind another that it points
 // at. A ref to a maintenance that is gone (removed without its finalizer) holds nothing: the
 // next maintenance in line takes the server over.
-func (r *ServerMaintenanceReconciler) holding(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
+func (r *Reconciler) holding(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
 	s := p.server
 	ref := s.Spec.ServerMaintenanceRef
 	switch {
@@ -187,7 +191,7 @@ func (r *ServerMaintenanceReconciler) holding(ctx context.Context, p *maintenanc
 }
 
 // queue waits while the server is being deleted, or another maintenance of it goes first.
-func (r *ServerMaintenanceReconciler) queue(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
+func (r *Reconciler) queue(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
 	m, s := p.Obj, p.server
 	if !s.DeletionTimestamp.IsZero() {
 		return r.report(ctx, p.Pass, metalv1alpha1.ServerMaintenanceStatePending, metalv1alpha1.ReasonServerDeleting, fmt.Sprintf("server %s is being deleted; it enters no maintenance", s.Name), lifecycle.Done())
@@ -205,7 +209,7 @@ func (r *ServerMaintenanceReconciler) queue(ctx context.Context, p *maintenanceP
 
 // askOwner tells the owner of the claim on the server (under either policy; the label's event
 // brings us back) and, unless the policy is Enforced, waits for the owner's approval.
-func (r *ServerMaintenanceReconciler) askOwner(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
+func (r *Reconciler) askOwner(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
 	m := p.Obj
 	claim, err := r.claimOf(ctx, p.Pass, p.server)
 	if err != nil || claim == nil {
@@ -225,11 +229,11 @@ func (r *ServerMaintenanceReconciler) askOwner(ctx context.Context, p *maintenan
 	return lifecycle.Continue(), nil
 }
 
-func (r *ServerMaintenanceReconciler) startStep(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
+func (r *Reconciler) startStep(ctx context.Context, p *maintenancePass) (lifecycle.Result, error) {
 	return r.start(ctx, p.Pass, p.server)
 }
 
-func (r *ServerMaintenanceReconciler) maintenanceGone(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], ref *metalv1alpha1.ObjectReference) (bool, error) {
+func (r *Reconciler) maintenanceGone(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], ref *metalv1alpha1.ObjectReference) (bool, error) {
 	err := p.Client().Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &metalv1alpha1.ServerMaintenance{})
 	if apierrors.IsNotFound(err) {
 		return true, nil
@@ -240,7 +244,7 @@ func (r *ServerMaintenanceReconciler) maintenanceGone(ctx context.Context, p *li
 	return false, nil
 }
 
-func (r *ServerMaintenanceReconciler) server(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance]) (*metalv1alpha1.Server, error) {
+func (r *Reconciler) server(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance]) (*metalv1alpha1.Server, error) {
 	s := &metalv1alpha1.Server{}
 	if err := p.Client().Get(ctx, client.ObjectKey{Name: p.Obj.Spec.ServerRef.Name}, s); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -253,7 +257,7 @@ func (r *ServerMaintenanceReconciler) server(ctx context.Context, p *lifecycle.P
 
 // first returns the live maintenance of the server that goes next: highest priority, then
 // oldest, then by name so that every pass agrees.
-func (r *ServerMaintenanceReconciler) first(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance]) (*metalv1alpha1.ServerMaintenance, error) {
+func (r *Reconciler) first(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance]) (*metalv1alpha1.ServerMaintenance, error) {
 	list := &metalv1alpha1.ServerMaintenanceList{}
 	if err := p.Client().List(ctx, list, client.MatchingFields{index.MaintenanceServer: p.Obj.Spec.ServerRef.Name}); err != nil {
 		return nil, fmt.Errorf("listing maintenances of server %s: %w", p.Obj.Spec.ServerRef.Name, err)
@@ -279,7 +283,7 @@ func (r *ServerMaintenanceReconciler) first(ctx context.Context, p *lifecycle.Pa
 }
 
 // claimOf returns the live claim holding the server, if any.
-func (r *ServerMaintenanceReconciler) claimOf(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], s *metalv1alpha1.Server) (*metalv1alpha1.ServerClaim, error) {
+func (r *Reconciler) claimOf(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], s *metalv1alpha1.Server) (*metalv1alpha1.ServerClaim, error) {
 	ref := s.Spec.ServerClaimRef
 	if ref == nil {
 		return nil, nil
@@ -308,7 +312,7 @@ func approved(c *metalv1alpha1.ServerClaim) bool {
 }
 
 // markClaim asks the claim's owner for approval.
-func (r *ServerMaintenanceReconciler) markClaim(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], c *metalv1alpha1.ServerClaim) error {
+func (r *Reconciler) markClaim(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], c *metalv1alpha1.ServerClaim) error {
 	m := p.Obj
 	err := lifecycle.PatchMetadata(ctx, p.Client(), c, func(o client.Object) {
 		l := o.GetLabels()
@@ -339,7 +343,7 @@ func policyOf(m *metalv1alpha1.ServerMaintenance) metalv1alpha1.ServerMaintenanc
 // start creates the maintenance boot configuration, if any, and points the server at the
 // maintenance (and at that boot configuration) in one optimistic-locked write. Two maintenances
 // racing on a lagging cache: one wins, the other sees the server taken on its next pass.
-func (r *ServerMaintenanceReconciler) start(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], s *metalv1alpha1.Server) (lifecycle.Result, error) {
+func (r *Reconciler) start(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], s *metalv1alpha1.Server) (lifecycle.Result, error) {
 	m := p.Obj
 	sbcRef, err := r.ensureBootConfiguration(ctx, p, s)
 	if msg, ok := bootrequest.Taken(err); ok {
@@ -365,7 +369,7 @@ func (r *ServerMaintenanceReconciler) start(ctx context.Context, p *lifecycle.Pa
 
 // ensureBootConfiguration creates the boot configuration of spec.serverBootConfigurationTemplate,
 // owned by the maintenance, and returns the reference to it (nil without a template).
-func (r *ServerMaintenanceReconciler) ensureBootConfiguration(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], s *metalv1alpha1.Server) (*metalv1alpha1.ObjectReference, error) {
+func (r *Reconciler) ensureBootConfiguration(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], s *metalv1alpha1.Server) (*metalv1alpha1.ObjectReference, error) {
 	m, cl := p.Obj, p.Client()
 	t := m.Spec.ServerBootConfigurationTemplate
 	if t == nil || t.Name == "" {
@@ -381,7 +385,7 @@ func (r *ServerMaintenanceReconciler) ensureBootConfiguration(ctx context.Contex
 
 // active reports a maintenance that holds its server: InMaintenance once the server's durable
 // state says so, Failed while its boot configuration is in Error.
-func (r *ServerMaintenanceReconciler) active(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], s *metalv1alpha1.Server) (lifecycle.Result, error) {
+func (r *Reconciler) active(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], s *metalv1alpha1.Server) (lifecycle.Result, error) {
 	m := p.Obj
 	if state, _ := serverstate.Store.Get(s); !s.DeletionTimestamp.IsZero() && state != metalv1alpha1.ServerStateMaintenance {
 		// Deleted before it got there: a deleted server only waits for its holders to let go,
@@ -430,7 +434,7 @@ func (r *ServerMaintenanceReconciler) active(ctx context.Context, p *lifecycle.P
 
 // report writes state and the InMaintenance condition if they changed, with an event when the
 // state changes.
-func (r *ServerMaintenanceReconciler) report(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance],
+func (r *Reconciler) report(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance],
 	state metalv1alpha1.ServerMaintenanceState, reason, msg string, then lifecycle.Result) (lifecycle.Result, error) {
 	m := p.Obj
 	st := m.Status.DeepCopy()
@@ -457,9 +461,9 @@ func (r *ServerMaintenanceReconciler) report(ctx context.Context, p *lifecycle.P
 // finalize hands the server back (removing the refs makes the Server controller return it to
 // the state it left), removes the maintenance boot configuration and the marks on the claim, and
 // lets the maintenance go. One write per pass; each write's event brings the next.
-func (r *ServerMaintenanceReconciler) finalize(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance]) (lifecycle.Result, error) {
+func (r *Reconciler) finalize(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance]) (lifecycle.Result, error) {
 	m, cl := p.Obj, p.Client()
-	if !controllerutil.ContainsFinalizer(m, ServerMaintenanceFinalizer) {
+	if !controllerutil.ContainsFinalizer(m, Finalizer) {
 		return lifecycle.Done(), nil
 	}
 	var s *metalv1alpha1.Server
@@ -528,12 +532,12 @@ func (r *ServerMaintenanceReconciler) finalize(ctx context.Context, p *lifecycle
 		}
 	}
 	return lifecycle.Wrote("finalizer removed"), lifecycle.PatchMetadata(ctx, cl, m, func(o client.Object) {
-		controllerutil.RemoveFinalizer(o, ServerMaintenanceFinalizer)
+		controllerutil.RemoveFinalizer(o, Finalizer)
 	})
 }
 
 // clearClaim removes the maintenance marks (needed, approved, reason) from a claim.
-func (r *ServerMaintenanceReconciler) clearClaim(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], c *metalv1alpha1.ServerClaim) error {
+func (r *Reconciler) clearClaim(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerMaintenance], c *metalv1alpha1.ServerClaim) error {
 	if err := lifecycle.PatchMetadata(ctx, p.Client(), c, func(o client.Object) {
 		l := o.GetLabels()
 		delete(l, metalv1alpha1.MaintenanceNeededLabel)

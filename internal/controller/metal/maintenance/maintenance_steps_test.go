@@ -1,7 +1,9 @@
-package metal
+package maintenance
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -21,7 +23,7 @@ func TestMaintenanceStep(t *testing.T) {
 	const ns = "default"
 	maint := func(name string, policy metalv1alpha1.ServerMaintenancePolicy, prio int32, server string) *metalv1alpha1.ServerMaintenance {
 		m := metaltest.NewMaintenance(ns, name, server, policy, "", prio)
-		m.Finalizers = []string{ServerMaintenanceFinalizer}
+		m.Finalizers = []string{Finalizer}
 		m.CreationTimestamp = metav1.Unix(1000, 0)
 		return m
 	}
@@ -64,7 +66,7 @@ func TestMaintenanceStep(t *testing.T) {
 		{"behind a higher priority", maint("m", enforced, 0, "s"), []client.Object{metaltest.FreeServer("s", nil), maint("urgent", enforced, 10, "s")},
 			"Pending/" + metalv1alpha1.ReasonQueued, false, false},
 		{"server being deleted", maint("m", enforced, 0, "s"), []client.Object{metaltest.FreeServer("s", nil, func(s *metalv1alpha1.Server) {
-			s.Finalizers = []string{ServerFinalizer}
+			s.Finalizers = []string{"metal.ironcore.dev/server"}
 			s.DeletionTimestamp = &metav1.Time{Time: metav1.Now().Time}
 		})}, "Pending/" + metalv1alpha1.ReasonServerDeleting, false, false},
 		{"claimed, owner not asked yet: asked (Enforced too)", maint("m", enforced, 0, "s"),
@@ -89,20 +91,20 @@ func TestMaintenanceStep(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := metaltest.FakeClient(append([]client.Object{tc.m}, tc.objects...)...)
-			r := &ServerMaintenanceReconciler{Client: c, Recorder: events.NewFakeRecorder(100), RetryAfter: testOpts.RetryAfter}
+			r := &Reconciler{Client: c, Recorder: events.NewFakeRecorder(100), RetryAfter: 500 * time.Millisecond}
 			rec := lifecycle.NewReconciler[*metalv1alpha1.ServerMaintenance](c, func() *metalv1alpha1.ServerMaintenance { return &metalv1alpha1.ServerMaintenance{} }, r.handle)
-			if _, err := rec.Reconcile(ctx(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.m)}); err != nil {
+			if _, err := rec.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.m)}); err != nil {
 				t.Fatal(err)
 			}
 			after := &metalv1alpha1.ServerMaintenance{}
-			if err := c.Get(ctx(), client.ObjectKeyFromObject(tc.m), after); err != nil {
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(tc.m), after); err != nil {
 				t.Fatal(err)
 			}
-			if got := maintenanceStatus(after); got != tc.want {
+			if got := metaltest.MaintenanceStatus(after); got != tc.want {
 				t.Errorf("maintenance %s, want %s", got, tc.want)
 			}
 			s := &metalv1alpha1.Server{}
-			if err := c.Get(ctx(), client.ObjectKey{Name: "s"}, s); err == nil {
+			if err := c.Get(context.Background(), client.ObjectKey{Name: "s"}, s); err == nil {
 				ref := s.Spec.ServerMaintenanceRef
 				if got := ref != nil && ref.Namespace == ns && ref.Name == tc.m.Name; got != tc.wantRef {
 					t.Errorf("server points at the maintenance: %v, want %v (ref %v)", got, tc.wantRef, ref)
@@ -111,7 +113,7 @@ func TestMaintenanceStep(t *testing.T) {
 				t.Errorf("no server: %v", err)
 			}
 			cl := &metalv1alpha1.ServerClaim{}
-			asked := c.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "c"}, cl) == nil && cl.Labels[metalv1alpha1.MaintenanceNeededLabel] == "true"
+			asked := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "c"}, cl) == nil && cl.Labels[metalv1alpha1.MaintenanceNeededLabel] == "true"
 			if asked != tc.wantAsked {
 				t.Errorf("claim's owner asked: %v, want %v", asked, tc.wantAsked)
 			}

@@ -1,4 +1,4 @@
-package metal
+package maintenance
 
 import (
 	"context"
@@ -29,14 +29,14 @@ import (
 // +kubebuilder:rbac:groups=maintenance.metal.ironcore.dev,resources=servermaintenances/finalizers,verbs=update
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servermaintenances,verbs=create;delete
 
-// MaintenanceGroupReconciler carries out the ServerMaintenances of the newer stack's group
+// GroupReconciler carries out the ServerMaintenances of the newer stack's group
 // (maintenance.metal.ironcore.dev) with the metal.ironcore.dev ones: for each it keeps one of
 // the same namespace and name (a Server's spec.serverMaintenanceRef names both alike), owned
 // by it, with its spec and no power or boot of its own, and reports that one's state. Deleting
 // it deletes its counterpart first (finalizer, the reference's name), which hands the server
 // back. A metal.ironcore.dev maintenance of that name that is not its counterpart is never
 // touched: the conflict is reported.
-type MaintenanceGroupReconciler struct {
+type GroupReconciler struct {
 	// Shards, set, limits the reconciler to the objects of the shards this replica holds.
 	Shards      *shard.Set
 	Client      client.Client
@@ -45,7 +45,7 @@ type MaintenanceGroupReconciler struct {
 }
 
 // SetupWithManager registers the reconciler.
-func (r *MaintenanceGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *GroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	rec := lifecycle.NewReconciler(r.Client, func() *maintenancev1alpha1.ServerMaintenance { return &maintenancev1alpha1.ServerMaintenance{} }, r.handle)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("maintenancegroup").
@@ -64,19 +64,19 @@ type groupPass struct {
 	conflict    bool                             // one of that name exists and is not ours
 }
 
-func (r *MaintenanceGroupReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*maintenancev1alpha1.ServerMaintenance]) (lifecycle.Result, error) {
+func (r *GroupReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*maintenancev1alpha1.ServerMaintenance]) (lifecycle.Result, error) {
 	p := &groupPass{Pass: lp}
 	return lifecycle.Steps(ctx, p,
 		r.read,
 		lifecycle.OnDeletion(r.finalize),
-		lifecycle.EnsureFinalizer[*groupPass](ServerMaintenanceFinalizer),
+		lifecycle.EnsureFinalizer[*groupPass](Finalizer),
 		r.ensureCounterpart,
 		r.report,
 	)
 }
 
 // read finds the counterpart.
-func (r *MaintenanceGroupReconciler) read(ctx context.Context, p *groupPass) (lifecycle.Result, error) {
+func (r *GroupReconciler) read(ctx context.Context, p *groupPass) (lifecycle.Result, error) {
 	m := &metalv1alpha1.ServerMaintenance{}
 	err := p.Client().Get(ctx, client.ObjectKeyFromObject(p.Obj), m)
 	switch {
@@ -93,7 +93,7 @@ func (r *MaintenanceGroupReconciler) read(ctx context.Context, p *groupPass) (li
 
 // finalize deletes the counterpart and lets go once it is gone (its own finalizer hands the
 // server back first).
-func (r *MaintenanceGroupReconciler) finalize(ctx context.Context, p *groupPass) (lifecycle.Result, error) {
+func (r *GroupReconciler) finalize(ctx context.Context, p *groupPass) (lifecycle.Result, error) {
 	if p.counterpart != nil {
 		if p.counterpart.DeletionTimestamp.IsZero() {
 			if err := p.Client().Delete(ctx, p.counterpart); err != nil && !apierrors.IsNotFound(err) {
@@ -102,11 +102,11 @@ func (r *MaintenanceGroupReconciler) finalize(ctx context.Context, p *groupPass)
 		}
 		return lifecycle.Done(), nil // its deletion (Owns) brings the next pass
 	}
-	if !controllerutil.ContainsFinalizer(p.Obj, ServerMaintenanceFinalizer) {
+	if !controllerutil.ContainsFinalizer(p.Obj, Finalizer) {
 		return lifecycle.Done(), nil
 	}
 	return lifecycle.Wrote("finalizer removed"), lifecycle.PatchMetadata(ctx, p.Client(), p.Obj, func(o client.Object) {
-		controllerutil.RemoveFinalizer(o, ServerMaintenanceFinalizer)
+		controllerutil.RemoveFinalizer(o, Finalizer)
 	})
 }
 
@@ -120,7 +120,7 @@ func counterpartSpec(m *maintenancev1alpha1.ServerMaintenance) metalv1alpha1.Ser
 	return metalv1alpha1.ServerMaintenanceSpec{ServerRef: ref, Policy: m.Spec.Policy, Priority: m.Spec.Priority, LocatorLED: m.Spec.LocatorLED}
 }
 
-func (r *MaintenanceGroupReconciler) ensureCounterpart(ctx context.Context, p *groupPass) (lifecycle.Result, error) {
+func (r *GroupReconciler) ensureCounterpart(ctx context.Context, p *groupPass) (lifecycle.Result, error) {
 	if p.conflict {
 		return lifecycle.Continue(), nil // reported
 	}
@@ -157,7 +157,7 @@ func reasonOnly(in map[string]string) map[string]string {
 }
 
 // report shows the counterpart's state (the Reconciler writes it when it changed).
-func (r *MaintenanceGroupReconciler) report(_ context.Context, p *groupPass) (lifecycle.Result, error) {
+func (r *GroupReconciler) report(_ context.Context, p *groupPass) (lifecycle.Result, error) {
 	st := p.Obj.Status.DeepCopy()
 	switch {
 	case p.conflict:
