@@ -15,6 +15,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/claim"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/scheme"
@@ -154,7 +155,7 @@ func TestPlanListsUnfinishedDeletions(t *testing.T) {
 		&metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: "kept"},
 			Spec:   metalv1alpha1.ServerSpec{SystemUUID: "u2", BMCRef: &corev1.LocalObjectReference{Name: "b"}},
 			Status: metalv1alpha1.ServerStatus{State: metalv1alpha1.ServerStateAvailable, PowerState: metalv1alpha1.PowerStateOff}},
-		&metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", DeletionTimestamp: &now, Finalizers: []string{metal.ServerClaimFinalizer}},
+		&metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", DeletionTimestamp: &now, Finalizers: []string{claim.Finalizer}},
 			Spec: metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn, Image: "i", ServerRef: &corev1.LocalObjectReference{Name: "kept"}}},
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/claim"
 	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -78,7 +79,7 @@ func TestBootConfigurationReady(t *testing.T) {
 
 // The Server's watches of claims and boot configurations pass what it acts on, and only that.
 func TestServerWatchPredicates(t *testing.T) {
-	claim := &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "c"},
+	cl := &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "c"},
 		Spec: metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOff, Image: "os:1"}}
 	now := metav1.Now()
 	claimCases := []struct {
@@ -89,17 +90,17 @@ func TestServerWatchPredicates(t *testing.T) {
 		{"power", func(c *metalv1alpha1.ServerClaim) { c.Spec.Power = metalv1alpha1.PowerOn }, true},
 		{"deleted", func(c *metalv1alpha1.ServerClaim) { c.DeletionTimestamp = &now }, true},
 		{"names its server", func(c *metalv1alpha1.ServerClaim) { c.Spec.ServerRef = &corev1.LocalObjectReference{Name: "s"} }, false},
-		{"finalizer", func(c *metalv1alpha1.ServerClaim) { c.Finalizers = []string{ServerClaimFinalizer} }, false},
+		{"finalizer", func(c *metalv1alpha1.ServerClaim) { c.Finalizers = []string{claim.Finalizer} }, false},
 		{"Bound", func(c *metalv1alpha1.ServerClaim) { c.Status.Phase = metalv1alpha1.PhaseBound }, false},
 	}
 	for _, tc := range claimCases {
-		n := claim.DeepCopy()
+		n := cl.DeepCopy()
 		tc.change(n)
-		if got := claimSpecChanged().Update(event.UpdateEvent{ObjectOld: claim, ObjectNew: n}); got != tc.want {
+		if got := claimSpecChanged().Update(event.UpdateEvent{ObjectOld: cl, ObjectNew: n}); got != tc.want {
 			t.Errorf("claim %s: passes = %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if !claimSpecChanged().Create(event.CreateEvent{Object: claim}) || !claimSpecChanged().Delete(event.DeleteEvent{Object: claim}) {
+	if !claimSpecChanged().Create(event.CreateEvent{Object: cl}) || !claimSpecChanged().Delete(event.DeleteEvent{Object: cl}) {
 		t.Error("a claim's creation and removal must pass")
 	}
 
@@ -139,14 +140,14 @@ func TestClaimedServersBeforeTheClaimNamesIt(t *testing.T) {
 		s.Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Namespace: "default", Name: "c"}
 	})
 	c := metaltest.FakeClient(s, metaltest.FreeServer("other", nil))
-	claim := &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "c"}}
-	reqs := claimedServers(c)(ctx(), claim)
+	cl := &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "c"}}
+	reqs := claimedServers(c)(ctx(), cl)
 	if len(reqs) != 1 || reqs[0].Name != "s" {
 		t.Fatalf("requests %v, want the one server pointing at the claim", reqs)
 	}
-	claim.Spec.ServerRef = &corev1.LocalObjectReference{Name: "s"}
-	if reqs := claimedServers(c)(ctx(), claim); len(reqs) != 1 {
-		t.Errorf("requests %v: the server named and pointing at the claim, once", reqs)
+	cl.Spec.ServerRef = &corev1.LocalObjectReference{Name: "s"}
+	if reqs := claimedServers(c)(ctx(), cl); len(reqs) != 1 {
+		t.Errorf("requests %v: the server named and pointing at the cl, once", reqs)
 	}
 }
 

@@ -191,7 +191,7 @@ func claimedServers(c client.Reader) handler.MapFunc {
 		claim := o.(*metalv1alpha1.ServerClaim)
 		var reqs []ctrl.Request
 		list := &metalv1alpha1.ServerList{}
-		if err := c.List(ctx, list, client.MatchingFields{index.ServerClaimRef: claimKey(claim)}, client.UnsafeDisableDeepCopy); err == nil {
+		if err := c.List(ctx, list, client.MatchingFields{index.ServerClaimRef: index.ClaimRefKey(claim)}, client.UnsafeDisableDeepCopy); err == nil {
 			for i := range list.Items {
 				reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKey{Name: list.Items[i].Name}})
 			}

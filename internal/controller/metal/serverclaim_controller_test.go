@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/claim"
 	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -379,7 +380,7 @@ func TestClaimPowerAndReclaim(t *testing.T) {
 	}
 	for i, name := range names {
 		c := waitClaim(t, ns, fmt.Sprintf("reclaim-%d", i), "Bound/Bound", 20*time.Second)
-		if c.Spec.ServerRef == nil || c.Spec.ServerRef.Name != name || !slices.Contains(c.Finalizers, ServerClaimFinalizer) {
+		if c.Spec.ServerRef == nil || c.Spec.ServerRef.Name != name || !slices.Contains(c.Finalizers, claim.Finalizer) {
 			t.Fatalf("claim %s: serverRef %+v, finalizers %v", c.Name, c.Spec.ServerRef, c.Finalizers)
 		}
 		waitState(t, name, metalv1alpha1.ServerStateReserved, 10*time.Second)

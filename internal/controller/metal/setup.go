@@ -14,6 +14,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
+	"github.com/metalhub/metalhub/internal/controller/metal/claim"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/eventsink"
@@ -82,7 +83,7 @@ type Options struct {
 	// of the shards it holds.
 	Shards *shard.Set
 	// Claims configure the claim, boot configuration and maintenance controllers (claims.go).
-	Claims ClaimOptions
+	Claims claim.Options
 	// Events, if set, records the family's events; Setup otherwise starts a provider of its own.
 	Events *eventsink.Provider
 	// HardwareLogPoll is how often each server's hardware log (SEL) is read for critical events;
@@ -124,7 +125,7 @@ func DefaultOptions() Options {
 		ErrorThreshold:           5,
 		RegistryBindAddress:      ":8082",
 		ProbeImage:               "metalprobe:latest",
-		Claims:                   DefaultClaimOptions(),
+		Claims:                   claim.DefaultOptions(),
 		HardwareLogPoll:          10 * time.Minute,
 		HardwareFaultPolicy:      FaultPolicyNone,
 	}

@@ -265,3 +265,6 @@ func Address(p metalv1alpha1.Protocol, host string) string {
 	}
 	return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(int(p.Port)))
 }
+
+// ClaimRefKey is a claim's key in ServerClaimRef: "<namespace>/<name>".
+func ClaimRefKey(c *metalv1alpha1.ServerClaim) string { return c.Namespace + "/" + c.Name }

@@ -1,4 +1,8 @@
-package metal
+// Package claim is the ServerClaim controller: it binds a claim to a server (the server's side
+// first, as the lock), keeps the claim's boot configuration and metadata token, wakes waiting
+// claims when a server frees up, and on deletion waits until the server has let go. Power and
+// boot follow the claim through the Server controller; this package never touches a BMC.
+package claim
 
 import (
 	"context"
@@ -36,9 +40,9 @@ import (
 	"github.com/metalhub/metalhub/internal/shard"
 )
 
-// ServerClaimFinalizer keeps a claim until its server has let go of it and its boot
-// configuration is gone. The reference's name, so migrated claims are handled alike.
-const ServerClaimFinalizer = "metal.ironcore.dev/serverclaim"
+// Finalizer keeps a claim until its server has let go of it and its boot configuration is gone.
+// The reference's name, so migrated claims are handled alike.
+const Finalizer = "metal.ironcore.dev/serverclaim"
 
 // bindTTL bounds how long an in-flight binding is remembered (as lifecycle's guard does): if the
 // server's watch event never shows, the claim must not stay blocked.
@@ -52,7 +56,7 @@ const bindTTL = 30 * time.Second
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverbootconfigurations,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
-// ServerClaimReconciler binds claims to servers.
+// Reconciler binds claims to servers.
 //
 // Binding is two writes in a fixed order, each its own pass: the Server's spec.serverClaimRef
 // first, with an optimistic lock (two claims racing for one server: one wins, the other gets a
@@ -63,12 +67,12 @@ const bindTTL = 30 * time.Second
 //
 // Power follows the claim through the Server controller; release on deletion too: this
 // controller only waits (finalizer) until the server has let go.
-type ServerClaimReconciler struct {
+type Reconciler struct {
 	// Shards, set, limits the reconciler to the objects of the shards this replica holds.
 	Shards      *shard.Set
 	Client      client.Client
 	Recorder    events.EventRecorder
-	Options     ClaimOptions
+	Options     Options
 	Concurrency int
 	// RetryAfter is the look while waiting for a server to let go.
 	RetryAfter time.Duration
@@ -95,19 +99,19 @@ type ServerClaimReconciler struct {
 }
 
 // init makes the in-memory state and fills in defaults.
-func (r *ServerClaimReconciler) init() {
+func (r *Reconciler) init() {
 	r.binds = map[types.UID]bindRecord{}
 	r.binding = map[string]bindRecord{}
 	r.woken = map[types.NamespacedName]struct{}{}
 	r.made = map[types.UID]madeRecord{}
-	r.Options = r.Options.withDefaults()
+	r.Options = r.Options.WithDefaults()
 	if r.RetryAfter <= 0 {
 		r.RetryAfter = 5 * time.Second
 	}
 }
 
 // SetupWithManager registers the reconciler.
-func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.init()
 	rec := r.reconciler()
 	b := ctrl.NewControllerManagedBy(mgr).
@@ -135,7 +139,7 @@ func (r *ServerClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // on, its Bound status the last of them, while what follows (the server's bookkeeping, its boot
 // and power) takes seconds of hardware time anyway. A release is the Server's work: the claim's
 // writes meanwhile (its Releasing report) must not hold the Server's back.
-func (r *ServerClaimReconciler) reconciler() *lifecycle.Reconciler[*metalv1alpha1.ServerClaim] {
+func (r *Reconciler) reconciler() *lifecycle.Reconciler[*metalv1alpha1.ServerClaim] {
 	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.ServerClaim { return &metalv1alpha1.ServerClaim{} }, r.handle)
 	rec.Context = func(ctx context.Context, c *metalv1alpha1.ServerClaim) context.Context {
 		if c.DeletionTimestamp.IsZero() {
@@ -146,8 +150,6 @@ func (r *ServerClaimReconciler) reconciler() *lifecycle.Reconciler[*metalv1alpha
 	return rec
 }
 
-func claimKey(c *metalv1alpha1.ServerClaim) string { return c.Namespace + "/" + c.Name }
-
 // claimPass is one pass over a claim: the servers that point at it, once read.
 type claimPass struct {
 	*lifecycle.Pass[*metalv1alpha1.ServerClaim]
@@ -156,7 +158,7 @@ type claimPass struct {
 
 // handle is the claim's pass, as its list of steps; the first that acts ends it. Its writes go
 // first at the API server (reconciler).
-func (r *ServerClaimReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (lifecycle.Result, error) {
+func (r *Reconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (lifecycle.Result, error) {
 	r.unwake(lp.Obj)
 	return lifecycle.Steps(ctx, &claimPass{Pass: lp},
 		lifecycle.DoneIf[*claimPass](serverstate.Ignored),
@@ -171,21 +173,21 @@ func (r *ServerClaimReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*
 
 // waitForOwnBinding waits while the claim's last binding is not in the cache yet: the pass
 // could not see it and must not look for another server.
-func (r *ServerClaimReconciler) waitForOwnBinding(ctx context.Context, p *claimPass) (lifecycle.Result, error) {
+func (r *Reconciler) waitForOwnBinding(ctx context.Context, p *claimPass) (lifecycle.Result, error) {
 	if r.bindInFlight(ctx, p.Pass) {
 		return lifecycle.RequeueAfter(lifecycle.StaleRetry, "binding not in the cache yet"), nil
 	}
 	return lifecycle.Continue(), nil
 }
 
-func (r *ServerClaimReconciler) readHeld(ctx context.Context, p *claimPass) (lifecycle.Result, error) {
+func (r *Reconciler) readHeld(ctx context.Context, p *claimPass) (lifecycle.Result, error) {
 	var err error
 	p.held, err = r.heldServers(ctx, p.Pass)
 	return lifecycle.Continue(), err
 }
 
 // keepOne keeps the claim on the one server that holds it, or binds one.
-func (r *ServerClaimReconciler) keepOne(ctx context.Context, p *claimPass) (lifecycle.Result, error) {
+func (r *Reconciler) keepOne(ctx context.Context, p *claimPass) (lifecycle.Result, error) {
 	// A Released server was retained from an earlier claim of the same name (the Server
 	// controller releases only for a claim that is gone or going): it is not this claim's.
 	held := slices.DeleteFunc(p.held, func(s *metalv1alpha1.Server) bool {
@@ -206,9 +208,9 @@ func (r *ServerClaimReconciler) keepOne(ctx context.Context, p *claimPass) (life
 
 // heldServers are the servers that point at the claim, from the index (not the claim's own
 // serverRef, which is written second).
-func (r *ServerClaimReconciler) heldServers(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) ([]*metalv1alpha1.Server, error) {
+func (r *Reconciler) heldServers(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) ([]*metalv1alpha1.Server, error) {
 	list := &metalv1alpha1.ServerList{}
-	if err := p.Client().List(ctx, list, client.MatchingFields{index.ServerClaimRef: claimKey(p.Obj)}); err != nil {
+	if err := p.Client().List(ctx, list, client.MatchingFields{index.ServerClaimRef: index.ClaimRefKey(p.Obj)}); err != nil {
 		return nil, fmt.Errorf("listing servers of claim: %w", err)
 	}
 	out := make([]*metalv1alpha1.Server, 0, len(list.Items))
@@ -246,12 +248,12 @@ func splitHeld(c *metalv1alpha1.ServerClaim, held []*metalv1alpha1.Server) (*met
 
 // bound continues a claim whose server points at it: record the server in the claim (with the
 // finalizer), then make sure the boot configuration exists and report Bound.
-func (r *ServerClaimReconciler) bound(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server) (lifecycle.Result, error) {
+func (r *Reconciler) bound(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server) (lifecycle.Result, error) {
 	c, cl := p.Obj, p.Client()
 	if ok, why := claimable.Tolerates(c.Spec.Tolerations, evictTaints(s.Spec.Taints)); !ok {
 		return r.evict(ctx, p, s, why)
 	}
-	if !controllerutil.ContainsFinalizer(c, ServerClaimFinalizer) || c.Spec.ServerRef == nil || c.Spec.ServerRef.Name == "" {
+	if !controllerutil.ContainsFinalizer(c, Finalizer) || c.Spec.ServerRef == nil || c.Spec.ServerRef.Name == "" {
 		// Held but not recorded: bound by an earlier version, adopted by selector, or the
 		// record written with the binding failed.
 		if err := r.recordServer(ctx, p, s); err != nil {
@@ -310,12 +312,12 @@ func (r *ServerClaimReconciler) bound(ctx context.Context, p *lifecycle.Pass[*me
 // recordServer writes the claim's side of a binding: the server's name in spec.serverRef (kept
 // when the user named it) and the finalizer that lets the claim release it. It is the pass's
 // one write of the claim.
-func (r *ServerClaimReconciler) recordServer(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server) error {
+func (r *Reconciler) recordServer(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server) error {
 	c := p.Obj
 	adopted := c.Spec.ServerRef == nil || c.Spec.ServerRef.Name == ""
 	if err := lifecycle.PatchMetadata(ctx, p.Client(), c, func(o client.Object) {
 		oc := o.(*metalv1alpha1.ServerClaim)
-		lifecycle.AddFinalizer(oc, ServerClaimFinalizer)
+		lifecycle.AddFinalizer(oc, Finalizer)
 		if oc.Spec.ServerRef == nil || oc.Spec.ServerRef.Name == "" {
 			oc.Spec.ServerRef = &corev1.LocalObjectReference{Name: s.Name}
 		}
@@ -340,7 +342,7 @@ func settledPower(shown, observed metalv1alpha1.PowerState) metalv1alpha1.PowerS
 // NoExecute taint evicts a pod: whoever owns the claim sees it go and may claim again. The
 // deletion then releases the server as any other (power off confirmed, boot configuration
 // removed, Recycle or Retain), and the taint keeps claims without the toleration away.
-func (r *ServerClaimReconciler) evict(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server, why string) (lifecycle.Result, error) {
+func (r *Reconciler) evict(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server, why string) (lifecycle.Result, error) {
 	c := p.Obj
 	if err := p.Client().Delete(ctx, c, client.Preconditions{UID: &c.UID}); err != nil && !apierrors.IsNotFound(err) {
 		return lifecycle.Result{}, fmt.Errorf("evicting claim from server %s: %w", s.Name, err)
@@ -362,7 +364,7 @@ func evictTaints(taints []metalv1alpha1.Taint) []metalv1alpha1.Taint {
 }
 
 // releaseExtra lets go of a second server pointing at the claim.
-func (r *ServerClaimReconciler) releaseExtra(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server) (lifecycle.Result, error) {
+func (r *Reconciler) releaseExtra(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server) (lifecycle.Result, error) {
 	if err := r.unpoint(ctx, p, s, true); err != nil {
 		return lifecycle.Result{}, err
 	}
@@ -372,7 +374,7 @@ func (r *ServerClaimReconciler) releaseExtra(ctx context.Context, p *lifecycle.P
 
 // unpoint removes, with an optimistic lock, the server's references to the claim: the claim ref
 // (when claimRef) and the boot configuration ref if it is the claim's.
-func (r *ServerClaimReconciler) unpoint(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server, claimRef bool) error {
+func (r *Reconciler) unpoint(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server, claimRef bool) error {
 	c := p.Obj
 	err := lifecycle.PatchMetadata(ctx, p.Client(), s.DeepCopy(), func(o client.Object) {
 		srv := o.(*metalv1alpha1.Server)
@@ -393,14 +395,14 @@ func (r *ServerClaimReconciler) unpoint(ctx context.Context, p *lifecycle.Pass[*
 
 // unbound reports why the claim holds no server and waits: freed servers, changed Secrets and
 // spec changes wake it; the resync is a safety net.
-func (r *ServerClaimReconciler) unbound(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], reason, msg string) (lifecycle.Result, error) {
+func (r *Reconciler) unbound(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], reason, msg string) (lifecycle.Result, error) {
 	p.Obj.Status.ServerPowerState = ""
 	return r.report(ctx, p, metalv1alpha1.PhaseUnbound, metav1.ConditionFalse, reason, msg, lifecycle.RequeueAfter(r.Options.Resync, reason))
 }
 
 // report writes phase and the Bound condition if they changed, with an event when the reason
 // changes. Either way the pass ends with then: a status write brings no event by design.
-func (r *ServerClaimReconciler) report(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], phase metalv1alpha1.Phase,
+func (r *Reconciler) report(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], phase metalv1alpha1.Phase,
 	status metav1.ConditionStatus, reason, msg string, then lifecycle.Result) (lifecycle.Result, error) {
 	c := p.Obj
 	st := c.Status.DeepCopy()
@@ -431,9 +433,9 @@ func (r *ServerClaimReconciler) report(ctx context.Context, p *lifecycle.Pass[*m
 // the releasing (BMC-confirmed power off, then Available on Recycle or Released on Retain); this
 // only waits, except where the Server controller would not release: a server being deleted, or
 // one in a state other than Reserved that is already observed off.
-func (r *ServerClaimReconciler) finalize(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], held []*metalv1alpha1.Server) (lifecycle.Result, error) {
+func (r *Reconciler) finalize(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], held []*metalv1alpha1.Server) (lifecycle.Result, error) {
 	c, cl := p.Obj, p.Client()
-	if !controllerutil.ContainsFinalizer(c, ServerClaimFinalizer) {
+	if !controllerutil.ContainsFinalizer(c, Finalizer) {
 		return lifecycle.Done(), nil
 	}
 	for _, s := range held {
@@ -483,7 +485,7 @@ func (r *ServerClaimReconciler) finalize(ctx context.Context, p *lifecycle.Pass[
 		return lifecycle.Result{}, err
 	}
 	if err := lifecycle.PatchMetadata(ctx, cl, c, func(o client.Object) {
-		controllerutil.RemoveFinalizer(o, ServerClaimFinalizer)
+		controllerutil.RemoveFinalizer(o, Finalizer)
 	}); err != nil {
 		return lifecycle.Result{}, fmt.Errorf("removing claim finalizer: %w", err)
 	}
@@ -497,13 +499,13 @@ func (r *ServerClaimReconciler) finalize(ctx context.Context, p *lifecycle.Pass[
 
 // ensureBootConfiguration creates or updates the claim's ServerBootConfiguration: same name and
 // namespace as the claim, owned by it. It returns a reason when a foreign object is in the way.
-func (r *ServerClaimReconciler) ensureBootConfiguration(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server) (string, string, error) {
+func (r *Reconciler) ensureBootConfiguration(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server) (string, string, error) {
 	return r.ensureBootConfigurationOf(ctx, p.Client(), p.Obj, s)
 }
 
 // ensureBootConfigurationOf is ensureBootConfiguration for claim c as given (a copy, when the
 // pass's object is being written at the same time).
-func (r *ServerClaimReconciler) ensureBootConfigurationOf(ctx context.Context, cl client.Client, c *metalv1alpha1.ServerClaim, s *metalv1alpha1.Server) (string, string, error) {
+func (r *Reconciler) ensureBootConfigurationOf(ctx context.Context, cl client.Client, c *metalv1alpha1.ServerClaim, s *metalv1alpha1.Server) (string, string, error) {
 	spec := bootSpecOf(c, s)
 	err := bootrequest.EnsureOwned(ctx, cl, c, client.ObjectKeyFromObject(c), spec)
 	if msg, ok := bootrequest.Taken(err); ok {

@@ -1,4 +1,4 @@
-package metal
+package claim
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 )
 
 // bind looks for a server for a claim that holds none.
-func (r *ServerClaimReconciler) bind(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (lifecycle.Result, error) {
+func (r *Reconciler) bind(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (lifecycle.Result, error) {
 	c := p.Obj
 	sel, bad, err := r.validate(ctx, p)
 	if err != nil {
@@ -41,7 +41,7 @@ func (r *ServerClaimReconciler) bind(ctx context.Context, p *lifecycle.Pass[*met
 // validate checks what the user gave: an image, the ignition Secret if one is named, a valid
 // selector. A claim with bad input does not bind; fixing it (or creating the Secret) brings it
 // back through the watches.
-func (r *ServerClaimReconciler) validate(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (labels.Selector, *bootrequest.Problem, error) {
+func (r *Reconciler) validate(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) (labels.Selector, *bootrequest.Problem, error) {
 	c := p.Obj
 	sel := labels.Everything()
 	if c.Spec.ServerSelector != nil {
@@ -57,7 +57,7 @@ func (r *ServerClaimReconciler) validate(ctx context.Context, p *lifecycle.Pass[
 }
 
 // bindNamed binds the server the user named in spec.serverRef.
-func (r *ServerClaimReconciler) bindNamed(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], sel labels.Selector) (lifecycle.Result, error) {
+func (r *Reconciler) bindNamed(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], sel labels.Selector) (lifecycle.Result, error) {
 	c := p.Obj
 	name := c.Spec.ServerRef.Name
 	s := &metalv1alpha1.Server{}
@@ -99,7 +99,7 @@ func (r *ServerClaimReconciler) bindNamed(ctx context.Context, p *lifecycle.Pass
 // read without copying, and the walk within a bucket starts at a random place too: claims created
 // together spread over the fleet instead of all racing for the same server, and a pass costs a
 // bucket, not the whole free pool.
-func (r *ServerClaimReconciler) bindAny(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], sel labels.Selector) (lifecycle.Result, error) {
+func (r *Reconciler) bindAny(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], sel labels.Selector) (lifecycle.Result, error) {
 	c, cl := p.Obj, p.Client()
 	first, busy := rand.N(index.ClaimBuckets), false
 	for b := range index.ClaimBuckets {
@@ -148,7 +148,7 @@ func (r *ServerClaimReconciler) bindAny(ctx context.Context, p *lifecycle.Pass[*
 
 // noServerReason says why no server could be bound. It scans the servers matching the selector,
 // which only a claim that found no candidate pays for, once per wake-up.
-func (r *ServerClaimReconciler) noServerReason(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], sel labels.Selector) (string, string, error) {
+func (r *Reconciler) noServerReason(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], sel labels.Selector) (string, string, error) {
 	c := p.Obj
 	list := &metalv1alpha1.ServerList{}
 	if err := p.Client().List(ctx, list, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
@@ -204,7 +204,7 @@ func pendingMaintenance(ctx context.Context, c client.Reader, server string) (st
 // claimServer points the server at the claim (and at the claim's boot configuration, created
 // right after) with an optimistic lock. A conflict means someone else changed the server: the pass is
 // retried on fresh data, where the server may be taken.
-func (r *ServerClaimReconciler) claimServer(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server) (lifecycle.Result, error) {
+func (r *Reconciler) claimServer(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim], s *metalv1alpha1.Server) (lifecycle.Result, error) {
 	c := p.Obj
 	if !r.lock(s.Name, c.UID) {
 		return lifecycle.RequeueAfter(lifecycle.StaleRetry, "server being bound by another claim"), nil

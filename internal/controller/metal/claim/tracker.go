@@ -1,4 +1,4 @@
-package metal
+package claim
 
 import (
 	"context"
@@ -21,7 +21,7 @@ type bindRecord struct {
 }
 
 // bindInFlight reports whether the claim's last binding is not in the cache yet.
-func (r *ServerClaimReconciler) bindInFlight(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) bool {
+func (r *Reconciler) bindInFlight(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.ServerClaim]) bool {
 	r.mu.Lock()
 	b, ok := r.binds[p.Obj.UID]
 	r.mu.Unlock()
@@ -44,7 +44,7 @@ func (r *ServerClaimReconciler) bindInFlight(ctx context.Context, p *lifecycle.P
 
 // lock marks a server as being bound by claim, false if another claim is binding it: an
 // in-memory lock, not the Server's Reserved state.
-func (r *ServerClaimReconciler) lock(server string, claim types.UID) bool {
+func (r *Reconciler) lock(server string, claim types.UID) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if cur, ok := r.binding[server]; ok && cur.claim != claim && time.Since(cur.at) < bindTTL {
@@ -54,14 +54,14 @@ func (r *ServerClaimReconciler) lock(server string, claim types.UID) bool {
 	return true
 }
 
-func (r *ServerClaimReconciler) lockedByOther(server string, claim types.UID) bool {
+func (r *Reconciler) lockedByOther(server string, claim types.UID) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cur, ok := r.binding[server]
 	return ok && cur.claim != claim && time.Since(cur.at) < bindTTL
 }
 
-func (r *ServerClaimReconciler) unlock(server string, claim types.UID) {
+func (r *Reconciler) unlock(server string, claim types.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if cur, ok := r.binding[server]; ok && cur.claim == claim {
@@ -69,7 +69,7 @@ func (r *ServerClaimReconciler) unlock(server string, claim types.UID) {
 	}
 }
 
-func (r *ServerClaimReconciler) recordBind(claim types.UID, server, replaced string) {
+func (r *Reconciler) recordBind(claim types.UID, server, replaced string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rec := bindRecord{claim: claim, server: server, replaced: replaced, at: time.Now()}
@@ -77,7 +77,7 @@ func (r *ServerClaimReconciler) recordBind(claim types.UID, server, replaced str
 	r.binding[server] = rec
 }
 
-func (r *ServerClaimReconciler) unwake(c *metalv1alpha1.ServerClaim) {
+func (r *Reconciler) unwake(c *metalv1alpha1.ServerClaim) {
 	r.mu.Lock()
 	delete(r.woken, client.ObjectKeyFromObject(c))
 	r.mu.Unlock()
@@ -90,7 +90,7 @@ type madeRecord struct {
 }
 
 // noteMade records that claim c's boot configuration exists with spec.
-func (r *ServerClaimReconciler) noteMade(c *metalv1alpha1.ServerClaim, spec metalv1alpha1.ServerBootConfigurationSpec) {
+func (r *Reconciler) noteMade(c *metalv1alpha1.ServerClaim, spec metalv1alpha1.ServerBootConfigurationSpec) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := time.Now()
@@ -109,7 +109,7 @@ func (r *ServerClaimReconciler) noteMade(c *metalv1alpha1.ServerClaim, spec meta
 // moments ago and the cache has not shown it yet: it exists, and creating it again would only be
 // refused. Once the cache shows it (or the record is old, or the claim wants another spec), the
 // record goes and the configuration is checked as usual; its watch event brings that pass.
-func (r *ServerClaimReconciler) madeUnseen(ctx context.Context, cl client.Reader, c *metalv1alpha1.ServerClaim, spec metalv1alpha1.ServerBootConfigurationSpec) bool {
+func (r *Reconciler) madeUnseen(ctx context.Context, cl client.Reader, c *metalv1alpha1.ServerClaim, spec metalv1alpha1.ServerBootConfigurationSpec) bool {
 	r.mu.Lock()
 	m, ok := r.made[c.UID]
 	r.mu.Unlock()

@@ -1,4 +1,4 @@
-package metal
+package claim
 
 import (
 	"context"
@@ -27,7 +27,7 @@ import (
 // serverEvents maps a server change to the claims it can affect, and only those: the claim it
 // points (or pointed) at, the claims naming it, and — when it just became claimable — a bounded
 // number of the oldest waiting claims it could serve.
-func (r *ServerClaimReconciler) serverEvents() handler.EventHandler {
+func (r *Reconciler) serverEvents() handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if s, ok := e.Object.(*metalv1alpha1.Server); ok {
@@ -81,7 +81,7 @@ func bootCondition(s *metalv1alpha1.Server) *metav1.Condition {
 	return &out
 }
 
-func (r *ServerClaimReconciler) enqueueForServer(ctx context.Context, old, s *metalv1alpha1.Server, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (r *Reconciler) enqueueForServer(ctx context.Context, old, s *metalv1alpha1.Server, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	add := func(ns, name string) {
 		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
 	}
@@ -111,7 +111,7 @@ func (r *ServerClaimReconciler) enqueueForServer(ctx context.Context, old, s *me
 // first chance at a freed server; the fan-out bound keeps one server from waking every waiting
 // claim (each of which would list the fleet) while giving it a few tries in case some of those
 // claims lose a race to another server.
-func (r *ServerClaimReconciler) waitingFor(ctx context.Context, s *metalv1alpha1.Server) []types.NamespacedName {
+func (r *Reconciler) waitingFor(ctx context.Context, s *metalv1alpha1.Server) []types.NamespacedName {
 	list := &metalv1alpha1.ServerClaimList{}
 	if err := r.Client.List(ctx, list, client.MatchingFields{index.ClaimWaiting: "true"}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
@@ -137,7 +137,7 @@ func (r *ServerClaimReconciler) waitingFor(ctx context.Context, s *metalv1alpha1
 		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
 			return c
 		}
-		return strings.Compare(claimKey(a), claimKey(b))
+		return strings.Compare(index.ClaimRefKey(a), index.ClaimRefKey(b))
 	})
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -1,4 +1,4 @@
-package metal
+package claim
 
 import (
 	"testing"
@@ -12,21 +12,21 @@ import (
 func TestBindLock(t *testing.T) {
 	const a, b types.UID = "claim-a", "claim-b"
 	type step struct {
-		do     func(r *ServerClaimReconciler) bool
+		do     func(r *Reconciler) bool
 		want   bool
 		detail string
 	}
-	lock := func(server string, c types.UID) func(*ServerClaimReconciler) bool {
-		return func(r *ServerClaimReconciler) bool { return r.lock(server, c) }
+	lock := func(server string, c types.UID) func(*Reconciler) bool {
+		return func(r *Reconciler) bool { return r.lock(server, c) }
 	}
-	other := func(server string, c types.UID) func(*ServerClaimReconciler) bool {
-		return func(r *ServerClaimReconciler) bool { return r.lockedByOther(server, c) }
+	other := func(server string, c types.UID) func(*Reconciler) bool {
+		return func(r *Reconciler) bool { return r.lockedByOther(server, c) }
 	}
-	unlock := func(server string, c types.UID) func(*ServerClaimReconciler) bool {
-		return func(r *ServerClaimReconciler) bool { r.unlock(server, c); return true }
+	unlock := func(server string, c types.UID) func(*Reconciler) bool {
+		return func(r *Reconciler) bool { r.unlock(server, c); return true }
 	}
-	record := func(server string, c types.UID) func(*ServerClaimReconciler) bool {
-		return func(r *ServerClaimReconciler) bool { r.recordBind(c, server, "41"); return true }
+	record := func(server string, c types.UID) func(*Reconciler) bool {
+		return func(r *Reconciler) bool { r.recordBind(c, server, "41"); return true }
 	}
 	cases := []struct {
 		name  string
@@ -55,7 +55,7 @@ func TestBindLock(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &ServerClaimReconciler{}
+			r := &Reconciler{}
 			r.init()
 			for _, s := range tc.steps {
 				if got := s.do(r); got != s.want {

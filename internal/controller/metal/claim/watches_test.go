@@ -1,4 +1,4 @@
-package metal
+package claim
 
 import (
 	"testing"

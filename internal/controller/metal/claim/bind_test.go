@@ -1,4 +1,4 @@
-package metal
+package claim
 
 import (
 	"context"
@@ -96,14 +96,14 @@ func TestClaimBindingStep(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := metaltest.FakeClient(append([]client.Object{tc.claim}, tc.objects...)...)
-			r := &ServerClaimReconciler{Client: c, Recorder: events.NewFakeRecorder(100)}
+			r := &Reconciler{Client: c, Recorder: events.NewFakeRecorder(100)}
 			r.init()
 			rec := lifecycle.NewReconciler[*metalv1alpha1.ServerClaim](c, func() *metalv1alpha1.ServerClaim { return &metalv1alpha1.ServerClaim{} }, r.handle)
-			if _, err := rec.Reconcile(ctx(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.claim)}); err != nil {
+			if _, err := rec.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.claim)}); err != nil {
 				t.Fatal(err)
 			}
 			list := &metalv1alpha1.ServerList{}
-			if err := c.List(ctx(), list); err != nil {
+			if err := c.List(context.Background(), list); err != nil {
 				t.Fatal(err)
 			}
 			got := ""
@@ -122,7 +122,7 @@ func TestClaimBindingStep(t *testing.T) {
 				t.Errorf("claimed server %q, want %q", got, tc.wantServer)
 			}
 			after := &metalv1alpha1.ServerClaim{}
-			if err := c.Get(ctx(), client.ObjectKeyFromObject(tc.claim), after); err != nil {
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(tc.claim), after); err != nil {
 				t.Fatal(err)
 			}
 			reason := ""
@@ -137,9 +137,9 @@ func TestClaimBindingStep(t *testing.T) {
 			}
 			// The binding pass records the server in the claim and creates its boot
 			// configuration with the lock: the next pass only reports Bound.
-			sbcErr := c.Get(ctx(), client.ObjectKeyFromObject(tc.claim), &metalv1alpha1.ServerBootConfiguration{})
+			sbcErr := c.Get(context.Background(), client.ObjectKeyFromObject(tc.claim), &metalv1alpha1.ServerBootConfiguration{})
 			if tc.wantServer != "" {
-				if after.Spec.ServerRef == nil || after.Spec.ServerRef.Name != tc.wantServer || !controllerutil.ContainsFinalizer(after, ServerClaimFinalizer) {
+				if after.Spec.ServerRef == nil || after.Spec.ServerRef.Name != tc.wantServer || !controllerutil.ContainsFinalizer(after, Finalizer) {
 					t.Errorf("claim records %v (finalizers %v), want %s with the finalizer", after.Spec.ServerRef, after.Finalizers, tc.wantServer)
 				}
 				if sbcErr != nil {
@@ -195,16 +195,16 @@ func TestClaimBoundPassDoesNotRemakeItsBootConfiguration(t *testing.T) {
 				},
 			})
 			newReconciler := func() reconcile.Reconciler {
-				r := &ServerClaimReconciler{Client: c, Recorder: events.NewFakeRecorder(100)}
+				r := &Reconciler{Client: c, Recorder: events.NewFakeRecorder(100)}
 				r.init()
 				return r.reconciler()
 			}
 			rec := newReconciler()
 			req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(claim)}
-			if _, err := rec.Reconcile(ctx(), req); err != nil {
+			if _, err := rec.Reconcile(context.Background(), req); err != nil {
 				t.Fatal(err)
 			}
-			if err := base.Get(ctx(), req.NamespacedName, &metalv1alpha1.ServerBootConfiguration{}); err != nil {
+			if err := base.Get(context.Background(), req.NamespacedName, &metalv1alpha1.ServerBootConfiguration{}); err != nil {
 				t.Fatalf("binding pass made no boot configuration: %v", err)
 			}
 			if tc.restart {
@@ -212,16 +212,16 @@ func TestClaimBoundPassDoesNotRemakeItsBootConfiguration(t *testing.T) {
 			}
 			if tc.change {
 				cur := &metalv1alpha1.ServerClaim{}
-				if err := base.Get(ctx(), req.NamespacedName, cur); err != nil {
+				if err := base.Get(context.Background(), req.NamespacedName, cur); err != nil {
 					t.Fatal(err)
 				}
 				cur.Spec.Image = "os:2"
-				if err := base.Update(ctx(), cur); err != nil {
+				if err := base.Update(context.Background(), cur); err != nil {
 					t.Fatal(err)
 				}
 			}
 			lagging = true
-			res, err := rec.Reconcile(ctx(), req)
+			res, err := rec.Reconcile(context.Background(), req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -229,7 +229,7 @@ func TestClaimBoundPassDoesNotRemakeItsBootConfiguration(t *testing.T) {
 				t.Errorf("boot configuration created %d times by the second pass, want %d", creates, tc.wantCreates)
 			}
 			after := &metalv1alpha1.ServerClaim{}
-			if err := base.Get(ctx(), req.NamespacedName, after); err != nil {
+			if err := base.Get(context.Background(), req.NamespacedName, after); err != nil {
 				t.Fatal(err)
 			}
 			if after.Status.Phase != metalv1alpha1.PhaseBound {
@@ -241,11 +241,11 @@ func TestClaimBoundPassDoesNotRemakeItsBootConfiguration(t *testing.T) {
 			if tc.change {
 				// The cache shows it now: the next pass brings it to the claim's spec.
 				lagging = false
-				if _, err := rec.Reconcile(ctx(), req); err != nil {
+				if _, err := rec.Reconcile(context.Background(), req); err != nil {
 					t.Fatal(err)
 				}
 				sbc := &metalv1alpha1.ServerBootConfiguration{}
-				if err := base.Get(ctx(), req.NamespacedName, sbc); err != nil {
+				if err := base.Get(context.Background(), req.NamespacedName, sbc); err != nil {
 					t.Fatal(err)
 				}
 				if sbc.Spec.Image != "os:2" {
@@ -287,12 +287,12 @@ func TestClaimPassWritesAreUrgent(t *testing.T) {
 			return cl.SubResource(sub).Update(ctx, obj, opts...)
 		},
 	})
-	r := &ServerClaimReconciler{Client: c, Recorder: events.NewFakeRecorder(100)}
+	r := &Reconciler{Client: c, Recorder: events.NewFakeRecorder(100)}
 	r.init()
 	passes := r.reconciler()
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(claim)}
 	for range 2 {
-		if _, err := passes.Reconcile(ctx(), req); err != nil {
+		if _, err := passes.Reconcile(context.Background(), req); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -308,11 +308,11 @@ func TestClaimPassWritesAreUrgent(t *testing.T) {
 	}
 
 	// Released: the Server's writes do the work, the claim's report must not go ahead of them.
-	if err := base.Delete(ctx(), claim); err != nil {
+	if err := base.Delete(context.Background(), claim); err != nil {
 		t.Fatal(err)
 	}
 	clear(writes)
-	if _, err := passes.Reconcile(ctx(), req); err != nil {
+	if _, err := passes.Reconcile(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
 	if len(writes) == 0 {

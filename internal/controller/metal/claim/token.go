@@ -1,4 +1,4 @@
-package metal
+package claim
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 // metadataToken returns the token of claim c: the one in its token Secret, else a new one
 // that is not stored yet (stored false). A Secret of that name that is not the claim's is a
 // conflict, reported by message. live looks past the cache when it has no Secret.
-func (r *ServerClaimReconciler) metadataToken(ctx context.Context, cl client.Reader, c *metalv1alpha1.ServerClaim, live bool) (token string, stored bool, conflict string, err error) {
+func (r *Reconciler) metadataToken(ctx context.Context, cl client.Reader, c *metalv1alpha1.ServerClaim, live bool) (token string, stored bool, conflict string, err error) {
 	key := client.ObjectKey{Namespace: c.Namespace, Name: metadata.TokenSecretName(c.Name)}
 	sec := &corev1.Secret{}
 	err = cl.Get(ctx, key, sec)
@@ -80,7 +80,7 @@ func storeMetadataToken(ctx context.Context, cl client.Client, c *metalv1alpha1.
 
 // ensureMetadataToken makes sure claim c has its token Secret and returns the record the
 // server it holds must carry ("" with a conflict message when the claim has no token).
-func (r *ServerClaimReconciler) ensureMetadataToken(ctx context.Context, cl client.Client, c *metalv1alpha1.ServerClaim) (record, conflict string, err error) {
+func (r *Reconciler) ensureMetadataToken(ctx context.Context, cl client.Client, c *metalv1alpha1.ServerClaim) (record, conflict string, err error) {
 	token, stored, conflict, err := r.metadataToken(ctx, cl, c, true)
 	if err != nil || conflict != "" {
 		return "", conflict, err
