@@ -148,3 +148,13 @@ const (
 	// ReasonRuleEnforcing: some servers could not be written this pass; the next goes on.
 	ReasonRuleEnforcing = "Enforcing"
 )
+
+// BMCUser reasons (condition Ready, and its events).
+const (
+	ReasonAccountSet      = "AccountSet"
+	ReasonAccountFailed   = "AccountFailed"
+	ReasonAccountDeleted  = "AccountDeleted"
+	ReasonAccountKept     = "AccountKept"
+	ReasonAccountLeft     = "AccountNotRemoved"
+	ReasonPasswordRotated = "PasswordRotated"
+)

@@ -2,9 +2,7 @@ package metal
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
-	"math/big"
 	"sort"
 	"strings"
 
@@ -68,7 +66,7 @@ func (r *BMCReconciler) rotation(ctx context.Context, p *bmcPass) (lifecycle.Res
 				lifecycle.RemoveAnnotation(o, metalv1alpha1.OperationAnnotation)
 			})
 		}
-		pw, err := newPassword()
+		pw, err := bmcaccess.NewPassword()
 		if err != nil {
 			return lifecycle.Result{}, err
 		}
@@ -208,40 +206,4 @@ func (r *BMCReconciler) commitRotation(ctx context.Context, p *bmcPass, sec *met
 	}
 	r.Recorder.Eventf(p.Obj, sec, corev1.EventTypeNormal, reasonRotated, "Operation", "rotate-credentials: the BMC and BMCSecret %s have the new password", sec.Name)
 	return lifecycle.Wrote("credentials rotated"), nil
-}
-
-// newPassword is 16 random characters with a lower and an upper case letter, a digit and a
-// symbol, which the password policies of common BMCs accept (iDRAC allows 20 at most).
-func newPassword() (string, error) {
-	classes := []string{"abcdefghijkmnopqrstuvwxyz", "ABCDEFGHJKLMNPQRSTUVWXYZ", "23456789", "-_."}
-	all := classes[0] + classes[1] + classes[2] + classes[3]
-	pick := func(set string) (byte, error) {
-		n, err := rand.Int(rand.Reader, big.NewInt(int64(len(set))))
-		if err != nil {
-			return 0, fmt.Errorf("generating a password: %w", err)
-		}
-		return set[n.Int64()], nil
-	}
-	out := make([]byte, 16)
-	for i := range out {
-		set := all
-		if i < len(classes) {
-			set = classes[i]
-		}
-		c, err := pick(set)
-		if err != nil {
-			return "", err
-		}
-		out[i] = c
-	}
-	// Shuffle so the classes are not always in front.
-	for i := len(out) - 1; i > 0; i-- {
-		n, err := rand.Int(rand.Reader, big.NewInt(int64(i+1)))
-		if err != nil {
-			return "", fmt.Errorf("generating a password: %w", err)
-		}
-		j := n.Int64()
-		out[i], out[j] = out[j], out[i]
-	}
-	return string(out), nil
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmcuser"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 )
 
@@ -66,7 +67,7 @@ func TestBMCUserKeepsItsAccount(t *testing.T) {
 			if c == nil {
 				return false, "no condition"
 			}
-			return c.Status == metav1.ConditionTrue && got.Annotations[AccountAppliedAnnotation] != "", c.Reason + ": " + c.Message
+			return c.Status == metav1.ConditionTrue && got.Annotations[bmcuser.AccountAppliedAnnotation] != "", c.Reason + ": " + c.Message
 		})
 	}
 	ready()
@@ -141,7 +142,7 @@ func TestBMCUserGeneratedAndRotatedPassword(t *testing.T) {
 	if b.CanLogin("auto", first) {
 		t.Error("the rotated-out password still opens the BMC")
 	}
-	waitEvent(t, "rot", reasonPasswordRotated)
+	waitEvent(t, "rot", metalv1alpha1.ReasonPasswordRotated)
 	if err := env.Client.Delete(ctx(), u); err != nil {
 		t.Fatal(err)
 	}
@@ -361,32 +362,4 @@ func TestBMCUserPasswordNeverReported(t *testing.T) {
 		}
 	}
 	deleteBMCUser(t, "leak")
-}
-
-// What a BMCUser made: its record; without one, the account a BMCUser from before the record
-// set (it has AccountAppliedAnnotation); else nothing.
-func TestMadeAccounts(t *testing.T) {
-	applied := appliedRecord{bmcUID: "uid-1", secretUID: "s", secretVersion: "1", role: "ReadOnly", at: time.Unix(1700000000, 0)}.String()
-	spec := metalv1alpha1.BMCUserSpec{UserName: "now", BMCRef: &corev1.LocalObjectReference{Name: "b"}}
-	for _, tc := range []struct {
-		name     string
-		ann      map[string]string
-		want     string
-		recorded bool
-	}{
-		{"new BMCUser", nil, "[]", false},
-		{"recorded", map[string]string{AccountsAnnotation: `[{"bmc":"a","uid":"u","user":"x"},{"bmc":"b","uid":"v","user":"now"}]`, AccountAppliedAnnotation: applied},
-			"[{a u x} {b v now}]", true},
-		{"recorded empty", map[string]string{AccountsAnnotation: `[]`, AccountAppliedAnnotation: applied}, "[]", true},
-		{"from before the record", map[string]string{AccountAppliedAnnotation: applied}, "[{b uid-1 now}]", false},
-		{"unreadable record", map[string]string{AccountsAnnotation: `{`, AccountAppliedAnnotation: applied}, "[{b uid-1 now}]", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			u := &metalv1alpha1.BMCUser{ObjectMeta: metav1.ObjectMeta{Annotations: tc.ann}, Spec: spec}
-			made, recorded := madeAccounts(u)
-			if got := fmt.Sprint(made); got != tc.want || recorded != tc.recorded {
-				t.Errorf("got %s %v, want %s %v", got, recorded, tc.want, tc.recorded)
-			}
-		})
-	}
 }

@@ -14,6 +14,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmcuser"
 	"github.com/metalhub/metalhub/internal/controller/metal/claim"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/discovery"
@@ -241,7 +242,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(mgr, o.Concurrency); err != nil {
 		return fmt.Errorf("bmc controller: %w", err)
 	}
-	if err := (&BMCUserReconciler{
+	if err := (&bmcuser.Reconciler{
 		Client: mgr.GetClient(), Pool: pool, Recorder: o.Events.Recorder("bmcuser-controller"),
 		RetryAfter: o.RetryAfter, RequestTimeout: o.BMCRequestTimeout, Shards: o.Shards,
 	}).SetupWithManager(mgr); err != nil {

@@ -8,7 +8,9 @@ package bmcaccess
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"fmt"
+	"math/big"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -249,4 +251,40 @@ func (p poolCloser) Start(ctx context.Context) error {
 	<-ctx.Done()
 	p.pool.Close()
 	return nil
+}
+
+// NewPassword is 16 random characters with a lower and an upper case letter, a digit and a
+// symbol, which the password policies of common BMCs accept (iDRAC allows 20 at most).
+func NewPassword() (string, error) {
+	classes := []string{"abcdefghijkmnopqrstuvwxyz", "ABCDEFGHJKLMNPQRSTUVWXYZ", "23456789", "-_."}
+	all := classes[0] + classes[1] + classes[2] + classes[3]
+	pick := func(set string) (byte, error) {
+		n, err := rand.Int(rand.Reader, big.NewInt(int64(len(set))))
+		if err != nil {
+			return 0, fmt.Errorf("generating a password: %w", err)
+		}
+		return set[n.Int64()], nil
+	}
+	out := make([]byte, 16)
+	for i := range out {
+		set := all
+		if i < len(classes) {
+			set = classes[i]
+		}
+		c, err := pick(set)
+		if err != nil {
+			return "", err
+		}
+		out[i] = c
+	}
+	// Shuffle so the classes are not always in front.
+	for i := len(out) - 1; i > 0; i-- {
+		n, err := rand.Int(rand.Reader, big.NewInt(int64(i+1)))
+		if err != nil {
+			return "", fmt.Errorf("generating a password: %w", err)
+		}
+		j := n.Int64()
+		out[i], out[j] = out[j], out[i]
+	}
+	return string(out), nil
 }

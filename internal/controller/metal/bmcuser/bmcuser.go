@@ -1,4 +1,8 @@
-package metal
+// Package bmcuser is the BMCUser controller: an account on a BMC kept as its BMCUser says (there,
+// enabled, with its Secret's password and its role, rotated on schedule), every account it made
+// recorded before it is made and removed when the BMCUser moves or goes. It reaches the BMC only
+// through bmcaccess, after proving the BMC is the one named.
+package bmcuser
 
 import (
 	"context"
@@ -33,8 +37,8 @@ import (
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=bmcsecrets,verbs=create
 
 const (
-	// BMCUserFinalizer lets a deleted BMCUser remove its account from the BMC first.
-	BMCUserFinalizer = "metal.metalhub.io/bmcuser"
+	// Finalizer lets a deleted BMCUser remove its account from the BMC first.
+	Finalizer = "metal.metalhub.io/bmcuser"
 	// AccountAppliedAnnotation records, on a BMCUser, what was last set on the BMC: the BMC's
 	// UID, the password Secret's UID and resourceVersion, the role, and when. Passwords cannot
 	// be read back from a BMC: this record is how a pass knows the account is as asked without
@@ -48,21 +52,11 @@ const (
 	AccountsAnnotation = "lifecycle.metalhub.io/accounts"
 )
 
-// Reasons of a BMCUser's Ready condition and its events.
-const (
-	reasonAccountSet      = "AccountSet"
-	reasonAccountFailed   = "AccountFailed"
-	reasonAccountDeleted  = "AccountDeleted"
-	reasonAccountKept     = "AccountKept"
-	reasonAccountLeft     = "AccountNotRemoved"
-	reasonPasswordRotated = "PasswordRotated"
-)
-
-// BMCUserReconciler keeps a BMCUser's account on its BMC: there, enabled, with the password of
+// Reconciler keeps a BMCUser's account on its BMC: there, enabled, with the password of
 // its BMCSecret (generated into a new BMCSecret when it names none) and its role; the password
 // rotated every rotationPeriod; the account removed when the BMCUser goes. The BMC is reached
 // with the BMC object's own credentials; that account is never changed or removed here.
-type BMCUserReconciler struct {
+type Reconciler struct {
 	// Shards, set, limits the reconciler to the objects of the shards this replica holds.
 	Shards   *shard.Set
 	Client   client.Client
@@ -78,7 +72,7 @@ type BMCUserReconciler struct {
 
 type bmcUserPass = lifecycle.Pass[*metalv1alpha1.BMCUser]
 
-func (r *BMCUserReconciler) now() time.Time {
+func (r *Reconciler) now() time.Time {
 	if r.Now != nil {
 		return r.Now()
 	}
@@ -87,7 +81,7 @@ func (r *BMCUserReconciler) now() time.Time {
 
 // SetupWithManager registers the reconciler; a BMCSecret's change brings the BMCUsers that
 // name it.
-func (r *BMCUserReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.BMCUser { return &metalv1alpha1.BMCUser{} }, r.handle)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("bmcuser").
@@ -97,7 +91,7 @@ func (r *BMCUserReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.BMCUserList{} }, shardkey.ForBMCUser).Complete(rec)
 }
 
-func (r *BMCUserReconciler) usersOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *Reconciler) usersOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
 	var list metalv1alpha1.BMCUserList
 	if err := r.Client.List(ctx, &list); err != nil {
 		return nil
@@ -120,10 +114,10 @@ func secretOf(u *metalv1alpha1.BMCUser) string {
 	return "bmcuser-" + u.Name
 }
 
-func (r *BMCUserReconciler) handle(ctx context.Context, p *bmcUserPass) (lifecycle.Result, error) {
+func (r *Reconciler) handle(ctx context.Context, p *bmcUserPass) (lifecycle.Result, error) {
 	return lifecycle.Steps(ctx, p,
 		lifecycle.OnDeletion(r.deleteAccount),
-		lifecycle.EnsureFinalizer[*bmcUserPass](BMCUserFinalizer),
+		lifecycle.EnsureFinalizer[*bmcUserPass](Finalizer),
 		r.adoptAccounts,
 		r.removeEarlier,
 		r.apply,
@@ -160,7 +154,7 @@ func setMadeAccounts(o client.Object, made []madeAccount) {
 
 // adoptAccounts writes down what a BMCUser from before AccountsAnnotation made, in its first
 // pass, before its spec can change again.
-func (r *BMCUserReconciler) adoptAccounts(ctx context.Context, p *bmcUserPass) (lifecycle.Result, error) {
+func (r *Reconciler) adoptAccounts(ctx context.Context, p *bmcUserPass) (lifecycle.Result, error) {
 	made, recorded := madeAccounts(p.Obj)
 	if recorded || len(made) == 0 {
 		return lifecycle.Continue(), nil
@@ -172,7 +166,7 @@ func (r *BMCUserReconciler) adoptAccounts(ctx context.Context, p *bmcUserPass) (
 
 // removeEarlier takes an account the BMCUser made that its spec no longer names (a renamed
 // user, another BMC) off its BMC, one per pass, before the account it names now is created.
-func (r *BMCUserReconciler) removeEarlier(ctx context.Context, p *bmcUserPass) (lifecycle.Result, error) {
+func (r *Reconciler) removeEarlier(ctx context.Context, p *bmcUserPass) (lifecycle.Result, error) {
 	u := p.Obj
 	made, _ := madeAccounts(u)
 	if len(made) == 0 {
@@ -199,14 +193,14 @@ func (r *BMCUserReconciler) removeEarlier(ctx context.Context, p *bmcUserPass) (
 // only dropped, when its BMC object is gone or replaced (its UID differs: nothing proves what
 // answers there is the BMC it was made on), when another BMCUser names it now, or when it is
 // the account its BMC object logs in with.
-func (r *BMCUserReconciler) removeMade(ctx context.Context, p *bmcUserPass, made []madeAccount, i int) (lifecycle.Result, error) {
+func (r *Reconciler) removeMade(ctx context.Context, p *bmcUserPass, made []madeAccount, i int) (lifecycle.Result, error) {
 	u, a := p.Obj, made[i]
 	drop := func(why string) (lifecycle.Result, error) {
 		rest := slices.Delete(slices.Clone(made), i, i+1)
 		return lifecycle.Wrote(why), lifecycle.PatchMetadata(ctx, p.Client(), u, func(o client.Object) {
 			setMadeAccounts(o, rest)
 			if len(rest) == 0 && !o.GetDeletionTimestamp().IsZero() {
-				controllerutil.RemoveFinalizer(o, BMCUserFinalizer)
+				controllerutil.RemoveFinalizer(o, Finalizer)
 			}
 		})
 	}
@@ -218,7 +212,7 @@ func (r *BMCUserReconciler) removeMade(ctx context.Context, p *bmcUserPass, made
 		return drop("BMC gone") // a BMC that is gone takes its accounts with it
 	}
 	if a.UID != "" && string(b.UID) != a.UID {
-		r.Recorder.Eventf(u, b, corev1.EventTypeWarning, reasonAccountLeft, "DeleteAccount",
+		r.Recorder.Eventf(u, b, corev1.EventTypeWarning, metalv1alpha1.ReasonAccountLeft, "DeleteAccount",
 			"account %s was made on an earlier BMC object %s; the BMC %s is another object and is not changed", a.User, a.BMC, b.Name)
 		return drop("BMC replaced")
 	}
@@ -228,7 +222,7 @@ func (r *BMCUserReconciler) removeMade(ctx context.Context, p *bmcUserPass, made
 	}
 	for _, o := range others.Items {
 		if o.UID != u.UID && o.DeletionTimestamp.IsZero() && o.Spec.BMCRef != nil && o.Spec.BMCRef.Name == a.BMC && o.Spec.UserName == a.User {
-			r.Recorder.Eventf(u, b, corev1.EventTypeNormal, reasonAccountKept, "DeleteAccount", "account %s on BMC %s is kept: BMCUser %s names it", a.User, a.BMC, o.Name)
+			r.Recorder.Eventf(u, b, corev1.EventTypeNormal, metalv1alpha1.ReasonAccountKept, "DeleteAccount", "account %s on BMC %s is kept: BMCUser %s names it", a.User, a.BMC, o.Name)
 			return drop("account kept for another BMCUser")
 		}
 	}
@@ -237,7 +231,7 @@ func (r *BMCUserReconciler) removeMade(ctx context.Context, p *bmcUserPass, made
 		return r.failed(p, fmt.Errorf("removing account %s from BMC %s: %w", a.User, a.BMC, err))
 	}
 	if ep.Username == a.User {
-		r.Recorder.Eventf(u, b, corev1.EventTypeNormal, reasonAccountKept, "DeleteAccount", "account %s is the one BMC %s logs in with; it is kept", a.User, a.BMC)
+		r.Recorder.Eventf(u, b, corev1.EventTypeNormal, metalv1alpha1.ReasonAccountKept, "DeleteAccount", "account %s is the one BMC %s logs in with; it is kept", a.User, a.BMC)
 		return drop("account is the BMC's own")
 	}
 	conn, err := r.Pool.Get(ep)
@@ -253,7 +247,7 @@ func (r *BMCUserReconciler) removeMade(ctx context.Context, p *bmcUserPass, made
 	if err := conn.DeleteAccount(bctx, a.User); err != nil {
 		return r.failed(p, fmt.Errorf("removing account %s from BMC %s: %w", a.User, a.BMC, err))
 	}
-	r.Recorder.Eventf(u, b, corev1.EventTypeNormal, reasonAccountDeleted, "DeleteAccount", "account %s removed from BMC %s", a.User, a.BMC)
+	r.Recorder.Eventf(u, b, corev1.EventTypeNormal, metalv1alpha1.ReasonAccountDeleted, "DeleteAccount", "account %s removed from BMC %s", a.User, a.BMC)
 	return drop("account removed")
 }
 
@@ -273,7 +267,7 @@ func recordIntent(ctx context.Context, p *bmcUserPass, b *metalv1alpha1.BMC) (li
 
 // target resolves what a pass needs: the BMC's admin connection, the BMC's own login user and
 // the account's password Secret (nil when it does not exist).
-func (r *BMCUserReconciler) target(ctx context.Context, p *bmcUserPass) (*metalv1alpha1.BMC, bmc.BMC, string, *metalv1alpha1.BMCSecret, error) {
+func (r *Reconciler) target(ctx context.Context, p *bmcUserPass) (*metalv1alpha1.BMC, bmc.BMC, string, *metalv1alpha1.BMCSecret, error) {
 	u := p.Obj
 	if u.Spec.BMCRef == nil || u.Spec.BMCRef.Name == "" || u.Spec.UserName == "" {
 		return nil, nil, "", nil, bmcaccess.Errorf(metalv1alpha1.ReasonInvalidSpec, "spec.bmcRef and spec.userName are required")
@@ -325,7 +319,7 @@ func parseApplied(s string) (appliedRecord, bool) {
 // apply brings the account to what the BMCUser asks, one write per pass: a generated Secret
 // when it names none; a rotation's new password written aside (pendingPassword) before it is
 // sent; the account set and the record of it.
-func (r *BMCUserReconciler) apply(ctx context.Context, p *bmcUserPass) (lifecycle.Result, error) {
+func (r *Reconciler) apply(ctx context.Context, p *bmcUserPass) (lifecycle.Result, error) {
 	u := p.Obj
 	bctx, cancel := context.WithTimeout(ctx, cmpDuration(r.RequestTimeout, 30*time.Second))
 	defer cancel()
@@ -340,7 +334,7 @@ func (r *BMCUserReconciler) apply(ctx context.Context, p *bmcUserPass) (lifecycl
 		if u.Spec.BMCSecretRef != nil && u.Spec.BMCSecretRef.Name != "" {
 			return r.failed(p, bmcaccess.Errorf(metalv1alpha1.ReasonSecretNotFound, "BMCSecret %q not found", u.Spec.BMCSecretRef.Name))
 		}
-		pw, err := newPassword()
+		pw, err := bmcaccess.NewPassword()
 		if err != nil {
 			return lifecycle.Result{}, err
 		}
@@ -388,10 +382,10 @@ func (r *BMCUserReconciler) apply(ctx context.Context, p *bmcUserPass) (lifecycl
 		if err := p.Client().Update(ctx, sec); err != nil {
 			return lifecycle.Result{}, fmt.Errorf("committing the rotated password to BMCSecret %s: %w", sec.Name, err)
 		}
-		r.Recorder.Eventf(u, b, corev1.EventTypeNormal, reasonPasswordRotated, "Rotate", "password of %s rotated on BMC %s", u.Spec.UserName, b.Name)
+		r.Recorder.Eventf(u, b, corev1.EventTypeNormal, metalv1alpha1.ReasonPasswordRotated, "Rotate", "password of %s rotated on BMC %s", u.Spec.UserName, b.Name)
 		return lifecycle.Wrote("password rotated"), nil
 	case due && (sec.Immutable == nil || !*sec.Immutable):
-		pw, err := newPassword()
+		pw, err := bmcaccess.NewPassword()
 		if err != nil {
 			return lifecycle.Result{}, err
 		}
@@ -408,7 +402,7 @@ func (r *BMCUserReconciler) apply(ctx context.Context, p *bmcUserPass) (lifecycl
 			return r.failed(p, err)
 		}
 		if slices.ContainsFunc(accts, func(a bmc.Account) bool { return a.UserName == u.Spec.UserName && a.Enabled }) {
-			r.ready(p, metav1.ConditionTrue, reasonAccountSet, fmt.Sprintf("account %s is on BMC %s", u.Spec.UserName, b.Name))
+			r.ready(p, metav1.ConditionTrue, metalv1alpha1.ReasonAccountSet, fmt.Sprintf("account %s is on BMC %s", u.Spec.UserName, b.Name))
 			if u.Spec.RotationPeriod != nil && u.Spec.RotationPeriod.Duration > 0 {
 				return lifecycle.RequeueAfter(time.Until(rec.at.Add(u.Spec.RotationPeriod.Duration)), "next rotation"), nil
 			}
@@ -425,7 +419,7 @@ func (r *BMCUserReconciler) apply(ctx context.Context, p *bmcUserPass) (lifecycl
 	if err := conn.SetAccount(bctx, u.Spec.UserName, password, u.Spec.RoleID); err != nil {
 		return r.failed(p, err)
 	}
-	r.Recorder.Eventf(u, b, corev1.EventTypeNormal, reasonAccountSet, "SetAccount", "account %s set on BMC %s", u.Spec.UserName, b.Name)
+	r.Recorder.Eventf(u, b, corev1.EventTypeNormal, metalv1alpha1.ReasonAccountSet, "SetAccount", "account %s set on BMC %s", u.Spec.UserName, b.Name)
 	want.at = r.now()
 	if rec.secretUID == want.secretUID && rec.secretVersion == want.secretVersion && !rec.at.IsZero() {
 		want.at = rec.at // same password (a changed role, a re-created account): the rotation period runs on
@@ -437,7 +431,7 @@ func (r *BMCUserReconciler) apply(ctx context.Context, p *bmcUserPass) (lifecycl
 
 // prove checks that the BMC at b's address is b before an account is changed on it: an address
 // that now reaches another BMC with the same factory credentials would otherwise get the account.
-func (r *BMCUserReconciler) prove(ctx, bctx context.Context, p *bmcUserPass, b *metalv1alpha1.BMC, conn bmc.BMC) error {
+func (r *Reconciler) prove(ctx, bctx context.Context, p *bmcUserPass, b *metalv1alpha1.BMC, conn bmc.BMC) error {
 	systems, err := conn.Systems(bctx)
 	if err != nil {
 		return err
@@ -452,15 +446,15 @@ func cmpDuration(d, def time.Duration) time.Duration {
 	return def
 }
 
-func (r *BMCUserReconciler) ready(p *bmcUserPass, status metav1.ConditionStatus, reason, msg string) {
+func (r *Reconciler) ready(p *bmcUserPass, status metav1.ConditionStatus, reason, msg string) {
 	lifecycle.SetCondition(&p.Obj.Status.Conditions, p.Obj.Generation, metalv1alpha1.ConditionReady, status, reason, msg)
 }
 
 // failed reports why the account is not as asked and looks again later.
-func (r *BMCUserReconciler) failed(p *bmcUserPass, err error) (lifecycle.Result, error) {
+func (r *Reconciler) failed(p *bmcUserPass, err error) (lifecycle.Result, error) {
 	reason := bmcaccess.ReasonOf(err)
 	if reason == "" || reason == string(bmc.ReasonUnknown) {
-		reason = reasonAccountFailed
+		reason = metalv1alpha1.ReasonAccountFailed
 	}
 	r.ready(p, metav1.ConditionFalse, reason, err.Error())
 	return lifecycle.RequeueAfter(cmpDuration(r.RetryAfter, 10*time.Second), reason), nil
@@ -468,15 +462,15 @@ func (r *BMCUserReconciler) failed(p *bmcUserPass, err error) (lifecycle.Result,
 
 // deleteAccount removes every account the BMCUser made, one per pass, then the finalizer
 // (in the write that drops the last).
-func (r *BMCUserReconciler) deleteAccount(ctx context.Context, p *bmcUserPass) (lifecycle.Result, error) {
+func (r *Reconciler) deleteAccount(ctx context.Context, p *bmcUserPass) (lifecycle.Result, error) {
 	u := p.Obj
-	if !slices.Contains(u.Finalizers, BMCUserFinalizer) {
+	if !slices.Contains(u.Finalizers, Finalizer) {
 		return lifecycle.Done(), nil
 	}
 	made, _ := madeAccounts(u)
 	if len(made) == 0 {
 		return lifecycle.Wrote("nothing to remove"), lifecycle.PatchMetadata(ctx, p.Client(), u, func(o client.Object) {
-			controllerutil.RemoveFinalizer(o, BMCUserFinalizer)
+			controllerutil.RemoveFinalizer(o, Finalizer)
 		})
 	}
 	return r.removeMade(ctx, p, made, 0)
