@@ -32,7 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
 	"github.com/metalhub/metalhub/internal/emulator/netboot"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -182,7 +182,7 @@ func registerFleet(t testing.TB, fleet *redfish.Emulator, prefix string) []strin
 		}}); err != nil {
 			return err
 		}
-		names[i] = metal.ServerName(name, b.SystemIDs()[0])
+		names[i] = bmccontroller.ServerName(name, b.SystemIDs()[0])
 		return nil
 	})
 	if err != nil {

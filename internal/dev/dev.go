@@ -31,7 +31,7 @@ import (
 
 	"github.com/metalhub/metalhub/config/crd"
 	"github.com/metalhub/metalhub/internal/cli"
-	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmcevents"
 	"github.com/metalhub/metalhub/internal/controlplane"
 	"github.com/metalhub/metalhub/internal/dashboard"
 	"github.com/metalhub/metalhub/internal/manager"
@@ -190,7 +190,7 @@ func Run(ctx context.Context, o Options, out, errOut io.Writer, zapOpts *zap.Opt
 		o.Manager.Metal.RegistryURL = "http://" + addrs.Registry
 		// The emulated BMCs deliver their events to the receiver on the registry's listener.
 		if o.Manager.Metal.HardwareEventsURL == "" {
-			o.Manager.Metal.HardwareEventsURL = "http://" + addrs.Registry + metal.EventsPath
+			o.Manager.Metal.HardwareEventsURL = "http://" + addrs.Registry + bmcevents.EventsPath
 		}
 	}
 	if o.Manager.Webhook.Enabled {

@@ -29,7 +29,7 @@ import (
 	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/emulator/netboot"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
@@ -98,7 +98,7 @@ func fastClient() (client.Client, error) {
 func (w *world) bmcName(i int) string { return fmt.Sprintf("bmc-%d", i) }
 
 func (w *world) serverName(i int) string {
-	return metal.ServerName(w.bmcName(i), w.fleet.BMC(i).SystemIDs()[0])
+	return bmccontroller.ServerName(w.bmcName(i), w.fleet.BMC(i).SystemIDs()[0])
 }
 
 func (w *world) uuid(i int) string { return strings.ToLower(w.fleet.BMC(i).Systems()[0].UUID()) }

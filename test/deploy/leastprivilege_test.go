@@ -34,7 +34,7 @@ import (
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
 	emu "github.com/metalhub/metalhub/internal/emulator/infrahub"
 	"github.com/metalhub/metalhub/internal/emulator/netboot"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
@@ -225,7 +225,7 @@ func metalLifecycle(t *testing.T, ctx context.Context) {
 			t.Error(err)
 			return
 		}
-		names[i] = metal.ServerName(name, b.SystemIDs()[0])
+		names[i] = bmccontroller.ServerName(name, b.SystemIDs()[0])
 	}
 	is := func(state metalv1alpha1.ServerState, power metalv1alpha1.PowerState) func(*metalv1alpha1.Server) error {
 		return func(s *metalv1alpha1.Server) error {

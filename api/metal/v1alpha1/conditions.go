@@ -158,3 +158,12 @@ const (
 	ReasonAccountLeft     = "AccountNotRemoved"
 	ReasonPasswordRotated = "PasswordRotated"
 )
+
+// Event reasons of a BMC's credentials rotation (operation rotate-credentials).
+const (
+	ReasonRotating          = "RotatingCredentials"
+	ReasonRotated           = "CredentialsRotated"
+	ReasonRotationFailed    = "CredentialsRotationFailed"
+	ReasonRotationImmutable = "CredentialsRotationRefused"
+	ReasonRotationShared    = "CredentialsRotationShared"
+)

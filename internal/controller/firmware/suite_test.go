@@ -26,6 +26,7 @@ import (
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
 	"github.com/metalhub/metalhub/internal/discovery"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/eventsink"
@@ -227,7 +228,7 @@ func registerBMC(t *testing.T, b *redfish.BMC, name string) string {
 	if err := env.Client.Create(ctx(), obj); err != nil {
 		t.Fatal(err)
 	}
-	return metal.ServerName(name, b.SystemIDs()[0])
+	return bmccontroller.ServerName(name, b.SystemIDs()[0])
 }
 
 func getServer(name string) *metalv1alpha1.Server {

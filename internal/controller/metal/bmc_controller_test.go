@@ -14,6 +14,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -268,7 +269,7 @@ func addBMC(t *testing.T, b *redfish.BMC, name string, withServer bool) string {
 		&metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: map[string]string{"username": user, "password": pass}},
 		bmcObject(b, name),
 	}
-	server := ServerName(name, b.SystemIDs()[0])
+	server := bmccontroller.ServerName(name, b.SystemIDs()[0])
 	if withServer {
 		sys := systemOf(b)
 		objs = append(objs, &metalv1alpha1.Server{

@@ -94,7 +94,7 @@ func TestBMCResetAskedWhileBMCHangsIsIssuedOnceItAnswers(t *testing.T) {
 	})
 	obj := getBMC(t, "bmchang")
 	_, asked := obj.Annotations[metalv1alpha1.OperationAnnotation]
-	i, pending := intent.Parse(obj.Annotations[intent.Annotation], bmcOperation)
+	i, pending := intent.Parse(obj.Annotations[intent.Annotation], func(op string) bool { return op == metalv1alpha1.OperationGracefulRestartBMC })
 	if !asked && (!pending || i.Phase != intent.Owed) {
 		t.Fatalf("while the BMC hangs the operation is neither asked nor owed: %v", obj.Annotations)
 	}

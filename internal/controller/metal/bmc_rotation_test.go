@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -47,7 +48,7 @@ func TestRotationCutOffAfterTheBMCTookThePassword(t *testing.T) {
 	if _, onBMC := b.Credentials(); onBMC != next {
 		t.Fatal("the BMC's password changed again")
 	}
-	waitEvent(t, "rotcut", reasonRotated)
+	waitEvent(t, "rotcut", metalv1alpha1.ReasonRotated)
 }
 
 // Nothing is sent for a rotation whose BMCSecret is immutable: a Warning says why.
@@ -66,7 +67,7 @@ func TestRotationOfAnImmutableSecretIsRefused(t *testing.T) {
 	start := time.Now()
 	annotateBMC(t, "rotimm", metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationRotateCredentials)
 	waitBMCOperationDone(t, "rotimm", 10*time.Second)
-	waitEvent(t, "rotimm", reasonRotationImmutable)
+	waitEvent(t, "rotimm", metalv1alpha1.ReasonRotationImmutable)
 	if _, after := b.Credentials(); after != before {
 		t.Fatal("the BMC's password changed")
 	}
@@ -100,7 +101,7 @@ func TestRotationNeverReachesAnotherBMC(t *testing.T) {
 		t.Fatal("the rotation was dropped instead of held")
 	}
 	own.AnswerAs(nil)
-	waitEvent(t, "rotaddr", reasonRotated)
+	waitEvent(t, "rotaddr", metalv1alpha1.ReasonRotated)
 	if _, p := own.Credentials(); p == pass {
 		t.Fatal("the BMC's own password was not rotated")
 	}
@@ -133,7 +134,7 @@ func twoBMCsOnOneSecret(t *testing.T, name string) (first, second *redfish.BMC) 
 		t.Fatal(err)
 	}
 	waitState(t, s1, metalv1alpha1.ServerStateAvailable, 30*time.Second)
-	waitState(t, ServerName(name+"-b", second.SystemIDs()[0]), metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	waitState(t, bmccontroller.ServerName(name+"-b", second.SystemIDs()[0]), metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	return first, second
 }
 
@@ -154,7 +155,7 @@ func TestRotationOfASharedSecretIsRefused(t *testing.T) {
 	start := time.Now()
 	annotateBMC(t, "rotsh", metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationRotateCredentials)
 	waitBMCOperationDone(t, "rotsh", 10*time.Second)
-	waitEvent(t, "rotsh", reasonRotationShared)
+	waitEvent(t, "rotsh", metalv1alpha1.ReasonRotationShared)
 	for _, b := range []*redfish.BMC{first, second} {
 		if got := accountActions(b, start); len(got) != 0 {
 			t.Fatalf("account actions sent: %v", got)
@@ -184,7 +185,7 @@ func TestAPendingRotationIsOnlyItsOwnBMCs(t *testing.T) {
 	eventually(t, 5*time.Second, "pending password written for the first BMC", func() (bool, string) {
 		sec := bmcSecret(t, "rotown")
 		sec.SetValue(metalv1alpha1.BMCSecretPendingPasswordKey, "Not-for-you.2026")
-		lifecycle.SetAnnotation(sec, RotationForAnnotation, "rotown")
+		lifecycle.SetAnnotation(sec, bmccontroller.RotationForAnnotation, "rotown")
 		err := env.Client.Update(ctx(), sec)
 		return err == nil, fmt.Sprint(err)
 	})

@@ -13,24 +13,17 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmcevents"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
 )
 
 const (
-	// EventsPath is where the manager receives the Redfish events BMCs deliver to their
-	// subscription (on the discovery registry's listener).
-	EventsPath = "/v1/events"
-	// eventContextPrefix starts the Context of metalhub's subscriptions; the BMC's name follows.
-	eventContextPrefix = "metalhub:"
 	// maxEventBody bounds one delivery.
 	maxEventBody = 256 << 10
 	// minLogReadGap bounds how often events can make a server's log be read: a BMC (or anyone
 	// who can reach the receiver) sending a flood of events costs at most one read per gap.
 	minLogReadGap = 5 * time.Second
 )
-
-// subscriptionContext is the Context of the subscription metalhub keeps on a BMC.
-func subscriptionContext(bmcName string) string { return eventContextPrefix + bmcName }
 
 // EventReceiver takes the events BMCs deliver and asks for a read of the hardware log of the
 // servers they concern: the event is a doorbell, never the record. Whoever can reach the
@@ -50,7 +43,7 @@ func NewEventReceiver(c client.Reader, log logr.Logger) *EventReceiver {
 	return &EventReceiver{client: c, health: &healthPolls{}, queue: make(chan event.GenericEvent, 1024), log: log}
 }
 
-// ServeHTTP takes one delivery: POST EventsPath, a Redfish Event whose Context names the BMC.
+// ServeHTTP takes one delivery: POST bmcevents.EventsPath, a Redfish Event whose Context names the BMC.
 func (e *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if req.Method != http.MethodPost {
 		http.Error(w, "POST a Redfish Event", http.StatusMethodNotAllowed)
@@ -66,8 +59,8 @@ func (e *EventReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "not a Redfish Event: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	bmcName, ok := strings.CutPrefix(ev.Context, eventContextPrefix)
-	if !ok || bmcName == "" {
+	bmcName, ok := bmcevents.BMCOf(ev.Context)
+	if !ok {
 		// Not one of our subscriptions: accepted, so the sender does not retry, and ignored.
 		w.WriteHeader(http.StatusNoContent)
 		return

@@ -495,7 +495,7 @@ func (r *ServerReconciler) bmcFailed(ctx context.Context, p *serverPass, err err
 	reason := bmcaccess.ReasonOf(err)
 	// Backing off per server, and never before its BMC is tried again: a dead BMC then costs
 	// a worker next to nothing per pass.
-	retry := failureBackoff(r.Options.RetryAfter, r.Options.ServerResync, n, err)
+	retry := bmcaccess.FailureBackoff(r.Options.RetryAfter, r.Options.ServerResync, n, err)
 	if n >= r.Options.ErrorThreshold && p.state != metalv1alpha1.ServerStateError &&
 		p.state != metalv1alpha1.ServerStateReserved && p.state != metalv1alpha1.ServerStateMaintenance {
 		// A claimed or maintained server keeps its state: its holder must not lose it to a flaky BMC.

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
 	"github.com/metalhub/metalhub/internal/discovery"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -116,7 +117,7 @@ func TestDiscoveryToAvailable(t *testing.T) {
 // external boot provider, one not Ready yet): the box would PXE-boot nothing and only time out.
 func TestDiscoveryWaitsForBootConfiguration(t *testing.T) {
 	b := takeBMC(t)
-	name := ServerName("discwait", b.SystemIDs()[0])
+	name := bmccontroller.ServerName("discwait", b.SystemIDs()[0])
 	// The round's boot configuration exists already, and its provider reports Error: its
 	// ignition Secret is missing.
 	sbc := &metalv1alpha1.ServerBootConfiguration{
@@ -300,14 +301,14 @@ func TestRestoreAndMigration(t *testing.T) {
 	// Restored with its binding, as a backup of a bound claim has it.
 	claim := &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "restore-claim"},
 		Spec: metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn, Image: "img",
-			ServerRef: &corev1.LocalObjectReference{Name: ServerName("restore", systemOf(restored).ID())}}}
+			ServerRef: &corev1.LocalObjectReference{Name: bmccontroller.ServerName("restore", systemOf(restored).ID())}}}
 	if err := env.Client.Create(ctx(), claim); err != nil {
 		t.Fatal(err)
 	}
 	newServer := func(b *redfish.BMC, bmcName string) *metalv1alpha1.Server {
 		sys := systemOf(b)
 		return &metalv1alpha1.Server{
-			ObjectMeta: metav1.ObjectMeta{Name: ServerName(bmcName, sys.ID())},
+			ObjectMeta: metav1.ObjectMeta{Name: bmccontroller.ServerName(bmcName, sys.ID())},
 			Spec: metalv1alpha1.ServerSpec{SystemUUID: strings.ToLower(sys.UUID()), SystemURI: "/redfish/v1/Systems/" + sys.ID(),
 				BMCRef: &corev1.LocalObjectReference{Name: bmcName}},
 		}

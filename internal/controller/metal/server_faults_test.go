@@ -397,7 +397,7 @@ func TestBMCOperationsCarriedOutOrRefused(t *testing.T) {
 	_, oldPass := b.Credentials()
 	setBMCAnnotation(metalv1alpha1.OperationRotateCredentials)
 	settled()
-	waitEvent(t, "bmcop", reasonRotated)
+	waitEvent(t, "bmcop", metalv1alpha1.ReasonRotated)
 	sec := &metalv1alpha1.BMCSecret{}
 	if err := env.Client.Get(ctx(), client.ObjectKey{Name: "bmcop"}, sec); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmcevents"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
@@ -97,9 +98,9 @@ func deliverEvent(t *testing.T, s *metalv1alpha1.Server, origin string) {
 	t.Helper()
 	body := fmt.Sprintf(`{"@odata.type":"#Event.v1_7_0.Event","Id":"1","Name":"Event Array","Context":%q,
 		"Events":[{"EventType":"Alert","EventId":"1","Severity":"Critical","Message":"x","MessageId":"ResourceEvent.1.0.ResourceErrorsDetected",
-		"OriginOfCondition":{"@odata.id":%q}}]}`, subscriptionContext(s.Spec.BMCRef.Name), origin)
+		"OriginOfCondition":{"@odata.id":%q}}]}`, bmcevents.SubscriptionContext(s.Spec.BMCRef.Name), origin)
 	rec := httptest.NewRecorder()
-	testOpts.HardwareEvents.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, EventsPath, strings.NewReader(body)))
+	testOpts.HardwareEvents.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, bmcevents.EventsPath, strings.NewReader(body)))
 	if rec.Code != http.StatusNoContent {
 		t.Fatalf("event receiver: %d %s", rec.Code, rec.Body)
 	}
@@ -240,7 +241,7 @@ func TestBMCEventSubscriptionKeptOnce(t *testing.T) {
 	ours := func() []redfish.Subscription {
 		var out []redfish.Subscription
 		for _, s := range b.Subscriptions() {
-			if s.Context == subscriptionContext(bmcName) {
+			if s.Context == bmcevents.SubscriptionContext(bmcName) {
 				out = append(out, s)
 			}
 		}
@@ -271,7 +272,7 @@ func TestBMCEventSubscriptionKeptOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Subscribe(ctx(), "http://127.0.0.1:1/old-receiver", subscriptionContext(bmcName)); err != nil {
+	if _, err := conn.Subscribe(ctx(), "http://127.0.0.1:1/old-receiver", bmcevents.SubscriptionContext(bmcName)); err != nil {
 		t.Fatal(err)
 	}
 	// A wiped status brings the BMC's next pass, which finds its subscription again.

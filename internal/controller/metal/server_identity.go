@@ -16,6 +16,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -127,7 +128,7 @@ func (r *ServerReconciler) refuse(p *serverPass, reason, msg string, extra func(
 	if !equality.Semantic.DeepEqual(*st, s.Status) {
 		s.Status = *st // the Reconciler writes it
 	}
-	return lifecycle.RequeueAfter(failureBackoff(r.Options.RetryAfter, r.Options.ServerResync, n, nil), reason)
+	return lifecycle.RequeueAfter(bmcaccess.FailureBackoff(r.Options.RetryAfter, r.Options.ServerResync, n, nil), reason)
 }
 
 // acceptReplacement makes an accepted replaced board the Server's, once the system that answers

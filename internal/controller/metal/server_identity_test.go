@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -192,7 +193,7 @@ func TestEndpointEditedOntoAClaimedBoxActsOnNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	idle := ServerName("ep-idle", bIdle.SystemIDs()[0])
+	idle := bmccontroller.ServerName("ep-idle", bIdle.SystemIDs()[0])
 	waitState(t, idle, metalv1alpha1.ServerStateAvailable, 60*time.Second)
 	claimed, bClaimed := claimedOnLike(t, "ep-claimed", bIdle)
 	if err := bClaimed.ListenAt(fmt.Sprintf("127.0.0.2:%d", port(bIdle))); err != nil {
@@ -390,7 +391,7 @@ func TestBMCForAnInlineServerCreatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	bmcReason(t, obj.Name, metalv1alpha1.ReasonDuplicateIdentity)
-	if s := getServer(t, ServerName(obj.Name, sys.ID())); s != nil {
+	if s := getServer(t, bmccontroller.ServerName(obj.Name, sys.ID())); s != nil {
 		t.Fatalf("a second Server %s was created for a machine that has one", s.Name)
 	}
 	if recs := since(records(b), start); len(recs) != 0 {
@@ -429,7 +430,7 @@ func TestOlderEmptyBMCNeverTakesHeldServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	bmcReason(t, "late-a", metalv1alpha1.ReasonDuplicateIdentity)
-	if s := getServer(t, ServerName("late-a", systemOf(b).ID())); s != nil {
+	if s := getServer(t, bmccontroller.ServerName("late-a", systemOf(b).ID())); s != nil {
 		t.Fatalf("the older, empty BMC created Server %s for a claimed machine", s.Name)
 	}
 	bmcReason(t, "late-b", metalv1alpha1.ReasonConnected)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,7 +64,7 @@ func settleable(i intent.Intent) bool {
 
 func (r *ServerReconciler) resetSettle() time.Duration {
 	if r.Options.BMCResetSettle <= 0 {
-		return DefaultResetSettle
+		return intent.DefaultResetSettle
 	}
 	return r.Options.BMCResetSettle
 }
@@ -161,14 +160,6 @@ func orUnknown(s string) string {
 	return s
 }
 
-// intentField keeps a value the intent annotation can carry as a field ("" for one it cannot).
-func intentField(v string) string {
-	if strings.ContainsAny(v, " \t\r\n") {
-		return ""
-	}
-	return v
-}
-
 // issueOperation claims the issue of an operation with one optimistic-lock write (the user's
 // annotation, if any, goes in the same write), and only once that write has won, issues it. The
 // write is the commit point: nothing is written after the action in this pass, and the write's
@@ -190,7 +181,7 @@ func (r *ServerReconciler) issueOperation(bctx, ctx context.Context, p *serverPa
 	if req != nil {
 		issuing.LastReset, issuing.Power = req.LastResetTime(), string(req.PowerState())
 	}
-	issuing.LastReset, issuing.Power = intentField(issuing.LastReset), intentField(issuing.Power)
+	issuing.LastReset, issuing.Power = intent.Field(issuing.LastReset), intent.Field(issuing.Power)
 	err := r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 		lifecycle.SetAnnotation(s, intent.Annotation, issuing.String())
 		// The operation supersedes our own power action in flight; what it ends in is awaited
@@ -231,7 +222,7 @@ func (r *ServerReconciler) operation(ctx context.Context, p *serverPass) (lifecy
 	if !ok {
 		return lifecycle.Continue(), nil
 	}
-	by := intentField(p.Obj.Annotations[intent.RequesterAnnotation])
+	by := intent.Field(p.Obj.Annotations[intent.RequesterAnnotation])
 	clearOp := func(s *metalv1alpha1.Server) {
 		lifecycle.RemoveAnnotation(s, metalv1alpha1.OperationAnnotation)
 		lifecycle.RemoveAnnotation(s, intent.RequesterAnnotation)

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
 	"github.com/metalhub/metalhub/internal/controller/metal/claim"
 	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
@@ -42,7 +43,7 @@ func registerLabeled(t *testing.T, b *redfish.BMC, name string, lbls map[string]
 	if err := env.Client.Create(ctx(), obj); err != nil {
 		t.Fatal(err)
 	}
-	return ServerName(name, b.SystemIDs()[0])
+	return bmccontroller.ServerName(name, b.SystemIDs()[0])
 }
 
 // availableServers registers n BMCs with the given labels and waits until their Servers are

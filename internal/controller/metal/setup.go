@@ -14,9 +14,11 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcuser"
 	"github.com/metalhub/metalhub/internal/controller/metal/claim"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
+	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/metadata"
@@ -112,7 +114,7 @@ func (o Options) PoolOptions() bmc.Options {
 func DefaultOptions() Options {
 	return Options{
 		BMCRequestTimeout:        10 * time.Second,
-		BMCResetSettle:           DefaultResetSettle,
+		BMCResetSettle:           intent.DefaultResetSettle,
 		BMCMaxConcurrentRequests: bmc.DefaultMaxConcurrentRequests,
 		Concurrency:              16,
 		BMCResync:                15 * time.Minute,
@@ -235,7 +237,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 			return err
 		}
 	}
-	if err := (&BMCReconciler{
+	if err := (&bmccontroller.Reconciler{
 		Client: mgr.GetClient(), Pool: pool, Recorder: o.Events.Recorder("bmc-controller"),
 		Resync: o.BMCResync, RetryAfter: o.RetryAfter, RequestTimeout: o.BMCRequestTimeout,
 		ResetSettle: o.BMCResetSettle, EventsURL: o.HardwareEventsURL, Shards: o.Shards,

@@ -19,6 +19,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmcevents"
 	"github.com/metalhub/metalhub/internal/discovery"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -92,7 +94,7 @@ func runSuite(m *testing.M) int {
 	testOpts.HardwareEvents = NewEventReceiver(mgr.GetClient(), logr.Discard())
 	receiver := httptest.NewServer(testOpts.HardwareEvents)
 	defer receiver.Close()
-	testOpts.HardwareEventsURL = receiver.URL + EventsPath
+	testOpts.HardwareEventsURL = receiver.URL + bmcevents.EventsPath
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := Setup(ctx, mgr, testOpts); err != nil {
 		fmt.Fprintln(os.Stderr, "setup:", err)
@@ -169,7 +171,7 @@ func registerBMC(t *testing.T, b *redfish.BMC, name string) string {
 	if err := env.Client.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
-	return ServerName(name, b.SystemIDs()[0])
+	return bmccontroller.ServerName(name, b.SystemIDs()[0])
 }
 
 func bmcObject(b *redfish.BMC, name string) *metalv1alpha1.BMC {

@@ -8,6 +8,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
 	"github.com/metalhub/metalhub/internal/controller/metal/claim"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/controller/metal/maintenance"
@@ -76,5 +77,5 @@ func BMCAddress(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC) (str
 // Finalizers are the finalizers the metal family sets and removes (the reference operator's
 // names for the same objects).
 func Finalizers() []string {
-	return []string{BMCFinalizer, ServerFinalizer, claim.Finalizer, maintenance.Finalizer}
+	return []string{bmccontroller.Finalizer, ServerFinalizer, claim.Finalizer, maintenance.Finalizer}
 }

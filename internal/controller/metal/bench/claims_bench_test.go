@@ -34,6 +34,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/apilimit"
 	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/eventsink"
@@ -568,7 +569,7 @@ func (tl *timeline) report(b *testing.B, start time.Time) {
 // bmcName and fleetServerName name a system's BMC and Server in the benchmarks' fleet.
 func bmcName(sys system) string { return fmt.Sprintf("bmc-%04d", sys.BMC) }
 
-func fleetServerName(sys system) string { return metal.ServerName(bmcName(sys), sys.ID) }
+func fleetServerName(sys system) string { return bmccontroller.ServerName(bmcName(sys), sys.ID) }
 
 // createFleet registers every emulated BMC (one shared secret) and creates its systems' Servers
 // directly in Available — the fast path past discovery.

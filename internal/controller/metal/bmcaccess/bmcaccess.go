@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -287,4 +288,19 @@ func NewPassword() (string, error) {
 		out[i], out[j] = out[j], out[i]
 	}
 	return string(out), nil
+}
+
+// FailureBackoff is the look after the n-th consecutive failure: base doubling per failure up
+// to limit, and never before a BMC that is failing fast is tried again (looking earlier would
+// only fail fast again).
+func FailureBackoff(base, limit time.Duration, n int, err error) time.Duration {
+	d := base
+	for i := 1; i < n && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, max(base, limit))
+	if at, ok := bmc.RetryAt(err); ok {
+		d = max(d, time.Until(at))
+	}
+	return d
 }

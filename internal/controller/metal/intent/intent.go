@@ -280,3 +280,15 @@ func OutcomeOf(err error) Outcome {
 	}
 	return ActionUncertain
 }
+
+// Field keeps a value the intent annotation can carry as a field ("" for one it cannot).
+func Field(v string) string {
+	if strings.ContainsAny(v, " \t\r\n") {
+		return ""
+	}
+	return v
+}
+
+// DefaultResetSettle is how long after an issue of unknown outcome a LastResetTime that did not
+// move means the operation never arrived (the BMC and Server controllers' default).
+const DefaultResetSettle = 30 * time.Second

@@ -1,4 +1,4 @@
-package metal
+package bmccontroller
 
 import (
 	"context"
@@ -68,7 +68,7 @@ func TestSameAddressByName(t *testing.T) {
 }
 
 func TestResolve(t *testing.T) {
-	r := &BMCReconciler{Resolve: func(_ context.Context, host string) ([]string, error) {
+	r := &Reconciler{Resolve: func(_ context.Context, host string) ([]string, error) {
 		if host == "bmc7.example" {
 			return []string{"::ffff:10.0.0.7", "10.0.0.7", "2001:DB8::7"}, nil
 		}

@@ -1,4 +1,4 @@
-package metal
+package bmccontroller
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmcevents"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -16,10 +17,10 @@ import (
 const ReasonSubscriptionFailed = "EventSubscriptionFailed"
 
 // subscription keeps one event subscription of ours on the BMC, to EventsURL: found again by its
-// Context (subscriptionContext) after a restart or a wiped status, so never made twice; one to
+// Context (bmcevents.SubscriptionContext) after a restart or a wiped status, so never made twice; one to
 // an older URL is replaced. The BMC itself is the bookkeeping: status only reports the link. A
 // BMC without an EventService is left to the log polling.
-func (r *BMCReconciler) subscription(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
+func (r *Reconciler) subscription(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
 	p.subscription = p.Obj.Status.EventsSubscriptionLink
 	if r.EventsURL == "" {
 		return lifecycle.Continue(), nil
@@ -34,7 +35,7 @@ func (r *BMCReconciler) subscription(ctx context.Context, p *bmcPass) (lifecycle
 		}
 		return lifecycle.Continue(), nil
 	}
-	want := subscriptionContext(p.Obj.Name)
+	want := bmcevents.SubscriptionContext(p.Obj.Name)
 	found := ""
 	for _, s := range subs {
 		if s.Context != want {
@@ -62,7 +63,7 @@ func (r *BMCReconciler) subscription(ctx context.Context, p *bmcPass) (lifecycle
 
 // unsubscribe removes our subscription from a BMC that is being deleted, best effort: a BMC that
 // cannot be reached keeps it until someone removes it there.
-func (r *BMCReconciler) unsubscribe(ctx context.Context, conn bmc.BMC, b *metalv1alpha1.BMC) {
+func (r *Reconciler) unsubscribe(ctx context.Context, conn bmc.BMC, b *metalv1alpha1.BMC) {
 	if b.Status.EventsSubscriptionLink == "" {
 		return
 	}

@@ -1,4 +1,4 @@
-package metal
+package bmccontroller
 
 import (
 	"context"
@@ -16,15 +16,6 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
-// Event reasons of a credentials rotation.
-const (
-	reasonRotating          = "RotatingCredentials"
-	reasonRotated           = "CredentialsRotated"
-	reasonRotationFailed    = "CredentialsRotationFailed"
-	reasonRotationImmutable = "CredentialsRotationRefused"
-	reasonRotationShared    = "CredentialsRotationShared"
-)
-
 // RotationForAnnotation on a BMCSecret names the BMC whose rotate-credentials wrote its pending
 // password: only that BMC ever sends it or commits it.
 const RotationForAnnotation = "lifecycle.metalhub.io/rotation-for"
@@ -38,7 +29,7 @@ const RotationForAnnotation = "lifecycle.metalhub.io/rotation-for"
 // the old one no longer opens the BMC: a pass that finds the old one refused and the new one
 // accepted (a crash after the request) commits it without sending anything. Setting it is left to
 // rotationSet, after the pass proved the BMC is this one. Each step is one write and ends the pass.
-func (r *BMCReconciler) rotation(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
+func (r *Reconciler) rotation(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
 	b := p.Obj
 	asked := b.Annotations[metalv1alpha1.OperationAnnotation] == metalv1alpha1.OperationRotateCredentials
 	sec, pending, isPending, err := r.rotationSecret(ctx, p, asked)
@@ -50,7 +41,7 @@ func (r *BMCReconciler) rotation(ctx context.Context, p *bmcPass) (lifecycle.Res
 		return lifecycle.Continue(), nil
 	case asked && !isPending:
 		if sec.Immutable != nil && *sec.Immutable {
-			r.Recorder.Eventf(b, sec, corev1.EventTypeWarning, reasonRotationImmutable, "Operation",
+			r.Recorder.Eventf(b, sec, corev1.EventTypeWarning, metalv1alpha1.ReasonRotationImmutable, "Operation",
 				"rotate-credentials: BMCSecret %s is immutable; nothing changed", sec.Name)
 			return lifecycle.Wrote("rotation refused"), lifecycle.PatchMetadata(ctx, p.Client(), b, func(o client.Object) {
 				lifecycle.RemoveAnnotation(o, metalv1alpha1.OperationAnnotation)
@@ -59,7 +50,7 @@ func (r *BMCReconciler) rotation(ctx context.Context, p *bmcPass) (lifecycle.Res
 		if others, err := r.sharingSecret(ctx, p, sec.Name); err != nil {
 			return lifecycle.Result{}, err
 		} else if len(others) > 0 {
-			r.Recorder.Eventf(b, sec, corev1.EventTypeWarning, reasonRotationShared, "Operation",
+			r.Recorder.Eventf(b, sec, corev1.EventTypeWarning, metalv1alpha1.ReasonRotationShared, "Operation",
 				"rotate-credentials: BMCSecret %s is shared with %s; nothing changed. A rotation changes the Secret of every BMC that names it: give this BMC its own BMCSecret (a copy, named in spec.bmcSecretRef) and ask again",
 				sec.Name, strings.Join(others, ", "))
 			return lifecycle.Wrote("rotation refused"), lifecycle.PatchMetadata(ctx, p.Client(), b, func(o client.Object) {
@@ -75,13 +66,13 @@ func (r *BMCReconciler) rotation(ctx context.Context, p *bmcPass) (lifecycle.Res
 		if err := p.Client().Update(ctx, sec); err != nil {
 			return lifecycle.Result{}, fmt.Errorf("writing the new BMC password aside in BMCSecret %s: %w", sec.Name, err)
 		}
-		r.Recorder.Eventf(b, sec, corev1.EventTypeNormal, reasonRotating, "Operation", "rotate-credentials: new password written aside in BMCSecret %s", sec.Name)
+		r.Recorder.Eventf(b, sec, corev1.EventTypeNormal, metalv1alpha1.ReasonRotating, "Operation", "rotate-credentials: new password written aside in BMCSecret %s", sec.Name)
 		return lifecycle.Wrote("new password written aside"), nil
 	case asked:
 		if mine, err := r.rotationIsMine(ctx, p, sec); err != nil {
 			return lifecycle.Result{}, err
 		} else if !mine {
-			r.Recorder.Eventf(b, sec, corev1.EventTypeWarning, reasonRotationShared, "Operation",
+			r.Recorder.Eventf(b, sec, corev1.EventTypeWarning, metalv1alpha1.ReasonRotationShared, "Operation",
 				"rotate-credentials: BMCSecret %s is shared and already has a rotation under way for another BMC; nothing changed", sec.Name)
 		}
 		return lifecycle.Wrote("rotation under way"), lifecycle.PatchMetadata(ctx, p.Client(), b, func(o client.Object) {
@@ -101,7 +92,7 @@ func (r *BMCReconciler) rotation(ctx context.Context, p *bmcPass) (lifecycle.Res
 	newEP := oldEP
 	newEP.Password = pending
 	if err := r.Pool.CheckCredentials(p.bctx, newEP); err != nil {
-		r.Recorder.Eventf(b, sec, corev1.EventTypeWarning, reasonRotationFailed, "Operation",
+		r.Recorder.Eventf(b, sec, corev1.EventTypeWarning, metalv1alpha1.ReasonRotationFailed, "Operation",
 			"rotate-credentials: neither the old nor the new password opens the BMC: %v", err)
 		return lifecycle.Result{}, fmt.Errorf("rotate-credentials: the old password is refused and the new one: %w", err)
 	}
@@ -111,7 +102,7 @@ func (r *BMCReconciler) rotation(ctx context.Context, p *bmcPass) (lifecycle.Res
 // rotationSet sets a pending password on the BMC, in a pass that connected with the old one and
 // proved the BMC is this one (its systems are its Servers' machines): an address that now
 // reaches another BMC, which may well take the same factory credentials, gets nothing.
-func (r *BMCReconciler) rotationSet(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
+func (r *Reconciler) rotationSet(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
 	sec, pending, isPending, err := r.rotationSecret(ctx, p, false)
 	if err != nil || sec == nil || !isPending {
 		return lifecycle.Continue(), err
@@ -130,23 +121,23 @@ func (r *BMCReconciler) rotationSet(ctx context.Context, p *bmcPass) (lifecycle.
 		if err := p.Client().Update(ctx, sec); err != nil {
 			return lifecycle.Result{}, fmt.Errorf("rotate-credentials: withdrawing the pending password of BMCSecret %s: %w", sec.Name, err)
 		}
-		r.Recorder.Eventf(b, sec, corev1.EventTypeWarning, reasonRotationShared, "Operation",
+		r.Recorder.Eventf(b, sec, corev1.EventTypeWarning, metalv1alpha1.ReasonRotationShared, "Operation",
 			"rotate-credentials: withdrawn before anything was sent: BMCSecret %s is now shared with %s; give this BMC its own BMCSecret and ask again",
 			sec.Name, strings.Join(others, ", "))
 		return lifecycle.Wrote("rotation withdrawn"), nil
 	}
 	if err := bmcaccess.Prove(ctx, p.Client(), b, p.systems); err != nil {
-		r.Recorder.Eventf(b, sec, corev1.EventTypeWarning, reasonRotationFailed, "Operation", "rotate-credentials: not sent: %v", err)
+		r.Recorder.Eventf(b, sec, corev1.EventTypeWarning, metalv1alpha1.ReasonRotationFailed, "Operation", "rotate-credentials: not sent: %v", err)
 		return lifecycle.Result{}, fmt.Errorf("rotate-credentials: %w", err)
 	}
 	if err := p.conn.SetAccount(p.bctx, p.ep.Username, pending, ""); err != nil {
-		r.Recorder.Eventf(b, sec, corev1.EventTypeWarning, reasonRotationFailed, "Operation", "rotate-credentials: the BMC did not take the new password: %v", err)
+		r.Recorder.Eventf(b, sec, corev1.EventTypeWarning, metalv1alpha1.ReasonRotationFailed, "Operation", "rotate-credentials: the BMC did not take the new password: %v", err)
 		return lifecycle.Result{}, fmt.Errorf("rotate-credentials: %w", err)
 	}
 	newEP := p.ep
 	newEP.Password = pending
 	if err := r.Pool.CheckCredentials(p.bctx, newEP); err != nil {
-		r.Recorder.Eventf(b, sec, corev1.EventTypeWarning, reasonRotationFailed, "Operation", "rotate-credentials: the new password does not open the BMC yet: %v", err)
+		r.Recorder.Eventf(b, sec, corev1.EventTypeWarning, metalv1alpha1.ReasonRotationFailed, "Operation", "rotate-credentials: the new password does not open the BMC yet: %v", err)
 		return lifecycle.Result{}, fmt.Errorf("rotate-credentials: proving the new password: %w", err)
 	}
 	return r.commitRotation(ctx, p, sec, pending)
@@ -154,7 +145,7 @@ func (r *BMCReconciler) rotationSet(ctx context.Context, p *bmcPass) (lifecycle.
 
 // rotationSecret reads the BMC's BMCSecret and its pending password; nil when there is nothing
 // to read (the connect step reports a missing one), an error only when a rotation is asked.
-func (r *BMCReconciler) rotationSecret(ctx context.Context, p *bmcPass, asked bool) (*metalv1alpha1.BMCSecret, string, bool, error) {
+func (r *Reconciler) rotationSecret(ctx context.Context, p *bmcPass, asked bool) (*metalv1alpha1.BMCSecret, string, bool, error) {
 	name := p.Obj.Spec.BMCSecretRef.Name
 	if name == "" {
 		return nil, "", false, nil
@@ -173,7 +164,7 @@ func (r *BMCReconciler) rotationSecret(ctx context.Context, p *bmcPass, asked bo
 // rotationIsMine tells whether the Secret's pending password is this BMC's rotation: the one
 // its annotation names, or, for a rotation written before the annotation existed, the only BMC
 // that names the Secret.
-func (r *BMCReconciler) rotationIsMine(ctx context.Context, p *bmcPass, sec *metalv1alpha1.BMCSecret) (bool, error) {
+func (r *Reconciler) rotationIsMine(ctx context.Context, p *bmcPass, sec *metalv1alpha1.BMCSecret) (bool, error) {
 	if owner, ok := sec.Annotations[RotationForAnnotation]; ok {
 		return owner == p.Obj.Name, nil
 	}
@@ -182,7 +173,7 @@ func (r *BMCReconciler) rotationIsMine(ctx context.Context, p *bmcPass, sec *met
 }
 
 // sharingSecret lists the other BMCs that name the BMCSecret.
-func (r *BMCReconciler) sharingSecret(ctx context.Context, p *bmcPass, secret string) ([]string, error) {
+func (r *Reconciler) sharingSecret(ctx context.Context, p *bmcPass, secret string) ([]string, error) {
 	list := &metalv1alpha1.BMCList{}
 	if err := p.Client().List(ctx, list, client.MatchingFields{index.BMCSecret: secret}); err != nil {
 		return nil, fmt.Errorf("listing the BMCs of BMCSecret %s: %w", secret, err)
@@ -197,13 +188,13 @@ func (r *BMCReconciler) sharingSecret(ctx context.Context, p *bmcPass, secret st
 	return out, nil
 }
 
-func (r *BMCReconciler) commitRotation(ctx context.Context, p *bmcPass, sec *metalv1alpha1.BMCSecret, pending string) (lifecycle.Result, error) {
+func (r *Reconciler) commitRotation(ctx context.Context, p *bmcPass, sec *metalv1alpha1.BMCSecret, pending string) (lifecycle.Result, error) {
 	sec.SetValue(metalv1alpha1.BMCSecretPasswordKey, pending)
 	sec.DeleteValue(metalv1alpha1.BMCSecretPendingPasswordKey)
 	lifecycle.RemoveAnnotation(sec, RotationForAnnotation)
 	if err := p.Client().Update(ctx, sec); err != nil {
 		return lifecycle.Result{}, fmt.Errorf("rotate-credentials: committing the new password to BMCSecret %s: %w", sec.Name, err)
 	}
-	r.Recorder.Eventf(p.Obj, sec, corev1.EventTypeNormal, reasonRotated, "Operation", "rotate-credentials: the BMC and BMCSecret %s have the new password", sec.Name)
+	r.Recorder.Eventf(p.Obj, sec, corev1.EventTypeNormal, metalv1alpha1.ReasonRotated, "Operation", "rotate-credentials: the BMC and BMCSecret %s have the new password", sec.Name)
 	return lifecycle.Wrote("credentials rotated"), nil
 }

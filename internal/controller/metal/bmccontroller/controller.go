@@ -1,4 +1,9 @@
-package metal
+// Package bmccontroller is the BMC controller: it connects to each BMC (proving what answers is
+// the BMC registered), reports it, keeps one Server per Redfish system, keeps the event
+// subscription, and carries out the BMC's own operations (graceful-restart-bmc through an
+// intent, rotate-credentials of a BMCSecret only one BMC names). Named apart from internal/bmc,
+// the Redfish client it acts through.
+package bmccontroller
 
 import (
 	"context"
@@ -38,9 +43,9 @@ import (
 	"github.com/metalhub/metalhub/internal/shard"
 )
 
-// BMCFinalizer keeps a BMC until its Servers are gone and its session is logged out. The
+// Finalizer keeps a BMC until its Servers are gone and its session is logged out. The
 // reference's name, so migrated objects are handled alike.
-const BMCFinalizer = "metal.ironcore.dev/bmc"
+const Finalizer = "metal.ironcore.dev/bmc"
 
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=bmcs,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=bmcs/status,verbs=get;update;patch
@@ -49,10 +54,10 @@ const BMCFinalizer = "metal.ironcore.dev/bmc"
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=endpoints,verbs=get;list;watch
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servers,verbs=get;list;watch;create;delete
 
-// BMCReconciler connects to each BMC, reports what it is, and keeps one Server per Redfish
+// Reconciler connects to each BMC, reports what it is, and keeps one Server per Redfish
 // system. It never watches Server updates: a Server's writes are none of its business, only a
 // Server's deletion (to recreate it) is.
-type BMCReconciler struct {
+type Reconciler struct {
 	Client   client.Client
 	Pool     *bmc.Pool
 	Recorder events.EventRecorder
@@ -84,7 +89,7 @@ type BMCReconciler struct {
 }
 
 // SetupWithManager registers the reconciler.
-func (r *BMCReconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.BMC { return &metalv1alpha1.BMC{} }, r.handle)
 	rec.Resync = r.Resync
 	b := ctrl.NewControllerManagedBy(mgr).
@@ -118,12 +123,12 @@ type bmcPass struct {
 }
 
 // handle is the BMC's pass, as its list of steps; the first that acts ends it.
-func (r *BMCReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.BMC]) (lifecycle.Result, error) {
+func (r *Reconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.BMC]) (lifecycle.Result, error) {
 	bctx, cancel := context.WithTimeout(ctx, r.requestTimeout())
 	defer cancel()
 	return lifecycle.Steps(ctx, &bmcPass{Pass: lp, bctx: bctx},
 		lifecycle.OnDeletion(func(ctx context.Context, p *bmcPass) (lifecycle.Result, error) { return r.finalize(ctx, p.Pass) }),
-		lifecycle.EnsureFinalizer[*bmcPass](BMCFinalizer),
+		lifecycle.EnsureFinalizer[*bmcPass](Finalizer),
 		lifecycle.DoneIf[*bmcPass](serverstate.Ignored),
 		r.reportIssued,
 		r.rotation,
@@ -139,7 +144,7 @@ func (r *BMCReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1a
 }
 
 // reportIssued reports an operation the previous pass issued, first, BMC or not.
-func (r *BMCReconciler) reportIssued(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
+func (r *Reconciler) reportIssued(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
 	if i, ok := intent.Parse(p.Obj.Annotations[intent.Annotation], bmcOperation); ok && i.Phase == intent.Issuing {
 		return r.reportOperation(ctx, p.Pass, i)
 	}
@@ -148,7 +153,7 @@ func (r *BMCReconciler) reportIssued(ctx context.Context, p *bmcPass) (lifecycle
 
 // connect reaches the BMC and inspects it. It answers first: an operation is issued only to a
 // BMC that just did, so one that hangs or is down keeps it owed instead of swallowing it.
-func (r *BMCReconciler) connect(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
+func (r *Reconciler) connect(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
 	var err error
 	if p.ep, err = bmcaccess.Endpoint(ctx, p.Client(), p.Obj); err != nil {
 		return r.failed(ctx, p.Pass, err)
@@ -164,7 +169,7 @@ func (r *BMCReconciler) connect(ctx context.Context, p *bmcPass) (lifecycle.Resu
 }
 
 // syncServers keeps one Server per Redfish system.
-func (r *BMCReconciler) syncServers(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
+func (r *Reconciler) syncServers(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
 	if host, err := bmcaccess.Host(ctx, p.Client(), p.Obj); err == nil {
 		p.ips = r.resolve(p.bctx, host)
 	}
@@ -179,7 +184,7 @@ func (r *BMCReconciler) syncServers(ctx context.Context, p *bmcPass) (lifecycle.
 }
 
 // reportConnected reports what the BMC is.
-func (r *BMCReconciler) reportConnected(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
+func (r *Reconciler) reportConnected(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
 	b, info := p.Obj, p.info
 	st := b.Status.DeepCopy()
 	st.Manufacturer, st.Model, st.FirmwareVersion = info.Manufacturer, info.Model, info.FirmwareVersion
@@ -202,7 +207,7 @@ func (r *BMCReconciler) reportConnected(ctx context.Context, p *bmcPass) (lifecy
 	return r.reportStatus(p.Pass, st, metav1.ConditionTrue, metalv1alpha1.ReasonConnected, msg, lifecycle.Done())
 }
 
-func (r *BMCReconciler) requestTimeout() time.Duration {
+func (r *Reconciler) requestTimeout() time.Duration {
 	if r.RequestTimeout <= 0 {
 		return bmc.DefaultRequestTimeout
 	}
@@ -212,7 +217,7 @@ func (r *BMCReconciler) requestTimeout() time.Duration {
 // inspect reads the manager and the systems under the pass's BMC deadline (bctx, the request
 // timeout), so that a slow or hanging BMC never holds a worker longer. The two walks are
 // independent and run side by side (the pool's per-BMC cap still applies).
-func (r *BMCReconciler) inspect(bctx context.Context, conn bmc.BMC) (*bmc.ManagerInfo, []bmc.SystemSummary, error) {
+func (r *Reconciler) inspect(bctx context.Context, conn bmc.BMC) (*bmc.ManagerInfo, []bmc.SystemSummary, error) {
 	var (
 		info    *bmc.ManagerInfo
 		infoErr error
@@ -233,25 +238,10 @@ func (r *BMCReconciler) inspect(bctx context.Context, conn bmc.BMC) (*bmc.Manage
 	return info, systems, nil
 }
 
-// failureBackoff is the look after the n-th consecutive failure: base doubling per failure up
-// to limit, and never before a BMC that is failing fast is tried again (looking earlier would
-// only fail fast again).
-func failureBackoff(base, limit time.Duration, n int, err error) time.Duration {
-	d := base
-	for i := 1; i < n && d < limit; i++ {
-		d *= 2
-	}
-	d = min(d, max(base, limit))
-	if at, ok := bmc.RetryAt(err); ok {
-		d = max(d, time.Until(at))
-	}
-	return d
-}
-
 var macPattern = regexp.MustCompile(`^([0-9A-Fa-f]{2}[:-]){5}([0-9A-Fa-f]{2})$`)
 
 // failed reports why the BMC cannot be managed and looks again later; it recovers by itself.
-func (r *BMCReconciler) failed(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC], err error) (lifecycle.Result, error) {
+func (r *Reconciler) failed(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC], err error) (lifecycle.Result, error) {
 	if bmc.IsFenced(err) {
 		return lifecycle.Done(), err // the BMC's shard moved on; not its failure
 	}
@@ -264,14 +254,14 @@ func (r *BMCReconciler) failed(ctx context.Context, p *lifecycle.Pass[*metalv1al
 	st.State = metalv1alpha1.BMCStateError
 	st.PowerState = ""
 	// Capped like the BMC's own unreachable window, so a healed BMC reports so soon after.
-	retry := failureBackoff(r.RetryAfter, min(r.Resync, bmc.DefaultMaxUnreachableBackoff), n, err)
+	retry := bmcaccess.FailureBackoff(r.RetryAfter, min(r.Resync, bmc.DefaultMaxUnreachableBackoff), n, err)
 	return r.reportStatus(p, st, metav1.ConditionFalse, bmcaccess.ReasonOf(err), err.Error(), lifecycle.RequeueAfter(retry, "retry"))
 }
 
 // reportStatus reports st with the Ready condition, with an event when Ready changes; the
 // Reconciler writes it if anything changed. Either way the pass ends with then: a status write
 // brings no event by design.
-func (r *BMCReconciler) reportStatus(p *lifecycle.Pass[*metalv1alpha1.BMC], st *metalv1alpha1.BMCStatus,
+func (r *Reconciler) reportStatus(p *lifecycle.Pass[*metalv1alpha1.BMC], st *metalv1alpha1.BMCStatus,
 	ready metav1.ConditionStatus, reason, msg string, then lifecycle.Result) (lifecycle.Result, error) {
 	b := p.Obj
 	before := apimeta.FindStatusCondition(b.Status.Conditions, metalv1alpha1.ConditionReady)
@@ -308,7 +298,7 @@ var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
 // has a Server under another BMC (the same BMC registered twice, or a UUID twice) fails the pass
 // before anything is created. Existing Servers are left alone: their spec belongs to users and
 // the Server controller from then on.
-func (r *BMCReconciler) ensureServers(ctx context.Context, c client.Client, b *metalv1alpha1.BMC, systems []bmc.SystemSummary) error {
+func (r *Reconciler) ensureServers(ctx context.Context, c client.Client, b *metalv1alpha1.BMC, systems []bmc.SystemSummary) error {
 	own := &metalv1alpha1.ServerList{}
 	if err := c.List(ctx, own, client.MatchingFields{index.ServerBMC: b.Name}); err != nil {
 		return fmt.Errorf("listing the Servers of BMC %s: %w", b.Name, err)
@@ -369,7 +359,7 @@ func (r *BMCReconciler) ensureServers(ctx context.Context, c client.Client, b *m
 // When both BMCs hold a Server for it (created at once, or before this rule), the older BMC
 // keeps it and the newer reports; the Servers themselves act through neither (uniqueStep) until
 // a human removes one.
-func (r *BMCReconciler) firstWithSystem(ctx context.Context, c client.Client, b *metalv1alpha1.BMC, sys bmc.SystemSummary, holding bool) error {
+func (r *Reconciler) firstWithSystem(ctx context.Context, c client.Client, b *metalv1alpha1.BMC, sys bmc.SystemSummary, holding bool) error {
 	uuid := registry.NormalizeUUID(sys.UUID)
 	if uuid == "" {
 		return nil
@@ -499,7 +489,7 @@ func sameAddress(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC, ips
 
 // resolve returns the IPs a BMC host name resolves to, normalised; nil for an IP, a name that
 // does not resolve, or a lookup that outlasts its second (a slow resolver costs the pass no more).
-func (r *BMCReconciler) resolve(ctx context.Context, host string) []string {
+func (r *Reconciler) resolve(ctx context.Context, host string) []string {
 	if host == "" {
 		return nil
 	}
@@ -570,9 +560,9 @@ func copyLabels(in map[string]string) map[string]string {
 
 // finalize deletes the BMC's Servers (their own finalizers power them off), logs out, and lets
 // the BMC go once they are gone.
-func (r *BMCReconciler) finalize(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC]) (lifecycle.Result, error) {
+func (r *Reconciler) finalize(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC]) (lifecycle.Result, error) {
 	b, c := p.Obj, p.Client()
-	if !controllerutil.ContainsFinalizer(b, BMCFinalizer) {
+	if !controllerutil.ContainsFinalizer(b, Finalizer) {
 		return lifecycle.Done(), nil
 	}
 	servers := &metalv1alpha1.ServerList{}
@@ -601,6 +591,6 @@ func (r *BMCReconciler) finalize(ctx context.Context, p *lifecycle.Pass[*metalv1
 	}
 	r.failures.Delete(b.Name)
 	return lifecycle.Wrote("finalizer removed"), lifecycle.PatchMetadata(ctx, c, b, func(o client.Object) {
-		controllerutil.RemoveFinalizer(o, BMCFinalizer)
+		controllerutil.RemoveFinalizer(o, Finalizer)
 	})
 }

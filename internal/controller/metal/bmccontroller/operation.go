@@ -1,4 +1,4 @@
-package metal
+package bmccontroller
 
 import (
 	"context"
@@ -15,14 +15,11 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
-// DefaultResetSettle is BMCReconciler.ResetSettle's default.
-const DefaultResetSettle = 30 * time.Second
-
 func bmcOperation(op string) bool { return op == metalv1alpha1.OperationGracefulRestartBMC }
 
-func (r *BMCReconciler) resetSettle() time.Duration {
+func (r *Reconciler) resetSettle() time.Duration {
 	if r.ResetSettle <= 0 {
-		return DefaultResetSettle
+		return intent.DefaultResetSettle
 	}
 	return r.ResetSettle
 }
@@ -31,7 +28,7 @@ func (r *BMCReconciler) resetSettle() time.Duration {
 // through the same intent as a server's (intent.Annotation): recorded with an optimistic
 // lock before the reset, reported by the pass after, never issued twice. It runs only in a pass
 // whose inspection of the BMC (p.info) just succeeded, within that pass's BMC deadline.
-func (r *BMCReconciler) operation(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
+func (r *Reconciler) operation(ctx context.Context, p *bmcPass) (lifecycle.Result, error) {
 	b, c, info := p.Obj, p.Client(), p.info
 	i, pending := intent.Parse(b.Annotations[intent.Annotation], bmcOperation)
 	op, asked := b.Annotations[metalv1alpha1.OperationAnnotation]
@@ -42,10 +39,10 @@ func (r *BMCReconciler) operation(ctx context.Context, p *bmcPass) (lifecycle.Re
 	case !asked:
 		return lifecycle.Continue(), nil
 	case bmcOperation(op) && !pending:
-		i = intent.Intent{Op: op, Phase: intent.Owed, At: time.Now(), By: intentField(b.Annotations[intent.RequesterAnnotation])}
+		i = intent.Intent{Op: op, Phase: intent.Owed, At: time.Now(), By: intent.Field(b.Annotations[intent.RequesterAnnotation])}
 	default:
 		why := "is not supported on a BMC"
-		by := intentField(b.Annotations[intent.RequesterAnnotation])
+		by := intent.Field(b.Annotations[intent.RequesterAnnotation])
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonUnsupportedOperation, "Operation", "operation %q %s; removed", op, why)
 		return lifecycle.Wrote("operation " + op + " removed"), lifecycle.PatchMetadata(ctx, c, b, func(o client.Object) {
 			lifecycle.RemoveAnnotation(o, metalv1alpha1.OperationAnnotation)
@@ -88,7 +85,7 @@ func (r *BMCReconciler) operation(ctx context.Context, p *bmcPass) (lifecycle.Re
 
 // reportOperation finishes a BMC's intent whose issue a previous pass claimed; it needs no BMC.
 // An unknown outcome is settled by the BMC's LastResetTime where the BMC reports one.
-func (r *BMCReconciler) reportOperation(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC], i intent.Intent) (lifecycle.Result, error) {
+func (r *Reconciler) reportOperation(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC], i intent.Intent) (lifecycle.Result, error) {
 	rep := r.outcomes.Report(p.Obj.UID, i)
 	if rep.Uncertain && i.LastReset != "" {
 		rep = intent.Report{EventType: corev1.EventTypeWarning, Reason: metalv1alpha1.ReasonOperationUncertain, Next: i.With(intent.Checking).String(),
@@ -107,7 +104,7 @@ func (r *BMCReconciler) reportOperation(ctx context.Context, p *lifecycle.Pass[*
 // checkReset settles a BMC reset of unknown outcome from the BMC's LastResetTime: moved since
 // the issue, it was carried out; unchanged a settle time after the issue, it never arrived and
 // is owed again. A BMC that stopped saying cannot settle it, and it is not repeated.
-func (r *BMCReconciler) checkReset(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC], i intent.Intent, info *bmc.ManagerInfo) (lifecycle.Result, error) {
+func (r *Reconciler) checkReset(ctx context.Context, p *lifecycle.Pass[*metalv1alpha1.BMC], i intent.Intent, info *bmc.ManagerInfo) (lifecycle.Result, error) {
 	var rep intent.Report
 	switch now := info.LastResetTime; {
 	case now == "":
