@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fails when generated files (deepcopy, CRDs, RBAC) differ from what controller-gen makes of the
-# current sources, when Go files are not gofmt'ed, or when go.mod is not tidy. Regenerates into the work tree and compares
-# with git, so a stale commit cannot pass.
+# current sources, when Go files are not gofmt'ed, when go.mod is not tidy, or when the metal
+# family's packages import against their layers (hack/layers.sh). Regenerates into the work tree
+# and compares with git, so a stale commit cannot pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +14,10 @@ fi
 
 if ! tidy=$(go mod tidy -diff 2>&1); then
   echo "verify: go.mod/go.sum are not tidy ('go mod tidy' would change):" >&2; echo "$tidy" >&2; fail=1
+fi
+
+if ! hack/layers.sh; then
+  fail=1
 fi
 
 before=$(git status --porcelain -- api config charts | sort)
