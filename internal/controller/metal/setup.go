@@ -85,7 +85,7 @@ type Options struct {
 	// Shards, set, splits the fleet between replicas (internal/shard): each acts on the objects
 	// of the shards it holds.
 	Shards *shard.Set
-	// Claims configure the claim, boot configuration and maintenance controllers (claims.go).
+	// Claims configure the claim, boot configuration and maintenance controllers (package claim).
 	Claims claim.Options
 	// Events, if set, records the family's events; Setup otherwise starts a provider of its own.
 	Events *eventsink.Provider
@@ -105,12 +105,12 @@ type Options struct {
 	HardwareEvents *EventReceiver
 }
 
-// DefaultOptions are the settings for a real fleet.
-// PoolOptions are the BMC pool's options these give (NewPool).
+// PoolOptions are the BMC pool's options these give (bmcaccess.NewPool).
 func (o Options) PoolOptions() bmc.Options {
 	return bmc.Options{MaxConcurrentRequests: o.BMCMaxConcurrentRequests, RequestTimeout: o.BMCRequestTimeout, UserAgent: o.BMCUserAgent}
 }
 
+// DefaultOptions are the settings for a real fleet.
 func DefaultOptions() Options {
 	return Options{
 		BMCRequestTimeout:        10 * time.Second,
