@@ -53,8 +53,8 @@ func TestBootConfigurationReady(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: "s"}}
 			c := metaltest.FakeClient(append([]client.Object{s}, tc.objects...)...)
-			opts := testOpts
-			opts.Claims.ExternalBootProvider = tc.external
+			opts := testOpts.ForServers()
+			opts.ExternalBootProvider = tc.external
 			r := &ServerReconciler{Client: c, Recorder: events.NewFakeRecorder(10), Options: opts}
 			var got bool
 			var why string

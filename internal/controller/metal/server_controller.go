@@ -58,7 +58,7 @@ type ServerReconciler struct {
 	Client   client.Client
 	Pool     *bmc.Pool
 	Recorder events.EventRecorder
-	Options  Options
+	Options  ServerOptions
 	// Now is the clock (tests move it).
 	Now func() time.Time
 
@@ -127,7 +127,7 @@ func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A claimed server powers on once its boot configuration is Ready: the boot provider's
 		// status write is the one status change of another object we wait for.
 		Watches(&metalv1alpha1.ServerBootConfiguration{}, handler.EnqueueRequestsFromMapFunc(bootConfiguredServer),
-			builder.WithPredicates(bootStateChanged(r.Options.Claims.ExternalBootProvider))).
+			builder.WithPredicates(bootStateChanged(r.Options.ExternalBootProvider))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency})
 	return shard.Gate(r.Options.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.ServerList{} }, shardkey.ForServer).Complete(rec)
 }

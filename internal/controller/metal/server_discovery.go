@@ -166,7 +166,7 @@ func (r *ServerReconciler) initial(bctx, ctx context.Context, p *serverPass) (li
 			return lifecycle.Result{}, err
 		}
 		failed := sbc != nil && sbc.Status.State == metalv1alpha1.ServerBootConfigurationStateError
-		if !ready && (r.Options.Claims.ExternalBootProvider || failed) {
+		if !ready && (r.Options.ExternalBootProvider || failed) {
 			if failed {
 				r.Recorder.Eventf(p.Obj, sbc, corev1.EventTypeWarning, "DiscoveryBootNotReady", "Discover",
 					"discovery boot configuration %s/%s is in Error; see its conditions", sbc.Namespace, sbc.Name)

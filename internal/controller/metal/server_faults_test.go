@@ -264,7 +264,7 @@ func TestInitialContinuesRoundTheCacheHasNotSeen(t *testing.T) {
 		t.Fatalf("systems: %v %v", systems, err)
 	}
 	cached := hideSecrets{env.Client}
-	r := &ServerReconciler{Client: cached, APIReader: env.Client, Pool: pool, Recorder: events.NewFakeRecorder(100), Options: testOpts, Now: time.Now}
+	r := &ServerReconciler{Client: cached, APIReader: env.Client, Pool: pool, Recorder: events.NewFakeRecorder(100), Options: testOpts.ForServers(), Now: time.Now}
 	start := time.Now()
 	rec := lifecycle.NewReconciler[*metalv1alpha1.Server](cached, func() *metalv1alpha1.Server { return &metalv1alpha1.Server{} },
 		func(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.Server]) (lifecycle.Result, error) {

@@ -174,7 +174,7 @@ func (r *ServerReconciler) bootConfigurationReady(ctx context.Context, p *server
 	switch {
 	case sbc.Status.State == metalv1alpha1.ServerBootConfigurationStateReady:
 		return true, "", sbc, nil
-	case sbc.Status.State == "" && !r.Options.Claims.ExternalBootProvider:
+	case sbc.Status.State == "" && !r.Options.ExternalBootProvider:
 		bad, err := bootrequest.InputProblem(ctx, p.c, ns, sbc.Spec.Image, sbc.Spec.IgnitionSecretRef)
 		if err != nil {
 			return false, "", sbc, err

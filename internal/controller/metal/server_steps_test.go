@@ -134,7 +134,7 @@ func TestServerStateStep(t *testing.T) {
 			}, tc.objects...)
 			c := metaltest.FakeClient(objects...)
 			// One pass of the state step: the hardware log's reads have their own tests.
-			opts := testOpts
+			opts := testOpts.ForServers()
 			opts.HardwareLogPoll = 0
 			r := &ServerReconciler{Client: c, Pool: pool, Recorder: events.NewFakeRecorder(100), Options: opts}
 			r.init()

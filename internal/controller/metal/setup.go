@@ -18,50 +18,23 @@ import (
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcuser"
 	"github.com/metalhub/metalhub/internal/controller/metal/claim"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
-	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/metadata"
 	"github.com/metalhub/metalhub/internal/registry"
-	"github.com/metalhub/metalhub/internal/shard"
 )
 
 // Options configure the metal family.
 type Options struct {
-	// BMCRequestTimeout bounds every Redfish request; no reconcile waits longer on a BMC.
-	BMCRequestTimeout time.Duration
+	// ServerOptions configure the Server controller; the fields other controllers share
+	// (request timeout, retry, concurrency, shards) are read from here too.
+	ServerOptions
 	// BMCUserAgent names this replica in every Redfish request (set by the manager).
 	BMCUserAgent string
-	// BMCResetSettle is how long after a reset of unknown outcome (a BMC's, or a server's
-	// restart) an unchanged LastResetTime means it never arrived (and it is issued again).
-	BMCResetSettle time.Duration
 	// BMCMaxConcurrentRequests caps in-flight requests per BMC.
 	BMCMaxConcurrentRequests int
-	// Concurrency is the number of parallel reconciles per controller.
-	Concurrency int
 	// BMCResync is the steady-state look at a reachable BMC.
 	BMCResync time.Duration
-	// ServerResync is the steady-state look at a server (one Redfish request).
-	ServerResync time.Duration
-	// RetryAfter is the look after a failure.
-	RetryAfter time.Duration
-	// PowerPoll is how often a power change in flight is observed.
-	PowerPoll time.Duration
-	// PowerTimeout is how long a power change may take before it is issued again.
-	PowerTimeout time.Duration
-	// DiscoveryNamespace holds the discovery ServerBootConfigurations and their Secrets.
-	DiscoveryNamespace string
-	// DiscoveryImage is the OS image the discovery boot configuration boots.
-	DiscoveryImage string
-	// DiscoveryBootMethod is how servers boot the discovery image: PXE (default), HTTP (UEFI
-	// HTTP boot) or VirtualMedia (the ISO at DiscoveryBootURI, for sites without DHCP).
-	DiscoveryBootMethod metalv1alpha1.BootMethod
-	// DiscoveryBootURI is the discovery image the BMC boots with HTTP or VirtualMedia.
-	DiscoveryBootURI string
-	// DiscoveryTimeout sends a Server back to Initial when no report arrived in time.
-	DiscoveryTimeout time.Duration
-	// ErrorThreshold is the number of consecutive BMC failures after which a Server is Error.
-	ErrorThreshold int
 	// RegistryBindAddress is where the discovery registry listens; "0" turns it off (another
 	// replica or process serves it).
 	RegistryBindAddress string
@@ -77,32 +50,15 @@ type Options struct {
 	ProbeImage string
 	// IgnitionTemplateFile overrides the built-in discovery ignition template.
 	IgnitionTemplateFile string
-	// Ignition renders the discovery ignition for a server and its round's token; Setup fills
-	// it from the options above when RegistryURL is set.
-	Ignition func(s *metalv1alpha1.Server, token string) ([]byte, error)
 	// Pool, if set, is used instead of a new pool.
 	Pool *bmc.Pool
-	// Shards, set, splits the fleet between replicas (internal/shard): each acts on the objects
-	// of the shards it holds.
-	Shards *shard.Set
 	// Claims configure the claim, boot configuration and maintenance controllers (package claim).
 	Claims claim.Options
 	// Events, if set, records the family's events; Setup otherwise starts a provider of its own.
 	Events *eventsink.Provider
-	// HardwareLogPoll is how often each server's hardware log (SEL) is read for critical events;
-	// 0 turns health reading off. An event from a BMC's subscription brings a read at once.
-	HardwareLogPoll time.Duration
-	// HardwareFaultPolicy is what a critical event does beyond the condition, event and metric.
-	HardwareFaultPolicy FaultPolicy
-	// HardwareFaultMaintenanceNamespace holds the maintenances the fault policy opens (default:
-	// DiscoveryNamespace).
-	HardwareFaultMaintenanceNamespace string
 	// HardwareEventsURL is where BMCs deliver Redfish events (the manager's event receiver as the
 	// BMCs reach it); set, every BMC with an EventService gets a subscription to it.
 	HardwareEventsURL string
-	// HardwareEvents, if set, is the event receiver the server controller listens to (tests
-	// serve it themselves); Setup otherwise makes one, which the registry's listener serves.
-	HardwareEvents *EventReceiver
 }
 
 // PoolOptions are the BMC pool's options these give (bmcaccess.NewPool).
@@ -113,25 +69,21 @@ func (o Options) PoolOptions() bmc.Options {
 // DefaultOptions are the settings for a real fleet.
 func DefaultOptions() Options {
 	return Options{
-		BMCRequestTimeout:        10 * time.Second,
-		BMCResetSettle:           intent.DefaultResetSettle,
+		ServerOptions:            DefaultServerOptions(),
 		BMCMaxConcurrentRequests: bmc.DefaultMaxConcurrentRequests,
-		Concurrency:              16,
 		BMCResync:                15 * time.Minute,
-		ServerResync:             2 * time.Minute,
-		RetryAfter:               15 * time.Second,
-		PowerPoll:                2 * time.Second,
-		PowerTimeout:             5 * time.Minute,
-		DiscoveryNamespace:       "default",
-		DiscoveryImage:           "metalprobe:latest",
-		DiscoveryTimeout:         30 * time.Minute,
-		ErrorThreshold:           5,
 		RegistryBindAddress:      ":8082",
 		ProbeImage:               "metalprobe:latest",
 		Claims:                   claim.DefaultOptions(),
-		HardwareLogPoll:          10 * time.Minute,
-		HardwareFaultPolicy:      FaultPolicyNone,
 	}
+}
+
+// ForServers are the Server controller's options: its own, and the boot provider's flag, which
+// the claim options hold.
+func (o Options) ForServers() ServerOptions {
+	so := o.ServerOptions
+	so.ExternalBootProvider = o.Claims.ExternalBootProvider
+	return so
 }
 
 // BindFlags registers the family's flags.
@@ -251,7 +203,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("bmcuser controller: %w", err)
 	}
 	if err := (&ServerReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: o.Events.Recorder("server-controller"), Options: o,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: o.Events.Recorder("server-controller"), Options: o.ForServers(),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("server controller: %w", err)
 	}

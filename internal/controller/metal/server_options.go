@@ -1,0 +1,80 @@
+package metal
+
+import (
+	"time"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/intent"
+	"github.com/metalhub/metalhub/internal/shard"
+)
+
+// ServerOptions configure the Server controller.
+type ServerOptions struct {
+	// BMCRequestTimeout bounds every Redfish request; no reconcile waits longer on a BMC.
+	BMCRequestTimeout time.Duration
+	// BMCResetSettle is how long after a reset of unknown outcome (a BMC's, or a server's
+	// restart) an unchanged LastResetTime means it never arrived (and it is issued again).
+	BMCResetSettle time.Duration
+	// Concurrency is the number of parallel reconciles per controller.
+	Concurrency int
+	// ServerResync is the steady-state look at a server (one Redfish request).
+	ServerResync time.Duration
+	// RetryAfter is the look after a failure.
+	RetryAfter time.Duration
+	// PowerPoll is how often a power change in flight is observed.
+	PowerPoll time.Duration
+	// PowerTimeout is how long a power change may take before it is issued again.
+	PowerTimeout time.Duration
+	// DiscoveryNamespace holds the discovery ServerBootConfigurations and their Secrets.
+	DiscoveryNamespace string
+	// DiscoveryImage is the OS image the discovery boot configuration boots.
+	DiscoveryImage string
+	// DiscoveryBootMethod is how servers boot the discovery image: PXE (default), HTTP (UEFI
+	// HTTP boot) or VirtualMedia (the ISO at DiscoveryBootURI, for sites without DHCP).
+	DiscoveryBootMethod metalv1alpha1.BootMethod
+	// DiscoveryBootURI is the discovery image the BMC boots with HTTP or VirtualMedia.
+	DiscoveryBootURI string
+	// DiscoveryTimeout sends a Server back to Initial when no report arrived in time.
+	DiscoveryTimeout time.Duration
+	// ErrorThreshold is the number of consecutive BMC failures after which a Server is Error.
+	ErrorThreshold int
+	// Ignition renders the discovery ignition for a server and its round's token; Setup fills
+	// it from the options above when RegistryURL is set.
+	Ignition func(s *metalv1alpha1.Server, token string) ([]byte, error)
+	// Shards, set, splits the fleet between replicas (internal/shard): each acts on the objects
+	// of the shards it holds.
+	Shards *shard.Set
+	// HardwareLogPoll is how often each server's hardware log (SEL) is read for critical events;
+	// 0 turns health reading off. An event from a BMC's subscription brings a read at once.
+	HardwareLogPoll time.Duration
+	// HardwareFaultPolicy is what a critical event does beyond the condition, event and metric.
+	HardwareFaultPolicy FaultPolicy
+	// HardwareFaultMaintenanceNamespace holds the maintenances the fault policy opens (default:
+	// DiscoveryNamespace).
+	HardwareFaultMaintenanceNamespace string
+	// HardwareEvents, if set, is the event receiver the server controller listens to (tests
+	// serve it themselves); Setup otherwise makes one, which the registry's listener serves.
+	HardwareEvents *EventReceiver
+	// ExternalBootProvider leaves ServerBootConfigurations to another boot provider: a Server
+	// then waits for that provider's verdict (the claim options' flag; Options.ForServers copies it).
+	ExternalBootProvider bool
+}
+
+// DefaultServerOptions are the Server controller's settings for a real fleet.
+func DefaultServerOptions() ServerOptions {
+	return ServerOptions{
+		BMCRequestTimeout:   10 * time.Second,
+		BMCResetSettle:      intent.DefaultResetSettle,
+		Concurrency:         16,
+		ServerResync:        2 * time.Minute,
+		RetryAfter:          15 * time.Second,
+		PowerPoll:           2 * time.Second,
+		PowerTimeout:        5 * time.Minute,
+		DiscoveryNamespace:  "default",
+		DiscoveryImage:      "metalprobe:latest",
+		DiscoveryTimeout:    30 * time.Minute,
+		ErrorThreshold:      5,
+		HardwareLogPoll:     10 * time.Minute,
+		HardwareFaultPolicy: FaultPolicyNone,
+	}
+}
