@@ -15,6 +15,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -70,8 +71,8 @@ func poke(t *testing.T, obj client.Object) {
 // condition with a clear reason and an event; each recovers by itself once the fault is gone.
 func TestBMCBadInputAndFaults(t *testing.T) {
 	t.Run("missing secret", func(t *testing.T) {
-		b := takeBMC(t)
-		obj := bmcObject(b, "fault-nosecret")
+		b := fleet.Take(t)
+		obj := metaltest.BMCObject(b, "fault-nosecret")
 		if err := env.Client.Create(ctx(), obj); err != nil {
 			t.Fatal(err)
 		}
@@ -86,14 +87,14 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 	})
 
 	t.Run("wrong credentials", func(t *testing.T) {
-		b := takeBMC(t)
+		b := fleet.Take(t)
 		user, pass := b.Credentials()
 		sec := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "fault-creds"},
 			StringData: map[string]string{"username": user, "password": "wrong"}}
 		if err := env.Client.Create(ctx(), sec); err != nil {
 			t.Fatal(err)
 		}
-		obj := bmcObject(b, "fault-creds")
+		obj := metaltest.BMCObject(b, "fault-creds")
 		if err := env.Client.Create(ctx(), obj); err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +118,7 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 			StringData: map[string]string{"username": "u", "password": "p"}}); err != nil {
 			t.Fatal(err)
 		}
-		obj := bmcObject(fleet.BMC(0), "fault-unreachable")
+		obj := metaltest.BMCObject(fleet.BMC(0), "fault-unreachable")
 		obj.Spec.Protocol.Port = closedPort
 		if err := env.Client.Create(ctx(), obj); err != nil {
 			t.Fatal(err)
@@ -128,7 +129,7 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 	t.Run("BMC hanging", func(t *testing.T) {
 		// A BMC that accepts requests and never answers costs a pass at most the request
 		// timeout: the server reports Timeout instead of holding a worker.
-		b := takeBMC(t)
+		b := fleet.Take(t)
 		name := registerBMC(t, b, "fault-hang")
 		waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 		b.SetFaults(redfish.Faults{Hang: true})
@@ -152,7 +153,7 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 	})
 
 	t.Run("BMC answering 500", func(t *testing.T) {
-		b := takeBMC(t)
+		b := fleet.Take(t)
 		name := registerBMC(t, b, "fault-500")
 		waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 		b.SetFaults(redfish.Faults{Status: 500})
@@ -176,7 +177,7 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 // Server of the first: it reports DuplicateIdentity and creates no Server (a second Server
 // would power and PXE-boot the first one's box).
 func TestBMCRegisteredTwiceCreatesNoSecondServer(t *testing.T) {
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	first := registerBMC(t, b, "twice-a")
 	waitState(t, first, metalv1alpha1.ServerStateAvailable, time.Minute)
 	registerBMC(t, b, "twice-b")
@@ -196,7 +197,7 @@ func TestBMCRegisteredTwiceCreatesNoSecondServer(t *testing.T) {
 
 	// Both registered at once, before either has a Server: still one set of Servers, from the
 	// first registered.
-	b2 := takeBMC(t)
+	b2 := fleet.Take(t)
 	registerBMC(t, b2, "twice-c")
 	registerBMC(t, b2, "twice-d")
 	waitBMCReady(t, "twice-d", "False/"+metalv1alpha1.ReasonDuplicateIdentity)
@@ -217,7 +218,7 @@ func TestFiftyServersPowerOnAtOnce(t *testing.T) {
 	names := make([]string, n)
 	bmcs := make([]*redfish.BMC, n)
 	for i := range n {
-		bmcs[i] = takeBMC(t)
+		bmcs[i] = fleet.Take(t)
 		names[i] = registerBMC(t, bmcs[i], fmt.Sprintf("power-%d", i))
 	}
 	parallel(n, func(i int) {
@@ -267,7 +268,7 @@ func addBMC(t *testing.T, b *redfish.BMC, name string, withServer bool) string {
 	user, pass := b.Credentials()
 	objs := []client.Object{
 		&metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: map[string]string{"username": user, "password": pass}},
-		bmcObject(b, name),
+		metaltest.BMCObject(b, name),
 	}
 	server := bmccontroller.ServerName(name, b.SystemIDs()[0])
 	if withServer {
@@ -313,7 +314,7 @@ func TestDeadBMCsDoNotStarveHealthyServers(t *testing.T) {
 	if testOpts.Concurrency >= dead {
 		t.Fatalf("%d dead BMCs do not outnumber %d workers", dead, testOpts.Concurrency)
 	}
-	healthy := takeBMC(t)
+	healthy := fleet.Take(t)
 	name := registerBMC(t, healthy, "starve-healthy")
 	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	waitPower(t, name, metalv1alpha1.PowerStateOff, 30*time.Second)
@@ -368,10 +369,10 @@ func TestBMCPassIsBounded(t *testing.T) {
 // A paused object gets no pass: an operation asked of a paused Server reaches the BMC only once
 // the pause is lifted ("metalhub move" relies on it for a fleet in transit).
 func TestPausedServerIsNotActedOn(t *testing.T) {
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	name := registerBMC(t, b, "paused")
 	waitState(t, name, metalv1alpha1.ServerStateAvailable, time.Minute)
-	before := len(records(b))
+	before := len(fleet.Records(b))
 	s := getServer(t, name)
 	if err := lifecycle.PatchMetadata(ctx(), env.Client, s, func(o client.Object) {
 		lifecycle.SetAnnotation(o, lifecycle.PausedAnnotation, "true")
@@ -380,7 +381,7 @@ func TestPausedServerIsNotActedOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 30 {
-		if got := records(b)[before:]; len(got) > 0 {
+		if got := fleet.Records(b)[before:]; len(got) > 0 {
 			t.Fatalf("a paused server was acted on: %+v", got)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -391,6 +392,6 @@ func TestPausedServerIsNotActedOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the operation after the pause", func() (bool, string) {
-		return len(records(b)) > before, "no BMC action yet"
+		return len(fleet.Records(b)) > before, "no BMC action yet"
 	})
 }

@@ -14,6 +14,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -54,7 +55,7 @@ func waitBMCOperationDone(t *testing.T, name string, timeout time.Duration) {
 
 func managerResets(b *redfish.BMC, after time.Time) int {
 	n := 0
-	for _, r := range since(records(b), after) {
+	for _, r := range metaltest.Since(fleet.Records(b), after) {
 		if r.Action == redfish.ActionManagerReset {
 			n++
 		}
@@ -82,7 +83,7 @@ func eventReasons(t *testing.T, regarding string) []string {
 // where its outcome would be unknown and it would never be repeated: it stays owed while the
 // BMC does not answer, and is carried out once, when it does.
 func TestBMCResetAskedWhileBMCHangsIsIssuedOnceItAnswers(t *testing.T) {
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	name := registerBMC(t, b, "bmchang")
 	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	start := time.Now()
@@ -130,7 +131,7 @@ func TestBMCResetLeftIssuingByACrashIsSettledByLastResetTime(t *testing.T) {
 	}
 	for k, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			b := takeBMC(t)
+			b := fleet.Take(t)
 			b.SetReportsLastResetTime(tc.reports)
 			bmcName := "bmccrash" + strconv.Itoa(k)
 			name := registerBMC(t, b, bmcName)
@@ -161,7 +162,7 @@ func TestBMCResetLeftIssuingByACrashIsSettledByLastResetTime(t *testing.T) {
 // a request of its own instead of waiting for a pass in which the BMC answers faster, which a
 // slow BMC never does.
 func TestBMCResetOnASlowBMC(t *testing.T) {
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	name := registerBMC(t, b, "bmcslow")
 	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	waitBMCReady(t, "bmcslow", "True/"+metalv1alpha1.ReasonConnected)

@@ -10,6 +10,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -27,7 +28,7 @@ func bmcSecret(t *testing.T, name string) *metalv1alpha1.BMCSecret {
 // the BMCSecret's write): the old password no longer opens the BMC, the new one is written
 // aside, and the next pass proves it and commits it. Access is never lost.
 func TestRotationCutOffAfterTheBMCTookThePassword(t *testing.T) {
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	name := registerBMC(t, b, "rotcut")
 	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	const next = "Next-pass.2026"
@@ -53,7 +54,7 @@ func TestRotationCutOffAfterTheBMCTookThePassword(t *testing.T) {
 
 // Nothing is sent for a rotation whose BMCSecret is immutable: a Warning says why.
 func TestRotationOfAnImmutableSecretIsRefused(t *testing.T) {
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	name := registerBMC(t, b, "rotimm")
 	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	yes := true
@@ -71,7 +72,7 @@ func TestRotationOfAnImmutableSecretIsRefused(t *testing.T) {
 	if _, after := b.Credentials(); after != before {
 		t.Fatal("the BMC's password changed")
 	}
-	if recs := since(records(b), start); len(recs) != 0 {
+	if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
 		t.Fatalf("BMC actions %v", bootActions(recs))
 	}
 }
@@ -114,7 +115,7 @@ func TestRotationNeverReachesAnotherBMC(t *testing.T) {
 // BMC that takes the same credentials, ready to answer at its address (own.AnswerAs(stranger)).
 func bmcAtAStrangersAddress(t *testing.T, name string) (own, stranger *redfish.BMC) {
 	t.Helper()
-	own, stranger = takeBMC(t), takeBMC(t)
+	own, stranger = fleet.Take(t), fleet.Take(t)
 	server := registerBMC(t, own, name)
 	waitState(t, server, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	stranger.SetCredentials(own.Credentials())
@@ -125,10 +126,10 @@ func bmcAtAStrangersAddress(t *testing.T, name string) (own, stranger *redfish.B
 // password): the second's BMC object names the first's Secret.
 func twoBMCsOnOneSecret(t *testing.T, name string) (first, second *redfish.BMC) {
 	t.Helper()
-	first, second = takeBMC(t), takeBMC(t)
+	first, second = fleet.Take(t), fleet.Take(t)
 	second.SetCredentials(first.Credentials())
 	s1 := registerBMC(t, first, name)
-	obj := bmcObject(second, name+"-b")
+	obj := metaltest.BMCObject(second, name+"-b")
 	obj.Spec.BMCSecretRef.Name = name
 	if err := env.Client.Create(ctx(), obj); err != nil {
 		t.Fatal(err)

@@ -15,12 +15,13 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcuser"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 )
 
 func accountActions(b *redfish.BMC, start time.Time) []string {
 	var out []string
-	for _, r := range since(records(b), start) {
+	for _, r := range metaltest.Since(fleet.Records(b), start) {
 		switch r.Action {
 		case redfish.ActionAccountCreate, redfish.ActionAccountPassword, redfish.ActionAccountDelete:
 			out = append(out, r.Action+":"+r.Account)
@@ -42,7 +43,7 @@ func hasAccount(b *redfish.BMC, user string) bool {
 // password is set again, an unchanged BMCUser sends nothing more; a deleted BMCUser takes its
 // account off the BMC.
 func TestBMCUserKeepsItsAccount(t *testing.T) {
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	registerBMC(t, b, "bmcuser")
 	start := time.Now()
 	sec := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "bmcuser-ops"},
@@ -114,7 +115,7 @@ func TestBMCUserKeepsItsAccount(t *testing.T) {
 // A BMCUser without a BMCSecret gets a generated password in a BMCSecret of its own, rotated
 // every rotationPeriod: written aside first, then set, then committed.
 func TestBMCUserGeneratedAndRotatedPassword(t *testing.T) {
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	registerBMC(t, b, "bmcrot")
 	u := &metalv1alpha1.BMCUser{ObjectMeta: metav1.ObjectMeta{Name: "rot"}, Spec: metalv1alpha1.BMCUserSpec{
 		UserName: "auto", RoleID: "ReadOnly", BMCRef: &corev1.LocalObjectReference{Name: "bmcrot"},
@@ -216,7 +217,7 @@ func deleteBMCUser(t *testing.T, name string) {
 // A renamed account goes from the BMC before the new name is created; the generated BMCSecret
 // follows the new name, and deleting the BMCUser leaves neither.
 func TestBMCUserRenameRemovesTheOldAccount(t *testing.T) {
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	registerBMC(t, b, "bmcren")
 	start := time.Now()
 	u := &metalv1alpha1.BMCUser{ObjectMeta: metav1.ObjectMeta{Name: "ren"}, Spec: metalv1alpha1.BMCUserSpec{
@@ -247,7 +248,7 @@ func TestBMCUserRenameRemovesTheOldAccount(t *testing.T) {
 // A BMCUser moved to another BMC takes its account off the old one first; deleting it then
 // removes the account on the new one.
 func TestBMCUserMovedRemovesTheAccountFromTheOldBMC(t *testing.T) {
-	from, to := takeBMC(t), takeBMC(t)
+	from, to := fleet.Take(t), fleet.Take(t)
 	registerBMC(t, from, "bmcmovefrom")
 	registerBMC(t, to, "bmcmoveto")
 	u := &metalv1alpha1.BMCUser{ObjectMeta: metav1.ObjectMeta{Name: "mover"}, Spec: metalv1alpha1.BMCUserSpec{
@@ -271,7 +272,7 @@ func TestBMCUserMovedRemovesTheAccountFromTheOldBMC(t *testing.T) {
 // deletion until it is removed, and the other BMC is never sent anything.
 func TestBMCUserDeletionRemovesEveryAccountItMade(t *testing.T) {
 	own, stranger := bmcAtAStrangersAddress(t, "bmcdelown")
-	other := takeBMC(t)
+	other := fleet.Take(t)
 	registerBMC(t, other, "bmcdelother")
 	start := time.Now()
 	u := &metalv1alpha1.BMCUser{ObjectMeta: metav1.ObjectMeta{Name: "leaver"}, Spec: metalv1alpha1.BMCUserSpec{
@@ -324,7 +325,7 @@ func TestBMCUserDeletionRemovesEveryAccountItMade(t *testing.T) {
 // A password the BMC refuses is not repeated in the condition or an event, even when the BMC's
 // message quotes it (as the Redfish base registry's PropertyValueFormatError does).
 func TestBMCUserPasswordNeverReported(t *testing.T) {
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	registerBMC(t, b, "bmcpwleak")
 	const pw = "Xq7-pw" // shorter than the BMC's policy allows
 	sec := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "bmcuser-leak"},

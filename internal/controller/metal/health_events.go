@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -34,6 +35,13 @@ type EventReceiver struct {
 	health *healthPolls
 	queue  chan event.GenericEvent
 	log    logr.Logger
+}
+
+// LastRead is when the server's hardware log was last read, and whether an event has asked for
+// another read since (what the suites wait on).
+func (e *EventReceiver) LastRead(uid types.UID) (at time.Time, owed bool) {
+	hp := e.health.get(uid)
+	return hp.at, hp.rung
 }
 
 // NewEventReceiver makes a receiver that finds servers with c (the manager's cached client).

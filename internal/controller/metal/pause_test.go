@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -67,7 +68,7 @@ func TestPausedBMCPausesItsServers(t *testing.T) {
 	setClaimPower(t, claim, metalv1alpha1.PowerOff)
 	watch := time.Now().Add(5 * time.Second)
 	for time.Now().Before(watch) {
-		if recs := since(records(b), start); len(recs) != 0 {
+		if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
 			t.Fatalf("a server of a paused BMC was acted on: %+v", recs)
 		}
 		time.Sleep(200 * time.Millisecond) // the window being watched, not a synchronisation

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/testenv"
@@ -32,7 +33,7 @@ func bootActions(recs []redfish.Record) []string {
 			}
 			out = append(out, b)
 		default:
-			out = append(out, resetTypes([]redfish.Record{r})...)
+			out = append(out, metaltest.ResetTypes([]redfish.Record{r})...)
 		}
 	}
 	return out
@@ -56,7 +57,7 @@ func bootClaim(t *testing.T, server, name string, method metalv1alpha1.BootMetho
 func takeBMCWhere(t *testing.T, ok func(*redfish.BMC) bool) *redfish.BMC {
 	t.Helper()
 	for {
-		if b := takeBMC(t); ok(b) {
+		if b := fleet.Take(t); ok(b) {
 			return b
 		}
 	}
@@ -72,7 +73,7 @@ func availableOn(t *testing.T, b *redfish.BMC, name string) string {
 
 func wantActions(t *testing.T, b *redfish.BMC, start time.Time, want string) {
 	t.Helper()
-	if got := fmt.Sprint(bootActions(since(records(b), start))); got != want {
+	if got := fmt.Sprint(bootActions(metaltest.Since(fleet.Records(b), start))); got != want {
 		t.Errorf("BMC actions %s, want %s", got, want)
 	}
 }
@@ -82,7 +83,7 @@ func wantActions(t *testing.T, b *redfish.BMC, start time.Time, want string) {
 // before it goes in, so the release ejects it whatever happened in between.
 func TestClaimBootsFromVirtualMedia(t *testing.T) {
 	const iso = "http://images.example/os.iso"
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	server := availableOn(t, b, "vmboot")
 	start := time.Now()
 	bootClaim(t, server, "vmboot", metalv1alpha1.BootMethodVirtualMedia, iso)
@@ -106,7 +107,7 @@ func TestClaimBootsFromVirtualMedia(t *testing.T) {
 			t.Errorf("medium %s still inserted after the claim went: %s", m.ID, m.Image)
 		}
 	}
-	acts := bootActions(since(records(b), start))
+	acts := bootActions(metaltest.Since(fleet.Records(b), start))
 	if len(acts) < 2 || acts[len(acts)-1] != "EjectMedia:"+iso {
 		t.Errorf("BMC actions %v, want the release to end with the eject", acts)
 	}
@@ -147,7 +148,7 @@ func TestUnsupportedBootMethodIsAConditionNotAPXEBoot(t *testing.T) {
 		{"nohttp", metalv1alpha1.BootMethodHTTP, "https://boot.example/shim.efi"},
 	} {
 		t.Run(string(tc.method), func(t *testing.T) {
-			b := takeBMC(t)
+			b := fleet.Take(t)
 			b.SetFaults(redfish.Faults{NoVirtualMedia: true, NoHTTPBoot: true})
 			server := availableOn(t, b, tc.name)
 			start := time.Now()
@@ -165,7 +166,7 @@ func TestUnsupportedBootMethodIsAConditionNotAPXEBoot(t *testing.T) {
 				c := apimeta.FindStatusCondition(getClaim("default", tc.name).Status.Conditions, metalv1alpha1.ConditionBootMethod)
 				return c != nil && c.Reason == metalv1alpha1.ReasonBootMethodUnsupported, fmt.Sprint(c)
 			})
-			if acts := bootActions(since(records(b), start)); len(acts) != 0 {
+			if acts := bootActions(metaltest.Since(fleet.Records(b), start)); len(acts) != 0 {
 				t.Errorf("BMC actions %v, want none", acts)
 			}
 			if s := getServer(t, server); s.Annotations[serverstate.MediaAnnotation] != "" {
@@ -228,7 +229,7 @@ func TestUserFixableBootProblemIsNotAReconcileError(t *testing.T) {
 			if got := warnings(t, server, tc.reason); got != 1 {
 				t.Errorf("%d %s events, want 1", got, tc.reason)
 			}
-			if acts := bootActions(since(records(b), start)); len(acts) != 0 {
+			if acts := bootActions(metaltest.Since(fleet.Records(b), start)); len(acts) != 0 {
 				t.Errorf("BMC actions %v, want none", acts)
 			}
 
@@ -276,7 +277,7 @@ func warnings(t *testing.T, regarding, reason string) int {
 // the medium is bookkeeping, the power-on's record too.
 func TestStatusWipeMidVirtualMediaBoot(t *testing.T) {
 	const iso = "http://images.example/os.iso"
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	server := availableOn(t, b, "vmwipe")
 	b.SetPowerDelay(3 * time.Second)
 	defer b.SetPowerDelay(powerDelay)
@@ -303,7 +304,7 @@ func TestStatusWipeMidVirtualMediaBoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, server, metalv1alpha1.ServerStateAvailable, 30*time.Second)
-	if acts := bootActions(since(records(b), start)); !strings.HasPrefix(acts[len(acts)-1], "EjectMedia:") {
+	if acts := bootActions(metaltest.Since(fleet.Records(b), start)); !strings.HasPrefix(acts[len(acts)-1], "EjectMedia:") {
 		t.Errorf("BMC actions %v, want the release to eject the medium", acts)
 	}
 }

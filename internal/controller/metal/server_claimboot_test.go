@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -61,7 +62,7 @@ func TestClaimNetworkBootsOnlyTheFirstPowerOn(t *testing.T) {
 	recorded("record rewritten from the running box")
 	offAndOn()
 
-	if got := fmt.Sprint(resetTypes(since(records(bmcs[0]), start))); got != "[Boot:Pxe/Once On GracefulShutdown On GracefulShutdown On]" {
+	if got := fmt.Sprint(metaltest.ResetTypes(metaltest.Since(fleet.Records(bmcs[0]), start))); got != "[Boot:Pxe/Once On GracefulShutdown On GracefulShutdown On]" {
 		t.Errorf("BMC actions %s, want the network boot before the first power-on only", got)
 	}
 	if err := env.Client.Delete(ctx(), getClaim(ns, name)); err != nil {

@@ -17,36 +17,12 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/discovery"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
-
-func resetTypes(recs []redfish.Record) []string {
-	var out []string
-	for _, r := range recs {
-		switch r.Action {
-		case redfish.ActionReset:
-			out = append(out, r.ResetType)
-		case redfish.ActionBootOverride:
-			out = append(out, "Boot:"+r.Boot.Target+"/"+r.Boot.Enabled)
-		default:
-			out = append(out, r.Action+":"+r.ResetType)
-		}
-	}
-	return out
-}
-
-func since(recs []redfish.Record, t time.Time) []redfish.Record {
-	var out []redfish.Record
-	for _, r := range recs {
-		if !r.Time.Before(t) {
-			out = append(out, r)
-		}
-	}
-	return out
-}
 
 func ctx() context.Context { return context.Background() }
 
@@ -77,7 +53,7 @@ func waitPower(t *testing.T, name string, want metalv1alpha1.PowerState, timeout
 // A BMC becomes a Server that goes Initial -> Discovery -> Available: one PXE override, one power
 // on, one power off, inventory in status, discovery objects cleaned up.
 func TestDiscoveryToAvailable(t *testing.T) {
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	name := registerBMC(t, b, "disc")
 	s := waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 
@@ -99,7 +75,7 @@ func TestDiscoveryToAvailable(t *testing.T) {
 		err := env.Client.Get(ctx(), client.ObjectKey{Namespace: "default", Name: discovery.ObjectName(name)}, &metalv1alpha1.ServerBootConfiguration{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
-	if got := fmt.Sprint(resetTypes(records(b))); got != "[Boot:Pxe/Once On ForceOff]" {
+	if got := fmt.Sprint(metaltest.ResetTypes(fleet.Records(b))); got != "[Boot:Pxe/Once On ForceOff]" {
 		t.Errorf("BMC actions %s, want one PXE override, one power on, one power off", got)
 	}
 	bmcObj := &metalv1alpha1.BMC{}
@@ -116,7 +92,7 @@ func TestDiscoveryToAvailable(t *testing.T) {
 // Discovery does not boot a server whose round's boot configuration is in Error (nor, with an
 // external boot provider, one not Ready yet): the box would PXE-boot nothing and only time out.
 func TestDiscoveryWaitsForBootConfiguration(t *testing.T) {
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	name := bmccontroller.ServerName("discwait", b.SystemIDs()[0])
 	// The round's boot configuration exists already, and its provider reports Error: its
 	// ignition Secret is missing.
@@ -143,7 +119,7 @@ func TestDiscoveryWaitsForBootConfiguration(t *testing.T) {
 	if s := getServer(t, name); durableState(s) != "" && durableState(s) != string(metalv1alpha1.ServerStateInitial) {
 		t.Fatalf("server went %s before its discovery boot configuration was Ready", durableState(s))
 	}
-	for _, r := range since(records(b), start) {
+	for _, r := range metaltest.Since(fleet.Records(b), start) {
 		if r.Action == redfish.ActionReset && r.ResetType == "On" || r.Action == redfish.ActionBootOverride && r.Boot.Target == "Pxe" {
 			t.Fatalf("BMC action before the boot configuration was Ready: %+v", r)
 		}
@@ -153,7 +129,7 @@ func TestDiscoveryWaitsForBootConfiguration(t *testing.T) {
 	}
 	// Ready reaches the server through its watch: discovery goes on without waiting out a retry.
 	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
-	if got := fmt.Sprint(resetTypes(since(records(b), start))); !strings.HasPrefix(got, "[Boot:Pxe/Once On") {
+	if got := fmt.Sprint(metaltest.ResetTypes(metaltest.Since(fleet.Records(b), start))); !strings.HasPrefix(got, "[Boot:Pxe/Once On") {
 		t.Errorf("BMC actions %s, want the PXE override and power on after Ready", got)
 	}
 }
@@ -188,7 +164,7 @@ func TestStatusWipeChangesNothing(t *testing.T) {
 	boxes := []*box{{state: metalv1alpha1.ServerStateDiscovery}, {state: metalv1alpha1.ServerStateAvailable},
 		{state: metalv1alpha1.ServerStateReserved}, {state: metalv1alpha1.ServerStateMaintenance}, {state: metalv1alpha1.ServerStateParked}}
 	for i, bx := range boxes {
-		bx.bmc = takeBMC(t)
+		bx.bmc = fleet.Take(t)
 		if bx.state == metalv1alpha1.ServerStateDiscovery {
 			reportsOff.Store(strings.ToLower(systemOf(bx.bmc).UUID()), true)
 		}
@@ -240,8 +216,8 @@ func TestStatusWipeChangesNothing(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second) // room for a wrong action to show
 	for _, bx := range boxes {
-		if recs := since(records(bx.bmc), wiped); len(recs) != 0 {
-			t.Errorf("%s: BMC actions after the wipe: %v", bx.state, resetTypes(recs))
+		if recs := metaltest.Since(fleet.Records(bx.bmc), wiped); len(recs) != 0 {
+			t.Errorf("%s: BMC actions after the wipe: %v", bx.state, metaltest.ResetTypes(recs))
 		}
 		if s := getServer(t, bx.name); durableState(s) != string(bx.state) {
 			t.Errorf("%s: durable state became %s", bx.state, durableState(s))
@@ -282,7 +258,7 @@ func TestStatusWipeChangesNothing(t *testing.T) {
 		return sv == nil || sv.UID != oldUID, "still there"
 	})
 	var got []string
-	for _, a := range resetTypes(since(records(m.bmc), wiped)) {
+	for _, a := range metaltest.ResetTypes(metaltest.Since(fleet.Records(m.bmc), wiped)) {
 		if strings.HasPrefix(a, "Boot:") {
 			break // the new Server's discovery
 		}
@@ -296,7 +272,7 @@ func TestStatusWipeChangesNothing(t *testing.T) {
 // A Server restored from a backup (metadata and spec, a claim ref) comes up Reserved with its
 // power untouched; one migrated from the reference (status.state only) is adopted as it is.
 func TestRestoreAndMigration(t *testing.T) {
-	restored, migrated := takeBMC(t), takeBMC(t)
+	restored, migrated := fleet.Take(t), fleet.Take(t)
 	systemOf(restored).SetPowerState("On") // running its workload
 	// Restored with its binding, as a backup of a bound claim has it.
 	claim := &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "restore-claim"},
@@ -342,8 +318,8 @@ func TestRestoreAndMigration(t *testing.T) {
 	waitPower(t, ms.Name, metalv1alpha1.PowerStateOff, 10*time.Second)
 	time.Sleep(time.Second)
 	for _, b := range []*redfish.BMC{restored, migrated} {
-		if recs := records(b); len(recs) != 0 {
-			t.Errorf("BMC %d: actions %v, want none (no rediscovery, power untouched)", b.Index(), resetTypes(recs))
+		if recs := fleet.Records(b); len(recs) != 0 {
+			t.Errorf("BMC %d: actions %v, want none (no rediscovery, power untouched)", b.Index(), metaltest.ResetTypes(recs))
 		}
 	}
 	waitEvent(t, rs.Name, "StateRecovered")
@@ -356,7 +332,7 @@ func TestClaimCycleOneWritePerPass(t *testing.T) {
 	names := make([]string, n)
 	bmcs := make([]*redfish.BMC, n)
 	for i := range n {
-		bmcs[i] = takeBMC(t)
+		bmcs[i] = fleet.Take(t)
 		names[i] = registerBMC(t, bmcs[i], fmt.Sprintf("cycle-%d", i))
 	}
 	parallel(n, func(i int) { waitState(t, names[i], metalv1alpha1.ServerStateAvailable, 60*time.Second) })
@@ -383,7 +359,7 @@ func TestClaimCycleOneWritePerPass(t *testing.T) {
 		if s.Spec.ServerClaimRef != nil {
 			t.Errorf("%s: claim ref not removed on Recycle", names[i])
 		}
-		if got := fmt.Sprint(resetTypes(records(bmcs[i]))); got != "[Boot:Pxe/Once On ForceOff Boot:Pxe/Once On GracefulShutdown]" {
+		if got := fmt.Sprint(metaltest.ResetTypes(fleet.Records(bmcs[i]))); got != "[Boot:Pxe/Once On ForceOff Boot:Pxe/Once On GracefulShutdown]" {
 			t.Errorf("%s: BMC actions %s", names[i], got)
 			dumpEvents(t, names[i])
 		}

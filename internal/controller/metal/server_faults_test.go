@@ -1,26 +1,18 @@
 package metal
 
 import (
-	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/events"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
-	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
-	"github.com/metalhub/metalhub/internal/discovery"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/testenv"
@@ -32,7 +24,7 @@ import (
 // waits until it is Reserved and On.
 func claimedOn(t *testing.T, prefix string) (string, *redfish.BMC, *metalv1alpha1.ServerClaim) {
 	t.Helper()
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	name := registerBMC(t, b, prefix)
 	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	c := claimServer(t, name, prefix+"-claim", metalv1alpha1.PowerOn)
@@ -89,8 +81,8 @@ func TestBMCDeletedWithItsSecretKeepsClaimedServer(t *testing.T) {
 	if s == nil || !hasFinalizer(s, ServerFinalizer) {
 		t.Fatalf("claimed server let go after its BMC and BMCSecret were deleted: %+v", s)
 	}
-	if recs := since(records(b), start); len(recs) != 0 {
-		t.Errorf("BMC actions on the claimed server: %v", resetTypes(recs))
+	if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
+		t.Errorf("BMC actions on the claimed server: %v", metaltest.ResetTypes(recs))
 	}
 	// The claim goes: nothing holds the server any more, and without a BMC it is let go.
 	if err := env.Client.Delete(ctx(), claim); err != nil {
@@ -147,18 +139,18 @@ func TestOperationUnderWriteConflictsRunsOnce(t *testing.T) {
 		s := getServer(t, name)
 		_, asked := s.Annotations[metalv1alpha1.OperationAnnotation]
 		_, owed := s.Annotations[intent.Annotation]
-		return !asked && !owed && countResets(since(records(b), start), "ForceRestart") > 0, fmt.Sprint(s.Annotations)
+		return !asked && !owed && countResets(metaltest.Since(fleet.Records(b), start), "ForceRestart") > 0, fmt.Sprint(s.Annotations)
 	})
 	b.ClearFaults()
 	waitPower(t, name, metalv1alpha1.PowerStateOn, 15*time.Second)
 	time.Sleep(time.Second) // room for a repeat to show
-	recs := since(records(b), start)
+	recs := metaltest.Since(fleet.Records(b), start)
 	if n := countResets(recs, "ForceRestart"); n != 1 {
-		t.Errorf("hard restart issued %d times, want once: %v", n, resetTypes(recs))
+		t.Errorf("hard restart issued %d times, want once: %v", n, metaltest.ResetTypes(recs))
 	}
 	for _, r := range recs {
 		if r.Action == redfish.ActionReset && r.ResetType != "ForceRestart" {
-			t.Errorf("unexpected action on the claimed server: %v", resetTypes(recs))
+			t.Errorf("unexpected action on the claimed server: %v", metaltest.ResetTypes(recs))
 			break
 		}
 	}
@@ -174,8 +166,8 @@ func TestUnparkKeepsClaimedServerReserved(t *testing.T) {
 	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationUnpark)
 	waitState(t, name, metalv1alpha1.ServerStateReserved, 10*time.Second)
 	time.Sleep(2 * time.Second) // room for a wrong action to show
-	if recs := since(records(b), start); len(recs) != 0 {
-		t.Errorf("BMC actions on unpark: %v", resetTypes(recs))
+	if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
+		t.Errorf("BMC actions on unpark: %v", metaltest.ResetTypes(recs))
 	}
 	s := getServer(t, name)
 	if durableState(s) != string(metalv1alpha1.ServerStateReserved) || s.Status.PowerState != metalv1alpha1.PowerStateOn {
@@ -186,7 +178,7 @@ func TestUnparkKeepsClaimedServerReserved(t *testing.T) {
 // A wiped status on a BMC whose inventory walk outlasts the pass (every answer slow, as on a big
 // machine with many DIMMs and drives): state and power come back at once, inventory after.
 func TestWipedStatusWithSlowInventoryReportsStateFirst(t *testing.T) {
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	name := registerBMC(t, b, "slowinv")
 	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	waitPower(t, name, metalv1alpha1.PowerStateOff, 10*time.Second)
@@ -206,88 +198,6 @@ func TestWipedStatusWithSlowInventoryReportsStateFirst(t *testing.T) {
 		s := getServer(t, name)
 		return len(s.Status.Processors) > 0 && s.Status.Manufacturer != "", fmt.Sprintf("%d processors", len(s.Status.Processors))
 	})
-}
-
-// hideSecrets is a cache that has not caught up: Secrets are not in it yet.
-type hideSecrets struct{ client.Client }
-
-func (h hideSecrets) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if _, ok := obj.(*corev1.Secret); ok {
-		return apierrors.NewNotFound(corev1.Resource("secrets"), key.Name)
-	}
-	return h.Client.Get(ctx, key, obj, opts...)
-}
-
-// A pass in Initial that runs before the cache has the round's Secret (created by the pass before
-// it, whose Server write then lost a race) continues that round: no second round with a token
-// the booting box does not carry, and no power-off of the box already booting it.
-func TestInitialContinuesRoundTheCacheHasNotSeen(t *testing.T) {
-	b := takeBMC(t)
-	sys := systemOf(b)
-	sys.SetPowerState(redfish.PowerOn) // booting round r1 already
-	name := "cachelag"
-	s := &metalv1alpha1.Server{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
-			// The suite's manager leaves it alone: this test runs the pass itself.
-			metalv1alpha1.OperationAnnotation: metalv1alpha1.OperationIgnore}},
-		Spec: metalv1alpha1.ServerSpec{SystemUUID: strings.ToLower(sys.UUID())},
-	}
-	if err := env.Client.Create(ctx(), s); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if s := getServer(t, name); s != nil {
-			s.Finalizers = nil
-			_ = env.Client.Update(ctx(), s)
-			_ = env.Client.Delete(ctx(), s)
-		}
-	})
-	sec := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testOpts.DiscoveryNamespace, Name: discovery.ObjectName(name),
-			Labels: map[string]string{discovery.ServerLabel: name, discovery.RoundLabel: "r1"}},
-		Data: map[string][]byte{discovery.TokenKey: []byte("token-of-r1")},
-	}
-	if err := env.Client.Create(ctx(), sec); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Client.Delete(ctx(), sec) })
-
-	user, pw := b.Credentials()
-	pool := bmc.NewPool(bmc.Options{RequestTimeout: 2 * time.Second})
-	defer pool.Close()
-	conn, err := pool.Get(bmc.Endpoint{Address: b.URL(), Username: user, Password: pw})
-	if err != nil {
-		t.Fatal(err)
-	}
-	systems, err := conn.Systems(ctx())
-	if err != nil || len(systems) == 0 {
-		t.Fatalf("systems: %v %v", systems, err)
-	}
-	cached := hideSecrets{env.Client}
-	r := &ServerReconciler{Client: cached, APIReader: env.Client, Pool: pool, Recorder: events.NewFakeRecorder(100), Options: testOpts.ForServers(), Now: time.Now}
-	start := time.Now()
-	rec := lifecycle.NewReconciler[*metalv1alpha1.Server](cached, func() *metalv1alpha1.Server { return &metalv1alpha1.Server{} },
-		func(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.Server]) (lifecycle.Result, error) {
-			p := &serverPass{Pass: lp, c: lp.Client(), state: metalv1alpha1.ServerStateInitial, conn: conn, sysID: systems[0].ODataID}
-			if p.sys, err = conn.System(ctx, p.sysID); err != nil {
-				return lifecycle.Result{}, err
-			}
-			return r.initial(ctx, ctx, p)
-		})
-	if _, err := rec.Reconcile(ctx(), ctrl.Request{NamespacedName: client.ObjectKey{Name: name}}); err != nil {
-		t.Fatal(err)
-	}
-	s = getServer(t, name)
-	if got := s.Annotations[discovery.RoundAnnotation]; got != "r1" || durableState(s) != string(metalv1alpha1.ServerStateDiscovery) {
-		t.Errorf("round %q, state %q: want round r1 continued in Discovery", got, durableState(s))
-	}
-	if recs := since(records(b), start); len(recs) != 0 {
-		t.Errorf("BMC actions on a box already booting its round: %v", resetTypes(recs))
-	}
-	live := &corev1.Secret{}
-	if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(sec), live); err != nil || string(live.Data[discovery.TokenKey]) != "token-of-r1" {
-		t.Errorf("round Secret replaced: %v %v", live.Labels, err)
-	}
 }
 
 // A Server being deleted that does not carry our finalizer (another controller's holds it, and
@@ -345,12 +255,12 @@ func TestMaintenanceBootsItsBootConfigurationOnce(t *testing.T) {
 	}
 	waitMaintenance(t, "default", "mboot", "InMaintenance/"+metalv1alpha1.ReasonInMaintenance, 15*time.Second)
 	eventually(t, 15*time.Second, "booted into the maintenance boot configuration", func() (bool, string) {
-		recs := since(records(b), start)
-		return countResets(recs, "ForceRestart") == 1, fmt.Sprint(resetTypes(recs))
+		recs := metaltest.Since(fleet.Records(b), start)
+		return countResets(recs, "ForceRestart") == 1, fmt.Sprint(metaltest.ResetTypes(recs))
 	})
 	waitPower(t, name, metalv1alpha1.PowerStateOn, 15*time.Second)
 	time.Sleep(2 * time.Second) // room for a repeat to show
-	got := resetTypes(since(records(b), start))
+	got := metaltest.ResetTypes(metaltest.Since(fleet.Records(b), start))
 	if fmt.Sprint(got) != "[Boot:Pxe/Once ForceRestart]" {
 		t.Errorf("maintenance boot: BMC actions %v, want one PXE override and one restart", got)
 	}
@@ -362,7 +272,7 @@ func TestMaintenanceBootsItsBootConfigurationOnce(t *testing.T) {
 // password on the BMC (AccountService) and in its BMCSecret, and the BMC and its server stay
 // reachable; an operation a BMC has no use for is refused with a Warning and removed.
 func TestBMCOperationsCarriedOutOrRefused(t *testing.T) {
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	name := registerBMC(t, b, "bmcop")
 	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	start := time.Now()
@@ -416,7 +326,7 @@ func TestBMCOperationsCarriedOutOrRefused(t *testing.T) {
 	waitState(t, name, metalv1alpha1.ServerStateAvailable, 10*time.Second)
 	editServer(t, name, func(s *metalv1alpha1.Server) { s.Spec.IndicatorLED = metalv1alpha1.IndicatorLEDLit })
 	eventually(t, 15*time.Second, "the LED lit through the new password", func() (bool, string) {
-		got := bootActions(since(records(b), start))
+		got := bootActions(metaltest.Since(fleet.Records(b), start))
 		return fmt.Sprint(got) == "[ManagerReset:GracefulRestart AccountPassword: IndicatorLED:]", fmt.Sprint(got)
 	})
 }
@@ -435,8 +345,8 @@ func TestClaimDeletedWhileServerParkedLetsGo(t *testing.T) {
 	if s := getServer(t, name); s.Spec.ServerClaimRef != nil || durableState(s) != string(metalv1alpha1.ServerStateParked) {
 		t.Fatalf("after the claim went: claim ref %v, state %s", s.Spec.ServerClaimRef, durableState(s))
 	}
-	if recs := since(records(b), start); len(recs) != 0 {
-		t.Errorf("BMC actions on a parked server: %v", resetTypes(recs))
+	if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
+		t.Errorf("BMC actions on a parked server: %v", metaltest.ResetTypes(recs))
 	}
 	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationUnpark)
 	waitState(t, name, metalv1alpha1.ServerStateAvailable, 20*time.Second)
@@ -446,7 +356,7 @@ func TestClaimDeletedWhileServerParkedLetsGo(t *testing.T) {
 // Campaign seed 60: park (and retry) are lifecycle transitions and need no BMC; a server whose
 // BMC hangs is parked at once instead of when the BMC answers again.
 func TestParkNeedsNoBMC(t *testing.T) {
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	name := registerBMC(t, b, "parkdead")
 	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	b.SetFaults(redfish.Faults{Hang: true})
@@ -459,7 +369,7 @@ func TestParkNeedsNoBMC(t *testing.T) {
 	start := time.Now()
 	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationPark)
 	waitState(t, name, metalv1alpha1.ServerStateParked, 5*time.Second)
-	if recs := since(records(b), start); len(recs) != 0 {
-		t.Errorf("BMC actions for a park: %v", resetTypes(recs))
+	if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
+		t.Errorf("BMC actions for a park: %v", metaltest.ResetTypes(recs))
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -32,7 +33,7 @@ func identityWatch() time.Duration {
 // availableServer registers a BMC and waits until its server is Available (and Off).
 func availableServer(t *testing.T, prefix string) (string, *redfish.BMC) {
 	t.Helper()
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	name := registerBMC(t, b, prefix)
 	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	waitPower(t, name, metalv1alpha1.PowerStateOff, 15*time.Second)
@@ -45,7 +46,7 @@ func availableServer(t *testing.T, prefix string) (string, *redfish.BMC) {
 func takeBMCLike(t *testing.T, b *redfish.BMC) *redfish.BMC {
 	t.Helper()
 	for range 40 {
-		if o := takeBMC(t); o.SystemIDs()[0] == b.SystemIDs()[0] {
+		if o := fleet.Take(t); o.SystemIDs()[0] == b.SystemIDs()[0] {
 			return o
 		}
 	}
@@ -84,7 +85,7 @@ func watchUntouched(t *testing.T, b *redfish.BMC, name string, start time.Time, 
 	t.Helper()
 	deadline := time.Now().Add(window)
 	for time.Now().Before(deadline) {
-		if recs := since(records(b), start); len(recs) != 0 {
+		if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
 			t.Fatalf("actions on the claimed box through another server's address: %+v", recs)
 		}
 		if p := systemOf(b).PowerState(); p != redfish.PowerOn {
@@ -167,10 +168,10 @@ func TestAddressHandedToAnotherMachineActsOnNothing(t *testing.T) {
 	bIdle.AnswerAs(nil)
 	waitVerified(t, idle)
 	bmcReason(t, "reuse-idle", metalv1alpha1.ReasonConnected)
-	if recs := since(records(bIdle), back); len(recs) != 0 {
+	if recs := metaltest.Since(fleet.Records(bIdle), back); len(recs) != 0 {
 		t.Errorf("actions on the idle box after the address came back: %+v", recs)
 	}
-	if recs := since(records(bClaimed), start); len(recs) != 0 {
+	if recs := metaltest.Since(fleet.Records(bClaimed), start); len(recs) != 0 {
 		t.Errorf("actions on the claimed box: %+v", recs)
 	}
 }
@@ -182,11 +183,11 @@ func TestAddressHandedToAnotherMachineActsOnNothing(t *testing.T) {
 // why; edited back, it resumes with no action. On 3d9e66d the idle server forced the claimed box
 // off at its next pass.
 func TestEndpointEditedOntoAClaimedBoxActsOnNothing(t *testing.T) {
-	bIdle := takeBMC(t)
+	bIdle := fleet.Take(t)
 	user, pass := bIdle.Credentials()
 	ep := &metalv1alpha1.Endpoint{ObjectMeta: metav1.ObjectMeta{Name: "ep-idle"}, Spec: metalv1alpha1.EndpointSpec{IP: "127.0.0.1"}}
 	sec := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "ep-idle"}, StringData: map[string]string{"username": user, "password": pass}}
-	obj := bmcObject(bIdle, "ep-idle")
+	obj := metaltest.BMCObject(bIdle, "ep-idle")
 	obj.Spec.Access, obj.Spec.EndpointRef = nil, &corev1.LocalObjectReference{Name: "ep-idle"}
 	for _, o := range []client.Object{ep, sec, obj} {
 		if err := env.Client.Create(ctx(), o); err != nil {
@@ -196,7 +197,7 @@ func TestEndpointEditedOntoAClaimedBoxActsOnNothing(t *testing.T) {
 	idle := bmccontroller.ServerName("ep-idle", bIdle.SystemIDs()[0])
 	waitState(t, idle, metalv1alpha1.ServerStateAvailable, 60*time.Second)
 	claimed, bClaimed := claimedOnLike(t, "ep-claimed", bIdle)
-	if err := bClaimed.ListenAt(fmt.Sprintf("127.0.0.2:%d", port(bIdle))); err != nil {
+	if err := bClaimed.ListenAt(fmt.Sprintf("127.0.0.2:%d", metaltest.Port(bIdle))); err != nil {
 		t.Fatal(err)
 	}
 	setIP := func(ip string) {
@@ -222,10 +223,10 @@ func TestEndpointEditedOntoAClaimedBoxActsOnNothing(t *testing.T) {
 	back := time.Now()
 	setIP("127.0.0.1")
 	waitVerified(t, idle)
-	if recs := since(records(bIdle), back); len(recs) != 0 {
+	if recs := metaltest.Since(fleet.Records(bIdle), back); len(recs) != 0 {
 		t.Errorf("actions on the idle box after the Endpoint was edited back: %+v", recs)
 	}
-	if recs := since(records(bClaimed), start); len(recs) != 0 {
+	if recs := metaltest.Since(fleet.Records(bClaimed), start); len(recs) != 0 {
 		t.Errorf("actions on the claimed box: %+v", recs)
 	}
 }
@@ -251,7 +252,7 @@ func TestEditedAddressActsOnNothing(t *testing.T) {
 			return err == nil, fmt.Sprint(err)
 		})
 	}
-	setPort(port(bClaimed))
+	setPort(metaltest.Port(bClaimed))
 	waitMismatch(t, idle, systemOf(bClaimed).UUID())
 	bmcReason(t, "edit-idle", metalv1alpha1.ReasonIdentityMismatch)
 
@@ -263,20 +264,20 @@ func TestEditedAddressActsOnNothing(t *testing.T) {
 		t.Errorf("the edited server left Available: %s", durableState(s))
 	}
 	offs := 0
-	for _, r := range since(records(bClaimed), start) {
+	for _, r := range metaltest.Since(fleet.Records(bClaimed), start) {
 		if r.Action == redfish.ActionReset {
 			offs++
 		}
 	}
 	if offs != 1 {
-		t.Errorf("resets on the claimed box: %d, want the claim's one power off: %+v", offs, since(records(bClaimed), start))
+		t.Errorf("resets on the claimed box: %d, want the claim's one power off: %+v", offs, metaltest.Since(fleet.Records(bClaimed), start))
 	}
 
 	back := time.Now()
-	setPort(port(bIdle))
+	setPort(metaltest.Port(bIdle))
 	waitVerified(t, idle)
 	bmcReason(t, "edit-idle", metalv1alpha1.ReasonConnected)
-	if recs := since(records(bIdle), back); len(recs) != 0 {
+	if recs := metaltest.Since(fleet.Records(bIdle), back); len(recs) != 0 {
 		t.Errorf("actions on the idle box after the edit was undone: %+v", recs)
 	}
 }
@@ -333,7 +334,7 @@ func createInlineServer(t *testing.T, name, uuid string, b *redfish.BMC, secret 
 		Spec: metalv1alpha1.ServerSpec{
 			SystemUUID: uuid,
 			BMC: &metalv1alpha1.BMCAccess{
-				Protocol:     metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: port(b), Scheme: metalv1alpha1.HTTPScheme},
+				Protocol:     metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: metaltest.Port(b), Scheme: metalv1alpha1.HTTPScheme},
 				Address:      "127.0.0.1",
 				BMCSecretRef: corev1.LocalObjectReference{Name: secret},
 			},
@@ -365,7 +366,7 @@ func TestServerTwiceActsThroughNeither(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the copy is gone", func() (bool, string) { return getServer(t, twin.Name) == nil, "still there" })
-	if recs := since(records(b), start); len(recs) != 0 {
+	if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
 		t.Fatalf("the copy's deletion acted on the machine: %+v", recs)
 	}
 	// The first resumes: Available turns the box off again.
@@ -376,7 +377,7 @@ func TestServerTwiceActsThroughNeither(t *testing.T) {
 // A BMC object for a machine that is already a Server registered inline never creates a second
 // Server (on 3d9e66d it created <bmc>-<system>, whose Initial step forced the box off).
 func TestBMCForAnInlineServerCreatesNothing(t *testing.T) {
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	user, pass := b.Credentials()
 	sec := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "inline-first"}, StringData: map[string]string{"username": user, "password": pass}}
 	if err := env.Client.Create(ctx(), sec); err != nil {
@@ -386,7 +387,7 @@ func TestBMCForAnInlineServerCreatesNothing(t *testing.T) {
 	inline := createInlineServer(t, "inline-first", sys.UUID(), b, "inline-first")
 	waitState(t, inline.Name, metalv1alpha1.ServerStateAvailable, 60*time.Second)
 	start := time.Now()
-	obj := bmcObject(b, "inline-first")
+	obj := metaltest.BMCObject(b, "inline-first")
 	if err := env.Client.Create(ctx(), obj); err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +395,7 @@ func TestBMCForAnInlineServerCreatesNothing(t *testing.T) {
 	if s := getServer(t, bmccontroller.ServerName(obj.Name, sys.ID())); s != nil {
 		t.Fatalf("a second Server %s was created for a machine that has one", s.Name)
 	}
-	if recs := since(records(b), start); len(recs) != 0 {
+	if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
 		t.Errorf("actions on the machine: %+v", recs)
 	}
 	if s := getServer(t, inline.Name); durableState(s) != string(metalv1alpha1.ServerStateAvailable) {
@@ -407,8 +408,8 @@ func TestBMCForAnInlineServerCreatesNothing(t *testing.T) {
 // when its Endpoint and Secret appear it takes nothing. On 3d9e66d it created a second Server
 // for the claimed machine.
 func TestOlderEmptyBMCNeverTakesHeldServers(t *testing.T) {
-	b := takeBMC(t)
-	older := bmcObject(b, "late-a")
+	b := fleet.Take(t)
+	older := metaltest.BMCObject(b, "late-a")
 	older.Spec.Access, older.Spec.EndpointRef = nil, &corev1.LocalObjectReference{Name: "late-a"}
 	if err := env.Client.Create(ctx(), older); err != nil {
 		t.Fatal(err)
@@ -434,7 +435,7 @@ func TestOlderEmptyBMCNeverTakesHeldServers(t *testing.T) {
 		t.Fatalf("the older, empty BMC created Server %s for a claimed machine", s.Name)
 	}
 	bmcReason(t, "late-b", metalv1alpha1.ReasonConnected)
-	if recs := since(records(b), start); len(recs) != 0 {
+	if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
 		t.Errorf("actions on the claimed machine: %+v", recs)
 	}
 }
@@ -480,7 +481,7 @@ func waitServerReason(t *testing.T, name, reason string, not bool) {
 func noActions(t *testing.T, b *redfish.BMC, start time.Time, d time.Duration, what string) {
 	t.Helper()
 	for end := time.Now().Add(d); time.Now().Before(end); {
-		if recs := since(records(b), start); len(recs) != 0 {
+		if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
 			t.Fatalf("%s: %+v", what, recs)
 		}
 		time.Sleep(500 * time.Millisecond) // the window being watched, not a synchronisation

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/inventory"
 	"github.com/metalhub/metalhub/internal/testenv"
@@ -23,7 +24,7 @@ import (
 // drift annotation) survives a wiped status, its drift shows as a condition, rediscover runs a
 // new discovery round on an Available server, and accept-inventory ends the drift.
 func TestInventoryDriftRediscoverAndAccept(t *testing.T) {
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	name := registerBMC(t, b, "drift")
 	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	s := getServer(t, name)
@@ -74,12 +75,12 @@ func TestInventoryDriftRediscoverAndAccept(t *testing.T) {
 	start := time.Now()
 	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationRediscover)
 	eventually(t, 30*time.Second, "a discovery boot after rediscover", func() (bool, string) {
-		for _, r := range since(records(b), start) {
+		for _, r := range metaltest.Since(fleet.Records(b), start) {
 			if r.Action == redfish.ActionBootOverride && r.Boot != nil && r.Boot.Target == "Pxe" {
 				return true, ""
 			}
 		}
-		return false, fmt.Sprint(resetTypes(since(records(b), start)))
+		return false, fmt.Sprint(metaltest.ResetTypes(metaltest.Since(fleet.Records(b), start)))
 	})
 	eventually(t, 60*time.Second, "Available again, operation done", func() (bool, string) {
 		s := getServer(t, name)
@@ -121,7 +122,7 @@ func TestRediscoverRefusedWhenClaimed(t *testing.T) {
 	if durableState(s) != string(metalv1alpha1.ServerStateReserved) {
 		t.Fatalf("state %s", durableState(s))
 	}
-	for _, r := range since(records(b), start) {
+	for _, r := range metaltest.Since(fleet.Records(b), start) {
 		if r.Action == redfish.ActionReset || (r.Action == redfish.ActionBootOverride && r.Boot != nil && strings.EqualFold(r.Boot.Target, "Pxe")) {
 			t.Fatalf("a claimed server was acted on after rediscover: %+v", r)
 		}

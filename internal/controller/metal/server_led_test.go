@@ -34,7 +34,7 @@ func TestIndicatorLEDFollowsSpec(t *testing.T) {
 	}
 	ledWrites := func() []string {
 		var out []string
-		for _, r := range since(records(b), start) {
+		for _, r := range metaltest.Since(fleet.Records(b), start) {
 			if r.Action == redfish.ActionIndicatorLED {
 				out = append(out, r.LED)
 			}
@@ -85,7 +85,7 @@ func TestMaintenanceLocatorLED(t *testing.T) {
 			fmt.Sprintf("%s, recorded %v", s.Status.IndicatorLED, recorded)
 	})
 	var leds []string
-	for _, r := range since(records(b), start) {
+	for _, r := range metaltest.Since(fleet.Records(b), start) {
 		if r.Action == redfish.ActionIndicatorLED {
 			leds = append(leds, r.LED)
 		}

@@ -9,57 +9,10 @@ import (
 	"time"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
-	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 )
-
-func TestSettleServerOperation(t *testing.T) {
-	const before, after = "2026-12-02T10:00:00Z", "2026-12-02T10:00:07Z"
-	settle, powerBound := 30*time.Second, 5*time.Minute
-	issued := func(op, lastReset, power string) intent.Intent {
-		return intent.Intent{Op: op, Phase: intent.Checking, At: time.Unix(1796129242, 0), Sent: time.Unix(1796129243, 0), LastReset: lastReset, Power: power}
-	}
-	sys := func(power bmc.PowerState, lastReset string) *bmc.SystemStatus {
-		return &bmc.SystemStatus{PowerState: power, LastResetTime: lastReset}
-	}
-	const (
-		cycle, graceful = metalv1alpha1.OperationPowerCycleServer, metalv1alpha1.OperationGracefulRestartServer
-		off, on         = metalv1alpha1.OperationForceOffServer, metalv1alpha1.OperationForceOnServer
-	)
-	for _, tc := range []struct {
-		name    string
-		i       intent.Intent
-		now     *bmc.SystemStatus
-		elapsed time.Duration
-		want    settleVerdict
-	}{
-		{"restart: LastResetTime moved", issued(cycle, before, "On"), sys(bmc.PowerStateOn, after), time.Second, settleDone},
-		{"restart: moved, still powering on", issued(cycle, before, "On"), sys(bmc.PowerStatePoweringOn, after), time.Second, settleDone},
-		{"restart: unchanged, too early", issued(cycle, before, "On"), sys(bmc.PowerStateOn, before), 10 * time.Second, settleWait},
-		{"restart: unchanged past the settle time, On", issued(cycle, before, "On"), sys(bmc.PowerStateOn, before), 31 * time.Second, settleOwed},
-		{"restart: unchanged, in transition, within the power bound", issued(cycle, before, "On"), sys(bmc.PowerStatePoweringOff, before), time.Minute, settleWait},
-		{"restart: unchanged, off past the power bound", issued(cycle, before, "On"), sys(bmc.PowerStateOff, before), 6 * time.Minute, settleUncertain},
-		{"restart: the BMC stopped reporting", issued(cycle, before, "On"), sys(bmc.PowerStateOn, ""), time.Minute, settleUncertain},
-		{"restart: never reported", issued(cycle, "", "On"), sys(bmc.PowerStateOn, ""), time.Minute, settleUncertain},
-		{"graceful restart: unchanged past the settle time, the OS may still be shutting down", issued(graceful, before, "On"), sys(bmc.PowerStateOn, before), time.Minute, settleWait},
-		{"graceful restart: unchanged past the power bound", issued(graceful, before, "On"), sys(bmc.PowerStateOn, before), 6 * time.Minute, settleOwed},
-		{"force-off: was On, is Off", issued(off, "", "On"), sys(bmc.PowerStateOff, ""), time.Second, settleDone},
-		{"force-off: was On, powering off", issued(off, before, "On"), sys(bmc.PowerStatePoweringOff, before), time.Second, settleDone},
-		{"force-off: still On, within the power bound", issued(off, before, "On"), sys(bmc.PowerStateOn, before), time.Minute, settleWait},
-		{"force-off: still On and LastResetTime unchanged past the power bound", issued(off, before, "On"), sys(bmc.PowerStateOn, before), 6 * time.Minute, settleOwed},
-		{"force-off: still On, LastResetTime moved (off and on again?)", issued(off, before, "On"), sys(bmc.PowerStateOn, after), 6 * time.Minute, settleUncertain},
-		{"force-off: still On, no LastResetTime", issued(off, "", "On"), sys(bmc.PowerStateOn, ""), 6 * time.Minute, settleUncertain},
-		{"force-on: was Off, is On", issued(on, before, "Off"), sys(bmc.PowerStateOn, after), time.Second, settleDone},
-		{"force-on: still Off and unchanged past the power bound", issued(on, before, "Off"), sys(bmc.PowerStateOff, before), 6 * time.Minute, settleOwed},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got, why := settleOperation(tc.i, tc.now, tc.elapsed, settle, powerBound); got != tc.want {
-				t.Errorf("settleOperation = %d (%s), want %d", got, why, tc.want)
-			}
-		})
-	}
-}
 
 func sortedReasons(t *testing.T, regarding string) string {
 	got := eventReasons(t, regarding)
@@ -103,9 +56,9 @@ func TestServerOperationAnswered500AfterItsEffectRunsOnce(t *testing.T) {
 			waitEvent(t, name, want[0])
 			b.ClearFaults()
 			waitPower(t, name, metalv1alpha1.PowerStateOn, 15*time.Second)
-			recs := since(records(b), start)
+			recs := metaltest.Since(fleet.Records(b), start)
 			if n := countResets(recs, "ForceRestart"); n != 1 || len(recs) != 1 {
-				t.Errorf("BMC actions %v, want one ForceRestart", resetTypes(recs))
+				t.Errorf("BMC actions %v, want one ForceRestart", metaltest.ResetTypes(recs))
 			}
 			if got := sortedReasons(t, name); got != tc.wantReasons {
 				t.Errorf("operation events %s, want %s", got, tc.wantReasons)
@@ -117,7 +70,7 @@ func TestServerOperationAnswered500AfterItsEffectRunsOnce(t *testing.T) {
 // A graceful-restart-bmc answered 500 after the BMC reset itself is settled by the BMC's
 // LastResetTime, which moved: one reset, not a second.
 func TestBMCResetAnswered500AfterItsEffectRunsOnce(t *testing.T) {
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	b.SetReportsLastResetTime(true)
 	name := registerBMC(t, b, "bmc500")
 	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
@@ -162,7 +115,7 @@ func TestServerOperationLeftIssuingByACrashIsSettledByLastResetTime(t *testing.T
 			waitServerOperationDone(t, name, 30*time.Second)
 			waitEvent(t, name, metalv1alpha1.ReasonOperation)
 			waitPower(t, name, metalv1alpha1.PowerStateOn, 15*time.Second)
-			if n := countResets(since(records(b), start), "ForceRestart"); n != tc.wantResets {
+			if n := countResets(metaltest.Since(fleet.Records(b), start), "ForceRestart"); n != tc.wantResets {
 				t.Errorf("restarts: %d, want %d", n, tc.wantResets)
 			}
 			if got := sortedReasons(t, name); got != tc.wantReasons {

@@ -117,7 +117,7 @@ func TestServerStateStep(t *testing.T) {
 	t.Cleanup(pool.Close)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			b := takeBMC(t)
+			b := fleet.Take(t)
 			sys := b.Systems()[0]
 			sys.SetPowerState(tc.power)
 			user, pass := b.Credentials()
@@ -129,7 +129,7 @@ func TestServerStateStep(t *testing.T) {
 			if tc.server != nil {
 				tc.server(s)
 			}
-			objects := append([]client.Object{s, bmcObject(b, "b"),
+			objects := append([]client.Object{s, metaltest.BMCObject(b, "b"),
 				&metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Data: map[string][]byte{"username": []byte(user), "password": []byte(pass)}},
 			}, tc.objects...)
 			c := metaltest.FakeClient(objects...)
@@ -157,7 +157,7 @@ func TestServerStateStep(t *testing.T) {
 			if gotPower != tc.wantPower {
 				t.Errorf("power record %q, want %q", after.Annotations[serverstate.PowerAnnotation], tc.wantPower)
 			}
-			if got := fmt.Sprint(resetTypes(since(records(b), start))); got != tc.wantResets {
+			if got := fmt.Sprint(metaltest.ResetTypes(metaltest.Since(fleet.Records(b), start))); got != tc.wantResets {
 				t.Errorf("BMC actions %s, want %s", got, tc.wantResets)
 			}
 		})

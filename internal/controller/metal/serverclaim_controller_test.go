@@ -38,7 +38,7 @@ func registerLabeled(t *testing.T, b *redfish.BMC, name string, lbls map[string]
 	if err := env.Client.Create(ctx(), sec); err != nil {
 		t.Fatal(err)
 	}
-	obj := bmcObject(b, name)
+	obj := metaltest.BMCObject(b, name)
 	maps.Copy(obj.Labels, lbls)
 	if err := env.Client.Create(ctx(), obj); err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func availableServers(t *testing.T, prefix string, n int, lbls func(i int) map[s
 	names := make([]string, n)
 	bmcs := make([]*redfish.BMC, n)
 	for i := range n {
-		bmcs[i] = takeBMC(t)
+		bmcs[i] = fleet.Take(t)
 		names[i] = registerLabeled(t, bmcs[i], fmt.Sprintf("%s-%d", prefix, i), lbls(i))
 	}
 	parallel(n, func(i int) {
@@ -427,10 +427,10 @@ func TestClaimPowerAndReclaim(t *testing.T) {
 	})
 	// Every power-on of a claim boots its configuration from the network first, as
 	// metal-operator does: the first, and the one after the claim turned it off and on.
-	if got := fmt.Sprint(resetTypes(since(records(bmcs[0]), start))); got != "[Boot:Pxe/Once On GracefulShutdown Boot:Pxe/Once On GracefulShutdown]" {
+	if got := fmt.Sprint(metaltest.ResetTypes(metaltest.Since(fleet.Records(bmcs[0]), start))); got != "[Boot:Pxe/Once On GracefulShutdown Boot:Pxe/Once On GracefulShutdown]" {
 		t.Errorf("recycled server: BMC actions %s", got)
 	}
-	if got := fmt.Sprint(resetTypes(since(records(bmcs[1]), start))); got != "[Boot:Pxe/Once On GracefulShutdown]" {
+	if got := fmt.Sprint(metaltest.ResetTypes(metaltest.Since(fleet.Records(bmcs[1]), start))); got != "[Boot:Pxe/Once On GracefulShutdown]" {
 		t.Errorf("retained server: BMC actions %s", got)
 	}
 	// A new claim of the same name does not inherit the retained server...

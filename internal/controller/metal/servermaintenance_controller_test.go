@@ -131,8 +131,8 @@ func TestMaintenanceEnforcedAndApproval(t *testing.T) {
 	waitState(t, names[0], metalv1alpha1.ServerStateMaintenance, 10*time.Second)
 	waitClaim(t, ns, "maint-0", "Bound/Bound", 10*time.Second)
 	time.Sleep(1500 * time.Millisecond) // room for a wrong action to show
-	if recs := since(records(bmcs[0]), wiped); len(recs) != 0 {
-		t.Errorf("BMC actions after the wipe: %v", resetTypes(recs))
+	if recs := metaltest.Since(fleet.Records(bmcs[0]), wiped); len(recs) != 0 {
+		t.Errorf("BMC actions after the wipe: %v", metaltest.ResetTypes(recs))
 	}
 	if s := getServer(t, names[0]); durableState(s) != string(metalv1alpha1.ServerStateMaintenance) || s.Spec.ServerMaintenanceRef == nil {
 		t.Errorf("after the wipe: state %s, maintenance ref %+v", durableState(s), s.Spec.ServerMaintenanceRef)
@@ -158,8 +158,8 @@ func TestMaintenanceEnforcedAndApproval(t *testing.T) {
 	if s := getServer(t, names[1]); durableState(s) != string(metalv1alpha1.ServerStateReserved) || s.Spec.ServerMaintenanceRef != nil {
 		t.Fatalf("maintenance started without approval: state %s, ref %+v", durableState(s), s.Spec.ServerMaintenanceRef)
 	}
-	if recs := since(records(bmcs[1]), asked); len(recs) != 0 {
-		t.Errorf("BMC actions before approval: %v", resetTypes(recs))
+	if recs := metaltest.Since(fleet.Records(bmcs[1]), asked); len(recs) != 0 {
+		t.Errorf("BMC actions before approval: %v", metaltest.ResetTypes(recs))
 	}
 	approve(t, ns, "maint-1")
 	waitState(t, names[1], metalv1alpha1.ServerStateMaintenance, 10*time.Second)
@@ -273,8 +273,8 @@ func TestMaintenanceOfADeletedHeldServerSaysServerDeleting(t *testing.T) {
 	if s := getServer(t, name); durableState(s) != string(metalv1alpha1.ServerStateReserved) {
 		t.Errorf("the deleted server's state: %s, want Reserved", durableState(s))
 	}
-	if recs := since(records(b), start); len(recs) != 0 {
-		t.Errorf("BMC actions for a maintenance of a deleted server: %v", resetTypes(recs))
+	if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
+		t.Errorf("BMC actions for a maintenance of a deleted server: %v", metaltest.ResetTypes(recs))
 	}
 	deleteMaintenance(t, "default", "mdel-early")
 	if err := env.Client.Delete(ctx(), claim); err != nil {
@@ -332,8 +332,8 @@ func TestMaintenanceOfTheNewerGroup(t *testing.T) {
 		return got.Status.State == metalv1alpha1.ServerMaintenanceStateInMaintenance, "state " + string(got.Status.State)
 	})
 	waitState(t, names[0], metalv1alpha1.ServerStateMaintenance, time.Second)
-	if recs := since(records(bmcs[0]), before); len(recs) != 0 {
-		t.Errorf("BMC actions for a maintenance that asks for no power: %v", resetTypes(recs))
+	if recs := metaltest.Since(fleet.Records(bmcs[0]), before); len(recs) != 0 {
+		t.Errorf("BMC actions for a maintenance that asks for no power: %v", metaltest.ResetTypes(recs))
 	}
 
 	// Deleting it deletes its counterpart first, which hands the server back.

@@ -7,12 +7,10 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,6 +19,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcevents"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/discovery"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -32,14 +31,13 @@ import (
 // own BMCs from the fleet so they do not see each other's servers.
 var (
 	env   *testenv.Env
-	fleet *redfish.Emulator
+	fleet *metaltest.Fleet
 	// writes counts the manager's writes: the tests of "one write per pass" read it.
 	writes = &testenv.WriteCounter{}
 	// mgrClient is the manager's (cached, indexed) client, for handlers the tests serve.
 	mgrClient client.Client
 	// reconcileErrors counts the passes that returned an error, per controller and object.
 	reconcileErrors = &testenv.ReconcileErrors{}
-	nextBMC         atomic.Int32
 	testOpts        Options
 
 	// reportsOff holds system UUIDs whose PXE boots the stand-in registry ignores.
@@ -58,7 +56,7 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env, runSuite)) }
 
 func runSuite(m *testing.M) int {
 	var err error
-	fleet, err = redfish.Start(redfish.Options{BMCs: fleetSize, PowerDelay: powerDelay, OnBoot: standInRegistry})
+	fleet, err = metaltest.StartFleet(redfish.Options{BMCs: fleetSize, PowerDelay: powerDelay, OnBoot: standInRegistry})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "emulator:", err)
 		return 1
@@ -141,22 +139,6 @@ func standInRegistry(ev redfish.BootEvent) {
 
 // ---- helpers ---------------------------------------------------------------------------------
 
-// takeBMC reserves the next emulated BMC for a test.
-func takeBMC(t *testing.T) *redfish.BMC {
-	t.Helper()
-	i := int(nextBMC.Add(1)) - 1
-	if i >= fleetSize {
-		t.Fatalf("fleet exhausted: raise fleetSize")
-	}
-	return fleet.BMC(i)
-}
-
-func port(b *redfish.BMC) int32 {
-	var p int32
-	fmt.Sscanf(b.URL()[strings.LastIndex(b.URL(), ":")+1:], "%d", &p)
-	return p
-}
-
 // registerBMC creates a BMCSecret and a BMC for an emulated BMC and returns the name of the
 // Server its (single) system becomes.
 func registerBMC(t *testing.T, b *redfish.BMC, name string) string {
@@ -167,22 +149,11 @@ func registerBMC(t *testing.T, b *redfish.BMC, name string) string {
 	if err := env.Client.Create(ctx, sec); err != nil {
 		t.Fatal(err)
 	}
-	obj := bmcObject(b, name)
+	obj := metaltest.BMCObject(b, name)
 	if err := env.Client.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
 	return bmccontroller.ServerName(name, b.SystemIDs()[0])
-}
-
-func bmcObject(b *redfish.BMC, name string) *metalv1alpha1.BMC {
-	return &metalv1alpha1.BMC{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"test": name}},
-		Spec: metalv1alpha1.BMCSpec{
-			Access:       &metalv1alpha1.InlineEndpoint{IP: "127.0.0.1"},
-			BMCSecretRef: corev1.LocalObjectReference{Name: name},
-			Protocol:     metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: port(b), Scheme: metalv1alpha1.HTTPScheme},
-		},
-	}
 }
 
 func getServer(t *testing.T, name string) *metalv1alpha1.Server {
@@ -215,22 +186,6 @@ func waitState(t *testing.T, name string, want metalv1alpha1.ServerState, timeou
 			fmt.Sprintf("annotation %s, status %s, power %s", durableState(s), s.Status.State, s.Status.PowerState)
 	})
 	return s
-}
-
-// records returns the emulator's power and boot records for one BMC.
-// records are the actions on b's boxes; event subscriptions are the BMC's configuration, not an
-// action on a box, and are looked at through b.Subscriptions.
-func records(b *redfish.BMC) []redfish.Record {
-	var out []redfish.Record
-	for _, r := range fleet.Records() {
-		if r.Action == redfish.ActionSubscribe || r.Action == redfish.ActionUnsubscribe {
-			continue
-		}
-		if r.BMC == b.Index() {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 func systemOf(b *redfish.BMC) *redfish.System { return b.Systems()[0] }
