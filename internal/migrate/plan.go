@@ -18,6 +18,7 @@ import (
 	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal"
+	"github.com/metalhub/metalhub/internal/controller/metal/server"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/registry"
@@ -167,9 +168,9 @@ func Make(ctx context.Context, c client.Reader, o Options) (*Plan, error) {
 		if s.Status.State != "" && !serverstate.Valid(s.Status.State) {
 			row.Blockers = append(row.Blockers, fmt.Sprintf("unknown state %q", s.Status.State))
 		}
-		state, src := metal.StateOnStart(s)
+		state, src := server.StateOnStart(s)
 		row.Adopted = fmt.Sprintf("%s (%s)", state, strings.ToLower(string(src)))
-		row.Actions, row.Requests = serverActions(metal.AsOnStart(s), state, src, refs)
+		row.Actions, row.Requests = serverActions(server.AsOnStart(s), state, src, refs)
 		if ref := s.Spec.ServerMaintenanceRef; ref != nil && state == metalv1alpha1.ServerStateMaintenance && maintOf[ref.Namespace+"/"+ref.Name] == nil {
 			row.Notes = append(row.Notes, fmt.Sprintf("stays in Maintenance, untouched, while spec.serverMaintenanceRef names %s/%s, which is no ServerMaintenance of either group", ref.Namespace, ref.Name))
 		}
@@ -229,7 +230,7 @@ type refs struct {
 // serverActions predicts what the Server controller does to the box on its first passes, from
 // the state it starts in and the power the status last saw (the BMC is not asked: the plan is
 // read-only and runs before the switch): in words, and as the BMC requests they are. s is the
-// server as its first pass leaves its bookkeeping (metal.AsOnStart).
+// server as its first pass leaves its bookkeeping (server.AsOnStart).
 func serverActions(s *metalv1alpha1.Server, state metalv1alpha1.ServerState, src lifecycle.Source, r refs) ([]string, []Request) {
 	on := s.Status.PowerState == metalv1alpha1.PowerStateOn
 	off := s.Status.PowerState == metalv1alpha1.PowerStateOff
@@ -246,7 +247,7 @@ func serverActions(s *metalv1alpha1.Server, state metalv1alpha1.ServerState, src
 		}
 		return one(text, req...)
 	case metalv1alpha1.ServerStateDiscovery:
-		if metal.DiscoveryOfOurs(s) {
+		if server.DiscoveryOfOurs(s) {
 			return nil, nil
 		}
 		if off && s.Spec.ServerClaimRef == nil {
@@ -286,7 +287,7 @@ func serverActions(s *metalv1alpha1.Server, state metalv1alpha1.ServerState, src
 	case metalv1alpha1.ServerStateMaintenance:
 		return maintenanceActions(s, src, r)
 	case metalv1alpha1.ServerStateError:
-		to, ok := metal.ErrorExit(s, s.Status.PowerState)
+		to, ok := server.ErrorExit(s, s.Status.PowerState)
 		if !ok {
 			return one("none: stays in Error, untouched, until it is Off (then Available if discovered before) or retried (operation retry: discovered again)")
 		}
@@ -305,13 +306,13 @@ func released(on bool, text string) ([]string, []Request) {
 }
 
 // maintenanceActions predicts a server in Maintenance: the boot into its maintenance's boot
-// configuration unless it runs it already (metal.MaintenanceBooted), else the power the
+// configuration unless it runs it already (server.MaintenanceBooted), else the power the
 // maintenance asks for.
 func maintenanceActions(s *metalv1alpha1.Server, src lifecycle.Source, r refs) ([]string, []Request) {
 	on := s.Status.PowerState == metalv1alpha1.PowerStateOn
 	ref := s.Spec.ServerMaintenanceRef
 	if ref == nil {
-		to := metal.PreviousState(s)
+		to := server.PreviousState(s)
 		if s.Spec.ServerClaimRef != nil && to != metalv1alpha1.ServerStateReleased {
 			to = metalv1alpha1.ServerStateReserved
 		}
@@ -330,7 +331,7 @@ func maintenanceActions(s *metalv1alpha1.Server, src lifecycle.Source, r refs) (
 		ready := sbc != nil && sbc.Spec.ServerRef.Name == s.Name &&
 			(sbc.Status.State == metalv1alpha1.ServerBootConfigurationStateReady || sbc.Status.State == "")
 		switch {
-		case metal.MaintenanceBooted(s, m, on, ready):
+		case server.MaintenanceBooted(s, m, on, ready):
 			if !on {
 				return []string{"power On (booted into its maintenance's boot configuration)"}, []Request{PowerOn}
 			}

@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/metal"
 	"github.com/metalhub/metalhub/internal/controller/metal/claim"
+	"github.com/metalhub/metalhub/internal/controller/metal/server"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/scheme"
@@ -118,8 +118,8 @@ func TestServerActions(t *testing.T) {
 			annotated(lifecycle.StateAnnotation, "Error"), annotated(serverstate.PreviousStateAnnotation, "Available")), []Request{PowerOff}, "Available"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			state, src := metal.StateOnStart(tc.s)
-			text, got := serverActions(metal.AsOnStart(tc.s), state, src, r)
+			state, src := server.StateOnStart(tc.s)
+			text, got := serverActions(server.AsOnStart(tc.s), state, src, r)
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("requests %q, want %q (state %s, actions %q)", got, tc.want, state, text)
 			}
@@ -135,7 +135,7 @@ func TestServerActions(t *testing.T) {
 
 func TestFinalizerBlockers(t *testing.T) {
 	s := &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Finalizers: []string{
-		metal.ServerFinalizer, "metal.ironcore.dev/biossettings", "example.com/other"}}}
+		server.Finalizer, "metal.ironcore.dev/biossettings", "example.com/other"}}}
 	got := finalizerBlockers(s)
 	if len(got) != 1 || !strings.Contains(got[0], "metal.ironcore.dev/biossettings") {
 		t.Fatalf("blockers %q, want only the reference's biossettings finalizer", got)
@@ -149,7 +149,7 @@ func TestPlanListsUnfinishedDeletions(t *testing.T) {
 	objs := []client.Object{
 		&metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: metalv1alpha1.BMCSpec{
 			Access: &metalv1alpha1.InlineEndpoint{IP: "10.0.0.1"}, Protocol: metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: 443}}},
-		&metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: "gone", DeletionTimestamp: &now, Finalizers: []string{metal.ServerFinalizer}},
+		&metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: "gone", DeletionTimestamp: &now, Finalizers: []string{server.Finalizer}},
 			Spec:   metalv1alpha1.ServerSpec{SystemUUID: "u1", BMCRef: &corev1.LocalObjectReference{Name: "b"}},
 			Status: metalv1alpha1.ServerStatus{State: metalv1alpha1.ServerStateAvailable}},
 		&metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: "kept"},

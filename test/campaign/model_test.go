@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/metal"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
+	"github.com/metalhub/metalhub/internal/controller/metal/server"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -406,7 +406,7 @@ func (m *model) take(ctx context.Context) (*snapshot, error) {
 	for i := range servers.Items {
 		o := &servers.Items[i]
 		v := &srvView{UID: string(o.UID), UUID: strings.ToLower(o.Spec.SystemUUID), Deleting: !o.DeletionTimestamp.IsZero(),
-			Finalizer: controllerutil.ContainsFinalizer(o, metal.ServerFinalizer),
+			Finalizer: controllerutil.ContainsFinalizer(o, server.Finalizer),
 			State:     o.Annotations[lifecycle.StateAnnotation], Mirror: string(o.Status.State), Power: string(o.Status.PowerState),
 			Op: o.Annotations[metalv1alpha1.OperationAnnotation], Parked: o.Annotations[metalv1alpha1.ParkedAnnotation] != "",
 			Unclaimable: o.Spec.Unclaimable, Taints: o.Spec.Taints, Labels: o.Labels,
@@ -573,7 +573,7 @@ func (m *model) checkHeld(prev, s *snapshot) {
 		case cv.UID != pv.UID:
 			what = "deleted and re-created"
 		case pv.Finalizer && !cv.Finalizer:
-			what = "stripped of its finalizer " + metal.ServerFinalizer
+			what = "stripped of its finalizer " + server.Finalizer
 		default:
 			continue
 		}

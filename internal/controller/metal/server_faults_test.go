@@ -13,6 +13,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
+	"github.com/metalhub/metalhub/internal/controller/metal/server"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/testenv"
@@ -78,7 +79,7 @@ func TestBMCDeletedWithItsSecretKeepsClaimedServer(t *testing.T) {
 	})
 	time.Sleep(2 * time.Second) // room for a wrong release to show
 	s := getServer(t, name)
-	if s == nil || !hasFinalizer(s, ServerFinalizer) {
+	if s == nil || !hasFinalizer(s, server.Finalizer) {
 		t.Fatalf("claimed server let go after its BMC and BMCSecret were deleted: %+v", s)
 	}
 	if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
@@ -229,7 +230,7 @@ func TestDeletingServerWithoutOurFinalizerDoesNotLoop(t *testing.T) {
 		return s != nil && durableState(s) == string(metalv1alpha1.ServerStateReserved), fmt.Sprintf("%+v", s.ObjectMeta)
 	})
 	s = getServer(t, name)
-	if hasFinalizer(s, ServerFinalizer) {
+	if hasFinalizer(s, server.Finalizer) {
 		t.Errorf("finalizer added to a deleting object: %v", s.Finalizers)
 	}
 	// The manager acts on it again (the ignore annotation is gone): patch, not Update.

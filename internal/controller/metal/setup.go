@@ -18,6 +18,7 @@ import (
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcuser"
 	"github.com/metalhub/metalhub/internal/controller/metal/claim"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
+	"github.com/metalhub/metalhub/internal/controller/metal/server"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/metadata"
@@ -26,9 +27,9 @@ import (
 
 // Options configure the metal family.
 type Options struct {
-	// ServerOptions configure the Server controller; the fields other controllers share
+	// Options (package server) configure the Server controller; the fields other controllers share
 	// (request timeout, retry, concurrency, shards) are read from here too.
-	ServerOptions
+	server.Options
 	// BMCUserAgent names this replica in every Redfish request (set by the manager).
 	BMCUserAgent string
 	// BMCMaxConcurrentRequests caps in-flight requests per BMC.
@@ -69,7 +70,7 @@ func (o Options) PoolOptions() bmc.Options {
 // DefaultOptions are the settings for a real fleet.
 func DefaultOptions() Options {
 	return Options{
-		ServerOptions:            DefaultServerOptions(),
+		Options:                  server.DefaultOptions(),
 		BMCMaxConcurrentRequests: bmc.DefaultMaxConcurrentRequests,
 		BMCResync:                15 * time.Minute,
 		RegistryBindAddress:      ":8082",
@@ -80,8 +81,8 @@ func DefaultOptions() Options {
 
 // ForServers are the Server controller's options: its own, and the boot provider's flag, which
 // the claim options hold.
-func (o Options) ForServers() ServerOptions {
-	so := o.ServerOptions
+func (o Options) ForServers() server.Options {
+	so := o.Options
 	so.ExternalBootProvider = o.Claims.ExternalBootProvider
 	return so
 }
@@ -165,7 +166,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if o.HardwareEvents == nil {
-		o.HardwareEvents = NewEventReceiver(mgr.GetClient(), ctrl.Log.WithName("bmc-events"))
+		o.HardwareEvents = server.NewEventReceiver(mgr.GetClient(), ctrl.Log.WithName("bmc-events"))
 	}
 	if o.RegistryBindAddress != "0" && o.RegistryBindAddress != "" {
 		if _, err := registry.Setup(ctx, mgr, registry.Options{BindAddress: o.RegistryBindAddress, DiscoveryNamespace: o.DiscoveryNamespace,
@@ -202,7 +203,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("bmcuser controller: %w", err)
 	}
-	if err := (&ServerReconciler{
+	if err := (&server.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: o.Events.Recorder("server-controller"), Options: o.ForServers(),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("server controller: %w", err)

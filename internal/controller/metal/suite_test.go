@@ -20,6 +20,7 @@ import (
 	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcevents"
 	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
+	"github.com/metalhub/metalhub/internal/controller/metal/server"
 	"github.com/metalhub/metalhub/internal/discovery"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -75,7 +76,7 @@ func runSuite(m *testing.M) int {
 	testOpts.Concurrency = 20
 	testOpts.RegistryBindAddress = "0" // the stand-in below reports; the registry has its own tests
 	testOpts.HardwareLogPoll = testHealthPoll
-	testOpts.HardwareFaultPolicy = FaultPolicyMaintenance
+	testOpts.HardwareFaultPolicy = server.FaultPolicyMaintenance
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:    scheme.New(),
 		Logger:    reconcileErrors.Logger(),
@@ -89,7 +90,7 @@ func runSuite(m *testing.M) int {
 	mgrClient = mgr.GetClient()
 	// The emulated BMCs deliver their events to the receiver, as real ones reach the registry's
 	// listener; the health tests deliver some themselves.
-	testOpts.HardwareEvents = NewEventReceiver(mgr.GetClient(), logr.Discard())
+	testOpts.HardwareEvents = server.NewEventReceiver(mgr.GetClient(), logr.Discard())
 	receiver := httptest.NewServer(testOpts.HardwareEvents)
 	defer receiver.Close()
 	testOpts.HardwareEventsURL = receiver.URL + bmcevents.EventsPath

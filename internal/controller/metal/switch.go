@@ -11,6 +11,7 @@ import (
 	"github.com/metalhub/metalhub/internal/controller/metal/claim"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/controller/metal/maintenance"
+	"github.com/metalhub/metalhub/internal/controller/metal/server"
 )
 
 // What "metalhub migrate plan" asks of the metal family: the same rules the controllers apply,
@@ -28,5 +29,5 @@ func BMCAddress(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC) (str
 // Finalizers are the finalizers the metal family sets and removes (the reference operator's
 // names for the same objects).
 func Finalizers() []string {
-	return []string{bmccontroller.Finalizer, ServerFinalizer, claim.Finalizer, maintenance.Finalizer}
+	return []string{bmccontroller.Finalizer, server.Finalizer, claim.Finalizer, maintenance.Finalizer}
 }

@@ -29,7 +29,7 @@ const (
 	// MaintenanceBootAnnotation records that the server was booted into its maintenance's boot
 	// configuration (once per maintenance): "<namespace>/<name>/<uid>" of the maintenance, or
 	// "adopted" for a server found in Maintenance that metalhub did not put there (see
-	// metal.MaintenanceBooted).
+	// server.MaintenanceBooted).
 	MaintenanceBootAnnotation = "lifecycle.metalhub.io/maintenance-boot"
 	// ClaimBootAnnotation records that the claimed server booted its boot configuration from
 	// the network: the configuration's UID. With networkBoot FirstPowerOn, later power-ons
@@ -47,7 +47,7 @@ const (
 	PreviousStateAnnotation = "lifecycle.metalhub.io/previous-state"
 	// AdoptedErrorAnnotation marks an Error metalhub found rather than entered (no previous
 	// state was recorded), with what the server was when found: "discovered" or
-	// "undiscovered" (see metal.ErrorExit). Read then, because our own inventory walk fills the
+	// "undiscovered" (see server.ErrorExit). Read then, because our own inventory walk fills the
 	// same status fields later.
 	AdoptedErrorAnnotation = "lifecycle.metalhub.io/adopted-error"
 )

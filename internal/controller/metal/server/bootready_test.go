@@ -1,4 +1,4 @@
-package metal
+package server
 
 import (
 	"context"
@@ -53,9 +53,9 @@ func TestBootConfigurationReady(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: "s"}}
 			c := metaltest.FakeClient(append([]client.Object{s}, tc.objects...)...)
-			opts := testOpts.ForServers()
+			opts := testOpts
 			opts.ExternalBootProvider = tc.external
-			r := &ServerReconciler{Client: c, Recorder: events.NewFakeRecorder(10), Options: opts}
+			r := &Reconciler{Client: c, Recorder: events.NewFakeRecorder(10), Options: opts}
 			var got bool
 			var why string
 			rec := lifecycle.NewReconciler[*metalv1alpha1.Server](c, func() *metalv1alpha1.Server { return &metalv1alpha1.Server{} },

@@ -1,4 +1,4 @@
-package metal
+package server
 
 import (
 	"context"
@@ -16,12 +16,12 @@ import (
 
 // blockDeletion holds a deleted server while a claim or maintenance holds it (read from durable
 // bookkeeping and refs, never from status), and reports why. It needs no BMC.
-func (r *ServerReconciler) blockDeletion(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) blockDeletion(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	s := p.Obj
 	if s.DeletionTimestamp.IsZero() {
 		return lifecycle.Continue(), nil
 	}
-	if !controllerutil.ContainsFinalizer(s, ServerFinalizer) {
+	if !controllerutil.ContainsFinalizer(s, Finalizer) {
 		return lifecycle.Done(), nil
 	}
 	held, why, err := r.held(ctx, p)
@@ -43,7 +43,7 @@ func (r *ServerReconciler) blockDeletion(ctx context.Context, p *serverPass) (li
 
 // finalize powers off a deleted server that nothing holds any more (blockDeletion ran first) and
 // lets it go.
-func (r *ServerReconciler) finalize(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) finalize(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	if p.state != metalv1alpha1.ServerStateParked {
 		if res, err := r.converge(ctx, p, metalv1alpha1.PowerOff, false); err != nil || !res.IsContinue() {
 			return res, err
@@ -53,7 +53,7 @@ func (r *ServerReconciler) finalize(bctx, ctx context.Context, p *serverPass) (l
 }
 
 // held reports whether a claim or maintenance still holds the server.
-func (r *ServerReconciler) held(ctx context.Context, p *serverPass) (bool, string, error) {
+func (r *Reconciler) held(ctx context.Context, p *serverPass) (bool, string, error) {
 	if p.state == metalv1alpha1.ServerStateReserved || p.Obj.Spec.ServerClaimRef != nil {
 		if c, err := r.claimOf(ctx, p); err != nil || c != nil {
 			if c != nil {
@@ -79,8 +79,8 @@ func (r *ServerReconciler) held(ctx context.Context, p *serverPass) (bool, strin
 }
 
 // release removes the server's discovery objects and its finalizer.
-func (r *ServerReconciler) release(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
-	if !controllerutil.ContainsFinalizer(p.Obj, ServerFinalizer) {
+func (r *Reconciler) release(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+	if !controllerutil.ContainsFinalizer(p.Obj, Finalizer) {
 		return lifecycle.Done(), nil
 	}
 	if err := r.deleteRound(ctx, p); err != nil {
@@ -94,6 +94,6 @@ func (r *ServerReconciler) release(ctx context.Context, p *serverPass) (lifecycl
 	r.ledSetAt.Delete(p.Obj.UID)
 	r.bootOrderSetAt.Delete(p.Obj.UID)
 	return lifecycle.Wrote("finalizer removed"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
-		controllerutil.RemoveFinalizer(s, ServerFinalizer)
+		controllerutil.RemoveFinalizer(s, Finalizer)
 	})
 }

@@ -1,4 +1,4 @@
-package metal
+package server
 
 import (
 	"context"
@@ -35,7 +35,7 @@ func serverOperation(op string) bool { _, ok := operationActions[op]; return ok 
 // reportOperation finishes a server's intent whose issue a previous pass claimed; it needs no BMC.
 // An unknown outcome goes to the checking phase where the system can settle it: its
 // LastResetTime (reported before the issue) or, for force-off/on, its power state.
-func (r *ServerReconciler) reportOperation(ctx context.Context, p *serverPass, i intent.Intent) (lifecycle.Result, error) {
+func (r *Reconciler) reportOperation(ctx context.Context, p *serverPass, i intent.Intent) (lifecycle.Result, error) {
 	rep := r.outcomes.Report(p.Obj.UID, i)
 	if rep.Uncertain && settleable(i) {
 		rep = intent.Report{EventType: corev1.EventTypeWarning, Reason: metalv1alpha1.ReasonOperationUncertain, Next: i.With(intent.Checking).String(),
@@ -62,7 +62,7 @@ func settleable(i intent.Intent) bool {
 	return i.LastReset != "" || a.action == bmc.PowerOff || a.action == bmc.PowerOn
 }
 
-func (r *ServerReconciler) resetSettle() time.Duration {
+func (r *Reconciler) resetSettle() time.Duration {
 	if r.Options.BMCResetSettle <= 0 {
 		return intent.DefaultResetSettle
 	}
@@ -71,7 +71,7 @@ func (r *ServerReconciler) resetSettle() time.Duration {
 
 // checkOperation settles an operation of unknown outcome from what the system shows now (see
 // settleOperation): carried out, owed again, or uncertain and not repeated.
-func (r *ServerReconciler) checkOperation(ctx context.Context, p *serverPass, i intent.Intent) (lifecycle.Result, error) {
+func (r *Reconciler) checkOperation(ctx context.Context, p *serverPass, i intent.Intent) (lifecycle.Result, error) {
 	v, why := settleOperation(i, p.sys, r.Now().Sub(i.Sent), r.resetSettle(), r.Options.PowerTimeout)
 	var rep intent.Report
 	switch v {
@@ -164,7 +164,7 @@ func orUnknown(s string) string {
 // annotation, if any, goes in the same write), and only once that write has won, issues it. The
 // write is the commit point: nothing is written after the action in this pass, and the write's
 // event brings the pass that reports it.
-func (r *ServerReconciler) issueOperation(bctx, ctx context.Context, p *serverPass, i intent.Intent, extra func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
+func (r *Reconciler) issueOperation(bctx, ctx context.Context, p *serverPass, i intent.Intent, extra func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
 	a := operationActions[i.Op]
 	// Everything before the reset request comes before the intent: a manager stopped in
 	// between then leaves nothing uncertain, and only the request itself lies between the
@@ -207,7 +207,7 @@ func (r *ServerReconciler) issueOperation(bctx, ctx context.Context, p *serverPa
 
 // operation carries out the one-off power operation a user asked for with the operation
 // annotation, through an intent (park and retry are transitionOperation's).
-func (r *ServerReconciler) operation(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) operation(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	bctx := p.bctx
 	if i, ok := intent.Parse(p.Obj.Annotations[intent.Annotation], serverOperation); ok {
 		switch i.Phase {
@@ -246,7 +246,7 @@ func (r *ServerReconciler) operation(ctx context.Context, p *serverPass) (lifecy
 // they need no BMC, so a dead or failing one does not hold them up. It runs before the BMC is
 // reached, unless an operation is pending (which goes first, on the BMC) or the server is
 // being deleted.
-func (r *ServerReconciler) transitionOperation(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) transitionOperation(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	if !p.Obj.DeletionTimestamp.IsZero() {
 		return lifecycle.Continue(), nil
 	}
@@ -286,7 +286,7 @@ func (r *ServerReconciler) transitionOperation(ctx context.Context, p *serverPas
 // acceptInventory makes the last discovery's inventory the server's baseline (the record first,
 // then the drift annotation goes with the operation in one write: after a crash in between,
 // accepting again changes nothing).
-func (r *ServerReconciler) acceptInventory(ctx context.Context, p *serverPass, clearOp func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
+func (r *Reconciler) acceptInventory(ctx context.Context, p *serverPass, clearOp func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
 	var rd client.Reader = p.c
 	if r.APIReader != nil {
 		rd = r.APIReader

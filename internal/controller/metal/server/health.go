@@ -1,4 +1,4 @@
-package metal
+package server
 
 import (
 	"cmp"
@@ -171,7 +171,7 @@ func (h *healthPolls) forget(uid types.UID) {
 // news: the fault record, the cursor and (by policy) the taint, in one write. An event only
 // asks for the read: what is recorded always comes from the log of the proven machine, so a
 // forged event cannot fault a server. A log that cannot be read does not hold the pass up.
-func (r *ServerReconciler) healthStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) healthStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	interval := r.Options.HardwareLogPoll
 	if interval <= 0 || r.health == nil || !p.Obj.DeletionTimestamp.IsZero() || p.conn == nil || !healthState(p.state) {
 		return lifecycle.Continue(), nil
@@ -281,7 +281,7 @@ func healthState(s metalv1alpha1.ServerState) bool {
 // logCursor is the newest entry of the server's log now, to record as the cursor with the move
 // to Available (the one write that ends discovery): what discovery left in the log is history.
 // "" when health reading is off or the log cannot be read (the first read then records it).
-func (r *ServerReconciler) logCursor(bctx context.Context, p *serverPass) string {
+func (r *Reconciler) logCursor(bctx context.Context, p *serverPass) string {
 	if r.Options.HardwareLogPoll <= 0 || r.health == nil || p.conn == nil {
 		return ""
 	}
@@ -293,7 +293,7 @@ func (r *ServerReconciler) logCursor(bctx context.Context, p *serverPass) string
 	return cmp.Or(id, "-")
 }
 
-func (r *ServerReconciler) lookAgainIn(p *serverPass, d time.Duration) {
+func (r *Reconciler) lookAgainIn(p *serverPass, d time.Duration) {
 	if d > 0 && (p.lookAgain == 0 || d < p.lookAgain) {
 		p.lookAgain = d
 	}
@@ -314,7 +314,7 @@ func setFaultTaint(s *metalv1alpha1.Server) {
 // finds it), then recorded on the Server. The taint was written with the fault, before: no claim
 // can bind the server in between, and one bound before is seen here and gets only the taint.
 // The maintenance asks for owner approval, so a claim that still got there is asked first.
-func (r *ServerReconciler) faultMaintenance(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) faultMaintenance(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	s := p.Obj
 	if r.Options.HardwareFaultPolicy != FaultPolicyMaintenance || s.Annotations[metalv1alpha1.HardwareFaultAnnotation] == "" ||
 		s.Annotations[HardwareFaultMaintenanceAnnotation] != "" || s.Spec.ServerClaimRef != nil || s.Spec.ServerMaintenanceRef != nil ||
@@ -345,7 +345,7 @@ func (r *ServerReconciler) faultMaintenance(ctx context.Context, p *serverPass) 
 
 // clearHardwareFault ends a fault after the repair: the record, the policy's taint and its
 // maintenance marker go (the maintenance itself is the user's to finish).
-func (r *ServerReconciler) clearHardwareFault(ctx context.Context, p *serverPass, clearOp func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
+func (r *Reconciler) clearHardwareFault(ctx context.Context, p *serverPass, clearOp func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
 	if f := p.Obj.Annotations[metalv1alpha1.HardwareFaultAnnotation]; f != "" {
 		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonFaultCleared, "Operation", "hardware fault cleared: %s", truncate(faultMessage(f), 900))
 	}

@@ -1,4 +1,4 @@
-package metal
+package server
 
 import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"

@@ -1,4 +1,4 @@
-package metal
+package server
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // the power-on boots the disk: no configuration, the box not Off, or networkBoot FirstPowerOn
 // after the first. When media is true, a virtual media record (value want) must be written
 // first and nothing may be powered on this pass.
-func (r *ServerReconciler) claimBoot(bctx context.Context, p *serverPass, sbc *metalv1alpha1.ServerBootConfiguration) (booted, want string, media bool, err error) {
+func (r *Reconciler) claimBoot(bctx context.Context, p *serverPass, sbc *metalv1alpha1.ServerBootConfiguration) (booted, want string, media bool, err error) {
 	if sbc == nil || p.sys.PowerState != bmc.PowerStateOff {
 		return "", "", false, nil
 	}
@@ -42,7 +42,7 @@ func claimBooted(record string, sbc *metalv1alpha1.ServerBootConfiguration) bool
 // a claimed server running under it has booted it: when the power-on's own write was lost (a
 // crash after the action), or the box was running when it came to us, the next power-on boots
 // the disk all the same.
-func (r *ServerReconciler) recordClaimBoot(ctx context.Context, p *serverPass, claim *metalv1alpha1.ServerClaim) (lifecycle.Result, error) {
+func (r *Reconciler) recordClaimBoot(ctx context.Context, p *serverPass, claim *metalv1alpha1.ServerClaim) (lifecycle.Result, error) {
 	if claim.Spec.Power != metalv1alpha1.PowerOn || p.sys.PowerState != bmc.PowerStateOn {
 		return lifecycle.Continue(), nil
 	}

@@ -1,4 +1,4 @@
-package metal
+package server
 
 import (
 	"cmp"
@@ -17,7 +17,7 @@ import (
 )
 
 // available keeps an unclaimed server off and clean, and hands it to a claim.
-func (r *ServerReconciler) available(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) available(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	if p.Obj.Spec.ServerClaimRef != nil {
 		return r.reserve(bctx, ctx, p)
 	}
@@ -47,7 +47,7 @@ func (r *ServerReconciler) available(bctx, ctx context.Context, p *serverPass) (
 // server one lifecycle write, not two. After a crash between the action and the write, the next
 // pass sees the box on or powering on and does not act again. A BMC refusing the action does not
 // hold the transition back: Reserved retries the power and reports the failure.
-func (r *ServerReconciler) reserve(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) reserve(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	ref := p.Obj.Spec.ServerClaimRef
 	claim, err := r.claimOf(ctx, p)
 	if err != nil {
@@ -88,7 +88,7 @@ func (r *ServerReconciler) reserve(bctx, ctx context.Context, p *serverPass) (li
 
 // reserved follows the claim's power. When the claim is gone the box is powered off, and only
 // once the BMC confirms it off does the server go back to Available (Recycle) or Released (Retain).
-func (r *ServerReconciler) reserved(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) reserved(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	s := p.Obj
 	claim, err := r.claimOf(ctx, p)
 	if err != nil {
@@ -147,7 +147,7 @@ func (r *ServerReconciler) reserved(bctx, ctx context.Context, p *serverPass) (l
 // bootReady reports whether the boot configuration the server names (if any) is Ready: a box
 // powered on for its claim before its boot provider serves the image boots whatever is on its
 // disk. The reason says what it waits for.
-func (r *ServerReconciler) bootReady(ctx context.Context, p *serverPass) (bool, string, *metalv1alpha1.ServerBootConfiguration, error) {
+func (r *Reconciler) bootReady(ctx context.Context, p *serverPass) (bool, string, *metalv1alpha1.ServerBootConfiguration, error) {
 	ref := p.Obj.Spec.BootConfigurationRef
 	if ref == nil || ref.Name == "" {
 		return true, "", nil, nil
@@ -160,7 +160,7 @@ func (r *ServerReconciler) bootReady(ctx context.Context, p *serverPass) (bool, 
 // Ready for this one. With the built-in provider, one it has not judged yet is judged here, by
 // the same rule (bootrequest.InputProblem): waiting for the provider's status write would put it in
 // every claim's path, a Server pass more per claim.
-func (r *ServerReconciler) bootConfigurationReady(ctx context.Context, p *serverPass, ns, name string) (bool, string, *metalv1alpha1.ServerBootConfiguration, error) {
+func (r *Reconciler) bootConfigurationReady(ctx context.Context, p *serverPass, ns, name string) (bool, string, *metalv1alpha1.ServerBootConfiguration, error) {
 	sbc := &metalv1alpha1.ServerBootConfiguration{}
 	if err := p.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sbc); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -188,7 +188,7 @@ func (r *ServerReconciler) bootConfigurationReady(ctx context.Context, p *server
 		cmp.Or(string(sbc.Status.State), string(metalv1alpha1.ServerBootConfigurationStatePending))), sbc, nil
 }
 
-func (r *ServerReconciler) claimOf(ctx context.Context, p *serverPass) (*metalv1alpha1.ServerClaim, error) {
+func (r *Reconciler) claimOf(ctx context.Context, p *serverPass) (*metalv1alpha1.ServerClaim, error) {
 	ref := p.Obj.Spec.ServerClaimRef
 	if ref == nil {
 		return nil, nil
@@ -204,7 +204,7 @@ func (r *ServerReconciler) claimOf(ctx context.Context, p *serverPass) (*metalv1
 }
 
 // released waits, powered off, for its claim ref to be removed by hand.
-func (r *ServerReconciler) released(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) released(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	if p.Obj.Spec.ServerClaimRef == nil {
 		return r.transition(ctx, p, metalv1alpha1.ServerStateAvailable, "claim ref removed", nil)
 	}
@@ -216,7 +216,7 @@ func (r *ServerReconciler) released(bctx, ctx context.Context, p *serverPass) (l
 
 // parked leaves the box alone (no BMC calls at all) until it is unparked, which returns it to the
 // state it was parked in: a claimed box stays claimed and is not powered off or rediscovered.
-func (r *ServerReconciler) parked(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) parked(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	switch p.Obj.Annotations[metalv1alpha1.OperationAnnotation] {
 	case metalv1alpha1.OperationUnpark:
 	case metalv1alpha1.OperationPark:

@@ -1,4 +1,4 @@
-package metal
+package server
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 // the step's own result already says when to look again. State and power never wait for the
 // inventory: a walk that fails or outlasts the pass (a real BMC with many DIMMs and drives)
 // goes on in the background, and a later pass adds it; the returned delay asks for that pass.
-func (r *ServerReconciler) observe(bctx, ctx context.Context, p *serverPass) (time.Duration, error) {
+func (r *Reconciler) observe(bctx, ctx context.Context, p *serverPass) (time.Duration, error) {
 	s := p.Obj
 	if p.state == metalv1alpha1.ServerStateInitial && s.Status.State == "" && p.bootProblem == nil {
 		// A new server leaves Initial within a pass or two: its first status write waits for
@@ -110,7 +110,7 @@ func onlyStateAndPower(a, b metalv1alpha1.ServerStatus) bool {
 }
 
 // mirror reports only the state mirror (for states that make no BMC calls).
-func (r *ServerReconciler) mirror(p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) mirror(p *serverPass) (lifecycle.Result, error) {
 	if p.Obj.Status.State != p.state {
 		serverstate.Mirror(&p.Obj.Status, p.Obj.Generation, p.state)
 	}
@@ -120,7 +120,7 @@ func (r *ServerReconciler) mirror(p *serverPass) (lifecycle.Result, error) {
 // restoreInventory fills a wiped status's discovery fields (the probe's GPUs, NIC drivers, LLDP
 // neighbours: what Redfish cannot say) from the server's inventory record. It reads the record
 // only for a status without processors on a server whose discovery reported: once per wipe.
-func (r *ServerReconciler) restoreInventory(ctx context.Context, s *metalv1alpha1.Server, st *metalv1alpha1.ServerStatus) error {
+func (r *Reconciler) restoreInventory(ctx context.Context, s *metalv1alpha1.Server, st *metalv1alpha1.ServerStatus) error {
 	if len(st.Processors) > 0 || s.Annotations[discovery.ReportedAnnotation] == "" {
 		return nil
 	}

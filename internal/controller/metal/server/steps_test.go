@@ -1,4 +1,4 @@
-package metal
+package server
 
 import (
 	"fmt"
@@ -122,7 +122,7 @@ func TestServerStateStep(t *testing.T) {
 			sys.SetPowerState(tc.power)
 			user, pass := b.Credentials()
 			s := &metalv1alpha1.Server{
-				ObjectMeta: metav1.ObjectMeta{Name: "s", Finalizers: []string{ServerFinalizer},
+				ObjectMeta: metav1.ObjectMeta{Name: "s", Finalizers: []string{Finalizer},
 					Annotations: map[string]string{lifecycle.StateAnnotation: string(tc.state)}},
 				Spec: metalv1alpha1.ServerSpec{SystemUUID: sys.UUID(), BMCRef: &corev1.LocalObjectReference{Name: "b"}},
 			}
@@ -134,9 +134,9 @@ func TestServerStateStep(t *testing.T) {
 			}, tc.objects...)
 			c := metaltest.FakeClient(objects...)
 			// One pass of the state step: the hardware log's reads have their own tests.
-			opts := testOpts.ForServers()
+			opts := testOpts
 			opts.HardwareLogPoll = 0
-			r := &ServerReconciler{Client: c, Pool: pool, Recorder: events.NewFakeRecorder(100), Options: opts}
+			r := &Reconciler{Client: c, Pool: pool, Recorder: events.NewFakeRecorder(100), Options: opts}
 			r.init()
 			start := time.Now()
 			rec := lifecycle.NewReconciler[*metalv1alpha1.Server](c, func() *metalv1alpha1.Server { return &metalv1alpha1.Server{} }, r.handle)

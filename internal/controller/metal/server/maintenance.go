@@ -1,4 +1,4 @@
-package metal
+package server
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
-func (r *ServerReconciler) maintenanceObj(ctx context.Context, p *serverPass) (*metalv1alpha1.ServerMaintenance, error) {
+func (r *Reconciler) maintenanceObj(ctx context.Context, p *serverPass) (*metalv1alpha1.ServerMaintenance, error) {
 	ref := p.Obj.Spec.ServerMaintenanceRef
 	if ref == nil {
 		return nil, nil
@@ -32,7 +32,7 @@ func (r *ServerReconciler) maintenanceObj(ctx context.Context, p *serverPass) (*
 
 // maintenance moves a server into Maintenance when a maintenance ref appears, remembering the
 // state to return to.
-func (r *ServerReconciler) maintenance(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) maintenance(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	if p.Obj.Spec.ServerMaintenanceRef == nil || p.state == metalv1alpha1.ServerStateMaintenance {
 		return lifecycle.Continue(), nil
 	}
@@ -107,7 +107,7 @@ func maintenanceBooted(record string, m *metalv1alpha1.ServerMaintenance, on, co
 // happens exactly once) unless the box runs it already (maintenanceBooted), applies the
 // maintenance's power otherwise, and returns to the previous state when the maintenance ref is
 // removed.
-func (r *ServerReconciler) inMaintenance(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) inMaintenance(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	s := p.Obj
 	if s.Spec.ServerMaintenanceRef == nil {
 		prev := previousState(s)

@@ -1,4 +1,4 @@
-package metal
+package server
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // created by the previous pass and not cached yet would start a second round whose token the
 // first one's ignition does not carry, and a deleted one still cached would skip the power-off
 // that makes the next PXE boot happen.
-func (r *ServerReconciler) roundSecret(ctx context.Context, p *serverPass) (*corev1.Secret, error) {
+func (r *Reconciler) roundSecret(ctx context.Context, p *serverPass) (*corev1.Secret, error) {
 	sec := &corev1.Secret{}
 	var rd client.Reader = p.c
 	if r.APIReader != nil {
@@ -44,7 +44,7 @@ func (r *ServerReconciler) roundSecret(ctx context.Context, p *serverPass) (*cor
 // ServerBootConfiguration, creating a new round when there is no Secret. Both are owned by the
 // Server, so they go with it. After a crash between the two creates, the next pass completes the
 // pair for the same round.
-func (r *ServerReconciler) ensureRound(ctx context.Context, p *serverPass, sec *corev1.Secret) (*corev1.Secret, error) {
+func (r *Reconciler) ensureRound(ctx context.Context, p *serverPass, sec *corev1.Secret) (*corev1.Secret, error) {
 	s := p.Obj
 	name := discovery.ObjectName(s.Name)
 	if sec == nil {
@@ -102,7 +102,7 @@ func (r *ServerReconciler) ensureRound(ctx context.Context, p *serverPass, sec *
 	return sec, nil
 }
 
-func (r *ServerReconciler) createOwned(ctx context.Context, p *serverPass, o client.Object) error {
+func (r *Reconciler) createOwned(ctx context.Context, p *serverPass, o client.Object) error {
 	if err := controllerutil.SetOwnerReference(p.Obj, o, p.c.Scheme()); err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func (r *ServerReconciler) createOwned(ctx context.Context, p *serverPass, o cli
 }
 
 // deleteRound removes a server's discovery objects.
-func (r *ServerReconciler) deleteRound(ctx context.Context, p *serverPass) error {
+func (r *Reconciler) deleteRound(ctx context.Context, p *serverPass) error {
 	name := discovery.ObjectName(p.Obj.Name)
 	for _, o := range []client.Object{
 		&metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.DiscoveryNamespace, Name: name}},
@@ -126,14 +126,14 @@ func (r *ServerReconciler) deleteRound(ctx context.Context, p *serverPass) error
 	return nil
 }
 
-func (r *ServerReconciler) discoveryRef() *metalv1alpha1.ObjectReference {
+func (r *Reconciler) discoveryRef() *metalv1alpha1.ObjectReference {
 	return &metalv1alpha1.ObjectReference{Namespace: r.Options.DiscoveryNamespace}
 }
 
 // initial prepares discovery: power off, a new round's objects, a one-time PXE override and
 // power on — then records all of it with the move to Discovery in one write. After a crash
 // anywhere in between, what the BMC already did is observed, not done again.
-func (r *ServerReconciler) initial(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) initial(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	sec, err := r.roundSecret(ctx, p)
 	if err != nil {
 		return lifecycle.Result{}, err
@@ -204,7 +204,7 @@ func (r *ServerReconciler) initial(bctx, ctx context.Context, p *serverPass) (li
 
 // discovery waits for the probe's report of this round, keeping the box on; a report moves the
 // server to Available (powered off in the same pass), a timeout back to Initial.
-func (r *ServerReconciler) discovery(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) discovery(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	s := p.Obj
 	if discovery.Fresh(s) {
 		issued, _, err := r.powerAction(bctx, p, metalv1alpha1.PowerOff, false)
@@ -257,7 +257,7 @@ func (r *ServerReconciler) discovery(bctx, ctx context.Context, p *serverPass) (
 // gone). It is not powered, booted or timed out: it is discovered again, from Initial, only once
 // it is Off and no claim holds it, so that a box someone is still using is never rebooted by the
 // switch.
-func (r *ServerReconciler) discoveryNotOurs(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) discoveryNotOurs(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	s := p.Obj
 	if p.sys.PowerState == bmc.PowerStateOff && s.Spec.ServerClaimRef == nil {
 		return r.transition(ctx, p, metalv1alpha1.ServerStateInitial, "discovery left by another operator, server Off and unclaimed: discovering again", func(s *metalv1alpha1.Server) {

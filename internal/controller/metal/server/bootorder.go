@@ -1,4 +1,4 @@
-package metal
+package server
 
 import (
 	"cmp"
@@ -19,7 +19,7 @@ import (
 // observed every pass (status.bootOrder) and needs no record: an order found as asked sends
 // nothing. An entry is matched by its device (a BootOptionReference) or else by its name (a
 // boot option's DisplayName); one that matches nothing is a Warning, and the rest is applied.
-func (r *ServerReconciler) bootOrderStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) bootOrderStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	entries := p.Obj.Spec.BootOrder
 	if len(entries) == 0 || p.sys == nil || len(p.sys.BootOrder) == 0 || !p.Obj.DeletionTimestamp.IsZero() ||
 		p.state == metalv1alpha1.ServerStateParked {

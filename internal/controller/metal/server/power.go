@@ -1,4 +1,4 @@
-package metal
+package server
 
 import (
 	"context"
@@ -24,7 +24,7 @@ func moving(obs bmc.PowerState, want metalv1alpha1.Power) bool {
 }
 
 // inFlight reports whether an action towards want was issued recently enough to wait for it.
-func (r *ServerReconciler) inFlight(p *serverPass, want metalv1alpha1.Power) bool {
+func (r *Reconciler) inFlight(p *serverPass, want metalv1alpha1.Power) bool {
 	rec, ok := parsePowerRecord(p.Obj.Annotations[serverstate.PowerAnnotation])
 	return ok && rec.target == want && r.Now().Sub(rec.at) < r.Options.PowerTimeout
 }
@@ -32,7 +32,7 @@ func (r *ServerReconciler) inFlight(p *serverPass, want metalv1alpha1.Power) boo
 // powerAction issues the BMC action towards want, unless the system is there, on its way, or
 // an action towards it is already in flight. It returns done=false when there is nothing to do.
 // The caller records the action in the same write as whatever else its step writes.
-func (r *ServerReconciler) powerAction(ctx context.Context, p *serverPass, want metalv1alpha1.Power, graceful bool) (issued bool, wait bool, err error) {
+func (r *Reconciler) powerAction(ctx context.Context, p *serverPass, want metalv1alpha1.Power, graceful bool) (issued bool, wait bool, err error) {
 	if reached(p.sys.PowerState, want) {
 		return false, false, nil
 	}
@@ -67,12 +67,12 @@ func (r *ServerReconciler) powerAction(ctx context.Context, p *serverPass, want 
 // converge drives power towards want as a step of its own: issue and record in one write, then
 // observe on later passes. Continue: the box is there. BMC calls use the pass's deadline
 // (p.bctx); the record is written with ctx.
-func (r *ServerReconciler) converge(ctx context.Context, p *serverPass, want metalv1alpha1.Power, graceful bool) (lifecycle.Result, error) {
+func (r *Reconciler) converge(ctx context.Context, p *serverPass, want metalv1alpha1.Power, graceful bool) (lifecycle.Result, error) {
 	return r.convergeWith(ctx, p, want, graceful, nil)
 }
 
 // convergeWith is converge whose write, when it issues the action, also applies also.
-func (r *ServerReconciler) convergeWith(ctx context.Context, p *serverPass, want metalv1alpha1.Power, graceful bool, also func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
+func (r *Reconciler) convergeWith(ctx context.Context, p *serverPass, want metalv1alpha1.Power, graceful bool, also func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
 	issued, wait, err := r.powerAction(p.bctx, p, want, graceful)
 	if err != nil {
 		return lifecycle.Result{}, err

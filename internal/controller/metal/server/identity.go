@@ -1,4 +1,4 @@
-package metal
+package server
 
 import (
 	"context"
@@ -34,7 +34,7 @@ import (
 // A deleted one that holds nothing lets go without touching the machine; one a claim or a
 // maintenance still holds keeps holding it (and counts as a twin to the newcomer, which would
 // otherwise rediscover a box in use) until its holder lets go. It reads the cache only.
-func (r *ServerReconciler) uniqueStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) uniqueStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	twins, err := twinsOf(ctx, p.c, p.Obj)
 	if err != nil || len(twins) == 0 {
 		return lifecycle.Continue(), err
@@ -60,7 +60,7 @@ func twinsOf(ctx context.Context, c client.Reader, s *metalv1alpha1.Server) ([]s
 	}
 	var names []string
 	for i := range list.Items {
-		if o := &list.Items[i]; o.UID != s.UID && (o.DeletionTimestamp.IsZero() || controllerutil.ContainsFinalizer(o, ServerFinalizer)) {
+		if o := &list.Items[i]; o.UID != s.UID && (o.DeletionTimestamp.IsZero() || controllerutil.ContainsFinalizer(o, Finalizer)) {
 			names = append(names, o.Name)
 		}
 	}
@@ -72,7 +72,7 @@ func twinsOf(ctx context.Context, c client.Reader, s *metalv1alpha1.Server) ([]s
 // from acting through it. The verdict is the BMC controller's, from the live answer; a wiped
 // BMC status loses it until that controller's next pass, and the identity check under every
 // call still holds meanwhile.
-func (r *ServerReconciler) duplicateBMCStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) duplicateBMCStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	ref := p.Obj.Spec.BMCRef
 	if ref == nil || ref.Name == "" {
 		return lifecycle.Continue(), nil
@@ -91,7 +91,7 @@ func (r *ServerReconciler) duplicateBMCStep(ctx context.Context, p *serverPass) 
 // identityFailed handles a pass whose BMC answered for another machine. A replaced board the
 // user accepted becomes the Server's; otherwise the Server reports what answered and waits,
 // acting on nothing, in whatever state it is in: a claimed box elsewhere stays as it is.
-func (r *ServerReconciler) identityFailed(ctx context.Context, p *serverPass, err error) (lifecycle.Result, error) {
+func (r *Reconciler) identityFailed(ctx context.Context, p *serverPass, err error) (lifecycle.Result, error) {
 	ie, _ := bmc.IdentityOf(err)
 	msg := err.Error()
 	if ie != nil {
@@ -108,7 +108,7 @@ func (r *ServerReconciler) identityFailed(ctx context.Context, p *serverPass, er
 // refuse reports why the pass does not act (Ready False with reason), with an event when that
 // is news, and looks again later, backing off like a failing BMC. It does not count towards
 // Error: leaving Error would act on the box, and nothing here says the box needs it.
-func (r *ServerReconciler) refuse(p *serverPass, reason, msg string, extra func(*metalv1alpha1.ServerStatus)) lifecycle.Result {
+func (r *Reconciler) refuse(p *serverPass, reason, msg string, extra func(*metalv1alpha1.ServerStatus)) lifecycle.Result {
 	s := p.Obj
 	n := 1
 	if v, ok := r.refusals.Load(s.UID); ok {
@@ -135,7 +135,7 @@ func (r *ServerReconciler) refuse(p *serverPass, reason, msg string, extra func(
 // is the accepted one (connect proved it): first its UUID in spec, then, once the inventory of
 // the new board is in status (observe reads it anew when the serial changed), the annotation
 // goes. One write per pass.
-func (r *ServerReconciler) acceptReplacement(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) acceptReplacement(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	acc := strings.TrimSpace(p.Obj.Annotations[metalv1alpha1.AcceptSystemUUIDAnnotation])
 	if acc == "" {
 		return lifecycle.Continue(), nil

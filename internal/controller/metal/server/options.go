@@ -1,4 +1,4 @@
-package metal
+package server
 
 import (
 	"time"
@@ -8,8 +8,8 @@ import (
 	"github.com/metalhub/metalhub/internal/shard"
 )
 
-// ServerOptions configure the Server controller.
-type ServerOptions struct {
+// Options configure the Server controller.
+type Options struct {
 	// BMCRequestTimeout bounds every Redfish request; no reconcile waits longer on a BMC.
 	BMCRequestTimeout time.Duration
 	// BMCResetSettle is how long after a reset of unknown outcome (a BMC's, or a server's
@@ -60,9 +60,9 @@ type ServerOptions struct {
 	ExternalBootProvider bool
 }
 
-// DefaultServerOptions are the Server controller's settings for a real fleet.
-func DefaultServerOptions() ServerOptions {
-	return ServerOptions{
+// DefaultOptions are the Server controller's settings for a real fleet.
+func DefaultOptions() Options {
+	return Options{
 		BMCRequestTimeout:   10 * time.Second,
 		BMCResetSettle:      intent.DefaultResetSettle,
 		Concurrency:         16,

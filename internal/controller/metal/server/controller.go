@@ -1,4 +1,4 @@
-package metal
+package server
 
 import (
 	"context"
@@ -35,8 +35,8 @@ import (
 	"github.com/metalhub/metalhub/internal/shard"
 )
 
-// ServerFinalizer keeps a Server until it is powered off and its boot configurations are gone.
-const ServerFinalizer = "metal.ironcore.dev/server"
+// Finalizer keeps a Server until it is powered off and its boot configurations are gone.
+const Finalizer = "metal.ironcore.dev/server"
 
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servers,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servers/status,verbs=get;update;patch
@@ -51,14 +51,14 @@ const ServerFinalizer = "metal.ironcore.dev/server"
 // restores a wiped status from them and accepts a new baseline).
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update;delete
 
-// ServerReconciler runs the Server lifecycle. Each pass looks at the server and its BMC, does one
+// Reconciler runs the Server lifecycle. Each pass looks at the server and its BMC, does one
 // thing — at most one write to the Server — and returns. Power never blocks: an action is issued
 // and recorded in the same write, then observed on later passes.
-type ServerReconciler struct {
+type Reconciler struct {
 	Client   client.Client
 	Pool     *bmc.Pool
 	Recorder events.EventRecorder
-	Options  ServerOptions
+	Options  Options
 	// Now is the clock (tests move it).
 	Now func() time.Time
 
@@ -89,7 +89,7 @@ type ServerReconciler struct {
 }
 
 // init fills in the clock and the inventory walks.
-func (r *ServerReconciler) init() {
+func (r *Reconciler) init() {
 	if r.Now == nil {
 		r.Now = time.Now
 	}
@@ -106,7 +106,7 @@ func (r *ServerReconciler) init() {
 }
 
 // SetupWithManager registers the reconciler.
-func (r *ServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.init()
 	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.Server { return &metalv1alpha1.Server{} }, r.handle)
 	rec.Resync = r.Options.ServerResync
@@ -273,7 +273,7 @@ type serverPass struct {
 
 // handle is the Server's pass, as its list of steps; the first that acts ends it. Status is the
 // report of the pass that found nothing to do or waits (stateStep): the Reconciler writes it.
-func (r *ServerReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.Server]) (lifecycle.Result, error) {
+func (r *Reconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.Server]) (lifecycle.Result, error) {
 	// Every BMC call of the pass shares one deadline: no pass outlasts the request timeout.
 	bctx, cancel := context.WithTimeout(ctx, r.Options.BMCRequestTimeout)
 	defer cancel()
@@ -303,7 +303,7 @@ func (r *ServerReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metal
 
 // bmcPausedStep ends the pass of a Server whose BMC object is paused, like its own pause: no
 // write, no BMC call (unpausing the BMC brings the next pass: pauseChanged).
-func (r *ServerReconciler) bmcPausedStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) bmcPausedStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	if paused, err := claimable.BMCPaused(ctx, p.c, p.Obj); err != nil || paused {
 		return lifecycle.Done(), err
 	}
@@ -312,7 +312,7 @@ func (r *ServerReconciler) bmcPausedStep(ctx context.Context, p *serverPass) (li
 
 // persistRecovered persists a derived or adopted state before anything else: from now on it is
 // bookkeeping.
-func (r *ServerReconciler) persistRecovered(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) persistRecovered(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	s, src := p.Obj, p.stateSource
 	if src != lifecycle.FromDerived && src != lifecycle.FromAdopted {
 		return lifecycle.Continue(), nil
@@ -321,7 +321,7 @@ func (r *ServerReconciler) persistRecovered(ctx context.Context, p *serverPass) 
 		"state %s recovered (%s) without rediscovery", p.state, strings.ToLower(string(src)))
 	return lifecycle.Wrote("persist state"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 		lifecycle.SetAnnotation(s, lifecycle.StateAnnotation, string(p.state))
-		lifecycle.AddFinalizer(s, ServerFinalizer)
+		lifecycle.AddFinalizer(s, Finalizer)
 		recoveredBookkeeping(s, p.state)
 	})
 }
@@ -350,14 +350,14 @@ func recoveredBookkeeping(s *metalv1alpha1.Server, state metalv1alpha1.ServerSta
 
 // reportIssued reports an operation issued by the previous pass first, BMC or not: only then
 // may the next one, or a step that powers the box, follow.
-func (r *ServerReconciler) reportIssued(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) reportIssued(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	if i, ok := intent.Parse(p.Obj.Annotations[intent.Annotation], serverOperation); ok && i.Phase == intent.Issuing {
 		return r.reportOperation(ctx, p, i)
 	}
 	return lifecycle.Continue(), nil
 }
 
-func (r *ServerReconciler) parkedStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) parkedStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	if p.state == metalv1alpha1.ServerStateParked && p.Obj.DeletionTimestamp.IsZero() {
 		return r.parked(ctx, p)
 	}
@@ -366,7 +366,7 @@ func (r *ServerReconciler) parkedStep(ctx context.Context, p *serverPass) (lifec
 
 // connectStep reaches the server's BMC. A deleted server whose BMC access is gone (blockDeletion
 // found it not held) has nothing to power off, and is let go.
-func (r *ServerReconciler) connectStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) connectStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	if err := r.connect(p.bctx, p); err != nil {
 		if isIdentityError(err) {
 			return r.identityFailed(ctx, p, err)
@@ -385,7 +385,7 @@ func (r *ServerReconciler) connectStep(ctx context.Context, p *serverPass) (life
 // the pass), and status is rebuilt by the pass that finds nothing to do or waits. A claimed
 // server's changed generation, its new state and its power then reach status in one write, not
 // three.
-func (r *ServerReconciler) stateStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) stateStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	res, err := r.step(p.bctx, ctx, p)
 	if err != nil {
 		// A step that keeps failing must not keep status from being rebuilt.
@@ -417,7 +417,7 @@ func (r *ServerReconciler) stateStep(ctx context.Context, p *serverPass) (lifecy
 }
 
 // step runs the handler of the server's state.
-func (r *ServerReconciler) step(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) step(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	switch p.state {
 	case metalv1alpha1.ServerStateInitial:
 		return r.initial(bctx, ctx, p)
@@ -445,7 +445,7 @@ func (r *ServerReconciler) step(bctx, ctx context.Context, p *serverPass) (lifec
 // connect resolves the BMC and reads the system's power state and boot override. The client it
 // leaves the pass is bound to the Server's machine: every call of the pass on the system proves
 // the system is that machine first (bmc.Expect), so no step acts on whatever answers.
-func (r *ServerReconciler) connect(ctx context.Context, p *serverPass) error {
+func (r *Reconciler) connect(ctx context.Context, p *serverPass) error {
 	ep, err := bmcaccess.ServerEndpoint(ctx, p.c, p.Obj)
 	if err != nil {
 		return err
@@ -466,7 +466,7 @@ func (r *ServerReconciler) connect(ctx context.Context, p *serverPass) error {
 }
 
 // findSystem finds a server's system by UUID, for servers registered without a system URI.
-func (r *ServerReconciler) findSystem(ctx context.Context, p *serverPass) (string, error) {
+func (r *Reconciler) findSystem(ctx context.Context, p *serverPass) (string, error) {
 	systems, err := p.conn.Systems(ctx)
 	if err != nil {
 		return "", err
@@ -481,7 +481,7 @@ func (r *ServerReconciler) findSystem(ctx context.Context, p *serverPass) (strin
 
 // bmcFailed reports a BMC failure on the server and retries later. After ErrorThreshold
 // consecutive failures the server is put in Error, which it leaves by itself once the BMC answers.
-func (r *ServerReconciler) bmcFailed(ctx context.Context, p *serverPass, err error) (lifecycle.Result, error) {
+func (r *Reconciler) bmcFailed(ctx context.Context, p *serverPass, err error) (lifecycle.Result, error) {
 	if bmc.IsFenced(err) {
 		// Not the BMC's failure: the server's shard moved on; its new holder acts from here.
 		return lifecycle.Done(), err
@@ -565,16 +565,16 @@ func previousState(s *metalv1alpha1.Server) metalv1alpha1.ServerState {
 }
 
 // patch applies mutate to the Server and writes the difference with an optimistic lock.
-func (r *ServerReconciler) patch(ctx context.Context, p *serverPass, mutate func(*metalv1alpha1.Server)) error {
+func (r *Reconciler) patch(ctx context.Context, p *serverPass, mutate func(*metalv1alpha1.Server)) error {
 	return lifecycle.PatchMetadata(ctx, p.c, p.Obj, func(o client.Object) { mutate(o.(*metalv1alpha1.Server)) })
 }
 
 // transition records a new state (plus whatever extra sets in the same write) and reports it.
-func (r *ServerReconciler) transition(ctx context.Context, p *serverPass, to metalv1alpha1.ServerState, why string, extra func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
+func (r *Reconciler) transition(ctx context.Context, p *serverPass, to metalv1alpha1.ServerState, why string, extra func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
 	from := p.state
 	err := r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 		lifecycle.SetAnnotation(s, lifecycle.StateAnnotation, string(to))
-		lifecycle.AddFinalizer(s, ServerFinalizer)
+		lifecycle.AddFinalizer(s, Finalizer)
 		// A power record belongs to the state that issued it; left behind, a finished "On"
 		// would read as still in flight when the next state wants On again.
 		lifecycle.RemoveAnnotation(s, serverstate.PowerAnnotation)

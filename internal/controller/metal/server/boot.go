@@ -1,4 +1,4 @@
-package metal
+package server
 
 import (
 	"context"
@@ -56,7 +56,7 @@ func overrideSet(b bmc.BootOverride, target bmc.BootTarget) bool {
 // sent; the failure is the pass's BootMethod condition. What the user must fix (a method the BMC
 // lacks, an image it refuses to mount) fails with a lifecycle.ReasonError carrying the
 // condition's reason: stateStep makes that a calm look again, not an error retried with backoff.
-func (r *ServerReconciler) prepareBoot(bctx context.Context, p *serverPass, req bootRequest) (want string, record bool, err error) {
+func (r *Reconciler) prepareBoot(bctx context.Context, p *serverPass, req bootRequest) (want string, record bool, err error) {
 	defer func() {
 		switch {
 		case err != nil:
@@ -160,7 +160,7 @@ func unsupported(err error) error {
 	return err
 }
 
-func (r *ServerReconciler) bootEvent(p *serverPass, req bootRequest, format string, args ...any) {
+func (r *Reconciler) bootEvent(p *serverPass, req bootRequest, format string, args ...any) {
 	var related runtime.Object
 	if req.regarding != nil {
 		related = req.regarding
@@ -169,7 +169,7 @@ func (r *ServerReconciler) bootEvent(p *serverPass, req bootRequest, format stri
 }
 
 // writeMediaRecord writes the virtual media record prepareBoot asked for and ends the pass.
-func (r *ServerReconciler) writeMediaRecord(ctx context.Context, p *serverPass, want string) (lifecycle.Result, error) {
+func (r *Reconciler) writeMediaRecord(ctx context.Context, p *serverPass, want string) (lifecycle.Result, error) {
 	return lifecycle.Wrote("virtual media recorded"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 		setMediaRecord(s, want)
 	})
@@ -185,7 +185,7 @@ func setMediaRecord(s *metalv1alpha1.Server, want string) {
 
 // ejectRecorded ejects the medium the record names (nothing inserted, nothing sent) and
 // reports whether there was a record: the caller removes it in its next write.
-func (r *ServerReconciler) ejectRecorded(bctx context.Context, p *serverPass) (bool, error) {
+func (r *Reconciler) ejectRecorded(bctx context.Context, p *serverPass) (bool, error) {
 	have := p.Obj.Annotations[serverstate.MediaAnnotation]
 	if have == "" {
 		return false, nil
@@ -199,7 +199,7 @@ func (r *ServerReconciler) ejectRecorded(bctx context.Context, p *serverPass) (b
 // reportBoot sets or ends the BootMethod condition from what the pass found. The pass that
 // prepares a boot writes the power action, not status; so the condition also ends once the box
 // runs (it booted, nothing is being prepared) or no boot is owed (Available, Released).
-func (r *ServerReconciler) reportBoot(p *serverPass, st *metalv1alpha1.ServerStatus) {
+func (r *Reconciler) reportBoot(p *serverPass, st *metalv1alpha1.ServerStatus) {
 	switch {
 	case p.bootProblem != nil:
 		before := apimeta.FindStatusCondition(p.Obj.Status.Conditions, metalv1alpha1.ConditionBootMethod)

@@ -1,4 +1,4 @@
-package metal
+package server
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 // (MaintenanceLEDAnnotation, written before the LED is set): once the maintenance is over the
 // LED goes back to what the Server asks, or Off. A system that reports no LED is not written
 // blind every pass: nothing is done, and status says nothing.
-func (r *ServerReconciler) ledStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+func (r *Reconciler) ledStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	if p.sys == nil || p.sys.IndicatorLED == "" || !p.Obj.DeletionTimestamp.IsZero() {
 		return lifecycle.Continue(), nil
 	}
@@ -71,7 +71,7 @@ func (r *ServerReconciler) ledStep(ctx context.Context, p *serverPass) (lifecycl
 }
 
 // maintenanceLED is the LED the server's maintenance asks for while it is in it, or "".
-func (r *ServerReconciler) maintenanceLED(ctx context.Context, p *serverPass) (string, error) {
+func (r *Reconciler) maintenanceLED(ctx context.Context, p *serverPass) (string, error) {
 	if p.state != metalv1alpha1.ServerStateMaintenance || p.Obj.Spec.ServerMaintenanceRef == nil {
 		return "", nil
 	}
