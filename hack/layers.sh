@@ -6,8 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 base=github.com/metalhub/metalhub/internal/controller/metal
-controllers="claim maintenance bmccontroller bmcuser bootconfig readiness"
-shared="bmcaccess index intent serverstate claimable bootrequest shardkey bmcevents metaltest"
+controllers="server claim maintenance bmccontroller bmcuser bootconfig readiness"
+shared="bmcaccess index intent serverstate claimable bootrequest shardkey bmcevents health inventorywalk metaltest"
 
 fail=0
 check() { # check PKG FORBIDDEN...: PKG's own imports must name none of FORBIDDEN

@@ -16,7 +16,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcevents"
-	"github.com/metalhub/metalhub/internal/controller/metal/server"
+	"github.com/metalhub/metalhub/internal/controller/metal/health"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
@@ -63,7 +63,7 @@ func TestCriticalEventOnUnclaimedServer(t *testing.T) {
 	t.Cleanup(b.ClearFaults)
 	name := registerBMC(t, b, "sel")
 	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
-	if c := getServer(t, name).Annotations[server.HardwareLogCursorAnnotation]; c == "" {
+	if c := getServer(t, name).Annotations[health.HardwareLogCursorAnnotation]; c == "" {
 		t.Fatal("no log cursor recorded with the move to Available")
 	}
 	sys := systemOf(b)
@@ -235,7 +235,7 @@ func TestFirstLogReadIsHistory(t *testing.T) {
 	old := sys.InjectLogEntry(redfish.LogEntry{Severity: redfish.SeverityCritical, SensorType: "Fan", Message: "Fan 3 failed last year"})
 	name := registerBMC(t, b, "selhist")
 	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
-	if c, ok := getServer(t, name).Annotations[server.HardwareLogCursorAnnotation]; ok {
+	if c, ok := getServer(t, name).Annotations[health.HardwareLogCursorAnnotation]; ok {
 		t.Fatalf("a cursor %q without a log", c)
 	}
 	b.SetFaults(redfish.Faults{NoEventService: true})
@@ -243,7 +243,7 @@ func TestFirstLogReadIsHistory(t *testing.T) {
 	read := time.Now()
 	deliverEvent(t, s, "/redfish/v1/Systems/"+sys.ID())
 	eventually(t, 3*testHealthPoll, "cursor recorded by the first read", func() (bool, string) {
-		c := getServer(t, name).Annotations[server.HardwareLogCursorAnnotation]
+		c := getServer(t, name).Annotations[health.HardwareLogCursorAnnotation]
 		return c == old.ID, c
 	})
 	waitLogRead(t, name, read)

@@ -17,6 +17,7 @@ import (
 	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcuser"
 	"github.com/metalhub/metalhub/internal/controller/metal/claim"
+	"github.com/metalhub/metalhub/internal/controller/metal/health"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/controller/metal/server"
 	"github.com/metalhub/metalhub/internal/discovery"
@@ -166,7 +167,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if o.HardwareEvents == nil {
-		o.HardwareEvents = server.NewEventReceiver(mgr.GetClient(), ctrl.Log.WithName("bmc-events"))
+		o.HardwareEvents = health.NewEventReceiver(mgr.GetClient(), ctrl.Log.WithName("bmc-events"))
 	}
 	if o.RegistryBindAddress != "0" && o.RegistryBindAddress != "" {
 		if _, err := registry.Setup(ctx, mgr, registry.Options{BindAddress: o.RegistryBindAddress, DiscoveryNamespace: o.DiscoveryNamespace,

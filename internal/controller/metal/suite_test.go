@@ -19,8 +19,8 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcevents"
+	"github.com/metalhub/metalhub/internal/controller/metal/health"
 	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
-	"github.com/metalhub/metalhub/internal/controller/metal/server"
 	"github.com/metalhub/metalhub/internal/discovery"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -76,7 +76,7 @@ func runSuite(m *testing.M) int {
 	testOpts.Concurrency = 20
 	testOpts.RegistryBindAddress = "0" // the stand-in below reports; the registry has its own tests
 	testOpts.HardwareLogPoll = testHealthPoll
-	testOpts.HardwareFaultPolicy = server.FaultPolicyMaintenance
+	testOpts.HardwareFaultPolicy = health.FaultPolicyMaintenance
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:    scheme.New(),
 		Logger:    reconcileErrors.Logger(),
@@ -90,7 +90,7 @@ func runSuite(m *testing.M) int {
 	mgrClient = mgr.GetClient()
 	// The emulated BMCs deliver their events to the receiver, as real ones reach the registry's
 	// listener; the health tests deliver some themselves.
-	testOpts.HardwareEvents = server.NewEventReceiver(mgr.GetClient(), logr.Discard())
+	testOpts.HardwareEvents = health.NewEventReceiver(mgr.GetClient(), logr.Discard())
 	receiver := httptest.NewServer(testOpts.HardwareEvents)
 	defer receiver.Close()
 	testOpts.HardwareEventsURL = receiver.URL + bmcevents.EventsPath

@@ -1,3 +1,9 @@
+// Package server holds the Server controller: the lifecycle of one bare-metal server through
+// its BMC (Initial, Discovery, Available, Reserved, Maintenance, Error, deletion), one file per
+// concern of its steps. It owns the Server's power and boot, the discovery round, identity
+// proofs before action, inventory, hardware health and one-off operations. It must not bind
+// claims (package claim) nor act on a BMC as a whole (package bmccontroller); what it shares with
+// them lives in the packages below it, never here.
 package server
 
 import (
@@ -27,8 +33,10 @@ import (
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
 	"github.com/metalhub/metalhub/internal/controller/metal/claimable"
+	"github.com/metalhub/metalhub/internal/controller/metal/health"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
+	"github.com/metalhub/metalhub/internal/controller/metal/inventorywalk"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -76,7 +84,7 @@ type Reconciler struct {
 	// intent.Annotation): only the process that issued it knows.
 	outcomes intent.Outcomes
 	// inventories runs inventory walks beside the passes.
-	inventories *inventoryJobs
+	inventories *inventorywalk.Walks
 	// ledSetAt is each server's last locator LED write (ledWrite): a BMC that accepts the write
 	// and keeps its LED is written the same again only after RetryAfter. In memory like failures.
 	ledSetAt sync.Map
@@ -85,7 +93,7 @@ type Reconciler struct {
 	bootOrderSetAt sync.Map
 	// health is when each server's hardware log was last read (healthStep); shared with the
 	// event receiver (Options.HardwareEvents), which rings servers whose BMC sent an event.
-	health *healthPolls
+	health *health.Polls
 }
 
 // init fills in the clock and the inventory walks.
@@ -94,14 +102,14 @@ func (r *Reconciler) init() {
 		r.Now = time.Now
 	}
 	if r.health == nil {
-		r.health = &healthPolls{}
+		r.health = &health.Polls{}
 		if ev := r.Options.HardwareEvents; ev != nil {
-			r.health = ev.health
+			r.health = ev.Polls
 		}
 	}
 	if r.inventories == nil {
 		// A walk may take several request timeouts on a big machine; it runs beside the passes.
-		r.inventories = newInventoryJobs(6 * r.Options.BMCRequestTimeout)
+		r.inventories = inventorywalk.NewWalks(6 * r.Options.BMCRequestTimeout)
 	}
 }
 
@@ -113,7 +121,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr)
 	if ev := r.Options.HardwareEvents; ev != nil {
 		// A BMC's event brings its servers' next pass, which reads their logs.
-		b = b.WatchesRawSource(source.Channel(ev.queue, &handler.EnqueueRequestForObject{}))
+		b = b.WatchesRawSource(source.Channel(ev.Queue, &handler.EnqueueRequestForObject{}))
 	}
 	b = b.
 		Named("server").

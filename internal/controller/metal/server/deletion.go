@@ -87,9 +87,9 @@ func (r *Reconciler) release(ctx context.Context, p *serverPass) (lifecycle.Resu
 		return lifecycle.Result{}, err
 	}
 	r.failures.Delete(p.Obj.Name)
-	r.inventories.forget(p.Obj.UID)
+	r.inventories.Forget(p.Obj.UID)
 	if r.health != nil {
-		r.health.forget(p.Obj.UID)
+		r.health.Forget(p.Obj.UID)
 	}
 	r.ledSetAt.Delete(p.Obj.UID)
 	r.bootOrderSetAt.Delete(p.Obj.UID)

@@ -15,6 +15,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/health"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -212,7 +213,7 @@ func (r *Reconciler) discovery(bctx, ctx context.Context, p *serverPass) (lifecy
 			return lifecycle.Result{}, err
 		}
 		cursor := ""
-		if p.Obj.Annotations[HardwareLogCursorAnnotation] == "" {
+		if p.Obj.Annotations[health.HardwareLogCursorAnnotation] == "" {
 			cursor = r.logCursor(bctx, p)
 		}
 		return r.transition(ctx, p, metalv1alpha1.ServerStateAvailable, "hardware report received", func(s *metalv1alpha1.Server) {
@@ -220,7 +221,7 @@ func (r *Reconciler) discovery(bctx, ctx context.Context, p *serverPass) (lifecy
 				lifecycle.SetAnnotation(s, serverstate.PowerAnnotation, powerRecord{target: metalv1alpha1.PowerOff, at: r.Now()}.String())
 			}
 			if cursor != "" {
-				lifecycle.SetAnnotation(s, HardwareLogCursorAnnotation, cursor)
+				lifecycle.SetAnnotation(s, health.HardwareLogCursorAnnotation, cursor)
 			}
 			clearDiscovery(s, r.Options.DiscoveryNamespace)
 		})

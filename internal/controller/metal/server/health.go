@@ -7,164 +7,20 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/health"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
-
-const (
-	// HardwareLogCursorAnnotation is the last entry of the server's hardware log (SEL) metalhub
-	// has read: entries up to it are history, later ones news. Written once when the log is
-	// first read (what was logged before metalhub looked is not raised), then with each fault.
-	HardwareLogCursorAnnotation = "health.metalhub.io/log-cursor"
-	// HardwareFaultMaintenanceAnnotation names the ServerMaintenance (namespace/name) the fault
-	// policy opened for the server's current fault, so it is opened once.
-	HardwareFaultMaintenanceAnnotation = "health.metalhub.io/maintenance"
-
-	// maxFaults bounds the fault record: the most recent critical events.
-	maxFaults = 5
-)
-
-// FaultPolicy is what metalhub does to a server whose BMC logged a critical event, beyond the
-// HardwareFault condition, the Warning event and the metric.
-type FaultPolicy string
-
-const (
-	// FaultPolicyNone only reports.
-	FaultPolicyNone FaultPolicy = "None"
-	// FaultPolicyTaint taints the server (HardwareFaultTaintKey, NoBind) so new claims avoid it;
-	// a claim bound already keeps it.
-	FaultPolicyTaint FaultPolicy = "Taint"
-	// FaultPolicyMaintenance taints, and opens a ServerMaintenance for a server no claim holds.
-	FaultPolicyMaintenance FaultPolicy = "TaintAndMaintenance"
-)
-
-// Set implements flag.Value.
-func (p *FaultPolicy) Set(s string) error {
-	for _, v := range []FaultPolicy{FaultPolicyNone, FaultPolicyTaint, FaultPolicyMaintenance} {
-		if strings.EqualFold(s, string(v)) {
-			*p = v
-			return nil
-		}
-	}
-	return fmt.Errorf("%q: want None, Taint or TaintAndMaintenance", s)
-}
-
-func (p *FaultPolicy) String() string { return string(*p) }
-
-// faultEntry is one critical event in the fault record.
-type faultEntry struct {
-	Entry   string    `json:"entry"`
-	Created time.Time `json:"created,omitzero"`
-	Sensor  string    `json:"sensor,omitempty"`
-	Message string    `json:"message"`
-}
-
-func (f faultEntry) same(e bmc.LogEntry) bool { return f.Entry == e.ID && f.Created.Equal(e.Created) }
-
-func parseFaults(s string) ([]faultEntry, error) {
-	if s == "" {
-		return nil, nil
-	}
-	var out []faultEntry
-	if err := json.Unmarshal([]byte(s), &out); err != nil {
-		return nil, fmt.Errorf("fault record %q: %w", s, err)
-	}
-	return out, nil
-}
-
-// faultMessage is the HardwareFault condition's message.
-func faultMessage(record string) string {
-	faults, err := parseFaults(record)
-	if err != nil || len(faults) == 0 {
-		return record
-	}
-	parts := make([]string, len(faults))
-	for i, f := range faults {
-		what := f.Message
-		if f.Sensor != "" {
-			what = f.Sensor + ": " + what
-		}
-		parts[i] = fmt.Sprintf("%s (log entry %s", what, f.Entry)
-		if !f.Created.IsZero() {
-			parts[i] += ", " + f.Created.UTC().Format(time.RFC3339)
-		}
-		parts[i] += ")"
-	}
-	return "critical hardware events: " + strings.Join(parts, "; ")
-}
-
-// healthPolls keeps, per server, when its log was last read, the newest entry read and whether
-// an event asked for a read now. In memory on purpose: after a restart every log is read once
-// and the durable cursor says what is news.
-type healthPolls struct {
-	mu sync.Mutex
-	m  map[types.UID]*healthPoll
-}
-
-type healthPoll struct {
-	at     time.Time
-	cursor string
-	rung   bool
-}
-
-func (h *healthPolls) get(uid types.UID) healthPoll {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if p := h.m[uid]; p != nil {
-		return *p
-	}
-	return healthPoll{}
-}
-
-func (h *healthPolls) polled(uid types.UID, at time.Time, cursor string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.m == nil {
-		h.m = map[types.UID]*healthPoll{}
-	}
-	p := h.m[uid]
-	if p == nil {
-		p = &healthPoll{}
-		h.m[uid] = p
-	}
-	p.at, p.rung = at, false
-	if cursor != "" {
-		p.cursor = cursor
-	}
-}
-
-// ring asks for a read of the server's log at its next pass (an event arrived).
-func (h *healthPolls) ring(uid types.UID) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.m == nil {
-		h.m = map[types.UID]*healthPoll{}
-	}
-	p := h.m[uid]
-	if p == nil {
-		p = &healthPoll{}
-		h.m[uid] = p
-	}
-	p.rung = true
-}
-
-func (h *healthPolls) forget(uid types.UID) {
-	h.mu.Lock()
-	delete(h.m, uid)
-	h.mu.Unlock()
-}
 
 // healthStep reads the server's hardware log when due (every --hardware-log-poll-interval, or
 // at once when the BMC's event said something happened) and records critical events that are
@@ -180,25 +36,25 @@ func (r *Reconciler) healthStep(ctx context.Context, p *serverPass) (lifecycle.R
 		return res, err
 	}
 	now := r.Now()
-	hp := r.health.get(p.Obj.UID)
-	if since := now.Sub(hp.at); since < interval && (!hp.rung || since < minLogReadGap) {
+	hp := r.health.Get(p.Obj.UID)
+	if since := now.Sub(hp.At); since < interval && (!hp.Rung || since < health.MinReadGap) {
 		wait := interval - since
-		if hp.rung {
-			wait = minLogReadGap - since
+		if hp.Rung {
+			wait = health.MinReadGap - since
 		}
 		r.lookAgainIn(p, wait)
 		return lifecycle.Continue(), nil
 	}
 	failed := func(err error) (lifecycle.Result, error) {
 		// Unsupported, or failing: looked at again next interval; the pass goes on.
-		r.health.polled(p.Obj.UID, now, "")
+		r.health.Polled(p.Obj.UID, now, "")
 		r.lookAgainIn(p, interval)
 		if bmc.ReasonOf(err) != bmc.ReasonUnsupported {
 			ctrl.LoggerFrom(ctx).Info("reading the hardware log failed", "error", err.Error())
 		}
 		return lifecycle.Continue(), nil
 	}
-	recorded := p.Obj.Annotations[HardwareLogCursorAnnotation]
+	recorded := p.Obj.Annotations[health.HardwareLogCursorAnnotation]
 	if recorded == "" {
 		// First read (a server discovered before, or adopted): what is in the log already is
 		// history. The cursor is written once, even for an empty log ("-"), so a restart does
@@ -207,13 +63,13 @@ func (r *Reconciler) healthStep(ctx context.Context, p *serverPass) (lifecycle.R
 		if err != nil {
 			return failed(err)
 		}
-		r.health.polled(p.Obj.UID, now, id)
+		r.health.Polled(p.Obj.UID, now, id)
 		r.lookAgainIn(p, interval)
 		return lifecycle.Wrote("hardware log read"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
-			lifecycle.SetAnnotation(s, HardwareLogCursorAnnotation, cmp.Or(id, "-"))
+			lifecycle.SetAnnotation(s, health.HardwareLogCursorAnnotation, cmp.Or(id, "-"))
 		})
 	}
-	after := cmp.Or(hp.cursor, recorded)
+	after := cmp.Or(hp.Cursor, recorded)
 	entries, err := p.conn.LogEntries(p.bctx, p.sysID, after)
 	if err != nil {
 		return failed(err)
@@ -222,24 +78,24 @@ func (r *Reconciler) healthStep(ctx context.Context, p *serverPass) (lifecycle.R
 	if len(entries) > 0 {
 		newest = entries[len(entries)-1].ID
 	}
-	r.health.polled(p.Obj.UID, now, newest)
+	r.health.Polled(p.Obj.UID, now, newest)
 	r.lookAgainIn(p, interval)
-	faults, err := parseFaults(p.Obj.Annotations[metalv1alpha1.HardwareFaultAnnotation])
+	faults, err := health.ParseFaults(p.Obj.Annotations[metalv1alpha1.HardwareFaultAnnotation])
 	if err != nil {
 		faults = nil // unreadable: the new events make a new record
 	}
-	news := logNews(entries, faults)
+	news := health.News(entries, faults)
 	if len(news) == 0 {
 		return lifecycle.Continue(), nil
 	}
 	for _, e := range news {
-		faults = append(faults, faultEntry{Entry: e.ID, Created: e.Created, Sensor: e.SensorType, Message: cmp.Or(e.Message, e.MessageID)})
+		faults = append(faults, health.Fault{Entry: e.ID, Created: e.Created, Sensor: e.SensorType, Message: cmp.Or(e.Message, e.MessageID)})
 		criticalEvents.WithLabelValues(cmp.Or(e.SensorType, "unknown")).Inc()
 		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonCriticalEvent, "Health",
 			"the BMC logged a critical event: %s (log entry %s)", strings.TrimPrefix(e.SensorType+": "+cmp.Or(e.Message, e.MessageID), ": "), e.ID)
 	}
-	if len(faults) > maxFaults {
-		faults = faults[len(faults)-maxFaults:]
+	if len(faults) > health.MaxFaults {
+		faults = faults[len(faults)-health.MaxFaults:]
 	}
 	b, err := json.Marshal(faults)
 	if err != nil {
@@ -248,23 +104,11 @@ func (r *Reconciler) healthStep(ctx context.Context, p *serverPass) (lifecycle.R
 	policy := r.Options.HardwareFaultPolicy
 	return lifecycle.Wrote("critical hardware event"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 		lifecycle.SetAnnotation(s, metalv1alpha1.HardwareFaultAnnotation, string(b))
-		lifecycle.SetAnnotation(s, HardwareLogCursorAnnotation, newest)
-		if policy == FaultPolicyTaint || policy == FaultPolicyMaintenance {
+		lifecycle.SetAnnotation(s, health.HardwareLogCursorAnnotation, newest)
+		if policy == health.FaultPolicyTaint || policy == health.FaultPolicyMaintenance {
 			setFaultTaint(s)
 		}
 	})
-}
-
-// logNews picks the critical entries the fault record does not hold yet.
-func logNews(entries []bmc.LogEntry, faults []faultEntry) []bmc.LogEntry {
-	var news []bmc.LogEntry
-	for _, e := range entries {
-		if !strings.EqualFold(e.Severity, "Critical") || slices.ContainsFunc(faults, func(f faultEntry) bool { return f.same(e) }) {
-			continue
-		}
-		news = append(news, e)
-	}
-	return news
 }
 
 // healthStates are the states whose servers' logs are read: in service or waiting for it.
@@ -289,7 +133,7 @@ func (r *Reconciler) logCursor(bctx context.Context, p *serverPass) string {
 	if err != nil {
 		return ""
 	}
-	r.health.polled(p.Obj.UID, r.Now(), id)
+	r.health.Polled(p.Obj.UID, r.Now(), id)
 	return cmp.Or(id, "-")
 }
 
@@ -316,13 +160,13 @@ func setFaultTaint(s *metalv1alpha1.Server) {
 // The maintenance asks for owner approval, so a claim that still got there is asked first.
 func (r *Reconciler) faultMaintenance(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	s := p.Obj
-	if r.Options.HardwareFaultPolicy != FaultPolicyMaintenance || s.Annotations[metalv1alpha1.HardwareFaultAnnotation] == "" ||
-		s.Annotations[HardwareFaultMaintenanceAnnotation] != "" || s.Spec.ServerClaimRef != nil || s.Spec.ServerMaintenanceRef != nil ||
+	if r.Options.HardwareFaultPolicy != health.FaultPolicyMaintenance || s.Annotations[metalv1alpha1.HardwareFaultAnnotation] == "" ||
+		s.Annotations[health.HardwareFaultMaintenanceAnnotation] != "" || s.Spec.ServerClaimRef != nil || s.Spec.ServerMaintenanceRef != nil ||
 		p.state != metalv1alpha1.ServerStateAvailable {
 		return lifecycle.Continue(), nil
 	}
 	ns := cmp.Or(r.Options.HardwareFaultMaintenanceNamespace, r.Options.DiscoveryNamespace)
-	msg := faultMessage(s.Annotations[metalv1alpha1.HardwareFaultAnnotation])
+	msg := health.FaultMessage(s.Annotations[metalv1alpha1.HardwareFaultAnnotation])
 	m := &metalv1alpha1.ServerMaintenance{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hardware-fault-" + s.Name,
 			Labels:      map[string]string{metalv1alpha1.HardwareFaultTaintKey: "true"},
@@ -339,7 +183,7 @@ func (r *Reconciler) faultMaintenance(ctx context.Context, p *serverPass) (lifec
 	r.Recorder.Eventf(s, m, corev1.EventTypeNormal, metalv1alpha1.ReasonFaultMaintenance, "Health",
 		"maintenance %s/%s opened for the hardware fault", ns, m.Name)
 	return lifecycle.Wrote("fault maintenance opened"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
-		lifecycle.SetAnnotation(s, HardwareFaultMaintenanceAnnotation, ns+"/"+m.Name)
+		lifecycle.SetAnnotation(s, health.HardwareFaultMaintenanceAnnotation, ns+"/"+m.Name)
 	})
 }
 
@@ -347,12 +191,12 @@ func (r *Reconciler) faultMaintenance(ctx context.Context, p *serverPass) (lifec
 // maintenance marker go (the maintenance itself is the user's to finish).
 func (r *Reconciler) clearHardwareFault(ctx context.Context, p *serverPass, clearOp func(*metalv1alpha1.Server)) (lifecycle.Result, error) {
 	if f := p.Obj.Annotations[metalv1alpha1.HardwareFaultAnnotation]; f != "" {
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonFaultCleared, "Operation", "hardware fault cleared: %s", truncate(faultMessage(f), 900))
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonFaultCleared, "Operation", "hardware fault cleared: %s", truncate(health.FaultMessage(f), 900))
 	}
 	return lifecycle.Wrote("hardware fault cleared"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 		clearOp(s)
 		lifecycle.RemoveAnnotation(s, metalv1alpha1.HardwareFaultAnnotation)
-		lifecycle.RemoveAnnotation(s, HardwareFaultMaintenanceAnnotation)
+		lifecycle.RemoveAnnotation(s, health.HardwareFaultMaintenanceAnnotation)
 		s.Spec.Taints = slices.DeleteFunc(s.Spec.Taints, func(t metalv1alpha1.Taint) bool { return t.Key == metalv1alpha1.HardwareFaultTaintKey })
 		if len(s.Spec.Taints) == 0 {
 			s.Spec.Taints = nil

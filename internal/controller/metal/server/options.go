@@ -4,6 +4,7 @@ import (
 	"time"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/health"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/shard"
 )
@@ -48,13 +49,13 @@ type Options struct {
 	// 0 turns health reading off. An event from a BMC's subscription brings a read at once.
 	HardwareLogPoll time.Duration
 	// HardwareFaultPolicy is what a critical event does beyond the condition, event and metric.
-	HardwareFaultPolicy FaultPolicy
+	HardwareFaultPolicy health.FaultPolicy
 	// HardwareFaultMaintenanceNamespace holds the maintenances the fault policy opens (default:
 	// DiscoveryNamespace).
 	HardwareFaultMaintenanceNamespace string
 	// HardwareEvents, if set, is the event receiver the server controller listens to (tests
 	// serve it themselves); Setup otherwise makes one, which the registry's listener serves.
-	HardwareEvents *EventReceiver
+	HardwareEvents *health.EventReceiver
 	// ExternalBootProvider leaves ServerBootConfigurations to another boot provider: a Server
 	// then waits for that provider's verdict (the claim options' flag; Options.ForServers copies it).
 	ExternalBootProvider bool
@@ -75,6 +76,6 @@ func DefaultOptions() Options {
 		DiscoveryTimeout:    30 * time.Minute,
 		ErrorThreshold:      5,
 		HardwareLogPoll:     10 * time.Minute,
-		HardwareFaultPolicy: FaultPolicyNone,
+		HardwareFaultPolicy: health.FaultPolicyNone,
 	}
 }

@@ -17,6 +17,8 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/health"
+	"github.com/metalhub/metalhub/internal/controller/metal/inventorywalk"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/inventory"
@@ -61,7 +63,7 @@ func (r *Reconciler) observe(bctx, ctx context.Context, p *serverPass) (time.Dur
 		apimeta.RemoveStatusCondition(&st.Conditions, metalv1alpha1.ConditionInventoryDrift)
 	}
 	if f := s.Annotations[metalv1alpha1.HardwareFaultAnnotation]; f != "" {
-		lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionHardwareFault, metav1.ConditionTrue, metalv1alpha1.ReasonCriticalEvent, faultMessage(f))
+		lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionHardwareFault, metav1.ConditionTrue, metalv1alpha1.ReasonCriticalEvent, health.FaultMessage(f))
 	} else {
 		apimeta.RemoveStatusCondition(&st.Conditions, metalv1alpha1.ConditionHardwareFault)
 	}
@@ -70,12 +72,12 @@ func (r *Reconciler) observe(bctx, ctx context.Context, p *serverPass) (time.Dur
 	}
 	var more time.Duration
 	if st.Manufacturer == "" || len(st.Processors) == 0 {
-		inv, err := r.inventories.wait(bctx, s.UID, func(ictx context.Context) (*bmc.Inventory, error) {
+		inv, err := r.inventories.Wait(bctx, s.UID, func(ictx context.Context) (*bmc.Inventory, error) {
 			return p.conn.Inventory(ictx, p.sysID)
 		})
 		switch {
 		case inv != nil:
-			applyInventory(st, inv)
+			inventorywalk.Apply(st, inv)
 		case err != nil:
 			ctrl.LoggerFrom(ctx).Info("reading inventory failed; state and power are reported without it", "error", err.Error())
 			more = r.Options.RetryAfter

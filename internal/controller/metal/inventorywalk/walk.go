@@ -1,4 +1,7 @@
-package server
+// Package inventorywalk runs the Redfish inventory walks of servers beside the Server
+// controller's passes, and fills a Server's status from what a walk found. It never writes an
+// object.
+package inventorywalk
 
 import (
 	"context"
@@ -12,10 +15,10 @@ import (
 	"github.com/metalhub/metalhub/internal/bmc"
 )
 
-// inventoryJobs runs Redfish inventory walks outside the passes that need them. A pass waits for
+// Walks runs Redfish inventory walks outside the passes that need them. A pass waits for
 // its server's walk only as long as its own deadline allows; a slow walk goes on and the next
 // pass picks its result up, so state and power are reported at once whatever the walk does.
-type inventoryJobs struct {
+type Walks struct {
 	// timeout bounds one walk as a whole (each request is bounded on its own by the pool).
 	timeout time.Duration
 
@@ -29,14 +32,14 @@ type inventoryJob struct {
 	err  error
 }
 
-func newInventoryJobs(timeout time.Duration) *inventoryJobs {
-	return &inventoryJobs{timeout: timeout, jobs: map[types.UID]*inventoryJob{}}
+func NewWalks(timeout time.Duration) *Walks {
+	return &Walks{timeout: timeout, jobs: map[types.UID]*inventoryJob{}}
 }
 
-// wait returns the server's inventory once a walk (started now if none runs) has it, or the walk's
+// Wait returns the server's inventory once a walk (started now if none runs) has it, or the walk's
 // error, or (nil, nil) when ctx ends first and the walk goes on. A finished walk is handed out
 // once: the status it fills is how later passes know it is done.
-func (j *inventoryJobs) wait(ctx context.Context, uid types.UID, walk func(context.Context) (*bmc.Inventory, error)) (*bmc.Inventory, error) {
+func (j *Walks) Wait(ctx context.Context, uid types.UID, walk func(context.Context) (*bmc.Inventory, error)) (*bmc.Inventory, error) {
 	j.mu.Lock()
 	job, ok := j.jobs[uid]
 	if !ok {
@@ -67,16 +70,16 @@ func (j *inventoryJobs) wait(ctx context.Context, uid types.UID, walk func(conte
 	}
 }
 
-// forget drops a server's walk (the server is gone).
-func (j *inventoryJobs) forget(uid types.UID) {
+// Forget drops a server's walk (the server is gone).
+func (j *Walks) Forget(uid types.UID) {
 	j.mu.Lock()
 	delete(j.jobs, uid)
 	j.mu.Unlock()
 }
 
-// applyInventory fills the hardware fields from Redfish where the discovery report has not
+// Apply fills the hardware fields from Redfish where the discovery report has not
 // already (the probe sees more than the BMC: IPs, LLDP neighbours).
-func applyInventory(st *metalv1alpha1.ServerStatus, inv *bmc.Inventory) {
+func Apply(st *metalv1alpha1.ServerStatus, inv *bmc.Inventory) {
 	st.Manufacturer, st.Model, st.SKU = inv.System.Manufacturer, inv.System.Model, inv.System.SKU
 	st.SerialNumber, st.BIOSVersion = inv.System.SerialNumber, inv.System.BIOSVersion
 	if led := metalv1alpha1.IndicatorLED(inv.System.IndicatorLED); led == "Lit" || led == "Blinking" || led == "Off" || led == "Unknown" {

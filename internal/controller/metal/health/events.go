@@ -1,4 +1,4 @@
-package server
+package health
 
 import (
 	"context"
@@ -21,34 +21,36 @@ import (
 const (
 	// maxEventBody bounds one delivery.
 	maxEventBody = 256 << 10
-	// minLogReadGap bounds how often events can make a server's log be read: a BMC (or anyone
+	// MinReadGap bounds how often events can make a server's log be read: a BMC (or anyone
 	// who can reach the receiver) sending a flood of events costs at most one read per gap.
-	minLogReadGap = 5 * time.Second
+	MinReadGap = 5 * time.Second
 )
 
 // EventReceiver takes the events BMCs deliver and asks for a read of the hardware log of the
 // servers they concern: the event is a doorbell, never the record. Whoever can reach the
-// receiver can at most bring a server's log read forward (minLogReadGap), never fault it: what
+// receiver can at most bring a server's log read forward (MinReadGap), never fault it: what
 // is recorded comes from the log of the proven machine, read by the server's pass.
 type EventReceiver struct {
 	client client.Reader
-	health *healthPolls
-	queue  chan event.GenericEvent
-	log    logr.Logger
+	// Polls are the servers' log reads; the Server controller shares them.
+	Polls *Polls
+	// Queue brings a rung server's next pass (the Server controller watches it).
+	Queue chan event.GenericEvent
+	log   logr.Logger
 }
 
 // LastRead is when the server's hardware log was last read, and whether an event has asked for
 // another read since (what the suites wait on).
 func (e *EventReceiver) LastRead(uid types.UID) (at time.Time, owed bool) {
-	hp := e.health.get(uid)
-	return hp.at, hp.rung
+	hp := e.Polls.Get(uid)
+	return hp.At, hp.Rung
 }
 
 // NewEventReceiver makes a receiver that finds servers with c (the manager's cached client).
 // The server controller given it (Options.HardwareEvents) reads the logs it asks for; the
 // registry's listener serves it.
 func NewEventReceiver(c client.Reader, log logr.Logger) *EventReceiver {
-	return &EventReceiver{client: c, health: &healthPolls{}, queue: make(chan event.GenericEvent, 1024), log: log}
+	return &EventReceiver{client: c, Polls: &Polls{}, Queue: make(chan event.GenericEvent, 1024), log: log}
 }
 
 // ServeHTTP takes one delivery: POST bmcevents.EventsPath, a Redfish Event whose Context names the BMC.
@@ -93,9 +95,9 @@ func (e *EventReceiver) ring(ctx context.Context, bmcName string, ev *bmc.Event)
 		if !concerns(ev, s) {
 			continue
 		}
-		e.health.ring(s.UID)
+		e.Polls.ring(s.UID)
 		select {
-		case e.queue <- event.GenericEvent{Object: s}:
+		case e.Queue <- event.GenericEvent{Object: s}:
 		default:
 			// The queue is full: the server's ring stands and its next pass reads the log.
 		}

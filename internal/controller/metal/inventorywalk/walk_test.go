@@ -1,4 +1,4 @@
-package server
+package inventorywalk
 
 import (
 	"context"
@@ -19,11 +19,11 @@ func (refusingFence) Hold(time.Time) (func(), <-chan struct{}, error) {
 // pass's shard fence: a replica partitioned from the API server sends no inventory request after
 // the new owner may act (cmd/metalhub TestPartitionedShardOwnerEndsItsRequestsFirst saw one).
 func TestInventoryWalkKeepsThePassFence(t *testing.T) {
-	j := newInventoryJobs(time.Minute)
+	j := NewWalks(time.Minute)
 	ctx, cancel := context.WithCancel(bmc.WithFence(context.Background(), refusingFence{}))
 	cancel() // the pass is over before the walk starts its requests
 	got := make(chan bmc.Fence, 1)
-	j.wait(ctx, "uid", func(wctx context.Context) (*bmc.Inventory, error) {
+	j.Wait(ctx, "uid", func(wctx context.Context) (*bmc.Inventory, error) {
 		got <- bmc.FenceOf(wctx)
 		if wctx.Err() != nil {
 			t.Errorf("the walk's context ended with the pass: %v", wctx.Err())

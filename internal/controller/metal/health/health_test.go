@@ -1,4 +1,4 @@
-package server
+package health
 
 import (
 	"slices"
@@ -17,7 +17,7 @@ func TestLogNews(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		entries []bmc.LogEntry
-		faults  []faultEntry
+		faults  []Fault
 		want    []string
 	}{
 		{"nothing", nil, nil, nil},
@@ -25,13 +25,13 @@ func TestLogNews(t *testing.T) {
 		{"a critical entry", []bmc.LogEntry{{ID: "1", Severity: "OK"}, crit("2")}, nil, []string{"2"}},
 		{"severity in any case", []bmc.LogEntry{{ID: "3", Severity: "critical"}}, nil, []string{"3"}},
 		{"recorded already (a restart re-reads it)", []bmc.LogEntry{crit("2"), crit("3")},
-			[]faultEntry{{Entry: "2", Created: at}}, []string{"3"}},
+			[]Fault{{Entry: "2", Created: at}}, []string{"3"}},
 		{"the same id at another time is another entry (a cleared log starts over)", []bmc.LogEntry{crit("2")},
-			[]faultEntry{{Entry: "2", Created: at.Add(-time.Hour)}}, []string{"2"}},
+			[]Fault{{Entry: "2", Created: at.Add(-time.Hour)}}, []string{"2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			for _, e := range logNews(tc.entries, tc.faults) {
+			for _, e := range News(tc.entries, tc.faults) {
 				got = append(got, e.ID)
 			}
 			if !slices.Equal(got, tc.want) {
@@ -44,10 +44,10 @@ func TestLogNews(t *testing.T) {
 func TestFaultMessage(t *testing.T) {
 	rec := `[{"entry":"7","created":"2026-12-03T03:00:00Z","sensor":"Memory","message":"Uncorrectable ECC on DIMM A3"},{"entry":"9","message":"PSU 2 lost input"}]`
 	want := "critical hardware events: Memory: Uncorrectable ECC on DIMM A3 (log entry 7, 2026-12-03T03:00:00Z); PSU 2 lost input (log entry 9)"
-	if got := faultMessage(rec); got != want {
+	if got := FaultMessage(rec); got != want {
 		t.Fatalf("got %q\nwant %q", got, want)
 	}
-	if got := faultMessage("not json"); got != "not json" {
+	if got := FaultMessage("not json"); got != "not json" {
 		t.Fatalf("an unreadable record is shown as it is, got %q", got)
 	}
 }
