@@ -13,8 +13,11 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 const (
@@ -177,3 +180,23 @@ func News(entries []bmc.LogEntry, faults []Fault) []bmc.LogEntry {
 	}
 	return news
 }
+
+func faultTaint() metalv1alpha1.Taint {
+	return metalv1alpha1.Taint{Key: metalv1alpha1.HardwareFaultTaintKey, Value: "critical", Effect: metalv1alpha1.TaintEffectNoBind}
+}
+
+// SetFaultTaint taints the server for its hardware fault (HardwareFaultTaintKey, NoBind), once.
+func SetFaultTaint(s *metalv1alpha1.Server) {
+	if !slices.ContainsFunc(s.Spec.Taints, func(t metalv1alpha1.Taint) bool { return t.Key == metalv1alpha1.HardwareFaultTaintKey }) {
+		s.Spec.Taints = append(s.Spec.Taints, faultTaint())
+	}
+}
+
+// CriticalEvents counts the critical hardware events recorded on servers, by the sensor type
+// the BMC named (Memory, Power Supply / Converter, Fan, Processor, ...).
+var CriticalEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "metalhub_hardware_critical_events_total",
+	Help: "Critical events read from servers' hardware logs (SEL) and recorded as a HardwareFault, by sensor type.",
+}, []string{"sensor_type"})
+
+func init() { metrics.Registry.MustRegister(CriticalEvents) }

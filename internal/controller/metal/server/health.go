@@ -9,12 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
@@ -90,7 +88,7 @@ func (r *Reconciler) healthStep(ctx context.Context, p *serverPass) (lifecycle.R
 	}
 	for _, e := range news {
 		faults = append(faults, health.Fault{Entry: e.ID, Created: e.Created, Sensor: e.SensorType, Message: cmp.Or(e.Message, e.MessageID)})
-		criticalEvents.WithLabelValues(cmp.Or(e.SensorType, "unknown")).Inc()
+		health.CriticalEvents.WithLabelValues(cmp.Or(e.SensorType, "unknown")).Inc()
 		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, metalv1alpha1.ReasonCriticalEvent, "Health",
 			"the BMC logged a critical event: %s (log entry %s)", strings.TrimPrefix(e.SensorType+": "+cmp.Or(e.Message, e.MessageID), ": "), e.ID)
 	}
@@ -106,7 +104,7 @@ func (r *Reconciler) healthStep(ctx context.Context, p *serverPass) (lifecycle.R
 		lifecycle.SetAnnotation(s, metalv1alpha1.HardwareFaultAnnotation, string(b))
 		lifecycle.SetAnnotation(s, health.HardwareLogCursorAnnotation, newest)
 		if policy == health.FaultPolicyTaint || policy == health.FaultPolicyMaintenance {
-			setFaultTaint(s)
+			health.SetFaultTaint(s)
 		}
 	})
 }
@@ -140,16 +138,6 @@ func (r *Reconciler) logCursor(bctx context.Context, p *serverPass) string {
 func (r *Reconciler) lookAgainIn(p *serverPass, d time.Duration) {
 	if d > 0 && (p.lookAgain == 0 || d < p.lookAgain) {
 		p.lookAgain = d
-	}
-}
-
-func faultTaint() metalv1alpha1.Taint {
-	return metalv1alpha1.Taint{Key: metalv1alpha1.HardwareFaultTaintKey, Value: "critical", Effect: metalv1alpha1.TaintEffectNoBind}
-}
-
-func setFaultTaint(s *metalv1alpha1.Server) {
-	if !slices.ContainsFunc(s.Spec.Taints, func(t metalv1alpha1.Taint) bool { return t.Key == metalv1alpha1.HardwareFaultTaintKey }) {
-		s.Spec.Taints = append(s.Spec.Taints, faultTaint())
 	}
 }
 
@@ -210,12 +198,3 @@ func truncate(s string, n int) string {
 	}
 	return s[:n-3] + "..."
 }
-
-// criticalEvents counts the critical hardware events recorded on servers, by the sensor type
-// the BMC named (Memory, Power Supply / Converter, Fan, Processor, ...).
-var criticalEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "metalhub_hardware_critical_events_total",
-	Help: "Critical events read from servers' hardware logs (SEL) and recorded as a HardwareFault, by sensor type.",
-}, []string{"sensor_type"})
-
-func init() { metrics.Registry.MustRegister(criticalEvents) }
