@@ -51,7 +51,7 @@ const Finalizer = "metal.ironcore.dev/server"
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servers/finalizers,verbs=update
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servermaintenances,verbs=get;list;watch
-// The fault policy opens maintenances for faulty servers (server_health.go).
+// The fault policy opens maintenances for faulty servers (health.go).
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servermaintenances,verbs=create
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverbootconfigurations,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete
