@@ -14,9 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
-	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcevents"
 	"github.com/metalhub/metalhub/internal/controller/metal/health"
+	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
@@ -190,13 +190,7 @@ func TestBMCEventSubscriptionKeptOnce(t *testing.T) {
 			fmt.Sprintf("link %q, ours %+v", link, subs)
 	})
 	// Another client's subscription, and a stale one of ours to an old receiver URL.
-	user, pw := b.Credentials()
-	pool := bmc.NewPool(bmc.Options{RequestTimeout: 2 * time.Second})
-	defer pool.Close()
-	conn, err := pool.Get(bmc.Endpoint{Address: b.URL(), Username: user, Password: pw})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, conn := metaltest.Connect(t, b)
 	foreign, err := conn.Subscribe(ctx(), "http://127.0.0.1:1/elsewhere", "someone-else")
 	if err != nil {
 		t.Fatal(err)

@@ -133,14 +133,7 @@ func (h *Polls) Get(uid types.UID) Poll {
 func (h *Polls) Polled(uid types.UID, at time.Time, cursor string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.m == nil {
-		h.m = map[types.UID]*Poll{}
-	}
-	p := h.m[uid]
-	if p == nil {
-		p = &Poll{}
-		h.m[uid] = p
-	}
+	p := h.entry(uid)
 	p.At, p.Rung = at, false
 	if cursor != "" {
 		p.Cursor = cursor
@@ -151,6 +144,12 @@ func (h *Polls) Polled(uid types.UID, at time.Time, cursor string) {
 func (h *Polls) ring(uid types.UID) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	p := h.entry(uid)
+	p.Rung = true
+}
+
+// entry is the server's record, made on first use; the caller holds mu.
+func (h *Polls) entry(uid types.UID) *Poll {
 	if h.m == nil {
 		h.m = map[types.UID]*Poll{}
 	}
@@ -159,7 +158,7 @@ func (h *Polls) ring(uid types.UID) {
 		p = &Poll{}
 		h.m[uid] = p
 	}
-	p.Rung = true
+	return p
 }
 
 // Forget drops a server (it is gone).

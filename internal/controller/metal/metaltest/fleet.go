@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 )
 
@@ -101,4 +102,17 @@ func Since(recs []redfish.Record, t time.Time) []redfish.Record {
 		}
 	}
 	return out
+}
+
+// Connect logs in to b as the controllers do, through a pool of its own that the test closes.
+func Connect(t testing.TB, b *redfish.BMC) (*bmc.Pool, bmc.BMC) {
+	t.Helper()
+	pool := bmc.NewPool(bmc.Options{RequestTimeout: 2 * time.Second})
+	t.Cleanup(pool.Close)
+	user, pw := b.Credentials()
+	conn, err := pool.Get(bmc.Endpoint{Address: b.URL(), Username: user, Password: pw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, conn
 }

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
-	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/discovery"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
@@ -52,13 +51,7 @@ func TestInitialContinuesRoundTheCacheHasNotSeen(t *testing.T) {
 	}
 	c := metaltest.FakeClient(s, sec)
 
-	user, pw := b.Credentials()
-	pool := bmc.NewPool(bmc.Options{RequestTimeout: 2 * time.Second})
-	defer pool.Close()
-	conn, err := pool.Get(bmc.Endpoint{Address: b.URL(), Username: user, Password: pw})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, conn := metaltest.Connect(t, b)
 	systems, err := conn.Systems(ctx())
 	if err != nil || len(systems) == 0 {
 		t.Fatalf("systems: %v %v", systems, err)
