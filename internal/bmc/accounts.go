@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/metalhub/metalhub/internal/bmc/wire"
 	"github.com/stmcginnis/gofish/schemas"
 )
 
@@ -15,7 +16,7 @@ func (c *conn) accountService(ctx context.Context) (*schemas.AccountService, err
 		return nil, err
 	}
 	if c.root.AccountService.ID == "" {
-		return nil, newError(ReasonUnsupported, "read account service", "service root has no AccountService")
+		return nil, wire.New(ReasonUnsupported, "read account service", "service root has no AccountService")
 	}
 	return schemas.GetObject[schemas.AccountService](api, c.root.AccountService.ID)
 }
@@ -34,7 +35,7 @@ func (c *conn) Accounts(ctx context.Context) ([]Account, error) {
 	const op = "list accounts"
 	_, accts, err := c.accounts(ctx)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	out := make([]Account, 0, len(accts))
 	for _, a := range accts {
@@ -57,17 +58,17 @@ type accountPatch struct {
 // SetAccount implements BMC. A BMC's refusal may quote the password it refuses (the Redfish
 // base registry's PropertyValueFormatError does): the error returned never carries it.
 func (c *conn) SetAccount(ctx context.Context, user, password, role string) error {
-	return redact(c.setAccount(ctx, user, password, role), password)
+	return wire.Redact(c.setAccount(ctx, user, password, role), password)
 }
 
 func (c *conn) setAccount(ctx context.Context, user, password, role string) error {
 	op := fmt.Sprintf("set account %s", user)
 	if user == "" || password == "" {
-		return newError(ReasonInvalidConfig, op, "user name and password are required")
+		return wire.New(ReasonInvalidConfig, op, "user name and password are required")
 	}
 	svc, accts, err := c.accounts(ctx)
 	if err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	var free *schemas.ManagerAccount
 	for _, a := range accts {
@@ -77,7 +78,7 @@ func (c *conn) setAccount(ctx context.Context, user, password, role string) erro
 				patch.RoleID = role
 			}
 			if err := a.Patch(a.ODataID, patch); err != nil {
-				return wrap(op, err)
+				return wire.Wrap(op, err)
 			}
 			c.log.V(1).Info("account updated", "user", user)
 			return nil
@@ -95,7 +96,7 @@ func (c *conn) setAccount(ctx context.Context, user, password, role string) erro
 		err = free.Patch(free.ODataID, accountPatch{UserName: user, Password: password, RoleID: role, Enabled: true})
 	}
 	if err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	c.log.V(1).Info("account created", "user", user, "role", role)
 	return nil
@@ -111,7 +112,7 @@ func (c *conn) DeleteAccount(ctx context.Context, user string) error {
 	op := fmt.Sprintf("delete account %s", user)
 	_, accts, err := c.accounts(ctx)
 	if err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	for _, a := range accts {
 		if a.UserName != user {
@@ -119,14 +120,14 @@ func (c *conn) DeleteAccount(ctx context.Context, user string) error {
 		}
 		api, err := c.client(ctx)
 		if err != nil {
-			return wrap(op, err)
+			return wire.Wrap(op, err)
 		}
 		resp, err := api.Delete(a.ODataID)
 		if resp != nil {
 			resp.Body.Close()
 		}
 		if err != nil && !isMethodNotAllowed(err) {
-			return wrap(op, err)
+			return wire.Wrap(op, err)
 		}
 		if err != nil {
 			// Fixed slots: emptied, not deleted.
@@ -134,7 +135,7 @@ func (c *conn) DeleteAccount(ctx context.Context, user string) error {
 				UserName string
 				Enabled  bool
 			}{"", false}); err != nil {
-				return wrap(op, err)
+				return wire.Wrap(op, err)
 			}
 		}
 		c.log.V(1).Info("account deleted", "user", user)

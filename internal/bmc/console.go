@@ -2,8 +2,10 @@ package bmc
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 
+	"github.com/metalhub/metalhub/internal/bmc/wire"
 	"github.com/stmcginnis/gofish"
 	"github.com/stmcginnis/gofish/schemas"
 )
@@ -16,7 +18,7 @@ func (c *conn) SerialConsole(ctx context.Context, systemID string) (SerialConsol
 	op := "read serial console of " + systemID
 	sys, err := c.getSystem(ctx, systemID)
 	if err != nil {
-		return SerialConsole{}, wrap(op, err)
+		return SerialConsole{}, wire.Wrap(op, err)
 	}
 	// gofish's SerialConsole is a value: only the raw body tells an absent SSH from a disabled one.
 	var raw struct {
@@ -24,7 +26,7 @@ func (c *conn) SerialConsole(ctx context.Context, systemID string) (SerialConsol
 			SSH *struct{}
 		}
 	}
-	_ = jsonUnmarshal(sys.RawData, &raw)
+	_ = json.Unmarshal(sys.RawData, &raw)
 	sc := sys.SerialConsole
 	out := SerialConsole{IPMIEnabled: sc.IPMI.ServiceEnabled}
 	if raw.SerialConsole != nil && raw.SerialConsole.SSH != nil {
@@ -39,15 +41,15 @@ func (c *conn) SerialConsole(ctx context.Context, systemID string) (SerialConsol
 	// port is its SSH service's.
 	api, err := c.client(ctx)
 	if err != nil {
-		return SerialConsole{}, wrap(op, err)
+		return SerialConsole{}, wire.Wrap(op, err)
 	}
 	uri, err := c.systemManagerURI(api, sys)
 	if err != nil {
-		return SerialConsole{}, wrap(op, err)
+		return SerialConsole{}, wire.Wrap(op, err)
 	}
 	m, err := schemas.GetObject[schemas.Manager](api, uri)
 	if err != nil {
-		return SerialConsole{}, wrap(op, err)
+		return SerialConsole{}, wire.Wrap(op, err)
 	}
 	types := m.SerialConsole.ConnectTypesSupported
 	out.IPMIEnabled = out.IPMIEnabled || (m.SerialConsole.ServiceEnabled && slices.Contains(types, schemas.IPMISerialConnectTypesSupported))
@@ -68,10 +70,10 @@ func (c *conn) SerialConsole(ctx context.Context, systemID string) (SerialConsol
 func (c *conn) systemManagerURI(api *gofish.APIClient, sys *schemas.ComputerSystem) (string, error) {
 	var links struct {
 		Links struct {
-			ManagedBy []odataLink
+			ManagedBy []wire.Link
 		}
 	}
-	_ = jsonUnmarshal(sys.RawData, &links)
+	_ = json.Unmarshal(sys.RawData, &links)
 	if len(links.Links.ManagedBy) > 0 && links.Links.ManagedBy[0].ID != "" {
 		return links.Links.ManagedBy[0].ID, nil
 	}

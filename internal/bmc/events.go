@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/metalhub/metalhub/internal/bmc/wire"
 )
 
 // EventServiceInfo describes a BMC's EventService.
@@ -44,7 +46,7 @@ type eventServiceBody struct {
 	ResourceTypes                []string
 	DeliveryRetryAttempts        int
 	DeliveryRetryIntervalSeconds int
-	Subscriptions                odataLink
+	Subscriptions                wire.Link
 }
 
 // EventService implements BMC.
@@ -52,17 +54,17 @@ func (c *conn) EventService(ctx context.Context) (EventServiceInfo, error) {
 	const op = "read event service"
 	api, err := c.client(ctx)
 	if err != nil {
-		return EventServiceInfo{}, wrap(op, err)
+		return EventServiceInfo{}, wire.Wrap(op, err)
 	}
 	if c.root.EventService.ID == "" {
-		return EventServiceInfo{}, newError(ReasonUnsupported, op, "service root has no EventService")
+		return EventServiceInfo{}, wire.New(ReasonUnsupported, op, "service root has no EventService")
 	}
 	var b eventServiceBody
-	if err := getJSON(api, c.root.EventService.ID, &b); err != nil {
+	if err := wire.GetJSON(api, c.root.EventService.ID, &b); err != nil {
 		if ReasonOf(err) == ReasonNotFound {
 			return EventServiceInfo{}, &Error{Reason: ReasonUnsupported, Op: op, Err: err}
 		}
-		return EventServiceInfo{}, wrap(op, err)
+		return EventServiceInfo{}, wire.Wrap(op, err)
 	}
 	return EventServiceInfo{
 		URI: c.root.EventService.ID,
@@ -101,22 +103,22 @@ func subscriptionBodies(info EventServiceInfo, destination, context string) []ma
 func (c *conn) Subscribe(ctx context.Context, destination, evContext string) (string, error) {
 	op := "subscribe to events"
 	if u, err := url.Parse(destination); err != nil || !u.IsAbs() || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", newError(ReasonInvalidConfig, op, "destination %q is not an http or https URL", redactedURL(destination))
+		return "", wire.New(ReasonInvalidConfig, op, "destination %q is not an http or https URL", redactedURL(destination))
 	}
 	op += " at " + redactedURL(destination)
 	info, err := c.EventService(ctx)
 	if err != nil {
-		return "", wrap(op, err)
+		return "", wire.Wrap(op, err)
 	}
 	if !info.Enabled {
-		return "", newError(ReasonUnsupported, op, "the EventService is disabled")
+		return "", wire.New(ReasonUnsupported, op, "the EventService is disabled")
 	}
 	if info.SubscriptionsURI == "" {
-		return "", newError(ReasonUnsupported, op, "the EventService has no Subscriptions collection")
+		return "", wire.New(ReasonUnsupported, op, "the EventService has no Subscriptions collection")
 	}
 	api, err := c.client(ctx)
 	if err != nil {
-		return "", wrap(op, err)
+		return "", wire.Wrap(op, err)
 	}
 	var lastErr error
 	for _, body := range subscriptionBodies(info, destination, evContext) {
@@ -126,42 +128,42 @@ func (c *conn) Subscribe(ctx context.Context, destination, evContext string) (st
 			if ReasonOf(err) == ReasonUnsupported { // 400: try the other form
 				continue
 			}
-			return "", wrap(op, err)
+			return "", wire.Wrap(op, err)
 		}
 		uri := resp.Header.Get("Location")
 		if uri == "" {
-			var s odataLink
+			var s wire.Link
 			if json.NewDecoder(resp.Body).Decode(&s) == nil {
 				uri = s.ID
 			}
 		}
 		resp.Body.Close()
 		if uri == "" {
-			return "", newError(ReasonUnknown, op, "the BMC answered %d without saying where the subscription is", resp.StatusCode)
+			return "", wire.New(ReasonUnknown, op, "the BMC answered %d without saying where the subscription is", resp.StatusCode)
 		}
 		uri = pathOf(uri)
 		c.log.V(1).Info("subscribed to events", "subscription", uri, "destination", redactedURL(destination))
 		return uri, nil
 	}
-	return "", wrap(op, lastErr)
+	return "", wire.Wrap(op, lastErr)
 }
 
 // Unsubscribe implements BMC.
 func (c *conn) Unsubscribe(ctx context.Context, uri string) error {
 	op := "unsubscribe " + uri
 	if strings.TrimSpace(uri) == "" {
-		return newError(ReasonInvalidConfig, op, "no subscription URI")
+		return wire.New(ReasonInvalidConfig, op, "no subscription URI")
 	}
 	api, err := c.client(ctx)
 	if err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	resp, err := api.Delete(pathOf(uri))
 	if err != nil {
 		if ReasonOf(err) == ReasonNotFound {
 			return nil // gone already: what was asked for
 		}
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	resp.Body.Close()
 	c.log.V(1).Info("unsubscribed from events", "subscription", uri)
@@ -180,28 +182,28 @@ func (c *conn) Subscriptions(ctx context.Context) ([]Subscription, error) {
 	const op = "list event subscriptions"
 	info, err := c.EventService(ctx)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	if info.SubscriptionsURI == "" {
-		return nil, newError(ReasonUnsupported, op, "the EventService has no Subscriptions collection")
+		return nil, wire.New(ReasonUnsupported, op, "the EventService has no Subscriptions collection")
 	}
 	api, err := c.client(ctx)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	var coll struct{ Members []subscriptionBody }
-	if err := getJSON(api, info.SubscriptionsURI, &coll); err != nil {
-		return nil, wrap(op, err)
+	if err := wire.GetJSON(api, info.SubscriptionsURI, &coll); err != nil {
+		return nil, wire.Wrap(op, err)
 	}
 	out := make([]Subscription, 0, len(coll.Members))
 	for _, m := range coll.Members {
 		if m.Destination == "" && m.ODataID != "" {
 			// A bare link: read the subscription.
-			if err := getJSON(api, m.ODataID, &m); err != nil {
+			if err := wire.GetJSON(api, m.ODataID, &m); err != nil {
 				if ReasonOf(err) == ReasonNotFound {
 					continue // deleted meanwhile
 				}
-				return nil, wrap(op, err)
+				return nil, wire.Wrap(op, err)
 			}
 		}
 		out = append(out, Subscription{URI: pathOf(m.ODataID), Destination: m.Destination, Context: m.Context, Protocol: m.Protocol})
@@ -263,7 +265,7 @@ type rawEventRecord struct {
 	MessageArgs       []any
 	OriginOfCondition json.RawMessage
 	Context           string // where Event v1.0 had it (iLO 5)
-	LogEntry          odataLink
+	LogEntry          wire.Link
 }
 
 type rawEvent struct {
@@ -306,7 +308,7 @@ func ParseEvent(body []byte) (*Event, error) {
 
 // originOf reads an OriginOfCondition: {"@odata.id": ...} or, on older BMCs, the path itself.
 func originOf(raw json.RawMessage) string {
-	var l odataLink
+	var l wire.Link
 	if json.Unmarshal(raw, &l) == nil && l.ID != "" {
 		return l.ID
 	}

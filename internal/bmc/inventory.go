@@ -2,9 +2,11 @@ package bmc
 
 import (
 	"context"
+	"encoding/json"
 	"sort"
 	"strings"
 
+	"github.com/metalhub/metalhub/internal/bmc/wire"
 	"github.com/stmcginnis/gofish"
 	"github.com/stmcginnis/gofish/schemas"
 )
@@ -15,7 +17,7 @@ func (c *conn) Inventory(ctx context.Context, systemID string) (*Inventory, erro
 	op := "inventory " + systemID
 	sys, err := c.getSystem(ctx, systemID)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	inv := &Inventory{System: systemInfo(sys)}
 	fail := func(section string, err error) {
@@ -51,7 +53,7 @@ func (c *conn) Inventory(ctx context.Context, systemID string) (*Inventory, erro
 	}
 
 	if err := ctx.Err(); err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	inv.Manager, err = c.systemManager(ctx, sys)
 	if err != nil {
@@ -219,10 +221,10 @@ func simpleStorage(s *schemas.ComputerSystem) (StorageInfo, error) {
 func (c *conn) systemManager(ctx context.Context, sys *schemas.ComputerSystem) (*ManagerInfo, error) {
 	var links struct {
 		Links struct {
-			ManagedBy []odataLink
+			ManagedBy []wire.Link
 		}
 	}
-	_ = jsonUnmarshal(sys.RawData, &links)
+	_ = json.Unmarshal(sys.RawData, &links)
 	if len(links.Links.ManagedBy) > 0 && links.Links.ManagedBy[0].ID != "" {
 		api, err := c.client(ctx)
 		if err != nil {

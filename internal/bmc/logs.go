@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/metalhub/metalhub/internal/bmc/wire"
 	"github.com/stmcginnis/gofish"
 	"github.com/stmcginnis/gofish/schemas"
 )
@@ -129,30 +130,30 @@ func (c *conn) LogCursor(ctx context.Context, systemID string) (string, error) {
 // and remembered; the system is proven first unless a proof of it is recent (recentlyProven).
 func (c *conn) onLog(ctx context.Context, systemID, op string, read func(api *gofish.APIClient, uri string) error) error {
 	if strings.TrimSpace(systemID) == "" {
-		return newError(ReasonInvalidConfig, op, "system ID is empty")
+		return wire.New(ReasonInvalidConfig, op, "system ID is empty")
 	}
 	api, err := c.client(ctx)
 	if err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	for attempt := 0; ; attempt++ {
 		uri, _, err := c.resolveSystem(api, systemID)
 		if err != nil {
-			return wrap(op, err)
+			return wire.Wrap(op, err)
 		}
 		entries, known := c.logs.entries(uri)
 		if !known || !c.recentlyProven(ctx, uri) {
 			sys, err := c.getSystem(ctx, systemID)
 			if err != nil {
-				return wrap(op, err)
+				return wire.Wrap(op, err)
 			}
 			if !known {
 				if entries, err = c.findLog(api, sys); err != nil {
-					return wrap(op, err)
+					return wire.Wrap(op, err)
 				}
 				// getSystem may have resolved the system anew.
 				if uri, _, err = c.resolveSystem(api, systemID); err != nil {
-					return wrap(op, err)
+					return wire.Wrap(op, err)
 				}
 				c.logs.remember(uri, entries)
 				c.log.V(1).Info("found event log", "system", systemID, "entries", entries)
@@ -162,7 +163,7 @@ func (c *conn) onLog(ctx context.Context, systemID, op string, read func(api *go
 			return nil
 		}
 		if !known || attempt > 0 || ReasonOf(err) != ReasonNotFound {
-			return wrap(op, err)
+			return wire.Wrap(op, err)
 		}
 		// The log moved (a firmware update): look for it again, once.
 		c.logs.forget(uri)
@@ -182,10 +183,10 @@ func (c *conn) recentlyProven(ctx context.Context, uri string) bool {
 // system alone: a manager shared by several systems logs for all of them.
 func (c *conn) findLog(api *gofish.APIClient, sys *schemas.ComputerSystem) (string, error) {
 	var links struct {
-		LogServices odataLink
-		Links       struct{ ManagedBy []odataLink }
+		LogServices wire.Link
+		Links       struct{ ManagedBy []wire.Link }
 	}
-	_ = jsonUnmarshal(sys.RawData, &links)
+	_ = json.Unmarshal(sys.RawData, &links)
 	if links.LogServices.ID != "" {
 		entries, err := c.pickLog(api, links.LogServices.ID)
 		if err != nil && !absent(err) {
@@ -195,15 +196,15 @@ func (c *conn) findLog(api *gofish.APIClient, sys *schemas.ComputerSystem) (stri
 			return entries, nil
 		}
 	}
-	none := newError(ReasonUnsupported, "find event log", "system %s has no event log service", sys.ID)
+	none := wire.New(ReasonUnsupported, "find event log", "system %s has no event log service", sys.ID)
 	if len(links.Links.ManagedBy) != 1 || links.Links.ManagedBy[0].ID == "" {
 		return "", none
 	}
 	var mgr struct {
-		LogServices odataLink
-		Links       struct{ ManagerForServers []odataLink }
+		LogServices wire.Link
+		Links       struct{ ManagerForServers []wire.Link }
 	}
-	if err := getJSON(api, links.Links.ManagedBy[0].ID, &mgr); err != nil {
+	if err := wire.GetJSON(api, links.Links.ManagedBy[0].ID, &mgr); err != nil {
 		if absent(err) {
 			return "", none
 		}
@@ -250,7 +251,7 @@ type logServiceBody struct {
 	ID           string `json:"Id"`
 	Name         string
 	LogEntryType string
-	Entries      odataLink
+	Entries      wire.Link
 }
 
 // Ranks of log services: the higher, the likelier the hardware event log.
@@ -308,8 +309,8 @@ func entryTypeRank(t string) int {
 // pickLog chooses the hardware event log among a LogServices collection (logRank; the only
 // service when none says what it is) and returns its Entries URI, "" when none fits.
 func (c *conn) pickLog(api *gofish.APIClient, collURI string) (string, error) {
-	var coll struct{ Members []odataLink }
-	if err := getJSON(api, collURI, &coll); err != nil {
+	var coll struct{ Members []wire.Link }
+	if err := wire.GetJSON(api, collURI, &coll); err != nil {
 		return "", err
 	}
 	type candidate struct {
@@ -320,7 +321,7 @@ func (c *conn) pickLog(api *gofish.APIClient, collURI string) (string, error) {
 	var cands []candidate
 	for _, m := range coll.Members {
 		if m.ID != "" {
-			cands = append(cands, candidate{uri: m.ID, rank: logRank(lastSegment(m.ID))})
+			cands = append(cands, candidate{uri: m.ID, rank: logRank(wire.LastSegment(m.ID))})
 		}
 	}
 	best := func() int {
@@ -337,7 +338,7 @@ func (c *conn) pickLog(api *gofish.APIClient, collURI string) (string, error) {
 		// The Ids say too little ("1", "2"): the services' Names and entry types say more.
 		for i := range cands[:min(len(cands), maxLogServices)] {
 			var s logServiceBody
-			if err := getJSON(api, cands[i].uri, &s); err != nil {
+			if err := wire.GetJSON(api, cands[i].uri, &s); err != nil {
 				if absent(err) {
 					continue
 				}
@@ -362,7 +363,7 @@ func (c *conn) pickLog(api *gofish.APIClient, collURI string) (string, error) {
 	svc := cands[b].svc
 	if svc == nil {
 		svc = &logServiceBody{}
-		if err := getJSON(api, cands[b].uri, svc); err != nil {
+		if err := wire.GetJSON(api, cands[b].uri, svc); err != nil {
 			return "", err
 		}
 	}
@@ -403,7 +404,7 @@ type rawLogEntry struct {
 	SensorType      string
 	EntryType       string
 	EntryCode       string
-	Links           struct{ OriginOfCondition odataLink }
+	Links           struct{ OriginOfCondition wire.Link }
 }
 
 // inline says the member is a full entry, not a bare link.
@@ -412,7 +413,7 @@ func (r *rawLogEntry) inline() bool { return r.ID != "" || r.Created != "" || r.
 func (r *rawLogEntry) entry() LogEntry {
 	id := string(r.ID)
 	if id == "" {
-		id = lastSegment(r.ODataID)
+		id = wire.LastSegment(r.ODataID)
 	}
 	return LogEntry{
 		ID: id, Created: parseTime(r.Created), Severity: normalizeSeverity(firstNonEmpty(r.Severity, r.MessageSeverity)),
@@ -435,7 +436,7 @@ var skipParam = regexp.MustCompile(`([?&]\$skip=)(\d+)`)
 // enough in steady state).
 func (c *conn) readLog(api *gofish.APIClient, uri, after string) ([]LogEntry, error) {
 	var page entriesPage
-	if err := getJSON(api, uri, &page); err != nil {
+	if err := wire.GetJSON(api, uri, &page); err != nil {
 		return nil, err
 	}
 	members, count, next := page.Members, page.Count, page.NextLink
@@ -455,7 +456,7 @@ func (c *conn) readLog(api *gofish.APIClient, uri, after string) ([]LogEntry, er
 			}
 		}
 		var p entriesPage
-		if err := getJSON(api, pathOf(next), &p); err != nil {
+		if err := wire.GetJSON(api, pathOf(next), &p); err != nil {
 			return nil, err
 		}
 		members, next = append(members, p.Members...), p.NextLink
@@ -486,7 +487,7 @@ func (c *conn) readLog(api *gofish.APIClient, uri, after string) ([]LogEntry, er
 // empty log.
 func (c *conn) newestLogID(api *gofish.APIClient, uri string) (string, error) {
 	var page entriesPage
-	if err := getJSON(api, uri, &page); err != nil {
+	if err := wire.GetJSON(api, uri, &page); err != nil {
 		return "", err
 	}
 	members := page.Members
@@ -494,7 +495,7 @@ func (c *conn) newestLogID(api *gofish.APIClient, uri string) (string, error) {
 		if m := skipParam.FindStringSubmatch(page.NextLink); m != nil {
 			var last entriesPage
 			next := skipParam.ReplaceAllString(page.NextLink, "${1}"+strconv.Itoa(page.Count-len(members)))
-			if err := getJSON(api, pathOf(next), &last); err != nil {
+			if err := wire.GetJSON(api, pathOf(next), &last); err != nil {
 				return "", err
 			}
 			members = append(members, last.Members...)
@@ -506,7 +507,7 @@ func (c *conn) newestLogID(api *gofish.APIClient, uri string) (string, error) {
 		case members[i].inline():
 			entries = append(entries, members[i].entry())
 		case members[i].ODataID != "":
-			links = append(links, LogEntry{ID: lastSegment(members[i].ODataID), Origin: members[i].ODataID})
+			links = append(links, LogEntry{ID: wire.LastSegment(members[i].ODataID), Origin: members[i].ODataID})
 		}
 	}
 	if len(links) > 0 {
@@ -519,7 +520,7 @@ func (c *conn) newestLogID(api *gofish.APIClient, uri string) (string, error) {
 			links = nil
 			for _, l := range ends {
 				var r rawLogEntry
-				if err := getJSON(api, l, &r); err != nil {
+				if err := wire.GetJSON(api, l, &r); err != nil {
 					return "", err
 				}
 				entries = append(entries, r.entry())
@@ -541,7 +542,7 @@ func (c *conn) newestLogID(api *gofish.APIClient, uri string) (string, error) {
 func (c *conn) fetchEntries(api *gofish.APIClient, links []string, after string) ([]LogEntry, error) {
 	read := func(uri string) (LogEntry, error) {
 		var r rawLogEntry
-		if err := getJSON(api, uri, &r); err != nil {
+		if err := wire.GetJSON(api, uri, &r); err != nil {
 			return LogEntry{}, err
 		}
 		if r.ODataID == "" {
@@ -551,7 +552,7 @@ func (c *conn) fetchEntries(api *gofish.APIClient, links []string, after string)
 	}
 	ids := make([]LogEntry, len(links))
 	for i, l := range links {
-		ids[i] = LogEntry{ID: lastSegment(l), Origin: l} // Origin carries the link until read
+		ids[i] = LogEntry{ID: wire.LastSegment(l), Origin: l} // Origin carries the link until read
 	}
 	var todo []LogEntry
 	var known []LogEntry

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/metalhub/metalhub/internal/bmc/wire"
 	"github.com/stmcginnis/gofish/schemas"
 )
 
@@ -66,7 +67,7 @@ func (c *conn) VirtualMedia(ctx context.Context, systemID string) ([]MediaSlot, 
 	op := "list virtual media of " + systemID
 	devs, onManager, err := c.mediaDevices(ctx, systemID)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	out := make([]MediaSlot, 0, len(devs))
 	for _, d := range devs {
@@ -79,11 +80,11 @@ func (c *conn) VirtualMedia(ctx context.Context, systemID string) ([]MediaSlot, 
 func (c *conn) InsertMedia(ctx context.Context, systemID, image string) error {
 	op := fmt.Sprintf("insert virtual media %s on %s", image, systemID)
 	if image == "" {
-		return newError(ReasonInvalidConfig, op, "no image")
+		return wire.New(ReasonInvalidConfig, op, "no image")
 	}
 	devs, onManager, err := c.mediaDevices(ctx, systemID)
 	if err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	var free *schemas.VirtualMedia
 	for _, d := range devs {
@@ -100,13 +101,13 @@ func (c *conn) InsertMedia(ctx context.Context, systemID, image string) error {
 	}
 	if free == nil {
 		if len(devs) == 0 {
-			return newError(ReasonUnsupported, op, "system has no virtual media")
+			return wire.New(ReasonUnsupported, op, "system has no virtual media")
 		}
-		return newError(ReasonRejected, op, "no free virtual CD/DVD device: eject what is inserted first")
+		return wire.New(ReasonRejected, op, "no free virtual CD/DVD device: eject what is inserted first")
 	}
 	yes := true
 	if _, err := free.InsertMedia(&schemas.VirtualMediaInsertMediaParameters{Image: image, Inserted: &yes, WriteProtected: &yes}); err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	c.log.V(1).Info("virtual media inserted", "system", systemID, "device", free.ID, "onManager", onManager)
 	return nil
@@ -117,7 +118,7 @@ func (c *conn) EjectMedia(ctx context.Context, systemID, image string) error {
 	op := fmt.Sprintf("eject virtual media %s on %s", image, systemID)
 	devs, onManager, err := c.mediaDevices(ctx, systemID)
 	if err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	for _, d := range devs {
 		slot := slotOf(d, onManager)
@@ -125,7 +126,7 @@ func (c *conn) EjectMedia(ctx context.Context, systemID, image string) error {
 			continue
 		}
 		if _, err := d.EjectMedia(); err != nil {
-			return wrap(op, err)
+			return wire.Wrap(op, err)
 		}
 		c.log.V(1).Info("virtual media ejected", "system", systemID, "device", d.ID, "onManager", onManager)
 	}

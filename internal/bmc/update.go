@@ -11,11 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metalhub/metalhub/internal/bmc/wire"
 	"github.com/stmcginnis/gofish/schemas"
 )
 
 type updateService struct {
-	FirmwareInventory    odataLink
+	FirmwareInventory    wire.Link
 	MultipartHTTPPushURI string `json:"MultipartHttpPushUri"`
 	Actions              struct {
 		SimpleUpdate struct {
@@ -30,10 +31,10 @@ func (c *conn) updateService(ctx context.Context) (*updateService, error) {
 		return nil, err
 	}
 	if c.root.UpdateService.ID == "" {
-		return nil, newError(ReasonUnsupported, "read update service", "service root has no UpdateService")
+		return nil, wire.New(ReasonUnsupported, "read update service", "service root has no UpdateService")
 	}
 	var svc updateService
-	if err := getJSON(api, c.root.UpdateService.ID, &svc); err != nil {
+	if err := wire.GetJSON(api, c.root.UpdateService.ID, &svc); err != nil {
 		return nil, err
 	}
 	return &svc, nil
@@ -44,18 +45,18 @@ func (c *conn) FirmwareInventory(ctx context.Context) ([]Firmware, error) {
 	const op = "read firmware inventory"
 	svc, err := c.updateService(ctx)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	if svc.FirmwareInventory.ID == "" {
-		return nil, newError(ReasonNotFound, op, "UpdateService has no FirmwareInventory")
+		return nil, wire.New(ReasonNotFound, op, "UpdateService has no FirmwareInventory")
 	}
 	api, err := c.client(ctx)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	items, err := schemas.GetCollectionObjects[schemas.SoftwareInventory](api, svc.FirmwareInventory.ID)
 	if err != nil && len(items) == 0 {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	out := make([]Firmware, 0, len(items))
 	for _, it := range items {
@@ -68,22 +69,22 @@ func (c *conn) FirmwareInventory(ctx context.Context) ([]Firmware, error) {
 func (c *conn) SimpleUpdate(ctx context.Context, req UpdateRequest) (string, error) {
 	op := "simple update " + req.ImageURI
 	if req.ImageURI == "" {
-		return "", newError(ReasonInvalidConfig, op, "no image URI")
+		return "", wire.New(ReasonInvalidConfig, op, "no image URI")
 	}
 	targets := append([]string(nil), req.Targets...)
 	if req.SystemID != "" {
 		sys, err := c.getSystem(ctx, req.SystemID)
 		if err != nil {
-			return "", wrap(op, err)
+			return "", wire.Wrap(op, err)
 		}
 		targets = append(targets, sys.ODataID)
 	}
 	svc, err := c.updateService(ctx)
 	if err != nil {
-		return "", wrap(op, err)
+		return "", wire.Wrap(op, err)
 	}
 	if svc.Actions.SimpleUpdate.Target == "" {
-		return "", newError(ReasonUnsupported, op, "UpdateService does not offer SimpleUpdate")
+		return "", wire.New(ReasonUnsupported, op, "UpdateService does not offer SimpleUpdate")
 	}
 	proto := strings.ToUpper(req.TransferProtocol)
 	if proto == "" {
@@ -101,11 +102,11 @@ func (c *conn) SimpleUpdate(ctx context.Context, req UpdateRequest) (string, err
 	}
 	api, err := c.client(ctx)
 	if err != nil {
-		return "", wrap(op, err)
+		return "", wire.Wrap(op, err)
 	}
 	resp, err := api.Post(svc.Actions.SimpleUpdate.Target, body)
 	if err != nil {
-		return "", wrap(op, err)
+		return "", wire.Wrap(op, err)
 	}
 	defer resp.Body.Close()
 	task := resp.Header.Get("Location")
@@ -126,16 +127,16 @@ func (c *conn) Task(ctx context.Context, uri string) (*TaskStatus, error) {
 	op := "read task " + uri
 	api, err := c.client(ctx)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	resp, err := api.Get(uri)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	defer resp.Body.Close()
 	var t taskBody
 	if err := json.NewDecoder(resp.Body).Decode(&t); err != nil {
-		return nil, wrap(op, fmt.Errorf("decode %s: %w", uri, err))
+		return nil, wire.Wrap(op, fmt.Errorf("decode %s: %w", uri, err))
 	}
 	st := t.status(uri)
 	// A monitor that answers 202 says when to look again.
@@ -143,7 +144,7 @@ func (c *conn) Task(ctx context.Context, uri string) (*TaskStatus, error) {
 		st.RetryAfter = time.Duration(secs) * time.Second
 	}
 	if st.State == "" {
-		return nil, newError(ReasonUnknown, op, "no TaskState in the answer")
+		return nil, wire.New(ReasonUnknown, op, "no TaskState in the answer")
 	}
 	return st, nil
 }
@@ -184,43 +185,43 @@ func (c *conn) Tasks(ctx context.Context) ([]TaskStatus, error) {
 	const op = "list tasks"
 	api, err := c.client(ctx)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	if c.root.Tasks.ID == "" {
-		return nil, newError(ReasonUnsupported, op, "service root has no TaskService")
+		return nil, wire.New(ReasonUnsupported, op, "service root has no TaskService")
 	}
-	var svc struct{ Tasks odataLink }
-	if err := getJSON(api, c.root.Tasks.ID, &svc); err != nil {
-		return nil, wrap(op, err)
+	var svc struct{ Tasks wire.Link }
+	if err := wire.GetJSON(api, c.root.Tasks.ID, &svc); err != nil {
+		return nil, wire.Wrap(op, err)
 	}
 	if svc.Tasks.ID == "" {
-		return nil, newError(ReasonUnsupported, op, "TaskService has no Tasks collection")
+		return nil, wire.New(ReasonUnsupported, op, "TaskService has no Tasks collection")
 	}
 	// Every page: a BMC lists its tasks in its own order, and an update whose answer was lost
 	// may be anywhere in it.
-	var members []odataLink
+	var members []wire.Link
 	next := svc.Tasks.ID
 	for page := 0; next != ""; page++ {
 		if page == maxTaskPages || len(members) > maxTasks {
-			return nil, newError(ReasonUnknown, op, "more than %d tasks listed: too many to tell which is whose", maxTasks)
+			return nil, wire.New(ReasonUnknown, op, "more than %d tasks listed: too many to tell which is whose", maxTasks)
 		}
 		var coll struct {
-			Members  []odataLink
+			Members  []wire.Link
 			NextLink string `json:"Members@odata.nextLink"`
 		}
-		if err := getJSON(api, next, &coll); err != nil {
-			return nil, wrap(op, err)
+		if err := wire.GetJSON(api, next, &coll); err != nil {
+			return nil, wire.Wrap(op, err)
 		}
 		members, next = append(members, coll.Members...), coll.NextLink
 	}
 	out := make([]TaskStatus, 0, len(members))
 	for _, m := range members {
 		var t taskBody
-		if err := getJSON(api, m.ID, &t); err != nil {
-			if ReasonOf(wrap(op, err)) == ReasonNotFound {
+		if err := wire.GetJSON(api, m.ID, &t); err != nil {
+			if ReasonOf(wire.Wrap(op, err)) == ReasonNotFound {
 				continue // ended and dropped while the list was read
 			}
-			return nil, wrap(op, err)
+			return nil, wire.Wrap(op, err)
 		}
 		out = append(out, *t.status(m.ID))
 	}
@@ -231,7 +232,7 @@ func (c *conn) Tasks(ctx context.Context) ([]TaskStatus, error) {
 func (c *conn) UpdateMethods(ctx context.Context) (simple, push bool, err error) {
 	svc, err := c.updateService(ctx)
 	if err != nil {
-		return false, false, wrap("read update service", err)
+		return false, false, wire.Wrap("read update service", err)
 	}
 	return svc.Actions.SimpleUpdate.Target != "", svc.MultipartHTTPPushURI != "", nil
 }
@@ -243,32 +244,32 @@ func (c *conn) PushUpdate(ctx context.Context, req UpdateRequest, image *os.File
 	if req.SystemID != "" {
 		sys, err := c.getSystem(ctx, req.SystemID)
 		if err != nil {
-			return "", notSent(op, err)
+			return "", wire.NotSent(op, err)
 		}
 		targets = append(targets, sys.ODataID)
 	}
 	svc, err := c.updateService(ctx)
 	if err != nil {
-		return "", notSent(op, err)
+		return "", wire.NotSent(op, err)
 	}
 	if svc.MultipartHTTPPushURI == "" {
-		return "", newError(ReasonUnsupported, op, "UpdateService has no MultipartHttpPushUri")
+		return "", wire.New(ReasonUnsupported, op, "UpdateService has no MultipartHttpPushUri")
 	}
 	params, _ := json.Marshal(map[string]any{"Targets": targets})
 	api, err := c.client(ctx)
 	if err != nil {
-		return "", notSent(op, err)
+		return "", wire.NotSent(op, err)
 	}
 	// The upload is cut, not refused, when the right to act could pass (withStream).
-	if api, err = c.client(withStream(ctx)); err != nil {
-		return "", notSent(op, err)
+	if api, err = c.client(wire.WithStream(ctx)); err != nil {
+		return "", wire.NotSent(op, err)
 	}
 	resp, err := api.PostMultipart(svc.MultipartHTTPPushURI, map[string]io.Reader{
 		"UpdateParameters": strings.NewReader(string(params)),
 		"UpdateFile":       image,
 	})
 	if err != nil {
-		return "", wrap(op, err)
+		return "", wire.Wrap(op, err)
 	}
 	defer resp.Body.Close()
 	task := resp.Header.Get("Location")
