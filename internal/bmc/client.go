@@ -342,19 +342,11 @@ func (c *conn) Manager(ctx context.Context) (*ManagerInfo, error) {
 	if err != nil {
 		return nil, wire.Wrap(op, err)
 	}
-	if c.root.Managers.ID == "" {
-		return nil, wire.New(ReasonNotFound, op, "service root has no Managers collection")
-	}
-	coll, err := schemas.GetCollection(api, c.root.Managers.ID)
+	uri, err := wire.FirstManager(api, &c.root)
 	if err != nil {
 		return nil, wire.Wrap(op, err)
 	}
-	if len(coll.ItemLinks) == 0 {
-		return nil, wire.New(ReasonNotFound, op, "Managers collection is empty")
-	}
-	links := slices.Clone(coll.ItemLinks)
-	sort.Strings(links)
-	return c.readManager(api, links[0])
+	return c.readManager(api, uri)
 }
 
 // ResetManager implements BMC.

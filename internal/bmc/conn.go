@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/metalhub/metalhub/internal/bmc/wire"
 	"github.com/stmcginnis/gofish"
+	"github.com/stmcginnis/gofish/schemas"
 )
 
 // maxBody bounds what we buffer from one BMC answer.
@@ -413,3 +414,19 @@ func (c *conn) close() {
 	c.transport.CloseIdleConnections()
 	unreachable.WithLabelValues(c.base).Set(0)
 }
+
+// session is the view of a conn the service packages work through.
+type session struct{ c *conn }
+
+var _ wire.Conn = session{}
+
+func (s session) Client(ctx context.Context) (*gofish.APIClient, error) { return s.c.client(ctx) }
+func (s session) Root() *wire.Root                                      { return &s.c.root }
+func (s session) Log() logr.Logger                                      { return s.c.log }
+
+func (s session) System(ctx context.Context, systemID string) (*schemas.ComputerSystem, error) {
+	return s.c.getSystem(ctx, systemID)
+}
+
+// wire is the conn as a service package sees it.
+func (c *conn) wire() wire.Conn { return session{c} }

@@ -68,16 +68,10 @@ func (c *conn) SerialConsole(ctx context.Context, systemID string) (SerialConsol
 
 // systemManagerURI is the manager that manages sys, else the service's first.
 func (c *conn) systemManagerURI(api *gofish.APIClient, sys *schemas.ComputerSystem) (string, error) {
-	var links struct {
-		Links struct {
-			ManagedBy []wire.Link
-		}
+	if m := wire.ManagedBy(sys.RawData); m != "" {
+		return m, nil
 	}
-	_ = json.Unmarshal(sys.RawData, &links)
-	if len(links.Links.ManagedBy) > 0 && links.Links.ManagedBy[0].ID != "" {
-		return links.Links.ManagedBy[0].ID, nil
-	}
-	return c.managerURI(api)
+	return wire.FirstManager(api, &c.root)
 }
 
 func portOr(p *uint) int {

@@ -2,7 +2,6 @@ package bmc
 
 import (
 	"context"
-	"encoding/json"
 	"sort"
 	"strings"
 
@@ -219,18 +218,12 @@ func simpleStorage(s *schemas.ComputerSystem) (StorageInfo, error) {
 
 // systemManager reads the manager that manages sys, else the service's first.
 func (c *conn) systemManager(ctx context.Context, sys *schemas.ComputerSystem) (*ManagerInfo, error) {
-	var links struct {
-		Links struct {
-			ManagedBy []wire.Link
-		}
-	}
-	_ = json.Unmarshal(sys.RawData, &links)
-	if len(links.Links.ManagedBy) > 0 && links.Links.ManagedBy[0].ID != "" {
+	if m := wire.ManagedBy(sys.RawData); m != "" {
 		api, err := c.client(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return c.readManager(api, links.Links.ManagedBy[0].ID)
+		return c.readManager(api, m)
 	}
 	return c.Manager(ctx)
 }

@@ -2,30 +2,9 @@ package bmc
 
 import (
 	"context"
-	"slices"
-	"sort"
 
 	"github.com/metalhub/metalhub/internal/bmc/wire"
-	"github.com/stmcginnis/gofish"
-	"github.com/stmcginnis/gofish/schemas"
 )
-
-// managerURI is the first manager of the service, as Manager reads it.
-func (c *conn) managerURI(api *gofish.APIClient) (string, error) {
-	if c.root.Managers.ID == "" {
-		return "", wire.New(ReasonNotFound, "read manager", "service root has no Managers collection")
-	}
-	coll, err := schemas.GetCollection(api, c.root.Managers.ID)
-	if err != nil {
-		return "", err
-	}
-	if len(coll.ItemLinks) == 0 {
-		return "", wire.New(ReasonNotFound, "read manager", "Managers collection is empty")
-	}
-	links := slices.Clone(coll.ItemLinks)
-	sort.Strings(links)
-	return links[0], nil
-}
 
 // ManagerAttributes implements BMC.
 func (c *conn) ManagerAttributes(ctx context.Context) (map[string]any, error) {
@@ -34,7 +13,7 @@ func (c *conn) ManagerAttributes(ctx context.Context) (map[string]any, error) {
 	if err != nil {
 		return nil, wire.Wrap(op, err)
 	}
-	uri, err := c.managerURI(api)
+	uri, err := wire.FirstManager(api, &c.root)
 	if err != nil {
 		return nil, wire.Wrap(op, err)
 	}
@@ -64,7 +43,7 @@ func (c *conn) SetManagerAttributes(ctx context.Context, attrs map[string]any) e
 	if err != nil {
 		return wire.NotSent(op, err)
 	}
-	uri, err := c.managerURI(api)
+	uri, err := wire.FirstManager(api, &c.root)
 	if err != nil {
 		return wire.NotSent(op, err)
 	}
