@@ -8,7 +8,6 @@ import (
 	"context"
 	"os"
 	"slices"
-	"time"
 )
 
 // BMC is what controllers use to talk to one BMC. Every method is safe for
@@ -201,14 +200,6 @@ type bootOptions struct{ httpURI string }
 // WithHTTPBootURI sets Boot.HttpBootUri with a UefiHttp override.
 func WithHTTPBootURI(uri string) BootOption { return func(o *bootOptions) { o.httpURI = uri } }
 
-// Account is one BMC user account.
-type Account struct {
-	ID       string `json:"id"`
-	UserName string `json:"userName"`
-	RoleID   string `json:"roleID,omitempty"`
-	Enabled  bool   `json:"enabled"`
-}
-
 // BiosState is a system's BIOS attributes.
 type BiosState struct {
 	Attributes map[string]any `json:"attributes"`
@@ -217,57 +208,6 @@ type BiosState struct {
 	// ApplyTimes are the settings object's SupportedApplyTimes.
 	ApplyTimes []string `json:"applyTimes,omitempty"`
 }
-
-// Firmware is one component of the FirmwareInventory.
-type Firmware struct {
-	ID         string `json:"id"`
-	Name       string `json:"name,omitempty"`
-	Version    string `json:"version,omitempty"`
-	Updateable bool   `json:"updateable"`
-}
-
-// UpdateRequest is a SimpleUpdate.
-type UpdateRequest struct {
-	ImageURI string
-	// TransferProtocol is HTTP or HTTPS (default: from the URI's scheme).
-	TransferProtocol string
-	// Targets are FirmwareInventory (or system) URIs the image is for; empty lets the BMC
-	// decide from the image.
-	Targets []string
-	// SystemID, when set, is proven (bmc.Expect) and added to Targets.
-	SystemID string
-	// Username and Password open the image server, where it needs them.
-	Username, Password string
-}
-
-// TaskStatus is a Redfish task as read.
-type TaskStatus struct {
-	URI string `json:"uri"`
-	// State is the TaskState: New, Starting, Running, Completed, Exception, Killed, ...
-	State           string   `json:"state"`
-	Status          string   `json:"status,omitempty"`
-	PercentComplete int      `json:"percentComplete,omitempty"`
-	Messages        []string `json:"messages,omitempty"`
-	// Image is the ImageURI of the update the task carries out, from its Payload ("" when the
-	// BMC does not say).
-	Image string `json:"image,omitempty"`
-	// StartTime is the task's StartTime as the BMC wrote it.
-	StartTime string `json:"startTime,omitempty"`
-	// RetryAfter is when the monitor said to look again (its Retry-After), 0 when it did not.
-	RetryAfter time.Duration `json:"retryAfter,omitempty"`
-}
-
-// Done reports whether the task ended (whatever the outcome).
-func (t *TaskStatus) Done() bool {
-	switch t.State {
-	case "Completed", "Exception", "Killed", "Cancelled", "Interrupted":
-		return true
-	}
-	return false
-}
-
-// Failed reports whether it ended without doing its work.
-func (t *TaskStatus) Failed() bool { return t.Done() && t.State != "Completed" }
 
 // BootEntry is one boot option of a system.
 type BootEntry struct {

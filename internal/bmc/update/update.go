@@ -1,10 +1,11 @@
-package bmc
+package update
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,32 +26,32 @@ type updateService struct {
 	}
 }
 
-func (c *conn) updateService(ctx context.Context) (*updateService, error) {
-	api, err := c.client(ctx)
+func readUpdateService(ctx context.Context, c wire.Conn) (*updateService, error) {
+	api, err := c.Client(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if c.root.UpdateService.ID == "" {
-		return nil, wire.New(ReasonUnsupported, "read update service", "service root has no UpdateService")
+	if c.Root().UpdateService.ID == "" {
+		return nil, wire.New(wire.ReasonUnsupported, "read update service", "service root has no UpdateService")
 	}
 	var svc updateService
-	if err := wire.GetJSON(api, c.root.UpdateService.ID, &svc); err != nil {
+	if err := wire.GetJSON(api, c.Root().UpdateService.ID, &svc); err != nil {
 		return nil, err
 	}
 	return &svc, nil
 }
 
-// FirmwareInventory implements BMC.
-func (c *conn) FirmwareInventory(ctx context.Context) ([]Firmware, error) {
+// FirmwareInventory does the work of bmc.BMC.FirmwareInventory.
+func FirmwareInventory(ctx context.Context, c wire.Conn) ([]Firmware, error) {
 	const op = "read firmware inventory"
-	svc, err := c.updateService(ctx)
+	svc, err := readUpdateService(ctx, c)
 	if err != nil {
 		return nil, wire.Wrap(op, err)
 	}
 	if svc.FirmwareInventory.ID == "" {
-		return nil, wire.New(ReasonNotFound, op, "UpdateService has no FirmwareInventory")
+		return nil, wire.New(wire.ReasonNotFound, op, "UpdateService has no FirmwareInventory")
 	}
-	api, err := c.client(ctx)
+	api, err := c.Client(ctx)
 	if err != nil {
 		return nil, wire.Wrap(op, err)
 	}
@@ -65,26 +66,26 @@ func (c *conn) FirmwareInventory(ctx context.Context) ([]Firmware, error) {
 	return out, nil
 }
 
-// SimpleUpdate implements BMC.
-func (c *conn) SimpleUpdate(ctx context.Context, req UpdateRequest) (string, error) {
+// SimpleUpdate does the work of bmc.BMC.SimpleUpdate.
+func SimpleUpdate(ctx context.Context, c wire.Conn, req UpdateRequest) (string, error) {
 	op := "simple update " + req.ImageURI
 	if req.ImageURI == "" {
-		return "", wire.New(ReasonInvalidConfig, op, "no image URI")
+		return "", wire.New(wire.ReasonInvalidConfig, op, "no image URI")
 	}
 	targets := append([]string(nil), req.Targets...)
 	if req.SystemID != "" {
-		sys, err := c.getSystem(ctx, req.SystemID)
+		sys, err := c.System(ctx, req.SystemID)
 		if err != nil {
 			return "", wire.Wrap(op, err)
 		}
 		targets = append(targets, sys.ODataID)
 	}
-	svc, err := c.updateService(ctx)
+	svc, err := readUpdateService(ctx, c)
 	if err != nil {
 		return "", wire.Wrap(op, err)
 	}
 	if svc.Actions.SimpleUpdate.Target == "" {
-		return "", wire.New(ReasonUnsupported, op, "UpdateService does not offer SimpleUpdate")
+		return "", wire.New(wire.ReasonUnsupported, op, "UpdateService does not offer SimpleUpdate")
 	}
 	proto := strings.ToUpper(req.TransferProtocol)
 	if proto == "" {
@@ -100,7 +101,7 @@ func (c *conn) SimpleUpdate(ctx context.Context, req UpdateRequest) (string, err
 	if req.Username != "" {
 		body["Username"], body["Password"] = req.Username, req.Password
 	}
-	api, err := c.client(ctx)
+	api, err := c.Client(ctx)
 	if err != nil {
 		return "", wire.Wrap(op, err)
 	}
@@ -109,23 +110,29 @@ func (c *conn) SimpleUpdate(ctx context.Context, req UpdateRequest) (string, err
 		return "", wire.Wrap(op, err)
 	}
 	defer resp.Body.Close()
-	task := resp.Header.Get("Location")
-	if task == "" {
-		var t struct {
-			ODataID string `json:"@odata.id"`
-		}
-		if json.NewDecoder(resp.Body).Decode(&t) == nil && strings.Contains(t.ODataID, "/Task") {
-			task = t.ODataID
-		}
-	}
-	c.log.V(1).Info("update accepted", "image", req.ImageURI, "task", task, "status", resp.StatusCode)
+	task := taskOf(resp)
+	c.Log().V(1).Info("update accepted", "image", req.ImageURI, "task", task, "status", resp.StatusCode)
 	return task, nil
 }
 
-// Task implements BMC.
-func (c *conn) Task(ctx context.Context, uri string) (*TaskStatus, error) {
+// taskOf is the task an update's answer names: its Location, else a Task as its body.
+func taskOf(resp *http.Response) string {
+	if task := resp.Header.Get("Location"); task != "" {
+		return task
+	}
+	var t struct {
+		ODataID string `json:"@odata.id"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&t) == nil && strings.Contains(t.ODataID, "/Task") {
+		return t.ODataID
+	}
+	return ""
+}
+
+// Task does the work of bmc.BMC.Task.
+func Task(ctx context.Context, c wire.Conn, uri string) (*TaskStatus, error) {
 	op := "read task " + uri
-	api, err := c.client(ctx)
+	api, err := c.Client(ctx)
 	if err != nil {
 		return nil, wire.Wrap(op, err)
 	}
@@ -144,7 +151,7 @@ func (c *conn) Task(ctx context.Context, uri string) (*TaskStatus, error) {
 		st.RetryAfter = time.Duration(secs) * time.Second
 	}
 	if st.State == "" {
-		return nil, wire.New(ReasonUnknown, op, "no TaskState in the answer")
+		return nil, wire.New(wire.ReasonUnknown, op, "no TaskState in the answer")
 	}
 	return st, nil
 }
@@ -180,22 +187,22 @@ const (
 	maxTaskPages = 64
 )
 
-// Tasks implements BMC.
-func (c *conn) Tasks(ctx context.Context) ([]TaskStatus, error) {
+// Tasks does the work of bmc.BMC.Tasks.
+func Tasks(ctx context.Context, c wire.Conn) ([]TaskStatus, error) {
 	const op = "list tasks"
-	api, err := c.client(ctx)
+	api, err := c.Client(ctx)
 	if err != nil {
 		return nil, wire.Wrap(op, err)
 	}
-	if c.root.Tasks.ID == "" {
-		return nil, wire.New(ReasonUnsupported, op, "service root has no TaskService")
+	if c.Root().Tasks.ID == "" {
+		return nil, wire.New(wire.ReasonUnsupported, op, "service root has no TaskService")
 	}
 	var svc struct{ Tasks wire.Link }
-	if err := wire.GetJSON(api, c.root.Tasks.ID, &svc); err != nil {
+	if err := wire.GetJSON(api, c.Root().Tasks.ID, &svc); err != nil {
 		return nil, wire.Wrap(op, err)
 	}
 	if svc.Tasks.ID == "" {
-		return nil, wire.New(ReasonUnsupported, op, "TaskService has no Tasks collection")
+		return nil, wire.New(wire.ReasonUnsupported, op, "TaskService has no Tasks collection")
 	}
 	// Every page: a BMC lists its tasks in its own order, and an update whose answer was lost
 	// may be anywhere in it.
@@ -203,7 +210,7 @@ func (c *conn) Tasks(ctx context.Context) ([]TaskStatus, error) {
 	next := svc.Tasks.ID
 	for page := 0; next != ""; page++ {
 		if page == maxTaskPages || len(members) > maxTasks {
-			return nil, wire.New(ReasonUnknown, op, "more than %d tasks listed: too many to tell which is whose", maxTasks)
+			return nil, wire.New(wire.ReasonUnknown, op, "more than %d tasks listed: too many to tell which is whose", maxTasks)
 		}
 		var coll struct {
 			Members  []wire.Link
@@ -218,7 +225,7 @@ func (c *conn) Tasks(ctx context.Context) ([]TaskStatus, error) {
 	for _, m := range members {
 		var t taskBody
 		if err := wire.GetJSON(api, m.ID, &t); err != nil {
-			if ReasonOf(wire.Wrap(op, err)) == ReasonNotFound {
+			if wire.ReasonOf(wire.Wrap(op, err)) == wire.ReasonNotFound {
 				continue // ended and dropped while the list was read
 			}
 			return nil, wire.Wrap(op, err)
@@ -228,40 +235,40 @@ func (c *conn) Tasks(ctx context.Context) ([]TaskStatus, error) {
 	return out, nil
 }
 
-// UpdateMethods implements BMC.
-func (c *conn) UpdateMethods(ctx context.Context) (simple, push bool, err error) {
-	svc, err := c.updateService(ctx)
+// UpdateMethods does the work of bmc.BMC.UpdateMethods.
+func UpdateMethods(ctx context.Context, c wire.Conn) (simple, push bool, err error) {
+	svc, err := readUpdateService(ctx, c)
 	if err != nil {
 		return false, false, wire.Wrap("read update service", err)
 	}
 	return svc.Actions.SimpleUpdate.Target != "", svc.MultipartHTTPPushURI != "", nil
 }
 
-// PushUpdate implements BMC.
-func (c *conn) PushUpdate(ctx context.Context, req UpdateRequest, image *os.File) (string, error) {
+// PushUpdate does the work of bmc.BMC.PushUpdate.
+func PushUpdate(ctx context.Context, c wire.Conn, req UpdateRequest, image *os.File) (string, error) {
 	op := "push update " + filepath.Base(image.Name())
 	targets := append([]string(nil), req.Targets...)
 	if req.SystemID != "" {
-		sys, err := c.getSystem(ctx, req.SystemID)
+		sys, err := c.System(ctx, req.SystemID)
 		if err != nil {
 			return "", wire.NotSent(op, err)
 		}
 		targets = append(targets, sys.ODataID)
 	}
-	svc, err := c.updateService(ctx)
+	svc, err := readUpdateService(ctx, c)
 	if err != nil {
 		return "", wire.NotSent(op, err)
 	}
 	if svc.MultipartHTTPPushURI == "" {
-		return "", wire.New(ReasonUnsupported, op, "UpdateService has no MultipartHttpPushUri")
+		return "", wire.New(wire.ReasonUnsupported, op, "UpdateService has no MultipartHttpPushUri")
 	}
 	params, _ := json.Marshal(map[string]any{"Targets": targets})
-	api, err := c.client(ctx)
+	api, err := c.Client(ctx)
 	if err != nil {
 		return "", wire.NotSent(op, err)
 	}
 	// The upload is cut, not refused, when the right to act could pass (withStream).
-	if api, err = c.client(wire.WithStream(ctx)); err != nil {
+	if api, err = c.Client(wire.WithStream(ctx)); err != nil {
 		return "", wire.NotSent(op, err)
 	}
 	resp, err := api.PostMultipart(svc.MultipartHTTPPushURI, map[string]io.Reader{
@@ -272,15 +279,58 @@ func (c *conn) PushUpdate(ctx context.Context, req UpdateRequest, image *os.File
 		return "", wire.Wrap(op, err)
 	}
 	defer resp.Body.Close()
-	task := resp.Header.Get("Location")
-	if task == "" {
-		var t struct {
-			ODataID string `json:"@odata.id"`
-		}
-		if json.NewDecoder(resp.Body).Decode(&t) == nil && strings.Contains(t.ODataID, "/Task") {
-			task = t.ODataID
-		}
-	}
-	c.log.V(1).Info("update pushed", "image", filepath.Base(image.Name()), "task", task, "status", resp.StatusCode)
+	task := taskOf(resp)
+	c.Log().V(1).Info("update pushed", "image", filepath.Base(image.Name()), "task", task, "status", resp.StatusCode)
 	return task, nil
 }
+
+// Firmware is one component of the FirmwareInventory.
+type Firmware struct {
+	ID         string `json:"id"`
+	Name       string `json:"name,omitempty"`
+	Version    string `json:"version,omitempty"`
+	Updateable bool   `json:"updateable"`
+}
+
+// UpdateRequest is a SimpleUpdate.
+type UpdateRequest struct {
+	ImageURI string
+	// TransferProtocol is HTTP or HTTPS (default: from the URI's scheme).
+	TransferProtocol string
+	// Targets are FirmwareInventory (or system) URIs the image is for; empty lets the BMC
+	// decide from the image.
+	Targets []string
+	// SystemID, when set, is proven (bmc.Expect) and added to Targets.
+	SystemID string
+	// Username and Password open the image server, where it needs them.
+	Username, Password string
+}
+
+// TaskStatus is a Redfish task as read.
+type TaskStatus struct {
+	URI string `json:"uri"`
+	// State is the TaskState: New, Starting, Running, Completed, Exception, Killed, ...
+	State           string   `json:"state"`
+	Status          string   `json:"status,omitempty"`
+	PercentComplete int      `json:"percentComplete,omitempty"`
+	Messages        []string `json:"messages,omitempty"`
+	// Image is the ImageURI of the update the task carries out, from its Payload ("" when the
+	// BMC does not say).
+	Image string `json:"image,omitempty"`
+	// StartTime is the task's StartTime as the BMC wrote it.
+	StartTime string `json:"startTime,omitempty"`
+	// RetryAfter is when the monitor said to look again (its Retry-After), 0 when it did not.
+	RetryAfter time.Duration `json:"retryAfter,omitempty"`
+}
+
+// Done reports whether the task ended (whatever the outcome).
+func (t *TaskStatus) Done() bool {
+	switch t.State {
+	case "Completed", "Exception", "Killed", "Cancelled", "Interrupted":
+		return true
+	}
+	return false
+}
+
+// Failed reports whether it ended without doing its work.
+func (t *TaskStatus) Failed() bool { return t.Done() && t.State != "Completed" }
