@@ -1,6 +1,7 @@
 package bmc
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -396,7 +397,7 @@ func (c *conn) readManager(api *gofish.APIClient, uri string) (*ManagerInfo, err
 	if nics, err := m.EthernetInterfaces(); err == nil || len(nics) > 0 {
 		sort.Slice(nics, func(i, j int) bool { return nics[i].ODataID < nics[j].ODataID })
 		for _, n := range nics {
-			if mac := firstNonEmpty(n.MACAddress, n.PermanentMACAddress); mac != "" {
+			if mac := cmp.Or(n.MACAddress, n.PermanentMACAddress); mac != "" {
 				info.MACAddress = strings.ToLower(mac)
 				break
 			}
@@ -483,13 +484,4 @@ func (c *conn) resolveSystem(api *gofish.APIClient, systemID string) (uri string
 		}
 	}
 	return "", false, wire.New(ReasonNotFound, "resolve system", "system %q not found (systems: %s)", systemID, strings.Join(ids, ", "))
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }

@@ -1,6 +1,7 @@
 package bmc
 
 import (
+	"cmp"
 	"context"
 	"sort"
 	"strings"
@@ -123,7 +124,7 @@ func hostNICs(nics []*schemas.EthernetInterface) []NIC {
 	for _, n := range nics {
 		nic := NIC{
 			ID: n.ID, Name: n.Name,
-			MACAddress: strings.ToLower(firstNonEmpty(n.MACAddress, n.PermanentMACAddress)),
+			MACAddress: strings.ToLower(cmp.Or(n.MACAddress, n.PermanentMACAddress)),
 			LinkStatus: string(n.LinkStatus),
 			Carrier:    n.LinkStatus == schemas.LinkUpLinkStatus,
 			SpeedMbps:  gofish.Deref(n.SpeedMbps),

@@ -5,6 +5,9 @@ import (
 	"os"
 
 	"github.com/metalhub/metalhub/internal/bmc/accounts"
+	"github.com/metalhub/metalhub/internal/bmc/console"
+	"github.com/metalhub/metalhub/internal/bmc/events"
+	"github.com/metalhub/metalhub/internal/bmc/media"
 	"github.com/metalhub/metalhub/internal/bmc/update"
 )
 
@@ -66,3 +69,64 @@ func (c *conn) Task(ctx context.Context, uri string) (*TaskStatus, error) {
 
 // Tasks implements BMC.
 func (c *conn) Tasks(ctx context.Context) ([]TaskStatus, error) { return update.Tasks(ctx, c.wire()) }
+
+// MediaSlot is one virtual media device.
+type MediaSlot = media.MediaSlot
+
+// VirtualMedia implements BMC.
+func (c *conn) VirtualMedia(ctx context.Context, systemID string) ([]MediaSlot, error) {
+	return media.VirtualMedia(ctx, c.wire(), systemID)
+}
+
+// InsertMedia implements BMC.
+func (c *conn) InsertMedia(ctx context.Context, systemID, image string) error {
+	return media.InsertMedia(ctx, c.wire(), systemID, image)
+}
+
+// EjectMedia implements BMC.
+func (c *conn) EjectMedia(ctx context.Context, systemID, image string) error {
+	return media.EjectMedia(ctx, c.wire(), systemID, image)
+}
+
+// SerialConsole is how a system's serial console is reached through its BMC.
+type SerialConsole = console.Access
+
+// SerialConsole implements BMC.
+func (c *conn) SerialConsole(ctx context.Context, systemID string) (SerialConsole, error) {
+	return console.Read(ctx, c.wire(), systemID)
+}
+
+// EventServiceInfo describes a BMC's EventService.
+type EventServiceInfo = events.EventServiceInfo
+
+// Subscription is one event subscription (EventDestination) of a BMC.
+type Subscription = events.Subscription
+
+// Event is a Redfish event POSTed by a BMC to a subscription's destination.
+type Event = events.Event
+
+// EventRecord is one event of an Event.
+type EventRecord = events.EventRecord
+
+// ParseEvent decodes a Redfish event body (see events.ParseEvent).
+func ParseEvent(body []byte) (*Event, error) { return events.ParseEvent(body) }
+
+// EventService implements BMC.
+func (c *conn) EventService(ctx context.Context) (EventServiceInfo, error) {
+	return events.EventService(ctx, c.wire())
+}
+
+// Subscribe implements BMC.
+func (c *conn) Subscribe(ctx context.Context, destination, evContext string) (string, error) {
+	return events.Subscribe(ctx, c.wire(), destination, evContext)
+}
+
+// Unsubscribe implements BMC.
+func (c *conn) Unsubscribe(ctx context.Context, uri string) error {
+	return events.Unsubscribe(ctx, c.wire(), uri)
+}
+
+// Subscriptions implements BMC.
+func (c *conn) Subscriptions(ctx context.Context) ([]Subscription, error) {
+	return events.Subscriptions(ctx, c.wire())
+}

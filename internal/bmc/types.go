@@ -7,7 +7,6 @@ package bmc
 import (
 	"context"
 	"os"
-	"slices"
 )
 
 // BMC is what controllers use to talk to one BMC. Every method is safe for
@@ -216,25 +215,6 @@ type BootEntry struct {
 	Name string `json:"name,omitempty"`
 }
 
-// MediaSlot is one virtual media device.
-type MediaSlot struct {
-	ID      string `json:"id"`
-	ODataID string `json:"odataId"`
-	// MediaTypes are what the device takes: CD, DVD, USBStick, Floppy.
-	MediaTypes []string `json:"mediaTypes,omitempty"`
-	Inserted   bool     `json:"inserted"`
-	Image      string   `json:"image,omitempty"`
-	// ConnectedVia is URI, Applet, Oem or NotConnected.
-	ConnectedVia string `json:"connectedVia,omitempty"`
-	// OnManager says the device is the manager's, not the system's own.
-	OnManager bool `json:"onManager,omitempty"`
-}
-
-// TakesCD reports whether the device mounts an ISO (CD or DVD).
-func (m MediaSlot) TakesCD() bool {
-	return slices.Contains(m.MediaTypes, "CD") || slices.Contains(m.MediaTypes, "DVD")
-}
-
 // SystemSummary is one member of the Systems collection.
 type SystemSummary struct {
 	ID           string     `json:"id"`
@@ -408,18 +388,4 @@ type ManagerInfo struct {
 	// LastResetTime is the manager's own LastResetTime, as the BMC wrote it ("" when it does
 	// not say): it moves when the BMC comes back from a reset.
 	LastResetTime string `json:"lastResetTime,omitempty"`
-}
-
-// SerialConsole is how a system's serial console is reached through its BMC.
-type SerialConsole struct {
-	// SSHEnabled says the BMC serves the console over SSH, at Port (on the BMC's host).
-	SSHEnabled bool `json:"sshEnabled"`
-	Port       int  `json:"port,omitempty"`
-	// EntryCommand selects this system's console once logged in (e.g. "console com2"), where
-	// the SSH service is shared with the manager CLI; "" when unsaid.
-	EntryCommand string `json:"entryCommand,omitempty"`
-	// HotKeys describes how to leave the console, as the BMC displays it.
-	HotKeys string `json:"hotKeys,omitempty"`
-	// IPMIEnabled says Serial-over-LAN is served too.
-	IPMIEnabled bool `json:"ipmiEnabled,omitempty"`
 }

@@ -89,6 +89,14 @@ func LastSegment(p string) string {
 	return p
 }
 
+// PathOf reduces an absolute URL (some BMCs answer Location with one) to its path.
+func PathOf(uri string) string {
+	if u, err := url.Parse(uri); err == nil && u.IsAbs() {
+		return u.RequestURI()
+	}
+	return uri
+}
+
 // ManagedBy is the manager a system's Links.ManagedBy names first ("" when none), read from
 // the system's raw body since gofish keeps links unexported.
 func ManagedBy(raw []byte) string {
