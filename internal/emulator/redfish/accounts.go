@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/metalhub/metalhub/internal/emulator/redfish/rfhttp"
 )
 
 // Account actions in the recorder (Record.Account names the user; passwords are never kept).
@@ -82,7 +84,7 @@ func accountBody(id, user, role string, enabled bool) obj {
 // client must not repeat such a message as it is.
 func validPassword(w http.ResponseWriter, p string) bool {
 	if len(p) < minPasswordLength || len(p) > maxPasswordLength {
-		writeError(w, http.StatusBadRequest, "PropertyValueFormatError", "The value '"+p+"' for the property Password is of a different format than the property can accept: "+
+		rfhttp.WriteError(w, http.StatusBadRequest, "PropertyValueFormatError", "The value '"+p+"' for the property Password is of a different format than the property can accept: "+
 			strconv.Itoa(minPasswordLength)+" to "+strconv.Itoa(maxPasswordLength)+" characters.")
 		return false
 	}
@@ -99,15 +101,15 @@ func (b *BMC) routeAccounts(w http.ResponseWriter, r *http.Request, segs []strin
 	base := v1 + "/AccountService"
 	switch {
 	case len(segs) == 0:
-		if methodIs(w, r, http.MethodGet) {
-			writeJSON(w, http.StatusOK, obj{
+		if rfhttp.MethodIs(w, r, http.MethodGet) {
+			rfhttp.WriteJSON(w, http.StatusOK, obj{
 				"@odata.type": "#AccountService.v1_10_0.AccountService", "@odata.id": base, "Id": "AccountService",
 				"Name": "Account Service", "ServiceEnabled": true, "MinPasswordLength": minPasswordLength,
-				"MaxPasswordLength": maxPasswordLength, "Accounts": link(base + "/Accounts"), "Roles": link(base + "/Roles"),
+				"MaxPasswordLength": maxPasswordLength, "Accounts": rfhttp.Link(base + "/Accounts"), "Roles": rfhttp.Link(base + "/Roles"),
 			})
 		}
 	case len(segs) == 1 && segs[0] == "Accounts":
-		if !methodIs(w, r, http.MethodGet, http.MethodPost) {
+		if !rfhttp.MethodIs(w, r, http.MethodGet, http.MethodPost) {
 			return
 		}
 		if r.Method == http.MethodPost {
@@ -118,14 +120,14 @@ func (b *BMC) routeAccounts(w http.ResponseWriter, r *http.Request, segs []strin
 		for _, a := range b.Accounts() {
 			ids = append(ids, base+"/Accounts/"+a.ID)
 		}
-		writeJSON(w, http.StatusOK, collection(base+"/Accounts", "ManagerAccountCollection", "Accounts Collection", ids))
+		rfhttp.WriteJSON(w, http.StatusOK, rfhttp.Collection(base+"/Accounts", "ManagerAccountCollection", "Accounts Collection", ids))
 	case len(segs) == 2 && segs[0] == "Accounts":
-		if !methodIs(w, r, http.MethodGet, http.MethodPatch, http.MethodDelete) {
+		if !rfhttp.MethodIs(w, r, http.MethodGet, http.MethodPatch, http.MethodDelete) {
 			return
 		}
 		b.serveAccount(w, r, segs[1])
 	default:
-		notFound(w, r)
+		rfhttp.NotFound(w, r)
 	}
 }
 
@@ -135,7 +137,7 @@ func (b *BMC) createAccount(w http.ResponseWriter, r *http.Request) {
 		Enabled                    *bool
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.UserName == "" || req.Password == "" {
-		writeError(w, http.StatusBadRequest, "PropertyMissing", "The properties UserName and Password are required to create an account.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "PropertyMissing", "The properties UserName and Password are required to create an account.")
 		return
 	}
 	if !validPassword(w, req.Password) {
@@ -145,13 +147,13 @@ func (b *BMC) createAccount(w http.ResponseWriter, r *http.Request) {
 		req.RoleId = "ReadOnly"
 	}
 	if u, _ := b.Credentials(); u == req.UserName {
-		writeError(w, http.StatusBadRequest, "ResourceAlreadyExists", "The account "+req.UserName+" already exists.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "ResourceAlreadyExists", "The account "+req.UserName+" already exists.")
 		return
 	}
 	b.accts.mu.Lock()
 	if slices.ContainsFunc(b.accts.list, func(a *account) bool { return a.user == req.UserName }) {
 		b.accts.mu.Unlock()
-		writeError(w, http.StatusBadRequest, "ResourceAlreadyExists", "The account "+req.UserName+" already exists.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "ResourceAlreadyExists", "The account "+req.UserName+" already exists.")
 		return
 	}
 	b.accts.next++
@@ -160,7 +162,7 @@ func (b *BMC) createAccount(w http.ResponseWriter, r *http.Request) {
 	b.accts.mu.Unlock()
 	b.recordAccount(r, ActionAccountCreate, a.user)
 	w.Header().Set("Location", v1+"/AccountService/Accounts/"+a.id)
-	writeJSON(w, http.StatusCreated, accountBody(a.id, a.user, a.role, a.enabled))
+	rfhttp.WriteJSON(w, http.StatusCreated, accountBody(a.id, a.user, a.role, a.enabled))
 }
 
 func (b *BMC) serveAccount(w http.ResponseWriter, r *http.Request, id string) {
@@ -168,13 +170,13 @@ func (b *BMC) serveAccount(w http.ResponseWriter, r *http.Request, id string) {
 		user, _ := b.Credentials()
 		switch r.Method {
 		case http.MethodGet:
-			writeJSON(w, http.StatusOK, accountBody("1", user, "Administrator", true))
+			rfhttp.WriteJSON(w, http.StatusOK, accountBody("1", user, "Administrator", true))
 		case http.MethodDelete:
-			writeError(w, http.StatusBadRequest, "ActionNotSupported", "The account in use by this session cannot be deleted.")
+			rfhttp.WriteError(w, http.StatusBadRequest, "ActionNotSupported", "The account in use by this session cannot be deleted.")
 		default:
 			var req struct{ Password *string }
 			if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-				writeError(w, http.StatusBadRequest, "MalformedJSON", "The request body submitted was malformed JSON.")
+				rfhttp.WriteError(w, http.StatusBadRequest, "MalformedJSON", "The request body submitted was malformed JSON.")
 				return
 			}
 			if req.Password != nil {
@@ -192,7 +194,7 @@ func (b *BMC) serveAccount(w http.ResponseWriter, r *http.Request, id string) {
 	i := slices.IndexFunc(b.accts.list, func(a *account) bool { return a.id == id })
 	if i < 0 {
 		b.accts.mu.Unlock()
-		notFound(w, r)
+		rfhttp.NotFound(w, r)
 		return
 	}
 	a := b.accts.list[i]
@@ -200,7 +202,7 @@ func (b *BMC) serveAccount(w http.ResponseWriter, r *http.Request, id string) {
 	case http.MethodGet:
 		body := accountBody(a.id, a.user, a.role, a.enabled)
 		b.accts.mu.Unlock()
-		writeJSON(w, http.StatusOK, body)
+		rfhttp.WriteJSON(w, http.StatusOK, body)
 	case http.MethodDelete:
 		b.accts.list = slices.Delete(b.accts.list, i, i+1)
 		b.accts.mu.Unlock()
@@ -213,7 +215,7 @@ func (b *BMC) serveAccount(w http.ResponseWriter, r *http.Request, id string) {
 		}
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			b.accts.mu.Unlock()
-			writeError(w, http.StatusBadRequest, "MalformedJSON", "The request body submitted was malformed JSON.")
+			rfhttp.WriteError(w, http.StatusBadRequest, "MalformedJSON", "The request body submitted was malformed JSON.")
 			return
 		}
 		if req.Password != nil && !validPassword(w, *req.Password) {

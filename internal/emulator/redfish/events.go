@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/metalhub/metalhub/internal/emulator/redfish/rfhttp"
 )
 
 // Subscription actions in the recorder (Record.Subscription names the EventDestination).
@@ -185,8 +187,8 @@ func (b *BMC) publish(s *System, e LogEntry) {
 		"EventType": "Alert", "EventId": id, "EventTimestamp": e.Created.Format(time.RFC3339),
 		"Severity": e.Severity, "MessageSeverity": e.Severity, "Message": e.Message, "MessageId": e.MessageID,
 		"MessageArgs": []string{}, "MemberId": "0",
-		"OriginOfCondition": link(sp),
-		"LogEntry":          link(sp + "/LogServices/" + selID + "/Entries/" + e.ID),
+		"OriginOfCondition": rfhttp.Link(sp),
+		"LogEntry":          rfhttp.Link(sp + "/LogServices/" + selID + "/Entries/" + e.ID),
 	}
 	prefix, _, _ := strings.Cut(e.MessageID, ".")
 	down := b.down()
@@ -314,21 +316,21 @@ func (b *BMC) routeEvents(w http.ResponseWriter, r *http.Request, segs []string)
 	base := v1 + "/EventService"
 	switch {
 	case len(segs) == 0:
-		if methodIs(w, r, http.MethodGet) {
+		if rfhttp.MethodIs(w, r, http.MethodGet) {
 			opts := b.em.opts
-			writeJSON(w, http.StatusOK, obj{
+			rfhttp.WriteJSON(w, http.StatusOK, obj{
 				"@odata.type": "#EventService.v1_7_0.EventService", "@odata.id": base, "Id": "EventService",
-				"Name": "Event Service", "ServiceEnabled": true, "Status": status("Enabled"),
+				"Name": "Event Service", "ServiceEnabled": true, "Status": rfhttp.Status("Enabled"),
 				"DeliveryRetryAttempts":        opts.EventRetryAttempts,
 				"DeliveryRetryIntervalSeconds": int((opts.EventRetryInterval + time.Second - 1) / time.Second),
 				"EventFormatTypes":             []string{"Event"},
 				"RegistryPrefixes":             []string{"Base", "ResourceEvent"},
 				"ResourceTypes":                []string{"ComputerSystem", "LogEntry"},
-				"Subscriptions":                link(base + "/Subscriptions"),
+				"Subscriptions":                rfhttp.Link(base + "/Subscriptions"),
 			})
 		}
 	case len(segs) == 1 && segs[0] == "Subscriptions":
-		if !methodIs(w, r, http.MethodGet, http.MethodPost) {
+		if !rfhttp.MethodIs(w, r, http.MethodGet, http.MethodPost) {
 			return
 		}
 		if r.Method == http.MethodPost {
@@ -339,9 +341,9 @@ func (b *BMC) routeEvents(w http.ResponseWriter, r *http.Request, segs []string)
 		for _, s := range b.Subscriptions() {
 			ids = append(ids, base+"/Subscriptions/"+s.ID)
 		}
-		writeJSON(w, http.StatusOK, collection(base+"/Subscriptions", "EventDestinationCollection", "Event Subscriptions Collection", ids))
+		rfhttp.WriteJSON(w, http.StatusOK, rfhttp.Collection(base+"/Subscriptions", "EventDestinationCollection", "Event Subscriptions Collection", ids))
 	case len(segs) == 2 && segs[0] == "Subscriptions":
-		if !methodIs(w, r, http.MethodGet, http.MethodDelete) {
+		if !rfhttp.MethodIs(w, r, http.MethodGet, http.MethodDelete) {
 			return
 		}
 		if r.Method == http.MethodDelete {
@@ -350,13 +352,13 @@ func (b *BMC) routeEvents(w http.ResponseWriter, r *http.Request, segs []string)
 		}
 		for _, s := range b.Subscriptions() {
 			if s.ID == segs[1] {
-				writeJSON(w, http.StatusOK, subscriptionBody(s))
+				rfhttp.WriteJSON(w, http.StatusOK, subscriptionBody(s))
 				return
 			}
 		}
-		notFound(w, r)
+		rfhttp.NotFound(w, r)
 	default:
-		notFound(w, r)
+		rfhttp.NotFound(w, r)
 	}
 }
 
@@ -365,9 +367,9 @@ func subscriptionBody(s Subscription) obj {
 		"@odata.type": "#EventDestination.v1_9_0.EventDestination", "@odata.id": v1 + "/EventService/Subscriptions/" + s.ID,
 		"Id": s.ID, "Name": "Event Subscription " + s.ID, "Destination": s.Destination, "Context": s.Context,
 		"Protocol": s.Protocol, "EventFormatType": s.EventFormatType, "SubscriptionType": "RedfishEvent",
-		"RegistryPrefixes": nonNilSlice(s.RegistryPrefixes), "ResourceTypes": nonNilSlice(s.ResourceTypes),
+		"RegistryPrefixes": rfhttp.NonNil(s.RegistryPrefixes), "ResourceTypes": rfhttp.NonNil(s.ResourceTypes),
 		// Write-only: the headers may carry the receiver's credentials.
-		"HttpHeaders": []obj{}, "Status": status("Enabled"),
+		"HttpHeaders": []obj{}, "Status": rfhttp.Status("Enabled"),
 	}
 	if len(s.EventTypes) > 0 {
 		body["EventTypes"] = s.EventTypes
@@ -389,33 +391,33 @@ func (b *BMC) subscribe(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "MalformedJSON", "The request body submitted was malformed JSON or has a property the service does not know: "+err.Error())
+		rfhttp.WriteError(w, http.StatusBadRequest, "MalformedJSON", "The request body submitted was malformed JSON or has a property the service does not know: "+err.Error())
 		return
 	}
 	u, err := url.Parse(req.Destination)
 	switch {
 	case req.Destination == "":
-		writeError(w, http.StatusBadRequest, "PropertyMissing", "The property Destination is a required property and must be included in the request.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "PropertyMissing", "The property Destination is a required property and must be included in the request.")
 		return
 	case err != nil || !u.IsAbs() || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		writeError(w, http.StatusBadRequest, "PropertyValueFormatError", "The value for the property Destination is of a different format than the property can accept: an http or https URL.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "PropertyValueFormatError", "The value for the property Destination is of a different format than the property can accept: an http or https URL.")
 		return
 	case req.Protocol == "":
-		writeError(w, http.StatusBadRequest, "PropertyMissing", "The property Protocol is a required property and must be included in the request.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "PropertyMissing", "The property Protocol is a required property and must be included in the request.")
 		return
 	case req.Protocol != "Redfish":
-		writeError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+req.Protocol+" for the property Protocol is not in the list of acceptable values.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+req.Protocol+" for the property Protocol is not in the list of acceptable values.")
 		return
 	case req.EventFormatType != "" && req.EventFormatType != "Event":
-		writeError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+req.EventFormatType+" for the property EventFormatType is not in the list of acceptable values.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+req.EventFormatType+" for the property EventFormatType is not in the list of acceptable values.")
 		return
 	case req.SubscriptionType != "" && req.SubscriptionType != "RedfishEvent":
-		writeError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+req.SubscriptionType+" for the property SubscriptionType is not in the list of acceptable values.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+req.SubscriptionType+" for the property SubscriptionType is not in the list of acceptable values.")
 		return
 	}
 	for _, t := range req.EventTypes {
 		if !slices.Contains(eventTypes, t) {
-			writeError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+t+" for the property EventTypes is not in the list of acceptable values.")
+			rfhttp.WriteError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+t+" for the property EventTypes is not in the list of acceptable values.")
 			return
 		}
 	}
@@ -436,12 +438,12 @@ func (b *BMC) subscribe(w http.ResponseWriter, r *http.Request) {
 	b.ev.mu.Lock()
 	if b.ev.closed {
 		b.ev.mu.Unlock()
-		writeError(w, http.StatusServiceUnavailable, "ServiceShuttingDown", "The operation failed because the service is shutting down.")
+		rfhttp.WriteError(w, http.StatusServiceUnavailable, "ServiceShuttingDown", "The operation failed because the service is shutting down.")
 		return
 	}
 	if len(b.ev.subs) >= maxSubscriptions {
 		b.ev.mu.Unlock()
-		writeError(w, http.StatusBadRequest, "CreateLimitReachedForResource", "The create operation failed because the resource has reached the limit of possible resources.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "CreateLimitReachedForResource", "The create operation failed because the resource has reached the limit of possible resources.")
 		return
 	}
 	b.ev.next++
@@ -456,7 +458,7 @@ func (b *BMC) subscribe(w http.ResponseWriter, r *http.Request) {
 	b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), Action: ActionSubscribe,
 		Subscription: loc, Destination: redactURL(sub.Destination)})
 	w.Header().Set("Location", loc)
-	writeJSON(w, http.StatusCreated, subscriptionBody(sub.Subscription))
+	rfhttp.WriteJSON(w, http.StatusCreated, subscriptionBody(sub.Subscription))
 }
 
 // unsubscribe deletes a subscription: its worker ends and what it had queued is not sent.
@@ -471,7 +473,7 @@ func (b *BMC) unsubscribe(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	b.ev.mu.Unlock()
 	if sub == nil {
-		notFound(w, r)
+		rfhttp.NotFound(w, r)
 		return
 	}
 	b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), Action: ActionUnsubscribe,

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/metalhub/metalhub/internal/emulator/redfish/rfhttp"
 )
 
 // Severities of log entries and events, as Redfish spells them.
@@ -199,7 +201,7 @@ func logEntryBody(e LogEntry, path string) obj {
 	}
 	links := obj{}
 	if e.Origin != "" {
-		links["OriginOfCondition"] = link(e.Origin)
+		links["OriginOfCondition"] = rfhttp.Link(e.Origin)
 	}
 	body["Links"] = links
 	return body
@@ -210,46 +212,46 @@ func (b *BMC) serveLogServices(w http.ResponseWriter, r *http.Request, s *System
 	lp := base + "/" + selID
 	switch {
 	case len(rest) == 0:
-		if methodIs(w, r, http.MethodGet) {
-			writeJSON(w, http.StatusOK, collection(base, "LogServiceCollection", "Log Service Collection", []string{lp}))
+		if rfhttp.MethodIs(w, r, http.MethodGet) {
+			rfhttp.WriteJSON(w, http.StatusOK, rfhttp.Collection(base, "LogServiceCollection", "Log Service Collection", []string{lp}))
 		}
 	case rest[0] != selID:
-		notFound(w, r)
+		rfhttp.NotFound(w, r)
 	case len(rest) == 1:
-		if methodIs(w, r, http.MethodGet) {
+		if rfhttp.MethodIs(w, r, http.MethodGet) {
 			now := time.Now().UTC()
-			writeJSON(w, http.StatusOK, obj{
+			rfhttp.WriteJSON(w, http.StatusOK, obj{
 				"@odata.type": "#LogService.v1_2_0.LogService", "@odata.id": lp, "Id": selID, "Name": "System Event Log Service",
 				"Description": "System Event Log", "ServiceEnabled": true, "MaxNumberOfRecords": maxLogRecords,
 				"OverWritePolicy": "WrapsWhenFull", "LogEntryType": "SEL",
 				"DateTime": now.Format(time.RFC3339), "DateTimeLocalOffset": "+00:00",
-				"Entries": link(lp + "/Entries"), "Status": status("Enabled"),
+				"Entries": rfhttp.Link(lp + "/Entries"), "Status": rfhttp.Status("Enabled"),
 				"Actions": obj{"#LogService.ClearLog": obj{"target": lp + "/Actions/LogService.ClearLog"}},
 			})
 		}
 	case len(rest) == 3 && rest[1] == "Actions" && rest[2] == "LogService.ClearLog":
-		if methodIs(w, r, http.MethodPost) {
+		if rfhttp.MethodIs(w, r, http.MethodPost) {
 			s.ClearLog()
 			b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: s.hw.ID, UUID: s.UUID(), Action: ActionClearLog})
 			w.WriteHeader(http.StatusNoContent)
 		}
 	case rest[1] == "Entries" && len(rest) == 2:
-		if methodIs(w, r, http.MethodGet) {
+		if rfhttp.MethodIs(w, r, http.MethodGet) {
 			b.serveLogEntries(w, r, s, lp+"/Entries")
 		}
 	case rest[1] == "Entries" && len(rest) == 3:
-		if !methodIs(w, r, http.MethodGet) {
+		if !rfhttp.MethodIs(w, r, http.MethodGet) {
 			return
 		}
 		for _, e := range s.LogEntries() {
 			if e.ID == rest[2] {
-				writeJSON(w, http.StatusOK, logEntryBody(e, lp+"/Entries/"+e.ID))
+				rfhttp.WriteJSON(w, http.StatusOK, logEntryBody(e, lp+"/Entries/"+e.ID))
 				return
 			}
 		}
-		notFound(w, r)
+		rfhttp.NotFound(w, r)
 	default:
-		notFound(w, r)
+		rfhttp.NotFound(w, r)
 	}
 }
 
@@ -263,7 +265,7 @@ func (b *BMC) serveLogEntries(w http.ResponseWriter, r *http.Request, s *System,
 		if v := q.Get(name); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 {
-				writeError(w, http.StatusBadRequest, "QueryParameterValueTypeError", "The value "+v+" for the query parameter "+name+" is of a different type than the parameter can accept.")
+				rfhttp.WriteError(w, http.StatusBadRequest, "QueryParameterValueTypeError", "The value "+v+" for the query parameter "+name+" is of a different type than the parameter can accept.")
 				return
 			}
 			*dst = n
@@ -285,7 +287,7 @@ func (b *BMC) serveLogEntries(w http.ResponseWriter, r *http.Request, s *System,
 	if end < len(entries) {
 		body["Members@odata.nextLink"] = path + "?$skip=" + strconv.Itoa(end)
 	}
-	writeJSON(w, http.StatusOK, body)
+	rfhttp.WriteJSON(w, http.StatusOK, body)
 }
 
 // decodeLogEntry reads a LogEntry to inject (control API), strictly: a typo in a field name

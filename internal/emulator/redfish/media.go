@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/metalhub/metalhub/internal/emulator/redfish/rfhttp"
 )
 
 // medium is the state of one virtual media device of a system.
@@ -57,34 +59,34 @@ func (b *BMC) serveMedia(w http.ResponseWriter, r *http.Request, s *System, base
 	s.mu.Unlock()
 	switch {
 	case len(rest) == 0:
-		if methodIs(w, r, http.MethodGet) {
+		if rfhttp.MethodIs(w, r, http.MethodGet) {
 			s.mu.Lock()
 			ids := make([]string, len(s.media))
 			for i, m := range s.media {
 				ids[i] = base + "/" + m.id
 			}
 			s.mu.Unlock()
-			writeJSON(w, http.StatusOK, collection(base, "VirtualMediaCollection", "Virtual Media Services", ids))
+			rfhttp.WriteJSON(w, http.StatusOK, rfhttp.Collection(base, "VirtualMediaCollection", "Virtual Media Services", ids))
 		}
 	case idx < 0:
-		notFound(w, r)
+		rfhttp.NotFound(w, r)
 	case len(rest) == 1:
-		if methodIs(w, r, http.MethodGet) {
+		if rfhttp.MethodIs(w, r, http.MethodGet) {
 			s.mu.Lock()
 			body := mediaBody(s.media[idx], base+"/"+rest[0])
 			s.mu.Unlock()
-			writeJSON(w, http.StatusOK, body)
+			rfhttp.WriteJSON(w, http.StatusOK, body)
 		}
 	case len(rest) == 3 && rest[1] == "Actions" && rest[2] == "VirtualMedia.InsertMedia":
-		if methodIs(w, r, http.MethodPost) {
+		if rfhttp.MethodIs(w, r, http.MethodPost) {
 			b.insertMedia(w, r, s, idx, f)
 		}
 	case len(rest) == 3 && rest[1] == "Actions" && rest[2] == "VirtualMedia.EjectMedia":
-		if methodIs(w, r, http.MethodPost) {
+		if rfhttp.MethodIs(w, r, http.MethodPost) {
 			b.ejectMedia(w, r, s, idx)
 		}
 	default:
-		notFound(w, r)
+		rfhttp.NotFound(w, r)
 	}
 }
 
@@ -110,18 +112,18 @@ func (b *BMC) insertMedia(w http.ResponseWriter, r *http.Request, s *System, idx
 		Inserted *bool
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Image == "" {
-		writeError(w, http.StatusBadRequest, "ActionParameterMissing", "The action InsertMedia requires the parameter Image to be present in the request body.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "ActionParameterMissing", "The action InsertMedia requires the parameter Image to be present in the request body.")
 		return
 	}
 	if f.MediaMountFails {
-		writeError(w, http.StatusBadRequest, "ActionParameterValueFormatError", "Unable to locate the ISO or IMG image file or folder in the network share location because the file or folder path or the user credentials entered are incorrect.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "ActionParameterValueFormatError", "Unable to locate the ISO or IMG image file or folder in the network share location because the file or folder path or the user credentials entered are incorrect.")
 		return
 	}
 	s.mu.Lock()
 	m := &s.media[idx]
 	if m.inserted {
 		s.mu.Unlock()
-		writeError(w, http.StatusBadRequest, "ResourceInUse", "The virtual media is already connected; eject it first.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "ResourceInUse", "The virtual media is already connected; eject it first.")
 		return
 	}
 	m.image, m.inserted = req.Image, req.Inserted == nil || *req.Inserted
@@ -137,7 +139,7 @@ func (b *BMC) ejectMedia(w http.ResponseWriter, r *http.Request, s *System, idx 
 	m := &s.media[idx]
 	if !m.inserted {
 		s.mu.Unlock()
-		writeError(w, http.StatusBadRequest, "ActionNotSupported", "No virtual media is connected.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "ActionNotSupported", "No virtual media is connected.")
 		return
 	}
 	image, id := m.image, m.id

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/metalhub/metalhub/internal/emulator/redfish/rfhttp"
 )
 
 // ActionManagerAttributes is an accepted PATCH of the manager's Attributes (Record.Settings).
@@ -57,12 +59,12 @@ func (b *BMC) SetFirmwareVersion(v string) {
 func (b *BMC) serveManagerAttributes(w http.ResponseWriter, r *http.Request, uri string) {
 	switch r.Method {
 	case http.MethodGet:
-		writeJSON(w, http.StatusOK, obj{"@odata.type": "#DellAttributes.v1_0_0.DellAttributes", "@odata.id": uri, "Id": "Attributes",
+		rfhttp.WriteJSON(w, http.StatusOK, obj{"@odata.type": "#DellAttributes.v1_0_0.DellAttributes", "@odata.id": uri, "Id": "Attributes",
 			"Name": "Manager Attributes", "Attributes": b.ManagerAttributes()})
 	case http.MethodPatch:
 		var req struct{ Attributes map[string]any }
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Attributes) == 0 {
-			writeError(w, http.StatusBadRequest, "MalformedJSON", "The request body needs Attributes.")
+			rfhttp.WriteError(w, http.StatusBadRequest, "MalformedJSON", "The request body needs Attributes.")
 			return
 		}
 		b.mattrs.mu.Lock()
@@ -70,7 +72,7 @@ func (b *BMC) serveManagerAttributes(w http.ResponseWriter, r *http.Request, uri
 		for k := range req.Attributes {
 			if _, ok := cur[k]; !ok {
 				b.mattrs.mu.Unlock()
-				writeError(w, http.StatusBadRequest, "PropertyUnknown", "The property "+k+" is not in the list of valid properties for the resource.")
+				rfhttp.WriteError(w, http.StatusBadRequest, "PropertyUnknown", "The property "+k+" is not in the list of valid properties for the resource.")
 				return
 			}
 		}
@@ -83,6 +85,6 @@ func (b *BMC) serveManagerAttributes(w http.ResponseWriter, r *http.Request, uri
 		b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), Action: ActionManagerAttributes, Settings: settings})
 		w.WriteHeader(http.StatusNoContent)
 	default:
-		methodIs(w, r, http.MethodGet, http.MethodPatch)
+		rfhttp.MethodIs(w, r, http.MethodGet, http.MethodPatch)
 	}
 }
