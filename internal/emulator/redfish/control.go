@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/metalhub/metalhub/internal/emulator/redfish/rfhttp"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/sel"
 )
 
 // BMCInfo describes one BMC on the control API and in the command output.
@@ -162,7 +163,7 @@ func (e *Emulator) ControlHandler() http.Handler {
 		rfhttp.WriteJSON(w, http.StatusOK, rfhttp.NonNil(s.LogEntries()))
 	}))
 	mux.HandleFunc("POST /emulator/bmcs/{i}/systems/{id}/log", withSystem(func(w http.ResponseWriter, r *http.Request, s *System) {
-		e, err := decodeLogEntry(r)
+		e, err := sel.DecodeEntry(r)
 		if err != nil {
 			http.Error(w, "invalid log entry: "+err.Error(), http.StatusBadRequest)
 			return

@@ -423,7 +423,7 @@ func newBMC(e *Emulator, i int) *BMC {
 			s.bootOrder = append(s.bootOrder, o.ref)
 		}
 		s.boot = BootOverride{Enabled: "Disabled", Target: "None"}
-		s.sel.seed(time.Now())
+		s.sel.Seed(time.Now())
 		if p.uefi {
 			s.boot.Mode = "UEFI"
 		}

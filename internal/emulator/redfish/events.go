@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/metalhub/metalhub/internal/emulator/redfish/rfhttp"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/sel"
 )
 
 // Subscription actions in the recorder (Record.Subscription names the EventDestination).
@@ -188,7 +189,7 @@ func (b *BMC) publish(s *System, e LogEntry) {
 		"Severity": e.Severity, "MessageSeverity": e.Severity, "Message": e.Message, "MessageId": e.MessageID,
 		"MessageArgs": []string{}, "MemberId": "0",
 		"OriginOfCondition": rfhttp.Link(sp),
-		"LogEntry":          rfhttp.Link(sp + "/LogServices/" + selID + "/Entries/" + e.ID),
+		"LogEntry":          rfhttp.Link(sp + "/LogServices/" + sel.ID + "/Entries/" + e.ID),
 	}
 	prefix, _, _ := strings.Cut(e.MessageID, ".")
 	down := b.down()

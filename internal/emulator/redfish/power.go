@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/metalhub/metalhub/internal/emulator/redfish/sel"
 )
 
 // BootOverride is the Boot.BootSourceOverride* triple.
@@ -145,7 +147,7 @@ type System struct {
 	lastReset int64
 	// sel is the system's event log and the health it drives (logs.go); it has its own lock,
 	// taken after mu where both are.
-	sel selLog
+	sel sel.Log
 }
 
 // ID is the Redfish Id.

@@ -451,7 +451,7 @@ func (b *BMC) systemBody(s *System, f *Faults) obj {
 		"Id": h.ID, "Name": "System", "SystemType": "Physical",
 		"Manufacturer": h.Manufacturer, "Model": h.Model, "SerialNumber": h.Serial, "SKU": h.SKU,
 		"PartNumber": h.PartNumber, "UUID": h.UUID, "BiosVersion": h.BIOS, "AssetTag": "",
-		"PowerState": s.power, "IndicatorLED": led, "LocationIndicatorActive": led != "Off", "Status": s.sel.status(),
+		"PowerState": s.power, "IndicatorLED": led, "LocationIndicatorActive": led != "Off", "Status": s.sel.Status(),
 		"ProcessorSummary": obj{
 			"Count": len(h.CPUs), "Model": h.CPUs[0].model, "CoreCount": len(h.CPUs) * h.CPUs[0].cores,
 			"LogicalProcessorCount": 2 * len(h.CPUs) * h.CPUs[0].cores, "Status": rfhttp.Status("Enabled"),
