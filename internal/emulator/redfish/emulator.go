@@ -23,7 +23,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"golang.org/x/crypto/ssh"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/accounts"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/events"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/sshconsole"
 )
 
 // Options configure an Emulator. Zero values get defaults.
@@ -142,13 +144,8 @@ type Emulator struct {
 	started bool
 	closed  sync.Once
 
-	// The SSH consoles (Options.SSHConsole, sshconsole.go): listeners and open connections are
-	// kept so Close ends them.
-	hostKey      ssh.Signer
-	sshMu        sync.Mutex
-	sshListeners []net.Listener
-	sshConns     map[net.Conn]struct{}
-	sshClosed    bool
+	// ssh serves the BMCs' SSH consoles (Options.SSHConsole; nil when off).
+	ssh *sshconsole.Server
 
 	// events is the HTTP client that delivers every BMC's events (events.go).
 	events eventClient
@@ -169,11 +166,11 @@ func New(opts Options) (*Emulator, error) {
 		e.tlsCfg, e.caPEM = cfg, caPEM
 	}
 	if opts.SSHConsole {
-		k, err := newHostKey()
+		srv, err := sshconsole.NewServer(&e.wg)
 		if err != nil {
 			return nil, fmt.Errorf("generate SSH host key: %w", err)
 		}
-		e.hostKey = k
+		e.ssh = srv
 	}
 	for i := range opts.BMCs {
 		e.bmcs = append(e.bmcs, newBMC(e, i))
@@ -203,8 +200,8 @@ func (e *Emulator) Start() error {
 			closeAll()
 			return fmt.Errorf("listen for BMC %d: %w", i, err)
 		}
-		if e.hostKey != nil {
-			sl, err := e.listenSSH(e.opts.Host)
+		if e.ssh != nil {
+			sl, err := sshconsole.Listen(e.opts.Host)
 			if err != nil {
 				l.Close()
 				closeAll()
@@ -258,10 +255,10 @@ func (b *BMC) ListenAt(addr string) error {
 	if err != nil {
 		return fmt.Errorf("listen at %s for BMC %d: %w", addr, b.index, err)
 	}
-	if b.em.hostKey != nil && b.SSHAddress() == "" {
+	if b.em.ssh != nil && b.SSHAddress() == "" {
 		// A BMC first started here gets its console on this host; one that has it keeps it.
 		host, _, _ := net.SplitHostPort(addr)
-		sl, err := b.em.listenSSH(host)
+		sl, err := sshconsole.Listen(host)
 		if err != nil {
 			l.Close()
 			return fmt.Errorf("BMC %d: %w", b.index, err)
@@ -296,9 +293,11 @@ func (e *Emulator) Close() error {
 			_ = s.Close()
 		}
 		e.srvMu.Unlock()
-		e.closeSSH()
+		if e.ssh != nil {
+			e.ssh.Close()
+		}
 		for _, b := range e.bmcs {
-			b.ev.shutdown() // pending deliveries end with the emulator
+			b.ev.Shutdown() // pending deliveries end with the emulator
 		}
 		e.wg.Wait()
 		for _, b := range e.bmcs {
@@ -368,7 +367,7 @@ type BMC struct {
 	creds      atomic.Pointer[[2]string]
 	// sshAddr is the SSH console's host:port (Options.SSHConsole).
 	sshAddr    atomic.Pointer[string]
-	accts      accounts
+	accts      accounts.Service
 	upd        updates
 	powerDelay atomic.Int64 // nanoseconds
 	// lastReset is when the manager last came out of a reset (unix nanoseconds); reportsReset
@@ -389,7 +388,9 @@ type BMC struct {
 	// mattrs are the manager's own settings (mgrattrs.go).
 	mattrs mgrAttrs
 	// ev is the EventService: subscriptions and their deliveries (events.go).
-	ev eventService
+	ev events.Service
+	// logPageSize pages the SEL Entries collections (SetLogPageSize; 0: no paging).
+	logPageSize atomic.Int64
 	// journal keeps every request's span while on (journal.go).
 	journal requestJournal
 }
@@ -411,6 +412,8 @@ func newBMC(e *Emulator, i int) *BMC {
 	b.reportsReset.Store(p.lastReset)
 	b.reportsSystemReset.Store(p.lastReset)
 	b.faults.Store(&Faults{})
+	b.ev.Init(i, eventHost{b})
+	b.accts.Init(accountHost{b})
 	style := idStyle(r.IntN(3))
 	for k := range e.opts.SystemsPerBMC {
 		idx := i*e.opts.SystemsPerBMC + k

@@ -71,11 +71,11 @@ func (s *System) bumpETag() {
 
 // SetLogPageSize makes the systems' SEL Entries collections answer at most n members at a time,
 // with Members@odata.nextLink to the rest ($skip), as BMCs page long logs; 0 answers them all.
-func (b *BMC) SetLogPageSize(n int) { b.ev.logPageSize.Store(int64(max(n, 0))) }
+func (b *BMC) SetLogPageSize(n int) { b.logPageSize.Store(int64(max(n, 0))) }
 
 // serveLogServices serves a system's LogServices: the SEL, its entries and ClearLog.
 func (b *BMC) serveLogServices(w http.ResponseWriter, r *http.Request, s *System, base string, rest []string) {
-	s.sel.Serve(w, r, base, rest, int(b.ev.logPageSize.Load()), func() {
+	s.sel.Serve(w, r, base, rest, int(b.logPageSize.Load()), func() {
 		s.ClearLog()
 		b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: s.hw.ID, UUID: s.UUID(), Action: ActionClearLog})
 	})
