@@ -22,7 +22,7 @@ type BMCInfo struct {
 // Info describes the BMC for listings.
 func (b *BMC) Info() BMCInfo {
 	u, p := b.Credentials()
-	return BMCInfo{Index: b.index, URL: b.url, Username: u, Password: p, Vendor: b.profile.name, SystemIDs: b.SystemIDs()}
+	return BMCInfo{Index: b.index, URL: b.url, Username: u, Password: p, Vendor: b.profile.Name, SystemIDs: b.SystemIDs()}
 }
 
 // SystemState is a system's mutable state on the control API.

@@ -12,6 +12,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/hardware"
 	"io"
 	"log"
 	"math/rand/v2"
@@ -352,7 +353,7 @@ type BMC struct {
 	em        *Emulator
 	index     int
 	url       string
-	profile   *profile
+	profile   *hardware.Profile
 	managerID string
 	mgrModel  string
 	mgrFW     string
@@ -397,37 +398,37 @@ type BMC struct {
 
 func newBMC(e *Emulator, i int) *BMC {
 	r := rand.New(rand.NewPCG(e.opts.Seed, uint64(i)+1))
-	p := &profiles[r.IntN(len(profiles))]
+	p := &hardware.Profiles[r.IntN(len(hardware.Profiles))]
 	b := &BMC{
-		em: e, index: i, profile: p, managerID: p.managerID, mgrModel: p.managerModel,
-		mgrFW:    p.firmware[r.IntN(len(p.firmware))],
-		mgrMAC:   makeMAC(p.macOUI, 0x800000+i),
-		mgrUUID:  makeUUID(r, 0x40000000+i),
+		em: e, index: i, profile: p, managerID: p.ManagerID, mgrModel: p.ManagerModel,
+		mgrFW:    p.Firmware[r.IntN(len(p.Firmware))],
+		mgrMAC:   hardware.MAC(p.MACOUI, 0x800000+i),
+		mgrUUID:  hardware.UUID(r, 0x40000000+i),
 		byID:     map[string]*System{},
 		sessions: map[string]*session{},
 	}
 	b.creds.Store(&[2]string{e.opts.Username, e.opts.Password})
 	b.powerDelay.Store(int64(e.opts.PowerDelay))
 	b.lastReset.Store(time.Now().Truncate(time.Second).UnixNano())
-	b.reportsReset.Store(p.lastReset)
-	b.reportsSystemReset.Store(p.lastReset)
+	b.reportsReset.Store(p.LastReset)
+	b.reportsSystemReset.Store(p.LastReset)
 	b.faults.Store(&Faults{})
 	b.ev.Init(i, eventHost{b})
 	b.accts.Init(accountHost{b})
-	style := idStyle(r.IntN(3))
+	style := hardware.IDStyle(r.IntN(3))
 	for k := range e.opts.SystemsPerBMC {
 		idx := i*e.opts.SystemsPerBMC + k
-		hw := generateSystem(p, r, idx, k, e.opts.SystemsPerBMC, style)
+		hw := hardware.Generate(p, r, idx, k, e.opts.SystemsPerBMC, style)
 		s := &System{bmc: b, hw: hw, power: e.opts.InitialPower, etag: 1, lastReset: b.lastReset.Load()}
-		for _, d := range b.profile.media {
-			s.media = append(s.media, medium{mediaDevice: d})
+		for _, d := range b.profile.Media {
+			s.media = append(s.media, medium{MediaDevice: d})
 		}
 		for _, o := range bootOptions {
 			s.bootOrder = append(s.bootOrder, o.ref)
 		}
 		s.boot = BootOverride{Enabled: "Disabled", Target: "None"}
 		s.sel.Seed(time.Now())
-		if p.uefi {
+		if p.UEFI {
 			s.boot.Mode = "UEFI"
 		}
 		b.systems = append(b.systems, s)
@@ -475,7 +476,7 @@ func (b *BMC) SetCredentials(username, password string) {
 }
 
 // Vendor is the profile name shaping this BMC ("dell", "hpe", ...).
-func (b *BMC) Vendor() string { return b.profile.name }
+func (b *BMC) Vendor() string { return b.profile.Name }
 
 // HTTPBoot reports whether the BMC advertises UEFI HTTP boot now (its profile, less NoHTTPBoot).
 func (b *BMC) HTTPBoot() bool {

@@ -1,6 +1,7 @@
 package redfish
 
 import (
+	"github.com/metalhub/metalhub/internal/emulator/redfish/hardware"
 	"slices"
 	"strings"
 	"sync"
@@ -121,7 +122,7 @@ func (r *recorder) clear() {
 // System is one emulated computer system.
 type System struct {
 	bmc *BMC
-	hw  hardware
+	hw  hardware.System
 
 	mu    sync.Mutex
 	power string
@@ -241,7 +242,7 @@ func (s *System) stopTimer() {
 	}
 }
 
-func (s *System) allowedResetTypes() []string { return s.bmc.profile.resetTypes }
+func (s *System) allowedResetTypes() []string { return s.bmc.profile.ResetTypes }
 
 // reset applies a ResetType; the caller validated it. Transitions run on
 // timers so the BMC answers at once and PowerState moves later.
@@ -380,7 +381,7 @@ func (s *System) settleLocked(final string) {
 		image = s.boot.HTTPBootURI
 	case "Cd":
 		for _, m := range s.media {
-			if m.inserted && slices.Contains(m.types, "CD") {
+			if m.inserted && slices.Contains(m.Types, "CD") {
 				image = m.image
 				break
 			}

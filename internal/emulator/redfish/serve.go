@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/hardware"
 	"net/http"
 	"slices"
 	"strconv"
@@ -184,7 +185,7 @@ func (b *BMC) serviceRoot(f *Faults) obj {
 	root := obj{
 		"@odata.type": "#ServiceRoot.v1_11_0.ServiceRoot", "@odata.id": v1 + "/",
 		"Id": "RootService", "Name": "Root Service", "RedfishVersion": "1.11.0",
-		"UUID": b.mgrUUID, "Vendor": b.profile.manufacturer, "Product": b.mgrModel,
+		"UUID": b.mgrUUID, "Vendor": b.profile.Manufacturer, "Product": b.mgrModel,
 		"Systems": rfhttp.Link(v1 + "/Systems"), "Managers": rfhttp.Link(v1 + "/Managers"), "Chassis": rfhttp.Link(v1 + "/Chassis"),
 		"AccountService": rfhttp.Link(v1 + "/AccountService"),
 		"UpdateService":  rfhttp.Link(v1 + "/UpdateService"),
@@ -371,7 +372,7 @@ func (b *BMC) routeSystems(w http.ResponseWriter, r *http.Request, segs []string
 		if rfhttp.MethodIs(w, r, http.MethodPost) {
 			b.resetSystem(w, r, s, f)
 		}
-	case len(rest) == 1 && rest[0] == "ResetActionInfo" && b.profile.actionInfo:
+	case len(rest) == 1 && rest[0] == "ResetActionInfo" && b.profile.ActionInfo:
 		if rfhttp.MethodIs(w, r, http.MethodGet) {
 			rfhttp.WriteJSON(w, http.StatusOK, obj{
 				"@odata.type": "#ActionInfo.v1_1_2.ActionInfo", "@odata.id": sp + "/ResetActionInfo",
@@ -399,11 +400,11 @@ func (b *BMC) routeSystems(w http.ResponseWriter, r *http.Request, segs []string
 			})
 	case rest[0] == "VirtualMedia" && !b.mediaOnManager() && !f.NoVirtualMedia:
 		b.serveMedia(w, r, s, sp+"/VirtualMedia", rest[1:], f)
-	case rest[0] == "Storage" && !b.profile.simpleOnly:
+	case rest[0] == "Storage" && !b.profile.SimpleOnly:
 		b.serveStorage(w, r, s, sp+"/Storage", rest[1:])
 	case rest[0] == "LogServices" && !f.NoLogServices:
 		b.serveLogServices(w, r, s, sp+"/LogServices", rest[1:])
-	case rest[0] == "SimpleStorage" && b.profile.simpleOnly:
+	case rest[0] == "SimpleStorage" && b.profile.SimpleOnly:
 		rfhttp.ServeMembers(w, r, sp+"/SimpleStorage", "SimpleStorageCollection", "Simple Storage Collection", rest[1:], 1,
 			func(int) string { return "1" }, func(_ int, p string) obj { return simpleStorageBody(s, p) })
 	default:
@@ -432,15 +433,15 @@ func (b *BMC) systemBody(s *System, f *Faults) obj {
 	}
 	boot["BootOrder"] = s.bootOrder
 	boot["BootOptions"] = rfhttp.Link(sp + "/BootOptions")
-	if p.uefi {
+	if p.UEFI {
 		boot["BootSourceOverrideMode"] = s.boot.Mode
 		boot["BootSourceOverrideMode@Redfish.AllowableValues"] = []string{"Legacy", "UEFI"}
 	}
 	reset := obj{"target": sp + "/Actions/ComputerSystem.Reset"}
-	if p.actionInfo {
+	if p.ActionInfo {
 		reset["@Redfish.ActionInfo"] = sp + "/ResetActionInfo"
 	} else {
-		reset["ResetType@Redfish.AllowableValues"] = p.resetTypes
+		reset["ResetType@Redfish.AllowableValues"] = p.ResetTypes
 	}
 	led := s.led
 	if led == "" {
@@ -453,8 +454,8 @@ func (b *BMC) systemBody(s *System, f *Faults) obj {
 		"PartNumber": h.PartNumber, "UUID": h.UUID, "BiosVersion": h.BIOS, "AssetTag": "",
 		"PowerState": s.power, "IndicatorLED": led, "LocationIndicatorActive": led != "Off", "Status": s.sel.Status(),
 		"ProcessorSummary": obj{
-			"Count": len(h.CPUs), "Model": h.CPUs[0].model, "CoreCount": len(h.CPUs) * h.CPUs[0].cores,
-			"LogicalProcessorCount": 2 * len(h.CPUs) * h.CPUs[0].cores, "Status": rfhttp.Status("Enabled"),
+			"Count": len(h.CPUs), "Model": h.CPUs[0].Model, "CoreCount": len(h.CPUs) * h.CPUs[0].Cores,
+			"LogicalProcessorCount": 2 * len(h.CPUs) * h.CPUs[0].Cores, "Status": rfhttp.Status("Enabled"),
 		},
 		"MemorySummary": obj{"TotalSystemMemoryGiB": memGiB, "Status": rfhttp.Status("Enabled")},
 		"Boot":          boot,
@@ -476,7 +477,7 @@ func (b *BMC) systemBody(s *System, f *Faults) obj {
 	if !f.NoLogServices {
 		body["LogServices"] = rfhttp.Link(sp + "/LogServices")
 	}
-	if p.simpleOnly {
+	if p.SimpleOnly {
 		body["SimpleStorage"] = rfhttp.Link(sp + "/SimpleStorage")
 	} else {
 		body["Storage"] = rfhttp.Link(sp + "/Storage")
@@ -484,17 +485,17 @@ func (b *BMC) systemBody(s *System, f *Faults) obj {
 	return body
 }
 
-func cpuBody(c cpu, path string) obj {
+func cpuBody(c hardware.CPU, path string) obj {
 	arch, set := "x86", "x86-64"
 	return obj{
 		"@odata.type": "#Processor.v1_7_0.Processor", "@odata.id": path, "Id": c.ID, "Name": c.Socket,
 		"Socket": c.Socket, "ProcessorType": "CPU", "ProcessorArchitecture": arch, "InstructionSet": set,
-		"Manufacturer": c.manufacturer, "Model": c.model, "MaxSpeedMHz": c.mhz,
-		"TotalCores": c.cores, "TotalThreads": 2 * c.cores, "Status": rfhttp.Status("Enabled"),
+		"Manufacturer": c.Manufacturer, "Model": c.Model, "MaxSpeedMHz": c.MHz,
+		"TotalCores": c.Cores, "TotalThreads": 2 * c.Cores, "Status": rfhttp.Status("Enabled"),
 	}
 }
 
-func dimmBody(d dimm, path string) obj {
+func dimmBody(d hardware.DIMM, path string) obj {
 	return obj{
 		"@odata.type": "#Memory.v1_7_0.Memory", "@odata.id": path, "Id": d.ID, "Name": d.ID,
 		"CapacityMiB": d.CapacityMiB, "MemoryDeviceType": "DDR4", "OperatingSpeedMhz": d.SpeedMHz,
@@ -534,7 +535,7 @@ func (b *BMC) serveStorage(w http.ResponseWriter, r *http.Request, s *System, ba
 	if !rfhttp.MethodIs(w, r, http.MethodGet) {
 		return
 	}
-	sid := b.profile.storageID
+	sid := b.profile.StorageID
 	if len(rest) == 0 {
 		rfhttp.WriteJSON(w, http.StatusOK, rfhttp.Collection(base, "StorageCollection", "Storage Collection", []string{base + "/" + sid}))
 		return
@@ -618,7 +619,7 @@ func (b *BMC) resetSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 		rfhttp.WriteError(w, f.ErrorAfterEffect, "InternalError", "The request failed due to an internal service error.")
 		return
 	}
-	switch b.profile.resetStatus {
+	switch b.profile.ResetStatus {
 	case http.StatusAccepted:
 		task := itoa(b.tasks.Add(1))
 		w.Header().Set("Location", v1+"/TaskService/Tasks/"+task)
@@ -671,7 +672,7 @@ func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 		rfhttp.WriteError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+*v+" for the property BootSourceOverrideTarget is not in the list of acceptable values.")
 		return
 	}
-	if v := boot.BootSourceOverrideMode; v != nil && (!b.profile.uefi || (*v != "UEFI" && *v != "Legacy")) {
+	if v := boot.BootSourceOverrideMode; v != nil && (!b.profile.UEFI || (*v != "UEFI" && *v != "Legacy")) {
 		// Services that do not advertise the mode reject it.
 		rfhttp.WriteError(w, http.StatusBadRequest, "PropertyUnknown", "The property BootSourceOverrideMode is not in the list of valid properties for the resource.")
 		return
@@ -737,7 +738,7 @@ func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 		b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: s.hw.ID, UUID: s.UUID(), Action: ActionIndicatorLED, LED: led})
 	}
 	w.Header().Set("ETag", etag)
-	if b.profile.patchStatus == http.StatusOK {
+	if b.profile.PatchStatus == http.StatusOK {
 		rfhttp.WriteJSON(w, http.StatusOK, rfhttp.SuccessBody())
 		return
 	}
@@ -775,7 +776,7 @@ func (b *BMC) routeManagers(w http.ResponseWriter, r *http.Request, segs []strin
 		}
 		m := obj{
 			"@odata.type": "#Manager.v1_10_0.Manager", "@odata.id": mp, "Id": b.managerID, "Name": "Manager",
-			"ManagerType": "BMC", "Manufacturer": b.profile.manufacturer, "Model": b.mgrModel,
+			"ManagerType": "BMC", "Manufacturer": b.profile.Manufacturer, "Model": b.mgrModel,
 			"FirmwareVersion": b.FirmwareVersion(), "UUID": b.mgrUUID, "PowerState": "On", "Status": rfhttp.Status("Enabled"),
 			"EthernetInterfaces": rfhttp.Link(mp + "/EthernetInterfaces"),
 			"Links":              obj{"ManagerForServers": servers, "ManagerForChassis": chassis},

@@ -52,7 +52,7 @@ func (c consoleBMC) ValidLogin(user, password string) bool { return c.b.validLog
 func (c consoleBMC) SystemIDs() []string                   { return c.b.SystemIDs() }
 
 func (c consoleBMC) Describe() string {
-	return c.b.profile.manufacturer + " " + c.b.mgrModel + " (firmware " + c.b.FirmwareVersion() + ")"
+	return c.b.profile.Manufacturer + " " + c.b.mgrModel + " (firmware " + c.b.FirmwareVersion() + ")"
 }
 
 func (c consoleBMC) BootLog(systemID string) (string, bool) {
@@ -79,8 +79,8 @@ func bootLog(s *System) string {
 		fmt.Sprintf("%s %s", s.hw.Manufacturer, s.hw.Model),
 		fmt.Sprintf("BIOS Version %s", s.BIOSVersion()),
 		fmt.Sprintf("System %s  UUID %s  Serial %s  (power %s)", s.hw.ID, s.UUID(), s.SerialNumber(), power),
-		fmt.Sprintf("Managed by %s %s, firmware %s", b.profile.manufacturer, b.mgrModel, b.FirmwareVersion()),
-		fmt.Sprintf("%d CPU(s): %s", len(s.hw.CPUs), s.hw.CPUs[0].model),
+		fmt.Sprintf("Managed by %s %s, firmware %s", b.profile.Manufacturer, b.mgrModel, b.FirmwareVersion()),
+		fmt.Sprintf("%d CPU(s): %s", len(s.hw.CPUs), s.hw.CPUs[0].Model),
 		"Initializing memory... done",
 		"Booting from " + bootFrom,
 		"Booting Linux on physical CPU 0x0",
