@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/hardware"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/tlscert"
 	"io"
 	"log"
 	"math/rand/v2"
@@ -160,7 +161,7 @@ func New(opts Options) (*Emulator, error) {
 		e.SetBootHook(opts.OnBoot)
 	}
 	if opts.TLS {
-		cfg, caPEM, err := selfSignedTLS(opts.Host)
+		cfg, caPEM, err := tlscert.SelfSigned(opts.Host)
 		if err != nil {
 			return nil, fmt.Errorf("generate TLS certificate: %w", err)
 		}

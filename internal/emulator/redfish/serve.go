@@ -6,13 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/metalhub/metalhub/internal/emulator/redfish/hardware"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/metalhub/metalhub/internal/emulator/redfish/inventory"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/rfhttp"
 )
 
@@ -382,10 +382,10 @@ func (b *BMC) routeSystems(w http.ResponseWriter, r *http.Request, segs []string
 		}
 	case rest[0] == "Processors":
 		rfhttp.ServeMembers(w, r, sp+"/Processors", "ProcessorCollection", "Processors Collection", rest[1:], len(s.hw.CPUs),
-			func(i int) string { return s.hw.CPUs[i].ID }, func(i int, p string) obj { return cpuBody(s.hw.CPUs[i], p) })
+			func(i int) string { return s.hw.CPUs[i].ID }, func(i int, p string) obj { return inventory.CPUBody(s.hw.CPUs[i], p) })
 	case rest[0] == "Memory":
 		rfhttp.ServeMembers(w, r, sp+"/Memory", "MemoryCollection", "Memory Collection", rest[1:], len(s.hw.DIMMs),
-			func(i int) string { return s.hw.DIMMs[i].ID }, func(i int, p string) obj { return dimmBody(s.hw.DIMMs[i], p) })
+			func(i int) string { return s.hw.DIMMs[i].ID }, func(i int, p string) obj { return inventory.DIMMBody(s.hw.DIMMs[i], p) })
 	case rest[0] == "EthernetInterfaces":
 		power := s.PowerState()
 		rfhttp.ServeMembers(w, r, sp+"/EthernetInterfaces", "EthernetInterfaceCollection", "Ethernet Interface Collection", rest[1:], len(s.hw.NICs),
@@ -401,12 +401,12 @@ func (b *BMC) routeSystems(w http.ResponseWriter, r *http.Request, segs []string
 	case rest[0] == "VirtualMedia" && !b.mediaOnManager() && !f.NoVirtualMedia:
 		b.serveMedia(w, r, s, sp+"/VirtualMedia", rest[1:], f)
 	case rest[0] == "Storage" && !b.profile.SimpleOnly:
-		b.serveStorage(w, r, s, sp+"/Storage", rest[1:])
+		inventory.ServeStorage(w, r, &s.hw, b.profile.StorageID, sp+"/Storage", rest[1:])
 	case rest[0] == "LogServices" && !f.NoLogServices:
 		b.serveLogServices(w, r, s, sp+"/LogServices", rest[1:])
 	case rest[0] == "SimpleStorage" && b.profile.SimpleOnly:
 		rfhttp.ServeMembers(w, r, sp+"/SimpleStorage", "SimpleStorageCollection", "Simple Storage Collection", rest[1:], 1,
-			func(int) string { return "1" }, func(_ int, p string) obj { return simpleStorageBody(s, p) })
+			func(int) string { return "1" }, func(_ int, p string) obj { return inventory.SimpleStorageBody(&s.hw, p) })
 	default:
 		rfhttp.NotFound(w, r)
 	}
@@ -485,25 +485,6 @@ func (b *BMC) systemBody(s *System, f *Faults) obj {
 	return body
 }
 
-func cpuBody(c hardware.CPU, path string) obj {
-	arch, set := "x86", "x86-64"
-	return obj{
-		"@odata.type": "#Processor.v1_7_0.Processor", "@odata.id": path, "Id": c.ID, "Name": c.Socket,
-		"Socket": c.Socket, "ProcessorType": "CPU", "ProcessorArchitecture": arch, "InstructionSet": set,
-		"Manufacturer": c.Manufacturer, "Model": c.Model, "MaxSpeedMHz": c.MHz,
-		"TotalCores": c.Cores, "TotalThreads": 2 * c.Cores, "Status": rfhttp.Status("Enabled"),
-	}
-}
-
-func dimmBody(d hardware.DIMM, path string) obj {
-	return obj{
-		"@odata.type": "#Memory.v1_7_0.Memory", "@odata.id": path, "Id": d.ID, "Name": d.ID,
-		"CapacityMiB": d.CapacityMiB, "MemoryDeviceType": "DDR4", "OperatingSpeedMhz": d.SpeedMHz,
-		"Manufacturer": d.Manufacturer, "PartNumber": d.PartNumber, "SerialNumber": d.Serial,
-		"Status": rfhttp.Status("Enabled"),
-	}
-}
-
 func nicBody(s *System, i int, path, power string) obj {
 	n := s.hw.NICs[i]
 	link := "NoLink"
@@ -528,74 +509,6 @@ func nicBody(s *System, i int, path, power string) obj {
 		"@odata.type": "#EthernetInterface.v1_5_1.EthernetInterface", "@odata.id": path, "Id": n.ID, "Name": "Ethernet Interface " + n.ID,
 		"MACAddress": n.MAC, "PermanentMACAddress": n.MAC, "SpeedMbps": speed, "LinkStatus": link,
 		"InterfaceEnabled": true, "Status": rfhttp.Status("Enabled"), "IPv4Addresses": ipv4, "IPv6Addresses": ipv6,
-	}
-}
-
-func (b *BMC) serveStorage(w http.ResponseWriter, r *http.Request, s *System, base string, rest []string) {
-	if !rfhttp.MethodIs(w, r, http.MethodGet) {
-		return
-	}
-	sid := b.profile.StorageID
-	if len(rest) == 0 {
-		rfhttp.WriteJSON(w, http.StatusOK, rfhttp.Collection(base, "StorageCollection", "Storage Collection", []string{base + "/" + sid}))
-		return
-	}
-	if rest[0] != sid {
-		rfhttp.NotFound(w, r)
-		return
-	}
-	sp := base + "/" + sid
-	switch {
-	case len(rest) == 1:
-		drives := make([]obj, len(s.hw.Disks))
-		for i, d := range s.hw.Disks {
-			drives[i] = rfhttp.Link(sp + "/Drives/" + d.ID)
-		}
-		rfhttp.WriteJSON(w, http.StatusOK, obj{
-			"@odata.type": "#Storage.v1_8_0.Storage", "@odata.id": sp, "Id": sid, "Name": "Storage Controller " + sid,
-			"StorageControllers": []obj{{"MemberId": "0", "Name": sid, "Model": "PERC H755 Front", "Status": rfhttp.Status("Enabled")}},
-			"Drives":             drives, "Drives@odata.count": len(drives), "Volumes": rfhttp.Link(sp + "/Volumes"), "Status": rfhttp.Status("Enabled"),
-		})
-	case len(rest) == 3 && rest[1] == "Drives":
-		for _, d := range s.hw.Disks {
-			if d.ID == rest[2] {
-				rfhttp.WriteJSON(w, http.StatusOK, obj{
-					"@odata.type": "#Drive.v1_9_0.Drive", "@odata.id": sp + "/Drives/" + d.ID, "Id": d.ID, "Name": "Disk " + d.ID,
-					"Model": d.Model, "Manufacturer": d.Manufacturer, "SerialNumber": d.Serial, "CapacityBytes": d.CapacityBytes,
-					"MediaType": d.MediaType, "Protocol": d.Protocol, "Status": rfhttp.Status("Enabled"),
-				})
-				return
-			}
-		}
-		rfhttp.NotFound(w, r)
-	case rest[1] == "Volumes" && len(rest) <= 3:
-		rfhttp.ServeMembers(w, r, sp+"/Volumes", "VolumeCollection", "Volume Collection", rest[2:], len(s.hw.Volumes),
-			func(i int) string { return s.hw.Volumes[i].ID },
-			func(i int, p string) obj {
-				v := s.hw.Volumes[i]
-				drives := make([]obj, len(v.Drives))
-				for k, d := range v.Drives {
-					drives[k] = rfhttp.Link(sp + "/Drives/" + s.hw.Disks[d].ID)
-				}
-				return obj{
-					"@odata.type": "#Volume.v1_5_0.Volume", "@odata.id": p, "Id": v.ID, "Name": v.Name,
-					"CapacityBytes": v.CapacityBytes, "RAIDType": v.RAIDType, "VolumeType": "Mirrored",
-					"Links": obj{"Drives": drives}, "Status": rfhttp.Status("Enabled"),
-				}
-			})
-	default:
-		rfhttp.NotFound(w, r)
-	}
-}
-
-func simpleStorageBody(s *System, path string) obj {
-	devs := make([]obj, len(s.hw.Disks))
-	for i, d := range s.hw.Disks {
-		devs[i] = obj{"Name": "Disk " + d.ID, "Manufacturer": d.Manufacturer, "Model": d.Model, "CapacityBytes": d.CapacityBytes, "Status": rfhttp.Status("Enabled")}
-	}
-	return obj{
-		"@odata.type": "#SimpleStorage.v1_2_0.SimpleStorage", "@odata.id": path, "Id": "1", "Name": "Smart Storage Controller",
-		"UefiDevicePath": "PciRoot(0x0)/Pci(0x1F,0x2)/Sata(0x0,0x0,0x0)", "Devices": devs, "Status": rfhttp.Status("Enabled"),
 	}
 }
 
