@@ -12,8 +12,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"github.com/metalhub/metalhub/internal/emulator/redfish/hardware"
-	"github.com/metalhub/metalhub/internal/emulator/redfish/tlscert"
 	"io"
 	"log"
 	"math/rand/v2"
@@ -23,6 +21,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/metalhub/metalhub/internal/emulator/redfish/hardware"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/sessions"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/tlscert"
 
 	"github.com/go-logr/logr"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/accounts"
@@ -379,14 +381,11 @@ type BMC struct {
 	// reportsSystemReset says whether its ComputerSystem resources show their LastResetTime.
 	reportsSystemReset atomic.Bool
 
-	sessMu   sync.Mutex
-	sessions map[string]*session // by token
-	nextSess int
+	// sess holds the BMC's sessions and their counters (package sessions).
+	sess *sessions.Store
 
-	requests, inFlight, maxInFlight  atomic.Int64
-	sessionsCreated, sessionsDeleted atomic.Int64
-	unauthorized                     atomic.Int64
-	tasks                            atomic.Int64
+	requests, inFlight, maxInFlight atomic.Int64
+	tasks                           atomic.Int64
 	// mattrs are the manager's own settings (mgrattrs.go).
 	mattrs mgrAttrs
 	// ev is the EventService: subscriptions and their deliveries (events.go).
@@ -402,11 +401,11 @@ func newBMC(e *Emulator, i int) *BMC {
 	p := &hardware.Profiles[r.IntN(len(hardware.Profiles))]
 	b := &BMC{
 		em: e, index: i, profile: p, managerID: p.ManagerID, mgrModel: p.ManagerModel,
-		mgrFW:    p.Firmware[r.IntN(len(p.Firmware))],
-		mgrMAC:   hardware.MAC(p.MACOUI, 0x800000+i),
-		mgrUUID:  hardware.UUID(r, 0x40000000+i),
-		byID:     map[string]*System{},
-		sessions: map[string]*session{},
+		mgrFW:   p.Firmware[r.IntN(len(p.Firmware))],
+		mgrMAC:  hardware.MAC(p.MACOUI, 0x800000+i),
+		mgrUUID: hardware.UUID(r, 0x40000000+i),
+		byID:    map[string]*System{},
+		sess:    sessions.NewStore(e.opts.MaxSessions, e.opts.SessionTimeout),
 	}
 	b.creds.Store(&[2]string{e.opts.Username, e.opts.Password})
 	b.powerDelay.Store(int64(e.opts.PowerDelay))
@@ -526,13 +525,11 @@ type Stats struct {
 
 // Stats returns the counters.
 func (b *BMC) Stats() Stats {
-	b.sessMu.Lock()
-	active := len(b.sessions)
-	b.sessMu.Unlock()
+	active := b.sess.Active()
 	return Stats{
 		Requests: b.requests.Load(), InFlight: b.inFlight.Load(), MaxInFlight: b.maxInFlight.Load(),
-		SessionsCreated: b.sessionsCreated.Load(), SessionsDeleted: b.sessionsDeleted.Load(),
-		ActiveSessions: active, Unauthorized: b.unauthorized.Load(),
+		SessionsCreated: b.sess.Created.Load(), SessionsDeleted: b.sess.Deleted.Load(),
+		ActiveSessions: active, Unauthorized: b.sess.Unauthorized.Load(),
 	}
 }
 
@@ -540,17 +537,11 @@ func (b *BMC) Stats() Stats {
 func (b *BMC) ResetStats() {
 	b.requests.Store(0)
 	b.maxInFlight.Store(b.inFlight.Load())
-	b.sessionsCreated.Store(0)
-	b.sessionsDeleted.Store(0)
-	b.unauthorized.Store(0)
+	b.sess.Created.Store(0)
+	b.sess.Deleted.Store(0)
+	b.sess.Unauthorized.Store(0)
 }
 
 // ExpireSessions deletes every open session, as a BMC reboot or session
 // timeout would; clients must log in again. It returns how many were open.
-func (b *BMC) ExpireSessions() int {
-	b.sessMu.Lock()
-	defer b.sessMu.Unlock()
-	n := len(b.sessions)
-	clear(b.sessions)
-	return n
-}
+func (b *BMC) ExpireSessions() int { return b.sess.Expire() }

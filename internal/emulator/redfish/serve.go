@@ -2,13 +2,10 @@ package redfish
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -202,130 +199,19 @@ func (b *BMC) serviceRoot(f *Faults) obj {
 	return root
 }
 
-// session is one Redfish session.
-type session struct {
-	id, token, user string
-	lastUsed        time.Time
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
+// authorize lets a request through with a live session's token or valid Basic credentials.
 func (b *BMC) authorize(w http.ResponseWriter, r *http.Request, f *Faults) bool {
-	if !f.Unauthorized {
-		if tok := r.Header.Get("X-Auth-Token"); tok != "" {
-			now := time.Now()
-			b.sessMu.Lock()
-			s, ok := b.sessions[tok]
-			if ok && now.Sub(s.lastUsed) > b.em.opts.SessionTimeout {
-				delete(b.sessions, tok)
-				ok = false
-			}
-			if ok {
-				s.lastUsed = now
-			}
-			b.sessMu.Unlock()
-			if ok {
-				return true
-			}
-		} else if u, p, ok := r.BasicAuth(); ok && b.validLogin(u, p) {
-			return true
-		}
-	}
-	b.unauthorized.Add(1)
-	w.Header().Set("WWW-Authenticate", `Basic realm="Redfish"`)
-	rfhttp.WriteError(w, http.StatusUnauthorized, "InsufficientPrivilege", "There are insufficient privileges for the account or credentials associated with the current session to perform the requested operation.")
-	return false
+	return b.sess.Authorize(w, r, f.Unauthorized, b.validLogin)
 }
 
+// login creates a session (POST to Sessions).
 func (b *BMC) login(w http.ResponseWriter, r *http.Request, f *Faults) {
-	var req struct{ UserName, Password string }
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		rfhttp.WriteError(w, http.StatusBadRequest, "MalformedJSON", "The request body submitted was malformed JSON.")
-		return
-	}
-	if f.Unauthorized || !b.validLogin(req.UserName, req.Password) {
-		b.unauthorized.Add(1)
-		rfhttp.WriteError(w, http.StatusUnauthorized, "ResourceAtURIUnauthorized", "While accessing the resource at /redfish/v1/SessionService/Sessions, the service received an authorization error.")
-		return
-	}
-	b.sessMu.Lock()
-	if len(b.sessions) >= b.em.opts.MaxSessions {
-		b.sessMu.Unlock()
-		rfhttp.WriteError(w, http.StatusServiceUnavailable, "SessionLimitExceeded", "The session establishment failed due to the number of simultaneous sessions exceeding the limit of the implementation.")
-		return
-	}
-	b.nextSess++
-	s := &session{id: strconv.Itoa(b.nextSess) + "-" + randomHex(4), token: randomHex(16), user: req.UserName, lastUsed: time.Now()}
-	b.sessions[s.token] = s
-	b.sessMu.Unlock()
-	b.sessionsCreated.Add(1)
-	loc := v1 + "/SessionService/Sessions/" + s.id
-	w.Header().Set("X-Auth-Token", s.token)
-	w.Header().Set("Location", loc)
-	rfhttp.WriteJSON(w, http.StatusCreated, sessionBody(s))
+	b.sess.Login(w, r, f.Unauthorized, b.validLogin)
 }
 
-func sessionBody(s *session) obj {
-	return obj{
-		"@odata.type": "#Session.v1_3_0.Session", "@odata.id": v1 + "/SessionService/Sessions/" + s.id,
-		"Id": s.id, "Name": "User Session", "UserName": s.user,
-	}
-}
-
+// routeSessions serves the SessionService and its Sessions.
 func (b *BMC) routeSessions(w http.ResponseWriter, r *http.Request, segs []string) {
-	base := v1 + "/SessionService"
-	switch {
-	case len(segs) == 0:
-		if rfhttp.MethodIs(w, r, http.MethodGet) {
-			rfhttp.WriteJSON(w, http.StatusOK, obj{
-				"@odata.type": "#SessionService.v1_1_8.SessionService", "@odata.id": base, "Id": "SessionService",
-				"Name": "Session Service", "ServiceEnabled": true, "SessionTimeout": int(b.em.opts.SessionTimeout.Seconds()),
-				"Sessions": rfhttp.Link(base + "/Sessions"),
-			})
-		}
-	case len(segs) == 1 && segs[0] == "Sessions":
-		if rfhttp.MethodIs(w, r, http.MethodGet, http.MethodPost) {
-			b.sessMu.Lock()
-			var ids []string
-			for _, s := range b.sessions {
-				ids = append(ids, base+"/Sessions/"+s.id)
-			}
-			b.sessMu.Unlock()
-			slices.Sort(ids)
-			rfhttp.WriteJSON(w, http.StatusOK, rfhttp.Collection(base+"/Sessions", "SessionCollection", "Session Collection", ids))
-		}
-	case len(segs) == 2 && segs[0] == "Sessions":
-		if !rfhttp.MethodIs(w, r, http.MethodGet, http.MethodDelete) {
-			return
-		}
-		b.sessMu.Lock()
-		var found *session
-		for _, s := range b.sessions {
-			if s.id == segs[1] {
-				found = s
-				break
-			}
-		}
-		if found != nil && r.Method == http.MethodDelete {
-			delete(b.sessions, found.token)
-		}
-		b.sessMu.Unlock()
-		switch {
-		case found == nil:
-			rfhttp.NotFound(w, r)
-		case r.Method == http.MethodDelete:
-			b.sessionsDeleted.Add(1)
-			w.WriteHeader(http.StatusNoContent)
-		default:
-			rfhttp.WriteJSON(w, http.StatusOK, sessionBody(found))
-		}
-	default:
-		rfhttp.NotFound(w, r)
-	}
+	b.sess.Route(w, r, segs)
 }
 
 func (b *BMC) routeSystems(w http.ResponseWriter, r *http.Request, segs []string, f *Faults) {
