@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/metalhub/metalhub/internal/emulator/redfish/hardware"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/managerattrs"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/sessions"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/tlscert"
 
@@ -387,7 +388,7 @@ type BMC struct {
 	requests, inFlight, maxInFlight atomic.Int64
 	tasks                           atomic.Int64
 	// mattrs are the manager's own settings (mgrattrs.go).
-	mattrs mgrAttrs
+	mattrs managerattrs.Store
 	// ev is the EventService: subscriptions and their deliveries (events.go).
 	ev events.Service
 	// logPageSize pages the SEL Entries collections (SetLogPageSize; 0: no paging).
