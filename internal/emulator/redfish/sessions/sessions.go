@@ -23,9 +23,9 @@ const v1 = rfhttp.V1
 
 // Store holds one BMC's sessions.
 type Store struct {
-	// Max caps open sessions; Timeout expires idle ones. Set before serving.
-	Max     int
-	Timeout time.Duration
+	// limit caps open sessions; timeout expires idle ones.
+	limit   int
+	timeout time.Duration
 
 	mu      sync.Mutex
 	byToken map[string]*session
@@ -37,7 +37,7 @@ type Store struct {
 
 // NewStore makes an empty store.
 func NewStore(maxSessions int, timeout time.Duration) *Store {
-	return &Store{Max: maxSessions, Timeout: timeout, byToken: map[string]*session{}}
+	return &Store{limit: maxSessions, timeout: timeout, byToken: map[string]*session{}}
 }
 
 // Active is how many sessions are open.
@@ -76,7 +76,7 @@ func (st *Store) Authorize(w http.ResponseWriter, r *http.Request, refuse bool, 
 			now := time.Now()
 			st.mu.Lock()
 			s, ok := st.byToken[tok]
-			if ok && now.Sub(s.lastUsed) > st.Timeout {
+			if ok && now.Sub(s.lastUsed) > st.timeout {
 				delete(st.byToken, tok)
 				ok = false
 			}
@@ -110,7 +110,7 @@ func (st *Store) Login(w http.ResponseWriter, r *http.Request, refuse bool, vali
 		return
 	}
 	st.mu.Lock()
-	if len(st.byToken) >= st.Max {
+	if len(st.byToken) >= st.limit {
 		st.mu.Unlock()
 		rfhttp.WriteError(w, http.StatusServiceUnavailable, "SessionLimitExceeded", "The session establishment failed due to the number of simultaneous sessions exceeding the limit of the implementation.")
 		return
@@ -141,7 +141,7 @@ func (st *Store) Route(w http.ResponseWriter, r *http.Request, segs []string) {
 		if rfhttp.MethodIs(w, r, http.MethodGet) {
 			rfhttp.WriteJSON(w, http.StatusOK, rfhttp.Obj{
 				"@odata.type": "#SessionService.v1_1_8.SessionService", "@odata.id": base, "Id": "SessionService",
-				"Name": "Session Service", "ServiceEnabled": true, "SessionTimeout": int(st.Timeout.Seconds()),
+				"Name": "Session Service", "ServiceEnabled": true, "SessionTimeout": int(st.timeout.Seconds()),
 				"Sessions": rfhttp.Link(base + "/Sessions"),
 			})
 		}
