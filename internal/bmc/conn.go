@@ -75,7 +75,7 @@ type conn struct {
 	closed     bool
 	systems    map[string]string // system Id -> @odata.id
 
-	// logs remembers where each system's event log is and who last answered for it (logs.go).
+	// logs remembers where each system's event log is and who last answered for it (logcache.go).
 	logs logCache
 }
 

@@ -2,6 +2,12 @@
 // servers. It is built on gofish and hardened for what real BMCs do: one
 // reused session per BMC, a per-BMC cap on concurrent requests, a timeout on
 // every request, best-effort inventory and typed errors with stable reasons.
+//
+// This package is the one type the rest of the code uses (BMC, Pool, Error, Options and the
+// data types) and owns the connection (session, cap, breaker, fence). Each Redfish service's
+// work lives in a subpackage (logs, update, accounts, events, media, console) that works over
+// wire.Conn, a view of the connection the facade hands it; package wire holds the typed error
+// they share. The subpackages never import this one.
 package bmc
 
 import (

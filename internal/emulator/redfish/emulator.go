@@ -2,8 +2,14 @@
 // has its own listener, one or more systems with deterministic, vendor-shaped
 // inventory, sessions and Basic auth, asynchronous power, boot overrides with
 // ETags, a run-time fault menu, a recorder of power and boot actions, a
-// hook fired when a system PXE-boots, a System Event Log per system (logs.go)
-// and an EventService that delivers its new entries to subscribers (events.go).
+// hook fired when a system PXE-boots, a System Event Log per system (package sel)
+// and an EventService that delivers its new entries to subscribers (package events).
+//
+// This package is the one type the rest of the code uses (Emulator, BMC, System and their
+// data types) and the routing between services; each Redfish service's state and handlers
+// live in a subpackage (accounts, events, sessions, sel, sshconsole, managerattrs, inventory)
+// beside the shared pieces (rfhttp, hardware, faults, tlscert). The subpackages never import
+// this one: what they need of a BMC comes through a small interface or a callback.
 package redfish
 
 import (
@@ -23,6 +29,7 @@ import (
 	"time"
 
 	"github.com/metalhub/metalhub/internal/emulator/redfish/hardware"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/journal"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/managerattrs"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/sessions"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/tlscert"
@@ -387,14 +394,14 @@ type BMC struct {
 
 	requests, inFlight, maxInFlight atomic.Int64
 	tasks                           atomic.Int64
-	// mattrs are the manager's own settings (mgrattrs.go).
+	// mattrs are the manager's own settings (package managerattrs).
 	mattrs managerattrs.Store
-	// ev is the EventService: subscriptions and their deliveries (events.go).
+	// ev is the EventService: subscriptions and their deliveries (package events).
 	ev events.Service
 	// logPageSize pages the SEL Entries collections (SetLogPageSize; 0: no paging).
 	logPageSize atomic.Int64
-	// journal keeps every request's span while on (journal.go).
-	journal requestJournal
+	// journal keeps every request's span while on (package journal).
+	journal journal.Journal
 }
 
 func newBMC(e *Emulator, i int) *BMC {

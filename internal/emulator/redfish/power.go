@@ -146,7 +146,7 @@ type System struct {
 	// lastReset is when the system last came out of a reset (unix nanoseconds): a restart or a
 	// power-on moves it, a power-off does not. Shown as LastResetTime where the BMC reports it.
 	lastReset int64
-	// sel is the system's event log and the health it drives (logs.go); it has its own lock,
+	// sel is the system's event log and the health it drives (package sel); it has its own lock,
 	// taken after mu where both are.
 	sel sel.Log
 }

@@ -33,8 +33,8 @@ func (b *BMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b.requests.Add(1)
-	if b.journal.on.Load() {
-		defer b.journal.add(r, time.Now())
+	if b.journal.On.Load() {
+		defer b.journal.Add(r, time.Now())
 	}
 	n := b.inFlight.Add(1)
 	defer b.inFlight.Add(-1)
