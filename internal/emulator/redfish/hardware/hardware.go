@@ -237,9 +237,9 @@ func serialFor(p *Profile, r *rand.Rand, idx int) string {
 type IDStyle int
 
 const (
-	IDNumeric IDStyle = iota
-	IDSerial
-	IDUUID
+	idNumeric IDStyle = iota
+	idSerial
+	idUUID
 )
 
 // Generate builds the System of system k on a BMC. idx is the global
@@ -264,9 +264,9 @@ func Generate(p *Profile, r *rand.Rand, idx, k, perBMC int, style IDStyle) Syste
 		if p.Name == "openbmc" {
 			h.ChassisID = "chassis"
 		}
-	case style == IDSerial:
+	case style == idSerial:
 		h.ID, h.ChassisID = h.Serial, h.Serial
-	case style == IDUUID:
+	case style == idUUID:
 		h.ID, h.ChassisID = h.UUID, "Enclosure-"+h.Serial
 	default:
 		h.ID, h.ChassisID = strconv.Itoa(k+1), "Node"+strconv.Itoa(k+1)
