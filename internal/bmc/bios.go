@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/metalhub/metalhub/internal/bmc/wire"
 	"github.com/stmcginnis/gofish/schemas"
 )
 
 // biosSettings reads the links gofish keeps to itself: the settings object and its apply times.
 type biosSettings struct {
 	Settings struct {
-		SettingsObject      odataLink
+		SettingsObject      wire.Link
 		SupportedApplyTimes []string
 	} `json:"@Redfish.Settings"`
 }
@@ -26,13 +27,13 @@ func (c *conn) bios(ctx context.Context, systemID string) (*schemas.Bios, biosSe
 	if err != nil {
 		return nil, biosSettings{}, err
 	}
-	var link struct{ Bios odataLink }
+	var link struct{ Bios wire.Link }
 	_ = json.Unmarshal(sys.RawData, &link)
 	if link.Bios.ID == "" {
-		return nil, biosSettings{}, newError(ReasonUnsupported, "read BIOS", "system %s has no Bios resource", systemID)
+		return nil, biosSettings{}, wire.New(ReasonUnsupported, "read BIOS", "system %s has no Bios resource", systemID)
 	}
 	var raw json.RawMessage
-	if err := getJSON(api, link.Bios.ID, &raw); err != nil {
+	if err := wire.GetJSON(api, link.Bios.ID, &raw); err != nil {
 		return nil, biosSettings{}, err
 	}
 	var set biosSettings
@@ -46,17 +47,17 @@ func (c *conn) Bios(ctx context.Context, systemID string) (*BiosState, error) {
 	op := "read BIOS of " + systemID
 	b, set, err := c.bios(ctx, systemID)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	st := &BiosState{Attributes: map[string]any(b.Attributes), ApplyTimes: set.Settings.SupportedApplyTimes}
 	if uri := set.Settings.SettingsObject.ID; uri != "" {
 		api, err := c.client(ctx)
 		if err != nil {
-			return nil, wrap(op, err)
+			return nil, wire.Wrap(op, err)
 		}
 		var pending struct{ Attributes map[string]any }
-		if err := getJSON(api, uri, &pending); err != nil {
-			return nil, wrap(op, err)
+		if err := wire.GetJSON(api, uri, &pending); err != nil {
+			return nil, wire.Wrap(op, err)
 		}
 		st.Pending = pending.Attributes
 	}
@@ -68,11 +69,11 @@ func (c *conn) SetBiosAttributes(ctx context.Context, systemID string, attrs map
 	op := fmt.Sprintf("set BIOS attributes on %s", systemID)
 	b, set, err := c.bios(ctx, systemID)
 	if err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	for k := range attrs {
 		if _, ok := b.Attributes[k]; !ok {
-			return newError(ReasonInvalidConfig, op, "the system has no BIOS attribute %q", k)
+			return wire.New(ReasonInvalidConfig, op, "the system has no BIOS attribute %q", k)
 		}
 	}
 	var at schemas.SettingsApplyTime
@@ -80,7 +81,7 @@ func (c *conn) SetBiosAttributes(ctx context.Context, systemID string, attrs map
 		at = "OnReset"
 	}
 	if err := b.UpdateBiosAttributesApplyAt(schemas.SettingsAttributes(attrs), at); err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	c.log.V(1).Info("BIOS attributes staged", "system", systemID, "count", len(attrs))
 	return nil

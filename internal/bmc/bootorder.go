@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+
+	"github.com/metalhub/metalhub/internal/bmc/wire"
 )
 
 // BootEntries implements BMC.
@@ -11,11 +13,11 @@ func (c *conn) BootEntries(ctx context.Context, systemID string) ([]BootEntry, e
 	op := "list boot options of " + systemID
 	sys, err := c.getSystem(ctx, systemID)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	opts, err := sys.BootOptions()
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	out := make([]BootEntry, 0, len(opts))
 	for _, o := range opts {
@@ -40,12 +42,12 @@ func (c *conn) SetBootOrder(ctx context.Context, systemID string, order []string
 	op := fmt.Sprintf("set boot order %v on %s", order, systemID)
 	sys, err := c.getSystem(ctx, systemID)
 	if err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	current := sys.Boot.BootOrder
 	for _, ref := range order {
 		if !slices.Contains(current, ref) {
-			return newError(ReasonInvalidConfig, op, "the system has no boot option %q (it has %v)", ref, current)
+			return wire.New(ReasonInvalidConfig, op, "the system has no boot option %q (it has %v)", ref, current)
 		}
 	}
 	body := struct {
@@ -53,7 +55,7 @@ func (c *conn) SetBootOrder(ctx context.Context, systemID string, order []string
 	}{}
 	body.Boot.BootOrder = fullOrder(order, current)
 	if err := sys.Patch(sys.ODataID, body); err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	c.log.V(1).Info("boot order set", "system", sys.ID, "order", body.Boot.BootOrder)
 	return nil

@@ -1,6 +1,7 @@
 package bmc
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/metalhub/metalhub/internal/bmc/wire"
 	"github.com/stmcginnis/gofish"
 	"github.com/stmcginnis/gofish/schemas"
 )
@@ -19,14 +21,14 @@ func (c *conn) Systems(ctx context.Context) ([]SystemSummary, error) {
 	const op = "list systems"
 	api, err := c.client(ctx)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	if c.root.Systems.ID == "" {
-		return nil, newError(ReasonNotFound, op, "service root has no Systems collection")
+		return nil, wire.New(ReasonNotFound, op, "service root has no Systems collection")
 	}
 	systems, err := schemas.GetCollectionObjects[schemas.ComputerSystem](api, c.root.Systems.ID)
 	if err != nil && len(systems) == 0 {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	if err != nil {
 		// Some members failed: return the ones we could read.
@@ -52,7 +54,7 @@ func (c *conn) System(ctx context.Context, systemID string) (*SystemStatus, erro
 	op := "read system " + systemID
 	sys, err := c.getSystem(ctx, systemID)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	st := &SystemStatus{
 		ID:           sys.ID,
@@ -160,7 +162,7 @@ func (c *conn) PreparePower(ctx context.Context, systemID string, action PowerAc
 	}
 	sys, err := c.getSystem(ctx, systemID)
 	if err != nil {
-		return nil, notSent(op, err)
+		return nil, wire.NotSent(op, err)
 	}
 	state := PowerState(sys.PowerState)
 	candidates, err := resetCandidates(action, state, o.forceFallback)
@@ -177,7 +179,7 @@ func (c *conn) PreparePower(ctx context.Context, systemID string, action PowerAc
 	}
 	rt, ok := chooseResetType(candidates, allowed)
 	if !ok {
-		return nil, newError(ReasonUnsupported, op, "system allows reset types %v, none of %v", allowed, candidates)
+		return nil, wire.New(ReasonUnsupported, op, "system allows reset types %v, none of %v", allowed, candidates)
 	}
 	return &PowerRequest{c: c, sys: sys, rt: rt, op: op}, nil
 }
@@ -195,7 +197,7 @@ func (r *PowerRequest) Send() error {
 	// after the power state (and so the ETag) moved.
 	r.sys.DisableEtagMatch(true)
 	if _, err := r.sys.Reset(r.rt); err != nil {
-		return wrap(fmt.Sprintf("%s (ResetType %s)", r.op, r.rt), err)
+		return wire.Wrap(fmt.Sprintf("%s (ResetType %s)", r.op, r.rt), err)
 	}
 	r.c.log.V(1).Info("reset accepted", "system", r.sys.ID, "resetType", r.rt)
 	return nil
@@ -263,19 +265,19 @@ func (c *conn) SetBootOnce(ctx context.Context, systemID string, target BootTarg
 	}
 	op := fmt.Sprintf("set boot override %s once on %s", target, systemID)
 	if o.httpURI != "" && target != BootUefiHttp {
-		return newError(ReasonInvalidConfig, op, "an HTTP boot URI goes with the UefiHttp target only")
+		return wire.New(ReasonInvalidConfig, op, "an HTTP boot URI goes with the UefiHttp target only")
 	}
 	for attempt := 0; ; attempt++ {
 		sys, err := c.getSystem(ctx, systemID)
 		if err != nil {
-			return wrap(op, err)
+			return wire.Wrap(op, err)
 		}
 		allow := readBootAllowances(sys.RawData)
 		if len(allow.Targets) > 0 && !slices.Contains(allow.Targets, string(target)) {
-			return newError(ReasonUnsupported, op, "system allows boot targets %v", allow.Targets)
+			return wire.New(ReasonUnsupported, op, "system allows boot targets %v", allow.Targets)
 		}
 		if target == BootUefiHttp && !allow.httpBoot() {
-			return newError(ReasonUnsupported, op, "system does not advertise UEFI HTTP boot")
+			return wire.New(ReasonUnsupported, op, "system does not advertise UEFI HTTP boot")
 		}
 		boot := &schemas.Boot{
 			BootSourceOverrideEnabled: schemas.OnceBootSourceOverrideEnabled,
@@ -296,7 +298,7 @@ func (c *conn) SetBootOnce(ctx context.Context, systemID string, target BootTarg
 		if attempt == 0 && schemas.Is412PreconditionFailed(err) {
 			continue
 		}
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 }
 
@@ -317,18 +319,18 @@ func indicatorLED(sys *schemas.ComputerSystem) string {
 func (c *conn) SetIndicatorLED(ctx context.Context, systemID string, led string) error {
 	op := fmt.Sprintf("set locator LED %s on %s", led, systemID)
 	if led != "Lit" && led != "Blinking" && led != "Off" {
-		return newError(ReasonUnsupported, op, "the LED can be Lit, Blinking or Off")
+		return wire.New(ReasonUnsupported, op, "the LED can be Lit, Blinking or Off")
 	}
 	sys, err := c.getSystem(ctx, systemID)
 	if err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	var body any = struct{ IndicatorLED string }{led}
 	if sys.LocationIndicatorActive != nil && led != "Blinking" {
 		body = struct{ LocationIndicatorActive bool }{led == "Lit"}
 	}
 	if err := sys.Patch(sys.ODataID, body); err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	c.log.V(1).Info("locator LED set", "system", sys.ID, "led", led)
 	return nil
@@ -339,21 +341,13 @@ func (c *conn) Manager(ctx context.Context) (*ManagerInfo, error) {
 	const op = "read manager"
 	api, err := c.client(ctx)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
-	if c.root.Managers.ID == "" {
-		return nil, newError(ReasonNotFound, op, "service root has no Managers collection")
-	}
-	coll, err := schemas.GetCollection(api, c.root.Managers.ID)
+	uri, err := wire.FirstManager(api, &c.root)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
-	if len(coll.ItemLinks) == 0 {
-		return nil, newError(ReasonNotFound, op, "Managers collection is empty")
-	}
-	links := slices.Clone(coll.ItemLinks)
-	sort.Strings(links)
-	return c.readManager(api, links[0])
+	return c.readManager(api, uri)
 }
 
 // ResetManager implements BMC.
@@ -361,23 +355,23 @@ func (c *conn) ResetManager(ctx context.Context) error {
 	const op = "reset manager"
 	api, err := c.client(ctx)
 	if err != nil {
-		return notSent(op, err)
+		return wire.NotSent(op, err)
 	}
 	if c.root.Managers.ID == "" {
-		return newError(ReasonNotFound, op, "service root has no Managers collection")
+		return wire.New(ReasonNotFound, op, "service root has no Managers collection")
 	}
 	coll, err := schemas.GetCollection(api, c.root.Managers.ID)
 	if err != nil {
-		return notSent(op, err)
+		return wire.NotSent(op, err)
 	}
 	if len(coll.ItemLinks) == 0 {
-		return newError(ReasonNotFound, op, "Managers collection is empty")
+		return wire.New(ReasonNotFound, op, "Managers collection is empty")
 	}
 	links := slices.Clone(coll.ItemLinks)
 	sort.Strings(links)
 	m, err := schemas.GetObject[schemas.Manager](api, links[0])
 	if err != nil {
-		return notSent(op, err)
+		return wire.NotSent(op, err)
 	}
 	rt := schemas.GracefulRestartResetType
 	if len(m.SupportedResetTypes) > 0 && !slices.Contains(m.SupportedResetTypes, rt) {
@@ -385,7 +379,7 @@ func (c *conn) ResetManager(ctx context.Context) error {
 	}
 	m.DisableEtagMatch(true)
 	if _, err := m.Reset(rt); err != nil {
-		return wrap(fmt.Sprintf("%s (ResetType %s)", op, rt), err)
+		return wire.Wrap(fmt.Sprintf("%s (ResetType %s)", op, rt), err)
 	}
 	return nil
 }
@@ -393,7 +387,7 @@ func (c *conn) ResetManager(ctx context.Context) error {
 func (c *conn) readManager(api *gofish.APIClient, uri string) (*ManagerInfo, error) {
 	m, err := schemas.GetObject[schemas.Manager](api, uri)
 	if err != nil {
-		return nil, wrap("read manager "+uri, err)
+		return nil, wire.Wrap("read manager "+uri, err)
 	}
 	info := &ManagerInfo{
 		ID: m.ID, Manufacturer: m.Manufacturer, Model: m.Model,
@@ -403,7 +397,7 @@ func (c *conn) readManager(api *gofish.APIClient, uri string) (*ManagerInfo, err
 	if nics, err := m.EthernetInterfaces(); err == nil || len(nics) > 0 {
 		sort.Slice(nics, func(i, j int) bool { return nics[i].ODataID < nics[j].ODataID })
 		for _, n := range nics {
-			if mac := firstNonEmpty(n.MACAddress, n.PermanentMACAddress); mac != "" {
+			if mac := cmp.Or(n.MACAddress, n.PermanentMACAddress); mac != "" {
 				info.MACAddress = strings.ToLower(mac)
 				break
 			}
@@ -416,7 +410,7 @@ func (c *conn) readManager(api *gofish.APIClient, uri string) (*ManagerInfo, err
 // Systems collection (cached; re-resolved once on 404).
 func (c *conn) getSystem(ctx context.Context, systemID string) (*schemas.ComputerSystem, error) {
 	if strings.TrimSpace(systemID) == "" {
-		return nil, newError(ReasonInvalidConfig, "resolve system", "system ID is empty")
+		return nil, wire.New(ReasonInvalidConfig, "resolve system", "system ID is empty")
 	}
 	api, err := c.client(ctx)
 	if err != nil {
@@ -438,13 +432,13 @@ func (c *conn) getSystem(ctx context.Context, systemID string) (*schemas.Compute
 			return sys, nil
 		}
 		if !cached || ReasonOf(err) != ReasonNotFound {
-			return nil, wrap("read "+uri, err)
+			return nil, wire.Wrap("read "+uri, err)
 		}
 		c.mu.Lock()
 		delete(c.systems, systemID)
 		c.mu.Unlock()
 	}
-	return nil, newError(ReasonNotFound, "resolve system", "system %q not found", systemID)
+	return nil, wire.New(ReasonNotFound, "resolve system", "system %q not found", systemID)
 }
 
 func (c *conn) resolveSystem(api *gofish.APIClient, systemID string) (uri string, cached bool, err error) {
@@ -458,11 +452,11 @@ func (c *conn) resolveSystem(api *gofish.APIClient, systemID string) (uri string
 		return uri, true, nil
 	}
 	if c.root.Systems.ID == "" {
-		return "", false, newError(ReasonNotFound, "resolve system", "service root has no Systems collection")
+		return "", false, wire.New(ReasonNotFound, "resolve system", "service root has no Systems collection")
 	}
 	coll, err := schemas.GetCollection(api, c.root.Systems.ID)
 	if err != nil {
-		return "", false, wrap("list systems", err)
+		return "", false, wire.Wrap("list systems", err)
 	}
 	remember := func(id, uri string) {
 		c.mu.Lock()
@@ -472,7 +466,7 @@ func (c *conn) resolveSystem(api *gofish.APIClient, systemID string) (uri string
 	// Usually the Id is the last path segment; do not rely on it (aliases,
 	// UUID paths): fall back to reading members.
 	for _, link := range coll.ItemLinks {
-		if lastSegment(link) == systemID {
+		if wire.LastSegment(link) == systemID {
 			remember(systemID, link)
 			return link, false, nil
 		}
@@ -489,14 +483,5 @@ func (c *conn) resolveSystem(api *gofish.APIClient, systemID string) (uri string
 			return link, false, nil
 		}
 	}
-	return "", false, newError(ReasonNotFound, "resolve system", "system %q not found (systems: %s)", systemID, strings.Join(ids, ", "))
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
+	return "", false, wire.New(ReasonNotFound, "resolve system", "system %q not found (systems: %s)", systemID, strings.Join(ids, ", "))
 }

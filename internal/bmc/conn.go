@@ -9,12 +9,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/metalhub/metalhub/internal/bmc/wire"
 	"github.com/stmcginnis/gofish"
+	"github.com/stmcginnis/gofish/schemas"
 )
 
 // maxBody bounds what we buffer from one BMC answer.
@@ -60,7 +61,7 @@ type conn struct {
 	brk  breaker
 
 	// root is written by the connect in flight only, and read once api is set.
-	root serviceRoot
+	root wire.Root
 
 	// loginMu serializes session (re)creation.
 	loginMu sync.Mutex
@@ -74,26 +75,8 @@ type conn struct {
 	closed     bool
 	systems    map[string]string // system Id -> @odata.id
 
-	// logs remembers where each system's event log is and who last answered for it (logs.go).
+	// logs remembers where each system's event log is and who last answered for it (logcache.go).
 	logs logCache
-}
-
-// serviceRoot holds the links we need from /redfish/v1.
-type serviceRoot struct {
-	Systems        odataLink
-	Managers       odataLink
-	SessionService odataLink
-	AccountService odataLink
-	UpdateService  odataLink
-	Tasks          odataLink // the TaskService
-	EventService   odataLink
-	Links          struct {
-		Sessions odataLink
-	}
-}
-
-type odataLink struct {
-	ID string `json:"@odata.id"`
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -213,12 +196,12 @@ func (c *conn) send(req *http.Request, token string, noAuth bool) (*http.Respons
 func (c *conn) transportError(ctx context.Context, req *http.Request, err error) *Error {
 	op := req.Method + " " + req.URL.Path
 	if req.Context().Err() != nil {
-		return &Error{Reason: classify("", req.Context().Err()).Reason, Op: op, Err: req.Context().Err()}
+		return &Error{Reason: wire.Classify("", req.Context().Err()).Reason, Op: op, Err: req.Context().Err()}
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return &Error{Reason: ReasonTimeout, Op: op, Err: fmt.Errorf("no complete answer within %s", c.opts.RequestTimeout)}
 	}
-	return classify(op, err)
+	return wire.Classify(op, err)
 }
 
 // connectCall is one connect in flight; done is closed when err and the conn's api are set.
@@ -239,7 +222,7 @@ func (c *conn) client(ctx context.Context) (*gofish.APIClient, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return nil, newError(ReasonCanceled, "connect", "connection was removed from the pool")
+		return nil, wire.New(ReasonCanceled, "connect", "connection was removed from the pool")
 	}
 	if api := c.api; api != nil {
 		c.mu.Unlock()
@@ -267,7 +250,7 @@ func (c *conn) client(ctx context.Context) (*gofish.APIClient, error) {
 		c.mu.Unlock()
 		return api.WithContext(ctx), nil
 	case <-ctx.Done():
-		return nil, wrap("connect", ctx.Err())
+		return nil, wire.Wrap("connect", ctx.Err())
 	}
 }
 
@@ -293,18 +276,18 @@ func (c *conn) connect(ctx context.Context) (*gofish.APIClient, error) {
 		MaxConcurrentRequests: int64(c.opts.MaxConcurrentRequests),
 	})
 	if err != nil {
-		return nil, wrap("read service root", err)
+		return nil, wire.Wrap("read service root", err)
 	}
-	if err := getJSON(api, "/redfish/v1/", &c.root); err != nil {
-		return nil, wrap("read service root", err)
+	if err := wire.GetJSON(api, "/redfish/v1/", &c.root); err != nil {
+		return nil, wire.Wrap("read service root", err)
 	}
 	sessions := c.root.Links.Sessions.ID
 	if sessions == "" && c.root.SessionService.ID != "" {
-		var ss struct{ Sessions odataLink }
-		if err := getJSON(api, c.root.SessionService.ID, &ss); err == nil {
+		var ss struct{ Sessions wire.Link }
+		if err := wire.GetJSON(api, c.root.SessionService.ID, &ss); err == nil {
 			sessions = ss.Sessions.ID
 		} else if ReasonOf(err) != ReasonNotFound {
-			return nil, wrap("read session service", err)
+			return nil, wire.Wrap("read session service", err)
 		}
 	}
 	if sessions == "" {
@@ -330,13 +313,13 @@ func (c *conn) login(ctx context.Context, sessionsURI string) error {
 	payload, _ := json.Marshal(map[string]string{"UserName": c.ep.Username, "Password": c.ep.Password})
 	req, err := http.NewRequestWithContext(context.WithValue(ctx, noAuthKey, true), http.MethodPost, c.base+sessionsURI, bytes.NewReader(payload))
 	if err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -352,7 +335,7 @@ func (c *conn) login(ctx context.Context, sessionsURI string) error {
 		c.setBasic()
 		return nil
 	case resp.StatusCode >= 300:
-		return statusError(op, resp.StatusCode, body)
+		return wire.StatusError(op, resp.StatusCode, body)
 	}
 	token := resp.Header.Get("X-Auth-Token")
 	if token == "" {
@@ -365,7 +348,7 @@ func (c *conn) login(ctx context.Context, sessionsURI string) error {
 		loc = u.RequestURI()
 	}
 	if loc == "" {
-		var s odataLink
+		var s wire.Link
 		if json.Unmarshal(body, &s) == nil {
 			loc = s.ID
 		}
@@ -386,7 +369,7 @@ func (c *conn) relogin(ctx context.Context, stale string) error {
 	current, closed := c.token, c.closed
 	c.mu.Unlock()
 	if closed {
-		return newError(ReasonCanceled, "renew session", "connection was removed from the pool")
+		return wire.New(ReasonCanceled, "renew session", "connection was removed from the pool")
 	}
 	if current != stale {
 		return nil
@@ -432,29 +415,18 @@ func (c *conn) close() {
 	unreachable.WithLabelValues(c.base).Set(0)
 }
 
-// getJSON GETs uri through gofish and decodes the body into v.
-func getJSON(api *gofish.APIClient, uri string, v any) error {
-	resp, err := api.Get(uri)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		return fmt.Errorf("decode %s: %w", uri, err)
-	}
-	return nil
+// session is the view of a conn the service packages work through.
+type session struct{ c *conn }
+
+var _ wire.Conn = session{}
+
+func (s session) Client(ctx context.Context) (*gofish.APIClient, error) { return s.c.client(ctx) }
+func (s session) Root() *wire.Root                                      { return &s.c.root }
+func (s session) Log() logr.Logger                                      { return s.c.log }
+
+func (s session) System(ctx context.Context, systemID string) (*schemas.ComputerSystem, error) {
+	return s.c.getSystem(ctx, systemID)
 }
 
-// lastSegment returns the final path segment of an @odata.id.
-func lastSegment(p string) string {
-	p = strings.TrimRight(p, "/")
-	if i := strings.LastIndex(p, "/"); i >= 0 {
-		p = p[i+1:]
-	}
-	if u, err := url.PathUnescape(p); err == nil {
-		return u
-	}
-	return p
-}
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+// wire is the conn as a service package sees it.
+func (c *conn) wire() wire.Conn { return session{c} }

@@ -1,296 +1,52 @@
 package bmc
 
-import (
-	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/url"
-	"strings"
-	"syscall"
-	"time"
+import "github.com/metalhub/metalhub/internal/bmc/wire"
 
-	"github.com/stmcginnis/gofish/schemas"
-)
+// The typed error lives in package wire, which the service packages share; these names keep
+// it where callers have always found it.
 
 // Reason is a stable, CamelCase classification of a BMC failure. Controllers
 // copy it into condition reasons, so the values must never change.
-type Reason string
+type Reason = wire.Reason
 
+// Error is the typed error every BMC operation returns. Use errors.As to get
+// it, errors.Is with the Err* sentinels, or ReasonOf for a condition reason.
+type Error = wire.Error
+
+// The reasons; see package wire for what each means.
 const (
-	// ReasonAuthenticationFailed: the BMC rejected the credentials (401/403).
-	ReasonAuthenticationFailed Reason = "AuthenticationFailed"
-	// ReasonConnectionFailed: the BMC could not be reached or dropped the
-	// connection (refused, reset, EOF, DNS).
-	ReasonConnectionFailed Reason = "ConnectionFailed"
-	// ReasonUnavailable: the BMC answered with a server error (5xx other than 501).
-	ReasonUnavailable Reason = "Unavailable"
-	// ReasonTimeout: no complete answer within the request timeout or the
-	// caller's deadline.
-	ReasonTimeout Reason = "Timeout"
-	// ReasonNotFound: the resource (system, collection) does not exist (404).
-	ReasonNotFound Reason = "NotFound"
-	// ReasonUnsupported: the BMC does not support the request (400/405/501, or a
-	// reset type / boot target it does not advertise).
-	ReasonUnsupported Reason = "Unsupported"
-	// ReasonTLSVerificationFailed: the BMC certificate could not be verified.
-	ReasonTLSVerificationFailed Reason = "TLSVerificationFailed"
-	// ReasonRejected: any other 4xx (409 conflict, 412 precondition, ...).
-	ReasonRejected Reason = "Rejected"
-	// ReasonCanceled: the caller's context was canceled.
-	ReasonCanceled Reason = "Canceled"
-	// ReasonInvalidConfig: the target (address, CA bundle, system ID) is invalid
-	// before any request is made.
-	ReasonInvalidConfig Reason = "InvalidConfig"
-	// ReasonUnknown: anything not classified above.
-	ReasonUnknown Reason = "Unknown"
+	ReasonAuthenticationFailed  = wire.ReasonAuthenticationFailed
+	ReasonConnectionFailed      = wire.ReasonConnectionFailed
+	ReasonUnavailable           = wire.ReasonUnavailable
+	ReasonTimeout               = wire.ReasonTimeout
+	ReasonNotFound              = wire.ReasonNotFound
+	ReasonUnsupported           = wire.ReasonUnsupported
+	ReasonTLSVerificationFailed = wire.ReasonTLSVerificationFailed
+	ReasonRejected              = wire.ReasonRejected
+	ReasonCanceled              = wire.ReasonCanceled
+	ReasonInvalidConfig         = wire.ReasonInvalidConfig
+	ReasonUnknown               = wire.ReasonUnknown
+	ReasonFenced                = wire.ReasonFenced
 )
 
 // Sentinels let callers write errors.Is(err, bmc.ErrTimeout).
 var (
-	ErrAuthenticationFailed  = errors.New(string(ReasonAuthenticationFailed))
-	ErrConnectionFailed      = errors.New(string(ReasonConnectionFailed))
-	ErrUnavailable           = errors.New(string(ReasonUnavailable))
-	ErrTimeout               = errors.New(string(ReasonTimeout))
-	ErrNotFound              = errors.New(string(ReasonNotFound))
-	ErrUnsupported           = errors.New(string(ReasonUnsupported))
-	ErrTLSVerificationFailed = errors.New(string(ReasonTLSVerificationFailed))
-	ErrRejected              = errors.New(string(ReasonRejected))
-	ErrCanceled              = errors.New(string(ReasonCanceled))
-	ErrInvalidConfig         = errors.New(string(ReasonInvalidConfig))
-	// ErrUnreachable matches a request that was not sent because the BMC failed at the
-	// transport level a moment ago (see Error.RetryAt); its Reason is that failure's.
-	ErrUnreachable = errors.New("Unreachable")
-	// ErrNotSent matches an action (a reset) whose request was never sent: what failed came
-	// before it, such as reading the resource it acts on. Unlike a timeout after the request,
-	// it says for certain that the action did not happen.
-	ErrNotSent = errors.New("NotSent")
+	ErrAuthenticationFailed  = wire.ErrAuthenticationFailed
+	ErrConnectionFailed      = wire.ErrConnectionFailed
+	ErrUnavailable           = wire.ErrUnavailable
+	ErrTimeout               = wire.ErrTimeout
+	ErrNotFound              = wire.ErrNotFound
+	ErrUnsupported           = wire.ErrUnsupported
+	ErrTLSVerificationFailed = wire.ErrTLSVerificationFailed
+	ErrRejected              = wire.ErrRejected
+	ErrCanceled              = wire.ErrCanceled
+	ErrInvalidConfig         = wire.ErrInvalidConfig
+	ErrUnreachable           = wire.ErrUnreachable
+	ErrNotSent               = wire.ErrNotSent
 )
 
-var sentinels = map[Reason]error{
-	ReasonAuthenticationFailed:  ErrAuthenticationFailed,
-	ReasonConnectionFailed:      ErrConnectionFailed,
-	ReasonUnavailable:           ErrUnavailable,
-	ReasonTimeout:               ErrTimeout,
-	ReasonNotFound:              ErrNotFound,
-	ReasonUnsupported:           ErrUnsupported,
-	ReasonTLSVerificationFailed: ErrTLSVerificationFailed,
-	ReasonRejected:              ErrRejected,
-	ReasonCanceled:              ErrCanceled,
-	ReasonInvalidConfig:         ErrInvalidConfig,
-}
-
-// Error is the typed error every BMC operation returns. Use errors.As to get
-// it, errors.Is with the Err* sentinels, or ReasonOf for a condition reason.
-type Error struct {
-	// Reason classifies the failure.
-	Reason Reason
-	// Op says what was attempted, e.g. "power on System.Embedded.1".
-	Op string
-	// StatusCode is the HTTP status when the BMC answered, else 0.
-	StatusCode int
-	// Err is the underlying cause.
-	Err error
-	// RetryAt is set when the request was not sent because the BMC is unreachable: it is not
-	// tried again before then. See RetryAt and ErrUnreachable.
-	RetryAt time.Time
-	// NotSent is set when an action's request was not sent (see ErrNotSent).
-	NotSent bool
-}
-
-func (e *Error) Error() string {
-	var inner *Error
-	if errors.As(e.Err, &inner) {
-		// The innermost *Error prints the reason; say it once.
-		return e.Op + ": " + e.Err.Error()
-	}
-	msg := fmt.Sprintf("%s: %s", e.Op, e.Reason)
-	if e.StatusCode != 0 {
-		msg += fmt.Sprintf(" (HTTP %d)", e.StatusCode)
-	}
-	if e.Err != nil {
-		msg += ": " + e.Err.Error()
-	}
-	return msg
-}
-
-func (e *Error) Unwrap() error { return e.Err }
-
-// Is makes errors.Is(err, ErrTimeout) and friends work.
-func (e *Error) Is(target error) bool {
-	if target == ErrUnreachable {
-		return !e.RetryAt.IsZero()
-	}
-	if target == ErrNotSent {
-		return e.NotSent || !e.RetryAt.IsZero()
-	}
-	s, ok := sentinels[e.Reason]
-	return ok && s == target
-}
-
 // ReasonOf returns the stable reason for err; "" for nil.
-func ReasonOf(err error) Reason {
-	if err == nil {
-		return ""
-	}
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Reason
-	}
-	return classify("", err).Reason
-}
+func ReasonOf(err error) Reason { return wire.ReasonOf(err) }
 
 // ReasonString is ReasonOf as a plain string, handy for condition reasons.
-func ReasonString(err error) string { return string(ReasonOf(err)) }
-
-func newError(reason Reason, op string, format string, args ...any) *Error {
-	return &Error{Reason: reason, Op: op, Err: fmt.Errorf(format, args...)}
-}
-
-// wrap classifies err (if it is not already an *Error) and adds op as context.
-func wrap(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var e *Error
-	if errors.As(err, &e) {
-		// Keep the original classification; prefix the operation for context.
-		if op == "" || op == e.Op {
-			return err
-		}
-		var ue *url.Error
-		if errors.As(err, &ue) && ue.Err == e {
-			// net/http's `Get "url":` only repeats what e.Op says.
-			err = e
-		}
-		return &Error{Reason: e.Reason, Op: op, StatusCode: e.StatusCode, RetryAt: e.RetryAt, NotSent: e.NotSent, Err: err}
-	}
-	return classify(op, err)
-}
-
-// notSent wraps a failure that came before an action's request: the action did not happen.
-func notSent(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	w := wrap(op, err)
-	var e *Error
-	if errors.As(w, &e) {
-		c := *e
-		c.NotSent = true
-		return &c
-	}
-	return w
-}
-
-// classify maps a raw error from gofish / net/http to an *Error.
-func classify(op string, err error) *Error {
-	var typed *Error
-	if errors.As(err, &typed) {
-		// Ours already, e.g. inside a *url.Error or a collection member's failure.
-		return &Error{Reason: typed.Reason, Op: op, StatusCode: typed.StatusCode, RetryAt: typed.RetryAt, NotSent: typed.NotSent, Err: err}
-	}
-	e := &Error{Reason: ReasonUnknown, Op: op, Err: err}
-	// A connection that was never made carried no request.
-	var dialErr *net.OpError
-	e.NotSent = errors.As(err, &dialErr) && dialErr.Op == "dial"
-
-	var collErr *schemas.CollectionError
-	if errors.As(err, &collErr) {
-		// gofish aggregates member failures without Unwrap: classify by the
-		// first failure so a broken collection still gets a useful reason.
-		for _, f := range collErr.Failures {
-			inner := classify(op, f)
-			e.Reason, e.StatusCode, e.RetryAt = inner.Reason, inner.StatusCode, inner.RetryAt
-			break
-		}
-		return e
-	}
-
-	var rfErr *schemas.Error
-	if errors.As(err, &rfErr) && rfErr.HTTPReturnedStatusCode != 0 {
-		e.StatusCode = rfErr.HTTPReturnedStatusCode
-		e.Reason = reasonForStatus(e.StatusCode)
-		return e
-	}
-
-	var certErr *tls.CertificateVerificationError
-	var unknownAuth x509.UnknownAuthorityError
-	var hostErr x509.HostnameError
-	var invalidErr x509.CertificateInvalidError
-	var netErr net.Error
-	switch {
-	case errors.Is(err, context.Canceled):
-		e.Reason = ReasonCanceled
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrTimeout):
-		e.Reason = ReasonTimeout
-	case errors.As(err, &certErr), errors.As(err, &unknownAuth), errors.As(err, &hostErr), errors.As(err, &invalidErr):
-		e.Reason = ReasonTLSVerificationFailed
-	case errors.As(err, &netErr) && netErr.Timeout():
-		e.Reason = ReasonTimeout
-	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.EPIPE):
-		e.Reason = ReasonConnectionFailed
-	default:
-		var opErr *net.OpError
-		var dnsErr *net.DNSError
-		if errors.As(err, &opErr) || errors.As(err, &dnsErr) {
-			e.Reason = ReasonConnectionFailed
-		}
-	}
-	return e
-}
-
-func reasonForStatus(code int) Reason {
-	switch {
-	case code == http.StatusUnauthorized, code == http.StatusForbidden:
-		return ReasonAuthenticationFailed
-	case code == http.StatusNotFound, code == http.StatusGone:
-		return ReasonNotFound
-	case code == http.StatusBadRequest, code == http.StatusMethodNotAllowed, code == http.StatusNotImplemented:
-		return ReasonUnsupported
-	case code == http.StatusRequestTimeout, code == http.StatusGatewayTimeout:
-		return ReasonTimeout
-	case code >= 500:
-		return ReasonUnavailable
-	case code >= 400:
-		return ReasonRejected
-	}
-	return ReasonUnknown
-}
-
-// statusError builds an *Error for a non-success HTTP answer seen outside gofish.
-func statusError(op string, code int, body []byte) *Error {
-	if len(body) > 512 {
-		body = body[:512]
-	}
-	return &Error{Reason: reasonForStatus(code), Op: op, StatusCode: code, Err: fmt.Errorf("%s", body)}
-}
-
-// redacted is an error whose text had a secret taken out. It unwraps to its classification
-// alone (an *Error without a cause), so that nothing below it can print the secret again.
-type redacted struct {
-	msg string
-	cls *Error
-}
-
-func (r *redacted) Error() string { return r.msg }
-func (r *redacted) Unwrap() error { return r.cls }
-
-// redact returns err with secret taken out of its text, keeping its classification (reason,
-// status, retry time) for errors.Is, errors.As and ReasonOf.
-func redact(err error, secret string) error {
-	if err == nil || secret == "" || !strings.Contains(err.Error(), secret) {
-		return err
-	}
-	msg := strings.ReplaceAll(err.Error(), secret, "[redacted]")
-	var e *Error
-	if !errors.As(err, &e) {
-		e = classify("", err)
-	}
-	return &redacted{msg: msg, cls: &Error{Reason: e.Reason, Op: e.Op, StatusCode: e.StatusCode, RetryAt: e.RetryAt, NotSent: e.NotSent}}
-}
+func ReasonString(err error) string { return wire.ReasonString(err) }

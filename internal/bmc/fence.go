@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"time"
-)
 
-// ReasonFenced: the request was not sent because the caller no longer holds the right to act on
-// this BMC (its shard moved to another replica). Not a failure of the BMC.
-const ReasonFenced Reason = "Fenced"
+	"github.com/metalhub/metalhub/internal/bmc/wire"
+)
 
 // Fence is what a request must hold while it is sent: Hold fails once the caller may no longer
 // act, or may not for as long as the request may run (until deadline; zero for a streamed upload,
@@ -27,10 +25,6 @@ func WithFence(ctx context.Context, f Fence) context.Context {
 	return context.WithValue(ctx, fenceKey, f)
 }
 
-// Fenced reports whether e is a request refused by its fence (for callers that match on the
-// method and need not import this package).
-func (e *Error) Fenced() bool { return e.Reason == ReasonFenced }
-
 // IsFenced reports whether err is a request refused by its fence.
 func IsFenced(err error) bool {
 	var e *Error
@@ -44,13 +38,6 @@ func FenceOf(ctx context.Context) Fence {
 	return f
 }
 
-const streamKey ctxKey = 5
-
-// withStream marks an upload whose length nobody can bound ahead: its fence cuts it when the
-// right to act could pass, instead of refusing it at the start. A BMC acts on an upload only once
-// it arrived whole.
-func withStream(ctx context.Context) context.Context { return context.WithValue(ctx, streamKey, true) }
-
 // hold takes ctx's fence, if any, for one request that may run until deadline; ctx ends when
 // the right to act could pass.
 func hold(ctx context.Context, op string, deadline time.Time) (context.Context, func(), error) {
@@ -58,7 +45,7 @@ func hold(ctx context.Context, op string, deadline time.Time) (context.Context, 
 	if f == nil {
 		return ctx, func() {}, nil
 	}
-	if stream, _ := ctx.Value(streamKey).(bool); stream {
+	if wire.IsStream(ctx) {
 		deadline = time.Time{}
 	}
 	release, expired, err := f.Hold(deadline)

@@ -1,10 +1,12 @@
 package bmc
 
 import (
+	"cmp"
 	"context"
 	"sort"
 	"strings"
 
+	"github.com/metalhub/metalhub/internal/bmc/wire"
 	"github.com/stmcginnis/gofish"
 	"github.com/stmcginnis/gofish/schemas"
 )
@@ -15,7 +17,7 @@ func (c *conn) Inventory(ctx context.Context, systemID string) (*Inventory, erro
 	op := "inventory " + systemID
 	sys, err := c.getSystem(ctx, systemID)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	inv := &Inventory{System: systemInfo(sys)}
 	fail := func(section string, err error) {
@@ -51,7 +53,7 @@ func (c *conn) Inventory(ctx context.Context, systemID string) (*Inventory, erro
 	}
 
 	if err := ctx.Err(); err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	inv.Manager, err = c.systemManager(ctx, sys)
 	if err != nil {
@@ -122,7 +124,7 @@ func hostNICs(nics []*schemas.EthernetInterface) []NIC {
 	for _, n := range nics {
 		nic := NIC{
 			ID: n.ID, Name: n.Name,
-			MACAddress: strings.ToLower(firstNonEmpty(n.MACAddress, n.PermanentMACAddress)),
+			MACAddress: strings.ToLower(cmp.Or(n.MACAddress, n.PermanentMACAddress)),
 			LinkStatus: string(n.LinkStatus),
 			Carrier:    n.LinkStatus == schemas.LinkUpLinkStatus,
 			SpeedMbps:  gofish.Deref(n.SpeedMbps),
@@ -217,18 +219,12 @@ func simpleStorage(s *schemas.ComputerSystem) (StorageInfo, error) {
 
 // systemManager reads the manager that manages sys, else the service's first.
 func (c *conn) systemManager(ctx context.Context, sys *schemas.ComputerSystem) (*ManagerInfo, error) {
-	var links struct {
-		Links struct {
-			ManagedBy []odataLink
-		}
-	}
-	_ = jsonUnmarshal(sys.RawData, &links)
-	if len(links.Links.ManagedBy) > 0 && links.Links.ManagedBy[0].ID != "" {
+	if m := wire.ManagedBy(sys.RawData); m != "" {
 		api, err := c.client(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return c.readManager(api, links.Links.ManagedBy[0].ID)
+		return c.readManager(api, m)
 	}
 	return c.Manager(ctx)
 }

@@ -2,47 +2,27 @@ package bmc
 
 import (
 	"context"
-	"slices"
-	"sort"
 
-	"github.com/stmcginnis/gofish"
-	"github.com/stmcginnis/gofish/schemas"
+	"github.com/metalhub/metalhub/internal/bmc/wire"
 )
-
-// managerURI is the first manager of the service, as Manager reads it.
-func (c *conn) managerURI(api *gofish.APIClient) (string, error) {
-	if c.root.Managers.ID == "" {
-		return "", newError(ReasonNotFound, "read manager", "service root has no Managers collection")
-	}
-	coll, err := schemas.GetCollection(api, c.root.Managers.ID)
-	if err != nil {
-		return "", err
-	}
-	if len(coll.ItemLinks) == 0 {
-		return "", newError(ReasonNotFound, "read manager", "Managers collection is empty")
-	}
-	links := slices.Clone(coll.ItemLinks)
-	sort.Strings(links)
-	return links[0], nil
-}
 
 // ManagerAttributes implements BMC.
 func (c *conn) ManagerAttributes(ctx context.Context) (map[string]any, error) {
 	const op = "read manager attributes"
 	api, err := c.client(ctx)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
-	uri, err := c.managerURI(api)
+	uri, err := wire.FirstManager(api, &c.root)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	var res struct{ Attributes map[string]any }
-	if err := getJSON(api, uri+"/Attributes", &res); err != nil {
+	if err := wire.GetJSON(api, uri+"/Attributes", &res); err != nil {
 		if ReasonOf(err) == ReasonNotFound {
-			return nil, newError(ReasonUnsupported, op, "the manager has no Attributes resource")
+			return nil, wire.New(ReasonUnsupported, op, "the manager has no Attributes resource")
 		}
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	return res.Attributes, nil
 }
@@ -52,24 +32,24 @@ func (c *conn) SetManagerAttributes(ctx context.Context, attrs map[string]any) e
 	const op = "set manager attributes"
 	current, err := c.ManagerAttributes(ctx)
 	if err != nil {
-		return notSent(op, err)
+		return wire.NotSent(op, err)
 	}
 	for k := range attrs {
 		if _, ok := current[k]; !ok {
-			return newError(ReasonInvalidConfig, op, "the BMC has no attribute %q", k)
+			return wire.New(ReasonInvalidConfig, op, "the BMC has no attribute %q", k)
 		}
 	}
 	api, err := c.client(ctx)
 	if err != nil {
-		return notSent(op, err)
+		return wire.NotSent(op, err)
 	}
-	uri, err := c.managerURI(api)
+	uri, err := wire.FirstManager(api, &c.root)
 	if err != nil {
-		return notSent(op, err)
+		return wire.NotSent(op, err)
 	}
 	resp, err := api.Patch(uri+"/Attributes", map[string]any{"Attributes": attrs})
 	if err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	_ = resp.Body.Close()
 	c.log.V(1).Info("manager attributes set", "count", len(attrs))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/metalhub/metalhub/internal/bmc/wire"
 )
 
 // Defaults for Options fields left zero.
@@ -86,7 +87,7 @@ type Endpoint struct {
 func NormalizeAddress(address string) (string, error) {
 	a := strings.TrimSpace(address)
 	if a == "" {
-		return "", newError(ReasonInvalidConfig, "parse address", "address is empty")
+		return "", wire.New(ReasonInvalidConfig, "parse address", "address is empty")
 	}
 	if !strings.Contains(a, "://") {
 		a = "https://" + a
@@ -96,10 +97,10 @@ func NormalizeAddress(address string) (string, error) {
 		return "", &Error{Reason: ReasonInvalidConfig, Op: "parse address", Err: err}
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", newError(ReasonInvalidConfig, "parse address", "scheme %q is not http or https", u.Scheme)
+		return "", wire.New(ReasonInvalidConfig, "parse address", "scheme %q is not http or https", u.Scheme)
 	}
 	if u.Host == "" {
-		return "", newError(ReasonInvalidConfig, "parse address", "address %q has no host", address)
+		return "", wire.New(ReasonInvalidConfig, "parse address", "address %q has no host", address)
 	}
 	p := strings.TrimRight(u.Path, "/")
 	p = strings.TrimSuffix(p, "/redfish/v1")
@@ -206,7 +207,7 @@ func newConn(base string, ep Endpoint, fp [32]byte, opts Options) (*conn, error)
 	if len(ep.CACert) > 0 {
 		roots := x509.NewCertPool()
 		if !roots.AppendCertsFromPEM(ep.CACert) {
-			return nil, newError(ReasonInvalidConfig, "load CA bundle", "no PEM certificate found in CA bundle")
+			return nil, wire.New(ReasonInvalidConfig, "load CA bundle", "no PEM certificate found in CA bundle")
 		}
 		tlsCfg.RootCAs = roots
 	}

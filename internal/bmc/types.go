@@ -2,13 +2,17 @@
 // servers. It is built on gofish and hardened for what real BMCs do: one
 // reused session per BMC, a per-BMC cap on concurrent requests, a timeout on
 // every request, best-effort inventory and typed errors with stable reasons.
+//
+// This package is the one type the rest of the code uses (BMC, Pool, Error, Options and the
+// data types) and owns the connection (session, cap, breaker, fence). Each Redfish service's
+// work lives in a subpackage (logs, update, accounts, events, media, console) that works over
+// wire.Conn, a view of the connection the facade hands it; package wire holds the typed error
+// they share. The subpackages never import this one.
 package bmc
 
 import (
 	"context"
 	"os"
-	"slices"
-	"time"
 )
 
 // BMC is what controllers use to talk to one BMC. Every method is safe for
@@ -201,14 +205,6 @@ type bootOptions struct{ httpURI string }
 // WithHTTPBootURI sets Boot.HttpBootUri with a UefiHttp override.
 func WithHTTPBootURI(uri string) BootOption { return func(o *bootOptions) { o.httpURI = uri } }
 
-// Account is one BMC user account.
-type Account struct {
-	ID       string `json:"id"`
-	UserName string `json:"userName"`
-	RoleID   string `json:"roleID,omitempty"`
-	Enabled  bool   `json:"enabled"`
-}
-
 // BiosState is a system's BIOS attributes.
 type BiosState struct {
 	Attributes map[string]any `json:"attributes"`
@@ -218,81 +214,11 @@ type BiosState struct {
 	ApplyTimes []string `json:"applyTimes,omitempty"`
 }
 
-// Firmware is one component of the FirmwareInventory.
-type Firmware struct {
-	ID         string `json:"id"`
-	Name       string `json:"name,omitempty"`
-	Version    string `json:"version,omitempty"`
-	Updateable bool   `json:"updateable"`
-}
-
-// UpdateRequest is a SimpleUpdate.
-type UpdateRequest struct {
-	ImageURI string
-	// TransferProtocol is HTTP or HTTPS (default: from the URI's scheme).
-	TransferProtocol string
-	// Targets are FirmwareInventory (or system) URIs the image is for; empty lets the BMC
-	// decide from the image.
-	Targets []string
-	// SystemID, when set, is proven (bmc.Expect) and added to Targets.
-	SystemID string
-	// Username and Password open the image server, where it needs them.
-	Username, Password string
-}
-
-// TaskStatus is a Redfish task as read.
-type TaskStatus struct {
-	URI string `json:"uri"`
-	// State is the TaskState: New, Starting, Running, Completed, Exception, Killed, ...
-	State           string   `json:"state"`
-	Status          string   `json:"status,omitempty"`
-	PercentComplete int      `json:"percentComplete,omitempty"`
-	Messages        []string `json:"messages,omitempty"`
-	// Image is the ImageURI of the update the task carries out, from its Payload ("" when the
-	// BMC does not say).
-	Image string `json:"image,omitempty"`
-	// StartTime is the task's StartTime as the BMC wrote it.
-	StartTime string `json:"startTime,omitempty"`
-	// RetryAfter is when the monitor said to look again (its Retry-After), 0 when it did not.
-	RetryAfter time.Duration `json:"retryAfter,omitempty"`
-}
-
-// Done reports whether the task ended (whatever the outcome).
-func (t *TaskStatus) Done() bool {
-	switch t.State {
-	case "Completed", "Exception", "Killed", "Cancelled", "Interrupted":
-		return true
-	}
-	return false
-}
-
-// Failed reports whether it ended without doing its work.
-func (t *TaskStatus) Failed() bool { return t.Done() && t.State != "Completed" }
-
 // BootEntry is one boot option of a system.
 type BootEntry struct {
 	// Ref is the BootOptionReference, e.g. Boot0001: what Boot.BootOrder lists.
 	Ref  string `json:"ref"`
 	Name string `json:"name,omitempty"`
-}
-
-// MediaSlot is one virtual media device.
-type MediaSlot struct {
-	ID      string `json:"id"`
-	ODataID string `json:"odataId"`
-	// MediaTypes are what the device takes: CD, DVD, USBStick, Floppy.
-	MediaTypes []string `json:"mediaTypes,omitempty"`
-	Inserted   bool     `json:"inserted"`
-	Image      string   `json:"image,omitempty"`
-	// ConnectedVia is URI, Applet, Oem or NotConnected.
-	ConnectedVia string `json:"connectedVia,omitempty"`
-	// OnManager says the device is the manager's, not the system's own.
-	OnManager bool `json:"onManager,omitempty"`
-}
-
-// TakesCD reports whether the device mounts an ISO (CD or DVD).
-func (m MediaSlot) TakesCD() bool {
-	return slices.Contains(m.MediaTypes, "CD") || slices.Contains(m.MediaTypes, "DVD")
 }
 
 // SystemSummary is one member of the Systems collection.
@@ -468,18 +394,4 @@ type ManagerInfo struct {
 	// LastResetTime is the manager's own LastResetTime, as the BMC wrote it ("" when it does
 	// not say): it moves when the BMC comes back from a reset.
 	LastResetTime string `json:"lastResetTime,omitempty"`
-}
-
-// SerialConsole is how a system's serial console is reached through its BMC.
-type SerialConsole struct {
-	// SSHEnabled says the BMC serves the console over SSH, at Port (on the BMC's host).
-	SSHEnabled bool `json:"sshEnabled"`
-	Port       int  `json:"port,omitempty"`
-	// EntryCommand selects this system's console once logged in (e.g. "console com2"), where
-	// the SSH service is shared with the manager CLI; "" when unsaid.
-	EntryCommand string `json:"entryCommand,omitempty"`
-	// HotKeys describes how to leave the console, as the BMC displays it.
-	HotKeys string `json:"hotKeys,omitempty"`
-	// IPMIEnabled says Serial-over-LAN is served too.
-	IPMIEnabled bool `json:"ipmiEnabled,omitempty"`
 }

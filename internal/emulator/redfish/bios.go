@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/metalhub/metalhub/internal/emulator/redfish/rfhttp"
 )
 
 // ActionBiosSettings is an accepted PATCH of a system's Bios/Settings (Record.Settings).
@@ -85,21 +87,21 @@ func (s *System) applyBiosLocked() {
 func (b *BMC) serveBios(w http.ResponseWriter, r *http.Request, s *System, base string, rest []string) {
 	switch {
 	case len(rest) == 0:
-		if methodIs(w, r, http.MethodGet) {
+		if rfhttp.MethodIs(w, r, http.MethodGet) {
 			s.mu.Lock()
 			attrs := s.shownLocked(s.biosLocked())
 			s.mu.Unlock()
-			writeJSON(w, http.StatusOK, obj{
+			rfhttp.WriteJSON(w, http.StatusOK, obj{
 				"@odata.type": "#Bios.v1_2_0.Bios", "@odata.id": base, "Id": "BIOS", "Name": "BIOS Configuration",
 				"AttributeRegistry": "BiosAttributeRegistry.v1_0_0", "Attributes": attrs,
 				"@Redfish.Settings": obj{
-					"@odata.type": "#Settings.v1_3_5.Settings", "SettingsObject": link(base + "/Settings"),
+					"@odata.type": "#Settings.v1_3_5.Settings", "SettingsObject": rfhttp.Link(base + "/Settings"),
 					"SupportedApplyTimes": []string{"OnReset"},
 				},
 			})
 		}
 	case len(rest) == 1 && rest[0] == "Settings":
-		if !methodIs(w, r, http.MethodGet, http.MethodPatch) {
+		if !rfhttp.MethodIs(w, r, http.MethodGet, http.MethodPatch) {
 			return
 		}
 		if r.Method == http.MethodGet {
@@ -110,12 +112,12 @@ func (b *BMC) serveBios(w http.ResponseWriter, r *http.Request, s *System, base 
 				attrs = map[string]any{}
 			}
 			w.Header().Set("ETag", etag)
-			writeJSON(w, http.StatusOK, obj{"@odata.type": "#Bios.v1_2_0.Bios", "@odata.id": base + "/Settings", "Id": "Settings", "Attributes": attrs})
+			rfhttp.WriteJSON(w, http.StatusOK, obj{"@odata.type": "#Bios.v1_2_0.Bios", "@odata.id": base + "/Settings", "Id": "Settings", "Attributes": attrs})
 			return
 		}
 		b.patchBios(w, r, s)
 	default:
-		notFound(w, r)
+		rfhttp.NotFound(w, r)
 	}
 }
 
@@ -125,11 +127,11 @@ func (b *BMC) patchBios(w http.ResponseWriter, r *http.Request, s *System) {
 		ApplyTime  *struct{ ApplyTime string } `json:"@Redfish.SettingsApplyTime"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Attributes) == 0 {
-		writeError(w, http.StatusBadRequest, "MalformedJSON", "The request body needs Attributes.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "MalformedJSON", "The request body needs Attributes.")
 		return
 	}
 	if req.ApplyTime != nil && req.ApplyTime.ApplyTime != "OnReset" {
-		writeError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+req.ApplyTime.ApplyTime+" for the property ApplyTime is not in the list of acceptable values.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+req.ApplyTime.ApplyTime+" for the property ApplyTime is not in the list of acceptable values.")
 		return
 	}
 	s.mu.Lock()
@@ -137,7 +139,7 @@ func (b *BMC) patchBios(w http.ResponseWriter, r *http.Request, s *System) {
 	for k := range req.Attributes {
 		if _, ok := current[k]; !ok {
 			s.mu.Unlock()
-			writeError(w, http.StatusBadRequest, "PropertyUnknown", "The property "+k+" is not in the list of valid properties for the resource.")
+			rfhttp.WriteError(w, http.StatusBadRequest, "PropertyUnknown", "The property "+k+" is not in the list of valid properties for the resource.")
 			return
 		}
 	}

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/metalhub/metalhub/internal/emulator/redfish/rfhttp"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/sel"
 )
 
 // BMCInfo describes one BMC on the control API and in the command output.
@@ -19,7 +22,7 @@ type BMCInfo struct {
 // Info describes the BMC for listings.
 func (b *BMC) Info() BMCInfo {
 	u, p := b.Credentials()
-	return BMCInfo{Index: b.index, URL: b.url, Username: u, Password: p, Vendor: b.profile.name, SystemIDs: b.SystemIDs()}
+	return BMCInfo{Index: b.index, URL: b.url, Username: u, Password: p, Vendor: b.profile.Name, SystemIDs: b.SystemIDs()}
 }
 
 // SystemState is a system's mutable state on the control API.
@@ -66,7 +69,7 @@ func (e *Emulator) ControlHandler() http.Handler {
 		for i, b := range e.bmcs {
 			out[i] = b.Info()
 		}
-		writeJSON(w, http.StatusOK, out)
+		rfhttp.WriteJSON(w, http.StatusOK, out)
 	})
 	mux.HandleFunc("GET /emulator/records", func(w http.ResponseWriter, r *http.Request) {
 		recs := e.Records()
@@ -87,7 +90,7 @@ func (e *Emulator) ControlHandler() http.Handler {
 		if recs == nil {
 			recs = []Record{}
 		}
-		writeJSON(w, http.StatusOK, recs)
+		rfhttp.WriteJSON(w, http.StatusOK, recs)
 	})
 	mux.HandleFunc("DELETE /emulator/records", func(w http.ResponseWriter, r *http.Request) {
 		e.ClearRecords()
@@ -105,7 +108,7 @@ func (e *Emulator) ControlHandler() http.Handler {
 		}
 	}
 	mux.HandleFunc("GET /emulator/bmcs/{i}/faults", withBMC(func(w http.ResponseWriter, r *http.Request, b *BMC) {
-		writeJSON(w, http.StatusOK, b.Faults())
+		rfhttp.WriteJSON(w, http.StatusOK, b.Faults())
 	}))
 	mux.HandleFunc("PUT /emulator/bmcs/{i}/faults", withBMC(func(w http.ResponseWriter, r *http.Request, b *BMC) {
 		var f Faults
@@ -116,21 +119,21 @@ func (e *Emulator) ControlHandler() http.Handler {
 			return
 		}
 		b.SetFaults(f)
-		writeJSON(w, http.StatusOK, f)
+		rfhttp.WriteJSON(w, http.StatusOK, f)
 	}))
 	mux.HandleFunc("DELETE /emulator/bmcs/{i}/faults", withBMC(func(w http.ResponseWriter, r *http.Request, b *BMC) {
 		b.ClearFaults()
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	mux.HandleFunc("GET /emulator/bmcs/{i}/stats", withBMC(func(w http.ResponseWriter, r *http.Request, b *BMC) {
-		writeJSON(w, http.StatusOK, b.Stats())
+		rfhttp.WriteJSON(w, http.StatusOK, b.Stats())
 	}))
 	mux.HandleFunc("DELETE /emulator/bmcs/{i}/stats", withBMC(func(w http.ResponseWriter, r *http.Request, b *BMC) {
 		b.ResetStats()
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	mux.HandleFunc("POST /emulator/bmcs/{i}/expire-sessions", withBMC(func(w http.ResponseWriter, r *http.Request, b *BMC) {
-		writeJSON(w, http.StatusOK, map[string]int{"expired": b.ExpireSessions()})
+		rfhttp.WriteJSON(w, http.StatusOK, map[string]int{"expired": b.ExpireSessions()})
 	}))
 	withSystem := func(h func(http.ResponseWriter, *http.Request, *System)) http.HandlerFunc {
 		return withBMC(func(w http.ResponseWriter, r *http.Request, b *BMC) {
@@ -143,7 +146,7 @@ func (e *Emulator) ControlHandler() http.Handler {
 		})
 	}
 	mux.HandleFunc("GET /emulator/bmcs/{i}/systems/{id}", withSystem(func(w http.ResponseWriter, r *http.Request, s *System) {
-		writeJSON(w, http.StatusOK, s.State())
+		rfhttp.WriteJSON(w, http.StatusOK, s.State())
 	}))
 	mux.HandleFunc("PUT /emulator/bmcs/{i}/systems/{id}/power", withSystem(func(w http.ResponseWriter, r *http.Request, s *System) {
 		var req struct {
@@ -154,36 +157,28 @@ func (e *Emulator) ControlHandler() http.Handler {
 			return
 		}
 		s.SetPowerState(req.PowerState)
-		writeJSON(w, http.StatusOK, s.State())
+		rfhttp.WriteJSON(w, http.StatusOK, s.State())
 	}))
 	mux.HandleFunc("GET /emulator/bmcs/{i}/systems/{id}/log", withSystem(func(w http.ResponseWriter, r *http.Request, s *System) {
-		writeJSON(w, http.StatusOK, nonNilSlice(s.LogEntries()))
+		rfhttp.WriteJSON(w, http.StatusOK, rfhttp.NonNil(s.LogEntries()))
 	}))
 	mux.HandleFunc("POST /emulator/bmcs/{i}/systems/{id}/log", withSystem(func(w http.ResponseWriter, r *http.Request, s *System) {
-		e, err := decodeLogEntry(r)
+		e, err := sel.DecodeEntry(r)
 		if err != nil {
 			http.Error(w, "invalid log entry: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		writeJSON(w, http.StatusCreated, s.InjectLogEntry(e))
+		rfhttp.WriteJSON(w, http.StatusCreated, s.InjectLogEntry(e))
 	}))
 	mux.HandleFunc("DELETE /emulator/bmcs/{i}/systems/{id}/log", withSystem(func(w http.ResponseWriter, r *http.Request, s *System) {
 		s.ClearLog()
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	mux.HandleFunc("GET /emulator/bmcs/{i}/subscriptions", withBMC(func(w http.ResponseWriter, r *http.Request, b *BMC) {
-		writeJSON(w, http.StatusOK, nonNilSlice(b.Subscriptions()))
+		rfhttp.WriteJSON(w, http.StatusOK, rfhttp.NonNil(b.Subscriptions()))
 	}))
 	mux.HandleFunc("GET /emulator/bmcs/{i}/deliveries", withBMC(func(w http.ResponseWriter, r *http.Request, b *BMC) {
-		writeJSON(w, http.StatusOK, nonNilSlice(b.Deliveries()))
+		rfhttp.WriteJSON(w, http.StatusOK, rfhttp.NonNil(b.Deliveries()))
 	}))
 	return mux
-}
-
-// nonNilSlice makes an empty list read [] rather than null.
-func nonNilSlice[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
 }

@@ -2,8 +2,14 @@
 // has its own listener, one or more systems with deterministic, vendor-shaped
 // inventory, sessions and Basic auth, asynchronous power, boot overrides with
 // ETags, a run-time fault menu, a recorder of power and boot actions, a
-// hook fired when a system PXE-boots, a System Event Log per system (logs.go)
-// and an EventService that delivers its new entries to subscribers (events.go).
+// hook fired when a system PXE-boots, a System Event Log per system (package sel)
+// and an EventService that delivers its new entries to subscribers (package events).
+//
+// This package is the one type the rest of the code uses (Emulator, BMC, System and their
+// data types) and the routing between services; each Redfish service's state and handlers
+// live in a subpackage (accounts, events, sessions, sel, sshconsole, managerattrs, inventory)
+// beside the shared pieces (rfhttp, hardware, faults, tlscert). The subpackages never import
+// this one: what they need of a BMC comes through a small interface or a callback.
 package redfish
 
 import (
@@ -22,8 +28,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/metalhub/metalhub/internal/emulator/redfish/hardware"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/journal"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/managerattrs"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/sessions"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/tlscert"
+
 	"github.com/go-logr/logr"
-	"golang.org/x/crypto/ssh"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/accounts"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/events"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/sshconsole"
 )
 
 // Options configure an Emulator. Zero values get defaults.
@@ -142,13 +156,8 @@ type Emulator struct {
 	started bool
 	closed  sync.Once
 
-	// The SSH consoles (Options.SSHConsole, sshconsole.go): listeners and open connections are
-	// kept so Close ends them.
-	hostKey      ssh.Signer
-	sshMu        sync.Mutex
-	sshListeners []net.Listener
-	sshConns     map[net.Conn]struct{}
-	sshClosed    bool
+	// ssh serves the BMCs' SSH consoles (Options.SSHConsole; nil when off).
+	ssh *sshconsole.Server
 
 	// events is the HTTP client that delivers every BMC's events (events.go).
 	events eventClient
@@ -162,18 +171,18 @@ func New(opts Options) (*Emulator, error) {
 		e.SetBootHook(opts.OnBoot)
 	}
 	if opts.TLS {
-		cfg, caPEM, err := selfSignedTLS(opts.Host)
+		cfg, caPEM, err := tlscert.SelfSigned(opts.Host)
 		if err != nil {
 			return nil, fmt.Errorf("generate TLS certificate: %w", err)
 		}
 		e.tlsCfg, e.caPEM = cfg, caPEM
 	}
 	if opts.SSHConsole {
-		k, err := newHostKey()
+		srv, err := sshconsole.NewServer(&e.wg)
 		if err != nil {
 			return nil, fmt.Errorf("generate SSH host key: %w", err)
 		}
-		e.hostKey = k
+		e.ssh = srv
 	}
 	for i := range opts.BMCs {
 		e.bmcs = append(e.bmcs, newBMC(e, i))
@@ -203,8 +212,8 @@ func (e *Emulator) Start() error {
 			closeAll()
 			return fmt.Errorf("listen for BMC %d: %w", i, err)
 		}
-		if e.hostKey != nil {
-			sl, err := e.listenSSH(e.opts.Host)
+		if e.ssh != nil {
+			sl, err := sshconsole.Listen(e.opts.Host)
 			if err != nil {
 				l.Close()
 				closeAll()
@@ -258,10 +267,10 @@ func (b *BMC) ListenAt(addr string) error {
 	if err != nil {
 		return fmt.Errorf("listen at %s for BMC %d: %w", addr, b.index, err)
 	}
-	if b.em.hostKey != nil && b.SSHAddress() == "" {
+	if b.em.ssh != nil && b.SSHAddress() == "" {
 		// A BMC first started here gets its console on this host; one that has it keeps it.
 		host, _, _ := net.SplitHostPort(addr)
-		sl, err := b.em.listenSSH(host)
+		sl, err := sshconsole.Listen(host)
 		if err != nil {
 			l.Close()
 			return fmt.Errorf("BMC %d: %w", b.index, err)
@@ -296,9 +305,11 @@ func (e *Emulator) Close() error {
 			_ = s.Close()
 		}
 		e.srvMu.Unlock()
-		e.closeSSH()
+		if e.ssh != nil {
+			e.ssh.Close()
+		}
 		for _, b := range e.bmcs {
-			b.ev.shutdown() // pending deliveries end with the emulator
+			b.ev.Shutdown() // pending deliveries end with the emulator
 		}
 		e.wg.Wait()
 		for _, b := range e.bmcs {
@@ -353,7 +364,7 @@ type BMC struct {
 	em        *Emulator
 	index     int
 	url       string
-	profile   *profile
+	profile   *hardware.Profile
 	managerID string
 	mgrModel  string
 	mgrFW     string
@@ -368,7 +379,7 @@ type BMC struct {
 	creds      atomic.Pointer[[2]string]
 	// sshAddr is the SSH console's host:port (Options.SSHConsole).
 	sshAddr    atomic.Pointer[string]
-	accts      accounts
+	accts      accounts.Service
 	upd        updates
 	powerDelay atomic.Int64 // nanoseconds
 	// lastReset is when the manager last came out of a reset (unix nanoseconds); reportsReset
@@ -378,53 +389,54 @@ type BMC struct {
 	// reportsSystemReset says whether its ComputerSystem resources show their LastResetTime.
 	reportsSystemReset atomic.Bool
 
-	sessMu   sync.Mutex
-	sessions map[string]*session // by token
-	nextSess int
+	// sess holds the BMC's sessions and their counters (package sessions).
+	sess *sessions.Store
 
-	requests, inFlight, maxInFlight  atomic.Int64
-	sessionsCreated, sessionsDeleted atomic.Int64
-	unauthorized                     atomic.Int64
-	tasks                            atomic.Int64
-	// mattrs are the manager's own settings (mgrattrs.go).
-	mattrs mgrAttrs
-	// ev is the EventService: subscriptions and their deliveries (events.go).
-	ev eventService
-	// journal keeps every request's span while on (journal.go).
-	journal requestJournal
+	requests, inFlight, maxInFlight atomic.Int64
+	tasks                           atomic.Int64
+	// mattrs are the manager's own settings (package managerattrs).
+	mattrs managerattrs.Store
+	// ev is the EventService: subscriptions and their deliveries (package events).
+	ev events.Service
+	// logPageSize pages the SEL Entries collections (SetLogPageSize; 0: no paging).
+	logPageSize atomic.Int64
+	// journal keeps every request's span while on (package journal).
+	journal journal.Journal
 }
 
 func newBMC(e *Emulator, i int) *BMC {
 	r := rand.New(rand.NewPCG(e.opts.Seed, uint64(i)+1))
-	p := &profiles[r.IntN(len(profiles))]
+	p := &hardware.Profiles[r.IntN(len(hardware.Profiles))]
 	b := &BMC{
-		em: e, index: i, profile: p, managerID: p.managerID, mgrModel: p.managerModel,
-		mgrFW:    p.firmware[r.IntN(len(p.firmware))],
-		mgrMAC:   makeMAC(p.macOUI, 0x800000+i),
-		mgrUUID:  makeUUID(r, 0x40000000+i),
-		byID:     map[string]*System{},
-		sessions: map[string]*session{},
+		em: e, index: i, profile: p, managerID: p.ManagerID, mgrModel: p.ManagerModel,
+		mgrFW:   p.Firmware[r.IntN(len(p.Firmware))],
+		mgrMAC:  hardware.MAC(p.MACOUI, 0x800000+i),
+		mgrUUID: hardware.UUID(r, 0x40000000+i),
+		byID:    map[string]*System{},
+		sess:    sessions.NewStore(e.opts.MaxSessions, e.opts.SessionTimeout),
 	}
 	b.creds.Store(&[2]string{e.opts.Username, e.opts.Password})
 	b.powerDelay.Store(int64(e.opts.PowerDelay))
 	b.lastReset.Store(time.Now().Truncate(time.Second).UnixNano())
-	b.reportsReset.Store(p.lastReset)
-	b.reportsSystemReset.Store(p.lastReset)
+	b.reportsReset.Store(p.LastReset)
+	b.reportsSystemReset.Store(p.LastReset)
 	b.faults.Store(&Faults{})
-	style := idStyle(r.IntN(3))
+	b.ev.Init(i, eventHost{b})
+	b.accts.Init(accountHost{b})
+	style := hardware.IDStyle(r.IntN(3))
 	for k := range e.opts.SystemsPerBMC {
 		idx := i*e.opts.SystemsPerBMC + k
-		hw := generateSystem(p, r, idx, k, e.opts.SystemsPerBMC, style)
+		hw := hardware.Generate(p, r, idx, k, e.opts.SystemsPerBMC, style)
 		s := &System{bmc: b, hw: hw, power: e.opts.InitialPower, etag: 1, lastReset: b.lastReset.Load()}
-		for _, d := range b.profile.media {
-			s.media = append(s.media, medium{mediaDevice: d})
+		for _, d := range b.profile.Media {
+			s.media = append(s.media, medium{MediaDevice: d})
 		}
 		for _, o := range bootOptions {
 			s.bootOrder = append(s.bootOrder, o.ref)
 		}
 		s.boot = BootOverride{Enabled: "Disabled", Target: "None"}
-		s.sel.seed(time.Now())
-		if p.uefi {
+		s.sel.Seed(time.Now())
+		if p.UEFI {
 			s.boot.Mode = "UEFI"
 		}
 		b.systems = append(b.systems, s)
@@ -472,7 +484,7 @@ func (b *BMC) SetCredentials(username, password string) {
 }
 
 // Vendor is the profile name shaping this BMC ("dell", "hpe", ...).
-func (b *BMC) Vendor() string { return b.profile.name }
+func (b *BMC) Vendor() string { return b.profile.Name }
 
 // HTTPBoot reports whether the BMC advertises UEFI HTTP boot now (its profile, less NoHTTPBoot).
 func (b *BMC) HTTPBoot() bool {
@@ -521,13 +533,11 @@ type Stats struct {
 
 // Stats returns the counters.
 func (b *BMC) Stats() Stats {
-	b.sessMu.Lock()
-	active := len(b.sessions)
-	b.sessMu.Unlock()
+	active := b.sess.Active()
 	return Stats{
 		Requests: b.requests.Load(), InFlight: b.inFlight.Load(), MaxInFlight: b.maxInFlight.Load(),
-		SessionsCreated: b.sessionsCreated.Load(), SessionsDeleted: b.sessionsDeleted.Load(),
-		ActiveSessions: active, Unauthorized: b.unauthorized.Load(),
+		SessionsCreated: b.sess.Created.Load(), SessionsDeleted: b.sess.Deleted.Load(),
+		ActiveSessions: active, Unauthorized: b.sess.Unauthorized.Load(),
 	}
 }
 
@@ -535,17 +545,11 @@ func (b *BMC) Stats() Stats {
 func (b *BMC) ResetStats() {
 	b.requests.Store(0)
 	b.maxInFlight.Store(b.inFlight.Load())
-	b.sessionsCreated.Store(0)
-	b.sessionsDeleted.Store(0)
-	b.unauthorized.Store(0)
+	b.sess.Created.Store(0)
+	b.sess.Deleted.Store(0)
+	b.sess.Unauthorized.Store(0)
 }
 
 // ExpireSessions deletes every open session, as a BMC reboot or session
 // timeout would; clients must log in again. It returns how many were open.
-func (b *BMC) ExpireSessions() int {
-	b.sessMu.Lock()
-	defer b.sessMu.Unlock()
-	n := len(b.sessions)
-	clear(b.sessions)
-	return n
-}
+func (b *BMC) ExpireSessions() int { return b.sess.Expire() }

@@ -1,104 +1,33 @@
 package redfish
 
 import (
-	"bytes"
-	"context"
 	"crypto/tls"
-	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
-	"net/url"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/events"
 )
 
 // Subscription actions in the recorder (Record.Subscription names the EventDestination).
 const (
-	ActionSubscribe   = "Subscribe"
-	ActionUnsubscribe = "Unsubscribe"
-)
-
-const (
-	// maxSubscriptions caps subscriptions per BMC, as BMCs do (iDRAC: 8, iLO: 10 or 20).
-	maxSubscriptions = 16
-	// eventQueue is how many events wait for one subscription's destination; more are dropped,
-	// as a BMC's bounded queue drops them.
-	eventQueue = 256
-	// deliveryTimeout bounds one POST to a destination.
-	deliveryTimeout = 5 * time.Second
-	// maxDeliveries bounds the delivery log (Deliveries).
-	maxDeliveries = 10000
+	ActionSubscribe   = events.ActionSubscribe
+	ActionUnsubscribe = events.ActionUnsubscribe
 )
 
 // Subscription is one event subscription (EventDestination) as a test sees it.
-type Subscription struct {
-	ID              string   `json:"id"`
-	Destination     string   `json:"destination"`
-	Context         string   `json:"context,omitempty"`
-	Protocol        string   `json:"protocol"`
-	EventFormatType string   `json:"eventFormatType"`
-	EventTypes      []string `json:"eventTypes,omitempty"`
-	// RegistryPrefixes and ResourceTypes filter what is sent (empty: everything).
-	RegistryPrefixes []string `json:"registryPrefixes,omitempty"`
-	ResourceTypes    []string `json:"resourceTypes,omitempty"`
-}
+type Subscription = events.Subscription
 
 // Delivery is the outcome of one event sent (or not) to one subscription.
-type Delivery struct {
-	Time         time.Time `json:"time"`
-	Subscription string    `json:"subscription"`
-	EventID      string    `json:"eventId"`
-	SystemID     string    `json:"systemId,omitempty"`
-	// Outcome is Delivered, Failed (every try failed) or Dropped (the BMC was down or its
-	// queue full: never sent).
-	Outcome  string `json:"outcome"`
-	Attempts int    `json:"attempts,omitempty"`
-	// Status is the destination's last HTTP status, Error the last transport error.
-	Status int    `json:"status,omitempty"`
-	Error  string `json:"error,omitempty"`
-}
+type Delivery = events.Delivery
 
 // Delivery outcomes.
 const (
-	DeliveryDelivered = "Delivered"
-	DeliveryFailed    = "Failed"
-	DeliveryDropped   = "Dropped"
+	DeliveryDelivered = events.DeliveryDelivered
+	DeliveryFailed    = events.DeliveryFailed
+	DeliveryDropped   = events.DeliveryDropped
 )
-
-// subscription is a live one: its destination's queue and the worker that empties it.
-type subscription struct {
-	Subscription
-	headers map[string]string // HttpHeaders: sent with every event, never shown or logged
-	queue   chan pendingEvent
-	ctx     context.Context
-	cancel  context.CancelFunc
-}
-
-type pendingEvent struct {
-	id, systemID string
-	body         []byte
-}
-
-// eventService is one BMC's EventService.
-type eventService struct {
-	mu     sync.Mutex
-	next   int
-	subs   []*subscription
-	closed bool
-	wg     sync.WaitGroup
-
-	seq atomic.Int64 // event ids
-	// logPageSize pages the SEL Entries collections (BMC.SetLogPageSize; 0: no paging).
-	logPageSize atomic.Int64
-
-	logMu      sync.Mutex
-	deliveries []Delivery
-}
 
 // eventClient is the emulator's one HTTP client for event deliveries.
 type eventClient struct {
@@ -115,7 +44,7 @@ func (e *Emulator) eventHTTP() *http.Client {
 		}
 		tr.Proxy = nil // a BMC posts straight to its destinations
 		tr.MaxIdleConnsPerHost = 2
-		e.events.client = &http.Client{Transport: tr, Timeout: deliveryTimeout,
+		e.events.client = &http.Client{Transport: tr, Timeout: events.DeliveryTimeout,
 			// A receiver that redirects is misconfigured; BMCs do not follow.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	})
@@ -123,33 +52,11 @@ func (e *Emulator) eventHTTP() *http.Client {
 }
 
 // Subscriptions lists the BMC's event subscriptions in creation order.
-func (b *BMC) Subscriptions() []Subscription {
-	b.ev.mu.Lock()
-	defer b.ev.mu.Unlock()
-	out := make([]Subscription, len(b.ev.subs))
-	for i, s := range b.ev.subs {
-		out[i] = s.Subscription
-	}
-	return out
-}
+func (b *BMC) Subscriptions() []Subscription { return b.ev.Subscriptions() }
 
 // Deliveries lists what became of the events sent so far, in the order they ended. A test
 // waits for an event by polling it (or, better, by receiving at its destination).
-func (b *BMC) Deliveries() []Delivery {
-	b.ev.logMu.Lock()
-	defer b.ev.logMu.Unlock()
-	return slices.Clone(b.ev.deliveries)
-}
-
-func (b *BMC) logDelivery(d Delivery) {
-	d.Time = time.Now()
-	b.ev.logMu.Lock()
-	defer b.ev.logMu.Unlock()
-	if len(b.ev.deliveries) >= maxDeliveries {
-		b.ev.deliveries = slices.Delete(b.ev.deliveries, 0, maxDeliveries/10)
-	}
-	b.ev.deliveries = append(b.ev.deliveries, d)
-}
+func (b *BMC) Deliveries() []Delivery { return b.ev.Deliveries() }
 
 // down says the BMC can send nothing now: it hangs, drops connections, fails every request,
 // restarts after an update, or has no EventService.
@@ -158,323 +65,25 @@ func (b *BMC) down() bool {
 	return f.Hang || f.DropConnection || f.Status >= 500 || f.NoEventService || b.rebooting()
 }
 
-// shutdown ends every subscription's worker and waits for them.
-func (ev *eventService) shutdown() {
-	ev.mu.Lock()
-	ev.closed = true
-	for _, s := range ev.subs {
-		s.cancel()
-	}
-	ev.mu.Unlock()
-	ev.wg.Wait()
-}
-
 // publish queues an event for the entry e of system s to every subscription that wants it.
-// Delivery is asynchronous: nothing here waits for a destination.
-func (b *BMC) publish(s *System, e LogEntry) {
-	b.ev.mu.Lock()
-	subs := slices.Clone(b.ev.subs)
-	closed := b.ev.closed
-	b.ev.mu.Unlock()
-	if closed || len(subs) == 0 {
-		return
-	}
-	id := itoa(b.ev.seq.Add(1))
-	sp := v1 + "/Systems/" + s.hw.ID
-	record := obj{
-		"EventType": "Alert", "EventId": id, "EventTimestamp": e.Created.Format(time.RFC3339),
-		"Severity": e.Severity, "MessageSeverity": e.Severity, "Message": e.Message, "MessageId": e.MessageID,
-		"MessageArgs": []string{}, "MemberId": "0",
-		"OriginOfCondition": link(sp),
-		"LogEntry":          link(sp + "/LogServices/" + selID + "/Entries/" + e.ID),
-	}
-	prefix, _, _ := strings.Cut(e.MessageID, ".")
-	down := b.down()
-	for _, sub := range subs {
-		if !sub.wants(prefix) {
-			continue
-		}
-		if down {
-			b.logDelivery(Delivery{Subscription: sub.ID, EventID: id, SystemID: s.hw.ID, Outcome: DeliveryDropped, Error: "BMC down"})
-			continue
-		}
-		body, _ := json.Marshal(obj{
-			"@odata.type": "#Event.v1_7_0.Event", "Id": id, "Name": "Event Array", "Context": sub.Context,
-			"Events": []obj{record},
-		})
-		select {
-		case sub.queue <- pendingEvent{id: id, systemID: s.hw.ID, body: body}:
-		default:
-			b.logDelivery(Delivery{Subscription: sub.ID, EventID: id, SystemID: s.hw.ID, Outcome: DeliveryDropped, Error: "queue full"})
-		}
-	}
-}
-
-// wants says whether the subscription's filters let an Alert of the registry prefix through.
-func (s *subscription) wants(prefix string) bool {
-	if len(s.EventTypes) > 0 && !slices.Contains(s.EventTypes, "Alert") {
-		return false
-	}
-	if len(s.RegistryPrefixes) > 0 && !slices.Contains(s.RegistryPrefixes, prefix) {
-		return false
-	}
-	if len(s.ResourceTypes) > 0 && !slices.ContainsFunc(s.ResourceTypes, func(t string) bool {
-		return t == "ComputerSystem" || t == "LogEntry" || t == "LogService" || t == "Systems"
-	}) {
-		return false
-	}
-	return true
-}
-
-// work delivers the subscription's events one at a time, in order, until it is deleted or the
-// emulator closes.
-func (b *BMC) work(sub *subscription) {
-	defer b.ev.wg.Done()
-	for {
-		select {
-		case <-sub.ctx.Done():
-			return
-		case ev := <-sub.queue:
-			b.deliver(sub, ev)
-		}
-	}
-}
-
-// deliver POSTs one event, retrying a failure EventRetryAttempts times.
-func (b *BMC) deliver(sub *subscription, ev pendingEvent) {
-	opts := b.em.opts
-	d := Delivery{Subscription: sub.ID, EventID: ev.id, SystemID: ev.systemID}
-	for {
-		if b.down() {
-			d.Outcome, d.Error = DeliveryDropped, "BMC down"
-			b.logDelivery(d)
-			return
-		}
-		d.Attempts++
-		d.Status, d.Error = 0, ""
-		status, err := b.post(sub, ev.body)
-		if err == nil && status/100 == 2 {
-			d.Outcome, d.Status = DeliveryDelivered, status
-			b.logDelivery(d)
-			return
-		}
-		if err != nil {
-			d.Error = err.Error()
-		}
-		d.Status = status
-		if sub.ctx.Err() != nil {
-			return // deleted or closed: nothing more to say
-		}
-		if d.Attempts > opts.EventRetryAttempts {
-			break
-		}
-		t := time.NewTimer(opts.EventRetryInterval)
-		select {
-		case <-t.C:
-		case <-sub.ctx.Done():
-			t.Stop()
-			return
-		}
-	}
-	d.Outcome = DeliveryFailed
-	b.logDelivery(d)
-	b.em.opts.Logger.V(1).Info("event delivery failed", "bmc", b.index, "subscription", sub.ID,
-		"destination", redactURL(sub.Destination), "attempts", d.Attempts, "status", d.Status, "error", d.Error)
-}
-
-func (b *BMC) post(sub *subscription, body []byte) (int, error) {
-	req, err := http.NewRequestWithContext(sub.ctx, http.MethodPost, sub.Destination, bytes.NewReader(body))
-	if err != nil {
-		return 0, fmt.Errorf("build event request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range sub.headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := b.em.eventHTTP().Do(req)
-	if err != nil {
-		return 0, err
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	return resp.StatusCode, nil
-}
-
-// redactURL drops credentials from a destination for logs and records.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}
+func (b *BMC) publish(s *System, e LogEntry) { b.ev.Publish(s.hw.ID, e) }
 
 // routeEvents serves the EventService and its Subscriptions.
 func (b *BMC) routeEvents(w http.ResponseWriter, r *http.Request, segs []string) {
-	base := v1 + "/EventService"
-	switch {
-	case len(segs) == 0:
-		if methodIs(w, r, http.MethodGet) {
-			opts := b.em.opts
-			writeJSON(w, http.StatusOK, obj{
-				"@odata.type": "#EventService.v1_7_0.EventService", "@odata.id": base, "Id": "EventService",
-				"Name": "Event Service", "ServiceEnabled": true, "Status": status("Enabled"),
-				"DeliveryRetryAttempts":        opts.EventRetryAttempts,
-				"DeliveryRetryIntervalSeconds": int((opts.EventRetryInterval + time.Second - 1) / time.Second),
-				"EventFormatTypes":             []string{"Event"},
-				"RegistryPrefixes":             []string{"Base", "ResourceEvent"},
-				"ResourceTypes":                []string{"ComputerSystem", "LogEntry"},
-				"Subscriptions":                link(base + "/Subscriptions"),
-			})
-		}
-	case len(segs) == 1 && segs[0] == "Subscriptions":
-		if !methodIs(w, r, http.MethodGet, http.MethodPost) {
-			return
-		}
-		if r.Method == http.MethodPost {
-			b.subscribe(w, r)
-			return
-		}
-		var ids []string
-		for _, s := range b.Subscriptions() {
-			ids = append(ids, base+"/Subscriptions/"+s.ID)
-		}
-		writeJSON(w, http.StatusOK, collection(base+"/Subscriptions", "EventDestinationCollection", "Event Subscriptions Collection", ids))
-	case len(segs) == 2 && segs[0] == "Subscriptions":
-		if !methodIs(w, r, http.MethodGet, http.MethodDelete) {
-			return
-		}
-		if r.Method == http.MethodDelete {
-			b.unsubscribe(w, r, segs[1])
-			return
-		}
-		for _, s := range b.Subscriptions() {
-			if s.ID == segs[1] {
-				writeJSON(w, http.StatusOK, subscriptionBody(s))
-				return
-			}
-		}
-		notFound(w, r)
-	default:
-		notFound(w, r)
-	}
+	b.ev.Route(w, r, segs)
 }
 
-func subscriptionBody(s Subscription) obj {
-	body := obj{
-		"@odata.type": "#EventDestination.v1_9_0.EventDestination", "@odata.id": v1 + "/EventService/Subscriptions/" + s.ID,
-		"Id": s.ID, "Name": "Event Subscription " + s.ID, "Destination": s.Destination, "Context": s.Context,
-		"Protocol": s.Protocol, "EventFormatType": s.EventFormatType, "SubscriptionType": "RedfishEvent",
-		"RegistryPrefixes": nonNilSlice(s.RegistryPrefixes), "ResourceTypes": nonNilSlice(s.ResourceTypes),
-		// Write-only: the headers may carry the receiver's credentials.
-		"HttpHeaders": []obj{}, "Status": status("Enabled"),
-	}
-	if len(s.EventTypes) > 0 {
-		body["EventTypes"] = s.EventTypes
-	}
-	return body
+// eventHost is the BMC as its EventService sees it.
+type eventHost struct{ b *BMC }
+
+func (h eventHost) Down() bool           { return h.b.down() }
+func (h eventHost) Client() *http.Client { return h.b.em.eventHTTP() }
+func (h eventHost) Logger() logr.Logger  { return h.b.em.opts.Logger }
+func (h eventHost) Retry() (int, time.Duration) {
+	return h.b.em.opts.EventRetryAttempts, h.b.em.opts.EventRetryInterval
 }
 
-var eventTypes = []string{"Alert", "StatusChange", "ResourceAdded", "ResourceUpdated", "ResourceRemoved", "Other"}
-
-// subscribe creates an EventDestination from a POST, as strictly as BMCs do: an unknown
-// property, a missing Destination or a Protocol other than Redfish is refused.
-func (b *BMC) subscribe(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Destination, Protocol, Context, EventFormatType, SubscriptionType string
-		Name, Description, DeliveryRetryPolicy                            string
-		EventTypes, RegistryPrefixes, ResourceTypes, MessageIds           []string
-		HttpHeaders                                                       []map[string]string //nolint:revive // Redfish's name
-	}
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "MalformedJSON", "The request body submitted was malformed JSON or has a property the service does not know: "+err.Error())
-		return
-	}
-	u, err := url.Parse(req.Destination)
-	switch {
-	case req.Destination == "":
-		writeError(w, http.StatusBadRequest, "PropertyMissing", "The property Destination is a required property and must be included in the request.")
-		return
-	case err != nil || !u.IsAbs() || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		writeError(w, http.StatusBadRequest, "PropertyValueFormatError", "The value for the property Destination is of a different format than the property can accept: an http or https URL.")
-		return
-	case req.Protocol == "":
-		writeError(w, http.StatusBadRequest, "PropertyMissing", "The property Protocol is a required property and must be included in the request.")
-		return
-	case req.Protocol != "Redfish":
-		writeError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+req.Protocol+" for the property Protocol is not in the list of acceptable values.")
-		return
-	case req.EventFormatType != "" && req.EventFormatType != "Event":
-		writeError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+req.EventFormatType+" for the property EventFormatType is not in the list of acceptable values.")
-		return
-	case req.SubscriptionType != "" && req.SubscriptionType != "RedfishEvent":
-		writeError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+req.SubscriptionType+" for the property SubscriptionType is not in the list of acceptable values.")
-		return
-	}
-	for _, t := range req.EventTypes {
-		if !slices.Contains(eventTypes, t) {
-			writeError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+t+" for the property EventTypes is not in the list of acceptable values.")
-			return
-		}
-	}
-	headers := map[string]string{}
-	for _, h := range req.HttpHeaders {
-		for k, v := range h {
-			headers[k] = v
-		}
-	}
-	sub := &subscription{
-		Subscription: Subscription{
-			Destination: req.Destination, Context: req.Context, Protocol: req.Protocol, EventFormatType: "Event",
-			EventTypes: req.EventTypes, RegistryPrefixes: req.RegistryPrefixes, ResourceTypes: req.ResourceTypes,
-		},
-		headers: headers,
-		queue:   make(chan pendingEvent, eventQueue),
-	}
-	b.ev.mu.Lock()
-	if b.ev.closed {
-		b.ev.mu.Unlock()
-		writeError(w, http.StatusServiceUnavailable, "ServiceShuttingDown", "The operation failed because the service is shutting down.")
-		return
-	}
-	if len(b.ev.subs) >= maxSubscriptions {
-		b.ev.mu.Unlock()
-		writeError(w, http.StatusBadRequest, "CreateLimitReachedForResource", "The create operation failed because the resource has reached the limit of possible resources.")
-		return
-	}
-	b.ev.next++
-	sub.ID = strconv.Itoa(b.ev.next)
-	sub.ctx, sub.cancel = context.WithCancel(context.Background())
-	b.ev.subs = append(b.ev.subs, sub)
-	b.ev.wg.Add(1)
-	go b.work(sub)
-	b.ev.mu.Unlock()
-
-	loc := v1 + "/EventService/Subscriptions/" + sub.ID
-	b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), Action: ActionSubscribe,
-		Subscription: loc, Destination: redactURL(sub.Destination)})
-	w.Header().Set("Location", loc)
-	writeJSON(w, http.StatusCreated, subscriptionBody(sub.Subscription))
-}
-
-// unsubscribe deletes a subscription: its worker ends and what it had queued is not sent.
-func (b *BMC) unsubscribe(w http.ResponseWriter, r *http.Request, id string) {
-	b.ev.mu.Lock()
-	i := slices.IndexFunc(b.ev.subs, func(s *subscription) bool { return s.ID == id })
-	var sub *subscription
-	if i >= 0 {
-		sub = b.ev.subs[i]
-		b.ev.subs = slices.Delete(b.ev.subs, i, i+1)
-		sub.cancel()
-	}
-	b.ev.mu.Unlock()
-	if sub == nil {
-		notFound(w, r)
-		return
-	}
-	b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), Action: ActionUnsubscribe,
-		Subscription: v1 + "/EventService/Subscriptions/" + id, Destination: redactURL(sub.Destination)})
-	w.WriteHeader(http.StatusNoContent)
+func (h eventHost) Record(r *http.Request, action, subscription, destination string) {
+	h.b.em.rec.add(Record{Time: time.Now(), BMC: h.b.index, Address: h.b.url, Via: via(r, h.b), Action: action,
+		Subscription: subscription, Destination: destination})
 }

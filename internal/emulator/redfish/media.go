@@ -2,14 +2,17 @@ package redfish
 
 import (
 	"encoding/json"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/hardware"
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/metalhub/metalhub/internal/emulator/redfish/rfhttp"
 )
 
 // medium is the state of one virtual media device of a system.
 type medium struct {
-	mediaDevice
+	hardware.MediaDevice
 	image    string
 	inserted bool
 }
@@ -28,16 +31,16 @@ func (s *System) Media() []Media {
 	defer s.mu.Unlock()
 	out := make([]Media, len(s.media))
 	for i, m := range s.media {
-		out[i] = Media{ID: m.id, Types: slices.Clone(m.types), Image: m.image, Inserted: m.inserted}
+		out[i] = Media{ID: m.ID, Types: slices.Clone(m.Types), Image: m.image, Inserted: m.inserted}
 	}
 	return out
 }
 
 // mediaOnManager says the BMC serves the virtual media under its Manager: where the profile
 // does and the BMC has one system (a manager's devices cannot belong to several).
-func (b *BMC) mediaOnManager() bool { return b.profile.mediaOnManager && len(b.systems) == 1 }
+func (b *BMC) mediaOnManager() bool { return b.profile.MediaOnManager && len(b.systems) == 1 }
 
-func (b *BMC) httpBoot(f *Faults) bool { return b.profile.httpBoot && !f.NoHTTPBoot }
+func (b *BMC) httpBoot(f *Faults) bool { return b.profile.HTTPBoot && !f.NoHTTPBoot }
 
 func (b *BMC) bootTargets(f *Faults) []string {
 	if b.httpBoot(f) {
@@ -52,39 +55,39 @@ func (b *BMC) serveMedia(w http.ResponseWriter, r *http.Request, s *System, base
 	s.mu.Lock()
 	idx := -1
 	if len(rest) > 0 {
-		idx = slices.IndexFunc(s.media, func(m medium) bool { return m.id == rest[0] })
+		idx = slices.IndexFunc(s.media, func(m medium) bool { return m.ID == rest[0] })
 	}
 	s.mu.Unlock()
 	switch {
 	case len(rest) == 0:
-		if methodIs(w, r, http.MethodGet) {
+		if rfhttp.MethodIs(w, r, http.MethodGet) {
 			s.mu.Lock()
 			ids := make([]string, len(s.media))
 			for i, m := range s.media {
-				ids[i] = base + "/" + m.id
+				ids[i] = base + "/" + m.ID
 			}
 			s.mu.Unlock()
-			writeJSON(w, http.StatusOK, collection(base, "VirtualMediaCollection", "Virtual Media Services", ids))
+			rfhttp.WriteJSON(w, http.StatusOK, rfhttp.Collection(base, "VirtualMediaCollection", "Virtual Media Services", ids))
 		}
 	case idx < 0:
-		notFound(w, r)
+		rfhttp.NotFound(w, r)
 	case len(rest) == 1:
-		if methodIs(w, r, http.MethodGet) {
+		if rfhttp.MethodIs(w, r, http.MethodGet) {
 			s.mu.Lock()
 			body := mediaBody(s.media[idx], base+"/"+rest[0])
 			s.mu.Unlock()
-			writeJSON(w, http.StatusOK, body)
+			rfhttp.WriteJSON(w, http.StatusOK, body)
 		}
 	case len(rest) == 3 && rest[1] == "Actions" && rest[2] == "VirtualMedia.InsertMedia":
-		if methodIs(w, r, http.MethodPost) {
+		if rfhttp.MethodIs(w, r, http.MethodPost) {
 			b.insertMedia(w, r, s, idx, f)
 		}
 	case len(rest) == 3 && rest[1] == "Actions" && rest[2] == "VirtualMedia.EjectMedia":
-		if methodIs(w, r, http.MethodPost) {
+		if rfhttp.MethodIs(w, r, http.MethodPost) {
 			b.ejectMedia(w, r, s, idx)
 		}
 	default:
-		notFound(w, r)
+		rfhttp.NotFound(w, r)
 	}
 }
 
@@ -95,8 +98,8 @@ func mediaBody(m medium, path string) obj {
 		image, connected = m.image, "URI"
 	}
 	return obj{
-		"@odata.type": "#VirtualMedia.v1_3_0.VirtualMedia", "@odata.id": path, "Id": m.id, "Name": "Virtual Media " + m.id,
-		"MediaTypes": m.types, "Image": image, "Inserted": m.inserted, "WriteProtected": true, "ConnectedVia": connected,
+		"@odata.type": "#VirtualMedia.v1_3_0.VirtualMedia", "@odata.id": path, "Id": m.ID, "Name": "Virtual Media " + m.ID,
+		"MediaTypes": m.Types, "Image": image, "Inserted": m.inserted, "WriteProtected": true, "ConnectedVia": connected,
 		"Actions": obj{
 			"#VirtualMedia.InsertMedia": obj{"target": path + "/Actions/VirtualMedia.InsertMedia"},
 			"#VirtualMedia.EjectMedia":  obj{"target": path + "/Actions/VirtualMedia.EjectMedia"},
@@ -110,22 +113,22 @@ func (b *BMC) insertMedia(w http.ResponseWriter, r *http.Request, s *System, idx
 		Inserted *bool
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Image == "" {
-		writeError(w, http.StatusBadRequest, "ActionParameterMissing", "The action InsertMedia requires the parameter Image to be present in the request body.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "ActionParameterMissing", "The action InsertMedia requires the parameter Image to be present in the request body.")
 		return
 	}
 	if f.MediaMountFails {
-		writeError(w, http.StatusBadRequest, "ActionParameterValueFormatError", "Unable to locate the ISO or IMG image file or folder in the network share location because the file or folder path or the user credentials entered are incorrect.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "ActionParameterValueFormatError", "Unable to locate the ISO or IMG image file or folder in the network share location because the file or folder path or the user credentials entered are incorrect.")
 		return
 	}
 	s.mu.Lock()
 	m := &s.media[idx]
 	if m.inserted {
 		s.mu.Unlock()
-		writeError(w, http.StatusBadRequest, "ResourceInUse", "The virtual media is already connected; eject it first.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "ResourceInUse", "The virtual media is already connected; eject it first.")
 		return
 	}
 	m.image, m.inserted = req.Image, req.Inserted == nil || *req.Inserted
-	id := m.id
+	id := m.ID
 	s.etag++
 	s.mu.Unlock()
 	b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: s.hw.ID, UUID: s.UUID(), Action: ActionInsertMedia, Image: req.Image, Device: id})
@@ -137,10 +140,10 @@ func (b *BMC) ejectMedia(w http.ResponseWriter, r *http.Request, s *System, idx 
 	m := &s.media[idx]
 	if !m.inserted {
 		s.mu.Unlock()
-		writeError(w, http.StatusBadRequest, "ActionNotSupported", "No virtual media is connected.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "ActionNotSupported", "No virtual media is connected.")
 		return
 	}
-	image, id := m.image, m.id
+	image, id := m.image, m.ID
 	m.image, m.inserted = "", false
 	s.etag++
 	s.mu.Unlock()

@@ -1,10 +1,13 @@
 package redfish
 
 import (
+	"github.com/metalhub/metalhub/internal/emulator/redfish/hardware"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/metalhub/metalhub/internal/emulator/redfish/sel"
 )
 
 // BootOverride is the Boot.BootSourceOverride* triple.
@@ -119,7 +122,7 @@ func (r *recorder) clear() {
 // System is one emulated computer system.
 type System struct {
 	bmc *BMC
-	hw  hardware
+	hw  hardware.System
 
 	mu    sync.Mutex
 	power string
@@ -143,9 +146,9 @@ type System struct {
 	// lastReset is when the system last came out of a reset (unix nanoseconds): a restart or a
 	// power-on moves it, a power-off does not. Shown as LastResetTime where the BMC reports it.
 	lastReset int64
-	// sel is the system's event log and the health it drives (logs.go); it has its own lock,
+	// sel is the system's event log and the health it drives (package sel); it has its own lock,
 	// taken after mu where both are.
-	sel selLog
+	sel sel.Log
 }
 
 // ID is the Redfish Id.
@@ -239,7 +242,7 @@ func (s *System) stopTimer() {
 	}
 }
 
-func (s *System) allowedResetTypes() []string { return s.bmc.profile.resetTypes }
+func (s *System) allowedResetTypes() []string { return s.bmc.profile.ResetTypes }
 
 // reset applies a ResetType; the caller validated it. Transitions run on
 // timers so the BMC answers at once and PowerState moves later.
@@ -378,7 +381,7 @@ func (s *System) settleLocked(final string) {
 		image = s.boot.HTTPBootURI
 	case "Cd":
 		for _, m := range s.media {
-			if m.inserted && slices.Contains(m.types, "CD") {
+			if m.inserted && slices.Contains(m.Types, "CD") {
 				image = m.image
 				break
 			}

@@ -2,22 +2,17 @@ package redfish
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
-	"fmt"
 	"net/http"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/metalhub/metalhub/internal/emulator/redfish/rfhttp"
 )
 
-type obj = map[string]any
+// obj is a JSON object as the handlers build them.
+type obj = rfhttp.Obj
 
-const v1 = "/redfish/v1"
-
-func link(path string) obj { return obj{"@odata.id": path} }
+const v1 = rfhttp.V1
 
 type viaKey struct{}
 
@@ -38,8 +33,8 @@ func (b *BMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b.requests.Add(1)
-	if b.journal.on.Load() {
-		defer b.journal.add(r, time.Now())
+	if b.journal.On.Load() {
+		defer b.journal.Add(r, time.Now())
 	}
 	n := b.inFlight.Add(1)
 	defer b.inFlight.Add(-1)
@@ -93,7 +88,7 @@ func (b *BMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		panic(http.ErrAbortHandler)
 	}
 	if f.Status != 0 {
-		writeError(w, f.Status, "InternalError", "The request failed due to an internal service error.")
+		rfhttp.WriteError(w, f.Status, "InternalError", "The request failed due to an internal service error.")
 		return
 	}
 	b.route(w, r, f)
@@ -102,11 +97,11 @@ func (b *BMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (b *BMC) route(w http.ResponseWriter, r *http.Request, f *Faults) {
 	path := strings.TrimRight(r.URL.Path, "/")
 	if path == "/redfish" {
-		writeJSON(w, http.StatusOK, obj{"v1": v1 + "/"})
+		rfhttp.WriteJSON(w, http.StatusOK, obj{"v1": v1 + "/"})
 		return
 	}
 	if path != v1 && !strings.HasPrefix(path, v1+"/") {
-		writeError(w, http.StatusNotFound, "ResourceMissingAtURI", "The resource at the URI "+r.URL.Path+" was not found.")
+		rfhttp.WriteError(w, http.StatusNotFound, "ResourceMissingAtURI", "The resource at the URI "+r.URL.Path+" was not found.")
 		return
 	}
 	var segs []string
@@ -115,14 +110,14 @@ func (b *BMC) route(w http.ResponseWriter, r *http.Request, f *Faults) {
 	}
 	// The service root is readable without credentials, as the spec asks.
 	if len(segs) == 0 {
-		if !methodIs(w, r, http.MethodGet) {
+		if !rfhttp.MethodIs(w, r, http.MethodGet) {
 			return
 		}
-		writeJSON(w, http.StatusOK, b.serviceRoot(f))
+		rfhttp.WriteJSON(w, http.StatusOK, b.serviceRoot(f))
 		return
 	}
 	if segs[0] == "SessionService" && f.NoSessionService {
-		writeError(w, http.StatusNotFound, "ResourceMissingAtURI", "The resource at the URI "+r.URL.Path+" was not found.")
+		rfhttp.WriteError(w, http.StatusNotFound, "ResourceMissingAtURI", "The resource at the URI "+r.URL.Path+" was not found.")
 		return
 	}
 	if len(segs) == 2 && segs[0] == "SessionService" && segs[1] == "Sessions" && r.Method == http.MethodPost {
@@ -135,7 +130,7 @@ func (b *BMC) route(w http.ResponseWriter, r *http.Request, f *Faults) {
 	for i, s := range segs {
 		// IDs sit at odd positions; collection names at even ones.
 		if code, ok := f.BrokenCollections[s]; ok && i%2 == 0 && code != 0 {
-			writeError(w, code, "InternalError", "The collection "+s+" is not available.")
+			rfhttp.WriteError(w, code, "InternalError", "The collection "+s+" is not available.")
 			return
 		}
 	}
@@ -154,7 +149,7 @@ func (b *BMC) route(w http.ResponseWriter, r *http.Request, f *Faults) {
 		b.updateService(w, r, segs[1:], f)
 	case "EventService":
 		if f.NoEventService {
-			notFound(w, r)
+			rfhttp.NotFound(w, r)
 			return
 		}
 		b.routeEvents(w, r, segs[1:])
@@ -163,19 +158,19 @@ func (b *BMC) route(w http.ResponseWriter, r *http.Request, f *Faults) {
 			b.serveTaskService(w, r, segs[1:])
 			return
 		}
-		if len(segs) == 3 && segs[1] == "Tasks" && methodIs(w, r, http.MethodGet) {
+		if len(segs) == 3 && segs[1] == "Tasks" && rfhttp.MethodIs(w, r, http.MethodGet) {
 			if b.serveTask(w, segs[2]) {
 				return
 			}
-			writeJSON(w, http.StatusOK, obj{
+			rfhttp.WriteJSON(w, http.StatusOK, obj{
 				"@odata.type": "#Task.v1_4_3.Task", "@odata.id": path, "Id": segs[2], "Name": "Task " + segs[2],
 				"TaskState": "Completed", "TaskStatus": "OK", "PercentComplete": 100,
 			})
 			return
 		}
-		notFound(w, r)
+		rfhttp.NotFound(w, r)
 	default:
-		notFound(w, r)
+		rfhttp.NotFound(w, r)
 	}
 }
 
@@ -183,765 +178,34 @@ func (b *BMC) serviceRoot(f *Faults) obj {
 	root := obj{
 		"@odata.type": "#ServiceRoot.v1_11_0.ServiceRoot", "@odata.id": v1 + "/",
 		"Id": "RootService", "Name": "Root Service", "RedfishVersion": "1.11.0",
-		"UUID": b.mgrUUID, "Vendor": b.profile.manufacturer, "Product": b.mgrModel,
-		"Systems": link(v1 + "/Systems"), "Managers": link(v1 + "/Managers"), "Chassis": link(v1 + "/Chassis"),
-		"AccountService": link(v1 + "/AccountService"),
-		"UpdateService":  link(v1 + "/UpdateService"),
-		"Tasks":          link(v1 + "/TaskService"),
+		"UUID": b.mgrUUID, "Vendor": b.profile.Manufacturer, "Product": b.mgrModel,
+		"Systems": rfhttp.Link(v1 + "/Systems"), "Managers": rfhttp.Link(v1 + "/Managers"), "Chassis": rfhttp.Link(v1 + "/Chassis"),
+		"AccountService": rfhttp.Link(v1 + "/AccountService"),
+		"UpdateService":  rfhttp.Link(v1 + "/UpdateService"),
+		"Tasks":          rfhttp.Link(v1 + "/TaskService"),
 		"Links":          obj{},
 	}
 	if !f.NoEventService {
-		root["EventService"] = link(v1 + "/EventService")
+		root["EventService"] = rfhttp.Link(v1 + "/EventService")
 	}
 	if !f.NoSessionService {
-		root["SessionService"] = link(v1 + "/SessionService")
-		root["Links"] = obj{"Sessions": link(v1 + "/SessionService/Sessions")}
+		root["SessionService"] = rfhttp.Link(v1 + "/SessionService")
+		root["Links"] = obj{"Sessions": rfhttp.Link(v1 + "/SessionService/Sessions")}
 	}
 	return root
 }
 
-func methodIs(w http.ResponseWriter, r *http.Request, methods ...string) bool {
-	if slices.Contains(methods, r.Method) {
-		return true
-	}
-	w.Header().Set("Allow", strings.Join(methods, ", "))
-	writeError(w, http.StatusMethodNotAllowed, "OperationNotAllowed", "The HTTP method "+r.Method+" is not allowed for "+r.URL.Path+".")
-	return false
-}
-
-func notFound(w http.ResponseWriter, r *http.Request) {
-	writeError(w, http.StatusNotFound, "ResourceMissingAtURI", "The resource at the URI "+r.URL.Path+" was not found.")
-}
-
-func collection(path, typ, name string, members []string) obj {
-	ms := make([]obj, len(members))
-	for i, m := range members {
-		ms[i] = link(m)
-	}
-	return obj{
-		"@odata.type": "#" + typ + "." + typ, "@odata.id": path, "Name": name,
-		"Members": ms, "Members@odata.count": len(ms),
-	}
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("OData-Version", "4.0")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(code)
-	_, _ = w.Write(body)
-}
-
-func writeError(w http.ResponseWriter, code int, msgID, msg string) {
-	writeJSON(w, code, obj{"error": obj{
-		"code": "Base.1.8.GeneralError", "message": "A general error has occurred. See ExtendedInfo for more information.",
-		"@Message.ExtendedInfo": []obj{{
-			"@odata.type": "#Message.v1_1_1.Message", "MessageId": "Base.1.8." + msgID, "Message": msg, "Severity": "Critical",
-		}},
-	}})
-}
-
-func successBody() obj {
-	return obj{"@Message.ExtendedInfo": []obj{{"MessageId": "Base.1.8.Success", "Message": "Successfully Completed Request", "Severity": "OK"}}}
-}
-
-// session is one Redfish session.
-type session struct {
-	id, token, user string
-	lastUsed        time.Time
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
+// authorize lets a request through with a live session's token or valid Basic credentials.
 func (b *BMC) authorize(w http.ResponseWriter, r *http.Request, f *Faults) bool {
-	if !f.Unauthorized {
-		if tok := r.Header.Get("X-Auth-Token"); tok != "" {
-			now := time.Now()
-			b.sessMu.Lock()
-			s, ok := b.sessions[tok]
-			if ok && now.Sub(s.lastUsed) > b.em.opts.SessionTimeout {
-				delete(b.sessions, tok)
-				ok = false
-			}
-			if ok {
-				s.lastUsed = now
-			}
-			b.sessMu.Unlock()
-			if ok {
-				return true
-			}
-		} else if u, p, ok := r.BasicAuth(); ok && b.validLogin(u, p) {
-			return true
-		}
-	}
-	b.unauthorized.Add(1)
-	w.Header().Set("WWW-Authenticate", `Basic realm="Redfish"`)
-	writeError(w, http.StatusUnauthorized, "InsufficientPrivilege", "There are insufficient privileges for the account or credentials associated with the current session to perform the requested operation.")
-	return false
+	return b.sess.Authorize(w, r, f.Unauthorized, b.validLogin)
 }
 
+// login creates a session (POST to Sessions).
 func (b *BMC) login(w http.ResponseWriter, r *http.Request, f *Faults) {
-	var req struct{ UserName, Password string }
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "MalformedJSON", "The request body submitted was malformed JSON.")
-		return
-	}
-	if f.Unauthorized || !b.validLogin(req.UserName, req.Password) {
-		b.unauthorized.Add(1)
-		writeError(w, http.StatusUnauthorized, "ResourceAtURIUnauthorized", "While accessing the resource at /redfish/v1/SessionService/Sessions, the service received an authorization error.")
-		return
-	}
-	b.sessMu.Lock()
-	if len(b.sessions) >= b.em.opts.MaxSessions {
-		b.sessMu.Unlock()
-		writeError(w, http.StatusServiceUnavailable, "SessionLimitExceeded", "The session establishment failed due to the number of simultaneous sessions exceeding the limit of the implementation.")
-		return
-	}
-	b.nextSess++
-	s := &session{id: strconv.Itoa(b.nextSess) + "-" + randomHex(4), token: randomHex(16), user: req.UserName, lastUsed: time.Now()}
-	b.sessions[s.token] = s
-	b.sessMu.Unlock()
-	b.sessionsCreated.Add(1)
-	loc := v1 + "/SessionService/Sessions/" + s.id
-	w.Header().Set("X-Auth-Token", s.token)
-	w.Header().Set("Location", loc)
-	writeJSON(w, http.StatusCreated, sessionBody(s))
+	b.sess.Login(w, r, f.Unauthorized, b.validLogin)
 }
 
-func sessionBody(s *session) obj {
-	return obj{
-		"@odata.type": "#Session.v1_3_0.Session", "@odata.id": v1 + "/SessionService/Sessions/" + s.id,
-		"Id": s.id, "Name": "User Session", "UserName": s.user,
-	}
-}
-
+// routeSessions serves the SessionService and its Sessions.
 func (b *BMC) routeSessions(w http.ResponseWriter, r *http.Request, segs []string) {
-	base := v1 + "/SessionService"
-	switch {
-	case len(segs) == 0:
-		if methodIs(w, r, http.MethodGet) {
-			writeJSON(w, http.StatusOK, obj{
-				"@odata.type": "#SessionService.v1_1_8.SessionService", "@odata.id": base, "Id": "SessionService",
-				"Name": "Session Service", "ServiceEnabled": true, "SessionTimeout": int(b.em.opts.SessionTimeout.Seconds()),
-				"Sessions": link(base + "/Sessions"),
-			})
-		}
-	case len(segs) == 1 && segs[0] == "Sessions":
-		if methodIs(w, r, http.MethodGet, http.MethodPost) {
-			b.sessMu.Lock()
-			var ids []string
-			for _, s := range b.sessions {
-				ids = append(ids, base+"/Sessions/"+s.id)
-			}
-			b.sessMu.Unlock()
-			slices.Sort(ids)
-			writeJSON(w, http.StatusOK, collection(base+"/Sessions", "SessionCollection", "Session Collection", ids))
-		}
-	case len(segs) == 2 && segs[0] == "Sessions":
-		if !methodIs(w, r, http.MethodGet, http.MethodDelete) {
-			return
-		}
-		b.sessMu.Lock()
-		var found *session
-		for _, s := range b.sessions {
-			if s.id == segs[1] {
-				found = s
-				break
-			}
-		}
-		if found != nil && r.Method == http.MethodDelete {
-			delete(b.sessions, found.token)
-		}
-		b.sessMu.Unlock()
-		switch {
-		case found == nil:
-			notFound(w, r)
-		case r.Method == http.MethodDelete:
-			b.sessionsDeleted.Add(1)
-			w.WriteHeader(http.StatusNoContent)
-		default:
-			writeJSON(w, http.StatusOK, sessionBody(found))
-		}
-	default:
-		notFound(w, r)
-	}
-}
-
-func (b *BMC) routeSystems(w http.ResponseWriter, r *http.Request, segs []string, f *Faults) {
-	if len(segs) == 0 {
-		if methodIs(w, r, http.MethodGet) {
-			ids := make([]string, len(b.systems))
-			for i, s := range b.systems {
-				ids[i] = v1 + "/Systems/" + s.hw.ID
-			}
-			writeJSON(w, http.StatusOK, collection(v1+"/Systems", "ComputerSystemCollection", "Computer System Collection", ids))
-		}
-		return
-	}
-	s := b.byID[segs[0]]
-	if s == nil {
-		// A system addressed by UUID redirects to its canonical address.
-		for _, c := range b.systems {
-			if strings.EqualFold(c.UUID(), segs[0]) {
-				target := v1 + "/Systems/" + c.hw.ID + strings.TrimPrefix(strings.TrimRight(r.URL.Path, "/"), v1+"/Systems/"+segs[0])
-				http.Redirect(w, r, target, http.StatusTemporaryRedirect)
-				return
-			}
-		}
-		notFound(w, r)
-		return
-	}
-	sp := v1 + "/Systems/" + s.hw.ID
-	rest := segs[1:]
-	switch {
-	case len(rest) == 0:
-		if !methodIs(w, r, http.MethodGet, http.MethodPatch) {
-			return
-		}
-		if r.Method == http.MethodPatch {
-			b.patchSystem(w, r, s, f)
-			return
-		}
-		s.mu.Lock()
-		body, etag := b.systemBody(s, f), s.etagLocked()
-		s.mu.Unlock()
-		w.Header().Set("ETag", etag)
-		writeJSON(w, http.StatusOK, body)
-	case len(rest) == 2 && rest[0] == "Actions" && rest[1] == "ComputerSystem.Reset":
-		if methodIs(w, r, http.MethodPost) {
-			b.resetSystem(w, r, s, f)
-		}
-	case len(rest) == 1 && rest[0] == "ResetActionInfo" && b.profile.actionInfo:
-		if methodIs(w, r, http.MethodGet) {
-			writeJSON(w, http.StatusOK, obj{
-				"@odata.type": "#ActionInfo.v1_1_2.ActionInfo", "@odata.id": sp + "/ResetActionInfo",
-				"Id": "ResetActionInfo", "Name": "Reset Action Info",
-				"Parameters": []obj{{"Name": "ResetType", "Required": true, "DataType": "String", "AllowableValues": s.allowedResetTypes()}},
-			})
-		}
-	case rest[0] == "Processors":
-		serveMembers(w, r, sp+"/Processors", "ProcessorCollection", "Processors Collection", rest[1:], len(s.hw.CPUs),
-			func(i int) string { return s.hw.CPUs[i].ID }, func(i int, p string) obj { return cpuBody(s.hw.CPUs[i], p) })
-	case rest[0] == "Memory":
-		serveMembers(w, r, sp+"/Memory", "MemoryCollection", "Memory Collection", rest[1:], len(s.hw.DIMMs),
-			func(i int) string { return s.hw.DIMMs[i].ID }, func(i int, p string) obj { return dimmBody(s.hw.DIMMs[i], p) })
-	case rest[0] == "EthernetInterfaces":
-		power := s.PowerState()
-		serveMembers(w, r, sp+"/EthernetInterfaces", "EthernetInterfaceCollection", "Ethernet Interface Collection", rest[1:], len(s.hw.NICs),
-			func(i int) string { return s.hw.NICs[i].ID }, func(i int, p string) obj { return nicBody(s, i, p, power) })
-	case rest[0] == "Bios":
-		b.serveBios(w, r, s, sp+"/Bios", rest[1:])
-	case rest[0] == "BootOptions":
-		serveMembers(w, r, sp+"/BootOptions", "BootOptionCollection", "Boot Options", rest[1:], len(bootOptions),
-			func(i int) string { return bootOptions[i].ref }, func(i int, p string) obj {
-				return obj{"@odata.type": "#BootOption.v1_0_4.BootOption", "@odata.id": p, "Id": bootOptions[i].ref, "Name": "Boot Option",
-					"BootOptionReference": bootOptions[i].ref, "DisplayName": bootOptions[i].name, "BootOptionEnabled": true}
-			})
-	case rest[0] == "VirtualMedia" && !b.mediaOnManager() && !f.NoVirtualMedia:
-		b.serveMedia(w, r, s, sp+"/VirtualMedia", rest[1:], f)
-	case rest[0] == "Storage" && !b.profile.simpleOnly:
-		b.serveStorage(w, r, s, sp+"/Storage", rest[1:])
-	case rest[0] == "LogServices" && !f.NoLogServices:
-		b.serveLogServices(w, r, s, sp+"/LogServices", rest[1:])
-	case rest[0] == "SimpleStorage" && b.profile.simpleOnly:
-		serveMembers(w, r, sp+"/SimpleStorage", "SimpleStorageCollection", "Simple Storage Collection", rest[1:], 1,
-			func(int) string { return "1" }, func(_ int, p string) obj { return simpleStorageBody(s, p) })
-	default:
-		notFound(w, r)
-	}
-}
-
-// serveMembers serves a collection and its members by Id.
-func serveMembers(w http.ResponseWriter, r *http.Request, base, typ, name string, rest []string, n int, id func(int) string, body func(int, string) obj) {
-	if !methodIs(w, r, http.MethodGet) {
-		return
-	}
-	switch len(rest) {
-	case 0:
-		paths := make([]string, n)
-		for i := range n {
-			paths[i] = base + "/" + id(i)
-		}
-		writeJSON(w, http.StatusOK, collection(base, typ, name, paths))
-		return
-	case 1:
-		for i := range n {
-			if id(i) == rest[0] {
-				writeJSON(w, http.StatusOK, body(i, base+"/"+rest[0]))
-				return
-			}
-		}
-	}
-	notFound(w, r)
-}
-
-func status(state string) obj { return obj{"State": state, "Health": "OK"} }
-
-func (b *BMC) systemBody(s *System, f *Faults) obj {
-	h, p := &s.hw, b.profile
-	sp := v1 + "/Systems/" + h.ID
-	var memGiB int
-	for _, d := range h.DIMMs {
-		memGiB += d.CapacityMiB / 1024
-	}
-	enabled := s.boot.Enabled
-	if f.BootReadbackContinuous && enabled == "Once" {
-		enabled = "Continuous"
-	}
-	boot := obj{
-		"BootSourceOverrideEnabled":                        enabled,
-		"BootSourceOverrideTarget":                         s.boot.Target,
-		"BootSourceOverrideTarget@Redfish.AllowableValues": b.bootTargets(f),
-	}
-	if b.httpBoot(f) {
-		boot["HttpBootUri"] = s.boot.HTTPBootURI
-	}
-	boot["BootOrder"] = s.bootOrder
-	boot["BootOptions"] = link(sp + "/BootOptions")
-	if p.uefi {
-		boot["BootSourceOverrideMode"] = s.boot.Mode
-		boot["BootSourceOverrideMode@Redfish.AllowableValues"] = []string{"Legacy", "UEFI"}
-	}
-	reset := obj{"target": sp + "/Actions/ComputerSystem.Reset"}
-	if p.actionInfo {
-		reset["@Redfish.ActionInfo"] = sp + "/ResetActionInfo"
-	} else {
-		reset["ResetType@Redfish.AllowableValues"] = p.resetTypes
-	}
-	led := s.led
-	if led == "" {
-		led = "Off"
-	}
-	body := obj{
-		"@odata.type": "#ComputerSystem.v1_13_0.ComputerSystem", "@odata.id": sp, "@odata.etag": s.etagLocked(),
-		"Id": h.ID, "Name": "System", "SystemType": "Physical",
-		"Manufacturer": h.Manufacturer, "Model": h.Model, "SerialNumber": h.Serial, "SKU": h.SKU,
-		"PartNumber": h.PartNumber, "UUID": h.UUID, "BiosVersion": h.BIOS, "AssetTag": "",
-		"PowerState": s.power, "IndicatorLED": led, "LocationIndicatorActive": led != "Off", "Status": s.sel.status(),
-		"ProcessorSummary": obj{
-			"Count": len(h.CPUs), "Model": h.CPUs[0].model, "CoreCount": len(h.CPUs) * h.CPUs[0].cores,
-			"LogicalProcessorCount": 2 * len(h.CPUs) * h.CPUs[0].cores, "Status": status("Enabled"),
-		},
-		"MemorySummary": obj{"TotalSystemMemoryGiB": memGiB, "Status": status("Enabled")},
-		"Boot":          boot,
-		"Processors":    link(sp + "/Processors"), "Memory": link(sp + "/Memory"),
-		"EthernetInterfaces": link(sp + "/EthernetInterfaces"), "Bios": link(sp + "/Bios"),
-		"Links": obj{
-			"Chassis":   []obj{link(v1 + "/Chassis/" + h.ChassisID)},
-			"ManagedBy": []obj{link(v1 + "/Managers/" + b.managerID)},
-		},
-		"Actions": obj{"#ComputerSystem.Reset": reset},
-	}
-	body["SerialConsole"] = b.systemSerialConsole(h.ID)
-	if b.reportsSystemReset.Load() {
-		body["LastResetTime"] = time.Unix(0, s.lastReset).UTC().Format(time.RFC3339)
-	}
-	if !b.mediaOnManager() && !f.NoVirtualMedia {
-		body["VirtualMedia"] = link(sp + "/VirtualMedia")
-	}
-	if !f.NoLogServices {
-		body["LogServices"] = link(sp + "/LogServices")
-	}
-	if p.simpleOnly {
-		body["SimpleStorage"] = link(sp + "/SimpleStorage")
-	} else {
-		body["Storage"] = link(sp + "/Storage")
-	}
-	return body
-}
-
-func cpuBody(c cpu, path string) obj {
-	arch, set := "x86", "x86-64"
-	return obj{
-		"@odata.type": "#Processor.v1_7_0.Processor", "@odata.id": path, "Id": c.ID, "Name": c.Socket,
-		"Socket": c.Socket, "ProcessorType": "CPU", "ProcessorArchitecture": arch, "InstructionSet": set,
-		"Manufacturer": c.manufacturer, "Model": c.model, "MaxSpeedMHz": c.mhz,
-		"TotalCores": c.cores, "TotalThreads": 2 * c.cores, "Status": status("Enabled"),
-	}
-}
-
-func dimmBody(d dimm, path string) obj {
-	return obj{
-		"@odata.type": "#Memory.v1_7_0.Memory", "@odata.id": path, "Id": d.ID, "Name": d.ID,
-		"CapacityMiB": d.CapacityMiB, "MemoryDeviceType": "DDR4", "OperatingSpeedMhz": d.SpeedMHz,
-		"Manufacturer": d.Manufacturer, "PartNumber": d.PartNumber, "SerialNumber": d.Serial,
-		"Status": status("Enabled"),
-	}
-}
-
-func nicBody(s *System, i int, path, power string) obj {
-	n := s.hw.NICs[i]
-	link := "NoLink"
-	if n.Connected {
-		link = "LinkDown"
-		if power == PowerOn {
-			link = "LinkUp"
-		}
-	}
-	ipv4, ipv6 := []obj{}, []obj{}
-	if power == PowerOn && n.Connected && i == 0 {
-		// Documentation ranges: the emulator never suggests real networks.
-		g := s.bmc.index*len(s.bmc.systems) + slices.Index(s.bmc.systems, s)
-		ipv4 = append(ipv4, obj{"Address": fmt.Sprintf("198.18.%d.%d", (g/250)%256, g%250+2), "SubnetMask": "255.255.0.0", "AddressOrigin": "DHCP", "Gateway": "198.18.0.1"})
-		ipv6 = append(ipv6, obj{"Address": fmt.Sprintf("2001:db8::%x", g+2), "PrefixLength": 64, "AddressOrigin": "SLAAC", "AddressState": "Preferred"})
-	}
-	speed := any(n.SpeedMbps)
-	if link != "LinkUp" {
-		speed = nil
-	}
-	return obj{
-		"@odata.type": "#EthernetInterface.v1_5_1.EthernetInterface", "@odata.id": path, "Id": n.ID, "Name": "Ethernet Interface " + n.ID,
-		"MACAddress": n.MAC, "PermanentMACAddress": n.MAC, "SpeedMbps": speed, "LinkStatus": link,
-		"InterfaceEnabled": true, "Status": status("Enabled"), "IPv4Addresses": ipv4, "IPv6Addresses": ipv6,
-	}
-}
-
-func (b *BMC) serveStorage(w http.ResponseWriter, r *http.Request, s *System, base string, rest []string) {
-	if !methodIs(w, r, http.MethodGet) {
-		return
-	}
-	sid := b.profile.storageID
-	if len(rest) == 0 {
-		writeJSON(w, http.StatusOK, collection(base, "StorageCollection", "Storage Collection", []string{base + "/" + sid}))
-		return
-	}
-	if rest[0] != sid {
-		notFound(w, r)
-		return
-	}
-	sp := base + "/" + sid
-	switch {
-	case len(rest) == 1:
-		drives := make([]obj, len(s.hw.Disks))
-		for i, d := range s.hw.Disks {
-			drives[i] = link(sp + "/Drives/" + d.ID)
-		}
-		writeJSON(w, http.StatusOK, obj{
-			"@odata.type": "#Storage.v1_8_0.Storage", "@odata.id": sp, "Id": sid, "Name": "Storage Controller " + sid,
-			"StorageControllers": []obj{{"MemberId": "0", "Name": sid, "Model": "PERC H755 Front", "Status": status("Enabled")}},
-			"Drives":             drives, "Drives@odata.count": len(drives), "Volumes": link(sp + "/Volumes"), "Status": status("Enabled"),
-		})
-	case len(rest) == 3 && rest[1] == "Drives":
-		for _, d := range s.hw.Disks {
-			if d.ID == rest[2] {
-				writeJSON(w, http.StatusOK, obj{
-					"@odata.type": "#Drive.v1_9_0.Drive", "@odata.id": sp + "/Drives/" + d.ID, "Id": d.ID, "Name": "Disk " + d.ID,
-					"Model": d.Model, "Manufacturer": d.Manufacturer, "SerialNumber": d.Serial, "CapacityBytes": d.CapacityBytes,
-					"MediaType": d.MediaType, "Protocol": d.Protocol, "Status": status("Enabled"),
-				})
-				return
-			}
-		}
-		notFound(w, r)
-	case rest[1] == "Volumes" && len(rest) <= 3:
-		serveMembers(w, r, sp+"/Volumes", "VolumeCollection", "Volume Collection", rest[2:], len(s.hw.Volumes),
-			func(i int) string { return s.hw.Volumes[i].ID },
-			func(i int, p string) obj {
-				v := s.hw.Volumes[i]
-				drives := make([]obj, len(v.Drives))
-				for k, d := range v.Drives {
-					drives[k] = link(sp + "/Drives/" + s.hw.Disks[d].ID)
-				}
-				return obj{
-					"@odata.type": "#Volume.v1_5_0.Volume", "@odata.id": p, "Id": v.ID, "Name": v.Name,
-					"CapacityBytes": v.CapacityBytes, "RAIDType": v.RAIDType, "VolumeType": "Mirrored",
-					"Links": obj{"Drives": drives}, "Status": status("Enabled"),
-				}
-			})
-	default:
-		notFound(w, r)
-	}
-}
-
-func simpleStorageBody(s *System, path string) obj {
-	devs := make([]obj, len(s.hw.Disks))
-	for i, d := range s.hw.Disks {
-		devs[i] = obj{"Name": "Disk " + d.ID, "Manufacturer": d.Manufacturer, "Model": d.Model, "CapacityBytes": d.CapacityBytes, "Status": status("Enabled")}
-	}
-	return obj{
-		"@odata.type": "#SimpleStorage.v1_2_0.SimpleStorage", "@odata.id": path, "Id": "1", "Name": "Smart Storage Controller",
-		"UefiDevicePath": "PciRoot(0x0)/Pci(0x1F,0x2)/Sata(0x0,0x0,0x0)", "Devices": devs, "Status": status("Enabled"),
-	}
-}
-
-func (b *BMC) resetSystem(w http.ResponseWriter, r *http.Request, s *System, f *Faults) {
-	var req struct{ ResetType string }
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "MalformedJSON", "The request body submitted was malformed JSON.")
-		return
-	}
-	if req.ResetType == "" {
-		writeError(w, http.StatusBadRequest, "ActionParameterMissing", "The action ComputerSystem.Reset requires the parameter ResetType to be present in the request body.")
-		return
-	}
-	if !slices.Contains(s.allowedResetTypes(), req.ResetType) {
-		writeError(w, http.StatusBadRequest, "ActionParameterNotSupported", "The parameter ResetType value "+req.ResetType+" is not supported by this system.")
-		return
-	}
-	s.reset(req.ResetType, f.IgnoreGracefulShutdown, f.FailPowerTransitions)
-	b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: s.hw.ID, UUID: s.UUID(), Action: ActionReset, ResetType: req.ResetType})
-	if f.ErrorAfterEffect != 0 {
-		writeError(w, f.ErrorAfterEffect, "InternalError", "The request failed due to an internal service error.")
-		return
-	}
-	switch b.profile.resetStatus {
-	case http.StatusAccepted:
-		task := itoa(b.tasks.Add(1))
-		w.Header().Set("Location", v1+"/TaskService/Tasks/"+task)
-		writeJSON(w, http.StatusAccepted, obj{"@odata.type": "#Task.v1_4_3.Task", "@odata.id": v1 + "/TaskService/Tasks/" + task, "Id": task, "TaskState": "Running"})
-	case http.StatusOK:
-		writeJSON(w, http.StatusOK, successBody())
-	default:
-		w.WriteHeader(http.StatusNoContent)
-	}
-}
-
-var patchableSystem = []string{"Boot", "IndicatorLED", "LocationIndicatorActive", "AssetTag"}
-
-func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request, s *System, f *Faults) {
-	var props map[string]json.RawMessage
-	if err := json.NewDecoder(r.Body).Decode(&props); err != nil {
-		writeError(w, http.StatusBadRequest, "MalformedJSON", "The request body submitted was malformed JSON.")
-		return
-	}
-	for k := range props {
-		if !slices.Contains(patchableSystem, k) {
-			writeError(w, http.StatusBadRequest, "PropertyNotWritable", "The property "+k+" is a read only property and cannot be assigned a value.")
-			return
-		}
-	}
-	var boot struct {
-		BootSourceOverrideEnabled, BootSourceOverrideTarget, BootSourceOverrideMode *string
-		HttpBootUri                                                                 *string
-		BootOrder                                                                   []string
-	}
-	if raw, ok := props["Boot"]; ok {
-		if err := json.Unmarshal(raw, &boot); err != nil {
-			writeError(w, http.StatusBadRequest, "PropertyValueTypeError", "The value for the property Boot is of a different type than the property can accept.")
-			return
-		}
-	}
-	if v := boot.BootSourceOverrideEnabled; v != nil && normalizeEnabled(*v) == "" {
-		writeError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+*v+" for the property BootSourceOverrideEnabled is not in the list of acceptable values.")
-		return
-	}
-	if boot.BootOrder != nil && !samePermutation(boot.BootOrder, s.BootOrder()) {
-		writeError(w, http.StatusBadRequest, "PropertyValueError", "The value for the property BootOrder must name every boot option of the system once.")
-		return
-	}
-	if v := boot.HttpBootUri; v != nil && !b.httpBoot(f) {
-		writeError(w, http.StatusBadRequest, "PropertyUnknown", "The property HttpBootUri is not in the list of valid properties for the resource.")
-		return
-	}
-	if v := boot.BootSourceOverrideTarget; v != nil && !slices.Contains(b.bootTargets(f), *v) {
-		writeError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+*v+" for the property BootSourceOverrideTarget is not in the list of acceptable values.")
-		return
-	}
-	if v := boot.BootSourceOverrideMode; v != nil && (!b.profile.uefi || (*v != "UEFI" && *v != "Legacy")) {
-		// Services that do not advertise the mode reject it.
-		writeError(w, http.StatusBadRequest, "PropertyUnknown", "The property BootSourceOverrideMode is not in the list of valid properties for the resource.")
-		return
-	}
-	var led string
-	if raw, ok := props["IndicatorLED"]; ok {
-		if err := json.Unmarshal(raw, &led); err != nil || (led != "Lit" && led != "Blinking" && led != "Off") {
-			writeError(w, http.StatusBadRequest, "PropertyValueNotInList", "The value "+string(raw)+" for the property IndicatorLED is not in the list of acceptable values.")
-			return
-		}
-	}
-	if raw, ok := props["LocationIndicatorActive"]; ok {
-		// The newer property (IndicatorLED is deprecated since ComputerSystem v1.13): a write
-		// of it updates IndicatorLED too.
-		var on bool
-		if err := json.Unmarshal(raw, &on); err != nil {
-			writeError(w, http.StatusBadRequest, "PropertyValueTypeError", "The value for the property LocationIndicatorActive is of a different type than the property can accept.")
-			return
-		}
-		led = "Off"
-		if on {
-			led = "Lit"
-		}
-	}
-
-	s.mu.Lock()
-	match := r.Header.Get("If-Match")
-	if (match == "" && f.StrictETag) || (match != "" && match != "*" && match != s.etagLocked()) {
-		s.mu.Unlock()
-		writeError(w, http.StatusPreconditionFailed, "PreconditionFailed", "The ETag supplied did not match the ETag required to change this resource.")
-		return
-	}
-	if v := boot.BootSourceOverrideEnabled; v != nil {
-		s.boot.Enabled = normalizeEnabled(*v)
-	}
-	if v := boot.BootSourceOverrideTarget; v != nil {
-		s.boot.Target = *v
-	}
-	if v := boot.BootSourceOverrideMode; v != nil {
-		s.boot.Mode = *v
-	}
-	if v := boot.HttpBootUri; v != nil {
-		s.boot.HTTPBootURI = *v
-	}
-	if boot.BootOrder != nil {
-		s.bootOrder = slices.Clone(boot.BootOrder)
-	}
-	overridden := boot.BootSourceOverrideEnabled != nil || boot.BootSourceOverrideTarget != nil || boot.BootSourceOverrideMode != nil || boot.HttpBootUri != nil
-	if led != "" {
-		s.led = led
-	}
-	s.etag++
-	newBoot, etag := s.boot, s.etagLocked()
-	s.mu.Unlock()
-
-	if overridden {
-		b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: s.hw.ID, UUID: s.UUID(), Action: ActionBootOverride, Boot: &newBoot})
-	}
-	if boot.BootOrder != nil {
-		b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: s.hw.ID, UUID: s.UUID(), Action: ActionBootOrder, BootOrder: slices.Clone(boot.BootOrder)})
-	}
-	if led != "" {
-		b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: s.hw.ID, UUID: s.UUID(), Action: ActionIndicatorLED, LED: led})
-	}
-	w.Header().Set("ETag", etag)
-	if b.profile.patchStatus == http.StatusOK {
-		writeJSON(w, http.StatusOK, successBody())
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-func (b *BMC) routeManagers(w http.ResponseWriter, r *http.Request, segs []string, f *Faults) {
-	mp := v1 + "/Managers/" + b.managerID
-	if len(segs) >= 2 && segs[0] == b.managerID && segs[1] == "VirtualMedia" && b.mediaOnManager() && !f.NoVirtualMedia {
-		b.serveMedia(w, r, b.systems[0], mp+"/VirtualMedia", segs[2:], f)
-		return
-	}
-	if len(segs) == 3 && segs[0] == b.managerID && segs[1] == "Actions" && segs[2] == "Manager.Reset" {
-		b.resetManager(w, r, f)
-		return
-	}
-	if len(segs) == 2 && segs[0] == b.managerID && segs[1] == "Attributes" {
-		b.serveManagerAttributes(w, r, mp+"/Attributes")
-		return
-	}
-	if !methodIs(w, r, http.MethodGet) {
-		return
-	}
-	switch {
-	case len(segs) == 0:
-		writeJSON(w, http.StatusOK, collection(v1+"/Managers", "ManagerCollection", "Manager Collection", []string{mp}))
-	case segs[0] != b.managerID:
-		notFound(w, r)
-	case len(segs) == 1:
-		servers := make([]obj, len(b.systems))
-		chassis := make([]obj, len(b.systems))
-		for i, s := range b.systems {
-			servers[i] = link(v1 + "/Systems/" + s.hw.ID)
-			chassis[i] = link(v1 + "/Chassis/" + s.hw.ChassisID)
-		}
-		m := obj{
-			"@odata.type": "#Manager.v1_10_0.Manager", "@odata.id": mp, "Id": b.managerID, "Name": "Manager",
-			"ManagerType": "BMC", "Manufacturer": b.profile.manufacturer, "Model": b.mgrModel,
-			"FirmwareVersion": b.FirmwareVersion(), "UUID": b.mgrUUID, "PowerState": "On", "Status": status("Enabled"),
-			"EthernetInterfaces": link(mp + "/EthernetInterfaces"),
-			"Links":              obj{"ManagerForServers": servers, "ManagerForChassis": chassis},
-			"Actions": obj{"#Manager.Reset": obj{
-				"target":                            mp + "/Actions/Manager.Reset",
-				"ResetType@Redfish.AllowableValues": []string{"GracefulRestart", "ForceRestart"},
-			}},
-		}
-		if b.mediaOnManager() && !f.NoVirtualMedia {
-			m["VirtualMedia"] = link(mp + "/VirtualMedia")
-		}
-		m["SerialConsole"] = b.managerSerialConsole()
-		if b.reportsReset.Load() {
-			// LastResetTime came with Manager v1_13_0.
-			m["@odata.type"] = "#Manager.v1_13_0.Manager"
-			m["LastResetTime"] = b.LastResetTime().UTC().Format(time.RFC3339)
-		}
-		writeJSON(w, http.StatusOK, m)
-	case segs[1] == "EthernetInterfaces":
-		serveMembers(w, r, mp+"/EthernetInterfaces", "EthernetInterfaceCollection", "Manager Ethernet Interfaces", segs[2:], 1,
-			func(int) string { return "1" },
-			func(_ int, p string) obj {
-				return obj{
-					"@odata.type": "#EthernetInterface.v1_5_1.EthernetInterface", "@odata.id": p, "Id": "1", "Name": "Manager Ethernet Interface",
-					"MACAddress": b.mgrMAC, "PermanentMACAddress": b.mgrMAC, "LinkStatus": "LinkUp", "SpeedMbps": 1000,
-					"InterfaceEnabled": true, "Status": status("Enabled"),
-				}
-			})
-	default:
-		notFound(w, r)
-	}
-}
-
-// resetManager restarts the BMC itself: recorded, and every session ends, as when a real BMC
-// reboots (its systems keep running).
-func (b *BMC) resetManager(w http.ResponseWriter, r *http.Request, f *Faults) {
-	if !methodIs(w, r, http.MethodPost) {
-		return
-	}
-	var req struct{ ResetType string }
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "MalformedJSON", "The request body submitted was malformed JSON.")
-		return
-	}
-	if req.ResetType != "GracefulRestart" && req.ResetType != "ForceRestart" {
-		writeError(w, http.StatusBadRequest, "ActionParameterNotSupported", "The parameter ResetType value "+req.ResetType+" is not supported by this manager.")
-		return
-	}
-	now := time.Now()
-	b.em.rec.add(Record{Time: now, BMC: b.index, Address: b.url, Via: via(r, b), Action: ActionManagerReset, ResetType: req.ResetType})
-	// Seconds, as BMCs report it; a reset within the same second as the last still moves it.
-	next := now.Truncate(time.Second)
-	if last := b.LastResetTime(); !next.After(last) {
-		next = last.Add(time.Second)
-	}
-	b.lastReset.Store(next.UnixNano())
-	b.activateStagedFirmware()
-	if f.ErrorAfterEffect != 0 {
-		writeError(w, f.ErrorAfterEffect, "InternalError", "The request failed due to an internal service error.")
-	} else {
-		w.WriteHeader(http.StatusNoContent)
-	}
-	b.ExpireSessions()
-}
-
-func (b *BMC) routeChassis(w http.ResponseWriter, r *http.Request, segs []string) {
-	if !methodIs(w, r, http.MethodGet) {
-		return
-	}
-	if len(segs) == 0 {
-		ids := make([]string, len(b.systems))
-		for i, s := range b.systems {
-			ids[i] = v1 + "/Chassis/" + s.hw.ChassisID
-		}
-		writeJSON(w, http.StatusOK, collection(v1+"/Chassis", "ChassisCollection", "Chassis Collection", ids))
-		return
-	}
-	for _, s := range b.systems {
-		if s.hw.ChassisID == segs[0] && len(segs) == 1 {
-			writeJSON(w, http.StatusOK, obj{
-				"@odata.type": "#Chassis.v1_14_0.Chassis", "@odata.id": v1 + "/Chassis/" + s.hw.ChassisID, "Id": s.hw.ChassisID,
-				"Name": "Chassis", "ChassisType": "RackMount", "Manufacturer": s.hw.Manufacturer, "Model": s.hw.Model,
-				"SerialNumber": s.SerialNumber(), "PowerState": s.PowerState(), "Status": status("Enabled"),
-				"Links": obj{
-					"ComputerSystems": []obj{link(v1 + "/Systems/" + s.hw.ID)},
-					"ManagedBy":       []obj{link(v1 + "/Managers/" + b.managerID)},
-				},
-			})
-			return
-		}
-	}
-	notFound(w, r)
+	b.sess.Route(w, r, segs)
 }

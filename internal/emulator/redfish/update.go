@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/metalhub/metalhub/internal/emulator/redfish/rfhttp"
 )
 
 // ActionSimpleUpdate is an accepted update, by SimpleUpdate or pushed to MultipartHttpPushUri
@@ -131,7 +133,7 @@ func (b *BMC) updateService(w http.ResponseWriter, r *http.Request, segs []strin
 	base := v1 + "/UpdateService"
 	switch {
 	case len(segs) == 0:
-		if methodIs(w, r, http.MethodGet) {
+		if rfhttp.MethodIs(w, r, http.MethodGet) {
 			actions := obj{}
 			if !f.NoSimpleUpdate {
 				actions["#UpdateService.SimpleUpdate"] = obj{
@@ -139,44 +141,44 @@ func (b *BMC) updateService(w http.ResponseWriter, r *http.Request, segs []strin
 					"TransferProtocol@Redfish.AllowableValues": []string{"HTTP", "HTTPS"},
 				}
 			}
-			writeJSON(w, http.StatusOK, obj{
+			rfhttp.WriteJSON(w, http.StatusOK, obj{
 				"@odata.type": "#UpdateService.v1_11_0.UpdateService", "@odata.id": base, "Id": "UpdateService",
-				"Name": "Update Service", "ServiceEnabled": true, "FirmwareInventory": link(base + "/FirmwareInventory"),
+				"Name": "Update Service", "ServiceEnabled": true, "FirmwareInventory": rfhttp.Link(base + "/FirmwareInventory"),
 				"MultipartHttpPushUri": base + "/upload", "Actions": actions,
 			})
 		}
 	case len(segs) == 1 && segs[0] == "upload":
-		if methodIs(w, r, http.MethodPost) {
+		if rfhttp.MethodIs(w, r, http.MethodPost) {
 			b.pushUpdate(w, r, f)
 		}
 	case len(segs) == 1 && segs[0] == "FirmwareInventory":
-		if methodIs(w, r, http.MethodGet) {
+		if rfhttp.MethodIs(w, r, http.MethodGet) {
 			var ids []string
 			for _, c := range b.components() {
 				ids = append(ids, base+"/FirmwareInventory/"+c.id)
 			}
-			writeJSON(w, http.StatusOK, collection(base+"/FirmwareInventory", "SoftwareInventoryCollection", "Firmware Inventory", ids))
+			rfhttp.WriteJSON(w, http.StatusOK, rfhttp.Collection(base+"/FirmwareInventory", "SoftwareInventoryCollection", "Firmware Inventory", ids))
 		}
 	case len(segs) == 2 && segs[0] == "FirmwareInventory":
-		if !methodIs(w, r, http.MethodGet) {
+		if !rfhttp.MethodIs(w, r, http.MethodGet) {
 			return
 		}
 		for _, c := range b.components() {
 			if c.id == segs[1] {
-				writeJSON(w, http.StatusOK, obj{
+				rfhttp.WriteJSON(w, http.StatusOK, obj{
 					"@odata.type": "#SoftwareInventory.v1_4_0.SoftwareInventory", "@odata.id": base + "/FirmwareInventory/" + c.id,
-					"Id": c.id, "Name": c.name, "Version": c.version, "Updateable": true, "Status": status("Enabled"),
+					"Id": c.id, "Name": c.name, "Version": c.version, "Updateable": true, "Status": rfhttp.Status("Enabled"),
 				})
 				return
 			}
 		}
-		notFound(w, r)
+		rfhttp.NotFound(w, r)
 	case len(segs) == 2 && segs[0] == "Actions" && segs[1] == "UpdateService.SimpleUpdate" && !f.NoSimpleUpdate:
-		if methodIs(w, r, http.MethodPost) {
+		if rfhttp.MethodIs(w, r, http.MethodPost) {
 			b.simpleUpdate(w, r, f)
 		}
 	default:
-		notFound(w, r)
+		rfhttp.NotFound(w, r)
 	}
 }
 
@@ -202,11 +204,11 @@ func (b *BMC) simpleUpdate(w http.ResponseWriter, r *http.Request, f *Faults) {
 		Targets          []string
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.ImageURI == "" {
-		writeError(w, http.StatusBadRequest, "ActionParameterMissing", "The action SimpleUpdate requires the parameter ImageURI to be present in the request body.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "ActionParameterMissing", "The action SimpleUpdate requires the parameter ImageURI to be present in the request body.")
 		return
 	}
 	if p := strings.ToUpper(req.TransferProtocol); p != "" && p != "HTTP" && p != "HTTPS" {
-		writeError(w, http.StatusBadRequest, "ActionParameterNotSupported", "The parameter TransferProtocol value "+req.TransferProtocol+" is not supported.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "ActionParameterNotSupported", "The parameter TransferProtocol value "+req.TransferProtocol+" is not supported.")
 		return
 	}
 	b.startUpdate(w, r, f, req.ImageURI, b.em.imageVersion(req.ImageURI), req.Targets)
@@ -217,19 +219,19 @@ func (b *BMC) simpleUpdate(w http.ResponseWriter, r *http.Request, f *Faults) {
 // version), else what versionOf reads from its name.
 func (b *BMC) pushUpdate(w http.ResponseWriter, r *http.Request, f *Faults) {
 	if err := r.ParseMultipartForm(32 << 20); err != nil {
-		writeError(w, http.StatusBadRequest, "MalformedJSON", "The request is not multipart/form-data: "+err.Error())
+		rfhttp.WriteError(w, http.StatusBadRequest, "MalformedJSON", "The request is not multipart/form-data: "+err.Error())
 		return
 	}
 	var params struct{ Targets []string }
 	if v := r.FormValue("UpdateParameters"); v != "" {
 		if err := json.Unmarshal([]byte(v), &params); err != nil {
-			writeError(w, http.StatusBadRequest, "MalformedJSON", "UpdateParameters is not JSON.")
+			rfhttp.WriteError(w, http.StatusBadRequest, "MalformedJSON", "UpdateParameters is not JSON.")
 			return
 		}
 	}
 	file, hdr, err := r.FormFile("UpdateFile")
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "ActionParameterMissing", "The request requires the part UpdateFile.")
+		rfhttp.WriteError(w, http.StatusBadRequest, "ActionParameterMissing", "The request requires the part UpdateFile.")
 		return
 	}
 	defer file.Close()
@@ -266,7 +268,7 @@ func (b *BMC) startUpdate(w http.ResponseWriter, r *http.Request, f *Faults, ima
 	for _, t := range b.upd.tasks {
 		if t.state == "Running" && t.target == target.id {
 			b.upd.mu.Unlock()
-			writeError(w, http.StatusConflict, "ResourceInUse", "An update of "+target.id+" is already running.")
+			rfhttp.WriteError(w, http.StatusConflict, "ResourceInUse", "An update of "+target.id+" is already running.")
 			return
 		}
 	}
@@ -285,28 +287,28 @@ func (b *BMC) startUpdate(w http.ResponseWriter, r *http.Request, f *Faults, ima
 	loc := v1 + "/TaskService/Tasks/" + t.id
 	if f.ErrorAfterEffect != 0 {
 		// Accepted and under way, but the answer is lost.
-		writeError(w, f.ErrorAfterEffect, "InternalError", "The request failed after it was accepted.")
+		rfhttp.WriteError(w, f.ErrorAfterEffect, "InternalError", "The request failed after it was accepted.")
 		return
 	}
 	if f.UpdateAnswersWithoutTask {
-		writeJSON(w, http.StatusOK, obj{})
+		rfhttp.WriteJSON(w, http.StatusOK, obj{})
 		return
 	}
 	w.Header().Set("Location", loc)
 	w.Header().Set("Retry-After", "1")
-	writeJSON(w, http.StatusAccepted, b.taskBody(t))
+	rfhttp.WriteJSON(w, http.StatusAccepted, b.taskBody(t))
 }
 
 // serveTaskService serves the TaskService and its Tasks collection (the updates, oldest first).
 func (b *BMC) serveTaskService(w http.ResponseWriter, r *http.Request, segs []string) {
-	if !methodIs(w, r, http.MethodGet) {
+	if !rfhttp.MethodIs(w, r, http.MethodGet) {
 		return
 	}
 	base := v1 + "/TaskService"
 	switch {
 	case len(segs) == 0:
-		writeJSON(w, http.StatusOK, obj{"@odata.type": "#TaskService.v1_2_0.TaskService", "@odata.id": base, "Id": "TaskService",
-			"Name": "Task Service", "ServiceEnabled": true, "Tasks": link(base + "/Tasks")})
+		rfhttp.WriteJSON(w, http.StatusOK, obj{"@odata.type": "#TaskService.v1_2_0.TaskService", "@odata.id": base, "Id": "TaskService",
+			"Name": "Task Service", "ServiceEnabled": true, "Tasks": rfhttp.Link(base + "/Tasks")})
 	case len(segs) == 1 && segs[0] == "Tasks":
 		b.upd.mu.Lock()
 		ids := make([]string, 0, len(b.upd.tasks))
@@ -321,20 +323,20 @@ func (b *BMC) serveTaskService(w http.ResponseWriter, r *http.Request, segs []st
 			slices.Reverse(ids)
 		}
 		if f.TaskPageSize <= 0 {
-			writeJSON(w, http.StatusOK, collection(base+"/Tasks", "TaskCollection", "Tasks", ids))
+			rfhttp.WriteJSON(w, http.StatusOK, rfhttp.Collection(base+"/Tasks", "TaskCollection", "Tasks", ids))
 			return
 		}
 		skip, _ := strconv.Atoi(r.URL.Query().Get("$skip"))
 		skip = min(max(skip, 0), len(ids))
 		end := min(skip+f.TaskPageSize, len(ids))
-		body := collection(base+"/Tasks", "TaskCollection", "Tasks", ids[skip:end])
+		body := rfhttp.Collection(base+"/Tasks", "TaskCollection", "Tasks", ids[skip:end])
 		body["Members@odata.count"] = len(ids)
 		if end < len(ids) {
 			body["Members@odata.nextLink"] = base + "/Tasks?$skip=" + strconv.Itoa(end)
 		}
-		writeJSON(w, http.StatusOK, body)
+		rfhttp.WriteJSON(w, http.StatusOK, body)
 	default:
-		notFound(w, r)
+		rfhttp.NotFound(w, r)
 	}
 }
 
@@ -416,9 +418,9 @@ func (b *BMC) serveTask(w http.ResponseWriter, id string) bool {
 	}
 	if running {
 		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusAccepted, body)
+		rfhttp.WriteJSON(w, http.StatusAccepted, body)
 		return true
 	}
-	writeJSON(w, http.StatusOK, body)
+	rfhttp.WriteJSON(w, http.StatusOK, body)
 	return true
 }

@@ -1,4 +1,6 @@
-package redfish
+// Package tlscert makes the certificate an emulated BMC serves: self-signed, as BMCs ship them, so
+// that a client's CA-bundle and insecure switches get exercised. It must not import the emulator.
+package tlscert
 
 import (
 	"crypto/ecdsa"
@@ -13,9 +15,9 @@ import (
 	"time"
 )
 
-// selfSignedTLS makes the kind of certificate BMCs ship: self-signed, so the
+// SelfSigned makes the kind of certificate BMCs ship: self-signed, so the
 // client's CA-bundle and insecure switches get exercised.
-func selfSignedTLS(host string) (*tls.Config, []byte, error) {
+func SelfSigned(host string) (*tls.Config, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err

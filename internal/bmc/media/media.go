@@ -1,11 +1,13 @@
-package bmc
+package media
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 
+	"github.com/metalhub/metalhub/internal/bmc/wire"
 	"github.com/stmcginnis/gofish/schemas"
 )
 
@@ -13,8 +15,8 @@ import (
 // its virtual media devices: the system's own collection (newer firmware) or, where it has none,
 // the collection of the manager that manages it, only when that manager manages no other
 // system. Sorted by Id, so every caller picks the same device.
-func (c *conn) mediaDevices(ctx context.Context, systemID string) ([]*schemas.VirtualMedia, bool, error) {
-	sys, err := c.getSystem(ctx, systemID)
+func mediaDevices(ctx context.Context, c wire.Conn, systemID string) ([]*schemas.VirtualMedia, bool, error) {
+	sys, err := c.System(ctx, systemID)
 	if err != nil {
 		return nil, false, err
 	}
@@ -61,12 +63,12 @@ func slotOf(d *schemas.VirtualMedia, onManager bool) MediaSlot {
 	return m
 }
 
-// VirtualMedia implements BMC.
-func (c *conn) VirtualMedia(ctx context.Context, systemID string) ([]MediaSlot, error) {
+// VirtualMedia does the work of bmc.BMC.VirtualMedia.
+func VirtualMedia(ctx context.Context, c wire.Conn, systemID string) ([]MediaSlot, error) {
 	op := "list virtual media of " + systemID
-	devs, onManager, err := c.mediaDevices(ctx, systemID)
+	devs, onManager, err := mediaDevices(ctx, c, systemID)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	out := make([]MediaSlot, 0, len(devs))
 	for _, d := range devs {
@@ -75,15 +77,15 @@ func (c *conn) VirtualMedia(ctx context.Context, systemID string) ([]MediaSlot, 
 	return out, nil
 }
 
-// InsertMedia implements BMC.
-func (c *conn) InsertMedia(ctx context.Context, systemID, image string) error {
+// InsertMedia does the work of bmc.BMC.InsertMedia.
+func InsertMedia(ctx context.Context, c wire.Conn, systemID, image string) error {
 	op := fmt.Sprintf("insert virtual media %s on %s", image, systemID)
 	if image == "" {
-		return newError(ReasonInvalidConfig, op, "no image")
+		return wire.New(wire.ReasonInvalidConfig, op, "no image")
 	}
-	devs, onManager, err := c.mediaDevices(ctx, systemID)
+	devs, onManager, err := mediaDevices(ctx, c, systemID)
 	if err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	var free *schemas.VirtualMedia
 	for _, d := range devs {
@@ -100,24 +102,24 @@ func (c *conn) InsertMedia(ctx context.Context, systemID, image string) error {
 	}
 	if free == nil {
 		if len(devs) == 0 {
-			return newError(ReasonUnsupported, op, "system has no virtual media")
+			return wire.New(wire.ReasonUnsupported, op, "system has no virtual media")
 		}
-		return newError(ReasonRejected, op, "no free virtual CD/DVD device: eject what is inserted first")
+		return wire.New(wire.ReasonRejected, op, "no free virtual CD/DVD device: eject what is inserted first")
 	}
 	yes := true
 	if _, err := free.InsertMedia(&schemas.VirtualMediaInsertMediaParameters{Image: image, Inserted: &yes, WriteProtected: &yes}); err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
-	c.log.V(1).Info("virtual media inserted", "system", systemID, "device", free.ID, "onManager", onManager)
+	c.Log().V(1).Info("virtual media inserted", "system", systemID, "device", free.ID, "onManager", onManager)
 	return nil
 }
 
-// EjectMedia implements BMC.
-func (c *conn) EjectMedia(ctx context.Context, systemID, image string) error {
+// EjectMedia does the work of bmc.BMC.EjectMedia.
+func EjectMedia(ctx context.Context, c wire.Conn, systemID, image string) error {
 	op := fmt.Sprintf("eject virtual media %s on %s", image, systemID)
-	devs, onManager, err := c.mediaDevices(ctx, systemID)
+	devs, onManager, err := mediaDevices(ctx, c, systemID)
 	if err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	for _, d := range devs {
 		slot := slotOf(d, onManager)
@@ -125,9 +127,28 @@ func (c *conn) EjectMedia(ctx context.Context, systemID, image string) error {
 			continue
 		}
 		if _, err := d.EjectMedia(); err != nil {
-			return wrap(op, err)
+			return wire.Wrap(op, err)
 		}
-		c.log.V(1).Info("virtual media ejected", "system", systemID, "device", d.ID, "onManager", onManager)
+		c.Log().V(1).Info("virtual media ejected", "system", systemID, "device", d.ID, "onManager", onManager)
 	}
 	return nil
+}
+
+// MediaSlot is one virtual media device.
+type MediaSlot struct {
+	ID      string `json:"id"`
+	ODataID string `json:"odataId"`
+	// MediaTypes are what the device takes: CD, DVD, USBStick, Floppy.
+	MediaTypes []string `json:"mediaTypes,omitempty"`
+	Inserted   bool     `json:"inserted"`
+	Image      string   `json:"image,omitempty"`
+	// ConnectedVia is URI, Applet, Oem or NotConnected.
+	ConnectedVia string `json:"connectedVia,omitempty"`
+	// OnManager says the device is the manager's, not the system's own.
+	OnManager bool `json:"onManager,omitempty"`
+}
+
+// TakesCD reports whether the device mounts an ISO (CD or DVD).
+func (m MediaSlot) TakesCD() bool {
+	return slices.Contains(m.MediaTypes, "CD") || slices.Contains(m.MediaTypes, "DVD")
 }

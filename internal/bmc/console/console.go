@@ -1,9 +1,11 @@
-package bmc
+package console
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 
+	"github.com/metalhub/metalhub/internal/bmc/wire"
 	"github.com/stmcginnis/gofish"
 	"github.com/stmcginnis/gofish/schemas"
 )
@@ -11,12 +13,12 @@ import (
 // defaultSSHPort is where a BMC's SSH listens when it does not say.
 const defaultSSHPort = 22
 
-// SerialConsole implements BMC.
-func (c *conn) SerialConsole(ctx context.Context, systemID string) (SerialConsole, error) {
+// Read does the work of bmc.BMC.SerialConsole.
+func Read(ctx context.Context, c wire.Conn, systemID string) (Access, error) {
 	op := "read serial console of " + systemID
-	sys, err := c.getSystem(ctx, systemID)
+	sys, err := c.System(ctx, systemID)
 	if err != nil {
-		return SerialConsole{}, wrap(op, err)
+		return Access{}, wire.Wrap(op, err)
 	}
 	// gofish's SerialConsole is a value: only the raw body tells an absent SSH from a disabled one.
 	var raw struct {
@@ -24,9 +26,9 @@ func (c *conn) SerialConsole(ctx context.Context, systemID string) (SerialConsol
 			SSH *struct{}
 		}
 	}
-	_ = jsonUnmarshal(sys.RawData, &raw)
+	_ = json.Unmarshal(sys.RawData, &raw)
 	sc := sys.SerialConsole
-	out := SerialConsole{IPMIEnabled: sc.IPMI.ServiceEnabled}
+	out := Access{IPMIEnabled: sc.IPMI.ServiceEnabled}
 	if raw.SerialConsole != nil && raw.SerialConsole.SSH != nil {
 		if out.SSHEnabled = sc.SSH.ServiceEnabled; out.SSHEnabled {
 			out.Port = portOr(sc.SSH.Port)
@@ -37,17 +39,17 @@ func (c *conn) SerialConsole(ctx context.Context, systemID string) (SerialConsol
 
 	// Before ComputerSystem v1.13 only the manager says it has a serial console over SSH; the
 	// port is its SSH service's.
-	api, err := c.client(ctx)
+	api, err := c.Client(ctx)
 	if err != nil {
-		return SerialConsole{}, wrap(op, err)
+		return Access{}, wire.Wrap(op, err)
 	}
-	uri, err := c.systemManagerURI(api, sys)
+	uri, err := systemManagerURI(c, api, sys)
 	if err != nil {
-		return SerialConsole{}, wrap(op, err)
+		return Access{}, wire.Wrap(op, err)
 	}
 	m, err := schemas.GetObject[schemas.Manager](api, uri)
 	if err != nil {
-		return SerialConsole{}, wrap(op, err)
+		return Access{}, wire.Wrap(op, err)
 	}
 	types := m.SerialConsole.ConnectTypesSupported
 	out.IPMIEnabled = out.IPMIEnabled || (m.SerialConsole.ServiceEnabled && slices.Contains(types, schemas.IPMISerialConnectTypesSupported))
@@ -65,17 +67,11 @@ func (c *conn) SerialConsole(ctx context.Context, systemID string) (SerialConsol
 }
 
 // systemManagerURI is the manager that manages sys, else the service's first.
-func (c *conn) systemManagerURI(api *gofish.APIClient, sys *schemas.ComputerSystem) (string, error) {
-	var links struct {
-		Links struct {
-			ManagedBy []odataLink
-		}
+func systemManagerURI(c wire.Conn, api *gofish.APIClient, sys *schemas.ComputerSystem) (string, error) {
+	if m := wire.ManagedBy(sys.RawData); m != "" {
+		return m, nil
 	}
-	_ = jsonUnmarshal(sys.RawData, &links)
-	if len(links.Links.ManagedBy) > 0 && links.Links.ManagedBy[0].ID != "" {
-		return links.Links.ManagedBy[0].ID, nil
-	}
-	return c.managerURI(api)
+	return wire.FirstManager(api, c.Root())
 }
 
 func portOr(p *uint) int {
@@ -83,4 +79,18 @@ func portOr(p *uint) int {
 		return defaultSSHPort
 	}
 	return int(*p)
+}
+
+// Access is how a system's serial console is reached through its BMC.
+type Access struct {
+	// SSHEnabled says the BMC serves the console over SSH, at Port (on the BMC's host).
+	SSHEnabled bool `json:"sshEnabled"`
+	Port       int  `json:"port,omitempty"`
+	// EntryCommand selects this system's console once logged in (e.g. "console com2"), where
+	// the SSH service is shared with the manager CLI; "" when unsaid.
+	EntryCommand string `json:"entryCommand,omitempty"`
+	// HotKeys describes how to leave the console, as the BMC displays it.
+	HotKeys string `json:"hotKeys,omitempty"`
+	// IPMIEnabled says Serial-over-LAN is served too.
+	IPMIEnabled bool `json:"ipmiEnabled,omitempty"`
 }

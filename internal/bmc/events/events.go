@@ -1,6 +1,7 @@
-package bmc
+package events
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/metalhub/metalhub/internal/bmc/logs"
+	"github.com/metalhub/metalhub/internal/bmc/wire"
 )
 
 // EventServiceInfo describes a BMC's EventService.
@@ -44,28 +48,28 @@ type eventServiceBody struct {
 	ResourceTypes                []string
 	DeliveryRetryAttempts        int
 	DeliveryRetryIntervalSeconds int
-	Subscriptions                odataLink
+	Subscriptions                wire.Link
 }
 
-// EventService implements BMC.
-func (c *conn) EventService(ctx context.Context) (EventServiceInfo, error) {
+// EventService does the work of bmc.BMC.EventService.
+func EventService(ctx context.Context, c wire.Conn) (EventServiceInfo, error) {
 	const op = "read event service"
-	api, err := c.client(ctx)
+	api, err := c.Client(ctx)
 	if err != nil {
-		return EventServiceInfo{}, wrap(op, err)
+		return EventServiceInfo{}, wire.Wrap(op, err)
 	}
-	if c.root.EventService.ID == "" {
-		return EventServiceInfo{}, newError(ReasonUnsupported, op, "service root has no EventService")
+	if c.Root().EventService.ID == "" {
+		return EventServiceInfo{}, wire.New(wire.ReasonUnsupported, op, "service root has no EventService")
 	}
 	var b eventServiceBody
-	if err := getJSON(api, c.root.EventService.ID, &b); err != nil {
-		if ReasonOf(err) == ReasonNotFound {
-			return EventServiceInfo{}, &Error{Reason: ReasonUnsupported, Op: op, Err: err}
+	if err := wire.GetJSON(api, c.Root().EventService.ID, &b); err != nil {
+		if wire.ReasonOf(err) == wire.ReasonNotFound {
+			return EventServiceInfo{}, &wire.Error{Reason: wire.ReasonUnsupported, Op: op, Err: err}
 		}
-		return EventServiceInfo{}, wrap(op, err)
+		return EventServiceInfo{}, wire.Wrap(op, err)
 	}
 	return EventServiceInfo{
-		URI: c.root.EventService.ID,
+		URI: c.Root().EventService.ID,
 		// A service that does not say is taken as on: a switched-off one says so.
 		Enabled:          b.ServiceEnabled == nil || *b.ServiceEnabled,
 		EventFormatTypes: b.EventFormatTypes, EventTypes: b.EventTypesForSubscription,
@@ -97,74 +101,74 @@ func subscriptionBodies(info EventServiceInfo, destination, context string) []ma
 	return []map[string]any{legacy, modern}
 }
 
-// Subscribe implements BMC.
-func (c *conn) Subscribe(ctx context.Context, destination, evContext string) (string, error) {
+// Subscribe does the work of bmc.BMC.Subscribe.
+func Subscribe(ctx context.Context, c wire.Conn, destination, evContext string) (string, error) {
 	op := "subscribe to events"
 	if u, err := url.Parse(destination); err != nil || !u.IsAbs() || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", newError(ReasonInvalidConfig, op, "destination %q is not an http or https URL", redactedURL(destination))
+		return "", wire.New(wire.ReasonInvalidConfig, op, "destination %q is not an http or https URL", redactedURL(destination))
 	}
 	op += " at " + redactedURL(destination)
-	info, err := c.EventService(ctx)
+	info, err := EventService(ctx, c)
 	if err != nil {
-		return "", wrap(op, err)
+		return "", wire.Wrap(op, err)
 	}
 	if !info.Enabled {
-		return "", newError(ReasonUnsupported, op, "the EventService is disabled")
+		return "", wire.New(wire.ReasonUnsupported, op, "the EventService is disabled")
 	}
 	if info.SubscriptionsURI == "" {
-		return "", newError(ReasonUnsupported, op, "the EventService has no Subscriptions collection")
+		return "", wire.New(wire.ReasonUnsupported, op, "the EventService has no Subscriptions collection")
 	}
-	api, err := c.client(ctx)
+	api, err := c.Client(ctx)
 	if err != nil {
-		return "", wrap(op, err)
+		return "", wire.Wrap(op, err)
 	}
 	var lastErr error
 	for _, body := range subscriptionBodies(info, destination, evContext) {
 		resp, err := api.Post(info.SubscriptionsURI, body)
 		if err != nil {
 			lastErr = err
-			if ReasonOf(err) == ReasonUnsupported { // 400: try the other form
+			if wire.ReasonOf(err) == wire.ReasonUnsupported { // 400: try the other form
 				continue
 			}
-			return "", wrap(op, err)
+			return "", wire.Wrap(op, err)
 		}
 		uri := resp.Header.Get("Location")
 		if uri == "" {
-			var s odataLink
+			var s wire.Link
 			if json.NewDecoder(resp.Body).Decode(&s) == nil {
 				uri = s.ID
 			}
 		}
 		resp.Body.Close()
 		if uri == "" {
-			return "", newError(ReasonUnknown, op, "the BMC answered %d without saying where the subscription is", resp.StatusCode)
+			return "", wire.New(wire.ReasonUnknown, op, "the BMC answered %d without saying where the subscription is", resp.StatusCode)
 		}
-		uri = pathOf(uri)
-		c.log.V(1).Info("subscribed to events", "subscription", uri, "destination", redactedURL(destination))
+		uri = wire.PathOf(uri)
+		c.Log().V(1).Info("subscribed to events", "subscription", uri, "destination", redactedURL(destination))
 		return uri, nil
 	}
-	return "", wrap(op, lastErr)
+	return "", wire.Wrap(op, lastErr)
 }
 
-// Unsubscribe implements BMC.
-func (c *conn) Unsubscribe(ctx context.Context, uri string) error {
+// Unsubscribe does the work of bmc.BMC.Unsubscribe.
+func Unsubscribe(ctx context.Context, c wire.Conn, uri string) error {
 	op := "unsubscribe " + uri
 	if strings.TrimSpace(uri) == "" {
-		return newError(ReasonInvalidConfig, op, "no subscription URI")
+		return wire.New(wire.ReasonInvalidConfig, op, "no subscription URI")
 	}
-	api, err := c.client(ctx)
+	api, err := c.Client(ctx)
 	if err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
-	resp, err := api.Delete(pathOf(uri))
+	resp, err := api.Delete(wire.PathOf(uri))
 	if err != nil {
-		if ReasonOf(err) == ReasonNotFound {
+		if wire.ReasonOf(err) == wire.ReasonNotFound {
 			return nil // gone already: what was asked for
 		}
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	resp.Body.Close()
-	c.log.V(1).Info("unsubscribed from events", "subscription", uri)
+	c.Log().V(1).Info("unsubscribed from events", "subscription", uri)
 	return nil
 }
 
@@ -175,46 +179,38 @@ type subscriptionBody struct {
 	Protocol    string
 }
 
-// Subscriptions implements BMC.
-func (c *conn) Subscriptions(ctx context.Context) ([]Subscription, error) {
+// Subscriptions does the work of bmc.BMC.Subscriptions.
+func Subscriptions(ctx context.Context, c wire.Conn) ([]Subscription, error) {
 	const op = "list event subscriptions"
-	info, err := c.EventService(ctx)
+	info, err := EventService(ctx, c)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	if info.SubscriptionsURI == "" {
-		return nil, newError(ReasonUnsupported, op, "the EventService has no Subscriptions collection")
+		return nil, wire.New(wire.ReasonUnsupported, op, "the EventService has no Subscriptions collection")
 	}
-	api, err := c.client(ctx)
+	api, err := c.Client(ctx)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	var coll struct{ Members []subscriptionBody }
-	if err := getJSON(api, info.SubscriptionsURI, &coll); err != nil {
-		return nil, wrap(op, err)
+	if err := wire.GetJSON(api, info.SubscriptionsURI, &coll); err != nil {
+		return nil, wire.Wrap(op, err)
 	}
 	out := make([]Subscription, 0, len(coll.Members))
 	for _, m := range coll.Members {
 		if m.Destination == "" && m.ODataID != "" {
 			// A bare link: read the subscription.
-			if err := getJSON(api, m.ODataID, &m); err != nil {
-				if ReasonOf(err) == ReasonNotFound {
+			if err := wire.GetJSON(api, m.ODataID, &m); err != nil {
+				if wire.ReasonOf(err) == wire.ReasonNotFound {
 					continue // deleted meanwhile
 				}
-				return nil, wrap(op, err)
+				return nil, wire.Wrap(op, err)
 			}
 		}
-		out = append(out, Subscription{URI: pathOf(m.ODataID), Destination: m.Destination, Context: m.Context, Protocol: m.Protocol})
+		out = append(out, Subscription{URI: wire.PathOf(m.ODataID), Destination: m.Destination, Context: m.Context, Protocol: m.Protocol})
 	}
 	return out, nil
-}
-
-// pathOf reduces an absolute URL (some BMCs answer Location with one) to its path.
-func pathOf(uri string) string {
-	if u, err := url.Parse(uri); err == nil && u.IsAbs() {
-		return u.RequestURI()
-	}
-	return uri
 }
 
 // redactedURL drops credentials from a URL for messages and logs.
@@ -253,7 +249,7 @@ type EventRecord struct {
 }
 
 type rawEventRecord struct {
-	EventID           flexString `json:"EventId"` // iLO 4 writes EventID: names match case-insensitively
+	EventID           logs.FlexString `json:"EventId"` // iLO 4 writes EventID: names match case-insensitively
 	EventType         string
 	EventTimestamp    string
 	Severity          string
@@ -263,11 +259,11 @@ type rawEventRecord struct {
 	MessageArgs       []any
 	OriginOfCondition json.RawMessage
 	Context           string // where Event v1.0 had it (iLO 5)
-	LogEntry          odataLink
+	LogEntry          wire.Link
 }
 
 type rawEvent struct {
-	ID      flexString `json:"Id"`
+	ID      logs.FlexString `json:"Id"`
 	Name    string
 	Context string
 	Events  []rawEventRecord
@@ -292,8 +288,8 @@ func ParseEvent(body []byte) (*Event, error) {
 			ev.Context = r.Context
 		}
 		rec := EventRecord{
-			EventID: string(r.EventID), EventType: r.EventType, EventTimestamp: parseTime(r.EventTimestamp),
-			Severity: normalizeSeverity(firstNonEmpty(r.MessageSeverity, r.Severity)), Message: strings.TrimSpace(r.Message),
+			EventID: string(r.EventID), EventType: r.EventType, EventTimestamp: logs.ParseTime(r.EventTimestamp),
+			Severity: logs.NormalizeSeverity(cmp.Or(r.MessageSeverity, r.Severity)), Message: strings.TrimSpace(r.Message),
 			MessageID: r.MessageID, Origin: originOf(r.OriginOfCondition), LogEntry: r.LogEntry.ID,
 		}
 		for _, a := range r.MessageArgs {
@@ -306,7 +302,7 @@ func ParseEvent(body []byte) (*Event, error) {
 
 // originOf reads an OriginOfCondition: {"@odata.id": ...} or, on older BMCs, the path itself.
 func originOf(raw json.RawMessage) string {
-	var l odataLink
+	var l wire.Link
 	if json.Unmarshal(raw, &l) == nil && l.ID != "" {
 		return l.ID
 	}

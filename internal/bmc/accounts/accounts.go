@@ -1,4 +1,4 @@
-package bmc
+package accounts
 
 import (
 	"context"
@@ -6,22 +6,23 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/metalhub/metalhub/internal/bmc/wire"
 	"github.com/stmcginnis/gofish/schemas"
 )
 
-func (c *conn) accountService(ctx context.Context) (*schemas.AccountService, error) {
-	api, err := c.client(ctx)
+func accountService(ctx context.Context, c wire.Conn) (*schemas.AccountService, error) {
+	api, err := c.Client(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if c.root.AccountService.ID == "" {
-		return nil, newError(ReasonUnsupported, "read account service", "service root has no AccountService")
+	if c.Root().AccountService.ID == "" {
+		return nil, wire.New(wire.ReasonUnsupported, "read account service", "service root has no AccountService")
 	}
-	return schemas.GetObject[schemas.AccountService](api, c.root.AccountService.ID)
+	return schemas.GetObject[schemas.AccountService](api, c.Root().AccountService.ID)
 }
 
-func (c *conn) accounts(ctx context.Context) (*schemas.AccountService, []*schemas.ManagerAccount, error) {
-	svc, err := c.accountService(ctx)
+func accounts(ctx context.Context, c wire.Conn) (*schemas.AccountService, []*schemas.ManagerAccount, error) {
+	svc, err := accountService(ctx, c)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -29,12 +30,12 @@ func (c *conn) accounts(ctx context.Context) (*schemas.AccountService, []*schema
 	return svc, accts, err
 }
 
-// Accounts implements BMC.
-func (c *conn) Accounts(ctx context.Context) ([]Account, error) {
+// Accounts does the work of bmc.BMC.Accounts.
+func Accounts(ctx context.Context, c wire.Conn) ([]Account, error) {
 	const op = "list accounts"
-	_, accts, err := c.accounts(ctx)
+	_, accts, err := accounts(ctx, c)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, wire.Wrap(op, err)
 	}
 	out := make([]Account, 0, len(accts))
 	for _, a := range accts {
@@ -54,20 +55,20 @@ type accountPatch struct {
 	Enabled  bool
 }
 
-// SetAccount implements BMC. A BMC's refusal may quote the password it refuses (the Redfish
+// SetAccount does the work of bmc.BMC.SetAccount. A BMC's refusal may quote the password it refuses (the Redfish
 // base registry's PropertyValueFormatError does): the error returned never carries it.
-func (c *conn) SetAccount(ctx context.Context, user, password, role string) error {
-	return redact(c.setAccount(ctx, user, password, role), password)
+func SetAccount(ctx context.Context, c wire.Conn, user, password, role string) error {
+	return wire.Redact(setAccount(ctx, c, user, password, role), password)
 }
 
-func (c *conn) setAccount(ctx context.Context, user, password, role string) error {
+func setAccount(ctx context.Context, c wire.Conn, user, password, role string) error {
 	op := fmt.Sprintf("set account %s", user)
 	if user == "" || password == "" {
-		return newError(ReasonInvalidConfig, op, "user name and password are required")
+		return wire.New(wire.ReasonInvalidConfig, op, "user name and password are required")
 	}
-	svc, accts, err := c.accounts(ctx)
+	svc, accts, err := accounts(ctx, c)
 	if err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	var free *schemas.ManagerAccount
 	for _, a := range accts {
@@ -77,9 +78,9 @@ func (c *conn) setAccount(ctx context.Context, user, password, role string) erro
 				patch.RoleID = role
 			}
 			if err := a.Patch(a.ODataID, patch); err != nil {
-				return wrap(op, err)
+				return wire.Wrap(op, err)
 			}
-			c.log.V(1).Info("account updated", "user", user)
+			c.Log().V(1).Info("account updated", "user", user)
 			return nil
 		}
 		if a.UserName == "" && free == nil {
@@ -95,9 +96,9 @@ func (c *conn) setAccount(ctx context.Context, user, password, role string) erro
 		err = free.Patch(free.ODataID, accountPatch{UserName: user, Password: password, RoleID: role, Enabled: true})
 	}
 	if err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
-	c.log.V(1).Info("account created", "user", user, "role", role)
+	c.Log().V(1).Info("account created", "user", user, "role", role)
 	return nil
 }
 
@@ -106,27 +107,27 @@ func isMethodNotAllowed(err error) bool {
 	return errors.As(err, &e) && (e.HTTPReturnedStatusCode == http.StatusMethodNotAllowed || e.HTTPReturnedStatusCode == http.StatusNotImplemented)
 }
 
-// DeleteAccount implements BMC.
-func (c *conn) DeleteAccount(ctx context.Context, user string) error {
+// DeleteAccount does the work of bmc.BMC.DeleteAccount.
+func DeleteAccount(ctx context.Context, c wire.Conn, user string) error {
 	op := fmt.Sprintf("delete account %s", user)
-	_, accts, err := c.accounts(ctx)
+	_, accts, err := accounts(ctx, c)
 	if err != nil {
-		return wrap(op, err)
+		return wire.Wrap(op, err)
 	}
 	for _, a := range accts {
 		if a.UserName != user {
 			continue
 		}
-		api, err := c.client(ctx)
+		api, err := c.Client(ctx)
 		if err != nil {
-			return wrap(op, err)
+			return wire.Wrap(op, err)
 		}
 		resp, err := api.Delete(a.ODataID)
 		if resp != nil {
 			resp.Body.Close()
 		}
 		if err != nil && !isMethodNotAllowed(err) {
-			return wrap(op, err)
+			return wire.Wrap(op, err)
 		}
 		if err != nil {
 			// Fixed slots: emptied, not deleted.
@@ -134,10 +135,18 @@ func (c *conn) DeleteAccount(ctx context.Context, user string) error {
 				UserName string
 				Enabled  bool
 			}{"", false}); err != nil {
-				return wrap(op, err)
+				return wire.Wrap(op, err)
 			}
 		}
-		c.log.V(1).Info("account deleted", "user", user)
+		c.Log().V(1).Info("account deleted", "user", user)
 	}
 	return nil
+}
+
+// Account is one BMC user account.
+type Account struct {
+	ID       string `json:"id"`
+	UserName string `json:"userName"`
+	RoleID   string `json:"roleID,omitempty"`
+	Enabled  bool   `json:"enabled"`
 }

@@ -1,0 +1,132 @@
+package bmc
+
+import (
+	"context"
+	"os"
+
+	"github.com/metalhub/metalhub/internal/bmc/accounts"
+	"github.com/metalhub/metalhub/internal/bmc/console"
+	"github.com/metalhub/metalhub/internal/bmc/events"
+	"github.com/metalhub/metalhub/internal/bmc/media"
+	"github.com/metalhub/metalhub/internal/bmc/update"
+)
+
+// The per-service work lives in the service packages; these are the BMC methods that hand it
+// a view of the connection.
+
+// Account is one BMC user account.
+type Account = accounts.Account
+
+// Accounts implements BMC.
+func (c *conn) Accounts(ctx context.Context) ([]Account, error) {
+	return accounts.Accounts(ctx, c.wire())
+}
+
+// SetAccount implements BMC. A BMC's refusal may quote the password it refuses: the error
+// returned never carries it.
+func (c *conn) SetAccount(ctx context.Context, user, password, role string) error {
+	return accounts.SetAccount(ctx, c.wire(), user, password, role)
+}
+
+// DeleteAccount implements BMC.
+func (c *conn) DeleteAccount(ctx context.Context, user string) error {
+	return accounts.DeleteAccount(ctx, c.wire(), user)
+}
+
+// Firmware is one component of the FirmwareInventory.
+type Firmware = update.Firmware
+
+// UpdateRequest is a SimpleUpdate.
+type UpdateRequest = update.UpdateRequest
+
+// TaskStatus is a Redfish task as read.
+type TaskStatus = update.TaskStatus
+
+// FirmwareInventory implements BMC.
+func (c *conn) FirmwareInventory(ctx context.Context) ([]Firmware, error) {
+	return update.FirmwareInventory(ctx, c.wire())
+}
+
+// SimpleUpdate implements BMC.
+func (c *conn) SimpleUpdate(ctx context.Context, req UpdateRequest) (string, error) {
+	return update.SimpleUpdate(ctx, c.wire(), req)
+}
+
+// UpdateMethods implements BMC.
+func (c *conn) UpdateMethods(ctx context.Context) (simple, push bool, err error) {
+	return update.UpdateMethods(ctx, c.wire())
+}
+
+// PushUpdate implements BMC.
+func (c *conn) PushUpdate(ctx context.Context, req UpdateRequest, image *os.File) (string, error) {
+	return update.PushUpdate(ctx, c.wire(), req, image)
+}
+
+// Task implements BMC.
+func (c *conn) Task(ctx context.Context, uri string) (*TaskStatus, error) {
+	return update.Task(ctx, c.wire(), uri)
+}
+
+// Tasks implements BMC.
+func (c *conn) Tasks(ctx context.Context) ([]TaskStatus, error) { return update.Tasks(ctx, c.wire()) }
+
+// MediaSlot is one virtual media device.
+type MediaSlot = media.MediaSlot
+
+// VirtualMedia implements BMC.
+func (c *conn) VirtualMedia(ctx context.Context, systemID string) ([]MediaSlot, error) {
+	return media.VirtualMedia(ctx, c.wire(), systemID)
+}
+
+// InsertMedia implements BMC.
+func (c *conn) InsertMedia(ctx context.Context, systemID, image string) error {
+	return media.InsertMedia(ctx, c.wire(), systemID, image)
+}
+
+// EjectMedia implements BMC.
+func (c *conn) EjectMedia(ctx context.Context, systemID, image string) error {
+	return media.EjectMedia(ctx, c.wire(), systemID, image)
+}
+
+// SerialConsole is how a system's serial console is reached through its BMC.
+type SerialConsole = console.Access
+
+// SerialConsole implements BMC.
+func (c *conn) SerialConsole(ctx context.Context, systemID string) (SerialConsole, error) {
+	return console.Read(ctx, c.wire(), systemID)
+}
+
+// EventServiceInfo describes a BMC's EventService.
+type EventServiceInfo = events.EventServiceInfo
+
+// Subscription is one event subscription (EventDestination) of a BMC.
+type Subscription = events.Subscription
+
+// Event is a Redfish event POSTed by a BMC to a subscription's destination.
+type Event = events.Event
+
+// EventRecord is one event of an Event.
+type EventRecord = events.EventRecord
+
+// ParseEvent decodes a Redfish event body (see events.ParseEvent).
+func ParseEvent(body []byte) (*Event, error) { return events.ParseEvent(body) }
+
+// EventService implements BMC.
+func (c *conn) EventService(ctx context.Context) (EventServiceInfo, error) {
+	return events.EventService(ctx, c.wire())
+}
+
+// Subscribe implements BMC.
+func (c *conn) Subscribe(ctx context.Context, destination, evContext string) (string, error) {
+	return events.Subscribe(ctx, c.wire(), destination, evContext)
+}
+
+// Unsubscribe implements BMC.
+func (c *conn) Unsubscribe(ctx context.Context, uri string) error {
+	return events.Unsubscribe(ctx, c.wire(), uri)
+}
+
+// Subscriptions implements BMC.
+func (c *conn) Subscriptions(ctx context.Context) ([]Subscription, error) {
+	return events.Subscriptions(ctx, c.wire())
+}

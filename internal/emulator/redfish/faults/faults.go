@@ -1,0 +1,115 @@
+// Package faults is the emulated BMCs' fault menu: the per-BMC switches that make a BMC
+// misbehave as real ones do (latency, error statuses, hangs, missing services, slow updates),
+// settable from tests and the control API. It is data only and must not import the emulator.
+package faults
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Faults is the per-BMC fault menu; each field mimics something real BMCs do.
+// Set it with BMC.SetFaults or PUT /emulator/bmcs/{i}/faults.
+type Faults struct {
+	// Latency delays every answer.
+	Latency Duration `json:"latency,omitempty"`
+	// Status answers every request with this HTTP status (e.g. 503).
+	Status int `json:"status,omitempty"`
+	// Unauthorized rejects every authenticated request and login with 401,
+	// as after a password change on the BMC.
+	Unauthorized bool `json:"unauthorized,omitempty"`
+	// Hang accepts requests and never answers.
+	Hang bool `json:"hang,omitempty"`
+	// DropConnection closes the TCP connection without answering.
+	DropConnection bool `json:"dropConnection,omitempty"`
+	// CloseConnections answers with Connection: close (no keep-alive).
+	CloseConnections bool `json:"closeConnections,omitempty"`
+	// NoSessionService removes SessionService: only Basic auth works.
+	NoSessionService bool `json:"noSessionService,omitempty"`
+	// BrokenCollections answers a status for a collection and everything
+	// below it, by collection name: {"Memory": 404, "Processors": 501,
+	// "Storage": 500, "EthernetInterfaces": 500, "SimpleStorage": 501}.
+	BrokenCollections map[string]int `json:"brokenCollections,omitempty"`
+	// StrictETag answers 412 to a PATCH without If-Match (a mismatching
+	// If-Match always gets 412).
+	StrictETag bool `json:"strictETag,omitempty"`
+	// IgnoreGracefulShutdown accepts GracefulShutdown/GracefulRestart but
+	// never acts on them, like a host whose OS ignores ACPI.
+	IgnoreGracefulShutdown bool `json:"ignoreGracefulShutdown,omitempty"`
+	// FailPowerTransitions starts every power transition and lets it fail: the
+	// system shows PoweringOn/PoweringOff, then falls back to where it was (a
+	// PSU fault, a failed POST). The reset is answered and recorded as usual.
+	FailPowerTransitions bool `json:"failPowerTransitions,omitempty"`
+	// BootReadbackContinuous reads a Once override back as Continuous.
+	BootReadbackContinuous bool `json:"bootReadbackContinuous,omitempty"`
+	// ErrorAfterEffect carries out every action (a system's or the manager's Reset, a
+	// SimpleUpdate) and records it as usual, then answers this HTTP status (e.g. 500, 502)
+	// instead of success: a BMC that
+	// fails after acting, or a proxy whose upstream answer was lost. Other requests are served.
+	ErrorAfterEffect int `json:"errorAfterEffect,omitempty"`
+	// NoVirtualMedia removes the VirtualMedia collections (a BMC without the licence for it).
+	NoVirtualMedia bool `json:"noVirtualMedia,omitempty"`
+	// NoHTTPBoot stops advertising UefiHttp and HttpBootUri (older firmware); a UefiHttp
+	// override is refused with 400.
+	NoHTTPBoot bool `json:"noHttpBoot,omitempty"`
+	// MediaMountFails refuses InsertMedia with 400, as a BMC does that cannot reach the image.
+	MediaMountFails bool `json:"mediaMountFails,omitempty"`
+	// UpdateDuration is how long a SimpleUpdate task runs (default 2s).
+	UpdateDuration Duration `json:"updateDuration,omitempty"`
+	// UpdateFails ends every SimpleUpdate task begun while it is set in Exception.
+	UpdateFails bool `json:"updateFails,omitempty"`
+	// UpdateChangesNothing completes every update task begun while it is set and installs
+	// nothing: the version read back stays what it was, as a vendor's flash that silently
+	// rejects an image does.
+	UpdateChangesNothing bool `json:"updateChangesNothing,omitempty"`
+	// TasksWithoutPayload serves update tasks without Payload and without the image in their
+	// messages, as many vendors' tasks are: nothing in a task says which image it carries.
+	TasksWithoutPayload bool `json:"tasksWithoutPayload,omitempty"`
+	// TaskPageSize pages the TaskService's Tasks collection (Members@odata.nextLink, $skip);
+	// 0 lists every task on one page.
+	TaskPageSize int `json:"taskPageSize,omitempty"`
+	// TasksNewestFirst lists tasks newest first (the default is oldest first).
+	TasksNewestFirst bool `json:"tasksNewestFirst,omitempty"`
+	// UpdateAnswersWithoutTask answers an accepted update 200 with no task (no Location, no
+	// task in the body); the update runs all the same, its task listed in the TaskService.
+	UpdateAnswersWithoutTask bool `json:"updateAnswersWithoutTask,omitempty"`
+	// NoSimpleUpdate stops offering UpdateService.SimpleUpdate: images must be pushed
+	// (MultipartHttpPushUri), as on BMCs that cannot fetch them.
+	NoSimpleUpdate bool `json:"noSimpleUpdate,omitempty"`
+	// UpdateNeedsReset makes a BMC image wait for a manager reset (Manager.Reset) to take
+	// effect, as some BMCs stage theirs, instead of the BMC restarting by itself.
+	UpdateNeedsReset bool `json:"updateNeedsReset,omitempty"`
+	// BMCRebootDuration is how long the BMC answers nothing after a BMC update (default 5s).
+	BMCRebootDuration Duration `json:"bmcRebootDuration,omitempty"`
+	// NoLogServices removes the systems' LogServices (a BMC that serves no event log there).
+	NoLogServices bool `json:"noLogServices,omitempty"`
+	// NoEventService removes the EventService: no subscriptions, no events.
+	NoEventService bool `json:"noEventService,omitempty"`
+}
+
+// Duration is a time.Duration that reads "250ms" or nanoseconds from JSON.
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string like "250ms".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON accepts "250ms" or a number of nanoseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("parse duration %q: %w", s, err)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return fmt.Errorf("duration must be a string like \"250ms\" or nanoseconds: %w", err)
+	}
+	*d = Duration(n)
+	return nil
+}
