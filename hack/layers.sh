@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails when the metal family's packages import against their layers (docs/architecture.md):
+# Fails when packages import against their layers (docs/architecture.md). The metal family:
 # a shared package (or the test fixtures) importing a controller or the assembly, or a
 # controller importing the assembly.
 set -euo pipefail
@@ -25,4 +25,28 @@ forbidden_for_shared=("$base")
 for c in $controllers; do forbidden_for_shared+=("$base/$c"); done
 for p in $shared; do check "$p" "${forbidden_for_shared[@]}"; done
 for c in $controllers; do check "$c" "$base"; done
+
+# The Redfish client and the emulator: each service package sits below its facade and imports
+# neither the facade nor a controller; the two trees do not import each other.
+module=github.com/metalhub/metalhub
+below() { # below ROOT OTHER: ROOT's sub-packages import neither ROOT nor a controller; ROOT not OTHER
+  local root=$module/$1 other=$module/$2 pkg imports
+  for pkg in $(go list "./$1/..."); do
+    imports=$(go list -f '{{join .Imports "\n"}}' "$pkg")
+    if [ "$pkg" != "$root" ] && grep -qx "$root" <<<"$imports"; then
+      echo "layers: $pkg imports its facade $root" >&2
+      fail=1
+    fi
+    if grep -q "^$module/internal/controller/" <<<"$imports"; then
+      echo "layers: $pkg imports a controller package" >&2
+      fail=1
+    fi
+    if grep -q "^$other\(/\|\$\)" <<<"$imports"; then
+      echo "layers: $pkg imports $other" >&2
+      fail=1
+    fi
+  done
+}
+below internal/bmc internal/emulator
+below internal/emulator/redfish internal/bmc
 exit $fail
