@@ -43,7 +43,7 @@ const indexSettingsServer = "spec.serverRef.name"
 //	verify → in effect: the next step not in effect → owed, or completed
 type BIOSSettingsReconciler struct {
 	Client client.Client
-	actor
+	Actor
 }
 
 // SetupWithManager registers the reconciler.
@@ -76,14 +76,14 @@ func (r *BIOSSettingsReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency, 1)})
 	return shard.Gate(r.Options.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &systemv1alpha1.BIOSSettingsList{} },
 		func(ctx context.Context, v *systemv1alpha1.BIOSSettings) string {
-			return serverRefKey(ctx, r.Client, v, v.Spec.ServerRef)
+			return ServerRefKey(ctx, r.Client, v, v.Spec.ServerRef)
 		}).Complete(rec)
 }
 
 // settingsPass is what one pass over a BIOSSettings knows.
 type settingsPass struct {
 	*lifecycle.Pass[*systemv1alpha1.BIOSSettings]
-	*work
+	*Work
 	flow []step // resolved, in order (begin, stage, verify)
 }
 
@@ -91,16 +91,16 @@ func (r *BIOSSettingsReconciler) handle(ctx context.Context, lp *lifecycle.Pass[
 	bctx, cancel := context.WithTimeout(ctx, r.Options.RequestTimeout)
 	defer cancel()
 	s := lp.Obj
-	w := &work{obj: s, c: lp.Client(), bctx: bctx, maintRef: &s.Spec.ServerMaintenanceRef, policy: s.Spec.ServerMaintenancePolicy}
+	w := &Work{Self: s, C: lp.Client(), BMCContext: bctx, MaintRef: &s.Spec.ServerMaintenanceRef, Policy: s.Spec.ServerMaintenancePolicy}
 	if s.Spec.ServerRef != nil {
-		w.serverName = s.Spec.ServerRef.Name
+		w.ServerName = s.Spec.ServerRef.Name
 	}
-	p := &settingsPass{Pass: lp, work: w}
+	p := &settingsPass{Pass: lp, Work: w}
 	res, err := lifecycle.Steps(ctx, p,
 		lifecycle.EnsureFinalizer[*settingsPass](Finalizer),
-		func(ctx context.Context, p *settingsPass) (lifecycle.Result, error) { return r.read(ctx, p.work) },
+		func(ctx context.Context, p *settingsPass) (lifecycle.Result, error) { return r.Read(ctx, p.Work) },
 		func(ctx context.Context, p *settingsPass) (lifecycle.Result, error) {
-			return r.leave(ctx, p.work, p.maint)
+			return r.Leave(ctx, p.Work, p.Maint)
 		},
 		r.restart,
 		r.finish,
@@ -111,8 +111,8 @@ func (r *BIOSSettingsReconciler) handle(ctx context.Context, lp *lifecycle.Pass[
 		r.verify,
 	)
 	r.report(p)
-	if p.retried() && err == nil && !res.IsWrote() {
-		return lifecycle.RequeueAfter(r.Options.RetryAfter, p.reason), nil
+	if p.Retried() && err == nil && !res.IsWrote() {
+		return lifecycle.RequeueAfter(r.Options.RetryAfter, p.Reason), nil
 	}
 	return res, err
 }
@@ -120,40 +120,40 @@ func (r *BIOSSettingsReconciler) handle(ctx context.Context, lp *lifecycle.Pass[
 // restart drops a record made for another spec, unless a restart is owed (what was staged is
 // installed first; verify then reads against the new spec).
 func (r *BIOSSettingsReconciler) restart(ctx context.Context, p *settingsPass) (lifecycle.Result, error) {
-	return r.startOver(ctx, p.work, specHash(&p.Obj.Spec.BIOSSettingsTemplate), phaseCompleted, phaseFailed, phaseMaintenance, phaseOwed)
+	return r.StartOver(ctx, p.Work, specHash(&p.Obj.Spec.BIOSSettingsTemplate), PhaseCompleted, PhaseFailed, PhaseMaintenance, PhaseOwed)
 }
 
 func (r *BIOSSettingsReconciler) finish(ctx context.Context, p *settingsPass) (lifecycle.Result, error) {
-	if !p.hasRec || !p.rec.terminal() {
+	if !p.HasRec || !p.Rec.Terminal() {
 		return lifecycle.Continue(), nil
 	}
-	return releaseMaintenance(ctx, p.Client(), p.Obj, p.maint)
+	return ReleaseMaintenance(ctx, p.Client(), p.Obj, p.Maint)
 }
 
 // prepare reaches the box, checks it runs the version the settings are for, resolves the flow
 // and reads the BIOS attributes in effect; ok false: the pass ends with res.
 func (r *BIOSSettingsReconciler) prepare(ctx context.Context, p *settingsPass) (attrs map[string]any, res lifecycle.Result, err error, ok bool) {
-	if err := r.connect(p.work); err != nil {
-		res, err = r.bmcFailed(p.work, err)
+	if err := r.Connect(p.Work); err != nil {
+		res, err = r.BMCFailed(p.Work, err)
 		return nil, res, err, false
 	}
-	if v := p.Obj.Spec.Version; p.sys.BiosVersion != v {
-		p.problem, p.reason = fmt.Errorf("the settings are for BIOS %q; server %s runs %q", v, p.server.Name, p.sys.BiosVersion), systemv1alpha1.ReasonVersionMismatch
+	if v := p.Obj.Spec.Version; p.Sys.BiosVersion != v {
+		p.Problem, p.Reason = fmt.Errorf("the settings are for BIOS %q; server %s runs %q", v, p.Server.Name, p.Sys.BiosVersion), systemv1alpha1.ReasonVersionMismatch
 		return nil, lifecycle.RequeueAfter(r.Options.RetryAfter, "BIOS version"), nil, false
 	}
-	flow, ferr := resolveFlow(ctx, p.Client(), p.Obj, &p.Obj.Spec.BIOSSettingsTemplate, r.Options.secretNamespace())
+	flow, ferr := resolveFlow(ctx, p.Client(), p.Obj, &p.Obj.Spec.BIOSSettingsTemplate, r.Options.EffectiveSecretNamespace())
 	if ferr != nil {
 		if reason, _ := lifecycle.ReasonOf(ferr); reason == systemv1alpha1.ReasonSecretRefNotAllowed {
-			res, err = r.refuseSecretRef(p.work, ferr)
+			res, err = r.RefuseSecretRef(p.Work, ferr)
 			return nil, res, err, false
 		}
-		p.problem, p.reason = ferr, systemv1alpha1.ReasonVariableNotFound
+		p.Problem, p.Reason = ferr, systemv1alpha1.ReasonVariableNotFound
 		return nil, lifecycle.RequeueAfter(r.Options.RetryAfter, "variables"), nil, false
 	}
 	p.flow = flow
-	bios, berr := p.conn.Bios(p.bctx, p.sysID)
+	bios, berr := p.Conn.Bios(p.BMCContext, p.SysID)
 	if berr != nil {
-		res, err = r.bmcFailed(p.work, berr)
+		res, err = r.BMCFailed(p.Work, berr)
 		return nil, res, err, false
 	}
 	return bios.Attributes, lifecycle.Result{}, nil, true
@@ -161,41 +161,41 @@ func (r *BIOSSettingsReconciler) prepare(ctx context.Context, p *settingsPass) (
 
 // advance records where the flow stands from step on: the next step not in effect is owed
 // (phase given), or the flow is completed. verified: step from was set and restarted.
-func (r *BIOSSettingsReconciler) advance(ctx context.Context, p *settingsPass, attrs map[string]any, from int, verified bool, ph phase) (lifecycle.Result, error) {
-	now := r.now().Unix()
-	i, applied, err := flowProgress(p.flow, attrs, from, verified, p.rec.Applied, now)
+func (r *BIOSSettingsReconciler) advance(ctx context.Context, p *settingsPass, attrs map[string]any, from int, verified bool, ph Phase) (lifecycle.Result, error) {
+	now := r.Clock().Unix()
+	i, applied, err := flowProgress(p.flow, attrs, from, verified, p.Rec.Applied, now)
 	if err != nil {
-		done := record{Phase: phaseFailed, For: specHash(&p.Obj.Spec.BIOSSettingsTemplate), Version: p.flow[i].Name, Failed: p.rec.Failed, At: now, Applied: applied, Message: err.Error()}
+		done := Record{Phase: PhaseFailed, For: specHash(&p.Obj.Spec.BIOSSettingsTemplate), Version: p.flow[i].Name, Failed: p.Rec.Failed, At: now, Applied: applied, Message: err.Error()}
 		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonInvalidSettings, "Settings", "step %s: %v", p.flow[i].Name, err)
-		return r.record(ctx, p.work, done)
+		return r.Record(ctx, p.Work, done)
 	}
 	if i == len(p.flow) {
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, systemv1alpha1.ReasonSettingsApplied, "Settings", "every step in effect on server %s", p.server.Name)
-		return r.record(ctx, p.work, record{Phase: phaseCompleted, For: specHash(&p.Obj.Spec.BIOSSettingsTemplate), Failed: p.rec.Failed, At: now, Applied: applied})
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, systemv1alpha1.ReasonSettingsApplied, "Settings", "every step in effect on server %s", p.Server.Name)
+		return r.Record(ctx, p.Work, Record{Phase: PhaseCompleted, For: specHash(&p.Obj.Spec.BIOSSettingsTemplate), Failed: p.Rec.Failed, At: now, Applied: applied})
 	}
 	attempt := int32(1)
-	if p.hasRec && p.rec.Version == p.flow[i].Name && ph == phaseOwed {
-		attempt = p.rec.Attempt
+	if p.HasRec && p.Rec.Version == p.flow[i].Name && ph == PhaseOwed {
+		attempt = p.Rec.Attempt
 	}
-	return r.record(ctx, p.work, record{Phase: ph, For: specHash(&p.Obj.Spec.BIOSSettingsTemplate), Version: p.flow[i].Name, Attempt: attempt, Failed: p.rec.Failed, At: now, Applied: applied})
+	return r.Record(ctx, p.Work, Record{Phase: ph, For: specHash(&p.Obj.Spec.BIOSSettingsTemplate), Version: p.flow[i].Name, Attempt: attempt, Failed: p.Rec.Failed, At: now, Applied: applied})
 }
 
 // begin finds the first step not in effect.
 func (r *BIOSSettingsReconciler) begin(ctx context.Context, p *settingsPass) (lifecycle.Result, error) {
-	if p.hasRec {
+	if p.HasRec {
 		return lifecycle.Continue(), nil
 	}
 	attrs, res, err, ok := r.prepare(ctx, p)
 	if !ok {
 		return res, err
 	}
-	return r.advance(ctx, p, attrs, 0, false, phaseMaintenance)
+	return r.advance(ctx, p, attrs, 0, false, PhaseMaintenance)
 }
 
 func (r *BIOSSettingsReconciler) maintain(ctx context.Context, p *settingsPass) (lifecycle.Result, error) {
-	switch p.rec.Phase {
-	case phaseMaintenance, phaseOwed, phaseReboot:
-		return r.actor.maintain(ctx, p.work, "biossettings-"+p.Obj.Name, fmt.Sprintf("BIOS settings step %s (BIOSSettings %s)", p.rec.Version, p.Obj.Name))
+	switch p.Rec.Phase {
+	case PhaseMaintenance, PhaseOwed, PhaseReboot:
+		return r.Actor.Maintain(ctx, p.Work, "biossettings-"+p.Obj.Name, fmt.Sprintf("BIOS settings step %s (BIOSSettings %s)", p.Rec.Version, p.Obj.Name))
 	}
 	return lifecycle.Continue(), nil
 }
@@ -203,59 +203,59 @@ func (r *BIOSSettingsReconciler) maintain(ctx context.Context, p *settingsPass) 
 // stage sends the step's differing attributes to the Bios settings object. Sending them again
 // is harmless (the same values staged), so a crash before the record only repeats the PATCH.
 func (r *BIOSSettingsReconciler) stage(ctx context.Context, p *settingsPass) (lifecycle.Result, error) {
-	if p.rec.Phase != phaseMaintenance && p.rec.Phase != phaseOwed {
+	if p.Rec.Phase != PhaseMaintenance && p.Rec.Phase != PhaseOwed {
 		return lifecycle.Continue(), nil
 	}
 	attrs, res, err, ok := r.prepare(ctx, p)
 	if !ok {
 		return res, err
 	}
-	i := stepIndex(p.rec.Version, p.flow)
+	i := stepIndex(p.Rec.Version, p.flow)
 	diff, derr := differing(p.flow[i].Settings, attrs, false)
 	if derr != nil || len(diff) == 0 {
 		// In effect by now, or not applicable: decided as from the start of the step.
-		return r.advance(ctx, p, attrs, i, false, phaseOwed)
+		return r.advance(ctx, p, attrs, i, false, PhaseOwed)
 	}
-	if err := redactBMC(p.conn.SetBiosAttributes(p.bctx, p.sysID, diff.send()), diff); err != nil {
-		if refused(err) {
+	if err := RedactBMC(p.Conn.SetBiosAttributes(p.BMCContext, p.SysID, diff.Send()), diff); err != nil {
+		if Refused(err) {
 			return r.failAttempt(ctx, p, fmt.Sprintf("the BMC refused the settings: %v", err))
 		}
-		return r.bmcFailed(p.work, err)
+		return r.BMCFailed(p.Work, err)
 	}
-	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "SettingsStaged", "Settings", "step %s: %d attribute(s) staged on server %s", p.rec.Version, len(diff), p.server.Name)
-	next := p.rec
-	next.Phase, next.At, next.Rerequested = phaseReboot, r.now().Unix(), 0
-	if after, err := p.conn.Bios(p.bctx, p.sysID); err == nil {
+	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "SettingsStaged", "Settings", "step %s: %d attribute(s) staged on server %s", p.Rec.Version, len(diff), p.Server.Name)
+	next := p.Rec
+	next.Phase, next.At, next.Rerequested = PhaseReboot, r.Clock().Unix(), 0
+	if after, err := p.Conn.Bios(p.BMCContext, p.SysID); err == nil {
 		// A write-only attribute (unverified) never shows as applied at once: it gets its restart.
 		if d, err := differing(p.flow[i].Settings, after.Attributes, false); err == nil && len(d) == 0 {
 			// Applied at once (ApplyTime Immediate): no restart.
-			next.Phase = phaseVerify
+			next.Phase = PhaseVerify
 		}
 	}
-	return r.record(ctx, p.work, next)
+	return r.Record(ctx, p.Work, next)
 }
 
 func (r *BIOSSettingsReconciler) reboot(ctx context.Context, p *settingsPass) (lifecycle.Result, error) {
-	if p.rec.Phase != phaseReboot {
+	if p.Rec.Phase != PhaseReboot {
 		return lifecycle.Continue(), nil
 	}
-	return r.actor.reboot(ctx, p.work, "apply BIOS settings step "+p.rec.Version, func(why string) (lifecycle.Result, error) {
+	return r.Actor.Reboot(ctx, p.Work, "apply BIOS settings step "+p.Rec.Version, func(why string) (lifecycle.Result, error) {
 		return r.failAttempt(ctx, p, why)
 	})
 }
 
 // verify reads the attributes back after the restart.
 func (r *BIOSSettingsReconciler) verify(ctx context.Context, p *settingsPass) (lifecycle.Result, error) {
-	if p.rec.Phase != phaseVerify {
+	if p.Rec.Phase != PhaseVerify {
 		return lifecycle.Continue(), nil
 	}
 	attrs, res, err, ok := r.prepare(ctx, p)
 	if !ok {
 		return res, err
 	}
-	i := stepIndex(p.rec.Version, p.flow)
+	i := stepIndex(p.Rec.Version, p.flow)
 	if diff, derr := differing(p.flow[i].Settings, attrs, true); derr == nil && len(diff) > 0 {
-		res, err, again, late := r.rebootAgain(ctx, p.work, fmt.Sprintf("step %s is not in effect", p.rec.Version))
+		res, err, again, late := r.RebootAgain(ctx, p.Work, fmt.Sprintf("step %s is not in effect", p.Rec.Version))
 		switch {
 		case again:
 			return res, err
@@ -264,45 +264,45 @@ func (r *BIOSSettingsReconciler) verify(ctx context.Context, p *settingsPass) (l
 		}
 		// diff prints what was asked, a Secret's value as the Secret's name; what the BIOS
 		// reads back is not shown (it would be the other half of the Secret's value).
-		return r.failAttempt(ctx, p, fmt.Sprintf("step %s: %v did not read back as asked after the restart", p.rec.Version, diff))
+		return r.failAttempt(ctx, p, fmt.Sprintf("step %s: %v did not read back as asked after the restart", p.Rec.Version, diff))
 	}
-	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "StepApplied", "Settings", "step %s in effect on server %s", p.rec.Version, p.server.Name)
-	return r.advance(ctx, p, attrs, i, true, phaseOwed)
+	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "StepApplied", "Settings", "step %s in effect on server %s", p.Rec.Version, p.Server.Name)
+	return r.advance(ctx, p, attrs, i, true, PhaseOwed)
 }
 
 // failAttempt counts a failed attempt of the step: owed again within the retry policy, else
 // the settings failed.
 func (r *BIOSSettingsReconciler) failAttempt(ctx context.Context, p *settingsPass, why string) (lifecycle.Result, error) {
-	next := p.rec
+	next := p.Rec
 	next.Failed++
-	next.At, next.Message = r.now().Unix(), why
-	if next.Failed >= maxAttempts(p.Obj.Spec.RetryPolicy) {
-		next.Phase = phaseFailed
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonSettingsFailed, "Settings", "step %s on server %s failed: %s", p.rec.Version, p.server.Name, why)
+	next.At, next.Message = r.Clock().Unix(), why
+	if next.Failed >= MaxAttempts(p.Obj.Spec.RetryPolicy) {
+		next.Phase = PhaseFailed
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonSettingsFailed, "Settings", "step %s on server %s failed: %s", p.Rec.Version, p.Server.Name, why)
 	} else {
-		next.Phase, next.Attempt, next.Rerequested = phaseOwed, p.rec.Attempt+1, 0
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, "SettingsRetry", "Settings", "step %s on server %s: attempt %d failed (%s); trying again", p.rec.Version, p.server.Name, p.rec.Attempt, why)
+		next.Phase, next.Attempt, next.Rerequested = PhaseOwed, p.Rec.Attempt+1, 0
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, "SettingsRetry", "Settings", "step %s on server %s: attempt %d failed (%s); trying again", p.Rec.Version, p.Server.Name, p.Rec.Attempt, why)
 	}
-	return r.record(ctx, p.work, next)
+	return r.Record(ctx, p.Work, next)
 }
 
 // report rebuilds status from the record.
 func (r *BIOSSettingsReconciler) report(p *settingsPass) {
-	p.Obj.Status = settingsStatus(p.Obj.Status, p.Obj.Generation, p.work, flowOrder(p.Obj.Spec.SettingsFlow))
+	p.Obj.Status = settingsStatus(p.Obj.Status, p.Obj.Generation, p.Work, flowOrder(p.Obj.Spec.SettingsFlow))
 }
 
 // settingsStatus is a settings object's status, rebuilt from the record: the state, each step
 // of flow (in order) and condition Applied.
-func settingsStatus(prev systemv1alpha1.BIOSSettingsStatus, gen int64, w *work, flow []systemv1alpha1.SettingsFlowItem) systemv1alpha1.BIOSSettingsStatus {
+func settingsStatus(prev systemv1alpha1.BIOSSettingsStatus, gen int64, w *Work, flow []systemv1alpha1.SettingsFlowItem) systemv1alpha1.BIOSSettingsStatus {
 	st := prev.DeepCopy()
 	st.ObservedGeneration = gen
-	st.FailedAttempts = w.rec.Failed
+	st.FailedAttempts = w.Rec.Failed
 	switch {
-	case !w.hasRec, w.rec.Phase == phaseMaintenance:
+	case !w.HasRec, w.Rec.Phase == PhaseMaintenance:
 		st.State = systemv1alpha1.SettingsStatePending
-	case w.rec.Phase == phaseCompleted:
+	case w.Rec.Phase == PhaseCompleted:
 		st.State = systemv1alpha1.SettingsStateApplied
-	case w.rec.Phase == phaseFailed:
+	case w.Rec.Phase == PhaseFailed:
 		st.State = systemv1alpha1.SettingsStateFailed
 	default:
 		st.State = systemv1alpha1.SettingsStateInProgress
@@ -310,17 +310,17 @@ func settingsStatus(prev systemv1alpha1.BIOSSettingsStatus, gen int64, w *work, 
 	st.FlowState, st.LastAppliedTime = nil, nil
 	for _, step := range flow {
 		fs := systemv1alpha1.FlowStatus{Name: step.Name, Priority: step.Priority, FlowState: systemv1alpha1.SettingsStatePending}
-		if at, ok := w.rec.Applied[step.Name]; ok && w.hasRec {
+		if at, ok := w.Rec.Applied[step.Name]; ok && w.HasRec {
 			t := metav1.NewTime(time.Unix(at, 0))
 			fs.FlowState, fs.LastAppliedTime = systemv1alpha1.SettingsStateApplied, &t
 			if st.LastAppliedTime == nil || st.LastAppliedTime.Before(&t) {
 				st.LastAppliedTime = &t
 			}
-		} else if w.hasRec && w.rec.Version == step.Name {
-			switch w.rec.Phase {
-			case phaseFailed:
+		} else if w.HasRec && w.Rec.Version == step.Name {
+			switch w.Rec.Phase {
+			case PhaseFailed:
 				fs.FlowState = systemv1alpha1.SettingsStateFailed
-			case phaseOwed, phaseReboot, phaseVerify:
+			case PhaseOwed, PhaseReboot, PhaseVerify:
 				fs.FlowState = systemv1alpha1.SettingsStateInProgress
 			}
 		}
@@ -330,28 +330,28 @@ func settingsStatus(prev systemv1alpha1.BIOSSettingsStatus, gen int64, w *work, 
 		lifecycle.SetCondition(&st.Conditions, gen, systemv1alpha1.ConditionApplied, status, reason, msg)
 	}
 	switch {
-	case w.problem != nil:
-		cond(metav1.ConditionFalse, w.reason, w.problem.Error())
-	case w.conflict != "":
-		cond(metav1.ConditionFalse, systemv1alpha1.ReasonMaintenanceConflict, w.conflict)
-	case !w.hasRec:
+	case w.Problem != nil:
+		cond(metav1.ConditionFalse, w.Reason, w.Problem.Error())
+	case w.Conflict != "":
+		cond(metav1.ConditionFalse, systemv1alpha1.ReasonMaintenanceConflict, w.Conflict)
+	case !w.HasRec:
 		cond(metav1.ConditionFalse, "Pending", "not looked at yet")
-	case w.rec.Phase == phaseCompleted:
+	case w.Rec.Phase == PhaseCompleted:
 		cond(metav1.ConditionTrue, systemv1alpha1.ReasonSettingsApplied, "every step is in effect")
-	case w.rec.Phase == phaseFailed:
-		cond(metav1.ConditionFalse, systemv1alpha1.ReasonSettingsFailed, fmt.Sprintf("step %s: %s; change the spec to try again", w.rec.Version, w.rec.Message))
-	case w.waiting != "" || w.rec.Phase == phaseMaintenance:
-		msg := w.waiting
+	case w.Rec.Phase == PhaseFailed:
+		cond(metav1.ConditionFalse, systemv1alpha1.ReasonSettingsFailed, fmt.Sprintf("step %s: %s; change the spec to try again", w.Rec.Version, w.Rec.Message))
+	case w.Waiting != "" || w.Rec.Phase == PhaseMaintenance:
+		msg := w.Waiting
 		if msg == "" {
 			msg = "waiting for the server's maintenance"
 		}
 		cond(metav1.ConditionFalse, systemv1alpha1.ReasonAwaitingMaintenance, msg)
-	case w.rec.Phase == phaseReboot:
-		cond(metav1.ConditionFalse, systemv1alpha1.ReasonRebooting, fmt.Sprintf("step %s staged; server restarting", w.rec.Version))
-	case w.rec.Phase == phaseVerify:
-		cond(metav1.ConditionFalse, systemv1alpha1.ReasonVerifying, fmt.Sprintf("reading step %s back", w.rec.Version))
+	case w.Rec.Phase == PhaseReboot:
+		cond(metav1.ConditionFalse, systemv1alpha1.ReasonRebooting, fmt.Sprintf("step %s staged; server restarting", w.Rec.Version))
+	case w.Rec.Phase == PhaseVerify:
+		cond(metav1.ConditionFalse, systemv1alpha1.ReasonVerifying, fmt.Sprintf("reading step %s back", w.Rec.Version))
 	default:
-		cond(metav1.ConditionFalse, systemv1alpha1.ReasonStaging, fmt.Sprintf("staging step %s", w.rec.Version))
+		cond(metav1.ConditionFalse, systemv1alpha1.ReasonStaging, fmt.Sprintf("staging step %s", w.Rec.Version))
 	}
 	return *st
 }

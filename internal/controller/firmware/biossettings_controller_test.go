@@ -23,7 +23,7 @@ func waitSettingsState(t *testing.T, name string, want systemv1alpha1.SettingsSt
 		if err := env.Client.Get(ctx(), client.ObjectKey{Name: name}, s); err != nil {
 			return false, err.Error()
 		}
-		return s.Status.State == want, fmt.Sprintf("status %s, record %s, conditions %v", s.Status.State, s.Annotations[RecordAnnotation], s.Status.Conditions)
+		return s.Status.State == want, fmt.Sprintf("status %s, record %s, conditions %v", s.Status.State, s.Annotations[Annotation], s.Status.Conditions)
 	})
 	return s
 }

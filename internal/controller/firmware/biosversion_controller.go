@@ -43,11 +43,11 @@ import (
 // Status is rebuilt from the record every pass.
 type BIOSVersionReconciler struct {
 	Client client.Client
-	actor
+	Actor
 
 	// issued holds what SimpleUpdate answered until the next pass records it: only the
 	// process that issued it knows.
-	issued issuedUpdates
+	issued IssuedUpdates
 }
 
 // SetupWithManager registers the reconciler.
@@ -64,13 +64,13 @@ func (r *BIOSVersionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency, 1)})
 	return shard.Gate(r.Options.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &systemv1alpha1.BIOSVersionList{} },
 		func(ctx context.Context, v *systemv1alpha1.BIOSVersion) string {
-			return serverRefKey(ctx, r.Client, v, v.Spec.ServerRef)
+			return ServerRefKey(ctx, r.Client, v, v.Spec.ServerRef)
 		}).Complete(rec)
 }
 
 func (r *BIOSVersionReconciler) forServer(ctx context.Context, o client.Object) []reconcile.Request {
 	list := &systemv1alpha1.BIOSVersionList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{indexVersionServer: o.GetName()}); err != nil {
+	if err := r.Client.List(ctx, list, client.MatchingFields{IndexServer: o.GetName()}); err != nil {
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(list.Items))
@@ -83,7 +83,7 @@ func (r *BIOSVersionReconciler) forServer(ctx context.Context, o client.Object) 
 // versionPass is what one pass over a BIOSVersion knows.
 type versionPass struct {
 	*lifecycle.Pass[*systemv1alpha1.BIOSVersion]
-	*work
+	*Work
 	// task is the flash's task as read this pass.
 	task *bmc.TaskStatus
 }
@@ -92,16 +92,16 @@ func (r *BIOSVersionReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*
 	bctx, cancel := context.WithTimeout(ctx, r.Options.RequestTimeout)
 	defer cancel()
 	v := lp.Obj
-	w := &work{obj: v, c: lp.Client(), bctx: bctx, maintRef: &v.Spec.ServerMaintenanceRef, policy: v.Spec.ServerMaintenancePolicy}
+	w := &Work{Self: v, C: lp.Client(), BMCContext: bctx, MaintRef: &v.Spec.ServerMaintenanceRef, Policy: v.Spec.ServerMaintenancePolicy}
 	if v.Spec.ServerRef != nil {
-		w.serverName = v.Spec.ServerRef.Name
+		w.ServerName = v.Spec.ServerRef.Name
 	}
-	p := &versionPass{Pass: lp, work: w}
+	p := &versionPass{Pass: lp, Work: w}
 	res, err := lifecycle.Steps(ctx, p,
 		lifecycle.EnsureFinalizer[*versionPass](Finalizer),
-		func(ctx context.Context, p *versionPass) (lifecycle.Result, error) { return r.read(ctx, p.work) },
+		func(ctx context.Context, p *versionPass) (lifecycle.Result, error) { return r.Read(ctx, p.Work) },
 		func(ctx context.Context, p *versionPass) (lifecycle.Result, error) {
-			return r.leave(ctx, p.work, p.maint)
+			return r.Leave(ctx, p.Work, p.Maint)
 		},
 		r.restart,
 		r.finish,
@@ -114,8 +114,8 @@ func (r *BIOSVersionReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*
 		r.verify,
 	)
 	r.report(p)
-	if p.retried() && err == nil && !res.IsWrote() {
-		return lifecycle.RequeueAfter(r.Options.RetryAfter, p.reason), nil
+	if p.Retried() && err == nil && !res.IsWrote() {
+		return lifecycle.RequeueAfter(r.Options.RetryAfter, p.Reason), nil
 	}
 	return res, err
 }
@@ -124,72 +124,72 @@ func (r *BIOSVersionReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*
 // the new spec starts over. A flash under way is seen through first (its image is staged and
 // owes its restart); verify then plans from the new spec.
 func (r *BIOSVersionReconciler) restart(ctx context.Context, p *versionPass) (lifecycle.Result, error) {
-	return r.startOver(ctx, p.work, p.Obj.Spec.Version, phaseCompleted, phaseFailed, phaseMaintenance, phaseOwed)
+	return r.StartOver(ctx, p.Work, p.Obj.Spec.Version, PhaseCompleted, PhaseFailed, PhaseMaintenance, PhaseOwed)
 }
 
 // finish lets go of the maintenance metalhub created once the upgrade ended.
 func (r *BIOSVersionReconciler) finish(ctx context.Context, p *versionPass) (lifecycle.Result, error) {
-	if !p.hasRec || !p.rec.terminal() {
+	if !p.HasRec || !p.Rec.Terminal() {
 		return lifecycle.Continue(), nil
 	}
-	return releaseMaintenance(ctx, p.Client(), p.Obj, p.maint)
+	return ReleaseMaintenance(ctx, p.Client(), p.Obj, p.Maint)
 }
 
 // begin reads the version the server runs and records the plan's first step, or that there
 // is nothing to do.
 func (r *BIOSVersionReconciler) begin(ctx context.Context, p *versionPass) (lifecycle.Result, error) {
-	if p.hasRec {
+	if p.HasRec {
 		return lifecycle.Continue(), nil
 	}
-	if err := r.connect(p.work); err != nil {
-		return r.bmcFailed(p.work, err)
+	if err := r.Connect(p.Work); err != nil {
+		return r.BMCFailed(p.Work, err)
 	}
-	steps := remaining(&p.Obj.Spec.BIOSVersionTemplate, p.sys.BiosVersion)
-	now := r.now()
+	steps := Remaining(&p.Obj.Spec.BIOSVersionTemplate, p.Sys.BiosVersion)
+	now := r.Clock()
 	if len(steps) == 0 {
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, systemv1alpha1.ReasonUpToDate, "Upgrade", "server %s already runs BIOS %s", p.server.Name, p.sys.BiosVersion)
-		return r.record(ctx, p.work, record{Phase: phaseCompleted, For: p.Obj.Spec.Version, Version: p.sys.BiosVersion, At: now.Unix(), Message: "already at the version"})
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, systemv1alpha1.ReasonUpToDate, "Upgrade", "server %s already runs BIOS %s", p.Server.Name, p.Sys.BiosVersion)
+		return r.Record(ctx, p.Work, Record{Phase: PhaseCompleted, For: p.Obj.Spec.Version, Version: p.Sys.BiosVersion, At: now.Unix(), Message: "already at the version"})
 	}
-	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "UpgradeStarted", "Upgrade", "server %s runs BIOS %q: %d step(s) to %q", p.server.Name, p.sys.BiosVersion, len(steps), p.Obj.Spec.Version)
-	return r.record(ctx, p.work, record{Phase: phaseMaintenance, For: p.Obj.Spec.Version, Version: steps[0].Version, Image: steps[0].Image.URI, Attempt: 1, At: now.Unix()})
+	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "UpgradeStarted", "Upgrade", "server %s runs BIOS %q: %d step(s) to %q", p.Server.Name, p.Sys.BiosVersion, len(steps), p.Obj.Spec.Version)
+	return r.Record(ctx, p.Work, Record{Phase: PhaseMaintenance, For: p.Obj.Spec.Version, Version: steps[0].Version, Image: steps[0].Image.URI, Attempt: 1, At: now.Unix()})
 }
 
 // maintain makes sure the server is in the upgrade's maintenance before anything that needs it
 // (a flash, a restart); the flash in flight and the verification do not wait for it.
 func (r *BIOSVersionReconciler) maintain(ctx context.Context, p *versionPass) (lifecycle.Result, error) {
-	switch p.rec.Phase {
-	case phaseMaintenance, phaseOwed, phaseReboot:
-		return r.actor.maintain(ctx, p.work, "biosversion-"+p.Obj.Name, fmt.Sprintf("BIOS upgrade to %s (BIOSVersion %s)", p.rec.Version, p.Obj.Name))
+	switch p.Rec.Phase {
+	case PhaseMaintenance, PhaseOwed, PhaseReboot:
+		return r.Actor.Maintain(ctx, p.Work, "biosversion-"+p.Obj.Name, fmt.Sprintf("BIOS upgrade to %s (BIOSVersion %s)", p.Rec.Version, p.Obj.Name))
 	}
 	return lifecycle.Continue(), nil
 }
 
 // flasher is how the flash steps see a BIOSVersion.
-func (r *BIOSVersionReconciler) flasher(ctx context.Context, p *versionPass) flasher {
-	return flasher{kind: kindBIOS, issued: &r.issued, systemID: p.sysID, tmpl: &p.Obj.Spec.BIOSVersionTemplate,
-		current:   func() string { return p.sys.BiosVersion },
-		afterTask: phaseReboot,
-		failAttempt: func(why string) (lifecycle.Result, error) {
+func (r *BIOSVersionReconciler) flasher(ctx context.Context, p *versionPass) Flasher {
+	return Flasher{Kind: kindBIOS, Issued: &r.issued, SystemID: p.SysID, Template: &p.Obj.Spec.BIOSVersionTemplate,
+		Current:   func() string { return p.Sys.BiosVersion },
+		AfterTask: PhaseReboot,
+		FailAttempt: func(why string) (lifecycle.Result, error) {
 			return r.failAttempt(ctx, p, why)
 		}}
 }
 
 func (r *BIOSVersionReconciler) issue(ctx context.Context, p *versionPass) (lifecycle.Result, error) {
-	if p.rec.Phase != phaseMaintenance && p.rec.Phase != phaseOwed {
+	if p.Rec.Phase != PhaseMaintenance && p.Rec.Phase != PhaseOwed {
 		return lifecycle.Continue(), nil
 	}
-	if err := r.connect(p.work); err != nil {
-		return r.bmcFailed(p.work, err)
+	if err := r.Connect(p.Work); err != nil {
+		return r.BMCFailed(p.Work, err)
 	}
-	return r.actor.issue(ctx, p.work, r.flasher(ctx, p))
+	return r.Actor.Issue(ctx, p.Work, r.flasher(ctx, p))
 }
 
 func (r *BIOSVersionReconciler) settleIssue(ctx context.Context, p *versionPass) (lifecycle.Result, error) {
-	return r.actor.settleIssue(ctx, p.work, r.flasher(ctx, p))
+	return r.Actor.SettleIssue(ctx, p.Work, r.flasher(ctx, p))
 }
 
 func (r *BIOSVersionReconciler) follow(ctx context.Context, p *versionPass) (lifecycle.Result, error) {
-	t, res, err := r.actor.follow(ctx, p.work, r.flasher(ctx, p))
+	t, res, err := r.Actor.Follow(ctx, p.Work, r.flasher(ctx, p))
 	if t != nil {
 		p.task = t
 	}
@@ -199,102 +199,102 @@ func (r *BIOSVersionReconciler) follow(ctx context.Context, p *versionPass) (lif
 // failAttempt counts a failed attempt of the step: the step is owed again within the retry
 // policy, else the upgrade failed.
 func (r *BIOSVersionReconciler) failAttempt(ctx context.Context, p *versionPass, why string) (lifecycle.Result, error) {
-	next := p.rec
+	next := p.Rec
 	next.Failed++
 	next.Busy = 0
-	next.At = r.now().Unix()
+	next.At = r.Clock().Unix()
 	next.Message = why
-	if next.Failed >= maxAttempts(p.Obj.Spec.RetryPolicy) {
-		next.Phase = phaseFailed
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonFlashFailed, "Upgrade", "BIOS %s on server %s failed (attempt %d): %s", p.rec.Version, p.server.Name, p.rec.Attempt, why)
+	if next.Failed >= MaxAttempts(p.Obj.Spec.RetryPolicy) {
+		next.Phase = PhaseFailed
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonFlashFailed, "Upgrade", "BIOS %s on server %s failed (attempt %d): %s", p.Rec.Version, p.Server.Name, p.Rec.Attempt, why)
 	} else {
-		next.Phase, next.Attempt, next.Rerequested = phaseOwed, p.rec.Attempt+1, 0
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonFlashRetry, "Upgrade", "BIOS %s on server %s: attempt %d failed (%s); trying again", p.rec.Version, p.server.Name, p.rec.Attempt, why)
+		next.Phase, next.Attempt, next.Rerequested = PhaseOwed, p.Rec.Attempt+1, 0
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonFlashRetry, "Upgrade", "BIOS %s on server %s: attempt %d failed (%s); trying again", p.Rec.Version, p.Server.Name, p.Rec.Attempt, why)
 	}
-	upgradesFinished(kindBIOS, next)
-	return r.record(ctx, p.work, next)
+	UpgradesFinished(kindBIOS, next)
+	return r.Record(ctx, p.Work, next)
 }
 
 // report rebuilds status from the record and what the pass saw.
 func (r *BIOSVersionReconciler) report(p *versionPass) {
 	var cur string
-	if p.sys != nil {
-		cur = p.sys.BiosVersion
+	if p.Sys != nil {
+		cur = p.Sys.BiosVersion
 	}
-	p.Obj.Status = versionStatus(p.Obj.Status, p.Obj.Generation, p.work, p.task, cur, p.target())
+	p.Obj.Status = versionStatus(p.Obj.Status, p.Obj.Generation, p.Work, p.task, cur, p.Target())
 }
 
 // versionStatus is a version object's status: rebuilt from the record and what the pass saw
 // (the task read, the version in effect; "" when not read this pass).
-func versionStatus(prev systemv1alpha1.BIOSVersionStatus, gen int64, w *work, task *bmc.TaskStatus, current, target string) systemv1alpha1.BIOSVersionStatus {
+func versionStatus(prev systemv1alpha1.BIOSVersionStatus, gen int64, w *Work, task *bmc.TaskStatus, current, target string) systemv1alpha1.BIOSVersionStatus {
 	st := prev.DeepCopy()
 	st.ObservedGeneration = gen
-	st.FailedAttempts = w.rec.Failed
+	st.FailedAttempts = w.Rec.Failed
 	switch {
 	case current != "":
 		st.CurrentVersion = current
-	case w.rec.Phase == phaseCompleted:
-		st.CurrentVersion = w.rec.Version // read back when it completed
+	case w.Rec.Phase == PhaseCompleted:
+		st.CurrentVersion = w.Rec.Version // read back when it completed
 	}
 	st.Step = ""
-	if w.hasRec && !w.rec.terminal() {
-		st.Step = w.rec.Version
-		if w.rec.Attempt > 1 {
-			st.Step = fmt.Sprintf("%s (attempt %d)", w.rec.Version, w.rec.Attempt)
+	if w.HasRec && !w.Rec.Terminal() {
+		st.Step = w.Rec.Version
+		if w.Rec.Attempt > 1 {
+			st.Step = fmt.Sprintf("%s (attempt %d)", w.Rec.Version, w.Rec.Attempt)
 		}
 	}
 	switch {
 	case task != nil:
 		st.UpgradeTask = &systemv1alpha1.TaskStatus{URI: task.URI, State: task.State, Status: task.Status, PercentageComplete: int32(task.PercentComplete)}
-	case w.rec.Task != "" && (st.UpgradeTask == nil || st.UpgradeTask.URI != w.rec.Task):
-		st.UpgradeTask = &systemv1alpha1.TaskStatus{URI: w.rec.Task}
+	case w.Rec.Task != "" && (st.UpgradeTask == nil || st.UpgradeTask.URI != w.Rec.Task):
+		st.UpgradeTask = &systemv1alpha1.TaskStatus{URI: w.Rec.Task}
 	}
-	st.State = stateOf(w.hasRec, w.rec)
+	st.State = StateOf(w.HasRec, w.Rec)
 	upgraded := func(status metav1.ConditionStatus, reason, msg string) {
 		lifecycle.SetCondition(&st.Conditions, gen, systemv1alpha1.ConditionUpgraded, status, reason, msg)
 	}
 	switch {
-	case w.problem != nil:
-		upgraded(metav1.ConditionFalse, w.reason, w.problem.Error())
-	case w.conflict != "":
-		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonMaintenanceConflict, w.conflict)
-	case !w.hasRec:
+	case w.Problem != nil:
+		upgraded(metav1.ConditionFalse, w.Reason, w.Problem.Error())
+	case w.Conflict != "":
+		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonMaintenanceConflict, w.Conflict)
+	case !w.HasRec:
 		upgraded(metav1.ConditionFalse, "Pending", "not looked at yet")
-	case w.rec.Phase == phaseCompleted && w.rec.Message != "":
-		upgraded(metav1.ConditionTrue, systemv1alpha1.ReasonUpToDate, fmt.Sprintf("%s runs %s", target, w.rec.For))
-	case w.rec.Phase == phaseCompleted:
-		upgraded(metav1.ConditionTrue, systemv1alpha1.ReasonUpgraded, fmt.Sprintf("upgraded to %s", w.rec.For))
-	case w.rec.Phase == phaseFailed:
-		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonFlashFailed, fmt.Sprintf("%s: %s (after %d failed attempt(s)); change the spec to try again", w.rec.Version, w.rec.Message, w.rec.Failed))
-	case w.rec.Busy != 0 && w.rec.Phase != phaseMaintenance:
+	case w.Rec.Phase == PhaseCompleted && w.Rec.Message != "":
+		upgraded(metav1.ConditionTrue, systemv1alpha1.ReasonUpToDate, fmt.Sprintf("%s runs %s", target, w.Rec.For))
+	case w.Rec.Phase == PhaseCompleted:
+		upgraded(metav1.ConditionTrue, systemv1alpha1.ReasonUpgraded, fmt.Sprintf("upgraded to %s", w.Rec.For))
+	case w.Rec.Phase == PhaseFailed:
+		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonFlashFailed, fmt.Sprintf("%s: %s (after %d failed attempt(s)); change the spec to try again", w.Rec.Version, w.Rec.Message, w.Rec.Failed))
+	case w.Rec.Busy != 0 && w.Rec.Phase != PhaseMaintenance:
 		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonBMCBusy, fmt.Sprintf("the BMC has run another update of this firmware since %s: %s is sent once it ends",
-			time.Unix(w.rec.Busy, 0).UTC().Format(time.RFC3339), w.rec.Version))
-	case w.waiting != "" || w.rec.Phase == phaseMaintenance:
-		msg := w.waiting
+			time.Unix(w.Rec.Busy, 0).UTC().Format(time.RFC3339), w.Rec.Version))
+	case w.Waiting != "" || w.Rec.Phase == PhaseMaintenance:
+		msg := w.Waiting
 		if msg == "" {
 			msg = "waiting for maintenance"
 		}
 		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonAwaitingMaintenance, msg)
-	case w.rec.Uncertain && w.rec.Phase == phaseTask:
-		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonOutcomeUnknown, fmt.Sprintf("the answer to the flash of %s was lost; following task %s, which names no image but could not be ruled out", w.rec.Version, w.rec.Task))
-	case w.rec.Phase == phaseReboot:
-		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonRebooting, fmt.Sprintf("%s staged; %s restarting", w.rec.Version, target))
-	case w.rec.Phase == phaseVerify:
-		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonVerifying, fmt.Sprintf("reading the version back (want %s)", w.rec.Version))
+	case w.Rec.Uncertain && w.Rec.Phase == PhaseTask:
+		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonOutcomeUnknown, fmt.Sprintf("the answer to the flash of %s was lost; following task %s, which names no image but could not be ruled out", w.Rec.Version, w.Rec.Task))
+	case w.Rec.Phase == PhaseReboot:
+		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonRebooting, fmt.Sprintf("%s staged; %s restarting", w.Rec.Version, target))
+	case w.Rec.Phase == PhaseVerify:
+		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonVerifying, fmt.Sprintf("reading the version back (want %s)", w.Rec.Version))
 	default:
-		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonFlashing, fmt.Sprintf("flashing %s (attempt %d)", w.rec.Version, w.rec.Attempt))
+		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonFlashing, fmt.Sprintf("flashing %s (attempt %d)", w.Rec.Version, w.Rec.Attempt))
 	}
 	return *st
 }
 
-// stateOf maps the record to the reference's states.
-func stateOf(has bool, rec record) systemv1alpha1.VersionState {
+// StateOf maps the record to the reference's states.
+func StateOf(has bool, rec Record) systemv1alpha1.VersionState {
 	switch {
-	case !has, rec.Phase == phaseMaintenance:
+	case !has, rec.Phase == PhaseMaintenance:
 		return systemv1alpha1.VersionStatePending
-	case rec.Phase == phaseCompleted:
+	case rec.Phase == PhaseCompleted:
 		return systemv1alpha1.VersionStateCompleted
-	case rec.Phase == phaseFailed:
+	case rec.Phase == PhaseFailed:
 		return systemv1alpha1.VersionStateFailed
 	}
 	return systemv1alpha1.VersionStateInProgress

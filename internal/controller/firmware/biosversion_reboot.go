@@ -12,10 +12,10 @@ import (
 
 // reboot restarts the server to install the staged image (actor.reboot).
 func (r *BIOSVersionReconciler) reboot(ctx context.Context, p *versionPass) (lifecycle.Result, error) {
-	if p.rec.Phase != phaseReboot {
+	if p.Rec.Phase != PhaseReboot {
 		return lifecycle.Continue(), nil
 	}
-	return r.actor.reboot(ctx, p.work, "install BIOS "+p.rec.Version, func(why string) (lifecycle.Result, error) {
+	return r.Actor.Reboot(ctx, p.Work, "install BIOS "+p.Rec.Version, func(why string) (lifecycle.Result, error) {
 		return r.failAttempt(ctx, p, why)
 	})
 }
@@ -24,31 +24,31 @@ func (r *BIOSVersionReconciler) reboot(ctx context.Context, p *versionPass) (lif
 // one, planned from the spec as it is now, is owed; none left, completed); another one past
 // VerifyTimeout fails the attempt.
 func (r *BIOSVersionReconciler) verify(ctx context.Context, p *versionPass) (lifecycle.Result, error) {
-	if p.rec.Phase != phaseVerify {
+	if p.Rec.Phase != PhaseVerify {
 		return lifecycle.Continue(), nil
 	}
-	if err := r.connect(p.work); err != nil {
-		return r.bmcFailed(p.work, err)
+	if err := r.Connect(p.Work); err != nil {
+		return r.BMCFailed(p.Work, err)
 	}
-	got := p.sys.BiosVersion
-	if got != p.rec.Version {
-		res, err, again, late := r.rebootAgain(ctx, p.work, fmt.Sprintf("reports BIOS %q, not %q", got, p.rec.Version))
+	got := p.Sys.BiosVersion
+	if got != p.Rec.Version {
+		res, err, again, late := r.RebootAgain(ctx, p.Work, fmt.Sprintf("reports BIOS %q, not %q", got, p.Rec.Version))
 		switch {
 		case again:
 			return res, err
 		case !late:
 			return lifecycle.RequeueAfter(r.Options.Poll, "version not reported yet"), nil
 		}
-		return r.failAttempt(ctx, p, fmt.Sprintf("server reports BIOS %q after the restart, want %q", got, p.rec.Version))
+		return r.failAttempt(ctx, p, fmt.Sprintf("server reports BIOS %q after the restart, want %q", got, p.Rec.Version))
 	}
-	now := r.now().Unix()
-	if steps := remaining(&p.Obj.Spec.BIOSVersionTemplate, got); len(steps) > 0 && !(got == p.Obj.Spec.Version && p.rec.For == p.Obj.Spec.Version) {
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "StepUpgraded", "Upgrade", "server %s runs BIOS %s; next %s", p.server.Name, got, steps[0].Version)
-		return r.record(ctx, p.work, record{Phase: phaseOwed, For: p.Obj.Spec.Version, Version: steps[0].Version, Image: steps[0].Image.URI,
-			Attempt: 1, Failed: p.rec.Failed, At: now, Task: p.rec.Task})
+	now := r.Clock().Unix()
+	if steps := Remaining(&p.Obj.Spec.BIOSVersionTemplate, got); len(steps) > 0 && !(got == p.Obj.Spec.Version && p.Rec.For == p.Obj.Spec.Version) {
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "StepUpgraded", "Upgrade", "server %s runs BIOS %s; next %s", p.Server.Name, got, steps[0].Version)
+		return r.Record(ctx, p.Work, Record{Phase: PhaseOwed, For: p.Obj.Spec.Version, Version: steps[0].Version, Image: steps[0].Image.URI,
+			Attempt: 1, Failed: p.Rec.Failed, At: now, Task: p.Rec.Task})
 	}
-	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, systemv1alpha1.ReasonUpgraded, "Upgrade", "server %s runs BIOS %s", p.server.Name, got)
-	done := record{Phase: phaseCompleted, For: p.Obj.Spec.Version, Version: got, Failed: p.rec.Failed, At: now, Task: p.rec.Task}
-	upgradesFinished(kindBIOS, done)
-	return r.record(ctx, p.work, done)
+	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, systemv1alpha1.ReasonUpgraded, "Upgrade", "server %s runs BIOS %s", p.Server.Name, got)
+	done := Record{Phase: PhaseCompleted, For: p.Obj.Spec.Version, Version: got, Failed: p.Rec.Failed, At: now, Task: p.Rec.Task}
+	UpgradesFinished(kindBIOS, done)
+	return r.Record(ctx, p.Work, done)
 }

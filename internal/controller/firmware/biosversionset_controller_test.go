@@ -86,7 +86,7 @@ func inFlight(t *testing.T, set string) int {
 		}
 	}
 	for _, v := range children(t, set) {
-		if rec, ok := parseRecord(v.Annotations[RecordAnnotation]); ok && !rec.terminal() && rec.Phase != phaseMaintenance {
+		if rec, ok := Parse(v.Annotations[Annotation]); ok && !rec.Terminal() && rec.Phase != PhaseMaintenance {
 			busy[v.Spec.ServerRef.Name] = true
 		}
 	}
@@ -149,9 +149,9 @@ func TestBIOSVersionSetWaves(t *testing.T) {
 	sort.Slice(kids, func(i, j int) bool { return kids[i].Spec.ServerRef.Name < kids[j].Spec.ServerRef.Name })
 	var canariesDone time.Time
 	for _, v := range kids[:2] {
-		rec, _ := parseRecord(v.Annotations[RecordAnnotation])
-		if rec.at().After(canariesDone) {
-			canariesDone = rec.at()
+		rec, _ := Parse(v.Annotations[Annotation])
+		if rec.AtTime().After(canariesDone) {
+			canariesDone = rec.AtTime()
 		}
 	}
 	for _, v := range kids[2:] {

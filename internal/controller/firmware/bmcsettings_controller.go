@@ -31,7 +31,7 @@ import (
 // (RecordAnnotation) holds the step; status is rebuilt from it.
 type BMCSettingsReconciler struct {
 	Client client.Client
-	actor
+	Actor
 }
 
 // SetupWithManager registers the reconciler.
@@ -44,13 +44,13 @@ func (r *BMCSettingsReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&maintenancev1alpha1.ServerMaintenance{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency/2, 1)})
 	return shard.Gate(r.Options.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &baseboardv1alpha1.BMCSettingsList{} },
-		func(_ context.Context, v *baseboardv1alpha1.BMCSettings) string { return bmcRefKey(v, v.Spec.BMCRef) }).Complete(rec)
+		func(_ context.Context, v *baseboardv1alpha1.BMCSettings) string { return BMCRefKey(v, v.Spec.BMCRef) }).Complete(rec)
 }
 
 type bmcSettingsPass struct {
 	*lifecycle.Pass[*baseboardv1alpha1.BMCSettings]
-	*work
-	bmc   *bmcWork
+	*Work
+	bmc   *BMCWork
 	flow  []step
 	attrs map[string]any
 	fw    string
@@ -81,72 +81,72 @@ func (r *BMCSettingsReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*
 	defer cancel()
 	s := lp.Obj
 	var none *metalv1alpha1.ObjectReference
-	w := &work{obj: s, c: lp.Client(), bctx: bctx, maintRef: &none}
-	p := &bmcSettingsPass{Pass: lp, work: w}
-	w.reach = func(w *work) error {
-		conn, err := bmcaccess.ProvenBMC(w.bctx, w.c, r.Options.Pool, p.bmc.obj)
+	w := &Work{Self: s, C: lp.Client(), BMCContext: bctx, MaintRef: &none}
+	p := &bmcSettingsPass{Pass: lp, Work: w}
+	w.Reach = func(w *Work) error {
+		conn, err := bmcaccess.ProvenBMC(w.BMCContext, w.C, r.Options.Pool, p.bmc.BMC)
 		if err != nil {
 			return err
 		}
-		m, err := conn.Manager(w.bctx)
+		m, err := conn.Manager(w.BMCContext)
 		if err != nil {
 			return err
 		}
-		attrs, err := conn.ManagerAttributes(w.bctx)
+		attrs, err := conn.ManagerAttributes(w.BMCContext)
 		if err != nil {
 			return err
 		}
-		w.conn, p.fw, p.attrs = conn, m.FirmwareVersion, attrs
+		w.Conn, p.fw, p.attrs = conn, m.FirmwareVersion, attrs
 		return nil
 	}
 	hash := flowHash(s.Spec.Version, bmcFlow(&s.Spec.BMCSettingsTemplate), s.Spec.Variables)
 	res, err := lifecycle.Steps(ctx, p,
 		lifecycle.EnsureFinalizer[*bmcSettingsPass](Finalizer),
 		func(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error) {
-			t, res, err := r.readBMC(ctx, p.work, p.Obj.Spec.BMCRef, maintenanceRefs(p.Obj.Spec.ServerMaintenanceRefs))
+			t, res, err := r.ReadBMC(ctx, p.Work, p.Obj.Spec.BMCRef, maintenanceRefs(p.Obj.Spec.ServerMaintenanceRefs))
 			p.bmc = t
 			return res, err
 		},
 		func(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error) {
-			return r.leave(ctx, p.work, maintList(p.bmc.maints)...)
+			return r.Leave(ctx, p.Work, MaintList(p.bmc.Maints)...)
 		},
 		func(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error) {
-			return r.startOver(ctx, p.work, hash, phaseCompleted, phaseFailed, phaseMaintenance, phaseOwed, phaseVerify)
+			return r.StartOver(ctx, p.Work, hash, PhaseCompleted, PhaseFailed, PhaseMaintenance, PhaseOwed, PhaseVerify)
 		},
 		func(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error) {
-			if !p.hasRec || !p.rec.terminal() {
+			if !p.HasRec || !p.Rec.Terminal() {
 				return lifecycle.Continue(), nil
 			}
-			return releaseAll(ctx, p.c, p.Obj, p.bmc.maints)
+			return ReleaseAll(ctx, p.C, p.Obj, p.bmc.Maints)
 		},
 		func(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error) { return r.begin(ctx, p, hash) },
 		r.maintain,
 		func(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error) { return r.apply(ctx, p, hash) },
 	)
-	s.Status.BIOSSettingsStatus = settingsStatus(s.Status.BIOSSettingsStatus, s.Generation, p.work, bmcFlow(&s.Spec.BMCSettingsTemplate))
-	if p.retried() && err == nil && !res.IsWrote() {
-		return lifecycle.RequeueAfter(r.Options.RetryAfter, p.reason), nil
+	s.Status.BIOSSettingsStatus = settingsStatus(s.Status.BIOSSettingsStatus, s.Generation, p.Work, bmcFlow(&s.Spec.BMCSettingsTemplate))
+	if p.Retried() && err == nil && !res.IsWrote() {
+		return lifecycle.RequeueAfter(r.Options.RetryAfter, p.Reason), nil
 	}
 	return res, err
 }
 
 // prepare reaches the BMC, checks its version and resolves the flow; ok false ends the pass.
 func (r *BMCSettingsReconciler) prepare(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error, bool) {
-	if err := r.connect(p.work); err != nil {
-		res, err := r.bmcFailed(p.work, err)
+	if err := r.Connect(p.Work); err != nil {
+		res, err := r.BMCFailed(p.Work, err)
 		return res, err, false
 	}
 	if v := p.Obj.Spec.Version; p.fw != v {
-		p.problem, p.reason = fmt.Errorf("the settings are for BMC firmware %q; %s runs %q", v, p.target(), p.fw), systemv1alpha1.ReasonVersionMismatch
+		p.Problem, p.Reason = fmt.Errorf("the settings are for BMC firmware %q; %s runs %q", v, p.Target(), p.fw), systemv1alpha1.ReasonVersionMismatch
 		return lifecycle.RequeueAfter(r.Options.RetryAfter, "BMC version"), nil, false
 	}
-	flow, err := resolveSteps(ctx, p.c, p.Obj, bmcFlow(&p.Obj.Spec.BMCSettingsTemplate), p.Obj.Spec.Variables, r.Options.secretNamespace())
+	flow, err := resolveSteps(ctx, p.C, p.Obj, bmcFlow(&p.Obj.Spec.BMCSettingsTemplate), p.Obj.Spec.Variables, r.Options.EffectiveSecretNamespace())
 	if err != nil {
 		if reason, _ := lifecycle.ReasonOf(err); reason == systemv1alpha1.ReasonSecretRefNotAllowed {
-			res, err := r.refuseSecretRef(p.work, err)
+			res, err := r.RefuseSecretRef(p.Work, err)
 			return res, err, false
 		}
-		p.problem, p.reason = err, systemv1alpha1.ReasonVariableNotFound
+		p.Problem, p.Reason = err, systemv1alpha1.ReasonVariableNotFound
 		return lifecycle.RequeueAfter(r.Options.RetryAfter, "variables"), nil, false
 	}
 	// bmcFlow already put spec.settings first; resolveSteps keeps that order (lowest priority).
@@ -155,42 +155,42 @@ func (r *BMCSettingsReconciler) prepare(ctx context.Context, p *bmcSettingsPass)
 }
 
 // advance records where the flow stands from step from on; verified: step from was set.
-func (r *BMCSettingsReconciler) advance(ctx context.Context, p *bmcSettingsPass, hash string, from int, verified bool, ph phase) (lifecycle.Result, error) {
-	now := r.now().Unix()
-	i, applied, err := flowProgress(p.flow, p.attrs, from, verified, p.rec.Applied, now)
+func (r *BMCSettingsReconciler) advance(ctx context.Context, p *bmcSettingsPass, hash string, from int, verified bool, ph Phase) (lifecycle.Result, error) {
+	now := r.Clock().Unix()
+	i, applied, err := flowProgress(p.flow, p.attrs, from, verified, p.Rec.Applied, now)
 	switch {
 	case err != nil:
 		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonInvalidSettings, "Settings", "step %s: %v", p.flow[i].Name, err)
-		return r.record(ctx, p.work, record{Phase: phaseFailed, For: hash, Version: p.flow[i].Name, Failed: p.rec.Failed, At: now, Applied: applied, Message: err.Error()})
+		return r.Record(ctx, p.Work, Record{Phase: PhaseFailed, For: hash, Version: p.flow[i].Name, Failed: p.Rec.Failed, At: now, Applied: applied, Message: err.Error()})
 	case i == len(p.flow):
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, systemv1alpha1.ReasonSettingsApplied, "Settings", "every step in effect on %s", p.target())
-		return r.record(ctx, p.work, record{Phase: phaseCompleted, For: hash, Failed: p.rec.Failed, At: now, Applied: applied})
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, systemv1alpha1.ReasonSettingsApplied, "Settings", "every step in effect on %s", p.Target())
+		return r.Record(ctx, p.Work, Record{Phase: PhaseCompleted, For: hash, Failed: p.Rec.Failed, At: now, Applied: applied})
 	}
-	return r.record(ctx, p.work, record{Phase: ph, For: hash, Version: p.flow[i].Name, Attempt: 1, Failed: p.rec.Failed, At: now, Applied: applied})
+	return r.Record(ctx, p.Work, Record{Phase: ph, For: hash, Version: p.flow[i].Name, Attempt: 1, Failed: p.Rec.Failed, At: now, Applied: applied})
 }
 
 func (r *BMCSettingsReconciler) begin(ctx context.Context, p *bmcSettingsPass, hash string) (lifecycle.Result, error) {
-	if p.hasRec {
+	if p.HasRec {
 		return lifecycle.Continue(), nil
 	}
 	if res, err, ok := r.prepare(ctx, p); !ok {
 		return res, err
 	}
-	ph := phaseOwed
+	ph := PhaseOwed
 	if p.Obj.Spec.ServerMaintenancePolicy != "" {
-		ph = phaseMaintenance
+		ph = PhaseMaintenance
 	}
 	return r.advance(ctx, p, hash, 0, false, ph)
 }
 
 func (r *BMCSettingsReconciler) maintain(ctx context.Context, p *bmcSettingsPass) (lifecycle.Result, error) {
-	if p.Obj.Spec.ServerMaintenancePolicy == "" || (p.rec.Phase != phaseMaintenance && p.rec.Phase != phaseOwed) {
+	if p.Obj.Spec.ServerMaintenancePolicy == "" || (p.Rec.Phase != PhaseMaintenance && p.Rec.Phase != PhaseOwed) {
 		return lifecycle.Continue(), nil
 	}
-	return r.holdServers(ctx, p.work, serverHold{servers: p.bmc.servers, named: maintenanceRefs(p.Obj.Spec.ServerMaintenanceRefs), maints: p.bmc.maints,
-		prefix: "bmcsettings-" + p.Obj.Name, policy: p.Obj.Spec.ServerMaintenancePolicy,
-		reason: fmt.Sprintf("BMC settings step %s (BMCSettings %s)", p.rec.Version, p.Obj.Name),
-		setRefs: func(o client.Object, refs []metalv1alpha1.ObjectReference) {
+	return r.HoldServers(ctx, p.Work, ServerHold{Servers: p.bmc.Servers, Named: maintenanceRefs(p.Obj.Spec.ServerMaintenanceRefs), Maints: p.bmc.Maints,
+		Prefix: "bmcsettings-" + p.Obj.Name, Policy: p.Obj.Spec.ServerMaintenancePolicy,
+		Reason: fmt.Sprintf("BMC settings step %s (BMCSettings %s)", p.Rec.Version, p.Obj.Name),
+		SetRefs: func(o client.Object, refs []metalv1alpha1.ObjectReference) {
 			items := make([]baseboardv1alpha1.ServerMaintenanceRefItem, len(refs))
 			for i := range refs {
 				items[i] = baseboardv1alpha1.ServerMaintenanceRefItem{ServerMaintenanceRef: &refs[i]}
@@ -202,55 +202,55 @@ func (r *BMCSettingsReconciler) maintain(ctx context.Context, p *bmcSettingsPass
 // apply sets the step's differing attributes and reads them back. Setting them again is
 // harmless, so a crash before the record only repeats the PATCH.
 func (r *BMCSettingsReconciler) apply(ctx context.Context, p *bmcSettingsPass, hash string) (lifecycle.Result, error) {
-	switch p.rec.Phase {
-	case phaseMaintenance, phaseOwed, phaseVerify:
+	switch p.Rec.Phase {
+	case PhaseMaintenance, PhaseOwed, PhaseVerify:
 	default:
 		return lifecycle.Continue(), nil
 	}
 	if res, err, ok := r.prepare(ctx, p); !ok {
 		return res, err
 	}
-	i := stepIndex(p.rec.Version, p.flow)
+	i := stepIndex(p.Rec.Version, p.flow)
 	// In verify the step was set: a write-only attribute counts as in effect (see differing).
-	verified := p.rec.Phase == phaseVerify
+	verified := p.Rec.Phase == PhaseVerify
 	diff, derr := differing(p.flow[i].Settings, p.attrs, verified)
 	if derr != nil || len(diff) == 0 {
-		return r.advance(ctx, p, hash, i, verified, phaseOwed)
+		return r.advance(ctx, p, hash, i, verified, PhaseOwed)
 	}
-	if p.rec.Phase == phaseVerify {
-		if r.now().Sub(p.rec.at()) < r.Options.VerifyTimeout {
+	if p.Rec.Phase == PhaseVerify {
+		if r.Clock().Sub(p.Rec.AtTime()) < r.Options.VerifyTimeout {
 			return lifecycle.RequeueAfter(r.Options.Poll, "settings not in effect yet"), nil
 		}
-		return r.failAttempt(ctx, p, fmt.Sprintf("step %s: %v did not read back as asked", p.rec.Version, diff))
+		return r.failAttempt(ctx, p, fmt.Sprintf("step %s: %v did not read back as asked", p.Rec.Version, diff))
 	}
-	if err := redactBMC(p.conn.SetManagerAttributes(p.bctx, diff.send()), diff); err != nil {
-		if refused(err) {
+	if err := RedactBMC(p.Conn.SetManagerAttributes(p.BMCContext, diff.Send()), diff); err != nil {
+		if Refused(err) {
 			return r.failAttempt(ctx, p, fmt.Sprintf("the BMC refused the settings: %v", err))
 		}
-		return r.bmcFailed(p.work, err)
+		return r.BMCFailed(p.Work, err)
 	}
-	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "SettingsSet", "Settings", "step %s: %d attribute(s) set on %s", p.rec.Version, len(diff), p.target())
-	if after, err := p.conn.ManagerAttributes(p.bctx); err == nil {
+	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "SettingsSet", "Settings", "step %s: %d attribute(s) set on %s", p.Rec.Version, len(diff), p.Target())
+	if after, err := p.Conn.ManagerAttributes(p.BMCContext); err == nil {
 		p.attrs = after
 		if d, err := differing(p.flow[i].Settings, after, true); err == nil && len(d) == 0 {
-			return r.advance(ctx, p, hash, i, true, phaseOwed)
+			return r.advance(ctx, p, hash, i, true, PhaseOwed)
 		}
 	}
-	next := p.rec
-	next.Phase, next.At = phaseVerify, r.now().Unix()
-	return r.record(ctx, p.work, next)
+	next := p.Rec
+	next.Phase, next.At = PhaseVerify, r.Clock().Unix()
+	return r.Record(ctx, p.Work, next)
 }
 
 func (r *BMCSettingsReconciler) failAttempt(ctx context.Context, p *bmcSettingsPass, why string) (lifecycle.Result, error) {
-	next := p.rec
+	next := p.Rec
 	next.Failed++
-	next.At, next.Message = r.now().Unix(), why
-	if next.Failed >= maxAttempts(p.Obj.Spec.RetryPolicy) {
-		next.Phase = phaseFailed
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonSettingsFailed, "Settings", "step %s on %s failed: %s", p.rec.Version, p.target(), why)
+	next.At, next.Message = r.Clock().Unix(), why
+	if next.Failed >= MaxAttempts(p.Obj.Spec.RetryPolicy) {
+		next.Phase = PhaseFailed
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonSettingsFailed, "Settings", "step %s on %s failed: %s", p.Rec.Version, p.Target(), why)
 	} else {
-		next.Phase, next.Attempt = phaseOwed, p.rec.Attempt+1
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, "SettingsRetry", "Settings", "step %s on %s: attempt %d failed (%s); trying again", p.rec.Version, p.target(), p.rec.Attempt, why)
+		next.Phase, next.Attempt = PhaseOwed, p.Rec.Attempt+1
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, "SettingsRetry", "Settings", "step %s on %s: attempt %d failed (%s); trying again", p.Rec.Version, p.Target(), p.Rec.Attempt, why)
 	}
-	return r.record(ctx, p.work, next)
+	return r.Record(ctx, p.Work, next)
 }

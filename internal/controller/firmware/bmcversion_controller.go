@@ -36,8 +36,8 @@ const kindBMC = "BMCVersion"
 // serverMaintenancePolicy asks for every server of the BMC to be in maintenance first.
 type BMCVersionReconciler struct {
 	Client client.Client
-	actor
-	issued issuedUpdates
+	Actor
+	issued IssuedUpdates
 }
 
 // SetupWithManager registers the reconciler.
@@ -82,12 +82,12 @@ func (r *BMCVersionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}), builder.WithPredicates(lifecycle.Predicate())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency, 1)})
 	return shard.Gate(r.Options.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &baseboardv1alpha1.BMCVersionList{} },
-		func(_ context.Context, v *baseboardv1alpha1.BMCVersion) string { return bmcRefKey(v, v.Spec.BMCRef) }).Complete(rec)
+		func(_ context.Context, v *baseboardv1alpha1.BMCVersion) string { return BMCRefKey(v, v.Spec.BMCRef) }).Complete(rec)
 }
 
 type bmcVersionPass struct {
 	*lifecycle.Pass[*baseboardv1alpha1.BMCVersion]
-	*work
+	*Work
 	bmcObj  *metalv1alpha1.BMC
 	servers []metalv1alpha1.Server
 	maints  map[string]*maintenancev1alpha1.ServerMaintenance // by name
@@ -105,25 +105,25 @@ func (r *BMCVersionReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*b
 	defer cancel()
 	v := lp.Obj
 	var none *metalv1alpha1.ObjectReference
-	w := &work{obj: v, c: lp.Client(), bctx: bctx, maintRef: &none}
-	p := &bmcVersionPass{Pass: lp, work: w, maints: map[string]*maintenancev1alpha1.ServerMaintenance{}}
-	w.reach = func(w *work) error {
-		conn, err := bmcaccess.ProvenBMC(w.bctx, w.c, r.Options.Pool, p.bmcObj)
+	w := &Work{Self: v, C: lp.Client(), BMCContext: bctx, MaintRef: &none}
+	p := &bmcVersionPass{Pass: lp, Work: w, maints: map[string]*maintenancev1alpha1.ServerMaintenance{}}
+	w.Reach = func(w *Work) error {
+		conn, err := bmcaccess.ProvenBMC(w.BMCContext, w.C, r.Options.Pool, p.bmcObj)
 		if err != nil {
 			return err
 		}
-		m, err := conn.Manager(w.bctx)
+		m, err := conn.Manager(w.BMCContext)
 		if err != nil {
 			return err
 		}
-		w.conn, p.mgr = conn, m
+		w.Conn, p.mgr = conn, m
 		return nil
 	}
 	res, err := lifecycle.Steps(ctx, p,
 		lifecycle.EnsureFinalizer[*bmcVersionPass](Finalizer),
 		r.read,
 		func(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
-			return r.leave(ctx, p.work, maintList(p.maints)...)
+			return r.Leave(ctx, p.Work, MaintList(p.maints)...)
 		},
 		r.restart,
 		r.finish,
@@ -131,10 +131,10 @@ func (r *BMCVersionReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*b
 		r.maintain,
 		r.issue,
 		func(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
-			return r.actor.settleIssue(ctx, p.work, r.flasher(ctx, p))
+			return r.Actor.SettleIssue(ctx, p.Work, r.flasher(ctx, p))
 		},
 		func(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
-			t, res, err := r.actor.follow(ctx, p.work, r.flasher(ctx, p))
+			t, res, err := r.Actor.Follow(ctx, p.Work, r.flasher(ctx, p))
 			if t != nil {
 				p.task = t
 			}
@@ -144,169 +144,169 @@ func (r *BMCVersionReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*b
 		r.verify,
 	)
 	r.report(p)
-	if p.retried() && err == nil && !res.IsWrote() {
-		return lifecycle.RequeueAfter(r.Options.RetryAfter, p.reason), nil
+	if p.Retried() && err == nil && !res.IsWrote() {
+		return lifecycle.RequeueAfter(r.Options.RetryAfter, p.Reason), nil
 	}
 	return res, err
 }
 
-func (r *BMCVersionReconciler) flasher(ctx context.Context, p *bmcVersionPass) flasher {
+func (r *BMCVersionReconciler) flasher(ctx context.Context, p *bmcVersionPass) Flasher {
 	c, b := r.Client, p.bmcObj
-	return flasher{kind: kindBMC, issued: &r.issued, tmpl: r.template(p.Obj),
-		current:   func() string { return p.mgr.FirmwareVersion },
-		afterTask: phaseVerify,
-		prove: func(ctx context.Context) error {
+	return Flasher{Kind: kindBMC, Issued: &r.issued, Template: r.template(p.Obj),
+		Current:   func() string { return p.mgr.FirmwareVersion },
+		AfterTask: PhaseVerify,
+		Prove: func(ctx context.Context) error {
 			_, err := bmcaccess.ProvenBMC(ctx, c, r.Options.Pool, b)
 			return err
 		},
-		failAttempt: func(why string) (lifecycle.Result, error) {
+		FailAttempt: func(why string) (lifecycle.Result, error) {
 			return r.failAttempt(ctx, p, why)
 		}}
 }
 
 // read reads the BMC, its servers and the maintenances named.
 func (r *BMCVersionReconciler) read(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
-	t, res, err := r.readBMC(ctx, p.work, p.Obj.Spec.BMCRef, p.Obj.Spec.ServerMaintenanceRefs)
+	t, res, err := r.ReadBMC(ctx, p.Work, p.Obj.Spec.BMCRef, p.Obj.Spec.ServerMaintenanceRefs)
 	if t != nil {
-		p.bmcObj, p.servers, p.maints = t.obj, t.servers, t.maints
+		p.bmcObj, p.servers, p.maints = t.BMC, t.Servers, t.Maints
 	}
 	return res, err
 }
 
 func (r *BMCVersionReconciler) restart(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
-	return r.startOver(ctx, p.work, p.Obj.Spec.Version, phaseCompleted, phaseFailed, phaseMaintenance, phaseOwed)
+	return r.StartOver(ctx, p.Work, p.Obj.Spec.Version, PhaseCompleted, PhaseFailed, PhaseMaintenance, PhaseOwed)
 }
 
 // finish lets go of the maintenances metalhub created once the upgrade ended.
 func (r *BMCVersionReconciler) finish(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
-	if !p.hasRec || !p.rec.terminal() {
+	if !p.HasRec || !p.Rec.Terminal() {
 		return lifecycle.Continue(), nil
 	}
-	return releaseAll(ctx, p.c, p.Obj, p.maints)
+	return ReleaseAll(ctx, p.C, p.Obj, p.maints)
 }
 
 func (r *BMCVersionReconciler) begin(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
-	if p.hasRec {
+	if p.HasRec {
 		return lifecycle.Continue(), nil
 	}
-	if err := r.connect(p.work); err != nil {
-		return r.bmcFailed(p.work, err)
+	if err := r.Connect(p.Work); err != nil {
+		return r.BMCFailed(p.Work, err)
 	}
 	cur := p.mgr.FirmwareVersion
-	steps := remaining(r.template(p.Obj), cur)
-	now := r.now().Unix()
+	steps := Remaining(r.template(p.Obj), cur)
+	now := r.Clock().Unix()
 	if len(steps) == 0 {
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, systemv1alpha1.ReasonUpToDate, "Upgrade", "%s already runs %s", p.target(), cur)
-		return r.record(ctx, p.work, record{Phase: phaseCompleted, For: p.Obj.Spec.Version, Version: cur, At: now, Message: "already at the version"})
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, systemv1alpha1.ReasonUpToDate, "Upgrade", "%s already runs %s", p.Target(), cur)
+		return r.Record(ctx, p.Work, Record{Phase: PhaseCompleted, For: p.Obj.Spec.Version, Version: cur, At: now, Message: "already at the version"})
 	}
-	ph := phaseOwed
+	ph := PhaseOwed
 	if p.Obj.Spec.ServerMaintenancePolicy != "" {
-		ph = phaseMaintenance
+		ph = PhaseMaintenance
 	}
-	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "UpgradeStarted", "Upgrade", "%s runs %q: %d step(s) to %q", p.target(), cur, len(steps), p.Obj.Spec.Version)
-	return r.record(ctx, p.work, record{Phase: ph, For: p.Obj.Spec.Version, Version: steps[0].Version, Image: steps[0].Image.URI, Attempt: 1, At: now})
+	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "UpgradeStarted", "Upgrade", "%s runs %q: %d step(s) to %q", p.Target(), cur, len(steps), p.Obj.Spec.Version)
+	return r.Record(ctx, p.Work, Record{Phase: ph, For: p.Obj.Spec.Version, Version: steps[0].Version, Image: steps[0].Image.URI, Attempt: 1, At: now})
 }
 
 // maintain takes every server of the BMC into maintenance before the first flash when the
 // policy asks for it.
 func (r *BMCVersionReconciler) maintain(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
-	if p.Obj.Spec.ServerMaintenancePolicy == "" || (p.rec.Phase != phaseMaintenance && p.rec.Phase != phaseOwed) {
+	if p.Obj.Spec.ServerMaintenancePolicy == "" || (p.Rec.Phase != PhaseMaintenance && p.Rec.Phase != PhaseOwed) {
 		return lifecycle.Continue(), nil
 	}
-	return r.holdServers(ctx, p.work, serverHold{servers: p.servers, named: p.Obj.Spec.ServerMaintenanceRefs, maints: p.maints,
-		prefix: "bmcversion-" + p.Obj.Name, policy: p.Obj.Spec.ServerMaintenancePolicy,
-		reason: fmt.Sprintf("BMC firmware %s (BMCVersion %s)", p.rec.Version, p.Obj.Name),
-		setRefs: func(o client.Object, refs []metalv1alpha1.ObjectReference) {
+	return r.HoldServers(ctx, p.Work, ServerHold{Servers: p.servers, Named: p.Obj.Spec.ServerMaintenanceRefs, Maints: p.maints,
+		Prefix: "bmcversion-" + p.Obj.Name, Policy: p.Obj.Spec.ServerMaintenancePolicy,
+		Reason: fmt.Sprintf("BMC firmware %s (BMCVersion %s)", p.Rec.Version, p.Obj.Name),
+		SetRefs: func(o client.Object, refs []metalv1alpha1.ObjectReference) {
 			o.(*baseboardv1alpha1.BMCVersion).Spec.ServerMaintenanceRefs = refs
 		}})
 }
 
 func (r *BMCVersionReconciler) issue(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
-	if p.rec.Phase != phaseMaintenance && p.rec.Phase != phaseOwed {
+	if p.Rec.Phase != PhaseMaintenance && p.Rec.Phase != PhaseOwed {
 		return lifecycle.Continue(), nil
 	}
-	if err := r.connect(p.work); err != nil {
-		return r.bmcFailed(p.work, err)
+	if err := r.Connect(p.Work); err != nil {
+		return r.BMCFailed(p.Work, err)
 	}
-	return r.actor.issue(ctx, p.work, r.flasher(ctx, p))
+	return r.Actor.Issue(ctx, p.Work, r.flasher(ctx, p))
 }
 
 // reset asks the BMC for the manager reset that activates a staged image, exactly once (by
 // token, as a server's restart).
 func (r *BMCVersionReconciler) reset(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
-	if p.rec.Phase != phaseReboot {
+	if p.Rec.Phase != PhaseReboot {
 		return lifecycle.Continue(), nil
 	}
-	token := p.rec.token(string(p.Obj.UID))
+	token := p.Rec.Token(string(p.Obj.UID))
 	switch outcome, pending := operationState(p.bmcObj.Annotations, token); {
 	case outcome == intent.ResultDone || outcome == intent.ResultUncertain:
-		next := p.rec
-		next.Phase, next.At = phaseVerify, r.now().Unix()
-		return r.record(ctx, p.work, next)
+		next := p.Rec
+		next.Phase, next.At = PhaseVerify, r.Clock().Unix()
+		return r.Record(ctx, p.Work, next)
 	case outcome != "":
 		return r.failAttempt(ctx, p, "the BMC's reset was refused")
 	case pending:
 		return lifecycle.Done(), nil // the BMC's report brings the next pass
 	}
-	return r.askOperation(ctx, p.work, p.bmcObj, metalv1alpha1.OperationGracefulRestartBMC, token, "activate "+p.rec.Version)
+	return r.AskOperation(ctx, p.Work, p.bmcObj, metalv1alpha1.OperationGracefulRestartBMC, token, "activate "+p.Rec.Version)
 }
 
 // verify reads the version the BMC reports once it is back from its restart: while it answers
 // nothing, each pass looks again later.
 func (r *BMCVersionReconciler) verify(ctx context.Context, p *bmcVersionPass) (lifecycle.Result, error) {
-	if p.rec.Phase != phaseVerify {
+	if p.Rec.Phase != PhaseVerify {
 		return lifecycle.Continue(), nil
 	}
-	late := r.now().Sub(p.rec.at()) >= r.Options.VerifyTimeout
-	if err := r.connect(p.work); err != nil {
+	late := r.Clock().Sub(p.Rec.AtTime()) >= r.Options.VerifyTimeout
+	if err := r.Connect(p.Work); err != nil {
 		if late {
 			return r.failAttempt(ctx, p, fmt.Sprintf("the BMC has not answered since its update: %v", err))
 		}
-		return r.bmcFailed(p.work, err)
+		return r.BMCFailed(p.Work, err)
 	}
 	got := p.mgr.FirmwareVersion
-	if got != p.rec.Version {
+	if got != p.Rec.Version {
 		// A BMC that answers with the old version a while after its task completed keeps the
 		// image staged until its manager is reset (some do): asked for once, through the BMC's
 		// operation annotation, which the BMC controller carries out exactly once.
-		if r.now().Sub(p.rec.at()) >= r.Options.VerifyTimeout/4 && p.rec.Rerequested < 1 {
-			next := p.rec
-			next.Phase, next.At, next.Rerequested = phaseReboot, r.now().Unix(), p.rec.Rerequested+1
-			r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "ResetNeeded", "Upgrade", "%s still reports %q: its manager is reset to activate %s", p.target(), got, p.rec.Version)
-			return r.record(ctx, p.work, next)
+		if r.Clock().Sub(p.Rec.AtTime()) >= r.Options.VerifyTimeout/4 && p.Rec.Rerequested < 1 {
+			next := p.Rec
+			next.Phase, next.At, next.Rerequested = PhaseReboot, r.Clock().Unix(), p.Rec.Rerequested+1
+			r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "ResetNeeded", "Upgrade", "%s still reports %q: its manager is reset to activate %s", p.Target(), got, p.Rec.Version)
+			return r.Record(ctx, p.Work, next)
 		}
 		if !late {
 			return lifecycle.RequeueAfter(r.Options.Poll, "version not reported yet"), nil
 		}
-		return r.failAttempt(ctx, p, fmt.Sprintf("the BMC reports %q after its update and a reset, want %q", got, p.rec.Version))
+		return r.failAttempt(ctx, p, fmt.Sprintf("the BMC reports %q after its update and a reset, want %q", got, p.Rec.Version))
 	}
-	now := r.now().Unix()
+	now := r.Clock().Unix()
 	tmpl := r.template(p.Obj)
-	if steps := remaining(tmpl, got); len(steps) > 0 && !(got == tmpl.Version && p.rec.For == tmpl.Version) {
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "StepUpgraded", "Upgrade", "%s runs %s; next %s", p.target(), got, steps[0].Version)
-		return r.record(ctx, p.work, record{Phase: phaseOwed, For: tmpl.Version, Version: steps[0].Version, Image: steps[0].Image.URI,
-			Attempt: 1, Failed: p.rec.Failed, At: now, Task: p.rec.Task})
+	if steps := Remaining(tmpl, got); len(steps) > 0 && !(got == tmpl.Version && p.Rec.For == tmpl.Version) {
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "StepUpgraded", "Upgrade", "%s runs %s; next %s", p.Target(), got, steps[0].Version)
+		return r.Record(ctx, p.Work, Record{Phase: PhaseOwed, For: tmpl.Version, Version: steps[0].Version, Image: steps[0].Image.URI,
+			Attempt: 1, Failed: p.Rec.Failed, At: now, Task: p.Rec.Task})
 	}
-	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, systemv1alpha1.ReasonUpgraded, "Upgrade", "%s runs %s", p.target(), got)
-	done := record{Phase: phaseCompleted, For: tmpl.Version, Version: got, Failed: p.rec.Failed, At: now, Task: p.rec.Task}
-	upgradesFinished(kindBMC, done)
-	return r.record(ctx, p.work, done)
+	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, systemv1alpha1.ReasonUpgraded, "Upgrade", "%s runs %s", p.Target(), got)
+	done := Record{Phase: PhaseCompleted, For: tmpl.Version, Version: got, Failed: p.Rec.Failed, At: now, Task: p.Rec.Task}
+	UpgradesFinished(kindBMC, done)
+	return r.Record(ctx, p.Work, done)
 }
 
 func (r *BMCVersionReconciler) failAttempt(ctx context.Context, p *bmcVersionPass, why string) (lifecycle.Result, error) {
-	next := p.rec
+	next := p.Rec
 	next.Failed++
 	next.Busy = 0
-	next.At, next.Message = r.now().Unix(), why
-	if next.Failed >= maxAttempts(p.Obj.Spec.RetryPolicy) {
-		next.Phase = phaseFailed
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonFlashFailed, "Upgrade", "%s %s failed (attempt %d): %s", p.target(), p.rec.Version, p.rec.Attempt, why)
+	next.At, next.Message = r.Clock().Unix(), why
+	if next.Failed >= MaxAttempts(p.Obj.Spec.RetryPolicy) {
+		next.Phase = PhaseFailed
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonFlashFailed, "Upgrade", "%s %s failed (attempt %d): %s", p.Target(), p.Rec.Version, p.Rec.Attempt, why)
 	} else {
-		next.Phase, next.Attempt = phaseOwed, p.rec.Attempt+1
-		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonFlashRetry, "Upgrade", "%s %s: attempt %d failed (%s); trying again", p.target(), p.rec.Version, p.rec.Attempt, why)
+		next.Phase, next.Attempt = PhaseOwed, p.Rec.Attempt+1
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonFlashRetry, "Upgrade", "%s %s: attempt %d failed (%s); trying again", p.Target(), p.Rec.Version, p.Rec.Attempt, why)
 	}
-	upgradesFinished(kindBMC, next)
-	return r.record(ctx, p.work, next)
+	UpgradesFinished(kindBMC, next)
+	return r.Record(ctx, p.Work, next)
 }
 
 func (r *BMCVersionReconciler) report(p *bmcVersionPass) {
@@ -315,5 +315,5 @@ func (r *BMCVersionReconciler) report(p *bmcVersionPass) {
 	if p.mgr != nil {
 		cur = p.mgr.FirmwareVersion
 	}
-	v.Status = versionStatus(v.Status, v.Generation, p.work, p.task, cur, p.target())
+	v.Status = versionStatus(v.Status, v.Generation, p.Work, p.task, cur, p.Target())
 }

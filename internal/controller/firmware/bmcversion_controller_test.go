@@ -25,8 +25,8 @@ func waitBMCVersionState(t *testing.T, name string, want systemv1alpha1.VersionS
 		if err := env.Client.Get(ctx(), client.ObjectKey{Name: name}, v); err != nil {
 			return false, err.Error()
 		}
-		rec, ok := parseRecord(v.Annotations[RecordAnnotation])
-		return v.Status.State == want && stateOf(ok, rec) == want, fmt.Sprintf("status %s, record %s, conditions %v", v.Status.State, v.Annotations[RecordAnnotation], v.Status.Conditions)
+		rec, ok := Parse(v.Annotations[Annotation])
+		return v.Status.State == want && StateOf(ok, rec) == want, fmt.Sprintf("status %s, record %s, conditions %v", v.Status.State, v.Annotations[Annotation], v.Status.Conditions)
 	})
 	return v
 }

@@ -18,14 +18,14 @@ import (
 )
 
 // waitPhase waits until the BIOSVersion's record is in phase want.
-func waitPhase(t *testing.T, name string, want phase, timeout time.Duration) {
+func waitPhase(t *testing.T, name string, want Phase, timeout time.Duration) {
 	t.Helper()
 	eventually(t, timeout, name+" in phase "+string(want), func() (bool, string) {
 		v := getVersion(name)
 		if v == nil {
 			return false, "gone"
 		}
-		rec, _ := parseRecord(v.Annotations[RecordAnnotation])
+		rec, _ := Parse(v.Annotations[Annotation])
 		return rec.Phase == want, string(rec.Phase)
 	})
 }
@@ -40,7 +40,7 @@ func TestDeletingABIOSVersionMidFlash(t *testing.T) {
 	if err := env.Client.Create(ctx(), v); err != nil {
 		t.Fatal(err)
 	}
-	waitPhase(t, "biosv-del", phaseTask, 60*time.Second)
+	waitPhase(t, "biosv-del", PhaseTask, 60*time.Second)
 	if err := env.Client.Delete(ctx(), getVersion("biosv-del")); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestDeletingABIOSVersionSetMidFlash(t *testing.T) {
 	var first string
 	eventually(t, 60*time.Second, "the first wave flashing", func() (bool, string) {
 		for _, v := range children(t, "bvs-del") {
-			if rec, _ := parseRecord(v.Annotations[RecordAnnotation]); rec.Phase == phaseTask {
+			if rec, _ := Parse(v.Annotations[Annotation]); rec.Phase == PhaseTask {
 				first = v.Name
 				return true, ""
 			}
@@ -128,7 +128,7 @@ func TestDeletingABIOSVersionMidFlashWhileItsBMCIsDead(t *testing.T) {
 	if err := env.Client.Create(ctx(), v); err != nil {
 		t.Fatal(err)
 	}
-	waitPhase(t, "biosv-deaddel", phaseTask, 60*time.Second)
+	waitPhase(t, "biosv-deaddel", PhaseTask, 60*time.Second)
 	dead := flashing
 	dead.Status = 503
 	b.SetFaults(dead)

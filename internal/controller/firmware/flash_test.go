@@ -23,7 +23,7 @@ func TestBusyAndRefusedAnswers(t *testing.T) {
 		if got := busy(c.err); got != c.busy {
 			t.Errorf("busy(%v) = %t, want %t", c.err, got, c.busy)
 		}
-		if got := refused(c.err); got != c.refused {
+		if got := Refused(c.err); got != c.refused {
 			t.Errorf("refused(%v) = %t, want %t", c.err, got, c.refused)
 		}
 	}

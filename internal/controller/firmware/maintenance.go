@@ -82,9 +82,9 @@ func holdMaintenance(ctx context.Context, c client.Client, owner client.Object, 
 	return holding{waiting: fmt.Sprintf("waiting for server %s to enter ServerMaintenance %s/%s", server.Name, r.Namespace, r.Name)}, nil
 }
 
-// releaseMaintenance deletes the maintenance the owner created, which hands the server back;
+// ReleaseMaintenance deletes the maintenance the owner created, which hands the server back;
 // one the user named is theirs to delete.
-func releaseMaintenance(ctx context.Context, c client.Client, owner client.Object, maint *maintenancev1alpha1.ServerMaintenance) (lifecycle.Result, error) {
+func ReleaseMaintenance(ctx context.Context, c client.Client, owner client.Object, maint *maintenancev1alpha1.ServerMaintenance) (lifecycle.Result, error) {
 	if maint == nil || !metav1.IsControlledBy(maint, owner) || !maint.DeletionTimestamp.IsZero() {
 		return lifecycle.Done(), nil
 	}
@@ -94,42 +94,42 @@ func releaseMaintenance(ctx context.Context, c client.Client, owner client.Objec
 	return lifecycle.Done(), nil // its deletion (Owns) brings the next pass
 }
 
-// serverHold is what holdServers needs: a BMC's servers, the maintenances its object names and
+// ServerHold is what holdServers needs: a BMC's servers, the maintenances its object names and
 // finds, and how to name them.
-type serverHold struct {
-	servers []metalv1alpha1.Server
-	named   []metalv1alpha1.ObjectReference
-	maints  map[string]*maintenancev1alpha1.ServerMaintenance // found, by name
-	prefix  string
-	policy  metalv1alpha1.ServerMaintenancePolicy
-	reason  string
-	setRefs func(owner client.Object, refs []metalv1alpha1.ObjectReference)
+type ServerHold struct {
+	Servers []metalv1alpha1.Server
+	Named   []metalv1alpha1.ObjectReference
+	Maints  map[string]*maintenancev1alpha1.ServerMaintenance // found, by name
+	Prefix  string
+	Policy  metalv1alpha1.ServerMaintenancePolicy
+	Reason  string
+	SetRefs func(owner client.Object, refs []metalv1alpha1.ObjectReference)
 }
 
-// holdServers takes every server of a BMC into a maintenance of its own, one step per pass:
+// HoldServers takes every server of a BMC into a maintenance of its own, one step per pass:
 // names them on the owner (one write), creates the missing ones (controlled by the owner), then
 // waits until every server is in its own; Continue once they all are.
-func (a *actor) holdServers(ctx context.Context, w *work, h serverHold) (lifecycle.Result, error) {
-	want := make([]metalv1alpha1.ObjectReference, 0, len(h.servers))
-	for _, s := range h.servers {
-		want = append(want, metalv1alpha1.ObjectReference{Namespace: a.Options.MaintenanceNamespace, Name: childName(h.prefix, s.Name)})
+func (a *Actor) HoldServers(ctx context.Context, w *Work, h ServerHold) (lifecycle.Result, error) {
+	want := make([]metalv1alpha1.ObjectReference, 0, len(h.Servers))
+	for _, s := range h.Servers {
+		want = append(want, metalv1alpha1.ObjectReference{Namespace: a.Options.MaintenanceNamespace, Name: ChildName(h.Prefix, s.Name)})
 	}
-	if !equality.Semantic.DeepEqual(want, h.named) {
-		return lifecycle.Wrote("maintenances named"), lifecycle.PatchMetadata(ctx, w.c, w.obj, func(o client.Object) { h.setRefs(o, want) })
+	if !equality.Semantic.DeepEqual(want, h.Named) {
+		return lifecycle.Wrote("maintenances named"), lifecycle.PatchMetadata(ctx, w.C, w.Self, func(o client.Object) { h.SetRefs(o, want) })
 	}
 	created, waiting := 0, 0
-	for i, s := range h.servers {
-		m := h.maints[want[i].Name]
+	for i, s := range h.Servers {
+		m := h.Maints[want[i].Name]
 		if m == nil {
 			m = &maintenancev1alpha1.ServerMaintenance{
 				ObjectMeta: metav1.ObjectMeta{Namespace: want[i].Namespace, Name: want[i].Name,
-					Annotations: map[string]string{metalv1alpha1.MaintenanceReasonAnnotation: h.reason}},
-				Spec: maintenancev1alpha1.ServerMaintenanceSpec{ServerRef: &corev1.LocalObjectReference{Name: s.Name}, Policy: h.policy},
+					Annotations: map[string]string{metalv1alpha1.MaintenanceReasonAnnotation: h.Reason}},
+				Spec: maintenancev1alpha1.ServerMaintenanceSpec{ServerRef: &corev1.LocalObjectReference{Name: s.Name}, Policy: h.Policy},
 			}
-			if err := controllerutil.SetControllerReference(w.obj, m, w.c.Scheme()); err != nil {
+			if err := controllerutil.SetControllerReference(w.Self, m, w.C.Scheme()); err != nil {
 				return lifecycle.Result{}, err
 			}
-			if err := w.c.Create(ctx, m); err != nil && !apierrors.IsAlreadyExists(err) {
+			if err := w.C.Create(ctx, m); err != nil && !apierrors.IsAlreadyExists(err) {
 				return lifecycle.Result{}, fmt.Errorf("creating ServerMaintenance %s/%s: %w", m.Namespace, m.Name, err)
 			}
 			created++
@@ -142,17 +142,17 @@ func (a *actor) holdServers(ctx context.Context, w *work, h serverHold) (lifecyc
 	}
 	switch {
 	case created > 0:
-		a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "MaintenanceRequested", "Maintain", "%d ServerMaintenance(s) requested for the servers of %s", created, w.target())
+		a.Recorder.Eventf(w.Self, nil, corev1.EventTypeNormal, "MaintenanceRequested", "Maintain", "%d ServerMaintenance(s) requested for the servers of %s", created, w.Target())
 		return lifecycle.Done(), nil
 	case waiting > 0:
-		w.waiting = fmt.Sprintf("waiting for %d of %d server(s) of %s to enter maintenance", waiting, len(h.servers), w.target())
+		w.Waiting = fmt.Sprintf("waiting for %d of %d server(s) of %s to enter maintenance", waiting, len(h.Servers), w.Target())
 		return lifecycle.Done(), nil
 	}
 	return lifecycle.Continue(), nil
 }
 
-// releaseAll deletes the maintenances the owner created.
-func releaseAll(ctx context.Context, c client.Client, owner client.Object, maints map[string]*maintenancev1alpha1.ServerMaintenance) (lifecycle.Result, error) {
+// ReleaseAll deletes the maintenances the owner created.
+func ReleaseAll(ctx context.Context, c client.Client, owner client.Object, maints map[string]*maintenancev1alpha1.ServerMaintenance) (lifecycle.Result, error) {
 	for _, m := range maints {
 		if metav1.IsControlledBy(m, owner) && m.DeletionTimestamp.IsZero() {
 			if err := c.Delete(ctx, m); err != nil && !apierrors.IsNotFound(err) {

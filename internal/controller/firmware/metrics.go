@@ -23,12 +23,12 @@ var (
 
 func init() { ctrlmetrics.Registry.MustRegister(upgradesTotal, taskDuration) }
 
-// upgradesFinished counts an upgrade that ended or an attempt that failed.
-func upgradesFinished(kind string, rec record) {
+// UpgradesFinished counts an upgrade that ended or an attempt that failed.
+func UpgradesFinished(kind string, rec Record) {
 	switch rec.Phase {
-	case phaseCompleted:
+	case PhaseCompleted:
 		upgradesTotal.WithLabelValues(kind, "completed").Inc()
-	case phaseFailed:
+	case PhaseFailed:
 		upgradesTotal.WithLabelValues(kind, "failed").Inc()
 	default:
 		upgradesTotal.WithLabelValues(kind, "retried").Inc()

@@ -62,7 +62,7 @@ func TestBIOSVersionThatNeverShowsFailsAfterOneRestart(t *testing.T) {
 	if got := restartsSince(b, firstSimpleUpdate(t, b)); len(got) > 1 {
 		t.Errorf("restarts after the flash: %v, want at most one", got)
 	}
-	rec, _ := parseRecord(v.Annotations[RecordAnnotation])
+	rec, _ := Parse(v.Annotations[Annotation])
 	if !strings.Contains(rec.Message, before) || !strings.Contains(rec.Message, "7.0.0") {
 		t.Errorf("the failure does not say what was read (%q) and wanted: %q", before, rec.Message)
 	}
@@ -128,15 +128,15 @@ func TestBIOSVersionRestoredFromBeforeItsFlashIsNotFlashedAgain(t *testing.T) {
 	if err := env.Client.Create(ctx(), biosVersion("biosv-restored", names[0], "7.3.0", "http://fw.example/bios-restored-7.3.0.bin")); err != nil {
 		t.Fatal(err)
 	}
-	var rec record
+	var rec Record
 	eventually(t, 60*time.Second, "the flash's task followed", func() (bool, string) {
 		v := getVersion("biosv-restored")
-		rec, _ = parseRecord(v.Annotations[RecordAnnotation])
-		return rec.Phase == phaseTask, v.Annotations[RecordAnnotation]
+		rec, _ = Parse(v.Annotations[Annotation])
+		return rec.Phase == PhaseTask, v.Annotations[Annotation]
 	})
-	back := record{Phase: phaseMaintenance, For: rec.For, Version: rec.Version, Image: rec.Image, Attempt: rec.Attempt, At: rec.At - 2}
+	back := Record{Phase: PhaseMaintenance, For: rec.For, Version: rec.Version, Image: rec.Image, Attempt: rec.Attempt, At: rec.At - 2}
 	v := getVersion("biosv-restored")
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, RecordAnnotation, back.String())
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, Annotation, back.String())
 	if err := env.Client.Patch(ctx(), v, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestBIOSVersionGivesUpOnAnotherUpdateThatOutlastsTheVerifyTimeout(t *testin
 		t.Fatal(err)
 	}
 	v := waitVersionState(t, "biosv-busylong", systemv1alpha1.VersionStateFailed, 90*time.Second)
-	rec, _ := parseRecord(v.Annotations[RecordAnnotation])
+	rec, _ := Parse(v.Annotations[Annotation])
 	if !strings.Contains(rec.Message, "another update for longer than") {
 		t.Errorf("the failure does not say the BMC stayed busy: %q", rec.Message)
 	}

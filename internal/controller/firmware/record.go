@@ -11,38 +11,38 @@ import (
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 )
 
-// RecordAnnotation holds where an upgrade stands, as JSON (see record). It is the upgrade's
+// Annotation holds where an upgrade stands, as JSON (see record). It is the upgrade's
 // bookkeeping: written before each step acts, read back by every pass, never derived from
 // status, so a wiped status, a crash or a new leader resumes exactly where the last write left
 // it and never starts a second flash.
-const RecordAnnotation = "lifecycle.metalhub.io/firmware"
+const Annotation = "lifecycle.metalhub.io/firmware"
 
-// phase is a step of an upgrade.
-type phase string
+// Phase is a step of an upgrade.
+type Phase string
 
 const (
-	// phaseMaintenance: the work needs the server in maintenance; awaiting it.
-	phaseMaintenance phase = "maintenance"
-	// phaseOwed: the flash of the step is owed, nothing sent.
-	phaseOwed phase = "owed"
-	// phaseIssuing: the write that claimed the flash won; the request followed in that pass.
+	// PhaseMaintenance: the work needs the server in maintenance; awaiting it.
+	PhaseMaintenance Phase = "maintenance"
+	// PhaseOwed: the flash of the step is owed, nothing sent.
+	PhaseOwed Phase = "owed"
+	// PhaseIssuing: the write that claimed the flash won; the request followed in that pass.
 	// Only the issuing process knows the answer; another settles it from the BMC's tasks.
-	phaseIssuing phase = "issuing"
-	// phaseTask: the BMC accepted the image; its task is followed.
-	phaseTask phase = "task"
-	// phaseReboot: the image is staged; a restart is owed (requested through the Server's
+	PhaseIssuing Phase = "issuing"
+	// PhaseTask: the BMC accepted the image; its task is followed.
+	PhaseTask Phase = "task"
+	// PhaseReboot: the image is staged; a restart is owed (requested through the Server's
 	// operation annotation, named by the token).
-	phaseReboot phase = "reboot"
-	// phaseVerify: restarted; the version is read back.
-	phaseVerify phase = "verify"
-	// phaseCompleted and phaseFailed end the upgrade to record.For.
-	phaseCompleted phase = "completed"
-	phaseFailed    phase = "failed"
+	PhaseReboot Phase = "reboot"
+	// PhaseVerify: restarted; the version is read back.
+	PhaseVerify Phase = "verify"
+	// PhaseCompleted and phaseFailed end the upgrade to record.For.
+	PhaseCompleted Phase = "completed"
+	PhaseFailed    Phase = "failed"
 )
 
-// record is the upgrade's bookkeeping.
-type record struct {
-	Phase phase `json:"phase"`
+// Record is the upgrade's bookkeeping.
+type Record struct {
+	Phase Phase `json:"phase"`
 	// For is the spec.version the upgrade is for: a record for another one is stale.
 	For string `json:"for"`
 	// Version and Image are the step under way (an intermediate version, or For).
@@ -87,43 +87,43 @@ type record struct {
 	Message string `json:"message,omitempty"`
 }
 
-func (r record) at() time.Time { return time.Unix(r.At, 0) }
+func (r Record) AtTime() time.Time { return time.Unix(r.At, 0) }
 
-func (r record) terminal() bool { return r.Phase == phaseCompleted || r.Phase == phaseFailed }
+func (r Record) Terminal() bool { return r.Phase == PhaseCompleted || r.Phase == PhaseFailed }
 
-// token names the restart this record's reboot phase asks for: one per step, attempt and
+// Token names the restart this record's reboot phase asks for: one per step, attempt and
 // request (two steps can ask within one second).
-func (r record) token(uid string) string {
+func (r Record) Token(uid string) string {
 	h := sha256.Sum256([]byte(r.Version))
 	return fmt.Sprintf("%s.%s.%s.%d.%d", uid, time.Unix(r.At, 0).UTC().Format("20060102T150405"), hex.EncodeToString(h[:4]), r.Attempt, r.Rerequested)
 }
 
-func (r record) String() string {
+func (r Record) String() string {
 	b, _ := json.Marshal(r)
 	return string(b)
 }
 
-// parseRecord reads the annotation; ok is false when there is none or it does not parse (a
+// Parse reads the annotation; ok is false when there is none or it does not parse (a
 // record metalhub did not write is not acted on as if it were one).
-func parseRecord(v string) (record, bool) {
+func Parse(v string) (Record, bool) {
 	if v == "" {
-		return record{}, false
+		return Record{}, false
 	}
-	var r record
+	var r Record
 	if err := json.Unmarshal([]byte(v), &r); err != nil {
-		return record{}, false
+		return Record{}, false
 	}
 	switch r.Phase {
-	case phaseMaintenance, phaseOwed, phaseIssuing, phaseTask, phaseReboot, phaseVerify, phaseCompleted, phaseFailed:
+	case PhaseMaintenance, PhaseOwed, PhaseIssuing, PhaseTask, PhaseReboot, PhaseVerify, PhaseCompleted, PhaseFailed:
 		return r, true
 	}
-	return record{}, false
+	return Record{}, false
 }
 
-// remaining is what is still to be flashed for spec, given the version the target reports: the
+// Remaining is what is still to be flashed for spec, given the version the target reports: the
 // steps of the upgrade path after the one it reports (all of them when it reports none), then
 // spec.version. Already at spec.version: nothing, or spec.version again with force.
-func remaining(spec *systemv1alpha1.BIOSVersionTemplate, current string) []systemv1alpha1.VersionStep {
+func Remaining(spec *systemv1alpha1.BIOSVersionTemplate, current string) []systemv1alpha1.VersionStep {
 	steps := append(slices.Clone(spec.UpgradePath), systemv1alpha1.VersionStep{Version: spec.Version, Image: spec.Image})
 	if current == spec.Version {
 		if spec.UpdatePolicy == systemv1alpha1.UpdatePolicyForce {
@@ -139,25 +139,25 @@ func remaining(spec *systemv1alpha1.BIOSVersionTemplate, current string) []syste
 	return steps
 }
 
-// maxAttempts is the retry policy's bound, 1 by default (no retry: flashing again is a
+// MaxAttempts is the retry policy's bound, 1 by default (no retry: flashing again is a
 // decision, not a reflex).
-func maxAttempts(p *systemv1alpha1.RetryPolicy) int32 {
+func MaxAttempts(p *systemv1alpha1.RetryPolicy) int32 {
 	if p == nil || p.MaxAttempts == nil || *p.MaxAttempts < 1 {
 		return 1
 	}
 	return *p.MaxAttempts
 }
 
-// RecordState is where the object whose annotations these are stands, from its record alone:
+// State is where the object whose annotations these are stands, from its record alone:
 // Pending, InProgress, Completed or Failed (the state metrics count).
-func RecordState(annotations map[string]string) string {
-	rec, ok := parseRecord(annotations[RecordAnnotation])
+func State(annotations map[string]string) string {
+	rec, ok := Parse(annotations[Annotation])
 	switch {
-	case !ok, rec.Phase == phaseMaintenance:
+	case !ok, rec.Phase == PhaseMaintenance:
 		return "Pending"
-	case rec.Phase == phaseCompleted:
+	case rec.Phase == PhaseCompleted:
 		return "Completed"
-	case rec.Phase == phaseFailed:
+	case rec.Phase == PhaseFailed:
 		return "Failed"
 	}
 	return "InProgress"

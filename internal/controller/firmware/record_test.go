@@ -38,7 +38,7 @@ func TestRemainingSteps(t *testing.T) {
 				spec.UpdatePolicy = systemv1alpha1.UpdatePolicyForce
 			}
 			var got []string
-			for _, s := range remaining(spec, tc.current) {
+			for _, s := range Remaining(spec, tc.current) {
 				got = append(got, s.Version)
 			}
 			if strings.Join(got, " ") != tc.want {
@@ -49,13 +49,13 @@ func TestRemainingSteps(t *testing.T) {
 }
 
 func TestRecordRoundTrip(t *testing.T) {
-	r := record{Phase: phaseTask, For: "P79 v1.46 (01/15/2018)", Version: "P79 v1.46 (01/15/2018)", Image: "http://x/b.bin", Attempt: 2, Failed: 1, At: 1796000000, Task: "/redfish/v1/TaskService/Tasks/3"}
-	got, ok := parseRecord(r.String())
+	r := Record{Phase: PhaseTask, For: "P79 v1.46 (01/15/2018)", Version: "P79 v1.46 (01/15/2018)", Image: "http://x/b.bin", Attempt: 2, Failed: 1, At: 1796000000, Task: "/redfish/v1/TaskService/Tasks/3"}
+	got, ok := Parse(r.String())
 	if !ok || !reflect.DeepEqual(got, r) {
 		t.Fatalf("round trip: %+v %v", got, ok)
 	}
 	for _, bad := range []string{"", "{", `{"phase":"flying"}`, "owed"} {
-		if _, ok := parseRecord(bad); ok {
+		if _, ok := Parse(bad); ok {
 			t.Errorf("%q parsed", bad)
 		}
 	}
@@ -63,13 +63,13 @@ func TestRecordRoundTrip(t *testing.T) {
 
 // Two steps asking for their restart within one second get different tokens.
 func TestTokensDiffer(t *testing.T) {
-	a := record{Phase: phaseReboot, Version: "cpu", Attempt: 1, At: 1796000000}
+	a := Record{Phase: PhaseReboot, Version: "cpu", Attempt: 1, At: 1796000000}
 	b := a
 	b.Version = "sriov"
 	c := a
 	c.Rerequested = 1
-	if a.token("u") == b.token("u") || a.token("u") == c.token("u") || strings.ContainsAny(a.token("u"), " ,") {
-		t.Errorf("tokens %s %s %s", a.token("u"), b.token("u"), c.token("u"))
+	if a.Token("u") == b.Token("u") || a.Token("u") == c.Token("u") || strings.ContainsAny(a.Token("u"), " ,") {
+		t.Errorf("tokens %s %s %s", a.Token("u"), b.Token("u"), c.Token("u"))
 	}
 }
 
@@ -86,15 +86,15 @@ func TestFindTask(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		rec  record
+		rec  Record
 		want string
 	}{
-		{"fetched: the newest for the image", record{Image: "http://fw/bios-3.bin", At: claim.Unix()}, "/t/3"},
-		{"fetched: not the previous attempt's", record{Image: "http://fw/bios-3.bin", At: claim.Unix(), Task: "/t/3"}, "/t/2"},
-		{"fetched: too old", record{Image: "http://fw/bios-2.bin", At: claim.Unix()}, ""},
-		{"fetched: none for the image", record{Image: "http://fw/bios-9.bin", At: claim.Unix()}, ""},
-		{"pushed: by start alone", record{Image: "http://fw/bios-4.bin", At: claim.Unix(), Push: true}, "/t/4"},
-		{"pushed: none since the claim", record{Image: "http://fw/bios-4.bin", At: claim.Add(time.Hour).Unix(), Push: true}, ""},
+		{"fetched: the newest for the image", Record{Image: "http://fw/bios-3.bin", At: claim.Unix()}, "/t/3"},
+		{"fetched: not the previous attempt's", Record{Image: "http://fw/bios-3.bin", At: claim.Unix(), Task: "/t/3"}, "/t/2"},
+		{"fetched: too old", Record{Image: "http://fw/bios-2.bin", At: claim.Unix()}, ""},
+		{"fetched: none for the image", Record{Image: "http://fw/bios-9.bin", At: claim.Unix()}, ""},
+		{"pushed: by start alone", Record{Image: "http://fw/bios-4.bin", At: claim.Unix(), Push: true}, "/t/4"},
+		{"pushed: none since the claim", Record{Image: "http://fw/bios-4.bin", At: claim.Add(time.Hour).Unix(), Push: true}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The BMC's order is its own: oldest first, newest first, the same answer.
@@ -122,7 +122,7 @@ func TestFindTaskWithoutPayload(t *testing.T) {
 	anonNewer := bmc.TaskStatus{URI: "/t/anon2", StartTime: at(9 * time.Second)}
 	noStart := bmc.TaskStatus{URI: "/t/nostart", Image: "http://fw/other.bin"}
 	mine := bmc.TaskStatus{URI: "/t/mine", Image: "http://fw/bios-3.bin", StartTime: at(time.Second)}
-	rec := record{Image: "http://fw/bios-3.bin", At: claim.Unix()}
+	rec := Record{Image: "http://fw/bios-3.bin", At: claim.Unix()}
 	for _, tc := range []struct {
 		name      string
 		tasks     []bmc.TaskStatus
@@ -188,16 +188,16 @@ func TestRestartMissed(t *testing.T) {
 	on, off := bmc.PowerStateOn, bmc.PowerStateOff
 	for _, tc := range []struct {
 		name   string
-		rec    record
+		rec    Record
 		sys    bmc.SystemStatus
 		missed bool
 	}{
-		{"LastResetTime unchanged", record{ResetBefore: "2026-12-04T10:00:00Z", PowerBefore: string(on)}, bmc.SystemStatus{LastResetTime: "2026-12-04T10:00:00Z", PowerState: on}, true},
-		{"LastResetTime moved", record{ResetBefore: "2026-12-04T10:00:00Z", PowerBefore: string(on)}, bmc.SystemStatus{LastResetTime: "2026-12-04T10:05:00Z", PowerState: on}, false},
-		{"no LastResetTime, on as before", record{ResetBefore: noResetTime, PowerBefore: string(on)}, bmc.SystemStatus{PowerState: on}, false},
-		{"no LastResetTime, still off after force-on", record{ResetBefore: noResetTime, PowerBefore: string(off)}, bmc.SystemStatus{PowerState: off}, true},
-		{"off before, on now", record{ResetBefore: noResetTime, PowerBefore: string(off)}, bmc.SystemStatus{PowerState: on}, false},
-		{"nothing recorded", record{}, bmc.SystemStatus{PowerState: off}, false},
+		{"LastResetTime unchanged", Record{ResetBefore: "2026-12-04T10:00:00Z", PowerBefore: string(on)}, bmc.SystemStatus{LastResetTime: "2026-12-04T10:00:00Z", PowerState: on}, true},
+		{"LastResetTime moved", Record{ResetBefore: "2026-12-04T10:00:00Z", PowerBefore: string(on)}, bmc.SystemStatus{LastResetTime: "2026-12-04T10:05:00Z", PowerState: on}, false},
+		{"no LastResetTime, on as before", Record{ResetBefore: noResetTime, PowerBefore: string(on)}, bmc.SystemStatus{PowerState: on}, false},
+		{"no LastResetTime, still off after force-on", Record{ResetBefore: noResetTime, PowerBefore: string(off)}, bmc.SystemStatus{PowerState: off}, true},
+		{"off before, on now", Record{ResetBefore: noResetTime, PowerBefore: string(off)}, bmc.SystemStatus{PowerState: on}, false},
+		{"nothing recorded", Record{}, bmc.SystemStatus{PowerState: off}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := restartMissed(tc.rec, &tc.sys); (got != "") != tc.missed {

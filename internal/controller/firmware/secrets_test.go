@@ -135,7 +135,7 @@ func TestSettingsSecretRefOutsideNamespaceRefused(t *testing.T) {
 		}
 		c := meta.FindStatusCondition(got.Status.Conditions, systemv1alpha1.ConditionApplied)
 		return c != nil && c.Reason == systemv1alpha1.ReasonSecretRefNotAllowed && strings.Contains(c.Message, "fw-elsewhere"),
-			fmt.Sprintf("%s %+v, record %s", got.Status.State, c, got.Annotations[RecordAnnotation])
+			fmt.Sprintf("%s %+v, record %s", got.Status.State, c, got.Annotations[Annotation])
 	})
 	eventually(t, 10*time.Second, "a Warning event", func() (bool, string) {
 		ev := eventsOf(s.Name)
@@ -165,7 +165,7 @@ func TestImageSecretRefOutsideNamespaceRefused(t *testing.T) {
 		}
 		c := meta.FindStatusCondition(got.Status.Conditions, systemv1alpha1.ConditionUpgraded)
 		return c != nil && c.Reason == systemv1alpha1.ReasonSecretRefNotAllowed && strings.Contains(c.Message, "fw-elsewhere"),
-			fmt.Sprintf("%s %+v, record %s", got.Status.State, c, got.Annotations[RecordAnnotation])
+			fmt.Sprintf("%s %+v, record %s", got.Status.State, c, got.Annotations[Annotation])
 	})
 	if n := simpleUpdates(bmcs[0]); n != 0 {
 		t.Errorf("%d SimpleUpdate(s) sent", n)

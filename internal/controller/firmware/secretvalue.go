@@ -13,13 +13,13 @@ import (
 	"github.com/metalhub/metalhub/internal/bmc"
 )
 
-// settingValue is a setting's value with its variables replaced. A value any part of which came
+// Value is a setting's value with its variables replaced. A value any part of which came
 // from a Secret prints as where it came from, never as itself, however it is printed: every fmt
 // verb (Format), String, GoString, JSON and text marshalling, logr and slog. The text lies behind
 // a pointer, so that even a reflective print of a struct holding one (an unexported field, which
 // fmt does not ask to format itself) shows an address. reveal is the one way to the text: for
 // the request to the BMC and for comparing with what the BMC reads back, never for a message.
-type settingValue struct{ p *valueText }
+type Value struct{ p *valueText }
 
 type valueText struct {
 	text string
@@ -27,59 +27,59 @@ type valueText struct {
 	from []string
 }
 
-// plainValue is a value no Secret contributed to: it prints as itself.
-func plainValue(s string) settingValue { return settingValue{&valueText{text: s}} }
+// Plain is a value no Secret contributed to: it prints as itself.
+func Plain(s string) Value { return Value{&valueText{text: s}} }
 
-// secretValue is a value read from a Secret; from names it ("Secret ns/name key k").
-func secretValue(s, from string) settingValue {
-	return settingValue{&valueText{text: s, from: []string{from}}}
+// FromSecret is a value read from a Secret; from names it ("Secret ns/name key k").
+func FromSecret(s, from string) Value {
+	return Value{&valueText{text: s, from: []string{from}}}
 }
 
-// secret says whether a Secret contributed to the value.
-func (v settingValue) secret() bool { return v.p != nil && len(v.p.from) > 0 }
+// IsSecret says whether a Secret contributed to the value.
+func (v Value) IsSecret() bool { return v.p != nil && len(v.p.from) > 0 }
 
-// reveal is the value itself.
-func (v settingValue) reveal() string {
+// Reveal is the value itself.
+func (v Value) Reveal() string {
 	if v.p == nil {
 		return ""
 	}
 	return v.p.text
 }
 
-func (v settingValue) String() string {
-	if !v.secret() {
-		return v.reveal()
+func (v Value) String() string {
+	if !v.IsSecret() {
+		return v.Reveal()
 	}
 	return "<redacted from " + strings.Join(v.p.from, ", ") + ">"
 }
 
 // Format prints String whatever the verb (%v %+v %#v %s %q %x %d ...): a verb fmt would call
 // bad (%d of a string) would otherwise print the raw value.
-func (v settingValue) Format(f fmt.State, verb rune) {
-	if verb == 'q' && !v.secret() {
-		fmt.Fprintf(f, "%q", v.reveal())
+func (v Value) Format(f fmt.State, verb rune) {
+	if verb == 'q' && !v.IsSecret() {
+		fmt.Fprintf(f, "%q", v.Reveal())
 		return
 	}
 	_, _ = io.WriteString(f, v.String())
 }
 
 // GoString is String: %#v.
-func (v settingValue) GoString() string { return v.String() }
+func (v Value) GoString() string { return v.String() }
 
 // MarshalJSON and MarshalText marshal String.
-func (v settingValue) MarshalJSON() ([]byte, error) { return json.Marshal(v.String()) }
+func (v Value) MarshalJSON() ([]byte, error) { return json.Marshal(v.String()) }
 
-func (v settingValue) MarshalText() ([]byte, error) { return []byte(v.String()), nil }
+func (v Value) MarshalText() ([]byte, error) { return []byte(v.String()), nil }
 
 // MarshalLog is what logr sinks print (logr.Marshaler).
-func (v settingValue) MarshalLog() any { return v.String() }
+func (v Value) MarshalLog() any { return v.String() }
 
 // LogValue is what slog prints (slog.LogValuer).
-func (v settingValue) LogValue() slog.Value { return slog.StringValue(v.String()) }
+func (v Value) LogValue() slog.Value { return slog.StringValue(v.String()) }
 
-// substitute replaces $(key) in v with vals[key]; the result is secret when a secret value went
+// Substitute replaces $(key) in v with vals[key]; the result is secret when a secret value went
 // into it.
-func substitute(v string, vals map[string]settingValue) settingValue {
+func Substitute(v string, vals map[string]Value) Value {
 	out := &valueText{text: v}
 	for _, key := range slices.Sorted(maps.Keys(vals)) {
 		ref := "$(" + key + ")"
@@ -87,8 +87,8 @@ func substitute(v string, vals map[string]settingValue) settingValue {
 			continue
 		}
 		val := vals[key]
-		out.text = strings.ReplaceAll(out.text, ref, val.reveal())
-		if val.secret() {
+		out.text = strings.ReplaceAll(out.text, ref, val.Reveal())
+		if val.IsSecret() {
 			for _, f := range val.p.from {
 				if !slices.Contains(out.from, f) {
 					out.from = append(out.from, f)
@@ -96,35 +96,35 @@ func substitute(v string, vals map[string]settingValue) settingValue {
 			}
 		}
 	}
-	return settingValue{out}
+	return Value{out}
 }
 
-// change is one attribute to set: the value as the BMC takes it (typed), and the setting it came
+// Change is one attribute to set: the value as the BMC takes it (typed), and the setting it came
 // from, which is what prints.
-type change struct {
-	typed any
-	want  settingValue
+type Change struct {
+	Typed any
+	Want  Value
 }
 
 // Format prints the setting, never typed: typed is the raw value.
-func (c change) Format(f fmt.State, verb rune) { c.want.Format(f, verb) }
+func (c Change) Format(f fmt.State, verb rune) { c.Want.Format(f, verb) }
 
-// changes are a step's attributes not in effect, by name.
-type changes map[string]change
+// Changes are a step's attributes not in effect, by name.
+type Changes map[string]Change
 
-// send is the request's attributes: the one place the values leave as themselves.
-func (c changes) send() map[string]any {
+// Send is the request's attributes: the one place the values leave as themselves.
+func (c Changes) Send() map[string]any {
 	out := make(map[string]any, len(c))
 	for k, ch := range c {
-		out[k] = ch.typed
+		out[k] = ch.Typed
 	}
 	return out
 }
 
-// secret says whether a value to send came from a Secret.
-func (c changes) secret() bool {
+// IsSecret says whether a value to send came from a Secret.
+func (c Changes) IsSecret() bool {
 	for _, ch := range c {
-		if ch.want.secret() {
+		if ch.Want.IsSecret() {
 			return true
 		}
 	}
@@ -132,34 +132,34 @@ func (c changes) secret() bool {
 }
 
 // Format lists the attributes and what they are to be, the secret ones redacted, sorted.
-func (c changes) Format(f fmt.State, _ rune) {
+func (c Changes) Format(f fmt.State, _ rune) {
 	parts := make([]string, 0, len(c))
 	for _, k := range slices.Sorted(maps.Keys(c)) {
-		parts = append(parts, fmt.Sprintf("%s=%v", k, c[k].want))
+		parts = append(parts, fmt.Sprintf("%s=%v", k, c[k].Want))
 	}
 	_, _ = io.WriteString(f, strings.Join(parts, ", "))
 }
 
-// names are the attributes, sorted.
-func (c changes) names() []string { return slices.Sorted(maps.Keys(c)) }
+// Names are the attributes, sorted.
+func (c Changes) Names() []string { return slices.Sorted(maps.Keys(c)) }
 
 // errSecretRedacted stands for what a BMC said about a request that carried a Secret's value:
 // BMCs quote the value they refuse ("The value '...' for the property ... is not valid").
 var errSecretRedacted = errors.New("the BMC's answer is not shown: a value sent came from a Secret")
 
-// redactBMC drops the BMC's own words from err when ch carried a Secret's value (see
+// RedactBMC drops the BMC's own words from err when ch carried a Secret's value (see
 // withoutBMCWords).
-func redactBMC(err error, ch changes) error {
-	if !ch.secret() {
+func RedactBMC(err error, ch Changes) error {
+	if !ch.IsSecret() {
 		return err
 	}
-	return withoutBMCWords(err)
+	return WithoutBMCWords(err)
 }
 
-// withoutBMCWords is err without what the BMC said, for a request that carried a Secret's value;
+// WithoutBMCWords is err without what the BMC said, for a request that carried a Secret's value;
 // it keeps what decides what happens next (the reason, the HTTP status, whether it was sent,
 // when to retry).
-func withoutBMCWords(err error) error {
+func WithoutBMCWords(err error) error {
 	if err == nil {
 		return nil
 	}

@@ -19,46 +19,46 @@ const raw = "hunter2-raw-value"
 // Every way a value is printed shows a secret-sourced one as its Secret, never as itself; a
 // plain one as itself.
 func TestSettingValueRedactedUnderEveryVerb(t *testing.T) {
-	sec := secretValue(raw, "Secret ns/bios key pw")
-	plain := plainValue(raw)
-	type holder struct{ v settingValue } // unexported: fmt prints it by reflection
-	type exported struct{ V settingValue }
+	sec := FromSecret(raw, "Secret ns/bios key pw")
+	plain := Plain(raw)
+	type holder struct{ v Value } // unexported: fmt prints it by reflection
+	type exported struct{ V Value }
 	for _, tc := range []struct {
 		name  string
-		print func(v settingValue) string
+		print func(v Value) string
 		// named: the output names the Secret (a pointer print cannot).
 		named bool
 	}{
-		{"%v", func(v settingValue) string { return fmt.Sprintf("%v", v) }, true},
-		{"%+v", func(v settingValue) string { return fmt.Sprintf("%+v", v) }, true},
-		{"%#v", func(v settingValue) string { return fmt.Sprintf("%#v", v) }, true},
-		{"%s", func(v settingValue) string { return fmt.Sprintf("%s", v) }, true},
-		{"%q", func(v settingValue) string { return fmt.Sprintf("%q", v) }, true},
-		{"%x", func(v settingValue) string { return fmt.Sprintf("%x", v) }, true},
-		{"%X", func(v settingValue) string { return fmt.Sprintf("%X", v) }, true},
-		{"%d", func(v settingValue) string { return fmt.Sprintf("%d", v) }, true},
-		{"%20.3s", func(v settingValue) string { return fmt.Sprintf("%20.3s", v) }, true},
-		{"%p", func(v settingValue) string { return fmt.Sprintf("%p", v) }, false},
-		{"%T", func(v settingValue) string { return fmt.Sprintf("%T", v) }, false},
-		{"Sprint", func(v settingValue) string { return fmt.Sprint(v) }, true},
-		{"Sprintln", func(v settingValue) string { return fmt.Sprintln(v) }, true},
-		{"String", func(v settingValue) string { return v.String() }, true},
-		{"GoString", func(v settingValue) string { return v.GoString() }, true},
-		{"error %v", func(v settingValue) string { return fmt.Errorf("x: %v", v).Error() }, true},
-		{"in a map", func(v settingValue) string { return fmt.Sprintf("%v", map[string]settingValue{"k": v}) }, true},
-		{"in a slice %#v", func(v settingValue) string { return fmt.Sprintf("%#v", []settingValue{v}) }, true},
-		{"unexported field %+v", func(v settingValue) string { return fmt.Sprintf("%+v", holder{v}) }, false},
-		{"unexported field %#v", func(v settingValue) string { return fmt.Sprintf("%#v", holder{v}) }, false},
-		{"change %v", func(v settingValue) string { return fmt.Sprintf("%v", change{typed: v.reveal(), want: v}) }, true},
-		{"changes %v", func(v settingValue) string { return fmt.Sprintf("%v", changes{"A": {typed: v.reveal(), want: v}}) }, true},
-		{"json", func(v settingValue) string { b, _ := json.Marshal(exported{v}); return string(b) }, true},
-		{"text", func(v settingValue) string { b, _ := v.MarshalText(); return string(b) }, true},
-		{"logr", func(v settingValue) string {
+		{"%v", func(v Value) string { return fmt.Sprintf("%v", v) }, true},
+		{"%+v", func(v Value) string { return fmt.Sprintf("%+v", v) }, true},
+		{"%#v", func(v Value) string { return fmt.Sprintf("%#v", v) }, true},
+		{"%s", func(v Value) string { return fmt.Sprintf("%s", v) }, true},
+		{"%q", func(v Value) string { return fmt.Sprintf("%q", v) }, true},
+		{"%x", func(v Value) string { return fmt.Sprintf("%x", v) }, true},
+		{"%X", func(v Value) string { return fmt.Sprintf("%X", v) }, true},
+		{"%d", func(v Value) string { return fmt.Sprintf("%d", v) }, true},
+		{"%20.3s", func(v Value) string { return fmt.Sprintf("%20.3s", v) }, true},
+		{"%p", func(v Value) string { return fmt.Sprintf("%p", v) }, false},
+		{"%T", func(v Value) string { return fmt.Sprintf("%T", v) }, false},
+		{"Sprint", func(v Value) string { return fmt.Sprint(v) }, true},
+		{"Sprintln", func(v Value) string { return fmt.Sprintln(v) }, true},
+		{"String", func(v Value) string { return v.String() }, true},
+		{"GoString", func(v Value) string { return v.GoString() }, true},
+		{"error %v", func(v Value) string { return fmt.Errorf("x: %v", v).Error() }, true},
+		{"in a map", func(v Value) string { return fmt.Sprintf("%v", map[string]Value{"k": v}) }, true},
+		{"in a slice %#v", func(v Value) string { return fmt.Sprintf("%#v", []Value{v}) }, true},
+		{"unexported field %+v", func(v Value) string { return fmt.Sprintf("%+v", holder{v}) }, false},
+		{"unexported field %#v", func(v Value) string { return fmt.Sprintf("%#v", holder{v}) }, false},
+		{"change %v", func(v Value) string { return fmt.Sprintf("%v", Change{Typed: v.Reveal(), Want: v}) }, true},
+		{"changes %v", func(v Value) string { return fmt.Sprintf("%v", Changes{"A": {Typed: v.Reveal(), Want: v}}) }, true},
+		{"json", func(v Value) string { b, _ := json.Marshal(exported{v}); return string(b) }, true},
+		{"text", func(v Value) string { b, _ := v.MarshalText(); return string(b) }, true},
+		{"logr", func(v Value) string {
 			var out string
 			funcr.New(func(p, a string) { out += a }, funcr.Options{}).Info("m", "v", v, "in", exported{v})
 			return out
 		}, true},
-		{"slog", func(v settingValue) string {
+		{"slog", func(v Value) string {
 			var b bytes.Buffer
 			slog.New(slog.NewJSONHandler(&b, nil)).Info("m", "v", v)
 			return b.String()
@@ -77,33 +77,33 @@ func TestSettingValueRedactedUnderEveryVerb(t *testing.T) {
 			}
 		})
 	}
-	if sec.reveal() != raw {
-		t.Errorf("reveal = %q", sec.reveal())
+	if sec.Reveal() != raw {
+		t.Errorf("reveal = %q", sec.Reveal())
 	}
 }
 
 // What is derived from a secret-sourced value is secret too: a substitution, the errors of
 // parsing it, the diff that lists it, the BMC's answer to a request that carried it.
 func TestDerivedFromSecretRedacted(t *testing.T) {
-	vals := map[string]settingValue{"pw": secretValue(raw, "Secret ns/bios key pw"), "host": plainValue("r1")}
-	if v := substitute("$(host)-$(pw)", vals); !v.secret() || v.reveal() != "r1-"+raw || strings.Contains(v.String(), raw) {
-		t.Errorf("substituted %q (secret %v)", v.String(), v.secret())
+	vals := map[string]Value{"pw": FromSecret(raw, "Secret ns/bios key pw"), "host": Plain("r1")}
+	if v := Substitute("$(host)-$(pw)", vals); !v.IsSecret() || v.Reveal() != "r1-"+raw || strings.Contains(v.String(), raw) {
+		t.Errorf("substituted %q (secret %v)", v.String(), v.IsSecret())
 	}
-	if v := substitute("$(host)-x", vals); v.secret() || v.String() != "r1-x" {
+	if v := Substitute("$(host)-x", vals); v.IsSecret() || v.String() != "r1-x" {
 		t.Errorf("plain substitution %q", v)
 	}
 	current := map[string]any{"NumaNodesPerSocket": float64(1), "TpmOn": true, "SetupPassword": nil, "AdminPassword": ""}
 	for _, attr := range []string{"NumaNodesPerSocket", "TpmOn"} {
-		_, err := differing(map[string]settingValue{attr: vals["pw"]}, current, false)
+		_, err := differing(map[string]Value{attr: vals["pw"]}, current, false)
 		if err == nil || strings.Contains(err.Error(), raw) || !strings.Contains(err.Error(), "Secret ns/bios key pw") {
 			t.Errorf("%s: %v", attr, err)
 		}
 	}
 	// Write-only attributes (null or empty): set until set, then in effect; never compared.
 	for _, attr := range []string{"SetupPassword", "AdminPassword"} {
-		want := map[string]settingValue{attr: vals["pw"]}
+		want := map[string]Value{attr: vals["pw"]}
 		d, err := differing(want, current, false)
-		if err != nil || d.send()[attr] != raw {
+		if err != nil || d.Send()[attr] != raw {
 			t.Errorf("%s before it was set: %v %v", attr, d, err)
 		}
 		if s := fmt.Sprintf("%v|%+v|%#v|%s", d, d, d, d); strings.Contains(s, raw) {
@@ -114,17 +114,17 @@ func TestDerivedFromSecretRedacted(t *testing.T) {
 		}
 	}
 	// A plain empty value is compared as it is.
-	if d, _ := differing(map[string]settingValue{"AdminPassword": plainValue("x")}, current, true); len(d) != 1 {
+	if d, _ := differing(map[string]Value{"AdminPassword": Plain("x")}, current, true); len(d) != 1 {
 		t.Errorf("plain value against empty: %v", d)
 	}
-	ch := changes{"SetupPassword": {typed: raw, want: vals["pw"]}}
+	ch := Changes{"SetupPassword": {Typed: raw, Want: vals["pw"]}}
 	be := &bmc.Error{Reason: bmc.ReasonUnsupported, Op: "set BIOS attributes on 1", StatusCode: 400,
 		Err: fmt.Errorf("The value '%s' for the property SetupPassword is not valid", raw)}
-	err := redactBMC(be, ch)
-	if strings.Contains(err.Error(), raw) || !refused(err) || !errors.Is(err, bmc.ErrUnsupported) {
-		t.Errorf("redacted: %v (refused %v)", err, refused(err))
+	err := RedactBMC(be, ch)
+	if strings.Contains(err.Error(), raw) || !Refused(err) || !errors.Is(err, bmc.ErrUnsupported) {
+		t.Errorf("redacted: %v (refused %v)", err, Refused(err))
 	}
-	if err := redactBMC(be, changes{"A": {typed: "x", want: plainValue("x")}}); err != be {
+	if err := RedactBMC(be, Changes{"A": {Typed: "x", Want: Plain("x")}}); err != be {
 		t.Errorf("a request without secrets: %v", err)
 	}
 }

@@ -20,8 +20,8 @@ import (
 	"github.com/metalhub/metalhub/internal/shard"
 )
 
-// setKind is what differs between the *Set kinds: their types, their targets and their status.
-type setKind[S client.Object] struct {
+// SetKind is what differs between the *Set kinds: their types, their targets and their status.
+type SetKind[S client.Object] struct {
 	// kind is the set's kind (its children's controller), name the controller's.
 	kind, name string
 	newSet     func() S
@@ -53,12 +53,12 @@ type SetReconciler[S client.Object] struct {
 	Client   client.Client
 	Recorder events.EventRecorder
 	Options  Options
-	kind     setKind[S]
+	Kind     SetKind[S]
 }
 
 // SetupWithManager registers the reconciler.
 func (r *SetReconciler[S]) SetupWithManager(mgr ctrl.Manager) error {
-	k := r.kind
+	k := r.Kind
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), k.child, indexControllerName, controllerName(k.kind)); err != nil {
 		return fmt.Errorf("indexing %ss by set: %w", k.kind, err)
 	}
@@ -78,16 +78,16 @@ func (r *SetReconciler[S]) handle(ctx context.Context, p *lifecycle.Pass[S]) (li
 	if res, err := lifecycle.EnsureFinalizer[*lifecycle.Pass[S]](Finalizer)(ctx, p); err != nil || !res.IsContinue() {
 		return res, err
 	}
-	list := r.kind.children()
+	list := r.Kind.children()
 	if err := c.List(ctx, list, client.MatchingFields{indexControllerName: set.GetName()}); err != nil {
 		return lifecycle.Result{}, fmt.Errorf("listing the objects of %s: %w", set.GetName(), err)
 	}
 	if !set.GetDeletionTimestamp().IsZero() {
 		return r.stop(ctx, p, list)
 	}
-	in, err := r.kind.plan(ctx, c, set, list)
+	in, err := r.Kind.plan(ctx, c, set, list)
 	in.set = set
-	st := r.kind.status(set)
+	st := r.Kind.status(set)
 	*st.observed = set.GetGeneration()
 	return setPass(ctx, c, r.Recorder, in, err, st.conditions, st.rollout, st.counts)
 }

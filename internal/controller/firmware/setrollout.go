@@ -82,8 +82,8 @@ type setResult struct {
 	waiting bool
 }
 
-// childName is the per-server object of set for server: readable, within the name limit.
-func childName(set, server string) string {
+// ChildName is the per-server object of set for server: readable, within the name limit.
+func ChildName(set, server string) string {
 	n := set + "-" + server
 	if len(n) <= 253 {
 		return n
@@ -100,7 +100,7 @@ func runSet(ctx context.Context, c client.Client, rec events.EventRecorder, in s
 	deleted, extraInFlight := 0, 0
 	for _, ch := range in.children {
 		t, selected := in.targets[ch.server]
-		st := childStateOf(ch.obj.GetAnnotations()[RecordAnnotation], ch.maint, t.server)
+		st := childStateOf(ch.obj.GetAnnotations()[Annotation], ch.maint, t.server)
 		if (!selected || !ch.matches) && (st == childCompleted || st == childFailed) {
 			if ch.obj.GetDeletionTimestamp().IsZero() {
 				if err := c.Delete(ctx, ch.obj); err != nil && !apierrors.IsNotFound(err) {
@@ -126,7 +126,7 @@ func runSet(ctx context.Context, c client.Client, rec events.EventRecorder, in s
 	for name, t := range in.targets {
 		st := childNone
 		if ch, ok := byTarget[name]; ok {
-			st = childStateOf(ch.obj.GetAnnotations()[RecordAnnotation], ch.maint, t.server)
+			st = childStateOf(ch.obj.GetAnnotations()[Annotation], ch.maint, t.server)
 		}
 		targets = append(targets, rolloutTarget{name: name, state: st})
 	}
@@ -143,7 +143,7 @@ func runSet(ctx context.Context, c client.Client, rec events.EventRecorder, in s
 	}
 	for _, name := range plan.create {
 		ch := in.newChild(name)
-		ch.SetName(childName(in.set.GetName(), name))
+		ch.SetName(ChildName(in.set.GetName(), name))
 		if err := controllerutil.SetControllerReference(in.set, ch, c.Scheme()); err != nil {
 			return setResult{}, err
 		}
@@ -185,18 +185,18 @@ func claimRank(s *metalv1alpha1.Server, approved map[string]bool) int {
 // childStateOf reads a per-server object's state from its record: ended, it still counts in
 // flight until its server is out of its maintenance.
 func childStateOf(annotation string, maint *metalv1alpha1.ObjectReference, s *metalv1alpha1.Server) childState {
-	rec, ok := parseRecord(annotation)
+	rec, ok := Parse(annotation)
 	switch {
-	case !ok || rec.Phase == phaseMaintenance:
+	case !ok || rec.Phase == PhaseMaintenance:
 		return childPending
-	case !rec.terminal():
+	case !rec.Terminal():
 		return childInProgress
 	}
 	if maint != nil && s != nil && s.Spec.ServerMaintenanceRef != nil &&
 		s.Spec.ServerMaintenanceRef.Namespace == maint.Namespace && s.Spec.ServerMaintenanceRef.Name == maint.Name {
 		return childInProgress // handing the server back
 	}
-	if rec.Phase == phaseCompleted {
+	if rec.Phase == PhaseCompleted {
 		return childCompleted
 	}
 	return childFailed

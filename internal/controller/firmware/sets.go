@@ -24,7 +24,7 @@ import (
 
 // The four *Set kinds.
 
-var biosVersionSets = setKind[*systemv1alpha1.BIOSVersionSet]{
+var BIOSVersionSets = SetKind[*systemv1alpha1.BIOSVersionSet]{
 	kind: "BIOSVersionSet", name: "biosversionset",
 	newSet: func() *systemv1alpha1.BIOSVersionSet { return &systemv1alpha1.BIOSVersionSet{} }, setList: &systemv1alpha1.BIOSVersionSetList{},
 	child: &systemv1alpha1.BIOSVersion{}, children: func() client.ObjectList { return &systemv1alpha1.BIOSVersionList{} },
@@ -53,7 +53,7 @@ var biosVersionSets = setKind[*systemv1alpha1.BIOSVersionSet]{
 	},
 }
 
-var biosSettingsSets = setKind[*systemv1alpha1.BIOSSettingsSet]{
+var BIOSSettingsSets = SetKind[*systemv1alpha1.BIOSSettingsSet]{
 	kind: "BIOSSettingsSet", name: "biossettingsset",
 	newSet: func() *systemv1alpha1.BIOSSettingsSet { return &systemv1alpha1.BIOSSettingsSet{} }, setList: &systemv1alpha1.BIOSSettingsSetList{},
 	child: &systemv1alpha1.BIOSSettings{}, children: func() client.ObjectList { return &systemv1alpha1.BIOSSettingsList{} },
@@ -82,7 +82,7 @@ var biosSettingsSets = setKind[*systemv1alpha1.BIOSSettingsSet]{
 	},
 }
 
-var bmcVersionSets = setKind[*baseboardv1alpha1.BMCVersionSet]{
+var BMCVersionSets = SetKind[*baseboardv1alpha1.BMCVersionSet]{
 	kind: "BMCVersionSet", name: "bmcversionset",
 	newSet: func() *baseboardv1alpha1.BMCVersionSet { return &baseboardv1alpha1.BMCVersionSet{} }, setList: &baseboardv1alpha1.BMCVersionSetList{},
 	child: &baseboardv1alpha1.BMCVersion{}, children: func() client.ObjectList { return &baseboardv1alpha1.BMCVersionList{} },
@@ -111,7 +111,7 @@ var bmcVersionSets = setKind[*baseboardv1alpha1.BMCVersionSet]{
 	},
 }
 
-var bmcSettingsSets = setKind[*baseboardv1alpha1.BMCSettingsSet]{
+var BMCSettingsSets = SetKind[*baseboardv1alpha1.BMCSettingsSet]{
 	kind: "BMCSettingsSet", name: "bmcsettingsset",
 	newSet: func() *baseboardv1alpha1.BMCSettingsSet { return &baseboardv1alpha1.BMCSettingsSet{} }, setList: &baseboardv1alpha1.BMCSettingsSetList{},
 	child: &baseboardv1alpha1.BMCSettings{}, children: func() client.ObjectList { return &baseboardv1alpha1.BMCSettingsList{} },

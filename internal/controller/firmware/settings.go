@@ -53,16 +53,16 @@ func flowHash(version string, flow []systemv1alpha1.SettingsFlowItem, vars []sys
 type step struct {
 	Name     string
 	Priority int32
-	Settings map[string]settingValue
+	Settings map[string]Value
 }
 
 // plainSteps are steps without variables, as they are written.
 func plainSteps(flow []systemv1alpha1.SettingsFlowItem) []step {
 	out := make([]step, len(flow))
 	for i, f := range flow {
-		out[i] = step{Name: f.Name, Priority: f.Priority, Settings: map[string]settingValue{}}
+		out[i] = step{Name: f.Name, Priority: f.Priority, Settings: map[string]Value{}}
 		for k, v := range f.Settings {
-			out[i].Settings[k] = plainValue(v)
+			out[i].Settings[k] = Plain(v)
 		}
 	}
 	return out
@@ -104,8 +104,8 @@ func stepIndex(name string, flow []step) int {
 
 // unreadable: the BMC shows a secret-sourced value's attribute as nothing (null, or empty):
 // write-only, as a BIOS password is. It never reads back as what was set.
-func unreadable(want settingValue, cur any) bool {
-	return want.secret() && (cur == nil || cur == "")
+func unreadable(want Value, cur any) bool {
+	return want.IsSecret() && (cur == nil || cur == "")
 }
 
 // differing are the settings of a step not in effect: name → value as the BIOS takes it (a number
@@ -114,8 +114,8 @@ func unreadable(want settingValue, cur any) bool {
 // nothing (unreadable) cannot be compared: it differs until it has been set (verified: the step
 // was set and its restart is over), then it counts as in effect. Errors name the values as they
 // print (settingValue): a secret-sourced one by its Secret.
-func differing(settings map[string]settingValue, current map[string]any, verified bool) (changes, error) {
-	out := changes{}
+func differing(settings map[string]Value, current map[string]any, verified bool) (Changes, error) {
+	out := Changes{}
 	for _, k := range slices.Sorted(maps.Keys(settings)) {
 		want := settings[k]
 		cur, ok := current[k]
@@ -126,23 +126,23 @@ func differing(settings map[string]settingValue, current map[string]any, verifie
 			if verified {
 				continue
 			}
-		} else if fmt.Sprint(cur) == want.reveal() {
+		} else if fmt.Sprint(cur) == want.Reveal() {
 			continue
 		}
 		v, err := typed(want, cur)
 		if err != nil {
 			return nil, fmt.Errorf("attribute %q: %w", k, err)
 		}
-		out[k] = change{typed: v, want: want}
+		out[k] = Change{Typed: v, Want: want}
 	}
 	return out, nil
 }
 
 // typed turns a wanted value into the type of the attribute in effect.
-func typed(want settingValue, cur any) (any, error) {
+func typed(want Value, cur any) (any, error) {
 	switch cur.(type) {
 	case float64, int, int64:
-		n, err := strconv.ParseFloat(want.reveal(), 64)
+		n, err := strconv.ParseFloat(want.Reveal(), 64)
 		if err != nil {
 			// Not err: strconv quotes the text it could not parse.
 			return nil, fmt.Errorf("%q is not a number", want)
@@ -152,13 +152,13 @@ func typed(want settingValue, cur any) (any, error) {
 		}
 		return n, nil
 	case bool:
-		b, err := strconv.ParseBool(want.reveal())
+		b, err := strconv.ParseBool(want.Reveal())
 		if err != nil {
 			return nil, fmt.Errorf("%q is not a boolean", want)
 		}
 		return b, nil
 	}
-	return want.reveal(), nil
+	return want.Reveal(), nil
 }
 
 // resolveFlow replaces $(key) in the flow's values with the variables' values; Secrets are read
@@ -174,7 +174,7 @@ func resolveSteps(ctx context.Context, c client.Reader, self client.Object, step
 	if len(vars) == 0 {
 		return plainSteps(flow), nil
 	}
-	vals := map[string]settingValue{}
+	vals := map[string]Value{}
 	for _, v := range vars {
 		val, err := variableValue(ctx, c, self, v.ValueFrom, secretNS)
 		if err != nil {
@@ -188,18 +188,18 @@ func resolveSteps(ctx context.Context, c client.Reader, self client.Object, step
 	}
 	out := make([]step, len(flow))
 	for i, f := range flow {
-		out[i] = step{Name: f.Name, Priority: f.Priority, Settings: map[string]settingValue{}}
+		out[i] = step{Name: f.Name, Priority: f.Priority, Settings: map[string]Value{}}
 		for k, v := range f.Settings {
-			out[i].Settings[k] = substitute(v, vals)
+			out[i].Settings[k] = Substitute(v, vals)
 		}
 	}
 	return out, nil
 }
 
-// secretRefAllowed refuses a Secret outside ns, the one namespace firmware Secrets are read
+// RefAllowed refuses a Secret outside ns, the one namespace firmware Secrets are read
 // from: whoever may write a cluster-scoped settings or version object must not make the operator
 // read, show or send any Secret of the cluster.
-func secretRefAllowed(what, namespace, name, ns string) error {
+func RefAllowed(what, namespace, name, ns string) error {
 	if namespace == ns {
 		return nil
 	}
@@ -207,48 +207,48 @@ func secretRefAllowed(what, namespace, name, ns string) error {
 		"%s names Secret %s/%s: firmware Secrets are read only from namespace %s (--firmware-secret-namespace)", what, namespace, name, ns)
 }
 
-func variableValue(ctx context.Context, c client.Reader, self client.Object, src systemv1alpha1.VariableSource, secretNS string) (settingValue, error) {
+func variableValue(ctx context.Context, c client.Reader, self client.Object, src systemv1alpha1.VariableSource, secretNS string) (Value, error) {
 	switch {
 	case src.FieldRef != nil:
 		v, err := fieldOf(self, src.FieldRef.FieldPath)
-		return plainValue(v), err
+		return Plain(v), err
 	case src.ObjectFieldRef != nil:
 		if src.ObjectFieldRef.Kind != "BMC" {
-			return settingValue{}, fmt.Errorf("objectFieldRef kind %s: only BMC", src.ObjectFieldRef.Kind)
+			return Value{}, fmt.Errorf("objectFieldRef kind %s: only BMC", src.ObjectFieldRef.Kind)
 		}
 		b := &metalv1alpha1.BMC{}
 		if err := c.Get(ctx, client.ObjectKey{Name: src.ObjectFieldRef.Name}, b); err != nil {
-			return settingValue{}, fmt.Errorf("reading BMC %s: %w", src.ObjectFieldRef.Name, err)
+			return Value{}, fmt.Errorf("reading BMC %s: %w", src.ObjectFieldRef.Name, err)
 		}
 		v, err := fieldOf(b, src.ObjectFieldRef.FieldPath)
-		return plainValue(v), err
+		return Plain(v), err
 	case src.ConfigMapKeyRef != nil:
 		r := src.ConfigMapKeyRef
 		cm := &corev1.ConfigMap{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Name}, cm); err != nil {
-			return settingValue{}, fmt.Errorf("reading ConfigMap %s/%s: %w", r.Namespace, r.Name, err)
+			return Value{}, fmt.Errorf("reading ConfigMap %s/%s: %w", r.Namespace, r.Name, err)
 		}
 		v, ok := cm.Data[r.Key]
 		if !ok {
-			return settingValue{}, fmt.Errorf("ConfigMap %s/%s has no key %s", r.Namespace, r.Name, r.Key)
+			return Value{}, fmt.Errorf("ConfigMap %s/%s has no key %s", r.Namespace, r.Name, r.Key)
 		}
-		return plainValue(v), nil
+		return Plain(v), nil
 	case src.SecretKeyRef != nil:
 		r := src.SecretKeyRef
-		if err := secretRefAllowed("secretKeyRef", r.Namespace, r.Name, secretNS); err != nil {
-			return settingValue{}, err
+		if err := RefAllowed("secretKeyRef", r.Namespace, r.Name, secretNS); err != nil {
+			return Value{}, err
 		}
 		sec := &corev1.Secret{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Name}, sec); err != nil {
-			return settingValue{}, fmt.Errorf("reading Secret %s/%s: %w", r.Namespace, r.Name, err)
+			return Value{}, fmt.Errorf("reading Secret %s/%s: %w", r.Namespace, r.Name, err)
 		}
 		v, ok := sec.Data[r.Key]
 		if !ok {
-			return settingValue{}, fmt.Errorf("secret %s/%s has no key %s", r.Namespace, r.Name, r.Key)
+			return Value{}, fmt.Errorf("secret %s/%s has no key %s", r.Namespace, r.Name, r.Key)
 		}
-		return secretValue(string(v), fmt.Sprintf("Secret %s/%s key %s", r.Namespace, r.Name, r.Key)), nil
+		return FromSecret(string(v), fmt.Sprintf("Secret %s/%s key %s", r.Namespace, r.Name, r.Key)), nil
 	}
-	return settingValue{}, fmt.Errorf("no source")
+	return Value{}, fmt.Errorf("no source")
 }
 
 // fieldOf reads a field path (spec.serverRef.name, or {.spec.serverRef.name}) of obj.

@@ -26,9 +26,9 @@ func TestDiffering(t *testing.T) {
 		{"not a number", map[string]string{"NumaNodesPerSocket": "two"}, nil, "not a number"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			want := map[string]settingValue{}
+			want := map[string]Value{}
 			for k, v := range tc.want {
-				want[k] = plainValue(v)
+				want[k] = Plain(v)
 			}
 			got, err := differing(want, current, false)
 			if tc.err != "" {
@@ -37,7 +37,7 @@ func TestDiffering(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || !reflect.DeepEqual(got.send(), tc.diff) {
+			if err != nil || !reflect.DeepEqual(got.Send(), tc.diff) {
 				t.Fatalf("differing = %v %v, want %v", got, err, tc.diff)
 			}
 		})
@@ -60,7 +60,7 @@ func TestFlowOrderAndVariables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if flow[0].Name != "early" || flow[1].Name != "late" || flow[0].Settings["HostName"].reveal() != "r1-s4-bmc" {
+	if flow[0].Name != "early" || flow[1].Name != "late" || flow[0].Settings["HostName"].Reveal() != "r1-s4-bmc" {
 		t.Fatalf("flow %+v", flow)
 	}
 }

@@ -73,8 +73,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Concurrency, "firmware-concurrency", o.Concurrency, "Parallel reconciles per firmware controller.")
 }
 
-// secretNamespace is the one namespace firmware Secrets are read from (see SecretNamespace).
-func (o *Options) secretNamespace() string {
+// EffectiveSecretNamespace is the one namespace firmware Secrets are read from (see SecretNamespace).
+func (o *Options) EffectiveSecretNamespace() string {
 	switch {
 	case o.SecretNamespace != "":
 		return o.SecretNamespace
@@ -84,15 +84,15 @@ func (o *Options) secretNamespace() string {
 	return o.MaintenanceNamespace
 }
 
-// indexVersionServer indexes BIOSVersions by the server they name.
-const indexVersionServer = "spec.serverRef.name"
+// IndexServer indexes BIOSVersions by the server they name.
+const IndexServer = "spec.serverRef.name"
 
 // Setup registers the firmware controllers with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if o.Pool == nil || o.Events == nil {
 		return fmt.Errorf("firmware controllers need the BMC pool and the event sink")
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &systemv1alpha1.BIOSVersion{}, indexVersionServer, func(obj client.Object) []string {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &systemv1alpha1.BIOSVersion{}, IndexServer, func(obj client.Object) []string {
 		v := obj.(*systemv1alpha1.BIOSVersion)
 		if v.Spec.ServerRef == nil || v.Spec.ServerRef.Name == "" {
 			return nil
@@ -101,43 +101,43 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}); err != nil {
 		return fmt.Errorf("indexing BIOSVersions by server: %w", err)
 	}
-	if err := (&BIOSVersionReconciler{Client: mgr.GetClient(), actor: actor{Recorder: o.Events.Recorder("biosversion-controller"), Options: o}}).SetupWithManager(mgr); err != nil {
+	if err := (&BIOSVersionReconciler{Client: mgr.GetClient(), Actor: Actor{Recorder: o.Events.Recorder("biosversion-controller"), Options: o}}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("biosversion controller: %w", err)
 	}
-	if err := (&BIOSSettingsReconciler{Client: mgr.GetClient(), actor: actor{Recorder: o.Events.Recorder("biossettings-controller"), Options: o}}).SetupWithManager(mgr); err != nil {
+	if err := (&BIOSSettingsReconciler{Client: mgr.GetClient(), Actor: Actor{Recorder: o.Events.Recorder("biossettings-controller"), Options: o}}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("biossettings controller: %w", err)
 	}
-	if err := (&SetReconciler[*systemv1alpha1.BIOSSettingsSet]{Client: mgr.GetClient(), Recorder: o.Events.Recorder("biossettingsset-controller"), Options: o, kind: biosSettingsSets}).SetupWithManager(mgr); err != nil {
+	if err := (&SetReconciler[*systemv1alpha1.BIOSSettingsSet]{Client: mgr.GetClient(), Recorder: o.Events.Recorder("biossettingsset-controller"), Options: o, Kind: BIOSSettingsSets}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("biossettingsset controller: %w", err)
 	}
-	if err := (&BMCVersionReconciler{Client: mgr.GetClient(), actor: actor{Recorder: o.Events.Recorder("bmcversion-controller"), Options: o}}).SetupWithManager(mgr); err != nil {
+	if err := (&BMCVersionReconciler{Client: mgr.GetClient(), Actor: Actor{Recorder: o.Events.Recorder("bmcversion-controller"), Options: o}}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("bmcversion controller: %w", err)
 	}
-	if err := (&SetReconciler[*baseboardv1alpha1.BMCVersionSet]{Client: mgr.GetClient(), Recorder: o.Events.Recorder("bmcversionset-controller"), Options: o, kind: bmcVersionSets}).SetupWithManager(mgr); err != nil {
+	if err := (&SetReconciler[*baseboardv1alpha1.BMCVersionSet]{Client: mgr.GetClient(), Recorder: o.Events.Recorder("bmcversionset-controller"), Options: o, Kind: BMCVersionSets}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("bmcversionset controller: %w", err)
 	}
-	if err := (&BMCSettingsReconciler{Client: mgr.GetClient(), actor: actor{Recorder: o.Events.Recorder("bmcsettings-controller"), Options: o}}).SetupWithManager(mgr); err != nil {
+	if err := (&BMCSettingsReconciler{Client: mgr.GetClient(), Actor: Actor{Recorder: o.Events.Recorder("bmcsettings-controller"), Options: o}}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("bmcsettings controller: %w", err)
 	}
-	if err := (&SetReconciler[*baseboardv1alpha1.BMCSettingsSet]{Client: mgr.GetClient(), Recorder: o.Events.Recorder("bmcsettingsset-controller"), Options: o, kind: bmcSettingsSets}).SetupWithManager(mgr); err != nil {
+	if err := (&SetReconciler[*baseboardv1alpha1.BMCSettingsSet]{Client: mgr.GetClient(), Recorder: o.Events.Recorder("bmcsettingsset-controller"), Options: o, Kind: BMCSettingsSets}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("bmcsettingsset controller: %w", err)
 	}
-	if err := (&SetReconciler[*systemv1alpha1.BIOSVersionSet]{Client: mgr.GetClient(), Recorder: o.Events.Recorder("biosversionset-controller"), Options: o, kind: biosVersionSets}).SetupWithManager(mgr); err != nil {
+	if err := (&SetReconciler[*systemv1alpha1.BIOSVersionSet]{Client: mgr.GetClient(), Recorder: o.Events.Recorder("biosversionset-controller"), Options: o, Kind: BIOSVersionSets}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("biosversionset controller: %w", err)
 	}
 	return nil
 }
 
-// bmcRefKey is the shard key of an object acting on the BMC ref names.
-func bmcRefKey(o client.Object, ref *corev1.LocalObjectReference) string {
+// BMCRefKey is the shard key of an object acting on the BMC ref names.
+func BMCRefKey(o client.Object, ref *corev1.LocalObjectReference) string {
 	if ref == nil || ref.Name == "" {
 		return shard.KeyObject(o)
 	}
 	return shard.KeyBMC(ref.Name)
 }
 
-// serverRefKey is the shard key of an object acting on the server ref names: its BMC's.
-func serverRefKey(ctx context.Context, c client.Reader, o client.Object, ref *corev1.LocalObjectReference) string {
+// ServerRefKey is the shard key of an object acting on the server ref names: its BMC's.
+func ServerRefKey(ctx context.Context, c client.Reader, o client.Object, ref *corev1.LocalObjectReference) string {
 	if ref == nil || ref.Name == "" {
 		return shard.KeyObject(o)
 	}

@@ -300,7 +300,7 @@ func waitVersionState(t *testing.T, name string, want systemv1alpha1.VersionStat
 		if v == nil {
 			return false, "gone"
 		}
-		rec, ok := parseRecord(v.Annotations[RecordAnnotation])
+		rec, ok := Parse(v.Annotations[Annotation])
 		var server string
 		if s := getServer(v.Spec.ServerRef.Name); s != nil {
 			server = fmt.Sprintf("%v %v", s.Annotations, s.Spec.ServerMaintenanceRef)
@@ -308,7 +308,7 @@ func waitVersionState(t *testing.T, name string, want systemv1alpha1.VersionStat
 		if v.Status.State == systemv1alpha1.VersionStateFailed && want != systemv1alpha1.VersionStateFailed {
 			server += " events: " + eventsOf(v.Spec.ServerRef.Name) + " | " + eventsOf(v.Name)
 		}
-		return v.Status.State == want && stateOf(ok, rec) == want, fmt.Sprintf("status %s, record %s, conditions %v; server %s", v.Status.State, v.Annotations[RecordAnnotation], v.Status.Conditions, server)
+		return v.Status.State == want && StateOf(ok, rec) == want, fmt.Sprintf("status %s, record %s, conditions %v; server %s", v.Status.State, v.Annotations[Annotation], v.Status.Conditions, server)
 	})
 	return v
 }

@@ -23,159 +23,159 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
-// work is what one pass over a per-server object (BIOSVersion, BIOSSettings) knows: its server,
+// Work is what one pass over a per-server object (BIOSVersion, BIOSSettings) knows: its server,
 // its record, its maintenance, the box once reached, and what the report will say.
-type work struct {
-	obj  client.Object
-	c    client.Client
-	bctx context.Context
-	// serverName is spec.serverRef.name; maintRef points at spec.serverMaintenanceRef.
-	serverName string
-	maintRef   **metalv1alpha1.ObjectReference
-	policy     metalv1alpha1.ServerMaintenancePolicy
+type Work struct {
+	Self       client.Object
+	C          client.Client
+	BMCContext context.Context
+	// ServerName is spec.serverRef.name; maintRef points at spec.serverMaintenanceRef.
+	ServerName string
+	MaintRef   **metalv1alpha1.ObjectReference
+	Policy     metalv1alpha1.ServerMaintenancePolicy
 
-	server *metalv1alpha1.Server
-	// reach, when set, reaches the box instead of the server's system (a BMC's own firmware).
-	reach func(w *work) error
-	// name says what the work acts on, for messages ("server r1-s4", "BMC r1-bmc").
-	name   string
-	rec    record
-	hasRec bool
-	maint  *maintenancev1alpha1.ServerMaintenance
+	Server *metalv1alpha1.Server
+	// Reach, when set, reaches the box instead of the server's system (a BMC's own firmware).
+	Reach func(w *Work) error
+	// Name says what the work acts on, for messages ("server r1-s4", "BMC r1-bmc").
+	Name   string
+	Rec    Record
+	HasRec bool
+	Maint  *maintenancev1alpha1.ServerMaintenance
 
-	conn  bmc.BMC
-	sysID string
-	sys   *bmc.SystemStatus
+	Conn  bmc.BMC
+	SysID string
+	Sys   *bmc.SystemStatus
 
-	waiting  string // why the work waits (its maintenance)
-	problem  error  // what is in the way
-	reason   string // the problem's reason
-	conflict string // the maintenance named is another server's
+	Waiting  string // why the work waits (its maintenance)
+	Problem  error  // what is in the way
+	Reason   string // the problem's reason
+	Conflict string // the maintenance named is another server's
 }
 
-// actor holds what the per-server reconcilers share: events, options, the clock.
-type actor struct {
+// Actor holds what the per-server reconcilers share: events, options, the clock.
+type Actor struct {
 	Recorder events.EventRecorder
 	Options  Options
 	// Now is the clock (tests move it).
 	Now func() time.Time
 }
 
-func (a *actor) now() time.Time {
+func (a *Actor) Clock() time.Time {
 	if a.Now == nil {
 		return time.Now()
 	}
 	return a.Now()
 }
 
-// read reads the server and the maintenance named.
-func (a *actor) read(ctx context.Context, w *work) (lifecycle.Result, error) {
-	w.rec, w.hasRec = parseRecord(w.obj.GetAnnotations()[RecordAnnotation])
-	if w.serverName == "" {
-		w.problem, w.reason = errors.New("spec.serverRef names no server"), systemv1alpha1.ReasonServerNotFound
+// Read reads the server and the maintenance named.
+func (a *Actor) Read(ctx context.Context, w *Work) (lifecycle.Result, error) {
+	w.Rec, w.HasRec = Parse(w.Self.GetAnnotations()[Annotation])
+	if w.ServerName == "" {
+		w.Problem, w.Reason = errors.New("spec.serverRef names no server"), systemv1alpha1.ReasonServerNotFound
 		return a.targetGone(ctx, w)
 	}
 	s := &metalv1alpha1.Server{}
-	if err := w.c.Get(ctx, client.ObjectKey{Name: w.serverName}, s); err != nil {
+	if err := w.C.Get(ctx, client.ObjectKey{Name: w.ServerName}, s); err != nil {
 		if apierrors.IsNotFound(err) {
-			w.problem, w.reason = fmt.Errorf("server %s not found", w.serverName), systemv1alpha1.ReasonServerNotFound
+			w.Problem, w.Reason = fmt.Errorf("server %s not found", w.ServerName), systemv1alpha1.ReasonServerNotFound
 			return a.targetGone(ctx, w)
 		}
-		return lifecycle.Result{}, fmt.Errorf("reading server %s: %w", w.serverName, err)
+		return lifecycle.Result{}, fmt.Errorf("reading server %s: %w", w.ServerName, err)
 	}
-	w.server = s
-	if ref := *w.maintRef; ref != nil {
+	w.Server = s
+	if ref := *w.MaintRef; ref != nil {
 		m := &maintenancev1alpha1.ServerMaintenance{}
-		err := w.c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, m)
+		err := w.C.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, m)
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
 			return lifecycle.Result{}, fmt.Errorf("reading ServerMaintenance %s/%s: %w", ref.Namespace, ref.Name, err)
 		default:
-			w.maint = m
+			w.Maint = m
 		}
 	}
 	return lifecycle.Continue(), nil
 }
 
-// record writes the record: the pass's one write.
-func (a *actor) record(ctx context.Context, w *work, rec record) (lifecycle.Result, error) {
-	w.rec, w.hasRec = rec, true
-	return lifecycle.Wrote("record " + string(rec.Phase)), lifecycle.PatchMetadata(ctx, w.c, w.obj, func(o client.Object) {
-		lifecycle.SetAnnotation(o, RecordAnnotation, rec.String())
+// Record writes the record: the pass's one write.
+func (a *Actor) Record(ctx context.Context, w *Work, rec Record) (lifecycle.Result, error) {
+	w.Rec, w.HasRec = rec, true
+	return lifecycle.Wrote("record " + string(rec.Phase)), lifecycle.PatchMetadata(ctx, w.C, w.Self, func(o client.Object) {
+		lifecycle.SetAnnotation(o, Annotation, rec.String())
 	})
 }
 
-// maintain makes sure the server is in the work's maintenance (name is the one metalhub makes
+// Maintain makes sure the server is in the work's maintenance (name is the one metalhub makes
 // when spec.serverMaintenanceRef names none); Continue once it is.
-func (a *actor) maintain(ctx context.Context, w *work, name, reason string) (lifecycle.Result, error) {
-	held, err := holdMaintenance(ctx, w.c, w.obj, w.maintRef, w.maint, w.server, name, a.Options.MaintenanceNamespace, w.policy, reason)
+func (a *Actor) Maintain(ctx context.Context, w *Work, name, reason string) (lifecycle.Result, error) {
+	held, err := holdMaintenance(ctx, w.C, w.Self, w.MaintRef, w.Maint, w.Server, name, a.Options.MaintenanceNamespace, w.Policy, reason)
 	switch {
 	case err != nil:
 		return lifecycle.Result{}, err
 	case held.created:
-		ref := *w.maintRef
-		a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "MaintenanceRequested", "Maintain", "ServerMaintenance %s/%s requested for server %s: %s",
-			ref.Namespace, ref.Name, w.server.Name, reason)
+		ref := *w.MaintRef
+		a.Recorder.Eventf(w.Self, nil, corev1.EventTypeNormal, "MaintenanceRequested", "Maintain", "ServerMaintenance %s/%s requested for server %s: %s",
+			ref.Namespace, ref.Name, w.Server.Name, reason)
 		return lifecycle.Done(), nil // Owns brings the next pass
 	case held.wrote != "":
 		return lifecycle.Wrote(held.wrote), nil
 	case held.conflict != "":
-		w.conflict = held.conflict
+		w.Conflict = held.conflict
 		return lifecycle.RequeueAfter(a.Options.RetryAfter, "maintenance conflict"), nil
 	case !held.held:
-		w.waiting = held.waiting
+		w.Waiting = held.waiting
 		return lifecycle.Done(), nil // the server's entering it brings the next pass
 	}
 	return lifecycle.Continue(), nil
 }
 
-// target names what the work acts on.
-func (w *work) target() string {
-	if w.name != "" {
-		return w.name
+// Target names what the work acts on.
+func (w *Work) Target() string {
+	if w.Name != "" {
+		return w.Name
 	}
-	return "server " + w.serverName
+	return "server " + w.ServerName
 }
 
-// connect reaches the server's box, proven to be it, and reads its system (or what reach reads).
-func (a *actor) connect(w *work) error {
-	if w.conn != nil {
+// Connect reaches the server's box, proven to be it, and reads its system (or what reach reads).
+func (a *Actor) Connect(w *Work) error {
+	if w.Conn != nil {
 		return nil
 	}
-	if w.reach != nil {
-		return w.reach(w)
+	if w.Reach != nil {
+		return w.Reach(w)
 	}
-	conn, sysID, err := bmcaccess.ServerBMC(w.bctx, w.c, a.Options.Pool, w.server)
+	conn, sysID, err := bmcaccess.ServerBMC(w.BMCContext, w.C, a.Options.Pool, w.Server)
 	if err != nil {
 		return err
 	}
-	sys, err := conn.System(w.bctx, sysID)
+	sys, err := conn.System(w.BMCContext, sysID)
 	if err != nil {
 		return err
 	}
-	w.conn, w.sysID, w.sys = conn, sysID, sys
+	w.Conn, w.SysID, w.Sys = conn, sysID, sys
 	return nil
 }
 
-// refuseSecretRef reports a Secret reference the spec must change (SecretRefNotAllowed): the
+// RefuseSecretRef reports a Secret reference the spec must change (SecretRefNotAllowed): the
 // condition says it, a Warning event too, and nothing retries: the spec's change brings the
 // next pass.
-func (a *actor) refuseSecretRef(w *work, err error) (lifecycle.Result, error) {
-	w.problem, w.reason = err, systemv1alpha1.ReasonSecretRefNotAllowed
-	a.Recorder.Eventf(w.obj, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonSecretRefNotAllowed, "ReadSecret", "%v", err)
+func (a *Actor) RefuseSecretRef(w *Work, err error) (lifecycle.Result, error) {
+	w.Problem, w.Reason = err, systemv1alpha1.ReasonSecretRefNotAllowed
+	a.Recorder.Eventf(w.Self, nil, corev1.EventTypeWarning, systemv1alpha1.ReasonSecretRefNotAllowed, "ReadSecret", "%v", err)
 	return lifecycle.Done(), nil
 }
 
-// retried: the problem the pass reports goes away by itself (a BMC, a missing object), so the
+// Retried: the problem the pass reports goes away by itself (a BMC, a missing object), so the
 // pass looks again; one only the spec can fix does not.
-func (w *work) retried() bool {
-	return w.problem != nil && w.reason != systemv1alpha1.ReasonSecretRefNotAllowed
+func (w *Work) Retried() bool {
+	return w.Problem != nil && w.Reason != systemv1alpha1.ReasonSecretRefNotAllowed
 }
 
-// bmcFailed reports a BMC that failed and looks again later; nothing waits on it.
-func (a *actor) bmcFailed(w *work, err error) (lifecycle.Result, error) {
-	w.problem, w.reason = err, systemv1alpha1.ReasonBMCUnavailable
+// BMCFailed reports a BMC that failed and looks again later; nothing waits on it.
+func (a *Actor) BMCFailed(w *Work, err error) (lifecycle.Result, error) {
+	w.Problem, w.Reason = err, systemv1alpha1.ReasonBMCUnavailable
 	after := a.Options.RetryAfter
 	if at, ok := bmc.RetryAt(err); ok && time.Until(at) > after {
 		after = time.Until(at)
@@ -183,51 +183,51 @@ func (a *actor) bmcFailed(w *work, err error) (lifecycle.Result, error) {
 	return lifecycle.RequeueAfter(after, "BMC failed"), nil
 }
 
-// reboot gets the restart that installs what is staged, exactly once: it is asked of the Server
+// Reboot gets the restart that installs what is staged, exactly once: it is asked of the Server
 // through its operation annotation, named by the record's token, and the Server reports how that
 // request ended (intent.ResultAnnotation). A pass that finds the request pending waits;
 // one that finds neither request nor result asks (the ask was lost). Done or uncertain, the
-// record goes to verify, keeping which; refused, refusedFn decides (why says why). A Server being
+// Record goes to verify, keeping which; refused, refusedFn decides (why says why). A Server being
 // deleted carries out no operation and answers none: its restart counts as refused, asked or
 // not, so the work ends instead of waiting forever (the image stays staged). Before the first ask, the
 // system's LastResetTime and power are recorded: what later tells a restart of unknown outcome
 // that never happened from one that did.
-func (a *actor) reboot(ctx context.Context, w *work, what string, refusedFn func(why string) (lifecycle.Result, error)) (lifecycle.Result, error) {
-	token := w.rec.token(string(w.obj.GetUID()))
-	outcome, pending := operationState(w.server.Annotations, token)
-	if outcome == "" && !w.server.DeletionTimestamp.IsZero() {
-		return refusedFn(fmt.Sprintf("server %s is being deleted and restarts nothing: the image stays staged until its next restart", w.server.Name))
+func (a *Actor) Reboot(ctx context.Context, w *Work, what string, refusedFn func(why string) (lifecycle.Result, error)) (lifecycle.Result, error) {
+	token := w.Rec.Token(string(w.Self.GetUID()))
+	outcome, pending := operationState(w.Server.Annotations, token)
+	if outcome == "" && !w.Server.DeletionTimestamp.IsZero() {
+		return refusedFn(fmt.Sprintf("server %s is being deleted and restarts nothing: the image stays staged until its next restart", w.Server.Name))
 	}
 	switch {
 	case outcome == intent.ResultDone || outcome == intent.ResultUncertain:
-		next := w.rec
-		next.Phase, next.At, next.Restart = phaseVerify, a.now().Unix(), restartDone
+		next := w.Rec
+		next.Phase, next.At, next.Restart = PhaseVerify, a.Clock().Unix(), restartDone
 		next.ResetAt = 0 // what was read before the ask stays, for rebootAgain
 		if outcome == intent.ResultUncertain {
 			next.Restart = restartUncertain
 		}
-		return a.record(ctx, w, next)
+		return a.Record(ctx, w, next)
 	case outcome != "":
 		return refusedFn("the server's restart was refused")
 	case pending:
 		return lifecycle.Done(), nil // the Server's report brings the next pass
 	}
-	if err := a.connect(w); err != nil {
-		return a.bmcFailed(w, err)
+	if err := a.Connect(w); err != nil {
+		return a.BMCFailed(w, err)
 	}
-	if w.rec.ResetAt != w.rec.At {
-		next := w.rec
-		next.ResetAt, next.ResetBefore, next.PowerBefore = w.rec.At, w.sys.LastResetTime, string(w.sys.PowerState)
+	if w.Rec.ResetAt != w.Rec.At {
+		next := w.Rec
+		next.ResetAt, next.ResetBefore, next.PowerBefore = w.Rec.At, w.Sys.LastResetTime, string(w.Sys.PowerState)
 		if next.ResetBefore == "" {
 			next.ResetBefore = noResetTime
 		}
-		return a.record(ctx, w, next)
+		return a.Record(ctx, w, next)
 	}
 	op := metalv1alpha1.OperationHardRestartServer
-	if w.sys.PowerState == bmc.PowerStateOff {
+	if w.Sys.PowerState == bmc.PowerStateOff {
 		op = metalv1alpha1.OperationForceOnServer
 	}
-	return a.askOperation(ctx, w, w.server, op, token, what)
+	return a.AskOperation(ctx, w, w.Server, op, token, what)
 }
 
 // Restart outcomes kept in the record, and the LastResetTime of a system that reports none.
@@ -237,33 +237,33 @@ const (
 	noResetTime      = "-"
 )
 
-// rebootAgain decides, in verify, about a step whose result does not show. A restart the Server
+// RebootAgain decides, in verify, about a step whose result does not show. A restart the Server
 // carried out counts as done: what does not show after it fails the step with what was read, and
 // the tenant's box is not restarted again. Only a restart whose outcome the Server could not tell
 // is asked again, once, and only when the system says it did not happen (its LastResetTime has
 // not moved, or it is still off after it was asked to come on). ok false: neither, keep waiting
 // (late false) or fail (late true).
-func (a *actor) rebootAgain(ctx context.Context, w *work, what string) (res lifecycle.Result, err error, ok, late bool) {
-	elapsed := a.now().Sub(w.rec.at())
+func (a *Actor) RebootAgain(ctx context.Context, w *Work, what string) (res lifecycle.Result, err error, ok, late bool) {
+	elapsed := a.Clock().Sub(w.Rec.AtTime())
 	late = elapsed >= a.Options.VerifyTimeout
-	if w.rec.Restart != restartUncertain || w.rec.Rerequested >= maxRerequests || elapsed < a.Options.VerifyTimeout/4 {
+	if w.Rec.Restart != restartUncertain || w.Rec.Rerequested >= maxRerequests || elapsed < a.Options.VerifyTimeout/4 {
 		return lifecycle.Result{}, nil, false, late
 	}
-	evidence := restartMissed(w.rec, w.sys)
+	evidence := restartMissed(w.Rec, w.Sys)
 	if evidence == "" {
 		return lifecycle.Result{}, nil, false, late
 	}
-	next := w.rec
-	next.Phase, next.At, next.Rerequested = phaseReboot, a.now().Unix(), w.rec.Rerequested+1
+	next := w.Rec
+	next.Phase, next.At, next.Rerequested = PhaseReboot, a.Clock().Unix(), w.Rec.Rerequested+1
 	next.Restart, next.ResetAt, next.ResetBefore, next.PowerBefore = "", 0, "", ""
-	a.Recorder.Eventf(w.obj, nil, corev1.EventTypeWarning, "RebootAgain", "Restart", "server %s: %s, and the restart's outcome was unknown while %s: asking for it again", w.server.Name, what, evidence)
-	res, err = a.record(ctx, w, next)
+	a.Recorder.Eventf(w.Self, nil, corev1.EventTypeWarning, "RebootAgain", "Restart", "server %s: %s, and the restart's outcome was unknown while %s: asking for it again", w.Server.Name, what, evidence)
+	res, err = a.Record(ctx, w, next)
 	return res, err, true, late
 }
 
 // restartMissed says why the system shows that the restart recorded in rec did not happen ("":
 // it does not show that, or cannot tell).
-func restartMissed(rec record, sys *bmc.SystemStatus) string {
+func restartMissed(rec Record, sys *bmc.SystemStatus) string {
 	switch {
 	case rec.ResetBefore != "" && rec.ResetBefore != noResetTime && sys.LastResetTime == rec.ResetBefore:
 		return "its LastResetTime has not moved since the restart was asked"
@@ -292,80 +292,80 @@ func operationState(annotations map[string]string, token string) (outcome string
 	return "", strings.HasSuffix(annotations[intent.Annotation], " by="+token)
 }
 
-// askOperation asks o (a Server or a BMC) for op, named token, unless another operation is
+// AskOperation asks o (a Server or a BMC) for op, named token, unless another operation is
 // pending there; Done either way: o's update brings the next pass.
-func (a *actor) askOperation(ctx context.Context, w *work, o client.Object, op, token, why string) (lifecycle.Result, error) {
+func (a *Actor) AskOperation(ctx context.Context, w *Work, o client.Object, op, token, why string) (lifecycle.Result, error) {
 	ann := o.GetAnnotations()
 	if _, busy := ann[metalv1alpha1.OperationAnnotation]; busy || ann[intent.Annotation] != "" {
 		// Another operation first: one at a time.
 		return lifecycle.RequeueAfter(a.Options.Poll, "busy with another operation"), nil
 	}
-	if err := lifecycle.PatchMetadata(ctx, w.c, o, func(o client.Object) {
+	if err := lifecycle.PatchMetadata(ctx, w.C, o, func(o client.Object) {
 		lifecycle.SetAnnotation(o, metalv1alpha1.OperationAnnotation, op)
 		lifecycle.SetAnnotation(o, intent.RequesterAnnotation, token)
 	}); err != nil {
 		return lifecycle.Result{}, fmt.Errorf("asking %s for %s: %w", o.GetName(), op, err)
 	}
-	a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "RebootRequested", "Restart", "%s asked for %s to %s", w.target(), op, why)
+	a.Recorder.Eventf(w.Self, nil, corev1.EventTypeNormal, "RebootRequested", "Restart", "%s asked for %s to %s", w.Target(), op, why)
 	return lifecycle.Done(), nil
 }
 
-// bmcWork is what the BMC kinds read of their BMC: the object, its servers (by name) and the
+// BMCWork is what the BMC kinds read of their BMC: the object, its servers (by name) and the
 // maintenances the object names.
-type bmcWork struct {
-	obj     *metalv1alpha1.BMC
-	servers []metalv1alpha1.Server
-	maints  map[string]*maintenancev1alpha1.ServerMaintenance
+type BMCWork struct {
+	BMC     *metalv1alpha1.BMC
+	Servers []metalv1alpha1.Server
+	Maints  map[string]*maintenancev1alpha1.ServerMaintenance
 }
 
-// readBMC reads the record, the BMC ref names, its servers and the maintenances refs name.
-func (a *actor) readBMC(ctx context.Context, w *work, ref *corev1.LocalObjectReference, refs []metalv1alpha1.ObjectReference) (*bmcWork, lifecycle.Result, error) {
-	w.rec, w.hasRec = parseRecord(w.obj.GetAnnotations()[RecordAnnotation])
+// ReadBMC reads the record, the BMC ref names, its servers and the maintenances refs name.
+func (a *Actor) ReadBMC(ctx context.Context, w *Work, ref *corev1.LocalObjectReference, refs []metalv1alpha1.ObjectReference) (*BMCWork, lifecycle.Result, error) {
+	w.Rec, w.HasRec = Parse(w.Self.GetAnnotations()[Annotation])
 	if ref == nil || ref.Name == "" {
-		w.problem, w.reason = errors.New("spec.bmcRef names no BMC"), systemv1alpha1.ReasonServerNotFound
+		w.Problem, w.Reason = errors.New("spec.bmcRef names no BMC"), systemv1alpha1.ReasonServerNotFound
 		res, err := a.targetGone(ctx, w)
 		return nil, res, err
 	}
-	w.name = "BMC " + ref.Name
+	w.Name = "BMC " + ref.Name
 	b := &metalv1alpha1.BMC{}
-	if err := w.c.Get(ctx, client.ObjectKey{Name: ref.Name}, b); err != nil {
+	if err := w.C.Get(ctx, client.ObjectKey{Name: ref.Name}, b); err != nil {
 		if apierrors.IsNotFound(err) {
-			w.problem, w.reason = fmt.Errorf("BMC %s not found", ref.Name), systemv1alpha1.ReasonServerNotFound
+			w.Problem, w.Reason = fmt.Errorf("BMC %s not found", ref.Name), systemv1alpha1.ReasonServerNotFound
 			res, err := a.targetGone(ctx, w)
 			return nil, res, err
 		}
 		return nil, lifecycle.Result{}, fmt.Errorf("reading BMC %s: %w", ref.Name, err)
 	}
-	t := &bmcWork{obj: b, maints: map[string]*maintenancev1alpha1.ServerMaintenance{}}
+	t := &BMCWork{BMC: b, Maints: map[string]*maintenancev1alpha1.ServerMaintenance{}}
 	servers := &metalv1alpha1.ServerList{}
-	if err := w.c.List(ctx, servers, client.MatchingFields{index.ServerBMC: b.Name}); err != nil {
+	if err := w.C.List(ctx, servers, client.MatchingFields{index.ServerBMC: b.Name}); err != nil {
 		return nil, lifecycle.Result{}, fmt.Errorf("listing the servers of BMC %s: %w", b.Name, err)
 	}
-	t.servers = servers.Items
-	slices.SortFunc(t.servers, func(a, b metalv1alpha1.Server) int { return strings.Compare(a.Name, b.Name) })
+	t.Servers = servers.Items
+	slices.SortFunc(t.Servers, func(a, b metalv1alpha1.Server) int { return strings.Compare(a.Name, b.Name) })
 	for _, mr := range refs {
 		m := &maintenancev1alpha1.ServerMaintenance{}
-		err := w.c.Get(ctx, client.ObjectKey{Namespace: mr.Namespace, Name: mr.Name}, m)
+		err := w.C.Get(ctx, client.ObjectKey{Namespace: mr.Namespace, Name: mr.Name}, m)
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
 			return nil, lifecycle.Result{}, fmt.Errorf("reading ServerMaintenance %s/%s: %w", mr.Namespace, mr.Name, err)
 		default:
-			t.maints[m.Name] = m
+			t.Maints[m.Name] = m
 		}
 	}
 	return t, lifecycle.Continue(), nil
 }
 
-// startOver drops a record made for another spec (for is what the spec asks now) when its phase
+// StartOver drops a record made for another spec (for is what the spec asks now) when its phase
 // is one of those that may be dropped: nothing sent yet, or ended. A flash or restart under way
 // is seen through first.
-func (a *actor) startOver(ctx context.Context, w *work, want string, droppable ...phase) (lifecycle.Result, error) {
-	if !w.hasRec || w.rec.For == want || !slices.Contains(droppable, w.rec.Phase) {
+func (a *Actor) StartOver(ctx context.Context, w *Work, want string, droppable ...Phase) (lifecycle.Result, error) {
+	if !w.HasRec || w.Rec.For == want || !slices.Contains(droppable, w.Rec.Phase) {
 		return lifecycle.Continue(), nil
 	}
-	a.Recorder.Eventf(w.obj, nil, corev1.EventTypeNormal, "SpecChanged", "Upgrade", "the spec changed (was for %s): starting over", w.rec.For)
-	return lifecycle.Wrote("record cleared"), lifecycle.PatchMetadata(ctx, w.c, w.obj, func(o client.Object) {
-		lifecycle.RemoveAnnotation(o, RecordAnnotation)
+	a.Recorder.Eventf(w.Self, nil, corev1.EventTypeNormal, "SpecChanged", "Upgrade", "the spec changed (was for %s): starting over", w.Rec.For)
+	return lifecycle.Wrote("record cleared"), lifecycle.PatchMetadata(ctx, w.C, w.Self, func(o client.Object) {
+		lifecycle.RemoveAnnotation(o, Annotation)
 	})
 }
