@@ -12,6 +12,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/firmware/record"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 )
 
@@ -23,7 +24,7 @@ func waitSettingsState(t *testing.T, name string, want systemv1alpha1.SettingsSt
 		if err := env.Client.Get(ctx(), client.ObjectKey{Name: name}, s); err != nil {
 			return false, err.Error()
 		}
-		return s.Status.State == want, fmt.Sprintf("status %s, record %s, conditions %v", s.Status.State, s.Annotations[Annotation], s.Status.Conditions)
+		return s.Status.State == want, fmt.Sprintf("status %s, record %s, conditions %v", s.Status.State, s.Annotations[record.Annotation], s.Status.Conditions)
 	})
 	return s
 }

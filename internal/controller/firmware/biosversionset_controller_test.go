@@ -17,6 +17,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/firmware/record"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -86,7 +87,7 @@ func inFlight(t *testing.T, set string) int {
 		}
 	}
 	for _, v := range children(t, set) {
-		if rec, ok := Parse(v.Annotations[Annotation]); ok && !rec.Terminal() && rec.Phase != PhaseMaintenance {
+		if rec, ok := record.Parse(v.Annotations[record.Annotation]); ok && !rec.Terminal() && rec.Phase != record.PhaseMaintenance {
 			busy[v.Spec.ServerRef.Name] = true
 		}
 	}
@@ -149,7 +150,7 @@ func TestBIOSVersionSetWaves(t *testing.T) {
 	sort.Slice(kids, func(i, j int) bool { return kids[i].Spec.ServerRef.Name < kids[j].Spec.ServerRef.Name })
 	var canariesDone time.Time
 	for _, v := range kids[:2] {
-		rec, _ := Parse(v.Annotations[Annotation])
+		rec, _ := record.Parse(v.Annotations[record.Annotation])
 		if rec.AtTime().After(canariesDone) {
 			canariesDone = rec.AtTime()
 		}

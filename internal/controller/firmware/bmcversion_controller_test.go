@@ -14,6 +14,8 @@ import (
 
 	baseboardv1alpha1 "github.com/metalhub/metalhub/api/baseboard/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/firmware/record"
+	"github.com/metalhub/metalhub/internal/controller/firmware/version"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 )
 
@@ -25,8 +27,8 @@ func waitBMCVersionState(t *testing.T, name string, want systemv1alpha1.VersionS
 		if err := env.Client.Get(ctx(), client.ObjectKey{Name: name}, v); err != nil {
 			return false, err.Error()
 		}
-		rec, ok := Parse(v.Annotations[Annotation])
-		return v.Status.State == want && StateOf(ok, rec) == want, fmt.Sprintf("status %s, record %s, conditions %v", v.Status.State, v.Annotations[Annotation], v.Status.Conditions)
+		rec, ok := record.Parse(v.Annotations[record.Annotation])
+		return v.Status.State == want && version.StateOf(ok, rec) == want, fmt.Sprintf("status %s, record %s, conditions %v", v.Status.State, v.Annotations[record.Annotation], v.Status.Conditions)
 	})
 	return v
 }

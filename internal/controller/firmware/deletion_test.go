@@ -14,18 +14,20 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/firmware/record"
+	"github.com/metalhub/metalhub/internal/controller/firmware/work"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 )
 
 // waitPhase waits until the BIOSVersion's record is in phase want.
-func waitPhase(t *testing.T, name string, want Phase, timeout time.Duration) {
+func waitPhase(t *testing.T, name string, want record.Phase, timeout time.Duration) {
 	t.Helper()
 	eventually(t, timeout, name+" in phase "+string(want), func() (bool, string) {
 		v := getVersion(name)
 		if v == nil {
 			return false, "gone"
 		}
-		rec, _ := Parse(v.Annotations[Annotation])
+		rec, _ := record.Parse(v.Annotations[record.Annotation])
 		return rec.Phase == want, string(rec.Phase)
 	})
 }
@@ -40,7 +42,7 @@ func TestDeletingABIOSVersionMidFlash(t *testing.T) {
 	if err := env.Client.Create(ctx(), v); err != nil {
 		t.Fatal(err)
 	}
-	waitPhase(t, "biosv-del", PhaseTask, 60*time.Second)
+	waitPhase(t, "biosv-del", record.PhaseTask, 60*time.Second)
 	if err := env.Client.Delete(ctx(), getVersion("biosv-del")); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +86,7 @@ func TestDeletingABIOSVersionSetMidFlash(t *testing.T) {
 	var first string
 	eventually(t, 60*time.Second, "the first wave flashing", func() (bool, string) {
 		for _, v := range children(t, "bvs-del") {
-			if rec, _ := Parse(v.Annotations[Annotation]); rec.Phase == PhaseTask {
+			if rec, _ := record.Parse(v.Annotations[record.Annotation]); rec.Phase == record.PhaseTask {
 				first = v.Name
 				return true, ""
 			}
@@ -128,7 +130,7 @@ func TestDeletingABIOSVersionMidFlashWhileItsBMCIsDead(t *testing.T) {
 	if err := env.Client.Create(ctx(), v); err != nil {
 		t.Fatal(err)
 	}
-	waitPhase(t, "biosv-deaddel", PhaseTask, 60*time.Second)
+	waitPhase(t, "biosv-deaddel", record.PhaseTask, 60*time.Second)
 	dead := flashing
 	dead.Status = 503
 	b.SetFaults(dead)
@@ -144,7 +146,7 @@ func TestDeletingABIOSVersionMidFlashWhileItsBMCIsDead(t *testing.T) {
 		return c != nil && c.Reason == systemv1alpha1.ReasonBMCUnavailable && c.ObservedGeneration == v.Generation, fmt.Sprintf("%+v", c)
 	})
 	v = getVersion("biosv-deaddel")
-	if v == nil || !controllerutil.ContainsFinalizer(v, Finalizer) {
+	if v == nil || !controllerutil.ContainsFinalizer(v, work.Finalizer) {
 		t.Fatalf("the BIOSVersion went while its flash's end could not be seen")
 	}
 	if s := getServer(names[0]); s == nil || s.Spec.ServerMaintenanceRef == nil {

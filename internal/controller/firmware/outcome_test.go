@@ -13,6 +13,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/firmware/record"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 )
 
@@ -62,7 +63,7 @@ func TestBIOSVersionThatNeverShowsFailsAfterOneRestart(t *testing.T) {
 	if got := restartsSince(b, firstSimpleUpdate(t, b)); len(got) > 1 {
 		t.Errorf("restarts after the flash: %v, want at most one", got)
 	}
-	rec, _ := Parse(v.Annotations[Annotation])
+	rec, _ := record.Parse(v.Annotations[record.Annotation])
 	if !strings.Contains(rec.Message, before) || !strings.Contains(rec.Message, "7.0.0") {
 		t.Errorf("the failure does not say what was read (%q) and wanted: %q", before, rec.Message)
 	}
@@ -128,15 +129,15 @@ func TestBIOSVersionRestoredFromBeforeItsFlashIsNotFlashedAgain(t *testing.T) {
 	if err := env.Client.Create(ctx(), biosVersion("biosv-restored", names[0], "7.3.0", "http://fw.example/bios-restored-7.3.0.bin")); err != nil {
 		t.Fatal(err)
 	}
-	var rec Record
+	var rec record.Record
 	eventually(t, 60*time.Second, "the flash's task followed", func() (bool, string) {
 		v := getVersion("biosv-restored")
-		rec, _ = Parse(v.Annotations[Annotation])
-		return rec.Phase == PhaseTask, v.Annotations[Annotation]
+		rec, _ = record.Parse(v.Annotations[record.Annotation])
+		return rec.Phase == record.PhaseTask, v.Annotations[record.Annotation]
 	})
-	back := Record{Phase: PhaseMaintenance, For: rec.For, Version: rec.Version, Image: rec.Image, Attempt: rec.Attempt, At: rec.At - 2}
+	back := record.Record{Phase: record.PhaseMaintenance, For: rec.For, Version: rec.Version, Image: rec.Image, Attempt: rec.Attempt, At: rec.At - 2}
 	v := getVersion("biosv-restored")
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, Annotation, back.String())
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, record.Annotation, back.String())
 	if err := env.Client.Patch(ctx(), v, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +212,7 @@ func TestBIOSVersionGivesUpOnAnotherUpdateThatOutlastsTheVerifyTimeout(t *testin
 		t.Fatal(err)
 	}
 	v := waitVersionState(t, "biosv-busylong", systemv1alpha1.VersionStateFailed, 90*time.Second)
-	rec, _ := Parse(v.Annotations[Annotation])
+	rec, _ := record.Parse(v.Annotations[record.Annotation])
 	if !strings.Contains(rec.Message, "another update for longer than") {
 		t.Errorf("the failure does not say the BMC stayed busy: %q", rec.Message)
 	}

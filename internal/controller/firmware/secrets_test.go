@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/firmware/record"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 )
 
@@ -135,7 +136,7 @@ func TestSettingsSecretRefOutsideNamespaceRefused(t *testing.T) {
 		}
 		c := meta.FindStatusCondition(got.Status.Conditions, systemv1alpha1.ConditionApplied)
 		return c != nil && c.Reason == systemv1alpha1.ReasonSecretRefNotAllowed && strings.Contains(c.Message, "fw-elsewhere"),
-			fmt.Sprintf("%s %+v, record %s", got.Status.State, c, got.Annotations[Annotation])
+			fmt.Sprintf("%s %+v, record %s", got.Status.State, c, got.Annotations[record.Annotation])
 	})
 	eventually(t, 10*time.Second, "a Warning event", func() (bool, string) {
 		ev := eventsOf(s.Name)
@@ -165,7 +166,7 @@ func TestImageSecretRefOutsideNamespaceRefused(t *testing.T) {
 		}
 		c := meta.FindStatusCondition(got.Status.Conditions, systemv1alpha1.ConditionUpgraded)
 		return c != nil && c.Reason == systemv1alpha1.ReasonSecretRefNotAllowed && strings.Contains(c.Message, "fw-elsewhere"),
-			fmt.Sprintf("%s %+v, record %s", got.Status.State, c, got.Annotations[Annotation])
+			fmt.Sprintf("%s %+v, record %s", got.Status.State, c, got.Annotations[record.Annotation])
 	})
 	if n := simpleUpdates(bmcs[0]); n != 0 {
 		t.Errorf("%d SimpleUpdate(s) sent", n)

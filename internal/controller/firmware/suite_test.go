@@ -24,6 +24,8 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/firmware/record"
+	"github.com/metalhub/metalhub/internal/controller/firmware/version"
 	"github.com/metalhub/metalhub/internal/controller/metal"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
@@ -300,7 +302,7 @@ func waitVersionState(t *testing.T, name string, want systemv1alpha1.VersionStat
 		if v == nil {
 			return false, "gone"
 		}
-		rec, ok := Parse(v.Annotations[Annotation])
+		rec, ok := record.Parse(v.Annotations[record.Annotation])
 		var server string
 		if s := getServer(v.Spec.ServerRef.Name); s != nil {
 			server = fmt.Sprintf("%v %v", s.Annotations, s.Spec.ServerMaintenanceRef)
@@ -308,7 +310,7 @@ func waitVersionState(t *testing.T, name string, want systemv1alpha1.VersionStat
 		if v.Status.State == systemv1alpha1.VersionStateFailed && want != systemv1alpha1.VersionStateFailed {
 			server += " events: " + eventsOf(v.Spec.ServerRef.Name) + " | " + eventsOf(v.Name)
 		}
-		return v.Status.State == want && StateOf(ok, rec) == want, fmt.Sprintf("status %s, record %s, conditions %v; server %s", v.Status.State, v.Annotations[Annotation], v.Status.Conditions, server)
+		return v.Status.State == want && version.StateOf(ok, rec) == want, fmt.Sprintf("status %s, record %s, conditions %v; server %s", v.Status.State, v.Annotations[record.Annotation], v.Status.Conditions, server)
 	})
 	return v
 }
