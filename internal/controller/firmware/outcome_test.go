@@ -15,13 +15,14 @@ import (
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/firmware/record"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/testenv"
 )
 
 // restartsSince counts the resets that start or restart b's system after t (a power-off to hand
 // the box back is not one a tenant sees as a restart).
 func restartsSince(b *redfish.BMC, t time.Time) []string {
 	var out []string
-	for _, r := range recordsOf(b) {
+	for _, r := range fleet.RecordsOf(b) {
 		if r.Action != redfish.ActionReset || r.Time.Before(t) {
 			continue
 		}
@@ -36,7 +37,7 @@ func restartsSince(b *redfish.BMC, t time.Time) []string {
 
 func firstSimpleUpdate(t *testing.T, b *redfish.BMC) time.Time {
 	t.Helper()
-	for _, r := range recordsOf(b) {
+	for _, r := range fleet.RecordsOf(b) {
 		if r.Action == redfish.ActionSimpleUpdate {
 			return r.Time
 		}
@@ -79,12 +80,12 @@ func TestBIOSVersionLostAnswerWithoutPayloadFlashesOnce(t *testing.T) {
 	if err := env.Client.Create(ctx(), biosVersion("biosv-lost", names[0], "7.1.0", "http://fw.example/bios-lost-7.1.0.bin")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "the SimpleUpdate sent", func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, "the SimpleUpdate sent", func() (bool, string) {
 		return simpleUpdates(b) > 0, ""
 	})
 	// The answer was lost; the restart that follows should be answered.
 	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(3 * time.Second), TasksWithoutPayload: true})
-	eventually(t, 90*time.Second, "the upgrade completed or uncertain", func() (bool, string) {
+	testenv.Eventually(t, 90*time.Second, "the upgrade completed or uncertain", func() (bool, string) {
 		v := getVersion("biosv-lost")
 		if v.Status.State == systemv1alpha1.VersionStateCompleted {
 			return true, ""
@@ -109,7 +110,7 @@ func TestBIOSVersionAnsweredWithoutATaskWaitsForTheFlash(t *testing.T) {
 	}
 	waitVersionState(t, "biosv-notask", systemv1alpha1.VersionStateCompleted, 90*time.Second)
 	sent := firstSimpleUpdate(t, b)
-	for _, r := range recordsOf(b) {
+	for _, r := range fleet.RecordsOf(b) {
 		if r.Action == redfish.ActionReset && r.Time.After(sent) && r.Time.Before(sent.Add(flash)) {
 			t.Fatalf("restart %s at +%s, while the flash ran", r.ResetType, r.Time.Sub(sent))
 		}
@@ -130,7 +131,7 @@ func TestBIOSVersionRestoredFromBeforeItsFlashIsNotFlashedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rec record.Record
-	eventually(t, 60*time.Second, "the flash's task followed", func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, "the flash's task followed", func() (bool, string) {
 		v := getVersion("biosv-restored")
 		rec, _ = record.Parse(v.Annotations[record.Annotation])
 		return rec.Phase == record.PhaseTask, v.Annotations[record.Annotation]
@@ -159,7 +160,7 @@ func TestBIOSVersionWaitsForABMCBusyWithAnotherUpdate(t *testing.T) {
 	if err := env.Client.Create(ctx(), biosVersion("biosv-busy", names[0], "7.4.0", ours)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the step waiting for the other update", func() (bool, string) {
+	testenv.Eventually(t, 30*time.Second, "the step waiting for the other update", func() (bool, string) {
 		v := getVersion("biosv-busy")
 		c := meta.FindStatusCondition(v.Status.Conditions, systemv1alpha1.ConditionUpgraded)
 		return c != nil && c.Reason == systemv1alpha1.ReasonBMCBusy, fmt.Sprintf("state %s, %v; events %s", v.Status.State, v.Status.Conditions, eventsOf("biosv-busy"))
@@ -169,7 +170,7 @@ func TestBIOSVersionWaitsForABMCBusyWithAnotherUpdate(t *testing.T) {
 	}
 	waitVersionState(t, "biosv-busy", systemv1alpha1.VersionStateCompleted, 90*time.Second)
 	sent := 0
-	for _, r := range recordsOf(b) {
+	for _, r := range fleet.RecordsOf(b) {
 		if r.Action == redfish.ActionSimpleUpdate && r.Image == ours {
 			sent++
 		}
@@ -216,7 +217,7 @@ func TestBIOSVersionGivesUpOnAnotherUpdateThatOutlastsTheVerifyTimeout(t *testin
 	if !strings.Contains(rec.Message, "another update for longer than") {
 		t.Errorf("the failure does not say the BMC stayed busy: %q", rec.Message)
 	}
-	for _, r := range recordsOf(b) {
+	for _, r := range fleet.RecordsOf(b) {
 		if r.Action == redfish.ActionSimpleUpdate && r.Image == ours {
 			t.Errorf("the step's image went to a busy BMC at %s", r.Time)
 		}
