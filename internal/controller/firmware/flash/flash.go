@@ -48,7 +48,7 @@ type Flasher struct {
 	SystemID string
 	// Template is the spec's version, image, path and policy.
 	Template *systemv1alpha1.BIOSVersionTemplate
-	// Current reads the version in effect (after connect).
+	// Current reads the version in effect (after Connect).
 	Current func() string
 	// AfterTask is the phase once the task completed: a BIOS waits for a restart; a BMC
 	// restarts by itself.

@@ -11,7 +11,7 @@ import (
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 )
 
-// Annotation holds where an upgrade stands, as JSON (see record). It is the upgrade's
+// Annotation holds where an upgrade stands, as JSON (see Record). It is the upgrade's
 // bookkeeping: written before each step acts, read back by every pass, never derived from
 // status, so a wiped status, a crash or a new leader resumes exactly where the last write left
 // it and never starts a second flash.

@@ -37,7 +37,7 @@ const indexSettingsServer = "spec.serverRef.name"
 // each that differs from what is in effect staged in the Bios settings object and installed by
 // one restart (in the ServerMaintenance the object names, made as for BIOSVersion), then read
 // back. A step already in effect needs neither maintenance nor restart. The record
-// (RecordAnnotation) holds the step and its phase; status is rebuilt from it.
+// (record.Annotation) holds the step and its phase; status is rebuilt from it.
 //
 //	(none) → the server must run spec.version; the first step not in effect → maintenance, or
 //	         all in effect → completed

@@ -31,7 +31,7 @@ import (
 // flow steps: the BMC must run spec.version; spec.settings first, then settingsFlow by priority;
 // each step's differing attributes are set (they apply at once) and read back. With
 // serverMaintenancePolicy every server of the BMC is in maintenance first. The record
-// (RecordAnnotation) holds the step; status is rebuilt from it.
+// (record.Annotation) holds the step; status is rebuilt from it.
 type BMCSettingsReconciler struct {
 	Client client.Client
 	work.Actor

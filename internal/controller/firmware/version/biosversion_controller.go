@@ -33,7 +33,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
 // BIOSVersionReconciler upgrades a server's BIOS. Each pass reads the record
-// (RecordAnnotation), does the one thing the phase asks, writes at most once and returns:
+// (record.Annotation), does the one thing the phase asks, writes at most once and returns:
 //
 //	(none) → the version is read; there already → completed; else → maintenance
 //	maintenance/owed → once the server is in its ServerMaintenance: issuing, then SimpleUpdate

@@ -12,7 +12,7 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
-// reboot restarts the server to install the staged image (actor.reboot).
+// reboot restarts the server to install the staged image (work.Actor.Reboot).
 func (r *BIOSVersionReconciler) reboot(ctx context.Context, p *versionPass) (lifecycle.Result, error) {
 	if p.Rec.Phase != record.PhaseReboot {
 		return lifecycle.Continue(), nil

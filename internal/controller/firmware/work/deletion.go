@@ -38,7 +38,7 @@ func underWay(w *Work) bool {
 // maintenances metalhub made for it (their deletion hands the box back), then the finalizer.
 // Continue while the object is not being deleted, or has work under way (the steps after this
 // one see it through and start nothing new: every phase that would start something is one
-// leave ends first).
+// Leave ends first).
 func (a *Actor) Leave(ctx context.Context, w *Work, maints ...*maintenancev1alpha1.ServerMaintenance) (lifecycle.Result, error) {
 	o := w.Self
 	if o.GetDeletionTimestamp().IsZero() || underWay(w) {
@@ -61,7 +61,7 @@ func (a *Actor) Leave(ctx context.Context, w *Work, maints ...*maintenancev1alph
 	})
 }
 
-// MaintList is maints as a list, for leave.
+// MaintList is maints as a list, for Leave.
 func MaintList(maints map[string]*maintenancev1alpha1.ServerMaintenance) []*maintenancev1alpha1.ServerMaintenance {
 	out := make([]*maintenancev1alpha1.ServerMaintenance, 0, len(maints))
 	for _, m := range maints {

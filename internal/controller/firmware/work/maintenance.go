@@ -94,7 +94,7 @@ func ReleaseMaintenance(ctx context.Context, c client.Client, owner client.Objec
 	return lifecycle.Done(), nil // its deletion (Owns) brings the next pass
 }
 
-// ServerHold is what holdServers needs: a BMC's servers, the maintenances its object names and
+// ServerHold is what HoldServers needs: a BMC's servers, the maintenances its object names and
 // finds, and how to name them.
 type ServerHold struct {
 	Servers []metalv1alpha1.Server
