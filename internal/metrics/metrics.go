@@ -26,7 +26,7 @@ import (
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/firmware"
+	"github.com/metalhub/metalhub/internal/controller/firmware/record"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -220,7 +220,7 @@ func collectFirmware(ctx context.Context, r client.Reader, ch chan<- prometheus.
 		counts := map[string]int{"Pending": 0, "InProgress": 0, "Completed": 0, "Failed": 0}
 		for _, it := range items {
 			if o, ok := it.(client.Object); ok {
-				counts[firmware.RecordState(o.GetAnnotations())]++
+				counts[record.State(o.GetAnnotations())]++
 			}
 		}
 		for st, n := range counts {

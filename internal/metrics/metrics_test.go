@@ -13,7 +13,7 @@ import (
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/firmware"
+	"github.com/metalhub/metalhub/internal/controller/firmware/record"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/scheme"
 )
@@ -39,7 +39,7 @@ func TestCollector(t *testing.T) {
 		&metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "c2"}},
 		// A BIOSVersion whose status was wiped counts where its record says.
 		&systemv1alpha1.BIOSVersion{ObjectMeta: metav1.ObjectMeta{Name: "v1", Annotations: map[string]string{
-			firmware.RecordAnnotation: `{"phase":"task","for":"2","version":"2","attempt":1,"at":1}`}}},
+			record.Annotation: `{"phase":"task","for":"2","version":"2","attempt":1,"at":1}`}}},
 		&systemv1alpha1.BIOSVersion{ObjectMeta: metav1.ObjectMeta{Name: "v2"}},
 		&infrahubv1alpha1.InfrahubSync{ObjectMeta: metav1.ObjectMeta{Name: "s"}, Status: infrahubv1alpha1.InfrahubSyncStatus{SyncState: infrahubv1alpha1.StateFailed}},
 		&infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "r"}, Status: infrahubv1alpha1.VidraResourceStatus{

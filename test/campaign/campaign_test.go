@@ -25,7 +25,7 @@ import (
 	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/firmware"
+	"github.com/metalhub/metalhub/internal/controller/firmware/record"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 )
 
@@ -713,12 +713,12 @@ func (w *world) firmwareSettled() []string {
 	for _, v := range vs.Items {
 		switch {
 		case v.DeletionTimestamp != nil:
-			p = append(p, fmt.Sprintf("BIOSVersion %s is being deleted and not gone (%s)", v.Name, v.Annotations[firmware.RecordAnnotation]))
+			p = append(p, fmt.Sprintf("BIOSVersion %s is being deleted and not gone (%s)", v.Name, v.Annotations[record.Annotation]))
 			busy[v.UID] = true
 		case waitsForHeldServer(&v, held):
 			busy[v.UID] = true
 		case v.Status.State != systemv1alpha1.VersionStateCompleted && v.Status.State != systemv1alpha1.VersionStateFailed:
-			p = append(p, fmt.Sprintf("BIOSVersion %s is %q (%s)", v.Name, v.Status.State, v.Annotations[firmware.RecordAnnotation]))
+			p = append(p, fmt.Sprintf("BIOSVersion %s is %q (%s)", v.Name, v.Status.State, v.Annotations[record.Annotation]))
 			busy[v.UID] = true
 		}
 	}

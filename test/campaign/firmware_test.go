@@ -13,7 +13,7 @@ import (
 
 	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/firmware"
+	"github.com/metalhub/metalhub/internal/controller/firmware/record"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 )
 
@@ -63,10 +63,10 @@ func TestFirmwareUpgradesSurviveSIGKILL(t *testing.T) {
 			if err := w.c.Get(w.ctx, client.ObjectKey{Name: name(i)}, v); err != nil {
 				return done, err.Error()
 			}
-			if firmware.RecordState(v.Annotations) == "Completed" && v.Status.State == systemv1alpha1.VersionStateCompleted {
+			if record.State(v.Annotations) == "Completed" && v.Status.State == systemv1alpha1.VersionStateCompleted {
 				done++
 			} else {
-				last = fmt.Sprintf("%s: %s %v", v.Name, v.Annotations[firmware.RecordAnnotation], v.Status.Conditions)
+				last = fmt.Sprintf("%s: %s %v", v.Name, v.Annotations[record.Annotation], v.Status.Conditions)
 			}
 		}
 		return done, last

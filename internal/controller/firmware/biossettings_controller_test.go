@@ -12,18 +12,21 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/firmware/record"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 func waitSettingsState(t *testing.T, name string, want systemv1alpha1.SettingsState, timeout time.Duration) *systemv1alpha1.BIOSSettings {
 	t.Helper()
 	var s *systemv1alpha1.BIOSSettings
-	eventually(t, timeout, "BIOSSettings "+name+" "+string(want), func() (bool, string) {
+	testenv.Eventually(t, timeout, "BIOSSettings "+name+" "+string(want), func() (bool, string) {
 		s = &systemv1alpha1.BIOSSettings{}
 		if err := env.Client.Get(ctx(), client.ObjectKey{Name: name}, s); err != nil {
 			return false, err.Error()
 		}
-		return s.Status.State == want, fmt.Sprintf("status %s, record %s, conditions %v", s.Status.State, s.Annotations[RecordAnnotation], s.Status.Conditions)
+		return s.Status.State == want, fmt.Sprintf("status %s, record %s, conditions %v", s.Status.State, s.Annotations[record.Annotation], s.Status.Conditions)
 	})
 	return s
 }
@@ -51,7 +54,7 @@ func TestBIOSSettingsFlowInPriorityOrder(t *testing.T) {
 	// its restart (a power-on for a server that is off). Powering off is no restart: the server
 	// back in Available after its maintenance may already have been switched off.
 	var got []string
-	for _, r := range recordsOf(bmcs[0]) {
+	for _, r := range fleet.RecordsOf(bmcs[0]) {
 		switch {
 		case r.Action == redfish.ActionBiosSettings:
 			got = append(got, fmt.Sprintf("settings%v", r.Settings))
@@ -79,5 +82,5 @@ func TestBIOSSettingsFlowInPriorityOrder(t *testing.T) {
 	if ev := eventsOf("bioss-flow"); strings.Contains(ev, "RebootAgain") {
 		t.Errorf("a restart was asked for again: %s", ev)
 	}
-	waitState(t, names[0], metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	suite.WaitServerState(t, env, names[0], metalv1alpha1.ServerStateAvailable, 30*time.Second)
 }

@@ -19,6 +19,7 @@ import (
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 // A BIOSVersion on an unclaimed server: maintenance, one SimpleUpdate, its task followed, one
@@ -43,7 +44,7 @@ func TestBIOSVersionUnclaimed(t *testing.T) {
 	if v.Spec.ServerMaintenanceRef == nil {
 		t.Fatal("no maintenance named")
 	}
-	waitState(t, names[0], metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	suite.WaitServerState(t, env, names[0], metalv1alpha1.ServerStateAvailable, 30*time.Second)
 }
 
 // wipeStatus empties a BIOSVersion's status, as a restore or a careless script would.
@@ -135,32 +136,32 @@ func TestBIOSVersionWaitsForOwnerApproval(t *testing.T) {
 	if err := env.Client.Create(ctx(), claim); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, names[0], metalv1alpha1.ServerStateReserved, 30*time.Second)
-	before := len(recordsOf(bmcs[0]))
+	suite.WaitServerState(t, env, names[0], metalv1alpha1.ServerStateReserved, 30*time.Second)
+	before := len(fleet.RecordsOf(bmcs[0]))
 	v := biosVersion("biosv-owner", names[0], "4.0.0", "http://fw.example/bios-owner-4.0.0.bin")
 	v.Spec.ServerMaintenancePolicy = metalv1alpha1.ServerMaintenancePolicyOwnerApproval
 	if err := env.Client.Create(ctx(), v); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "waiting for approval", func() (bool, string) {
+	testenv.Eventually(t, 20*time.Second, "waiting for approval", func() (bool, string) {
 		v := getVersion("biosv-owner")
 		c := meta.FindStatusCondition(v.Status.Conditions, systemv1alpha1.ConditionUpgraded)
 		return c != nil && c.Reason == systemv1alpha1.ReasonAwaitingMaintenance && strings.Contains(c.Message, "approve"), fmt.Sprint(v.Status.Conditions)
 	})
 	// Long enough for anything wrongly started to have shown.
-	eventually(t, 10*time.Second, "claim asked for approval", func() (bool, string) {
+	testenv.Eventually(t, 10*time.Second, "claim asked for approval", func() (bool, string) {
 		c := &metalv1alpha1.ServerClaim{}
 		_ = env.Client.Get(ctx(), client.ObjectKeyFromObject(claim), c)
 		return c.Labels[metalv1alpha1.MaintenanceNeededLabel] == "true", fmt.Sprint(c.Labels)
 	})
-	if got := recordsOf(bmcs[0])[before:]; len(got) != 0 {
+	if got := fleet.RecordsOf(bmcs[0])[before:]; len(got) != 0 {
 		t.Fatalf("BMC actions before approval: %+v", got)
 	}
 	if v := getVersion("biosv-owner"); v.Status.State != systemv1alpha1.VersionStatePending {
 		t.Fatalf("state %s before approval", v.Status.State)
 	}
-	waitState(t, names[0], metalv1alpha1.ServerStateReserved, time.Second)
-	eventually(t, 5*time.Second, "approve", func() (bool, string) {
+	suite.WaitServerState(t, env, names[0], metalv1alpha1.ServerStateReserved, time.Second)
+	testenv.Eventually(t, 5*time.Second, "approve", func() (bool, string) {
 		c := &metalv1alpha1.ServerClaim{}
 		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(claim), c); err != nil {
 			return false, err.Error()
@@ -176,18 +177,7 @@ func TestBIOSVersionWaitsForOwnerApproval(t *testing.T) {
 	if n := simpleUpdates(bmcs[0]); n != 1 {
 		t.Errorf("SimpleUpdates: %d, want 1", n)
 	}
-	waitState(t, names[0], metalv1alpha1.ServerStateReserved, 30*time.Second)
-}
-
-// recordsOf is what b's BMC recorded.
-func recordsOf(b *redfish.BMC) []redfish.Record {
-	var out []redfish.Record
-	for _, r := range fleet.Records() {
-		if r.BMC == b.Index() {
-			out = append(out, r)
-		}
-	}
-	return out
+	suite.WaitServerState(t, env, names[0], metalv1alpha1.ServerStateReserved, 30*time.Second)
 }
 
 // A vendor that wants v2 on the way from v1 to v5: two flashes, two restarts, each version read
@@ -201,7 +191,7 @@ func TestBIOSVersionUpgradePath(t *testing.T) {
 	}
 	waitVersionState(t, "biosv-path", systemv1alpha1.VersionStateCompleted, 60*time.Second)
 	var images []string
-	for _, r := range recordsOf(bmcs[0]) {
+	for _, r := range fleet.RecordsOf(bmcs[0]) {
 		if r.Action == redfish.ActionSimpleUpdate {
 			images = append(images, r.Image)
 		}

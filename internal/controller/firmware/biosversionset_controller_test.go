@@ -17,16 +17,19 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/firmware/record"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 // labelServers puts label key=value on the servers.
 func labelServers(t *testing.T, names []string, key, value string) {
 	t.Helper()
 	for _, name := range names {
-		eventually(t, 5*time.Second, "label "+name, func() (bool, string) {
-			s := getServer(name)
+		testenv.Eventually(t, 5*time.Second, "label "+name, func() (bool, string) {
+			s := suite.Server(env, name)
 			if s == nil {
 				return false, "gone"
 			}
@@ -86,7 +89,7 @@ func inFlight(t *testing.T, set string) int {
 		}
 	}
 	for _, v := range children(t, set) {
-		if rec, ok := parseRecord(v.Annotations[RecordAnnotation]); ok && !rec.terminal() && rec.Phase != phaseMaintenance {
+		if rec, ok := record.Parse(v.Annotations[record.Annotation]); ok && !rec.Terminal() && rec.Phase != record.PhaseMaintenance {
 			busy[v.Spec.ServerRef.Name] = true
 		}
 	}
@@ -124,7 +127,7 @@ func TestBIOSVersionSetWaves(t *testing.T) {
 		}
 	}()
 	var phases []systemv1alpha1.RolloutPhase
-	eventually(t, 240*time.Second, "rollout done", func() (bool, string) {
+	testenv.Eventually(t, 240*time.Second, "rollout done", func() (bool, string) {
 		s := &systemv1alpha1.BIOSVersionSet{}
 		if err := env.Client.Get(ctx(), client.ObjectKey{Name: "bvs"}, s); err != nil {
 			return false, err.Error()
@@ -149,9 +152,9 @@ func TestBIOSVersionSetWaves(t *testing.T) {
 	sort.Slice(kids, func(i, j int) bool { return kids[i].Spec.ServerRef.Name < kids[j].Spec.ServerRef.Name })
 	var canariesDone time.Time
 	for _, v := range kids[:2] {
-		rec, _ := parseRecord(v.Annotations[RecordAnnotation])
-		if rec.at().After(canariesDone) {
-			canariesDone = rec.at()
+		rec, _ := record.Parse(v.Annotations[record.Annotation])
+		if rec.AtTime().After(canariesDone) {
+			canariesDone = rec.AtTime()
 		}
 	}
 	for _, v := range kids[2:] {
@@ -196,7 +199,7 @@ func TestBIOSVersionSetFailingCanaryStops(t *testing.T) {
 	if err := env.Client.Create(ctx(), set); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "rollout stopped", func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, "rollout stopped", func() (bool, string) {
 		s := &systemv1alpha1.BIOSVersionSet{}
 		if err := env.Client.Get(ctx(), client.ObjectKey{Name: "bvsf"}, s); err != nil {
 			return false, err.Error()
@@ -209,7 +212,7 @@ func TestBIOSVersionSetFailingCanaryStops(t *testing.T) {
 	if kids := children(t, "bvsf"); len(kids) != 2 {
 		t.Errorf("%d BIOSVersions, want the 2 canaries", len(kids))
 	}
-	waitState(t, sorted[1], metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	suite.WaitServerState(t, env, sorted[1], metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	for i, b := range bmcs {
 		want := 0
 		if names[i] == sorted[0] || names[i] == sorted[1] {

@@ -14,19 +14,22 @@ import (
 
 	baseboardv1alpha1 "github.com/metalhub/metalhub/api/baseboard/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/firmware/record"
+	"github.com/metalhub/metalhub/internal/controller/firmware/version"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/testenv"
 )
 
 func waitBMCVersionState(t *testing.T, name string, want systemv1alpha1.VersionState, timeout time.Duration) *baseboardv1alpha1.BMCVersion {
 	t.Helper()
 	var v *baseboardv1alpha1.BMCVersion
-	eventually(t, timeout, "BMCVersion "+name+" "+string(want), func() (bool, string) {
+	testenv.Eventually(t, timeout, "BMCVersion "+name+" "+string(want), func() (bool, string) {
 		v = &baseboardv1alpha1.BMCVersion{}
 		if err := env.Client.Get(ctx(), client.ObjectKey{Name: name}, v); err != nil {
 			return false, err.Error()
 		}
-		rec, ok := parseRecord(v.Annotations[RecordAnnotation])
-		return v.Status.State == want && stateOf(ok, rec) == want, fmt.Sprintf("status %s, record %s, conditions %v", v.Status.State, v.Annotations[RecordAnnotation], v.Status.Conditions)
+		rec, ok := record.Parse(v.Annotations[record.Annotation])
+		return v.Status.State == want && version.StateOf(ok, rec) == want, fmt.Sprintf("status %s, record %s, conditions %v", v.Status.State, v.Annotations[record.Annotation], v.Status.Conditions)
 	})
 	return v
 }
@@ -79,7 +82,7 @@ func TestBMCVersionThroughAMinuteOfSilence(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The BMC goes silent once its task completes: the object says it cannot reach it.
-	eventually(t, 30*time.Second, "BMC unreachable", func() (bool, string) {
+	testenv.Eventually(t, 30*time.Second, "BMC unreachable", func() (bool, string) {
 		v := &baseboardv1alpha1.BMCVersion{}
 		_ = env.Client.Get(ctx(), client.ObjectKey{Name: "bmcv-down"}, v)
 		for _, c := range v.Status.Conditions {
@@ -126,7 +129,7 @@ func TestBMCSettingsWithAVariable(t *testing.T) {
 	if err := env.Client.Create(ctx(), s); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "applied", func() (bool, string) {
+	testenv.Eventually(t, 30*time.Second, "applied", func() (bool, string) {
 		got := &baseboardv1alpha1.BMCSettings{}
 		if err := env.Client.Get(ctx(), client.ObjectKey{Name: "bmcs-var"}, got); err != nil {
 			return false, err.Error()
@@ -137,7 +140,7 @@ func TestBMCSettingsWithAVariable(t *testing.T) {
 		t.Errorf("attributes %v", a)
 	}
 	n := 0
-	for _, r := range recordsOf(b) {
+	for _, r := range fleet.RecordsOf(b) {
 		if r.Action == redfish.ActionManagerAttributes {
 			n++
 		}
@@ -163,7 +166,7 @@ func TestBMCVersionActivatedByAReset(t *testing.T) {
 	}
 	waitBMCVersionState(t, "bmcv-reset", systemv1alpha1.VersionStateCompleted, 90*time.Second)
 	resets := 0
-	for _, r := range recordsOf(b) {
+	for _, r := range fleet.RecordsOf(b) {
 		if r.Action == redfish.ActionManagerReset {
 			resets++
 		}
@@ -190,7 +193,7 @@ func TestBMCVersionPushed(t *testing.T) {
 	}
 	waitBMCVersionState(t, "bmcv-push", systemv1alpha1.VersionStateCompleted, 90*time.Second)
 	var devices []string
-	for _, r := range recordsOf(b) {
+	for _, r := range fleet.RecordsOf(b) {
 		if r.Action == redfish.ActionSimpleUpdate {
 			devices = append(devices, r.Device+":"+r.Image)
 		}

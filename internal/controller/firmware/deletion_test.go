@@ -14,18 +14,22 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/firmware/record"
+	"github.com/metalhub/metalhub/internal/controller/firmware/work"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 // waitPhase waits until the BIOSVersion's record is in phase want.
-func waitPhase(t *testing.T, name string, want phase, timeout time.Duration) {
+func waitPhase(t *testing.T, name string, want record.Phase, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, name+" in phase "+string(want), func() (bool, string) {
+	testenv.Eventually(t, timeout, name+" in phase "+string(want), func() (bool, string) {
 		v := getVersion(name)
 		if v == nil {
 			return false, "gone"
 		}
-		rec, _ := parseRecord(v.Annotations[RecordAnnotation])
+		rec, _ := record.Parse(v.Annotations[record.Annotation])
 		return rec.Phase == want, string(rec.Phase)
 	})
 }
@@ -40,15 +44,15 @@ func TestDeletingABIOSVersionMidFlash(t *testing.T) {
 	if err := env.Client.Create(ctx(), v); err != nil {
 		t.Fatal(err)
 	}
-	waitPhase(t, "biosv-del", phaseTask, 60*time.Second)
+	waitPhase(t, "biosv-del", record.PhaseTask, 60*time.Second)
 	if err := env.Client.Delete(ctx(), getVersion("biosv-del")); err != nil {
 		t.Fatal(err)
 	}
 	var goneAt time.Time
-	eventually(t, 60*time.Second, "the BIOSVersion gone", func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, "the BIOSVersion gone", func() (bool, string) {
 		err := env.Client.Get(ctx(), client.ObjectKey{Name: "biosv-del"}, &systemv1alpha1.BIOSVersion{})
 		goneAt = time.Now()
-		if s := getServer(names[0]); s != nil && s.Spec.ServerMaintenanceRef == nil && !apierrors.IsNotFound(err) {
+		if s := suite.Server(env, names[0]); s != nil && s.Spec.ServerMaintenanceRef == nil && !apierrors.IsNotFound(err) {
 			if got := restartsSince(b, firstSimpleUpdate(t, b)); len(got) == 0 {
 				return true, "the server left its maintenance before its owed restart"
 			}
@@ -59,7 +63,7 @@ func TestDeletingABIOSVersionMidFlash(t *testing.T) {
 	if len(restarts) != 1 {
 		t.Fatalf("restarts after the flash before the object went: %v, want one (events %s)", restarts, eventsOf("biosv-del"))
 	}
-	waitState(t, names[0], metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	suite.WaitServerState(t, env, names[0], metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	if n := simpleUpdates(b); n != 1 {
 		t.Errorf("SimpleUpdates: %d, want 1", n)
 	}
@@ -82,9 +86,9 @@ func TestDeletingABIOSVersionSetMidFlash(t *testing.T) {
 		t.Fatal(err)
 	}
 	var first string
-	eventually(t, 60*time.Second, "the first wave flashing", func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, "the first wave flashing", func() (bool, string) {
 		for _, v := range children(t, "bvs-del") {
-			if rec, _ := parseRecord(v.Annotations[RecordAnnotation]); rec.Phase == phaseTask {
+			if rec, _ := record.Parse(v.Annotations[record.Annotation]); rec.Phase == record.PhaseTask {
 				first = v.Name
 				return true, ""
 			}
@@ -98,7 +102,7 @@ func TestDeletingABIOSVersionSetMidFlash(t *testing.T) {
 	if err := env.Client.Delete(ctx(), s); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "the set and its objects gone", func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, "the set and its objects gone", func() (bool, string) {
 		err := env.Client.Get(ctx(), client.ObjectKey{Name: "bvs-del"}, &systemv1alpha1.BIOSVersionSet{})
 		left := children(t, "bvs-del")
 		return apierrors.IsNotFound(err) && len(left) == 0, fmt.Sprintf("set: %v; %d objects left", err, len(left))
@@ -111,7 +115,7 @@ func TestDeletingABIOSVersionSetMidFlash(t *testing.T) {
 		t.Errorf("%d flashes over the set's servers after it was deleted in its first wave (%s), want 1", flashes, first)
 	}
 	for _, name := range names {
-		waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+		suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	}
 }
 
@@ -128,14 +132,14 @@ func TestDeletingABIOSVersionMidFlashWhileItsBMCIsDead(t *testing.T) {
 	if err := env.Client.Create(ctx(), v); err != nil {
 		t.Fatal(err)
 	}
-	waitPhase(t, "biosv-deaddel", phaseTask, 60*time.Second)
+	waitPhase(t, "biosv-deaddel", record.PhaseTask, 60*time.Second)
 	dead := flashing
 	dead.Status = 503
 	b.SetFaults(dead)
 	if err := env.Client.Delete(ctx(), getVersion("biosv-deaddel")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "the deleted BIOSVersion reporting its BMC unavailable", func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, "the deleted BIOSVersion reporting its BMC unavailable", func() (bool, string) {
 		v := getVersion("biosv-deaddel")
 		if v == nil {
 			return true, "gone"
@@ -144,21 +148,21 @@ func TestDeletingABIOSVersionMidFlashWhileItsBMCIsDead(t *testing.T) {
 		return c != nil && c.Reason == systemv1alpha1.ReasonBMCUnavailable && c.ObservedGeneration == v.Generation, fmt.Sprintf("%+v", c)
 	})
 	v = getVersion("biosv-deaddel")
-	if v == nil || !controllerutil.ContainsFinalizer(v, Finalizer) {
+	if v == nil || !controllerutil.ContainsFinalizer(v, work.Finalizer) {
 		t.Fatalf("the BIOSVersion went while its flash's end could not be seen")
 	}
-	if s := getServer(names[0]); s == nil || s.Spec.ServerMaintenanceRef == nil {
+	if s := suite.Server(env, names[0]); s == nil || s.Spec.ServerMaintenanceRef == nil {
 		t.Fatalf("the server left its maintenance while its flash's end could not be seen")
 	}
 	b.SetFaults(flashing)
-	eventually(t, 60*time.Second, "the BIOSVersion gone once its BMC answers", func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, "the BIOSVersion gone once its BMC answers", func() (bool, string) {
 		err := env.Client.Get(ctx(), client.ObjectKey{Name: "biosv-deaddel"}, &systemv1alpha1.BIOSVersion{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 	if restarts := restartsSince(b, firstSimpleUpdate(t, b)); len(restarts) != 1 {
 		t.Fatalf("restarts after the flash: %v, want one (events %s)", restarts, eventsOf("biosv-deaddel"))
 	}
-	waitState(t, names[0], metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	suite.WaitServerState(t, env, names[0], metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	if n := simpleUpdates(b); n != 1 {
 		t.Errorf("SimpleUpdates: %d, want 1", n)
 	}

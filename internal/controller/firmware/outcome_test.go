@@ -13,14 +13,16 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/firmware/record"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/testenv"
 )
 
 // restartsSince counts the resets that start or restart b's system after t (a power-off to hand
 // the box back is not one a tenant sees as a restart).
 func restartsSince(b *redfish.BMC, t time.Time) []string {
 	var out []string
-	for _, r := range recordsOf(b) {
+	for _, r := range fleet.RecordsOf(b) {
 		if r.Action != redfish.ActionReset || r.Time.Before(t) {
 			continue
 		}
@@ -35,7 +37,7 @@ func restartsSince(b *redfish.BMC, t time.Time) []string {
 
 func firstSimpleUpdate(t *testing.T, b *redfish.BMC) time.Time {
 	t.Helper()
-	for _, r := range recordsOf(b) {
+	for _, r := range fleet.RecordsOf(b) {
 		if r.Action == redfish.ActionSimpleUpdate {
 			return r.Time
 		}
@@ -62,7 +64,7 @@ func TestBIOSVersionThatNeverShowsFailsAfterOneRestart(t *testing.T) {
 	if got := restartsSince(b, firstSimpleUpdate(t, b)); len(got) > 1 {
 		t.Errorf("restarts after the flash: %v, want at most one", got)
 	}
-	rec, _ := parseRecord(v.Annotations[RecordAnnotation])
+	rec, _ := record.Parse(v.Annotations[record.Annotation])
 	if !strings.Contains(rec.Message, before) || !strings.Contains(rec.Message, "7.0.0") {
 		t.Errorf("the failure does not say what was read (%q) and wanted: %q", before, rec.Message)
 	}
@@ -78,12 +80,12 @@ func TestBIOSVersionLostAnswerWithoutPayloadFlashesOnce(t *testing.T) {
 	if err := env.Client.Create(ctx(), biosVersion("biosv-lost", names[0], "7.1.0", "http://fw.example/bios-lost-7.1.0.bin")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "the SimpleUpdate sent", func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, "the SimpleUpdate sent", func() (bool, string) {
 		return simpleUpdates(b) > 0, ""
 	})
 	// The answer was lost; the restart that follows should be answered.
 	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(3 * time.Second), TasksWithoutPayload: true})
-	eventually(t, 90*time.Second, "the upgrade completed or uncertain", func() (bool, string) {
+	testenv.Eventually(t, 90*time.Second, "the upgrade completed or uncertain", func() (bool, string) {
 		v := getVersion("biosv-lost")
 		if v.Status.State == systemv1alpha1.VersionStateCompleted {
 			return true, ""
@@ -108,7 +110,7 @@ func TestBIOSVersionAnsweredWithoutATaskWaitsForTheFlash(t *testing.T) {
 	}
 	waitVersionState(t, "biosv-notask", systemv1alpha1.VersionStateCompleted, 90*time.Second)
 	sent := firstSimpleUpdate(t, b)
-	for _, r := range recordsOf(b) {
+	for _, r := range fleet.RecordsOf(b) {
 		if r.Action == redfish.ActionReset && r.Time.After(sent) && r.Time.Before(sent.Add(flash)) {
 			t.Fatalf("restart %s at +%s, while the flash ran", r.ResetType, r.Time.Sub(sent))
 		}
@@ -128,15 +130,15 @@ func TestBIOSVersionRestoredFromBeforeItsFlashIsNotFlashedAgain(t *testing.T) {
 	if err := env.Client.Create(ctx(), biosVersion("biosv-restored", names[0], "7.3.0", "http://fw.example/bios-restored-7.3.0.bin")); err != nil {
 		t.Fatal(err)
 	}
-	var rec record
-	eventually(t, 60*time.Second, "the flash's task followed", func() (bool, string) {
+	var rec record.Record
+	testenv.Eventually(t, 60*time.Second, "the flash's task followed", func() (bool, string) {
 		v := getVersion("biosv-restored")
-		rec, _ = parseRecord(v.Annotations[RecordAnnotation])
-		return rec.Phase == phaseTask, v.Annotations[RecordAnnotation]
+		rec, _ = record.Parse(v.Annotations[record.Annotation])
+		return rec.Phase == record.PhaseTask, v.Annotations[record.Annotation]
 	})
-	back := record{Phase: phaseMaintenance, For: rec.For, Version: rec.Version, Image: rec.Image, Attempt: rec.Attempt, At: rec.At - 2}
+	back := record.Record{Phase: record.PhaseMaintenance, For: rec.For, Version: rec.Version, Image: rec.Image, Attempt: rec.Attempt, At: rec.At - 2}
 	v := getVersion("biosv-restored")
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, RecordAnnotation, back.String())
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, record.Annotation, back.String())
 	if err := env.Client.Patch(ctx(), v, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +160,7 @@ func TestBIOSVersionWaitsForABMCBusyWithAnotherUpdate(t *testing.T) {
 	if err := env.Client.Create(ctx(), biosVersion("biosv-busy", names[0], "7.4.0", ours)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the step waiting for the other update", func() (bool, string) {
+	testenv.Eventually(t, 30*time.Second, "the step waiting for the other update", func() (bool, string) {
 		v := getVersion("biosv-busy")
 		c := meta.FindStatusCondition(v.Status.Conditions, systemv1alpha1.ConditionUpgraded)
 		return c != nil && c.Reason == systemv1alpha1.ReasonBMCBusy, fmt.Sprintf("state %s, %v; events %s", v.Status.State, v.Status.Conditions, eventsOf("biosv-busy"))
@@ -168,7 +170,7 @@ func TestBIOSVersionWaitsForABMCBusyWithAnotherUpdate(t *testing.T) {
 	}
 	waitVersionState(t, "biosv-busy", systemv1alpha1.VersionStateCompleted, 90*time.Second)
 	sent := 0
-	for _, r := range recordsOf(b) {
+	for _, r := range fleet.RecordsOf(b) {
 		if r.Action == redfish.ActionSimpleUpdate && r.Image == ours {
 			sent++
 		}
@@ -211,11 +213,11 @@ func TestBIOSVersionGivesUpOnAnotherUpdateThatOutlastsTheVerifyTimeout(t *testin
 		t.Fatal(err)
 	}
 	v := waitVersionState(t, "biosv-busylong", systemv1alpha1.VersionStateFailed, 90*time.Second)
-	rec, _ := parseRecord(v.Annotations[RecordAnnotation])
+	rec, _ := record.Parse(v.Annotations[record.Annotation])
 	if !strings.Contains(rec.Message, "another update for longer than") {
 		t.Errorf("the failure does not say the BMC stayed busy: %q", rec.Message)
 	}
-	for _, r := range recordsOf(b) {
+	for _, r := range fleet.RecordsOf(b) {
 		if r.Action == redfish.ActionSimpleUpdate && r.Image == ours {
 			t.Errorf("the step's image went to a busy BMC at %s", r.Time)
 		}

@@ -23,6 +23,7 @@ import (
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 // sample reads one manifest of the companion operator's users, unchanged.
@@ -58,7 +59,7 @@ func sample(t *testing.T, file string) *unstructured.Unstructured {
 // the BIOSVersion and BIOSVersionSet samples both want P79 v1.46, which the image the samples
 // name installs: one flash, all of them done.
 func TestSamplesCarriedOut(t *testing.T) {
-	b := takeBMC(t)
+	b := fleet.Take(t)
 	fleet.SetImageVersion("https://example.com/firmware/bios-P79-v1.46.bin", "P79 v1.46 (01/15/2018)")
 	sys := b.Systems()[0]
 	// The box as the samples expect it: BIOS P79 v1.45, with the vendor's attribute bootMode;
@@ -75,10 +76,10 @@ func TestSamplesCarriedOut(t *testing.T) {
 	if err := env.Client.Create(ctx(), server); err != nil {
 		t.Fatal(err)
 	}
-	if got := registerBMC(t, b, "endpoint-sample"); got == "" {
+	if got := fleet.RegisterBMC(t, b, "endpoint-sample"); got == "" {
 		t.Fatal("no server name")
 	}
-	waitState(t, "endpoint-sample-system-0", metalv1alpha1.ServerStateAvailable, 60*time.Second)
+	suite.WaitServerState(t, env, "endpoint-sample-system-0", metalv1alpha1.ServerStateAvailable, 60*time.Second)
 	// Settings for v1.45 first, then the upgrade to v1.46.
 	for _, f := range []string{"system_v1alpha1_biossettings.yaml", "system_v1alpha1_biossettingsset.yaml"} {
 		if err := env.Client.Create(ctx(), sample(t, f), client.FieldValidation("Strict")); err != nil {
@@ -86,7 +87,7 @@ func TestSamplesCarriedOut(t *testing.T) {
 		}
 	}
 	waitSettingsState(t, "biossettings-sample", systemv1alpha1.SettingsStateApplied, 60*time.Second)
-	eventually(t, 60*time.Second, "settings set done", func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, "settings set done", func() (bool, string) {
 		s := &systemv1alpha1.BIOSSettingsSet{}
 		if err := env.Client.Get(ctx(), client.ObjectKey{Name: "biossettingsset-sample"}, s); err != nil {
 			return false, err.Error()
@@ -102,7 +103,7 @@ func TestSamplesCarriedOut(t *testing.T) {
 		}
 	}
 	waitVersionState(t, "biosversion-sample", systemv1alpha1.VersionStateCompleted, 60*time.Second)
-	eventually(t, 60*time.Second, "set done", func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, "set done", func() (bool, string) {
 		s := &systemv1alpha1.BIOSVersionSet{}
 		if err := env.Client.Get(ctx(), client.ObjectKey{Name: "biosversionset-sample"}, s); err != nil {
 			return false, err.Error()
@@ -115,12 +116,12 @@ func TestSamplesCarriedOut(t *testing.T) {
 	if n := simpleUpdates(b); n != 1 {
 		t.Errorf("BIOS SimpleUpdates: %d, want 1", n)
 	}
-	waitState(t, "endpoint-sample-system-0", metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	suite.WaitServerState(t, env, "endpoint-sample-system-0", metalv1alpha1.ServerStateAvailable, 30*time.Second)
 
 	// The BMC's own firmware: the BMCVersion sample (its servers in maintenance, Enforced) and
 	// the BMCVersionSet sample, which selects Lenovo BMCs.
 	fleet.SetImageVersion("https://example.com/firmware/bmc-1.46.455b66-rev1.bin", "1.46.455b66-rev1")
-	eventually(t, 5*time.Second, "label the BMC", func() (bool, string) {
+	testenv.Eventually(t, 5*time.Second, "label the BMC", func() (bool, string) {
 		bo := &metalv1alpha1.BMC{}
 		if err := env.Client.Get(ctx(), client.ObjectKey{Name: "endpoint-sample"}, bo); err != nil {
 			return false, err.Error()
@@ -141,7 +142,7 @@ func TestSamplesCarriedOut(t *testing.T) {
 			t.Fatalf("%s: %v", f, err)
 		}
 	}
-	eventually(t, 60*time.Second, "BMC settings applied", func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, "BMC settings applied", func() (bool, string) {
 		s := &baseboardv1alpha1.BMCSettings{}
 		if err := env.Client.Get(ctx(), client.ObjectKey{Name: "bmcsettings-sample"}, s); err != nil {
 			return false, err.Error()
@@ -162,7 +163,7 @@ func TestSamplesCarriedOut(t *testing.T) {
 		}
 	}
 	waitBMCVersionState(t, "bmcversion-sample", systemv1alpha1.VersionStateCompleted, 120*time.Second)
-	eventually(t, 120*time.Second, "BMC set done", func() (bool, string) {
+	testenv.Eventually(t, 120*time.Second, "BMC set done", func() (bool, string) {
 		s := &baseboardv1alpha1.BMCVersionSet{}
 		if err := env.Client.Get(ctx(), client.ObjectKey{Name: "bmcversionset-sample"}, s); err != nil {
 			return false, err.Error()
@@ -173,7 +174,7 @@ func TestSamplesCarriedOut(t *testing.T) {
 		t.Errorf("BMC firmware %q", got)
 	}
 	bmcFlashes := 0
-	for _, r := range recordsOf(b) {
+	for _, r := range fleet.RecordsOf(b) {
 		if r.Action == redfish.ActionSimpleUpdate && r.Device == "BMC" {
 			bmcFlashes++
 		}
@@ -181,5 +182,5 @@ func TestSamplesCarriedOut(t *testing.T) {
 	if bmcFlashes != 1 {
 		t.Errorf("BMC flashed %d times, want 1", bmcFlashes)
 	}
-	waitState(t, "endpoint-sample-system-0", metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	suite.WaitServerState(t, env, "endpoint-sample-system-0", metalv1alpha1.ServerStateAvailable, 30*time.Second)
 }

@@ -15,7 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/firmware/record"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/testenv"
 )
 
 // secretVar is a variable read from key of Secret ns/name.
@@ -96,7 +98,7 @@ func TestSettingsSecretValueShownNowhere(t *testing.T) {
 	if c := meta.FindStatusCondition(s.Status.Conditions, systemv1alpha1.ConditionApplied); c == nil || !strings.Contains(c.Message, "Secret default/bios-leak-canary") {
 		t.Errorf("the failure does not say which Secret's value is wrong: %+v", c)
 	}
-	eventually(t, 150*time.Second, "the password's settings ended", func() (bool, string) {
+	testenv.Eventually(t, 150*time.Second, "the password's settings ended", func() (bool, string) {
 		got := &systemv1alpha1.BIOSSettings{}
 		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(pw), got); err != nil {
 			return false, err.Error()
@@ -128,20 +130,20 @@ func TestSettingsSecretRefOutsideNamespaceRefused(t *testing.T) {
 	s := settingsWith("bioss-secret-ns", names[0], sys.BIOSVersion(), map[string]string{"NumaNodesPerSocket": "$(numa)"},
 		secretVar("numa", "fw-elsewhere", "someone-elses", "numa"))
 	mustCreate(t, s)
-	eventually(t, 30*time.Second, "the settings refuse the Secret", func() (bool, string) {
+	testenv.Eventually(t, 30*time.Second, "the settings refuse the Secret", func() (bool, string) {
 		got := &systemv1alpha1.BIOSSettings{}
 		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(s), got); err != nil {
 			return false, err.Error()
 		}
 		c := meta.FindStatusCondition(got.Status.Conditions, systemv1alpha1.ConditionApplied)
 		return c != nil && c.Reason == systemv1alpha1.ReasonSecretRefNotAllowed && strings.Contains(c.Message, "fw-elsewhere"),
-			fmt.Sprintf("%s %+v, record %s", got.Status.State, c, got.Annotations[RecordAnnotation])
+			fmt.Sprintf("%s %+v, record %s", got.Status.State, c, got.Annotations[record.Annotation])
 	})
-	eventually(t, 10*time.Second, "a Warning event", func() (bool, string) {
+	testenv.Eventually(t, 10*time.Second, "a Warning event", func() (bool, string) {
 		ev := eventsOf(s.Name)
 		return strings.Contains(ev, systemv1alpha1.ReasonSecretRefNotAllowed), ev
 	})
-	for _, r := range recordsOf(bmcs[0]) {
+	for _, r := range fleet.RecordsOf(bmcs[0]) {
 		if r.Action == redfish.ActionBiosSettings {
 			t.Errorf("settings reached the BMC: %v", r.Settings)
 		}
@@ -158,14 +160,14 @@ func TestImageSecretRefOutsideNamespaceRefused(t *testing.T) {
 	v := biosVersion("biosv-secret-ns", names[0], "9.9.9", "http://images.invalid/bios-9.9.9.bin")
 	v.Spec.Image.SecretRef = &corev1.SecretReference{Namespace: "fw-elsewhere", Name: "image-auth"}
 	mustCreate(t, v)
-	eventually(t, 60*time.Second, "the version refuses the Secret", func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, "the version refuses the Secret", func() (bool, string) {
 		got := getVersion(v.Name)
 		if got == nil {
 			return false, "gone"
 		}
 		c := meta.FindStatusCondition(got.Status.Conditions, systemv1alpha1.ConditionUpgraded)
 		return c != nil && c.Reason == systemv1alpha1.ReasonSecretRefNotAllowed && strings.Contains(c.Message, "fw-elsewhere"),
-			fmt.Sprintf("%s %+v, record %s", got.Status.State, c, got.Annotations[RecordAnnotation])
+			fmt.Sprintf("%s %+v, record %s", got.Status.State, c, got.Annotations[record.Annotation])
 	})
 	if n := simpleUpdates(bmcs[0]); n != 0 {
 		t.Errorf("%d SimpleUpdate(s) sent", n)
