@@ -26,6 +26,29 @@ for c in $controllers; do forbidden_for_shared+=("$base/$c"); done
 for p in $shared; do check "$p" "${forbidden_for_shared[@]}"; done
 for c in $controllers; do check "$c" "$base"; done
 
+# The firmware family: the shared machinery imports no controller nor the assembly; a
+# controller imports neither the assembly nor another controller.
+fw=github.com/metalhub/metalhub/internal/controller/firmware
+fw_controllers="version settings rollout"
+fw_shared="record secretvalue work flash"
+for p in $fw_shared; do
+  imports=$(go list -f '{{join .Imports "\n"}}' "$fw/$p")
+  for c in "" $fw_controllers; do
+    if grep -qx "$fw${c:+/$c}" <<<"$imports"; then echo "layers: $fw/$p imports $fw${c:+/$c}" >&2; fail=1; fi
+  done
+done
+for p in $fw_controllers; do
+  imports=$(go list -f '{{join .Imports "\n"}}' "$fw/$p")
+  for c in "" $fw_controllers; do
+    [ "$c" = "$p" ] && continue
+    if grep -qx "$fw${c:+/$c}" <<<"$imports"; then echo "layers: $fw/$p imports $fw${c:+/$c}" >&2; fail=1; fi
+  done
+done
+# The suites' fixture imports no controller.
+if go list -f '{{join .Imports "\n"}}' github.com/metalhub/metalhub/internal/testenv/suite | grep -q "/internal/controller/"; then
+  echo "layers: internal/testenv/suite imports a controller package" >&2; fail=1
+fi
+
 # The Redfish client and the emulator: each service package sits below its facade and imports
 # neither the facade nor a controller; the two trees do not import each other.
 module=github.com/metalhub/metalhub
