@@ -15,9 +15,10 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
-	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 func readyReason(conds []metav1.Condition) string {
@@ -29,7 +30,7 @@ func readyReason(conds []metav1.Condition) string {
 
 func waitBMCReady(t *testing.T, name, want string) {
 	t.Helper()
-	eventually(t, 15*time.Second, "BMC "+name+" "+want, func() (bool, string) {
+	testenv.Eventually(t, 15*time.Second, "BMC "+name+" "+want, func() (bool, string) {
 		b := &metalv1alpha1.BMC{}
 		if err := env.Client.Get(ctx(), client.ObjectKey{Name: name}, b); err != nil {
 			return false, err.Error()
@@ -41,8 +42,8 @@ func waitBMCReady(t *testing.T, name, want string) {
 
 func waitServerReady(t *testing.T, name, want string) {
 	t.Helper()
-	eventually(t, 15*time.Second, "server "+name+" "+want, func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, 15*time.Second, "server "+name+" "+want, func() (bool, string) {
+		s := suite.Server(env, name)
 		if s == nil {
 			return false, "no server"
 		}
@@ -56,7 +57,7 @@ func waitServerReady(t *testing.T, name, want string) {
 // on the fresh object as a user would.
 func poke(t *testing.T, obj client.Object) {
 	t.Helper()
-	eventually(t, 5*time.Second, "poke "+obj.GetName(), func() (bool, string) {
+	testenv.Eventually(t, 5*time.Second, "poke "+obj.GetName(), func() (bool, string) {
 		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(obj), obj); err != nil {
 			return false, err.Error()
 		}
@@ -72,7 +73,7 @@ func poke(t *testing.T, obj client.Object) {
 func TestBMCBadInputAndFaults(t *testing.T) {
 	t.Run("missing secret", func(t *testing.T) {
 		b := fleet.Take(t)
-		obj := metaltest.BMCObject(b, "fault-nosecret")
+		obj := suite.BMCObject(b, "fault-nosecret")
 		if err := env.Client.Create(ctx(), obj); err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +95,7 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 		if err := env.Client.Create(ctx(), sec); err != nil {
 			t.Fatal(err)
 		}
-		obj := metaltest.BMCObject(b, "fault-creds")
+		obj := suite.BMCObject(b, "fault-creds")
 		if err := env.Client.Create(ctx(), obj); err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +119,7 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 			StringData: map[string]string{"username": "u", "password": "p"}}); err != nil {
 			t.Fatal(err)
 		}
-		obj := metaltest.BMCObject(fleet.BMC(0), "fault-unreachable")
+		obj := suite.BMCObject(fleet.BMC(0), "fault-unreachable")
 		obj.Spec.Protocol.Port = closedPort
 		if err := env.Client.Create(ctx(), obj); err != nil {
 			t.Fatal(err)
@@ -130,8 +131,8 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 		// A BMC that accepts requests and never answers costs a pass at most the request
 		// timeout: the server reports Timeout instead of holding a worker.
 		b := fleet.Take(t)
-		name := registerBMC(t, b, "fault-hang")
-		waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+		name := fleet.RegisterBMC(t, b, "fault-hang")
+		suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 		b.SetFaults(redfish.Faults{Hang: true})
 		start := time.Now()
 		poke(t, &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: name}})
@@ -139,8 +140,8 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 		// request timeout: a pass that hangs, or waits on the BMC twice, fails here.
 		bound := testOpts.BMCRequestTimeout + 1500*time.Millisecond
 		want := "False/" + string(bmc.ReasonTimeout)
-		eventually(t, bound, "server "+name+" "+want+" within the request timeout", func() (bool, string) {
-			s := getServer(t, name)
+		testenv.Eventually(t, bound, "server "+name+" "+want+" within the request timeout", func() (bool, string) {
+			s := suite.Server(env, name)
 			if s == nil {
 				return false, "no server"
 			}
@@ -154,15 +155,15 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 
 	t.Run("BMC answering 500", func(t *testing.T) {
 		b := fleet.Take(t)
-		name := registerBMC(t, b, "fault-500")
-		waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+		name := fleet.RegisterBMC(t, b, "fault-500")
+		suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 		b.SetFaults(redfish.Faults{Status: 500})
 		poke(t, &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: "fault-500"}})
 		poke(t, &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: name}})
 		waitBMCReady(t, "fault-500", "False/Unavailable")
 		waitServerReady(t, name, "False/Unavailable")
 		waitEvent(t, name, "Unavailable")
-		if s := getServer(t, name); durableState(s) != string(metalv1alpha1.ServerStateAvailable) {
+		if s := suite.Server(env, name); durableState(s) != string(metalv1alpha1.ServerStateAvailable) {
 			t.Errorf("a flaky BMC changed the lifecycle: %s", durableState(s))
 		}
 		b.ClearFaults()
@@ -178,9 +179,9 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 // would power and PXE-boot the first one's box).
 func TestBMCRegisteredTwiceCreatesNoSecondServer(t *testing.T) {
 	b := fleet.Take(t)
-	first := registerBMC(t, b, "twice-a")
-	waitState(t, first, metalv1alpha1.ServerStateAvailable, time.Minute)
-	registerBMC(t, b, "twice-b")
+	first := fleet.RegisterBMC(t, b, "twice-a")
+	suite.WaitServerState(t, env, first, metalv1alpha1.ServerStateAvailable, time.Minute)
+	fleet.RegisterBMC(t, b, "twice-b")
 	waitBMCReady(t, "twice-b", "False/"+metalv1alpha1.ReasonDuplicateIdentity)
 	waitEvent(t, "twice-b", metalv1alpha1.ReasonDuplicateIdentity)
 	list := &metalv1alpha1.ServerList{}
@@ -198,8 +199,8 @@ func TestBMCRegisteredTwiceCreatesNoSecondServer(t *testing.T) {
 	// Both registered at once, before either has a Server: still one set of Servers, from the
 	// first registered.
 	b2 := fleet.Take(t)
-	registerBMC(t, b2, "twice-c")
-	registerBMC(t, b2, "twice-d")
+	fleet.RegisterBMC(t, b2, "twice-c")
+	fleet.RegisterBMC(t, b2, "twice-d")
 	waitBMCReady(t, "twice-d", "False/"+metalv1alpha1.ReasonDuplicateIdentity)
 	waitBMCReady(t, "twice-c", "True/"+metalv1alpha1.ReasonConnected)
 	if err := env.Client.List(ctx(), list); err != nil {
@@ -219,10 +220,10 @@ func TestFiftyServersPowerOnAtOnce(t *testing.T) {
 	bmcs := make([]*redfish.BMC, n)
 	for i := range n {
 		bmcs[i] = fleet.Take(t)
-		names[i] = registerBMC(t, bmcs[i], fmt.Sprintf("power-%d", i))
+		names[i] = fleet.RegisterBMC(t, bmcs[i], fmt.Sprintf("power-%d", i))
 	}
 	parallel(n, func(i int) {
-		waitState(t, names[i], metalv1alpha1.ServerStateAvailable, 90*time.Second)
+		suite.WaitServerState(t, env, names[i], metalv1alpha1.ServerStateAvailable, 90*time.Second)
 		waitPower(t, names[i], metalv1alpha1.PowerStateOff, 30*time.Second)
 	})
 	for _, b := range bmcs {
@@ -268,7 +269,7 @@ func addBMC(t *testing.T, b *redfish.BMC, name string, withServer bool) string {
 	user, pass := b.Credentials()
 	objs := []client.Object{
 		&metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: map[string]string{"username": user, "password": pass}},
-		metaltest.BMCObject(b, name),
+		suite.BMCObject(b, name),
 	}
 	server := bmccontroller.ServerName(name, b.SystemIDs()[0])
 	if withServer {
@@ -315,8 +316,8 @@ func TestDeadBMCsDoNotStarveHealthyServers(t *testing.T) {
 		t.Fatalf("%d dead BMCs do not outnumber %d workers", dead, testOpts.Concurrency)
 	}
 	healthy := fleet.Take(t)
-	name := registerBMC(t, healthy, "starve-healthy")
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	name := fleet.RegisterBMC(t, healthy, "starve-healthy")
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	waitPower(t, name, metalv1alpha1.PowerStateOff, 30*time.Second)
 
 	graveyard := startGraveyard(t, dead, redfish.Faults{Hang: true})
@@ -326,8 +327,8 @@ func TestDeadBMCsDoNotStarveHealthyServers(t *testing.T) {
 	}
 	// Every dead server has had a pass fail on its BMC's first timeout.
 	parallel(dead, func(i int) {
-		eventually(t, 60*time.Second, "dead server "+servers[i]+" not ready", func() (bool, string) {
-			s := getServer(t, servers[i])
+		testenv.Eventually(t, 60*time.Second, "dead server "+servers[i]+" not ready", func() (bool, string) {
+			s := suite.Server(env, servers[i])
 			if s == nil {
 				return false, "no server"
 			}
@@ -355,7 +356,7 @@ func TestBMCPassIsBounded(t *testing.T) {
 	// The first pass adds the finalizer, the second talks to the BMC.
 	bound := testOpts.BMCRequestTimeout + 3*time.Second
 	start := time.Now()
-	eventually(t, bound, "slow BMC reported within its pass deadline", func() (bool, string) {
+	testenv.Eventually(t, bound, "slow BMC reported within its pass deadline", func() (bool, string) {
 		o := &metalv1alpha1.BMC{}
 		if err := env.Client.Get(ctx(), client.ObjectKey{Name: "slow-bmc"}, o); err != nil {
 			return false, err.Error()
@@ -370,10 +371,10 @@ func TestBMCPassIsBounded(t *testing.T) {
 // the pause is lifted ("metalhub move" relies on it for a fleet in transit).
 func TestPausedServerIsNotActedOn(t *testing.T) {
 	b := fleet.Take(t)
-	name := registerBMC(t, b, "paused")
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, time.Minute)
-	before := len(fleet.Records(b))
-	s := getServer(t, name)
+	name := fleet.RegisterBMC(t, b, "paused")
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, time.Minute)
+	before := len(fleet.BoxActions(b))
+	s := suite.Server(env, name)
 	if err := lifecycle.PatchMetadata(ctx(), env.Client, s, func(o client.Object) {
 		lifecycle.SetAnnotation(o, lifecycle.PausedAnnotation, "true")
 		lifecycle.SetAnnotation(o, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationForceOnServer)
@@ -381,17 +382,17 @@ func TestPausedServerIsNotActedOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 30 {
-		if got := fleet.Records(b)[before:]; len(got) > 0 {
+		if got := fleet.BoxActions(b)[before:]; len(got) > 0 {
 			t.Fatalf("a paused server was acted on: %+v", got)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if err := lifecycle.PatchMetadata(ctx(), env.Client, getServer(t, name), func(o client.Object) {
+	if err := lifecycle.PatchMetadata(ctx(), env.Client, suite.Server(env, name), func(o client.Object) {
 		lifecycle.RemoveAnnotation(o, lifecycle.PausedAnnotation)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the operation after the pause", func() (bool, string) {
-		return len(fleet.Records(b)) > before, "no BMC action yet"
+	testenv.Eventually(t, 30*time.Second, "the operation after the pause", func() (bool, string) {
+		return len(fleet.BoxActions(b)) > before, "no BMC action yet"
 	})
 }

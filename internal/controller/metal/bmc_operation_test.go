@@ -14,9 +14,10 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
-	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 func getBMC(t *testing.T, name string) *metalv1alpha1.BMC {
@@ -30,7 +31,7 @@ func getBMC(t *testing.T, name string) *metalv1alpha1.BMC {
 
 func annotateBMC(t *testing.T, name, key, value string) {
 	t.Helper()
-	eventually(t, 5*time.Second, "annotate BMC "+name, func() (bool, string) {
+	testenv.Eventually(t, 5*time.Second, "annotate BMC "+name, func() (bool, string) {
 		obj := &metalv1alpha1.BMC{}
 		if err := env.Client.Get(ctx(), client.ObjectKey{Name: name}, obj); err != nil {
 			return false, err.Error()
@@ -45,7 +46,7 @@ func annotateBMC(t *testing.T, name, key, value string) {
 // waitBMCOperationDone waits until neither the operation annotation nor an intent is left.
 func waitBMCOperationDone(t *testing.T, name string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, "BMC operation done", func() (bool, string) {
+	testenv.Eventually(t, timeout, "BMC operation done", func() (bool, string) {
 		obj := getBMC(t, name)
 		_, asked := obj.Annotations[metalv1alpha1.OperationAnnotation]
 		_, pending := obj.Annotations[intent.Annotation]
@@ -55,7 +56,7 @@ func waitBMCOperationDone(t *testing.T, name string, timeout time.Duration) {
 
 func managerResets(b *redfish.BMC, after time.Time) int {
 	n := 0
-	for _, r := range metaltest.Since(fleet.Records(b), after) {
+	for _, r := range suite.Since(fleet.BoxActions(b), after) {
 		if r.Action == redfish.ActionManagerReset {
 			n++
 		}
@@ -84,12 +85,12 @@ func eventReasons(t *testing.T, regarding string) []string {
 // BMC does not answer, and is carried out once, when it does.
 func TestBMCResetAskedWhileBMCHangsIsIssuedOnceItAnswers(t *testing.T) {
 	b := fleet.Take(t)
-	name := registerBMC(t, b, "bmchang")
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	name := fleet.RegisterBMC(t, b, "bmchang")
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	start := time.Now()
 	b.SetFaults(redfish.Faults{Hang: true})
 	annotateBMC(t, "bmchang", metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationGracefulRestartBMC)
-	eventually(t, 20*time.Second, "the hanging BMC reported not ready", func() (bool, string) {
+	testenv.Eventually(t, 20*time.Second, "the hanging BMC reported not ready", func() (bool, string) {
 		c := apimeta.FindStatusCondition(getBMC(t, "bmchang").Status.Conditions, metalv1alpha1.ConditionReady)
 		return c != nil && c.Status == metav1.ConditionFalse, fmt.Sprint(c)
 	})
@@ -134,8 +135,8 @@ func TestBMCResetLeftIssuingByACrashIsSettledByLastResetTime(t *testing.T) {
 			b := fleet.Take(t)
 			b.SetReportsLastResetTime(tc.reports)
 			bmcName := "bmccrash" + strconv.Itoa(k)
-			name := registerBMC(t, b, bmcName)
-			waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+			name := fleet.RegisterBMC(t, b, bmcName)
+			suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 			waitBMCReady(t, bmcName, "True/"+metalv1alpha1.ReasonConnected)
 			if tc.reports && getBMC(t, bmcName).Status.LastResetTime == nil {
 				t.Errorf("status.lastResetTime not reported")
@@ -163,8 +164,8 @@ func TestBMCResetLeftIssuingByACrashIsSettledByLastResetTime(t *testing.T) {
 // slow BMC never does.
 func TestBMCResetOnASlowBMC(t *testing.T) {
 	b := fleet.Take(t)
-	name := registerBMC(t, b, "bmcslow")
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	name := fleet.RegisterBMC(t, b, "bmcslow")
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	waitBMCReady(t, "bmcslow", "True/"+metalv1alpha1.ReasonConnected)
 	// Each answer takes 15% of the request timeout: the inspection (the manager's chain of
 	// four reads beside the systems') answers in time, with less than half the deadline left.

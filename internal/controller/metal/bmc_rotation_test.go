@@ -10,9 +10,10 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
-	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 func bmcSecret(t *testing.T, name string) *metalv1alpha1.BMCSecret {
@@ -29,18 +30,18 @@ func bmcSecret(t *testing.T, name string) *metalv1alpha1.BMCSecret {
 // aside, and the next pass proves it and commits it. Access is never lost.
 func TestRotationCutOffAfterTheBMCTookThePassword(t *testing.T) {
 	b := fleet.Take(t)
-	name := registerBMC(t, b, "rotcut")
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	name := fleet.RegisterBMC(t, b, "rotcut")
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	const next = "Next-pass.2026"
 	user, _ := b.Credentials()
-	eventually(t, 5*time.Second, "pending password written", func() (bool, string) {
+	testenv.Eventually(t, 5*time.Second, "pending password written", func() (bool, string) {
 		sec := bmcSecret(t, "rotcut")
 		sec.SetValue(metalv1alpha1.BMCSecretPendingPasswordKey, next)
 		err := env.Client.Update(ctx(), sec)
 		return err == nil, fmt.Sprint(err)
 	})
 	b.SetCredentials(user, next) // what the lost pass had sent
-	eventually(t, 20*time.Second, "the new password committed", func() (bool, string) {
+	testenv.Eventually(t, 20*time.Second, "the new password committed", func() (bool, string) {
 		sec := bmcSecret(t, "rotcut")
 		pass, _ := sec.Value(metalv1alpha1.BMCSecretPasswordKey)
 		_, pending := sec.Value(metalv1alpha1.BMCSecretPendingPasswordKey)
@@ -55,10 +56,10 @@ func TestRotationCutOffAfterTheBMCTookThePassword(t *testing.T) {
 // Nothing is sent for a rotation whose BMCSecret is immutable: a Warning says why.
 func TestRotationOfAnImmutableSecretIsRefused(t *testing.T) {
 	b := fleet.Take(t)
-	name := registerBMC(t, b, "rotimm")
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	name := fleet.RegisterBMC(t, b, "rotimm")
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	yes := true
-	eventually(t, 5*time.Second, "secret made immutable", func() (bool, string) {
+	testenv.Eventually(t, 5*time.Second, "secret made immutable", func() (bool, string) {
 		sec := bmcSecret(t, "rotimm")
 		sec.Immutable = &yes
 		err := env.Client.Update(ctx(), sec)
@@ -72,7 +73,7 @@ func TestRotationOfAnImmutableSecretIsRefused(t *testing.T) {
 	if _, after := b.Credentials(); after != before {
 		t.Fatal("the BMC's password changed")
 	}
-	if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
+	if recs := suite.Since(fleet.BoxActions(b), start); len(recs) != 0 {
 		t.Fatalf("BMC actions %v", bootActions(recs))
 	}
 }
@@ -88,7 +89,7 @@ func TestRotationNeverReachesAnotherBMC(t *testing.T) {
 	t.Cleanup(func() { own.AnswerAs(nil) })
 	annotateBMC(t, "rotaddr", metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationRotateCredentials)
 	waitBMCOperationDone(t, "rotaddr", 10*time.Second)
-	eventually(t, 15*time.Second, "the BMC reports the other machine", func() (bool, string) {
+	testenv.Eventually(t, 15*time.Second, "the BMC reports the other machine", func() (bool, string) {
 		c := apimeta.FindStatusCondition(getBMC(t, "rotaddr").Status.Conditions, metalv1alpha1.ConditionReady)
 		return c != nil && c.Reason == metalv1alpha1.ReasonIdentityMismatch, fmt.Sprint(c)
 	})
@@ -116,8 +117,8 @@ func TestRotationNeverReachesAnotherBMC(t *testing.T) {
 func bmcAtAStrangersAddress(t *testing.T, name string) (own, stranger *redfish.BMC) {
 	t.Helper()
 	own, stranger = fleet.Take(t), fleet.Take(t)
-	server := registerBMC(t, own, name)
-	waitState(t, server, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	server := fleet.RegisterBMC(t, own, name)
+	suite.WaitServerState(t, env, server, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	stranger.SetCredentials(own.Credentials())
 	return own, stranger
 }
@@ -128,20 +129,20 @@ func twoBMCsOnOneSecret(t *testing.T, name string) (first, second *redfish.BMC) 
 	t.Helper()
 	first, second = fleet.Take(t), fleet.Take(t)
 	second.SetCredentials(first.Credentials())
-	s1 := registerBMC(t, first, name)
-	obj := metaltest.BMCObject(second, name+"-b")
+	s1 := fleet.RegisterBMC(t, first, name)
+	obj := suite.BMCObject(second, name+"-b")
 	obj.Spec.BMCSecretRef.Name = name
 	if err := env.Client.Create(ctx(), obj); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, s1, metalv1alpha1.ServerStateAvailable, 30*time.Second)
-	waitState(t, bmccontroller.ServerName(name+"-b", second.SystemIDs()[0]), metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	suite.WaitServerState(t, env, s1, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	suite.WaitServerState(t, env, bmccontroller.ServerName(name+"-b", second.SystemIDs()[0]), metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	return first, second
 }
 
 func waitConnected(t *testing.T, name string) {
 	t.Helper()
-	eventually(t, 15*time.Second, name+" connected", func() (bool, string) {
+	testenv.Eventually(t, 15*time.Second, name+" connected", func() (bool, string) {
 		c := apimeta.FindStatusCondition(getBMC(t, name).Status.Conditions, metalv1alpha1.ConditionReady)
 		return c != nil && c.Status == "True", fmt.Sprint(c)
 	})
@@ -183,7 +184,7 @@ func TestAPendingRotationIsOnlyItsOwnBMCs(t *testing.T) {
 	first, second := twoBMCsOnOneSecret(t, "rotown")
 	_, pass := first.Credentials()
 	start := time.Now()
-	eventually(t, 5*time.Second, "pending password written for the first BMC", func() (bool, string) {
+	testenv.Eventually(t, 5*time.Second, "pending password written for the first BMC", func() (bool, string) {
 		sec := bmcSecret(t, "rotown")
 		sec.SetValue(metalv1alpha1.BMCSecretPendingPasswordKey, "Not-for-you.2026")
 		lifecycle.SetAnnotation(sec, bmccontroller.RotationForAnnotation, "rotown")
@@ -192,7 +193,7 @@ func TestAPendingRotationIsOnlyItsOwnBMCs(t *testing.T) {
 	})
 	annotateBMC(t, "rotown-b", "test/poke", start.Format(time.RFC3339Nano)) // a pass of the other BMC
 	waitConnected(t, "rotown-b")
-	eventually(t, 15*time.Second, "the rotation withdrawn, the Secret as it was", func() (bool, string) {
+	testenv.Eventually(t, 15*time.Second, "the rotation withdrawn, the Secret as it was", func() (bool, string) {
 		sec := bmcSecret(t, "rotown")
 		p, _ := sec.Value(metalv1alpha1.BMCSecretPasswordKey)
 		_, pending := sec.Value(metalv1alpha1.BMCSecretPendingPasswordKey)

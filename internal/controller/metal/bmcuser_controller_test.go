@@ -15,13 +15,14 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcuser"
-	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 func accountActions(b *redfish.BMC, start time.Time) []string {
 	var out []string
-	for _, r := range metaltest.Since(fleet.Records(b), start) {
+	for _, r := range suite.Since(fleet.BoxActions(b), start) {
 		switch r.Action {
 		case redfish.ActionAccountCreate, redfish.ActionAccountPassword, redfish.ActionAccountDelete:
 			out = append(out, r.Action+":"+r.Account)
@@ -44,7 +45,7 @@ func hasAccount(b *redfish.BMC, user string) bool {
 // account off the BMC.
 func TestBMCUserKeepsItsAccount(t *testing.T) {
 	b := fleet.Take(t)
-	registerBMC(t, b, "bmcuser")
+	fleet.RegisterBMC(t, b, "bmcuser")
 	start := time.Now()
 	sec := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "bmcuser-ops"},
 		StringData: map[string]string{"username": "ops", "password": "First-pass1"}}
@@ -59,7 +60,7 @@ func TestBMCUserKeepsItsAccount(t *testing.T) {
 	}
 	ready := func() {
 		t.Helper()
-		eventually(t, 20*time.Second, "BMCUser Ready", func() (bool, string) {
+		testenv.Eventually(t, 20*time.Second, "BMCUser Ready", func() (bool, string) {
 			got := &metalv1alpha1.BMCUser{}
 			if err := env.Client.Get(ctx(), client.ObjectKey{Name: "ops"}, got); err != nil {
 				return false, err.Error()
@@ -76,7 +77,7 @@ func TestBMCUserKeepsItsAccount(t *testing.T) {
 		t.Fatal("the account does not open the BMC with its BMCSecret's password")
 	}
 	// Another pass (a label) sends nothing.
-	eventually(t, 5*time.Second, "label", func() (bool, string) {
+	testenv.Eventually(t, 5*time.Second, "label", func() (bool, string) {
 		got := &metalv1alpha1.BMCUser{}
 		_ = env.Client.Get(ctx(), client.ObjectKey{Name: "ops"}, got)
 		got.Labels = map[string]string{"touched": "yes"}
@@ -85,13 +86,13 @@ func TestBMCUserKeepsItsAccount(t *testing.T) {
 	})
 	ready()
 
-	eventually(t, 5*time.Second, "new password", func() (bool, string) {
+	testenv.Eventually(t, 5*time.Second, "new password", func() (bool, string) {
 		s := bmcSecret(t, "bmcuser-ops")
 		s.StringData["password"] = "Second-pass2"
 		err := env.Client.Update(ctx(), s)
 		return err == nil, fmt.Sprint(err)
 	})
-	eventually(t, 20*time.Second, "new password on the BMC", func() (bool, string) {
+	testenv.Eventually(t, 20*time.Second, "new password on the BMC", func() (bool, string) {
 		return b.CanLogin("ops", "Second-pass2"), fmt.Sprint(accountActions(b, start))
 	})
 	if got := fmt.Sprint(accountActions(b, start)); got != "[AccountCreate:ops AccountPassword:ops]" {
@@ -100,7 +101,7 @@ func TestBMCUserKeepsItsAccount(t *testing.T) {
 	if err := env.Client.Delete(ctx(), u); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "BMCUser gone", func() (bool, string) {
+	testenv.Eventually(t, 20*time.Second, "BMCUser gone", func() (bool, string) {
 		err := env.Client.Get(ctx(), client.ObjectKey{Name: "ops"}, &metalv1alpha1.BMCUser{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
@@ -116,7 +117,7 @@ func TestBMCUserKeepsItsAccount(t *testing.T) {
 // every rotationPeriod: written aside first, then set, then committed.
 func TestBMCUserGeneratedAndRotatedPassword(t *testing.T) {
 	b := fleet.Take(t)
-	registerBMC(t, b, "bmcrot")
+	fleet.RegisterBMC(t, b, "bmcrot")
 	u := &metalv1alpha1.BMCUser{ObjectMeta: metav1.ObjectMeta{Name: "rot"}, Spec: metalv1alpha1.BMCUserSpec{
 		UserName: "auto", RoleID: "ReadOnly", BMCRef: &corev1.LocalObjectReference{Name: "bmcrot"},
 		RotationPeriod: &metav1.Duration{Duration: 2 * time.Second}}}
@@ -132,11 +133,11 @@ func TestBMCUserGeneratedAndRotatedPassword(t *testing.T) {
 		return v
 	}
 	var first string
-	eventually(t, 20*time.Second, "generated password on the BMC", func() (bool, string) {
+	testenv.Eventually(t, 20*time.Second, "generated password on the BMC", func() (bool, string) {
 		first = password()
 		return first != "" && b.CanLogin("auto", first), "password " + fmt.Sprint(first != "")
 	})
-	eventually(t, 20*time.Second, "password rotated", func() (bool, string) {
+	testenv.Eventually(t, 20*time.Second, "password rotated", func() (bool, string) {
 		p := password()
 		return p != "" && p != first && b.CanLogin("auto", p), "same password"
 	})
@@ -147,7 +148,7 @@ func TestBMCUserGeneratedAndRotatedPassword(t *testing.T) {
 	if err := env.Client.Delete(ctx(), u); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "account removed", func() (bool, string) { return !hasAccount(b, "auto"), "" })
+	testenv.Eventually(t, 20*time.Second, "account removed", func() (bool, string) { return !hasAccount(b, "auto"), "" })
 }
 
 // A BMCUser whose BMC's address reaches another BMC (same factory credentials) creates no
@@ -162,7 +163,7 @@ func TestBMCUserNeverReachesAnotherBMC(t *testing.T) {
 	if err := env.Client.Create(ctx(), u); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "refused", func() (bool, string) {
+	testenv.Eventually(t, 20*time.Second, "refused", func() (bool, string) {
 		got := &metalv1alpha1.BMCUser{}
 		_ = env.Client.Get(ctx(), client.ObjectKey{Name: "addr"}, got)
 		c := apimeta.FindStatusCondition(got.Status.Conditions, metalv1alpha1.ConditionReady)
@@ -172,11 +173,11 @@ func TestBMCUserNeverReachesAnotherBMC(t *testing.T) {
 		t.Fatalf("sent to the other BMC: %v", got)
 	}
 	own.AnswerAs(nil)
-	eventually(t, 30*time.Second, "account on its own BMC", func() (bool, string) { return hasAccount(own, "guest"), "" })
+	testenv.Eventually(t, 30*time.Second, "account on its own BMC", func() (bool, string) { return hasAccount(own, "guest"), "" })
 	if err := env.Client.Delete(ctx(), u); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "account removed", func() (bool, string) { return !hasAccount(own, "guest"), "" })
+	testenv.Eventually(t, 20*time.Second, "account removed", func() (bool, string) { return !hasAccount(own, "guest"), "" })
 }
 
 // present reports whether user has an account on b at all, enabled or not.
@@ -192,7 +193,7 @@ func present(b *redfish.BMC, user string) bool {
 // editBMCUser changes a BMCUser's spec, retrying on conflicts with the controller's writes.
 func editBMCUser(t *testing.T, name string, edit func(*metalv1alpha1.BMCUserSpec)) {
 	t.Helper()
-	eventually(t, 10*time.Second, "edit BMCUser "+name, func() (bool, string) {
+	testenv.Eventually(t, 10*time.Second, "edit BMCUser "+name, func() (bool, string) {
 		u := &metalv1alpha1.BMCUser{}
 		if err := env.Client.Get(ctx(), client.ObjectKey{Name: name}, u); err != nil {
 			return false, err.Error()
@@ -208,7 +209,7 @@ func deleteBMCUser(t *testing.T, name string) {
 	if err := env.Client.Delete(ctx(), &metalv1alpha1.BMCUser{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "BMCUser "+name+" gone", func() (bool, string) {
+	testenv.Eventually(t, 30*time.Second, "BMCUser "+name+" gone", func() (bool, string) {
 		err := env.Client.Get(ctx(), client.ObjectKey{Name: name}, &metalv1alpha1.BMCUser{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
@@ -218,22 +219,22 @@ func deleteBMCUser(t *testing.T, name string) {
 // follows the new name, and deleting the BMCUser leaves neither.
 func TestBMCUserRenameRemovesTheOldAccount(t *testing.T) {
 	b := fleet.Take(t)
-	registerBMC(t, b, "bmcren")
+	fleet.RegisterBMC(t, b, "bmcren")
 	start := time.Now()
 	u := &metalv1alpha1.BMCUser{ObjectMeta: metav1.ObjectMeta{Name: "ren"}, Spec: metalv1alpha1.BMCUserSpec{
 		UserName: "old-name", BMCRef: &corev1.LocalObjectReference{Name: "bmcren"}}}
 	if err := env.Client.Create(ctx(), u); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "old-name on the BMC", func() (bool, string) { return hasAccount(b, "old-name"), "" })
+	testenv.Eventually(t, 30*time.Second, "old-name on the BMC", func() (bool, string) { return hasAccount(b, "old-name"), "" })
 	editBMCUser(t, "ren", func(s *metalv1alpha1.BMCUserSpec) { s.UserName = "new-name" })
-	eventually(t, 30*time.Second, "renamed on the BMC", func() (bool, string) {
+	testenv.Eventually(t, 30*time.Second, "renamed on the BMC", func() (bool, string) {
 		return hasAccount(b, "new-name") && !present(b, "old-name"), fmt.Sprint(b.Accounts())
 	})
 	if got, want := fmt.Sprint(accountActions(b, start)), "[AccountCreate:old-name AccountDelete:old-name AccountCreate:new-name]"; got != want {
 		t.Errorf("account actions %s, want %s", got, want)
 	}
-	eventually(t, 10*time.Second, "generated BMCSecret names the new account", func() (bool, string) {
+	testenv.Eventually(t, 10*time.Second, "generated BMCSecret names the new account", func() (bool, string) {
 		s := bmcSecret(t, "bmcuser-ren")
 		user, _ := s.Value(metalv1alpha1.BMCSecretUsernameKey)
 		pw, _ := s.Value(metalv1alpha1.BMCSecretPasswordKey)
@@ -249,16 +250,16 @@ func TestBMCUserRenameRemovesTheOldAccount(t *testing.T) {
 // removes the account on the new one.
 func TestBMCUserMovedRemovesTheAccountFromTheOldBMC(t *testing.T) {
 	from, to := fleet.Take(t), fleet.Take(t)
-	registerBMC(t, from, "bmcmovefrom")
-	registerBMC(t, to, "bmcmoveto")
+	fleet.RegisterBMC(t, from, "bmcmovefrom")
+	fleet.RegisterBMC(t, to, "bmcmoveto")
 	u := &metalv1alpha1.BMCUser{ObjectMeta: metav1.ObjectMeta{Name: "mover"}, Spec: metalv1alpha1.BMCUserSpec{
 		UserName: "mover", BMCRef: &corev1.LocalObjectReference{Name: "bmcmovefrom"}}}
 	if err := env.Client.Create(ctx(), u); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "account on the first BMC", func() (bool, string) { return hasAccount(from, "mover"), "" })
+	testenv.Eventually(t, 30*time.Second, "account on the first BMC", func() (bool, string) { return hasAccount(from, "mover"), "" })
 	editBMCUser(t, "mover", func(s *metalv1alpha1.BMCUserSpec) { s.BMCRef.Name = "bmcmoveto" })
-	eventually(t, 30*time.Second, "account moved", func() (bool, string) {
+	testenv.Eventually(t, 30*time.Second, "account moved", func() (bool, string) {
 		return hasAccount(to, "mover") && !present(from, "mover"), fmt.Sprintf("from %v, to %v", from.Accounts(), to.Accounts())
 	})
 	deleteBMCUser(t, "mover")
@@ -273,20 +274,20 @@ func TestBMCUserMovedRemovesTheAccountFromTheOldBMC(t *testing.T) {
 func TestBMCUserDeletionRemovesEveryAccountItMade(t *testing.T) {
 	own, stranger := bmcAtAStrangersAddress(t, "bmcdelown")
 	other := fleet.Take(t)
-	registerBMC(t, other, "bmcdelother")
+	fleet.RegisterBMC(t, other, "bmcdelother")
 	start := time.Now()
 	u := &metalv1alpha1.BMCUser{ObjectMeta: metav1.ObjectMeta{Name: "leaver"}, Spec: metalv1alpha1.BMCUserSpec{
 		UserName: "leaver", BMCRef: &corev1.LocalObjectReference{Name: "bmcdelown"}}}
 	if err := env.Client.Create(ctx(), u); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "account on its BMC", func() (bool, string) { return hasAccount(own, "leaver"), "" })
+	testenv.Eventually(t, 30*time.Second, "account on its BMC", func() (bool, string) { return hasAccount(own, "leaver"), "" })
 	own.AnswerAs(stranger)
 	t.Cleanup(func() { own.AnswerAs(nil) })
 	editBMCUser(t, "leaver", func(s *metalv1alpha1.BMCUserSpec) { s.BMCRef.Name = "bmcdelother" })
 	refused := func(what string) {
 		t.Helper()
-		eventually(t, 30*time.Second, what, func() (bool, string) {
+		testenv.Eventually(t, 30*time.Second, what, func() (bool, string) {
 			got := &metalv1alpha1.BMCUser{}
 			_ = env.Client.Get(ctx(), client.ObjectKey{Name: "leaver"}, got)
 			c := apimeta.FindStatusCondition(got.Status.Conditions, metalv1alpha1.ConditionReady)
@@ -310,7 +311,7 @@ func TestBMCUserDeletionRemovesEveryAccountItMade(t *testing.T) {
 		t.Fatalf("the BMCUser went with its account still on BMC bmcdelown: %v", err)
 	}
 	own.AnswerAs(nil)
-	eventually(t, 30*time.Second, "BMCUser gone", func() (bool, string) {
+	testenv.Eventually(t, 30*time.Second, "BMCUser gone", func() (bool, string) {
 		err := env.Client.Get(ctx(), client.ObjectKey{Name: "leaver"}, &metalv1alpha1.BMCUser{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
@@ -326,7 +327,7 @@ func TestBMCUserDeletionRemovesEveryAccountItMade(t *testing.T) {
 // message quotes it (as the Redfish base registry's PropertyValueFormatError does).
 func TestBMCUserPasswordNeverReported(t *testing.T) {
 	b := fleet.Take(t)
-	registerBMC(t, b, "bmcpwleak")
+	fleet.RegisterBMC(t, b, "bmcpwleak")
 	const pw = "Xq7-pw" // shorter than the BMC's policy allows
 	sec := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "bmcuser-leak"},
 		StringData: map[string]string{"username": "leak", "password": pw}}
@@ -340,7 +341,7 @@ func TestBMCUserPasswordNeverReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	var msg string
-	eventually(t, 30*time.Second, "refused by the BMC", func() (bool, string) {
+	testenv.Eventually(t, 30*time.Second, "refused by the BMC", func() (bool, string) {
 		got := &metalv1alpha1.BMCUser{}
 		_ = env.Client.Get(ctx(), client.ObjectKey{Name: "leak"}, got)
 		c := apimeta.FindStatusCondition(got.Status.Conditions, metalv1alpha1.ConditionReady)

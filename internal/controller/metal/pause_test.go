@@ -9,14 +9,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 // setPause sets (value) or removes ("") the pause annotation of an object.
 func setPause(t *testing.T, o client.Object, value string) {
 	t.Helper()
-	eventually(t, 5*time.Second, "pause "+o.GetName(), func() (bool, string) {
+	testenv.Eventually(t, 5*time.Second, "pause "+o.GetName(), func() (bool, string) {
 		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(o), o); err != nil {
 			return false, err.Error()
 		}
@@ -35,14 +36,14 @@ func setPause(t *testing.T, o client.Object, value string) {
 // not a claim naming it, not one selecting any server.
 func TestPausedServerIsAcknowledgedAndNeverBound(t *testing.T) {
 	name, _ := availableServer(t, "pause-bind")
-	s := getServer(t, name)
+	s := suite.Server(env, name)
 	setPause(t, s, "move-1")
-	eventually(t, 30*time.Second, "the pause acknowledged", func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, 30*time.Second, "the pause acknowledged", func() (bool, string) {
+		s := suite.Server(env, name)
 		return s.Annotations[lifecycle.PauseAckAnnotation] == "move-1", fmt.Sprint(s.Annotations)
 	})
 	claim := claimServer(t, name, "pause-bind-claim", metalv1alpha1.PowerOn)
-	eventually(t, 15*time.Second, "the claim refused with the reason", func() (bool, string) {
+	testenv.Eventually(t, 15*time.Second, "the claim refused with the reason", func() (bool, string) {
 		c := &metalv1alpha1.ServerClaim{}
 		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(claim), c); err != nil {
 			return false, err.Error()
@@ -50,11 +51,11 @@ func TestPausedServerIsAcknowledgedAndNeverBound(t *testing.T) {
 		cond := apimeta.FindStatusCondition(c.Status.Conditions, metalv1alpha1.ConditionBound)
 		return cond != nil && cond.Reason == metalv1alpha1.ReasonServerNotClaimable, fmt.Sprintf("%+v", c.Status.Conditions)
 	})
-	if s := getServer(t, name); s.Spec.ServerClaimRef != nil {
+	if s := suite.Server(env, name); s.Spec.ServerClaimRef != nil {
 		t.Fatalf("a paused server was bound: %+v", s.Spec.ServerClaimRef)
 	}
 	setPause(t, s, "")
-	waitState(t, name, metalv1alpha1.ServerStateReserved, 30*time.Second)
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateReserved, 30*time.Second)
 }
 
 // Pausing a BMC pauses its Servers: a claimed server whose claim asks for power Off is not
@@ -68,7 +69,7 @@ func TestPausedBMCPausesItsServers(t *testing.T) {
 	setClaimPower(t, claim, metalv1alpha1.PowerOff)
 	watch := time.Now().Add(5 * time.Second)
 	for time.Now().Before(watch) {
-		if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
+		if recs := suite.Since(fleet.BoxActions(b), start); len(recs) != 0 {
 			t.Fatalf("a server of a paused BMC was acted on: %+v", recs)
 		}
 		time.Sleep(200 * time.Millisecond) // the window being watched, not a synchronisation

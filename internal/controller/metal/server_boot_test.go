@@ -12,10 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 // bootActions writes a BMC's records as the boot tests read them: power and boot overrides as
@@ -33,7 +33,7 @@ func bootActions(recs []redfish.Record) []string {
 			}
 			out = append(out, b)
 		default:
-			out = append(out, metaltest.ResetTypes([]redfish.Record{r})...)
+			out = append(out, suite.ResetTypes([]redfish.Record{r})...)
 		}
 	}
 	return out
@@ -66,14 +66,14 @@ func takeBMCWhere(t *testing.T, ok func(*redfish.BMC) bool) *redfish.BMC {
 func availableOn(t *testing.T, b *redfish.BMC, name string) string {
 	t.Helper()
 	server := registerLabeled(t, b, name, nil)
-	waitState(t, server, metalv1alpha1.ServerStateAvailable, 60*time.Second)
+	suite.WaitServerState(t, env, server, metalv1alpha1.ServerStateAvailable, 60*time.Second)
 	waitPower(t, server, metalv1alpha1.PowerStateOff, 20*time.Second)
 	return server
 }
 
 func wantActions(t *testing.T, b *redfish.BMC, start time.Time, want string) {
 	t.Helper()
-	if got := fmt.Sprint(bootActions(metaltest.Since(fleet.Records(b), start))); got != want {
+	if got := fmt.Sprint(bootActions(suite.Since(fleet.BoxActions(b), start))); got != want {
 		t.Errorf("BMC actions %s, want %s", got, want)
 	}
 }
@@ -90,7 +90,7 @@ func TestClaimBootsFromVirtualMedia(t *testing.T) {
 	waitClaim(t, "default", "vmboot", "Bound/Bound", 20*time.Second)
 	waitSystemPower(t, b, redfish.PowerOn, 10*time.Second)
 	waitPower(t, server, metalv1alpha1.PowerStateOn, 10*time.Second)
-	if got := getServer(t, server).Annotations[serverstate.MediaAnnotation]; got != iso {
+	if got := suite.Server(env, server).Annotations[serverstate.MediaAnnotation]; got != iso {
 		t.Fatalf("media record %q, want %q", got, iso)
 	}
 	wantActions(t, b, start, "[InsertMedia:"+iso+" Boot:Cd/Once On]")
@@ -98,7 +98,7 @@ func TestClaimBootsFromVirtualMedia(t *testing.T) {
 	if err := env.Client.Delete(ctx(), getClaim("default", "vmboot")); err != nil {
 		t.Fatal(err)
 	}
-	s := waitState(t, server, metalv1alpha1.ServerStateAvailable, 20*time.Second)
+	s := suite.WaitServerState(t, env, server, metalv1alpha1.ServerStateAvailable, 20*time.Second)
 	if s.Annotations[serverstate.MediaAnnotation] != "" {
 		t.Errorf("released server keeps the media record %q", s.Annotations[serverstate.MediaAnnotation])
 	}
@@ -107,7 +107,7 @@ func TestClaimBootsFromVirtualMedia(t *testing.T) {
 			t.Errorf("medium %s still inserted after the claim went: %s", m.ID, m.Image)
 		}
 	}
-	acts := bootActions(metaltest.Since(fleet.Records(b), start))
+	acts := bootActions(suite.Since(fleet.BoxActions(b), start))
 	if len(acts) < 2 || acts[len(acts)-1] != "EjectMedia:"+iso {
 		t.Errorf("BMC actions %v, want the release to end with the eject", acts)
 	}
@@ -154,22 +154,22 @@ func TestUnsupportedBootMethodIsAConditionNotAPXEBoot(t *testing.T) {
 			start := time.Now()
 			bootClaim(t, server, tc.name, tc.method, tc.uri)
 			waitClaim(t, "default", tc.name, "Bound/Bound", 20*time.Second)
-			eventually(t, 20*time.Second, "BootMethod condition", func() (bool, string) {
-				s := getServer(t, server)
+			testenv.Eventually(t, 20*time.Second, "BootMethod condition", func() (bool, string) {
+				s := suite.Server(env, server)
 				c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionBootMethod)
 				if c == nil {
 					return false, "none"
 				}
 				return c.Status == metav1.ConditionFalse && c.Reason == metalv1alpha1.ReasonBootMethodUnsupported, c.Reason + ": " + c.Message
 			})
-			eventually(t, 10*time.Second, "the claim shows it", func() (bool, string) {
+			testenv.Eventually(t, 10*time.Second, "the claim shows it", func() (bool, string) {
 				c := apimeta.FindStatusCondition(getClaim("default", tc.name).Status.Conditions, metalv1alpha1.ConditionBootMethod)
 				return c != nil && c.Reason == metalv1alpha1.ReasonBootMethodUnsupported, fmt.Sprint(c)
 			})
-			if acts := bootActions(metaltest.Since(fleet.Records(b), start)); len(acts) != 0 {
+			if acts := bootActions(suite.Since(fleet.BoxActions(b), start)); len(acts) != 0 {
 				t.Errorf("BMC actions %v, want none", acts)
 			}
-			if s := getServer(t, server); s.Annotations[serverstate.MediaAnnotation] != "" {
+			if s := suite.Server(env, server); s.Annotations[serverstate.MediaAnnotation] != "" {
 				t.Errorf("media recorded for a BMC without virtual media: %q", s.Annotations[serverstate.MediaAnnotation])
 			}
 			if err := env.Client.Delete(ctx(), getClaim("default", tc.name)); err != nil {
@@ -210,17 +210,17 @@ func TestUserFixableBootProblemIsNotAReconcileError(t *testing.T) {
 			server := availableOn(t, b, tc.name)
 			start := time.Now()
 			bootClaim(t, server, tc.name, tc.method, tc.uri)
-			eventually(t, 20*time.Second, "BootMethod condition", func() (bool, string) {
-				c := apimeta.FindStatusCondition(getServer(t, server).Status.Conditions, metalv1alpha1.ConditionBootMethod)
+			testenv.Eventually(t, 20*time.Second, "BootMethod condition", func() (bool, string) {
+				c := apimeta.FindStatusCondition(suite.Server(env, server).Status.Conditions, metalv1alpha1.ConditionBootMethod)
 				return c != nil && c.Reason == tc.reason, fmt.Sprint(c)
 			})
-			c := apimeta.FindStatusCondition(getServer(t, server).Status.Conditions, metalv1alpha1.ConditionBootMethod)
+			c := apimeta.FindStatusCondition(suite.Server(env, server).Status.Conditions, metalv1alpha1.ConditionBootMethod)
 			if !strings.Contains(c.Message, tc.says) {
 				t.Errorf("condition message %q does not say %q", c.Message, tc.says)
 			}
 			// Several retry intervals' worth of passes: none of them may fail.
 			deadline := time.Now().Add(6 * testOpts.RetryAfter)
-			eventually(t, 10*time.Second, "a few calm passes", func() (bool, string) {
+			testenv.Eventually(t, 10*time.Second, "a few calm passes", func() (bool, string) {
 				if n := reconcileErrors.Count("server", "", server); n > 0 {
 					t.Fatalf("%d server passes failed with a Reconciler error", n)
 				}
@@ -229,15 +229,15 @@ func TestUserFixableBootProblemIsNotAReconcileError(t *testing.T) {
 			if got := warnings(t, server, tc.reason); got != 1 {
 				t.Errorf("%d %s events, want 1", got, tc.reason)
 			}
-			if acts := bootActions(metaltest.Since(fleet.Records(b), start)); len(acts) != 0 {
+			if acts := bootActions(suite.Since(fleet.BoxActions(b), start)); len(acts) != 0 {
 				t.Errorf("BMC actions %v, want none", acts)
 			}
 
 			b.ClearFaults()
 			waitSystemPower(t, b, redfish.PowerOn, 10*time.Second)
 			wantActions(t, b, start, tc.booted)
-			eventually(t, 10*time.Second, "BootMethod condition gone", func() (bool, string) {
-				c := apimeta.FindStatusCondition(getServer(t, server).Status.Conditions, metalv1alpha1.ConditionBootMethod)
+			testenv.Eventually(t, 10*time.Second, "BootMethod condition gone", func() (bool, string) {
+				c := apimeta.FindStatusCondition(suite.Server(env, server).Status.Conditions, metalv1alpha1.ConditionBootMethod)
 				return c == nil, fmt.Sprint(c)
 			})
 			if n := reconcileErrors.Count("server", "", server); n > 0 {
@@ -283,12 +283,12 @@ func TestStatusWipeMidVirtualMediaBoot(t *testing.T) {
 	defer b.SetPowerDelay(powerDelay)
 	start := time.Now()
 	bootClaim(t, server, "vmwipe", metalv1alpha1.BootMethodVirtualMedia, iso)
-	eventually(t, 20*time.Second, "powering on from the medium", func() (bool, string) {
+	testenv.Eventually(t, 20*time.Second, "powering on from the medium", func() (bool, string) {
 		st := systemOf(b).PowerState()
 		return st == redfish.PowerPoweringOn, st
 	})
-	eventually(t, 5*time.Second, "status wiped", func() (bool, string) {
-		s := getServer(t, server) // the controller writes too: again on a conflict
+	testenv.Eventually(t, 5*time.Second, "status wiped", func() (bool, string) {
+		s := suite.Server(env, server) // the controller writes too: again on a conflict
 		s.Status = metalv1alpha1.ServerStatus{}
 		err := testenv.WriteStatus(ctx(), env.Client, s)
 		return err == nil, fmt.Sprint(err)
@@ -297,14 +297,14 @@ func TestStatusWipeMidVirtualMediaBoot(t *testing.T) {
 		t.Fatalf("the wipe came after the power-on settled (%s): raise the power delay", st)
 	}
 	waitSystemPower(t, b, redfish.PowerOn, 10*time.Second)
-	waitState(t, server, metalv1alpha1.ServerStateReserved, 10*time.Second)
+	suite.WaitServerState(t, env, server, metalv1alpha1.ServerStateReserved, 10*time.Second)
 	waitPower(t, server, metalv1alpha1.PowerStateOn, 10*time.Second)
 	wantActions(t, b, start, "[InsertMedia:"+iso+" Boot:Cd/Once On]")
 	if err := env.Client.Delete(ctx(), getClaim("default", "vmwipe")); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, server, metalv1alpha1.ServerStateAvailable, 30*time.Second)
-	if acts := bootActions(metaltest.Since(fleet.Records(b), start)); !strings.HasPrefix(acts[len(acts)-1], "EjectMedia:") {
+	suite.WaitServerState(t, env, server, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	if acts := bootActions(suite.Since(fleet.BoxActions(b), start)); !strings.HasPrefix(acts[len(acts)-1], "EjectMedia:") {
 		t.Errorf("BMC actions %v, want the release to eject the medium", acts)
 	}
 }

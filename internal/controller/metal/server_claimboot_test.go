@@ -9,10 +9,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 // A claim whose configuration network-boots only the first power-on (networkBoot FirstPowerOn):
@@ -39,8 +40,8 @@ func TestClaimNetworkBootsOnlyTheFirstPowerOn(t *testing.T) {
 	}
 	recorded := func(what string) {
 		t.Helper()
-		eventually(t, 10*time.Second, what, func() (bool, string) {
-			v := getServer(t, names[0]).Annotations[serverstate.ClaimBootAnnotation]
+		testenv.Eventually(t, 10*time.Second, what, func() (bool, string) {
+			v := suite.Server(env, names[0]).Annotations[serverstate.ClaimBootAnnotation]
 			return v == string(sbc.UID), v
 		})
 	}
@@ -62,13 +63,13 @@ func TestClaimNetworkBootsOnlyTheFirstPowerOn(t *testing.T) {
 	recorded("record rewritten from the running box")
 	offAndOn()
 
-	if got := fmt.Sprint(metaltest.ResetTypes(metaltest.Since(fleet.Records(bmcs[0]), start))); got != "[Boot:Pxe/Once On GracefulShutdown On GracefulShutdown On]" {
+	if got := fmt.Sprint(suite.ResetTypes(suite.Since(fleet.BoxActions(bmcs[0]), start))); got != "[Boot:Pxe/Once On GracefulShutdown On GracefulShutdown On]" {
 		t.Errorf("BMC actions %s, want the network boot before the first power-on only", got)
 	}
 	if err := env.Client.Delete(ctx(), getClaim(ns, name)); err != nil {
 		t.Fatal(err)
 	}
-	if s := waitState(t, names[0], metalv1alpha1.ServerStateAvailable, 20*time.Second); s.Annotations[serverstate.ClaimBootAnnotation] != "" {
+	if s := suite.WaitServerState(t, env, names[0], metalv1alpha1.ServerStateAvailable, 20*time.Second); s.Annotations[serverstate.ClaimBootAnnotation] != "" {
 		t.Errorf("released server keeps its claim's boot record %q", s.Annotations[serverstate.ClaimBootAnnotation])
 	}
 	waitClaimGone(t, ns, name, 20*time.Second)

@@ -17,11 +17,11 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
-	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/discovery"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 func ctx() context.Context { return context.Background() }
@@ -41,8 +41,8 @@ func claimServer(t *testing.T, server, claimName string, power metalv1alpha1.Pow
 
 func waitPower(t *testing.T, name string, want metalv1alpha1.PowerState, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, name+" power "+string(want), func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, timeout, name+" power "+string(want), func() (bool, string) {
+		s := suite.Server(env, name)
 		if s == nil {
 			return false, "gone"
 		}
@@ -54,8 +54,8 @@ func waitPower(t *testing.T, name string, want metalv1alpha1.PowerState, timeout
 // on, one power off, inventory in status, discovery objects cleaned up.
 func TestDiscoveryToAvailable(t *testing.T) {
 	b := fleet.Take(t)
-	name := registerBMC(t, b, "disc")
-	s := waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	name := fleet.RegisterBMC(t, b, "disc")
+	s := suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 
 	if s.Spec.BMCRef == nil || s.Spec.BMCRef.Name != "disc" || s.Labels["test"] != "disc" {
 		t.Errorf("server not linked to its BMC or labels not copied: %+v %v", s.Spec.BMCRef, s.Labels)
@@ -64,18 +64,18 @@ func TestDiscoveryToAvailable(t *testing.T) {
 		t.Errorf("systemUUID %s, want %s", s.Spec.SystemUUID, systemOf(b).UUID())
 	}
 	waitPower(t, name, metalv1alpha1.PowerStateOff, 10*time.Second)
-	s = getServer(t, name)
+	s = suite.Server(env, name)
 	if s.Status.Manufacturer == "" || len(s.Status.Processors) == 0 || s.Status.TotalSystemMemory == nil || len(s.Status.NetworkInterfaces) == 0 {
 		t.Errorf("inventory missing from status: %+v", s.Status)
 	}
 	if s.Spec.BootConfigurationRef != nil {
 		t.Errorf("discovery boot configuration still referenced: %+v", s.Spec.BootConfigurationRef)
 	}
-	eventually(t, 5*time.Second, "discovery objects removed", func() (bool, string) {
+	testenv.Eventually(t, 5*time.Second, "discovery objects removed", func() (bool, string) {
 		err := env.Client.Get(ctx(), client.ObjectKey{Namespace: "default", Name: discovery.ObjectName(name)}, &metalv1alpha1.ServerBootConfiguration{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
-	if got := fmt.Sprint(metaltest.ResetTypes(fleet.Records(b))); got != "[Boot:Pxe/Once On ForceOff]" {
+	if got := fmt.Sprint(suite.ResetTypes(fleet.BoxActions(b))); got != "[Boot:Pxe/Once On ForceOff]" {
 		t.Errorf("BMC actions %s, want one PXE override, one power on, one power off", got)
 	}
 	bmcObj := &metalv1alpha1.BMC{}
@@ -104,7 +104,7 @@ func TestDiscoveryWaitsForBootConfiguration(t *testing.T) {
 	if err := env.Client.Create(ctx(), sbc); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "boot configuration in Error", func() (bool, string) {
+	testenv.Eventually(t, 10*time.Second, "boot configuration in Error", func() (bool, string) {
 		got := &metalv1alpha1.ServerBootConfiguration{}
 		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(sbc), got); err != nil {
 			return false, err.Error()
@@ -112,14 +112,14 @@ func TestDiscoveryWaitsForBootConfiguration(t *testing.T) {
 		return got.Status.State == metalv1alpha1.ServerBootConfigurationStateError, string(got.Status.State)
 	})
 	start := time.Now()
-	registerBMC(t, b, "discwait")
+	fleet.RegisterBMC(t, b, "discwait")
 	// An event says why discovery waits.
 	waitEvent(t, name, "DiscoveryBootNotReady")
 	time.Sleep(time.Second) // what a wrong boot would need to show
-	if s := getServer(t, name); durableState(s) != "" && durableState(s) != string(metalv1alpha1.ServerStateInitial) {
+	if s := suite.Server(env, name); durableState(s) != "" && durableState(s) != string(metalv1alpha1.ServerStateInitial) {
 		t.Fatalf("server went %s before its discovery boot configuration was Ready", durableState(s))
 	}
-	for _, r := range metaltest.Since(fleet.Records(b), start) {
+	for _, r := range suite.Since(fleet.BoxActions(b), start) {
 		if r.Action == redfish.ActionReset && r.ResetType == "On" || r.Action == redfish.ActionBootOverride && r.Boot.Target == "Pxe" {
 			t.Fatalf("BMC action before the boot configuration was Ready: %+v", r)
 		}
@@ -128,8 +128,8 @@ func TestDiscoveryWaitsForBootConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Ready reaches the server through its watch: discovery goes on without waiting out a retry.
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
-	if got := fmt.Sprint(metaltest.ResetTypes(metaltest.Since(fleet.Records(b), start))); !strings.HasPrefix(got, "[Boot:Pxe/Once On") {
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	if got := fmt.Sprint(suite.ResetTypes(suite.Since(fleet.BoxActions(b), start))); !strings.HasPrefix(got, "[Boot:Pxe/Once On") {
 		t.Errorf("BMC actions %s, want the PXE override and power on after Ready", got)
 	}
 }
@@ -138,7 +138,7 @@ func TestDiscoveryWaitsForBootConfiguration(t *testing.T) {
 // arrives within 5s (events are written asynchronously, after the pass that records them).
 func waitEvent(t *testing.T, regarding, reason string) {
 	t.Helper()
-	eventually(t, 5*time.Second, "event "+reason+" for "+regarding, func() (bool, string) {
+	testenv.Eventually(t, 5*time.Second, "event "+reason+" for "+regarding, func() (bool, string) {
 		list := &eventsv1.EventList{}
 		if err := env.Client.List(ctx(), list); err != nil {
 			return false, err.Error()
@@ -166,16 +166,16 @@ func TestStatusWipeChangesNothing(t *testing.T) {
 	for i, bx := range boxes {
 		bx.bmc = fleet.Take(t)
 		if bx.state == metalv1alpha1.ServerStateDiscovery {
-			reportsOff.Store(strings.ToLower(systemOf(bx.bmc).UUID()), true)
+			fleet.IgnoreBoots(systemOf(bx.bmc).UUID())
 		}
-		bx.name = registerBMC(t, bx.bmc, fmt.Sprintf("wipe-%d", i))
+		bx.name = fleet.RegisterBMC(t, bx.bmc, fmt.Sprintf("wipe-%d", i))
 	}
 	for _, bx := range boxes {
 		want := metalv1alpha1.ServerStateAvailable
 		if bx.state == metalv1alpha1.ServerStateDiscovery {
 			want = metalv1alpha1.ServerStateDiscovery
 		}
-		waitState(t, bx.name, want, 30*time.Second)
+		suite.WaitServerState(t, env, bx.name, want, 30*time.Second)
 	}
 	maint := &metalv1alpha1.ServerMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "wipe-maint"},
 		Spec: metalv1alpha1.ServerMaintenanceSpec{ServerRef: &corev1.LocalObjectReference{Name: boxes[3].name}, Policy: metalv1alpha1.ServerMaintenancePolicyEnforced, ServerPower: metalv1alpha1.PowerOn}}
@@ -193,7 +193,7 @@ func TestStatusWipeChangesNothing(t *testing.T) {
 		}
 	}
 	for _, bx := range boxes {
-		waitState(t, bx.name, bx.state, 30*time.Second)
+		suite.WaitServerState(t, env, bx.name, bx.state, 30*time.Second)
 		if bx.state == metalv1alpha1.ServerStateReserved || bx.state == metalv1alpha1.ServerStateMaintenance || bx.state == metalv1alpha1.ServerStateDiscovery {
 			waitPower(t, bx.name, metalv1alpha1.PowerStateOn, 10*time.Second)
 		}
@@ -202,31 +202,31 @@ func TestStatusWipeChangesNothing(t *testing.T) {
 
 	wiped := time.Now()
 	for _, bx := range boxes {
-		s := getServer(t, bx.name)
+		s := suite.Server(env, bx.name)
 		s.Status = metalv1alpha1.ServerStatus{}
 		if err := testenv.WriteStatus(ctx(), env.Client, s); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, bx := range boxes {
-		s := waitState(t, bx.name, bx.state, 10*time.Second)
+		s := suite.WaitServerState(t, env, bx.name, bx.state, 10*time.Second)
 		if bx.state != metalv1alpha1.ServerStateParked && (s.Status.PowerState == "" || len(s.Status.Processors) == 0) {
 			t.Errorf("%s: status not rebuilt: %+v", bx.state, s.Status)
 		}
 	}
 	time.Sleep(2 * time.Second) // room for a wrong action to show
 	for _, bx := range boxes {
-		if recs := metaltest.Since(fleet.Records(bx.bmc), wiped); len(recs) != 0 {
-			t.Errorf("%s: BMC actions after the wipe: %v", bx.state, metaltest.ResetTypes(recs))
+		if recs := suite.Since(fleet.BoxActions(bx.bmc), wiped); len(recs) != 0 {
+			t.Errorf("%s: BMC actions after the wipe: %v", bx.state, suite.ResetTypes(recs))
 		}
-		if s := getServer(t, bx.name); durableState(s) != string(bx.state) {
+		if s := suite.Server(env, bx.name); durableState(s) != string(bx.state) {
 			t.Errorf("%s: durable state became %s", bx.state, durableState(s))
 		}
 	}
 
 	// Deleting the wiped server in Maintenance stays blocked while the maintenance exists.
 	m := boxes[3]
-	s := getServer(t, m.name)
+	s := suite.Server(env, m.name)
 	s.Status = metalv1alpha1.ServerStatus{}
 	if err := testenv.WriteStatus(ctx(), env.Client, s); err != nil {
 		t.Fatal(err)
@@ -234,8 +234,8 @@ func TestStatusWipeChangesNothing(t *testing.T) {
 	if err := env.Client.Delete(ctx(), s); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "deletion blocked", func() (bool, string) {
-		s := getServer(t, m.name)
+	testenv.Eventually(t, 10*time.Second, "deletion blocked", func() (bool, string) {
+		s := suite.Server(env, m.name)
 		if s == nil {
 			return false, "deleted!"
 		}
@@ -243,7 +243,7 @@ func TestStatusWipeChangesNothing(t *testing.T) {
 		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", s.Status.Conditions)
 	})
 	time.Sleep(time.Second)
-	if getServer(t, m.name) == nil {
+	if suite.Server(env, m.name) == nil {
 		t.Fatal("a server in maintenance was let go")
 	}
 	// Once the maintenance is gone, the server is powered off and released. (Its BMC then
@@ -253,12 +253,12 @@ func TestStatusWipeChangesNothing(t *testing.T) {
 	if err := env.Client.Delete(ctx(), maint); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "server released after maintenance ended", func() (bool, string) {
-		sv := getServer(t, m.name)
+	testenv.Eventually(t, 20*time.Second, "server released after maintenance ended", func() (bool, string) {
+		sv := suite.Server(env, m.name)
 		return sv == nil || sv.UID != oldUID, "still there"
 	})
 	var got []string
-	for _, a := range metaltest.ResetTypes(metaltest.Since(fleet.Records(m.bmc), wiped)) {
+	for _, a := range suite.ResetTypes(suite.Since(fleet.BoxActions(m.bmc), wiped)) {
 		if strings.HasPrefix(a, "Boot:") {
 			break // the new Server's discovery
 		}
@@ -309,17 +309,17 @@ func TestRestoreAndMigration(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	registerBMC(t, restored, "restore")
-	registerBMC(t, migrated, "migrate")
+	fleet.RegisterBMC(t, restored, "restore")
+	fleet.RegisterBMC(t, migrated, "migrate")
 
-	waitState(t, rs.Name, metalv1alpha1.ServerStateReserved, 20*time.Second)
+	suite.WaitServerState(t, env, rs.Name, metalv1alpha1.ServerStateReserved, 20*time.Second)
 	waitPower(t, rs.Name, metalv1alpha1.PowerStateOn, 10*time.Second)
-	waitState(t, ms.Name, metalv1alpha1.ServerStateAvailable, 20*time.Second)
+	suite.WaitServerState(t, env, ms.Name, metalv1alpha1.ServerStateAvailable, 20*time.Second)
 	waitPower(t, ms.Name, metalv1alpha1.PowerStateOff, 10*time.Second)
 	time.Sleep(time.Second)
 	for _, b := range []*redfish.BMC{restored, migrated} {
-		if recs := fleet.Records(b); len(recs) != 0 {
-			t.Errorf("BMC %d: actions %v, want none (no rediscovery, power untouched)", b.Index(), metaltest.ResetTypes(recs))
+		if recs := fleet.BoxActions(b); len(recs) != 0 {
+			t.Errorf("BMC %d: actions %v, want none (no rediscovery, power untouched)", b.Index(), suite.ResetTypes(recs))
 		}
 	}
 	waitEvent(t, rs.Name, "StateRecovered")
@@ -333,16 +333,18 @@ func TestClaimCycleOneWritePerPass(t *testing.T) {
 	bmcs := make([]*redfish.BMC, n)
 	for i := range n {
 		bmcs[i] = fleet.Take(t)
-		names[i] = registerBMC(t, bmcs[i], fmt.Sprintf("cycle-%d", i))
+		names[i] = fleet.RegisterBMC(t, bmcs[i], fmt.Sprintf("cycle-%d", i))
 	}
-	parallel(n, func(i int) { waitState(t, names[i], metalv1alpha1.ServerStateAvailable, 60*time.Second) })
+	parallel(n, func(i int) {
+		suite.WaitServerState(t, env, names[i], metalv1alpha1.ServerStateAvailable, 60*time.Second)
+	})
 	parallel(n, func(i int) { waitPower(t, names[i], metalv1alpha1.PowerStateOff, 20*time.Second) })
 	claims := make([]*metalv1alpha1.ServerClaim, n)
 	for i := range n {
 		claims[i] = claimServer(t, names[i], fmt.Sprintf("cycle-%d", i), metalv1alpha1.PowerOn)
 	}
 	parallel(n, func(i int) {
-		waitState(t, names[i], metalv1alpha1.ServerStateReserved, 30*time.Second)
+		suite.WaitServerState(t, env, names[i], metalv1alpha1.ServerStateReserved, 30*time.Second)
 		waitPower(t, names[i], metalv1alpha1.PowerStateOn, 30*time.Second)
 	})
 	for i := range n {
@@ -351,15 +353,15 @@ func TestClaimCycleOneWritePerPass(t *testing.T) {
 		}
 	}
 	parallel(n, func(i int) {
-		waitState(t, names[i], metalv1alpha1.ServerStateAvailable, 30*time.Second)
+		suite.WaitServerState(t, env, names[i], metalv1alpha1.ServerStateAvailable, 30*time.Second)
 		waitPower(t, names[i], metalv1alpha1.PowerStateOff, 20*time.Second)
 	})
 	for i := range n {
-		s := getServer(t, names[i])
+		s := suite.Server(env, names[i])
 		if s.Spec.ServerClaimRef != nil {
 			t.Errorf("%s: claim ref not removed on Recycle", names[i])
 		}
-		if got := fmt.Sprint(metaltest.ResetTypes(fleet.Records(bmcs[i]))); got != "[Boot:Pxe/Once On ForceOff Boot:Pxe/Once On GracefulShutdown]" {
+		if got := fmt.Sprint(suite.ResetTypes(fleet.BoxActions(bmcs[i]))); got != "[Boot:Pxe/Once On ForceOff Boot:Pxe/Once On GracefulShutdown]" {
 			t.Errorf("%s: BMC actions %s", names[i], got)
 			dumpEvents(t, names[i])
 		}

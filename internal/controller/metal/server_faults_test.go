@@ -17,6 +17,7 @@ import (
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 // The regression tests of issue 14's holes: each is a path a careful user can take.
@@ -26,18 +27,18 @@ import (
 func claimedOn(t *testing.T, prefix string) (string, *redfish.BMC, *metalv1alpha1.ServerClaim) {
 	t.Helper()
 	b := fleet.Take(t)
-	name := registerBMC(t, b, prefix)
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	name := fleet.RegisterBMC(t, b, prefix)
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	c := claimServer(t, name, prefix+"-claim", metalv1alpha1.PowerOn)
-	waitState(t, name, metalv1alpha1.ServerStateReserved, 15*time.Second)
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateReserved, 15*time.Second)
 	waitPower(t, name, metalv1alpha1.PowerStateOn, 15*time.Second)
 	return name, b, c
 }
 
 func annotate(t *testing.T, name, key, value string) {
 	t.Helper()
-	eventually(t, 5*time.Second, "annotate "+name, func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, 5*time.Second, "annotate "+name, func() (bool, string) {
+		s := suite.Server(env, name)
 		if s == nil {
 			return false, "no server"
 		}
@@ -69,8 +70,8 @@ func TestBMCDeletedWithItsSecretKeepsClaimedServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 15*time.Second, "deletion of the claimed server blocked", func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, 15*time.Second, "deletion of the claimed server blocked", func() (bool, string) {
+		s := suite.Server(env, name)
 		if s == nil {
 			return false, "server gone"
 		}
@@ -78,19 +79,19 @@ func TestBMCDeletedWithItsSecretKeepsClaimedServer(t *testing.T) {
 		return !s.DeletionTimestamp.IsZero() && c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", s.Status.Conditions)
 	})
 	time.Sleep(2 * time.Second) // room for a wrong release to show
-	s := getServer(t, name)
+	s := suite.Server(env, name)
 	if s == nil || !hasFinalizer(s, server.Finalizer) {
 		t.Fatalf("claimed server let go after its BMC and BMCSecret were deleted: %+v", s)
 	}
-	if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
-		t.Errorf("BMC actions on the claimed server: %v", metaltest.ResetTypes(recs))
+	if recs := suite.Since(fleet.BoxActions(b), start); len(recs) != 0 {
+		t.Errorf("BMC actions on the claimed server: %v", suite.ResetTypes(recs))
 	}
 	// The claim goes: nothing holds the server any more, and without a BMC it is let go.
 	if err := env.Client.Delete(ctx(), claim); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "server released once unclaimed", func() (bool, string) {
-		return getServer(t, name) == nil, "still there"
+	testenv.Eventually(t, 20*time.Second, "server released once unclaimed", func() (bool, string) {
+		return suite.Server(env, name) == nil, "still there"
 	})
 }
 
@@ -123,7 +124,7 @@ func TestOperationUnderWriteConflictsRunsOnce(t *testing.T) {
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			s := getServer(t, name)
+			s := suite.Server(env, name)
 			if s == nil {
 				continue
 			}
@@ -136,22 +137,22 @@ func TestOperationUnderWriteConflictsRunsOnce(t *testing.T) {
 	time.Sleep(3 * time.Second) // the other writer's window
 	close(stop)
 	wg.Wait()
-	eventually(t, 20*time.Second, "operation carried out and reported", func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, 20*time.Second, "operation carried out and reported", func() (bool, string) {
+		s := suite.Server(env, name)
 		_, asked := s.Annotations[metalv1alpha1.OperationAnnotation]
 		_, owed := s.Annotations[intent.Annotation]
-		return !asked && !owed && countResets(metaltest.Since(fleet.Records(b), start), "ForceRestart") > 0, fmt.Sprint(s.Annotations)
+		return !asked && !owed && countResets(suite.Since(fleet.BoxActions(b), start), "ForceRestart") > 0, fmt.Sprint(s.Annotations)
 	})
 	b.ClearFaults()
 	waitPower(t, name, metalv1alpha1.PowerStateOn, 15*time.Second)
 	time.Sleep(time.Second) // room for a repeat to show
-	recs := metaltest.Since(fleet.Records(b), start)
+	recs := suite.Since(fleet.BoxActions(b), start)
 	if n := countResets(recs, "ForceRestart"); n != 1 {
-		t.Errorf("hard restart issued %d times, want once: %v", n, metaltest.ResetTypes(recs))
+		t.Errorf("hard restart issued %d times, want once: %v", n, suite.ResetTypes(recs))
 	}
 	for _, r := range recs {
 		if r.Action == redfish.ActionReset && r.ResetType != "ForceRestart" {
-			t.Errorf("unexpected action on the claimed server: %v", metaltest.ResetTypes(recs))
+			t.Errorf("unexpected action on the claimed server: %v", suite.ResetTypes(recs))
 			break
 		}
 	}
@@ -162,15 +163,15 @@ func TestOperationUnderWriteConflictsRunsOnce(t *testing.T) {
 func TestUnparkKeepsClaimedServerReserved(t *testing.T) {
 	name, b, _ := claimedOn(t, "unpark")
 	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationPark)
-	waitState(t, name, metalv1alpha1.ServerStateParked, 10*time.Second)
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateParked, 10*time.Second)
 	start := time.Now()
 	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationUnpark)
-	waitState(t, name, metalv1alpha1.ServerStateReserved, 10*time.Second)
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateReserved, 10*time.Second)
 	time.Sleep(2 * time.Second) // room for a wrong action to show
-	if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
-		t.Errorf("BMC actions on unpark: %v", metaltest.ResetTypes(recs))
+	if recs := suite.Since(fleet.BoxActions(b), start); len(recs) != 0 {
+		t.Errorf("BMC actions on unpark: %v", suite.ResetTypes(recs))
 	}
-	s := getServer(t, name)
+	s := suite.Server(env, name)
 	if durableState(s) != string(metalv1alpha1.ServerStateReserved) || s.Status.PowerState != metalv1alpha1.PowerStateOn {
 		t.Errorf("after unpark: state %s, power %s", durableState(s), s.Status.PowerState)
 	}
@@ -180,23 +181,23 @@ func TestUnparkKeepsClaimedServerReserved(t *testing.T) {
 // machine with many DIMMs and drives): state and power come back at once, inventory after.
 func TestWipedStatusWithSlowInventoryReportsStateFirst(t *testing.T) {
 	b := fleet.Take(t)
-	name := registerBMC(t, b, "slowinv")
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	name := fleet.RegisterBMC(t, b, "slowinv")
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	waitPower(t, name, metalv1alpha1.PowerStateOff, 10*time.Second)
 	b.SetFaults(redfish.Faults{Latency: redfish.Duration(250 * time.Millisecond)})
 	defer b.ClearFaults()
-	s := getServer(t, name)
+	s := suite.Server(env, name)
 	s.Status = metalv1alpha1.ServerStatus{}
 	if err := testenv.WriteStatus(ctx(), env.Client, s); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "state and power rebuilt", func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, 10*time.Second, "state and power rebuilt", func() (bool, string) {
+		s := suite.Server(env, name)
 		return s.Status.State == metalv1alpha1.ServerStateAvailable && s.Status.PowerState == metalv1alpha1.PowerStateOff,
 			fmt.Sprintf("state %q power %q", s.Status.State, s.Status.PowerState)
 	})
-	eventually(t, 40*time.Second, "inventory rebuilt in a later pass", func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, 40*time.Second, "inventory rebuilt in a later pass", func() (bool, string) {
+		s := suite.Server(env, name)
 		return len(s.Status.Processors) > 0 && s.Status.Manufacturer != "", fmt.Sprintf("%d processors", len(s.Status.Processors))
 	})
 }
@@ -219,17 +220,17 @@ func TestDeletingServerWithoutOurFinalizerDoesNotLoop(t *testing.T) {
 	if err := env.Client.Delete(ctx(), s); err != nil {
 		t.Fatal(err)
 	}
-	s = getServer(t, name)
+	s = suite.Server(env, name)
 	if err := lifecycle.PatchMetadata(ctx(), env.Client, s, func(o client.Object) {
 		lifecycle.RemoveAnnotation(o, metalv1alpha1.OperationAnnotation)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "derived state recorded on the deleting server", func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, 10*time.Second, "derived state recorded on the deleting server", func() (bool, string) {
+		s := suite.Server(env, name)
 		return s != nil && durableState(s) == string(metalv1alpha1.ServerStateReserved), fmt.Sprintf("%+v", s.ObjectMeta)
 	})
-	s = getServer(t, name)
+	s = suite.Server(env, name)
 	if hasFinalizer(s, server.Finalizer) {
 		t.Errorf("finalizer added to a deleting object: %v", s.Finalizers)
 	}
@@ -239,7 +240,7 @@ func TestDeletingServerWithoutOurFinalizerDoesNotLoop(t *testing.T) {
 	if err := env.Client.Patch(ctx(), s, patch); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "server gone", func() (bool, string) { return getServer(t, name) == nil, "still there" })
+	testenv.Eventually(t, 10*time.Second, "server gone", func() (bool, string) { return suite.Server(env, name) == nil, "still there" })
 }
 
 // An approved maintenance with a boot configuration boots the server into it once it is Ready:
@@ -255,18 +256,18 @@ func TestMaintenanceBootsItsBootConfigurationOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitMaintenance(t, "default", "mboot", "InMaintenance/"+metalv1alpha1.ReasonInMaintenance, 15*time.Second)
-	eventually(t, 15*time.Second, "booted into the maintenance boot configuration", func() (bool, string) {
-		recs := metaltest.Since(fleet.Records(b), start)
-		return countResets(recs, "ForceRestart") == 1, fmt.Sprint(metaltest.ResetTypes(recs))
+	testenv.Eventually(t, 15*time.Second, "booted into the maintenance boot configuration", func() (bool, string) {
+		recs := suite.Since(fleet.BoxActions(b), start)
+		return countResets(recs, "ForceRestart") == 1, fmt.Sprint(suite.ResetTypes(recs))
 	})
 	waitPower(t, name, metalv1alpha1.PowerStateOn, 15*time.Second)
 	time.Sleep(2 * time.Second) // room for a repeat to show
-	got := metaltest.ResetTypes(metaltest.Since(fleet.Records(b), start))
+	got := suite.ResetTypes(suite.Since(fleet.BoxActions(b), start))
 	if fmt.Sprint(got) != "[Boot:Pxe/Once ForceRestart]" {
 		t.Errorf("maintenance boot: BMC actions %v, want one PXE override and one restart", got)
 	}
 	deleteMaintenance(t, "default", "mboot")
-	waitState(t, name, metalv1alpha1.ServerStateReserved, 15*time.Second)
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateReserved, 15*time.Second)
 }
 
 // A BMC's graceful-restart-bmc resets the BMC itself once; rotate-credentials sets a new
@@ -274,12 +275,12 @@ func TestMaintenanceBootsItsBootConfigurationOnce(t *testing.T) {
 // reachable; an operation a BMC has no use for is refused with a Warning and removed.
 func TestBMCOperationsCarriedOutOrRefused(t *testing.T) {
 	b := fleet.Take(t)
-	name := registerBMC(t, b, "bmcop")
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	name := fleet.RegisterBMC(t, b, "bmcop")
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	start := time.Now()
 	setBMCAnnotation := func(value string) {
 		t.Helper()
-		eventually(t, 5*time.Second, "annotate BMC", func() (bool, string) {
+		testenv.Eventually(t, 5*time.Second, "annotate BMC", func() (bool, string) {
 			obj := &metalv1alpha1.BMC{}
 			if err := env.Client.Get(ctx(), client.ObjectKey{Name: "bmcop"}, obj); err != nil {
 				return false, err.Error()
@@ -292,7 +293,7 @@ func TestBMCOperationsCarriedOutOrRefused(t *testing.T) {
 	}
 	settled := func() {
 		t.Helper()
-		eventually(t, 15*time.Second, "BMC operation done", func() (bool, string) {
+		testenv.Eventually(t, 15*time.Second, "BMC operation done", func() (bool, string) {
 			obj := &metalv1alpha1.BMC{}
 			if err := env.Client.Get(ctx(), client.ObjectKey{Name: "bmcop"}, obj); err != nil {
 				return false, err.Error()
@@ -324,10 +325,10 @@ func TestBMCOperationsCarriedOutOrRefused(t *testing.T) {
 	settled()
 	waitEvent(t, "bmcop", metalv1alpha1.ReasonUnsupportedOperation)
 	// Still reachable with the new password: the server is managed as before.
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 10*time.Second)
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 10*time.Second)
 	editServer(t, name, func(s *metalv1alpha1.Server) { s.Spec.IndicatorLED = metalv1alpha1.IndicatorLEDLit })
-	eventually(t, 15*time.Second, "the LED lit through the new password", func() (bool, string) {
-		got := bootActions(metaltest.Since(fleet.Records(b), start))
+	testenv.Eventually(t, 15*time.Second, "the LED lit through the new password", func() (bool, string) {
+		got := bootActions(suite.Since(fleet.BoxActions(b), start))
 		return fmt.Sprint(got) == "[ManagerReset:GracefulRestart AccountPassword: IndicatorLED:]", fmt.Sprint(got)
 	})
 }
@@ -337,20 +338,20 @@ func TestBMCOperationsCarriedOutOrRefused(t *testing.T) {
 func TestClaimDeletedWhileServerParkedLetsGo(t *testing.T) {
 	name, b, claim := claimedOn(t, "parkdel")
 	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationPark)
-	waitState(t, name, metalv1alpha1.ServerStateParked, 10*time.Second)
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateParked, 10*time.Second)
 	start := time.Now()
 	if err := env.Client.Delete(ctx(), claim); err != nil {
 		t.Fatal(err)
 	}
 	waitClaimGone(t, "default", claim.Name, 15*time.Second)
-	if s := getServer(t, name); s.Spec.ServerClaimRef != nil || durableState(s) != string(metalv1alpha1.ServerStateParked) {
+	if s := suite.Server(env, name); s.Spec.ServerClaimRef != nil || durableState(s) != string(metalv1alpha1.ServerStateParked) {
 		t.Fatalf("after the claim went: claim ref %v, state %s", s.Spec.ServerClaimRef, durableState(s))
 	}
-	if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
-		t.Errorf("BMC actions on a parked server: %v", metaltest.ResetTypes(recs))
+	if recs := suite.Since(fleet.BoxActions(b), start); len(recs) != 0 {
+		t.Errorf("BMC actions on a parked server: %v", suite.ResetTypes(recs))
 	}
 	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationUnpark)
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 20*time.Second)
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 20*time.Second)
 	waitPower(t, name, metalv1alpha1.PowerStateOff, 15*time.Second)
 }
 
@@ -358,19 +359,19 @@ func TestClaimDeletedWhileServerParkedLetsGo(t *testing.T) {
 // BMC hangs is parked at once instead of when the BMC answers again.
 func TestParkNeedsNoBMC(t *testing.T) {
 	b := fleet.Take(t)
-	name := registerBMC(t, b, "parkdead")
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	name := fleet.RegisterBMC(t, b, "parkdead")
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	b.SetFaults(redfish.Faults{Hang: true})
 	defer b.ClearFaults()
 	poke(t, &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: name}})
-	eventually(t, 15*time.Second, "server reports its BMC not ready", func() (bool, string) {
-		c := apimeta.FindStatusCondition(getServer(t, name).Status.Conditions, metalv1alpha1.ConditionReady)
+	testenv.Eventually(t, 15*time.Second, "server reports its BMC not ready", func() (bool, string) {
+		c := apimeta.FindStatusCondition(suite.Server(env, name).Status.Conditions, metalv1alpha1.ConditionReady)
 		return c != nil && c.Status == metav1.ConditionFalse, fmt.Sprint(c)
 	})
 	start := time.Now()
 	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationPark)
-	waitState(t, name, metalv1alpha1.ServerStateParked, 5*time.Second)
-	if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
-		t.Errorf("BMC actions for a park: %v", metaltest.ResetTypes(recs))
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateParked, 5*time.Second)
+	if recs := suite.Since(fleet.BoxActions(b), start); len(recs) != 0 {
+		t.Errorf("BMC actions for a park: %v", suite.ResetTypes(recs))
 	}
 }

@@ -16,9 +16,9 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcevents"
 	"github.com/metalhub/metalhub/internal/controller/metal/health"
-	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 // deliverEvent posts a Redfish Event from the server's BMC to the suite's event receiver, as a
@@ -38,8 +38,8 @@ func deliverEvent(t *testing.T, s *metalv1alpha1.Server, origin string) {
 // waitLogRead waits until the server's log was read after since.
 func waitLogRead(t *testing.T, name string, since time.Time) {
 	t.Helper()
-	uid := getServer(t, name).UID
-	eventually(t, 3*testHealthPoll, "a read of "+name+"'s log", func() (bool, string) {
+	uid := suite.Server(env, name).UID
+	testenv.Eventually(t, 3*testHealthPoll, "a read of "+name+"'s log", func() (bool, string) {
 		at, owed := testOpts.HardwareEvents.LastRead(uid)
 		return at.After(since) && !owed, fmt.Sprintf("last read %v", at)
 	})
@@ -61,17 +61,17 @@ func TestCriticalEventOnUnclaimedServer(t *testing.T) {
 	b := fleet.Take(t)
 	b.SetFaults(redfish.Faults{NoEventService: true})
 	t.Cleanup(b.ClearFaults)
-	name := registerBMC(t, b, "sel")
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
-	if c := getServer(t, name).Annotations[health.HardwareLogCursorAnnotation]; c == "" {
+	name := fleet.RegisterBMC(t, b, "sel")
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	if c := suite.Server(env, name).Annotations[health.HardwareLogCursorAnnotation]; c == "" {
 		t.Fatal("no log cursor recorded with the move to Available")
 	}
 	sys := systemOf(b)
 	sys.InjectLogEntry(redfish.LogEntry{Severity: redfish.SeverityWarning, SensorType: "Temperature", Message: "Inlet temperature high"})
 	e := sys.InjectLogEntry(redfish.LogEntry{Severity: redfish.SeverityCritical, SensorType: "Memory", Message: "Uncorrectable ECC error on DIMM A3"})
 	start := time.Now()
-	eventually(t, 3*testHealthPoll+5*time.Second, "HardwareFault", func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, 3*testHealthPoll+5*time.Second, "HardwareFault", func() (bool, string) {
+		s := suite.Server(env, name)
 		c := faultCondition(s)
 		return c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, "Memory: Uncorrectable ECC error on DIMM A3 (log entry "+e.ID) &&
 			!strings.Contains(c.Message, "Inlet") && hasFaultTaint(s), fmt.Sprintf("condition %+v, taints %v", c, s.Spec.Taints)
@@ -79,7 +79,7 @@ func TestCriticalEventOnUnclaimedServer(t *testing.T) {
 	t.Logf("critical event to condition: %v (poll period %v)", time.Since(start).Round(time.Millisecond), testHealthPoll)
 	waitEvent(t, name, metalv1alpha1.ReasonCriticalEvent)
 	maint := &metalv1alpha1.ServerMaintenance{}
-	eventually(t, 10*time.Second, "fault maintenance", func() (bool, string) {
+	testenv.Eventually(t, 10*time.Second, "fault maintenance", func() (bool, string) {
 		err := env.Client.Get(ctx(), client.ObjectKey{Namespace: testOpts.DiscoveryNamespace, Name: "hardware-fault-" + name}, maint)
 		return err == nil, fmt.Sprint(err)
 	})
@@ -88,15 +88,15 @@ func TestCriticalEventOnUnclaimedServer(t *testing.T) {
 		!strings.Contains(maint.Annotations[metalv1alpha1.MaintenanceReasonAnnotation], "DIMM A3") {
 		t.Fatalf("maintenance %+v", maint)
 	}
-	waitState(t, name, metalv1alpha1.ServerStateMaintenance, 20*time.Second)
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateMaintenance, 20*time.Second)
 	// A second fault, announced by the BMC's event: added to the record within seconds; the
 	// maintenance is not opened twice.
 	sys.InjectLogEntry(redfish.LogEntry{Severity: redfish.SeverityCritical, SensorType: "Power Supply / Converter", Message: "PSU 2 failure"})
-	s := getServer(t, name)
+	s := suite.Server(env, name)
 	start = time.Now()
 	deliverEvent(t, s, "/redfish/v1/Chassis/1/PowerSubsystem/PowerSupplies/2")
-	eventually(t, 10*time.Second, "second fault", func() (bool, string) {
-		c := faultCondition(getServer(t, name))
+	testenv.Eventually(t, 10*time.Second, "second fault", func() (bool, string) {
+		c := faultCondition(suite.Server(env, name))
 		return c != nil && strings.Contains(c.Message, "DIMM A3") && strings.Contains(c.Message, "PSU 2 failure"), fmt.Sprintf("%+v", c)
 	})
 	list := &metalv1alpha1.ServerMaintenanceList{}
@@ -119,8 +119,8 @@ func TestCriticalEventOnUnclaimedServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationClearHardwareFault)
-	eventually(t, 20*time.Second, "fault cleared", func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, 20*time.Second, "fault cleared", func() (bool, string) {
+		s := suite.Server(env, name)
 		return faultCondition(s) == nil && !hasFaultTaint(s) && s.Annotations[metalv1alpha1.HardwareFaultAnnotation] == "" &&
 			s.Annotations[metalv1alpha1.OperationAnnotation] == "", fmt.Sprintf("annotations %v, taints %v", s.Annotations, s.Spec.Taints)
 	})
@@ -128,7 +128,7 @@ func TestCriticalEventOnUnclaimedServer(t *testing.T) {
 	read := time.Now()
 	deliverEvent(t, s, "/redfish/v1/Systems/"+sys.ID())
 	waitLogRead(t, name, read)
-	if s := getServer(t, name); faultCondition(s) != nil || hasFaultTaint(s) {
+	if s := suite.Server(env, name); faultCondition(s) != nil || hasFaultTaint(s) {
 		t.Fatalf("a cleared fault came back from the log: %v", s.Annotations[metalv1alpha1.HardwareFaultAnnotation])
 	}
 }
@@ -139,21 +139,21 @@ func TestCriticalEventOnClaimedServer(t *testing.T) {
 	name, b, _ := claimedOn(t, "selcl")
 	origin := "/redfish/v1/Systems/" + systemOf(b).ID() + "/Processors/GPU3"
 	systemOf(b).InjectLogEntry(redfish.LogEntry{Severity: redfish.SeverityCritical, SensorType: "Add-in Card", Message: "GPU 3 fell off the bus", Origin: origin})
-	deliverEvent(t, getServer(t, name), origin)
-	eventually(t, 10*time.Second, "HardwareFault and taint", func() (bool, string) {
-		s := getServer(t, name)
+	deliverEvent(t, suite.Server(env, name), origin)
+	testenv.Eventually(t, 10*time.Second, "HardwareFault and taint", func() (bool, string) {
+		s := suite.Server(env, name)
 		c := faultCondition(s)
 		return c != nil && strings.Contains(c.Message, "GPU 3 fell off the bus") && hasFaultTaint(s), fmt.Sprintf("%+v", c)
 	})
 	// The pass that wrote the condition had the policy's say already; one more read to be sure.
 	read := time.Now()
-	deliverEvent(t, getServer(t, name), origin)
+	deliverEvent(t, suite.Server(env, name), origin)
 	waitLogRead(t, name, read)
 	m := &metalv1alpha1.ServerMaintenance{}
 	if err := env.Client.Get(ctx(), client.ObjectKey{Namespace: testOpts.DiscoveryNamespace, Name: "hardware-fault-" + name}, m); err == nil {
 		t.Fatal("a maintenance was opened for a claimed server")
 	}
-	s := getServer(t, name)
+	s := suite.Server(env, name)
 	if durableState(s) != string(metalv1alpha1.ServerStateReserved) || s.Status.PowerState != metalv1alpha1.PowerStateOn {
 		t.Fatalf("the claimed server was disturbed: %s, %s", durableState(s), s.Status.PowerState)
 	}
@@ -164,9 +164,9 @@ func TestCriticalEventOnClaimedServer(t *testing.T) {
 // client's left alone.
 func TestBMCEventSubscriptionKeptOnce(t *testing.T) {
 	b := fleet.Take(t)
-	name := registerBMC(t, b, "subs")
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
-	bmcName := getServer(t, name).Spec.BMCRef.Name
+	name := fleet.RegisterBMC(t, b, "subs")
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	bmcName := suite.Server(env, name).Spec.BMCRef.Name
 	ours := func() []redfish.Subscription {
 		var out []redfish.Subscription
 		for _, s := range b.Subscriptions() {
@@ -183,14 +183,14 @@ func TestBMCEventSubscriptionKeptOnce(t *testing.T) {
 		}
 		return x
 	}
-	eventually(t, 30*time.Second, "subscribed", func() (bool, string) {
+	testenv.Eventually(t, 30*time.Second, "subscribed", func() (bool, string) {
 		link := getBMC().Status.EventsSubscriptionLink
 		subs := ours()
 		return link != "" && len(subs) == 1 && subs[0].Destination == testOpts.HardwareEventsURL && strings.HasSuffix(link, "/"+subs[0].ID),
 			fmt.Sprintf("link %q, ours %+v", link, subs)
 	})
 	// Another client's subscription, and a stale one of ours to an old receiver URL.
-	_, conn := metaltest.Connect(t, b)
+	_, conn := suite.Connect(t, b)
 	foreign, err := conn.Subscribe(ctx(), "http://127.0.0.1:1/elsewhere", "someone-else")
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +204,7 @@ func TestBMCEventSubscriptionKeptOnce(t *testing.T) {
 	if err := testenv.WriteStatus(ctx(), env.Client, x); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "one subscription of ours, found again", func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, "one subscription of ours, found again", func() (bool, string) {
 		link := getBMC().Status.EventsSubscriptionLink
 		subs := ours()
 		return link != "" && len(subs) == 1 && subs[0].Destination == testOpts.HardwareEventsURL, fmt.Sprintf("link %q, ours %+v", link, subs)
@@ -227,30 +227,30 @@ func TestFirstLogReadIsHistory(t *testing.T) {
 	t.Cleanup(b.ClearFaults)
 	sys := systemOf(b)
 	old := sys.InjectLogEntry(redfish.LogEntry{Severity: redfish.SeverityCritical, SensorType: "Fan", Message: "Fan 3 failed last year"})
-	name := registerBMC(t, b, "selhist")
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
-	if c, ok := getServer(t, name).Annotations[health.HardwareLogCursorAnnotation]; ok {
+	name := fleet.RegisterBMC(t, b, "selhist")
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	if c, ok := suite.Server(env, name).Annotations[health.HardwareLogCursorAnnotation]; ok {
 		t.Fatalf("a cursor %q without a log", c)
 	}
 	b.SetFaults(redfish.Faults{NoEventService: true})
-	s := getServer(t, name)
+	s := suite.Server(env, name)
 	read := time.Now()
 	deliverEvent(t, s, "/redfish/v1/Systems/"+sys.ID())
-	eventually(t, 3*testHealthPoll, "cursor recorded by the first read", func() (bool, string) {
-		c := getServer(t, name).Annotations[health.HardwareLogCursorAnnotation]
+	testenv.Eventually(t, 3*testHealthPoll, "cursor recorded by the first read", func() (bool, string) {
+		c := suite.Server(env, name).Annotations[health.HardwareLogCursorAnnotation]
 		return c == old.ID, c
 	})
 	waitLogRead(t, name, read)
 	read = time.Now()
 	deliverEvent(t, s, "/redfish/v1/Systems/"+sys.ID())
 	waitLogRead(t, name, read)
-	if s := getServer(t, name); faultCondition(s) != nil || s.Annotations[metalv1alpha1.HardwareFaultAnnotation] != "" {
+	if s := suite.Server(env, name); faultCondition(s) != nil || s.Annotations[metalv1alpha1.HardwareFaultAnnotation] != "" {
 		t.Fatalf("history raised as a fault: %v", s.Annotations[metalv1alpha1.HardwareFaultAnnotation])
 	}
 	sys.InjectLogEntry(redfish.LogEntry{Severity: redfish.SeverityCritical, SensorType: "Fan", Message: "Fan 4 failed"})
 	deliverEvent(t, s, "/redfish/v1/Systems/"+sys.ID())
-	eventually(t, 3*testHealthPoll, "the new fault", func() (bool, string) {
-		c := faultCondition(getServer(t, name))
+	testenv.Eventually(t, 3*testHealthPoll, "the new fault", func() (bool, string) {
+		c := faultCondition(suite.Server(env, name))
 		return c != nil && strings.Contains(c.Message, "Fan 4 failed") && !strings.Contains(c.Message, "last year"), fmt.Sprintf("%+v", c)
 	})
 }

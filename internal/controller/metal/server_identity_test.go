@@ -13,10 +13,11 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
-	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 // Issue 23: a Server acts only on its own machine, proven before every action.
@@ -34,8 +35,8 @@ func identityWatch() time.Duration {
 func availableServer(t *testing.T, prefix string) (string, *redfish.BMC) {
 	t.Helper()
 	b := fleet.Take(t)
-	name := registerBMC(t, b, prefix)
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	name := fleet.RegisterBMC(t, b, prefix)
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	waitPower(t, name, metalv1alpha1.PowerStateOff, 15*time.Second)
 	return name, b
 }
@@ -58,10 +59,10 @@ func takeBMCLike(t *testing.T, b *redfish.BMC) *redfish.BMC {
 func claimedOnLike(t *testing.T, prefix string, like *redfish.BMC) (string, *redfish.BMC) {
 	t.Helper()
 	b := takeBMCLike(t, like)
-	name := registerBMC(t, b, prefix)
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	name := fleet.RegisterBMC(t, b, prefix)
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	claimServer(t, name, prefix+"-claim", metalv1alpha1.PowerOn)
-	waitState(t, name, metalv1alpha1.ServerStateReserved, 15*time.Second)
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateReserved, 15*time.Second)
 	waitPower(t, name, metalv1alpha1.PowerStateOn, 15*time.Second)
 	return name, b
 }
@@ -71,8 +72,8 @@ func claimedOnLike(t *testing.T, prefix string, like *redfish.BMC) (string, *red
 // test that shows it does not act shows it for the right reason.
 func forgetPowerRecord(t *testing.T, name string) {
 	t.Helper()
-	eventually(t, 5*time.Second, "forget the power record of "+name, func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, 5*time.Second, "forget the power record of "+name, func() (bool, string) {
+		s := suite.Server(env, name)
 		err := lifecycle.PatchMetadata(ctx(), env.Client, s, func(o client.Object) { lifecycle.RemoveAnnotation(o, serverstate.PowerAnnotation) })
 		return err == nil, fmt.Sprint(err)
 	})
@@ -85,13 +86,13 @@ func watchUntouched(t *testing.T, b *redfish.BMC, name string, start time.Time, 
 	t.Helper()
 	deadline := time.Now().Add(window)
 	for time.Now().Before(deadline) {
-		if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
+		if recs := suite.Since(fleet.BoxActions(b), start); len(recs) != 0 {
 			t.Fatalf("actions on the claimed box through another server's address: %+v", recs)
 		}
 		if p := systemOf(b).PowerState(); p != redfish.PowerOn {
 			t.Fatalf("the claimed box is %s", p)
 		}
-		s := getServer(t, name)
+		s := suite.Server(env, name)
 		if c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionIdentityMismatch); c == nil || c.Status != metav1.ConditionTrue {
 			t.Fatalf("the mismatch was no longer reported: %+v", s.Status.Conditions)
 		}
@@ -105,8 +106,8 @@ func watchUntouched(t *testing.T, b *redfish.BMC, name string, start time.Time, 
 // waitMismatch waits until the Server reports another machine at its address, naming it.
 func waitMismatch(t *testing.T, name, answered string) {
 	t.Helper()
-	eventually(t, 60*time.Second, name+" IdentityMismatch naming "+answered, func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, 60*time.Second, name+" IdentityMismatch naming "+answered, func() (bool, string) {
+		s := suite.Server(env, name)
 		if s == nil {
 			return false, "no server"
 		}
@@ -120,8 +121,8 @@ func waitMismatch(t *testing.T, name, answered string) {
 // waitVerified waits until the Server's machine answers again: no mismatch, Ready.
 func waitVerified(t *testing.T, name string) {
 	t.Helper()
-	eventually(t, 60*time.Second, name+" verified again", func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, 60*time.Second, name+" verified again", func() (bool, string) {
+		s := suite.Server(env, name)
 		if s == nil {
 			return false, "no server"
 		}
@@ -134,7 +135,7 @@ func waitVerified(t *testing.T, name string) {
 // bmcReason waits until a BMC object's Ready reason is want.
 func bmcReason(t *testing.T, name, want string) {
 	t.Helper()
-	eventually(t, 60*time.Second, "BMC "+name+" "+want, func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, "BMC "+name+" "+want, func() (bool, string) {
 		b := &metalv1alpha1.BMC{}
 		if err := env.Client.Get(ctx(), client.ObjectKey{Name: name}, b); err != nil {
 			return false, err.Error()
@@ -159,7 +160,7 @@ func TestAddressHandedToAnotherMachineActsOnNothing(t *testing.T) {
 	bmcReason(t, "reuse-idle", metalv1alpha1.ReasonIdentityMismatch)
 	// Past a resync; the Endpoint test watches five minutes.
 	watchUntouched(t, bClaimed, idle, start, 20*time.Second)
-	if s := getServer(t, claimed); durableState(s) != string(metalv1alpha1.ServerStateReserved) {
+	if s := suite.Server(env, claimed); durableState(s) != string(metalv1alpha1.ServerStateReserved) {
 		t.Errorf("the claimed server left Reserved: %s", durableState(s))
 	}
 
@@ -168,10 +169,10 @@ func TestAddressHandedToAnotherMachineActsOnNothing(t *testing.T) {
 	bIdle.AnswerAs(nil)
 	waitVerified(t, idle)
 	bmcReason(t, "reuse-idle", metalv1alpha1.ReasonConnected)
-	if recs := metaltest.Since(fleet.Records(bIdle), back); len(recs) != 0 {
+	if recs := suite.Since(fleet.BoxActions(bIdle), back); len(recs) != 0 {
 		t.Errorf("actions on the idle box after the address came back: %+v", recs)
 	}
-	if recs := metaltest.Since(fleet.Records(bClaimed), start); len(recs) != 0 {
+	if recs := suite.Since(fleet.BoxActions(bClaimed), start); len(recs) != 0 {
 		t.Errorf("actions on the claimed box: %+v", recs)
 	}
 }
@@ -187,7 +188,7 @@ func TestEndpointEditedOntoAClaimedBoxActsOnNothing(t *testing.T) {
 	user, pass := bIdle.Credentials()
 	ep := &metalv1alpha1.Endpoint{ObjectMeta: metav1.ObjectMeta{Name: "ep-idle"}, Spec: metalv1alpha1.EndpointSpec{IP: "127.0.0.1"}}
 	sec := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "ep-idle"}, StringData: map[string]string{"username": user, "password": pass}}
-	obj := metaltest.BMCObject(bIdle, "ep-idle")
+	obj := suite.BMCObject(bIdle, "ep-idle")
 	obj.Spec.Access, obj.Spec.EndpointRef = nil, &corev1.LocalObjectReference{Name: "ep-idle"}
 	for _, o := range []client.Object{ep, sec, obj} {
 		if err := env.Client.Create(ctx(), o); err != nil {
@@ -195,13 +196,13 @@ func TestEndpointEditedOntoAClaimedBoxActsOnNothing(t *testing.T) {
 		}
 	}
 	idle := bmccontroller.ServerName("ep-idle", bIdle.SystemIDs()[0])
-	waitState(t, idle, metalv1alpha1.ServerStateAvailable, 60*time.Second)
+	suite.WaitServerState(t, env, idle, metalv1alpha1.ServerStateAvailable, 60*time.Second)
 	claimed, bClaimed := claimedOnLike(t, "ep-claimed", bIdle)
-	if err := bClaimed.ListenAt(fmt.Sprintf("127.0.0.2:%d", metaltest.Port(bIdle))); err != nil {
+	if err := bClaimed.ListenAt(fmt.Sprintf("127.0.0.2:%d", suite.Port(bIdle))); err != nil {
 		t.Fatal(err)
 	}
 	setIP := func(ip string) {
-		eventually(t, 5*time.Second, "edit the Endpoint", func() (bool, string) {
+		testenv.Eventually(t, 5*time.Second, "edit the Endpoint", func() (bool, string) {
 			e := &metalv1alpha1.Endpoint{}
 			if err := env.Client.Get(ctx(), client.ObjectKey{Name: "ep-idle"}, e); err != nil {
 				return false, err.Error()
@@ -217,16 +218,16 @@ func TestEndpointEditedOntoAClaimedBoxActsOnNothing(t *testing.T) {
 	setIP("127.0.0.2")
 	waitMismatch(t, idle, systemOf(bClaimed).UUID())
 	watchUntouched(t, bClaimed, idle, start, identityWatch())
-	if s := getServer(t, claimed); durableState(s) != string(metalv1alpha1.ServerStateReserved) {
+	if s := suite.Server(env, claimed); durableState(s) != string(metalv1alpha1.ServerStateReserved) {
 		t.Errorf("the claimed server left Reserved: %s", durableState(s))
 	}
 	back := time.Now()
 	setIP("127.0.0.1")
 	waitVerified(t, idle)
-	if recs := metaltest.Since(fleet.Records(bIdle), back); len(recs) != 0 {
+	if recs := suite.Since(fleet.BoxActions(bIdle), back); len(recs) != 0 {
 		t.Errorf("actions on the idle box after the Endpoint was edited back: %+v", recs)
 	}
-	if recs := metaltest.Since(fleet.Records(bClaimed), start); len(recs) != 0 {
+	if recs := suite.Since(fleet.BoxActions(bClaimed), start); len(recs) != 0 {
 		t.Errorf("actions on the claimed box: %+v", recs)
 	}
 }
@@ -241,7 +242,7 @@ func TestEditedAddressActsOnNothing(t *testing.T) {
 	forgetPowerRecord(t, idle)
 	start := time.Now()
 	setPort := func(p int32) {
-		eventually(t, 5*time.Second, "edit the BMC's port", func() (bool, string) {
+		testenv.Eventually(t, 5*time.Second, "edit the BMC's port", func() (bool, string) {
 			b := &metalv1alpha1.BMC{}
 			if err := env.Client.Get(ctx(), client.ObjectKey{Name: "edit-idle"}, b); err != nil {
 				return false, err.Error()
@@ -252,7 +253,7 @@ func TestEditedAddressActsOnNothing(t *testing.T) {
 			return err == nil, fmt.Sprint(err)
 		})
 	}
-	setPort(metaltest.Port(bClaimed))
+	setPort(suite.Port(bClaimed))
 	waitMismatch(t, idle, systemOf(bClaimed).UUID())
 	bmcReason(t, "edit-idle", metalv1alpha1.ReasonIdentityMismatch)
 
@@ -260,24 +261,24 @@ func TestEditedAddressActsOnNothing(t *testing.T) {
 	setClaimPower(t, claim, metalv1alpha1.PowerOff)
 	waitPower(t, claimed, metalv1alpha1.PowerStateOff, 30*time.Second)
 	bmcReason(t, "edit-claimed", metalv1alpha1.ReasonConnected)
-	if s := getServer(t, idle); durableState(s) != string(metalv1alpha1.ServerStateAvailable) {
+	if s := suite.Server(env, idle); durableState(s) != string(metalv1alpha1.ServerStateAvailable) {
 		t.Errorf("the edited server left Available: %s", durableState(s))
 	}
 	offs := 0
-	for _, r := range metaltest.Since(fleet.Records(bClaimed), start) {
+	for _, r := range suite.Since(fleet.BoxActions(bClaimed), start) {
 		if r.Action == redfish.ActionReset {
 			offs++
 		}
 	}
 	if offs != 1 {
-		t.Errorf("resets on the claimed box: %d, want the claim's one power off: %+v", offs, metaltest.Since(fleet.Records(bClaimed), start))
+		t.Errorf("resets on the claimed box: %d, want the claim's one power off: %+v", offs, suite.Since(fleet.BoxActions(bClaimed), start))
 	}
 
 	back := time.Now()
-	setPort(metaltest.Port(bIdle))
+	setPort(suite.Port(bIdle))
 	waitVerified(t, idle)
 	bmcReason(t, "edit-idle", metalv1alpha1.ReasonConnected)
-	if recs := metaltest.Since(fleet.Records(bIdle), back); len(recs) != 0 {
+	if recs := suite.Since(fleet.BoxActions(bIdle), back); len(recs) != 0 {
 		t.Errorf("actions on the idle box after the edit was undone: %+v", recs)
 	}
 }
@@ -299,8 +300,8 @@ func TestReplacedBoardNeedsTheAnnotation(t *testing.T) {
 	}
 
 	annotate(t, name, metalv1alpha1.AcceptSystemUUIDAnnotation, strings.ToUpper(newUUID))
-	eventually(t, 60*time.Second, "replacement accepted", func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, 60*time.Second, "replacement accepted", func() (bool, string) {
+		s := suite.Server(env, name)
 		_, pending := s.Annotations[metalv1alpha1.AcceptSystemUUIDAnnotation]
 		return s.Spec.SystemUUID == newUUID && !pending && s.Status.SerialNumber == newSerial,
 			fmt.Sprintf("uuid %s, annotation pending %v, serial %s", s.Spec.SystemUUID, pending, s.Status.SerialNumber)
@@ -314,7 +315,7 @@ func TestReplacedBoardNeedsTheAnnotation(t *testing.T) {
 // setClaimPower patches a claim's power.
 func setClaimPower(t *testing.T, claim *metalv1alpha1.ServerClaim, power metalv1alpha1.Power) {
 	t.Helper()
-	eventually(t, 5*time.Second, "claim power "+string(power), func() (bool, string) {
+	testenv.Eventually(t, 5*time.Second, "claim power "+string(power), func() (bool, string) {
 		c := &metalv1alpha1.ServerClaim{}
 		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(claim), c); err != nil {
 			return false, err.Error()
@@ -334,7 +335,7 @@ func createInlineServer(t *testing.T, name, uuid string, b *redfish.BMC, secret 
 		Spec: metalv1alpha1.ServerSpec{
 			SystemUUID: uuid,
 			BMC: &metalv1alpha1.BMCAccess{
-				Protocol:     metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: metaltest.Port(b), Scheme: metalv1alpha1.HTTPScheme},
+				Protocol:     metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: suite.Port(b), Scheme: metalv1alpha1.HTTPScheme},
 				Address:      "127.0.0.1",
 				BMCSecretRef: corev1.LocalObjectReference{Name: secret},
 			},
@@ -365,8 +366,8 @@ func TestServerTwiceActsThroughNeither(t *testing.T) {
 	if err := env.Client.Delete(ctx(), twin); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the copy is gone", func() (bool, string) { return getServer(t, twin.Name) == nil, "still there" })
-	if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
+	testenv.Eventually(t, 30*time.Second, "the copy is gone", func() (bool, string) { return suite.Server(env, twin.Name) == nil, "still there" })
+	if recs := suite.Since(fleet.BoxActions(b), start); len(recs) != 0 {
 		t.Fatalf("the copy's deletion acted on the machine: %+v", recs)
 	}
 	// The first resumes: Available turns the box off again.
@@ -385,20 +386,20 @@ func TestBMCForAnInlineServerCreatesNothing(t *testing.T) {
 	}
 	sys := systemOf(b)
 	inline := createInlineServer(t, "inline-first", sys.UUID(), b, "inline-first")
-	waitState(t, inline.Name, metalv1alpha1.ServerStateAvailable, 60*time.Second)
+	suite.WaitServerState(t, env, inline.Name, metalv1alpha1.ServerStateAvailable, 60*time.Second)
 	start := time.Now()
-	obj := metaltest.BMCObject(b, "inline-first")
+	obj := suite.BMCObject(b, "inline-first")
 	if err := env.Client.Create(ctx(), obj); err != nil {
 		t.Fatal(err)
 	}
 	bmcReason(t, obj.Name, metalv1alpha1.ReasonDuplicateIdentity)
-	if s := getServer(t, bmccontroller.ServerName(obj.Name, sys.ID())); s != nil {
+	if s := suite.Server(env, bmccontroller.ServerName(obj.Name, sys.ID())); s != nil {
 		t.Fatalf("a second Server %s was created for a machine that has one", s.Name)
 	}
-	if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
+	if recs := suite.Since(fleet.BoxActions(b), start); len(recs) != 0 {
 		t.Errorf("actions on the machine: %+v", recs)
 	}
-	if s := getServer(t, inline.Name); durableState(s) != string(metalv1alpha1.ServerStateAvailable) {
+	if s := suite.Server(env, inline.Name); durableState(s) != string(metalv1alpha1.ServerStateAvailable) {
 		t.Errorf("the inline server left Available: %s", durableState(s))
 	}
 }
@@ -409,14 +410,14 @@ func TestBMCForAnInlineServerCreatesNothing(t *testing.T) {
 // for the claimed machine.
 func TestOlderEmptyBMCNeverTakesHeldServers(t *testing.T) {
 	b := fleet.Take(t)
-	older := metaltest.BMCObject(b, "late-a")
+	older := suite.BMCObject(b, "late-a")
 	older.Spec.Access, older.Spec.EndpointRef = nil, &corev1.LocalObjectReference{Name: "late-a"}
 	if err := env.Client.Create(ctx(), older); err != nil {
 		t.Fatal(err)
 	}
 	bmcReason(t, "late-a", metalv1alpha1.ReasonEndpointNotFound)
-	name := registerBMC(t, b, "late-b")
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 60*time.Second)
+	name := fleet.RegisterBMC(t, b, "late-b")
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 60*time.Second)
 	claimServer(t, name, "late-b-claim", metalv1alpha1.PowerOn)
 	waitPower(t, name, metalv1alpha1.PowerStateOn, 30*time.Second)
 	start := time.Now()
@@ -431,11 +432,11 @@ func TestOlderEmptyBMCNeverTakesHeldServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	bmcReason(t, "late-a", metalv1alpha1.ReasonDuplicateIdentity)
-	if s := getServer(t, bmccontroller.ServerName("late-a", systemOf(b).ID())); s != nil {
+	if s := suite.Server(env, bmccontroller.ServerName("late-a", systemOf(b).ID())); s != nil {
 		t.Fatalf("the older, empty BMC created Server %s for a claimed machine", s.Name)
 	}
 	bmcReason(t, "late-b", metalv1alpha1.ReasonConnected)
-	if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
+	if recs := suite.Since(fleet.BoxActions(b), start); len(recs) != 0 {
 		t.Errorf("actions on the claimed machine: %+v", recs)
 	}
 }
@@ -447,7 +448,7 @@ func TestOlderEmptyBMCNeverTakesHeldServers(t *testing.T) {
 func TestDeletedClaimedServerKeepsItsMachineFromANewcomer(t *testing.T) {
 	name, b, claim := claimedOn(t, "held-twin")
 	sys := systemOf(b)
-	if err := env.Client.Delete(ctx(), getServer(t, name)); err != nil {
+	if err := env.Client.Delete(ctx(), suite.Server(env, name)); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -460,15 +461,15 @@ func TestDeletedClaimedServerKeepsItsMachineFromANewcomer(t *testing.T) {
 	if err := env.Client.Delete(ctx(), claim); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "the old Server gone", func() (bool, string) { return getServer(t, name) == nil, "still there" })
+	testenv.Eventually(t, 60*time.Second, "the old Server gone", func() (bool, string) { return suite.Server(env, name) == nil, "still there" })
 	waitServerReason(t, twin.Name, metalv1alpha1.ReasonDuplicateIdentity, true)
 }
 
 // waitServerReason waits until Server name reports Ready with reason (or, with not, any other).
 func waitServerReason(t *testing.T, name, reason string, not bool) {
 	t.Helper()
-	eventually(t, 60*time.Second, fmt.Sprintf("%s Ready reason %s (not: %v)", name, reason, not), func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, 60*time.Second, fmt.Sprintf("%s Ready reason %s (not: %v)", name, reason, not), func() (bool, string) {
+		s := suite.Server(env, name)
 		if s == nil {
 			return false, "no server"
 		}
@@ -481,7 +482,7 @@ func waitServerReason(t *testing.T, name, reason string, not bool) {
 func noActions(t *testing.T, b *redfish.BMC, start time.Time, d time.Duration, what string) {
 	t.Helper()
 	for end := time.Now().Add(d); time.Now().Before(end); {
-		if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
+		if recs := suite.Since(fleet.BoxActions(b), start); len(recs) != 0 {
 			t.Fatalf("%s: %+v", what, recs)
 		}
 		time.Sleep(500 * time.Millisecond) // the window being watched, not a synchronisation

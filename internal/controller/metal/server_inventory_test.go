@@ -14,10 +14,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/inventory"
 	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 // The inventory a discovery found (written here as the registry writes it: the record, then the
@@ -25,9 +25,9 @@ import (
 // new discovery round on an Available server, and accept-inventory ends the drift.
 func TestInventoryDriftRediscoverAndAccept(t *testing.T) {
 	b := fleet.Take(t)
-	name := registerBMC(t, b, "drift")
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
-	s := getServer(t, name)
+	name := fleet.RegisterBMC(t, b, "drift")
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	s := suite.Server(env, name)
 
 	gpu := func(addr string) metalv1alpha1.GPU {
 		return metalv1alpha1.GPU{PCIAddress: addr, VendorID: "10de", DeviceID: "20b2", Model: "A100", Driver: "nvidia"}
@@ -53,19 +53,19 @@ func TestInventoryDriftRediscoverAndAccept(t *testing.T) {
 	driftCondition := func(s *metalv1alpha1.Server) *metav1.Condition {
 		return apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionInventoryDrift)
 	}
-	eventually(t, 10*time.Second, "InventoryDrift condition", func() (bool, string) {
-		c := driftCondition(getServer(t, name))
+	testenv.Eventually(t, 10*time.Second, "InventoryDrift condition", func() (bool, string) {
+		c := driftCondition(suite.Server(env, name))
 		return c != nil && c.Status == "True" && c.Reason == metalv1alpha1.ReasonHardwareMissing && c.Message == drift, fmt.Sprintf("%+v", c)
 	})
 
 	// A wiped status gets the condition back, and the probe's inventory (GPUs) from the record.
-	s = getServer(t, name)
+	s = suite.Server(env, name)
 	s.Status = metalv1alpha1.ServerStatus{}
 	if err := testenv.WriteStatus(ctx(), env.Client, s); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "status rebuilt with GPUs and drift", func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, 15*time.Second, "status rebuilt with GPUs and drift", func() (bool, string) {
+		s := suite.Server(env, name)
 		c := driftCondition(s)
 		return len(s.Status.GPUs) == 1 && s.Status.GPUs[0].PCIAddress == "0000:41:00.0" && c != nil && c.Status == "True",
 			fmt.Sprintf("gpus %+v, condition %+v", s.Status.GPUs, c)
@@ -74,16 +74,16 @@ func TestInventoryDriftRediscoverAndAccept(t *testing.T) {
 	// Rediscover: back through Initial and Discovery (a PXE boot of a new round) to Available.
 	start := time.Now()
 	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationRediscover)
-	eventually(t, 30*time.Second, "a discovery boot after rediscover", func() (bool, string) {
-		for _, r := range metaltest.Since(fleet.Records(b), start) {
+	testenv.Eventually(t, 30*time.Second, "a discovery boot after rediscover", func() (bool, string) {
+		for _, r := range suite.Since(fleet.BoxActions(b), start) {
 			if r.Action == redfish.ActionBootOverride && r.Boot != nil && r.Boot.Target == "Pxe" {
 				return true, ""
 			}
 		}
-		return false, fmt.Sprint(metaltest.ResetTypes(metaltest.Since(fleet.Records(b), start)))
+		return false, fmt.Sprint(suite.ResetTypes(suite.Since(fleet.BoxActions(b), start)))
 	})
-	eventually(t, 60*time.Second, "Available again, operation done", func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, 60*time.Second, "Available again, operation done", func() (bool, string) {
+		s := suite.Server(env, name)
 		_, pending := s.Annotations[metalv1alpha1.OperationAnnotation]
 		return durableState(s) == string(metalv1alpha1.ServerStateAvailable) && !pending && s.Status.PowerState == metalv1alpha1.PowerStateOff,
 			fmt.Sprintf("state %s, annotations %v", durableState(s), s.Annotations)
@@ -91,8 +91,8 @@ func TestInventoryDriftRediscoverAndAccept(t *testing.T) {
 
 	// Accepted: the drift is over, and the record's baseline is what was found.
 	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationAcceptInventory)
-	eventually(t, 10*time.Second, "drift accepted", func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, 10*time.Second, "drift accepted", func() (bool, string) {
+		s := suite.Server(env, name)
 		_, d := s.Annotations[metalv1alpha1.InventoryDriftAnnotation]
 		_, op := s.Annotations[metalv1alpha1.OperationAnnotation]
 		return !d && !op && driftCondition(s) == nil, fmt.Sprintf("annotations %v, conditions %v", s.Annotations, s.Status.Conditions)
@@ -112,17 +112,17 @@ func TestRediscoverRefusedWhenClaimed(t *testing.T) {
 	name, b, _ := claimedOn(t, "rediscl")
 	start := time.Now()
 	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationRediscover)
-	eventually(t, 10*time.Second, "operation removed", func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, 10*time.Second, "operation removed", func() (bool, string) {
+		s := suite.Server(env, name)
 		_, pending := s.Annotations[metalv1alpha1.OperationAnnotation]
 		return !pending, fmt.Sprint(s.Annotations)
 	})
 	waitEvent(t, name, metalv1alpha1.ReasonUnsupportedOperation)
-	s := getServer(t, name)
+	s := suite.Server(env, name)
 	if durableState(s) != string(metalv1alpha1.ServerStateReserved) {
 		t.Fatalf("state %s", durableState(s))
 	}
-	for _, r := range metaltest.Since(fleet.Records(b), start) {
+	for _, r := range suite.Since(fleet.BoxActions(b), start) {
 		if r.Action == redfish.ActionReset || (r.Action == redfish.ActionBootOverride && r.Boot != nil && strings.EqualFold(r.Boot.Target, "Pxe")) {
 			t.Fatalf("a claimed server was acted on after rediscover: %+v", r)
 		}

@@ -13,6 +13,8 @@ import (
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 // spec.indicatorLED is set through the BMC and reported in status.indicatorLED: once per change
@@ -27,14 +29,14 @@ func TestIndicatorLEDFollowsSpec(t *testing.T) {
 	}
 	waitLED := func(want metalv1alpha1.IndicatorLED) {
 		t.Helper()
-		eventually(t, 10*time.Second, "status.indicatorLED "+string(want), func() (bool, string) {
-			got := getServer(t, name).Status.IndicatorLED
+		testenv.Eventually(t, 10*time.Second, "status.indicatorLED "+string(want), func() (bool, string) {
+			got := suite.Server(env, name).Status.IndicatorLED
 			return got == want, string(got)
 		})
 	}
 	ledWrites := func() []string {
 		var out []string
-		for _, r := range metaltest.Since(fleet.Records(b), start) {
+		for _, r := range suite.Since(fleet.BoxActions(b), start) {
 			if r.Action == redfish.ActionIndicatorLED {
 				out = append(out, r.LED)
 			}
@@ -52,7 +54,7 @@ func TestIndicatorLEDFollowsSpec(t *testing.T) {
 	if got := fmt.Sprint(ledWrites()); got != "[Blinking Lit]" {
 		t.Errorf("LED writes %s, want one per change", got)
 	}
-	if s := getServer(t, name); durableState(s) != string(metalv1alpha1.ServerStateAvailable) {
+	if s := suite.Server(env, name); durableState(s) != string(metalv1alpha1.ServerStateAvailable) {
 		t.Errorf("server %s after its LED changed", durableState(s))
 	}
 }
@@ -70,22 +72,22 @@ func TestMaintenanceLocatorLED(t *testing.T) {
 	if err := env.Client.Create(ctx(), m); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, name, metalv1alpha1.ServerStateMaintenance, 10*time.Second)
-	eventually(t, 10*time.Second, "LED Blinking, recorded", func() (bool, string) {
-		s := getServer(t, name)
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateMaintenance, 10*time.Second)
+	testenv.Eventually(t, 10*time.Second, "LED Blinking, recorded", func() (bool, string) {
+		s := suite.Server(env, name)
 		return s.Status.IndicatorLED == metalv1alpha1.IndicatorLEDBlinking && s.Annotations[serverstate.MaintenanceLEDAnnotation] == "Blinking",
 			fmt.Sprintf("%s, record %q", s.Status.IndicatorLED, s.Annotations[serverstate.MaintenanceLEDAnnotation])
 	})
 	deleteMaintenance(t, ns, "mled")
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 10*time.Second)
-	eventually(t, 10*time.Second, "LED Off, record gone", func() (bool, string) {
-		s := getServer(t, name)
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 10*time.Second)
+	testenv.Eventually(t, 10*time.Second, "LED Off, record gone", func() (bool, string) {
+		s := suite.Server(env, name)
 		_, recorded := s.Annotations[serverstate.MaintenanceLEDAnnotation]
 		return s.Status.IndicatorLED == metalv1alpha1.IndicatorLEDOff && !recorded,
 			fmt.Sprintf("%s, recorded %v", s.Status.IndicatorLED, recorded)
 	})
 	var leds []string
-	for _, r := range metaltest.Since(fleet.Records(b), start) {
+	for _, r := range suite.Since(fleet.BoxActions(b), start) {
 		if r.Action == redfish.ActionIndicatorLED {
 			leds = append(leds, r.LED)
 		}
@@ -100,8 +102,8 @@ func TestMaintenanceLocatorLED(t *testing.T) {
 // carries it).
 func waitObserved(t *testing.T, name string) {
 	t.Helper()
-	eventually(t, 10*time.Second, "a pass over "+name+"'s generation", func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, 10*time.Second, "a pass over "+name+"'s generation", func() (bool, string) {
+		s := suite.Server(env, name)
 		c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionLifecycle)
 		if c == nil {
 			return false, "no Lifecycle condition"
@@ -113,8 +115,8 @@ func waitObserved(t *testing.T, name string) {
 // editServer patches a Server the controller also writes, on a fresh read, again on a conflict.
 func editServer(t *testing.T, name string, mutate func(*metalv1alpha1.Server)) {
 	t.Helper()
-	eventually(t, 5*time.Second, "edit server "+name, func() (bool, string) {
-		err := lifecycle.PatchMetadata(ctx(), env.Client, getServer(t, name), func(o client.Object) { mutate(o.(*metalv1alpha1.Server)) })
+	testenv.Eventually(t, 5*time.Second, "edit server "+name, func() (bool, string) {
+		err := lifecycle.PatchMetadata(ctx(), env.Client, suite.Server(env, name), func(o client.Object) { mutate(o.(*metalv1alpha1.Server)) })
 		return err == nil, fmt.Sprint(err)
 	})
 }

@@ -10,8 +10,9 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
-	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 func sortedReasons(t *testing.T, regarding string) string {
@@ -23,8 +24,8 @@ func sortedReasons(t *testing.T, regarding string) string {
 // waitServerOperationDone waits until neither the operation annotation nor an intent is left.
 func waitServerOperationDone(t *testing.T, name string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, "server operation done", func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, timeout, "server operation done", func() (bool, string) {
+		s := suite.Server(env, name)
 		_, asked := s.Annotations[metalv1alpha1.OperationAnnotation]
 		_, pending := s.Annotations[intent.Annotation]
 		return !asked && !pending, fmt.Sprint(s.Annotations)
@@ -56,9 +57,9 @@ func TestServerOperationAnswered500AfterItsEffectRunsOnce(t *testing.T) {
 			waitEvent(t, name, want[0])
 			b.ClearFaults()
 			waitPower(t, name, metalv1alpha1.PowerStateOn, 15*time.Second)
-			recs := metaltest.Since(fleet.Records(b), start)
+			recs := suite.Since(fleet.BoxActions(b), start)
 			if n := countResets(recs, "ForceRestart"); n != 1 || len(recs) != 1 {
-				t.Errorf("BMC actions %v, want one ForceRestart", metaltest.ResetTypes(recs))
+				t.Errorf("BMC actions %v, want one ForceRestart", suite.ResetTypes(recs))
 			}
 			if got := sortedReasons(t, name); got != tc.wantReasons {
 				t.Errorf("operation events %s, want %s", got, tc.wantReasons)
@@ -72,8 +73,8 @@ func TestServerOperationAnswered500AfterItsEffectRunsOnce(t *testing.T) {
 func TestBMCResetAnswered500AfterItsEffectRunsOnce(t *testing.T) {
 	b := fleet.Take(t)
 	b.SetReportsLastResetTime(true)
-	name := registerBMC(t, b, "bmc500")
-	waitState(t, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	name := fleet.RegisterBMC(t, b, "bmc500")
+	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
 	waitBMCReady(t, "bmc500", "True/"+metalv1alpha1.ReasonConnected)
 	b.SetFaults(redfish.Faults{ErrorAfterEffect: 500})
 	defer b.ClearFaults()
@@ -115,7 +116,7 @@ func TestServerOperationLeftIssuingByACrashIsSettledByLastResetTime(t *testing.T
 			waitServerOperationDone(t, name, 30*time.Second)
 			waitEvent(t, name, metalv1alpha1.ReasonOperation)
 			waitPower(t, name, metalv1alpha1.PowerStateOn, 15*time.Second)
-			if n := countResets(metaltest.Since(fleet.Records(b), start), "ForceRestart"); n != tc.wantResets {
+			if n := countResets(suite.Since(fleet.BoxActions(b), start), "ForceRestart"); n != tc.wantResets {
 				t.Errorf("restarts: %d, want %d", n, tc.wantResets)
 			}
 			if got := sortedReasons(t, name); got != tc.wantReasons {

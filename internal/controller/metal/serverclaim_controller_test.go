@@ -25,6 +25,8 @@ import (
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/scheme"
+	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 // ---- helpers ---------------------------------------------------------------------------------
@@ -38,7 +40,7 @@ func registerLabeled(t *testing.T, b *redfish.BMC, name string, lbls map[string]
 	if err := env.Client.Create(ctx(), sec); err != nil {
 		t.Fatal(err)
 	}
-	obj := metaltest.BMCObject(b, name)
+	obj := suite.BMCObject(b, name)
 	maps.Copy(obj.Labels, lbls)
 	if err := env.Client.Create(ctx(), obj); err != nil {
 		t.Fatal(err)
@@ -57,7 +59,7 @@ func availableServers(t *testing.T, prefix string, n int, lbls func(i int) map[s
 		names[i] = registerLabeled(t, bmcs[i], fmt.Sprintf("%s-%d", prefix, i), lbls(i))
 	}
 	parallel(n, func(i int) {
-		waitState(t, names[i], metalv1alpha1.ServerStateAvailable, 60*time.Second)
+		suite.WaitServerState(t, env, names[i], metalv1alpha1.ServerStateAvailable, 60*time.Second)
 		waitPower(t, names[i], metalv1alpha1.PowerStateOff, 20*time.Second)
 	})
 	return names, bmcs
@@ -102,7 +104,7 @@ func claimStatus(c *metalv1alpha1.ServerClaim) string {
 func waitClaim(t *testing.T, ns, name, want string, timeout time.Duration) *metalv1alpha1.ServerClaim {
 	t.Helper()
 	var c *metalv1alpha1.ServerClaim
-	eventually(t, timeout, "claim "+name+" "+want, func() (bool, string) {
+	testenv.Eventually(t, timeout, "claim "+name+" "+want, func() (bool, string) {
 		c = getClaim(ns, name)
 		return claimStatus(c) == want, claimStatus(c)
 	})
@@ -111,7 +113,7 @@ func waitClaim(t *testing.T, ns, name, want string, timeout time.Duration) *meta
 
 func waitClaimGone(t *testing.T, ns, name string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, "claim "+name+" gone", func() (bool, string) {
+	testenv.Eventually(t, timeout, "claim "+name+" gone", func() (bool, string) {
 		c := getClaim(ns, name)
 		return c == nil, claimStatus(c)
 	})
@@ -119,7 +121,7 @@ func waitClaimGone(t *testing.T, ns, name string, timeout time.Duration) {
 
 func updateClaim(t *testing.T, ns, name string, mutate func(*metalv1alpha1.ServerClaim)) {
 	t.Helper()
-	eventually(t, 5*time.Second, "update claim "+name, func() (bool, string) {
+	testenv.Eventually(t, 5*time.Second, "update claim "+name, func() (bool, string) {
 		c := getClaim(ns, name)
 		if c == nil {
 			return false, "gone"
@@ -136,7 +138,7 @@ func systemPower(b *redfish.BMC) string { return systemOf(b).PowerState() }
 
 func waitSystemPower(t *testing.T, b *redfish.BMC, want string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, fmt.Sprintf("BMC %d power %s", b.Index(), want), func() (bool, string) {
+	testenv.Eventually(t, timeout, fmt.Sprintf("BMC %d power %s", b.Index(), want), func() (bool, string) {
 		got := systemPower(b)
 		return got == want, got
 	})
@@ -263,7 +265,7 @@ func TestClaimRace(t *testing.T) {
 
 	settled := func(wantBound, wantUnbound int) map[string]string {
 		var bound map[string]string
-		eventually(t, 60*time.Second, fmt.Sprintf("%d bound, %d unbound", wantBound, wantUnbound), func() (bool, string) {
+		testenv.Eventually(t, 60*time.Second, fmt.Sprintf("%d bound, %d unbound", wantBound, wantUnbound), func() (bool, string) {
 			list := &metalv1alpha1.ServerClaimList{}
 			if err := env.Client.List(ctx(), list, client.InNamespace(ns)); err != nil {
 				return false, err.Error()
@@ -293,7 +295,7 @@ func TestClaimRace(t *testing.T) {
 				t.Errorf("server %s bound by %s and %s", server, other, claim)
 			}
 			held[server] = claim
-			s := getServer(t, server)
+			s := suite.Server(env, server)
 			if s.Spec.ServerClaimRef == nil || s.Spec.ServerClaimRef.Name != claim || s.Spec.ServerClaimRef.Namespace != ns {
 				t.Errorf("claim %s bound to %s, which points at %+v", claim, server, s.Spec.ServerClaimRef)
 			}
@@ -319,7 +321,7 @@ func TestClaimRace(t *testing.T) {
 	bound := settled(n, claims-n)
 	checkBindings(bound)
 	for _, s := range servers {
-		waitState(t, s, metalv1alpha1.ServerStateReserved, 20*time.Second)
+		suite.WaitServerState(t, env, s, metalv1alpha1.ServerStateReserved, 20*time.Second)
 	}
 
 	// Free ten servers: ten waiting claims get them.
@@ -366,7 +368,7 @@ func TestClaimPowerAndReclaim(t *testing.T) {
 		return map[string]string{"pool": fmt.Sprintf("reclaim-%d", i)}
 	})
 	recycle, retain := names[0], names[1]
-	if err := lifecycle.PatchMetadata(ctx(), env.Client, getServer(t, retain), func(o client.Object) {
+	if err := lifecycle.PatchMetadata(ctx(), env.Client, suite.Server(env, retain), func(o client.Object) {
 		o.(*metalv1alpha1.Server).Spec.ReclaimPolicy = metalv1alpha1.ReclaimPolicyRetain
 	}); err != nil {
 		t.Fatal(err)
@@ -384,7 +386,7 @@ func TestClaimPowerAndReclaim(t *testing.T) {
 		if c.Spec.ServerRef == nil || c.Spec.ServerRef.Name != name || !slices.Contains(c.Finalizers, claim.Finalizer) {
 			t.Fatalf("claim %s: serverRef %+v, finalizers %v", c.Name, c.Spec.ServerRef, c.Finalizers)
 		}
-		waitState(t, name, metalv1alpha1.ServerStateReserved, 10*time.Second)
+		suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateReserved, 10*time.Second)
 		waitSystemPower(t, bmcs[i], redfish.PowerOn, 10*time.Second)
 		waitPower(t, name, metalv1alpha1.PowerStateOn, 10*time.Second)
 		waitClaimPower(t, ns, fmt.Sprintf("reclaim-%d", i), metalv1alpha1.PowerStateOn)
@@ -403,11 +405,11 @@ func TestClaimPowerAndReclaim(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := waitState(t, recycle, metalv1alpha1.ServerStateAvailable, 20*time.Second)
+	s := suite.WaitServerState(t, env, recycle, metalv1alpha1.ServerStateAvailable, 20*time.Second)
 	if s.Spec.ServerClaimRef != nil || s.Spec.BootConfigurationRef != nil {
 		t.Errorf("recycled server keeps refs: claim %+v, boot %+v", s.Spec.ServerClaimRef, s.Spec.BootConfigurationRef)
 	}
-	s = waitState(t, retain, metalv1alpha1.ServerStateReleased, 20*time.Second)
+	s = suite.WaitServerState(t, env, retain, metalv1alpha1.ServerStateReleased, 20*time.Second)
 	if s.Spec.ServerClaimRef == nil || s.Spec.ServerClaimRef.Name != "reclaim-1" {
 		t.Errorf("retained server lost its claim ref: %+v", s.Spec.ServerClaimRef)
 	}
@@ -421,16 +423,16 @@ func TestClaimPowerAndReclaim(t *testing.T) {
 			t.Errorf("boot configuration of reclaim-%d still there: %v", i, err)
 		}
 	}
-	eventually(t, 10*time.Second, "retained server's boot configuration ref removed", func() (bool, string) {
-		s := getServer(t, retain)
+	testenv.Eventually(t, 10*time.Second, "retained server's boot configuration ref removed", func() (bool, string) {
+		s := suite.Server(env, retain)
 		return s.Spec.BootConfigurationRef == nil, fmt.Sprintf("%+v", s.Spec.BootConfigurationRef)
 	})
 	// Every power-on of a claim boots its configuration from the network first, as
 	// metal-operator does: the first, and the one after the claim turned it off and on.
-	if got := fmt.Sprint(metaltest.ResetTypes(metaltest.Since(fleet.Records(bmcs[0]), start))); got != "[Boot:Pxe/Once On GracefulShutdown Boot:Pxe/Once On GracefulShutdown]" {
+	if got := fmt.Sprint(suite.ResetTypes(suite.Since(fleet.BoxActions(bmcs[0]), start))); got != "[Boot:Pxe/Once On GracefulShutdown Boot:Pxe/Once On GracefulShutdown]" {
 		t.Errorf("recycled server: BMC actions %s", got)
 	}
-	if got := fmt.Sprint(metaltest.ResetTypes(metaltest.Since(fleet.Records(bmcs[1]), start))); got != "[Boot:Pxe/Once On GracefulShutdown]" {
+	if got := fmt.Sprint(suite.ResetTypes(suite.Since(fleet.BoxActions(bmcs[1]), start))); got != "[Boot:Pxe/Once On GracefulShutdown]" {
 		t.Errorf("retained server: BMC actions %s", got)
 	}
 	// A new claim of the same name does not inherit the retained server...
@@ -439,12 +441,12 @@ func TestClaimPowerAndReclaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitClaim(t, ns, "reclaim-1", "Unbound/"+metalv1alpha1.ReasonAllMatchingServersTaken, 10*time.Second)
-	if s := getServer(t, retain); durableState(s) != string(metalv1alpha1.ServerStateReleased) {
+	if s := suite.Server(env, retain); durableState(s) != string(metalv1alpha1.ServerStateReleased) {
 		t.Errorf("retained server became %s", durableState(s))
 	}
 	// ...until an admin removes the retained claim ref: the server is Available again, and the
 	// waiting claim binds it.
-	if err := lifecycle.PatchMetadata(ctx(), env.Client, getServer(t, retain), func(o client.Object) {
+	if err := lifecycle.PatchMetadata(ctx(), env.Client, suite.Server(env, retain), func(o client.Object) {
 		o.(*metalv1alpha1.Server).Spec.ServerClaimRef = nil
 	}); err != nil {
 		t.Fatal(err)
@@ -453,7 +455,7 @@ func TestClaimPowerAndReclaim(t *testing.T) {
 	if c.Spec.ServerRef == nil || c.Spec.ServerRef.Name != retain {
 		t.Errorf("new reclaim-1 bound %+v, want %s", c.Spec.ServerRef, retain)
 	}
-	waitState(t, retain, metalv1alpha1.ServerStateReserved, 10*time.Second)
+	suite.WaitServerState(t, env, retain, metalv1alpha1.ServerStateReserved, 10*time.Second)
 	for _, reason := range []string{"Bound", "Unbound"} {
 		waitEvent(t, "reclaim-0", reason)
 	}
@@ -463,7 +465,7 @@ func TestClaimPowerAndReclaim(t *testing.T) {
 // waitClaimPower waits for the claim to show its server's power.
 func waitClaimPower(t *testing.T, ns, name string, want metalv1alpha1.PowerState) {
 	t.Helper()
-	eventually(t, 10*time.Second, "claim "+name+" shows server power "+string(want), func() (bool, string) {
+	testenv.Eventually(t, 10*time.Second, "claim "+name+" shows server power "+string(want), func() (bool, string) {
 		c := getClaim(ns, name)
 		if c == nil {
 			return false, "claim missing"
@@ -494,7 +496,7 @@ func TestClaimBadInput(t *testing.T) {
 	waitClaim(t, ns, "bad-image", "Unbound/"+metalv1alpha1.ReasonImageMissing, 10*time.Second)
 	waitClaim(t, ns, "bad-secret", "Unbound/"+metalv1alpha1.ReasonIgnitionSecretNotFound, 10*time.Second)
 	waitClaim(t, ns, "bad-selector", "Unbound/"+metalv1alpha1.ReasonInvalidSelector, 10*time.Second)
-	if s := getServer(t, names[0]); s.Spec.ServerClaimRef != nil {
+	if s := suite.Server(env, names[0]); s.Spec.ServerClaimRef != nil {
 		t.Fatalf("a claim with bad input bound %s", names[0])
 	}
 
@@ -520,7 +522,7 @@ func TestClaimBadInput(t *testing.T) {
 	waitClaim(t, ns, "bad-image", "Unbound/"+metalv1alpha1.ReasonImageMissing, time.Second)
 	waitClaim(t, ns, "bad-secret", "Unbound/"+metalv1alpha1.ReasonIgnitionSecretNotFound, time.Second)
 	for _, name := range more {
-		if s := getServer(t, name); s.Spec.ServerClaimRef != nil {
+		if s := suite.Server(env, name); s.Spec.ServerClaimRef != nil {
 			t.Fatalf("a claim with bad input bound %s", name)
 		}
 	}
@@ -532,7 +534,7 @@ func TestClaimBadInput(t *testing.T) {
 	}
 	waitClaim(t, ns, "bad-image", "Bound/Bound", 10*time.Second)
 	waitClaim(t, ns, "bad-secret", "Bound/Bound", 10*time.Second)
-	eventually(t, 10*time.Second, "boot configuration of bad-secret Ready", func() (bool, string) {
+	testenv.Eventually(t, 10*time.Second, "boot configuration of bad-secret Ready", func() (bool, string) {
 		sbc := &metalv1alpha1.ServerBootConfiguration{}
 		if err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "bad-secret"}, sbc); err != nil {
 			return false, err.Error()
@@ -553,7 +555,7 @@ func TestClaimAdoptsAndRepairs(t *testing.T) {
 	})
 	point := func(server, claim string) {
 		t.Helper()
-		if err := lifecycle.PatchMetadata(ctx(), env.Client, getServer(t, server), func(o client.Object) {
+		if err := lifecycle.PatchMetadata(ctx(), env.Client, suite.Server(env, server), func(o client.Object) {
 			o.(*metalv1alpha1.Server).Spec.ServerClaimRef = &metalv1alpha1.ImmutableObjectReference{Namespace: ns, Name: claim}
 		}); err != nil {
 			t.Fatal(err)
@@ -587,13 +589,13 @@ func TestClaimAdoptsAndRepairs(t *testing.T) {
 	if c.Spec.ServerRef.Name != keep {
 		t.Errorf("adopt-1 bound %s, want %s", c.Spec.ServerRef.Name, keep)
 	}
-	waitState(t, other, metalv1alpha1.ServerStateAvailable, 20*time.Second)
-	eventually(t, 10*time.Second, "second server released", func() (bool, string) {
-		s := getServer(t, other)
+	suite.WaitServerState(t, env, other, metalv1alpha1.ServerStateAvailable, 20*time.Second)
+	testenv.Eventually(t, 10*time.Second, "second server released", func() (bool, string) {
+		s := suite.Server(env, other)
 		return s.Spec.ServerClaimRef == nil, fmt.Sprintf("%+v", s.Spec.ServerClaimRef)
 	})
 	time.Sleep(500 * time.Millisecond)
-	if s := getServer(t, names[0]); s.Spec.ServerClaimRef != nil {
+	if s := suite.Server(env, names[0]); s.Spec.ServerClaimRef != nil {
 		t.Errorf("%s was bound too: %+v", names[0], s.Spec.ServerClaimRef)
 	}
 	checkNoDoubleWrites(t)
@@ -615,7 +617,7 @@ func TestBootConfigurationProvider(t *testing.T) {
 	}
 	wait := func(name string, want metalv1alpha1.ServerBootConfigurationState, reason string) {
 		t.Helper()
-		eventually(t, 10*time.Second, "boot configuration "+name+" "+string(want), func() (bool, string) {
+		testenv.Eventually(t, 10*time.Second, "boot configuration "+name+" "+string(want), func() (bool, string) {
 			sbc := &metalv1alpha1.ServerBootConfiguration{}
 			if err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, sbc); err != nil {
 				return false, err.Error()
@@ -657,7 +659,7 @@ func TestClaimPowerWaitsForBootConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitClaim(t, ns, "bootwait", "Bound/"+metalv1alpha1.ReasonBootConfigurationConflict, 20*time.Second)
-	waitState(t, names[0], metalv1alpha1.ServerStateReserved, 10*time.Second)
+	suite.WaitServerState(t, env, names[0], metalv1alpha1.ServerStateReserved, 10*time.Second)
 	time.Sleep(2 * time.Second) // what a wrong power-on would need to show
 	if p := systemPower(bmcs[0]); p != redfish.PowerOff {
 		t.Fatalf("server powered %s before its boot configuration was Ready", p)
@@ -672,7 +674,7 @@ func TestClaimPowerWaitsForBootConfiguration(t *testing.T) {
 	if err := env.Client.Delete(ctx(), getClaim(ns, "bootwait")); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, names[0], metalv1alpha1.ServerStateAvailable, 20*time.Second)
+	suite.WaitServerState(t, env, names[0], metalv1alpha1.ServerStateAvailable, 20*time.Second)
 	waitClaimGone(t, ns, "bootwait", 20*time.Second)
 	_ = env.Client.Delete(ctx(), sbc)
 }
@@ -698,11 +700,11 @@ func TestClaimEvictTaint(t *testing.T) {
 	}
 	for i, c := range claims {
 		waitClaim(t, ns, c.Name, "Bound/Bound", 20*time.Second)
-		waitState(t, names[i], metalv1alpha1.ServerStateReserved, 10*time.Second)
+		suite.WaitServerState(t, env, names[i], metalv1alpha1.ServerStateReserved, 10*time.Second)
 	}
 	// A NoBind taint leaves bound claims alone.
 	for _, name := range names {
-		if err := lifecycle.PatchMetadata(ctx(), env.Client, getServer(t, name), func(o client.Object) {
+		if err := lifecycle.PatchMetadata(ctx(), env.Client, suite.Server(env, name), func(o client.Object) {
 			o.(*metalv1alpha1.Server).Spec.Taints = []metalv1alpha1.Taint{{Key: "cordon"}}
 		}); err != nil {
 			t.Fatal(err)
@@ -713,14 +715,14 @@ func TestClaimEvictTaint(t *testing.T) {
 		t.Fatalf("a NoBind taint changed a bound claim: %s", got)
 	}
 	for _, name := range names {
-		if err := lifecycle.PatchMetadata(ctx(), env.Client, getServer(t, name), func(o client.Object) {
+		if err := lifecycle.PatchMetadata(ctx(), env.Client, suite.Server(env, name), func(o client.Object) {
 			o.(*metalv1alpha1.Server).Spec.Taints = []metalv1alpha1.Taint{taint}
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	waitClaimGone(t, ns, "evict-0", 20*time.Second)
-	s := waitState(t, names[0], metalv1alpha1.ServerStateAvailable, 20*time.Second)
+	s := suite.WaitServerState(t, env, names[0], metalv1alpha1.ServerStateAvailable, 20*time.Second)
 	if s.Spec.ServerClaimRef != nil || len(s.Spec.Taints) != 1 {
 		t.Errorf("evicted server: claim ref %+v, taints %+v", s.Spec.ServerClaimRef, s.Spec.Taints)
 	}
@@ -728,7 +730,7 @@ func TestClaimEvictTaint(t *testing.T) {
 	if got := claimStatus(getClaim(ns, "evict-1")); got != "Bound/Bound" {
 		t.Errorf("the claim tolerating the taint: %s", got)
 	}
-	if s := getServer(t, names[1]); durableState(s) != string(metalv1alpha1.ServerStateReserved) {
+	if s := suite.Server(env, names[1]); durableState(s) != string(metalv1alpha1.ServerStateReserved) {
 		t.Errorf("the tolerating claim's server is %s", durableState(s))
 	}
 	// A new claim without the toleration does not bind the tainted server.

@@ -15,6 +15,8 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/metadata"
+	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 // A claim's boot configuration names its metadata token Secret; the metadata service serves the
@@ -69,7 +71,7 @@ func TestClaimMetadataToken(t *testing.T) {
 	}
 	served := func(token string) {
 		t.Helper()
-		eventually(t, 10*time.Second, "user data served for the token", func() (bool, string) {
+		testenv.Eventually(t, 10*time.Second, "user data served for the token", func() (bool, string) {
 			code, body := get(token)
 			return code == http.StatusOK && body == userData, fmt.Sprintf("%d %q", code, body)
 		})
@@ -78,7 +80,7 @@ func TestClaimMetadataToken(t *testing.T) {
 	if code, body := get(""); code != http.StatusForbidden || strings.Contains(body, "mdtoken-secret") {
 		t.Fatalf("without a token: %d %q", code, body)
 	}
-	s := getServer(t, names[0])
+	s := suite.Server(env, names[0])
 	for _, o := range []metav1.Object{s, getClaim(ns, name), sbc} {
 		for k, v := range o.GetAnnotations() {
 			if strings.Contains(v, token) {
@@ -95,7 +97,7 @@ func TestClaimMetadataToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rotated string
-	eventually(t, 10*time.Second, "a new token", func() (bool, string) {
+	testenv.Eventually(t, 10*time.Second, "a new token", func() (bool, string) {
 		rotated = tokenOf()
 		return rotated != "" && rotated != token, rotated
 	})
@@ -113,7 +115,7 @@ func TestClaimMetadataToken(t *testing.T) {
 	if sec := getObject(ns, metadata.TokenSecretName(name), &corev1.Secret{}); sec != nil {
 		t.Fatalf("token Secret %s outlived its claim", sec.Name)
 	}
-	eventually(t, 10*time.Second, "the token of the gone claim refused", func() (bool, string) {
+	testenv.Eventually(t, 10*time.Second, "the token of the gone claim refused", func() (bool, string) {
 		code, body := get(rotated)
 		return code == http.StatusForbidden, fmt.Sprintf("%d %q", code, body)
 	})

@@ -18,6 +18,7 @@ import (
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 func getMaintenance(ns, name string) *metalv1alpha1.ServerMaintenance {
@@ -26,7 +27,7 @@ func getMaintenance(ns, name string) *metalv1alpha1.ServerMaintenance {
 
 func waitMaintenance(t *testing.T, ns, name, want string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, "maintenance "+name+" "+want, func() (bool, string) {
+	testenv.Eventually(t, timeout, "maintenance "+name+" "+want, func() (bool, string) {
 		got := metaltest.MaintenanceStatus(getMaintenance(ns, name))
 		return got == want, got
 	})
@@ -37,7 +38,7 @@ func deleteMaintenance(t *testing.T, ns, name string) {
 	if err := env.Client.Delete(ctx(), getMaintenance(ns, name)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "maintenance "+name+" gone", func() (bool, string) {
+	testenv.Eventually(t, 20*time.Second, "maintenance "+name+" gone", func() (bool, string) {
 		m := getMaintenance(ns, name)
 		return m == nil, metaltest.MaintenanceStatus(m)
 	})
@@ -56,7 +57,7 @@ func approve(t *testing.T, ns, claim string) {
 
 func waitLabel(t *testing.T, ns, claim, key string, present bool) {
 	t.Helper()
-	eventually(t, 10*time.Second, fmt.Sprintf("claim %s label %s present=%v", claim, key, present), func() (bool, string) {
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("claim %s label %s present=%v", claim, key, present), func() (bool, string) {
 		c := getClaim(ns, claim)
 		_, ok := c.Labels[key]
 		return ok == present, fmt.Sprint(c.Labels)
@@ -76,7 +77,7 @@ func boundClaims(t *testing.T, ns, prefix string, names []string, bmcs []*redfis
 	}
 	for i, name := range names {
 		waitClaim(t, ns, fmt.Sprintf("%s-%d", prefix, i), "Bound/Bound", 20*time.Second)
-		waitState(t, name, metalv1alpha1.ServerStateReserved, 10*time.Second)
+		suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateReserved, 10*time.Second)
 		waitSystemPower(t, bmcs[i], redfish.PowerOn, 10*time.Second)
 		waitPower(t, name, metalv1alpha1.PowerStateOn, 10*time.Second)
 	}
@@ -96,7 +97,7 @@ func TestMaintenanceEnforcedAndApproval(t *testing.T) {
 	if err := env.Client.Create(ctx(), metaltest.NewMaintenance(ns, "maint-enforced", names[0], metalv1alpha1.ServerMaintenancePolicyEnforced, metalv1alpha1.PowerOff, 0)); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, names[0], metalv1alpha1.ServerStateMaintenance, 10*time.Second)
+	suite.WaitServerState(t, env, names[0], metalv1alpha1.ServerStateMaintenance, 10*time.Second)
 	waitSystemPower(t, bmcs[0], redfish.PowerOff, 10*time.Second)
 	waitMaintenance(t, ns, "maint-enforced", "InMaintenance/"+metalv1alpha1.ReasonInMaintenance, 10*time.Second)
 	waitLabel(t, ns, "maint-0", metalv1alpha1.MaintenanceNeededLabel, true)
@@ -108,7 +109,7 @@ func TestMaintenanceEnforcedAndApproval(t *testing.T) {
 
 	// Wipe every status involved: nothing moves.
 	wiped := time.Now()
-	s := getServer(t, names[0])
+	s := suite.Server(env, names[0])
 	s.Status = metalv1alpha1.ServerStatus{}
 	if err := testenv.WriteStatus(ctx(), env.Client, s); err != nil {
 		t.Fatal(err)
@@ -128,22 +129,22 @@ func TestMaintenanceEnforcedAndApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitMaintenance(t, ns, "maint-enforced", "InMaintenance/"+metalv1alpha1.ReasonInMaintenance, 10*time.Second)
-	waitState(t, names[0], metalv1alpha1.ServerStateMaintenance, 10*time.Second)
+	suite.WaitServerState(t, env, names[0], metalv1alpha1.ServerStateMaintenance, 10*time.Second)
 	waitClaim(t, ns, "maint-0", "Bound/Bound", 10*time.Second)
 	time.Sleep(1500 * time.Millisecond) // room for a wrong action to show
-	if recs := metaltest.Since(fleet.Records(bmcs[0]), wiped); len(recs) != 0 {
-		t.Errorf("BMC actions after the wipe: %v", metaltest.ResetTypes(recs))
+	if recs := suite.Since(fleet.BoxActions(bmcs[0]), wiped); len(recs) != 0 {
+		t.Errorf("BMC actions after the wipe: %v", suite.ResetTypes(recs))
 	}
-	if s := getServer(t, names[0]); durableState(s) != string(metalv1alpha1.ServerStateMaintenance) || s.Spec.ServerMaintenanceRef == nil {
+	if s := suite.Server(env, names[0]); durableState(s) != string(metalv1alpha1.ServerStateMaintenance) || s.Spec.ServerMaintenanceRef == nil {
 		t.Errorf("after the wipe: state %s, maintenance ref %+v", durableState(s), s.Spec.ServerMaintenanceRef)
 	}
 
 	// Deleting it hands the server back: Reserved, the claim's power, marks cleared.
 	deleteMaintenance(t, ns, "maint-enforced")
-	waitState(t, names[0], metalv1alpha1.ServerStateReserved, 10*time.Second)
+	suite.WaitServerState(t, env, names[0], metalv1alpha1.ServerStateReserved, 10*time.Second)
 	waitSystemPower(t, bmcs[0], redfish.PowerOn, 10*time.Second)
 	waitLabel(t, ns, "maint-0", metalv1alpha1.MaintenanceNeededLabel, false)
-	if s := getServer(t, names[0]); s.Spec.ServerMaintenanceRef != nil || s.Spec.ServerClaimRef == nil {
+	if s := suite.Server(env, names[0]); s.Spec.ServerMaintenanceRef != nil || s.Spec.ServerClaimRef == nil {
 		t.Errorf("handed back: maintenance ref %+v, claim ref %+v", s.Spec.ServerMaintenanceRef, s.Spec.ServerClaimRef)
 	}
 
@@ -155,18 +156,18 @@ func TestMaintenanceEnforcedAndApproval(t *testing.T) {
 	waitMaintenance(t, ns, "maint-approval", "Pending/"+metalv1alpha1.ReasonWaitingForApproval, 10*time.Second)
 	asked := time.Now()
 	time.Sleep(time.Second)
-	if s := getServer(t, names[1]); durableState(s) != string(metalv1alpha1.ServerStateReserved) || s.Spec.ServerMaintenanceRef != nil {
+	if s := suite.Server(env, names[1]); durableState(s) != string(metalv1alpha1.ServerStateReserved) || s.Spec.ServerMaintenanceRef != nil {
 		t.Fatalf("maintenance started without approval: state %s, ref %+v", durableState(s), s.Spec.ServerMaintenanceRef)
 	}
-	if recs := metaltest.Since(fleet.Records(bmcs[1]), asked); len(recs) != 0 {
-		t.Errorf("BMC actions before approval: %v", metaltest.ResetTypes(recs))
+	if recs := suite.Since(fleet.BoxActions(bmcs[1]), asked); len(recs) != 0 {
+		t.Errorf("BMC actions before approval: %v", suite.ResetTypes(recs))
 	}
 	approve(t, ns, "maint-1")
-	waitState(t, names[1], metalv1alpha1.ServerStateMaintenance, 10*time.Second)
+	suite.WaitServerState(t, env, names[1], metalv1alpha1.ServerStateMaintenance, 10*time.Second)
 	waitSystemPower(t, bmcs[1], redfish.PowerOff, 10*time.Second)
 	waitMaintenance(t, ns, "maint-approval", "InMaintenance/"+metalv1alpha1.ReasonInMaintenance, 10*time.Second)
 	deleteMaintenance(t, ns, "maint-approval")
-	waitState(t, names[1], metalv1alpha1.ServerStateReserved, 10*time.Second)
+	suite.WaitServerState(t, env, names[1], metalv1alpha1.ServerStateReserved, 10*time.Second)
 	waitSystemPower(t, bmcs[1], redfish.PowerOn, 10*time.Second)
 	waitLabel(t, ns, "maint-1", metalv1alpha1.MaintenanceApprovedLabel, false)
 	for _, reason := range []string{"Started", "Ended"} {
@@ -200,7 +201,7 @@ func TestMaintenancePriorityAndBootConfiguration(t *testing.T) {
 	approve(t, ns, "prio-0")
 	waitMaintenance(t, ns, "prio-high", "InMaintenance/"+metalv1alpha1.ReasonInMaintenance, 10*time.Second)
 	waitMaintenance(t, ns, "prio-low", "Pending/"+metalv1alpha1.ReasonQueued, 10*time.Second)
-	s := waitState(t, server, metalv1alpha1.ServerStateMaintenance, 10*time.Second)
+	s := suite.WaitServerState(t, env, server, metalv1alpha1.ServerStateMaintenance, 10*time.Second)
 	if ref := s.Spec.MaintenanceBootConfigurationRef; ref == nil || ref.Name != "prio-high-boot" || ref.Namespace != ns {
 		t.Errorf("maintenance boot configuration ref %+v", ref)
 	}
@@ -215,18 +216,18 @@ func TestMaintenancePriorityAndBootConfiguration(t *testing.T) {
 
 	// The high one ends: the low one asks the owner again, then runs.
 	deleteMaintenance(t, ns, "prio-high")
-	eventually(t, 10*time.Second, "maintenance boot configuration removed", func() (bool, string) {
+	testenv.Eventually(t, 10*time.Second, "maintenance boot configuration removed", func() (bool, string) {
 		err := env.Client.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "prio-high-boot"}, &metalv1alpha1.ServerBootConfiguration{})
-		s := getServer(t, server)
+		s := suite.Server(env, server)
 		return apierrors.IsNotFound(err) && s.Spec.MaintenanceBootConfigurationRef == nil, fmt.Sprint(err)
 	})
 	waitMaintenance(t, ns, "prio-low", "Pending/"+metalv1alpha1.ReasonWaitingForApproval, 10*time.Second)
-	waitState(t, server, metalv1alpha1.ServerStateReserved, 10*time.Second)
+	suite.WaitServerState(t, env, server, metalv1alpha1.ServerStateReserved, 10*time.Second)
 	approve(t, ns, "prio-0")
 	waitMaintenance(t, ns, "prio-low", "InMaintenance/"+metalv1alpha1.ReasonInMaintenance, 10*time.Second)
 	waitSystemPower(t, bmcs[0], redfish.PowerOff, 10*time.Second)
 	deleteMaintenance(t, ns, "prio-low")
-	waitState(t, server, metalv1alpha1.ServerStateReserved, 10*time.Second)
+	suite.WaitServerState(t, env, server, metalv1alpha1.ServerStateReserved, 10*time.Second)
 	waitSystemPower(t, bmcs[0], redfish.PowerOn, 10*time.Second)
 	checkNoDoubleWrites(t)
 }
@@ -242,8 +243,8 @@ func TestMaintenanceOfADeletedHeldServerSaysServerDeleting(t *testing.T) {
 	}
 	waitServerCondition := func(typ, want string) {
 		t.Helper()
-		eventually(t, 15*time.Second, "server "+typ+" "+want, func() (bool, string) {
-			c := apimeta.FindStatusCondition(getServer(t, name).Status.Conditions, typ)
+		testenv.Eventually(t, 15*time.Second, "server "+typ+" "+want, func() (bool, string) {
+			c := apimeta.FindStatusCondition(suite.Server(env, name).Status.Conditions, typ)
 			return c != nil && string(c.Status)+"/"+c.Reason == want, fmt.Sprint(c)
 		})
 	}
@@ -259,8 +260,8 @@ func TestMaintenanceOfADeletedHeldServerSaysServerDeleting(t *testing.T) {
 
 	// Pointed at before the deletion took it: the ref a maintenance that started on a lagging
 	// cache leaves.
-	eventually(t, 5*time.Second, "point the server at the maintenance", func() (bool, string) {
-		s := getServer(t, name)
+	testenv.Eventually(t, 5*time.Second, "point the server at the maintenance", func() (bool, string) {
+		s := suite.Server(env, name)
 		err := lifecycle.PatchMetadata(ctx(), env.Client, s, func(o client.Object) {
 			o.(*metalv1alpha1.Server).Spec.ServerMaintenanceRef = &metalv1alpha1.ObjectReference{Namespace: "default", Name: "mdel-early"}
 		})
@@ -270,11 +271,11 @@ func TestMaintenanceOfADeletedHeldServerSaysServerDeleting(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitMaintenance(t, "default", "mdel-early", "Pending/"+metalv1alpha1.ReasonServerDeleting, 15*time.Second)
-	if s := getServer(t, name); durableState(s) != string(metalv1alpha1.ServerStateReserved) {
+	if s := suite.Server(env, name); durableState(s) != string(metalv1alpha1.ServerStateReserved) {
 		t.Errorf("the deleted server's state: %s, want Reserved", durableState(s))
 	}
-	if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
-		t.Errorf("BMC actions for a maintenance of a deleted server: %v", metaltest.ResetTypes(recs))
+	if recs := suite.Since(fleet.BoxActions(b), start); len(recs) != 0 {
+		t.Errorf("BMC actions for a maintenance of a deleted server: %v", suite.ResetTypes(recs))
 	}
 	deleteMaintenance(t, "default", "mdel-early")
 	if err := env.Client.Delete(ctx(), claim); err != nil {
@@ -301,9 +302,9 @@ func TestMaintenanceOfTheNewerGroup(t *testing.T) {
 	if err := env.Client.Create(ctx(), m); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, names[0], metalv1alpha1.ServerStateMaintenance, 10*time.Second)
+	suite.WaitServerState(t, env, names[0], metalv1alpha1.ServerStateMaintenance, 10*time.Second)
 	waitMaintenance(t, ns, "mgroup-m", "InMaintenance/"+metalv1alpha1.ReasonInMaintenance, 10*time.Second)
-	eventually(t, 10*time.Second, "the newer kind's state", func() (bool, string) {
+	testenv.Eventually(t, 10*time.Second, "the newer kind's state", func() (bool, string) {
 		got := &maintenancev1alpha1.ServerMaintenance{}
 		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(m), got); err != nil {
 			return false, err.Error()
@@ -324,16 +325,16 @@ func TestMaintenanceOfTheNewerGroup(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the newer kind's state after a wipe", func() (bool, string) {
+	testenv.Eventually(t, 10*time.Second, "the newer kind's state after a wipe", func() (bool, string) {
 		got := &maintenancev1alpha1.ServerMaintenance{}
 		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(m), got); err != nil {
 			return false, err.Error()
 		}
 		return got.Status.State == metalv1alpha1.ServerMaintenanceStateInMaintenance, "state " + string(got.Status.State)
 	})
-	waitState(t, names[0], metalv1alpha1.ServerStateMaintenance, time.Second)
-	if recs := metaltest.Since(fleet.Records(bmcs[0]), before); len(recs) != 0 {
-		t.Errorf("BMC actions for a maintenance that asks for no power: %v", metaltest.ResetTypes(recs))
+	suite.WaitServerState(t, env, names[0], metalv1alpha1.ServerStateMaintenance, time.Second)
+	if recs := suite.Since(fleet.BoxActions(bmcs[0]), before); len(recs) != 0 {
+		t.Errorf("BMC actions for a maintenance that asks for no power: %v", suite.ResetTypes(recs))
 	}
 
 	// Deleting it deletes its counterpart first, which hands the server back.
@@ -344,8 +345,8 @@ func TestMaintenanceOfTheNewerGroup(t *testing.T) {
 	if err := env.Client.Delete(ctx(), got); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, names[0], metalv1alpha1.ServerStateReserved, 10*time.Second)
-	eventually(t, 10*time.Second, "both maintenances gone", func() (bool, string) {
+	suite.WaitServerState(t, env, names[0], metalv1alpha1.ServerStateReserved, 10*time.Second)
+	testenv.Eventually(t, 10*time.Second, "both maintenances gone", func() (bool, string) {
 		err := env.Client.Get(ctx(), client.ObjectKeyFromObject(m), &maintenancev1alpha1.ServerMaintenance{})
 		return apierrors.IsNotFound(err) && getMaintenance(ns, "mgroup-m") == nil, fmt.Sprintf("newer kind: %v", err)
 	})
@@ -364,7 +365,7 @@ func TestMaintenanceOfTheNewerGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitEvent(t, "mgroup-clash", metalv1alpha1.ReasonMaintenanceConflict)
-	eventually(t, 10*time.Second, "conflict reported", func() (bool, string) {
+	testenv.Eventually(t, 10*time.Second, "conflict reported", func() (bool, string) {
 		got := &maintenancev1alpha1.ServerMaintenance{}
 		if err := env.Client.Get(ctx(), client.ObjectKeyFromObject(clash), got); err != nil {
 			return false, err.Error()
@@ -375,7 +376,7 @@ func TestMaintenanceOfTheNewerGroup(t *testing.T) {
 	if f := getMaintenance(ns, "mgroup-clash"); f == nil || f.Spec.ServerRef.Name != names[1] || len(f.OwnerReferences) != 0 {
 		t.Errorf("the foreign maintenance was touched: %+v", f)
 	}
-	if s := getServer(t, names[0]); s.Spec.ServerMaintenanceRef != nil {
+	if s := suite.Server(env, names[0]); s.Spec.ServerMaintenanceRef != nil {
 		t.Errorf("server taken into maintenance by a refused one: %+v", s.Spec.ServerMaintenanceRef)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/readiness"
 	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 // A readiness rule taints the servers it selects while they do not meet its conditions (a
@@ -38,15 +39,15 @@ func TestReadinessRuleTaintsUntilConditionsHold(t *testing.T) {
 			}
 			tainted := func(name string, want bool) {
 				t.Helper()
-				eventually(t, 10*time.Second, fmt.Sprintf("%s tainted=%v", name, want), func() (bool, string) {
-					s := getServer(t, name)
+				testenv.Eventually(t, 10*time.Second, fmt.Sprintf("%s tainted=%v", name, want), func() (bool, string) {
+					s := suite.Server(env, name)
 					return slices.Contains(s.Spec.Taints, taint) == want, fmt.Sprint(s.Spec.Taints)
 				})
 			}
 			burnIn := func(name string, status metav1.ConditionStatus) {
 				t.Helper()
-				eventually(t, 10*time.Second, "condition BurnIn on "+name, func() (bool, string) {
-					s := getServer(t, name)
+				testenv.Eventually(t, 10*time.Second, "condition BurnIn on "+name, func() (bool, string) {
+					s := suite.Server(env, name)
 					apimeta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: "BurnIn", Status: status, Reason: "Test", Message: "burn-in"})
 					err := testenv.WriteStatus(ctx(), env.Client, s)
 					return err == nil, fmt.Sprint(err)
@@ -54,7 +55,7 @@ func TestReadinessRuleTaintsUntilConditionsHold(t *testing.T) {
 			}
 			tainted(names[0], true)
 			tainted(names[1], true)
-			eventually(t, 10*time.Second, "rule Ready", func() (bool, string) {
+			testenv.Eventually(t, 10*time.Second, "rule Ready", func() (bool, string) {
 				r := &metalv1alpha1.ServerReadinessRule{}
 				if err := env.Client.Get(ctx(), client.ObjectKey{Name: prefix}, r); err != nil {
 					return false, err.Error()
@@ -70,8 +71,8 @@ func TestReadinessRuleTaintsUntilConditionsHold(t *testing.T) {
 				tainted(names[0], true)
 			} else {
 				// The regression brings the rule's pass; wait for its report to be sure it judged.
-				eventually(t, 10*time.Second, "record kept", func() (bool, string) {
-					s := getServer(t, names[0])
+				testenv.Eventually(t, 10*time.Second, "record kept", func() (bool, string) {
+					s := suite.Server(env, names[0])
 					return s.Annotations[readiness.MetAnnotationPrefix+prefix] != "", fmt.Sprint(s.Annotations)
 				})
 				consistentlyUntainted(t, names[0], taint)
@@ -82,8 +83,8 @@ func TestReadinessRuleTaintsUntilConditionsHold(t *testing.T) {
 			}
 			for _, name := range names {
 				tainted(name, false)
-				eventually(t, 10*time.Second, "record gone from "+name, func() (bool, string) {
-					_, ok := getServer(t, name).Annotations[readiness.MetAnnotationPrefix+prefix]
+				testenv.Eventually(t, 10*time.Second, "record gone from "+name, func() (bool, string) {
+					_, ok := suite.Server(env, name).Annotations[readiness.MetAnnotationPrefix+prefix]
 					return !ok, ""
 				})
 			}
@@ -97,7 +98,7 @@ func consistentlyUntainted(t *testing.T, name string, taint metalv1alpha1.Taint)
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
-		if slices.Contains(getServer(t, name).Spec.Taints, taint) {
+		if slices.Contains(suite.Server(env, name).Spec.Taints, taint) {
 			t.Fatalf("%s tainted again after meeting a BootstrapOnly rule once", name)
 		}
 		time.Sleep(100 * time.Millisecond)

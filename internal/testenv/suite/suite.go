@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/discovery"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -51,7 +52,8 @@ type FleetOptions struct {
 	ServerName func(bmcName, systemID string) string
 }
 
-// StartFleet starts the emulated fleet beside env; Close stops it.
+// StartFleet starts the emulated fleet beside env; Close stops it. Without env (single-pass
+// tests on a fake client) no boot is reported and RegisterBMC cannot be used.
 func StartFleet(env *testenv.Env, o FleetOptions) (*Fleet, error) {
 	f := &Fleet{env: env, size: o.BMCs, serverName: o.ServerName}
 	em, err := redfish.Start(redfish.Options{BMCs: o.BMCs, PowerDelay: o.PowerDelay, OnBoot: f.standInRegistry})
@@ -69,6 +71,9 @@ func (f *Fleet) IgnoreBoots(uuid string) { f.ignored.Store(strings.ToLower(uuid)
 // round. Like the probe agent, it retries until the report is in (conflicts with the
 // controller's own writes are expected).
 func (f *Fleet) standInRegistry(ev redfish.BootEvent) {
+	if f.env == nil {
+		return
+	}
 	if _, off := f.ignored.Load(strings.ToLower(ev.UUID)); off {
 		return
 	}
@@ -149,6 +154,59 @@ func (f *Fleet) RecordsOf(b *redfish.BMC) []redfish.Record {
 		}
 	}
 	return out
+}
+
+// BoxActions are the actions on b's boxes: RecordsOf without the event subscriptions, which are
+// the BMC's configuration (looked at through b.Subscriptions), not an action on a box.
+func (f *Fleet) BoxActions(b *redfish.BMC) []redfish.Record {
+	var out []redfish.Record
+	for _, r := range f.RecordsOf(b) {
+		if r.Action != redfish.ActionSubscribe && r.Action != redfish.ActionUnsubscribe {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// ResetTypes names the records' actions the way the tests compare them: a reset by its type, a
+// boot override as Boot:<target>/<enabled>.
+func ResetTypes(recs []redfish.Record) []string {
+	var out []string
+	for _, r := range recs {
+		switch r.Action {
+		case redfish.ActionReset:
+			out = append(out, r.ResetType)
+		case redfish.ActionBootOverride:
+			out = append(out, "Boot:"+r.Boot.Target+"/"+r.Boot.Enabled)
+		default:
+			out = append(out, r.Action+":"+r.ResetType)
+		}
+	}
+	return out
+}
+
+// Since are the records at or after t.
+func Since(recs []redfish.Record, t time.Time) []redfish.Record {
+	var out []redfish.Record
+	for _, r := range recs {
+		if !r.Time.Before(t) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Connect logs in to b as the controllers do, through a pool of its own that the test closes.
+func Connect(tb testing.TB, b *redfish.BMC) (*bmc.Pool, bmc.BMC) {
+	tb.Helper()
+	pool := bmc.NewPool(bmc.Options{RequestTimeout: 2 * time.Second})
+	tb.Cleanup(pool.Close)
+	user, pw := b.Credentials()
+	conn, err := pool.Get(bmc.Endpoint{Address: b.URL(), Username: user, Password: pw})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return pool, conn
 }
 
 // Server reads the Server name (nil when there is none).

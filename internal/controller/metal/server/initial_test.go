@@ -18,6 +18,7 @@ import (
 	"github.com/metalhub/metalhub/internal/discovery"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 // hideSecrets is a cache that has not caught up: Secrets are not in it yet.
@@ -51,7 +52,7 @@ func TestInitialContinuesRoundTheCacheHasNotSeen(t *testing.T) {
 	}
 	c := metaltest.FakeClient(s, sec)
 
-	pool, conn := metaltest.Connect(t, b)
+	pool, conn := suite.Connect(t, b)
 	systems, err := conn.Systems(ctx())
 	if err != nil || len(systems) == 0 {
 		t.Fatalf("systems: %v %v", systems, err)
@@ -77,8 +78,8 @@ func TestInitialContinuesRoundTheCacheHasNotSeen(t *testing.T) {
 	if got, state := s.Annotations[discovery.RoundAnnotation], s.Annotations[lifecycle.StateAnnotation]; got != "r1" || state != string(metalv1alpha1.ServerStateDiscovery) {
 		t.Errorf("round %q, state %q: want round r1 continued in Discovery", got, state)
 	}
-	if recs := metaltest.Since(fleet.Records(b), start); len(recs) != 0 {
-		t.Errorf("BMC actions on a box already booting its round: %v", metaltest.ResetTypes(recs))
+	if recs := suite.Since(fleet.BoxActions(b), start); len(recs) != 0 {
+		t.Errorf("BMC actions on a box already booting its round: %v", suite.ResetTypes(recs))
 	}
 	live := &corev1.Secret{}
 	if err := c.Get(ctx(), client.ObjectKeyFromObject(sec), live); err != nil || string(live.Data[discovery.TokenKey]) != "token-of-r1" {

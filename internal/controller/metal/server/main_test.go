@@ -7,21 +7,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metalhub/metalhub/internal/controller/metal/metaltest"
-	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 // The single-pass tests run one step of the controller on a fake client (metaltest) against
 // boxes of a small emulated fleet of their own; the envtests of the assembled controllers are
 // in package metal.
 var (
-	fleet    *metaltest.Fleet
+	fleet    *suite.Fleet
 	testOpts Options
 )
 
 func TestMain(m *testing.M) {
 	var err error
-	if fleet, err = metaltest.StartFleet(redfish.Options{BMCs: 40, PowerDelay: 300 * time.Millisecond}); err != nil {
+	if fleet, err = suite.StartFleet(nil, suite.FleetOptions{BMCs: 40, PowerDelay: 300 * time.Millisecond}); err != nil {
 		fmt.Fprintln(os.Stderr, "emulator:", err)
 		os.Exit(1)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/testenv/suite"
 )
 
 // One pass of the Server controller per lifecycle state, driven directly through the lifecycle
@@ -129,7 +130,7 @@ func TestServerStateStep(t *testing.T) {
 			if tc.server != nil {
 				tc.server(s)
 			}
-			objects := append([]client.Object{s, metaltest.BMCObject(b, "b"),
+			objects := append([]client.Object{s, suite.BMCObject(b, "b"),
 				&metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Data: map[string][]byte{"username": []byte(user), "password": []byte(pass)}},
 			}, tc.objects...)
 			c := metaltest.FakeClient(objects...)
@@ -157,7 +158,7 @@ func TestServerStateStep(t *testing.T) {
 			if gotPower != tc.wantPower {
 				t.Errorf("power record %q, want %q", after.Annotations[serverstate.PowerAnnotation], tc.wantPower)
 			}
-			if got := fmt.Sprint(metaltest.ResetTypes(metaltest.Since(fleet.Records(b), start))); got != tc.wantResets {
+			if got := fmt.Sprint(suite.ResetTypes(suite.Since(fleet.BoxActions(b), start))); got != tc.wantResets {
 				t.Errorf("BMC actions %s, want %s", got, tc.wantResets)
 			}
 		})
