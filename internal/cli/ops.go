@@ -8,81 +8,17 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/fleetops"
 )
 
-// cordonCommand is cordon (on) or uncordon: spec.unclaimable, which keeps claims from binding a
-// server; one bound already stays bound.
-func cordonCommand(on bool) *cobra.Command {
-	name, short := "uncordon", "let claims bind the servers again (spec.unclaimable=false)"
-	if on {
-		name, short = "cordon", "keep claims from binding the servers (spec.unclaimable=true); a bound claim stays"
-	}
-	c := &cobra.Command{
-		Use:   name + " SERVER...",
-		Short: short,
-		Args:  cobra.MinimumNArgs(1),
-	}
-	k := newKube(c)
-	c.ValidArgsFunction = k.completeServers(1 << 20)
-	c.RunE = func(c *cobra.Command, args []string) error {
-		cl, err := k.client()
-		if err != nil {
-			return err
-		}
-		for _, s := range args {
-			changed, err := fleetops.SetUnclaimable(c.Context(), cl, s, on)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(c.OutOrStdout(), "server/%s %s\n", s, verbed(name, changed))
-		}
-		return nil
-	}
-	return c
-}
-
-// parkCommand is park (on) or unpark: a parked server is left alone by the operator, its power
-// untouched, until unparked.
-func parkCommand(park bool) *cobra.Command {
-	name, short := "unpark", "return parked servers to where they were"
-	if park {
-		name, short = "park", "park servers: the operator leaves them alone, power untouched, until unparked"
-	}
-	c := &cobra.Command{
-		Use:   name + " SERVER...",
-		Short: short,
-		Args:  cobra.MinimumNArgs(1),
-	}
-	k := newKube(c)
-	c.ValidArgsFunction = k.completeServers(1 << 20)
-	c.RunE = func(c *cobra.Command, args []string) error {
-		cl, err := k.client()
-		if err != nil {
-			return err
-		}
-		for _, s := range args {
-			changed, err := fleetops.Park(c.Context(), cl, s, park)
-			if err != nil {
-				return err
-			}
-			if changed {
-				fmt.Fprintf(c.OutOrStdout(), "server/%s %s requested\n", s, name)
-			} else {
-				// Already there, or already asked for: the operator has not necessarily acted yet.
-				fmt.Fprintf(c.OutOrStdout(), "server/%s: nothing to do (%s, or %s already requested)\n", s, verbed(name, false), name)
-			}
-		}
-		return nil
-	}
-	return c
-}
-
-// operationCommand writes a one-off operation that needs no BMC answer to wait for.
-func operationCommand(name, op, short, long string) *cobra.Command {
+// eachServerCommand is a command that does one thing to each server it names, in order, and
+// prints one line per server (say); it stops at the first error.
+func eachServerCommand(name, short, long string, do func(ctx context.Context, cl client.Client, server string) (bool, error),
+	say func(server string, changed bool) string) *cobra.Command {
 	c := &cobra.Command{
 		Use:   name + " SERVER...",
 		Short: short,
@@ -97,19 +33,63 @@ func operationCommand(name, op, short, long string) *cobra.Command {
 			return err
 		}
 		for _, s := range args {
-			changed, err := fleetops.Request(c.Context(), cl, s, op)
+			changed, err := do(c.Context(), cl, s)
 			if err != nil {
 				return err
 			}
-			if changed {
-				fmt.Fprintf(c.OutOrStdout(), "server/%s %s requested\n", s, name)
-			} else {
-				fmt.Fprintf(c.OutOrStdout(), "server/%s: %s already requested\n", s, name)
-			}
+			fmt.Fprintln(c.OutOrStdout(), say(s, changed))
 		}
 		return nil
 	}
 	return c
+}
+
+// cordonCommand is cordon (on) or uncordon: spec.unclaimable, which keeps claims from binding a
+// server; one bound already stays bound.
+func cordonCommand(on bool) *cobra.Command {
+	name, short := "uncordon", "let claims bind the servers again (spec.unclaimable=false)"
+	if on {
+		name, short = "cordon", "keep claims from binding the servers (spec.unclaimable=true); a bound claim stays"
+	}
+	return eachServerCommand(name, short, "",
+		func(ctx context.Context, cl client.Client, s string) (bool, error) {
+			return fleetops.SetUnclaimable(ctx, cl, s, on)
+		},
+		func(s string, changed bool) string { return fmt.Sprintf("server/%s %s", s, verbed(name, changed)) })
+}
+
+// parkCommand is park (on) or unpark: a parked server is left alone by the operator, its power
+// untouched, until unparked.
+func parkCommand(park bool) *cobra.Command {
+	name, short := "unpark", "return parked servers to where they were"
+	if park {
+		name, short = "park", "park servers: the operator leaves them alone, power untouched, until unparked"
+	}
+	return eachServerCommand(name, short, "",
+		func(ctx context.Context, cl client.Client, s string) (bool, error) {
+			return fleetops.Park(ctx, cl, s, park)
+		},
+		func(s string, changed bool) string {
+			if changed {
+				return fmt.Sprintf("server/%s %s requested", s, name)
+			}
+			// Already there, or already asked for: the operator has not necessarily acted yet.
+			return fmt.Sprintf("server/%s: nothing to do (%s, or %s already requested)", s, verbed(name, false), name)
+		})
+}
+
+// operationCommand writes a one-off operation that needs no BMC answer to wait for.
+func operationCommand(name, op, short, long string) *cobra.Command {
+	return eachServerCommand(name, short, long,
+		func(ctx context.Context, cl client.Client, s string) (bool, error) {
+			return fleetops.Request(ctx, cl, s, op)
+		},
+		func(s string, changed bool) string {
+			if changed {
+				return fmt.Sprintf("server/%s %s requested", s, name)
+			}
+			return fmt.Sprintf("server/%s: %s already requested", s, name)
+		})
 }
 
 func rediscoverCommand() *cobra.Command {
