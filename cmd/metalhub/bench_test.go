@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -306,11 +308,7 @@ func sampleCPU(manager int) cpuShares {
 }
 
 func (c cpuShares) since(before cpuShares) string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(c))
 	var out []string
 	for _, k := range keys {
 		out = append(out, fmt.Sprintf("%s %.1fs", k, c[k]-before[k]))

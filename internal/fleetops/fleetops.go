@@ -15,7 +15,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,11 +42,7 @@ var PowerOps = map[string]string{
 
 // PowerVerbs are PowerOps' keys, sorted.
 func PowerVerbs() []string {
-	v := make([]string, 0, len(PowerOps))
-	for k := range PowerOps {
-		v = append(v, k)
-	}
-	sort.Strings(v)
+	v := slices.Sorted(maps.Keys(PowerOps))
 	return v
 }
 

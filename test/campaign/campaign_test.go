@@ -3,11 +3,11 @@ package campaign
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"reflect"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -257,11 +257,7 @@ func (w *world) checkPasses() {
 			over[c] = max(0, over[c]-n)
 		}
 	}
-	controllers := make([]string, 0, len(total))
-	for c := range total {
-		controllers = append(controllers, c)
-	}
-	sort.Strings(controllers)
+	controllers := slices.Sorted(maps.Keys(total))
 	for _, c := range controllers {
 		w.m.checks[invPassBound] += int(total[c])
 		if over[c] > 0 {

@@ -2,8 +2,8 @@ package campaign
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -58,11 +58,7 @@ func tolerated(tols []metalv1alpha1.Toleration, taints []metalv1alpha1.Taint) bo
 
 // couldBind names a server a pending claim could bind right now, if there is one.
 func couldBind(s *snapshot, c *claimView) string {
-	names := make([]string, 0, len(s.Servers))
-	for name := range s.Servers {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(s.Servers))
 	for _, name := range names {
 		v := s.Servers[name]
 		if (c.ServerRef != "" && name != c.ServerRef) || !claimable(v) || !tolerated(c.Tolerations, v.Taints) || pendingMaintenance(s, name) {
@@ -138,11 +134,7 @@ func (w *world) convergence(s *snapshot) []string {
 			p = append(p, fmt.Sprintf("system of %s has Servers %v", w.bmcName(i), names))
 		}
 	}
-	names := make([]string, 0, len(s.Servers))
-	for name := range s.Servers {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(s.Servers))
 	for _, name := range names {
 		v := s.Servers[name]
 		if v.Deleting {
@@ -187,11 +179,7 @@ func (w *world) convergence(s *snapshot) []string {
 			p = append(p, fmt.Sprintf("%s operation %q still pending", name, v.Op))
 		}
 	}
-	keys := make([]string, 0, len(s.Claims))
-	for k := range s.Claims {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(s.Claims))
 	for _, key := range keys {
 		c := s.Claims[key]
 		if c.Deleting {
@@ -219,11 +207,7 @@ func (w *world) convergence(s *snapshot) []string {
 			p = append(p, fmt.Sprintf("claim %s has phase %q", key, c.Phase))
 		}
 	}
-	keys = keys[:0]
-	for k := range s.Maints {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys = slices.Sorted(maps.Keys(s.Maints))
 	for _, key := range keys {
 		mt := s.Maints[key]
 		if mt.Deleting {
@@ -254,11 +238,7 @@ func (w *world) convergence(s *snapshot) []string {
 			}
 		}
 	}
-	bmcs := make([]string, 0, len(s.BMCs))
-	for name := range s.BMCs {
-		bmcs = append(bmcs, name)
-	}
-	sort.Strings(bmcs)
+	bmcs := slices.Sorted(maps.Keys(s.BMCs))
 	for _, name := range bmcs {
 		b := s.BMCs[name]
 		if b.Deleting {

@@ -1,6 +1,8 @@
 package campaign
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -53,11 +55,7 @@ func (s *snapshot) stillThere(h holder) bool {
 // checkHeld: a server held in prev that is gone, re-created or without its finalizer in s, while
 // its holder is still there, was let go under a live claim or maintenance.
 func (m *model) checkHeld(prev, s *snapshot) {
-	names := make([]string, 0, len(prev.Servers))
-	for name := range prev.Servers {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(prev.Servers))
 	for _, name := range names {
 		pv := prev.Servers[name]
 		hs := m.holders(prev, name, pv)
