@@ -128,24 +128,6 @@ func definedKinds(objs []*unstructured.Unstructured) map[schema.GroupVersionKind
 	return out
 }
 
-// ownersOf reads the owned-by annotation. The reference appended its name on every pass
-// (defect 6), so "a,a,a" from a migrated object means a.
-func ownersOf(m metav1.Object) []string {
-	v := strings.TrimSpace(m.GetAnnotations()[ownedByAnnotation])
-	if v == "" {
-		return nil
-	}
-	seen := map[string]bool{}
-	var out []string
-	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p != "" && !seen[p] {
-			seen[p] = true
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 // ownerMark is one owner of an applied object: a VidraResource's name and UID. The name alone
 // is Vidra's mark; the UID tells the VidraResource from a later one of the same name.
 type ownerMark struct{ name, uid string }

@@ -3,7 +3,6 @@ package delivery
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -97,53 +96,4 @@ func noCredentials(err error) bool {
 		return true
 	}
 	return false
-}
-
-// admittedEndpoint refuses a Secret bound at admission for rawURL only when it states another
-// endpoint in URLAnnotation. Labelled only, it serves the URL whose host (or host_port) its
-// label names whatever the scheme and port, as in Vidra: its writer may read the credentials
-// anyway, so where they go is theirs to say; the plain-http rule still applies when they are
-// sent.
-func admittedEndpoint(sec *corev1.Secret, rawURL string) error {
-	if _, stated := sec.Annotations[infrahubv1alpha1.URLAnnotation]; !stated {
-		return nil
-	}
-	want, err := parseEndpoint(rawURL)
-	if err != nil {
-		return lifecycle.WithReason(infrahubv1alpha1.ReasonCredentialsNotFound, err)
-	}
-	have, how, err := secretEndpoint(sec)
-	if err != nil {
-		return lifecycle.Reasonf(infrahubv1alpha1.ReasonCredentialsInvalid, "Secret %s/%s: %s: %v", sec.Namespace, sec.Name, how, err)
-	}
-	if why := endpointMismatch(have, want); why != "" {
-		return lifecycle.Reasonf(infrahubv1alpha1.ReasonCredentialsURLMismatch,
-			"Secret %s/%s holds credentials for %s (%s), not for the sync's %s (%s); nothing was sent",
-			sec.Namespace, sec.Name, have, how, want, why)
-	}
-	return nil
-}
-
-// labelledFor says whether sec's infrahub-api-url label names the host of rawURL.
-func labelledFor(sec *corev1.Secret, rawURL string) bool {
-	values, err := hostLabelValues(rawURL)
-	if err != nil {
-		return false
-	}
-	v, ok := sec.Labels[infrahubv1alpha1.InfrahubAPIURLLabel]
-	for _, want := range values {
-		if ok && v == want {
-			return true
-		}
-	}
-	return false
-}
-
-// hostOf is rawURL's host, for messages.
-func hostOf(rawURL string) string {
-	u, err := url.Parse(strings.TrimSpace(rawURL))
-	if err != nil {
-		return rawURL
-	}
-	return u.Hostname()
 }

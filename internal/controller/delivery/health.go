@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -30,35 +29,6 @@ var healthRank = map[status.Status]int{
 type health struct {
 	status   status.Status
 	notReady []string // "Kind/ns/name: Status: message", worst first
-}
-
-// healthStep reads every planned object (uncached: the watches hold metadata only) and computes
-// its kstatus: the VidraResource reports Healthy only when all are Current, and looks again
-// soon while any is on its way.
-func (r *VidraResourceReconciler) healthStep(ctx context.Context, p *deployPass) (lifecycle.Result, error) {
-	if p.planned == nil {
-		return lifecycle.Continue(), nil
-	}
-	h := health{status: status.CurrentStatus}
-	for _, po := range p.planned {
-		st, msg := objectHealth(ctx, p.target, po.ref)
-		if st == status.CurrentStatus {
-			continue
-		}
-		line := fmt.Sprintf("%s: %s", po.ref, st)
-		if msg != "" {
-			line += ": " + msg
-		}
-		h.notReady = append(h.notReady, line)
-		if healthRank[st] < healthRank[h.status] {
-			h.status = st
-		}
-	}
-	p.health = &h
-	if h.status != status.CurrentStatus && h.status != status.FailedStatus {
-		p.requeue = min(p.requeue, r.healthPoll)
-	}
-	return lifecycle.Continue(), nil
 }
 
 func objectHealth(ctx context.Context, t *target, ref objectRef) (status.Status, string) {

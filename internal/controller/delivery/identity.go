@@ -125,11 +125,6 @@ func (id *identity) actAs(ctx context.Context, d infrahubv1alpha1.Destination, s
 	return user, nil
 }
 
-// actAs is the user a VidraResource's reads, applies and prunes act as (identity.actAs).
-func (r *VidraResourceReconciler) actAs(ctx context.Context, vr *infrahubv1alpha1.VidraResource) (string, error) {
-	return r.identity.actAs(ctx, vr.Spec.Destination, r.seals.view(ctx, "VidraResource", vr))
-}
-
 // selfUser is the operator's own user name, learnt once with a SelfSubjectReview.
 type selfUser struct {
 	client client.Client

@@ -141,3 +141,7 @@ func deadlineError(ctx context.Context, l Limits, delivered, total int) error {
 	return lifecycle.WithReason(infrahubv1alpha1.ReasonPassDeadline, fmt.Errorf(
 		"the pass stopped after %s (--delivery-sync-pass-timeout) with %d of %d artifacts delivered; the next pass goes on", l.PassTimeout, delivered, total))
 }
+
+// DefaultMaxObjectsPerWriter is --delivery-max-objects-per-writer's default: far more syncs and
+// hand-made VidraResources than one team writes, far fewer than would crowd out the others.
+const DefaultMaxObjectsPerWriter = 500

@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -213,73 +212,4 @@ func tookOver(next, old *infrahubv1alpha1.VidraResource) bool {
 	name, uid, ok := handoverOf(next)
 	return ok && name == old.Name && uid == string(old.UID) &&
 		next.Status.DeployState == infrahubv1alpha1.StateSucceeded && next.Status.ObservedGeneration == next.Generation
-}
-
-// weigh fills in the objects of the stake from the inventories: those of the doomed
-// VidraResources, and those of each VidraResource an artifact re-issued under a new id takes
-// over that its successor does not hold (taken over yet or not: successors apply one by one,
-// and a guard that weighed each as it came would let every one through). The total is what
-// the sync held before this answer: a successor's objects are not counted, or an answer that
-// brings decoys would dilute the objects it removes below the fraction. A successor that has
-// not recorded its inventory yet leaves the stake unsettled.
-func (r *InfrahubSyncReconciler) weigh(ctx context.Context, st *pruneStake, owned map[string]*infrahubv1alpha1.VidraResource) error {
-	keys := map[string]map[string]bool{}
-	load := func(vr *infrahubv1alpha1.VidraResource) (map[string]bool, bool, error) {
-		inv, err := r.inventories.load(ctx, vr)
-		if err != nil {
-			return nil, false, err
-		}
-		k := map[string]bool{}
-		for _, ref := range inv.refs() {
-			k[ref.key()] = true
-		}
-		keys[vr.Name] = k
-		return k, inv.found, nil
-	}
-	successor := map[string]*infrahubv1alpha1.VidraResource{} // predecessor name -> successor
-	for _, vr := range owned {
-		if name, uid, ok := handoverOf(vr); ok && vr.DeletionTimestamp.IsZero() {
-			if prev := owned[name]; prev != nil && string(prev.UID) == uid && prev.DeletionTimestamp.IsZero() {
-				successor[name] = vr
-			}
-		}
-	}
-	isSuccessor := map[string]bool{}
-	for _, vr := range successor {
-		isSuccessor[vr.Name] = true
-	}
-	for _, vr := range owned {
-		if !vr.DeletionTimestamp.IsZero() || isSuccessor[vr.Name] {
-			continue
-		}
-		k, _, err := load(vr)
-		if err != nil {
-			return err
-		}
-		st.objectsTotal += len(k)
-	}
-	for _, name := range st.doomed {
-		st.objects += len(keys[name])
-	}
-	for name, next := range successor {
-		nk, found, err := load(next)
-		if err != nil {
-			return err
-		}
-		if !found {
-			st.unsettled = true
-			continue
-		}
-		lost := 0
-		for k := range keys[name] {
-			if !nk[k] {
-				lost++
-			}
-		}
-		if lost > 0 {
-			st.lossy = append(st.lossy, name)
-			st.objects += lost
-		}
-	}
-	return nil
 }

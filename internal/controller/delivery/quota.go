@@ -13,10 +13,6 @@ import (
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 )
 
-// DefaultMaxObjectsPerWriter is --delivery-max-objects-per-writer's default: far more syncs and
-// hand-made VidraResources than one team writes, far fewer than would crowd out the others.
-const DefaultMaxObjectsPerWriter = 500
-
 // WriterLabelValue is the value of infrahubv1alpha1.WriterLabel for a user: a digest, as a user
 // name need not be a label value (and need not be shown to every reader of the object).
 func WriterLabelValue(username string) string {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -293,4 +294,22 @@ func keepOwnManagedFields(i any) (any, error) {
 		o.SetManagedFields(own)
 	}
 	return i, nil
+}
+
+// ownersOf reads the owned-by annotation. The reference appended its name on every pass
+// (defect 6), so "a,a,a" from a migrated object means a.
+func ownersOf(m metav1.Object) []string {
+	v := strings.TrimSpace(m.GetAnnotations()[ownedByAnnotation])
+	if v == "" {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
 }
