@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
+
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -253,7 +255,7 @@ func newManager(cfg *rest.Config, o Options, l *Listeners, log logr.Logger) (ctr
 		// each cached object. Writes without them leave the stored ones alone.
 		// VidraResources are cached without their manifests (up to 1 MiB each): a pass reads
 		// the manifest when it applies it.
-		Cache:      cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: delivery.CacheByObject()},
+		Cache:      cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: manifests.CacheByObject()},
 		NewClient:  apilimit.NewClient(slots),
 		Controller: config.Controller{SkipNameValidation: &o.ManyPerProcess},
 	})

@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metalhub/metalhub/internal/webhook/rights"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/delivery"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
 
@@ -32,7 +33,7 @@ func TestWriterQuota(t *testing.T) {
 		}
 		return err
 	}
-	label := delivery.WriterLabelValue(a)
+	label := rights.WriterLabelValue(a)
 	var first *infrahubv1alpha1.VidraResource
 	for i := range 3 {
 		vr := vrOf(fmt.Sprintf("%s-vr-%d", a, i), nsA)

@@ -15,6 +15,8 @@ import (
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	"github.com/metalhub/metalhub/internal/scheme"
+
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 )
 
 // binaryDefaults are the delivery options of the operator started with no flag.
@@ -175,7 +177,7 @@ func TestTenantWithTheBinaryDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, vr := range vrs.Items {
-		if vr.Labels[SyncLabel] == squat {
+		if vr.Labels[manifests.SyncLabel] == squat {
 			t.Errorf("the squatting sync wrote VidraResource %s", vr.Name)
 		}
 	}

@@ -11,6 +11,8 @@ import (
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	emu "github.com/metalhub/metalhub/internal/emulator/infrahub"
+
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 )
 
 // A slow Infrahub host holds no more than its share of the sync workers: while every query to
@@ -91,7 +93,7 @@ func TestApplyWindowBoundsWhatOneSyncQueues(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w, err := wc.Watch(ctx, &infrahubv1alpha1.VidraResourceList{}, client.MatchingLabels{SyncLabel: "window"})
+	w, err := wc.Watch(ctx, &infrahubv1alpha1.VidraResourceList{}, client.MatchingLabels{manifests.SyncLabel: "window"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,11 @@ import (
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	"github.com/metalhub/metalhub/internal/infrahub"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+
+	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
+	"github.com/metalhub/metalhub/internal/controller/delivery/policy"
+	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
+	"github.com/metalhub/metalhub/internal/controller/delivery/target"
 )
 
 // vrControllerIndex indexes VidraResources by the UID of their controlling InfrahubSync.
@@ -36,8 +41,8 @@ type InfrahubSyncReconciler struct {
 	client    client.Client // the manager's: cached reads
 	apiReader client.Reader // uncached, to tell a lagging cache from a foreign object
 	scheme    *runtime.Scheme
-	settings  *settingsSource
-	creds     *credentials
+	settings  *policy.SettingsSource
+	creds     *target.Credentials
 	clients   *infrahub.Cache
 	recorder  recorder.EventRecorder
 	downloads int
@@ -48,18 +53,18 @@ type InfrahubSyncReconciler struct {
 	// held prune.
 	pruneAutoRelease bool
 	// limits bound each sync's artifacts, manifest bytes and pass time.
-	limits Limits
+	limits policy.Limits
 	// hosts bounds the passes that query one Infrahub host at once.
-	hosts *hostGate
+	hosts *policy.HostGate
 	lc    *lifecycle.Reconciler[*infrahubv1alpha1.InfrahubSync]
 	now   func() time.Time
 	// identity refuses, before anything is queried, a destination its VidraResources could
 	// not act as (a writer-named ServiceAccount without admission, the operator's own).
-	identity *identity
+	identity *target.Identity
 	// inventories tell the prune guard how many objects a deletion removes.
-	inventories *inventoryStore
+	inventories *apply.InventoryStore
 	// seals verify what admission judged of a sync, and seal the VidraResources written for it.
-	seals *sealer
+	seals *sealing.Sealer
 
 	mu      sync.Mutex
 	queried map[types.UID]queryRecord // the last successful query of each sync
@@ -102,7 +107,7 @@ type syncOutcome struct {
 // syncPass is one pass over an InfrahubSync: what the sync step did, for the report step.
 type syncPass struct {
 	*lifecycle.Pass[*infrahubv1alpha1.InfrahubSync]
-	settings Settings
+	settings policy.Settings
 	out      syncOutcome
 	// summaryOnly: nothing changed since the last successful query, which is not due yet: the
 	// pass only summarises the VidraResources (a report of theirs brought it).
@@ -128,11 +133,11 @@ func (r *InfrahubSyncReconciler) syncStep(ctx context.Context, p *syncPass) (lif
 		p.summaryOnly = true // the last query succeeded: nothing is held
 		return r.clearPruneRecord(ctx, p, true)
 	}
-	if e, err := parseEndpoint(p.Obj.Spec.Source.InfrahubAPIURL); err == nil { // a bad URL fails in sync
-		leave, ok := r.hosts.enter(e.String())
+	if e, err := target.ParseEndpoint(p.Obj.Spec.Source.InfrahubAPIURL); err == nil { // a bad URL fails in sync
+		leave, ok := r.hosts.Enter(e.String())
 		if !ok {
 			logf.FromContext(ctx).V(1).Info("Infrahub host busy with other syncs' passes; queued again", "host", e.String())
-			return lifecycle.RequeueAfter(busyRetry(), "Infrahub host busy"), nil
+			return lifecycle.RequeueAfter(policy.BusyRetry(), "Infrahub host busy"), nil
 		}
 		defer leave()
 	}
@@ -206,7 +211,7 @@ func (r *InfrahubSyncReconciler) queryDue(ctx context.Context, p *syncPass) bool
 	if rec.more {
 		// The rest of the answer waits for room in the apply window: a VidraResource's report
 		// only summarises until half of it is free, so a big sync does not query per apply.
-		return unsettled(owned) <= r.limits.withDefaults().forSync(s).ApplyWindow/2
+		return policy.Unsettled(owned) <= r.limits.WithDefaults().ForSync(s).ApplyWindow/2
 	}
 	for _, id := range rec.ids {
 		if vr, ok := owned[id]; !ok || !vr.DeletionTimestamp.IsZero() {

@@ -19,20 +19,25 @@ import (
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	"github.com/metalhub/metalhub/internal/infrahub"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+
+	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
+	"github.com/metalhub/metalhub/internal/controller/delivery/policy"
+	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
 )
 
 // sync queries Infrahub and brings the sync's VidraResources in line. It never writes the sync.
-func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *infrahubv1alpha1.InfrahubSync, settings Settings) syncOutcome {
+func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *infrahubv1alpha1.InfrahubSync, settings policy.Settings) syncOutcome {
 	query := settings.QueryName
 	src := s.Spec.Source
-	limits := r.limits.withDefaults().forSync(s)
+	limits := r.limits.WithDefaults().ForSync(s)
 	ctx, cancel := context.WithTimeout(ctx, limits.PassTimeout)
 	defer cancel()
 	target := infrahub.Target{Branch: src.TargetBranch, At: src.TargetDate}
 	// An identity its VidraResources could not apply as: nothing is fetched either. A query
 	// would only read, with credentials that may be bound to the sync's name alone, what
 	// nothing can deliver (with no webhook, anyone may create a sync of that name).
-	if _, err := r.identity.actAs(ctx, s.Spec.Destination, r.seals.view(ctx, "InfrahubSync", s)); err != nil {
+	if _, err := r.identity.ActAs(ctx, s.Spec.Destination, r.seals.View(ctx, "InfrahubSync", s)); err != nil {
 		if reason, _ := lifecycle.ReasonOf(err); reason == infrahubv1alpha1.ReasonAdmissionRequired || reason == infrahubv1alpha1.ReasonOperatorServiceAccount ||
 			reason == infrahubv1alpha1.ReasonUnsealed || reason == infrahubv1alpha1.ReasonNoServiceAccount {
 			return syncOutcome{err: err, keep: true}
@@ -41,7 +46,7 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 	if err := infrahub.ValidateTargetDate(src.TargetDate); err != nil {
 		return syncOutcome{err: err, keep: true}
 	}
-	cfg, err := r.creds.config(ctx, s)
+	cfg, err := r.creds.Config(ctx, s)
 	if err != nil {
 		return syncOutcome{err: err, keep: true}
 	}
@@ -53,7 +58,7 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 	if err != nil {
 		return syncOutcome{err: err, keep: true}
 	}
-	if err := tooManyArtifacts(distinctIDs(arts), limits); err != nil {
+	if err := policy.TooManyArtifacts(distinctIDs(arts), limits); err != nil {
 		return syncOutcome{err: err, keep: true}
 	}
 	owned, err := r.ownedResources(ctx, c, s)
@@ -66,9 +71,9 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 			query, src.ArtefactName, src.TargetBranch, atSuffix(src.TargetDate), len(owned))}
 	}
 
-	handover := pairRenamed(arts, owned)
-	slots := newWriteSlots(limits.ApplyWindow - unsettled(owned))
-	results := r.deliverAll(ctx, c, ic, s, arts, target, handover, newByteBudget(limits.MaxSyncBytes), slots)
+	handover := apply.PairRenamed(arts, owned)
+	slots := policy.NewWriteSlots(limits.ApplyWindow - policy.Unsettled(owned))
+	results := r.deliverAll(ctx, c, ic, s, arts, target, handover, policy.NewByteBudget(limits.MaxSyncBytes), slots)
 	var (
 		out     syncOutcome
 		errs    []error
@@ -116,19 +121,19 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 		switch successor := successorOf(vr, owned, inResult); {
 		case successor == nil:
 			doomed = append(doomed, name)
-		case tookOver(successor, vr):
+		case apply.TookOver(successor, vr):
 			handedOver = append(handedOver, name)
 		default:
 			// Kept until its successor has applied: the successor's report brings that pass.
 		}
 	}
 	survivors := slices.Collect(maps.Keys(inResult))
-	decision := pruneDecision{}
-	stake := pruneStake{doomed: doomed, total: total}
+	decision := apply.PruneDecision{}
+	stake := apply.PruneStake{Doomed: doomed, Total: total}
 	for _, i := range shrinks {
 		sh := results[i].shrink
-		stake.shrunk = append(stake.shrunk, sh.vr.Name+"@"+sh.art.Checksum)
-		stake.shrunkObjects += sh.lost
+		stake.Shrunk = append(stake.Shrunk, sh.vr.Name+"@"+sh.art.Checksum)
+		stake.ShrunkObjects += sh.lost
 	}
 	// An empty answer the user allowed is its own confirmation.
 	if !(len(arts) == 0 && src.AllowEmpty) && len(doomed)+len(handedOver)+len(shrinks) > 0 {
@@ -137,11 +142,11 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 			errs = append(errs, lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, fmt.Errorf("weighing the prune: %w", err)))
 			doomed, handedOver, shrinks = nil, nil, nil
 		} else {
-			stake.objects += stake.shrunkObjects
-			decision = decidePrune(s, stake, survivors, maxFraction(r.pruneMaxFraction, s), r.now(), r.pruneSettle(settings))
+			stake.Objects += stake.ShrunkObjects
+			decision = apply.DecidePrune(s, stake, survivors, apply.MaxFraction(r.pruneMaxFraction, s), r.now(), r.pruneSettle(settings))
 		}
 	}
-	if !decision.hold {
+	if !decision.Hold {
 		for _, i := range shrinks {
 			sh := results[i].shrink
 			res := r.update(ctx, c, s, sh.art, sh.vr, sh.manifest, false, r.resourceSeal(ctx, s))
@@ -157,18 +162,18 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 			out.progressed = out.progressed || res.wrote
 		}
 	}
-	if decision.reason != "" {
-		logf.FromContext(ctx).Info("prune beyond the guard released", "token", decision.token, "why", decision.reason,
-			"deleting", len(doomed), "of", total, "objects", stake.objects, "ofObjects", stake.objectsTotal)
+	if decision.Reason != "" {
+		logf.FromContext(ctx).Info("prune beyond the guard released", "token", decision.Token, "why", decision.Reason,
+			"deleting", len(doomed), "of", total, "objects", stake.Objects, "ofObjects", stake.ObjectsTotal)
 	}
 	var toDelete []string
 	for _, name := range handedOver {
 		// One that leaves objects behind goes only with the whole answer weighed, and allowed.
-		if !slices.Contains(stake.lossy, name) || (!decision.hold && !stake.unsettled) {
+		if !slices.Contains(stake.Lossy, name) || (!decision.Hold && !stake.Unsettled) {
 			toDelete = append(toDelete, name)
 		}
 	}
-	if !decision.hold {
+	if !decision.Hold {
 		toDelete = append(toDelete, doomed...)
 	}
 	for _, name := range toDelete {
@@ -185,15 +190,15 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 	for id := range inResult {
 		out.ids = append(out.ids, id)
 	}
-	if err := deadlineError(ctx, limits, out.delivered, len(inResult)); err != nil {
+	if err := policy.DeadlineError(ctx, limits, out.delivered, len(inResult)); err != nil {
 		out.err = err
 	} else if len(errs) > 0 {
 		out.err = lifecycle.WithReason(reasonOf(errs[0]), fmt.Errorf("%d of %d artifacts not delivered: %w", len(errs), len(arts), errors.Join(errs...)))
 	}
-	if decision.hold {
+	if decision.Hold {
 		out.keep = true
-		out.recordPrune = decision.record
-		held := lifecycle.Reasonf(infrahubv1alpha1.ReasonPruneHeld, "%s", heldMessage(s, decision, stake, maxFraction(r.pruneMaxFraction, s), r.pruneSettle(settings)))
+		out.recordPrune = decision.Record
+		held := lifecycle.Reasonf(infrahubv1alpha1.ReasonPruneHeld, "%s", apply.HeldMessage(s, decision, stake, apply.MaxFraction(r.pruneMaxFraction, s), r.pruneSettle(settings)))
 		if out.err != nil {
 			held = lifecycle.WithReason(infrahubv1alpha1.ReasonPruneHeld, errors.Join(held, out.err))
 		}
@@ -218,7 +223,7 @@ func successorOf(vr *infrahubv1alpha1.VidraResource, owned map[string]*infrahubv
 		if !inResult[name] || !next.DeletionTimestamp.IsZero() {
 			continue
 		}
-		if n, uid, ok := handoverOf(next); ok && n == vr.Name && uid == string(vr.UID) {
+		if n, uid, ok := apply.HandoverOf(next); ok && n == vr.Name && uid == string(vr.UID) {
 			return next
 		}
 	}
@@ -240,7 +245,7 @@ func (r *InfrahubSyncReconciler) ownedResources(ctx context.Context, c client.Cl
 	}
 	out := make(map[string]*infrahubv1alpha1.VidraResource, len(list.Items))
 	for i := range list.Items {
-		if OwnedBy(&list.Items[i], s) { // the index holds the UID; the name must match too
+		if apply.OwnedBy(&list.Items[i], s) { // the index holds the UID; the name must match too
 			out[list.Items[i].Name] = &list.Items[i]
 		}
 	}
@@ -268,7 +273,7 @@ type shrink struct {
 }
 
 // deliverAll delivers every artifact, a few at a time: downloads are network-bound.
-func (r *InfrahubSyncReconciler) deliverAll(ctx context.Context, c client.Client, ic *infrahub.Client, s *infrahubv1alpha1.InfrahubSync, arts []infrahub.Artifact, target infrahub.Target, handover map[string]*infrahubv1alpha1.VidraResource, budget *byteBudget, slots *writeSlots) []deliverResult {
+func (r *InfrahubSyncReconciler) deliverAll(ctx context.Context, c client.Client, ic *infrahub.Client, s *infrahubv1alpha1.InfrahubSync, arts []infrahub.Artifact, target infrahub.Target, handover map[string]*infrahubv1alpha1.VidraResource, budget *policy.ByteBudget, slots *policy.WriteSlots) []deliverResult {
 	results := make([]deliverResult, len(arts))
 	sem := make(chan struct{}, r.downloads)
 	var wg sync.WaitGroup
@@ -292,7 +297,7 @@ func (r *InfrahubSyncReconciler) deliverAll(ctx context.Context, c client.Client
 // deliver makes the artifact's VidraResource current. The artifact is downloaded only when its
 // checksum differs from the one the VidraResource was written with, or the manifest there was
 // edited by hand (defect 1; storage ids do not change with content, so they are not compared).
-func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, ic *infrahub.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, target infrahub.Target, from *infrahubv1alpha1.VidraResource, budget *byteBudget, slots *writeSlots) deliverResult {
+func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, ic *infrahub.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, target infrahub.Target, from *infrahubv1alpha1.VidraResource, budget *policy.ByteBudget, slots *policy.WriteSlots) deliverResult {
 	vr := &infrahubv1alpha1.VidraResource{}
 	err := c.Get(ctx, client.ObjectKey{Name: a.ID}, vr)
 	exists := err == nil
@@ -300,7 +305,7 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 		return deliverResult{err: lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, fmt.Errorf("reading VidraResource %s: %w", a.ID, err))}
 	}
 	if exists {
-		if !OwnedBy(vr, s) {
+		if !apply.OwnedBy(vr, s) {
 			return deliverResult{err: lifecycle.Reasonf(infrahubv1alpha1.ReasonOwnershipConflict, "artifact %s: VidraResource %s exists and is not controlled by this InfrahubSync (%s)", a.ID, a.ID, controllerName(metav1.GetControllerOf(vr)))}
 		}
 		if !vr.DeletionTimestamp.IsZero() {
@@ -310,18 +315,18 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 		}
 	}
 	// The cache holds no manifest, only its digest (cachedmanifest.go).
-	hash, size := manifestDigest(vr)
-	contentCurrent := exists && vr.Annotations[ChecksumAnnotation] == a.Checksum &&
-		vr.Annotations[ManifestHashAnnotation] == hash
+	hash, size := manifests.ManifestDigest(vr)
+	contentCurrent := exists && vr.Annotations[manifests.ChecksumAnnotation] == a.Checksum &&
+		vr.Annotations[manifests.ManifestHashAnnotation] == hash
 	seal := r.resourceSeal(ctx, s)
-	if contentCurrent && vr.Labels[SyncLabel] == s.Name && vr.Spec.Destination == s.Spec.Destination &&
-		vr.Annotations[ArtifactNameAnnotation] == a.Name && r.sealCurrent(ctx, vr, seal) {
-		if err := budget.take(a.ID, size); err != nil {
+	if contentCurrent && vr.Labels[manifests.SyncLabel] == s.Name && vr.Spec.Destination == s.Spec.Destination &&
+		vr.Annotations[manifests.ArtifactNameAnnotation] == a.Name && r.sealCurrent(ctx, vr, seal) {
+		if err := budget.Take(a.ID, size); err != nil {
 			return deliverResult{err: err}
 		}
 		return deliverResult{}
 	}
-	if !slots.take() {
+	if !slots.Take() {
 		return deliverResult{deferred: true} // neither downloaded nor written: a later pass
 	}
 	manifest := ""
@@ -332,7 +337,7 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 		}
 		manifest, size = string(content.Data), len(content.Data)
 	}
-	if err := budget.take(a.ID, size); err != nil {
+	if err := budget.Take(a.ID, size); err != nil {
 		return deliverResult{err: err}
 	}
 	if !exists {
@@ -352,7 +357,7 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 
 // update writes what the sync owns of an existing VidraResource: its manifest only when
 // contentCurrent is false.
-func (r *InfrahubSyncReconciler) update(ctx context.Context, c client.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, vr *infrahubv1alpha1.VidraResource, manifest string, contentCurrent bool, seal sealLevel) deliverResult {
+func (r *InfrahubSyncReconciler) update(ctx context.Context, c client.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, vr *infrahubv1alpha1.VidraResource, manifest string, contentCurrent bool, seal sealing.SealLevel) deliverResult {
 	base := vr.DeepCopy()
 	if !contentCurrent {
 		// The cached copy holds no manifest: a base that differs from any makes the patch
@@ -372,7 +377,7 @@ func (r *InfrahubSyncReconciler) update(ctx context.Context, c client.Client, s 
 	return deliverResult{wrote: true}
 }
 
-func (r *InfrahubSyncReconciler) create(ctx context.Context, c client.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, manifest string, from *infrahubv1alpha1.VidraResource, seal sealLevel) deliverResult {
+func (r *InfrahubSyncReconciler) create(ctx context.Context, c client.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, manifest string, from *infrahubv1alpha1.VidraResource, seal sealing.SealLevel) deliverResult {
 	vr := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: a.ID}}
 	r.shape(vr, s, a, manifest, true)
 	if from != nil {
@@ -384,7 +389,7 @@ func (r *InfrahubSyncReconciler) create(ctx context.Context, c client.Client, s 
 	}
 	// The VidraResource controller would add its finalizer as its first step; adding it here
 	// saves a write and a pass per artifact.
-	lifecycle.AddFinalizer(vr, finalizer)
+	lifecycle.AddFinalizer(vr, manifests.Finalizer)
 	if err := controllerutil.SetControllerReference(s, vr, r.scheme); err != nil {
 		return deliverResult{err: lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, err)}
 	}
@@ -396,7 +401,7 @@ func (r *InfrahubSyncReconciler) create(ctx context.Context, c client.Client, s 
 		// Our cache missed it: either it is ours and the cache lags, or it is someone else's.
 		live := &infrahubv1alpha1.VidraResource{}
 		if gerr := r.apiReader.Get(ctx, client.ObjectKey{Name: a.ID}, live); gerr == nil {
-			if !OwnedBy(live, s) {
+			if !apply.OwnedBy(live, s) {
 				return deliverResult{err: lifecycle.Reasonf(infrahubv1alpha1.ReasonOwnershipConflict, "artifact %s: VidraResource %s exists and is not controlled by this InfrahubSync (%s)", a.ID, a.ID, controllerName(metav1.GetControllerOf(live)))}
 			}
 		}
@@ -414,15 +419,15 @@ func (r *InfrahubSyncReconciler) shape(vr *infrahubv1alpha1.VidraResource, s *in
 	if vr.Labels == nil {
 		vr.Labels = map[string]string{}
 	}
-	vr.Labels[SyncLabel] = s.Name
+	vr.Labels[manifests.SyncLabel] = s.Name
 	if vr.Annotations == nil {
 		vr.Annotations = map[string]string{}
 	}
-	vr.Annotations[ChecksumAnnotation] = a.Checksum
-	vr.Annotations[ArtifactNameAnnotation] = a.Name
+	vr.Annotations[manifests.ChecksumAnnotation] = a.Checksum
+	vr.Annotations[manifests.ArtifactNameAnnotation] = a.Name
 	vr.Spec.Destination = s.Spec.Destination
 	if newContent {
-		vr.Annotations[ManifestHashAnnotation] = manifestHash(manifest)
+		vr.Annotations[manifests.ManifestHashAnnotation] = manifests.ManifestHash(manifest)
 		vr.Spec.Manifest = manifest
 	}
 	if newContent || vr.Spec.ReconciledAt == nil {
@@ -440,31 +445,31 @@ func controllerName(ref *metav1.OwnerReference) string {
 
 // resourceSeal is the seal the VidraResources of sync s get: admitted if admission sealed s,
 // else only the mark that the operator wrote them for s.
-func (r *InfrahubSyncReconciler) resourceSeal(ctx context.Context, s *infrahubv1alpha1.InfrahubSync) sealLevel {
-	if level, _ := r.seals.level(ctx, s); level == sealAdmitted {
-		return sealAdmitted
+func (r *InfrahubSyncReconciler) resourceSeal(ctx context.Context, s *infrahubv1alpha1.InfrahubSync) sealing.SealLevel {
+	if level, _ := r.seals.Level(ctx, s); level == sealing.SealAdmitted {
+		return sealing.SealAdmitted
 	}
-	return sealOwned
+	return sealing.SealOwned
 }
 
 // sealCurrent: vr carries a valid seal of exactly level (a sync sealed or re-admitted since it
 // was written raises it; one whose seal broke lowers it).
-func (r *InfrahubSyncReconciler) sealCurrent(ctx context.Context, vr *infrahubv1alpha1.VidraResource, level sealLevel) bool {
-	if r.seals.assumeSealed {
+func (r *InfrahubSyncReconciler) sealCurrent(ctx context.Context, vr *infrahubv1alpha1.VidraResource, level sealing.SealLevel) bool {
+	if r.seals.AssumeSealed {
 		return true
 	}
-	got, _ := r.seals.level(ctx, vr)
+	got, _ := r.seals.Level(ctx, vr)
 	return got == level
 }
 
 // sealResource seals vr, which the sync is about to write, at level. With newContent the
 // manifest vr holds is the one written, even when empty (not the cache's record of the old).
-func (r *InfrahubSyncReconciler) sealResource(ctx context.Context, vr *infrahubv1alpha1.VidraResource, level sealLevel, newContent bool) error {
+func (r *InfrahubSyncReconciler) sealResource(ctx context.Context, vr *infrahubv1alpha1.VidraResource, level sealing.SealLevel, newContent bool) error {
 	if newContent {
-		if v, ok := vr.Annotations[cachedManifestAnnotation]; ok {
-			delete(vr.Annotations, cachedManifestAnnotation)
-			defer func() { vr.Annotations[cachedManifestAnnotation] = v }()
+		if v, ok := vr.Annotations[manifests.CachedManifestAnnotation]; ok {
+			delete(vr.Annotations, manifests.CachedManifestAnnotation)
+			defer func() { vr.Annotations[manifests.CachedManifestAnnotation] = v }()
 		}
 	}
-	return r.seals.seal(ctx, vr, level)
+	return r.seals.Seal(ctx, vr, level)
 }

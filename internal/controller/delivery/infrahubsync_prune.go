@@ -6,6 +6,10 @@ import (
 	"time"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+
+	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
+	"github.com/metalhub/metalhub/internal/controller/delivery/policy"
 )
 
 // shrinkOf counts the objects vr's inventory records that manifest, its new content, no longer
@@ -13,7 +17,7 @@ import (
 // A manifest that does not decode names none of them: applying it fails and removes nothing,
 // but it is weighed as the loss it announces.
 func (r *InfrahubSyncReconciler) shrinkOf(ctx context.Context, vr *infrahubv1alpha1.VidraResource, manifest string) (int, error) {
-	st, err := r.inventories.load(ctx, vr)
+	st, err := r.inventories.Load(ctx, vr)
 	if err != nil {
 		return 0, fmt.Errorf("weighing the new content of %s: %w", vr.Name, err)
 	}
@@ -21,14 +25,14 @@ func (r *InfrahubSyncReconciler) shrinkOf(ctx context.Context, vr *infrahubv1alp
 		return 0, nil
 	}
 	named := map[string]bool{}
-	if objs, err := decodeManifest(manifest); err == nil {
+	if objs, err := manifests.DecodeManifest(manifest); err == nil {
 		for _, o := range objs {
 			gvk := o.GroupVersionKind()
 			named[gvk.Group+"/"+gvk.Kind+"/"+o.GetName()] = true
 		}
 	}
 	lost := 0
-	for _, ref := range st.refs() {
+	for _, ref := range st.Refs() {
 		if !named[ref.GVK.Group+"/"+ref.GVK.Kind+"/"+ref.Name] {
 			lost++
 		}
@@ -38,7 +42,7 @@ func (r *InfrahubSyncReconciler) shrinkOf(ctx context.Context, vr *infrahubv1alp
 
 // pruneSettle is how long after a held answer an agreeing one releases it; 0: never (only a
 // confirmation does).
-func (r *InfrahubSyncReconciler) pruneSettle(settings Settings) time.Duration {
+func (r *InfrahubSyncReconciler) pruneSettle(settings policy.Settings) time.Duration {
 	if !r.pruneAutoRelease {
 		return 0
 	}
@@ -52,23 +56,23 @@ func (r *InfrahubSyncReconciler) pruneSettle(settings Settings) time.Duration {
 // the sync held before this answer: a successor's objects are not counted, or an answer that
 // brings decoys would dilute the objects it removes below the fraction. A successor that has
 // not recorded its inventory yet leaves the stake unsettled.
-func (r *InfrahubSyncReconciler) weigh(ctx context.Context, st *pruneStake, owned map[string]*infrahubv1alpha1.VidraResource) error {
+func (r *InfrahubSyncReconciler) weigh(ctx context.Context, st *apply.PruneStake, owned map[string]*infrahubv1alpha1.VidraResource) error {
 	keys := map[string]map[string]bool{}
 	load := func(vr *infrahubv1alpha1.VidraResource) (map[string]bool, bool, error) {
-		inv, err := r.inventories.load(ctx, vr)
+		inv, err := r.inventories.Load(ctx, vr)
 		if err != nil {
 			return nil, false, err
 		}
 		k := map[string]bool{}
-		for _, ref := range inv.refs() {
-			k[ref.key()] = true
+		for _, ref := range inv.Refs() {
+			k[ref.Key()] = true
 		}
 		keys[vr.Name] = k
-		return k, inv.found, nil
+		return k, inv.Found, nil
 	}
 	successor := map[string]*infrahubv1alpha1.VidraResource{} // predecessor name -> successor
 	for _, vr := range owned {
-		if name, uid, ok := handoverOf(vr); ok && vr.DeletionTimestamp.IsZero() {
+		if name, uid, ok := apply.HandoverOf(vr); ok && vr.DeletionTimestamp.IsZero() {
 			if prev := owned[name]; prev != nil && string(prev.UID) == uid && prev.DeletionTimestamp.IsZero() {
 				successor[name] = vr
 			}
@@ -86,10 +90,10 @@ func (r *InfrahubSyncReconciler) weigh(ctx context.Context, st *pruneStake, owne
 		if err != nil {
 			return err
 		}
-		st.objectsTotal += len(k)
+		st.ObjectsTotal += len(k)
 	}
-	for _, name := range st.doomed {
-		st.objects += len(keys[name])
+	for _, name := range st.Doomed {
+		st.Objects += len(keys[name])
 	}
 	for name, next := range successor {
 		nk, found, err := load(next)
@@ -97,7 +101,7 @@ func (r *InfrahubSyncReconciler) weigh(ctx context.Context, st *pruneStake, owne
 			return err
 		}
 		if !found {
-			st.unsettled = true
+			st.Unsettled = true
 			continue
 		}
 		lost := 0
@@ -107,8 +111,8 @@ func (r *InfrahubSyncReconciler) weigh(ctx context.Context, st *pruneStake, owne
 			}
 		}
 		if lost > 0 {
-			st.lossy = append(st.lossy, name)
-			st.objects += lost
+			st.Lossy = append(st.Lossy, name)
+			st.Objects += lost
 		}
 	}
 	return nil

@@ -14,6 +14,9 @@ import (
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	emu "github.com/metalhub/metalhub/internal/emulator/infrahub"
+
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
+	"github.com/metalhub/metalhub/internal/controller/delivery/target"
 )
 
 // addArtifacts adds n artifacts named name, each a ConfigMap <prefix>-<i>.
@@ -34,7 +37,7 @@ func addArtifacts(t *testing.T, e *emu.Emulator, name, prefix string, n int) []e
 func syncResources(t *testing.T, sync string) int {
 	t.Helper()
 	var list infrahubv1alpha1.VidraResourceList
-	if err := env.Client.List(context.Background(), &list, client.MatchingLabels{SyncLabel: sync}); err != nil {
+	if err := env.Client.List(context.Background(), &list, client.MatchingLabels{manifests.SyncLabel: sync}); err != nil {
 		t.Fatal(err)
 	}
 	n := 0
@@ -246,7 +249,7 @@ func TestRenamedArtifactHandsItsObjectsOver(t *testing.T) {
 	if after.UID != before.UID {
 		t.Fatalf("the object was deleted and recreated (UID %s, was %s)", after.UID, before.UID)
 	}
-	if got := strings.Join(ownersOf(after), ","); got != renamed.ID {
+	if got := strings.Join(target.OwnersOf(after), ","); got != renamed.ID {
 		t.Fatalf("owned-by %q, want %s", got, renamed.ID)
 	}
 }

@@ -13,8 +13,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+
+	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
+	"github.com/metalhub/metalhub/internal/controller/delivery/policy"
+	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
+	"github.com/metalhub/metalhub/internal/controller/delivery/target"
 )
 
 // maxListedManagedResources is how many applied objects status.managedResources lists: an
@@ -33,23 +40,23 @@ const cleanupRetry = 10 * time.Second
 type VidraResourceReconciler struct {
 	client   client.Client // the manager's: cached reads
 	reader   client.Reader // uncached: the manifest, which the cache does not hold
-	settings *settingsSource
-	clusters *clusterRegistry
-	memory   *appliedMemory
-	policy   Policy
+	settings *policy.SettingsSource
+	clusters *target.ClusterRegistry
+	memory   *apply.AppliedMemory
+	policy   policy.Policy
 	recorder recorder.EventRecorder
 	lc       *lifecycle.Reconciler[*infrahubv1alpha1.VidraResource]
 	now      func() time.Time
 	// healthPoll is the look while an applied object is still progressing.
 	healthPoll time.Duration
 	// identity decides whom each VidraResource acts as.
-	identity *identity
+	identity *target.Identity
 	// trustAdmitted honours AdmittedKubeconfigAnnotation (--delivery-trust-admitted-credentials).
 	trustAdmitted bool
 	// seals verify what admission judged, and that the operator wrote a sync's VidraResources.
-	seals *sealer
+	seals *sealing.Sealer
 	// inventories keeps what each VidraResource applied, where and as whom.
-	inventories *inventoryStore
+	inventories *apply.InventoryStore
 }
 
 // claimant is who a VidraResource's kubeconfig Secret is looked up for: the VidraResource, and
@@ -59,18 +66,18 @@ type VidraResourceReconciler struct {
 // is being deleted (its sync may be gone first, or never resealed one written before seals: the
 // finalizer must still reach the cluster, and removes only what carries this VidraResource's
 // mark). The admitted kubeconfig counts only where admission sealed it.
-func (r *VidraResourceReconciler) claimant(ctx context.Context, vr *infrahubv1alpha1.VidraResource) claimant {
-	who := claimant{kind: "VidraResource", name: vr.Name, resources: []string{vr.Name}}
-	seal := r.seals.view(ctx, "VidraResource", vr)
-	if name, _, ok := SyncRefOf(vr); ok && (seal.level != unsealed || !vr.DeletionTimestamp.IsZero()) {
+func (r *VidraResourceReconciler) claimant(ctx context.Context, vr *infrahubv1alpha1.VidraResource) target.Claimant {
+	who := target.Claimant{Kind: "VidraResource", Name: vr.Name, Resources: []string{vr.Name}}
+	seal := r.seals.View(ctx, "VidraResource", vr)
+	if name, _, ok := apply.SyncRefOf(vr); ok && (seal.Level != sealing.Unsealed || !vr.DeletionTimestamp.IsZero()) {
 		s := &infrahubv1alpha1.InfrahubSync{}
 		err := r.client.Get(ctx, client.ObjectKey{Name: name}, s)
-		if (err == nil && OwnedBy(vr, s)) || (apierrors.IsNotFound(err) && !vr.DeletionTimestamp.IsZero()) {
-			who.syncs = []string{name}
+		if (err == nil && apply.OwnedBy(vr, s)) || (apierrors.IsNotFound(err) && !vr.DeletionTimestamp.IsZero()) {
+			who.Syncs = []string{name}
 		}
 	}
-	if r.trustAdmitted && seal.admitted() {
-		who.admitted = strings.TrimSpace(vr.Annotations[infrahubv1alpha1.AdmittedKubeconfigAnnotation])
+	if r.trustAdmitted && seal.Admitted() {
+		who.Admitted = strings.TrimSpace(vr.Annotations[infrahubv1alpha1.AdmittedKubeconfigAnnotation])
 	}
 	return who
 }
@@ -82,8 +89,8 @@ func (r *VidraResourceReconciler) unsealedKubeconfig(ctx context.Context, vr *in
 	if !r.trustAdmitted || admitted == "" {
 		return nil
 	}
-	if v := r.seals.view(ctx, "VidraResource", vr); !v.admitted() {
-		return unsealedError(v.kind, v.name, fmt.Sprintf("annotation %s names kubeconfig Secret %s", infrahubv1alpha1.AdmittedKubeconfigAnnotation, admitted), v.why)
+	if v := r.seals.View(ctx, "VidraResource", vr); !v.Admitted() {
+		return sealing.UnsealedError(v.Kind, v.Name, fmt.Sprintf("annotation %s names kubeconfig Secret %s", infrahubv1alpha1.AdmittedKubeconfigAnnotation, admitted), v.Why)
 	}
 	return nil
 }
@@ -117,15 +124,15 @@ type deployOutcome struct {
 // report step.
 type deployPass struct {
 	*lifecycle.Pass[*infrahubv1alpha1.VidraResource]
-	target *target
+	target *target.Target
 	// manifestHash is the sha256 of the manifest read for this pass (the cache holds none;
 	// the pass holds it only while it plans).
 	manifestHash string
-	planned      []plannedObject // nil when the manifest cannot be applied (p.out says why)
+	planned      []apply.PlannedObject // nil when the manifest cannot be applied (p.out says why)
 	out          deployOutcome
-	health       *health       // nil when not computed
+	health       *apply.Health // nil when not computed
 	requeue      time.Duration // the next periodic look
-	inv          *storedInventory
+	inv          *apply.StoredInventory
 	added        []string // inventory entries this pass recorded ahead of its apply
 }
 
@@ -133,7 +140,7 @@ func (r *VidraResourceReconciler) handle(ctx context.Context, lp *lifecycle.Pass
 	return lifecycle.Steps(ctx, &deployPass{Pass: lp, requeue: r.settings.Current(ctx).RequeueResourcesAfter},
 		lifecycle.OnDeletion(r.finalize),
 		// Before anything is applied, so that whatever gets applied is also removed.
-		lifecycle.EnsureFinalizer[*deployPass](finalizer),
+		lifecycle.EnsureFinalizer[*deployPass](manifests.Finalizer),
 		r.planStep,
 		r.inventoryStep,
 		r.deployStep,
@@ -145,15 +152,15 @@ func (r *VidraResourceReconciler) handle(ctx context.Context, lp *lifecycle.Pass
 // planStep decodes the manifest and resolves it against the destination cluster and the policy.
 func (r *VidraResourceReconciler) planStep(ctx context.Context, p *deployPass) (lifecycle.Result, error) {
 	vr := p.Obj
-	manifest, current, err := manifestOf(ctx, r.reader, vr)
+	manifest, current, err := manifests.ManifestOf(ctx, r.reader, vr)
 	if err != nil {
 		return lifecycle.Result{}, err
 	}
 	if !current {
 		return lifecycle.RequeueAfter(lagRetry, "cache behind the VidraResource"), nil
 	}
-	p.manifestHash = manifestHash(manifest)
-	objs, err := decodeManifest(manifest)
+	p.manifestHash = manifests.ManifestHash(manifest)
+	objs, err := manifests.DecodeManifest(manifest)
 	manifest = "" // the decoded objects are what the pass needs
 	if err != nil {
 		p.out = deployOutcome{err: lifecycle.Reasonf(infrahubv1alpha1.ReasonInvalidManifest, "invalid manifest, nothing applied: %v", err), keep: true}
@@ -164,20 +171,20 @@ func (r *VidraResourceReconciler) planStep(ctx context.Context, p *deployPass) (
 		err = r.unsealedKubeconfig(ctx, vr)
 	}
 	if err == nil {
-		p.target, err = r.clusters.getAs(ctx, r.claimant(ctx, vr), vr.Spec.Destination.Server, as)
+		p.target, err = r.clusters.GetAs(ctx, r.claimant(ctx, vr), vr.Spec.Destination.Server, as)
 	}
 	if err != nil {
 		p.out = deployOutcome{err: err, keep: true}
 		return lifecycle.Continue(), nil
 	}
-	planned, err := plan(p.target, objs, vr.Spec.Destination.Namespace, r.policy)
+	planned, err := apply.Plan(p.target, objs, vr.Spec.Destination.Namespace, r.policy)
 	if err != nil {
 		p.out = deployOutcome{err: err, keep: true}
 		return lifecycle.Continue(), nil
 	}
 	for _, po := range planned {
-		if !po.newKind { // a kind its manifest defines is watched from the pass after its CRD
-			_ = p.target.watch(ctx, po.ref.GVK) // failure: reads fall back to GETs, logged by watch
+		if !po.NewKind { // a kind its manifest defines is watched from the pass after its CRD
+			_ = p.target.Watch(ctx, po.Ref.GVK) // failure: reads fall back to GETs, logged by watch
 		}
 	}
 	p.planned = planned
@@ -266,10 +273,10 @@ func (r *VidraResourceReconciler) eventsOf(vr *infrahubv1alpha1.VidraResource, o
 
 // onObjectEvent turns a watch event on an applied object into a pass of its VidraResource when
 // the object is not as we left it: in event mode the pass restores it, otherwise it reports it.
-func (r *VidraResourceReconciler) onObjectEvent(ev objectEvent, enqueue func(name string)) {
-	ref := objectRef{GVK: ev.gvk, Namespace: ev.obj.GetNamespace(), Name: ev.obj.GetName()}
-	for _, owner := range ownersOf(ev.obj) {
-		if r.memory.wants(owner, ev.cluster, ref.key(), driftToken(ev.obj), ev.deleted) {
+func (r *VidraResourceReconciler) onObjectEvent(ev target.ObjectEvent, enqueue func(name string)) {
+	ref := target.ObjectRef{GVK: ev.GVK, Namespace: ev.Obj.GetNamespace(), Name: ev.Obj.GetName()}
+	for _, owner := range target.OwnersOf(ev.Obj) {
+		if r.memory.Wants(owner, ev.Cluster, ref.Key(), target.DriftToken(ev.Obj), ev.Deleted) {
 			enqueue(owner)
 		}
 	}
@@ -302,5 +309,18 @@ func clip(s string) string {
 
 // actAs is the user a VidraResource's reads, applies and prunes act as (identity.actAs).
 func (r *VidraResourceReconciler) actAs(ctx context.Context, vr *infrahubv1alpha1.VidraResource) (string, error) {
-	return r.identity.actAs(ctx, vr.Spec.Destination, r.seals.view(ctx, "VidraResource", vr))
+	return r.identity.ActAs(ctx, vr.Spec.Destination, r.seals.View(ctx, "VidraResource", vr))
+}
+
+// reportHealth sets status.health and the Healthy condition from h (nil: not computed this pass).
+func reportHealth(st *infrahubv1alpha1.VidraResourceStatus, generation int64, h *apply.Health) {
+	if h == nil {
+		return
+	}
+	st.Health = string(h.Status)
+	if h.Status == status.CurrentStatus {
+		lifecycle.SetCondition(&st.Conditions, generation, infrahubv1alpha1.ConditionHealthy, metav1.ConditionTrue, string(status.CurrentStatus), "every applied object is Current")
+		return
+	}
+	lifecycle.SetCondition(&st.Conditions, generation, infrahubv1alpha1.ConditionHealthy, metav1.ConditionFalse, string(h.Status), clip(strings.Join(h.NotReady, "; ")))
 }

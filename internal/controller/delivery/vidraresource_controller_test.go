@@ -28,6 +28,9 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/scheme"
 	"github.com/metalhub/metalhub/internal/testenv"
+
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
+	"github.com/metalhub/metalhub/internal/controller/delivery/target"
 )
 
 // Defect 4 (managed object side) and the acceptance point: a managed Deployment deleted by hand
@@ -171,12 +174,12 @@ func TestDefect06_ServerSideApplyOwnershipNoClobbering(t *testing.T) {
 	}
 	var ours bool
 	for _, mf := range cm.ManagedFields {
-		if mf.Manager == FieldManager && mf.Operation == metav1.ManagedFieldsOperationApply {
+		if mf.Manager == manifests.FieldManager && mf.Operation == metav1.ManagedFieldsOperationApply {
 			ours = true
 		}
 	}
 	if !ours {
-		t.Fatalf("no server-side apply entry of %s in managedFields", FieldManager)
+		t.Fatalf("no server-side apply entry of %s in managedFields", manifests.FieldManager)
 	}
 
 	// A second VidraResource claiming the same object is refused; the first keeps it.
@@ -539,8 +542,8 @@ func TestNoTakeoverWithoutAdopt(t *testing.T) {
 	if err := exists(t, env.Client, cm, ns, "coredns"); err != nil {
 		t.Fatal(err)
 	}
-	if cm.Data["value"] != "theirs" || len(ownersOf(cm)) != 0 {
-		t.Fatalf("foreign object rewritten: data %v, owned-by %v", cm.Data, ownersOf(cm))
+	if cm.Data["value"] != "theirs" || len(target.OwnersOf(cm)) != 0 {
+		t.Fatalf("foreign object rewritten: data %v, owned-by %v", cm.Data, target.OwnersOf(cm))
 	}
 	// The artifact drops it: nothing of it is deleted.
 	updateResourceManifest(t, "d-takeover", configMapYAML("sibling", "", "1"))
@@ -559,8 +562,8 @@ func TestNoTakeoverWithoutAdopt(t *testing.T) {
 		if err := exists(t, env.Client, cm, ns, "coredns"); err != nil {
 			return err
 		}
-		if cm.Data["value"] != "ours" || strings.Join(ownersOf(cm), ",") != "d-takeover" {
-			return fmt.Errorf("adopted object: data %v, owned-by %v", cm.Data, ownersOf(cm))
+		if cm.Data["value"] != "ours" || strings.Join(target.OwnersOf(cm), ",") != "d-takeover" {
+			return fmt.Errorf("adopted object: data %v, owned-by %v", cm.Data, target.OwnersOf(cm))
 		}
 		return nil
 	})
@@ -573,8 +576,8 @@ func TestSharedOwnership(t *testing.T) {
 	ns := namespace(t)
 	ctx := context.Background()
 	shared := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shared",
-		Labels:      map[string]string{ManagedByLabel: ManagedByValue},
-		Annotations: map[string]string{ownedByAnnotation: "d-share-a,d-share-b"}}}
+		Labels:      map[string]string{manifests.ManagedByLabel: manifests.ManagedByValue},
+		Annotations: map[string]string{manifests.OwnedByAnnotation: "d-share-a,d-share-b"}}}
 	if err := env.Client.Create(ctx, shared); err != nil {
 		t.Fatal(err)
 	}
@@ -589,7 +592,7 @@ func TestSharedOwnership(t *testing.T) {
 		if err := exists(t, env.Client, cm, ns, "shared"); err != nil {
 			return "gone"
 		}
-		return strings.Join(ownersOf(cm), ",")
+		return strings.Join(target.OwnersOf(cm), ",")
 	}
 	if got := owners(); got != "d-share-a,d-share-b" {
 		t.Fatalf("shared object owned by %q", got)
@@ -654,8 +657,8 @@ func TestRemoteClientsDroppedWithTheirSecretOrDisuse(t *testing.T) {
 	})
 	waitResource(t, "d-remote-drop", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
 	reg := h.rs.clusters
-	if got := reg.remoteClusters(); len(got) != 1 || got[0] != hostKey(server) {
-		t.Fatalf("remote clusters %v, want %s", got, hostKey(server))
+	if got := reg.RemoteClusters(); len(got) != 1 || got[0] != target.HostKey(server) {
+		t.Fatalf("remote clusters %v, want %s", got, target.HostKey(server))
 	}
 
 	if err := env.Client.Delete(context.Background(), secret); err != nil {
@@ -663,23 +666,23 @@ func TestRemoteClientsDroppedWithTheirSecretOrDisuse(t *testing.T) {
 	}
 	requestSync(t, getResource(t, "d-remote-drop"))
 	waitResource(t, "d-remote-drop", infrahubv1alpha1.StateFailed, infrahubv1alpha1.ReasonKubeconfigNotFound, 15*time.Second)
-	if got := reg.remoteClusters(); len(got) != 0 {
+	if got := reg.RemoteClusters(); len(got) != 0 {
 		t.Fatalf("remote clusters %v kept after their Secret was deleted", got)
 	}
 
 	createAnnotatedSecret(t, "default", infrahubv1alpha1.ClusterKubeconfigLabel, labelFor(t, server), kubeconfigFor("d-remote-drop"), map[string]string{"kubeconfig": string(kubeconfig)})
 	requestSync(t, getResource(t, "d-remote-drop"))
 	waitResource(t, "d-remote-drop", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 15*time.Second)
-	reg.evictIdle()
-	if got := reg.remoteClusters(); len(got) != 1 {
+	reg.EvictIdle()
+	if got := reg.RemoteClusters(); len(got) != 1 {
 		t.Fatalf("remote cluster in use evicted: %v", got)
 	}
-	reg.mu.Lock()
-	reg.now = func() time.Time { return time.Now().Add(reg.idle + time.Minute) }
-	reg.mu.Unlock()
-	reg.evictIdle()
-	if got := reg.remoteClusters(); len(got) != 0 {
-		t.Fatalf("remote clusters %v kept after %s unused", got, reg.idle)
+	reg.Mu.Lock()
+	reg.Now = func() time.Time { return time.Now().Add(reg.Idle + time.Minute) }
+	reg.Mu.Unlock()
+	reg.EvictIdle()
+	if got := reg.RemoteClusters(); len(got) != 0 {
+		t.Fatalf("remote clusters %v kept after %s unused", got, reg.Idle)
 	}
 }
 

@@ -20,27 +20,30 @@ import (
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+
+	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
+	"github.com/metalhub/metalhub/internal/controller/delivery/target"
 )
 
 // deploy applies the planned objects and prunes what left the manifest. It never writes the
 // VidraResource.
-func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alpha1.VidraResource, hash string, t *target, planned []plannedObject, inv *storedInventory, events bool, interval time.Duration) deployOutcome {
+func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alpha1.VidraResource, hash string, t *target.Target, planned []apply.PlannedObject, inv *apply.StoredInventory, events bool, interval time.Duration) deployOutcome {
 	log := logf.FromContext(ctx)
 	requested := vr.Annotations[infrahubv1alpha1.RequestedAtAnnotation]
-	mem := r.memory.get(vr.Name, vr.UID)
-	fresh := mem == nil || mem.manifestHash != hash || mem.target != t.id() || mem.requestedAt != requested
+	mem := r.memory.Get(vr.Name, vr.UID)
+	fresh := mem == nil || mem.ManifestHash != hash || mem.Target != t.ID() || mem.RequestedAt != requested
 	// Outside event mode, a pass brought by a watch event before the periodic pass is due only
 	// reports drift: the user chose periodic restoration, but the status must not read
 	// Succeeded over a deleted object (defect 4).
-	if !events && !fresh && r.now().Sub(mem.checkedAt) < interval*9/10 {
+	if !events && !fresh && r.now().Sub(mem.CheckedAt) < interval*9/10 {
 		return r.observeDrift(ctx, t, vr, planned, mem, interval)
 	}
-	if fresh && t.base != nil {
-		if err := preflight(ctx, t, planned, markOf(vr)); err != nil {
+	if fresh && t.Base != nil {
+		if err := apply.Preflight(ctx, t, planned, apply.MarkOf(vr)); err != nil {
 			return deployOutcome{err: err, keep: true}
 		}
 	}
-	next := &vrMemory{uid: vr.UID, manifestHash: hash, target: t.id(), cluster: t.clusterID(), requestedAt: requested, tokens: map[string]string{}, checkedAt: r.now()}
+	next := &apply.VRMemory{UID: vr.UID, ManifestHash: hash, Target: t.ID(), Cluster: t.ClusterID(), RequestedAt: requested, Tokens: map[string]string{}, CheckedAt: r.now()}
 
 	var (
 		out     = deployOutcome{reached: map[string]bool{}, gone: map[string]bool{}}
@@ -48,62 +51,62 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 		desired = map[string]bool{}
 	)
 	var (
-		apply   []*unstructured.Unstructured
+		toApply []*unstructured.Unstructured
 		existed = map[string]bool{}
 		ho      = r.checkedHandover(ctx, vr)
 	)
 	for _, po := range planned {
-		desired[po.ref.key()] = true
+		desired[po.Ref.Key()] = true
 		var live *metav1.PartialObjectMetadata
-		if !po.newKind {
+		if !po.NewKind {
 			var err error
-			if live, err = t.observe(ctx, po.ref.GVK, client.ObjectKey{Namespace: po.ref.Namespace, Name: po.ref.Name}); err != nil {
-				errs = append(errs, lifecycle.Reasonf(infrahubv1alpha1.ReasonClusterUnavailable, "reading %s: %v", po.ref, err))
+			if live, err = t.Observe(ctx, po.Ref.GVK, client.ObjectKey{Namespace: po.Ref.Namespace, Name: po.Ref.Name}); err != nil {
+				errs = append(errs, lifecycle.Reasonf(infrahubv1alpha1.ReasonClusterUnavailable, "reading %s: %v", po.Ref, err))
 				continue
 			}
 		}
-		owners, refusal := r.ownersAfterApply(ctx, live, po.ref, vr, ho)
+		owners, refusal := r.ownersAfterApply(ctx, live, po.Ref, vr, ho)
 		if refusal != nil {
 			errs = append(errs, refusal)
 			continue
 		}
-		if !fresh && live != nil && mem.tokens[po.ref.key()] == driftToken(live) {
-			next.tokens[po.ref.key()] = mem.tokens[po.ref.key()]
-			out.managed = append(out.managed, toManaged(po.ref))
+		if !fresh && live != nil && mem.Tokens[po.Ref.Key()] == target.DriftToken(live) {
+			next.Tokens[po.Ref.Key()] = mem.Tokens[po.Ref.Key()]
+			out.managed = append(out.managed, apply.ToManaged(po.Ref))
 			continue
 		}
-		existed[po.ref.key()] = live != nil
-		apply = append(apply, owned(po, owners))
+		existed[po.Ref.Key()] = live != nil
+		toApply = append(toApply, apply.Owned(po, owners))
 	}
-	if len(apply) > 0 {
-		done, partial, err := applySet(ctx, t, apply)
+	if len(toApply) > 0 {
+		done, partial, err := apply.ApplySet(ctx, t, toApply)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		for _, u := range apply {
-			key := objectRef{GVK: u.GroupVersionKind(), Namespace: u.GetNamespace(), Name: u.GetName()}.key()
+		for _, u := range toApply {
+			key := target.ObjectRef{GVK: u.GroupVersionKind(), Namespace: u.GetNamespace(), Name: u.GetName()}.Key()
 			if _, ok := done[key]; ok || partial {
 				out.reached[key] = true
 			}
 		}
 		for _, po := range planned {
-			a, ok := done[po.ref.key()]
+			a, ok := done[po.Ref.Key()]
 			if !ok {
 				continue
 			}
-			next.tokens[po.ref.key()] = a.token
-			out.managed = append(out.managed, toManaged(po.ref))
-			if a.action != ssa.CreatedAction && a.action != ssa.ConfiguredAction {
+			next.Tokens[po.Ref.Key()] = a.Token
+			out.managed = append(out.managed, apply.ToManaged(po.Ref))
+			if a.Action != ssa.CreatedAction && a.Action != ssa.ConfiguredAction {
 				continue // the dry-run found nothing of ours to change: nothing written
 			}
-			out.applied = append(out.applied, po.ref.String())
+			out.applied = append(out.applied, po.Ref.String())
 			out.progressed = true
-			if !existed[po.ref.key()] {
-				log.Info("created", "object", po.ref.String())
-				out.created = append(out.created, po.ref.String())
+			if !existed[po.Ref.Key()] {
+				log.Info("created", "object", po.Ref.String())
+				out.created = append(out.created, po.Ref.String())
 			} else if !fresh {
-				log.Info("restored drifted object", "object", po.ref.String())
-				out.restored = append(out.restored, po.ref.String())
+				log.Info("restored drifted object", "object", po.Ref.String())
+				out.restored = append(out.restored, po.Ref.String())
 			}
 		}
 	}
@@ -111,32 +114,32 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 	// Prune: what the last report listed, what our watches know we own, minus the manifest.
 	// Only what the inventory records is ours to delete: a mark alone (copied, forged, or a
 	// namesake's) is skipped with a warning, and does not hold the prune.
-	candidates := append(managedRefs(vr.Status.ManagedResources), t.ownedObjects(ctx, vr.Name)...)
-	candidates = append(candidates, inv.refs()...)
+	candidates := append(apply.ManagedRefs(vr.Status.ManagedResources), t.OwnedObjects(ctx, vr.Name)...)
+	candidates = append(candidates, inv.Refs()...)
 	recorded := recordedOf(inv, vr)
 	pruned := map[string]bool{}
 	for _, ref := range candidates {
-		if desired[ref.key()] || pruned[ref.key()] {
+		if desired[ref.Key()] || pruned[ref.Key()] {
 			continue
 		}
-		pruned[ref.key()] = true
-		res, note, err := deleteOwned(ctx, t, ref, markOf(vr), recorded[ref.key()], r.ownerUID)
+		pruned[ref.Key()] = true
+		res, note, err := apply.DeleteOwned(ctx, t, ref, apply.MarkOf(vr), recorded[ref.Key()], r.ownerUID)
 		if err != nil {
 			errs = append(errs, lifecycle.WithReason(infrahubv1alpha1.ReasonPruneFailed, err))
-			out.managed = append(out.managed, toManaged(ref)) // still there, still ours
+			out.managed = append(out.managed, apply.ToManaged(ref)) // still there, still ours
 			continue
 		}
-		out.gone[ref.key()] = true
+		out.gone[ref.Key()] = true
 		switch res {
-		case pruneDeleted:
+		case apply.PruneDeleted:
 			log.Info("pruned object that left the manifest", "object", ref.String())
 			out.pruned = append(out.pruned, ref.String())
 			out.progressed = true
-		case pruneForeign, pruneNamespaceKept:
+		case apply.PruneForeign, apply.PruneNamespaceKept:
 			r.warnPrune(ctx, vr, res, note)
 		}
 	}
-	r.memory.put(vr.Name, next)
+	r.memory.Put(vr.Name, next)
 	sort.Slice(out.managed, func(i, j int) bool { return managedLess(out.managed[i], out.managed[j]) })
 	out.err = errors.Join(errs...)
 	if len(errs) > 0 {
@@ -146,18 +149,18 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 }
 
 // observeDrift compares the objects with our last apply without touching them.
-func (r *VidraResourceReconciler) observeDrift(ctx context.Context, t *target, vr *infrahubv1alpha1.VidraResource, planned []plannedObject, mem *vrMemory, interval time.Duration) deployOutcome {
-	out := deployOutcome{keep: true, observed: true, nextCheck: max(time.Second, mem.checkedAt.Add(interval).Sub(r.now()))}
+func (r *VidraResourceReconciler) observeDrift(ctx context.Context, t *target.Target, vr *infrahubv1alpha1.VidraResource, planned []apply.PlannedObject, mem *apply.VRMemory, interval time.Duration) deployOutcome {
+	out := deployOutcome{keep: true, observed: true, nextCheck: max(time.Second, mem.CheckedAt.Add(interval).Sub(r.now()))}
 	for _, po := range planned {
-		live, err := t.observe(ctx, po.ref.GVK, client.ObjectKey{Namespace: po.ref.Namespace, Name: po.ref.Name})
+		live, err := t.Observe(ctx, po.Ref.GVK, client.ObjectKey{Namespace: po.Ref.Namespace, Name: po.Ref.Name})
 		switch {
 		case err != nil:
-			out.err = lifecycle.Reasonf(infrahubv1alpha1.ReasonClusterUnavailable, "reading %s: %v", po.ref, err)
+			out.err = lifecycle.Reasonf(infrahubv1alpha1.ReasonClusterUnavailable, "reading %s: %v", po.Ref, err)
 			return out
 		case live == nil:
-			out.drift = append(out.drift, po.ref.String()+" deleted")
-		case mem.tokens[po.ref.key()] != driftToken(live):
-			out.drift = append(out.drift, po.ref.String()+" changed")
+			out.drift = append(out.drift, po.Ref.String()+" deleted")
+		case mem.Tokens[po.Ref.Key()] != target.DriftToken(live):
+			out.drift = append(out.drift, po.Ref.String()+" changed")
 		}
 	}
 	return out
@@ -172,15 +175,15 @@ func (r *VidraResourceReconciler) observeDrift(ctx context.Context, t *target, v
 // adopt-orphans-of naming an owner's UID (or, for a mark without UIDs, its name) gives it away,
 // as does the sync's handover from the VidraResource of the same artifact under its old id (ho,
 // honoured only between VidraResources of one sync).
-func (r *VidraResourceReconciler) ownersAfterApply(ctx context.Context, live *metav1.PartialObjectMetadata, ref objectRef, vr *infrahubv1alpha1.VidraResource, ho handover) ([]ownerMark, error) {
-	self := markOf(vr)
+func (r *VidraResourceReconciler) ownersAfterApply(ctx context.Context, live *metav1.PartialObjectMetadata, ref target.ObjectRef, vr *infrahubv1alpha1.VidraResource, ho apply.Handover) ([]apply.OwnerMark, error) {
+	self := apply.MarkOf(vr)
 	if live == nil {
-		return []ownerMark{self}, nil
+		return []apply.OwnerMark{self}, nil
 	}
-	listed, uids := ownersOf(live), ownerUIDsOf(live)
+	listed, uids := target.OwnersOf(live), apply.OwnerUIDsOf(live)
 	if len(listed) == 0 {
 		if live.GetAnnotations()[infrahubv1alpha1.AdoptAnnotation] == vr.Name {
-			return []ownerMark{self}, nil
+			return []apply.OwnerMark{self}, nil
 		}
 		return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonOwnershipConflict,
 			"%s exists and no VidraResource created it; not applied (annotate it %s=%s to let this VidraResource take it over)",
@@ -193,33 +196,33 @@ func (r *VidraResourceReconciler) ownersAfterApply(ctx context.Context, live *me
 		}
 	}
 	var (
-		living, orphans []ownerMark
+		living, orphans []apply.OwnerMark
 		others          []string
 		mine, adopted   bool
 	)
 	for _, name := range listed {
 		uid, hasUID := uids[name]
 		switch {
-		case name == vr.Name && (!hasUID || uid == self.uid):
+		case name == vr.Name && (!hasUID || uid == self.UID):
 			mine = true
-		case ho.honoured && name == ho.name && (!hasUID || uid == ho.uid):
+		case ho.Honoured && name == ho.Name && (!hasUID || uid == ho.UID):
 			mine = true // handed over by the sync: the same artifact under its old id
 		default:
 			cur, exists := r.ownerUID(ctx, name)
 			if exists && (!hasUID || cur == "" || cur == uid) {
-				living = append(living, ownerMark{name: name, uid: cmp.Or(uid, cur)})
+				living = append(living, apply.OwnerMark{Name: name, UID: cmp.Or(uid, cur)})
 				others = append(others, name)
 				continue
 			}
-			orphans = append(orphans, ownerMark{name: name, uid: uid})
+			orphans = append(orphans, apply.OwnerMark{Name: name, UID: uid})
 			if (hasUID && adopt[uid]) || (!hasUID && adopt[name]) {
 				adopted = true
 			}
 		}
 	}
-	if !mine && ho.refused != nil && slices.Contains(listed, ho.name) && (len(others) > 0 || !adopted) {
+	if !mine && ho.Refused != nil && slices.Contains(listed, ho.Name) && (len(others) > 0 || !adopted) {
 		// Said as such: the writer asked for this object and is told why it is not theirs.
-		return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonHandoverRefused, "%s is managed by VidraResource %s; not applied: %v", ref, strings.Join(listed, ", "), ho.refused)
+		return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonHandoverRefused, "%s is managed by VidraResource %s; not applied: %v", ref, strings.Join(listed, ", "), ho.Refused)
 	}
 	if !mine && len(others) > 0 {
 		return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonOwnershipConflict, "%s is managed by VidraResource %s; not applied", ref, strings.Join(others, ", "))
@@ -227,24 +230,24 @@ func (r *VidraResourceReconciler) ownersAfterApply(ctx context.Context, live *me
 	if !mine && !adopted {
 		var named []string
 		for _, o := range orphans {
-			named = append(named, cmp.Or(o.uid, o.name))
+			named = append(named, cmp.Or(o.UID, o.Name))
 		}
 		return nil, lifecycle.Reasonf(infrahubv1alpha1.ReasonOwnershipConflict,
 			"%s was applied by a VidraResource that is gone (%s); not applied (annotate this VidraResource %s=%s to take it over)",
 			ref, orphanDesc(orphans), infrahubv1alpha1.AdoptOrphansAnnotation, strings.Join(named, ","))
 	}
-	out := append([]ownerMark{self}, living...)
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	out := append([]apply.OwnerMark{self}, living...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 
-func orphanDesc(orphans []ownerMark) string {
+func orphanDesc(orphans []apply.OwnerMark) string {
 	var parts []string
 	for _, o := range orphans {
-		if o.uid == "" {
-			parts = append(parts, o.name)
+		if o.UID == "" {
+			parts = append(parts, o.Name)
 		} else {
-			parts = append(parts, o.name+" uid "+o.uid)
+			parts = append(parts, o.Name+" uid "+o.UID)
 		}
 	}
 	return strings.Join(parts, ", ")
@@ -266,22 +269,22 @@ func (r *VidraResourceReconciler) ownerUID(ctx context.Context, name string) (st
 
 // recordedOf is the set of objects vr may delete: its inventory, or, for a VidraResource from
 // before the inventory existed, what its status lists.
-func recordedOf(inv *storedInventory, vr *infrahubv1alpha1.VidraResource) map[string]bool {
+func recordedOf(inv *apply.StoredInventory, vr *infrahubv1alpha1.VidraResource) map[string]bool {
 	out := map[string]bool{}
-	refs := inv.refs()
-	if !inv.found {
-		refs = managedRefs(vr.Status.ManagedResources)
+	refs := inv.Refs()
+	if !inv.Found {
+		refs = apply.ManagedRefs(vr.Status.ManagedResources)
 	}
 	for _, ref := range refs {
-		out[ref.key()] = true
+		out[ref.Key()] = true
 	}
 	return out
 }
 
 // warnPrune reports an object a prune or cleanup left alone on purpose.
-func (r *VidraResourceReconciler) warnPrune(ctx context.Context, vr *infrahubv1alpha1.VidraResource, res pruneResult, note string) {
+func (r *VidraResourceReconciler) warnPrune(ctx context.Context, vr *infrahubv1alpha1.VidraResource, res apply.PruneResult, note string) {
 	reason := "ForeignMark"
-	if res == pruneNamespaceKept {
+	if res == apply.PruneNamespaceKept {
 		reason = "NamespaceKept"
 	}
 	logf.FromContext(ctx).Info("prune skipped an object", "reason", reason, "note", note)
@@ -295,23 +298,23 @@ func (r *VidraResourceReconciler) healthStep(ctx context.Context, p *deployPass)
 	if p.planned == nil {
 		return lifecycle.Continue(), nil
 	}
-	h := health{status: status.CurrentStatus}
+	h := apply.Health{Status: status.CurrentStatus}
 	for _, po := range p.planned {
-		st, msg := objectHealth(ctx, p.target, po.ref)
+		st, msg := apply.ObjectHealth(ctx, p.target, po.Ref)
 		if st == status.CurrentStatus {
 			continue
 		}
-		line := fmt.Sprintf("%s: %s", po.ref, st)
+		line := fmt.Sprintf("%s: %s", po.Ref, st)
 		if msg != "" {
 			line += ": " + msg
 		}
-		h.notReady = append(h.notReady, line)
-		if healthRank[st] < healthRank[h.status] {
-			h.status = st
+		h.NotReady = append(h.NotReady, line)
+		if apply.HealthRank[st] < apply.HealthRank[h.Status] {
+			h.Status = st
 		}
 	}
 	p.health = &h
-	if h.status != status.CurrentStatus && h.status != status.FailedStatus {
+	if h.Status != status.CurrentStatus && h.Status != status.FailedStatus {
 		p.requeue = min(p.requeue, r.healthPoll)
 	}
 	return lifecycle.Continue(), nil
@@ -322,19 +325,19 @@ func (r *VidraResourceReconciler) healthStep(ctx context.Context, p *deployPass)
 // from anyone else). Anyone who may write a VidraResource into a namespace could otherwise
 // name another's there and take its objects. A read error refuses too: never take over on a
 // guess.
-func (r *VidraResourceReconciler) checkedHandover(ctx context.Context, vr *infrahubv1alpha1.VidraResource) handover {
-	name, uid, ok := handoverOf(vr)
+func (r *VidraResourceReconciler) checkedHandover(ctx context.Context, vr *infrahubv1alpha1.VidraResource) apply.Handover {
+	name, uid, ok := apply.HandoverOf(vr)
 	if !ok {
-		return handover{}
+		return apply.Handover{}
 	}
-	h := handover{name: name, uid: uid}
+	h := apply.Handover{Name: name, UID: uid}
 	var s *infrahubv1alpha1.InfrahubSync
-	if syncName, _, ok := SyncRefOf(vr); ok {
+	if syncName, _, ok := apply.SyncRefOf(vr); ok {
 		s = &infrahubv1alpha1.InfrahubSync{}
 		if err := r.client.Get(ctx, client.ObjectKey{Name: syncName}, s); apierrors.IsNotFound(err) {
 			s = nil
 		} else if err != nil {
-			h.refused = fmt.Errorf("reading InfrahubSync %s: %w", syncName, err)
+			h.Refused = fmt.Errorf("reading InfrahubSync %s: %w", syncName, err)
 			return h
 		}
 	}
@@ -342,10 +345,10 @@ func (r *VidraResourceReconciler) checkedHandover(ctx context.Context, vr *infra
 	if err := r.client.Get(ctx, client.ObjectKey{Name: name}, from); apierrors.IsNotFound(err) {
 		from = nil
 	} else if err != nil {
-		h.refused = fmt.Errorf("reading VidraResource %s: %w", name, err)
+		h.Refused = fmt.Errorf("reading VidraResource %s: %w", name, err)
 		return h
 	}
-	h.refused = handoverRefusal(vr, from, s, uid)
-	h.honoured = h.refused == nil
+	h.Refused = apply.HandoverRefusal(vr, from, s, uid)
+	h.Honoured = h.Refused == nil
 	return h
 }

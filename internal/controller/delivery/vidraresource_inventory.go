@@ -15,16 +15,21 @@ import (
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+
+	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
+	"github.com/metalhub/metalhub/internal/controller/delivery/policy"
+	"github.com/metalhub/metalhub/internal/controller/delivery/target"
 )
 
 // finalize removes what the VidraResource applied, then its finalizer.
 func (r *VidraResourceReconciler) finalize(ctx context.Context, p *deployPass) (lifecycle.Result, error) {
 	vr := p.Obj
-	if !controllerutil.ContainsFinalizer(vr, finalizer) {
-		r.memory.forget(vr.Name)
+	if !controllerutil.ContainsFinalizer(vr, manifests.Finalizer) {
+		r.memory.Forget(vr.Name)
 		return lifecycle.Done(), nil
 	}
-	r.memory.forget(vr.Name) // our own deletes must not bring passes
+	r.memory.Forget(vr.Name) // our own deletes must not bring passes
 	if err := r.cleanup(ctx, vr); err != nil {
 		logf.FromContext(ctx).Info("cannot remove applied objects yet", "error", err.Error())
 		p.out = deployOutcome{err: lifecycle.WithReason(infrahubv1alpha1.ReasonCleanupFailed, err), keep: true}
@@ -35,13 +40,13 @@ func (r *VidraResourceReconciler) finalize(ctx context.Context, p *deployPass) (
 		}
 		return lifecycle.RequeueAfter(cleanupRetry, "cleanup failed"), nil
 	}
-	if err := r.inventories.remove(ctx, vr); err != nil {
+	if err := r.inventories.Remove(ctx, vr); err != nil {
 		return lifecycle.Result{}, err
 	}
-	if err := lifecycle.PatchMetadata(ctx, p.Client(), vr, func(o client.Object) { controllerutil.RemoveFinalizer(o, finalizer) }); err != nil {
+	if err := lifecycle.PatchMetadata(ctx, p.Client(), vr, func(o client.Object) { controllerutil.RemoveFinalizer(o, manifests.Finalizer) }); err != nil {
 		return lifecycle.Result{}, err
 	}
-	r.memory.forget(vr.Name)
+	r.memory.Forget(vr.Name)
 	return lifecycle.Wrote("finalizer removed"), nil
 }
 
@@ -51,13 +56,13 @@ func (r *VidraResourceReconciler) finalize(ctx context.Context, p *deployPass) (
 // orphan it. Without one (a VidraResource of an earlier version), every object marked as its
 // own: those its status lists, those its manifest names, and those the watches know.
 func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alpha1.VidraResource) error {
-	st, err := r.inventories.load(ctx, vr)
+	st, err := r.inventories.Load(ctx, vr)
 	if err != nil {
 		return err
 	}
-	if st.found && !st.legacy {
-		if err := r.pruneRecorded(ctx, vr, st.inventory, nil); err != nil {
-			return fmt.Errorf("%w (remove the finalizer %s by hand to leave the objects behind)", err, finalizer)
+	if st.Found && !st.Legacy {
+		if err := r.pruneRecorded(ctx, vr, st.Inventory, nil); err != nil {
+			return fmt.Errorf("%w (remove the finalizer %s by hand to leave the objects behind)", err, manifests.Finalizer)
 		}
 		return nil
 	}
@@ -66,48 +71,48 @@ func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alp
 		if len(vr.Status.ManagedResources) == 0 && len(st.Objects) == 0 {
 			return nil // never acted as anyone: nothing was applied
 		}
-		return fmt.Errorf("%w (remove the finalizer %s by hand to leave the objects behind)", err, finalizer)
+		return fmt.Errorf("%w (remove the finalizer %s by hand to leave the objects behind)", err, manifests.Finalizer)
 	}
-	t, err := r.clusters.getAs(ctx, r.claimant(ctx, vr), vr.Spec.Destination.Server, as)
+	t, err := r.clusters.GetAs(ctx, r.claimant(ctx, vr), vr.Spec.Destination.Server, as)
 	if err != nil {
-		return fmt.Errorf("reaching the destination cluster (remove the finalizer %s by hand to leave the objects behind): %w", finalizer, err)
+		return fmt.Errorf("reaching the destination cluster (remove the finalizer %s by hand to leave the objects behind): %w", manifests.Finalizer, err)
 	}
-	inv := st.inventory
+	inv := st.Inventory
 	if len(inv.Objects) > 0 && hostKeyOrLocal(inv.Server) != hostKeyOrLocal(vr.Spec.Destination.Server) {
 		inv.As = as // an earlier version's inventory records no identity
 		if err := r.pruneRecorded(ctx, vr, inv, nil); err != nil {
-			return fmt.Errorf("%w (remove the finalizer %s by hand to leave the objects behind)", err, finalizer)
+			return fmt.Errorf("%w (remove the finalizer %s by hand to leave the objects behind)", err, manifests.Finalizer)
 		}
-		st.inventory = inventory{}
+		st.Inventory = apply.Inventory{}
 	}
-	refs := append(managedRefs(vr.Status.ManagedResources), st.refs()...)
-	manifest, _, err := manifestOf(ctx, r.reader, vr)
+	refs := append(apply.ManagedRefs(vr.Status.ManagedResources), st.Refs()...)
+	manifest, _, err := manifests.ManifestOf(ctx, r.reader, vr)
 	if err != nil {
 		return err
 	}
 	// A manifest of another generation names objects too: the spec of one being deleted is
 	// frozen by admission, and the inventory and the watches find the rest.
-	if objs, err := decodeManifest(manifest); err == nil {
-		if planned, err := plan(t, objs, vr.Spec.Destination.Namespace, Policy{AllowedKinds: []string{"*"}, AllowedNamespaces: []string{"*"}}); err == nil {
+	if objs, err := manifests.DecodeManifest(manifest); err == nil {
+		if planned, err := apply.Plan(t, objs, vr.Spec.Destination.Namespace, policy.Policy{AllowedKinds: []string{"*"}, AllowedNamespaces: []string{"*"}}); err == nil {
 			for _, po := range planned {
-				refs = append(refs, po.ref)
+				refs = append(refs, po.Ref)
 			}
 		}
 	}
-	refs = append(refs, t.ownedObjects(ctx, vr.Name)...)
+	refs = append(refs, t.OwnedObjects(ctx, vr.Name)...)
 	recorded := recordedOf(&st, vr)
 	done := map[string]bool{}
 	var errs []error
 	for _, ref := range refs {
-		if done[ref.key()] {
+		if done[ref.Key()] {
 			continue
 		}
-		done[ref.key()] = true
-		res, note, err := deleteOwned(ctx, t, ref, markOf(vr), recorded[ref.key()], r.ownerUID)
+		done[ref.Key()] = true
+		res, note, err := apply.DeleteOwned(ctx, t, ref, apply.MarkOf(vr), recorded[ref.Key()], r.ownerUID)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		if res == pruneForeign || res == pruneNamespaceKept {
+		if res == apply.PruneForeign || res == apply.PruneNamespaceKept {
 			r.warnPrune(ctx, vr, res, note)
 		}
 	}
@@ -124,20 +129,20 @@ func (r *VidraResourceReconciler) inventoryStep(ctx context.Context, p *deployPa
 		return lifecycle.Continue(), nil // nothing will be applied; the report says why
 	}
 	vr := p.Obj
-	st, err := r.inventories.load(ctx, vr)
+	st, err := r.inventories.Load(ctx, vr)
 	if err != nil {
 		return lifecycle.Result{}, err
 	}
-	if st.legacy {
-		st.As = p.target.as // earlier versions recorded no identity: the one acting now
+	if st.Legacy {
+		st.As = p.target.As // earlier versions recorded no identity: the one acting now
 	}
 	p.inv = &st
-	server, as := vr.Spec.Destination.Server, p.target.as
+	server, as := vr.Spec.Destination.Server, p.target.As
 	want := map[string]bool{}
 	for _, po := range p.planned {
-		want[inventoryEntry(po.ref)] = true
+		want[apply.InventoryEntry(po.Ref)] = true
 	}
-	inv := st.inventory
+	inv := st.Inventory
 	if len(inv.Objects) > 0 && (hostKeyOrLocal(inv.Server) != hostKeyOrLocal(server) || inv.As != as) {
 		// On the same cluster, what the new destination applies again is its own to keep.
 		var keep map[string]bool
@@ -156,24 +161,24 @@ func (r *VidraResourceReconciler) inventoryStep(ctx context.Context, p *deployPa
 				kept = append(kept, e)
 			}
 		}
-		inv = inventory{Server: server, As: as, Objects: kept}
+		inv = apply.Inventory{Server: server, As: as, Objects: kept}
 	}
 	// Status may know objects from before the inventory existed: carried over once.
-	if !st.found {
-		for _, ref := range managedRefs(vr.Status.ManagedResources) {
-			want[inventoryEntry(ref)] = true
+	if !st.Found {
+		for _, ref := range apply.ManagedRefs(vr.Status.ManagedResources) {
+			want[apply.InventoryEntry(ref)] = true
 		}
 	}
 	for _, e := range inv.Objects {
 		if want[e] {
 			continue
 		}
-		ref, ok := inventoryRef(e)
+		ref, ok := apply.InventoryRef(e)
 		if !ok {
 			continue
 		}
-		live, err := p.target.observe(ctx, ref.GVK, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name})
-		if err != nil || (live != nil && marksOwner(live, markOf(vr))) {
+		live, err := p.target.Observe(ctx, ref.GVK, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name})
+		if err != nil || (live != nil && apply.MarksOwner(live, apply.MarkOf(vr))) {
 			want[e] = true // may still be ours (a Forbidden read included): kept until observed gone
 		}
 	}
@@ -186,11 +191,11 @@ func (r *VidraResourceReconciler) inventoryStep(ctx context.Context, p *deployPa
 			p.added = append(p.added, e)
 		}
 	}
-	next := inventory{Server: server, As: as, Objects: slices.Sorted(maps.Keys(want))}
-	if !st.legacy && st.found && next.Server == st.Server && next.As == st.As && slices.Equal(next.Objects, st.Objects) {
+	next := apply.Inventory{Server: server, As: as, Objects: slices.Sorted(maps.Keys(want))}
+	if !st.Legacy && st.Found && next.Server == st.Server && next.As == st.As && slices.Equal(next.Objects, st.Objects) {
 		return lifecycle.Continue(), nil
 	}
-	if err := r.inventories.save(ctx, vr, &st, next); err != nil {
+	if err := r.inventories.Save(ctx, vr, &st, next); err != nil {
 		return lifecycle.Result{}, err
 	}
 	if _, ok := vr.Annotations[infrahubv1alpha1.InventoryAnnotation]; ok {
@@ -218,13 +223,13 @@ func (r *VidraResourceReconciler) settleInventory(ctx context.Context, p *deploy
 	}
 	drop := map[string]bool{}
 	for _, e := range p.inv.Objects {
-		if ref, ok := inventoryRef(e); ok && p.out.gone[ref.key()] {
+		if ref, ok := apply.InventoryRef(e); ok && p.out.gone[ref.Key()] {
 			drop[e] = true
 		}
 	}
 	if p.out.err != nil {
 		for _, e := range p.added {
-			if ref, ok := inventoryRef(e); ok && !p.out.reached[ref.key()] {
+			if ref, ok := apply.InventoryRef(e); ok && !p.out.reached[ref.Key()] {
 				drop[e] = true
 			}
 		}
@@ -232,32 +237,32 @@ func (r *VidraResourceReconciler) settleInventory(ctx context.Context, p *deploy
 	if len(drop) == 0 {
 		return nil
 	}
-	next := p.inv.inventory
+	next := p.inv.Inventory
 	next.Objects = slices.DeleteFunc(slices.Clone(next.Objects), func(e string) bool { return drop[e] })
-	return r.inventories.save(ctx, p.Obj, p.inv, next)
+	return r.inventories.Save(ctx, p.Obj, p.inv, next)
 }
 
 // pruneRecorded removes what the inventory lists, but keep, on the cluster it names and as the
 // user it records: the destination moved, and the old one must not keep orphans, or the
 // VidraResource goes. Whatever it cannot remove, or read (Forbidden), is an error: the
 // inventory stays for the retry.
-func (r *VidraResourceReconciler) pruneRecorded(ctx context.Context, vr *infrahubv1alpha1.VidraResource, inv inventory, keep map[string]bool) error {
-	t, err := r.clusters.getAs(ctx, r.claimant(ctx, vr), inv.Server, inv.As)
+func (r *VidraResourceReconciler) pruneRecorded(ctx context.Context, vr *infrahubv1alpha1.VidraResource, inv apply.Inventory, keep map[string]bool) error {
+	t, err := r.clusters.GetAs(ctx, r.claimant(ctx, vr), inv.Server, inv.As)
 	if err != nil {
 		return fmt.Errorf("reaching %q to prune what was applied there: %w", cmp.Or(inv.Server, "the local cluster"), err)
 	}
 	var errs []string
 	n := 0
-	for _, ref := range inv.refs() {
-		if keep[inventoryEntry(ref)] {
+	for _, ref := range inv.Refs() {
+		if keep[apply.InventoryEntry(ref)] {
 			continue
 		}
 		n++
-		res, note, err := deleteOwned(ctx, t, ref, markOf(vr), true, r.ownerUID)
+		res, note, err := apply.DeleteOwned(ctx, t, ref, apply.MarkOf(vr), true, r.ownerUID)
 		if err != nil {
 			errs = append(errs, err.Error())
 		}
-		if res == pruneForeign || res == pruneNamespaceKept {
+		if res == apply.PruneForeign || res == apply.PruneNamespaceKept {
 			r.warnPrune(ctx, vr, res, note)
 		}
 	}
@@ -270,8 +275,8 @@ func (r *VidraResourceReconciler) pruneRecorded(ctx context.Context, vr *infrahu
 }
 
 func hostKeyOrLocal(server string) string {
-	if isLocal(server) {
+	if target.IsLocal(server) {
 		return "local"
 	}
-	return hostKey(server)
+	return target.HostKey(server)
 }
