@@ -314,7 +314,7 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 			return deliverResult{pending: true}
 		}
 	}
-	// The cache holds no manifest, only its digest (cachedmanifest.go).
+	// The cache holds no manifest, only its digest (manifests/cachedmanifest.go).
 	hash, size := manifests.ManifestDigest(vr)
 	contentCurrent := exists && vr.Annotations[manifests.ChecksumAnnotation] == a.Checksum &&
 		vr.Annotations[manifests.ManifestHashAnnotation] == hash

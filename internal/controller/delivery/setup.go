@@ -43,7 +43,7 @@ import (
 // +kubebuilder:rbac:groups=infrahub.operators.com,resources=vidraresources/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=infrahub.operators.com,resources=vidraresources/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch
-// The inventories (inventory_store.go), in the operator's namespace.
+// The inventories (apply/inventory_store.go), in the operator's namespace.
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=create;update;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
