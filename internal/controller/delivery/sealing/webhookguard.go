@@ -16,9 +16,9 @@ import (
 
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list
 
-// WebhookPaths are the paths the admission webhook of each delivery kind is served at
+// webhookPaths are the paths the admission webhook of each delivery kind is served at
 // (internal/webhook's markers), by resource.
-var WebhookPaths = map[string]string{
+var webhookPaths = map[string]string{
 	"infrahubsyncs":  "/validate-infrahub-operators-com-v1alpha1-infrahubsync",
 	"vidraresources": "/validate-infrahub-operators-com-v1alpha1-vidraresource",
 }
@@ -27,7 +27,7 @@ var WebhookPaths = map[string]string{
 var guardedOps = []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete}
 
 // WebhooksGuard says whether cfgs send every create, update and delete of both delivery kinds,
-// with no exception and failing closed, to this operator's webhook: served at WebhookPaths by a
+// with no exception and failing closed, to this operator's webhook: served at webhookPaths by a
 // Service in operatorNamespace (any namespace when it is ""), or at a URL with that path (a
 // local run). It says what is missing.
 func WebhooksGuard(cfgs []admissionregistrationv1.ValidatingWebhookConfiguration, operatorNamespace string) error {
@@ -47,7 +47,7 @@ func WebhooksGuard(cfgs []admissionregistrationv1.ValidatingWebhookConfiguration
 func describePaths(resources []string) string {
 	var out []string
 	for _, r := range resources {
-		out = append(out, WebhookPaths[r])
+		out = append(out, webhookPaths[r])
 	}
 	return strings.Join(out, ", ")
 }
@@ -55,7 +55,7 @@ func describePaths(resources []string) string {
 func guarded(cfgs []admissionregistrationv1.ValidatingWebhookConfiguration, resource, operatorNamespace string) bool {
 	for _, cfg := range cfgs {
 		for _, w := range cfg.Webhooks {
-			if pointsAtUs(w.ClientConfig, WebhookPaths[resource], operatorNamespace) && exceptionless(w) && coversAll(w.Rules, resource) {
+			if pointsAtUs(w.ClientConfig, webhookPaths[resource], operatorNamespace) && exceptionless(w) && coversAll(w.Rules, resource) {
 				return true
 			}
 		}
