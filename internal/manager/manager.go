@@ -16,8 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
-
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -29,6 +27,7 @@ import (
 
 	"github.com/metalhub/metalhub/internal/apilimit"
 	"github.com/metalhub/metalhub/internal/controller/delivery"
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 	"github.com/metalhub/metalhub/internal/controller/firmware"
 	"github.com/metalhub/metalhub/internal/controller/metal"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"

@@ -3,12 +3,11 @@ package webhook
 import (
 	"context"
 
-	"github.com/metalhub/metalhub/internal/webhook/rights"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/webhook/rights"
 )
 
 // InfrahubSyncCredentialsBinder records on a sync that names no credentials Secret the one

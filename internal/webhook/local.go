@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
-
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +21,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	webhookconfig "github.com/metalhub/metalhub/config/webhook"
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 	"github.com/metalhub/metalhub/internal/scheme"
 )
 

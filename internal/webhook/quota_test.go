@@ -6,13 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metalhub/metalhub/internal/webhook/rights"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/webhook/rights"
 )
 
 // Issue 42, finding 4: limits were per sync, and hand-made VidraResources had none. Each writer

@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
 )
 
 // sealOf is what obj's stored seal vouches for ("admitted", "owned"), or "unsealed: why".

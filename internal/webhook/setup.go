@@ -22,8 +22,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/metalhub/metalhub/internal/webhook/rights"
-
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -31,6 +29,7 @@ import (
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/delivery"
+	"github.com/metalhub/metalhub/internal/webhook/rights"
 )
 
 // DefaultCertDir is where the server looks for tls.crt and tls.key (controller-runtime's

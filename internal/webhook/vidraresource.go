@@ -3,13 +3,12 @@ package webhook
 import (
 	"context"
 
-	"github.com/metalhub/metalhub/internal/webhook/rights"
-
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/webhook/rights"
 )
 
 // +kubebuilder:webhook:path=/validate-infrahub-operators-com-v1alpha1-vidraresource,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrahub.operators.com,resources=vidraresources,verbs=create;update;delete,versions=v1alpha1,name=vvidraresource.infrahub.operators.com,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10

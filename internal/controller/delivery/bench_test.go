@@ -19,10 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	emu "github.com/metalhub/metalhub/internal/emulator/infrahub"
-
 	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 	"github.com/metalhub/metalhub/internal/controller/delivery/policy"
+	emu "github.com/metalhub/metalhub/internal/emulator/infrahub"
 )
 
 // BenchmarkSync500Artifacts delivers 500 artifacts of 3 objects each (ConfigMap, headless

@@ -10,9 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	emu "github.com/metalhub/metalhub/internal/emulator/infrahub"
-
 	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
+	emu "github.com/metalhub/metalhub/internal/emulator/infrahub"
 )
 
 // A slow Infrahub host holds no more than its share of the sync workers: while every query to

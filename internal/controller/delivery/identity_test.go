@@ -17,11 +17,10 @@ import (
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	webhookconfig "github.com/metalhub/metalhub/config/webhook"
-	"github.com/metalhub/metalhub/internal/lifecycle"
-
 	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
 	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
 	"github.com/metalhub/metalhub/internal/controller/delivery/target"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 func TestServiceAccountFor(t *testing.T) {

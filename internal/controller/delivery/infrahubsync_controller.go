@@ -19,13 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/infrahub"
-	"github.com/metalhub/metalhub/internal/lifecycle"
-
 	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
 	"github.com/metalhub/metalhub/internal/controller/delivery/policy"
 	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
 	"github.com/metalhub/metalhub/internal/controller/delivery/target"
+	"github.com/metalhub/metalhub/internal/infrahub"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 // vrControllerIndex indexes VidraResources by the UID of their controlling InfrahubSync.

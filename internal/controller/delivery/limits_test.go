@@ -10,10 +10,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/lifecycle"
-
 	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 	"github.com/metalhub/metalhub/internal/controller/delivery/policy"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 func TestLimitsPerSync(t *testing.T) {

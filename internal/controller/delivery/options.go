@@ -8,14 +8,13 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/eventsink"
-	"github.com/metalhub/metalhub/internal/infrahub"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
 	"github.com/metalhub/metalhub/internal/controller/delivery/policy"
+	"github.com/metalhub/metalhub/internal/eventsink"
+	"github.com/metalhub/metalhub/internal/infrahub"
 )
 
 // Options configure the delivery family. Flags set them (BindFlags); the reference's settings
@@ -288,7 +287,7 @@ func (o Options) validate() error {
 	return nil
 }
 
-// inventoryNamespace is where the VidraResources' inventories are kept: the operator's own
+// InventoryNamespace is where the VidraResources' inventories are kept: the operator's own
 // namespace, which tenants cannot write (the identity recorded there is acted as); "default"
 // only outside a cluster.
 func InventoryNamespace(o Options) string {

@@ -13,10 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	emu "github.com/metalhub/metalhub/internal/emulator/infrahub"
-
 	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 	"github.com/metalhub/metalhub/internal/controller/delivery/target"
+	emu "github.com/metalhub/metalhub/internal/emulator/infrahub"
 )
 
 // addArtifacts adds n artifacts named name, each a ConfigMap <prefix>-<i>.

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-
 	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
 	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
 )

@@ -13,10 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/scheme"
-
 	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
+	"github.com/metalhub/metalhub/internal/scheme"
 )
 
 func testSealer(t *testing.T, c client.Client, now time.Time) *sealing.Sealer {

@@ -16,11 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/target"
 	emu "github.com/metalhub/metalhub/internal/emulator/infrahub"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/scheme"
-
-	"github.com/metalhub/metalhub/internal/controller/delivery/target"
 )
 
 // Which Secret names the credentials of a URL: only the operator's namespace by default; widened,

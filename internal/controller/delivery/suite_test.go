@@ -30,13 +30,12 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
+	"github.com/metalhub/metalhub/internal/controller/delivery/target"
 	"github.com/metalhub/metalhub/internal/controlplane"
 	emu "github.com/metalhub/metalhub/internal/emulator/infrahub"
 	"github.com/metalhub/metalhub/internal/scheme"
 	"github.com/metalhub/metalhub/internal/testenv"
-
-	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
-	"github.com/metalhub/metalhub/internal/controller/delivery/target"
 )
 
 // env is the local cluster (the operator's); remote, started by the first test that needs it,

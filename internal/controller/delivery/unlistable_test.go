@@ -12,9 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
-	"github.com/metalhub/metalhub/internal/scheme"
-
 	"github.com/metalhub/metalhub/internal/controller/delivery/target"
+	"github.com/metalhub/metalhub/internal/scheme"
 )
 
 // requestCounter counts the requests of the clients of one configuration.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,15 +14,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/lifecycle"
-
 	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
 	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 	"github.com/metalhub/metalhub/internal/controller/delivery/policy"
 	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
 	"github.com/metalhub/metalhub/internal/controller/delivery/target"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 // maxListedManagedResources is how many applied objects status.managedResources lists: an

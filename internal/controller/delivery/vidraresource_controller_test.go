@@ -22,10 +22,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/testenv"
-
-	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 )
 
 // Defect 4 (managed object side) and the acceptance point: a managed Deployment deleted by hand

@@ -19,10 +19,9 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/lifecycle"
-
 	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
 	"github.com/metalhub/metalhub/internal/controller/delivery/target"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 // deploy applies the planned objects and prunes what left the manifest. It never writes the

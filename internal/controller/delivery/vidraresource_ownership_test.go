@@ -15,10 +15,9 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/testenv"
-
 	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 	"github.com/metalhub/metalhub/internal/controller/delivery/target"
+	"github.com/metalhub/metalhub/internal/testenv"
 )
 
 // #16 scenario 6: metadata others own is not drift. The Deployment controller's revision

@@ -16,12 +16,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/lifecycle"
-
 	"github.com/metalhub/metalhub/internal/controller/delivery"
 	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
 	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
 	"github.com/metalhub/metalhub/internal/controller/delivery/target"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create

@@ -10,9 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/lifecycle"
-
 	"github.com/metalhub/metalhub/internal/controller/delivery/target"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 // BindCredentials records in AdmittedCredentialsAnnotation of sync s, written by user (old is nil

@@ -24,14 +24,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/lifecycle"
-
 	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 	"github.com/metalhub/metalhub/internal/controller/delivery/policy"
 	"github.com/metalhub/metalhub/internal/controller/delivery/target"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
-// plannedObject is one object of a manifest, resolved against its cluster.
+// PlannedObject is one object of a manifest, resolved against its cluster.
 type PlannedObject struct {
 	Ref target.ObjectRef
 	obj *unstructured.Unstructured
@@ -39,11 +38,11 @@ type PlannedObject struct {
 	// CRD there, or its namespace created there), so nothing can be read or dry-run of it before
 	// that stage is applied.
 	staged bool
-	// newKind: its kind is not served yet; there is no object of it to read.
+	// NewKind: its kind is not served yet; there is no object of it to read.
 	NewKind bool
 }
 
-// plan resolves every object of a manifest on t: its kind must be served there, or defined by a
+// Plan resolves every object of a manifest on t: its kind must be served there, or defined by a
 // CRD of the same manifest (applied in an earlier stage); namespaced objects get
 // destination.namespace when they name none, and the policy must allow it. Any failure refuses
 // the whole manifest, so an artifact is never half applied because one of its objects was
@@ -132,7 +131,7 @@ func definedKinds(objs []*unstructured.Unstructured) map[schema.GroupVersionKind
 	return out
 }
 
-// ownerMark is one owner of an applied object: a VidraResource's name and UID. The name alone
+// OwnerMark is one owner of an applied object: a VidraResource's name and UID. The name alone
 // is Vidra's mark; the UID tells the VidraResource from a later one of the same name.
 type OwnerMark struct{ Name, UID string }
 
@@ -140,7 +139,7 @@ func MarkOf(vr metav1.Object) OwnerMark {
 	return OwnerMark{Name: vr.GetName(), UID: string(vr.GetUID())}
 }
 
-// ownerUIDsOf reads the owner-uids annotation: owner name -> UID. A name without an entry (a
+// OwnerUIDsOf reads the owner-uids annotation: owner name -> UID. A name without an entry (a
 // mark Vidra, or a version before this one, wrote) is recognised by name alone.
 func OwnerUIDsOf(m metav1.Object) map[string]string {
 	out := map[string]string{}
@@ -152,7 +151,7 @@ func OwnerUIDsOf(m metav1.Object) map[string]string {
 	return out
 }
 
-// marksOwner reports whether the object's mark names owner: its name, with its UID or (a
+// MarksOwner reports whether the object's mark names owner: its name, with its UID or (a
 // mark without UIDs) none.
 func MarksOwner(m metav1.Object, owner OwnerMark) bool {
 	if !slices.Contains(target.OwnersOf(m), owner.Name) {
@@ -174,7 +173,7 @@ func markAnnotations(owners []OwnerMark) (names, uids string) {
 	return strings.Join(n, ","), strings.Join(u, ",")
 }
 
-// owned returns the object as we apply it: our field manager's view, marked with our label, the
+// Owned returns the object as we apply it: our field manager's view, marked with our label, the
 // owned-by list and the owners' UIDs.
 func Owned(po PlannedObject, owners []OwnerMark) *unstructured.Unstructured {
 	u := po.obj.DeepCopy()
@@ -200,7 +199,7 @@ type applied struct {
 	Token  string
 }
 
-// applySet server-side applies objs with fluxcd/pkg/ssa: in stages (CRDs, Namespaces and
+// ApplySet server-side applies objs with fluxcd/pkg/ssa: in stages (CRDs, Namespaces and
 // ClusterRoles first, waited for until Current, then class definitions, then the rest), each
 // object dry-run first and written only when the dry-run differs from the live object, so a
 // change to a field we do not manage (an HPA's replicas, a controller's annotation) causes no
@@ -296,7 +295,7 @@ func (c *recordingClient) token(key string) string {
 	return c.tokens[key]
 }
 
-// preflight dry-runs the apply of every planned object as the target's ServiceAccount: an
+// Preflight dry-runs the apply of every planned object as the target's ServiceAccount: an
 // artifact that names one object its RBAC does not allow is refused whole, nothing applied.
 // Objects that can only be tried once an earlier stage is applied (a custom resource of a CRD,
 // an object in a Namespace the manifest creates) are left to the staged apply, which dry-runs
@@ -329,7 +328,7 @@ func Preflight(ctx context.Context, t *target.Target, planned []PlannedObject, o
 	return nil
 }
 
-// pruneResult is what deleteOwned did with one object.
+// PruneResult is what deleteOwned did with one object.
 type PruneResult int
 
 const (
@@ -347,7 +346,7 @@ const (
 // error counts as existing with an unknown UID, "": never take over or delete on a guess).
 type ownerLookup func(ctx context.Context, name string) (uid string, exists bool)
 
-// deleteOwned deletes an object if, and only if, it is marked as owner's (by name and, when the
+// DeleteOwned deletes an object if, and only if, it is marked as owner's (by name and, when the
 // mark records one, UID) and recorded: in owner's inventory, so a copied or forged mark never
 // gets an object deleted. A shared object (owned-by lists others that still exist) is not
 // deleted: owner only leaves the list, and the last owner to drop it deletes it. A Namespace
@@ -446,7 +445,7 @@ func patchMark(ctx context.Context, t *target.Target, obj client.Object, names, 
 	return nil
 }
 
-// managedRefs turns a status list back into references.
+// ManagedRefs turns a status list back into references.
 func ManagedRefs(list []infrahubv1alpha1.ManagedResource) []target.ObjectRef {
 	out := make([]target.ObjectRef, 0, len(list))
 	for _, m := range list {

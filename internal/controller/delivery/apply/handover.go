@@ -6,16 +6,16 @@ import (
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 )
 
-// handover is what a VidraResource's HandoverAnnotation comes to once checked: the
+// Handover is what a VidraResource's HandoverAnnotation comes to once checked: the
 // VidraResource (name, uid) whose objects it takes over, or why it does not.
 type Handover struct {
 	Name, UID string
-	// honoured: both are of one sync; refused says why not (nil without the annotation).
+	// Honoured: both are of one sync; refused says why not (nil without the annotation).
 	Honoured bool
 	Refused  error
 }
 
-// handoverRefusal says why vr may not take over the objects of from (nil: gone), the
+// HandoverRefusal says why vr may not take over the objects of from (nil: gone), the
 // VidraResource its annotation names with uid; s is the sync vr's controller reference names
 // (nil: none, or gone). Nil when both are of s.
 func HandoverRefusal(vr, from *infrahubv1alpha1.VidraResource, s *infrahubv1alpha1.InfrahubSync, uid string) error {

@@ -16,13 +16,13 @@ import (
 // again: a rollout sends no event we watch for (our watches are on our own fields).
 const DefaultHealthPoll = 15 * time.Second
 
-// healthRank orders kstatus results, worst first: the VidraResource reports the worst.
+// HealthRank orders kstatus results, worst first: the VidraResource reports the worst.
 var HealthRank = map[status.Status]int{
 	status.FailedStatus: 0, status.NotFoundStatus: 1, status.InProgressStatus: 2,
 	status.TerminatingStatus: 3, status.UnknownStatus: 4, status.CurrentStatus: 5,
 }
 
-// health is how the applied objects are doing.
+// Health is how the applied objects are doing.
 type Health struct {
 	Status   status.Status
 	NotReady []string // "Kind/ns/name: Status: message", worst first

@@ -9,7 +9,7 @@ import (
 	"github.com/metalhub/metalhub/internal/controller/delivery/target"
 )
 
-// inventory is what a VidraResource may have applied, on which cluster and as whom: bookkeeping
+// Inventory is what a VidraResource may have applied, on which cluster and as whom: bookkeeping
 // of the operator's own (inventoryStore), not status, so that a wiped or restored status, or a
 // restart that has no watch on a kind, does not lose the knowledge of what to prune. It is
 // written ahead: every object is in it before it is applied, and leaves it only once observed

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-
 	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 )
 
@@ -34,7 +33,7 @@ const (
 	invKeyChunks      = "chunks"
 )
 
-// inventoryStore keeps each VidraResource's inventory in ConfigMaps of the operator's
+// InventoryStore keeps each VidraResource's inventory in ConfigMaps of the operator's
 // namespace, out of the VidraResource: an annotation caps at 256 KiB (some 4,000 entries), and
 // the identity recorded there decides whom a prune acts as, so it must be where only the
 // operator writes. A head ConfigMap per VidraResource (vidra-inventory-<uid>) holds the server,
@@ -49,11 +48,11 @@ type InventoryStore struct {
 	ChunkBytes int
 }
 
-// storedInventory is an inventory as read, with what a later write needs.
+// StoredInventory is an inventory as read, with what a later write needs.
 type StoredInventory struct {
 	Inventory
 	Found bool // recorded (in the store, or in the annotation of an earlier version)
-	// legacy: read from InventoryAnnotation; the next write moves it to the store. Its
+	// Legacy: read from InventoryAnnotation; the next write moves it to the store. Its
 	// identity was never recorded.
 	Legacy  bool
 	head    *corev1.ConfigMap // nil when there is none yet
@@ -67,7 +66,7 @@ func inventoryChunkName(uid string, gen, i int) string {
 	return fmt.Sprintf("vidra-inventory-%s-%d-%d", uid, gen, i)
 }
 
-// load reads vr's inventory: the store's, else the annotation an earlier version wrote. A
+// Load reads vr's inventory: the store's, else the annotation an earlier version wrote. A
 // chunk that cannot be read is an error, never an empty inventory.
 func (s *InventoryStore) Load(ctx context.Context, vr *infrahubv1alpha1.VidraResource) (StoredInventory, error) {
 	uid := string(vr.UID)
@@ -107,7 +106,7 @@ func splitEntries(v string) []string {
 	return strings.Split(v, "\n")
 }
 
-// save writes next as vr's inventory over st (what load returned). Entries that fit go in the
+// Save writes next as vr's inventory over st (what load returned). Entries that fit go in the
 // head; otherwise a new generation of chunks is written first, then the head names it, then the
 // previous generation's chunks go. A conflict on the head (another writer) is an error: the
 // pass is retried on a fresh read.
@@ -203,7 +202,7 @@ func (s *InventoryStore) deleteChunks(ctx context.Context, uid string, keep int)
 	return errors.Join(errs...)
 }
 
-// remove deletes vr's inventory: its objects are gone, and it with them.
+// Remove deletes vr's inventory: its objects are gone, and it with them.
 func (s *InventoryStore) Remove(ctx context.Context, vr *infrahubv1alpha1.VidraResource) error {
 	uid := string(vr.UID)
 	if err := s.deleteChunks(ctx, uid, -1); err != nil {

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// appliedMemory remembers, per VidraResource, what its last apply left in the cluster: the
+// AppliedMemory remembers, per VidraResource, what its last apply left in the cluster: the
 // manifest applied, where, and each object's drift token. A pass that finds all of it unchanged
 // writes nothing (an unchanged pass costs no API writes). It is a cache of observation: lost on
 // restart, which only costs one re-apply per VidraResource.
@@ -31,7 +31,7 @@ type VRMemory struct {
 
 func NewAppliedMemory() *AppliedMemory { return &AppliedMemory{byVR: map[string]*VRMemory{}} }
 
-// get returns a copy of the memory of a VidraResource, nil if none or of another incarnation.
+// Get returns a copy of the memory of a VidraResource, nil if none or of another incarnation.
 func (m *AppliedMemory) Get(name string, uid types.UID) *VRMemory {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -47,21 +47,21 @@ func (m *AppliedMemory) Get(name string, uid types.UID) *VRMemory {
 	return &cp
 }
 
-// put replaces the memory of a VidraResource.
+// Put replaces the memory of a VidraResource.
 func (m *AppliedMemory) Put(name string, v *VRMemory) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.byVR[name] = v
 }
 
-// forget drops a VidraResource.
+// Forget drops a VidraResource.
 func (m *AppliedMemory) Forget(name string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.byVR, name)
 }
 
-// wants reports whether an event about one of owner's objects should start a pass: the object
+// Wants reports whether an event about one of owner's objects should start a pass: the object
 // is not as our last apply left it (our own writes come back as events too; they must not cause
 // a pass each). Outside event mode that pass only reports the drift (Stale); the periodic pass
 // restores.

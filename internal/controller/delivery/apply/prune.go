@@ -11,9 +11,8 @@ import (
 	"time"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/infrahub"
-
 	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
+	"github.com/metalhub/metalhub/internal/infrahub"
 )
 
 // DefaultPruneMaxFraction is --delivery-prune-max-fraction's default: a pass may delete at most
@@ -43,7 +42,7 @@ func pendingPrune(v string) (token string, since time.Time, ok bool) {
 	return token, t, true
 }
 
-// maxFraction is the fraction of a sync's VidraResources one pass may delete: the flag, lowered
+// MaxFraction is the fraction of a sync's VidraResources one pass may delete: the flag, lowered
 // (never raised) by the sync's PruneMaxFractionAnnotation.
 func MaxFraction(flag float64, s *infrahubv1alpha1.InfrahubSync) float64 {
 	if v, err := strconv.ParseFloat(s.Annotations[infrahubv1alpha1.PruneMaxFractionAnnotation], 64); err == nil && v >= 0 && v < flag {
@@ -52,30 +51,30 @@ func MaxFraction(flag float64, s *infrahubv1alpha1.InfrahubSync) float64 {
 	return flag
 }
 
-// pruneDecision is what the guard says of a pass's deletions.
+// PruneDecision is what the guard says of a pass's deletions.
 type PruneDecision struct {
 	Hold  bool   // delete nothing
 	Token string // the prune's token (set when it exceeds the fraction)
-	// record: write PrunePendingAnnotation=record before anything else (a first answer).
+	// Record: write PrunePendingAnnotation=record before anything else (a first answer).
 	Record string
 	Reason string // why it proceeds or holds, for the log and the message
 }
 
-// pruneStake is what a pass's deletions would remove: VidraResources, and the objects they
+// PruneStake is what a pass's deletions would remove: VidraResources, and the objects they
 // applied (from their inventories), so that a prune of few VidraResources holding most of the
 // objects, or of none at all (artifacts re-issued under new ids without their objects, whose
 // predecessors go as handed over), is a mass prune too.
 type PruneStake struct {
 	Doomed []string // VidraResources whose artifact left the result
-	// lossy: VidraResources handed over to a re-issued artifact that does not hold all of
+	// Lossy: VidraResources handed over to a re-issued artifact that does not hold all of
 	// their objects; their deletion removes the rest.
 	Lossy        []string
 	Total        int // the sync's VidraResources
 	Objects      int // objects the deletions would remove
 	ObjectsTotal int // objects the sync's VidraResources held before this answer
-	// unsettled: a successor has not recorded what it holds yet; lossy handovers wait.
+	// Unsettled: a successor has not recorded what it holds yet; lossy handovers wait.
 	Unsettled bool
-	// shrunk: VidraResources whose new content (name@checksum) drops objects they applied;
+	// Shrunk: VidraResources whose new content (name@checksum) drops objects they applied;
 	// shrunkObjects of them in all (counted in objects once weighed).
 	Shrunk        []string
 	ShrunkObjects int
@@ -86,7 +85,7 @@ func (st PruneStake) exceeds(fraction float64) bool {
 	return float64(len(st.Doomed)) > fraction*float64(st.Total) || float64(st.Objects) > fraction*float64(st.ObjectsTotal)
 }
 
-// decidePrune applies the guard to a pass's deletions, keeping the survivors' artifacts. Within
+// DecidePrune applies the guard to a pass's deletions, keeping the survivors' artifacts. Within
 // the fraction (of VidraResources and of objects) it proceeds. Beyond it, it proceeds only
 // when the sync carries ConfirmPruneAnnotation with the exact token, or, with settle > 0, when
 // the held record names the same token and is at least settle old (a second agreeing answer, a
@@ -109,7 +108,7 @@ func DecidePrune(s *infrahubv1alpha1.InfrahubSync, st PruneStake, survivors []st
 	return PruneDecision{Hold: true, Token: token, Record: token + "@" + now.UTC().Format(time.RFC3339)}
 }
 
-// heldMessage explains a held prune and how to release it.
+// HeldMessage explains a held prune and how to release it.
 func HeldMessage(s *infrahubv1alpha1.InfrahubSync, d PruneDecision, st PruneStake, fraction float64, settle time.Duration) string {
 	list := func(names []string) string {
 		names = slices.Sorted(slices.Values(names))
@@ -142,7 +141,7 @@ func HeldMessage(s *infrahubv1alpha1.InfrahubSync, d PruneDecision, st PruneStak
 		s.Name, infrahubv1alpha1.ConfirmPruneAnnotation, d.Token, release)
 }
 
-// pairRenamed finds, for artifacts that have no VidraResource yet, the VidraResource of an
+// PairRenamed finds, for artifacts that have no VidraResource yet, the VidraResource of an
 // artifact that left the result and is the same artifact under a new id: same name and same
 // checksum, or the only one of that name on both sides. Its objects are handed over rather
 // than deleted and recreated. The result maps the new artifact id to the old VidraResource.
@@ -201,14 +200,14 @@ func PairRenamed(arts []infrahub.Artifact, owned map[string]*infrahubv1alpha1.Vi
 	return out
 }
 
-// handoverOf reads HandoverAnnotation: the name and UID of the VidraResource whose objects vr
+// HandoverOf reads HandoverAnnotation: the name and UID of the VidraResource whose objects vr
 // takes over.
 func HandoverOf(vr *infrahubv1alpha1.VidraResource) (name, uid string, ok bool) {
 	name, uid, ok = strings.Cut(vr.Annotations[infrahubv1alpha1.HandoverAnnotation], ":")
 	return name, uid, ok && name != "" && uid != ""
 }
 
-// tookOver reports whether next, which takes over old's objects, has applied its manifest:
+// TookOver reports whether next, which takes over old's objects, has applied its manifest:
 // old can be deleted without its finalizer removing anything next now holds.
 func TookOver(next, old *infrahubv1alpha1.VidraResource) bool {
 	name, uid, ok := HandoverOf(next)

@@ -8,9 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/infrahub"
-
 	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
+	"github.com/metalhub/metalhub/internal/infrahub"
 )
 
 func TestDecidePrune(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 // cache keeps no manifest. It records the manifest's sha256 and length instead (all the sync
 // compares), and a pass reads the manifest live when it applies (manifestOf).
 
-// cachedManifestAnnotation carries, in the cache only, "<sha256> <length> <nonce>" of the
+// CachedManifestAnnotation carries, in the cache only, "<sha256> <length> <nonce>" of the
 // manifest the cache dropped. The nonce is this process's: the annotation, written to the API
 // server by anyone, cannot pass for the cache's record.
 const CachedManifestAnnotation = "cache.infrahub.operators.com/manifest"
@@ -40,7 +40,7 @@ func CacheByObject() map[client.Object]cache.ByObject {
 
 var stripManagedFields = cache.TransformStripManagedFields()
 
-// stripManifest drops a VidraResource's manifest (and, as the cache's default transform does,
+// StripManifest drops a VidraResource's manifest (and, as the cache's default transform does,
 // its managed fields), recording the manifest's digest.
 func StripManifest(obj any) (any, error) {
 	obj, err := stripManagedFields(obj)
@@ -59,7 +59,7 @@ func StripManifest(obj any) (any, error) {
 	return vr, nil
 }
 
-// manifestDigest is the sha256 and length of vr's manifest: the cache's record when the cache
+// ManifestDigest is the sha256 and length of vr's manifest: the cache's record when the cache
 // dropped it, else computed from the manifest vr holds.
 func ManifestDigest(vr *infrahubv1alpha1.VidraResource) (hash string, size int) {
 	if f := strings.Fields(vr.Annotations[CachedManifestAnnotation]); vr.Spec.Manifest == "" && len(f) == 3 && f[2] == cacheNonce {
@@ -70,7 +70,7 @@ func ManifestDigest(vr *infrahubv1alpha1.VidraResource) (hash string, size int) 
 	return ManifestHash(vr.Spec.Manifest), len(vr.Spec.Manifest)
 }
 
-// manifestOf reads vr's manifest from the API server: the cache holds none. current is false
+// ManifestOf reads vr's manifest from the API server: the cache holds none. current is false
 // when the cache is behind (the live object is of another generation, or gone: the event that
 // brings the cache up to date brings the next pass); the manifest is the live generation's.
 func ManifestOf(ctx context.Context, r client.Reader, vr *infrahubv1alpha1.VidraResource) (manifest string, current bool, err error) {

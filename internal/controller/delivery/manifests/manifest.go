@@ -13,7 +13,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
-// decodeManifest reads an artifact's content: one or more YAML documents separated by ---, or
+// DecodeManifest reads an artifact's content: one or more YAML documents separated by ---, or
 // JSON, or a v1 List of either. Every object must name its apiVersion, kind and name (server-side
 // apply needs a name). Errors say which document is wrong.
 func DecodeManifest(manifest string) ([]*unstructured.Unstructured, error) {
@@ -84,7 +84,7 @@ func checkObject(u *unstructured.Unstructured) error {
 	return nil
 }
 
-// prepareForApply strips what a manifest exported from a cluster may carry but an apply must not
+// PrepareForApply strips what a manifest exported from a cluster may carry but an apply must not
 // claim: server-set metadata and status (owned by the object's controller).
 func PrepareForApply(u *unstructured.Unstructured) {
 	for _, f := range []string{"resourceVersion", "uid", "creationTimestamp", "managedFields", "generation", "selfLink", "deletionTimestamp"} {
@@ -93,7 +93,7 @@ func PrepareForApply(u *unstructured.Unstructured) {
 	unstructured.RemoveNestedField(u.Object, "status")
 }
 
-// manifestHash is the sha256 of a manifest, hex.
+// ManifestHash is the sha256 of a manifest, hex.
 func ManifestHash(m string) string {
 	h := sha256.Sum256([]byte(m))
 	return hex.EncodeToString(h[:])

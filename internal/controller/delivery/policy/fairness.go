@@ -11,7 +11,7 @@ import (
 // work already queued, so the other hosts' syncs go first.
 const hostBusyRetry = time.Second
 
-// hostGate bounds how many sync passes query one Infrahub host at once. The sync workers are
+// HostGate bounds how many sync passes query one Infrahub host at once. The sync workers are
 // shared by every tenant; without it a slow Infrahub (or one tenant's huge syncs on it) holds
 // all of them for up to a pass deadline each, and the syncs of every other host wait. A pass
 // that finds its host full does not wait for a slot: it gives its worker back and is queued
@@ -22,12 +22,12 @@ type HostGate struct {
 	busy  map[string]int
 }
 
-// newHostGate admits limit passes per host; limit <= 0 admits any number.
+// NewHostGate admits limit passes per host; limit <= 0 admits any number.
 func NewHostGate(limit int) *HostGate {
 	return &HostGate{limit: limit, busy: map[string]int{}}
 }
 
-// enter takes one of host's slots. ok is false when all are taken; otherwise leave gives the
+// Enter takes one of host's slots. ok is false when all are taken; otherwise leave gives the
 // slot back (once, however often it is called).
 func (g *HostGate) Enter(host string) (leave func(), ok bool) {
 	if g == nil || g.limit <= 0 {
@@ -58,10 +58,10 @@ func (g *HostGate) inFlight(host string) int {
 	return g.busy[host]
 }
 
-// busyRetry spreads the returns of passes turned away together.
+// BusyRetry spreads the returns of passes turned away together.
 func BusyRetry() time.Duration { return wait.Jitter(hostBusyRetry, 1) }
 
-// perHostDefault is the share of the sync workers one host may hold when the flag says
+// PerHostDefault is the share of the sync workers one host may hold when the flag says
 // nothing: half, rounded up, so the other half is always there for the other hosts.
 func PerHostDefault(workers int) int {
 	return (workers + 1) / 2

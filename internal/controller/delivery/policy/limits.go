@@ -60,7 +60,7 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-// forSync lowers the limits by the sync's annotations (a value above the flag's is ignored).
+// ForSync lowers the limits by the sync's annotations (a value above the flag's is ignored).
 func (l Limits) ForSync(s *infrahubv1alpha1.InfrahubSync) Limits {
 	if v, err := strconv.Atoi(s.Annotations[infrahubv1alpha1.MaxArtifactsAnnotation]); err == nil && v > 0 && v < l.MaxArtifacts {
 		l.MaxArtifacts = v
@@ -71,7 +71,7 @@ func (l Limits) ForSync(s *infrahubv1alpha1.InfrahubSync) Limits {
 	return l
 }
 
-// tooManyArtifacts refuses an answer naming more distinct artifacts than the limit: nothing is
+// TooManyArtifacts refuses an answer naming more distinct artifacts than the limit: nothing is
 // delivered or deleted.
 func TooManyArtifacts(ids int, l Limits) error {
 	if ids <= l.MaxArtifacts {
@@ -82,7 +82,7 @@ func TooManyArtifacts(ids int, l Limits) error {
 		ids, l.MaxArtifacts, infrahubv1alpha1.MaxArtifactsAnnotation)
 }
 
-// byteBudget is what is left of a sync's manifest bytes in one pass, shared by its downloads.
+// ByteBudget is what is left of a sync's manifest bytes in one pass, shared by its downloads.
 type ByteBudget struct {
 	left  atomic.Int64
 	limit int64
@@ -94,7 +94,7 @@ func NewByteBudget(limit int64) *ByteBudget {
 	return b
 }
 
-// take charges n bytes of artifact id; past the limit the artifact is refused.
+// Take charges n bytes of artifact id; past the limit the artifact is refused.
 func (b *ByteBudget) Take(id string, n int) error {
 	if b == nil || b.left.Add(-int64(n)) >= 0 {
 		return nil
@@ -104,7 +104,7 @@ func (b *ByteBudget) Take(id string, n int) error {
 		id, n, b.limit, infrahubv1alpha1.MaxSyncBytesAnnotation)
 }
 
-// writeSlots are the VidraResource writes one sync pass may still make: what its apply window
+// WriteSlots are the VidraResource writes one sync pass may still make: what its apply window
 // leaves. The VidraResource workers are shared by every sync and take their work in order, so a
 // sync delivering a thousand artifacts at once would put a thousand passes ahead of every other
 // tenant's; within its window it keeps at most that many queued, and goes on as they apply.
@@ -116,12 +116,12 @@ func NewWriteSlots(n int) *WriteSlots {
 	return w
 }
 
-// take reports whether one more write fits.
+// Take reports whether one more write fits.
 func (w *WriteSlots) Take() bool {
 	return w == nil || w.left.Add(-1) >= 0
 }
 
-// unsettled counts the VidraResources written and not yet applied by their controller.
+// Unsettled counts the VidraResources written and not yet applied by their controller.
 func Unsettled(owned map[string]*infrahubv1alpha1.VidraResource) int {
 	n := 0
 	for _, vr := range owned {
@@ -132,7 +132,7 @@ func Unsettled(owned map[string]*infrahubv1alpha1.VidraResource) int {
 	return n
 }
 
-// deadlineError says a pass stopped at its deadline: what was delivered stays, the next pass
+// DeadlineError says a pass stopped at its deadline: what was delivered stays, the next pass
 // goes on from there (unchanged artifacts are not downloaded again).
 func DeadlineError(ctx context.Context, l Limits, delivered, total int) error {
 	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {

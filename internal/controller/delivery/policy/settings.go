@@ -12,9 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/metalhub/metalhub/internal/infrahub"
-
 	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
+	"github.com/metalhub/metalhub/internal/infrahub"
 )
 
 // Settings are the four knobs of the reference's settings ConfigMap.
@@ -39,7 +38,7 @@ const (
 	keyEventBasedReconcile   = "eventBasedReconcile"
 )
 
-// minInterval keeps a typo (1ms, 0s) from turning a requeue into a hot loop against Infrahub.
+// MinInterval keeps a typo (1ms, 0s) from turning a requeue into a hot loop against Infrahub.
 const MinInterval = time.Second
 
 // DefaultSettings are the reference's defaults.
@@ -113,7 +112,7 @@ func parseInterval(v string) (time.Duration, error) {
 	return d, nil
 }
 
-// settingsSource computes the effective settings from the flags and the settings ConfigMap as the
+// SettingsSource computes the effective settings from the flags and the settings ConfigMap as the
 // cache has it now. Every pass asks, so a change is seen by the next pass without a restart.
 type SettingsSource struct {
 	Base      Settings

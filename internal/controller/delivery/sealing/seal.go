@@ -20,9 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/lifecycle"
-
 	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 // The seal (SealAnnotation) is how the controllers know that what an object asks of them was
@@ -54,11 +53,11 @@ const (
 	sealKeyTTL = time.Minute
 )
 
-// sealLevel is what a seal vouches for.
+// SealLevel is what a seal vouches for.
 type SealLevel byte
 
 const (
-	// unsealed: no seal, or one that does not verify.
+	// Unsealed: no seal, or one that does not verify.
 	Unsealed SealLevel = iota
 	// sealOwned: the operator wrote the VidraResource for its controlling sync, a sync admission
 	// did not seal: it belongs to that sync, and asks for nothing only admission grants.
@@ -104,7 +103,7 @@ func NewSealKeys(c client.Client, r client.Reader, namespace string) *sealKeys {
 	return &sealKeys{client: c, reader: r, namespace: namespace, now: time.Now}
 }
 
-// get returns the key, read again after sealKeyTTL. A failed read keeps the key it had.
+// Get returns the key, read again after sealKeyTTL. A failed read keeps the key it had.
 func (k *sealKeys) Get(ctx context.Context) ([]byte, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -155,11 +154,11 @@ func (k *sealKeys) read(ctx context.Context) ([]byte, error) {
 	return key, nil
 }
 
-// sealer writes and verifies seals.
+// Sealer writes and verifies seals.
 type Sealer struct {
 	Keys *sealKeys
 	Now  func() time.Time
-	// assumeSealed treats every object as sealed by admission: tests of this package, which
+	// AssumeSealed treats every object as sealed by admission: tests of this package, which
 	// run no webhook, stand for a cluster where it sealed what they write.
 	AssumeSealed bool
 }
@@ -216,7 +215,7 @@ func mac(key []byte, level SealLevel, at int64, uid types.UID, f sealedFields) s
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
 }
 
-// seal writes obj's seal at level: bound to its UID once it has one, else to now (a create).
+// Seal writes obj's seal at level: bound to its UID once it has one, else to now (a create).
 func (s *Sealer) Seal(ctx context.Context, obj client.Object, level SealLevel) error {
 	if level == Unsealed {
 		Unseal(obj)
@@ -241,7 +240,7 @@ func (s *Sealer) Seal(ctx context.Context, obj client.Object, level SealLevel) e
 	return nil
 }
 
-// unseal removes obj's seal.
+// Unseal removes obj's seal.
 func Unseal(obj client.Object) {
 	ann := obj.GetAnnotations()
 	if _, ok := ann[infrahubv1alpha1.SealAnnotation]; ok {
@@ -250,7 +249,7 @@ func Unseal(obj client.Object) {
 	}
 }
 
-// level says what obj's seal vouches for, and why it vouches for nothing (for the report).
+// Level says what obj's seal vouches for, and why it vouches for nothing (for the report).
 func (s *Sealer) Level(ctx context.Context, obj client.Object) (SealLevel, string) {
 	if s.AssumeSealed {
 		return SealAdmitted, ""
@@ -291,7 +290,7 @@ func (s *Sealer) Level(ctx context.Context, obj client.Object) (SealLevel, strin
 	return level, ""
 }
 
-// unsealedError is the report of an object that asks what only admission grants, unsealed.
+// UnsealedError is the report of an object that asks what only admission grants, unsealed.
 func UnsealedError(kind, name, asks, why string) error {
 	return lifecycle.Reasonf(infrahubv1alpha1.ReasonUnsealed,
 		"%s, which the operator honours only on a %s its admission webhook sealed, and %s: nothing applied. "+
@@ -315,17 +314,17 @@ func VerifySeal(ctx context.Context, c client.Client, namespace string, obj clie
 	}
 }
 
-// sealView is what an object's seal says, for the decisions that need admission.
+// SealView is what an object's seal says, for the decisions that need admission.
 type SealView struct {
 	Kind, Name string
 	Level      SealLevel
 	Why        string // why it vouches for nothing
 }
 
-// admitted: admission judged what the object asks with its writer's rights.
+// Admitted: admission judged what the object asks with its writer's rights.
 func (v SealView) Admitted() bool { return v.Level == SealAdmitted }
 
-// view reads obj's seal.
+// View reads obj's seal.
 func (s *Sealer) View(ctx context.Context, kind string, obj client.Object) SealView {
 	level, why := s.Level(ctx, obj)
 	return SealView{Kind: kind, Name: obj.GetName(), Level: level, Why: why}

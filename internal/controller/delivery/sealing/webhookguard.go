@@ -117,7 +117,7 @@ func matches(list []string, want string) bool {
 	return slices.Contains(list, want) || slices.Contains(list, "*")
 }
 
-// webhookGuard asks the API server, at most once per interval while the answer is yes, whether
+// WebhookGuard asks the API server, at most once per interval while the answer is yes, whether
 // the webhooks guard both kinds (WebhooksGuard). A no is not remembered: the configuration is
 // often installed just after the operator starts.
 type WebhookGuard struct {

@@ -26,9 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/lifecycle"
-
 	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 // kubeconfigKey is the key of a cluster Secret holding the kubeconfig.
@@ -42,7 +41,7 @@ var localHosts = map[string]bool{
 	"kubernetes":                           true,
 }
 
-// isLocal reports whether a destination.server names the cluster the operator runs in.
+// IsLocal reports whether a destination.server names the cluster the operator runs in.
 func IsLocal(server string) bool {
 	if strings.TrimSpace(server) == "" {
 		return true
@@ -51,7 +50,7 @@ func IsLocal(server string) bool {
 	return err == nil && localHosts[strings.ToLower(u.Hostname())]
 }
 
-// clusterRegistry hands out one target per destination cluster. A remote cluster's target is
+// ClusterRegistry hands out one target per destination cluster. A remote cluster's target is
 // built from the kubeconfig in its Secret, with its own RESTMapper (the local one knows nothing
 // of a remote cluster's kinds, defect 9), and rebuilt when the Secret's content changes, so a
 // rotated credential is used on the next pass.
@@ -71,7 +70,7 @@ type ClusterRegistry struct {
 	started chan struct{}
 	Ctx     context.Context // the manager's, once started
 
-	// idle is how long a remote cluster's clients and watches live unused.
+	// Idle is how long a remote cluster's clients and watches live unused.
 	Idle time.Duration
 	Now  func() time.Time
 
@@ -207,7 +206,7 @@ func (r *ClusterRegistry) dropLocked(key, why string) {
 	delete(r.lastUsed, key)
 }
 
-// evictIdle drops the remote clusters no pass has reached for idle.
+// EvictIdle drops the remote clusters no pass has reached for idle.
 func (r *ClusterRegistry) EvictIdle() {
 	r.Mu.Lock()
 	defer r.Mu.Unlock()
@@ -226,14 +225,14 @@ func (r *ClusterRegistry) EvictIdle() {
 	}
 }
 
-// remoteClusters lists the remote clusters whose clients are kept.
+// RemoteClusters lists the remote clusters whose clients are kept.
 func (r *ClusterRegistry) RemoteClusters() []string {
 	r.Mu.Lock()
 	defer r.Mu.Unlock()
 	return slices.Sorted(maps.Keys(r.remotes))
 }
 
-// newTarget builds the clients of one cluster; nothing is contacted yet.
+// NewTarget builds the clients of one cluster; nothing is contacted yet.
 func (r *ClusterRegistry) NewTarget(key, fp string, cfg *rest.Config, hc *http.Client, mapper meta.RESTMapper) (*Target, error) {
 	var err error
 	if hc == nil {
@@ -283,7 +282,7 @@ func (t *Target) ID() string {
 	return t.Key + "@" + t.fingerprint
 }
 
-// clusterID is the id of the cluster's own target, whose watches report events.
+// ClusterID is the id of the cluster's own target, whose watches report events.
 func (t *Target) ClusterID() string {
 	if t.Base != nil {
 		return t.Base.ID()
@@ -291,7 +290,7 @@ func (t *Target) ClusterID() string {
 	return t.ID()
 }
 
-// getAs returns the target for a destination.server, for who, acting as user as ("": the operator).
+// GetAs returns the target for a destination.server, for who, acting as user as ("": the operator).
 func (r *ClusterRegistry) GetAs(ctx context.Context, who Claimant, server, as string) (*Target, error) {
 	base, err := r.get(ctx, who, server)
 	if err != nil || as == "" {
@@ -325,7 +324,7 @@ func (r *ClusterRegistry) GetAs(ctx context.Context, who Claimant, server, as st
 	return t, nil
 }
 
-// restConfigFromKubeconfig builds the client configuration of a destination cluster. Unless
+// RestConfigFromKubeconfig builds the client configuration of a destination cluster. Unless
 // insecure, a kubeconfig that would run a program in the operator's pod (exec, auth-provider
 // plugins) or read its files (tokenFile, certificate and key paths) is refused: whoever can
 // write the Secret could otherwise run commands as the operator or read its credentials.

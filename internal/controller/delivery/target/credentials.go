@@ -12,10 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
 	"github.com/metalhub/metalhub/internal/infrahub"
 	"github.com/metalhub/metalhub/internal/lifecycle"
-
-	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
 )
 
 // Keys read from an Infrahub credentials Secret. An API token (sent as X-INFRAHUB-KEY) needs no
@@ -27,30 +26,30 @@ var (
 	caKeys       = []string{"ca.crt"}
 )
 
-// credentials finds the Secret for a sync and turns it into a client configuration. The
+// Credentials finds the Secret for a sync and turns it into a client configuration. The
 // Secret must name the sync (SyncsAnnotation) or be the one its admission found its writer may
 // read; it must be for the sync's exact scheme, host and port; and it is never sent over plain
 // HTTP off the node or the cluster network (plainHTTPByDefault) unless the admin allows it.
 type Credentials struct {
 	Reader client.Reader // cache of Secrets labelled infrahub-api-url
-	// live reads a Secret admission bound a sync to outside the scope (its destination
+	// Live reads a Secret admission bound a sync to outside the scope (its destination
 	// namespace), which the cache does not hold.
 	Live    client.Reader
 	Scope   SecretScope
 	Timeout time.Duration
-	// maxBody is the largest artifact downloaded (--delivery-max-manifest-bytes).
+	// MaxBody is the largest artifact downloaded (--delivery-max-manifest-bytes).
 	MaxBody int64
-	// allowPlainHTTP sends credentials to any http:// URL (--delivery-allow-plain-http-credentials);
+	// AllowPlainHTTP sends credentials to any http:// URL (--delivery-allow-plain-http-credentials);
 	// without it only to loopback and in-cluster Services.
 	AllowPlainHTTP bool
-	// trustAdmitted honours AdmittedCredentialsAnnotation (--delivery-trust-admitted-credentials):
+	// TrustAdmitted honours AdmittedCredentialsAnnotation (--delivery-trust-admitted-credentials):
 	// only safe when the admission webhook that sets it refuses it from anyone else.
 	TrustAdmitted bool
-	// seals verify that admission judged the annotation (SealAnnotation).
+	// Seals verify that admission judged the annotation (SealAnnotation).
 	Seals *sealing.Sealer
 }
 
-// syncClaimant is who a sync's credentials are looked up for.
+// SyncClaimant is who a sync's credentials are looked up for.
 func (c *Credentials) SyncClaimant(s *infrahubv1alpha1.InfrahubSync) Claimant {
 	who := Claimant{Kind: "InfrahubSync", Name: s.Name, Syncs: []string{s.Name}}
 	if c.TrustAdmitted {
@@ -59,7 +58,7 @@ func (c *Credentials) SyncClaimant(s *infrahubv1alpha1.InfrahubSync) Claimant {
 	return who
 }
 
-// config returns the client configuration for sync s. The Secret's content never appears in
+// Config returns the client configuration for sync s. The Secret's content never appears in
 // errors or logs; its name does. Every refusal happens before anything is sent.
 func (c *Credentials) Config(ctx context.Context, s *infrahubv1alpha1.InfrahubSync) (infrahub.Config, error) {
 	rawURL := s.Spec.Source.InfrahubAPIURL

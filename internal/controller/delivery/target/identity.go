@@ -10,12 +10,11 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/lifecycle"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 // ServiceAccountFor is the ServiceAccount a destination acts as: its own, else the default
@@ -40,31 +39,31 @@ func DestinationNamespace(d infrahubv1alpha1.Destination) string {
 	return cmp.Or(d.Namespace, metav1.NamespaceDefault)
 }
 
-// serviceAccountUser is the user name of a ServiceAccount.
+// ServiceAccountUser is the user name of a ServiceAccount.
 func ServiceAccountUser(namespace, name string) string {
 	return "system:serviceaccount:" + namespace + ":" + name
 }
 
-// identity decides whom a destination's reads, applies and prunes act as. A ServiceAccount the
+// Identity decides whom a destination's reads, applies and prunes act as. A ServiceAccount the
 // writer named in spec.destination is used only while admission checks that the writer may
 // impersonate it: the two kinds are cluster-scoped, so without the webhook anyone who may create
 // a VidraResource could name any ServiceAccount of the cluster. What the admin set (the default
 // ServiceAccount, the operator itself with --delivery-allow-operator-identity) needs no webhook.
 // The operator's own ServiceAccount is never acted as on a writer's behalf.
 type Identity struct {
-	// defaultSA is --delivery-default-service-account: "name" (in the destination namespace)
+	// DefaultSA is --delivery-default-service-account: "name" (in the destination namespace)
 	// or "namespace/name"; "" none.
 	DefaultSA string
-	// allowOperator is --delivery-allow-operator-identity: with no ServiceAccount, apply as
+	// AllowOperator is --delivery-allow-operator-identity: with no ServiceAccount, apply as
 	// the operator itself.
 	AllowOperator bool
-	// admission says whether the admission webhook guards both kinds (nil: it does not).
+	// Admission says whether the admission webhook guards both kinds (nil: it does not).
 	Admission func(context.Context) error
-	// self learns the operator's own user name.
+	// Self learns the operator's own user name.
 	Self *SelfUser
 }
 
-// actAs is the user for d, of the object seal describes: a ServiceAccount's, or "" for the
+// ActAs is the user for d, of the object seal describes: a ServiceAccount's, or "" for the
 // operator itself.
 func (id *Identity) ActAs(ctx context.Context, d infrahubv1alpha1.Destination, seal sealing.SealView) (string, error) {
 	ns, name := ServiceAccountFor(d, id.DefaultSA)
@@ -111,7 +110,7 @@ func (id *Identity) ActAs(ctx context.Context, d infrahubv1alpha1.Destination, s
 	return user, nil
 }
 
-// selfUser is the operator's own user name, learnt once with a SelfSubjectReview.
+// SelfUser is the operator's own user name, learnt once with a SelfSubjectReview.
 type SelfUser struct {
 	Client client.Client
 	mu     sync.Mutex

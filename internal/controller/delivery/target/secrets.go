@@ -21,7 +21,7 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
-// hostLabelValues returns the label values that name the host of rawURL, most specific first.
+// HostLabelValues returns the label values that name the host of rawURL, most specific first.
 // A label value cannot hold ':', so the reference's convention is the bare host; to tell two
 // services on one host apart, host_port is accepted too and wins over the bare host.
 func HostLabelValues(rawURL string) ([]string, error) {
@@ -43,7 +43,7 @@ func HostLabelValues(rawURL string) ([]string, error) {
 	return out, nil
 }
 
-// hostKey is the host[:port] of rawURL, used to key caches and to match Secret events to objects.
+// HostKey is the host[:port] of rawURL, used to key caches and to match Secret events to objects.
 func HostKey(rawURL string) string {
 	u, err := url.Parse(strings.TrimSpace(rawURL))
 	if err != nil {
@@ -58,7 +58,7 @@ func HostKey(rawURL string) string {
 // AnyNamespace as --delivery-secrets-namespace widens the Secret lookup to every namespace.
 const AnyNamespace = "*"
 
-// secretScope is where credentials and kubeconfig Secrets are read from: the operator's own
+// SecretScope is where credentials and kubeconfig Secrets are read from: the operator's own
 // namespace, or (widened by the admin) every namespace, the operator's still first. Anyone who
 // can create a Secret in a namespace read here can point syncs at credentials and clusters of
 // their choosing, so the default is the one namespace only the admin writes to.
@@ -67,7 +67,7 @@ type SecretScope struct {
 	Any bool
 }
 
-// newSecretScope reads --delivery-secrets-namespace; an operator run outside a cluster (no
+// NewSecretScope reads --delivery-secrets-namespace; an operator run outside a cluster (no
 // namespace of its own) reads the default namespace.
 func NewSecretScope(flag, operatorNamespace string) SecretScope {
 	if operatorNamespace == "" {
@@ -85,7 +85,7 @@ func NewSecretScope(flag, operatorNamespace string) SecretScope {
 // holds says whether namespace ns is read by the scope.
 func (s SecretScope) holds(ns string) bool { return s.Any || s.Own == ns }
 
-// cacheNamespaces is what the Secret caches hold: nil means every namespace.
+// CacheNamespaces is what the Secret caches hold: nil means every namespace.
 func (s SecretScope) CacheNamespaces() map[string]cache.Config {
 	if s.Any {
 		return nil
@@ -100,26 +100,26 @@ func (s SecretScope) String() string {
 	return "namespace " + s.Own
 }
 
-// claimant is the object a credentials or kubeconfig Secret is looked up for. A Secret serves
+// Claimant is the object a credentials or kubeconfig Secret is looked up for. A Secret serves
 // it only if it names it (issue 24 item 4): finding a Secret by host alone let one team's sync
 // read with another team's credentials.
 type Claimant struct {
 	Kind string // InfrahubSync or VidraResource, for messages
 	Name string
-	// syncs are the names that, listed in the Secret's SyncsAnnotation, bind it: the sync
+	// Syncs are the names that, listed in the Secret's SyncsAnnotation, bind it: the sync
 	// itself, or the sync controlling a VidraResource.
 	Syncs []string
-	// resources are the names that, listed in VidraResourcesAnnotation, bind it.
+	// Resources are the names that, listed in VidraResourcesAnnotation, bind it.
 	Resources []string
-	// admitted is namespace/name of the Secret the admission webhook found the claimant's
+	// Admitted is namespace/name of the Secret the admission webhook found the claimant's
 	// writer may read (AdmittedCredentialsAnnotation); "" when absent or not trusted.
 	Admitted string
-	// labelled: every Secret labelled for the host serves (admission looking for the one to
+	// Labelled: every Secret labelled for the host serves (admission looking for the one to
 	// bind, BindCredentials).
 	Labelled bool
 }
 
-// binds reports whether Secret s serves the claimant.
+// Binds reports whether Secret s serves the claimant.
 func (c Claimant) Binds(s *corev1.Secret) bool {
 	if c.Labelled || c.isAdmitted(s) {
 		return true
@@ -155,7 +155,7 @@ func namesAny(list string, names []string) bool {
 	return false
 }
 
-// secretQuery is what findLabelledSecret looks for.
+// SecretQuery is what findLabelledSecret looks for.
 type SecretQuery struct {
 	Key    string // the label naming the host
 	RawURL string // the URL whose host the label names
@@ -163,12 +163,12 @@ type SecretQuery struct {
 	// notFound and notBound are the condition reasons when no Secret is labelled for the host,
 	// and when Secrets are but none serves the claimant.
 	NotFound, NotBound string
-	// endpoint, if set, refuses a bound Secret that is for another endpoint than rawURL: it
+	// Endpoint, if set, refuses a bound Secret that is for another endpoint than rawURL: it
 	// returns why, with a reason.
 	Endpoint func(*corev1.Secret) error
 }
 
-// findLabelledSecret finds the one Secret whose label q.key names the host of q.rawURL and that
+// FindLabelledSecret finds the one Secret whose label q.key names the host of q.rawURL and that
 // serves q.who (and, with q.endpoint, is for rawURL's endpoint), by a fixed precedence: the
 // scope's own namespace before any other, then within it the most specific label value
 // (host_port before host). Two Secrets on the same step are an error rather than a coin toss.
@@ -261,7 +261,7 @@ func (e endpoint) String() string { return e.scheme + "://" + net.JoinHostPort(e
 
 var defaultPorts = map[string]string{"http": "80", "https": "443"}
 
-// parseEndpoint reads the endpoint of an http or https URL.
+// ParseEndpoint reads the endpoint of an http or https URL.
 func ParseEndpoint(rawURL string) (endpoint, error) {
 	u, err := url.Parse(strings.TrimSpace(rawURL))
 	if err != nil || u.Host == "" {
@@ -278,7 +278,7 @@ func ParseEndpoint(rawURL string) (endpoint, error) {
 	return e, nil
 }
 
-// secretEndpoint is the endpoint a credentials Secret is for, and how the Secret says so: its
+// SecretEndpoint is the endpoint a credentials Secret is for, and how the Secret says so: its
 // URLAnnotation, else its label (the reference's bare host meaning https on port 443; host_port,
 // https on that port).
 func SecretEndpoint(s *corev1.Secret) (endpoint, string, error) {
@@ -307,7 +307,7 @@ func isDigits(s string) bool {
 	return true
 }
 
-// endpointMismatch says why credentials stated for have may not go to want ("" when they may).
+// EndpointMismatch says why credentials stated for have may not go to want ("" when they may).
 func EndpointMismatch(have, want endpoint) string {
 	var diff []string
 	if have.scheme != want.scheme {
@@ -336,7 +336,7 @@ func secretValue(s *corev1.Secret, keys ...string) string {
 	return ""
 }
 
-// admittedEndpoint refuses a Secret bound at admission for rawURL only when it states another
+// AdmittedEndpoint refuses a Secret bound at admission for rawURL only when it states another
 // endpoint in URLAnnotation. Labelled only, it serves the URL whose host (or host_port) its
 // label names whatever the scheme and port, as in Vidra: its writer may read the credentials
 // anyway, so where they go is theirs to say; the plain-http rule still applies when they are

@@ -29,7 +29,7 @@ const ownedByIndex = "metadata.annotations.owned-by"
 // with plain GETs before the watch is tried again.
 const watchRetry = 5 * time.Minute
 
-// target is one destination cluster: an uncached client for applies and deletes, its own
+// Target is one destination cluster: an uncached client for applies and deletes, its own
 // RESTMapper, and metadata-only watches on the kinds applied there.
 type Target struct {
 	Key         string
@@ -46,7 +46,7 @@ type Target struct {
 	mu      sync.Mutex
 	watches map[watchKey]*watchEntry
 
-	// base and as, for a target that impersonates a ServiceAccount: its client acts as that
+	// Base and as, for a target that impersonates a ServiceAccount: its client acts as that
 	// user, and its reads are GETs through it; base (the cluster's own target) only runs the
 	// metadata watches that bring passes, and finds what lost knowledge would orphan.
 	Base *Target
@@ -61,7 +61,7 @@ type watchEntry struct {
 	failedAt time.Time
 }
 
-// objectEvent is a change to an object we applied, seen by a watch.
+// ObjectEvent is a change to an object we applied, seen by a watch.
 type ObjectEvent struct {
 	Cluster string // target id
 	GVK     schema.GroupVersionKind
@@ -81,7 +81,7 @@ func Partial(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
 	return p
 }
 
-// watch makes sure objects of gvk we applied are watched, metadata only. It returns nil once
+// Watch makes sure objects of gvk we applied are watched, metadata only. It returns nil once
 // the watch is filled; an error means reads fall back to GETs for a while.
 func (t *Target) Watch(ctx context.Context, gvk schema.GroupVersionKind) error {
 	if t.Base != nil {
@@ -187,7 +187,7 @@ func (t *Target) watching(gvk schema.GroupVersionKind) bool {
 	}
 }
 
-// observe returns an object's metadata: from the watch when there is one, else with a GET.
+// Observe returns an object's metadata: from the watch when there is one, else with a GET.
 // A missing object is (nil, nil).
 func (t *Target) Observe(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey) (*metav1.PartialObjectMetadata, error) {
 	obj := Partial(gvk)
@@ -217,7 +217,7 @@ func (t *Target) get(ctx context.Context, key client.ObjectKey, obj client.Objec
 	return t.Client.Get(ctx, key, obj)
 }
 
-// ownedObjects lists, from the watches, the objects whose owned-by annotation names owner. It
+// OwnedObjects lists, from the watches, the objects whose owned-by annotation names owner. It
 // finds what a lost status no longer lists.
 func (t *Target) OwnedObjects(ctx context.Context, owner string) []ObjectRef {
 	if t.Base != nil {
@@ -249,7 +249,7 @@ func (t *Target) OwnedObjects(ctx context.Context, owner string) []ObjectRef {
 	return out
 }
 
-// objectRef names one object of a cluster.
+// ObjectRef names one object of a cluster.
 type ObjectRef struct {
 	GVK       schema.GroupVersionKind
 	Namespace string
@@ -263,12 +263,12 @@ func (r ObjectRef) String() string {
 	return r.GVK.Kind + "/" + r.Namespace + "/" + r.Name
 }
 
-// key identifies the object whatever its version.
+// Key identifies the object whatever its version.
 func (r ObjectRef) Key() string {
 	return r.GVK.Group + "/" + r.GVK.Kind + "/" + r.Namespace + "/" + r.Name
 }
 
-// driftToken summarises what of an object is ours: the fields our field manager's apply owns.
+// DriftToken summarises what of an object is ours: the fields our field manager's apply owns.
 // A field someone else changes (kubectl edit, another controller, a forced apply) changes owner
 // and leaves our set, so a different token later means drift; a change to fields we never set
 // (the Deployment controller's revision annotation, which also moves a Deployment's generation)
@@ -298,7 +298,7 @@ func keepOwnManagedFields(i any) (any, error) {
 	return i, nil
 }
 
-// ownersOf reads the owned-by annotation. The reference appended its name on every pass
+// OwnersOf reads the owned-by annotation. The reference appended its name on every pass
 // (defect 6), so "a,a,a" from a migrated object means a.
 func OwnersOf(m metav1.Object) []string {
 	v := strings.TrimSpace(m.GetAnnotations()[manifests.OwnedByAnnotation])
