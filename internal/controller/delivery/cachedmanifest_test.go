@@ -53,11 +53,11 @@ func TestApplyReadsTheManifestTheCacheDrops(t *testing.T) {
 // on the API server cannot pass for; without a record it is the manifest's.
 func TestManifestDigest(t *testing.T) {
 	vr := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "d"}, Spec: infrahubv1alpha1.VidraResourceSpec{Manifest: "kind: X\n"}}
-	want := manifests.ManifestHash("kind: X\n")
-	if h, n := manifests.ManifestDigest(vr); h != want || n != 8 {
+	want := manifests.Hash("kind: X\n")
+	if h, n := manifests.Digest(vr); h != want || n != 8 {
 		t.Fatalf("uncached: %s %d", h, n)
 	}
-	obj, err := manifests.StripManifest(vr.DeepCopy())
+	obj, err := manifests.Strip(vr.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,12 +65,12 @@ func TestManifestDigest(t *testing.T) {
 	if cached.Spec.Manifest != "" {
 		t.Fatal("the transform kept the manifest")
 	}
-	if h, n := manifests.ManifestDigest(cached); h != want || n != 8 {
+	if h, n := manifests.Digest(cached); h != want || n != 8 {
 		t.Fatalf("cached: %s %d", h, n)
 	}
 	forged := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "f", Annotations: map[string]string{
 		manifests.CachedManifestAnnotation: want + " 8 guessed"}}}
-	if h, n := manifests.ManifestDigest(forged); h != manifests.ManifestHash("") || n != 0 {
+	if h, n := manifests.Digest(forged); h != manifests.Hash("") || n != 0 {
 		t.Fatalf("a forged record was trusted: %s %d", h, n)
 	}
 }

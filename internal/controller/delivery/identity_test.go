@@ -162,7 +162,7 @@ func TestIdentityActAs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := &target.Identity{DefaultSA: tc.defaultSA, AllowOperator: tc.operator, Admission: tc.admission, Self: self}
-			seal := sealing.SealView{Kind: "VidraResource", Name: "r", Level: sealing.SealAdmitted}
+			seal := sealing.View{Kind: "VidraResource", Name: "r", Level: sealing.Admitted}
 			if tc.unsealed {
 				seal.Level, seal.Why = sealing.Unsealed, "it carries no seal"
 			}

@@ -314,7 +314,7 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 		}
 	}
 	// The cache holds no manifest, only its digest (manifests/cachedmanifest.go).
-	hash, size := manifests.ManifestDigest(vr)
+	hash, size := manifests.Digest(vr)
 	contentCurrent := exists && vr.Annotations[manifests.ChecksumAnnotation] == a.Checksum &&
 		vr.Annotations[manifests.ManifestHashAnnotation] == hash
 	seal := r.resourceSeal(ctx, s)
@@ -356,7 +356,7 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 
 // update writes what the sync owns of an existing VidraResource: its manifest only when
 // contentCurrent is false.
-func (r *InfrahubSyncReconciler) update(ctx context.Context, c client.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, vr *infrahubv1alpha1.VidraResource, manifest string, contentCurrent bool, seal sealing.SealLevel) deliverResult {
+func (r *InfrahubSyncReconciler) update(ctx context.Context, c client.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, vr *infrahubv1alpha1.VidraResource, manifest string, contentCurrent bool, seal sealing.Level) deliverResult {
 	base := vr.DeepCopy()
 	if !contentCurrent {
 		// The cached copy holds no manifest: a base that differs from any makes the patch
@@ -376,7 +376,7 @@ func (r *InfrahubSyncReconciler) update(ctx context.Context, c client.Client, s 
 	return deliverResult{wrote: true}
 }
 
-func (r *InfrahubSyncReconciler) create(ctx context.Context, c client.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, manifest string, from *infrahubv1alpha1.VidraResource, seal sealing.SealLevel) deliverResult {
+func (r *InfrahubSyncReconciler) create(ctx context.Context, c client.Client, s *infrahubv1alpha1.InfrahubSync, a infrahub.Artifact, manifest string, from *infrahubv1alpha1.VidraResource, seal sealing.Level) deliverResult {
 	vr := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: a.ID}}
 	r.shape(vr, s, a, manifest, true)
 	if from != nil {
@@ -426,7 +426,7 @@ func (r *InfrahubSyncReconciler) shape(vr *infrahubv1alpha1.VidraResource, s *in
 	vr.Annotations[manifests.ArtifactNameAnnotation] = a.Name
 	vr.Spec.Destination = s.Spec.Destination
 	if newContent {
-		vr.Annotations[manifests.ManifestHashAnnotation] = manifests.ManifestHash(manifest)
+		vr.Annotations[manifests.ManifestHashAnnotation] = manifests.Hash(manifest)
 		vr.Spec.Manifest = manifest
 	}
 	if newContent || vr.Spec.ReconciledAt == nil {
@@ -444,16 +444,16 @@ func controllerName(ref *metav1.OwnerReference) string {
 
 // resourceSeal is the seal the VidraResources of sync s get: admitted if admission sealed s,
 // else only the mark that the operator wrote them for s.
-func (r *InfrahubSyncReconciler) resourceSeal(ctx context.Context, s *infrahubv1alpha1.InfrahubSync) sealing.SealLevel {
-	if level, _ := r.seals.Level(ctx, s); level == sealing.SealAdmitted {
-		return sealing.SealAdmitted
+func (r *InfrahubSyncReconciler) resourceSeal(ctx context.Context, s *infrahubv1alpha1.InfrahubSync) sealing.Level {
+	if level, _ := r.seals.Level(ctx, s); level == sealing.Admitted {
+		return sealing.Admitted
 	}
-	return sealing.SealOwned
+	return sealing.Owned
 }
 
 // sealCurrent: vr carries a valid seal of exactly level (a sync sealed or re-admitted since it
 // was written raises it; one whose seal broke lowers it).
-func (r *InfrahubSyncReconciler) sealCurrent(ctx context.Context, vr *infrahubv1alpha1.VidraResource, level sealing.SealLevel) bool {
+func (r *InfrahubSyncReconciler) sealCurrent(ctx context.Context, vr *infrahubv1alpha1.VidraResource, level sealing.Level) bool {
 	if r.seals.AssumeSealed {
 		return true
 	}
@@ -463,7 +463,7 @@ func (r *InfrahubSyncReconciler) sealCurrent(ctx context.Context, vr *infrahubv1
 
 // sealResource seals vr, which the sync is about to write, at level. With newContent the
 // manifest vr holds is the one written, even when empty (not the cache's record of the old).
-func (r *InfrahubSyncReconciler) sealResource(ctx context.Context, vr *infrahubv1alpha1.VidraResource, level sealing.SealLevel, newContent bool) error {
+func (r *InfrahubSyncReconciler) sealResource(ctx context.Context, vr *infrahubv1alpha1.VidraResource, level sealing.Level, newContent bool) error {
 	if newContent {
 		if v, ok := vr.Annotations[manifests.CachedManifestAnnotation]; ok {
 			delete(vr.Annotations, manifests.CachedManifestAnnotation)

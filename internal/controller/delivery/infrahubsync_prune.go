@@ -24,7 +24,7 @@ func (r *InfrahubSyncReconciler) shrinkOf(ctx context.Context, vr *infrahubv1alp
 		return 0, nil
 	}
 	named := map[string]bool{}
-	if objs, err := manifests.DecodeManifest(manifest); err == nil {
+	if objs, err := manifests.Decode(manifest); err == nil {
 		for _, o := range objs {
 			gvk := o.GroupVersionKind()
 			named[gvk.Group+"/"+gvk.Kind+"/"+o.GetName()] = true

@@ -27,7 +27,7 @@ func TestDecodeManifest(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			objs, err := manifests.DecodeManifest(tc.manifest)
+			objs, err := manifests.Decode(tc.manifest)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err %v, want %q", err, tc.err)

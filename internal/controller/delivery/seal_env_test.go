@@ -24,7 +24,7 @@ func sealAsAdmitted(t *testing.T, s *sealing.Sealer, obj client.Object) {
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Seal(ctx, obj, sealing.SealAdmitted); err != nil {
+	if err := s.Seal(ctx, obj, sealing.Admitted); err != nil {
 		t.Fatal(err)
 	}
 	patch := `{"metadata":{"annotations":{"` + infrahubv1alpha1.SealAnnotation + `":"` + obj.GetAnnotations()[infrahubv1alpha1.SealAnnotation] + `"}}}`
@@ -48,7 +48,7 @@ func TestUnsealedObjectsAreNotHonoured(t *testing.T) {
 	ns := namespace(t)
 	serviceAccountWithConfigMaps(t, ns, "delivery")
 	serviceAccountWithConfigMaps(t, ns, "deployer")
-	seals := &sealing.Sealer{Keys: sealing.NewSealKeys(env.Client, env.Client, InventoryNamespace(o)), Now: time.Now}
+	seals := &sealing.Sealer{Keys: sealing.NewKeys(env.Client, env.Client, InventoryNamespace(o)), Now: time.Now}
 
 	// A VidraResource naming a ServiceAccount, written with no webhook in the path.
 	vr := newResource(t, "unsealed-sa", ns, configMapYAML("unsealed-sa", "", "1"), func(vr *infrahubv1alpha1.VidraResource) {
@@ -110,7 +110,7 @@ func TestUnsealedObjectsAreNotHonoured(t *testing.T) {
 			continue
 		}
 		n++
-		if level, why := seals.Level(ctx, &list.Items[i]); level != sealing.SealAdmitted {
+		if level, why := seals.Level(ctx, &list.Items[i]); level != sealing.Admitted {
 			t.Errorf("VidraResource %s of the sealed sync: seal level %d (%s)", list.Items[i].Name, level, why)
 		}
 	}
@@ -139,7 +139,7 @@ func TestUnsealedObjectsAreNotHonoured(t *testing.T) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(first), vr); err != nil {
 			return err
 		}
-		if level, why := seals.Level(ctx, vr); level != sealing.SealAdmitted {
+		if level, why := seals.Level(ctx, vr); level != sealing.Admitted {
 			return fmt.Errorf("VidraResource %s: seal level %d (%s)", vr.Name, level, why)
 		}
 		return nil

@@ -20,7 +20,7 @@ import (
 
 func testSealer(t *testing.T, c client.Client, now time.Time) *sealing.Sealer {
 	t.Helper()
-	return &sealing.Sealer{Keys: sealing.NewSealKeys(c, c, "ops"), Now: func() time.Time { return now }}
+	return &sealing.Sealer{Keys: sealing.NewKeys(c, c, "ops"), Now: func() time.Time { return now }}
 }
 
 func sealedSync() *infrahubv1alpha1.InfrahubSync {
@@ -56,16 +56,16 @@ func TestSealCoversWhatTheObjectAsks(t *testing.T) {
 		name   string
 		obj    func() client.Object
 		change func(client.Object)
-		want   sealing.SealLevel
+		want   sealing.Level
 	}{
-		{"sync as sealed", func() client.Object { return sealedSync() }, func(client.Object) {}, sealing.SealAdmitted},
-		{"sync: label", func() client.Object { return sealedSync() }, func(o client.Object) { o.SetLabels(map[string]string{"x": "y"}) }, sealing.SealAdmitted},
+		{"sync as sealed", func() client.Object { return sealedSync() }, func(client.Object) {}, sealing.Admitted},
+		{"sync: label", func() client.Object { return sealedSync() }, func(o client.Object) { o.SetLabels(map[string]string{"x": "y"}) }, sealing.Admitted},
 		{"sync: reconcileOnEvents", func() client.Object { return sealedSync() }, func(o client.Object) {
 			o.(*infrahubv1alpha1.InfrahubSync).Spec.Destination.ReconcileOnEvents = true
-		}, sealing.SealAdmitted},
+		}, sealing.Admitted},
 		{"sync: bookkeeping annotation", func() client.Object { return sealedSync() }, func(o client.Object) {
 			setAnn(o, infrahubv1alpha1.PrunePendingAnnotation, "x")
-		}, sealing.SealAdmitted},
+		}, sealing.Admitted},
 		{"sync: ServiceAccount", func() client.Object { return sealedSync() }, func(o client.Object) {
 			o.(*infrahubv1alpha1.InfrahubSync).Spec.Destination.ServiceAccountName = "admin"
 		}, sealing.Unsealed},
@@ -99,12 +99,12 @@ func TestSealCoversWhatTheObjectAsks(t *testing.T) {
 		{"sync: malformed", func() client.Object { return sealedSync() }, func(o client.Object) {
 			setAnn(o, infrahubv1alpha1.SealAnnotation, "v1.a.x")
 		}, sealing.Unsealed},
-		{"resource as sealed", func() client.Object { return sealedResource() }, func(client.Object) {}, sealing.SealAdmitted},
+		{"resource as sealed", func() client.Object { return sealedResource() }, func(client.Object) {}, sealing.Admitted},
 		{"resource: cached without its manifest", func() client.Object { return sealedResource() }, func(o client.Object) {
-			if _, err := manifests.StripManifest(o); err != nil {
+			if _, err := manifests.Strip(o); err != nil {
 				t.Fatal(err)
 			}
-		}, sealing.SealAdmitted},
+		}, sealing.Admitted},
 		{"resource: manifest", func() client.Object { return sealedResource() }, func(o client.Object) {
 			o.(*infrahubv1alpha1.VidraResource).Spec.Manifest += "---\nkind: ClusterRoleBinding\n"
 		}, sealing.Unsealed},
@@ -119,11 +119,11 @@ func TestSealCoversWhatTheObjectAsks(t *testing.T) {
 		}, sealing.Unsealed},
 		{"resource: handover (the controller checks it against the sync)", func() client.Object { return sealedResource() }, func(o client.Object) {
 			setAnn(o, infrahubv1alpha1.HandoverAnnotation, "old:uid-0")
-		}, sealing.SealAdmitted},
+		}, sealing.Admitted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := tc.obj()
-			if err := s.Seal(ctx, obj, sealing.SealAdmitted); err != nil {
+			if err := s.Seal(ctx, obj, sealing.Admitted); err != nil {
 				t.Fatal(err)
 			}
 			tc.change(obj)
@@ -153,11 +153,11 @@ func TestSealOnCreateAndAnotherKey(t *testing.T) {
 
 	obj := sealedSync()
 	obj.UID, obj.CreationTimestamp = "", metav1.Time{}
-	if err := s.Seal(ctx, obj, sealing.SealAdmitted); err != nil {
+	if err := s.Seal(ctx, obj, sealing.Admitted); err != nil {
 		t.Fatal(err)
 	}
 	obj.UID, obj.CreationTimestamp = "uid-1", metav1.NewTime(created)
-	if got, why := s.Level(ctx, obj); got != sealing.SealAdmitted {
+	if got, why := s.Level(ctx, obj); got != sealing.Admitted {
 		t.Errorf("the object created with it: level %d (%s)", got, why)
 	}
 	later := obj.DeepCopy()
@@ -177,7 +177,7 @@ func TestSealOnCreateAndAnotherKey(t *testing.T) {
 func TestSealKey(t *testing.T) {
 	ctx := context.Background()
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
-	a, b := sealing.NewSealKeys(c, c, "ops"), sealing.NewSealKeys(c, c, "ops")
+	a, b := sealing.NewKeys(c, c, "ops"), sealing.NewKeys(c, c, "ops")
 	ka, err := a.Get(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -186,17 +186,17 @@ func TestSealKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ka) != sealing.SealKeyBytes || string(ka) != string(kb) {
+	if len(ka) != sealing.KeyBytes || string(ka) != string(kb) {
 		t.Errorf("two replicas' keys: %d bytes, same %t", len(ka), string(ka) == string(kb))
 	}
 	sec := &corev1.Secret{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "ops", Name: sealing.SealKeySecret}, sec); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ops", Name: sealing.KeySecret}, sec); err != nil {
 		t.Fatalf("the key Secret: %v", err)
 	}
 
 	bad := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(&corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: sealing.SealKeySecret}, Data: map[string][]byte{"key": []byte("short")}}).Build()
-	if _, err := sealing.NewSealKeys(bad, bad, "ops").Get(ctx); err == nil || !strings.Contains(err.Error(), "32 bytes") {
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: sealing.KeySecret}, Data: map[string][]byte{"key": []byte("short")}}).Build()
+	if _, err := sealing.NewKeys(bad, bad, "ops").Get(ctx); err == nil || !strings.Contains(err.Error(), "32 bytes") {
 		t.Errorf("a short key: %v", err)
 	}
 }
@@ -222,7 +222,7 @@ func TestForgedControllerReferenceLendsNothing(t *testing.T) {
 	}
 
 	owned := sealedResource()
-	if err := seals.Seal(ctx, owned, sealing.SealOwned); err != nil {
+	if err := seals.Seal(ctx, owned, sealing.Owned); err != nil {
 		t.Fatal(err)
 	}
 	if who := r.claimant(ctx, owned); len(who.Syncs) != 1 || who.Admitted != "" {
@@ -230,7 +230,7 @@ func TestForgedControllerReferenceLendsNothing(t *testing.T) {
 	}
 
 	admitted := sealedResource()
-	if err := seals.Seal(ctx, admitted, sealing.SealAdmitted); err != nil {
+	if err := seals.Seal(ctx, admitted, sealing.Admitted); err != nil {
 		t.Fatal(err)
 	}
 	if who := r.claimant(ctx, admitted); len(who.Syncs) != 1 || who.Admitted != "team/kube" {

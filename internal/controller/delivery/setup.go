@@ -127,7 +127,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		id.Admission = g.Check
 	}
 
-	seals := &sealing.Sealer{Keys: sealing.NewSealKeys(mgr.GetClient(), mgr.GetAPIReader(), InventoryNamespace(o)), Now: time.Now, AssumeSealed: o.assumeSealed}
+	seals := &sealing.Sealer{Keys: sealing.NewKeys(mgr.GetClient(), mgr.GetAPIReader(), InventoryNamespace(o)), Now: time.Now, AssumeSealed: o.assumeSealed}
 	inventories := &apply.InventoryStore{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: InventoryNamespace(o),
 		ChunkBytes: cmp.Or(o.inventoryChunkBytes, apply.DefaultInventoryChunkBytes)}
 	sr := &InfrahubSyncReconciler{

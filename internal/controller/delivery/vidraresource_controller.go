@@ -151,15 +151,15 @@ func (r *VidraResourceReconciler) handle(ctx context.Context, lp *lifecycle.Pass
 // planStep decodes the manifest and resolves it against the destination cluster and the policy.
 func (r *VidraResourceReconciler) planStep(ctx context.Context, p *deployPass) (lifecycle.Result, error) {
 	vr := p.Obj
-	manifest, current, err := manifests.ManifestOf(ctx, r.reader, vr)
+	manifest, current, err := manifests.Of(ctx, r.reader, vr)
 	if err != nil {
 		return lifecycle.Result{}, err
 	}
 	if !current {
 		return lifecycle.RequeueAfter(lagRetry, "cache behind the VidraResource"), nil
 	}
-	p.manifestHash = manifests.ManifestHash(manifest)
-	objs, err := manifests.DecodeManifest(manifest)
+	p.manifestHash = manifests.Hash(manifest)
+	objs, err := manifests.Decode(manifest)
 	manifest = "" // the decoded objects are what the pass needs
 	if err != nil {
 		p.out = deployOutcome{err: lifecycle.Reasonf(infrahubv1alpha1.ReasonInvalidManifest, "invalid manifest, nothing applied: %v", err), keep: true}

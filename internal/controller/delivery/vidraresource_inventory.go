@@ -85,13 +85,13 @@ func (r *VidraResourceReconciler) cleanup(ctx context.Context, vr *infrahubv1alp
 		st.Inventory = apply.Inventory{}
 	}
 	refs := append(apply.ManagedRefs(vr.Status.ManagedResources), st.Refs()...)
-	manifest, _, err := manifests.ManifestOf(ctx, r.reader, vr)
+	manifest, _, err := manifests.Of(ctx, r.reader, vr)
 	if err != nil {
 		return err
 	}
 	// A manifest of another generation names objects too: the spec of one being deleted is
 	// frozen by admission, and the inventory and the watches find the rest.
-	if objs, err := manifests.DecodeManifest(manifest); err == nil {
+	if objs, err := manifests.Decode(manifest); err == nil {
 		if planned, err := apply.Plan(t, objs, vr.Spec.Destination.Namespace, policy.Policy{AllowedKinds: []string{"*"}, AllowedNamespaces: []string{"*"}}); err == nil {
 			for _, po := range planned {
 				refs = append(refs, po.Ref)

@@ -16,7 +16,7 @@ import (
 // seals is admission's sealer, on the key of the operator's namespace.
 func (a *Admission) seals() *sealing.Sealer {
 	a.sealOnce.Do(func() {
-		a.sealer = &sealing.Sealer{Keys: sealing.NewSealKeys(a.Client, a.Reader, delivery.InventoryNamespace(a.Options)), Now: time.Now}
+		a.sealer = &sealing.Sealer{Keys: sealing.NewKeys(a.Client, a.Reader, delivery.InventoryNamespace(a.Options)), Now: time.Now}
 	})
 	return a.sealer
 }
@@ -85,5 +85,5 @@ func (a *Admission) sealWrite(ctx context.Context, user authenticationv1.UserInf
 		}
 		return nil
 	}
-	return a.seals().Seal(ctx, obj, sealing.SealAdmitted)
+	return a.seals().Seal(ctx, obj, sealing.Admitted)
 }

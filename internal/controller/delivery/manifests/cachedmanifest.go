@@ -35,14 +35,14 @@ var cacheNonce = func() string {
 // Cache.ByObject): VidraResources without their manifest. The manager and every cache that
 // holds VidraResources in the operator's process use it.
 func CacheByObject() map[client.Object]cache.ByObject {
-	return map[client.Object]cache.ByObject{&infrahubv1alpha1.VidraResource{}: {Transform: StripManifest}}
+	return map[client.Object]cache.ByObject{&infrahubv1alpha1.VidraResource{}: {Transform: Strip}}
 }
 
 var stripManagedFields = cache.TransformStripManagedFields()
 
-// StripManifest drops a VidraResource's manifest (and, as the cache's default transform does,
+// Strip drops a VidraResource's manifest (and, as the cache's default transform does,
 // its managed fields), recording the manifest's digest.
-func StripManifest(obj any) (any, error) {
+func Strip(obj any) (any, error) {
 	obj, err := stripManagedFields(obj)
 	if err != nil {
 		return obj, err
@@ -54,26 +54,26 @@ func StripManifest(obj any) (any, error) {
 	if vr.Annotations == nil {
 		vr.Annotations = map[string]string{}
 	}
-	vr.Annotations[CachedManifestAnnotation] = fmt.Sprintf("%s %d %s", ManifestHash(vr.Spec.Manifest), len(vr.Spec.Manifest), cacheNonce)
+	vr.Annotations[CachedManifestAnnotation] = fmt.Sprintf("%s %d %s", Hash(vr.Spec.Manifest), len(vr.Spec.Manifest), cacheNonce)
 	vr.Spec.Manifest = ""
 	return vr, nil
 }
 
-// ManifestDigest is the sha256 and length of vr's manifest: the cache's record when the cache
+// Digest is the sha256 and length of vr's manifest: the cache's record when the cache
 // dropped it, else computed from the manifest vr holds.
-func ManifestDigest(vr *infrahubv1alpha1.VidraResource) (hash string, size int) {
+func Digest(vr *infrahubv1alpha1.VidraResource) (hash string, size int) {
 	if f := strings.Fields(vr.Annotations[CachedManifestAnnotation]); vr.Spec.Manifest == "" && len(f) == 3 && f[2] == cacheNonce {
 		if n, err := strconv.Atoi(f[1]); err == nil {
 			return f[0], n
 		}
 	}
-	return ManifestHash(vr.Spec.Manifest), len(vr.Spec.Manifest)
+	return Hash(vr.Spec.Manifest), len(vr.Spec.Manifest)
 }
 
-// ManifestOf reads vr's manifest from the API server: the cache holds none. current is false
+// Of reads vr's manifest from the API server: the cache holds none. current is false
 // when the cache is behind (the live object is of another generation, or gone: the event that
 // brings the cache up to date brings the next pass); the manifest is the live generation's.
-func ManifestOf(ctx context.Context, r client.Reader, vr *infrahubv1alpha1.VidraResource) (manifest string, current bool, err error) {
+func Of(ctx context.Context, r client.Reader, vr *infrahubv1alpha1.VidraResource) (manifest string, current bool, err error) {
 	live := &infrahubv1alpha1.VidraResource{}
 	if err := r.Get(ctx, client.ObjectKeyFromObject(vr), live); err != nil {
 		if client.IgnoreNotFound(err) == nil {

@@ -13,10 +13,10 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
-// DecodeManifest reads an artifact's content: one or more YAML documents separated by ---, or
+// Decode reads an artifact's content: one or more YAML documents separated by ---, or
 // JSON, or a v1 List of either. Every object must name its apiVersion, kind and name (server-side
 // apply needs a name). Errors say which document is wrong.
-func DecodeManifest(manifest string) ([]*unstructured.Unstructured, error) {
+func Decode(manifest string) ([]*unstructured.Unstructured, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
 	var out []*unstructured.Unstructured
 	for doc := 1; ; doc++ {
@@ -93,8 +93,8 @@ func PrepareForApply(u *unstructured.Unstructured) {
 	unstructured.RemoveNestedField(u.Object, "status")
 }
 
-// ManifestHash is the sha256 of a manifest, hex.
-func ManifestHash(m string) string {
+// Hash is the sha256 of a manifest, hex.
+func Hash(m string) string {
 	h := sha256.Sum256([]byte(m))
 	return hex.EncodeToString(h[:])
 }

@@ -36,14 +36,14 @@ import (
 // object's name and its creation time (sealCreateWindow) instead, and one written on update to
 // its UID: copied onto a namesake created later, neither verifies.
 
-// SealKeySecret is the Secret, in the operator's namespace, that holds the seal key (data
+// KeySecret is the Secret, in the operator's namespace, that holds the seal key (data
 // "key", 32 random bytes, created by the operator when absent). Deleting it rotates the key:
 // every seal stops verifying until the objects are re-admitted (ReadmitAnnotation).
-const SealKeySecret = "metalhub-delivery-seal"
+const KeySecret = "metalhub-delivery-seal"
 
 const (
 	sealKeyField = "key"
-	SealKeyBytes = 32
+	KeyBytes     = 32
 	sealVersion  = "v1"
 	// sealCreateWindow bounds the difference between a create-time seal's time and the object's
 	// creationTimestamp: the webhook's clock and the API server's, a request apart.
@@ -53,36 +53,36 @@ const (
 	sealKeyTTL = time.Minute
 )
 
-// SealLevel is what a seal vouches for.
-type SealLevel byte
+// Level is what a seal vouches for.
+type Level byte
 
 const (
 	// Unsealed: no seal, or one that does not verify.
-	Unsealed SealLevel = iota
-	// sealOwned: the operator wrote the VidraResource for its controlling sync, a sync admission
+	Unsealed Level = iota
+	// Owned: the operator wrote the VidraResource for its controlling sync, a sync admission
 	// did not seal: it belongs to that sync, and asks for nothing only admission grants.
-	SealOwned
-	// sealAdmitted: admission found the writer had the rights for everything the object asks
+	Owned
+	// Admitted: admission found the writer had the rights for everything the object asks
 	// (or the operator wrote it for a sync that was so sealed).
-	SealAdmitted
+	Admitted
 )
 
-func (l SealLevel) code() string {
+func (l Level) code() string {
 	switch l {
-	case SealOwned:
+	case Owned:
 		return "o"
-	case SealAdmitted:
+	case Admitted:
 		return "a"
 	}
 	return ""
 }
 
-func levelOf(code string) SealLevel {
+func levelOf(code string) Level {
 	switch code {
 	case "o":
-		return SealOwned
+		return Owned
 	case "a":
-		return SealAdmitted
+		return Admitted
 	}
 	return Unsealed
 }
@@ -99,7 +99,7 @@ type sealKeys struct {
 	loaded time.Time
 }
 
-func NewSealKeys(c client.Client, r client.Reader, namespace string) *sealKeys {
+func NewKeys(c client.Client, r client.Reader, namespace string) *sealKeys {
 	return &sealKeys{client: c, reader: r, namespace: namespace, now: time.Now}
 }
 
@@ -124,16 +124,16 @@ func (k *sealKeys) Get(ctx context.Context) ([]byte, error) {
 var errBadSealKey = errors.New("bad seal key")
 
 func (k *sealKeys) read(ctx context.Context) ([]byte, error) {
-	ref := client.ObjectKey{Namespace: k.namespace, Name: SealKeySecret}
+	ref := client.ObjectKey{Namespace: k.namespace, Name: KeySecret}
 	sec := &corev1.Secret{}
 	err := k.reader.Get(ctx, ref, sec)
 	if apierrors.IsNotFound(err) {
-		key := make([]byte, SealKeyBytes)
+		key := make([]byte, KeyBytes)
 		if _, err := rand.Read(key); err != nil {
 			return nil, fmt.Errorf("generating the seal key: %w", err)
 		}
 		sec = &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: k.namespace, Name: SealKeySecret,
+			ObjectMeta: metav1.ObjectMeta{Namespace: k.namespace, Name: KeySecret,
 				Labels: map[string]string{"app.kubernetes.io/managed-by": "metalhub"}},
 			Type: corev1.SecretTypeOpaque,
 			Data: map[string][]byte{sealKeyField: key},
@@ -148,8 +148,8 @@ func (k *sealKeys) read(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("reading the seal key Secret %s: %w", ref, err)
 	}
 	key := sec.Data[sealKeyField]
-	if len(key) < SealKeyBytes {
-		return nil, fmt.Errorf("%w: Secret %s holds no %q of %d bytes or more (delete it and the operator makes one)", errBadSealKey, ref, sealKeyField, SealKeyBytes)
+	if len(key) < KeyBytes {
+		return nil, fmt.Errorf("%w: Secret %s holds no %q of %d bytes or more (delete it and the operator makes one)", errBadSealKey, ref, sealKeyField, KeyBytes)
 	}
 	return key, nil
 }
@@ -191,7 +191,7 @@ func resourceFields(vr *infrahubv1alpha1.VidraResource) sealedFields {
 	if ref := metav1.GetControllerOf(vr); ref != nil {
 		ctrl = strings.Join([]string{ref.APIVersion, ref.Kind, ref.Name, string(ref.UID)}, "/")
 	}
-	hash, _ := manifests.ManifestDigest(vr)
+	hash, _ := manifests.Digest(vr)
 	f = append(f, field("controller", ctrl), field("manifestSHA256", hash),
 		field("admittedKubeconfig", strings.TrimSpace(vr.Annotations[infrahubv1alpha1.AdmittedKubeconfigAnnotation])))
 	return sealedFields{kind: "VidraResource", name: vr.Name, fields: f}
@@ -208,7 +208,7 @@ func fieldsOf(obj client.Object) (sealedFields, error) {
 }
 
 // mac is the seal's HMAC over its level, time, UID and the object's sealed fields.
-func mac(key []byte, level SealLevel, at int64, uid types.UID, f sealedFields) string {
+func mac(key []byte, level Level, at int64, uid types.UID, f sealedFields) string {
 	h := hmac.New(sha256.New, key)
 	_, _ = fmt.Fprintf(h, "metalhub-delivery-seal %s\nlevel=%s\nat=%d\nuid=%s\nkind=%s\nname=%s\n%s",
 		sealVersion, level.code(), at, uid, f.kind, f.name, strings.Join(f.fields, "\n"))
@@ -216,7 +216,7 @@ func mac(key []byte, level SealLevel, at int64, uid types.UID, f sealedFields) s
 }
 
 // Seal writes obj's seal at level: bound to its UID once it has one, else to now (a create).
-func (s *Sealer) Seal(ctx context.Context, obj client.Object, level SealLevel) error {
+func (s *Sealer) Seal(ctx context.Context, obj client.Object, level Level) error {
 	if level == Unsealed {
 		Unseal(obj)
 		return nil
@@ -250,9 +250,9 @@ func Unseal(obj client.Object) {
 }
 
 // Level says what obj's seal vouches for, and why it vouches for nothing (for the report).
-func (s *Sealer) Level(ctx context.Context, obj client.Object) (SealLevel, string) {
+func (s *Sealer) Level(ctx context.Context, obj client.Object) (Level, string) {
 	if s.AssumeSealed {
-		return SealAdmitted, ""
+		return Admitted, ""
 	}
 	v := obj.GetAnnotations()[infrahubv1alpha1.SealAnnotation]
 	if v == "" {
@@ -303,29 +303,29 @@ func UnsealedError(kind, name, asks, why string) error {
 // for a sync admission did not seal) — or, as an error, why it vouches for nothing. The key is
 // read from (or, when absent, made in) the seal Secret of namespace, the operator's.
 func VerifySeal(ctx context.Context, c client.Client, namespace string, obj client.Object) (string, error) {
-	s := &Sealer{Keys: NewSealKeys(c, c, namespace), Now: time.Now}
+	s := &Sealer{Keys: NewKeys(c, c, namespace), Now: time.Now}
 	switch level, why := s.Level(ctx, obj); level {
-	case SealAdmitted:
+	case Admitted:
 		return "admitted", nil
-	case SealOwned:
+	case Owned:
 		return "owned", nil
 	default:
 		return "", errors.New(why)
 	}
 }
 
-// SealView is what an object's seal says, for the decisions that need admission.
-type SealView struct {
+// View is what an object's seal says, for the decisions that need admission.
+type View struct {
 	Kind, Name string
-	Level      SealLevel
+	Level      Level
 	Why        string // why it vouches for nothing
 }
 
 // Admitted: admission judged what the object asks with its writer's rights.
-func (v SealView) Admitted() bool { return v.Level == SealAdmitted }
+func (v View) Admitted() bool { return v.Level == Admitted }
 
 // View reads obj's seal.
-func (s *Sealer) View(ctx context.Context, kind string, obj client.Object) SealView {
+func (s *Sealer) View(ctx context.Context, kind string, obj client.Object) View {
 	level, why := s.Level(ctx, obj)
-	return SealView{Kind: kind, Name: obj.GetName(), Level: level, Why: why}
+	return View{Kind: kind, Name: obj.GetName(), Level: level, Why: why}
 }

@@ -65,7 +65,7 @@ type Identity struct {
 
 // ActAs is the user for d, of the object seal describes: a ServiceAccount's, or "" for the
 // operator itself.
-func (id *Identity) ActAs(ctx context.Context, d infrahubv1alpha1.Destination, seal sealing.SealView) (string, error) {
+func (id *Identity) ActAs(ctx context.Context, d infrahubv1alpha1.Destination, seal sealing.View) (string, error) {
 	ns, name := ServiceAccountFor(d, id.DefaultSA)
 	if name == "" {
 		if id.AllowOperator {
