@@ -17,7 +17,7 @@ import (
 // The manager's cache holds every VidraResource of the cluster, and a manifest may be 1 MiB: a
 // few hundred of them put the manager, metal family included, past its memory limit. So the
 // cache keeps no manifest. It records the manifest's sha256 and length instead (all the sync
-// compares), and a pass reads the manifest live when it applies (manifestOf).
+// compares), and a pass reads the manifest live when it applies (Of).
 
 // CachedManifestAnnotation carries, in the cache only, "<sha256> <length> <nonce>" of the
 // manifest the cache dropped. The nonce is this process's: the annotation, written to the API
