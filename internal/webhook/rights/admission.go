@@ -43,29 +43,18 @@ type Admission struct {
 	// identity may be used, where Secrets are read.
 	Options delivery.Options
 
-	mu       sync.Mutex
-	operator string // the operator's user name, learnt once
+	selfOnce sync.Once
+	self     *target.SelfUser // the operator's user name, learnt once
 
 	sealOnce sync.Once
 	sealer   *sealing.Sealer
 }
 
-// operatorUser is the operator's own user name (a SelfSubjectReview, once).
+// operatorUser is the operator's own user name (a SelfSubjectReview, once), learnt as the
+// reconcilers learn it.
 func (a *Admission) operatorUser(ctx context.Context) (string, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.operator != "" {
-		return a.operator, nil
-	}
-	r := &authenticationv1.SelfSubjectReview{}
-	if err := a.Client.Create(ctx, r); err != nil {
-		return "", fmt.Errorf("learning the operator's own user (SelfSubjectReview): %w", err)
-	}
-	if r.Status.UserInfo.Username == "" {
-		return "", errors.New("the SelfSubjectReview named no user")
-	}
-	a.operator = r.Status.UserInfo.Username
-	return a.operator, nil
+	a.selfOnce.Do(func() { a.self = &target.SelfUser{Client: a.Client} })
+	return a.self.Get(ctx)
 }
 
 // right is one permission admission asks for.

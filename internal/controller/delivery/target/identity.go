@@ -80,7 +80,7 @@ func (id *Identity) ActAs(ctx context.Context, d infrahubv1alpha1.Destination, s
 		return user, nil // the admin's default
 	}
 	if id.Self != nil {
-		op, err := id.Self.get(ctx)
+		op, err := id.Self.Get(ctx)
 		if err != nil {
 			return "", lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, err)
 		}
@@ -117,7 +117,8 @@ type SelfUser struct {
 	Name   string
 }
 
-func (s *SelfUser) get(ctx context.Context) (string, error) {
+// Get returns the name, asking the API server the first time.
+func (s *SelfUser) Get(ctx context.Context) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.Name != "" {
