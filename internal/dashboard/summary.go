@@ -21,7 +21,7 @@ const (
 	LabelHeight   = "metadata.metal.ironcore.dev/height"
 )
 
-// syncLabel names a VidraResource's InfrahubSync (internal/controller/delivery.SyncLabel; not
+// syncLabel names a VidraResource's InfrahubSync (internal/controller/delivery/manifests.SyncLabel; not
 // imported to keep the dashboard off the controller's dependencies).
 const syncLabel = "infrahub.operators.com/sync"
 

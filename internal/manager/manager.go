@@ -27,6 +27,7 @@ import (
 
 	"github.com/metalhub/metalhub/internal/apilimit"
 	"github.com/metalhub/metalhub/internal/controller/delivery"
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 	"github.com/metalhub/metalhub/internal/controller/firmware"
 	"github.com/metalhub/metalhub/internal/controller/metal"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
@@ -253,7 +254,7 @@ func newManager(cfg *rest.Config, o Options, l *Listeners, log logr.Logger) (ctr
 		// each cached object. Writes without them leave the stored ones alone.
 		// VidraResources are cached without their manifests (up to 1 MiB each): a pass reads
 		// the manifest when it applies it.
-		Cache:      cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: delivery.CacheByObject()},
+		Cache:      cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: manifests.CacheByObject()},
 		NewClient:  apilimit.NewClient(slots),
 		Controller: config.Controller{SkipNameValidation: &o.ManyPerProcess},
 	})

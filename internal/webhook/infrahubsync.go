@@ -9,8 +9,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/delivery"
 	"github.com/metalhub/metalhub/internal/infrahub"
+	"github.com/metalhub/metalhub/internal/webhook/rights"
 )
 
 // +kubebuilder:webhook:path=/validate-infrahub-operators-com-v1alpha1-infrahubsync,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrahub.operators.com,resources=infrahubsyncs,verbs=create;update;delete,versions=v1alpha1,name=vinfrahubsync.infrahub.operators.com,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10
@@ -18,11 +18,11 @@ import (
 // InfrahubSyncValidator refuses a spec.source.targetDate that Infrahub would misread or refuse
 // (now+2h, now-2d, a date without a time, ...), with the same explanation the sync controller
 // would put in the status — it is the controller's own parser — and, with Access, a sync whose
-// writer could not do themselves what it would make the operator do (delivery.Admission). The
+// writer could not do themselves what it would make the operator do (rights.Admission). The
 // URLs, the namespace and the artefact name are checked by the CRD schema (CEL and patterns).
 type InfrahubSyncValidator struct {
 	// Access decides with the writer's rights; nil checks the target date only.
-	Access *delivery.Admission
+	Access *rights.Admission
 }
 
 var _ admission.Validator[*infrahubv1alpha1.InfrahubSync] = InfrahubSyncValidator{}
@@ -37,7 +37,7 @@ func (v InfrahubSyncValidator) ValidateCreate(ctx context.Context, s *infrahubv1
 
 // ValidateUpdate checks the target date only when it changes (a sync admitted before the
 // webhook existed keeps its bad date, which the controller reports), and the writer's rights
-// whenever the update changes what the sync makes the operator do (delivery.Admission.CheckSync).
+// whenever the update changes what the sync makes the operator do (rights.Admission.CheckSync).
 func (v InfrahubSyncValidator) ValidateUpdate(ctx context.Context, old, s *infrahubv1alpha1.InfrahubSync) (admission.Warnings, error) {
 	if old.Spec.Source.TargetDate != s.Spec.Source.TargetDate {
 		if err := syncError(s, ValidateInfrahubSyncSpec(&s.Spec)); err != nil {
@@ -66,7 +66,7 @@ func (v InfrahubSyncValidator) access(ctx context.Context, old, s *infrahubv1alp
 }
 
 // ValidateDelete requires the writer to be allowed what the deletion makes the operator do:
-// remove the sync's objects as its ServiceAccount (delivery.Admission.CheckSyncDelete).
+// remove the sync's objects as its ServiceAccount (rights.Admission.CheckSyncDelete).
 func (v InfrahubSyncValidator) ValidateDelete(ctx context.Context, s *infrahubv1alpha1.InfrahubSync) (admission.Warnings, error) {
 	return nil, v.access(ctx, nil, s, true)
 }

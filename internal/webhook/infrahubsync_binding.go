@@ -7,16 +7,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/delivery"
+	"github.com/metalhub/metalhub/internal/webhook/rights"
 )
 
 // InfrahubSyncCredentialsBinder records on a sync that names no credentials Secret the one
-// labelled infrahub-api-url for its host (delivery.Admission.BindCredentials), as Vidra finds
+// labelled infrahub-api-url for its host (rights.Admission.BindCredentials), as Vidra finds
 // it, in the annotation admitted-credentials. It runs before InfrahubSyncValidator, which then
 // admits the sync only if its writer may get that Secret: an admin's Vidra manifests work as
 // written, and a tenant without that right is refused with the right named.
 type InfrahubSyncCredentialsBinder struct {
-	Access *delivery.Admission
+	Access *rights.Admission
 }
 
 var _ admission.Defaulter[*infrahubv1alpha1.InfrahubSync] = InfrahubSyncCredentialsBinder{}
@@ -45,9 +45,9 @@ func (b InfrahubSyncCredentialsBinder) Default(ctx context.Context, s *infrahubv
 
 // InfrahubSyncDefaulter is the one mutating webhook of InfrahubSyncs (one path per kind): it
 // labels the writer (whom the quota counts), binds the credentials Secret, then seals what the
-// writer may ask for (delivery.Admission.SealSync).
+// writer may ask for (rights.Admission.SealSync).
 type InfrahubSyncDefaulter struct {
-	Access *delivery.Admission
+	Access *rights.Admission
 }
 
 var _ admission.Defaulter[*infrahubv1alpha1.InfrahubSync] = InfrahubSyncDefaulter{}

@@ -21,7 +21,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	webhookconfig "github.com/metalhub/metalhub/config/webhook"
-	"github.com/metalhub/metalhub/internal/controller/delivery"
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 	"github.com/metalhub/metalhub/internal/scheme"
 )
 
@@ -195,7 +195,7 @@ func StartLocal(ctx context.Context, cfg *rest.Config, o Options, log logr.Logge
 		Scheme: scheme.New(), Logger: log, WebhookServer: srv,
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		// The writer quota counts VidraResources from the cache: without their manifests.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: delivery.CacheByObject()},
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: manifests.CacheByObject()},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the webhook manager: %w", err)

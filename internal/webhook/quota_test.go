@@ -10,8 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/delivery"
 	"github.com/metalhub/metalhub/internal/testenv"
+	"github.com/metalhub/metalhub/internal/webhook/rights"
 )
 
 // Issue 42, finding 4: limits were per sync, and hand-made VidraResources had none. Each writer
@@ -32,7 +32,7 @@ func TestWriterQuota(t *testing.T) {
 		}
 		return err
 	}
-	label := delivery.WriterLabelValue(a)
+	label := rights.WriterLabelValue(a)
 	var first *infrahubv1alpha1.VidraResource
 	for i := range 3 {
 		vr := vrOf(fmt.Sprintf("%s-vr-%d", a, i), nsA)

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/delivery"
+	"github.com/metalhub/metalhub/internal/webhook/rights"
 )
 
 // oldObject decodes the object an update replaces into old; it reports false on create.
@@ -25,8 +25,8 @@ func oldObject(req admission.Request, old client.Object) (bool, error) {
 	return true, nil
 }
 
-// sealSync is the last step of the InfrahubSync mutating webhook (delivery.Admission.SealSync).
-func sealSync(ctx context.Context, access *delivery.Admission, s *infrahubv1alpha1.InfrahubSync) error {
+// sealSync is the last step of the InfrahubSync mutating webhook (rights.Admission.SealSync).
+func sealSync(ctx context.Context, access *rights.Admission, s *infrahubv1alpha1.InfrahubSync) error {
 	req, err := admission.RequestFromContext(ctx)
 	if err != nil {
 		return apierrors.NewInternalError(err)
@@ -48,9 +48,9 @@ func sealSync(ctx context.Context, access *delivery.Admission, s *infrahubv1alph
 }
 
 // VidraResourceDefaulter is the one mutating webhook of VidraResources: it labels the writer
-// (whom the quota counts), then seals what the writer may ask for (delivery.Admission.SealResource).
+// (whom the quota counts), then seals what the writer may ask for (rights.Admission.SealResource).
 type VidraResourceDefaulter struct {
-	Access *delivery.Admission
+	Access *rights.Admission
 }
 
 var _ admission.Defaulter[*infrahubv1alpha1.VidraResource] = VidraResourceDefaulter{}

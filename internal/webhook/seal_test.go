@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/delivery"
+	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
 )
 
 // sealOf is what obj's stored seal vouches for ("admitted", "owned"), or "unsealed: why".
@@ -20,7 +20,7 @@ func sealOf(t *testing.T, obj client.Object) string {
 		t.Fatal(err)
 	}
 	// The operator's namespace in these tests is none: its key lives in "default".
-	got, err := delivery.VerifySeal(ctx(t), env.Client, "default", obj)
+	got, err := sealing.VerifySeal(ctx(t), env.Client, "default", obj)
 	if err != nil {
 		return "unsealed: " + err.Error()
 	}

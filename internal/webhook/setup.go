@@ -2,7 +2,7 @@
 // unique Endpoint MAC addresses (needs a look at the other Endpoints), ServerClaim label
 // selectors (metav1.LabelSelector's fields cannot carry schema rules), InfrahubSync target
 // dates (the sync controller's own parser), for InfrahubSyncs and VidraResources the writer's
-// own rights (SubjectAccessReviews: delivery.Admission) after binding a sync that names no
+// own rights (SubjectAccessReviews: rights.Admission) after binding a sync that names no
 // credentials Secret to the one labelled for its host (the one mutating webhook,
 // InfrahubSyncCredentialsBinder), and for the firmware and settings kinds
 // that the writer may read the Secrets they name (FirmwareSecretsValidator). Everything the
@@ -29,6 +29,7 @@ import (
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/delivery"
+	"github.com/metalhub/metalhub/internal/webhook/rights"
 )
 
 // DefaultCertDir is where the server looks for tls.crt and tls.key (controller-runtime's
@@ -115,7 +116,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		WithValidator(ServerClaimValidator{}).Complete(); err != nil {
 		return fmt.Errorf("registering the ServerClaim webhook: %w", err)
 	}
-	access := &delivery.Admission{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Options: o.Delivery}
+	access := &rights.Admission{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Options: o.Delivery}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrahubv1alpha1.InfrahubSync{}).
 		WithDefaulter(InfrahubSyncDefaulter{Access: access}).
 		WithValidator(InfrahubSyncValidator{Access: access}).Complete(); err != nil {

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/delivery"
+	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
 	"github.com/metalhub/metalhub/internal/scheme"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
@@ -268,7 +268,7 @@ func TestInstalledConfigurationGuardsDelivery(t *testing.T) {
 	if err := env.Client.List(ctx(t), &list); err != nil {
 		t.Fatal(err)
 	}
-	if err := delivery.WebhooksGuard(list.Items, "metalhub-system"); err != nil {
+	if err := sealing.WebhooksGuard(list.Items, "metalhub-system"); err != nil {
 		t.Fatalf("the installed webhook configuration does not guard delivery: %v", err)
 	}
 }

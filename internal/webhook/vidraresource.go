@@ -8,16 +8,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/delivery"
+	"github.com/metalhub/metalhub/internal/webhook/rights"
 )
 
 // +kubebuilder:webhook:path=/validate-infrahub-operators-com-v1alpha1-vidraresource,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrahub.operators.com,resources=vidraresources,verbs=create;update;delete,versions=v1alpha1,name=vvidraresource.infrahub.operators.com,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10
 
 // VidraResourceValidator refuses a VidraResource whose writer could not do themselves what it
-// would make the operator do (delivery.Admission): act as its ServiceAccount, in its
+// would make the operator do (rights.Admission): act as its ServiceAccount, in its
 // namespace, on its cluster; and one of a sync whose destination is not the sync's.
 type VidraResourceValidator struct {
-	Access *delivery.Admission
+	Access *rights.Admission
 }
 
 var _ admission.Validator[*infrahubv1alpha1.VidraResource] = VidraResourceValidator{}
@@ -30,7 +30,7 @@ func (v VidraResourceValidator) ValidateCreate(ctx context.Context, vr *infrahub
 // ValidateUpdate checks the writer's rights for the resulting VidraResource whenever the update
 // changes what it makes the operator do (spec, owner references, infrahub.operators.com
 // annotations); labels and finalizers are written freely, and the spec of one being deleted not
-// at all (delivery.Admission.CheckResource).
+// at all (rights.Admission.CheckResource).
 func (v VidraResourceValidator) ValidateUpdate(ctx context.Context, old, vr *infrahubv1alpha1.VidraResource) (admission.Warnings, error) {
 	return nil, v.check(ctx, old, vr)
 }

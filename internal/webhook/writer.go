@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
-	"github.com/metalhub/metalhub/internal/controller/delivery"
+	"github.com/metalhub/metalhub/internal/webhook/rights"
 )
 
 // +kubebuilder:webhook:path=/mutate-infrahub-operators-com-v1alpha1-infrahubsync,mutating=true,failurePolicy=fail,sideEffects=None,groups=infrahub.operators.com,resources=infrahubsyncs,verbs=create;update,versions=v1alpha1,name=minfrahubsync.infrahub.operators.com,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10,reinvocationPolicy=IfNeeded
@@ -23,7 +23,7 @@ import (
 // (--delivery-max-objects-per-writer): on create the writer's, none for the operator's own; on
 // update the label the object had, whatever the writer sent.
 type WriterLabeler[T client.Object] struct {
-	Access *delivery.Admission
+	Access *rights.Admission
 }
 
 // Default sets the writer label.
@@ -45,7 +45,7 @@ func (w WriterLabeler[T]) Default(ctx context.Context, obj T) error {
 		if isOp {
 			delete(labels, infrahubv1alpha1.WriterLabel)
 		} else {
-			labels[infrahubv1alpha1.WriterLabel] = delivery.WriterLabelValue(req.UserInfo.Username)
+			labels[infrahubv1alpha1.WriterLabel] = rights.WriterLabelValue(req.UserInfo.Username)
 		}
 	case admissionv1.Update:
 		var old struct {

@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
+	"github.com/metalhub/metalhub/internal/controller/delivery/policy"
 	emu "github.com/metalhub/metalhub/internal/emulator/infrahub"
 )
 
@@ -65,7 +67,7 @@ func BenchmarkSync500Artifacts(b *testing.B) {
 		b.Cleanup(func() { deleteAllResources(b, syncName) })
 		eventually(b, 5*time.Minute, func() error {
 			var list infrahubv1alpha1.VidraResourceList
-			if err := env.Client.List(ctx, &list, client.MatchingLabels{SyncLabel: syncName}); err != nil {
+			if err := env.Client.List(ctx, &list, client.MatchingLabels{manifests.SyncLabel: syncName}); err != nil {
 				return err
 			}
 			ok := 0
@@ -82,7 +84,7 @@ func BenchmarkSync500Artifacts(b *testing.B) {
 		firstSync := time.Since(start)
 		eventually(b, 2*time.Minute, func() error {
 			var list infrahubv1alpha1.VidraResourceList
-			if err := env.Client.List(ctx, &list, client.MatchingLabels{SyncLabel: syncName}); err != nil {
+			if err := env.Client.List(ctx, &list, client.MatchingLabels{manifests.SyncLabel: syncName}); err != nil {
 				return err
 			}
 			for _, vr := range list.Items {
@@ -94,7 +96,7 @@ func BenchmarkSync500Artifacts(b *testing.B) {
 		})
 		waitSync(b, syncName, infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, time.Minute)
 		for _, l := range []client.ObjectList{&corev1.ConfigMapList{}, &corev1.ServiceList{}, &appsv1.DeploymentList{}} {
-			if err := env.Client.List(ctx, l, client.InNamespace(ns), client.MatchingLabels{ManagedByLabel: ManagedByValue}); err != nil {
+			if err := env.Client.List(ctx, l, client.InNamespace(ns), client.MatchingLabels{manifests.ManagedByLabel: manifests.ManagedByValue}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -136,11 +138,11 @@ func BenchmarkSync500Artifacts(b *testing.B) {
 func deleteAllResources(t testing.TB, syncName string) {
 	ctx := context.Background()
 	_ = env.Client.Delete(ctx, &infrahubv1alpha1.InfrahubSync{ObjectMeta: metav1.ObjectMeta{Name: syncName}})
-	_ = env.Client.DeleteAllOf(ctx, &infrahubv1alpha1.VidraResource{}, client.MatchingLabels{SyncLabel: syncName})
+	_ = env.Client.DeleteAllOf(ctx, &infrahubv1alpha1.VidraResource{}, client.MatchingLabels{manifests.SyncLabel: syncName})
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		var list infrahubv1alpha1.VidraResourceList
-		if err := env.Client.List(ctx, &list, client.MatchingLabels{SyncLabel: syncName}); err != nil || len(list.Items) == 0 {
+		if err := env.Client.List(ctx, &list, client.MatchingLabels{manifests.SyncLabel: syncName}); err != nil || len(list.Items) == 0 {
 			return
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -192,7 +194,7 @@ func benchTenantsBeside(b *testing.B, kind string) {
 	case "refused":
 		hostileArtifacts = 10_000
 	case "at-limits":
-		hostileArtifacts, hostileState = DefaultLimits().MaxArtifacts, infrahubv1alpha1.StateSucceeded
+		hostileArtifacts, hostileState = policy.DefaultLimits().MaxArtifacts, infrahubv1alpha1.StateSucceeded
 	}
 	if kind == "slow-host" {
 		slow, slowURL := startInfrahub(b, nil, "hostile")
@@ -263,7 +265,7 @@ func benchTenantsBeside(b *testing.B, kind string) {
 		rssPeak := peak()
 		rssBeside, heapBeside := memoryNow()
 		var vrs infrahubv1alpha1.VidraResourceList
-		if err := env.Client.List(ctx, &vrs, client.MatchingLabels{SyncLabel: "hostile"}); err != nil {
+		if err := env.Client.List(ctx, &vrs, client.MatchingLabels{manifests.SyncLabel: "hostile"}); err != nil {
 			b.Fatal(err)
 		}
 		b.Logf("%d tenant syncs x 3 artifacts: first half alone in %s, second half beside the %s sync in %s (x%.2f); "+
@@ -372,7 +374,7 @@ func BenchmarkCachedVidraResources(b *testing.B) {
 	}
 	for i := 0; i < b.N; i++ {
 		whole := heapOf(nil)
-		stripped := heapOf(CacheByObject())
+		stripped := heapOf(manifests.CacheByObject())
 		b.Logf("%d VidraResources of 512 KiB: the cache holds %d MiB whole, %d MiB without manifests", n, whole, stripped)
 		b.ReportMetric(float64(whole), "MiB-heap/whole")
 		b.ReportMetric(float64(stripped), "MiB-heap/stripped")
@@ -434,7 +436,7 @@ func handMadeHostile(b *testing.B, kind, ns string, reader client.Reader) (start
 				m = strings.Replace(manifest, "hand-made-%d", fmt.Sprintf("hand-made-%d", i), 1)
 			}
 			vr := &infrahubv1alpha1.VidraResource{
-				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", kind, i), Labels: map[string]string{SyncLabel: "hostile"}},
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", kind, i), Labels: map[string]string{manifests.SyncLabel: "hostile"}},
 				Spec: infrahubv1alpha1.VidraResourceSpec{Manifest: m,
 					Destination: infrahubv1alpha1.Destination{Server: server, Namespace: ns}},
 			}
@@ -447,7 +449,7 @@ func handMadeHostile(b *testing.B, kind, ns string, reader client.Reader) (start
 		var last string
 		eventually(b, 10*time.Minute, func() error {
 			var list infrahubv1alpha1.VidraResourceList
-			if err := reader.List(ctx, &list, client.MatchingLabels{SyncLabel: "hostile"}); err != nil {
+			if err := reader.List(ctx, &list, client.MatchingLabels{manifests.SyncLabel: "hostile"}); err != nil {
 				return err
 			}
 			done := 0

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 )
 
 // The cache holds no manifest; a pass reads it when it applies: a large one is applied whole,
@@ -52,11 +53,11 @@ func TestApplyReadsTheManifestTheCacheDrops(t *testing.T) {
 // on the API server cannot pass for; without a record it is the manifest's.
 func TestManifestDigest(t *testing.T) {
 	vr := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "d"}, Spec: infrahubv1alpha1.VidraResourceSpec{Manifest: "kind: X\n"}}
-	want := manifestHash("kind: X\n")
-	if h, n := manifestDigest(vr); h != want || n != 8 {
+	want := manifests.Hash("kind: X\n")
+	if h, n := manifests.Digest(vr); h != want || n != 8 {
 		t.Fatalf("uncached: %s %d", h, n)
 	}
-	obj, err := stripManifest(vr.DeepCopy())
+	obj, err := manifests.Strip(vr.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,12 +65,12 @@ func TestManifestDigest(t *testing.T) {
 	if cached.Spec.Manifest != "" {
 		t.Fatal("the transform kept the manifest")
 	}
-	if h, n := manifestDigest(cached); h != want || n != 8 {
+	if h, n := manifests.Digest(cached); h != want || n != 8 {
 		t.Fatalf("cached: %s %d", h, n)
 	}
 	forged := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "f", Annotations: map[string]string{
-		cachedManifestAnnotation: want + " 8 guessed"}}}
-	if h, n := manifestDigest(forged); h != manifestHash("") || n != 0 {
+		manifests.CachedManifestAnnotation: want + " 8 guessed"}}}
+	if h, n := manifests.Digest(forged); h != manifests.Hash("") || n != 0 {
 		t.Fatalf("a forged record was trusted: %s %d", h, n)
 	}
 }
@@ -93,10 +94,10 @@ func TestSyncRestoresHandEditsWithoutTheCachedManifest(t *testing.T) {
 	}
 
 	patchObject(t, env.Client, &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: a.ID}},
-		func(vr *infrahubv1alpha1.VidraResource) { delete(vr.Labels, SyncLabel) })
+		func(vr *infrahubv1alpha1.VidraResource) { delete(vr.Labels, manifests.SyncLabel) })
 	requestSync(t, getSync(t, "hand-edits"))
 	eventually(t, 30*time.Second, func() error {
-		if vr := live(); vr.Labels[SyncLabel] != "hand-edits" {
+		if vr := live(); vr.Labels[manifests.SyncLabel] != "hand-edits" {
 			return fmt.Errorf("label not put back: %v", vr.Labels)
 		}
 		return nil

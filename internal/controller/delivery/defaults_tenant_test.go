@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 	"github.com/metalhub/metalhub/internal/scheme"
 )
 
@@ -175,7 +176,7 @@ func TestTenantWithTheBinaryDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, vr := range vrs.Items {
-		if vr.Labels[SyncLabel] == squat {
+		if vr.Labels[manifests.SyncLabel] == squat {
 			t.Errorf("the squatting sync wrote VidraResource %s", vr.Name)
 		}
 	}

@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
+	"github.com/metalhub/metalhub/internal/controller/delivery/target"
 	"github.com/metalhub/metalhub/internal/scheme"
 )
 
@@ -83,8 +85,8 @@ func TestDestinationNamespaceChangePrunesAsTheOldIdentity(t *testing.T) {
 	})
 	waitResource(t, "d-ns-move", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 15*time.Second)
 	inv := inventoryFor(t, "d-ns-move")
-	if want := []string{"/v1/ConfigMap/" + tb + "/moving"}; !slices.Equal(inv.Objects, want) || inv.As != serviceAccountUser(tb, "deployer") {
-		t.Fatalf("inventory after the move: %+v; want %v as %s", inv, want, serviceAccountUser(tb, "deployer"))
+	if want := []string{"/v1/ConfigMap/" + tb + "/moving"}; !slices.Equal(inv.Objects, want) || inv.As != target.ServiceAccountUser(tb, "deployer") {
+		t.Fatalf("inventory after the move: %+v; want %v as %s", inv, want, target.ServiceAccountUser(tb, "deployer"))
 	}
 }
 
@@ -102,7 +104,7 @@ func TestDestinationChangeWithoutTheOldRightsFailsLoudly(t *testing.T) {
 	if err := env.Client.Delete(context.Background(), rb); err != nil {
 		t.Fatal(err)
 	}
-	old := asUser(t, serviceAccountUser(ta, "deployer"))
+	old := asUser(t, target.ServiceAccountUser(ta, "deployer"))
 	eventually(t, 10*time.Second, func() error { // the authorizer has seen the RoleBinding go
 		if err := old.Get(context.Background(), client.ObjectKey{Namespace: ta, Name: "stranded"}, &corev1.ConfigMap{}); !apierrors.IsForbidden(err) {
 			return fmt.Errorf("the old identity still reads %s: %v", ta, err)
@@ -116,7 +118,7 @@ func TestDestinationChangeWithoutTheOldRightsFailsLoudly(t *testing.T) {
 		t.Fatal(err)
 	}
 	inv := inventoryFor(t, "d-ns-lost")
-	if !slices.Contains(inv.Objects, "/v1/ConfigMap/"+ta+"/stranded") || inv.As != serviceAccountUser(ta, "deployer") {
+	if !slices.Contains(inv.Objects, "/v1/ConfigMap/"+ta+"/stranded") || inv.As != target.ServiceAccountUser(ta, "deployer") {
 		t.Fatalf("the old inventory was not kept: %+v", inv)
 	}
 
@@ -135,12 +137,12 @@ func TestDestinationChangeWithoutTheOldRightsFailsLoudly(t *testing.T) {
 
 // inventoryFor reads a VidraResource's inventory where the controller keeps it (the tests'
 // managers run outside a cluster: the default namespace).
-func inventoryFor(t *testing.T, name string) inventory {
+func inventoryFor(t *testing.T, name string) apply.Inventory {
 	t.Helper()
-	s := &inventoryStore{client: env.Client, reader: env.Client, namespace: metav1.NamespaceDefault}
-	st, err := s.load(context.Background(), getResource(t, name))
+	s := &apply.InventoryStore{Client: env.Client, Reader: env.Client, Namespace: metav1.NamespaceDefault}
+	st, err := s.Load(context.Background(), getResource(t, name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st.inventory
+	return st.Inventory
 }

@@ -1,5 +1,6 @@
-// Package delivery holds the reconcilers of the infrahub.operators.com family — InfrahubSync and
-// VidraResource, one per file — and the watch on the settings ConfigMap that serves both. They
+// Package delivery holds the reconcilers of the infrahub.operators.com family — InfrahubSync
+// (infrahubsync_*.go) and VidraResource (vidraresource_*.go) — the watch on the settings
+// ConfigMap that serves both, and their assembly (Setup, Options). They
 // speak the Vidra operator's API (same group, kinds, fields, Secrets and ConfigMap) without its
 // defects (shared/reference/vidra-api.md).
 //
@@ -20,11 +21,11 @@
 // with reason EmptyResult and deletes nothing, unless spec.source.allowEmpty is true; an answer
 // whose count disagrees with its edges fails with IncompleteResult; a pass that would delete
 // more than --delivery-prune-max-fraction of them, or of the objects they applied (counted
-// from the inventories, what re-issued artifacts drop included), holds (PruneHeld, prune.go) until the sync is
+// from the inventories, what re-issued artifacts drop included), holds (PruneHeld, apply/prune.go) until the sync is
 // annotated confirm-prune=<token> or a query a sync interval later agrees (the first answer is
 // recorded in the prune-pending annotation). An artifact back under a new id hands its objects
 // over to its new VidraResource (handover-from, honoured only between VidraResources of one
-// sync: handover.go) before the old one is deleted. A pass
+// sync: apply/handover.go) before the old one is deleted. A pass
 // that changes nothing writes nothing: status is written only when it changes, so lastSyncTime
 // is the time of the last delivered change (or the first success), not of the last query.
 //
@@ -41,7 +42,7 @@
 // recorded owner gone) only by a VidraResource annotated adopt-orphans-of=<uid>. Objects that
 // left the manifest are pruned if the inventory records them and their mark names us by UID
 // (anything else: a ForeignMark Warning, skipped); a Namespace still holding unmanaged objects
-// is released, not deleted (namespaces.go); the finalizer removes what was applied. Applied kinds
+// is released, not deleted (apply/namespaces.go); the finalizer removes what was applied. Applied kinds
 // are watched (metadata only, label-selected): in event mode (destination.reconcileOnEvents or
 // eventBasedReconcile) a deleted or changed object is restored at once; otherwise it is reported
 // Stale at once and restored by the periodic pass, which runs in both modes.
@@ -64,4 +65,14 @@
 // ServiceAccount (or the identity in a remote kubeconfig) and keep --delivery-allowed-kinds in
 // step. RBAC kinds and cluster-scoped kinds are refused unless named in --delivery-allowed-kinds
 // (the reference ran artifacts with */*, so any artifact could bind itself cluster-admin).
+//
+// # Packages
+//
+// The reconcilers here decide and write status; what they use lives below them, by concern:
+// apply (plan, server-side apply, prune, inventory, ownership, health), target (clusters,
+// kubeconfigs, credentials, impersonation), policy (allowed kinds, limits, settings), sealing
+// (the seal admission leaves, the webhook guard) and manifests (decoding, digests, the
+// family's labels and annotations). None of them imports this package. Admission (the
+// writer's rights) is the webhook's: internal/webhook/rights, which imports this package for
+// Options and is never imported by it.
 package delivery

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 	emu "github.com/metalhub/metalhub/internal/emulator/infrahub"
 )
 
@@ -91,7 +92,7 @@ func TestApplyWindowBoundsWhatOneSyncQueues(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w, err := wc.Watch(ctx, &infrahubv1alpha1.VidraResourceList{}, client.MatchingLabels{SyncLabel: "window"})
+	w, err := wc.Watch(ctx, &infrahubv1alpha1.VidraResourceList{}, client.MatchingLabels{manifests.SyncLabel: "window"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/target"
 )
 
 // Issue 42, finding 3: handover-from is honoured only between VidraResources of one sync. A
@@ -41,8 +42,8 @@ func TestHandoverOnlyWithinOneSync(t *testing.T) {
 		if err := exists(t, env.Client, cm, ns, "ho-target"); err != nil {
 			return err
 		}
-		if cm.Data["value"] != "theirs" || strings.Join(ownersOf(cm), ",") != a.ID {
-			return fmt.Errorf("taken over by a hand-made handover: data %v, owned-by %v", cm.Data, ownersOf(cm))
+		if cm.Data["value"] != "theirs" || strings.Join(target.OwnersOf(cm), ",") != a.ID {
+			return fmt.Errorf("taken over by a hand-made handover: data %v, owned-by %v", cm.Data, target.OwnersOf(cm))
 		}
 		return nil
 	})

@@ -17,6 +17,9 @@ import (
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	webhookconfig "github.com/metalhub/metalhub/config/webhook"
+	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
+	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
+	"github.com/metalhub/metalhub/internal/controller/delivery/target"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -33,7 +36,7 @@ func TestServiceAccountFor(t *testing.T) {
 		{infrahubv1alpha1.Destination{}, "delivery", "default", "delivery"},
 		{infrahubv1alpha1.Destination{Namespace: "apps"}, "", "", ""},
 	} {
-		ns, name := ServiceAccountFor(tc.d, tc.defaultSA)
+		ns, name := target.ServiceAccountFor(tc.d, tc.defaultSA)
 		if ns != tc.wantNS || name != tc.wantName {
 			t.Errorf("ServiceAccountFor(%+v, %q) = %s/%s, want %s/%s", tc.d, tc.defaultSA, ns, name, tc.wantNS, tc.wantName)
 		}
@@ -122,7 +125,7 @@ func TestWriterNamedServiceAccountNeedsAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, vr := range list.Items {
-		if OwnedBy(&vr, s) {
+		if apply.OwnedBy(&vr, s) {
 			t.Errorf("the refused sync wrote VidraResource %s", vr.Name)
 		}
 	}
@@ -132,7 +135,7 @@ func TestWriterNamedServiceAccountNeedsAdmission(t *testing.T) {
 func TestIdentityActAs(t *testing.T) {
 	serving := func(context.Context) error { return nil }
 	notServing := func(context.Context) error { return errors.New("no configuration") }
-	self := &selfUser{name: "system:serviceaccount:metalhub-system:metalhub-controller-manager"}
+	self := &target.SelfUser{Name: "system:serviceaccount:metalhub-system:metalhub-controller-manager"}
 	for _, tc := range []struct {
 		name      string
 		d         infrahubv1alpha1.Destination
@@ -158,12 +161,12 @@ func TestIdentityActAs(t *testing.T) {
 			admission: serving, reason: infrahubv1alpha1.ReasonOperatorServiceAccount},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			id := &identity{defaultSA: tc.defaultSA, allowOperator: tc.operator, admission: tc.admission, self: self}
-			seal := sealView{kind: "VidraResource", name: "r", level: sealAdmitted}
+			id := &target.Identity{DefaultSA: tc.defaultSA, AllowOperator: tc.operator, Admission: tc.admission, Self: self}
+			seal := sealing.View{Kind: "VidraResource", Name: "r", Level: sealing.Admitted}
 			if tc.unsealed {
-				seal.level, seal.why = unsealed, "it carries no seal"
+				seal.Level, seal.Why = sealing.Unsealed, "it carries no seal"
 			}
-			got, err := id.actAs(context.Background(), tc.d, seal)
+			got, err := id.ActAs(context.Background(), tc.d, seal)
 			reason, _ := lifecycle.ReasonOf(err)
 			if got != tc.want || reason != tc.reason {
 				t.Errorf("actAs = %q, %v; want %q, reason %q", got, err, tc.want, tc.reason)
@@ -179,7 +182,7 @@ func TestWebhooksGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := WebhooksGuard(nil, ""); err == nil || !strings.Contains(err.Error(), "infrahubsyncs and vidraresources") {
+	if err := sealing.WebhooksGuard(nil, ""); err == nil || !strings.Contains(err.Error(), "infrahubsyncs and vidraresources") {
 		t.Errorf("no configuration: %v", err)
 	}
 	for _, tc := range []struct {
@@ -211,14 +214,14 @@ func TestWebhooksGuard(t *testing.T) {
 					tc.edit(&cfg.Webhooks[i])
 				}
 			}
-			if err := WebhooksGuard([]admissionregistrationv1.ValidatingWebhookConfiguration{*cfg}, tc.ns); (err == nil) != tc.passes {
+			if err := sealing.WebhooksGuard([]admissionregistrationv1.ValidatingWebhookConfiguration{*cfg}, tc.ns); (err == nil) != tc.passes {
 				t.Errorf("WebhooksGuard = %v; want passing %v", err, tc.passes)
 			}
 		})
 	}
 	// Live: this package's control plane has no webhook configuration.
-	g := &webhookGuard{reader: env.Client, interval: time.Minute, now: time.Now}
-	if err := g.check(context.Background()); err == nil {
+	g := &sealing.WebhookGuard{Reader: env.Client, Interval: time.Minute, Now: time.Now}
+	if err := g.Check(context.Background()); err == nil {
 		t.Error("the guard passed with no webhook configuration installed")
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 )
 
 // compactConfigMaps is a manifest of n ConfigMaps c-0 … c-(n-1), one JSON document each.
@@ -34,7 +36,7 @@ func managedConfigMaps(t *testing.T, ns string) int {
 	t.Helper()
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
-	if err := env.Client.List(context.Background(), list, client.InNamespace(ns), client.MatchingLabels{ManagedByLabel: ManagedByValue}); err != nil {
+	if err := env.Client.List(context.Background(), list, client.InNamespace(ns), client.MatchingLabels{manifests.ManagedByLabel: manifests.ManagedByValue}); err != nil {
 		t.Fatal(err)
 	}
 	return len(list.Items)
@@ -93,11 +95,11 @@ func TestAnnotationInventoryIsReadAndMoved(t *testing.T) {
 	// What the earlier version applied: an object marked as the VidraResource's (by name, as
 	// Vidra and the first versions marked them) and listed in its annotation.
 	old := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "earlier",
-		Labels: map[string]string{ManagedByLabel: ManagedByValue}, Annotations: map[string]string{ownedByAnnotation: "d-migrate"}}}
+		Labels: map[string]string{manifests.ManagedByLabel: manifests.ManagedByValue}, Annotations: map[string]string{manifests.OwnedByAnnotation: "d-migrate"}}}
 	if err := env.Client.Create(context.Background(), old); err != nil {
 		t.Fatal(err)
 	}
-	recorded, err := json.Marshal(inventory{Objects: []string{"/v1/ConfigMap/" + ns + "/earlier", "/v1/ConfigMap/" + ns + "/kept"}})
+	recorded, err := json.Marshal(apply.Inventory{Objects: []string{"/v1/ConfigMap/" + ns + "/earlier", "/v1/ConfigMap/" + ns + "/kept"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,11 +10,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
+	"github.com/metalhub/metalhub/internal/controller/delivery/policy"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 func TestLimitsPerSync(t *testing.T) {
-	flags := Limits{MaxArtifacts: 100, MaxSyncBytes: 1 << 20}.withDefaults()
+	flags := policy.Limits{MaxArtifacts: 100, MaxSyncBytes: 1 << 20}.WithDefaults()
 	for _, tc := range []struct {
 		ann       map[string]string
 		wantArts  int
@@ -28,22 +30,22 @@ func TestLimitsPerSync(t *testing.T) {
 	} {
 		s := &infrahubv1alpha1.InfrahubSync{}
 		s.Annotations = tc.ann
-		got := flags.forSync(s)
+		got := flags.ForSync(s)
 		if got.MaxArtifacts != tc.wantArts || got.MaxSyncBytes != tc.wantBytes {
 			t.Errorf("annotations %v: %d artifacts, %d bytes; want %d, %d", tc.ann, got.MaxArtifacts, got.MaxSyncBytes, tc.wantArts, tc.wantBytes)
 		}
 	}
-	if err := tooManyArtifacts(100, flags); err != nil {
+	if err := policy.TooManyArtifacts(100, flags); err != nil {
 		t.Fatalf("at the limit: %v", err)
 	}
-	if reason, _ := lifecycle.ReasonOf(tooManyArtifacts(101, flags)); reason != infrahubv1alpha1.ReasonTooManyArtifacts {
+	if reason, _ := lifecycle.ReasonOf(policy.TooManyArtifacts(101, flags)); reason != infrahubv1alpha1.ReasonTooManyArtifacts {
 		t.Fatalf("past the limit: reason %q", reason)
 	}
-	b := newByteBudget(10)
-	if b.take("a", 6) != nil || b.take("b", 4) != nil {
+	b := policy.NewByteBudget(10)
+	if b.Take("a", 6) != nil || b.Take("b", 4) != nil {
 		t.Fatal("within the budget refused")
 	}
-	if reason, _ := lifecycle.ReasonOf(b.take("c", 1)); reason != infrahubv1alpha1.ReasonSyncTooLarge {
+	if reason, _ := lifecycle.ReasonOf(b.Take("c", 1)); reason != infrahubv1alpha1.ReasonSyncTooLarge {
 		t.Fatalf("past the budget: reason %q", reason)
 	}
 }
@@ -65,7 +67,7 @@ func TestSyncLimitsRefuseAndSayWhy(t *testing.T) {
 		t.Fatalf("lastError %q", s.Status.LastError)
 	}
 	var list infrahubv1alpha1.VidraResourceList
-	if err := env.Client.List(context.Background(), &list, client.MatchingLabels{SyncLabel: "many"}); err != nil || len(list.Items) != 0 {
+	if err := env.Client.List(context.Background(), &list, client.MatchingLabels{manifests.SyncLabel: "many"}); err != nil || len(list.Items) != 0 {
 		t.Fatalf("%d VidraResources made past the limit (%v)", len(list.Items), err)
 	}
 

@@ -3,6 +3,8 @@ package delivery
 import (
 	"strings"
 	"testing"
+
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 )
 
 func TestDecodeManifest(t *testing.T) {
@@ -25,7 +27,7 @@ func TestDecodeManifest(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			objs, err := decodeManifest(tc.manifest)
+			objs, err := manifests.Decode(tc.manifest)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err %v, want %q", err, tc.err)
@@ -43,23 +45,5 @@ func TestDecodeManifest(t *testing.T) {
 				t.Fatalf("objects %v, want %v", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestOwnersOf(t *testing.T) {
-	for _, tc := range []struct {
-		value string
-		want  string
-	}{
-		{"vr", "vr"},
-		{"vr,vr,vr", "vr"}, // grown by the reference (defect 6): still one owner
-		{"", ""},
-		{"other", "other"},
-		{"vr, other,vr", "vr,other"}, // shared
-	} {
-		cm := configMapObject(tc.value)
-		if got := strings.Join(ownersOf(cm), ","); got != tc.want {
-			t.Errorf("owned-by %q: owners %q, want %q", tc.value, got, tc.want)
-		}
 	}
 }

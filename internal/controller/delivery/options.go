@@ -8,11 +8,13 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
+	"github.com/metalhub/metalhub/internal/controller/delivery/policy"
 	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/infrahub"
-	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Options configure the delivery family. Flags set them (BindFlags); the reference's settings
@@ -21,7 +23,7 @@ import (
 // whenever it changes.
 type Options struct {
 	// Settings are the defaults the ConfigMap may override.
-	Settings Settings
+	Settings policy.Settings
 	// SettingsNamespace is where the settings ConfigMap is looked for; "" means the operator's
 	// namespace (default outside a cluster). Never every namespace: whoever may create a
 	// ConfigMap there sets how every sync runs.
@@ -66,14 +68,14 @@ type Options struct {
 	// any Secret. The manager turns it on with --enable-webhooks.
 	TrustAdmittedCredentials bool
 	// Limits bound each sync's artifacts, manifest bytes and pass time.
-	Limits Limits
+	Limits policy.Limits
 	// InfrahubTimeout bounds every request to Infrahub.
 	InfrahubTimeout time.Duration
 	// ClusterTimeout bounds every request to a destination cluster, and how long a pass waits
 	// for a new watch on it to fill.
 	ClusterTimeout time.Duration
 	// Policy says what an artifact may create.
-	Policy Policy
+	Policy policy.Policy
 	// SyncConcurrency is how many InfrahubSyncs are reconciled at once.
 	SyncConcurrency int
 	// SyncConcurrencyPerHost is how many of those may query one Infrahub host at once (0: half
@@ -101,14 +103,14 @@ type Options struct {
 // that refuses RBAC and cluster-scoped kinds (defect 11).
 func DefaultOptions() Options {
 	return Options{
-		Settings:            DefaultSettings(),
+		Settings:            policy.DefaultSettings(),
 		InfrahubTimeout:     infrahub.DefaultTimeout,
 		ClusterTimeout:      30 * time.Second,
 		SyncConcurrency:     4,
 		ResourceConcurrency: 8,
 		DownloadConcurrency: 4,
-		HealthPoll:          DefaultHealthPoll,
-		PruneMaxFraction:    DefaultPruneMaxFraction,
+		HealthPoll:          apply.DefaultHealthPoll,
+		PruneMaxFraction:    apply.DefaultPruneMaxFraction,
 	}
 }
 
@@ -135,7 +137,7 @@ func (o Options) withDefaults() Options {
 		o.SyncConcurrency = d.SyncConcurrency
 	}
 	if o.SyncConcurrencyPerHost <= 0 || o.SyncConcurrencyPerHost > o.SyncConcurrency {
-		o.SyncConcurrencyPerHost = perHostDefault(o.SyncConcurrency)
+		o.SyncConcurrencyPerHost = policy.PerHostDefault(o.SyncConcurrency)
 	}
 	if o.ResourceConcurrency <= 0 {
 		o.ResourceConcurrency = d.ResourceConcurrency
@@ -146,7 +148,7 @@ func (o Options) withDefaults() Options {
 	if o.HealthPoll <= 0 {
 		o.HealthPoll = d.HealthPoll
 	}
-	o.Limits = o.Limits.withDefaults()
+	o.Limits = o.Limits.WithDefaults()
 	if o.PruneMaxFraction <= 0 {
 		o.PruneMaxFraction = d.PruneMaxFraction
 	}
@@ -158,7 +160,7 @@ func (o Options) withDefaults() Options {
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	*o = o.withDefaults()
 	if o.Limits.MaxObjectsPerWriter == 0 {
-		o.Limits.MaxObjectsPerWriter = DefaultMaxObjectsPerWriter
+		o.Limits.MaxObjectsPerWriter = policy.DefaultMaxObjectsPerWriter
 	}
 	fs.DurationVar(&o.Settings.RequeueSyncAfter, "delivery-requeue-sync-after", o.Settings.RequeueSyncAfter,
 		"How often an InfrahubSync queries Infrahub (ConfigMap key requeueSyncAfter overrides).")
@@ -264,7 +266,7 @@ func (f *listFlag) Set(v string) error {
 
 // validate rejects options that cannot work, at start-up rather than on the first pass.
 func (o Options) validate() error {
-	if err := o.Policy.validate(); err != nil {
+	if err := o.Policy.Validate(); err != nil {
 		return fmt.Errorf("delivery policy: %w", err)
 	}
 	if sa := o.DefaultServiceAccount; sa != "" {
@@ -279,16 +281,16 @@ func (o Options) validate() error {
 	if o.PruneMaxFraction < 0 || o.PruneMaxFraction > 1 {
 		return fmt.Errorf("--delivery-prune-max-fraction %g: want a fraction in (0, 1]", o.PruneMaxFraction)
 	}
-	if o.Settings.RequeueSyncAfter < minInterval || o.Settings.RequeueResourcesAfter < minInterval {
-		return fmt.Errorf("delivery requeue intervals must be at least %s", minInterval)
+	if o.Settings.RequeueSyncAfter < policy.MinInterval || o.Settings.RequeueResourcesAfter < policy.MinInterval {
+		return fmt.Errorf("delivery requeue intervals must be at least %s", policy.MinInterval)
 	}
 	return nil
 }
 
-// inventoryNamespace is where the VidraResources' inventories are kept: the operator's own
+// InventoryNamespace is where the VidraResources' inventories are kept: the operator's own
 // namespace, which tenants cannot write (the identity recorded there is acted as); "default"
 // only outside a cluster.
-func inventoryNamespace(o Options) string {
+func InventoryNamespace(o Options) string {
 	if o.OperatorNamespace != "" {
 		return o.OperatorNamespace
 	}

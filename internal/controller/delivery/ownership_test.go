@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 )
 
 // An orphan (its VidraResource gone without cleaning up) is not free for the taking, not even
@@ -33,7 +34,7 @@ func TestOrphanNotTakenByNamesake(t *testing.T) {
 	// meanwhile: a running one puts the finalizer back, and the deletion then cleans up.
 	h.stop()
 	vr := getResource(t, "own-orphan")
-	controllerutil.RemoveFinalizer(vr, finalizer)
+	controllerutil.RemoveFinalizer(vr, manifests.Finalizer)
 	if err := env.Client.Update(ctx, vr); err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +101,8 @@ func TestForeignMarkSkippedPruneProceeds(t *testing.T) {
 	newResource(t, "own-foreign", ns, docs(configMapYAML("keep", "", "1"), configMapYAML("drop", "", "1")))
 	waitResource(t, "own-foreign", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 20*time.Second)
 	forged := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forged",
-		Labels:      map[string]string{ManagedByLabel: ManagedByValue},
-		Annotations: map[string]string{ownedByAnnotation: "own-foreign"}}, Data: map[string]string{"k": "theirs"}}
+		Labels:      map[string]string{manifests.ManagedByLabel: manifests.ManagedByValue},
+		Annotations: map[string]string{manifests.OwnedByAnnotation: "own-foreign"}}, Data: map[string]string{"k": "theirs"}}
 	if err := env.Client.Create(ctx, forged); err != nil {
 		t.Fatal(err)
 	}

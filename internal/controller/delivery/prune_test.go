@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
+	"github.com/metalhub/metalhub/internal/controller/delivery/target"
 	emu "github.com/metalhub/metalhub/internal/emulator/infrahub"
 )
 
@@ -34,7 +36,7 @@ func addArtifacts(t *testing.T, e *emu.Emulator, name, prefix string, n int) []e
 func syncResources(t *testing.T, sync string) int {
 	t.Helper()
 	var list infrahubv1alpha1.VidraResourceList
-	if err := env.Client.List(context.Background(), &list, client.MatchingLabels{SyncLabel: sync}); err != nil {
+	if err := env.Client.List(context.Background(), &list, client.MatchingLabels{manifests.SyncLabel: sync}); err != nil {
 		t.Fatal(err)
 	}
 	n := 0
@@ -246,7 +248,7 @@ func TestRenamedArtifactHandsItsObjectsOver(t *testing.T) {
 	if after.UID != before.UID {
 		t.Fatalf("the object was deleted and recreated (UID %s, was %s)", after.UID, before.UID)
 	}
-	if got := strings.Join(ownersOf(after), ","); got != renamed.ID {
+	if got := strings.Join(target.OwnersOf(after), ","); got != renamed.ID {
 		t.Fatalf("owned-by %q, want %s", got, renamed.ID)
 	}
 }

@@ -13,16 +13,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
+	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
 )
 
 // sealAsAdmitted seals the live obj as the webhook seals what it admitted, and writes the seal.
-func sealAsAdmitted(t *testing.T, s *sealer, obj client.Object) {
+func sealAsAdmitted(t *testing.T, s *sealing.Sealer, obj client.Object) {
 	t.Helper()
 	ctx := context.Background()
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.seal(ctx, obj, sealAdmitted); err != nil {
+	if err := s.Seal(ctx, obj, sealing.Admitted); err != nil {
 		t.Fatal(err)
 	}
 	patch := `{"metadata":{"annotations":{"` + infrahubv1alpha1.SealAnnotation + `":"` + obj.GetAnnotations()[infrahubv1alpha1.SealAnnotation] + `"}}}`
@@ -46,7 +48,7 @@ func TestUnsealedObjectsAreNotHonoured(t *testing.T) {
 	ns := namespace(t)
 	serviceAccountWithConfigMaps(t, ns, "delivery")
 	serviceAccountWithConfigMaps(t, ns, "deployer")
-	seals := &sealer{keys: newSealKeys(env.Client, env.Client, inventoryNamespace(o)), now: time.Now}
+	seals := &sealing.Sealer{Keys: sealing.NewKeys(env.Client, env.Client, InventoryNamespace(o)), Now: time.Now}
 
 	// A VidraResource naming a ServiceAccount, written with no webhook in the path.
 	vr := newResource(t, "unsealed-sa", ns, configMapYAML("unsealed-sa", "", "1"), func(vr *infrahubv1alpha1.VidraResource) {
@@ -104,11 +106,11 @@ func TestUnsealedObjectsAreNotHonoured(t *testing.T) {
 	live2 := getSync(t, s.Name)
 	n := 0
 	for i := range list.Items {
-		if !OwnedBy(&list.Items[i], live2) {
+		if !apply.OwnedBy(&list.Items[i], live2) {
 			continue
 		}
 		n++
-		if level, why := seals.level(ctx, &list.Items[i]); level != sealAdmitted {
+		if level, why := seals.Level(ctx, &list.Items[i]); level != sealing.Admitted {
 			t.Errorf("VidraResource %s of the sealed sync: seal level %d (%s)", list.Items[i].Name, level, why)
 		}
 	}
@@ -119,9 +121,9 @@ func TestUnsealedObjectsAreNotHonoured(t *testing.T) {
 	// A VidraResource of the sync without its seal (as those written before seals existed): the
 	// sync's next pass seals it again, without downloading anything.
 	first := list.Items[0].DeepCopy()
-	if !OwnedBy(first, live2) {
+	if !apply.OwnedBy(first, live2) {
 		for i := range list.Items {
-			if OwnedBy(&list.Items[i], live2) {
+			if apply.OwnedBy(&list.Items[i], live2) {
 				first = list.Items[i].DeepCopy()
 			}
 		}
@@ -137,7 +139,7 @@ func TestUnsealedObjectsAreNotHonoured(t *testing.T) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(first), vr); err != nil {
 			return err
 		}
-		if level, why := seals.level(ctx, vr); level != sealAdmitted {
+		if level, why := seals.Level(ctx, vr); level != sealing.Admitted {
 			return fmt.Errorf("VidraResource %s: seal level %d (%s)", vr.Name, level, why)
 		}
 		return nil

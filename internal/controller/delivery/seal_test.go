@@ -13,12 +13,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
+	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
 	"github.com/metalhub/metalhub/internal/scheme"
 )
 
-func testSealer(t *testing.T, c client.Client, now time.Time) *sealer {
+func testSealer(t *testing.T, c client.Client, now time.Time) *sealing.Sealer {
 	t.Helper()
-	return &sealer{keys: newSealKeys(c, c, "ops"), now: func() time.Time { return now }}
+	return &sealing.Sealer{Keys: sealing.NewKeys(c, c, "ops"), Now: func() time.Time { return now }}
 }
 
 func sealedSync() *infrahubv1alpha1.InfrahubSync {
@@ -54,78 +56,78 @@ func TestSealCoversWhatTheObjectAsks(t *testing.T) {
 		name   string
 		obj    func() client.Object
 		change func(client.Object)
-		want   sealLevel
+		want   sealing.Level
 	}{
-		{"sync as sealed", func() client.Object { return sealedSync() }, func(client.Object) {}, sealAdmitted},
-		{"sync: label", func() client.Object { return sealedSync() }, func(o client.Object) { o.SetLabels(map[string]string{"x": "y"}) }, sealAdmitted},
+		{"sync as sealed", func() client.Object { return sealedSync() }, func(client.Object) {}, sealing.Admitted},
+		{"sync: label", func() client.Object { return sealedSync() }, func(o client.Object) { o.SetLabels(map[string]string{"x": "y"}) }, sealing.Admitted},
 		{"sync: reconcileOnEvents", func() client.Object { return sealedSync() }, func(o client.Object) {
 			o.(*infrahubv1alpha1.InfrahubSync).Spec.Destination.ReconcileOnEvents = true
-		}, sealAdmitted},
+		}, sealing.Admitted},
 		{"sync: bookkeeping annotation", func() client.Object { return sealedSync() }, func(o client.Object) {
 			setAnn(o, infrahubv1alpha1.PrunePendingAnnotation, "x")
-		}, sealAdmitted},
+		}, sealing.Admitted},
 		{"sync: ServiceAccount", func() client.Object { return sealedSync() }, func(o client.Object) {
 			o.(*infrahubv1alpha1.InfrahubSync).Spec.Destination.ServiceAccountName = "admin"
-		}, unsealed},
+		}, sealing.Unsealed},
 		{"sync: ServiceAccount namespace", func() client.Object { return sealedSync() }, func(o client.Object) {
 			o.(*infrahubv1alpha1.InfrahubSync).Spec.Destination.ServiceAccountNamespace = "kube-system"
-		}, unsealed},
+		}, sealing.Unsealed},
 		{"sync: namespace", func() client.Object { return sealedSync() }, func(o client.Object) {
 			o.(*infrahubv1alpha1.InfrahubSync).Spec.Destination.Namespace = "other"
-		}, unsealed},
+		}, sealing.Unsealed},
 		{"sync: server", func() client.Object { return sealedSync() }, func(o client.Object) {
 			o.(*infrahubv1alpha1.InfrahubSync).Spec.Destination.Server = "https://other.example"
-		}, unsealed},
+		}, sealing.Unsealed},
 		{"sync: source URL", func() client.Object { return sealedSync() }, func(o client.Object) {
 			o.(*infrahubv1alpha1.InfrahubSync).Spec.Source.InfrahubAPIURL = "https://evil.example"
-		}, unsealed},
+		}, sealing.Unsealed},
 		{"sync: artefact", func() client.Object { return sealedSync() }, func(o client.Object) {
 			o.(*infrahubv1alpha1.InfrahubSync).Spec.Source.ArtefactName = "nothing"
-		}, unsealed},
+		}, sealing.Unsealed},
 		{"sync: allowEmpty", func() client.Object { return sealedSync() }, func(o client.Object) {
 			o.(*infrahubv1alpha1.InfrahubSync).Spec.Source.AllowEmpty = true
-		}, unsealed},
+		}, sealing.Unsealed},
 		{"sync: admitted credentials", func() client.Object { return sealedSync() }, func(o client.Object) {
 			setAnn(o, infrahubv1alpha1.AdmittedCredentialsAnnotation, "kube-system/admin-creds")
-		}, unsealed},
-		{"sync: another object of the name", func() client.Object { return sealedSync() }, func(o client.Object) { o.SetUID("uid-9") }, unsealed},
-		{"sync: renamed", func() client.Object { return sealedSync() }, func(o client.Object) { o.SetName("t") }, unsealed},
+		}, sealing.Unsealed},
+		{"sync: another object of the name", func() client.Object { return sealedSync() }, func(o client.Object) { o.SetUID("uid-9") }, sealing.Unsealed},
+		{"sync: renamed", func() client.Object { return sealedSync() }, func(o client.Object) { o.SetName("t") }, sealing.Unsealed},
 		{"sync: seal level raised", func() client.Object { return sealedSync() }, func(o client.Object) {
 			v := o.GetAnnotations()[infrahubv1alpha1.SealAnnotation]
 			setAnn(o, infrahubv1alpha1.SealAnnotation, strings.Replace(v, "v1.a.", "v1.o.", 1))
-		}, unsealed},
+		}, sealing.Unsealed},
 		{"sync: malformed", func() client.Object { return sealedSync() }, func(o client.Object) {
 			setAnn(o, infrahubv1alpha1.SealAnnotation, "v1.a.x")
-		}, unsealed},
-		{"resource as sealed", func() client.Object { return sealedResource() }, func(client.Object) {}, sealAdmitted},
+		}, sealing.Unsealed},
+		{"resource as sealed", func() client.Object { return sealedResource() }, func(client.Object) {}, sealing.Admitted},
 		{"resource: cached without its manifest", func() client.Object { return sealedResource() }, func(o client.Object) {
-			if _, err := stripManifest(o); err != nil {
+			if _, err := manifests.Strip(o); err != nil {
 				t.Fatal(err)
 			}
-		}, sealAdmitted},
+		}, sealing.Admitted},
 		{"resource: manifest", func() client.Object { return sealedResource() }, func(o client.Object) {
 			o.(*infrahubv1alpha1.VidraResource).Spec.Manifest += "---\nkind: ClusterRoleBinding\n"
-		}, unsealed},
+		}, sealing.Unsealed},
 		{"resource: manifest emptied", func() client.Object { return sealedResource() }, func(o client.Object) {
 			o.(*infrahubv1alpha1.VidraResource).Spec.Manifest = ""
-		}, unsealed},
+		}, sealing.Unsealed},
 		{"resource: controller", func() client.Object { return sealedResource() }, func(o client.Object) {
 			o.(*infrahubv1alpha1.VidraResource).OwnerReferences[0].UID = "uid-other-sync"
-		}, unsealed},
+		}, sealing.Unsealed},
 		{"resource: admitted kubeconfig", func() client.Object { return sealedResource() }, func(o client.Object) {
 			setAnn(o, infrahubv1alpha1.AdmittedKubeconfigAnnotation, "kube-system/admin-kube")
-		}, unsealed},
+		}, sealing.Unsealed},
 		{"resource: handover (the controller checks it against the sync)", func() client.Object { return sealedResource() }, func(o client.Object) {
 			setAnn(o, infrahubv1alpha1.HandoverAnnotation, "old:uid-0")
-		}, sealAdmitted},
+		}, sealing.Admitted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := tc.obj()
-			if err := s.seal(ctx, obj, sealAdmitted); err != nil {
+			if err := s.Seal(ctx, obj, sealing.Admitted); err != nil {
 				t.Fatal(err)
 			}
 			tc.change(obj)
-			if got, why := s.level(ctx, obj); got != tc.want {
+			if got, why := s.Level(ctx, obj); got != tc.want {
 				t.Errorf("level = %d (%s); want %d", got, why, tc.want)
 			}
 		})
@@ -151,21 +153,21 @@ func TestSealOnCreateAndAnotherKey(t *testing.T) {
 
 	obj := sealedSync()
 	obj.UID, obj.CreationTimestamp = "", metav1.Time{}
-	if err := s.seal(ctx, obj, sealAdmitted); err != nil {
+	if err := s.Seal(ctx, obj, sealing.Admitted); err != nil {
 		t.Fatal(err)
 	}
 	obj.UID, obj.CreationTimestamp = "uid-1", metav1.NewTime(created)
-	if got, why := s.level(ctx, obj); got != sealAdmitted {
+	if got, why := s.Level(ctx, obj); got != sealing.Admitted {
 		t.Errorf("the object created with it: level %d (%s)", got, why)
 	}
 	later := obj.DeepCopy()
 	later.UID, later.CreationTimestamp = "uid-2", metav1.NewTime(created.Add(time.Hour))
-	if got, _ := s.level(ctx, later); got != unsealed {
+	if got, _ := s.Level(ctx, later); got != sealing.Unsealed {
 		t.Errorf("a namesake created an hour later with the copied seal: level %d; want unsealed", got)
 	}
 
 	other := testSealer(t, fake.NewClientBuilder().WithScheme(scheme.New()).Build(), created)
-	if got, why := other.level(ctx, obj); got != unsealed || !strings.Contains(why, "another key") {
+	if got, why := other.Level(ctx, obj); got != sealing.Unsealed || !strings.Contains(why, "another key") {
 		t.Errorf("another key: level %d (%s); want unsealed", got, why)
 	}
 }
@@ -175,26 +177,26 @@ func TestSealOnCreateAndAnotherKey(t *testing.T) {
 func TestSealKey(t *testing.T) {
 	ctx := context.Background()
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
-	a, b := newSealKeys(c, c, "ops"), newSealKeys(c, c, "ops")
-	ka, err := a.get(ctx)
+	a, b := sealing.NewKeys(c, c, "ops"), sealing.NewKeys(c, c, "ops")
+	ka, err := a.Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kb, err := b.get(ctx)
+	kb, err := b.Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ka) != sealKeyBytes || string(ka) != string(kb) {
+	if len(ka) != sealing.KeyBytes || string(ka) != string(kb) {
 		t.Errorf("two replicas' keys: %d bytes, same %t", len(ka), string(ka) == string(kb))
 	}
 	sec := &corev1.Secret{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "ops", Name: SealKeySecret}, sec); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ops", Name: sealing.KeySecret}, sec); err != nil {
 		t.Fatalf("the key Secret: %v", err)
 	}
 
 	bad := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(&corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: SealKeySecret}, Data: map[string][]byte{"key": []byte("short")}}).Build()
-	if _, err := newSealKeys(bad, bad, "ops").get(ctx); err == nil || !strings.Contains(err.Error(), "32 bytes") {
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: sealing.KeySecret}, Data: map[string][]byte{"key": []byte("short")}}).Build()
+	if _, err := sealing.NewKeys(bad, bad, "ops").Get(ctx); err == nil || !strings.Contains(err.Error(), "32 bytes") {
 		t.Errorf("a short key: %v", err)
 	}
 }
@@ -212,32 +214,32 @@ func TestForgedControllerReferenceLendsNothing(t *testing.T) {
 
 	forged := sealedResource()
 	forged.UID = "uid-forged"
-	if who := r.claimant(ctx, forged); len(who.syncs) != 0 || who.admitted != "" {
-		t.Errorf("unsealed, forged reference: lent syncs %v, admitted %q", who.syncs, who.admitted)
+	if who := r.claimant(ctx, forged); len(who.Syncs) != 0 || who.Admitted != "" {
+		t.Errorf("unsealed, forged reference: lent syncs %v, admitted %q", who.Syncs, who.Admitted)
 	}
 	if err := r.unsealedKubeconfig(ctx, forged); err == nil || !strings.Contains(err.Error(), "team/kube") {
 		t.Errorf("unsealed admitted kubeconfig: %v", err)
 	}
 
 	owned := sealedResource()
-	if err := seals.seal(ctx, owned, sealOwned); err != nil {
+	if err := seals.Seal(ctx, owned, sealing.Owned); err != nil {
 		t.Fatal(err)
 	}
-	if who := r.claimant(ctx, owned); len(who.syncs) != 1 || who.admitted != "" {
-		t.Errorf("sealed by the operator for an unsealed sync: lent syncs %v (want the sync), admitted %q (want none)", who.syncs, who.admitted)
+	if who := r.claimant(ctx, owned); len(who.Syncs) != 1 || who.Admitted != "" {
+		t.Errorf("sealed by the operator for an unsealed sync: lent syncs %v (want the sync), admitted %q (want none)", who.Syncs, who.Admitted)
 	}
 
 	admitted := sealedResource()
-	if err := seals.seal(ctx, admitted, sealAdmitted); err != nil {
+	if err := seals.Seal(ctx, admitted, sealing.Admitted); err != nil {
 		t.Fatal(err)
 	}
-	if who := r.claimant(ctx, admitted); len(who.syncs) != 1 || who.admitted != "team/kube" {
-		t.Errorf("sealed as admitted: lent syncs %v, admitted %q", who.syncs, who.admitted)
+	if who := r.claimant(ctx, admitted); len(who.Syncs) != 1 || who.Admitted != "team/kube" {
+		t.Errorf("sealed as admitted: lent syncs %v, admitted %q", who.Syncs, who.Admitted)
 	}
 
 	deleting := sealedResource()
 	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-	if who := r.claimant(ctx, deleting); len(who.syncs) != 1 {
-		t.Errorf("unsealed, being deleted: lent syncs %v; want the sync (its cleanup must reach the cluster)", who.syncs)
+	if who := r.claimant(ctx, deleting); len(who.Syncs) != 1 {
+		t.Errorf("unsealed, being deleted: lent syncs %v; want the sync (its cleanup must reach the cluster)", who.Syncs)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/target"
 	emu "github.com/metalhub/metalhub/internal/emulator/infrahub"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/scheme"
@@ -52,23 +53,23 @@ func TestSecretPrecedence(t *testing.T) {
 	}{
 		{"default: the operator's namespace only", "", []client.Object{admin, tenant}, op + "/admin"},
 		{"default: a tenant's Secret alone is not found", "", []client.Object{tenant}, infrahubv1alpha1.ReasonCredentialsNotFound},
-		{"widened: the operator's namespace first, even less specific", AnyNamespace, []client.Object{admin, tenant}, op + "/admin"},
-		{"widened: another namespace when the operator's has none", AnyNamespace, []client.Object{tenant}, "tenant-a/tenant"},
-		{"widened: two other namespaces on one value are ambiguous", AnyNamespace, []client.Object{tenant, tenantB}, infrahubv1alpha1.ReasonSecretAmbiguous},
+		{"widened: the operator's namespace first, even less specific", target.AnyNamespace, []client.Object{admin, tenant}, op + "/admin"},
+		{"widened: another namespace when the operator's has none", target.AnyNamespace, []client.Object{tenant}, "tenant-a/tenant"},
+		{"widened: two other namespaces on one value are ambiguous", target.AnyNamespace, []client.Object{tenant, tenantB}, infrahubv1alpha1.ReasonSecretAmbiguous},
 		{"host_port before host", "", []client.Object{admin, adminPort}, op + "/admin-port"},
 		{"two on one value are ambiguous", "", []client.Object{adminPort, secret(op, "again", "infrahub.example.net_8443")}, infrahubv1alpha1.ReasonSecretAmbiguous},
 		{"a named namespace is the only one", "tenant-a", []client.Object{admin, tenant}, "tenant-a/tenant"},
 		{"a Secret for another sync is no candidate, even more specific", "", []client.Object{admin, unbound(adminPort)}, op + "/admin"},
 		{"a Secret for another sync does not make a tie", "", []client.Object{adminPort, unbound(adminPort)}, op + "/admin-port"},
-		{"widened: another sync's Secret in the operator's namespace does not shadow", AnyNamespace, []client.Object{unbound(admin), tenant}, "tenant-a/tenant"},
+		{"widened: another sync's Secret in the operator's namespace does not shadow", target.AnyNamespace, []client.Object{unbound(admin), tenant}, "tenant-a/tenant"},
 		{"only Secrets for other syncs: not bound, not not-found", "", []client.Object{unbound(admin), unbound(adminPort)}, infrahubv1alpha1.ReasonCredentialsNotBound},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(tc.secrets...).Build()
-			s, err := findLabelledSecret(context.Background(), c, newSecretScope(tc.flag, op), secretQuery{key: key, rawURL: url,
-				who:      claimant{kind: "InfrahubSync", name: "s", syncs: []string{"s"}},
-				notFound: infrahubv1alpha1.ReasonCredentialsNotFound, notBound: infrahubv1alpha1.ReasonCredentialsNotBound})
+			s, err := target.FindLabelledSecret(context.Background(), c, target.NewSecretScope(tc.flag, op), target.SecretQuery{Key: key, RawURL: url,
+				Who:      target.Claimant{Kind: "InfrahubSync", Name: "s", Syncs: []string{"s"}},
+				NotFound: infrahubv1alpha1.ReasonCredentialsNotFound, NotBound: infrahubv1alpha1.ReasonCredentialsNotBound})
 			got := ""
 			if err != nil {
 				got, _ = lifecycle.ReasonOf(err)
@@ -122,7 +123,7 @@ func TestKubeconfigReachingOutsideIsRefused(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			data := kubeconfig(tc.mutate)
-			_, err := restConfigFromKubeconfig(data, false)
+			_, err := target.RestConfigFromKubeconfig(data, false)
 			switch {
 			case tc.refuse == "" && err != nil:
 				t.Fatalf("refused: %v", err)
@@ -132,7 +133,7 @@ func TestKubeconfigReachingOutsideIsRefused(t *testing.T) {
 			if tc.refuse != "" {
 				// The admin's explicit choice: not refused by us (client-go may still fail to
 				// read a path that does not exist here).
-				if _, err := restConfigFromKubeconfig(data, true); err != nil && strings.Contains(err.Error(), "refused") {
+				if _, err := target.RestConfigFromKubeconfig(data, true); err != nil && strings.Contains(err.Error(), "refused") {
 					t.Errorf("insecure: %v", err)
 				}
 			}
@@ -154,7 +155,7 @@ func TestTenantSecretCannotRedirectSync(t *testing.T) {
 	if _, err := e.AddArtifact("", "web", "", []byte(configMapYAML("tenant-web", "", "1"))); err != nil {
 		t.Fatal(err)
 	}
-	values, err := hostLabelValues(url)
+	values, err := target.HostLabelValues(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,17 +230,17 @@ func TestCredentialsEndpointMatch(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			want, err := parseEndpoint(tc.syncURL)
+			want, err := target.ParseEndpoint(tc.syncURL)
 			if err != nil {
 				t.Fatal(err)
 			}
-			have, how, err := secretEndpoint(tc.secret)
+			have, how, err := target.SecretEndpoint(tc.secret)
 			got := ""
 			switch {
 			case err != nil:
 				got = "error"
 			default:
-				got = endpointMismatch(have, want)
+				got = target.EndpointMismatch(have, want)
 			}
 			if got != tc.want {
 				t.Errorf("Secret for %s (%s), sync %s: got %q, want %q", have, how, want, got, tc.want)
@@ -262,24 +263,24 @@ func TestSecretBinding(t *testing.T) {
 	cases := []struct {
 		name   string
 		secret *corev1.Secret
-		who    claimant
+		who    target.Claimant
 		want   bool
 	}{
-		{"no annotation serves nobody", secret("ns", "creds", nil), (&credentials{}).syncClaimant(sync(nil)), false},
-		{"names another sync", secret("ns", "creds", map[string]string{syncs: "team-a"}), (&credentials{}).syncClaimant(sync(nil)), false},
-		{"names the sync in a list with spaces", secret("ns", "creds", map[string]string{syncs: "team-a, team-b ,x"}), (&credentials{}).syncClaimant(sync(nil)), true},
-		{"a prefix is not a name", secret("ns", "creds", map[string]string{syncs: "team-b2,team"}), (&credentials{}).syncClaimant(sync(nil)), false},
-		{"a sync name in the resources list does not serve the sync", secret("ns", "creds", map[string]string{resources: "team-b"}), (&credentials{}).syncClaimant(sync(nil)), false},
-		{"admitted, not trusted", secret("team-b", "creds", nil), (&credentials{}).syncClaimant(sync(admitted)), false},
-		{"admitted and trusted", secret("team-b", "creds", nil), (&credentials{trustAdmitted: true}).syncClaimant(sync(admitted)), true},
-		{"admitted another Secret", secret("team-b", "other", nil), (&credentials{trustAdmitted: true}).syncClaimant(sync(admitted)), false},
-		{"VidraResource named", secret("ns", "kc", map[string]string{resources: "vr-1"}), claimant{kind: "VidraResource", name: "vr-1", resources: []string{"vr-1"}}, true},
-		{"VidraResource through its sync", secret("ns", "kc", map[string]string{syncs: "team-b"}), claimant{kind: "VidraResource", name: "vr-1", resources: []string{"vr-1"}, syncs: []string{"team-b"}}, true},
-		{"VidraResource of no sync, Secret names a sync", secret("ns", "kc", map[string]string{syncs: "team-b"}), claimant{kind: "VidraResource", name: "vr-1", resources: []string{"vr-1"}}, false},
+		{"no annotation serves nobody", secret("ns", "creds", nil), (&target.Credentials{}).SyncClaimant(sync(nil)), false},
+		{"names another sync", secret("ns", "creds", map[string]string{syncs: "team-a"}), (&target.Credentials{}).SyncClaimant(sync(nil)), false},
+		{"names the sync in a list with spaces", secret("ns", "creds", map[string]string{syncs: "team-a, team-b ,x"}), (&target.Credentials{}).SyncClaimant(sync(nil)), true},
+		{"a prefix is not a name", secret("ns", "creds", map[string]string{syncs: "team-b2,team"}), (&target.Credentials{}).SyncClaimant(sync(nil)), false},
+		{"a sync name in the resources list does not serve the sync", secret("ns", "creds", map[string]string{resources: "team-b"}), (&target.Credentials{}).SyncClaimant(sync(nil)), false},
+		{"admitted, not trusted", secret("team-b", "creds", nil), (&target.Credentials{}).SyncClaimant(sync(admitted)), false},
+		{"admitted and trusted", secret("team-b", "creds", nil), (&target.Credentials{TrustAdmitted: true}).SyncClaimant(sync(admitted)), true},
+		{"admitted another Secret", secret("team-b", "other", nil), (&target.Credentials{TrustAdmitted: true}).SyncClaimant(sync(admitted)), false},
+		{"VidraResource named", secret("ns", "kc", map[string]string{resources: "vr-1"}), target.Claimant{Kind: "VidraResource", Name: "vr-1", Resources: []string{"vr-1"}}, true},
+		{"VidraResource through its sync", secret("ns", "kc", map[string]string{syncs: "team-b"}), target.Claimant{Kind: "VidraResource", Name: "vr-1", Resources: []string{"vr-1"}, Syncs: []string{"team-b"}}, true},
+		{"VidraResource of no sync, Secret names a sync", secret("ns", "kc", map[string]string{syncs: "team-b"}), target.Claimant{Kind: "VidraResource", Name: "vr-1", Resources: []string{"vr-1"}}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.who.binds(tc.secret); got != tc.want {
+			if got := tc.who.Binds(tc.secret); got != tc.want {
 				t.Errorf("binds = %v, want %v", got, tc.want)
 			}
 		})

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/policy"
 )
 
 // SettingsReconciler watches the settings ConfigMap (labelled app=vidra). Passes read the
@@ -21,14 +22,14 @@ import (
 // VidraResource, so a shorter interval or another query name takes effect now, not after the
 // interval that was scheduled under the old settings.
 type SettingsReconciler struct {
-	source     *settingsSource
+	source     *policy.SettingsSource
 	client     client.Client // the manager's: cached reads
 	recorder   recorder.EventRecorder
 	syncEvents chan<- event.GenericEvent
 	vrEvents   chan<- event.GenericEvent
 
 	mu       sync.Mutex
-	last     Settings
+	last     policy.Settings
 	reported map[string]bool // ConfigMap ns/name@resourceVersion already reported
 }
 
@@ -42,7 +43,7 @@ func (r *SettingsReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 	v := r.source.View(ctx)
 	r.mu.Lock()
 	for _, cm := range v.Conflicting {
-		key := cm.Namespace + "/" + cm.Name + "@" + cm.ResourceVersion + "#conflict:" + v.key
+		key := cm.Namespace + "/" + cm.Name + "@" + cm.ResourceVersion + "#conflict:" + v.Key
 		if !r.reported[key] {
 			r.reported[key] = true
 			log.Error(nil, "settings ConfigMaps conflict", "configmap", cm.Namespace+"/"+cm.Name, "problem", v.Problems[0])

@@ -11,21 +11,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
+	"github.com/metalhub/metalhub/internal/controller/delivery/policy"
 )
 
 func TestSettingsOverlay(t *testing.T) {
-	base := DefaultSettings()
+	base := policy.DefaultSettings()
 	tests := []struct {
 		name     string
 		data     map[string]string
-		want     Settings
+		want     policy.Settings
 		problems []string
 	}{
 		{name: "none", data: nil, want: base},
 		{name: "reference sample", data: map[string]string{"requeueSyncAfter": "1m", "requeueResourcesAfter": "1m", "queryName": "ArtifactIDs", "eventBasedReconcile": "true"},
-			want: Settings{RequeueSyncAfter: time.Minute, RequeueResourcesAfter: time.Minute, QueryName: "ArtifactIDs", EventBasedReconcile: true}},
+			want: policy.Settings{RequeueSyncAfter: time.Minute, RequeueResourcesAfter: time.Minute, QueryName: "ArtifactIDs", EventBasedReconcile: true}},
 		{name: "bare seconds", data: map[string]string{"requeueSyncAfter": "30"},
-			want: Settings{RequeueSyncAfter: 30 * time.Second, RequeueResourcesAfter: base.RequeueResourcesAfter, QueryName: base.QueryName}},
+			want: policy.Settings{RequeueSyncAfter: 30 * time.Second, RequeueResourcesAfter: base.RequeueResourcesAfter, QueryName: base.QueryName}},
 		{name: "malformed values keep the base", data: map[string]string{"requeueSyncAfter": "soon", "requeueResourcesAfter": "0s", "eventBasedReconcile": "yes please", "queryName": " "},
 			want: base, problems: []string{"eventBasedReconcile", "queryName: empty", "requeueResourcesAfter", "requeueSyncAfter"}},
 		{name: "unknown key", data: map[string]string{"requeueSyncAfer": "5m"}, want: base, problems: []string{`unknown key "requeueSyncAfer"`}},
@@ -50,7 +53,7 @@ func TestSettingsOverlay(t *testing.T) {
 
 func TestOptionsDefaultsAndValidation(t *testing.T) {
 	o := Options{}.withDefaults()
-	if o.Settings != DefaultSettings() || o.InfrahubTimeout <= 0 || o.ClusterTimeout <= 0 {
+	if o.Settings != policy.DefaultSettings() || o.InfrahubTimeout <= 0 || o.ClusterTimeout <= 0 {
 		t.Fatalf("zero options not defaulted: %+v", o)
 	}
 	if err := o.validate(); err != nil {
@@ -74,7 +77,7 @@ func TestBindFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Settings{RequeueSyncAfter: 30 * time.Second, RequeueResourcesAfter: 5 * time.Minute, QueryName: "MyQuery", EventBasedReconcile: true}
+	want := policy.Settings{RequeueSyncAfter: 30 * time.Second, RequeueResourcesAfter: 5 * time.Minute, QueryName: "MyQuery", EventBasedReconcile: true}
 	if o.Settings != want || o.SettingsNamespace != "ops" || o.InfrahubTimeout <= 0 {
 		t.Fatalf("options %+v", o)
 	}
@@ -93,10 +96,10 @@ func TestBindFlags(t *testing.T) {
 // under which the flags apply: no tenant's ConfigMap sorts its way in.
 func TestSettingsOnlyFromTheirNamespace(t *testing.T) {
 	cm := func(ns, name, interval string) *corev1.ConfigMap {
-		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{SettingsLabel: SettingsLabelValue}},
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{manifests.SettingsLabel: manifests.SettingsLabelValue}},
 			Data: map[string]string{"requeueSyncAfter": interval}}
 	}
-	base := DefaultSettings()
+	base := policy.DefaultSettings()
 	for _, tc := range []struct {
 		name        string
 		objs        []client.Object
@@ -110,7 +113,7 @@ func TestSettingsOnlyFromTheirNamespace(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fake.NewClientBuilder().WithObjects(tc.objs...).Build()
-			src := &settingsSource{base: base, reader: c, namespace: settingsNamespace(Options{OperatorNamespace: "metalhub-system"})}
+			src := &policy.SettingsSource{Base: base, Reader: c, Namespace: settingsNamespace(Options{OperatorNamespace: "metalhub-system"})}
 			v := src.View(context.Background())
 			if v.Settings.RequeueSyncAfter != tc.want || len(v.Conflicting) != tc.conflicting {
 				t.Fatalf("requeueSyncAfter %s with %d conflicting, want %s with %d (problems %q)",

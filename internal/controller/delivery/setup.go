@@ -25,6 +25,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
+	"github.com/metalhub/metalhub/internal/controller/delivery/policy"
+	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
+	"github.com/metalhub/metalhub/internal/controller/delivery/target"
 	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/infrahub"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -37,7 +42,7 @@ import (
 // +kubebuilder:rbac:groups=infrahub.operators.com,resources=vidraresources/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=infrahub.operators.com,resources=vidraresources/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch
-// The inventories (inventory_store.go), in the operator's namespace.
+// The inventories (apply/inventory_store.go), in the operator's namespace.
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=create;update;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -58,7 +63,7 @@ type reconcilers struct {
 	sync     *InfrahubSyncReconciler
 	resource *VidraResourceReconciler
 	settings *SettingsReconciler
-	clusters *clusterRegistry
+	clusters *target.ClusterRegistry
 }
 
 // ownCache lets the manager start a cache of our own with its other caches, before the
@@ -73,7 +78,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		return nil, err
 	}
 	log := mgr.GetLogger().WithName("delivery")
-	scope := newSecretScope(o.SecretsNamespace, o.OperatorNamespace)
+	scope := target.NewSecretScope(o.SecretsNamespace, o.OperatorNamespace)
 	if o.Events == nil {
 		ev, err := eventsink.New(mgr, eventsink.Options{})
 		if err != nil {
@@ -86,14 +91,14 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 	// Secrets and the settings ConfigMap come from caches of our own that hold only what
 	// carries our labels: the manager's cache would hold every Secret of the cluster.
 	credCache, err := labelledCache(mgr, map[client.Object]cache.ByObject{
-		&corev1.Secret{}:    {Label: hasLabel(infrahubv1alpha1.InfrahubAPIURLLabel), Namespaces: scope.cacheNamespaces()},
-		&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{SettingsLabel: SettingsLabelValue}), Namespaces: only(settingsNamespace(o))},
+		&corev1.Secret{}:    {Label: hasLabel(infrahubv1alpha1.InfrahubAPIURLLabel), Namespaces: scope.CacheNamespaces()},
+		&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{manifests.SettingsLabel: manifests.SettingsLabelValue}), Namespaces: only(settingsNamespace(o))},
 	})
 	if err != nil {
 		return nil, err
 	}
 	kubeconfigCache, err := labelledCache(mgr, map[client.Object]cache.ByObject{
-		&corev1.Secret{}: {Label: hasLabel(infrahubv1alpha1.ClusterKubeconfigLabel), Namespaces: scope.cacheNamespaces()},
+		&corev1.Secret{}: {Label: hasLabel(infrahubv1alpha1.ClusterKubeconfigLabel), Namespaces: scope.CacheNamespaces()},
 	})
 	if err != nil {
 		return nil, err
@@ -101,7 +106,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &infrahubv1alpha1.VidraResource{}, vrControllerIndex,
 		func(obj client.Object) []string {
-			if _, uid, ok := SyncRefOf(obj); ok {
+			if _, uid, ok := apply.SyncRefOf(obj); ok {
 				return []string{string(uid)}
 			}
 			return nil
@@ -109,28 +114,28 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		return nil, fmt.Errorf("indexing VidraResources by controller: %w", err)
 	}
 
-	settings := &settingsSource{base: o.Settings, reader: credCache, namespace: settingsNamespace(o)}
+	settings := &policy.SettingsSource{Base: o.Settings, Reader: credCache, Namespace: settingsNamespace(o)}
 	syncEvents := make(chan event.GenericEvent, eventBuffer)
 	vrEvents := make(chan event.GenericEvent, eventBuffer)
 
-	id := &identity{defaultSA: o.DefaultServiceAccount, allowOperator: o.AllowOperatorIdentity, self: &selfUser{client: mgr.GetClient()}}
+	id := &target.Identity{DefaultSA: o.DefaultServiceAccount, AllowOperator: o.AllowOperatorIdentity, Self: &target.SelfUser{Client: mgr.GetClient()}}
 	switch {
 	case o.admission != nil:
-		id.admission = o.admission
+		id.Admission = o.admission
 	case o.AdmissionWebhook:
-		g := &webhookGuard{reader: mgr.GetAPIReader(), operatorNamespace: o.OperatorNamespace, interval: time.Minute, now: time.Now}
-		id.admission = g.check
+		g := &sealing.WebhookGuard{Reader: mgr.GetAPIReader(), OperatorNamespace: o.OperatorNamespace, Interval: time.Minute, Now: time.Now}
+		id.Admission = g.Check
 	}
 
-	seals := &sealer{keys: newSealKeys(mgr.GetClient(), mgr.GetAPIReader(), inventoryNamespace(o)), now: time.Now, assumeSealed: o.assumeSealed}
-	inventories := &inventoryStore{client: mgr.GetClient(), reader: mgr.GetAPIReader(), namespace: inventoryNamespace(o),
-		chunkBytes: cmp.Or(o.inventoryChunkBytes, DefaultInventoryChunkBytes)}
+	seals := &sealing.Sealer{Keys: sealing.NewKeys(mgr.GetClient(), mgr.GetAPIReader(), InventoryNamespace(o)), Now: time.Now, AssumeSealed: o.assumeSealed}
+	inventories := &apply.InventoryStore{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: InventoryNamespace(o),
+		ChunkBytes: cmp.Or(o.inventoryChunkBytes, apply.DefaultInventoryChunkBytes)}
 	sr := &InfrahubSyncReconciler{
 		client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), scheme: mgr.GetScheme(), settings: settings,
-		creds: &credentials{reader: credCache, live: mgr.GetAPIReader(), scope: scope, timeout: o.InfrahubTimeout, maxBody: o.Limits.MaxManifestBytes,
-			allowPlainHTTP: o.AllowPlainHTTPCredentials, trustAdmitted: o.TrustAdmittedCredentials, seals: seals},
+		creds: &target.Credentials{Reader: credCache, Live: mgr.GetAPIReader(), Scope: scope, Timeout: o.InfrahubTimeout, MaxBody: o.Limits.MaxManifestBytes,
+			AllowPlainHTTP: o.AllowPlainHTTPCredentials, TrustAdmitted: o.TrustAdmittedCredentials, Seals: seals},
 		clients: &infrahub.Cache{}, recorder: rec, downloads: o.DownloadConcurrency, now: time.Now,
-		pruneMaxFraction: o.PruneMaxFraction, pruneAutoRelease: o.PruneAutoRelease, limits: o.Limits, hosts: newHostGate(o.SyncConcurrencyPerHost),
+		pruneMaxFraction: o.PruneMaxFraction, pruneAutoRelease: o.PruneAutoRelease, limits: o.Limits, hosts: policy.NewHostGate(o.SyncConcurrencyPerHost),
 		queried: map[types.UID]queryRecord{}, identity: id, inventories: inventories, seals: seals,
 	}
 	sr.lc = lifecycle.NewReconciler(mgr.GetClient(), func() *infrahubv1alpha1.InfrahubSync { return &infrahubv1alpha1.InfrahubSync{} }, sr.handle)
@@ -138,7 +143,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 	sr.lc.ResyncFunc = func(ctx context.Context) time.Duration { return settings.Current(ctx).RequeueSyncAfter }
 
 	vr := &VidraResourceReconciler{
-		client: mgr.GetClient(), reader: mgr.GetAPIReader(), settings: settings, memory: newAppliedMemory(), policy: o.Policy,
+		client: mgr.GetClient(), reader: mgr.GetAPIReader(), settings: settings, memory: apply.NewAppliedMemory(), policy: o.Policy,
 		recorder: rec, now: time.Now, healthPoll: o.HealthPoll, identity: id,
 		trustAdmitted: o.TrustAdmittedCredentials,
 		inventories:   inventories,
@@ -149,9 +154,9 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 	enqueueVR := func(name string) {
 		vrEvents <- event.GenericEvent{Object: &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: name}}}
 	}
-	vr.clusters = newClusterRegistry(mgr.GetScheme(), mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper(),
+	vr.clusters = target.NewClusterRegistry(mgr.GetScheme(), mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper(),
 		kubeconfigCache, scope, o.InsecureKubeconfig, o.ClusterTimeout,
-		func(ev objectEvent) { vr.onObjectEvent(ev, enqueueVR) }, log.WithName("clusters"))
+		func(ev target.ObjectEvent) { vr.onObjectEvent(ev, enqueueVR) }, log.WithName("clusters"))
 
 	setr := &SettingsReconciler{source: settings, client: mgr.GetClient(), recorder: rec,
 		syncEvents: syncEvents, vrEvents: vrEvents, last: o.Settings, reported: map[string]bool{}}
@@ -251,7 +256,7 @@ func syncsForHost(ctx context.Context, c client.Client, labelValue string) []rec
 	}
 	var out []reconcile.Request
 	for _, s := range list.Items {
-		if values, err := hostLabelValues(s.Spec.Source.InfrahubAPIURL); err == nil && slices.Contains(values, labelValue) {
+		if values, err := target.HostLabelValues(s.Spec.Source.InfrahubAPIURL); err == nil && slices.Contains(values, labelValue) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Name: s.Name}})
 		}
 	}
@@ -266,10 +271,10 @@ func resourcesForHost(ctx context.Context, c client.Client, labelValue string) [
 	}
 	var out []reconcile.Request
 	for _, vr := range list.Items {
-		if isLocal(vr.Spec.Destination.Server) {
+		if target.IsLocal(vr.Spec.Destination.Server) {
 			continue
 		}
-		if values, err := hostLabelValues(vr.Spec.Destination.Server); err == nil && slices.Contains(values, labelValue) {
+		if values, err := target.HostLabelValues(vr.Spec.Destination.Server); err == nil && slices.Contains(values, labelValue) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Name: vr.Name}})
 		}
 	}
@@ -278,7 +283,7 @@ func resourcesForHost(ctx context.Context, c client.Client, labelValue string) [
 
 // syncOfResource maps a VidraResource to the sync its controller reference names (SyncRefOf).
 func syncOfResource(_ context.Context, obj client.Object) []reconcile.Request {
-	if name, _, ok := SyncRefOf(obj); ok {
+	if name, _, ok := apply.SyncRefOf(obj); ok {
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: name}}}
 	}
 	return nil

@@ -30,6 +30,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
+	"github.com/metalhub/metalhub/internal/controller/delivery/target"
 	"github.com/metalhub/metalhub/internal/controlplane"
 	emu "github.com/metalhub/metalhub/internal/emulator/infrahub"
 	"github.com/metalhub/metalhub/internal/scheme"
@@ -178,7 +180,7 @@ func startManager(t testing.TB, o Options) *harness {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		// As the operator's manager: VidraResources cached without their manifests.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: CacheByObject()},
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: manifests.CacheByObject()},
 		// Each test runs its own manager with the same controller names.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -241,7 +243,7 @@ func kubeconfigFor(resources ...string) map[string]string {
 // labelFor is the most specific label value for a URL (host_port).
 func labelFor(t testing.TB, url string) string {
 	t.Helper()
-	v, err := hostLabelValues(url)
+	v, err := target.HostLabelValues(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +317,7 @@ func deleteSync(t testing.TB, name string) {
 	}
 	_ = env.Client.Delete(ctx, s)
 	var list infrahubv1alpha1.VidraResourceList
-	if err := env.Client.List(ctx, &list, client.MatchingLabels{SyncLabel: name}); err != nil {
+	if err := env.Client.List(ctx, &list, client.MatchingLabels{manifests.SyncLabel: name}); err != nil {
 		return
 	}
 	for i := range list.Items {
@@ -391,7 +393,7 @@ func deleteResource(t testing.TB, name string) {
 		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, vr); err != nil {
 			return err
 		}
-		if !controllerutil.RemoveFinalizer(vr, finalizer) {
+		if !controllerutil.RemoveFinalizer(vr, manifests.Finalizer) {
 			return nil
 		}
 		return env.Client.Update(ctx, vr)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
+	"github.com/metalhub/metalhub/internal/controller/delivery/target"
 	"github.com/metalhub/metalhub/internal/scheme"
 )
 
@@ -53,28 +54,28 @@ func TestUnlistableKindsDoNotHoldTheWorker(t *testing.T) {
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "may-list-nothing"}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return requestCounter{n: &requests, rt: rt} }
-	reg := newClusterRegistry(scheme.New(), cfg, nil, nil, nil, secretScope{}, false, time.Hour, func(objectEvent) {}, logr.Discard())
-	reg.ctx = ctx
-	tg, err := reg.newTarget("local", "test", cfg, nil, nil)
+	reg := target.NewClusterRegistry(scheme.New(), cfg, nil, nil, nil, target.SecretScope{}, false, time.Hour, func(target.ObjectEvent) {}, logr.Discard())
+	reg.Ctx = ctx
+	tg, err := reg.NewTarget("local", "test", cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tg.stop()
+	defer tg.Stop()
 	// Resolve the kinds first: discovery is not what is measured.
 	for _, gvk := range unlistableKinds {
-		if _, err := tg.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+		if _, err := tg.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
 			t.Fatal(err)
 		}
 	}
 	before := requests.Load()
 	for _, gvk := range unlistableKinds {
-		if err := tg.watch(ctx, gvk); !apierrors.IsForbidden(err) {
+		if err := tg.Watch(ctx, gvk); !apierrors.IsForbidden(err) {
 			t.Fatalf("watching %s: want Forbidden, got %v", gvk, err)
 		}
 	}
 	first := requests.Load() - before
 	for _, gvk := range unlistableKinds {
-		if err := tg.watch(ctx, gvk); !apierrors.IsForbidden(err) {
+		if err := tg.Watch(ctx, gvk); !apierrors.IsForbidden(err) {
 			t.Fatalf("watching %s again: want Forbidden, got %v", gvk, err)
 		}
 	}
