@@ -72,4 +72,23 @@ below() { # below ROOT OTHER: ROOT's sub-packages import neither ROOT nor a cont
 }
 below internal/bmc internal/emulator
 below internal/emulator/redfish internal/bmc
+
+# The delivery family: each package imports only the family packages listed for it; none
+# imports the webhook but rights, which nothing of the family imports.
+d=$module/internal/controller/delivery
+family="$d $d/manifests $d/sealing $d/policy $d/target $d/apply $module/internal/webhook $module/internal/webhook/rights"
+allow() { # allow PKG ALLOWED...: PKG's imports within the family must be among ALLOWED
+  local pkg=$1 imp; shift
+  for imp in $(go list -f '{{join .Imports "\n"}}' "$pkg"); do
+    grep -qxF "$imp" <(tr ' ' '\n' <<<"$family") || continue
+    grep -qxF "$imp" <(printf '%s\n' "$@") || { echo "layers: $pkg imports $imp" >&2; fail=1; }
+  done
+}
+allow $d/manifests
+allow $d/sealing   $d/manifests
+allow $d/policy    $d/manifests
+allow $d/target    $d/manifests $d/sealing
+allow $d/apply     $d/manifests $d/policy $d/target
+allow $d           $d/manifests $d/sealing $d/policy $d/target $d/apply
+allow $module/internal/webhook/rights $d $d/manifests $d/sealing $d/target $d/apply
 exit $fail
