@@ -2,6 +2,9 @@
 // subcommands (`metalhub help` lists them; `metalhub completion bash|zsh|fish` prints shell
 // completion). Without a command, or with only flags, it runs the operator, as a container
 // entrypoint expects.
+//
+// It only wires the commands together: the operator is internal/manager's and each tool lives in
+// its own package (internal/cli, internal/cmd/*, internal/dev).
 package main
 
 import (

@@ -5,6 +5,9 @@
 //	metalprobe --registry-url=http://registry:8082 --server-uuid=<uuid> --token-file=/etc/metalprobe/token
 //
 // --print collects and prints the report as JSON without posting (no registry needed).
+//
+// It has no Kubernetes credentials and touches no object: its only output is the report, posted to
+// the registry with the round's token. It imports nothing of metalhub but internal/probe.
 package main
 
 import (

@@ -10,6 +10,9 @@
 //
 // In a cluster, API Priority and Fairness limits a client's concurrency on the server side; a
 // client on an exempt identity (or a control plane without it) has only this bound.
+//
+// It decides only when a write is sent, never what it carries, and leaves reads and watches
+// unbounded. It imports no metalhub package: it knows no kind and no controller.
 package apilimit
 
 import (

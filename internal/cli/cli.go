@@ -2,6 +2,10 @@
 // unpark, power, console, dashboard — as cobra commands with kubectl's connection flags, so
 // they act with the user's kubeconfig and so the user's RBAC. They write exactly what the
 // dashboard's buttons write (internal/fleetops).
+//
+// It writes no object itself, so that the CLI and the dashboard cannot drift apart, and it never
+// uses the operator's identity. It reaches a BMC only for the console, through bmcaccess, which
+// reads the credentials with the user's rights and proves the BMC's identity first.
 package cli
 
 import (

@@ -2,6 +2,9 @@
 // logs in to the BMC, Attach runs the console entry command on a pty and copies both ways until
 // the BMC closes it, the context ends or the user types the escape sequence "~." at the start of
 // a line, as with ssh. Putting the local terminal in raw mode is the caller's job.
+//
+// It knows no metalhub object and no cluster: the caller finds the BMC's address, credentials and
+// console entry command (internal/cli through bmcaccess).
 package console
 
 import (

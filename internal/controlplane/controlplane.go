@@ -1,6 +1,10 @@
 // Package controlplane runs a local kube-apiserver + etcd (built from source by
 // hack/tools/build.sh) with every metalhub CRD installed. Tests start one per package through
 // internal/testenv; `metalhub dev` starts one for a newcomer's first run.
+//
+// It starts no controller and creates no object beyond the CRDs: what runs against the control
+// plane is the caller's. The operator's own packages (internal/manager, the controllers) must not
+// import it.
 package controlplane
 
 import (

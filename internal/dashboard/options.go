@@ -1,6 +1,10 @@
 // Package dashboard serves the live web view of the fleet: racks of servers coloured by state,
 // their claims, maintenances and Infrahub syncs, kept current from watches on the API server
 // with the user's own kubeconfig, so what it shows and may change is the user's RBAC.
+//
+// Every change it makes is an internal/fleetops write, the same as the CLI's; beyond that it
+// writes only the token and access reviews that check a caller. It never acts on a BMC and never
+// uses the operator's identity.
 package dashboard
 
 import "github.com/spf13/pflag"

@@ -3,6 +3,10 @@
 // fleet whose PXE boots run the real discovery probe, an Infrahub emulator with sample
 // artifacts, and the operator in the same process, with a live table of what happens. Ctrl-C
 // stops all of it.
+//
+// It holds no operator logic: it runs internal/manager as the binary does, and creates only what a
+// user would (BMCSecrets, BMCs, the Infrahub credentials and a sample InfrahubSync). It must not
+// touch real hardware: every BMC it registers is an emulator it started.
 package dev
 
 import (

@@ -9,6 +9,10 @@
 // ReportedAnnotation to the round id. An annotation change passes the lifecycle predicate, so the
 // Server is reconciled at once, and both survive a manager restart. The controller moves the
 // Server to Available when Fresh reports true.
+//
+// It holds names, tokens and the ignition's rendering, not the round's steps: it writes no object,
+// talks to no BMC and imports no metalhub package, so that the Server controller, the registry and
+// the emulators share it without importing each other.
 package discovery
 
 import (

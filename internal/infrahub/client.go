@@ -2,6 +2,10 @@
 // artifact delivery needs: login, stored queries and artifact downloads.
 // A Client is safe for concurrent use and is meant to be kept across
 // reconciles (see Cache), so that it logs in once and reuses its token.
+//
+// It imports no metalhub package and no Kubernetes library: what to fetch and where the result
+// goes are the delivery controller's. It changes no data in Infrahub: besides logging in, it runs
+// stored queries and downloads artifacts.
 package infrahub
 
 import (

@@ -1,6 +1,9 @@
 // Package manager assembles the metalhub operator: one controller-runtime manager running the
 // controller families selected by flag, with health, readiness and metrics endpoints and optional
 // leader election. `metalhub` and `metalhub dev` both run it.
+//
+// It holds no reconciler: each family's Setup (internal/controller/metal, firmware, delivery)
+// wires its own controllers. No controller package imports it.
 package manager
 
 import (

@@ -1,6 +1,11 @@
 // Package migrate implements "metalhub migrate plan": a read-only look at a cluster the IronCore
 // metal-operator manages, saying for every BMC and Server what metalhub will adopt, which BMC
-// actions it would take on start (none is the goal), and what blocks a clean switch.
+// actions it would take on start (none is the goal), and what blocks a clean switch; and "metalhub
+// move" (Move): the fleet copied to another cluster, the source left paused.
+//
+// It never acts on a BMC: Make only reads objects (through a client.Reader), and Move only copies
+// and pauses them. The rules a plan reports are the metal family's (internal/controller/metal),
+// not restated here.
 package migrate
 
 import (

@@ -1,8 +1,11 @@
 // Package registry is the discovery intake: an HTTP endpoint, run by the manager, where the
 // metalprobe agent on a server in Discovery posts its hardware report. The registry checks the
-// report's bearer token against the server's current discovery round, writes the hardware into
-// the Server's status and then marks the round reported (discovery.ReportedAnnotation), which is
-// what the Server controller waits for.
+// report's bearer token against the server's current discovery round, writes the hardware into the
+// Server's status (and its inventory record) and then marks the round reported
+// (discovery.ReportedAnnotation), which is what the Server controller waits for.
+//
+// It never moves a Server's lifecycle state and never talks to a BMC: it records what the agent
+// reported, and the Server controller acts on it. It imports no controller package.
 //
 // Wiring: SetupIndexes(ctx, mgr.GetFieldIndexer()) once per manager (the metal controllers
 // use the same index), then Setup(mgr, opts), or New + mgr.Add.

@@ -1,5 +1,9 @@
 // Package scheme builds the runtime.Scheme every metalhub component uses: the core Kubernetes
-// kinds plus both metalhub API groups.
+// kinds, CustomResourceDefinitions and every metalhub API group (metal, maintenance, system,
+// baseboard, infrahub).
+//
+// It only registers types: it imports no metalhub package but the api/* groups, and adds no
+// defaulting or conversion of its own.
 package scheme
 
 import (

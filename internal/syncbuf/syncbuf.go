@@ -1,6 +1,8 @@
 // Package syncbuf holds a bytes.Buffer safe for one writer and concurrent readers, for tests that
 // read a command's or a subprocess's output while it still runs, and a writer several goroutines
 // can share.
+//
+// It is only a buffer: it imports no metalhub package and knows nothing of what is written.
 package syncbuf
 
 import (

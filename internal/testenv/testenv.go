@@ -1,5 +1,11 @@
 // Package testenv starts one real control plane (kube-apiserver + etcd with every metalhub CRD)
-// per test package, from TestMain, shared by the package's tests.
+// per test package, from TestMain, shared by the package's tests. Beside it, what those tests use
+// to watch a manager from outside: its writes counted (WriteCounter), its failed passes counted
+// (ReconcileErrors), a link to the API server that can be cut (APILink), the built metalhub binary
+// and a metrics scraper.
+//
+// It is for tests only: only test files and internal/testenv/suite import it. It imports no
+// controller package.
 package testenv
 
 import (

@@ -2,6 +2,9 @@
 // metal-maintenance-operator, served by metalhub field for field: BMC firmware versions per BMC
 // and their sets over a label selector, with rollout fields of metalhub's own.
 //
+// It holds wire types only, with defaults and validation as markers: no logic, and no import of
+// metalhub beyond the other api groups.
+//
 // +kubebuilder:object:generate=true
 // +groupName=baseboard.metal.ironcore.dev
 package v1alpha1

@@ -1,6 +1,9 @@
 // Package v1alpha1 holds the infrahub.operators.com/v1alpha1 API: the same group, kinds and field
 // names as the Vidra operator, so that existing InfrahubSync manifests keep working.
 //
+// It holds wire types only, with defaults and validation as markers: no logic, and no import of a
+// metalhub package.
+//
 // +kubebuilder:object:generate=true
 // +groupName=infrahub.operators.com
 package v1alpha1

@@ -2,6 +2,9 @@
 // metal-maintenance-operator, as far as metalhub serves it: ServerMaintenance, so that a fleet
 // switched from that stack keeps its maintenances (docs/migration.md).
 //
+// It holds wire types only, with defaults and validation as markers: no logic, and no import of
+// metalhub beyond the metal group.
+//
 // +kubebuilder:object:generate=true
 // +groupName=maintenance.metal.ironcore.dev
 package v1alpha1

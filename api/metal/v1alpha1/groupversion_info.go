@@ -2,6 +2,9 @@
 // names as the IronCore metal-operator, so that its manifests, tools and the IronCore
 // boot-operator work against metalhub unchanged.
 //
+// It holds wire types only (and BMCSecret's accessors of its own data), with defaults and
+// validation as markers: no controller logic, and no import of a metalhub package.
+//
 // +kubebuilder:object:generate=true
 // +groupName=metal.ironcore.dev
 package v1alpha1

@@ -2,6 +2,9 @@
 // metal-maintenance-operator, served by metalhub field for field: BIOS versions and settings per
 // server, and their *Set kinds over a label selector, with rollout fields of metalhub's own.
 //
+// It holds wire types only, with defaults and validation as markers: no logic, and no import of
+// metalhub beyond the metal group.
+//
 // +kubebuilder:object:generate=true
 // +groupName=system.metal.ironcore.dev
 package v1alpha1

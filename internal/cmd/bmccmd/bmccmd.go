@@ -1,6 +1,10 @@
 // Package bmccmd implements "metalhub bmc": check a BMC before registering
 // it (inventory, power, one-time boot, virtual media) with the same client the
 // controllers use.
+//
+// It talks to the BMC named by its flags and to nothing else: it reads and writes no Kubernetes
+// object, and so it is for a BMC not registered yet (the controllers would not know of its changes
+// to one they manage).
 package bmccmd
 
 import (

@@ -1,6 +1,9 @@
 // Package infrahubemucmd runs the Infrahub emulator as a standalone server
 // (wired as `metalhub emulate infrahub`), for dev mode, manual testing with
 // the vidra against-fake samples, and out-of-process benchmarks.
+//
+// It only parses flags and serves: what the emulator answers is internal/emulator/infrahub's, and
+// it touches no cluster.
 package infrahubemucmd
 
 import (

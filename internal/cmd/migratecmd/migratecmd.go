@@ -1,5 +1,9 @@
-// Package migratecmd implements "metalhub migrate": look at a cluster the IronCore metal-operator
-// manages before switching it to metalhub (docs/migration.md).
+// Package migratecmd implements "metalhub migrate plan", a read-only look at a cluster the
+// IronCore metal-operator manages before switching it to metalhub (docs/migration.md), and
+// "metalhub move", the fleet copied to another cluster.
+//
+// It holds only the commands' flags and output: what a plan says and how a move goes are
+// internal/migrate's. It never acts on a BMC, and plan writes nothing.
 package migratecmd
 
 import (

@@ -1,5 +1,8 @@
 // Package redfishemucmd implements "metalhub emulate bmc": a fleet of emulated
 // Redfish BMCs on consecutive ports, for trying metalhub without hardware.
+//
+// It only parses flags and serves: how a BMC behaves is internal/emulator/redfish's, and it
+// touches no cluster.
 package redfishemucmd
 
 import (

@@ -1,5 +1,12 @@
-// Package metal holds the reconcilers of the metal.ironcore.dev family: BMCs, Servers, claims,
-// boot configurations and maintenance. One reconciler per file.
+// Package metal is the assembly of the metal.ironcore.dev family: its Options and flags, and
+// Setup, which starts the indexes, the discovery registry (with the metadata service), the BMC
+// event receiver, the event sink, the BMC connection pool and the family's reconcilers (BMCs,
+// BMCUsers, Servers, claims, boot configurations, maintenances and their groups, readiness rules),
+// each of which lives in a package of its own. It also lends "metalhub migrate plan" the family's
+// rules (switch.go).
+//
+// It holds no reconciler. No controller or shared package of the family may import it
+// (hack/layers.sh checks this), so that the wiring stays above what it wires.
 package metal
 
 import (

@@ -1,5 +1,8 @@
 // Package browsertest starts a headless Chromium for tests that drive a page: the dashboard's
 // own tests and any end-to-end test that opens it.
+//
+// Only test files import it, and it imports no metalhub package: it knows nothing of what the page
+// shows.
 package browsertest
 
 import (

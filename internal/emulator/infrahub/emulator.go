@@ -4,6 +4,9 @@
 // reproduces Infrahub's quirks (404 for unknown users, sign-blind relative
 // `at`, storage ids that survive content changes, 502 for GraphQL errors) so
 // that clients are tested against them. Used by tests, dev mode and benchmarks.
+//
+// It stands only for the remote service: it imports no metalhub package and no Kubernetes library,
+// and knows nothing of the operator that calls it.
 package infrahub
 
 import (

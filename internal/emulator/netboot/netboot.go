@@ -6,6 +6,10 @@
 // agent (internal/probe) against it, posting to the registry over HTTP.
 //
 // Attach it with em.SetBootHook(nb.OnBoot) (or redfish.Options.OnBoot = nb.OnBoot).
+//
+// It only reads the cluster (its Client is a client.Reader): what it learns reaches the cluster
+// only through the registry's HTTP endpoint, as a real agent's report would. It imports no
+// controller package.
 package netboot
 
 import (

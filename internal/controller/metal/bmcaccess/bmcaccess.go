@@ -1,8 +1,12 @@
-// Package bmcaccess is how a metal object reaches its BMC: the address and credentials of a BMC
-// or a Server (read with the caller's client, and so with its rights), the connection pool the
-// metal and firmware controllers share, and the proofs that what answers is the machine
-// expected (a Server's identity; a BMC's Servers among its systems). A problem with what the
-// user gave is an input error with a condition reason. It knows no controller.
+// Package bmcaccess is how a metal object reaches its BMC: the address and credentials of a BMC or
+// a Server (read with the caller's client, and so with its rights), the connection pool the metal
+// and firmware controllers share, and the proofs that what answers is the machine expected (a
+// Server's identity; a BMC's Servers among its systems), with what the controllers share around
+// them (a new password, the backoff after a failure). A problem with what the user gave is an
+// input error with a condition reason.
+//
+// It writes no object and decides no action on a BMC: it connects and proves, and the caller acts.
+// It imports no controller package nor the assembly (hack/layers.sh).
 package bmcaccess
 
 import (

@@ -3,6 +3,10 @@
 // subscription, and carries out the BMC's own operations (graceful-restart-bmc through an
 // intent, rotate-credentials of a BMCSecret only one BMC names). Named apart from internal/bmc,
 // the Redfish client it acts through.
+//
+// It never powers or boots a Server's system and never moves a Server's lifecycle state: that is
+// the Server controller's. It imports neither the assembly (internal/controller/metal) nor another
+// controller (hack/layers.sh).
 package bmccontroller
 
 import (

@@ -1,6 +1,9 @@
 // Package bmcevents names metalhub's Redfish event subscriptions: where BMCs deliver them and
 // the Context that says which BMC object a delivery is for. The BMC controller keeps the
 // subscriptions; the receiver beside the Server controller reads them.
+//
+// It holds names only: it makes no subscription, receives no delivery and imports no metalhub
+// package, so that both sides can share it without importing each other.
 package bmcevents
 
 import "strings"

@@ -2,6 +2,9 @@
 // enabled, with its Secret's password and its role, rotated on schedule), every account it made
 // recorded before it is made and removed when the BMCUser moves or goes. It reaches the BMC only
 // through bmcaccess, after proving the BMC is the one named.
+//
+// It never changes or removes the account of the BMC object's own credentials. It imports neither
+// the assembly (internal/controller/metal) nor another controller (hack/layers.sh).
 package bmcuser
 
 import (

@@ -1,6 +1,10 @@
 // Package bootconfig is the ServerBootConfiguration controller, the built-in boot provider's
 // bookkeeping: Pending until a provider reports, Ready or Error as the built-in provider finds
 // the boot's input, or Pending only when another provider (the IronCore boot-operator) reports.
+//
+// It never creates or deletes a ServerBootConfiguration (the claim or maintenance that owns it
+// does, through bootrequest), never changes its spec, and never acts on a BMC. It imports neither
+// the assembly nor another controller (hack/layers.sh).
 package bootconfig
 
 import (

@@ -1,7 +1,10 @@
 // Package bootrequest holds what a claim or a maintenance asks to boot: the
-// ServerBootConfiguration it owns (created, kept to the spec it wants, deleted by it, always
-// with its controller reference, one owner for both so that they behave alike) and the check of
-// the user's boot input (an image, the ignition Secret). It knows no controller.
+// ServerBootConfiguration it owns (created, kept to the spec it wants, deleted by it, always with
+// its controller reference, one owner for both so that they behave alike) and the check of the
+// user's boot input (an image, the ignition Secret).
+//
+// It writes no object but that ServerBootConfiguration, never its status (the provider's) and
+// never a Server. It imports no controller package nor the assembly (hack/layers.sh).
 package bootrequest
 
 import (

@@ -1,6 +1,9 @@
 // Package claimable says whether a claim may bind a server: from the server alone (its durable
 // state, power, holders, pause), and by the claim's tolerations of its taints. The claim
-// controller binds with it and the indexes bucket servers by it; it knows no controller.
+// controller binds with it and the indexes bucket servers by it.
+//
+// It only answers: it writes no object and binds nothing. It imports no controller package nor the
+// assembly (hack/layers.sh).
 package claimable
 
 import (

@@ -1,7 +1,10 @@
 // Package index holds the field indexes of the metal family (what they are named and what each
 // holds), their registration with the manager, and the watch mapping that wakes only the objects
-// naming a changed one. Controllers of other groups (a BMC's firmware) look Servers up with
-// them too. It knows no controller.
+// naming a changed one. Controllers of other groups (a BMC's firmware) look Servers up with them
+// too.
+//
+// It writes no object: it registers indexes and maps watch events to the objects to wake. It
+// imports no controller package nor the assembly (hack/layers.sh).
 package index
 
 import (

@@ -1,6 +1,9 @@
 // Package metaltest holds the fixtures of the metal controllers' single-pass table tests: objects
 // as the controllers find them, and a fake client that answers their lookups as the manager's
 // cache does.
+//
+// Only test files import it; it imports no controller package nor the assembly (hack/layers.sh),
+// so that every controller's tests can use it.
 package metaltest
 
 import (

@@ -1,8 +1,10 @@
 // Package serverstate holds the Server lifecycle's bookkeeping: the state kept in
-// lifecycle.StateAnnotation (Store: read, derived after a restore, adopted from a migration),
-// the annotations that record what is in flight beside it, and the status mirror of the state.
-// Every metal controller that reads or moves a Server's state goes through it; it knows no
-// controller.
+// lifecycle.StateAnnotation (Store: read, derived after a restore, adopted from a migration), the
+// annotations that record what is in flight beside it, and the status mirror of the state. Every
+// metal controller that reads or moves a Server's state goes through it.
+//
+// It writes no object: it reads and sets the state on the Server it is given, and the caller
+// writes it. It imports no controller package nor the assembly (hack/layers.sh).
 package serverstate
 
 import (

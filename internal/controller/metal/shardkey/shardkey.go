@@ -1,6 +1,10 @@
 // Package shardkey says which shard (internal/shard) each metal object belongs to: everything
 // that acts on one BMC has that BMC's key, so that one replica acts on it; claims, rules and
 // groups act on no BMC and spread by their own names.
+//
+// It only computes keys (reading a Server when an object names one): it writes no object and does
+// not decide which shards a replica holds (internal/shard does). It imports no controller package
+// nor the assembly (hack/layers.sh).
 package shardkey
 
 import (
