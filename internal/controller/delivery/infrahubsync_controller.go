@@ -3,7 +3,8 @@ package delivery
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -230,11 +231,7 @@ func (r *InfrahubSyncReconciler) summarize(ctx context.Context, p *syncPass) (li
 		return lifecycle.Result{}, err
 	}
 	sum := infrahubv1alpha1.ResourcesSummary{Total: int32(len(owned))}
-	names := make([]string, 0, len(owned))
-	for name := range owned {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(owned))
 	for _, name := range names {
 		switch owned[name].Status.DeployState {
 		case infrahubv1alpha1.StateSucceeded:

@@ -3,7 +3,8 @@ package apply
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -80,11 +81,7 @@ func (m *AppliedMemory) Wants(owner, targetID, objKey, token string, deleted boo
 
 // mapDigest is an order-independent digest of a string map.
 func mapDigest(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	h := sha256.New()
 	for _, k := range keys {
 		h.Write([]byte(k))

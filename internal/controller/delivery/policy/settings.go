@@ -3,6 +3,8 @@ package policy
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,11 +57,7 @@ func DefaultSettings() Settings {
 // the operator (defect 10), but its author must be told.
 func (s Settings) Overlay(data map[string]string) (out Settings, problems []string) {
 	out = s
-	keys := make([]string, 0, len(data))
-	for k := range data {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(data))
 	for _, k := range keys {
 		v := strings.TrimSpace(data[k])
 		switch k {
