@@ -138,6 +138,14 @@ func (s *Set) extend(i int, start time.Time) {
 		h.validity = v
 	}
 	if !h.gone {
+		select {
+		case <-h.expired:
+			// The end passed before this renewal came back (a slow API server): the requests in
+			// flight were cut. The renewal makes the shard certain again; requests after it get a
+			// channel of their own, or each would be cut as it starts until the shard moved.
+			h.expired = make(chan struct{})
+		default:
+		}
 		h.setEnd(start.Add(s.o.LeaseDuration-HandoverMargin(s.o.RetryPeriod)), s.o.Now)
 	}
 	h.mu.Unlock()

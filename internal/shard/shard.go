@@ -251,14 +251,14 @@ func (s *Set) Hold(shard int, deadline time.Time) (release func(), expired <-cha
 		return nil, nil, fmt.Errorf("shard %d is no longer held by %s for certain", shard, s.o.Identity)
 	}
 	h.mu.Lock()
-	end := h.end
+	end, expired := h.end, h.expired
 	h.mu.Unlock()
 	if !deadline.IsZero() && deadline.After(end) {
 		h.inflight.RUnlock()
 		return nil, nil, fmt.Errorf("shard %d: the request may run until %s, past the moment another replica could take the shard (%s)",
 			shard, deadline.Format(time.RFC3339Nano), end.Format(time.RFC3339Nano))
 	}
-	return h.inflight.RUnlock, h.expired, nil
+	return h.inflight.RUnlock, expired, nil
 }
 
 // HandoverMargin is what a request's end keeps from the moment another replica could take its

@@ -177,6 +177,40 @@ func TestHoldFencesRequests(t *testing.T) {
 	}
 }
 
+// A renewal that comes back after the shard's end passed (a slow API server: the timer cut the
+// requests in flight) makes the shard certain again, and the requests after it are not cut as
+// they start: each got the closed channel of the lapse until the shard moved.
+func TestRenewalAfterALapseFencesAfresh(t *testing.T) {
+	f := newFleet(t)
+	a := f.add("a")
+	f.round(a)
+	h := a.holding(0)
+	h.mu.Lock()
+	h.expire() // what the end's timer does when no renewal moved the end in time
+	h.mu.Unlock()
+	release, cut, err := a.Hold(0, time.Time{})
+	if err != nil {
+		t.Fatalf("Hold before the renewal: %v", err)
+	}
+	release()
+	select {
+	case <-cut:
+	default:
+		t.Fatal("the lapse did not cut requests")
+	}
+	f.round(a) // the renewal comes back
+	release, expired, err := a.Hold(0, f.clk.Now().Add(retryPeriod))
+	if err != nil {
+		t.Fatalf("Hold after the renewal: %v", err)
+	}
+	defer release()
+	select {
+	case <-expired:
+		t.Fatal("a request after the renewal is cut as it starts")
+	default:
+	}
+}
+
 // A shard given up on purpose goes only once no request under it is in flight: until then it is
 // renewed (so nobody else acts on its BMCs) but no new request starts under it; a renewal never
 // waits for a request.
