@@ -61,7 +61,7 @@ type Options struct {
 	IgnitionTemplateFile string
 	// Pool, if set, is used instead of a new pool.
 	Pool *bmc.Pool
-	// Claims configure the claim, boot configuration and maintenance controllers (package claim).
+	// Claims configure the claim controller (package claim).
 	Claims claim.Options
 	// Events, if set, records the family's events; Setup otherwise starts a provider of its own.
 	Events *eventsink.Provider
@@ -87,14 +87,6 @@ func DefaultOptions() Options {
 	}
 }
 
-// ForServers are the Server controller's options: its own, and the boot provider's flag, which
-// the claim options hold.
-func (o Options) ForServers() server.Options {
-	so := o.Options
-	so.ExternalBootProvider = o.Claims.ExternalBootProvider
-	return so
-}
-
 // BindFlags registers the family's flags.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.BMCRequestTimeout, "bmc-request-timeout", o.BMCRequestTimeout, "Timeout of every Redfish request.")
@@ -112,6 +104,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DiscoveryBootURI, "discovery-boot-uri", o.DiscoveryBootURI, "Image the BMC boots for discovery with --discovery-boot-method HTTP (optional: else what DHCP offers) or VirtualMedia (required: the ISO).")
 	fs.DurationVar(&o.DiscoveryTimeout, "discovery-timeout", o.DiscoveryTimeout, "Time after which a server without a discovery report goes back to Initial.")
 	fs.IntVar(&o.ErrorThreshold, "server-error-threshold", o.ErrorThreshold, "Consecutive BMC failures after which a server is put in Error.")
+	fs.BoolVar(&o.ExternalBootProvider, "external-boot-provider", o.ExternalBootProvider,
+		"Another boot provider (the IronCore boot-operator) reports ServerBootConfigurations; the built-in one stays out.")
 	o.Claims.BindFlags(fs)
 	fs.StringVar(&o.RegistryBindAddress, "registry-bind-address", o.RegistryBindAddress, "Address the discovery registry listens on; \"0\" turns it off.")
 	fs.StringVar(&o.RegistryURL, "registry-url", o.RegistryURL, "URL of the discovery registry as servers reach it (written into the discovery ignition).")
@@ -212,7 +206,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("bmcuser controller: %w", err)
 	}
 	if err := (&server.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: o.Events.Recorder("server-controller"), Options: o.ForServers(),
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: o.Events.Recorder("server-controller"), Options: o.Options,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("server controller: %w", err)
 	}

@@ -29,7 +29,7 @@ func setupClaims(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	if err := (&bootconfig.Reconciler{
 		Client: mgr.GetClient(), Recorder: o.Events.Recorder("serverbootconfiguration-controller"),
-		External: co.ExternalBootProvider, Concurrency: o.Concurrency, Shards: o.Shards,
+		External: o.ExternalBootProvider, Concurrency: o.Concurrency, Shards: o.Shards,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("serverbootconfiguration controller: %w", err)
 	}

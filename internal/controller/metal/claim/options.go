@@ -5,13 +5,9 @@ import (
 	"time"
 )
 
-// Options configure the claim, boot configuration and maintenance controllers. The zero
-// value is usable: the built-in boot provider on, the default safety-net resync.
+// Options configure the claim controller. The zero value is usable: the default safety-net
+// resync and fan-out.
 type Options struct {
-	// ExternalBootProvider leaves ServerBootConfigurations to another boot provider (the IronCore
-	// boot-operator consumes the same objects and reports their state itself): the built-in
-	// provider then only marks new ones Pending.
-	ExternalBootProvider bool
 	// Resync is how often a claim that could not bind looks again by itself. A freed server wakes
 	// waiting claims at once, so this is only a safety net.
 	Resync time.Duration
@@ -37,8 +33,6 @@ func DefaultOptions() Options {
 
 // BindFlags registers the flags of the claim family.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
-	fs.BoolVar(&o.ExternalBootProvider, "external-boot-provider", o.ExternalBootProvider,
-		"Another boot provider (the IronCore boot-operator) reports ServerBootConfigurations; the built-in one stays out.")
 	fs.DurationVar(&o.Resync, "claim-resync", o.Resync, "Safety-net interval at which a claim that could not bind looks again.")
 	fs.IntVar(&o.WakeFanOut, "claim-wake-fan-out", o.WakeFanOut, "Waiting claims one freed server wakes, oldest first.")
 	fs.IntVar(&o.Concurrency, "claim-concurrency", o.Concurrency, "Parallel claim reconciles (0: --metal-concurrency); binding only writes to the API server, so it runs wider.")

@@ -56,8 +56,10 @@ type Options struct {
 	// HardwareEvents, if set, is the event receiver the server controller listens to (tests
 	// serve it themselves); Setup otherwise makes one, which the registry's listener serves.
 	HardwareEvents *health.EventReceiver
-	// ExternalBootProvider leaves ServerBootConfigurations to another boot provider: a Server
-	// then waits for that provider's verdict (the claim options' flag; Options.ForServers copies it).
+	// ExternalBootProvider leaves ServerBootConfigurations to another boot provider (the IronCore
+	// boot-operator consumes the same objects and reports their state itself): a Server then
+	// waits for that provider's verdict, and the built-in provider only marks new ones Pending.
+	// It is the one place the flag lands; the boot configuration controller reads it from here.
 	ExternalBootProvider bool
 }
 
