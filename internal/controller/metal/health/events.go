@@ -32,17 +32,25 @@ const (
 // is recorded comes from the log of the proven machine, read by the server's pass.
 type EventReceiver struct {
 	client client.Reader
-	// Polls are the servers' log reads; the Server controller shares them.
-	Polls *Polls
-	// Queue brings a rung server's next pass (the Server controller watches it).
-	Queue chan event.GenericEvent
+	// polls are the servers' log reads; the Server controller shares them.
+	polls *Polls
+	// queue brings a rung server's next pass (the Server controller watches it).
+	queue chan event.GenericEvent
 	log   logr.Logger
 }
+
+// Polls are the servers' log reads this receiver rings; the Server controller reads the logs
+// through the same bookkeeping, so a delivery and the poll never read one log twice.
+func (e *EventReceiver) Polls() *Polls { return e.polls }
+
+// Passes is where the receiver asks for a rung server's next pass; the Server controller
+// watches it. Only the receiver sends on it.
+func (e *EventReceiver) Passes() <-chan event.GenericEvent { return e.queue }
 
 // LastRead is when the server's hardware log was last read, and whether an event has asked for
 // another read since (what the suites wait on).
 func (e *EventReceiver) LastRead(uid types.UID) (at time.Time, owed bool) {
-	hp := e.Polls.Get(uid)
+	hp := e.polls.Get(uid)
 	return hp.At, hp.Rung
 }
 
@@ -50,7 +58,7 @@ func (e *EventReceiver) LastRead(uid types.UID) (at time.Time, owed bool) {
 // The server controller given it (Options.HardwareEvents) reads the logs it asks for; the
 // registry's listener serves it.
 func NewEventReceiver(c client.Reader, log logr.Logger) *EventReceiver {
-	return &EventReceiver{client: c, Polls: &Polls{}, Queue: make(chan event.GenericEvent, 1024), log: log}
+	return &EventReceiver{client: c, polls: &Polls{}, queue: make(chan event.GenericEvent, 1024), log: log}
 }
 
 // ServeHTTP takes one delivery: POST bmcevents.EventsPath, a Redfish Event whose Context names the BMC.
@@ -95,9 +103,9 @@ func (e *EventReceiver) ring(ctx context.Context, bmcName string, ev *bmc.Event)
 		if !concerns(ev, s) {
 			continue
 		}
-		e.Polls.ring(s.UID)
+		e.polls.ring(s.UID)
 		select {
-		case e.Queue <- event.GenericEvent{Object: s}:
+		case e.queue <- event.GenericEvent{Object: s}:
 		default:
 			// The queue is full: the server's ring stands and its next pass reads the log.
 		}

@@ -98,7 +98,7 @@ func (r *Reconciler) init() {
 	if r.health == nil {
 		r.health = &health.Polls{}
 		if ev := r.Options.HardwareEvents; ev != nil {
-			r.health = ev.Polls
+			r.health = ev.Polls()
 		}
 	}
 	if r.inventories == nil {
@@ -115,7 +115,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr)
 	if ev := r.Options.HardwareEvents; ev != nil {
 		// A BMC's event brings its servers' next pass, which reads their logs.
-		b = b.WatchesRawSource(source.Channel(ev.Queue, &handler.EnqueueRequestForObject{}))
+		b = b.WatchesRawSource(source.Channel(ev.Passes(), &handler.EnqueueRequestForObject{}))
 	}
 	b = b.
 		Named("server").
