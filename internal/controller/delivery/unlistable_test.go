@@ -55,8 +55,7 @@ func TestUnlistableKindsDoNotHoldTheWorker(t *testing.T) {
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "may-list-nothing"}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return requestCounter{n: &requests, rt: rt} }
 	reg := target.NewClusterRegistry(scheme.New(), cfg, nil, nil, nil, target.SecretScope{}, false, time.Hour, func(target.ObjectEvent) {}, logr.Discard())
-	reg.Ctx = ctx
-	tg, err := reg.NewTarget("local", "test", cfg, nil, nil)
+	tg, err := reg.NewTarget(ctx, "local", "test", cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

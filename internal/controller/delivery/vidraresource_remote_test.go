@@ -151,9 +151,7 @@ func TestRemoteClientsDroppedWithTheirSecretOrDisuse(t *testing.T) {
 	if got := reg.RemoteClusters(); len(got) != 1 {
 		t.Fatalf("remote cluster in use evicted: %v", got)
 	}
-	reg.Mu.Lock()
-	reg.Now = func() time.Time { return time.Now().Add(reg.Idle + time.Minute) }
-	reg.Mu.Unlock()
+	reg.SetClock(func() time.Time { return time.Now().Add(reg.Idle + time.Minute) })
 	reg.EvictIdle()
 	if got := reg.RemoteClusters(); len(got) != 0 {
 		t.Fatalf("remote clusters %v kept after %s unused", got, reg.Idle)

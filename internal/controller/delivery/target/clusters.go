@@ -68,13 +68,13 @@ type ClusterRegistry struct {
 	log      logr.Logger
 
 	started chan struct{}
-	Ctx     context.Context // the manager's, once started
+	ctx     context.Context // the manager's, once started
 
 	// Idle is how long a remote cluster's clients and watches live unused.
 	Idle time.Duration
-	Now  func() time.Time
 
-	Mu       sync.Mutex
+	mu       sync.Mutex
+	now      func() time.Time
 	local    *Target
 	remotes  map[string]*Target   // by host[:port]
 	lastUsed map[string]time.Time // by host[:port]
@@ -92,13 +92,13 @@ func NewClusterRegistry(scheme *runtime.Scheme, cfg *rest.Config, hc *http.Clien
 		scheme: scheme, localCfg: cfg, localHTTP: hc, localMapper: mapper,
 		secrets: secrets, scope: scope, insecure: insecure, timeout: timeout, onEvent: onEvent, log: log,
 		started: make(chan struct{}), remotes: map[string]*Target{}, lastUsed: map[string]time.Time{}, impersonated: map[string]*Target{},
-		Idle: remoteIdle, Now: time.Now,
+		Idle: remoteIdle, now: time.Now,
 	}
 }
 
 // Start implements manager.Runnable: targets live as long as the manager.
 func (r *ClusterRegistry) Start(ctx context.Context) error {
-	r.Ctx = ctx
+	r.ctx = ctx
 	close(r.started)
 	tick := time.NewTicker(max(r.Idle/10, time.Second))
 	defer tick.Stop()
@@ -110,8 +110,8 @@ func (r *ClusterRegistry) Start(ctx context.Context) error {
 			r.EvictIdle()
 		}
 	}
-	r.Mu.Lock()
-	defer r.Mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.local != nil {
 		r.local.Stop()
 	}
@@ -119,6 +119,13 @@ func (r *ClusterRegistry) Start(ctx context.Context) error {
 		t.Stop()
 	}
 	return nil
+}
+
+// SetClock replaces the clock that idle eviction reads (a test moves it past Idle).
+func (r *ClusterRegistry) SetClock(now func() time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.now = now
 }
 
 // NeedLeaderElection: targets serve the controllers, which only run as leader.
@@ -133,10 +140,10 @@ func (r *ClusterRegistry) get(ctx context.Context, who Claimant, server string) 
 		return nil, ctx.Err()
 	}
 	if IsLocal(server) {
-		r.Mu.Lock()
-		defer r.Mu.Unlock()
+		r.mu.Lock()
+		defer r.mu.Unlock()
 		if r.local == nil {
-			t, err := r.NewTarget("local", "", r.localCfg, r.localHTTP, r.localMapper)
+			t, err := r.NewTarget(r.ctx, "local", "", r.localCfg, r.localHTTP, r.localMapper)
 			if err != nil {
 				return nil, lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, err)
 			}
@@ -159,9 +166,9 @@ func (r *ClusterRegistry) get(ctx context.Context, who Claimant, server string) 
 	}
 	sum := sha256.Sum256(data)
 	fp := hex.EncodeToString(sum[:])
-	r.Mu.Lock()
-	defer r.Mu.Unlock()
-	r.lastUsed[key] = r.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastUsed[key] = r.now()
 	if t := r.remotes[key]; t != nil && t.fingerprint == fp {
 		return t, nil
 	}
@@ -173,7 +180,7 @@ func (r *ClusterRegistry) get(ctx context.Context, who Claimant, server string) 
 	if cfg.QPS == 0 { // as controller-runtime does: rely on the server's priority and fairness
 		cfg.QPS = -1
 	}
-	t, err := r.NewTarget(key, fp, cfg, nil, nil)
+	t, err := r.NewTarget(r.ctx, key, fp, cfg, nil, nil)
 	if err != nil {
 		return nil, lifecycle.WithReason(infrahubv1alpha1.ReasonKubeconfigInvalid, err)
 	}
@@ -187,8 +194,8 @@ func (r *ClusterRegistry) get(ctx context.Context, who Claimant, server string) 
 
 // drop stops and forgets a remote cluster's clients and watches.
 func (r *ClusterRegistry) drop(key, why string) {
-	r.Mu.Lock()
-	defer r.Mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.dropLocked(key, why)
 }
 
@@ -208,17 +215,17 @@ func (r *ClusterRegistry) dropLocked(key, why string) {
 
 // EvictIdle drops the remote clusters no pass has reached for idle.
 func (r *ClusterRegistry) EvictIdle() {
-	r.Mu.Lock()
-	defer r.Mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for key := range r.remotes {
-		if r.Now().Sub(r.lastUsed[key]) > r.Idle {
+		if r.now().Sub(r.lastUsed[key]) > r.Idle {
 			r.dropLocked(key, "unused for "+r.Idle.String())
 		}
 	}
 	// Impersonating clients of the local cluster too: one per ServiceAccount ever used, gone
 	// with the VidraResources that named it.
 	for k := range r.impersonated {
-		if r.Now().Sub(r.lastUsed[k]) > r.Idle {
+		if r.now().Sub(r.lastUsed[k]) > r.Idle {
 			delete(r.impersonated, k)
 			delete(r.lastUsed, k)
 		}
@@ -227,13 +234,14 @@ func (r *ClusterRegistry) EvictIdle() {
 
 // RemoteClusters lists the remote clusters whose clients are kept.
 func (r *ClusterRegistry) RemoteClusters() []string {
-	r.Mu.Lock()
-	defer r.Mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	return slices.Sorted(maps.Keys(r.remotes))
 }
 
-// NewTarget builds the clients of one cluster; nothing is contacted yet.
-func (r *ClusterRegistry) NewTarget(key, fp string, cfg *rest.Config, hc *http.Client, mapper meta.RESTMapper) (*Target, error) {
+// NewTarget builds the clients of one cluster, whose watches live as long as ctx (the
+// manager's for the registry's own targets); nothing is contacted yet.
+func (r *ClusterRegistry) NewTarget(ctx context.Context, key, fp string, cfg *rest.Config, hc *http.Client, mapper meta.RESTMapper) (*Target, error) {
 	var err error
 	if hc == nil {
 		if hc, err = rest.HTTPClientFor(cfg); err != nil {
@@ -259,7 +267,7 @@ func (r *ClusterRegistry) NewTarget(key, fp string, cfg *rest.Config, hc *http.C
 	if err != nil {
 		return nil, fmt.Errorf("cache for %s: %w", key, err)
 	}
-	ctx, cancel := context.WithCancel(r.Ctx)
+	ctx, cancel := context.WithCancel(ctx)
 	t := &Target{
 		Key: key, fingerprint: fp, Cfg: cfg, Client: c, Mapper: mapper, cache: ca, cancel: cancel,
 		Timeout: r.timeout, onEvent: r.onEvent, log: r.log.WithValues("cluster", key),
@@ -296,10 +304,10 @@ func (r *ClusterRegistry) GetAs(ctx context.Context, who Claimant, server, as st
 	if err != nil || as == "" {
 		return base, err
 	}
-	r.Mu.Lock()
-	defer r.Mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	key := base.ID() + "|as=" + as
-	r.lastUsed[key] = r.Now()
+	r.lastUsed[key] = r.now()
 	if t := r.impersonated[key]; t != nil {
 		return t, nil
 	}
