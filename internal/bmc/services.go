@@ -5,8 +5,10 @@ import (
 	"os"
 
 	"github.com/metalhub/metalhub/internal/bmc/accounts"
+	"github.com/metalhub/metalhub/internal/bmc/bios"
 	"github.com/metalhub/metalhub/internal/bmc/console"
 	"github.com/metalhub/metalhub/internal/bmc/events"
+	"github.com/metalhub/metalhub/internal/bmc/managerattrs"
 	"github.com/metalhub/metalhub/internal/bmc/media"
 	"github.com/metalhub/metalhub/internal/bmc/update"
 )
@@ -129,4 +131,40 @@ func (c *conn) Unsubscribe(ctx context.Context, uri string) error {
 // Subscriptions implements BMC.
 func (c *conn) Subscriptions(ctx context.Context) ([]Subscription, error) {
 	return events.Subscriptions(ctx, c.wire())
+}
+
+// BiosState is a system's BIOS attributes.
+type BiosState = bios.State
+
+// Bios implements BMC.
+func (c *conn) Bios(ctx context.Context, systemID string) (*BiosState, error) {
+	return bios.Bios(ctx, c.wire(), systemID)
+}
+
+// SetBiosAttributes implements BMC.
+func (c *conn) SetBiosAttributes(ctx context.Context, systemID string, attrs map[string]any) error {
+	return bios.SetAttributes(ctx, c.wire(), systemID, attrs)
+}
+
+// BootEntry is one boot option of a system.
+type BootEntry = bios.BootEntry
+
+// BootEntries implements BMC.
+func (c *conn) BootEntries(ctx context.Context, systemID string) ([]BootEntry, error) {
+	return bios.BootEntries(ctx, c.wire(), systemID)
+}
+
+// SetBootOrder implements BMC.
+func (c *conn) SetBootOrder(ctx context.Context, systemID string, order []string) error {
+	return bios.SetBootOrder(ctx, c.wire(), systemID, order)
+}
+
+// ManagerAttributes implements BMC.
+func (c *conn) ManagerAttributes(ctx context.Context) (map[string]any, error) {
+	return managerattrs.Read(ctx, c.wire())
+}
+
+// SetManagerAttributes implements BMC.
+func (c *conn) SetManagerAttributes(ctx context.Context, attrs map[string]any) error {
+	return managerattrs.Set(ctx, c.wire(), attrs)
 }

@@ -205,22 +205,6 @@ type bootOptions struct{ httpURI string }
 // WithHTTPBootURI sets Boot.HttpBootUri with a UefiHttp override.
 func WithHTTPBootURI(uri string) BootOption { return func(o *bootOptions) { o.httpURI = uri } }
 
-// BiosState is a system's BIOS attributes.
-type BiosState struct {
-	Attributes map[string]any `json:"attributes"`
-	// Pending are the attributes staged for the next reset (the settings object's).
-	Pending map[string]any `json:"pending,omitempty"`
-	// ApplyTimes are the settings object's SupportedApplyTimes.
-	ApplyTimes []string `json:"applyTimes,omitempty"`
-}
-
-// BootEntry is one boot option of a system.
-type BootEntry struct {
-	// Ref is the BootOptionReference, e.g. Boot0001: what Boot.BootOrder lists.
-	Ref  string `json:"ref"`
-	Name string `json:"name,omitempty"`
-}
-
 // SystemSummary is one member of the Systems collection.
 type SystemSummary struct {
 	ID           string     `json:"id"`
