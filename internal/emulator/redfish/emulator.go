@@ -31,8 +31,10 @@ import (
 	"github.com/metalhub/metalhub/internal/emulator/redfish/hardware"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/journal"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/managerattrs"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/media"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/sessions"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/tlscert"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/update"
 
 	"github.com/go-logr/logr"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/accounts"
@@ -380,7 +382,7 @@ type BMC struct {
 	// sshAddr is the SSH console's host:port (Options.SSHConsole).
 	sshAddr    atomic.Pointer[string]
 	accts      accounts.Service
-	upd        updates
+	upd        update.Service
 	powerDelay atomic.Int64 // nanoseconds
 	// lastReset is when the manager last came out of a reset (unix nanoseconds); reportsReset
 	// says whether its Manager resource shows it (LastResetTime), as newer firmware does.
@@ -423,13 +425,14 @@ func newBMC(e *Emulator, i int) *BMC {
 	b.faults.Store(&Faults{})
 	b.ev.Init(i, eventHost{b})
 	b.accts.Init(accountHost{b})
+	b.upd.Init(updateHost{b})
 	style := hardware.IDStyle(r.IntN(3))
 	for k := range e.opts.SystemsPerBMC {
 		idx := i*e.opts.SystemsPerBMC + k
 		hw := hardware.Generate(p, r, idx, k, e.opts.SystemsPerBMC, style)
 		s := &System{bmc: b, hw: hw, power: e.opts.InitialPower, etag: 1, lastReset: b.lastReset.Load()}
 		for _, d := range b.profile.Media {
-			s.media = append(s.media, medium{MediaDevice: d})
+			s.media = append(s.media, media.Device{MediaDevice: d})
 		}
 		for _, o := range bootOptions {
 			s.bootOrder = append(s.bootOrder, o.ref)

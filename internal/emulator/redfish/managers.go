@@ -5,13 +5,14 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/metalhub/metalhub/internal/emulator/redfish/media"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/rfhttp"
 )
 
 func (b *BMC) routeManagers(w http.ResponseWriter, r *http.Request, segs []string, f *Faults) {
 	mp := v1 + "/Managers/" + b.managerID
 	if len(segs) >= 2 && segs[0] == b.managerID && segs[1] == "VirtualMedia" && b.mediaOnManager() && !f.NoVirtualMedia {
-		b.serveMedia(w, r, b.systems[0], mp+"/VirtualMedia", segs[2:], f)
+		media.Serve(w, r, mediaHost{b.systems[0]}, mp+"/VirtualMedia", segs[2:], f)
 		return
 	}
 	if len(segs) == 3 && segs[0] == b.managerID && segs[1] == "Actions" && segs[2] == "Manager.Reset" {

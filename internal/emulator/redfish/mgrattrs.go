@@ -14,13 +14,6 @@ func (b *BMC) ManagerAttributes() map[string]any { return b.mattrs.Get() }
 // SetManagerAttribute adds or sets one of the BMC's own settings (a vendor's registry).
 func (b *BMC) SetManagerAttribute(name string, value any) { b.mattrs.Set(name, value) }
 
-// SetFirmwareVersion sets the BMC's firmware version (as installed before the test).
-func (b *BMC) SetFirmwareVersion(v string) {
-	b.upd.mu.Lock()
-	defer b.upd.mu.Unlock()
-	b.upd.bmcFW = v
-}
-
 // serveManagerAttributes serves the manager's Attributes, recording a change.
 func (b *BMC) serveManagerAttributes(w http.ResponseWriter, r *http.Request, uri string) {
 	b.mattrs.Serve(w, r, uri, func(settings map[string]string) {

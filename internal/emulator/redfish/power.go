@@ -1,12 +1,13 @@
 package redfish
 
 import (
-	"github.com/metalhub/metalhub/internal/emulator/redfish/hardware"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/metalhub/metalhub/internal/emulator/redfish/hardware"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/media"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/sel"
 )
 
@@ -81,10 +82,10 @@ const (
 	// ActionManagerReset is a reset of the BMC itself (Manager.Reset); SystemID is empty.
 	ActionManagerReset = "ManagerReset"
 	// ActionInsertMedia and ActionEjectMedia are VirtualMedia actions.
-	ActionInsertMedia = "InsertMedia"
+	ActionInsertMedia = media.ActionInsertMedia
+	ActionEjectMedia  = media.ActionEjectMedia
 	// ActionBootOrder is a write of Boot.BootOrder.
-	ActionBootOrder  = "BootOrder"
-	ActionEjectMedia = "EjectMedia"
+	ActionBootOrder = "BootOrder"
 )
 
 // maxRecords bounds the recorder so a long soak cannot eat memory.
@@ -128,7 +129,7 @@ type System struct {
 	power string
 	boot  BootOverride
 	led   string
-	media []medium
+	media []media.Device
 	// bootOrder is Boot.BootOrder (BootOptionReferences).
 	bootOrder []string
 	// pendingBIOS is a flashed BIOS version that the next reset installs.
@@ -381,8 +382,8 @@ func (s *System) settleLocked(final string) {
 		image = s.boot.HTTPBootURI
 	case "Cd":
 		for _, m := range s.media {
-			if m.inserted && slices.Contains(m.Types, "CD") {
-				image = m.image
+			if m.Inserted && slices.Contains(m.Types, "CD") {
+				image = m.Image
 				break
 			}
 		}

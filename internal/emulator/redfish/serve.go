@@ -146,7 +146,7 @@ func (b *BMC) route(w http.ResponseWriter, r *http.Request, f *Faults) {
 	case "AccountService":
 		b.routeAccounts(w, r, segs[1:])
 	case "UpdateService":
-		b.updateService(w, r, segs[1:], f)
+		b.upd.Route(w, r, segs[1:], f)
 	case "EventService":
 		if f.NoEventService {
 			rfhttp.NotFound(w, r)
@@ -155,11 +155,11 @@ func (b *BMC) route(w http.ResponseWriter, r *http.Request, f *Faults) {
 		b.routeEvents(w, r, segs[1:])
 	case "TaskService":
 		if len(segs) < 3 {
-			b.serveTaskService(w, r, segs[1:])
+			b.upd.RouteTasks(w, r, segs[1:], b.Faults())
 			return
 		}
 		if len(segs) == 3 && segs[1] == "Tasks" && rfhttp.MethodIs(w, r, http.MethodGet) {
-			if b.serveTask(w, segs[2]) {
+			if b.upd.ServeTask(w, segs[2]) {
 				return
 			}
 			rfhttp.WriteJSON(w, http.StatusOK, obj{

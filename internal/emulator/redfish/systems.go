@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/metalhub/metalhub/internal/emulator/redfish/inventory"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/media"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/rfhttp"
 )
 
@@ -83,7 +84,7 @@ func (b *BMC) routeSystems(w http.ResponseWriter, r *http.Request, segs []string
 					"BootOptionReference": bootOptions[i].ref, "DisplayName": bootOptions[i].name, "BootOptionEnabled": true}
 			})
 	case rest[0] == "VirtualMedia" && !b.mediaOnManager() && !f.NoVirtualMedia:
-		b.serveMedia(w, r, s, sp+"/VirtualMedia", rest[1:], f)
+		media.Serve(w, r, mediaHost{s}, sp+"/VirtualMedia", rest[1:], f)
 	case rest[0] == "Storage" && !b.profile.SimpleOnly:
 		inventory.ServeStorage(w, r, &s.hw, b.profile.StorageID, sp+"/Storage", rest[1:])
 	case rest[0] == "LogServices" && !f.NoLogServices:
