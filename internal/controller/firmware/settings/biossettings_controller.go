@@ -10,12 +10,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/firmware/record"
@@ -60,23 +56,11 @@ func (r *BIOSSettingsReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("indexing BIOSSettings by server: %w", err)
 	}
 	rec := lifecycle.NewReconciler(r.Client, func() *systemv1alpha1.BIOSSettings { return &systemv1alpha1.BIOSSettings{} }, r.handle)
-	b := ctrl.NewControllerManagedBy(mgr).
-		Named("biossettings").
-		For(&systemv1alpha1.BIOSSettings{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
-			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*systemv1alpha1.BIOSSettings).Status.State == "" })))).
-		Owns(&maintenancev1alpha1.ServerMaintenance{}).
-		Watches(&metalv1alpha1.Server{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			list := &systemv1alpha1.BIOSSettingsList{}
-			if err := r.Client.List(ctx, list, client.MatchingFields{indexSettingsServer: o.GetName()}); err != nil {
-				return nil
-			}
-			var reqs []reconcile.Request
-			for i := range list.Items {
-				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-			}
-			return reqs
-		}), builder.WithPredicates(lifecycle.Predicate())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency, 1)})
+	b := work.NewController(mgr, "biossettings", &systemv1alpha1.BIOSSettings{},
+		func(s *systemv1alpha1.BIOSSettings) bool { return s.Status.State == "" }, r.Options.Concurrency).
+		Watches(&metalv1alpha1.Server{}, handler.EnqueueRequestsFromMapFunc(work.ServerRequests(r.Client,
+			func() client.ObjectList { return &systemv1alpha1.BIOSSettingsList{} }, indexSettingsServer)),
+			builder.WithPredicates(lifecycle.Predicate()))
 	return shard.Gate(r.Options.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &systemv1alpha1.BIOSSettingsList{} },
 		func(ctx context.Context, v *systemv1alpha1.BIOSSettings) string {
 			return work.ServerRefKey(ctx, r.Client, v, v.Spec.ServerRef)

@@ -7,13 +7,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	baseboardv1alpha1 "github.com/metalhub/metalhub/api/baseboard/v1alpha1"
-	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/firmware/record"
@@ -40,12 +36,8 @@ type BMCSettingsReconciler struct {
 // SetupWithManager registers the reconciler.
 func (r *BMCSettingsReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	rec := lifecycle.NewReconciler(r.Client, func() *baseboardv1alpha1.BMCSettings { return &baseboardv1alpha1.BMCSettings{} }, r.handle)
-	b := ctrl.NewControllerManagedBy(mgr).
-		Named("bmcsettings").
-		For(&baseboardv1alpha1.BMCSettings{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
-			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*baseboardv1alpha1.BMCSettings).Status.State == "" })))).
-		Owns(&maintenancev1alpha1.ServerMaintenance{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency/2, 1)})
+	b := work.NewController(mgr, "bmcsettings", &baseboardv1alpha1.BMCSettings{},
+		func(s *baseboardv1alpha1.BMCSettings) bool { return s.Status.State == "" }, r.Options.Concurrency/2)
 	return shard.Gate(r.Options.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &baseboardv1alpha1.BMCSettingsList{} },
 		func(_ context.Context, v *baseboardv1alpha1.BMCSettings) string {
 			return work.BMCRefKey(v, v.Spec.BMCRef)

@@ -10,12 +10,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
@@ -56,31 +52,17 @@ type BIOSVersionReconciler struct {
 // SetupWithManager registers the reconciler.
 func (r *BIOSVersionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	rec := lifecycle.NewReconciler(r.Client, func() *systemv1alpha1.BIOSVersion { return &systemv1alpha1.BIOSVersion{} }, r.handle)
-	b := ctrl.NewControllerManagedBy(mgr).
-		Named("biosversion").
-		For(&systemv1alpha1.BIOSVersion{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
-			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*systemv1alpha1.BIOSVersion).Status.State == "" })))).
-		// The maintenance it created: its creation and deletion.
-		Owns(&maintenancev1alpha1.ServerMaintenance{}).
-		// The server entering maintenance, and the result of the restart it was asked for.
-		Watches(&metalv1alpha1.Server{}, handler.EnqueueRequestsFromMapFunc(r.forServer), builder.WithPredicates(lifecycle.Predicate())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency, 1)})
+	// With the maintenance it created (its creation and deletion): the server entering
+	// maintenance, and the result of the restart it was asked for.
+	b := work.NewController(mgr, "biosversion", &systemv1alpha1.BIOSVersion{},
+		func(v *systemv1alpha1.BIOSVersion) bool { return v.Status.State == "" }, r.Options.Concurrency).
+		Watches(&metalv1alpha1.Server{}, handler.EnqueueRequestsFromMapFunc(work.ServerRequests(r.Client,
+			func() client.ObjectList { return &systemv1alpha1.BIOSVersionList{} }, IndexServer)),
+			builder.WithPredicates(lifecycle.Predicate()))
 	return shard.Gate(r.Options.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &systemv1alpha1.BIOSVersionList{} },
 		func(ctx context.Context, v *systemv1alpha1.BIOSVersion) string {
 			return work.ServerRefKey(ctx, r.Client, v, v.Spec.ServerRef)
 		}).Complete(rec)
-}
-
-func (r *BIOSVersionReconciler) forServer(ctx context.Context, o client.Object) []reconcile.Request {
-	list := &systemv1alpha1.BIOSVersionList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{IndexServer: o.GetName()}); err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return reqs
 }
 
 // versionPass is what one pass over a BIOSVersion knows.

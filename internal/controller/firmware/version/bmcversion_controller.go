@@ -8,9 +8,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	baseboardv1alpha1 "github.com/metalhub/metalhub/api/baseboard/v1alpha1"
@@ -46,48 +44,38 @@ type BMCVersionReconciler struct {
 // SetupWithManager registers the reconciler.
 func (r *BMCVersionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	rec := lifecycle.NewReconciler(r.Client, func() *baseboardv1alpha1.BMCVersion { return &baseboardv1alpha1.BMCVersion{} }, r.handle)
-	b := ctrl.NewControllerManagedBy(mgr).
-		Named("bmcversion").
-		For(&baseboardv1alpha1.BMCVersion{}, builder.WithPredicates(predicate.Or(lifecycle.Predicate(),
-			lifecycle.StatusWiped(func(o client.Object) bool { return o.(*baseboardv1alpha1.BMCVersion).Status.State == "" })))).
-		Owns(&maintenancev1alpha1.ServerMaintenance{}).
+	b := work.NewController(mgr, "bmcversion", &baseboardv1alpha1.BMCVersion{},
+		func(v *baseboardv1alpha1.BMCVersion) bool { return v.Status.State == "" }, r.Options.Concurrency).
 		// Its BMC reporting the reset asked of it.
 		Watches(&metalv1alpha1.BMC{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			list := &baseboardv1alpha1.BMCVersionList{}
-			if err := r.Client.List(ctx, list); err != nil {
-				return nil
-			}
-			var reqs []reconcile.Request
-			for i := range list.Items {
-				if ref := list.Items[i].Spec.BMCRef; ref != nil && ref.Name == o.GetName() {
-					reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-				}
-			}
-			return reqs
+			return r.ofBMC(ctx, o.GetName())
 		}), builder.WithPredicates(lifecycle.Predicate())).
 		// Its servers entering maintenance.
 		Watches(&metalv1alpha1.Server{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			s := o.(*metalv1alpha1.Server)
-			if s.Spec.BMCRef == nil {
-				return nil
+			if ref := o.(*metalv1alpha1.Server).Spec.BMCRef; ref != nil {
+				return r.ofBMC(ctx, ref.Name)
 			}
-			list := &baseboardv1alpha1.BMCVersionList{}
-			if err := r.Client.List(ctx, list); err != nil {
-				return nil
-			}
-			var reqs []reconcile.Request
-			for i := range list.Items {
-				if ref := list.Items[i].Spec.BMCRef; ref != nil && ref.Name == s.Spec.BMCRef.Name {
-					reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-				}
-			}
-			return reqs
-		}), builder.WithPredicates(lifecycle.Predicate())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Options.Concurrency, 1)})
+			return nil
+		}), builder.WithPredicates(lifecycle.Predicate()))
 	return shard.Gate(r.Options.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &baseboardv1alpha1.BMCVersionList{} },
 		func(_ context.Context, v *baseboardv1alpha1.BMCVersion) string {
 			return work.BMCRefKey(v, v.Spec.BMCRef)
 		}).Complete(rec)
+}
+
+// ofBMC are the BMCVersions of the BMC named name.
+func (r *BMCVersionReconciler) ofBMC(ctx context.Context, name string) []reconcile.Request {
+	list := &baseboardv1alpha1.BMCVersionList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if ref := list.Items[i].Spec.BMCRef; ref != nil && ref.Name == name {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
 }
 
 type bmcVersionPass struct {
