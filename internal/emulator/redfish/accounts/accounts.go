@@ -125,18 +125,13 @@ func (svc *Service) Route(w http.ResponseWriter, r *http.Request, segs []string)
 			})
 		}
 	case len(segs) == 1 && segs[0] == "Accounts":
-		if !rfhttp.MethodIs(w, r, http.MethodGet, http.MethodPost) {
-			return
-		}
-		if r.Method == http.MethodPost {
-			svc.create(w, r)
-			return
-		}
-		var ids []string
-		for _, a := range svc.Accounts() {
-			ids = append(ids, base+"/Accounts/"+a.ID)
-		}
-		rfhttp.WriteJSON(w, http.StatusOK, rfhttp.Collection(base+"/Accounts", "ManagerAccountCollection", "Accounts Collection", ids))
+		rfhttp.ServeCollection(w, r, base+"/Accounts", "ManagerAccountCollection", "Accounts Collection", func() []string {
+			var ids []string
+			for _, a := range svc.Accounts() {
+				ids = append(ids, base+"/Accounts/"+a.ID)
+			}
+			return ids
+		}, svc.create)
 	case len(segs) == 2 && segs[0] == "Accounts":
 		if !rfhttp.MethodIs(w, r, http.MethodGet, http.MethodPatch, http.MethodDelete) {
 			return

@@ -324,18 +324,13 @@ func (ev *Service) Route(w http.ResponseWriter, r *http.Request, segs []string) 
 			})
 		}
 	case len(segs) == 1 && segs[0] == "Subscriptions":
-		if !rfhttp.MethodIs(w, r, http.MethodGet, http.MethodPost) {
-			return
-		}
-		if r.Method == http.MethodPost {
-			ev.subscribe(w, r)
-			return
-		}
-		var ids []string
-		for _, s := range ev.Subscriptions() {
-			ids = append(ids, base+"/Subscriptions/"+s.ID)
-		}
-		rfhttp.WriteJSON(w, http.StatusOK, rfhttp.Collection(base+"/Subscriptions", "EventDestinationCollection", "Event Subscriptions Collection", ids))
+		rfhttp.ServeCollection(w, r, base+"/Subscriptions", "EventDestinationCollection", "Event Subscriptions Collection", func() []string {
+			var ids []string
+			for _, s := range ev.Subscriptions() {
+				ids = append(ids, base+"/Subscriptions/"+s.ID)
+			}
+			return ids
+		}, ev.subscribe)
 	case len(segs) == 2 && segs[0] == "Subscriptions":
 		if !rfhttp.MethodIs(w, r, http.MethodGet, http.MethodDelete) {
 			return

@@ -44,6 +44,19 @@ func Collection(path, typ, name string, members []string) Obj {
 	}
 }
 
+// ServeCollection answers a collection members can be POSTed to: GET lists the members (their
+// @odata.ids), POST creates one; any other method is refused.
+func ServeCollection(w http.ResponseWriter, r *http.Request, path, typ, name string, members func() []string, create http.HandlerFunc) {
+	if !MethodIs(w, r, http.MethodGet, http.MethodPost) {
+		return
+	}
+	if r.Method == http.MethodPost {
+		create(w, r)
+		return
+	}
+	WriteJSON(w, http.StatusOK, Collection(path, typ, name, members()))
+}
+
 func WriteJSON(w http.ResponseWriter, code int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
