@@ -75,20 +75,11 @@ type settingsPass struct {
 }
 
 func (r *BIOSSettingsReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*systemv1alpha1.BIOSSettings]) (lifecycle.Result, error) {
-	bctx, cancel := context.WithTimeout(ctx, r.Options.RequestTimeout)
-	defer cancel()
 	s := lp.Obj
-	w := &work.Work{Self: s, C: lp.Client(), BMCContext: bctx, MaintRef: &s.Spec.ServerMaintenanceRef, Policy: s.Spec.ServerMaintenancePolicy}
-	if s.Spec.ServerRef != nil {
-		w.ServerName = s.Spec.ServerRef.Name
-	}
+	w, cancel := r.NewServerWork(ctx, s, lp.Client(), s.Spec.ServerRef, &s.Spec.ServerMaintenanceRef, s.Spec.ServerMaintenancePolicy)
+	defer cancel()
 	p := &settingsPass{Pass: lp, Work: w}
-	res, err := lifecycle.Steps(ctx, p,
-		lifecycle.EnsureFinalizer[*settingsPass](work.Finalizer),
-		func(ctx context.Context, p *settingsPass) (lifecycle.Result, error) { return r.Read(ctx, p.Work) },
-		func(ctx context.Context, p *settingsPass) (lifecycle.Result, error) {
-			return r.Leave(ctx, p.Work, p.Maint)
-		},
+	res, err := lifecycle.Steps(ctx, p, append(work.OpenServerPass[*settingsPass](&r.Actor),
 		r.restart,
 		r.finish,
 		r.begin,
@@ -96,7 +87,7 @@ func (r *BIOSSettingsReconciler) handle(ctx context.Context, lp *lifecycle.Pass[
 		r.stage,
 		r.reboot,
 		r.verify,
-	)
+	)...)
 	r.report(p)
 	if p.Retried() && err == nil && !res.IsWrote() {
 		return lifecycle.RequeueAfter(r.Options.RetryAfter, p.Reason), nil

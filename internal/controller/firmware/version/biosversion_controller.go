@@ -74,20 +74,11 @@ type versionPass struct {
 }
 
 func (r *BIOSVersionReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*systemv1alpha1.BIOSVersion]) (lifecycle.Result, error) {
-	bctx, cancel := context.WithTimeout(ctx, r.Options.RequestTimeout)
-	defer cancel()
 	v := lp.Obj
-	w := &work.Work{Self: v, C: lp.Client(), BMCContext: bctx, MaintRef: &v.Spec.ServerMaintenanceRef, Policy: v.Spec.ServerMaintenancePolicy}
-	if v.Spec.ServerRef != nil {
-		w.ServerName = v.Spec.ServerRef.Name
-	}
+	w, cancel := r.NewServerWork(ctx, v, lp.Client(), v.Spec.ServerRef, &v.Spec.ServerMaintenanceRef, v.Spec.ServerMaintenancePolicy)
+	defer cancel()
 	p := &versionPass{Pass: lp, Work: w}
-	res, err := lifecycle.Steps(ctx, p,
-		lifecycle.EnsureFinalizer[*versionPass](work.Finalizer),
-		func(ctx context.Context, p *versionPass) (lifecycle.Result, error) { return r.Read(ctx, p.Work) },
-		func(ctx context.Context, p *versionPass) (lifecycle.Result, error) {
-			return r.Leave(ctx, p.Work, p.Maint)
-		},
+	res, err := lifecycle.Steps(ctx, p, append(work.OpenServerPass[*versionPass](&r.Actor),
 		r.restart,
 		r.finish,
 		r.begin,
@@ -97,7 +88,7 @@ func (r *BIOSVersionReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*
 		r.follow,
 		r.reboot,
 		r.verify,
-	)
+	)...)
 	r.report(p)
 	if p.Retried() && err == nil && !res.IsWrote() {
 		return lifecycle.RequeueAfter(r.Options.RetryAfter, p.Reason), nil
