@@ -12,6 +12,9 @@
 // The bound is the sink's own, not the one the controllers' writes share (internal/apilimit):
 // taking those slots, events fell behind while 1000 servers were onboarded (a third dropped,
 // the backlog's goroutines 35 MiB of RSS); with 32 of their own, all were written on time.
+//
+// It writes events and nothing else, and must not become something a controller relies on:
+// an event may be dropped, so no state may live only in one.
 package eventsink
 
 import (

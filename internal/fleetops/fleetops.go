@@ -7,6 +7,9 @@
 // A request while another operation on the same server is pending is refused (ErrPending),
 // decided against the server as stored, with an optimistic lock, so two people asking at once
 // cannot both win.
+//
+// It only writes what a person asks for: it must not talk to a BMC nor act with the operator's
+// own identity; the operator acts on these writes.
 package fleetops
 
 import (

@@ -9,6 +9,9 @@
 // or the user accepts the new inventory. The registry writes the record in the same report it
 // writes status from; the drift itself is kept on the Server (InventoryDriftAnnotation), where
 // the condition is rebuilt from.
+//
+// It builds and parses the record and judges drift, and makes no API call: the registry writes
+// the record, and what drift does to a Server is the Server controller's.
 package inventory
 
 import (
