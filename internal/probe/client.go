@@ -180,7 +180,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		case err == nil && ans.Done:
 			a.Logger.Info("report accepted", "systemUUID", r.SystemUUID)
 			return nil
-		case err != nil && (Permanent(err) || ctx.Err() != nil):
+		case err != nil && ctx.Err() != nil:
+			// Stopped by the caller while the registry was answering: that is why Run ends,
+			// whatever the last answer was.
+			if errors.Is(err, ctx.Err()) {
+				return err
+			}
+			return errors.Join(ctx.Err(), err)
+		case err != nil && Permanent(err):
 			return err
 		case err != nil:
 			a.Logger.Info("report not accepted yet", "error", err.Error())

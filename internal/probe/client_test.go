@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -138,6 +139,34 @@ func TestAgentStopsWithContext(t *testing.T) {
 	defer cancel()
 	if err := a.Run(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Run: %v, want deadline exceeded", err)
+	}
+}
+
+// answerThenStop answers every request 401 and ends the caller's context before the answer
+// is read: the moment a deadline can pass between the registry's answer and the agent's look.
+type answerThenStop struct{ stop context.CancelFunc }
+
+func (a answerThenStop) RoundTrip(*http.Request) (*http.Response, error) {
+	a.stop()
+	return &http.Response{StatusCode: http.StatusUnauthorized, Status: "401 Unauthorized", Header: http.Header{},
+		Body: io.NopCloser(strings.NewReader("scripted"))}, nil
+}
+
+// The agent stopped while the registry's answer came back says it was stopped, with that
+// answer beside it, instead of ending on the answer alone.
+func TestAgentStoppedMidAnswerSaysSo(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := &Agent{
+		Client: &Client{RegistryURL: "http://registry.invalid/", Token: "s3cret", Attempts: 1,
+			HTTPClient: &http.Client{Transport: answerThenStop{stop: cancel}}},
+		Collect:  func(context.Context) (*Report, error) { return &Report{Version: ReportVersion, SystemUUID: "u"}, nil },
+		Interval: time.Hour,
+	}
+	err := a.Run(ctx)
+	var se *StatusError
+	if !errors.Is(err, context.Canceled) || !errors.As(err, &se) || se.Code != http.StatusUnauthorized {
+		t.Fatalf("Run: %v, want canceled with the registry's 401 beside it", err)
 	}
 }
 
