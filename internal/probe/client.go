@@ -72,11 +72,20 @@ const maxAnswerBytes = 64 << 10
 
 // Post sends the report once.
 func (c *Client) Post(ctx context.Context, r *Report) (Answer, error) {
-	body, err := json.Marshal(r)
+	return c.post(ctx, RegisterPath, r)
+}
+
+// PostCleaning sends a cleaning report once.
+func (c *Client) PostCleaning(ctx context.Context, r *CleaningReport) (Answer, error) {
+	return c.post(ctx, CleanPath, r)
+}
+
+func (c *Client) post(ctx context.Context, path string, v any) (Answer, error) {
+	body, err := json.Marshal(v)
 	if err != nil {
 		return Answer{}, fmt.Errorf("encoding report: %w", err)
 	}
-	url := strings.TrimRight(c.RegistryURL, "/") + RegisterPath
+	url := strings.TrimRight(c.RegistryURL, "/") + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return Answer{}, fmt.Errorf("building request: %w", err)
@@ -109,6 +118,15 @@ func (c *Client) Post(ctx context.Context, r *Report) (Answer, error) {
 // Send posts the report, retrying transport errors and retryable answers with backoff, at most
 // Attempts times. It returns the last error when every attempt failed.
 func (c *Client) Send(ctx context.Context, r *Report) (Answer, error) {
+	return c.send(ctx, func() (Answer, error) { return c.Post(ctx, r) })
+}
+
+// SendCleaning posts a cleaning report with Send's retries.
+func (c *Client) SendCleaning(ctx context.Context, r *CleaningReport) (Answer, error) {
+	return c.send(ctx, func() (Answer, error) { return c.PostCleaning(ctx, r) })
+}
+
+func (c *Client) send(ctx context.Context, post func() (Answer, error)) (Answer, error) {
 	attempts := c.Attempts
 	if attempts <= 0 {
 		attempts = 6
@@ -124,7 +142,7 @@ func (c *Client) Send(ctx context.Context, r *Report) (Answer, error) {
 	var err error
 	for attempt := 1; ; attempt++ {
 		var a Answer
-		if a, err = c.Post(ctx, r); err == nil || Permanent(err) || attempt >= attempts {
+		if a, err = post(); err == nil || Permanent(err) || attempt >= attempts {
 			return a, err
 		}
 		d := wait/2 + rand.N(wait/2+1) // jitter in [wait/2, wait]

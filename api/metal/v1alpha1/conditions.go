@@ -37,6 +37,23 @@ const (
 	// when the fault is cleared after the repair (operation clear-hardware-fault). A metalhub
 	// addition.
 	ConditionHardwareFault = "HardwareFault"
+	// ConditionCleaned says whether the disks of a released server were erased and the erase
+	// proven (CleaningPolicy): False with CleaningInProgress while it runs, with CleaningFailed
+	// naming the disk that could not be sanitized or verified; True with Verified once the
+	// cleaning record holds a proof for every disk the policy covers. It is rebuilt from the
+	// annotations and the record, so a wiped status gets it back. A metalhub addition.
+	ConditionCleaned = "Cleaned"
+)
+
+// Reasons of a Server's Cleaned condition and its events.
+const (
+	// ReasonCleaningInProgress: the cleaning agent is booted or erasing.
+	ReasonCleaningInProgress = "CleaningInProgress"
+	// ReasonCleaningVerified: every disk the policy covers was erased and read back as erased.
+	ReasonCleaningVerified = "Verified"
+	// ReasonCleaningFailed: a disk could not be erased or its read-back found data, or no
+	// report came in time; the server is in Error until a retry.
+	ReasonCleaningFailed = "CleaningFailed"
 )
 
 // Reasons of a Server's HardwareFault condition and events.

@@ -8,7 +8,7 @@ import (
 
 // ServerState is a Server's lifecycle state. The controller keeps it as its own bookkeeping in
 // metadata; status.state only mirrors it for kubectl and tools.
-// +kubebuilder:validation:Enum=Initial;Discovery;Available;Reserved;Released;Error;Maintenance;Parked
+// +kubebuilder:validation:Enum=Initial;Discovery;Available;Reserved;Released;Error;Maintenance;Parked;Cleaning
 type ServerState string
 
 const (
@@ -20,6 +20,27 @@ const (
 	ServerStateError       ServerState = "Error"
 	ServerStateMaintenance ServerState = "Maintenance"
 	ServerStateParked      ServerState = "Parked"
+	// ServerStateCleaning: a released server's disks are being sanitized before it is
+	// Available again (CleaningPolicy). A metalhub addition.
+	ServerStateCleaning ServerState = "Cleaning"
+)
+
+// CleaningPolicy says what is erased of a server's disks when its claim is released, before it
+// can be claimed again. Each policy erases everything the one before it does.
+// +kubebuilder:validation:Enum=None;Metadata;RootDisk;AllDisks
+type CleaningPolicy string
+
+const (
+	// CleaningPolicyNone erases nothing: a released server is Available at once.
+	CleaningPolicyNone CleaningPolicy = "None"
+	// CleaningPolicyMetadata zeroes the partition tables and the filesystem, RAID and volume
+	// signatures of every disk (both ends of it): the data is still on the disk.
+	CleaningPolicyMetadata CleaningPolicy = "Metadata"
+	// CleaningPolicyRootDisk sanitizes the root disk (the smallest non-removable disk of at
+	// least 4 GiB) and wipes the metadata of every other disk.
+	CleaningPolicyRootDisk CleaningPolicy = "RootDisk"
+	// CleaningPolicyAllDisks sanitizes every non-removable disk.
+	CleaningPolicyAllDisks CleaningPolicy = "AllDisks"
 )
 
 // ReclaimPolicy says what happens to a server when its claim goes.
@@ -127,6 +148,11 @@ type ServerSpec struct {
 	// +optional
 	// +kubebuilder:default=Recycle
 	ReclaimPolicy ReclaimPolicy `json:"reclaimPolicy,omitempty"`
+	// CleaningPolicy is what is erased of this server's disks when a claim releases it, in
+	// place of the fleet's (--cleaning-policy). A claim may narrow it, never widen it. A
+	// metalhub addition.
+	// +optional
+	CleaningPolicy CleaningPolicy `json:"cleaningPolicy,omitempty"`
 }
 
 // Processor is one CPU of a server.

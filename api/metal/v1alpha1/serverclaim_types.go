@@ -51,6 +51,11 @@ type ServerClaimSpec struct {
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^(https?|nfs|cifs)://[^\s]+$`
 	BootURI string `json:"bootURI,omitempty"`
+	// CleaningPolicy narrows what is erased of the server's disks when this claim releases it
+	// (a claim that keeps no data on its disks may ask for less than the server's policy); it
+	// never widens it. Recorded when the claim binds. A metalhub addition.
+	// +optional
+	CleaningPolicy CleaningPolicy `json:"cleaningPolicy,omitempty"`
 }
 
 // Phase is whether a claim holds a server.

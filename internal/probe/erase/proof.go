@@ -2,6 +2,7 @@ package erase
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -62,7 +63,7 @@ func Sanitize(ctx context.Context, d *Device, o Options) (Proof, error) {
 	}
 	p := Proof{Device: d.Path, SizeBytes: d.Size, Start: now()}
 	for _, m := range methods {
-		offsets, err := sampleOffsets(d.Size, cmpOr(o.Samples, DefaultSamples), m)
+		offsets, err := sampleOffsets(d.Size, cmp.Or(max(o.Samples, 0), DefaultSamples), m)
 		if err != nil {
 			return p, err
 		}
@@ -94,13 +95,6 @@ func Sanitize(ctx context.Context, d *Device, o Options) (Proof, error) {
 		p.Failure = "no method erased the device"
 	}
 	return p, nil
-}
-
-func cmpOr(a, b int) int {
-	if a > 0 {
-		return a
-	}
-	return b
 }
 
 // sampleOffsets are the blocks a read-back reads: the first and last of each region the method

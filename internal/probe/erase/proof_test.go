@@ -35,7 +35,7 @@ func open(t *testing.T, path string) *Device {
 	return d
 }
 
-// zeroRuns says which MiB of the file at path hold anything but zeros.
+// nonZeroMiB says which MiB of the file at path hold anything but zeros.
 func nonZeroMiB(t *testing.T, path string) []int {
 	t.Helper()
 	b, err := os.ReadFile(path)
