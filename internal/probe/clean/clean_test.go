@@ -16,7 +16,7 @@ func TestPlan(t *testing.T) {
 		{Name: "sdb", SizeBytes: 4 << 40},
 		{Name: "nvme1n1", SizeBytes: 960 << 30},
 		{Name: "nvme0n1", SizeBytes: 960 << 30},
-		{Name: "sdz", SizeBytes: 1 << 30},                    // too small for a root disk
+		{Name: "sdz", SizeBytes: 1 << 30},                   // too small for a root disk
 		{Name: "sdc", SizeBytes: 64 << 30, Removable: true}, // a USB stick
 	}
 	for _, tc := range []struct {
