@@ -31,6 +31,9 @@ type Params struct {
 	Token string
 	// ProbeImage is the container image with metalprobe as its entrypoint.
 	ProbeImage string
+	// CleaningPolicy, in a cleaning round, is what metalprobe erases (its --clean flag);
+	// empty in a discovery round.
+	CleaningPolicy string
 }
 
 // DefaultIgnitionTemplate is a Butane (Fedora CoreOS) config, the format of the reference
@@ -55,7 +58,7 @@ systemd:
         ExecStartPre=-/usr/bin/podman rm --force metalprobe
         ExecStartPre=/usr/bin/podman pull {{ .ProbeImage }}
         ExecStartPre=-/bin/sh -c 'cp /usr/share/hwdata/pci.ids /etc/metalprobe/pci.ids || cp /usr/share/misc/pci.ids /etc/metalprobe/pci.ids'
-        ExecStart=/usr/bin/podman run --rm --network host --privileged --name metalprobe --volume /etc/metalprobe:/etc/metalprobe:ro {{ .ProbeImage }} --registry-url={{ .RegistryURL }} --server-uuid={{ .ServerUUID }} --token-file=` + ProbeTokenPath + `
+        ExecStart=/usr/bin/podman run --rm --network host --privileged --name metalprobe --volume /etc/metalprobe:/etc/metalprobe:ro {{ .ProbeImage }} --registry-url={{ .RegistryURL }} --server-uuid={{ .ServerUUID }} --token-file=` + ProbeTokenPath + `{{ if .CleaningPolicy }} --clean={{ .CleaningPolicy }}{{ end }}
         ExecStop=/usr/bin/podman stop metalprobe
         [Install]
         WantedBy=multi-user.target
@@ -91,6 +94,11 @@ func (p Params) Validate() error {
 		// Never print the token, not even a bad one.
 		errs = append(errs, errors.New("token is empty or has characters not allowed unquoted"))
 	}
+	switch p.CleaningPolicy {
+	case "", "Metadata", "RootDisk", "AllDisks":
+	default:
+		errs = append(errs, fmt.Errorf("cleaning policy %q is not Metadata, RootDisk or AllDisks", p.CleaningPolicy))
+	}
 	if !safeImage.MatchString(p.ProbeImage) {
 		errs = append(errs, fmt.Errorf("probe image %q is empty or not an image reference", p.ProbeImage))
 	}
@@ -113,6 +121,15 @@ func ParseIgnitionTemplate(templateText string) (*template.Template, error) {
 		return nil, fmt.Errorf("checking ignition template: %w", err)
 	}
 	return t, nil
+}
+
+// Cleans reports whether a template starts metalprobe with the round's cleaning policy
+// (--clean={{ .CleaningPolicy }}): without it a cleaning round would boot an agent that only
+// reports hardware, and never clean.
+func Cleans(t *template.Template) bool {
+	sample := Params{RegistryURL: "http://registry.invalid", ServerUUID: "00000000-0000-0000-0000-000000000000", Token: "t", ProbeImage: "image", CleaningPolicy: "AllDisks"}
+	var b bytes.Buffer
+	return t.Execute(&b, sample) == nil && strings.Contains(b.String(), "--clean=AllDisks")
 }
 
 // RenderIgnition renders the ignition that boots a server into discovery: templateText (a Go

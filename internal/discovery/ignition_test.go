@@ -127,3 +127,33 @@ func TestParseIgnitionTemplateDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A cleaning round's ignition starts the same agent with --clean; a discovery round's does not.
+// A custom template that drops the flag is told apart, so a fleet that cleans can refuse it.
+func TestRenderCleaningIgnition(t *testing.T) {
+	p := testParams
+	p.CleaningPolicy = "AllDisks"
+	out, err := RenderIgnition(p, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "--token-file="+ProbeTokenPath+" --clean=AllDisks\n") {
+		t.Fatalf("cleaning ignition lacks --clean:\n%s", out)
+	}
+	out, err = RenderIgnition(testParams, "")
+	if err != nil || strings.Contains(string(out), "--clean") {
+		t.Fatalf("discovery ignition: %v\n%s", err, out)
+	}
+	p.CleaningPolicy = "Shred; rm -rf /"
+	if _, err := RenderIgnition(p, ""); err == nil {
+		t.Fatal("an unknown cleaning policy was rendered")
+	}
+	def, err := ParseIgnitionTemplate("")
+	if err != nil || !Cleans(def) {
+		t.Fatalf("the default template does not clean: %v", err)
+	}
+	custom, err := ParseIgnitionTemplate(`{"ignition":{"version":"3.2.0"},"x":"--registry-url={{.RegistryURL}} --token={{.Token}}"}`)
+	if err != nil || Cleans(custom) {
+		t.Fatalf("a template without --clean is taken for one that cleans (%v)", err)
+	}
+}

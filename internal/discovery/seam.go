@@ -32,6 +32,14 @@ const (
 	ServerLabel = "discovery.metalhub.io/server"
 	// RoundLabel on a round's Secret names the round.
 	RoundLabel = "discovery.metalhub.io/round"
+	// PurposeLabel on a round's Secret is PurposeCleaning for a cleaning round: the discovery
+	// image booted to erase the disks of a released server. Its token is refused for hardware
+	// reports, a discovery round's for cleaning reports. Absent: a discovery round.
+	PurposeLabel    = "discovery.metalhub.io/purpose"
+	PurposeCleaning = "cleaning"
+	// CleanedAnnotation on a Server is the id of the cleaning round whose report the registry
+	// stored in the server's cleaning record.
+	CleanedAnnotation = "discovery.metalhub.io/cleaned"
 	// SystemUUIDLabel on a round's Secret and ServerBootConfiguration is the server's system
 	// UUID (lower case), so a boot server finds a booting machine's configuration directly.
 	SystemUUIDLabel = "discovery.metalhub.io/system-uuid"
@@ -52,6 +60,11 @@ func NewRound() (round, token string, err error) {
 		return "", "", fmt.Errorf("generating discovery token: %w", err)
 	}
 	return hex.EncodeToString(b[:6]), hex.EncodeToString(b[6:]), nil
+}
+
+// Cleaned reports whether the cleaning report of round has arrived.
+func Cleaned(server client.Object, round string) bool {
+	return round != "" && server.GetAnnotations()[CleanedAnnotation] == round
 }
 
 // Fresh reports whether the hardware report of the Server's current round has arrived.

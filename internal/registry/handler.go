@@ -151,7 +151,7 @@ func (r *Registry) accept(ctx context.Context, rep *probe.Report, token string) 
 	}
 	fromCache := true
 	for attempt := 1; ; attempt++ {
-		round, out := r.authenticate(ctx, srv, token, &fromCache)
+		round, out := r.authenticate(ctx, srv, token, "", &fromCache)
 		if out != nil {
 			out.server = srv.Name
 			return out
@@ -236,7 +236,10 @@ func (r *Registry) lookup(ctx context.Context, uuid string) (*metalv1alpha1.Serv
 // token (a Secret without RoundLabel is judged by its token alone). A Server read from the cache
 // may be behind the Secret (the controller writes the Secret before the round annotation); then
 // it is read once more from the API server before refusing.
-func (r *Registry) authenticate(ctx context.Context, srv *metalv1alpha1.Server, token string, fromCache *bool) (string, *outcome) {
+//
+// purpose is the round's kind the endpoint serves ("" discovery, discovery.PurposeCleaning): a
+// cleaning round's token cannot post hardware, nor a discovery round's a cleaning.
+func (r *Registry) authenticate(ctx context.Context, srv *metalv1alpha1.Server, token, purpose string, fromCache *bool) (string, *outcome) {
 	unauthorized := func(err error) (string, *outcome) {
 		return "", reject(http.StatusUnauthorized, resultUnauthorized, "token not valid for this server's discovery round", err)
 	}
@@ -253,6 +256,9 @@ func (r *Registry) authenticate(ctx context.Context, srv *metalv1alpha1.Server, 
 	}
 	if owner := secret.Labels[discovery.ServerLabel]; owner != "" && owner != srv.Name {
 		return unauthorized(fmt.Errorf("round secret %s belongs to server %q", key, owner))
+	}
+	if got := secret.Labels[discovery.PurposeLabel]; got != purpose {
+		return unauthorized(fmt.Errorf("round secret %s is of purpose %q, the report is for %q", key, got, purpose))
 	}
 	for {
 		round := srv.Annotations[discovery.RoundAnnotation]

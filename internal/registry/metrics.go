@@ -23,12 +23,18 @@ var reportsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Discovery reports received by the registry, by result (accepted, duplicate, malformed, unauthorized, unknown_server, ambiguous, wrong_machine, too_large, error).",
 }, []string{"result"})
 
+var cleaningReportsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "metalhub_cleaning_reports_total",
+	Help: "Cleaning reports received by the registry, by result (accepted, duplicate, malformed, unauthorized, unknown_server, ambiguous, wrong_machine, too_large, error).",
+}, []string{"result"})
+
 func init() {
 	// Served on the manager's /metrics endpoint. Every result starts at 0 so that rate() and
 	// alerts on rejects work before the first reject.
 	for _, r := range []string{resultAccepted, resultDuplicate, resultMalformed, resultUnauthorized,
 		resultUnknownServer, resultAmbiguous, resultWrongMachine, resultTooLarge, resultError} {
 		reportsTotal.WithLabelValues(r)
+		cleaningReportsTotal.WithLabelValues(r)
 	}
-	metrics.Registry.MustRegister(reportsTotal)
+	metrics.Registry.MustRegister(reportsTotal, cleaningReportsTotal)
 }

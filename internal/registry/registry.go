@@ -224,6 +224,7 @@ func (r *Registry) Start(ctx context.Context) error {
 func (r *Registry) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+probe.RegisterPath, r.serveRegister)
+	mux.HandleFunc("POST "+probe.CleanPath, r.serveCleaning)
 	if r.opts.Events != nil {
 		mux.Handle("POST /v1/events", r.opts.Events)
 	}
