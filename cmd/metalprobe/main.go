@@ -6,8 +6,14 @@
 //
 // --print collects and prints the report as JSON without posting (no registry needed).
 //
+// --clean=Metadata|RootDisk|AllDisks makes it the cleaning agent of a cleaning round: it erases
+// the disks as the policy asks (internal/probe/clean), reads them back, and posts what it did
+// and proved to the registry's cleaning endpoint until the registry holds it. The disks are
+// erased once; only the report is sent again.
+//
 // It has no Kubernetes credentials and touches no object: its only output is the report, posted to
-// the registry with the round's token. It imports nothing of metalhub but internal/probe.
+// the registry with the round's token. It imports nothing of metalhub but internal/probe and
+// its sub-packages.
 package main
 
 import (
@@ -27,6 +33,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/metalhub/metalhub/internal/probe"
+	"github.com/metalhub/metalhub/internal/probe/clean"
 )
 
 func main() {
@@ -37,6 +44,7 @@ func main() {
 
 type flags struct {
 	registryURL, serverUUID, token, tokenFile, root string
+	clean, devDir                                   string
 	interval, timeout                               time.Duration
 	once, print                                     bool
 	verbosity                                       int
@@ -55,6 +63,8 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&f.timeout, "timeout", 0, "Give up after this long (0: never; systemd restarts a failed agent anyway).")
 	fs.BoolVar(&f.once, "once", false, "Report once (with bounded retries) and exit; non-zero if not confirmed.")
 	fs.BoolVar(&f.print, "print", false, "Print the collected report as JSON and exit without posting.")
+	fs.StringVar(&f.clean, "clean", "", "Erase the disks by this cleaning policy (Metadata, RootDisk or AllDisks) and report the proof instead of the hardware.")
+	fs.StringVar(&f.devDir, "dev-dir", "/dev", "Directory of the disks' device nodes, by kernel name (--clean).")
 	fs.IntVar(&f.verbosity, "v", 0, "Log verbosity (1 shows unreadable files and retries).")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -110,6 +120,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return r, nil
 	}
+	if f.clean != "" {
+		return runClean(ctx, f, log)
+	}
 	if f.print {
 		r, err := collect(ctx)
 		if err != nil {
@@ -131,6 +144,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log.Info("reporting hardware", "registry", f.registryURL, "serverUUID", f.serverUUID, "root", f.root)
 	if err := agent.Run(ctx); err != nil {
 		log.Error(err, "discovery report failed")
+		return 1
+	}
+	return 0
+}
+
+// runClean erases the disks by f.clean and delivers the proof.
+func runClean(ctx context.Context, f *flags, log logr.Logger) int {
+	log.Info("cleaning disks", "policy", f.clean, "registry", f.registryURL, "serverUUID", f.serverUUID)
+	rep, err := clean.Run(ctx, clean.Options{Root: f.root, DevDir: f.devDir, Policy: f.clean, ServerUUID: f.serverUUID, Logger: log})
+	if err != nil {
+		log.Error(err, "cleaning failed before any report")
+		return 1
+	}
+	c := &probe.Client{RegistryURL: f.registryURL, Token: f.token, Logger: log}
+	if err := clean.Deliver(ctx, c, rep, f.interval, log); err != nil {
+		log.Error(err, "cleaning report not delivered")
 		return 1
 	}
 	return 0

@@ -112,3 +112,50 @@ func TestFlagErrors(t *testing.T) {
 		}
 	}
 }
+
+// With --clean the command erases the disks of a machine (a fixture tree whose disks are files
+// of random data) and posts the proof, not the hardware, to the cleaning endpoint.
+func TestCleanErasesAndReports(t *testing.T) {
+	root, dev := t.TempDir(), t.TempDir()
+	for p, v := range map[string]string{"sys/class/dmi/id/product_uuid": "u-2", "sys/block/vda/size": "16384", "sys/block/vda/removable": "0"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dev, "vda"), bytes.Repeat([]byte("tenant"), 8<<20/6+1)[:8<<20], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got *probe.CleaningReport
+	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = &probe.CleaningReport{}
+		if r.URL.Path != probe.CleanPath || json.NewDecoder(r.Body).Decode(got) != nil || r.Header.Get("Authorization") != "Bearer tok-9" {
+			http.Error(w, "bad", http.StatusBadRequest)
+			return
+		}
+		fmt.Fprint(w, `{"done":true}`)
+	}))
+	defer reg.Close()
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"--registry-url", reg.URL, "--token", "tok-9", "--root", root, "--dev-dir", dev, "--clean", "AllDisks"}, &bytes.Buffer{}, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got == nil || got.SystemUUID != "u-2" || got.Policy != "AllDisks" || len(got.Disks) != 1 || got.Disks[0].Proof == nil || !got.Disks[0].Proof.Verified {
+		t.Fatalf("report %+v", got)
+	}
+	b, err := os.ReadFile(filepath.Join(dev, "vda"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte("tenant")) {
+		t.Fatal("the disk still holds the tenant's data")
+	}
+}

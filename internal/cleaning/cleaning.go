@@ -68,6 +68,14 @@ func Effective(fleet, server, claim metalv1alpha1.CleaningPolicy) metalv1alpha1.
 	return p
 }
 
+// Wider is the policy of a and b that erases more.
+func Wider(a, b metalv1alpha1.CleaningPolicy) metalv1alpha1.CleaningPolicy {
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
+}
+
 // Entry is one cleaning: the agent's report as the registry accepted it.
 type Entry struct {
 	// Round is the cleaning round the report came with.

@@ -35,7 +35,7 @@ type config struct {
 	} `json:"storage"`
 }
 
-var flagPattern = regexp.MustCompile(`--(registry-url|server-uuid|token|token-file)[= ]([^\s"'\\]+)`)
+var flagPattern = regexp.MustCompile(`--(registry-url|server-uuid|token|token-file|clean)[= ]([^\s"'\\]+)`)
 
 // ParseIgnition reads what the discovery OS would act on from a rendered ignition: the
 // arguments of metalprobe in a systemd unit, and the token from --token or from the file that
@@ -63,6 +63,8 @@ func ParseIgnition(data []byte) (discovery.Params, error) {
 					p.Token = m[2]
 				case "token-file":
 					tokenFile = m[2]
+				case "clean":
+					p.CleaningPolicy = m[2]
 				}
 			}
 		}

@@ -31,6 +31,7 @@ import (
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/probe"
+	"github.com/metalhub/metalhub/internal/probe/clean"
 )
 
 // Options configure a Netboot.
@@ -58,6 +59,10 @@ type Options struct {
 	// boot provider and an OS image that fetch their ignition would. Empty: only discovery
 	// boots do anything.
 	MetadataURL string
+	// TenantData makes a claimed server's OS boot (MetadataURL) write its tenant's data onto the
+	// machine's disks, sparse files under WorkDir, so that a cleaning boot has data to erase
+	// and a test can look (TenantData). Off, disks exist only once a cleaning boot needs them.
+	TenantData bool
 	// OnResult, if set, is told how each boot ended (tests, dev mode).
 	OnResult func(Result)
 	Logger   logr.Logger
@@ -72,7 +77,10 @@ type Result struct {
 	Err error
 	// OS is true for the boot of a claim's boot configuration (Options.MetadataURL); Metadata
 	// and UserData are then what the metadata service answered.
-	OS       bool
+	OS bool
+	// Cleaning is true for the boot of a cleaning round: Err is nil when the registry holds
+	// the agent's report.
+	Cleaning bool
 	Metadata []byte
 	UserData []byte
 }
@@ -189,29 +197,32 @@ func (n *Netboot) boot(ctx context.Context, ev redfish.BootEvent) Result {
 		return Result{UUID: ev.UUID, Err: ctx.Err()}
 	}
 	if n.opts.MetadataURL != "" {
-		if res, ok := n.osBoot(ctx, ev.UUID); ok {
+		if res, ok := n.osBoot(ctx, ev); ok {
 			return res
 		}
 	}
-	server, err := n.discoveryBoot(ctx, ev)
-	return Result{UUID: ev.UUID, Server: server, Err: err}
+	server, cleaning, err := n.discoveryBoot(ctx, ev)
+	return Result{UUID: ev.UUID, Server: server, Cleaning: cleaning, Err: err}
 }
 
-func (n *Netboot) discoveryBoot(ctx context.Context, ev redfish.BootEvent) (string, error) {
+func (n *Netboot) discoveryBoot(ctx context.Context, ev redfish.BootEvent) (string, bool, error) {
 	server, params, err := n.waitForConfiguration(ctx, ev.UUID)
 	if err != nil {
-		return server, err
+		return server, false, err
 	}
 	hw := n.hardware(ev.UUID, ev.SerialNumber, ev.MACs)
 	root, err := os.MkdirTemp(n.opts.WorkDir, strings.ToLower(ev.UUID)+"-")
 	if err != nil {
-		return server, fmt.Errorf("creating hardware tree: %w", err)
+		return server, false, fmt.Errorf("creating hardware tree: %w", err)
 	}
 	defer os.RemoveAll(root)
 	if err := hw.WriteTree(root); err != nil {
-		return server, err
+		return server, false, err
 	}
 	log := n.log.WithValues("uuid", ev.UUID, "server", server)
+	if params.CleaningPolicy != "" {
+		return server, true, n.cleaningBoot(ctx, hw, root, params, log)
+	}
 	agent := &probe.Agent{
 		Client: &probe.Client{RegistryURL: params.RegistryURL, Token: params.Token, HTTPClient: n.opts.HTTPClient,
 			Backoff: 200 * time.Millisecond, MaxBackoff: 2 * time.Second, Logger: log},
@@ -227,9 +238,28 @@ func (n *Netboot) discoveryBoot(ctx context.Context, ev redfish.BootEvent) (stri
 		Logger:   log,
 	}
 	if err := agent.Run(ctx); err != nil {
-		return server, fmt.Errorf("metalprobe: %w", err)
+		return server, false, fmt.Errorf("metalprobe: %w", err)
 	}
-	return server, nil
+	return server, false, nil
+}
+
+// cleaningBoot runs the cleaning agent (metalprobe --clean) against the machine's disk files
+// and delivers its report.
+func (n *Netboot) cleaningBoot(ctx context.Context, hw Hardware, root string, params discovery.Params, log logr.Logger) error {
+	dev, err := n.ensureDisks(hw)
+	if err != nil {
+		return err
+	}
+	rep, err := clean.Run(ctx, clean.Options{Root: root, DevDir: dev, Policy: params.CleaningPolicy, ServerUUID: params.ServerUUID, Logger: log})
+	if err != nil {
+		return fmt.Errorf("metalprobe --clean: %w", err)
+	}
+	c := &probe.Client{RegistryURL: params.RegistryURL, Token: params.Token, HTTPClient: n.opts.HTTPClient,
+		Backoff: 200 * time.Millisecond, MaxBackoff: 2 * time.Second, Logger: log}
+	if err := clean.Deliver(ctx, c, rep, n.opts.ProbeInterval, log); err != nil {
+		return fmt.Errorf("metalprobe --clean: %w", err)
+	}
+	return nil
 }
 
 // waitForConfiguration polls for the boot configuration until LookupTimeout: the controller

@@ -13,6 +13,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/discovery"
+	"github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/metadata"
 )
 
@@ -20,7 +21,8 @@ import (
 // the machine the token of spec.metadataTokenSecretRef (a kernel argument, say), and the OS
 // reads GET /metadata and GET /user-data with it, from whatever address it has. ok is false
 // when the system's Server boots no claim's configuration (a discovery boot follows).
-func (n *Netboot) osBoot(ctx context.Context, uuid string) (Result, bool) {
+func (n *Netboot) osBoot(ctx context.Context, ev redfish.BootEvent) (Result, bool) {
+	uuid := ev.UUID
 	res := Result{UUID: uuid, OS: true}
 	srv, err := n.serverFor(ctx, uuid)
 	if err != nil || srv == nil {
@@ -40,6 +42,12 @@ func (n *Netboot) osBoot(ctx context.Context, uuid string) (Result, bool) {
 	if sbc.Spec.ServerRef.Name != srv.Name {
 		res.Err = fmt.Errorf("boot configuration %s/%s is for server %q", ref.Namespace, ref.Name, sbc.Spec.ServerRef.Name)
 		return res, true
+	}
+	if n.opts.TenantData {
+		if err := n.writeTenantData(n.hardware(uuid, ev.SerialNumber, ev.MACs)); err != nil {
+			res.Err = err
+			return res, true
+		}
 	}
 	token := ""
 	if tr := sbc.Spec.MetadataTokenSecretRef; tr != nil && tr.Name != "" {

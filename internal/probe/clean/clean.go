@@ -153,3 +153,33 @@ func eraseOne(ctx context.Context, path string, t Target, o Options) (erase.Proo
 	}
 	return p, err
 }
+
+// Deliver posts the report until the registry holds it (nil), refuses it for good, or ctx ends,
+// pausing interval between tries that the client's own retries did not settle. The disks are
+// erased once: only the report is sent again.
+func Deliver(ctx context.Context, c *probe.Client, rep *probe.CleaningReport, interval time.Duration, log logr.Logger) error {
+	if interval <= 0 {
+		interval = 30 * time.Second
+	}
+	for {
+		ans, err := c.SendCleaning(ctx, rep)
+		switch {
+		case err == nil && ans.Done:
+			log.Info("cleaning report accepted", "systemUUID", rep.SystemUUID)
+			return nil
+		case err != nil && ctx.Err() != nil:
+			return errors.Join(ctx.Err(), err)
+		case err != nil && probe.Permanent(err):
+			return err
+		case err != nil:
+			log.Info("cleaning report not accepted yet", "error", err.Error())
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}

@@ -18,8 +18,8 @@ import (
 )
 
 // Server reports whether a claim may bind s, from the server alone: its durable state
-// (never status.state) is Available, it is observed powered off, nobody holds it and it is not
-// being deleted or ignored. Taints, selectors and pending maintenance depend on the claim and
+// (never status.state) is Available, it is observed powered off, nobody holds it, its last
+// release was cleaned and it is not being deleted or ignored. Taints, selectors and pending maintenance depend on the claim and
 // are checked per candidate.
 func Server(s *metalv1alpha1.Server) bool {
 	state, src := serverstate.Store.Get(s)
@@ -31,7 +31,15 @@ func Server(s *metalv1alpha1.Server) bool {
 		s.Status.PowerState == metalv1alpha1.PowerStateOff &&
 		s.Annotations[metalv1alpha1.OperationAnnotation] != metalv1alpha1.OperationIgnore &&
 		s.Annotations[metalv1alpha1.OperationAnnotation] != metalv1alpha1.OperationRediscover &&
+		!uncleaned(s) &&
 		!lifecycle.Paused(s)
+}
+
+// uncleaned reports a server whose last release has not been cleaned yet (its mark names a
+// policy other than None).
+func uncleaned(s *metalv1alpha1.Server) bool {
+	v := s.Annotations[serverstate.CleaningAnnotation]
+	return v != "" && v != string(metalv1alpha1.CleaningPolicyNone)
 }
 
 // WhyNot says, for a user, why Server is false.
@@ -46,6 +54,8 @@ func WhyNot(s *metalv1alpha1.Server) string {
 		return fmt.Sprintf("is in maintenance %s/%s", s.Spec.ServerMaintenanceRef.Namespace, s.Spec.ServerMaintenanceRef.Name)
 	case s.Spec.Unclaimable:
 		return "is marked unclaimable"
+	case uncleaned(s):
+		return "has not been cleaned since its last claim (policy " + s.Annotations[serverstate.CleaningAnnotation] + ")"
 	case src != lifecycle.FromAnnotation || state != metalv1alpha1.ServerStateAvailable:
 		return fmt.Sprintf("is %s, not Available", state)
 	case s.Status.PowerState != metalv1alpha1.PowerStateOff:

@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
@@ -64,6 +65,12 @@ func TestServerClaimable(t *testing.T) {
 		"deleting":    func(s *metalv1alpha1.Server) { s.DeletionTimestamp = &now },
 		"ignored": func(s *metalv1alpha1.Server) {
 			s.Annotations[metalv1alpha1.OperationAnnotation] = metalv1alpha1.OperationIgnore
+		},
+		"Available, but its last release not cleaned": func(s *metalv1alpha1.Server) {
+			s.Annotations[serverstate.CleaningAnnotation] = string(metalv1alpha1.CleaningPolicyAllDisks)
+		},
+		"cleaning": func(s *metalv1alpha1.Server) {
+			s.Annotations[lifecycle.StateAnnotation] = string(metalv1alpha1.ServerStateCleaning)
 		},
 	} {
 		s := base()

@@ -433,6 +433,8 @@ func (r *Reconciler) step(bctx, ctx context.Context, p *serverPass) (lifecycle.R
 		return r.released(bctx, ctx, p)
 	case metalv1alpha1.ServerStateMaintenance:
 		return r.inMaintenance(bctx, ctx, p)
+	case metalv1alpha1.ServerStateCleaning:
+		return r.cleaning(bctx, ctx, p)
 	case metalv1alpha1.ServerStateError:
 		// The BMC answered (connect succeeded): leave Error on our own, where errorExit says.
 		to, why, ok := errorExit(p.Obj, p.sys.PowerState)
@@ -531,10 +533,16 @@ func (r *Reconciler) bmcFailed(ctx context.Context, p *serverPass, err error) (l
 //   - a claim ref: Reserved, which follows the claim's power (what the claim asks is asked);
 //   - discovered before (a system UUID and the discovery's network interfaces in status, as
 //     found) and Off: Available, which keeps it Off;
+//   - a cleaning that failed (CleaningFailedAnnotation) stays in Error until a retry: its
+//     disk is named there;
 //   - otherwise it stays in Error, untouched: an On box is not powered off to be Available, an
 //     undiscovered one is not rediscovered, until it is Off (then Available, if discovered) or
 //     a user asks (operation retry: from Initial).
 func errorExit(s *metalv1alpha1.Server, power bmc.PowerState) (metalv1alpha1.ServerState, string, bool) {
+	if s.Annotations[serverstate.CleaningFailedAnnotation] != "" {
+		// A disk that could not be sanitized is the user's to look at; a retry cleans again.
+		return metalv1alpha1.ServerStateError, "", false
+	}
 	if s.Annotations[serverstate.PreviousStateAnnotation] != "" {
 		return previousState(s), "BMC answers again", true
 	}
@@ -582,6 +590,7 @@ func (r *Reconciler) transition(ctx context.Context, p *serverPass, to metalv1al
 		lifecycle.RemoveAnnotation(s, serverstate.PowerAnnotation)
 		if to != metalv1alpha1.ServerStateError {
 			lifecycle.RemoveAnnotation(s, serverstate.AdoptedErrorAnnotation)
+			lifecycle.RemoveAnnotation(s, serverstate.CleaningFailedAnnotation)
 		}
 		if extra != nil {
 			extra(s)

@@ -44,8 +44,9 @@ func (r *Reconciler) roundSecret(ctx context.Context, p *serverPass) (*corev1.Se
 // ensureRound makes sure the server's discovery round has its Secret (token, ignition) and
 // ServerBootConfiguration, creating a new round when there is no Secret. Both are owned by the
 // Server, so they go with it. After a crash between the two creates, the next pass completes the
-// pair for the same round.
-func (r *Reconciler) ensureRound(ctx context.Context, p *serverPass, sec *corev1.Secret) (*corev1.Secret, error) {
+// pair for the same round. A cleaning round (cleaning not "") is the same pair with the
+// cleaning purpose on the Secret and the policy in its ignition.
+func (r *Reconciler) ensureRound(ctx context.Context, p *serverPass, sec *corev1.Secret, cleaning metalv1alpha1.CleaningPolicy) (*corev1.Secret, error) {
 	s := p.Obj
 	name := discovery.ObjectName(s.Name)
 	if sec == nil {
@@ -54,6 +55,9 @@ func (r *Reconciler) ensureRound(ctx context.Context, p *serverPass, sec *corev1
 			return nil, err
 		}
 		labels := map[string]string{discovery.ServerLabel: s.Name, discovery.RoundLabel: round}
+		if cleaning != "" {
+			labels[discovery.PurposeLabel] = discovery.PurposeCleaning
+		}
 		if uuid := strings.ToLower(s.Spec.SystemUUID); len(validation.IsValidLabelValue(uuid)) == 0 {
 			labels[discovery.SystemUUIDLabel] = uuid
 		}
@@ -62,7 +66,7 @@ func (r *Reconciler) ensureRound(ctx context.Context, p *serverPass, sec *corev1
 			Data:       map[string][]byte{discovery.TokenKey: []byte(token)},
 		}
 		if r.Options.Ignition != nil {
-			ign, err := r.Options.Ignition(s, token)
+			ign, err := r.Options.Ignition(s, token, cleaning)
 			if err != nil {
 				return nil, fmt.Errorf("rendering discovery ignition: %w", err)
 			}
@@ -145,49 +149,18 @@ func (r *Reconciler) initial(bctx, ctx context.Context, p *serverPass) (lifecycl
 			return res, err
 		}
 	}
-	if sec, err = r.ensureRound(ctx, p, sec); err != nil {
+	if sec != nil && sec.Labels[discovery.PurposeLabel] != "" {
+		// A cleaning round's leftover: its ignition erases disks. Gone first, then a round of
+		// discovery's own.
+		return lifecycle.RequeueAfter(r.Options.PowerPoll, "removing a cleaning round"), r.deleteRound(ctx, p)
+	}
+	if sec, err = r.ensureRound(ctx, p, sec, ""); err != nil {
 		return lifecycle.Result{}, err
 	}
 	round := sec.Labels[discovery.RoundLabel]
-	rec := p.Obj.Annotations[serverstate.PowerAnnotation]
-	switch p.sys.PowerState {
-	case bmc.PowerStateOn, bmc.PowerStatePoweringOn:
-		// Already booting: we did it before a restart. Do not boot it twice.
-	case bmc.PowerStatePoweringOff:
-		return lifecycle.RequeueAfter(r.Options.PowerPoll, "powering off"), nil
-	default:
-		// The box PXE-boots what the boot provider serves for this round: before its boot
-		// configuration is Ready (the boot-operator preparing the image, say) it would boot
-		// nothing and only time out. The provider's Ready (watched) brings the next pass. The
-		// built-in provider is Ready by construction (the image is set, the ignition Secret was
-		// just created), so with it only an Error holds the boot back: waiting for its Ready
-		// would put its status write in every server's path.
-		ready, why, sbc, err := r.bootConfigurationReady(ctx, p, r.Options.DiscoveryNamespace, discovery.ObjectName(p.Obj.Name))
-		if err != nil {
-			return lifecycle.Result{}, err
-		}
-		failed := sbc != nil && sbc.Status.State == metalv1alpha1.ServerBootConfigurationStateError
-		if !ready && (r.Options.ExternalBootProvider || failed) {
-			if failed {
-				r.Recorder.Eventf(p.Obj, sbc, corev1.EventTypeWarning, "DiscoveryBootNotReady", "Discover",
-					"discovery boot configuration %s/%s is in Error; see its conditions", sbc.Namespace, sbc.Name)
-			}
-			return lifecycle.RequeueAfter(r.Options.RetryAfter, why), nil
-		}
-		req := bootRequest{method: r.Options.DiscoveryBootMethod, uri: r.Options.DiscoveryBootURI, what: "discovery round " + round}
-		if want, media, err := r.prepareBoot(bctx, p, req); err != nil || media {
-			if err != nil {
-				return lifecycle.Result{}, err
-			}
-			return r.writeMediaRecord(ctx, p, want)
-		}
-		issued, _, err := r.powerAction(bctx, p, metalv1alpha1.PowerOn, false)
-		if err != nil {
-			return lifecycle.Result{}, err
-		}
-		if issued {
-			rec = powerRecord{target: metalv1alpha1.PowerOn, at: r.Now()}.String()
-		}
+	rec, end, err := r.bootRound(bctx, ctx, p, "discovery round "+round)
+	if err != nil || end != nil {
+		return deref(end), err
 	}
 	ref := r.discoveryRef()
 	ref.Name = discovery.ObjectName(p.Obj.Name)
@@ -274,4 +247,63 @@ func clearDiscovery(s *metalv1alpha1.Server, ns string) {
 	if ref := s.Spec.BootConfigurationRef; ref != nil && ref.Namespace == ns && ref.Name == discovery.ObjectName(s.Name) {
 		s.Spec.BootConfigurationRef = nil
 	}
+}
+
+// bootRound boots the server's round (discovery or cleaning: the same image and boot
+// configuration) once: a one-time boot of the round's configuration and a power-on, unless the
+// box is already booting (done before a restart). It returns the power record of what it
+// issued for the caller's write, or end, set when the pass ends here (waiting for the boot
+// configuration or a power-off, or a medium recorded).
+func (r *Reconciler) bootRound(bctx, ctx context.Context, p *serverPass, what string) (rec string, end *lifecycle.Result, err error) {
+	rec = p.Obj.Annotations[serverstate.PowerAnnotation]
+	switch p.sys.PowerState {
+	case bmc.PowerStateOn, bmc.PowerStatePoweringOn:
+		// Already booting: we did it before a restart. Do not boot it twice.
+	case bmc.PowerStatePoweringOff:
+		return "", ptr(lifecycle.RequeueAfter(r.Options.PowerPoll, "powering off")), nil
+	default:
+		// The box PXE-boots what the boot provider serves for this round: before its boot
+		// configuration is Ready (the boot-operator preparing the image, say) it would boot
+		// nothing and only time out. The provider's Ready (watched) brings the next pass. The
+		// built-in provider is Ready by construction (the image is set, the ignition Secret was
+		// just created), so with it only an Error holds the boot back: waiting for its Ready
+		// would put its status write in every server's path.
+		ready, why, sbc, err := r.bootConfigurationReady(ctx, p, r.Options.DiscoveryNamespace, discovery.ObjectName(p.Obj.Name))
+		if err != nil {
+			return "", nil, err
+		}
+		failed := sbc != nil && sbc.Status.State == metalv1alpha1.ServerBootConfigurationStateError
+		if !ready && (r.Options.ExternalBootProvider || failed) {
+			if failed {
+				r.Recorder.Eventf(p.Obj, sbc, corev1.EventTypeWarning, "DiscoveryBootNotReady", "Discover",
+					"discovery boot configuration %s/%s is in Error; see its conditions", sbc.Namespace, sbc.Name)
+			}
+			return "", ptr(lifecycle.RequeueAfter(r.Options.RetryAfter, why)), nil
+		}
+		req := bootRequest{method: r.Options.DiscoveryBootMethod, uri: r.Options.DiscoveryBootURI, what: what}
+		if want, media, err := r.prepareBoot(bctx, p, req); err != nil || media {
+			if err != nil {
+				return "", nil, err
+			}
+			res, err := r.writeMediaRecord(ctx, p, want)
+			return "", &res, err
+		}
+		issued, _, err := r.powerAction(bctx, p, metalv1alpha1.PowerOn, false)
+		if err != nil {
+			return "", nil, err
+		}
+		if issued {
+			rec = powerRecord{target: metalv1alpha1.PowerOn, at: r.Now()}.String()
+		}
+	}
+	return rec, nil, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func deref(r *lifecycle.Result) lifecycle.Result {
+	if r == nil {
+		return lifecycle.Result{}
+	}
+	return *r
 }

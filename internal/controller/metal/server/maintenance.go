@@ -53,6 +53,9 @@ func (r *Reconciler) maintenance(ctx context.Context, p *serverPass) (lifecycle.
 		if adopted && s.Annotations[serverstate.MaintenanceBootAnnotation] == "" {
 			lifecycle.SetAnnotation(s, serverstate.MaintenanceBootAnnotation, maintenanceBootAdopted)
 		}
+		// The maintenance boots its own configuration: a cleaning it interrupts boots its
+		// round again afterwards.
+		lifecycle.RemoveAnnotation(s, serverstate.CleaningRoundAnnotation)
 	})
 }
 

@@ -39,9 +39,17 @@ type Options struct {
 	DiscoveryTimeout time.Duration
 	// ErrorThreshold is the number of consecutive BMC failures after which a Server is Error.
 	ErrorThreshold int
-	// Ignition renders the discovery ignition for a server and its round's token; Setup fills
-	// it from the options above when RegistryURL is set.
-	Ignition func(s *metalv1alpha1.Server, token string) ([]byte, error)
+	// Ignition renders the ignition of a server's round with its token: a discovery round's
+	// (cleaning "") or a cleaning round's, which starts the agent erasing by that policy. Setup
+	// fills it from the options above when RegistryURL is set.
+	Ignition func(s *metalv1alpha1.Server, token string, cleaning metalv1alpha1.CleaningPolicy) ([]byte, error)
+	// CleaningPolicy is what is erased of a server's disks when a claim releases it, unless
+	// the server names its own (spec.cleaningPolicy); a claim may narrow it. None: a released
+	// server is Available at once.
+	CleaningPolicy metalv1alpha1.CleaningPolicy
+	// CleaningTimeout is how long a cleaning round may take from its boot to its report before
+	// the server is put in Error (a full overwrite of big spinning disks takes hours).
+	CleaningTimeout time.Duration
 	// Shards, set, splits the fleet between replicas (internal/shard): each acts on the objects
 	// of the shards it holds.
 	Shards *shard.Set
@@ -76,6 +84,8 @@ func DefaultOptions() Options {
 		DiscoveryNamespace:  "default",
 		DiscoveryImage:      "metalprobe:latest",
 		DiscoveryTimeout:    30 * time.Minute,
+		CleaningPolicy:      metalv1alpha1.CleaningPolicyNone,
+		CleaningTimeout:     12 * time.Hour,
 		ErrorThreshold:      5,
 		HardwareLogPoll:     10 * time.Minute,
 		HardwareFaultPolicy: health.FaultPolicyNone,

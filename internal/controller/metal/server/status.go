@@ -67,6 +67,7 @@ func (r *Reconciler) observe(bctx, ctx context.Context, p *serverPass) (time.Dur
 	} else {
 		apimeta.RemoveStatusCondition(&st.Conditions, metalv1alpha1.ConditionHardwareFault)
 	}
+	cleanedCondition(s, p.state, st)
 	if err := r.restoreInventory(ctx, s, st); err != nil {
 		return 0, err
 	}
@@ -96,6 +97,26 @@ func (r *Reconciler) observe(bctx, ctx context.Context, p *serverPass) (time.Dur
 	}
 	s.Status = *st // the Reconciler writes it
 	return more, nil
+}
+
+// cleanedCondition rebuilds the Cleaned condition from the cleaning bookkeeping: failed, in
+// progress, or the last verified cleaning; none on a server never cleaned.
+func cleanedCondition(s *metalv1alpha1.Server, state metalv1alpha1.ServerState, st *metalv1alpha1.ServerStatus) {
+	a := s.Annotations
+	switch {
+	case a[serverstate.CleaningFailedAnnotation] != "":
+		lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, metalv1alpha1.ReasonCleaningFailed, a[serverstate.CleaningFailedAnnotation])
+	case state == metalv1alpha1.ServerStateCleaning:
+		msg := "preparing the cleaning round, policy " + a[serverstate.CleaningAnnotation]
+		if rd, ok := parseCleaningRound(a[serverstate.CleaningRoundAnnotation]); ok {
+			msg = fmt.Sprintf("cleaning agent booted at %s, round %s, policy %s", rd.at.UTC().Format(time.RFC3339), rd.id, a[serverstate.CleaningAnnotation])
+		}
+		lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, metalv1alpha1.ReasonCleaningInProgress, msg)
+	case a[serverstate.LastCleaningAnnotation] != "":
+		lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionTrue, metalv1alpha1.ReasonCleaningVerified, a[serverstate.LastCleaningAnnotation])
+	default:
+		apimeta.RemoveStatusCondition(&st.Conditions, metalv1alpha1.ConditionCleaned)
+	}
 }
 
 // clearInventory forgets the hardware fields Redfish fills in, so the next read fills them anew.

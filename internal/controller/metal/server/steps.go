@@ -18,6 +18,11 @@ import (
 
 // available keeps an unclaimed server off and clean, and hands it to a claim.
 func (r *Reconciler) available(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+	if needsCleaning(p.Obj) && p.Obj.Spec.ServerClaimRef == nil {
+		// Its last release was not cleaned (a status wiped or a state lost on the way, a
+		// Released server let go by hand): cleaned before anything else.
+		return r.transition(ctx, p, metalv1alpha1.ServerStateCleaning, "last release not cleaned (policy "+p.Obj.Annotations[serverstate.CleaningAnnotation]+")", nil)
+	}
 	if p.Obj.Spec.ServerClaimRef != nil {
 		return r.reserve(bctx, ctx, p)
 	}
@@ -73,6 +78,7 @@ func (r *Reconciler) reserve(bctx, ctx context.Context, p *serverPass) (lifecycl
 		}
 	}
 	return r.transition(ctx, p, metalv1alpha1.ServerStateReserved, "claimed by "+ref.Namespace+"/"+ref.Name, func(s *metalv1alpha1.Server) {
+		r.markForCleaning(s, claim)
 		if media {
 			// Recorded with the claim; the medium goes in on Reserved's first pass.
 			setMediaRecord(s, mediaWant)
@@ -136,12 +142,27 @@ func (r *Reconciler) reserved(bctx, ctx context.Context, p *serverPass) (lifecyc
 			lifecycle.RemoveAnnotation(s, serverstate.MediaAnnotation)
 		})
 	}
-	return r.transition(ctx, p, metalv1alpha1.ServerStateAvailable, "claim gone, power off confirmed", func(s *metalv1alpha1.Server) {
+	to, why := metalv1alpha1.ServerStateAvailable, "claim gone, power off confirmed"
+	if policy := r.releasePolicy(s); policy != metalv1alpha1.CleaningPolicyNone {
+		to, why = metalv1alpha1.ServerStateCleaning, why+", cleaning policy "+string(policy)
+	}
+	return r.transition(ctx, p, to, why, func(s *metalv1alpha1.Server) {
 		s.Spec.ServerClaimRef = nil
 		s.Spec.BootConfigurationRef = nil
 		lifecycle.RemoveAnnotation(s, serverstate.ClaimBootAnnotation)
 		lifecycle.RemoveAnnotation(s, serverstate.MediaAnnotation)
+		if to == metalv1alpha1.ServerStateCleaning {
+			lifecycle.SetAnnotation(s, serverstate.CleaningAnnotation, string(r.releasePolicy(s)))
+		} else {
+			lifecycle.RemoveAnnotation(s, serverstate.CleaningAnnotation)
+		}
 	})
+}
+
+// needsCleaning reports whether s carries the mark of a release not cleaned yet.
+func needsCleaning(s *metalv1alpha1.Server) bool {
+	v := s.Annotations[serverstate.CleaningAnnotation]
+	return v != "" && v != string(metalv1alpha1.CleaningPolicyNone)
 }
 
 // bootReady reports whether the boot configuration the server names (if any) is Ready: a box

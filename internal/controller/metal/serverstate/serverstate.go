@@ -52,6 +52,20 @@ const (
 	// "undiscovered" (see server.ErrorExit). Read then, because our own inventory walk fills the
 	// same status fields later.
 	AdoptedErrorAnnotation = "lifecycle.metalhub.io/adopted-error"
+	// CleaningAnnotation marks a server whose disks must be erased before any claim binds it
+	// again: the policy its release is cleaned by, recorded in the write that reserved it (the
+	// claim's narrowing included). It goes only in the write that takes the server from
+	// Cleaning to Available after a verified cleaning record; until then no claim binds it
+	// (claimable) and an Available server with it is sent to Cleaning.
+	CleaningAnnotation = "lifecycle.metalhub.io/cleaning"
+	// CleaningRoundAnnotation is the cleaning round the server was booted into:
+	// "<round>@<unix seconds>", written with the boot. The timeout runs from there.
+	CleaningRoundAnnotation = "lifecycle.metalhub.io/cleaning-round"
+	// CleaningFailedAnnotation says which disk could not be sanitized or verified (or that no
+	// report came): the server stays in Error until a retry, which cleans again.
+	CleaningFailedAnnotation = "lifecycle.metalhub.io/cleaning-failed"
+	// LastCleaningAnnotation summarises the last verified cleaning, for the Cleaned condition.
+	LastCleaningAnnotation = "lifecycle.metalhub.io/last-cleaning"
 )
 
 // Store keeps the Server lifecycle state. Without the annotation (a restore from a backup
@@ -111,7 +125,7 @@ func Valid(s metalv1alpha1.ServerState) bool {
 	switch s {
 	case metalv1alpha1.ServerStateInitial, metalv1alpha1.ServerStateDiscovery, metalv1alpha1.ServerStateAvailable,
 		metalv1alpha1.ServerStateReserved, metalv1alpha1.ServerStateReleased, metalv1alpha1.ServerStateError,
-		metalv1alpha1.ServerStateMaintenance, metalv1alpha1.ServerStateParked:
+		metalv1alpha1.ServerStateMaintenance, metalv1alpha1.ServerStateParked, metalv1alpha1.ServerStateCleaning:
 		return true
 	}
 	return false
