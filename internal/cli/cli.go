@@ -1,5 +1,5 @@
 // Package cli holds metalhub's everyday commands on the fleet — servers, cordon, uncordon, park,
-// unpark, power, console, dashboard — as cobra commands with kubectl's connection flags, so
+// unpark, power, console, dashboard, cleaning report — as cobra commands with kubectl's connection flags, so
 // they act with the user's kubeconfig and so the user's RBAC. They write exactly what the
 // dashboard's buttons write (internal/fleetops).
 //
@@ -101,6 +101,7 @@ func FleetCommands() []*cobra.Command {
 		cordonCommand(true), cordonCommand(false),
 		parkCommand(true), parkCommand(false),
 		rediscoverCommand(), acceptInventoryCommand(), clearHardwareFaultCommand(),
+		cleaningCommand(),
 		powerCommand(),
 		consoleCommand(),
 		dashboardCommand(),

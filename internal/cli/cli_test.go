@@ -91,7 +91,7 @@ func TestServersTableAndFormats(t *testing.T) {
 	}
 
 	out, _, err = runCmd(t, "servers", "-o", "wide", "-l", metalv1alpha1.MetadataKeyPrefix+"rack=1-2")
-	if err != nil || !strings.Contains(out, "SYSTEM UUID") || !strings.Contains(out, "uuid-tbl-a") || !strings.Contains(out, "1-2") {
+	if err != nil || !strings.Contains(out, "SYSTEM UUID") || !strings.Contains(out, "uuid-tbl-a") || !strings.Contains(out, "1-2") || !strings.Contains(out, "CLEANED") {
 		t.Fatalf("wide: %v\n%s", err, out)
 	}
 	out, _, err = runCmd(t, "servers", "tbl-b", "-o", "json")

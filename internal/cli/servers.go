@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -144,7 +145,7 @@ func newServerTable(out io.Writer, format string) *serverTable {
 func (t *serverTable) columns() []string {
 	cols := []string{"NAME", "STATE", "POWER", "CLAIM", "BMC", "LED", "MAINTENANCE", "CORDONED", "HEALTH", "OPERATION", "AGE"}
 	if t.format == "wide" {
-		cols = append(cols, "SYSTEM UUID", "LOCATION", "RACK")
+		cols = append(cols, "SYSTEM UUID", "LOCATION", "RACK", "CLEANED")
 	}
 	return cols
 }
@@ -192,7 +193,7 @@ func (t *serverTable) cells(s *metalv1alpha1.Server) []string {
 		dash(maint), cordoned, health(s), dash(fleetops.Pending(s)), age(s.CreationTimestamp, t.now())}
 	if t.format == "wide" {
 		cells = append(cells, dash(s.Spec.SystemUUID), dash(s.Labels[metalv1alpha1.MetadataKeyPrefix+"location"]),
-			dash(s.Labels[metalv1alpha1.MetadataKeyPrefix+"rack"]))
+			dash(s.Labels[metalv1alpha1.MetadataKeyPrefix+"rack"]), dash(cleanedReason(s)))
 	}
 	return cells
 }
@@ -211,6 +212,15 @@ func health(s *metalv1alpha1.Server) string {
 		return "ok"
 	}
 	return strings.Join(out, ",")
+}
+
+// cleanedReason is the reason of the server's Cleaned condition: Verified, CleaningInProgress,
+// CleaningFailed, or nothing for a server never cleaned.
+func cleanedReason(s *metalv1alpha1.Server) string {
+	if c := apimeta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionCleaned); c != nil {
+		return c.Reason
+	}
+	return ""
 }
 
 func (t *serverTable) flush() error { return t.w.Flush() }

@@ -384,6 +384,7 @@ type ServerStatus struct {
 // +kubebuilder:printcolumn:name="Claim",type=string,JSONPath=`.spec.serverClaimRef.name`
 // +kubebuilder:printcolumn:name="IndicatorLED",type=string,JSONPath=`.status.indicatorLED`,priority=1
 // +kubebuilder:printcolumn:name="Unclaimable",type=boolean,JSONPath=`.spec.unclaimable`,priority=1
+// +kubebuilder:printcolumn:name="Cleaned",type=string,JSONPath=`.status.conditions[?(@.type=="Cleaned")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Server struct {
 	metav1.TypeMeta   `json:",inline"`
