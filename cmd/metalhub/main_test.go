@@ -128,6 +128,10 @@ func TestManagerRejectsBadFlags(t *testing.T) {
 		t.Fatalf("stderr does not explain: %s", stderr.String())
 	}
 	stderr.Reset()
+	if code := run(context.Background(), []string{"--cleaning-policy", "Shred"}, nil, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "want None, Metadata, RootDisk or AllDisks") {
+		t.Fatalf("bad cleaning policy: code %d, stderr %s", code, stderr.String())
+	}
+	stderr.Reset()
 	if code := run(context.Background(), []string{"frobnicate"}, nil, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), `unknown command "frobnicate"`) {
 		t.Fatalf("unknown command: code %d, stderr %s", code, stderr.String())
 	}

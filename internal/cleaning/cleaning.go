@@ -11,6 +11,7 @@ package cleaning
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"slices"
 	"strings"
@@ -74,6 +75,26 @@ func Wider(a, b metalv1alpha1.CleaningPolicy) metalv1alpha1.CleaningPolicy {
 		return b
 	}
 	return a
+}
+
+// Flag is a command-line flag value for a policy that refuses what the API would.
+func Flag(p *metalv1alpha1.CleaningPolicy) flag.Value { return policyFlag{p} }
+
+type policyFlag struct{ p *metalv1alpha1.CleaningPolicy }
+
+func (f policyFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	return string(*f.p)
+}
+
+func (f policyFlag) Set(v string) error {
+	if !Valid(metalv1alpha1.CleaningPolicy(v)) {
+		return fmt.Errorf("%q: want None, Metadata, RootDisk or AllDisks", v)
+	}
+	*f.p = metalv1alpha1.CleaningPolicy(v)
+	return nil
 }
 
 // Entry is one cleaning: the agent's report as the registry accepted it.

@@ -33,7 +33,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/config/crd"
+	"github.com/metalhub/metalhub/internal/cleaning"
 	"github.com/metalhub/metalhub/internal/cli"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcevents"
 	"github.com/metalhub/metalhub/internal/controlplane"
@@ -92,6 +94,9 @@ func DefaultOptions() Options {
 	m.MetricsAddr = "127.0.0.1:8080"
 	m.HealthAddr = "127.0.0.1:8081"
 	m.Metal.PowerPoll = 500 * time.Millisecond
+	// A released server is cleaned before it is Available again: the emulated disks are files
+	// its OS wrote to, and the agent erases them for real.
+	m.Metal.CleaningPolicy = metalv1alpha1.CleaningPolicyAllDisks
 	// A local run is one admin's: the samples name no ServiceAccount, and the operator applies
 	// them as itself.
 	m.Delivery.AllowOperatorIdentity = true
@@ -125,6 +130,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.AddressFile, "address-file", o.AddressFile, "Write the addresses this run listens on (operator endpoints, emulators, BMCs) as JSON to this file once it is up; a port 0 in any address or --bmc-base-port 0 picks free ports, which the file names.")
 	fs.StringVar(&o.DashboardAddress, "dashboard-address", o.DashboardAddress, "Address of the fleet's web view (as metalhub dashboard serves it); port 0 picks a free one, \"off\" turns it off.")
 	fs.BoolVar(&o.DashboardActions, "dashboard-actions", o.DashboardActions, "Show the dashboard's buttons that write (cordon, park, power), as the local admin.")
+	fs.Var(cleaning.Flag(&o.Manager.Metal.CleaningPolicy), "cleaning-policy", "What is erased of a released server's emulated disks before it is Available again: None, Metadata, RootDisk or AllDisks (see the operator's flag).")
 	fs.Var(&o.Manager.Controllers, "controllers", "Controller families to run: metal, delivery, or both.")
 	fs.DurationVar(&o.Manager.Metal.HardwareLogPoll, "hardware-log-poll-interval", o.Manager.Metal.HardwareLogPoll, "How often each server's hardware log (SEL) is read; the emulated BMCs also send events, which bring a read at once.")
 	fs.Var(&o.Manager.Metal.HardwareFaultPolicy, "hardware-fault-policy", "What a critical hardware event does: None, Taint or TaintAndMaintenance (see the operator's flag).")

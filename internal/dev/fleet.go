@@ -51,7 +51,7 @@ func startEmulators(o Options, c client.Client, out io.Writer, log logr.Logger) 
 	var err error
 	if e.netboot, err = netboot.New(netboot.Options{Client: c, Namespace: o.Manager.Metal.DiscoveryNamespace,
 		// A claimed machine's OS reads its metadata and user data from the registry's listener.
-		MetadataURL: o.Manager.Metal.RegistryURL, Logger: log.WithName("netboot")}); err != nil {
+		MetadataURL: o.Manager.Metal.RegistryURL, TenantData: true, Logger: log.WithName("netboot")}); err != nil {
 		return nil, err
 	}
 	if e.fleet, err = redfish.Start(redfish.Options{

@@ -232,4 +232,22 @@ func TestFleetCommandsAndDashboardEndToEnd(t *testing.T) {
 	if n := resets["GracefulRestart"] + resets["ForceRestart"]; n != 2 {
 		t.Errorf("BMC %d recorded resets %v: want two restarts, one per accepted request", bmcIndex, resets)
 	}
+
+	// The release: a dev run cleans every disk before the server is Available again, and the
+	// proof is what `metalhub cleaning report` prints.
+	kubectl = exec.Command(filepath.Join(assets, "kubectl"), "delete", "-f", "../../config/samples/dev/serverclaim.yaml")
+	kubectl.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	if out, err := kubectl.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl delete: %v\n%s", err, out)
+	}
+	seen := map[string]bool{}
+	run.wait(t, bound+" cleaned and Available", 2*time.Minute, func() (bool, string) {
+		st := run.server(t, bound).Annotations[lifecycle.StateAnnotation]
+		seen[st] = true
+		return st == string(metalv1alpha1.ServerStateAvailable) && seen[string(metalv1alpha1.ServerStateCleaning)], fmt.Sprint(seen)
+	})
+	out, errOut, code = metalhubCLI(t, bin, kubeconfig, "cleaning", "report", bound)
+	if code != 0 || !strings.Contains(out, `"verdict": "verified"`) || !strings.Contains(out, `"policy": "AllDisks"`) {
+		t.Fatalf("cleaning report: exit %d %s%s", code, out, errOut)
+	}
 }

@@ -20,6 +20,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/cleaning"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcuser"
@@ -103,7 +104,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar((*string)(&o.DiscoveryBootMethod), "discovery-boot-method", string(o.DiscoveryBootMethod), "How servers boot the discovery image: PXE, HTTP (UEFI HTTP boot) or VirtualMedia (the ISO at --discovery-boot-uri in the BMC's virtual CD; for sites without DHCP).")
 	fs.StringVar(&o.DiscoveryBootURI, "discovery-boot-uri", o.DiscoveryBootURI, "Image the BMC boots for discovery with --discovery-boot-method HTTP (optional: else what DHCP offers) or VirtualMedia (required: the ISO).")
 	fs.DurationVar(&o.DiscoveryTimeout, "discovery-timeout", o.DiscoveryTimeout, "Time after which a server without a discovery report goes back to Initial.")
-	fs.Var(cleaningPolicyFlag{&o.CleaningPolicy}, "cleaning-policy", "What is erased of a server's disks when its claim is released, before it is Available again: None, Metadata (partition tables and signatures of every disk), RootDisk (sanitize the root disk, wipe the others' metadata) or AllDisks (sanitize every disk). A server's spec.cleaningPolicy overrides it; a claim's may narrow it.")
+	fs.Var(cleaning.Flag(&o.CleaningPolicy), "cleaning-policy", "What is erased of a server's disks when its claim is released, before it is Available again: None, Metadata (partition tables and signatures of every disk), RootDisk (sanitize the root disk, wipe the others' metadata) or AllDisks (sanitize every disk). A server's spec.cleaningPolicy overrides it; a claim's may narrow it.")
 	fs.DurationVar(&o.CleaningTimeout, "cleaning-timeout", o.CleaningTimeout, "Time from a cleaning round's boot to its report after which the server is put in Error.")
 	fs.IntVar(&o.ErrorThreshold, "server-error-threshold", o.ErrorThreshold, "Consecutive BMC failures after which a server is put in Error.")
 	fs.BoolVar(&o.ExternalBootProvider, "external-boot-provider", o.ExternalBootProvider,
@@ -118,25 +119,6 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Var(&o.HardwareFaultPolicy, "hardware-fault-policy", "What a critical hardware event does beyond the HardwareFault condition, event and metric: None, Taint (new claims avoid the server) or TaintAndMaintenance (and a ServerMaintenance for a server no claim holds).")
 	fs.StringVar(&o.HardwareFaultMaintenanceNamespace, "hardware-fault-maintenance-namespace", o.HardwareFaultMaintenanceNamespace, "Namespace of the ServerMaintenances the fault policy opens (default: --discovery-namespace).")
 	fs.StringVar(&o.HardwareEventsURL, "hardware-events-url", o.HardwareEventsURL, "URL of the manager's Redfish event receiver (/v1/events on the registry's listener) as BMCs reach it; set, BMCs with an EventService are subscribed to it. Empty: the log is only polled.")
-}
-
-// cleaningPolicyFlag parses --cleaning-policy, refusing what the API would.
-type cleaningPolicyFlag struct{ p *metalv1alpha1.CleaningPolicy }
-
-func (f cleaningPolicyFlag) String() string {
-	if f.p == nil {
-		return ""
-	}
-	return string(*f.p)
-}
-
-func (f cleaningPolicyFlag) Set(v string) error {
-	switch p := metalv1alpha1.CleaningPolicy(v); p {
-	case metalv1alpha1.CleaningPolicyNone, metalv1alpha1.CleaningPolicyMetadata, metalv1alpha1.CleaningPolicyRootDisk, metalv1alpha1.CleaningPolicyAllDisks:
-		*f.p = p
-		return nil
-	}
-	return fmt.Errorf("%q: want None, Metadata, RootDisk or AllDisks", v)
 }
 
 // validateDiscoveryBoot checks the discovery boot flags as the API checks a boot configuration.
