@@ -189,7 +189,16 @@ func (r *Reconciler) discovery(bctx, ctx context.Context, p *serverPass) (lifecy
 		if p.Obj.Annotations[health.HardwareLogCursorAnnotation] == "" {
 			cursor = r.logCursor(bctx, p)
 		}
-		return r.transition(ctx, p, metalv1alpha1.ServerStateAvailable, "hardware report received", func(s *metalv1alpha1.Server) {
+		to, why, policy := metalv1alpha1.ServerStateAvailable, "hardware report received", metalv1alpha1.CleaningPolicyNone
+		if r.Options.CleanDiscovered && s.Annotations[serverstate.LastCleaningAnnotation] == "" {
+			if policy = r.releasePolicy(s); policy != metalv1alpha1.CleaningPolicyNone {
+				to, why = metalv1alpha1.ServerStateCleaning, why+", never cleaned: cleaning policy "+string(policy)
+			}
+		}
+		return r.transition(ctx, p, to, why, func(s *metalv1alpha1.Server) {
+			if to == metalv1alpha1.ServerStateCleaning {
+				lifecycle.SetAnnotation(s, serverstate.CleaningAnnotation, string(policy))
+			}
 			if issued {
 				lifecycle.SetAnnotation(s, serverstate.PowerAnnotation, powerRecord{target: metalv1alpha1.PowerOff, at: r.Now()}.String())
 			}

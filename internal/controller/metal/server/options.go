@@ -47,6 +47,10 @@ type Options struct {
 	// the server names its own (spec.cleaningPolicy); a claim may narrow it. None: a released
 	// server is Available at once.
 	CleaningPolicy metalv1alpha1.CleaningPolicy
+	// CleanDiscovered sends a server whose discovery finds it never cleaned by metalhub to
+	// Cleaning (by its policy) before it is first Available: a box bought used, or handed over
+	// by another operator, carries someone's data too.
+	CleanDiscovered bool
 	// CleaningTimeout is how long a cleaning round may take from its boot to its report before
 	// the server is put in Error (a full overwrite of big spinning disks takes hours).
 	CleaningTimeout time.Duration
