@@ -81,7 +81,7 @@ func IdentityOf(err error) (*IdentityError, bool) {
 type expectKey struct{}
 
 // Expect returns b bound to one identity: every call on a system (System, Power, PreparePower,
-// SetBootOnce, SetIndicatorLED, Bios, SetBiosAttributes, BootEntries, SetBootOrder, SimpleUpdate and PushUpdate for a system, VirtualMedia, InsertMedia, EjectMedia, Inventory, SerialConsole) first checks that the system it reads is id, in the same read that
+// SetBootOnce, SetIndicatorLED, Bios, SetBiosAttributes, BootEntries, SetBootOrder, SimpleUpdate and PushUpdate for a system, VirtualMedia, InsertMedia, EjectMedia, StorageLayout, CreateVolume, Inventory, SerialConsole) first checks that the system it reads is id, in the same read that
 // precedes its request, and fails with ReasonIdentityMismatch before anything is sent when not.
 // LogEntries, a read polled for every server, takes a proof read at most proofTTL before (by any
 // call on the system through this connection) instead of reading the system again.
@@ -148,6 +148,14 @@ func (e *expecting) InsertMedia(ctx context.Context, systemID, image string) err
 
 func (e *expecting) EjectMedia(ctx context.Context, systemID, image string) error {
 	return e.BMC.EjectMedia(e.with(ctx), systemID, image)
+}
+
+func (e *expecting) StorageLayout(ctx context.Context, systemID string) (StorageLayout, error) {
+	return e.BMC.StorageLayout(e.with(ctx), systemID)
+}
+
+func (e *expecting) CreateVolume(ctx context.Context, systemID string, v VolumeRequest) error {
+	return e.BMC.CreateVolume(e.with(ctx), systemID, v)
 }
 
 func (e *expecting) SetIndicatorLED(ctx context.Context, systemID string, led string) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/metalhub/metalhub/internal/bmc/events"
 	"github.com/metalhub/metalhub/internal/bmc/managerattrs"
 	"github.com/metalhub/metalhub/internal/bmc/media"
+	volumes "github.com/metalhub/metalhub/internal/bmc/storage"
 	"github.com/metalhub/metalhub/internal/bmc/update"
 )
 
@@ -88,6 +89,22 @@ func (c *conn) InsertMedia(ctx context.Context, systemID, image string) error {
 // EjectMedia implements BMC.
 func (c *conn) EjectMedia(ctx context.Context, systemID, image string) error {
 	return media.EjectMedia(ctx, c.wire(), systemID, image)
+}
+
+// StorageLayout is a system's storage as volume work sees it.
+type StorageLayout = volumes.Layout
+
+// VolumeRequest is a volume to make.
+type VolumeRequest = volumes.VolumeRequest
+
+// StorageLayout implements BMC.
+func (c *conn) StorageLayout(ctx context.Context, systemID string) (StorageLayout, error) {
+	return volumes.Read(ctx, c.wire(), systemID)
+}
+
+// CreateVolume implements BMC.
+func (c *conn) CreateVolume(ctx context.Context, systemID string, v VolumeRequest) error {
+	return volumes.CreateVolume(ctx, c.wire(), systemID, v)
 }
 
 // SerialConsole is how a system's serial console is reached through its BMC.

@@ -63,6 +63,11 @@ type BMC interface {
 	// EjectMedia ejects image from the device that holds it (every inserted CD/DVD device when
 	// image is ""). Idempotent: nothing inserted, nothing sent.
 	EjectMedia(ctx context.Context, systemID, image string) error
+	// StorageLayout reads the system's storage controllers with their drives, volumes and the
+	// RAID levels they make (empty for a system with SimpleStorage only).
+	StorageLayout(ctx context.Context, systemID string) (StorageLayout, error)
+	// CreateVolume asks a controller of the system for a volume, made at once.
+	CreateVolume(ctx context.Context, systemID string, v VolumeRequest) error
 	// SetIndicatorLED sets the system's locator LED: Lit, Blinking or Off. Through
 	// LocationIndicatorActive where the system has it (IndicatorLED is deprecated there, and
 	// some newer BMCs refuse it), unless Blinking, which only IndicatorLED can say.

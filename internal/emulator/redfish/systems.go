@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metalhub/metalhub/internal/emulator/redfish/hardware"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/inventory"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/media"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/rfhttp"
@@ -86,7 +87,7 @@ func (b *BMC) routeSystems(w http.ResponseWriter, r *http.Request, segs []string
 	case rest[0] == "VirtualMedia" && !b.mediaOnManager() && !f.NoVirtualMedia:
 		media.Serve(w, r, mediaHost{s}, sp+"/VirtualMedia", rest[1:], f)
 	case rest[0] == "Storage" && !b.profile.SimpleOnly:
-		inventory.ServeStorage(w, r, &s.hw, b.profile.StorageID, sp+"/Storage", rest[1:])
+		inventory.ServeStorage(w, r, storageHost{s}, b.profile.StorageID, sp+"/Storage", rest[1:], !f.NoVolumes)
 	case rest[0] == "LogServices" && !f.NoLogServices:
 		b.serveLogServices(w, r, s, sp+"/LogServices", rest[1:])
 	case rest[0] == "SimpleStorage" && b.profile.SimpleOnly:
@@ -341,4 +342,23 @@ func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// storageHost gives the storage handler the system's hardware under its lock; a volume made
+// moves the system's ETag.
+type storageHost struct{ s *System }
+
+func (h storageHost) Hardware(fn func(*hardware.System) bool) {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	if fn(&h.s.hw) {
+		h.s.etag++
+	}
+}
+
+// Volumes are the system's volumes as its controller has them now.
+func (s *System) Volumes() []hardware.Volume {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.hw.Volumes)
 }

@@ -51,6 +51,9 @@ type Faults struct {
 	ErrorAfterEffect int `json:"errorAfterEffect,omitempty"`
 	// NoVirtualMedia removes the VirtualMedia collections (a BMC without the licence for it).
 	NoVirtualMedia bool `json:"noVirtualMedia,omitempty"`
+	// NoVolumes makes the storage controller one that makes no volumes (an HBA, or a RAID
+	// controller without Redfish volume support): no SupportedRAIDTypes, POST refused.
+	NoVolumes bool `json:"noVolumes,omitempty"`
 	// NoHTTPBoot stops advertising UefiHttp and HttpBootUri (older firmware); a UefiHttp
 	// override is refused with 400.
 	NoHTTPBoot bool `json:"noHttpBoot,omitempty"`

@@ -6,6 +6,7 @@
 package hardware
 
 import (
+	"time"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -169,6 +170,8 @@ type Volume struct {
 	ID, Name, RAIDType string
 	CapacityBytes      int64
 	Drives             []int
+	// Created is when a client made it (zero for the volumes a machine comes with).
+	Created time.Time
 }
 
 // System is the immutable, generated part of a system.

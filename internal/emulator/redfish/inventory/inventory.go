@@ -2,11 +2,18 @@
 // processors, memory, storage controller, drives and volumes, from the generated description
 // (package hardware).
 //
-// It holds no state; it must not import the emulator package.
+// It holds no state (the machine's, volumes included, is the system's, reached through Host);
+// it must not import the emulator package.
 package inventory
 
 import (
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/metalhub/metalhub/internal/emulator/redfish/hardware"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/rfhttp"
@@ -33,12 +40,40 @@ func DIMMBody(d hardware.DIMM, path string) rfhttp.Obj {
 	}
 }
 
+// Host gives the storage handler a machine's hardware under the system's lock; fn says
+// whether it changed it (a volume made).
+type Host interface {
+	Hardware(fn func(hw *hardware.System) bool)
+}
+
+// raidTypes are what the emulated controllers make.
+var raidTypes = []string{"RAID0", "RAID1"}
+
 // ServeStorage serves a machine's Storage collection at base: its one controller (sid), drives
-// and volumes.
-func ServeStorage(w http.ResponseWriter, r *http.Request, hw *hardware.System, sid, base string, rest []string) {
+// and volumes. With makesVolumes the controller advertises SupportedRAIDTypes and a POST to its
+// Volumes makes a volume at once (RAID0 over any drives, RAID1 over two, none of them in
+// another volume); without, it makes none (405).
+func ServeStorage(w http.ResponseWriter, r *http.Request, h Host, sid, base string, rest []string, makesVolumes bool) {
+	if len(rest) == 3 && rest[0] == sid && rest[1] == "Volumes" && rest[2] == "" {
+		rest = rest[:2]
+	}
+	if r.Method == http.MethodPost && len(rest) == 2 && rest[0] == sid && rest[1] == "Volumes" {
+		if !makesVolumes {
+			rfhttp.WriteError(w, http.StatusMethodNotAllowed, "ActionNotSupported", "this controller makes no volumes")
+			return
+		}
+		createVolume(w, r, h, base+"/"+sid)
+		return
+	}
 	if !rfhttp.MethodIs(w, r, http.MethodGet) {
 		return
 	}
+	var hw hardware.System
+	h.Hardware(func(live *hardware.System) bool {
+		hw = *live
+		hw.Volumes = slices.Clone(live.Volumes)
+		return false
+	})
 	if len(rest) == 0 {
 		rfhttp.WriteJSON(w, http.StatusOK, rfhttp.Collection(base, "StorageCollection", "Storage Collection", []string{base + "/" + sid}))
 		return
@@ -54,9 +89,13 @@ func ServeStorage(w http.ResponseWriter, r *http.Request, hw *hardware.System, s
 		for i, d := range hw.Disks {
 			drives[i] = rfhttp.Link(sp + "/Drives/" + d.ID)
 		}
+		ctl := rfhttp.Obj{"MemberId": "0", "Name": sid, "Model": "PERC H755 Front", "Status": rfhttp.Status("Enabled")}
+		if makesVolumes {
+			ctl["SupportedRAIDTypes"] = raidTypes
+		}
 		rfhttp.WriteJSON(w, http.StatusOK, rfhttp.Obj{
 			"@odata.type": "#Storage.v1_8_0.Storage", "@odata.id": sp, "Id": sid, "Name": "Storage Controller " + sid,
-			"StorageControllers": []rfhttp.Obj{{"MemberId": "0", "Name": sid, "Model": "PERC H755 Front", "Status": rfhttp.Status("Enabled")}},
+			"StorageControllers": []rfhttp.Obj{ctl},
 			"Drives":             drives, "Drives@odata.count": len(drives), "Volumes": rfhttp.Link(sp + "/Volumes"), "Status": rfhttp.Status("Enabled"),
 		})
 	case len(rest) == 3 && rest[1] == "Drives":
@@ -74,21 +113,93 @@ func ServeStorage(w http.ResponseWriter, r *http.Request, hw *hardware.System, s
 	case rest[1] == "Volumes" && len(rest) <= 3:
 		rfhttp.ServeMembers(w, r, sp+"/Volumes", "VolumeCollection", "Volume Collection", rest[2:], len(hw.Volumes),
 			func(i int) string { return hw.Volumes[i].ID },
-			func(i int, p string) rfhttp.Obj {
-				v := hw.Volumes[i]
-				drives := make([]rfhttp.Obj, len(v.Drives))
-				for k, d := range v.Drives {
-					drives[k] = rfhttp.Link(sp + "/Drives/" + hw.Disks[d].ID)
-				}
-				return rfhttp.Obj{
-					"@odata.type": "#Volume.v1_5_0.Volume", "@odata.id": p, "Id": v.ID, "Name": v.Name,
-					"CapacityBytes": v.CapacityBytes, "RAIDType": v.RAIDType, "VolumeType": "Mirrored",
-					"Links": rfhttp.Obj{"Drives": drives}, "Status": rfhttp.Status("Enabled"),
-				}
-			})
+			func(i int, p string) rfhttp.Obj { return volumeBody(&hw, hw.Volumes[i], sp, p) })
 	default:
 		rfhttp.NotFound(w, r)
 	}
+}
+
+func volumeBody(hw *hardware.System, v hardware.Volume, sp, p string) rfhttp.Obj {
+	drives := make([]rfhttp.Obj, len(v.Drives))
+	for k, d := range v.Drives {
+		drives[k] = rfhttp.Link(sp + "/Drives/" + hw.Disks[d].ID)
+	}
+	typ := "Mirrored"
+	if v.RAIDType == "RAID0" {
+		typ = "StripedWithParity"
+	}
+	return rfhttp.Obj{
+		"@odata.type": "#Volume.v1_5_0.Volume", "@odata.id": p, "Id": v.ID, "Name": v.Name,
+		"CapacityBytes": v.CapacityBytes, "RAIDType": v.RAIDType, "VolumeType": typ,
+		"Links": rfhttp.Obj{"Drives": drives}, "Status": rfhttp.Status("Enabled"),
+	}
+}
+
+// createVolume makes the volume a POST asks for, or says why not (400).
+func createVolume(w http.ResponseWriter, r *http.Request, h Host, sp string) {
+	var req struct {
+		Name     string `json:"Name"`
+		RAIDType string `json:"RAIDType"`
+		Links    struct {
+			Drives []struct {
+				ID string `json:"@odata.id"`
+			} `json:"Drives"`
+		} `json:"Links"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&req); err != nil {
+		rfhttp.WriteError(w, http.StatusBadRequest, "MalformedJSON", err.Error())
+		return
+	}
+	var made rfhttp.Obj
+	var bad string
+	h.Hardware(func(hw *hardware.System) bool {
+		switch {
+		case !slices.Contains(raidTypes, req.RAIDType):
+			bad = "RAIDType " + req.RAIDType + " is not supported"
+			return false
+		case req.RAIDType == "RAID1" && len(req.Links.Drives) != 2:
+			bad = "RAID1 takes exactly two drives"
+			return false
+		case len(req.Links.Drives) == 0:
+			bad = "no drives"
+			return false
+		}
+		used := map[int]bool{}
+		for _, v := range hw.Volumes {
+			for _, d := range v.Drives {
+				used[d] = true
+			}
+		}
+		var idx []int
+		capacity := int64(0)
+		for _, l := range req.Links.Drives {
+			k := slices.IndexFunc(hw.Disks, func(d hardware.Disk) bool { return sp+"/Drives/"+d.ID == strings.TrimSuffix(l.ID, "/") })
+			if k < 0 || used[k] || slices.Contains(idx, k) {
+				bad = "drive " + l.ID + " does not exist or is in a volume already"
+				return false
+			}
+			idx = append(idx, k)
+			if c := hw.Disks[k].CapacityBytes; capacity == 0 || c < capacity {
+				capacity = c
+			}
+		}
+		if req.RAIDType == "RAID0" {
+			capacity *= int64(len(idx))
+		}
+		v := hardware.Volume{ID: fmt.Sprintf("Volume%d", len(hw.Volumes)), Name: req.Name, RAIDType: req.RAIDType, CapacityBytes: capacity, Drives: idx, Created: time.Now()}
+		for slices.ContainsFunc(hw.Volumes, func(x hardware.Volume) bool { return x.ID == v.ID }) {
+			v.ID += "a"
+		}
+		hw.Volumes = append(hw.Volumes, v)
+		made = volumeBody(hw, v, sp, sp+"/Volumes/"+v.ID)
+		return true
+	})
+	if bad != "" {
+		rfhttp.WriteError(w, http.StatusBadRequest, "PropertyValueNotInList", bad)
+		return
+	}
+	w.Header().Set("Location", made["@odata.id"].(string))
+	rfhttp.WriteJSON(w, http.StatusCreated, made)
 }
 
 // SimpleStorageBody is the SimpleStorage resource of a machine at path, for BMCs without Storage.
