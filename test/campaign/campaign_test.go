@@ -210,6 +210,12 @@ func (w *world) finish(t *testing.T, res *result) *result {
 	t.Logf("seed %d: %d steps, %d faults; setup %s, chaos %s, heal to converged %s; %d breaches",
 		res.seed, res.steps, res.faults, res.setup.Round(100*time.Millisecond), res.chaos.Round(100*time.Millisecond),
 		res.converge.Round(100*time.Millisecond), len(res.breaches))
+	cleaned, excused := w.m.cleaningSummary()
+	t.Logf("seed %d: %s: %s", res.seed, invClean, cleaned)
+	for _, e := range excused {
+		t.Logf("seed %d: %s excused %s", res.seed, invClean, e)
+		journal = append(journal, "         "+invClean+" excused: "+e)
+	}
 	if len(res.breaches) == 0 {
 		if os.Getenv("METALHUB_CAMPAIGN_JOURNAL") != "" {
 			t.Logf("schedule of seed %d as it ran:\n%s", res.seed, strings.Join(journal, "\n"))

@@ -18,10 +18,11 @@ import (
 	"github.com/metalhub/metalhub/internal/controller/firmware/record"
 )
 
-// claimable is the controllers' own notion (claimable.Server), read from a view.
+// claimable is the controllers' own notion (claimable.Server), read from a view: a server whose
+// last release was not cleaned yet (its mark) is not.
 func claimable(v *srvView) bool {
 	return !v.Deleting && v.State == string(metalv1alpha1.ServerStateAvailable) && !v.Unclaimable && v.ClaimRef == "" &&
-		v.MaintRef == "" && v.Power == string(metalv1alpha1.PowerStateOff) && v.Op != metalv1alpha1.OperationIgnore
+		v.MaintRef == "" && v.Power == string(metalv1alpha1.PowerStateOff) && v.Op != metalv1alpha1.OperationIgnore && !uncleaned(v)
 }
 
 func pendingMaintenance(s *snapshot, server string) bool {
@@ -163,8 +164,15 @@ func (w *world) convergence(s *snapshot) []string {
 				wantPower = c.Power
 			}
 		}
-		if v.State != string(want) {
-			p = append(p, fmt.Sprintf("%s is %q, its refs say %s", name, v.State, want))
+		switch {
+		case v.State == string(metalv1alpha1.ServerStateCleaning) && want == metalv1alpha1.ServerStateAvailable:
+			// On its way to Available: settled only once there.
+			p = append(p, fmt.Sprintf("%s is still Cleaning (mark %q, round %q, cleaned %q)", name, v.Mark, v.Round, v.Cleaned))
+		case v.State != string(want):
+			p = append(p, fmt.Sprintf("%s is %q, its refs say %s (cleaning mark %q, failed %q)", name, v.State, want, v.Mark, v.Failed))
+		case want == metalv1alpha1.ServerStateAvailable && uncleaned(v):
+			// Sent to Cleaning by its next pass; claimable only once cleaned.
+			p = append(p, fmt.Sprintf("%s is Available with the mark %q of a release not cleaned", name, v.Mark))
 		}
 		if v.Mirror != v.State {
 			p = append(p, fmt.Sprintf("%s status.state %q does not mirror its state %q", name, v.Mirror, v.State))

@@ -35,11 +35,20 @@ const (
 	// shardSet names the shard Leases of sharded seeds (metalhub-campaign-shards-0 and -1).
 	shardSet = "metalhub-campaign-shards"
 	shards   = 2
+	// cleaningPolicy is what every release is cleaned by (--cleaning-policy): the fleet's, as
+	// neither Servers nor the campaign's claims set one of their own.
+	cleaningPolicy = "AllDisks"
+	// cleaningTimeout bounds a cleaning round from its boot to its report. The agent's work on
+	// the emulated sparse disks takes well under a second; the boot behind it may wait out a
+	// stuck power transition (20 s), a hanging BMC and a restore's stopped registries, none of
+	// which may fail a cleaning: a round that times out leaves its server in Error until a
+	// retry, which the campaign's convergence would report.
+	cleaningTimeout = 60 * time.Second
 )
 
 // features are the optional flags a manager binary has: the campaign also replays seeds against
 // older builds (METALHUB_CAMPAIGN_BINARY), which lack them.
-type features struct{ addressFile, retryAfter, firmware, shards bool }
+type features struct{ addressFile, retryAfter, firmware, shards, cleaning bool }
 
 var binFeatures sync.Map // binary path -> features
 
@@ -49,7 +58,8 @@ func featuresOf(bin string) features {
 	}
 	out, _ := exec.Command(bin, "manager", "-h").CombinedOutput() // -h exits non-zero; the text is what counts
 	f := features{addressFile: bytes.Contains(out, []byte("-address-file")), retryAfter: bytes.Contains(out, []byte("-retry-after")),
-		firmware: bytes.Contains(out, []byte("-firmware-poll")), shards: bytes.Contains(out, []byte("-shard-lease-name"))}
+		firmware: bytes.Contains(out, []byte("-firmware-poll")), shards: bytes.Contains(out, []byte("-shard-lease-name")),
+		cleaning: bytes.Contains(out, []byte("-cleaning-policy"))}
 	binFeatures.Store(bin, f)
 	return f
 }
@@ -72,6 +82,10 @@ func managerArgs(f features, registryPort, metricsPort int, addressFile string, 
 	if f.retryAfter {
 		// A failed pass looks again after 2 s instead of 15 s: faults heal within the schedule.
 		extra = append(extra, "--retry-after", "2s")
+	}
+	if f.cleaning {
+		// Every release is cleaned before the server is Available again (no-claim-without-clean).
+		extra = append(extra, "--cleaning-policy", cleaningPolicy, "--cleaning-timeout", cleaningTimeout.String())
 	}
 	election := []string{"--leader-elect", "--leader-election-namespace", "default", "--leader-election-id", leaseID}
 	if link != nil {
@@ -191,6 +205,16 @@ func (s *slot) pickPorts() error {
 	}
 	s.registryPort, s.metricsPort = ports[0], ports[1]
 	return nil
+}
+
+// registry is the address of the replica's registry while it runs ("" while it is down).
+func (s *slot) registry() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.up || s.registryPort == 0 {
+		return ""
+	}
+	return fmt.Sprintf("127.0.0.1:%d", s.registryPort)
 }
 
 // stop ends the replica with sig and waits for it; it stays down until start.

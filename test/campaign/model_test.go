@@ -16,6 +16,8 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/server"
+	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
+	"github.com/metalhub/metalhub/internal/discovery"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -34,9 +36,10 @@ const (
 	invAccounts  = "accounts-only-where-asked"
 	invWave      = "set-wave-bound"
 	invFenced    = "fenced-handover"
+	invClean     = "no-claim-without-clean"
 )
 
-var invariants = []string{invUnasked, invOnce, invHeld, invUnique, invConverge, invPassBound, invHealthy, invIdentity, invPaused, invAccounts, invWave, invFenced}
+var invariants = []string{invUnasked, invOnce, invHeld, invUnique, invConverge, invPassBound, invHealthy, invIdentity, invPaused, invAccounts, invWave, invFenced, invClean}
 
 // Windows of the model. A BMC action is judged against what the API said from decideWindow before
 // it until the first observation after it: the manager decided at most one pass (the request
@@ -60,7 +63,11 @@ type srvView struct {
 	Op                  string
 	Parked, Unclaimable bool
 	Paused, PauseAck    string
-	Taints              []metalv1alpha1.Taint
+	// Mark is the cleaning policy the server's next (or pending) release is cleaned by
+	// (lifecycle.metalhub.io/cleaning); Round the cleaning round it was booted into, Failed why
+	// its cleaning failed, Cleaned the round whose report the registry stored.
+	Mark, Round, Failed, Cleaned string
+	Taints                       []metalv1alpha1.Taint
 	Labels              map[string]string
 	// Requests are the operations another controller (firmware) asked of the server and the
 	// server has not forgotten yet, by requester token: the operation while it is known, ""
@@ -129,6 +136,10 @@ type snapshot struct {
 	BMCs       map[string]*bmcView
 	// Power is each system's power state in the emulator at Start, by UUID.
 	Power map[string]string
+	// Tenant names, by system UUID, the disks that held a tenant's data at Start (before the
+	// lists); TenantAfter, for the machines of Servers the lists show Available and unmarked, the
+	// disks that still held it after the lists (no-claim-without-clean). Nil when not watched.
+	Tenant, TenantAfter map[string][]string
 }
 
 func (s *snapshot) serversOf(uuid string) []string {
@@ -239,6 +250,8 @@ type model struct {
 	systemUUID func(bmc int, systemID string) string
 	// boxPower reads every system's power state from the emulator, by UUID (nil in unit tests).
 	boxPower func() map[string]string
+	// machines are the fleet's system UUIDs as started (nil in unit tests).
+	machines []string
 	t0       atomic.Int64 // chaos start (Unix nanoseconds), for readable times
 	logf     func(string, ...any)
 
@@ -267,6 +280,9 @@ type model struct {
 	rotations []rotationAsk
 	flashes   map[string][]redfish.Record
 	fwSeen    map[string]bool
+	// cleaning is what no-claim-without-clean watches (cleaning_test.go); nil when the build
+	// under test cleans nothing.
+	cleaning *cleaningWatch
 }
 
 type judgedRecord struct {
@@ -283,6 +299,11 @@ func newModel(c client.Client, fleet *redfish.Emulator, logf func(string, ...any
 		}
 		return ""
 	}, logf)
+	for _, b := range fleet.BMCs() {
+		for _, sys := range b.Systems() {
+			m.machines = append(m.machines, strings.ToLower(sys.UUID()))
+		}
+	}
 	m.boxPower = func() map[string]string {
 		out := map[string]string{}
 		for _, b := range fleet.BMCs() {
@@ -381,6 +402,7 @@ func (m *model) take(ctx context.Context) (*snapshot, error) {
 	if m.boxPower != nil {
 		s.Power = m.boxPower()
 	}
+	m.readTenantData(s, false)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var servers metalv1alpha1.ServerList
@@ -419,6 +441,8 @@ func (m *model) take(ctx context.Context) (*snapshot, error) {
 		}
 		v.Ready, _ = condStatus(o.Status.Conditions, metalv1alpha1.ConditionReady)
 		v.Requests = requests(o.Annotations)
+		v.Mark, v.Round = o.Annotations[serverstate.CleaningAnnotation], o.Annotations[serverstate.CleaningRoundAnnotation]
+		v.Failed, v.Cleaned = o.Annotations[serverstate.CleaningFailedAnnotation], o.Annotations[discovery.CleanedAnnotation]
 		s.Servers[o.Name] = v
 	}
 	for i := range claims.Items {
@@ -451,6 +475,7 @@ func (m *model) take(ctx context.Context) (*snapshot, error) {
 		v.Ready, _ = condStatus(o.Status.Conditions, metalv1alpha1.ConditionReady)
 		s.BMCs[o.Name] = v
 	}
+	m.readTenantData(s, true)
 	return s, nil
 }
 
@@ -502,6 +527,7 @@ func (m *model) add(s *snapshot) {
 			m.checkHeld(prev, s)
 		}
 		m.checkUnique(s)
+		m.checkCleaning(s)
 	}
 	m.judgeRecords(false)
 }

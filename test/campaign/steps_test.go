@@ -14,6 +14,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
 func claimKey(slot int) client.ObjectKey {
@@ -445,9 +446,11 @@ func (w *world) strip(st step, i int) (string, error) {
 		return "", err
 	}
 	var removed []string
+	var state string
 	err = w.patch(key, o, func(o client.Object) error {
 		removed = removed[:0]
 		a := o.GetAnnotations()
+		state = a[lifecycle.StateAnnotation]
 		for k := range a {
 			if strings.HasPrefix(k, "lifecycle.metalhub.io/") || strings.HasPrefix(k, "discovery.metalhub.io/") {
 				removed = append(removed, k)
@@ -465,6 +468,7 @@ func (w *world) strip(st step, i int) (string, error) {
 	}
 	if st.Object == oServer {
 		w.m.disturbOps(key.Name, "its bookkeeping annotations were stripped")
+		w.m.disturbCleaning(key.Name, state, "its bookkeeping annotations were stripped")
 	}
 	slices.Sort(removed)
 	return fmt.Sprintf("%s %s: removed %v", st.Object, key.Name, removed), nil

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"slices"
@@ -29,6 +33,7 @@ import (
 	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/cleaning"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/emulator/netboot"
@@ -51,6 +56,8 @@ type world struct {
 	c     client.Client
 	fleet *redfish.Emulator
 	nb    *netboot.Netboot
+	// front is the registry as the tenants' OS reach it (nil when the build cleans nothing).
+	front *httptest.Server
 	slots []*slot
 	m     *model
 	dir   string
@@ -134,8 +141,19 @@ func newWorld(t *testing.T, sch *schedule) (*world, error) {
 	if err := purge(w.ctx, c); err != nil {
 		return w, err
 	}
-	w.nb, err = netboot.New(netboot.Options{Client: c, Namespace: ns, ProbeInterval: 200 * time.Millisecond,
-		LookupTimeout: 10 * time.Second, BootTimeout: 30 * time.Second, Logger: logr.Discard()})
+	if err := purgeCleaningRecords(w.ctx, c); err != nil {
+		return w, err
+	}
+	nbOpts := netboot.Options{Client: c, Namespace: ns, ProbeInterval: 200 * time.Millisecond,
+		LookupTimeout: 10 * time.Second, BootTimeout: 30 * time.Second, Logger: logr.Discard()}
+	if featuresOf(bin).cleaning {
+		// A claimed server's boot is its tenant's OS, which reads its metadata from the registry
+		// of whichever replica answers and writes the tenant's data onto the machine's disks:
+		// what a release's cleaning must erase (no-claim-without-clean).
+		w.front = registryFront(func() []*slot { return w.slots })
+		nbOpts.MetadataURL, nbOpts.TenantData = w.front.URL, true
+	}
+	w.nb, err = netboot.New(nbOpts)
 	if err != nil {
 		return w, fmt.Errorf("starting netboot: %w", err)
 	}
@@ -144,6 +162,9 @@ func newWorld(t *testing.T, sch *schedule) (*world, error) {
 		return w, fmt.Errorf("starting the emulated fleet: %w", err)
 	}
 	w.m = newModel(c, w.fleet, func(f string, a ...any) { t.Logf(f, a...) })
+	if featuresOf(bin).cleaning {
+		w.m.watchCleaning(w.nb)
+	}
 	w.faults, w.slow, w.astray = make([]redfish.Faults, sch.BMCs), make([]bool, sch.BMCs), make([]bool, sch.BMCs)
 	for i, b := range w.fleet.BMCs() {
 		u, p := b.Credentials()
@@ -298,8 +319,14 @@ func (w *world) close() {
 	if w.nb != nil {
 		w.nb.Close()
 	}
+	if w.front != nil {
+		w.front.Close()
+	}
 	if err := purge(w.ctx, w.c); err != nil {
 		w.t.Errorf("purging after seed %d: %v", w.sch.Seed, err)
+	}
+	if err := purgeCleaningRecords(w.ctx, w.c); err != nil {
+		w.t.Errorf("purging the cleaning records after seed %d: %v", w.sch.Seed, err)
 	}
 	if !w.t.Failed() && os.Getenv("METALHUB_CAMPAIGN_KEEP_LOGS") == "" {
 		_ = os.RemoveAll(w.dir)
@@ -376,6 +403,34 @@ func purge(ctx context.Context, c client.Client) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// purgeCleaningRecords removes the Servers' cleaning records (ConfigMaps in the discovery
+// namespace), which no purge list covers: the next seed's Servers have the same names, and a
+// restore, like a lost control plane's, leaves them where they are.
+func purgeCleaningRecords(ctx context.Context, c client.Client) error {
+	if err := c.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(ns), client.HasLabels{cleaning.ServerLabel}); err != nil {
+		return fmt.Errorf("deleting the cleaning records: %w", err)
+	}
+	return nil
+}
+
+// registryFront is one address for the registries of every replica, as a Service in front of
+// them: a request goes to a replica that runs (each serves the registry, leader or not); with
+// none up it is answered 502 and the client retries.
+func registryFront(slots func() []*slot) *httptest.Server {
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			for _, s := range slots() {
+				if a := s.registry(); a != "" {
+					r.SetURL(&url.URL{Scheme: "http", Host: a})
+					return
+				}
+			}
+		},
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
+	return httptest.NewServer(proxy)
 }
 
 // backup is what a cluster backup tool saves: every object's metadata and spec (status is not

@@ -6,11 +6,11 @@
 package hardware
 
 import (
-	"time"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Profile captures how one vendor family shapes its Redfish tree, so the
