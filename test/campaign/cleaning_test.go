@@ -74,8 +74,8 @@ type cleanTrack struct {
 	claimed   bool
 	claimedAt time.Time // Start of the last poll that showed it claimed
 	// dirty: its machine's disks were seen holding tenant data while it was claimed.
-	dirty bool
-	pending   *release
+	dirty   bool
+	pending *release
 	// stripped says why the operator's bookkeeping of this object was taken away by the harness
 	// while it was not Reserved: its next resolution is excused.
 	stripped string

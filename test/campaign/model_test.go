@@ -68,7 +68,7 @@ type srvView struct {
 	// its cleaning failed, Cleaned the round whose report the registry stored.
 	Mark, Round, Failed, Cleaned string
 	Taints                       []metalv1alpha1.Taint
-	Labels              map[string]string
+	Labels                       map[string]string
 	// Requests are the operations another controller (firmware) asked of the server and the
 	// server has not forgotten yet, by requester token: the operation while it is known, ""
 	// once only its result is left.
