@@ -94,6 +94,15 @@ func (c *conn) EjectMedia(ctx context.Context, systemID, image string) error {
 // StorageLayout is a system's storage as volume work sees it.
 type StorageLayout = volumes.Layout
 
+// StorageController is one storage controller with its drives and volumes.
+type StorageController = volumes.Controller
+
+// StorageVolume is a volume of a storage controller.
+type StorageVolume = volumes.Volume
+
+// StorageDrive is a drive of a storage controller.
+type StorageDrive = volumes.Drive
+
 // VolumeRequest is a volume to make.
 type VolumeRequest = volumes.VolumeRequest
 

@@ -76,10 +76,18 @@ const (
 	ReasonInventoryAccepted = "InventoryAccepted"
 )
 
-// Reasons of a Server's BootMethod condition.
+// Reasons of a Server's BootMethod condition. The condition covers everything a boot
+// configuration asks of the BMC before the box boots it: the method, and the root volume.
 const (
 	ReasonBootMethodUnsupported = "BootMethodUnsupported"
 	ReasonBootPreparationFailed = "BootPreparationFailed"
+	// ReasonRootVolumeUnsupported: the root volume asked for cannot be made through this BMC
+	// (no Storage controller, or none that makes the RAID level); nothing was sent.
+	ReasonRootVolumeUnsupported = "RootVolumeUnsupported"
+	// ReasonRootVolumeInvalid: the drives asked for are not there, or in another volume.
+	ReasonRootVolumeInvalid = "RootVolumeInvalid"
+	// ReasonRootVolumePending: the volume was requested; the box boots once it shows.
+	ReasonRootVolumePending = "RootVolumePending"
 )
 
 // Reasons of a BMC's and a Server's Ready condition that are not BMC errors.

@@ -37,6 +37,10 @@ type ServerBootConfigurationSpec struct {
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^(https?|nfs|cifs)://[^\s]+$`
 	BootURI string `json:"bootURI,omitempty"`
+	// RootVolume is the RAID volume made before the server boots this configuration (see
+	// ServerClaim). A metalhub addition.
+	// +optional
+	RootVolume *RootVolume `json:"rootVolume,omitempty"`
 	// MetadataTokenSecretRef names the Secret (key "token", same namespace) with the token the
 	// booted OS presents to metalhub's metadata service (header Metadata-Token or query
 	// parameter token) for its metadata and user data. A boot provider hands it to the machine,

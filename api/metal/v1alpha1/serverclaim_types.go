@@ -56,6 +56,30 @@ type ServerClaimSpec struct {
 	// never widens it. Recorded when the claim binds. A metalhub addition.
 	// +optional
 	CleaningPolicy CleaningPolicy `json:"cleaningPolicy,omitempty"`
+	// RootVolume asks for the RAID volume the claim's OS is installed on, made through the
+	// server's BMC before its first power-on for the claim. Copied to the claim's
+	// ServerBootConfiguration. A metalhub addition.
+	// +optional
+	RootVolume *RootVolume `json:"rootVolume,omitempty"`
+}
+
+// RootVolume is a RAID volume made through the BMC's storage controller before the server
+// boots its claim's image.
+type RootVolume struct {
+	// RAIDType of the volume; RAID1 mirrors two drives.
+	// +kubebuilder:validation:Enum=RAID1
+	// +kubebuilder:default=RAID1
+	RAIDType string `json:"raidType,omitempty"`
+	// Drives names the two drives, by their Redfish Id or serial number. Empty: the first two
+	// drives of one model and size on one controller that are in no volume. A RAID1 volume
+	// over the named (or such) drives that exists already is taken as it is.
+	// +optional
+	// +kubebuilder:validation:MaxItems=2
+	Drives []string `json:"drives,omitempty"`
+	// Name of the volume (default "root").
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Name string `json:"name,omitempty"`
 }
 
 // Phase is whether a claim holds a server.

@@ -362,3 +362,10 @@ func (s *System) Volumes() []hardware.Volume {
 	defer s.mu.Unlock()
 	return slices.Clone(s.hw.Volumes)
 }
+
+// Disks are the system's drives.
+func (s *System) Disks() []hardware.Disk {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.hw.Disks)
+}

@@ -526,6 +526,7 @@ func bootSpecOf(c *metalv1alpha1.ServerClaim, s *metalv1alpha1.Server) metalv1al
 		NetworkBoot:       c.Spec.NetworkBoot,
 		BootMethod:        c.Spec.BootMethod,
 		BootURI:           c.Spec.BootURI,
+		RootVolume:        c.Spec.RootVolume,
 		// The claim's token Secret, made with the binding (serverclaim_token.go).
 		MetadataTokenSecretRef: &corev1.LocalObjectReference{Name: metadata.TokenSecretName(c.Name)},
 	}

@@ -9,8 +9,9 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
-// claimBoot prepares the power-on of a claimed server that is Off: its boot configuration (sbc,
-// Ready) is booted the configuration's way (prepareBoot: a one-time PXE override, as
+// claimBoot prepares the power-on of a claimed server that is Off: the root volume the
+// configuration asks for is made first (ensureRootVolume), then the configuration (sbc, Ready)
+// is booted the configuration's way (prepareBoot: a one-time PXE override, as
 // metal-operator does before every power-on of a Reserved server, or UEFI HTTP, or virtual
 // media). It returns the record the power write carries (the configuration's UID), or "" when
 // the power-on boots the disk: no configuration, the box not Off, or networkBoot FirstPowerOn
@@ -25,6 +26,9 @@ func (r *Reconciler) claimBoot(bctx context.Context, p *serverPass, sbc *metalv1
 		// boot order.
 		had, err := r.ejectRecorded(bctx, p)
 		return "", "", had, err
+	}
+	if err := r.ensureRootVolume(bctx, p, sbc); err != nil {
+		return "", "", false, err
 	}
 	if want, media, err = r.prepareBoot(bctx, p, bootOf(sbc)); err != nil || media {
 		return "", want, media, err

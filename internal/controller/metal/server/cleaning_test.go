@@ -40,7 +40,7 @@ func onePass(t *testing.T, b *redfish.BMC, c client.Client, opts Options, name s
 	start := time.Now()
 	rec := lifecycle.NewReconciler[*metalv1alpha1.Server](c, func() *metalv1alpha1.Server { return &metalv1alpha1.Server{} },
 		func(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.Server]) (lifecycle.Result, error) {
-			p := &serverPass{Pass: lp, c: lp.Client(), state: state, conn: conn, sysID: systems[0].ODataID}
+			p := &serverPass{Pass: lp, c: lp.Client(), bctx: ctx, state: state, conn: conn, sysID: systems[0].ODataID}
 			if p.sys, err = conn.System(ctx, p.sysID); err != nil {
 				return lifecycle.Result{}, err
 			}
