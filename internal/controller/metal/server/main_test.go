@@ -20,7 +20,7 @@ var (
 
 func TestMain(m *testing.M) {
 	var err error
-	if fleet, err = suite.StartFleet(nil, suite.FleetOptions{BMCs: 40, PowerDelay: 300 * time.Millisecond}); err != nil {
+	if fleet, err = suite.StartFleet(nil, suite.FleetOptions{BMCs: 120, PowerDelay: 300 * time.Millisecond}); err != nil {
 		fmt.Fprintln(os.Stderr, "emulator:", err)
 		os.Exit(1)
 	}
