@@ -91,7 +91,10 @@ type Summary struct {
 	// baseline), "fault,drift" or "" from the durable records.
 	Health string `json:"health,omitempty"`
 	// Pending is an operation asked for and not yet reported.
-	Pending   string    `json:"pending,omitempty"`
+	Pending string `json:"pending,omitempty"`
+	// Cleaned is the server's Cleaned condition: its reason and message (the last cleaning's
+	// proof, the one in progress, or the disk that failed).
+	Cleaned   string    `json:"cleaned,omitempty"`
 	Placement Placement `json:"placement"`
 }
 
@@ -114,6 +117,9 @@ func summarize(s *metalv1alpha1.Server, bmc *metalv1alpha1.BMC) Summary {
 		health = append(health, "drift")
 	}
 	sum.Health = strings.Join(health, ",")
+	if c := meta.FindStatusCondition(s.Status.Conditions, metalv1alpha1.ConditionCleaned); c != nil {
+		sum.Cleaned = c.Reason + ": " + c.Message
+	}
 	if r := s.Spec.ServerClaimRef; r != nil {
 		sum.Claim = r.Namespace + "/" + r.Name
 	}

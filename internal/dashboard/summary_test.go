@@ -80,6 +80,11 @@ func TestSummarize(t *testing.T) {
 			s.Annotations[metalv1alpha1.HardwareFaultAnnotation] = `[{"entry":"1","message":"PSU"}]`
 			s.Annotations[metalv1alpha1.InventoryDriftAnnotation] = "1 of 2 GPUs missing"
 		}), nil, Summary{Name: "s1", State: "Initial", Health: "fault,drift"}},
+		{"cleaning", server(func(s *metalv1alpha1.Server) {
+			s.Annotations[lifecycle.StateAnnotation] = "Cleaning"
+			s.Status.Conditions = []metav1.Condition{{Type: metalv1alpha1.ConditionCleaned, Status: metav1.ConditionFalse,
+				Reason: metalv1alpha1.ReasonCleaningInProgress, Message: "cleaning agent booted"}}
+		}), nil, Summary{Name: "s1", State: "Cleaning", Cleaned: "CleaningInProgress: cleaning agent booted"}},
 		{"drift only", server(func(s *metalv1alpha1.Server) {
 			s.Annotations[metalv1alpha1.InventoryDriftAnnotation] = "NIC missing"
 		}), nil, Summary{Name: "s1", State: "Initial", Health: "drift"}},

@@ -2,7 +2,7 @@
 // batched per animation frame and touch only the tiles whose server changed (keyed by name).
 "use strict";
 
-const STATES = ["Initial", "Discovery", "Available", "Reserved", "Released", "Error", "Maintenance", "Parked"];
+const STATES = ["Initial", "Discovery", "Available", "Reserved", "Released", "Cleaning", "Error", "Maintenance", "Parked"];
 const MIN_UNITS = 12;
 const ACCESS_WORDS = { forbidden: "no access", missing: "not installed", error: "cannot be read", loading: "loading…" };
 
@@ -377,6 +377,7 @@ function panelContent(name, d, keepResult) {
   row("Maintenance", s.maintenance || "—");
   row("Cordoned", s.cordoned ? "yes (unclaimable)" : "no");
   row("Health", s.health ? healthText(s.health) : "ok");
+  row("Cleaned", s.cleaned || "—");
   row("Parked", s.parked ? "yes" : "no");
   row("Pending operation", s.pending);
   row("Placement", p.placed ? `${p.location} / rack ${p.rack}` + (p.shelf ? ` / U${p.shelf}${p.height > 1 ? "–" + (p.shelf + p.height - 1) : ""}` : "") : "unplaced");
