@@ -324,3 +324,13 @@ func TestClaimPassWritesAreUrgent(t *testing.T) {
 		}
 	}
 }
+
+// The claim's boot fields, the root volume with them, reach its boot configuration as asked.
+func TestBootSpecCarriesTheRootVolume(t *testing.T) {
+	rv := &metalv1alpha1.RootVolume{RAIDType: "RAID1", Drives: []string{"Disk.Bay.2", "S3ZNNX0K"}, Name: "os"}
+	c := &metalv1alpha1.ServerClaim{Spec: metalv1alpha1.ServerClaimSpec{Image: "os:1", BootMethod: metalv1alpha1.BootMethodHTTP, RootVolume: rv}}
+	spec := bootSpecOf(c, &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: "s1"}})
+	if spec.RootVolume == nil || spec.RootVolume.Name != "os" || len(spec.RootVolume.Drives) != 2 || spec.ServerRef.Name != "s1" || spec.BootMethod != metalv1alpha1.BootMethodHTTP {
+		t.Fatalf("boot configuration spec %+v", spec)
+	}
+}
