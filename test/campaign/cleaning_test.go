@@ -280,6 +280,9 @@ func (m *model) track(s *snapshot, name string, v *srvView) *cleanTrack {
 		if t.pending != nil {
 			m.excuse("%s: release seen at +%s dropped: its Server was deleted, a new one (%s) seen at +%s", name, m.since(t.pending.seen), v.State, m.since(s.Start))
 		}
+		if rec, err := w.record(name); err == nil {
+			spend(nt, rec) // the old object's cleanings are none of the new one's releases'
+		}
 		if d := s.Tenant[v.UUID]; len(d) > 0 && v.ClaimRef == "" && !uncleaned(v) {
 			nt.tainted = fmt.Sprintf("made anew at +%s (%s, no mark) while disks %v held tenant data", m.since(s.Start), v.State, d)
 			m.excuse("%s: %s", name, nt.tainted)
@@ -308,22 +311,23 @@ func (m *model) checkBound(s *snapshot, name string, v *srvView, t *cleanTrack) 
 
 // resolve ends the pending release of t: its cleaning record must hold exactly one new entry
 // that proves the policy on every disk of the machine, unless the harness disturbed it or it was
-// never seen.
+// never seen. Every entry the record holds by then is spent: none counts for a later release.
 func (m *model) resolve(s *snapshot, name string, v *srvView, t *cleanTrack, how string) {
 	w := m.cleaning
 	r := t.pending
 	t.pending = nil
 	m.checks[invClean]++
+	rec, err := w.record(name)
+	if err != nil {
+		m.excuse("%s: release seen at +%s unjudged: reading its cleaning record: %v", name, m.since(r.seen), err)
+		return
+	}
+	defer spend(t, rec)
 	switch {
 	case r.disturbed != "":
 		m.excuse("%s: release seen at +%s %s at +%s unjudged: %s", name, m.since(r.seen), how, m.since(s.Start), r.disturbed)
 		return
 	case r.adopted != "":
-		return
-	}
-	rec, err := w.record(name)
-	if err != nil {
-		m.excuse("%s: release seen at +%s unjudged: reading its cleaning record: %v", name, m.since(r.seen), err)
 		return
 	}
 	var disks []string
@@ -336,7 +340,6 @@ func (m *model) resolve(s *snapshot, name string, v *srvView, t *cleanTrack, how
 		if t.consumed[e.Round] || e.Reported.Before(since) {
 			continue
 		}
-		t.consumed[e.Round] = true
 		ok, why := provesCleaning(e, r.policy, v.UUID, disks)
 		if ok {
 			good = append(good, e.Round)
@@ -347,6 +350,13 @@ func (m *model) resolve(s *snapshot, name string, v *srvView, t *cleanTrack, how
 	if len(good) != 1 {
 		m.breach(invClean, name, "%s released at +%s (policy %s), %s at +%s with %d new verified cleanings in %s, want exactly 1 (new entries: %v; server %s, mark %q, round %q, cleaned %q)",
 			name, m.since(r.seen), r.policy, how, m.since(s.Start), len(good), cleaning.ObjectName(name), fresh, v.State, v.Mark, v.Round, v.Cleaned)
+	}
+}
+
+// spend marks every entry of rec as counted.
+func spend(t *cleanTrack, rec *cleaning.Record) {
+	for _, e := range rec.Cleanings {
+		t.consumed[e.Round] = true
 	}
 }
 

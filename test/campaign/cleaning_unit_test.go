@@ -199,6 +199,22 @@ func TestModelCountsEachEntryForOneReleaseOnly(t *testing.T) {
 	}
 }
 
+// A server found with a mark it was never seen released with (restored mid-cleaning) is cleaned
+// without a count of entries asked; its entry is spent all the same, and a release right after
+// needs one of its own.
+func TestModelSpendsAnAdoptedReleasesEntry(t *testing.T) {
+	f := newCleanFixture(t)
+	f.poll(with(s0("Cleaning", "AllDisks", ""), nil))
+	f.report("r1", true, f.disks...)
+	f.poll(with(s0("Available", "", ""), nil))
+	f.poll(with(s0("Reserved", "AllDisks", "default/c0"), liveClaim()))
+	f.poll(with(s0("Cleaning", "AllDisks", ""), nil))
+	f.poll(with(s0("Available", "", ""), nil))
+	if n := f.breaches(invClean); n != 1 || !strings.Contains(f.breachText(), "0 new verified cleanings") {
+		t.Fatalf("the release after the adopted one counted its entry: %s", f.breachText())
+	}
+}
+
 // A claim binds only a clean server: with the mark of a release not cleaned, a claim ref on it
 // breaches whatever its state (Available, Cleaning, or any but the Reserved its reservation
 // writes), and so does a claim that reports it Bound while it is in Cleaning. Bound again after
