@@ -123,8 +123,6 @@ func (r *Reconciler) startCleaning(bctx, ctx context.Context, p *serverPass, pol
 	}
 	ref := r.discoveryRef()
 	ref.Name = discovery.ObjectName(p.Obj.Name)
-	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonCleaningInProgress, "Clean",
-		"booting the cleaning agent, round %s, policy %s", id, policy)
 	return lifecycle.Wrote("cleaning round"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 		lifecycle.SetAnnotation(s, serverstate.CleaningAnnotation, string(policy))
 		lifecycle.SetAnnotation(s, serverstate.CleaningRoundAnnotation, cleaningRound{id: id, at: r.Now()}.String())
@@ -167,10 +165,10 @@ func (r *Reconciler) judgeCleaning(bctx, ctx context.Context, p *serverPass, pol
 	if err != nil {
 		return lifecycle.Result{}, err
 	}
+	// The transition's event carries the proof's summary: one event per cleaning, not two.
 	summary := cleaning.Summary(entry)
-	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonCleaningVerified, "Clean", "%s", summary)
 	cleaningsTotal.WithLabelValues(string(policy), "verified").Inc()
-	return r.transition(ctx, p, metalv1alpha1.ServerStateAvailable, "disks cleaned and verified", func(s *metalv1alpha1.Server) {
+	return r.transition(ctx, p, metalv1alpha1.ServerStateAvailable, "disks cleaned and verified: "+summary, func(s *metalv1alpha1.Server) {
 		if issued {
 			lifecycle.SetAnnotation(s, serverstate.PowerAnnotation, powerRecord{target: metalv1alpha1.PowerOff, at: r.Now()}.String())
 		}
