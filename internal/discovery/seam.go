@@ -37,6 +37,8 @@ const (
 	// reports, a discovery round's for cleaning reports. Absent: a discovery round.
 	PurposeLabel    = "discovery.metalhub.io/purpose"
 	PurposeCleaning = "cleaning"
+	// CleaningPolicyLabel on a cleaning round's Secret is the policy its ignition cleans by.
+	CleaningPolicyLabel = "discovery.metalhub.io/cleaning-policy"
 	// CleanedAnnotation on a Server is the id of the cleaning round whose report the registry
 	// stored in the server's cleaning record.
 	CleanedAnnotation = "discovery.metalhub.io/cleaned"

@@ -104,7 +104,7 @@ func (r *Reconciler) startCleaning(bctx, ctx context.Context, p *serverPass, pol
 		return lifecycle.Result{}, err
 	}
 	if sec != nil && (sec.Labels[discovery.PurposeLabel] != discovery.PurposeCleaning ||
-		discovery.Cleaned(p.Obj, sec.Labels[discovery.RoundLabel]) || !strings.Contains(string(sec.Data[discovery.IgnitionKey]), string(policy))) {
+		discovery.Cleaned(p.Obj, sec.Labels[discovery.RoundLabel]) || sec.Labels[discovery.CleaningPolicyLabel] != string(policy)) {
 		return lifecycle.RequeueAfter(r.Options.PowerPoll, "removing an earlier round"), r.deleteRound(ctx, p)
 	}
 	if sec == nil {

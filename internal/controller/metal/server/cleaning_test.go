@@ -100,7 +100,8 @@ func TestCleaningBootsItsRoundOnce(t *testing.T) {
 	if err := c.Get(ctx(), client.ObjectKey{Namespace: opts.DiscoveryNamespace, Name: discovery.ObjectName(name)}, sec); err != nil {
 		t.Fatal(err)
 	}
-	if sec.Labels[discovery.PurposeLabel] != discovery.PurposeCleaning || !strings.Contains(string(sec.Data[discovery.IgnitionKey]), "--clean=AllDisks") {
+	if sec.Labels[discovery.PurposeLabel] != discovery.PurposeCleaning || sec.Labels[discovery.CleaningPolicyLabel] != "AllDisks" ||
+		!strings.Contains(string(sec.Data[discovery.IgnitionKey]), "--clean=AllDisks") {
 		t.Fatalf("round Secret %v:\n%s", sec.Labels, sec.Data[discovery.IgnitionKey])
 	}
 	s, acts = onePass(t, b, c, opts, name, metalv1alpha1.ServerStateCleaning, runCleaning)

@@ -57,6 +57,7 @@ func (r *Reconciler) ensureRound(ctx context.Context, p *serverPass, sec *corev1
 		labels := map[string]string{discovery.ServerLabel: s.Name, discovery.RoundLabel: round}
 		if cleaning != "" {
 			labels[discovery.PurposeLabel] = discovery.PurposeCleaning
+			labels[discovery.CleaningPolicyLabel] = string(cleaning)
 		}
 		if uuid := strings.ToLower(s.Spec.SystemUUID); len(validation.IsValidLabelValue(uuid)) == 0 {
 			labels[discovery.SystemUUIDLabel] = uuid
