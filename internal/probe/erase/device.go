@@ -15,6 +15,8 @@ type Device struct {
 	Caps  Capabilities
 	file  *os.File
 	block bool
+	// admin sends NVMe admin commands to the device's controller (nil: not NVMe).
+	admin nvmeAdmin
 }
 
 // ErrUnsupported says the device cannot be erased by the method asked.
@@ -54,6 +56,15 @@ func (d *Device) Close() error { return d.file.Close() }
 func (d *Device) Erase(ctx context.Context, m Method) error {
 	var err error
 	switch m {
+	case MethodNVMeCryptoErase, MethodNVMeBlockErase:
+		if d.admin == nil {
+			return fmt.Errorf("%s: %w", m, ErrUnsupported)
+		}
+		action := uint32(nvmeSanactCrypto)
+		if m == MethodNVMeBlockErase {
+			action = nvmeSanactBlock
+		}
+		err = nvmeSanitize(ctx, d.admin, action)
 	case MethodDiscard:
 		err = d.discard(0, d.Size)
 	case MethodZeroOut:

@@ -1,7 +1,9 @@
 package erase
 
 import (
+	"fmt"
 	"os"
+	"runtime"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -27,6 +29,14 @@ func capabilities(d *Device) Capabilities {
 		return Capabilities{Discard: true}
 	}
 	c := Capabilities{Block: true, ZeroOut: true}
+	if strings.HasPrefix(filepath.Base(d.Path), "nvme") {
+		// Only the kernel's NVMe namespaces are asked: no other driver gets an NVMe ioctl.
+		admin := ioctlAdmin(d.file)
+		if sc, err := nvmeSanicap(admin); err == nil && sc&(nvmeSanicapCrypto|nvmeSanicapBlock) != 0 {
+			c.NVMeCryptoErase, c.NVMeBlockErase = sc&nvmeSanicapCrypto != 0, sc&nvmeSanicapBlock != 0
+			d.admin = admin
+		}
+	}
 	var st unix.Stat_t
 	if unix.Fstat(int(d.file.Fd()), &st) == nil {
 		dev := "/sys/dev/block/" + strconv.Itoa(int(unix.Major(st.Rdev))) + ":" + strconv.Itoa(int(unix.Minor(st.Rdev)))
@@ -65,5 +75,29 @@ func dropCache(d *Device) {
 	_ = unix.Fadvise(int(d.file.Fd()), 0, 0, unix.FADV_DONTNEED)
 	if d.block {
 		_, _, _ = unix.Syscall(unix.SYS_IOCTL, d.file.Fd(), uintptr(unix.BLKFLSBUF), 0)
+	}
+}
+
+// nvmeIoctlAdminCmd is NVME_IOCTL_ADMIN_CMD: _IOWR('N', 0x41, struct nvme_admin_cmd).
+const nvmeIoctlAdminCmd = 0xC0484E41
+
+// ioctlAdmin sends NVMe admin commands through the kernel's NVMe driver.
+func ioctlAdmin(f *os.File) nvmeAdmin {
+	return func(cmd *nvmeCommand, data []byte) error {
+		if len(data) > 0 {
+			cmd.Addr = uint64(uintptr(unsafe.Pointer(&data[0])))
+			cmd.DataLen = uint32(len(data))
+		}
+		status, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), nvmeIoctlAdminCmd, uintptr(unsafe.Pointer(cmd)))
+		runtime.KeepAlive(data)
+		if errno != 0 {
+			return errno
+		}
+		if status != 0 {
+			// The command ran and the controller answered an error status (the ioctl's
+			// return value; cmd.Result is the completion's command-specific dword).
+			return fmt.Errorf("NVMe status %#x", status)
+		}
+		return nil
 	}
 }

@@ -4,6 +4,13 @@ package erase
 type Method string
 
 const (
+	// MethodNVMeCryptoErase has an NVMe controller change the media encryption key of every
+	// namespace (NVMe Sanitize, crypto erase): what was written cannot be read back, including
+	// blocks the controller keeps out of the OS's reach.
+	MethodNVMeCryptoErase Method = "NVMeCryptoErase"
+	// MethodNVMeBlockErase has an NVMe controller erase every block of its media (NVMe
+	// Sanitize, block erase), overprovisioned ones included.
+	MethodNVMeBlockErase Method = "NVMeBlockErase"
 	// MethodZeroOut has the kernel write zeros over the whole device (BLKZEROOUT: the drive's
 	// WRITE ZEROES where it has one). Block devices only.
 	MethodZeroOut Method = "ZeroOut"
@@ -27,12 +34,22 @@ type Capabilities struct {
 	Discard bool
 	// ZeroOut: the kernel zeroes ranges of it (every block device).
 	ZeroOut bool
+	// NVMeCryptoErase, NVMeBlockErase: an NVMe controller whose Sanitize does that (its
+	// Identify Controller's SANICAP).
+	NVMeCryptoErase, NVMeBlockErase bool
 }
 
-// Plan lists the methods for a full erase of a device with c, best first: the next one is
-// tried where one fails or its read-back does not hold.
+// Plan lists the methods for a full erase of a device with c, best first: the drive's own
+// sanitize (it reaches what the OS cannot), then the kernel's discard and zero-out, then an
+// overwrite; the next one is tried where one fails or its read-back does not hold.
 func Plan(c Capabilities) []Method {
 	var out []Method
+	if c.NVMeCryptoErase {
+		out = append(out, MethodNVMeCryptoErase)
+	}
+	if c.NVMeBlockErase {
+		out = append(out, MethodNVMeBlockErase)
+	}
 	if c.Discard {
 		out = append(out, MethodDiscard)
 	}

@@ -12,6 +12,8 @@ func TestPlan(t *testing.T) {
 		want []Method
 	}{
 		{"SSD", Capabilities{Block: true, Discard: true, ZeroOut: true}, []Method{MethodDiscard, MethodZeroOut, MethodOverwrite}},
+		{"NVMe with sanitize", Capabilities{Block: true, Discard: true, ZeroOut: true, NVMeCryptoErase: true, NVMeBlockErase: true},
+			[]Method{MethodNVMeCryptoErase, MethodNVMeBlockErase, MethodDiscard, MethodZeroOut, MethodOverwrite}},
 		{"spinning disk", Capabilities{Block: true, ZeroOut: true}, []Method{MethodZeroOut, MethodOverwrite}},
 		{"file that punches holes", Capabilities{Discard: true}, []Method{MethodDiscard, MethodOverwrite}},
 		{"file on a filesystem without holes", Capabilities{}, []Method{MethodOverwrite}},

@@ -144,9 +144,15 @@ func (d *Device) fingerprint(offsets []int64) ([][]byte, error) {
 	return out, nil
 }
 
-// verify reads the sampled blocks back: after a discard each must no longer hold what it held
-// (the drive may answer zeros, ones or noise); after any other method each must be zeros. It
-// says what did not hold, or "".
+// changesOnly reports the methods after which a drive answers what it likes (zeros, ones or
+// noise): their read-back proves only that no sampled block holds what it held.
+func changesOnly(m Method) bool {
+	return m == MethodDiscard || m == MethodNVMeCryptoErase || m == MethodNVMeBlockErase
+}
+
+// verify reads the sampled blocks back: after a discard or a drive's sanitize each must no
+// longer hold what it held; after any other method each must be zeros. It says what did not
+// hold, or "".
 func (d *Device) verify(m Method, offsets []int64, before [][]byte) (string, error) {
 	buf := make([]byte, SampleBytes)
 	var kept []int64
@@ -154,7 +160,7 @@ func (d *Device) verify(m Method, offsets []int64, before [][]byte) (string, err
 		if err := d.readBlock(buf, off); err != nil {
 			return "", err
 		}
-		if m == MethodDiscard {
+		if changesOnly(m) {
 			if sum := sha256.Sum256(buf); before[i] != nil && bytes.Equal(sum[:], before[i]) {
 				kept = append(kept, off)
 			}
@@ -168,7 +174,7 @@ func (d *Device) verify(m Method, offsets []int64, before [][]byte) (string, err
 		return "", nil
 	}
 	what := "not zero"
-	if m == MethodDiscard {
+	if changesOnly(m) {
 		what = "unchanged"
 	}
 	return fmt.Sprintf("%d of %d sampled blocks %s after %s (first at byte %d)", len(kept), len(offsets), what, m, kept[0]), nil
