@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/cleaning"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/discovery"
@@ -87,13 +88,22 @@ func (r *Reconciler) cleaning(bctx, ctx context.Context, p *serverPass) (lifecyc
 	if discovery.Cleaned(s, round.id) {
 		return r.judgeCleaning(bctx, ctx, p, policy, round)
 	}
-	if left := r.Options.CleaningTimeout - r.Now().Sub(round.at); left <= 0 {
+	left := r.Options.CleaningTimeout - r.Now().Sub(round.at)
+	if left <= 0 {
 		return r.cleaningFailed(bctx, ctx, p, fmt.Sprintf("no cleaning report within %s of round %s's boot", r.Options.CleaningTimeout, round.id))
-	} else if res, err := r.converge(ctx, p, metalv1alpha1.PowerOn, false); err != nil || !res.IsContinue() {
-		return res, err
-	} else {
-		return lifecycle.RequeueAfter(min(left, r.Options.ServerResync), "waiting for the cleaning report"), nil
 	}
+	if p.sys.PowerState == bmc.PowerStateOff && !r.inFlight(p, metalv1alpha1.PowerOn) {
+		// The box went off before its agent reported (a crash, someone's hand): powered on
+		// alone it would boot its disk, the last tenant's OS. The round is booted again.
+		rec, end, err := r.bootRound(bctx, ctx, p, "cleaning round "+round.id+", again")
+		if err != nil || end != nil || rec == "" {
+			return deref(end), err
+		}
+		return lifecycle.Wrote("cleaning round booted again"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+			lifecycle.SetAnnotation(s, serverstate.PowerAnnotation, rec)
+		})
+	}
+	return lifecycle.RequeueAfter(min(left, r.Options.ServerResync), "waiting for the cleaning report"), nil
 }
 
 // startCleaning boots a new cleaning round. A round Secret that is not a fresh cleaning round

@@ -108,6 +108,29 @@ func TestCleaningBootsItsRoundOnce(t *testing.T) {
 	if len(acts) != 0 || s.Annotations[serverstate.CleaningRoundAnnotation] != round.String() {
 		t.Fatalf("second pass: actions %v, round %q (was %q)", acts, s.Annotations[serverstate.CleaningRoundAnnotation], round)
 	}
+
+	// The box goes off before its agent reports: the round is booted again, never the disk.
+	waitFor(t, func() bool { return sys.PowerState() == redfish.PowerOn })
+	sys.SetPowerState(redfish.PowerOff)
+	s.Annotations[serverstate.PowerAnnotation] = powerRecord{target: metalv1alpha1.PowerOn, at: time.Now().Add(-time.Hour)}.String()
+	if err := c.Update(ctx(), s); err != nil {
+		t.Fatal(err)
+	}
+	_, acts = onePass(t, b, c, opts, name, metalv1alpha1.ServerStateCleaning, runCleaning)
+	if strings.Join(acts, ",") != "Boot:Pxe/Once,On" {
+		t.Fatalf("a box gone off mid-cleaning: actions %v, want the round's boot again", acts)
+	}
+}
+
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // reported is a server in Cleaning whose round r1 the registry stored, with its record.
