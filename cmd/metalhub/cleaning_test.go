@@ -59,9 +59,11 @@ func TestReleaseCleansBeforeAvailable(t *testing.T) {
 	names := registerFleet(t, fleet, "clean")
 	waitServers(t, names, metalv1alpha1.ServerStateAvailable, 90*time.Second)
 	for _, name := range names {
+		// A merge patch of the label alone: the controllers write the Server at the same time.
 		s := server(t, name)
+		patch := client.MergeFrom(s.DeepCopy())
 		s.Labels = map[string]string{"pool": "cleaning-test"}
-		if err := env.Client.Update(ctx, s); err != nil {
+		if err := env.Client.Patch(ctx, s, patch); err != nil {
 			t.Fatal(err)
 		}
 	}
