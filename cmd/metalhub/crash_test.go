@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/cleaning"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
 	"github.com/metalhub/metalhub/internal/emulator/netboot"
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
@@ -236,10 +237,12 @@ func purgeMetal(t testing.TB) {
 	}
 }
 
-// The manager, as its own process, is killed with SIGKILL at random moments, 20 times, while
-// 20 servers go Initial -> Available -> Reserved -> Available (discovery through the real
-// registry and probe). Every server ends right, and the emulator's recorder shows each BMC
-// action exactly once: what is in flight is bookkeeping and survives the kills.
+// The manager, as its own process, is killed with SIGKILL at random moments, 20 times, and
+// servers' statuses are wiped at random moments, while 20 servers go Initial -> Available ->
+// Reserved -> Cleaning -> Available (discovery and cleaning through the real registry and
+// agent, the tenants' OS writing to the disks the cleaning erases). Every server ends right,
+// cleaned exactly once with proof, and the emulator's recorder shows each BMC action exactly
+// once: what is in flight is bookkeeping and survives the kills and the wipes.
 func TestCrashConsistency(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long: kills and restarts the manager 20 times")
@@ -251,10 +254,22 @@ func TestCrashConsistency(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	mgr := &managerProcess{bin: bin, logPath: filepath.Join(t.TempDir(), "manager.log"), args: []string{
+		"--kubeconfig", env.Kubeconfig, "--controllers", "metal",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--registry-bind-address", "127.0.0.1:0",
+		"--power-poll", "100ms", "--bmc-request-timeout", "2s", "--discovery-namespace", "default",
+		"--graceful-shutdown-timeout", "1s", "--cleaning-policy", "AllDisks",
+	}}
+	// Each restart listens on another port; the ignition carries the front's.
+	front := registryFront(t, mgr)
+	mgr.args = append(mgr.args, "--registry-url", front)
+	// The claimed machines' OS writes its tenant's data to their disks (it reads its metadata
+	// through the front too), which their release must erase.
 	nb, err := netboot.New(netboot.Options{Client: env.Client, Namespace: "default", ProbeInterval: 200 * time.Millisecond, Logger: logr.Discard(),
+		MetadataURL: front, TenantData: true,
 		OnResult: func(r netboot.Result) {
 			if r.Err != nil {
-				t.Logf("emulated boot of %s ended without a report: %v", r.Server, r.Err)
+				t.Logf("emulated boot of %s ended without its documents: %v", r.Server, r.Err)
 			}
 		}})
 	if err != nil {
@@ -266,15 +281,6 @@ func TestCrashConsistency(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fleet.Close()
-
-	mgr := &managerProcess{bin: bin, logPath: filepath.Join(t.TempDir(), "manager.log"), args: []string{
-		"--kubeconfig", env.Kubeconfig, "--controllers", "metal",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--registry-bind-address", "127.0.0.1:0",
-		"--power-poll", "100ms", "--bmc-request-timeout", "2s", "--discovery-namespace", "default",
-		"--graceful-shutdown-timeout", "1s",
-	}}
-	// Each restart listens on another port; the ignition carries the front's.
-	mgr.args = append(mgr.args, "--registry-url", registryFront(t, mgr))
 	mgr.start(t)
 	stopKilling := make(chan struct{})
 	killerDone := make(chan struct{})
@@ -311,6 +317,33 @@ func TestCrashConsistency(t *testing.T) {
 	}()
 
 	names := registerFleet(t, fleet, "crash")
+
+	// The wiper: a random server's status emptied at random moments, as a restore without
+	// status or a careless tool would, until the killer is done.
+	var wiped atomic.Int32
+	wiperDone := make(chan struct{})
+	go func() {
+		defer close(wiperDone)
+		for {
+			select {
+			case <-killerDone:
+				return
+			case <-time.After(time.Duration(200+rand.IntN(800)) * time.Millisecond):
+			}
+			name := names[rand.IntN(len(names))]
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				s := &metalv1alpha1.Server{}
+				if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, s); err != nil {
+					return err
+				}
+				s.Status = metalv1alpha1.ServerStatus{}
+				return env.Client.Status().Update(ctx, s)
+			})
+			if err == nil {
+				wiped.Add(1)
+			}
+		}
+	}()
 
 	waitAll := func(what string, timeout time.Duration, ok func(*metalv1alpha1.Server) bool) {
 		t.Helper()
@@ -383,19 +416,46 @@ func TestCrashConsistency(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitAll("back to Available and Off", 3*time.Minute, is(metalv1alpha1.ServerStateAvailable, metalv1alpha1.PowerStateOff))
+	waitAll("cleaned, back to Available and Off", 4*time.Minute, is(metalv1alpha1.ServerStateAvailable, metalv1alpha1.PowerStateOff))
 	// Finish the 20 kills if the lifecycle was quicker, then let the last manager settle.
 	<-killerDone
+	<-wiperDone
 	time.Sleep(2 * time.Second)
 	waitAll("still Available and Off after the last restart", time.Minute, is(metalv1alpha1.ServerStateAvailable, metalv1alpha1.PowerStateOff))
-	t.Logf("manager killed %d times", killed.Load())
+	t.Logf("manager killed %d times, %d statuses wiped", killed.Load(), wiped.Load())
 	if killed.Load() != kills {
 		t.Errorf("killed %d times, want %d", killed.Load(), kills)
 	}
 
+	// Every release was cleaned exactly once, with proof, and the tenants' data is gone.
+	for _, name := range names {
+		s := &metalv1alpha1.Server{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, s); err != nil {
+			t.Fatal(err)
+		}
+		cm := &corev1.ConfigMap{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: cleaning.ObjectName(name)}, cm); err != nil {
+			t.Errorf("%s: no cleaning record: %v", name, err)
+			continue
+		}
+		rec, err := cleaning.Decode(cm)
+		if err != nil || len(rec.Cleanings) != 1 {
+			t.Errorf("%s: want exactly one cleaning, record %+v (%v)", name, rec, err)
+			continue
+		}
+		if ok, why := cleaning.Verdict(rec.Cleanings[0], metalv1alpha1.CleaningPolicyAllDisks, nil); !ok {
+			t.Errorf("%s: %s", name, why)
+		}
+		if held, err := nb.TenantData(s.Spec.SystemUUID); err != nil || len(held) > 0 {
+			t.Errorf("%s: disks %v still hold the tenant's data (%v)", name, held, err)
+		}
+	}
+
 	perBMC := actionsPerBMC(fleet)
 	for i := range n {
-		if got := fmt.Sprint(perBMC[i]); got != "[Boot:Pxe/Once On ForceOff Boot:Pxe/Once On GracefulShutdown]" {
+		// Discovery, the claim's boot, the release's power-off, the cleaning round's boot and
+		// the power-off that ends it.
+		if got := fmt.Sprint(perBMC[i]); got != "[Boot:Pxe/Once On ForceOff Boot:Pxe/Once On GracefulShutdown Boot:Pxe/Once On ForceOff]" {
 			t.Errorf("%s: BMC actions %s, want each exactly once", names[i], got)
 		}
 	}
