@@ -106,7 +106,7 @@ func compareRenderings(t *testing.T, kust, chart []*unstructured.Unstructured) {
 func TestChartFlagsExist(t *testing.T) {
 	objs := decode(t, helmTemplate(t,
 		"metal.registry.url=http://192.0.2.1:8082", "metal.externalBootProvider=true",
-		"metal.discoveryNamespace=d", "metal.discoveryImage=img", "metal.probeImage=probe",
+		"metal.discoveryNamespace=d", "metal.discoveryImage=img", "metal.probeImage=probe", "metal.cleaningPolicy=AllDisks",
 		"delivery.allowedNamespaces={a,b}", "delivery.eventBasedReconcile=true",
 		"delivery.secretsNamespace=s", "delivery.settingsNamespace=s",
 		"extraArgs={--zap-log-level=debug}"))
@@ -114,7 +114,7 @@ func TestChartFlagsExist(t *testing.T) {
 	if len(args) < 15 || args[0] != "manager" {
 		t.Fatalf("unexpected args %q", args)
 	}
-	for _, v := range []string{"--leader-elect", "--external-boot-provider", "--delivery-event-based-reconcile", "--zap-log-level=debug"} {
+	for _, v := range []string{"--leader-elect", "--external-boot-provider", "--cleaning-policy=AllDisks", "--delivery-event-based-reconcile", "--zap-log-level=debug"} {
 		if !contains(args, v) {
 			t.Errorf("args %q lack %s", args, v)
 		}
