@@ -80,8 +80,11 @@ type cleanTrack struct {
 	// while it was not Reserved: its next resolution is excused.
 	stripped string
 	// tainted says why tenant data on the machine's disks is excused while the server is
-	// Available: its Server was made anew while the disks held it and no mark said so.
+	// Available: its Server was made anew while the disks held it and no mark said so. rebound
+	// is set once a claim was seen bound to it while the disks still held that data.
 	tainted string
+	rebound bool
+	epoch   int // of the poll that first showed the object
 	// consumed are the rounds of the record earlier resolutions counted (by name: a re-created
 	// Server's record starts afresh at its first report).
 	consumed map[string]bool
@@ -190,6 +193,11 @@ func (m *model) checkCleaning(s *snapshot) {
 		}
 		t := m.track(s, name, v)
 		if v.ClaimRef != "" {
+			if t.tainted != "" && !t.rebound && len(s.Tenant[v.UUID]) > 0 {
+				// The leak the excuse lets pass: say it, for whoever reads the log.
+				t.rebound = true
+				m.excuse("%s: bound to %s at +%s while disks %v still hold the earlier tenant's data (%s)", name, v.ClaimRef, m.since(s.Start), s.Tenant[v.UUID], t.tainted)
+			}
 			m.checkBound(s, name, v, t)
 			t.claimed, t.claimedAt = true, s.Start
 			t.dirty = t.dirty || len(s.Tenant[v.UUID]) > 0
@@ -206,7 +214,8 @@ func (m *model) checkCleaning(s *snapshot) {
 			if policy != string(metalv1alpha1.CleaningPolicyNone) {
 				t.pending = &release{at: t.claimedAt, seen: s.Start, policy: policy, disturbed: t.stripped, dirty: t.dirty}
 			}
-			t.claimed, t.dirty = false, false
+			// Its cleaning erases whatever the disks hold, an earlier tenant's data too.
+			t.claimed, t.dirty, t.tainted = false, false, ""
 		case uncleaned(v) && t.pending == nil:
 			t.pending = &release{at: s.Start, seen: s.Start, policy: v.Mark, disturbed: t.stripped,
 				adopted: fmt.Sprintf("found %s with mark %s, never seen released", v.State, v.Mark)}
@@ -274,17 +283,21 @@ func (m *model) track(s *snapshot, name string, v *srvView) *cleanTrack {
 	if t != nil && t.uid == v.UID {
 		return t
 	}
-	nt := &cleanTrack{uid: v.UID, uuid: v.UUID, consumed: map[string]bool{}}
+	nt := &cleanTrack{uid: v.UID, uuid: v.UUID, consumed: map[string]bool{}, epoch: s.Epoch}
 	if t != nil {
 		nt.consumed = t.consumed
+		how := "its Server was deleted (a step, or its BMC's deletion) and made anew"
+		if t.epoch != s.Epoch {
+			how = "the cluster was restored from a backup"
+		}
 		if t.pending != nil {
-			m.excuse("%s: release seen at +%s dropped: its Server was deleted, a new one (%s) seen at +%s", name, m.since(t.pending.seen), v.State, m.since(s.Start))
+			m.excuse("%s: release seen at +%s dropped: %s, the new one seen at +%s in state %q", name, m.since(t.pending.seen), how, m.since(s.Start), v.State)
 		}
 		if rec, err := w.record(name); err == nil {
 			spend(nt, rec) // the old object's cleanings are none of the new one's releases'
 		}
 		if d := s.Tenant[v.UUID]; len(d) > 0 && v.ClaimRef == "" && !uncleaned(v) {
-			nt.tainted = fmt.Sprintf("made anew at +%s (%s, no mark) while disks %v held tenant data", m.since(s.Start), v.State, d)
+			nt.tainted = fmt.Sprintf("%s; the new one, seen at +%s in state %q without a mark, has disks %v holding tenant data", how, m.since(s.Start), v.State, d)
 			m.excuse("%s: %s", name, nt.tainted)
 		}
 	}

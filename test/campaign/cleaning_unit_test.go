@@ -284,6 +284,21 @@ func TestModelExcusesOnlyWhatTheHarnessDestroyed(t *testing.T) {
 			v.UID = "s0-2"
 			f.poll(with(v, nil))
 		}, false},
+		{"deleted in Cleaning, made anew, claimed and released, the data left", func(f *cleanFixture) {
+			f.claimAndRelease()
+			f.poll(map[string]*srvView{}, nil)
+			v := s0("Available", "", "")
+			v.UID = "s0-2"
+			f.poll(with(v, nil))
+			v = s0("Reserved", "AllDisks", "default/c0")
+			v.UID = "s0-2"
+			f.poll(with(v, liveClaim()))
+			f.now = f.now.Add(2 * time.Second)
+			f.report("r2", true, f.disks...) // a proof the disks belie
+			v = s0("Available", "", "")
+			v.UID = "s0-2"
+			f.poll(with(v, nil))
+		}, true},
 		{"stripped in Cleaning", func(f *cleanFixture) {
 			f.claimAndRelease()
 			f.m.disturbCleaning("s0", "Cleaning", "stripped")
