@@ -406,8 +406,9 @@ func purge(ctx context.Context, c client.Client) error {
 }
 
 // purgeCleaningRecords removes the Servers' cleaning records (ConfigMaps in the discovery
-// namespace), which no purge list covers: the next seed's Servers have the same names, and a
-// restore, like a lost control plane's, leaves them where they are.
+// namespace) before and after a seed: the next seed's Servers have the same names. They are on no
+// purge list, so a restore leaves them where they are (the registry starts a record afresh at
+// the first report of a Server that does not own it).
 func purgeCleaningRecords(ctx context.Context, c client.Client) error {
 	if err := c.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(ns), client.HasLabels{cleaning.ServerLabel}); err != nil {
 		return fmt.Errorf("deleting the cleaning records: %w", err)
