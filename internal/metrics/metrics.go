@@ -35,7 +35,7 @@ var (
 	ServerStates = []metalv1alpha1.ServerState{
 		metalv1alpha1.ServerStateInitial, metalv1alpha1.ServerStateDiscovery, metalv1alpha1.ServerStateAvailable,
 		metalv1alpha1.ServerStateReserved, metalv1alpha1.ServerStateReleased, metalv1alpha1.ServerStateError,
-		metalv1alpha1.ServerStateMaintenance, metalv1alpha1.ServerStateParked,
+		metalv1alpha1.ServerStateMaintenance, metalv1alpha1.ServerStateParked, metalv1alpha1.ServerStateCleaning,
 	}
 	PowerStates = []metalv1alpha1.PowerState{
 		metalv1alpha1.PowerStateOn, metalv1alpha1.PowerStateOff, metalv1alpha1.PowerStatePaused,
