@@ -66,6 +66,8 @@ type cleaningWatch struct {
 	// servers whose machine's disks were read clean after a release (erased: those whose disks
 	// were seen holding the tenant's data before it).
 	judged, cleared, erased int
+	// unhanded counts claim refs that went before their claim got the server.
+	unhanded int
 }
 
 // cleanTrack is what the model knows of one Server object (UID) towards its cleanings.
@@ -73,6 +75,11 @@ type cleanTrack struct {
 	uid, uuid string
 	claimed   bool
 	claimedAt time.Time // Start of the last poll that showed it claimed
+	// handed: the claim got the server, not only its claim ref: seen Reserved (or Released) or
+	// with a mark under it. reserve() writes Reserved and the mark in one write, and powers the
+	// box for the claim only with it; a claim that lets go of a server before (one a maintenance
+	// took meanwhile, say) leaves nothing of its tenant's to clean.
+	handed bool
 	// dirty: its machine's disks were seen holding tenant data while it was claimed.
 	dirty   bool
 	pending *release
@@ -200,13 +207,16 @@ func (m *model) checkCleaning(s *snapshot) {
 			}
 			m.checkBound(s, name, v, t)
 			t.claimed, t.claimedAt = true, s.Start
+			t.handed = t.handed || v.State == string(metalv1alpha1.ServerStateReserved) ||
+				v.State == string(metalv1alpha1.ServerStateReleased) || uncleaned(v)
 			t.dirty = t.dirty || len(s.Tenant[v.UUID]) > 0
 			continue
 		}
 		switch {
-		case t.claimed:
+		case t.claimed && (t.handed || uncleaned(v)):
 			// Released: the claim ref went (Reserved -> Cleaning, or a claim letting go of a
-			// server in maintenance, parked or being deleted).
+			// server in maintenance, parked or being deleted). A mark now says it was handed over
+			// even if no poll showed it Reserved.
 			policy := v.Mark
 			if !cleaning.Valid(metalv1alpha1.CleaningPolicy(policy)) {
 				policy = w.fleetPolicy // releasePolicy's fallback
@@ -215,7 +225,12 @@ func (m *model) checkCleaning(s *snapshot) {
 				t.pending = &release{at: t.claimedAt, seen: s.Start, policy: policy, disturbed: t.stripped, dirty: t.dirty}
 			}
 			// Its cleaning erases whatever the disks hold, an earlier tenant's data too.
-			t.claimed, t.dirty, t.tainted = false, false, ""
+			t.claimed, t.handed, t.dirty, t.tainted = false, false, false, ""
+		case t.claimed:
+			// The claim let go before it got the server: nothing of its tenant's is on the disks
+			// (which the check below reads all the same once the server is Available).
+			w.unhanded++
+			t.claimed, t.dirty = false, false
 		case uncleaned(v) && t.pending == nil:
 			t.pending = &release{at: s.Start, seen: s.Start, policy: v.Mark, disturbed: t.stripped,
 				adopted: fmt.Sprintf("found %s with mark %s, never seen released", v.State, v.Mark)}
@@ -439,6 +454,6 @@ func (m *model) cleaningSummary() (string, []string) {
 	if w == nil {
 		return "not watched (the build cleans nothing)", nil
 	}
-	return fmt.Sprintf("%d releases' cleaning records judged, %d released servers seen Available with clean disks (%d of them held their tenant's data), %d excused",
-		w.judged, w.cleared, w.erased, len(w.excused)), slices.Clone(w.excused)
+	return fmt.Sprintf("%d releases' cleaning records judged, %d released servers seen Available with clean disks (%d of them held their tenant's data), %d claim refs gone before the server was reserved, %d excused",
+		w.judged, w.cleared, w.erased, w.unhanded, len(w.excused)), slices.Clone(w.excused)
 }

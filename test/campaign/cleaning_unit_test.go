@@ -181,6 +181,46 @@ func TestModelWaitsForTheMarkToGo(t *testing.T) {
 	}
 }
 
+// A claim ref set on an Available server that a maintenance takes before the Server controller
+// reserves it, and that its deleted claim then lets go, handed the tenant nothing: no cleaning is
+// owed (campaign seed 77), though the disks are still read once the server is Available. A mark
+// seen right after the claim ref went says the server was reserved, even if no poll showed it.
+func TestModelOwesACleaningOnlyForAServerTheClaimGot(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		play   func(f *cleanFixture)
+		breach string
+	}{
+		{"taken by a maintenance before it was reserved", func(f *cleanFixture) {
+			f.poll(with(s0("Available", "", "default/c0"), liveClaim()))
+			f.poll(with(s0("Maintenance", "", "default/c0"), goingClaim()))
+			f.poll(with(s0("Maintenance", "", ""), nil))
+			f.poll(with(s0("Available", "", ""), nil))
+		}, ""},
+		{"the same, with a tenant's data on the disks", func(f *cleanFixture) {
+			f.poll(with(s0("Available", "", "default/c0"), liveClaim()))
+			f.tenant = true
+			f.poll(with(s0("Maintenance", "", "default/c0"), goingClaim()))
+			f.poll(with(s0("Maintenance", "", ""), nil))
+			f.poll(with(s0("Available", "", ""), nil))
+		}, "still hold tenant data"},
+		{"reserved between two polls, released, never cleaned", func(f *cleanFixture) {
+			f.poll(with(s0("Available", "", "default/c0"), liveClaim()))
+			f.poll(with(s0("Cleaning", "AllDisks", ""), nil))
+			f.poll(with(s0("Available", "", ""), nil))
+		}, "0 new verified cleanings"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newCleanFixture(t)
+			tc.play(f)
+			got := f.breachText()
+			if (tc.breach == "") != (got == "") || !strings.Contains(got, tc.breach) {
+				t.Fatalf("breaches %q, want one containing %q", got, tc.breach)
+			}
+		})
+	}
+}
+
 // An earlier release's entry, reported in the same second as the next release, is that release's
 // own: the next one still needs a new one.
 func TestModelCountsEachEntryForOneReleaseOnly(t *testing.T) {
