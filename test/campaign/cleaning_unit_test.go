@@ -135,6 +135,21 @@ func TestModelJudgesAReleasesCleaning(t *testing.T) {
 		{"no entry", func(f *cleanFixture) { f.tenant = false }, "0 new verified cleanings"},
 		{"an entry whose proof does not hold", func(f *cleanFixture) { f.report("r1", false, f.disks...); f.tenant = false }, "0 new verified cleanings"},
 		{"an entry that leaves a disk out", func(f *cleanFixture) { f.report("r1", true, "nvme0n1"); f.tenant = false }, "disk sda of the machine not in it"},
+		{"two verified entries, a maintenance between them", func(f *cleanFixture) {
+			f.report("r1", true, f.disks...)
+			f.poll(with(s0("Maintenance", "AllDisks", ""), nil))
+			f.poll(with(s0("Cleaning", "AllDisks", ""), nil))
+			f.report("r2", true, f.disks...)
+			f.tenant = false
+		}, ""},
+		{"three verified entries, one maintenance", func(f *cleanFixture) {
+			f.report("r1", true, f.disks...)
+			f.poll(with(s0("Maintenance", "AllDisks", ""), nil))
+			f.poll(with(s0("Cleaning", "AllDisks", ""), nil))
+			f.report("r2", true, f.disks...)
+			f.report("r3", true, f.disks...)
+			f.tenant = false
+		}, "3 new verified cleanings"},
 		{"two verified entries", func(f *cleanFixture) {
 			f.report("r1", true, f.disks...)
 			f.report("r2", true, f.disks...)
