@@ -310,8 +310,9 @@ func (w *world) startProbe(st step) (string, error) {
 		name := w.serverName(i)
 		v := s.Servers[name]
 		// A server with an operation still pending (a park, a restart) is not an idle one.
-		if b := s.BMCs[w.bmcName(i)]; b == nil || b.Deleting || v == nil || !claimable(v) || len(v.Taints) > 0 || v.Op != "" ||
-			pendingMaintenance(s, name) {
+		b := s.BMCs[w.bmcName(i)]
+		if b == nil || b.Deleting || v == nil || !claimable(v) || len(v.Taints) > 0 || v.Op != "" ||
+			pendingMaintenance(s, name) || !w.accessible(i, b) {
 			continue
 		}
 		busy := false
@@ -338,6 +339,21 @@ func (w *world) startProbe(st step) (string, error) {
 	w.probeWG.Add(1)
 	go w.watchProbe(p, c)
 	return fmt.Sprintf("%s on %s while BMCs %v are dead", p.claim, p.server, dead), nil
+}
+
+// accessible reports whether BMC i can be reached as registered right now: the BMCSecret it
+// names and its Endpoint (if it has one) exist. A step may have just deleted one, before any
+// poll shows its server fail (seed 51: BMCSecret bmc-4 deleted a second before a probe).
+func (w *world) accessible(i int, b *bmcView) bool {
+	if err := w.c.Get(w.ctx, client.ObjectKey{Name: b.Secret}, &metalv1alpha1.BMCSecret{}); err != nil {
+		return false
+	}
+	if w.sch.Endpoint[i] {
+		if err := w.c.Get(w.ctx, client.ObjectKey{Name: w.bmcName(i)}, &metalv1alpha1.Endpoint{}); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 func (w *world) watchProbe(p *probe, c *metalv1alpha1.ServerClaim) {
