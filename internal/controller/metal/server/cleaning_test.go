@@ -281,3 +281,27 @@ func TestMarkForCleaning(t *testing.T) {
 		}
 	}
 }
+
+// A park does not skip a cleaning: unparked, the server is in Cleaning again, and entering
+// Cleaning from elsewhere drops a round recorded before, so a fresh one is booted.
+func TestUnparkedCleaningStartsAFreshRound(t *testing.T) {
+	s := &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+		serverstate.PreviousStateAnnotation: string(metalv1alpha1.ServerStateCleaning)}}}
+	if got := unparkedState(s); got != metalv1alpha1.ServerStateCleaning {
+		t.Fatalf("unparked to %s, want Cleaning", got)
+	}
+	b := fleet.Take(t)
+	sys := b.Systems()[0]
+	name := "clean-unpark"
+	c := metaltest.FakeClient(cleaningServer(name, sys.UUID(), map[string]string{
+		lifecycle.StateAnnotation:           string(metalv1alpha1.ServerStateParked),
+		serverstate.CleaningAnnotation:      "AllDisks",
+		serverstate.CleaningRoundAnnotation: cleaningRound{id: "old", at: time.Now()}.String(),
+	}))
+	got, _ := onePass(t, b, c, testOpts, name, metalv1alpha1.ServerStateParked, func(r *Reconciler, bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+		return r.transition(ctx, p, metalv1alpha1.ServerStateCleaning, "unparked", nil)
+	})
+	if _, ok := got.Annotations[serverstate.CleaningRoundAnnotation]; ok || got.Annotations[serverstate.CleaningAnnotation] != "AllDisks" {
+		t.Fatalf("annotations after entering Cleaning: %v", got.Annotations)
+	}
+}

@@ -592,6 +592,11 @@ func (r *Reconciler) transition(ctx context.Context, p *serverPass, to metalv1al
 			lifecycle.RemoveAnnotation(s, serverstate.AdoptedErrorAnnotation)
 			lifecycle.RemoveAnnotation(s, serverstate.CleaningFailedAnnotation)
 		}
+		if to == metalv1alpha1.ServerStateCleaning && from != metalv1alpha1.ServerStateCleaning {
+			// Entering Cleaning boots a round of its own: one recorded before (a park, an
+			// Initial, a maintenance in between) may have lost its Secret on the way.
+			lifecycle.RemoveAnnotation(s, serverstate.CleaningRoundAnnotation)
+		}
 		if extra != nil {
 			extra(s)
 		}

@@ -274,6 +274,9 @@ func unparkedState(s *metalv1alpha1.Server) metalv1alpha1.ServerState {
 	case metalv1alpha1.ServerStateReserved:
 		// The claim went while parked: Reserved powers it off and hands it back.
 		return metalv1alpha1.ServerStateReserved
+	case metalv1alpha1.ServerStateCleaning:
+		// A cleaning is never skipped by a park: it starts again with a round of its own.
+		return metalv1alpha1.ServerStateCleaning
 	case metalv1alpha1.ServerStateMaintenance:
 		if s.Spec.ServerMaintenanceRef != nil {
 			return metalv1alpha1.ServerStateMaintenance
