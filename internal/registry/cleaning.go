@@ -30,43 +30,13 @@ import (
 func (r *Registry) serveCleaning(w http.ResponseWriter, req *http.Request) {
 	start := time.Now()
 	out, uuid := r.clean(w, req)
-	cleaningReportsTotal.WithLabelValues(out.result).Inc()
-	kv := []any{"result", out.result, "code", out.code, "systemUUID", uuid, "server", out.server,
-		"round", out.round, "remote", req.RemoteAddr, "duration", time.Since(start).String()}
-	switch {
-	case out.code == http.StatusOK:
-		r.log.Info("cleaning report", kv...)
-	case out.code >= 500:
-		r.log.Error(out.err, "cleaning report failed", kv...)
-	default:
-		if out.err != nil {
-			kv = append(kv, "reason", out.err.Error())
-		}
-		r.log.Info("cleaning report rejected", kv...)
-	}
-	if out.code == http.StatusOK {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(probe.Answer{Done: true})
-		return
-	}
-	if out.code == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "5")
-	}
-	http.Error(w, out.msg, out.code)
+	r.answer(w, req, "cleaning report", cleaningReportsTotal, start, out, uuid)
 }
 
 func (r *Registry) clean(w http.ResponseWriter, req *http.Request) (*outcome, string) {
-	token, ok := bearerToken(req.Header.Get("Authorization"))
-	if !ok {
-		return reject(http.StatusUnauthorized, resultUnauthorized, "a bearer token is required", errors.New("no bearer token")), ""
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.opts.MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return reject(http.StatusRequestEntityTooLarge, resultTooLarge, fmt.Sprintf("report larger than %d bytes", r.opts.MaxBodyBytes), nil), ""
-		}
-		return reject(http.StatusBadRequest, resultMalformed, "reading the report failed", err), ""
+	token, body, out := r.readReport(w, req)
+	if out != nil {
+		return out, ""
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	var rep probe.CleaningReport
@@ -83,12 +53,11 @@ func (r *Registry) clean(w http.ResponseWriter, req *http.Request) (*outcome, st
 		return reject(http.StatusBadRequest, resultMalformed, "invalid report: dmiUUID (the DMI system UUID) is empty",
 			errors.New("cleaning report without a DMI system UUID")), rep.SystemUUID
 	}
-	select {
-	case r.sem <- struct{}{}:
-		defer func() { <-r.sem }()
-	case <-req.Context().Done():
-		return reject(http.StatusServiceUnavailable, resultError, "registry busy", req.Context().Err()), rep.SystemUUID
+	release, out := r.admit(req)
+	if out != nil {
+		return out, rep.SystemUUID
 	}
+	defer release()
 	ctx, cancel := context.WithTimeout(req.Context(), r.opts.RequestTimeout)
 	defer cancel()
 	return r.acceptCleaning(ctx, &rep, token), rep.SystemUUID

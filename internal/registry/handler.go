@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,19 +48,24 @@ func reject(code int, result, msg string, err error) *outcome {
 func (r *Registry) serveRegister(w http.ResponseWriter, req *http.Request) {
 	start := time.Now()
 	out, uuid := r.register(w, req)
-	reportsTotal.WithLabelValues(out.result).Inc()
+	r.answer(w, req, "discovery report", reportsTotal, start, out, uuid)
+}
+
+// answer counts, logs and answers one report of either kind (what names it in the log).
+func (r *Registry) answer(w http.ResponseWriter, req *http.Request, what string, total *prometheus.CounterVec, start time.Time, out *outcome, uuid string) {
+	total.WithLabelValues(out.result).Inc()
 	kv := []any{"result", out.result, "code", out.code, "systemUUID", uuid, "server", out.server,
 		"round", out.round, "remote", req.RemoteAddr, "duration", time.Since(start).String()}
 	switch {
 	case out.code == http.StatusOK:
-		r.log.Info("discovery report", kv...)
+		r.log.Info(what, kv...)
 	case out.code >= 500:
-		r.log.Error(out.err, "discovery report failed", kv...)
+		r.log.Error(out.err, what+" failed", kv...)
 	default:
 		if out.err != nil {
 			kv = append(kv, "reason", out.err.Error())
 		}
-		r.log.Info("discovery report rejected", kv...)
+		r.log.Info(what+" rejected", kv...)
 	}
 	if out.code == http.StatusOK {
 		w.Header().Set("Content-Type", "application/json")
@@ -72,23 +78,43 @@ func (r *Registry) serveRegister(w http.ResponseWriter, req *http.Request) {
 	http.Error(w, out.msg, out.code)
 }
 
-// register reads, checks and applies one report. Nothing is written unless the token is the
-// current round's and the report is valid.
-func (r *Registry) register(w http.ResponseWriter, req *http.Request) (*outcome, string) {
+// readReport reads a report's bearer token and body, bounded by MaxBodyBytes.
+func (r *Registry) readReport(w http.ResponseWriter, req *http.Request) (string, []byte, *outcome) {
 	token, ok := bearerToken(req.Header.Get("Authorization"))
 	if !ok {
-		return reject(http.StatusUnauthorized, resultUnauthorized, "a bearer token is required", errors.New("no bearer token")), ""
+		return "", nil, reject(http.StatusUnauthorized, resultUnauthorized, "a bearer token is required", errors.New("no bearer token"))
 	}
+	tooLarge := reject(http.StatusRequestEntityTooLarge, resultTooLarge, fmt.Sprintf("report larger than %d bytes", r.opts.MaxBodyBytes), nil)
 	if req.ContentLength > r.opts.MaxBodyBytes {
-		return reject(http.StatusRequestEntityTooLarge, resultTooLarge, fmt.Sprintf("report larger than %d bytes", r.opts.MaxBodyBytes), nil), ""
+		return "", nil, tooLarge
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.opts.MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return reject(http.StatusRequestEntityTooLarge, resultTooLarge, fmt.Sprintf("report larger than %d bytes", r.opts.MaxBodyBytes), nil), ""
+			return "", nil, tooLarge
 		}
-		return reject(http.StatusBadRequest, resultMalformed, "reading the report failed", err), ""
+		return "", nil, reject(http.StatusBadRequest, resultMalformed, "reading the report failed", err)
+	}
+	return token, body, nil
+}
+
+// admit takes one of the MaxConcurrent slots for a report's API calls; release frees it.
+func (r *Registry) admit(req *http.Request) (release func(), out *outcome) {
+	select {
+	case r.sem <- struct{}{}:
+		return func() { <-r.sem }, nil
+	case <-req.Context().Done():
+		return nil, reject(http.StatusServiceUnavailable, resultError, "registry busy", req.Context().Err())
+	}
+}
+
+// register reads, checks and applies one report. Nothing is written unless the token is the
+// current round's and the report is valid.
+func (r *Registry) register(w http.ResponseWriter, req *http.Request) (*outcome, string) {
+	token, body, out := r.readReport(w, req)
+	if out != nil {
+		return out, ""
 	}
 	rep, err := decodeReport(body)
 	if err != nil {
@@ -105,12 +131,11 @@ func (r *Registry) register(w http.ResponseWriter, req *http.Request) (*outcome,
 			errors.New("report without a DMI system UUID")), rep.SystemUUID
 	}
 
-	select {
-	case r.sem <- struct{}{}:
-		defer func() { <-r.sem }()
-	case <-req.Context().Done():
-		return reject(http.StatusServiceUnavailable, resultError, "registry busy", req.Context().Err()), rep.SystemUUID
+	release, out := r.admit(req)
+	if out != nil {
+		return out, rep.SystemUUID
 	}
+	defer release()
 	ctx, cancel := context.WithTimeout(req.Context(), r.opts.RequestTimeout)
 	defer cancel()
 	return r.accept(ctx, rep, token), rep.SystemUUID
