@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -270,7 +271,7 @@ func (r *Reconciler) bootRound(bctx, ctx context.Context, p *serverPass, what st
 	case bmc.PowerStateOn, bmc.PowerStatePoweringOn:
 		// Already booting: we did it before a restart. Do not boot it twice.
 	case bmc.PowerStatePoweringOff:
-		return "", ptr(lifecycle.RequeueAfter(r.Options.PowerPoll, "powering off")), nil
+		return "", ptr.To(lifecycle.RequeueAfter(r.Options.PowerPoll, "powering off")), nil
 	default:
 		// The box PXE-boots what the boot provider serves for this round: before its boot
 		// configuration is Ready (the boot-operator preparing the image, say) it would boot
@@ -288,7 +289,7 @@ func (r *Reconciler) bootRound(bctx, ctx context.Context, p *serverPass, what st
 				r.Recorder.Eventf(p.Obj, sbc, corev1.EventTypeWarning, "DiscoveryBootNotReady", "Discover",
 					"discovery boot configuration %s/%s is in Error; see its conditions", sbc.Namespace, sbc.Name)
 			}
-			return "", ptr(lifecycle.RequeueAfter(r.Options.RetryAfter, why)), nil
+			return "", ptr.To(lifecycle.RequeueAfter(r.Options.RetryAfter, why)), nil
 		}
 		req := bootRequest{method: r.Options.DiscoveryBootMethod, uri: r.Options.DiscoveryBootURI, what: what}
 		if want, media, err := r.prepareBoot(bctx, p, req); err != nil || media {
@@ -308,8 +309,6 @@ func (r *Reconciler) bootRound(bctx, ctx context.Context, p *serverPass, what st
 	}
 	return rec, nil, nil
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func deref(r *lifecycle.Result) lifecycle.Result {
 	if r == nil {
