@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
@@ -88,6 +89,9 @@ func (w *world) converge(healed time.Time) {
 			for i := range w.sch.BMCs {
 				if out, err := w.ensureBMC(i); err != nil {
 					w.note("converge: %s: %v", out, err)
+				}
+				if out, err := w.acceptBoardBack(i); err != nil || out != "" {
+					w.note("converge: %s %v", out, err)
 				}
 			}
 			applied = time.Now()
@@ -339,4 +343,38 @@ func waitsForHeldServer(v *systemv1alpha1.BIOSVersion, held map[string]bool) boo
 	}
 	c := meta.FindStatusCondition(v.Status.Conditions, systemv1alpha1.ConditionUpgraded)
 	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == systemv1alpha1.ReasonAwaitingMaintenance
+}
+
+// acceptBoardBack answers, as the operator the IdentityMismatch event asks, for a Server of BMC i
+// that was made while its board was swapped (deleted and re-created in the swap) and so recorded
+// the swapped board: once the original board is back, that is a board replacement like any other
+// and is accepted with AcceptSystemUUIDAnnotation. A Server that kept the original board needs
+// nothing.
+func (w *world) acceptBoardBack(i int) (string, error) {
+	w.mu.Lock()
+	swapped := w.astray[i]
+	w.mu.Unlock()
+	if swapped {
+		return "", nil
+	}
+	var list metalv1alpha1.ServerList
+	if err := w.c.List(w.ctx, &list); err != nil {
+		return "listing Servers", err
+	}
+	orig := strings.ToLower(w.board[i][0])
+	swap, _ := swappedBoard(orig, "")
+	for k := range list.Items {
+		s := &list.Items[k]
+		if s.Spec.BMCRef == nil || s.Spec.BMCRef.Name != w.bmcName(i) || strings.ToLower(s.Spec.SystemUUID) != swap ||
+			s.Annotations[metalv1alpha1.AcceptSystemUUIDAnnotation] == orig {
+			continue
+		}
+		patch := client.MergeFrom(s.DeepCopy())
+		metav1.SetMetaDataAnnotation(&s.ObjectMeta, metalv1alpha1.AcceptSystemUUIDAnnotation, orig)
+		if err := w.c.Patch(w.ctx, s, patch); err != nil {
+			return "accepting the original board back on " + s.Name, client.IgnoreNotFound(err)
+		}
+		return fmt.Sprintf("%s recorded the swapped board of %s: original board accepted back", s.Name, w.bmcName(i)), nil
+	}
+	return "", nil
 }

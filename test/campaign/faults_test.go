@@ -109,10 +109,13 @@ func (w *world) fault(st step, i int, set bool) (string, error) {
 func (w *world) swapBoard(i int, swapped bool) {
 	uuid, serial := w.board[i][0], w.board[i][1]
 	if swapped {
-		uuid, serial = "5a5a5a5a"+uuid[8:], "SWAP"+serial
+		uuid, serial = swappedBoard(uuid, serial)
 	}
 	w.fleet.BMC(i).Systems()[0].ReplaceBoard(uuid, serial)
 }
+
+// swappedBoard is the identity of the board a board-swap puts in.
+func swappedBoard(uuid, serial string) (string, string) { return "5a5a5a5a" + uuid[8:], "SWAP" + serial }
 
 // dead lists the BMCs that answer nothing useful right now.
 func (w *world) dead() []int {
