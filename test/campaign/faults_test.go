@@ -115,7 +115,9 @@ func (w *world) swapBoard(i int, swapped bool) {
 }
 
 // swappedBoard is the identity of the board a board-swap puts in.
-func swappedBoard(uuid, serial string) (string, string) { return "5a5a5a5a" + uuid[8:], "SWAP" + serial }
+func swappedBoard(uuid, serial string) (string, string) {
+	return "5a5a5a5a" + uuid[8:], "SWAP" + serial
+}
 
 // dead lists the BMCs that answer nothing useful right now.
 func (w *world) dead() []int {
