@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/probe"
@@ -116,5 +117,23 @@ func TestRecordKeepsTheLastCleaningsAndOneEntryPerRound(t *testing.T) {
 	back, err := Decode(cm)
 	if err != nil || back.Server != "s1" || len(back.Cleanings) != MaxHistory || cm.Name != "cleaning-s1" {
 		t.Fatalf("round trip: %+v %v", back, err)
+	}
+}
+
+// An owed record is keyed by the machine's UUID however it was written, reads back what it
+// recorded, and one whose policy is not the API's is owed everything.
+func TestOwedRecord(t *testing.T) {
+	since := time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC)
+	cm := OwedConfigMap("metalhub-discovery", Owed{SystemUUID: " {0F0E0D0C-0000-4000-8000-00000000BEEF} ", Policy: "RootDisk", Server: "bmc-1-1", Since: since})
+	if cm.Name != "cleaning-owed-0f0e0d0c-0000-4000-8000-00000000beef" || cm.Name != OwedName("0f0e0d0c-0000-4000-8000-00000000BEEF") {
+		t.Fatalf("name %q", cm.Name)
+	}
+	got := DecodeOwed(cm)
+	if got.SystemUUID != "0f0e0d0c-0000-4000-8000-00000000beef" || got.Policy != "RootDisk" || got.Server != "bmc-1-1" || !got.Since.Equal(since) {
+		t.Fatalf("decoded %+v", got)
+	}
+	cm.Data["policy"] = "Shred"
+	if got := DecodeOwed(cm); got.Policy != metalv1alpha1.CleaningPolicyAllDisks {
+		t.Fatalf("unknown policy decoded as %q, want AllDisks", got.Policy)
 	}
 }

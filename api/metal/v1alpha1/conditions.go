@@ -54,6 +54,9 @@ const (
 	// ReasonCleaningFailed: a disk could not be erased or its read-back found data, or no
 	// report came in time; the server is in Error until a retry.
 	ReasonCleaningFailed = "CleaningFailed"
+	// ReasonCleaningOwed: the Server was deleted before its release was cleaned, or a Server
+	// of that machine was sent to Cleaning by the record of it (an event reason).
+	ReasonCleaningOwed = "CleaningOwed"
 )
 
 // Reasons of a Server's HardwareFault condition and events.

@@ -77,6 +77,9 @@ func (r *Reconciler) cleaning(bctx, ctx context.Context, p *serverPass) (lifecyc
 	s := p.Obj
 	policy := r.releasePolicy(s)
 	if policy == metalv1alpha1.CleaningPolicyNone {
+		if err := r.settleOwed(ctx, s); err != nil {
+			return lifecycle.Result{}, err
+		}
 		return r.transition(ctx, p, metalv1alpha1.ServerStateAvailable, "cleaning policy None", func(s *metalv1alpha1.Server) {
 			endCleaning(s, r.Options.DiscoveryNamespace)
 		})
@@ -171,6 +174,9 @@ func (r *Reconciler) judgeCleaning(bctx, ctx context.Context, p *serverPass, pol
 	if good, why := cleaning.Verdict(entry, policy, expected); !good {
 		return r.cleaningFailed(bctx, ctx, p, why)
 	}
+	if err := r.settleOwed(ctx, p.Obj); err != nil {
+		return lifecycle.Result{}, err
+	}
 	issued, _, err := r.powerAction(bctx, p, metalv1alpha1.PowerOff, false)
 	if err != nil {
 		return lifecycle.Result{}, err
@@ -211,11 +217,13 @@ func (r *Reconciler) cleaningFailed(bctx, ctx context.Context, p *serverPass, wh
 	})
 }
 
-// endCleaning removes a finished cleaning's bookkeeping: the mark, the round, its boot.
+// endCleaning removes a finished cleaning's bookkeeping: the mark, the round, its boot, the
+// owed record's note (settleOwed removed the record).
 func endCleaning(s *metalv1alpha1.Server, ns string) {
 	lifecycle.RemoveAnnotation(s, serverstate.CleaningAnnotation)
 	lifecycle.RemoveAnnotation(s, serverstate.CleaningRoundAnnotation)
 	lifecycle.RemoveAnnotation(s, serverstate.CleaningFailedAnnotation)
+	lifecycle.RemoveAnnotation(s, serverstate.CleaningOwedAnnotation)
 	clearDiscovery(s, ns)
 }
 

@@ -78,10 +78,14 @@ func (r *Reconciler) held(ctx context.Context, p *serverPass) (bool, string, err
 	return false, "", nil
 }
 
-// release removes the server's discovery objects and its finalizer.
+// release records the cleaning its machine is still owed, then removes the server's discovery
+// objects and its finalizer.
 func (r *Reconciler) release(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	if !controllerutil.ContainsFinalizer(p.Obj, Finalizer) {
 		return lifecycle.Done(), nil
+	}
+	if err := r.oweCleaning(ctx, p); err != nil {
+		return lifecycle.Result{}, err
 	}
 	if err := r.deleteRound(ctx, p); err != nil {
 		return lifecycle.Result{}, err

@@ -16,6 +16,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/cleaning"
 	"github.com/metalhub/metalhub/internal/controller/metal/health"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/discovery"
@@ -197,9 +198,23 @@ func (r *Reconciler) discovery(bctx, ctx context.Context, p *serverPass) (lifecy
 				to, why = metalv1alpha1.ServerStateCleaning, why+", never cleaned: cleaning policy "+string(policy)
 			}
 		}
+		// The machine may be owed a cleaning by an earlier Server of it: it goes to Cleaning
+		// in the same write that ends discovery, so no claim sees it Available first.
+		owed, err := r.owedCleaning(ctx, s)
+		if err != nil {
+			return lifecycle.Result{}, err
+		}
+		if owed != nil {
+			policy = cleaning.Wider(policy, owed.Policy)
+			to, why = metalv1alpha1.ServerStateCleaning, "hardware report received, "+owed.String()
+			r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonCleaningOwed, "Clean", "%s", owed.String())
+		}
 		return r.transition(ctx, p, to, why, func(s *metalv1alpha1.Server) {
 			if to == metalv1alpha1.ServerStateCleaning {
 				lifecycle.SetAnnotation(s, serverstate.CleaningAnnotation, string(policy))
+			}
+			if owed != nil {
+				lifecycle.SetAnnotation(s, serverstate.CleaningOwedAnnotation, owed.SystemUUID)
 			}
 			if issued {
 				lifecycle.SetAnnotation(s, serverstate.PowerAnnotation, powerRecord{target: metalv1alpha1.PowerOff, at: r.Now()}.String())

@@ -64,6 +64,10 @@ const (
 	// CleaningFailedAnnotation says which disk could not be sanitized or verified (or that no
 	// report came): the server stays in Error until a retry, which cleans again.
 	CleaningFailedAnnotation = "lifecycle.metalhub.io/cleaning-failed"
+	// CleaningOwedAnnotation marks a server sent to Cleaning by its machine's owed record
+	// (cleaning.Owed: an earlier Server of it was deleted before its release was cleaned); the
+	// record is removed before the verified cleaning's write removes the mark.
+	CleaningOwedAnnotation = "lifecycle.metalhub.io/cleaning-owed"
 	// LastCleaningAnnotation summarises the last verified cleaning, for the Cleaned condition.
 	LastCleaningAnnotation = "lifecycle.metalhub.io/last-cleaning"
 )
