@@ -41,10 +41,12 @@ import (
 //     tenant data, read before the poll's lists and again after them (so neither a cleaning that
 //     finished in between nor a claim's OS booting after it reads as a leak).
 //
-// What the harness itself destroys is excused, and said so in the journal: the Server object
-// deleted (by a step, its BMC's deletion, a restore) while a release was pending or its machine
-// held tenant data without a mark, and a strip of the operator's annotations from a server that
-// was not Reserved (its mark and saved state go with them). A server found with a mark that was
+// A Server object deleted (by a step, its BMC's deletion) and made anew owes what the old one
+// did: the cleaning is owed to the machine, so the new one must not be seen Available while the
+// disks hold the tenant's data (its record starts afresh, so no count of entries is asked).
+// What the harness itself destroys is excused, and said so in the journal: objects restored
+// from a backup taken before a release, and a strip of the operator's annotations from a server
+// that was not Reserved (its mark and saved state go with them). A server found with a mark that was
 // never seen released (a restore of one being cleaned) must still be cleaned, with no count of
 // record entries asked of it.
 
@@ -312,22 +314,52 @@ func (m *model) track(s *snapshot, name string, v *srvView) *cleanTrack {
 		return t
 	}
 	nt := &cleanTrack{uid: v.UID, uuid: v.UUID, consumed: map[string]bool{}, epoch: s.Epoch}
-	if t != nil {
-		nt.consumed = t.consumed
-		how := "its Server was deleted (a step, or its BMC's deletion) and made anew"
-		if t.epoch != s.Epoch {
-			how = "the cluster was restored from a backup"
-		}
+	if t == nil {
+		w.servers[name] = nt
+		return nt
+	}
+	nt.consumed = t.consumed
+	if rec, err := w.record(name); err == nil {
+		spend(nt, rec) // the old object's cleanings are none of the new one's releases'
+	}
+	if t.epoch != s.Epoch {
+		// A restore brings back objects as they were when saved: a release after the backup
+		// is not on them.
+		how := "the cluster was restored from a backup"
 		if t.pending != nil {
 			m.excuse("%s: release seen at +%s dropped: %s, the new one seen at +%s in state %q", name, m.since(t.pending.seen), how, m.since(s.Start), v.State)
-		}
-		if rec, err := w.record(name); err == nil {
-			spend(nt, rec) // the old object's cleanings are none of the new one's releases'
 		}
 		if d := s.Tenant[v.UUID]; len(d) > 0 && v.ClaimRef == "" && !uncleaned(v) {
 			nt.tainted = fmt.Sprintf("%s; the new one, seen at +%s in state %q without a mark, has disks %v holding tenant data", how, m.since(s.Start), v.State, d)
 			m.excuse("%s: %s", name, nt.tainted)
 		}
+		w.servers[name] = nt
+		return nt
+	}
+	// Deleted (a step, or its BMC's deletion) and made anew: the cleaning its release owed is
+	// owed to the machine (cleaning.Owed), so the new Server must not be Available with the
+	// tenant's data on the disks. Its record starts afresh, so what is judged is the disks,
+	// not a count of entries.
+	how := fmt.Sprintf("its Server was deleted and made anew (seen at +%s in state %q)", m.since(s.Start), v.State)
+	switch {
+	case t.pending != nil:
+		r := *t.pending
+		r.adopted = "owed by the deleted Server: " + how
+		nt.pending = &r
+	case t.claimed && t.handed:
+		policy := w.fleetPolicy
+		r := &release{at: t.claimedAt, seen: s.Start, policy: policy, dirty: t.dirty, disturbed: t.stripped,
+			adopted: "deleted while claimed: " + how}
+		nt.pending = r
+	}
+	why := t.stripped
+	if t.pending != nil && t.pending.disturbed != "" {
+		why = t.pending.disturbed
+	}
+	if d := s.Tenant[v.UUID]; len(d) > 0 && why != "" && v.ClaimRef == "" && !uncleaned(v) {
+		// The harness took the mark off before the deletion: nothing was left to owe it.
+		nt.tainted = fmt.Sprintf("%s after %s; disks %v hold tenant data", how, why, d)
+		m.excuse("%s: %s", name, nt.tainted)
 	}
 	w.servers[name] = nt
 	return nt

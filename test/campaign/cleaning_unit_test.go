@@ -24,6 +24,7 @@ type cleanFixture struct {
 	disks  []string
 	tenant bool
 	rec    cleaning.Record
+	epoch  int // of the next poll: a restore starts a new one
 }
 
 func newCleanFixture(t *testing.T) *cleanFixture {
@@ -48,7 +49,7 @@ func newCleanFixture(t *testing.T) *cleanFixture {
 // poll files a snapshot 150 ms after the previous one, with u0's disks read before and after.
 func (f *cleanFixture) poll(servers map[string]*srvView, claims map[string]*claimView) {
 	f.now = f.now.Add(150 * time.Millisecond)
-	s := &snapshot{Start: f.now, End: f.now.Add(10 * time.Millisecond), Servers: servers, Claims: claims,
+	s := &snapshot{Start: f.now, End: f.now.Add(10 * time.Millisecond), Epoch: f.epoch, Servers: servers, Claims: claims,
 		Maints: map[string]*maintView{}, BMCs: map[string]*bmcView{}, Tenant: map[string][]string{}, TenantAfter: map[string][]string{}}
 	if f.tenant {
 		s.Tenant["u0"] = slices.Clone(f.disks)
@@ -319,23 +320,54 @@ func TestModelFlagsAClaimOnAServerNotCleaned(t *testing.T) {
 	}
 }
 
-// What the harness destroys is excused: the Server deleted while it was being cleaned (its new
-// object comes up Available, no mark, on the old tenant's disks), or its annotations stripped
+// What the harness destroys is excused: a restore from a backup taken before the release (its
+// object comes up Available, no mark, on the old tenant's disks), or the annotations stripped
 // while it was not Reserved. A strip of a Reserved server is not: its release falls back to the
-// fleet's policy and must still be cleaned.
+// fleet's policy and must still be cleaned. Nor is a Server deleted before its release was
+// cleaned: the machine is owed the cleaning, and the new object must do it.
 func TestModelExcusesOnlyWhatTheHarnessDestroyed(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		play   func(f *cleanFixture)
 		breach bool
 	}{
-		{"deleted in Cleaning, made anew", func(f *cleanFixture) {
+		{"deleted in Cleaning, made anew, Available on the data", func(f *cleanFixture) {
 			f.claimAndRelease()
 			f.poll(map[string]*srvView{}, nil)
 			v := s0("Initial", "", "")
 			v.UID = "s0-2"
 			f.poll(with(v, nil))
 			v = s0("Available", "", "")
+			v.UID = "s0-2"
+			f.poll(with(v, nil))
+		}, true},
+		{"deleted in Cleaning, made anew, cleaning what was owed", func(f *cleanFixture) {
+			f.claimAndRelease()
+			f.poll(map[string]*srvView{}, nil)
+			v := s0("Discovery", "", "")
+			v.UID = "s0-2"
+			f.poll(with(v, nil))
+			v = s0("Cleaning", "AllDisks", "")
+			v.UID = "s0-2"
+			f.poll(with(v, nil))
+			f.tenant = false
+			f.rec = cleaning.Record{}
+			f.report("r9", true, f.disks...)
+			v = s0("Available", "", "")
+			v.UID = "s0-2"
+			f.poll(with(v, nil))
+		}, false},
+		{"deleted while claimed, made anew, Available on the data", func(f *cleanFixture) {
+			f.tenant = true
+			f.poll(with(s0("Reserved", "AllDisks", "default/c0"), liveClaim()))
+			v := s0("Available", "", "")
+			v.UID = "s0-2"
+			f.poll(with(v, nil))
+		}, true},
+		{"restored from before the release, Available on the data", func(f *cleanFixture) {
+			f.claimAndRelease()
+			f.epoch++
+			v := s0("Available", "", "")
 			v.UID = "s0-2"
 			f.poll(with(v, nil))
 		}, false},
