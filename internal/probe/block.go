@@ -23,6 +23,9 @@ type diskFiles struct {
 	// rotational is queue/rotational: ghw folds it into a drive type guessed from the name
 	// (nvme and mmc always SSD, md and nbd unknown).
 	rotational bool
+	// wwid is the kernel's World Wide Name of the disk (wwid of NVMe namespaces, device/wwid
+	// of SCSI disks): root device hints name disks by it; ghw's WWN comes from udev only.
+	wwid string
 }
 
 // collectBlockDevices lists whole disks (ghw reads /sys/block, and udev's database where there
@@ -44,6 +47,7 @@ func collectBlockDevices(ctx context.Context, fs sysfs) ([]BlockDevice, error) {
 			model:      fs.read(dir + "device/model"),
 			serial:     cmpOr(fs.read(dir+"device/serial"), fs.read(dir+"serial")),
 			rotational: rot == 1,
+			wwid:       cmpOr(fs.read(dir+"wwid"), fs.read(dir+"device/wwid")),
 		}))
 	}
 	return out, nil
@@ -57,6 +61,7 @@ func blockDevice(d *ghw.Disk, own diskFiles) BlockDevice {
 		Vendor:     known(d.Vendor),
 		Model:      own.model,
 		Serial:     cmpOr(own.serial, known(d.SerialNumber)),
+		WWN:        cmpOr(own.wwid, known(d.WWN)),
 		Rotational: own.rotational,
 		Removable:  d.IsRemovable,
 	}

@@ -46,7 +46,8 @@ func TestCollectBlockDevicesWithUdev(t *testing.T) {
 	fs := fixtureFS(t, map[string]string{
 		"sys/block/sdb/size": "7814037168\n", "sys/block/sdb/dev": "8:16\n", "sys/block/sdb/queue/rotational": "1\n",
 		"sys/block/sdb/device/vendor": "ATA\n", "sys/block/sdb/device/model": "ST4000NM0035-1V4\n",
-		"run/udev/data/b8:16": "E:ID_MODEL=ST4000NM0035-1V4\nE:ID_SERIAL_SHORT=ZC1A2B3C\nE:ID_SERIAL=ST4000NM0035-1V4_ZC1A2B3C\n",
+		"sys/block/sdb/device/wwid": "naa.5000c500a1b2c3d4\n",
+		"run/udev/data/b8:16":       "E:ID_MODEL=ST4000NM0035-1V4\nE:ID_SERIAL_SHORT=ZC1A2B3C\nE:ID_SERIAL=ST4000NM0035-1V4_ZC1A2B3C\n",
 		// md arrays of disks are rotational; ghw's drive type does not know md.
 		"sys/block/md0/size": "1024\n", "sys/block/md0/queue/rotational": "1\n",
 	})
@@ -56,7 +57,7 @@ func TestCollectBlockDevicesWithUdev(t *testing.T) {
 	}
 	want := []BlockDevice{
 		{Name: "md0", SizeBytes: 1024 * 512, Rotational: true},
-		{Name: "sdb", SizeBytes: 7814037168 * 512, Vendor: "ATA", Model: "ST4000NM0035-1V4", Serial: "ZC1A2B3C", Rotational: true},
+		{Name: "sdb", SizeBytes: 7814037168 * 512, Vendor: "ATA", Model: "ST4000NM0035-1V4", Serial: "ZC1A2B3C", WWN: "naa.5000c500a1b2c3d4", Rotational: true},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)

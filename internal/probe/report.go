@@ -98,6 +98,7 @@ type BlockDevice struct {
 	Vendor     string `json:"vendor,omitempty"`
 	Model      string `json:"model,omitempty"`
 	Serial     string `json:"serial,omitempty"`
+	WWN        string `json:"wwn,omitempty"`
 	Rotational bool   `json:"rotational,omitempty"`
 	Removable  bool   `json:"removable,omitempty"`
 }
@@ -202,7 +203,7 @@ func (r *Report) Validate() error {
 		if d.Name == "" || d.SizeBytes < 0 {
 			bad("blockDevices[%d]: needs a name and a size >= 0", i)
 		}
-		for _, s := range []string{d.Name, d.Vendor, d.Model, d.Serial} {
+		for _, s := range []string{d.Name, d.Vendor, d.Model, d.Serial, d.WWN} {
 			str(fmt.Sprintf("blockDevices[%d]", i), s)
 		}
 	}

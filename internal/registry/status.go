@@ -270,6 +270,7 @@ func storages(r *probe.Report) []metalv1alpha1.Storage {
 			Vendor:       d.Vendor,
 			Model:        d.Model,
 			SerialNumber: d.Serial,
+			WWN:          d.WWN,
 			State:        "Enabled",
 		}
 		if strings.HasPrefix(d.Name, "nvme") {

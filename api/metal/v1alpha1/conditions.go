@@ -91,6 +91,9 @@ const (
 	ReasonRootVolumeInvalid = "RootVolumeInvalid"
 	// ReasonRootVolumePending: the volume was requested; the box boots once it shows.
 	ReasonRootVolumePending = "RootVolumePending"
+	// ReasonRootDeviceNotFound: no disk of the server's inventory matches the root device
+	// hints, or the server has no inventory to match them against.
+	ReasonRootDeviceNotFound = "RootDeviceNotFound"
 )
 
 // Reasons of a BMC's and a Server's Ready condition that are not BMC errors.

@@ -289,6 +289,9 @@ type StorageDrive struct {
 	// SerialNumber of the drive. A metalhub addition.
 	// +optional
 	SerialNumber string `json:"serialNumber,omitempty"`
+	// WWN of the drive as the OS reads it (its wwid). A metalhub addition.
+	// +optional
+	WWN string `json:"wwn,omitempty"`
 	// +optional
 	State string `json:"state,omitempty"`
 }

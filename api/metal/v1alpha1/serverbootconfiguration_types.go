@@ -7,6 +7,7 @@ import (
 
 // ServerBootConfigurationSpec is what a server boots: an image and its ignition.
 // +kubebuilder:validation:XValidation:rule="!has(self.bootMethod) || self.bootMethod != 'VirtualMedia' || (has(self.bootURI) && size(self.bootURI) > 0)",message="bootMethod VirtualMedia needs bootURI: the ISO the BMC mounts"
+// +kubebuilder:validation:XValidation:rule="!has(self.rootVolume) || !has(self.rootDeviceHints)",message="rootVolume and rootDeviceHints exclude each other: the root volume is the root device"
 type ServerBootConfigurationSpec struct {
 	// ServerRef names the server that boots this configuration.
 	// +required
@@ -41,6 +42,11 @@ type ServerBootConfigurationSpec struct {
 	// ServerClaim). A metalhub addition.
 	// +optional
 	RootVolume *RootVolume `json:"rootVolume,omitempty"`
+	// RootDeviceHints pick the disk the OS is installed on (see ServerClaim); the disk they
+	// resolve to is reported in status.rootDevice before the server boots this configuration.
+	// A metalhub addition.
+	// +optional
+	RootDeviceHints *RootDeviceHints `json:"rootDeviceHints,omitempty"`
 	// MetadataTokenSecretRef names the Secret (key "token", same namespace) with the token the
 	// booted OS presents to metalhub's metadata service (header Metadata-Token or query
 	// parameter token) for its metadata and user data. A boot provider hands it to the machine,
@@ -96,6 +102,25 @@ type ServerBootConfigurationStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// RootDevice is the disk spec.rootDeviceHints resolve to on the server, from its
+	// discovered inventory; written by metalhub before the server boots the configuration, for
+	// the installer the boot provider serves. A metalhub addition.
+	// +optional
+	RootDevice *RootDevice `json:"rootDevice,omitempty"`
+}
+
+// RootDevice is one disk of a server, as discovery found it.
+type RootDevice struct {
+	// Name is the kernel's name of the disk when discovery ran (sda, nvme0n1).
+	Name string `json:"name"`
+	// +optional
+	SerialNumber string `json:"serialNumber,omitempty"`
+	// +optional
+	WWN string `json:"wwn,omitempty"`
+	// +optional
+	Model string `json:"model,omitempty"`
+	// +optional
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
 }
 
 // ServerBootConfiguration tells a boot provider what a server should network-boot.
@@ -109,6 +134,7 @@ type ServerBootConfigurationStatus struct {
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="BootMethod",type=string,JSONPath=`.spec.bootMethod`,priority=1
+// +kubebuilder:printcolumn:name="RootDevice",type=string,JSONPath=`.status.rootDevice.name`,priority=1
 type ServerBootConfiguration struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -10,6 +10,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.serverSelector) || has(self.serverSelector)",message="serverSelector cannot be removed once set"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.serverRef) || !has(oldSelf.serverSelector) || self.serverSelector == oldSelf.serverSelector",message="serverSelector is immutable once the claim is bound"
 // +kubebuilder:validation:XValidation:rule="!has(self.bootMethod) || self.bootMethod != 'VirtualMedia' || (has(self.bootURI) && size(self.bootURI) > 0)",message="bootMethod VirtualMedia needs bootURI: the ISO the BMC mounts"
+// +kubebuilder:validation:XValidation:rule="!has(self.rootVolume) || !has(self.rootDeviceHints)",message="rootVolume and rootDeviceHints exclude each other: the root volume is the root device"
 type ServerClaimSpec struct {
 	// Power is the desired power state of the claimed server.
 	// +required
@@ -61,6 +62,48 @@ type ServerClaimSpec struct {
 	// ServerBootConfiguration. A metalhub addition.
 	// +optional
 	RootVolume *RootVolume `json:"rootVolume,omitempty"`
+	// RootDeviceHints pick the disk the claim's OS is installed on from the disks discovery
+	// found (as metal3's root device hints do): every hint given must hold. Before the first
+	// power-on for the claim the disk is resolved and reported in the boot configuration's
+	// status.rootDevice; with no disk matching, nothing is powered and the Server's BootMethod
+	// condition says RootDeviceNotFound. Copied to the claim's ServerBootConfiguration. A
+	// metalhub addition.
+	// +optional
+	RootDeviceHints *RootDeviceHints `json:"rootDeviceHints,omitempty"`
+}
+
+// RootDeviceHints select one disk of a server. Names follow metal3's root device hints.
+// +kubebuilder:validation:MinProperties=1
+type RootDeviceHints struct {
+	// DeviceName is the kernel's name of the disk as discovery saw it (sda, nvme0n1; a /dev/
+	// prefix is ignored). Kernel names can change between boots; serialNumber or wwn do not.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	DeviceName string `json:"deviceName,omitempty"`
+	// Model is contained in the disk's model (case-insensitive).
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Model string `json:"model,omitempty"`
+	// Vendor is contained in the disk's vendor (case-insensitive).
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Vendor string `json:"vendor,omitempty"`
+	// SerialNumber is the disk's serial number (exact, case-insensitive).
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	SerialNumber string `json:"serialNumber,omitempty"`
+	// WWN is the disk's World Wide Name as the kernel reports it (wwid: naa.…, eui.…, t10.…;
+	// the prefix may be left out; case-insensitive).
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	WWN string `json:"wwn,omitempty"`
+	// MinSizeGigabytes is the smallest size the disk may have, in GiB.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MinSizeGigabytes int32 `json:"minSizeGigabytes,omitempty"`
+	// Rotational: true for spinning disks, false for solid state ones.
+	// +optional
+	Rotational *bool `json:"rotational,omitempty"`
 }
 
 // RootVolume is a RAID volume made through the BMC's storage controller before the server

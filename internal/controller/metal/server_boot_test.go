@@ -10,6 +10,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
@@ -307,4 +308,74 @@ func TestStatusWipeMidVirtualMediaBoot(t *testing.T) {
 	if acts := bootActions(suite.Since(fleet.BoxActions(b), start)); !strings.HasPrefix(acts[len(acts)-1], "EjectMedia:") {
 		t.Errorf("BMC actions %v, want the release to eject the medium", acts)
 	}
+}
+
+// Root device hints resolve against the server's discovered disks before the power-on for the
+// claim: the boot configuration reports the disk and the box boots. Hints no disk matches leave
+// the box off with the BootMethod condition saying so, and a claim asking for a root volume and
+// hints at once is refused by the API server.
+func TestClaimRootDeviceHints(t *testing.T) {
+	b := fleet.Take(t)
+	server := availableOn(t, b, "rdhint")
+	var drives []metalv1alpha1.StorageDrive
+	for _, st := range suite.Server(env, server).Status.Storages {
+		drives = append(drives, st.Drives...)
+	}
+	if len(drives) == 0 {
+		t.Fatal("the discovered server has no disks to hint at")
+	}
+	want := drives[len(drives)-1]
+	hints := &metalv1alpha1.RootDeviceHints{SerialNumber: want.SerialNumber}
+	if want.SerialNumber == "" {
+		hints = &metalv1alpha1.RootDeviceHints{DeviceName: want.Name}
+	}
+	claim := func(name string, h *metalv1alpha1.RootDeviceHints, rv *metalv1alpha1.RootVolume) error {
+		return env.Client.Create(ctx(), &metalv1alpha1.ServerClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+			Spec: metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn, Image: "img", RootDeviceHints: h, RootVolume: rv,
+				ServerRef: &corev1.LocalObjectReference{Name: server}},
+		})
+	}
+	if err := claim("rdboth", hints, &metalv1alpha1.RootVolume{RAIDType: "RAID1"}); err == nil || !strings.Contains(err.Error(), "exclude each other") {
+		t.Fatalf("a claim with a root volume and hints: %v", err)
+	}
+
+	if err := claim("rdhint", hints, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitClaim(t, "default", "rdhint", "Bound/Bound", 20*time.Second)
+	waitSystemPower(t, b, redfish.PowerOn, 10*time.Second)
+	sbc := &metalv1alpha1.ServerBootConfiguration{}
+	if err := env.Client.Get(ctx(), client.ObjectKey{Namespace: "default", Name: "rdhint"}, sbc); err != nil {
+		t.Fatal(err)
+	}
+	if rd := sbc.Status.RootDevice; rd == nil || rd.Name != want.Name || rd.SerialNumber != want.SerialNumber {
+		t.Fatalf("status.rootDevice %+v, want disk %s (serial %s)", rd, want.Name, want.SerialNumber)
+	}
+	if err := env.Client.Delete(ctx(), getClaim("default", "rdhint")); err != nil {
+		t.Fatal(err)
+	}
+	waitClaimGone(t, "default", "rdhint", 20*time.Second)
+	suite.WaitServerState(t, env, server, metalv1alpha1.ServerStateAvailable, 30*time.Second)
+	waitSystemPower(t, b, redfish.PowerOff, 10*time.Second)
+
+	start := time.Now()
+	if err := claim("rdnone", &metalv1alpha1.RootDeviceHints{Model: "NO SUCH MODEL"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitClaim(t, "default", "rdnone", "Bound/Bound", 20*time.Second)
+	testenv.Eventually(t, 20*time.Second, "BootMethod condition", func() (bool, string) {
+		c := apimeta.FindStatusCondition(suite.Server(env, server).Status.Conditions, metalv1alpha1.ConditionBootMethod)
+		if c == nil {
+			return false, "none"
+		}
+		return c.Status == metav1.ConditionFalse && c.Reason == metalv1alpha1.ReasonRootDeviceNotFound, c.Reason + ": " + c.Message
+	})
+	if acts := bootActions(suite.Since(fleet.BoxActions(b), start)); len(acts) != 0 {
+		t.Errorf("BMC actions %v, want none", acts)
+	}
+	if err := env.Client.Delete(ctx(), getClaim("default", "rdnone")); err != nil {
+		t.Fatal(err)
+	}
+	waitClaimGone(t, "default", "rdnone", 20*time.Second)
 }

@@ -334,3 +334,15 @@ func TestBootSpecCarriesTheRootVolume(t *testing.T) {
 		t.Fatalf("boot configuration spec %+v", spec)
 	}
 }
+
+// Root device hints reach the boot configuration as asked.
+func TestBootSpecCarriesTheRootDeviceHints(t *testing.T) {
+	rot := false
+	h := &metalv1alpha1.RootDeviceHints{Model: "PM9A3", MinSizeGigabytes: 400, Rotational: &rot}
+	c := &metalv1alpha1.ServerClaim{Spec: metalv1alpha1.ServerClaimSpec{Image: "os:1", RootDeviceHints: h}}
+	spec := bootSpecOf(c, &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: "s1"}})
+	if spec.RootDeviceHints == nil || spec.RootDeviceHints.Model != "PM9A3" || spec.RootDeviceHints.MinSizeGigabytes != 400 ||
+		spec.RootDeviceHints.Rotational == nil || *spec.RootDeviceHints.Rotational || spec.RootVolume != nil {
+		t.Fatalf("boot configuration spec %+v", spec)
+	}
+}

@@ -527,6 +527,7 @@ func bootSpecOf(c *metalv1alpha1.ServerClaim, s *metalv1alpha1.Server) metalv1al
 		BootMethod:        c.Spec.BootMethod,
 		BootURI:           c.Spec.BootURI,
 		RootVolume:        c.Spec.RootVolume,
+		RootDeviceHints:   c.Spec.RootDeviceHints,
 		// The claim's token Secret, made with the binding (serverclaim_token.go).
 		MetadataTokenSecretRef: &corev1.LocalObjectReference{Name: metadata.TokenSecretName(c.Name)},
 	}

@@ -10,7 +10,8 @@ import (
 )
 
 // claimBoot prepares the power-on of a claimed server that is Off: the root volume the
-// configuration asks for is made first (ensureRootVolume), then the configuration (sbc, Ready)
+// configuration asks for is made first (ensureRootVolume), or its root device hints resolved
+// (ensureRootDevice), then the configuration (sbc, Ready)
 // is booted the configuration's way (prepareBoot: a one-time PXE override, as
 // metal-operator does before every power-on of a Reserved server, or UEFI HTTP, or virtual
 // media). It returns the record the power write carries (the configuration's UID), or "" when
@@ -28,6 +29,9 @@ func (r *Reconciler) claimBoot(bctx context.Context, p *serverPass, sbc *metalv1
 		return "", "", had, err
 	}
 	if err := r.ensureRootVolume(bctx, p, sbc); err != nil {
+		return "", "", false, err
+	}
+	if err := r.ensureRootDevice(bctx, p, sbc); err != nil {
 		return "", "", false, err
 	}
 	if want, media, err = r.prepareBoot(bctx, p, bootOf(sbc)); err != nil || media {

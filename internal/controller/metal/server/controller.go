@@ -48,6 +48,7 @@ const Finalizer = "metal.ironcore.dev/server"
 // The fault policy opens maintenances for faulty servers (health.go).
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=servermaintenances,verbs=create
 // +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverbootconfigurations,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=metal.ironcore.dev,resources=serverbootconfigurations/status,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete
 // Inventory records (the registry writes them in the manager's process; the server controller
 // restores a wiped status from them and accepts a new baseline).
