@@ -17,6 +17,10 @@ type Device struct {
 	block bool
 	// admin sends NVMe admin commands to the device's controller (nil: not NVMe).
 	admin nvmeAdmin
+	// scsi sends SCSI commands to an sd disk (nil: not asked); sat: the disk is an ATA one behind
+	// a SCSI/ATA translation layer, sanitized by ATA commands passed through.
+	scsi scsiExec
+	sat  bool
 }
 
 // ErrUnsupported says the device cannot be erased by the method asked.
@@ -65,6 +69,24 @@ func (d *Device) Erase(ctx context.Context, m Method) error {
 			action = nvmeSanactBlock
 		}
 		err = nvmeSanitize(ctx, d.admin, action)
+	case MethodSCSICryptoErase, MethodSCSIBlockErase:
+		if d.scsi == nil || d.sat {
+			return fmt.Errorf("%s: %w", m, ErrUnsupported)
+		}
+		action := byte(scsiSanactCrypto)
+		if m == MethodSCSIBlockErase {
+			action = scsiSanactBlock
+		}
+		err = scsiSanitize(ctx, d.scsi, action)
+	case MethodATACryptoScramble, MethodATABlockErase:
+		if d.scsi == nil || !d.sat {
+			return fmt.Errorf("%s: %w", m, ErrUnsupported)
+		}
+		feature := uint16(ataCryptoScrambleExt)
+		if m == MethodATABlockErase {
+			feature = ataBlockEraseExt
+		}
+		err = ataSanitize(ctx, d.scsi, feature)
 	case MethodDiscard:
 		err = d.discard(0, d.Size)
 	case MethodZeroOut:

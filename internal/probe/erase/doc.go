@@ -3,9 +3,11 @@
 // it, then reads back blocks sampled across the whole device and says whether they hold what
 // the method leaves, not what was there before.
 //
-// Methods, best first: an NVMe controller's own Sanitize (crypto or block erase, through the
-// kernel's admin ioctl), the kernel's discard and zero-out, an overwrite. ATA security erase
-// and SCSI SANITIZE are not carried out yet: such disks get the kernel's methods.
+// Methods, best first: the drive's own sanitize, crypto erase before block erase (an NVMe
+// controller's Sanitize through the kernel's admin ioctl; a SCSI disk's SANITIZE, or a SATA
+// drive's SANITIZE DEVICE in ATA PASS-THROUGH, through SG_IO on whole sd disks), the kernel's
+// discard and zero-out, an overwrite. ATA security erase is not carried out: a drive without
+// the SANITIZE feature set gets the kernel's methods.
 //
 // It owns the methods, their choice, the sampling and the per-disk Proof. It must not decide
 // whether a server is cleaned (the controller does, from the proofs reported), must not shell

@@ -21,9 +21,9 @@ func openExclusive(path string, block bool) (*os.File, error) {
 	return os.OpenFile(path, flags, 0)
 }
 
-// capabilities reads what the device offers: a block device's discard limit in sysfs. A file's
-// discard is a punched hole, which most Linux filesystems make; where one does not, the discard
-// fails and the plan's next method runs.
+// capabilities reads what the device offers: a block device's discard limit in sysfs, an NVMe
+// controller's or an sd disk's sanitize. A file's discard is a punched hole, which most Linux
+// filesystems make; where one does not, the discard fails and the plan's next method runs.
 func capabilities(d *Device) Capabilities {
 	if !d.block {
 		return Capabilities{Discard: true}
@@ -48,6 +48,8 @@ func capabilities(d *Device) Capabilities {
 			n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 			c.Discard = n > 0
 		}
+		// Only whole sd disks are asked (sgTarget): no other driver gets a SCSI or ATA command.
+		sgCapabilities(d, &c, dev, sgExec(d.file))
 	}
 	return c
 }

@@ -11,6 +11,18 @@ const (
 	// MethodNVMeBlockErase has an NVMe controller erase every block of its media (NVMe
 	// Sanitize, block erase), overprovisioned ones included.
 	MethodNVMeBlockErase Method = "NVMeBlockErase"
+	// MethodSCSICryptoErase has a SCSI disk change the key its media is encrypted with (SBC
+	// SANITIZE, cryptographic erase), blocks out of the OS's reach included.
+	MethodSCSICryptoErase Method = "SCSICryptoErase"
+	// MethodSCSIBlockErase has a SCSI disk erase every block of its media (SBC SANITIZE, block
+	// erase), overprovisioned ones included.
+	MethodSCSIBlockErase Method = "SCSIBlockErase"
+	// MethodATACryptoScramble has a SATA drive change its internal encryption keys (ACS SANITIZE
+	// DEVICE, CRYPTO SCRAMBLE EXT, through the SCSI/ATA translation layer).
+	MethodATACryptoScramble Method = "ATACryptoScramble"
+	// MethodATABlockErase has a SATA drive erase every block of its media (ACS SANITIZE DEVICE,
+	// BLOCK ERASE EXT), overprovisioned ones included.
+	MethodATABlockErase Method = "ATABlockErase"
 	// MethodZeroOut has the kernel write zeros over the whole device (BLKZEROOUT: the drive's
 	// WRITE ZEROES where it has one). Block devices only.
 	MethodZeroOut Method = "ZeroOut"
@@ -37,6 +49,12 @@ type Capabilities struct {
 	// NVMeCryptoErase, NVMeBlockErase: an NVMe controller whose Sanitize does that (its
 	// Identify Controller's SANICAP).
 	NVMeCryptoErase, NVMeBlockErase bool
+	// SCSICryptoErase, SCSIBlockErase: a SCSI disk whose SANITIZE does that (REPORT SUPPORTED
+	// OPERATION CODES).
+	SCSICryptoErase, SCSIBlockErase bool
+	// ATACryptoScramble, ATABlockErase: a SATA drive whose SANITIZE DEVICE does that (its
+	// IDENTIFY DEVICE data).
+	ATACryptoScramble, ATABlockErase bool
 }
 
 // Plan lists the methods for a full erase of a device with c, best first: the drive's own
@@ -49,6 +67,18 @@ func Plan(c Capabilities) []Method {
 	}
 	if c.NVMeBlockErase {
 		out = append(out, MethodNVMeBlockErase)
+	}
+	if c.SCSICryptoErase {
+		out = append(out, MethodSCSICryptoErase)
+	}
+	if c.SCSIBlockErase {
+		out = append(out, MethodSCSIBlockErase)
+	}
+	if c.ATACryptoScramble {
+		out = append(out, MethodATACryptoScramble)
+	}
+	if c.ATABlockErase {
+		out = append(out, MethodATABlockErase)
 	}
 	if c.Discard {
 		out = append(out, MethodDiscard)

@@ -147,7 +147,12 @@ func (d *Device) fingerprint(offsets []int64) ([][]byte, error) {
 // changesOnly reports the methods after which a drive answers what it likes (zeros, ones or
 // noise): their read-back proves only that no sampled block holds what it held.
 func changesOnly(m Method) bool {
-	return m == MethodDiscard || m == MethodNVMeCryptoErase || m == MethodNVMeBlockErase
+	switch m {
+	case MethodDiscard, MethodNVMeCryptoErase, MethodNVMeBlockErase, MethodSCSICryptoErase, MethodSCSIBlockErase,
+		MethodATACryptoScramble, MethodATABlockErase:
+		return true
+	}
+	return false
 }
 
 // verify reads the sampled blocks back: after a discard or a drive's sanitize each must no
