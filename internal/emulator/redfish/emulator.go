@@ -2,8 +2,12 @@
 // has its own listener, one or more systems with deterministic, vendor-shaped
 // inventory, sessions and Basic auth, asynchronous power, boot overrides with
 // ETags, a run-time fault menu, a recorder of power and boot actions, a
-// hook fired when a system PXE-boots, a System Event Log per system (package sel)
-// and an EventService that delivers its new entries to subscribers (package events).
+// hook fired when a system PXE-boots, a System Event Log per system (package sel),
+// an EventService that delivers its new entries to subscribers (package events), and
+// storage whose RAID volumes are made and deleted and whose drives and volumes the BMC
+// erases itself (Drive.SecureErase, Volume.Initialize), each erase a task of the
+// TaskService that counts, once completed, in System.Erasures and System.Initializations
+// (packages inventory and update).
 //
 // This package is the one type the rest of the code uses (Emulator, BMC, System and their
 // data types) and the routing between services; each Redfish service's state and handlers

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/metalhub/metalhub/internal/emulator/redfish/hardware"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/inventory"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/media"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/sel"
 )
@@ -58,9 +59,13 @@ type Record struct {
 	Boot      *BootOverride `json:"boot,omitempty"`
 	// LED is the locator LED an IndicatorLED action set: Lit, Blinking or Off.
 	LED string `json:"led,omitempty"`
-	// Image is the image of an InsertMedia or EjectMedia action; Device the virtual media Id.
+	// Image is the image of an InsertMedia or EjectMedia action; Device the virtual media Id,
+	// an update's component, or the drive's or volume's Id of a SecureErase, InitializeVolume
+	// or DeleteVolume action.
 	Image  string `json:"image,omitempty"`
 	Device string `json:"device,omitempty"`
+	// InitializeType is an InitializeVolume action's InitializeType: Fast or Slow.
+	InitializeType string `json:"initializeType,omitempty"`
 	// Settings are the BIOS attributes a BiosSettings action staged (values printed).
 	Settings map[string]string `json:"settings,omitempty"`
 	// BootOrder is the order a BootOrder action set.
@@ -86,6 +91,15 @@ const (
 	ActionEjectMedia  = media.ActionEjectMedia
 	// ActionBootOrder is a write of Boot.BootOrder.
 	ActionBootOrder = "BootOrder"
+	// ActionSecureErase is an accepted Drive.SecureErase, recorded when its task starts (Device
+	// the drive's Id); System.Erasures counts the completed ones.
+	ActionSecureErase = inventory.ActionSecureErase
+	// ActionInitializeVolume is an accepted Volume.Initialize, recorded when its task starts
+	// (Device the volume's Id, InitializeType Fast or Slow); System.Initializations counts the
+	// completed ones.
+	ActionInitializeVolume = inventory.ActionInitializeVolume
+	// ActionDeleteVolume is a volume deleted (Device its Id).
+	ActionDeleteVolume = inventory.ActionDeleteVolume
 )
 
 // maxRecords bounds the recorder so a long soak cannot eat memory.

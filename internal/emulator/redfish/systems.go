@@ -87,7 +87,7 @@ func (b *BMC) routeSystems(w http.ResponseWriter, r *http.Request, segs []string
 	case rest[0] == "VirtualMedia" && !b.mediaOnManager() && !f.NoVirtualMedia:
 		media.Serve(w, r, mediaHost{s}, sp+"/VirtualMedia", rest[1:], f)
 	case rest[0] == "Storage" && !b.profile.SimpleOnly:
-		inventory.ServeStorage(w, r, storageHost{s}, b.profile.StorageID, sp+"/Storage", rest[1:], !f.NoVolumes)
+		inventory.ServeStorage(w, r, storageHost{s}, b.profile.StorageID, sp+"/Storage", rest[1:], f)
 	case rest[0] == "LogServices" && !f.NoLogServices:
 		b.serveLogServices(w, r, s, sp+"/LogServices", rest[1:])
 	case rest[0] == "SimpleStorage" && b.profile.SimpleOnly:
@@ -344,8 +344,8 @@ func (b *BMC) patchSystem(w http.ResponseWriter, r *http.Request, s *System, f *
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// storageHost gives the storage handler the system's hardware under its lock; a volume made
-// moves the system's ETag.
+// storageHost gives the storage handler the system's hardware under its lock (a volume made or
+// deleted moves the system's ETag), the BMC's TaskService and its recorder (storage.go).
 type storageHost struct{ s *System }
 
 func (h storageHost) Hardware(fn func(*hardware.System) bool) {

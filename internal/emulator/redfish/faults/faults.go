@@ -1,6 +1,7 @@
 // Package faults is the emulated BMCs' fault menu: the per-BMC switches that make a BMC
-// misbehave as real ones do (latency, error statuses, hangs, missing services, slow updates),
-// settable from tests and the control API. It is data only and must not import the emulator.
+// misbehave as real ones do (latency, error statuses, hangs, missing services, slow updates and
+// erases), settable from tests and the control API. It is data only and must not import the
+// emulator.
 package faults
 
 import (
@@ -45,15 +46,29 @@ type Faults struct {
 	// BootReadbackContinuous reads a Once override back as Continuous.
 	BootReadbackContinuous bool `json:"bootReadbackContinuous,omitempty"`
 	// ErrorAfterEffect carries out every action (a system's or the manager's Reset, a
-	// SimpleUpdate) and records it as usual, then answers this HTTP status (e.g. 500, 502)
-	// instead of success: a BMC that
-	// fails after acting, or a proxy whose upstream answer was lost. Other requests are served.
+	// SimpleUpdate, a SecureErase, a volume's Initialize or DELETE) and records it as usual,
+	// then answers this HTTP status (e.g. 500, 502) instead of success: a BMC that fails after
+	// acting, or a proxy whose upstream answer was lost. Other requests are served.
 	ErrorAfterEffect int `json:"errorAfterEffect,omitempty"`
 	// NoVirtualMedia removes the VirtualMedia collections (a BMC without the licence for it).
 	NoVirtualMedia bool `json:"noVirtualMedia,omitempty"`
 	// NoVolumes makes the storage controller one that makes no volumes (an HBA, or a RAID
 	// controller without Redfish volume support): no SupportedRAIDTypes, POST refused.
 	NoVolumes bool `json:"noVolumes,omitempty"`
+	// NoSecureErase stops offering #Drive.SecureErase on the drives (a controller or firmware
+	// that cannot erase them: the OS must): no Actions on a Drive, a POST to the action's URI
+	// refused with 400 ActionNotSupported.
+	NoSecureErase bool `json:"noSecureErase,omitempty"`
+	// NoVolumeInitialize stops offering #Volume.Initialize on the volumes, as controllers that
+	// make and delete volumes but cannot initialize one: a POST to it is refused with 400
+	// ActionNotSupported. NoVolumes takes Initialize away as well.
+	NoVolumeInitialize bool `json:"noVolumeInitialize,omitempty"`
+	// EraseDuration is how long a drive's SecureErase or a volume's Initialize task runs
+	// (default 500ms; real ones take minutes to hours, which a test need not wait for).
+	EraseDuration Duration `json:"eraseDuration,omitempty"`
+	// EraseFails ends every SecureErase and Initialize task begun while it is set in Exception
+	// (TaskStatus Critical), erasing nothing: the drive refused the sanitize command.
+	EraseFails bool `json:"eraseFails,omitempty"`
 	// NoHTTPBoot stops advertising UefiHttp and HttpBootUri (older firmware); a UefiHttp
 	// override is refused with 400.
 	NoHTTPBoot bool `json:"noHttpBoot,omitempty"`
@@ -68,7 +83,9 @@ type Faults struct {
 	// rejects an image does.
 	UpdateChangesNothing bool `json:"updateChangesNothing,omitempty"`
 	// TasksWithoutPayload serves update tasks without Payload and without the image in their
-	// messages, as many vendors' tasks are: nothing in a task says which image it carries.
+	// messages, as many vendors' tasks are: nothing in a task says which image it carries. An
+	// erase or initialize task begun while it is set has no Payload either (its Name still
+	// names the drive or volume).
 	TasksWithoutPayload bool `json:"tasksWithoutPayload,omitempty"`
 	// TaskPageSize pages the TaskService's Tasks collection (Members@odata.nextLink, $skip);
 	// 0 lists every task on one page.

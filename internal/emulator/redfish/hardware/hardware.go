@@ -164,6 +164,10 @@ type NIC struct {
 type Disk struct {
 	ID, Model, Manufacturer, Serial, MediaType, Protocol string
 	CapacityBytes                                        int64
+	// Erasures counts the drive's completed secure erases (Drive.SecureErase) and LastErased
+	// is when the last one completed: what a test asks to know a machine was wiped by its BMC.
+	Erasures   int
+	LastErased time.Time
 }
 
 type Volume struct {
@@ -172,9 +176,14 @@ type Volume struct {
 	Drives             []int
 	// Created is when a client made it (zero for the volumes a machine comes with).
 	Created time.Time
+	// Initializations counts the volume's completed initializations (Volume.Initialize, Fast
+	// or Slow) and LastInitialized is when the last one completed.
+	Initializations int
+	LastInitialized time.Time
 }
 
-// System is the immutable, generated part of a system.
+// System is the generated part of a system; the emulator changes only its storage (volumes
+// made and deleted, drives erased, volumes initialized), under the system's lock.
 type System struct {
 	ID, UUID, Manufacturer, Model, Serial, SKU, PartNumber, BIOS string
 	ChassisID                                                    string

@@ -52,7 +52,7 @@ type Host interface {
 // SystemBIOS is one system's BIOS as the update service lists it.
 type SystemBIOS struct{ ID, Version string }
 
-// task is one update in flight or done.
+// task is one update, or one Job, in flight or done.
 type task struct {
 	id       string
 	started  time.Time
@@ -68,6 +68,10 @@ type task struct {
 	// noPayload: served without Payload (Faults.TasksWithoutPayload).
 	noPayload bool
 	state     string // Running, Completed, Exception
+	// job is what a task that is no update runs (StartJob); nil for updates.
+	job *Job
+	// ended is when a job ended (zero while it runs, and for updates).
+	ended time.Time
 }
 
 // Service is one BMC's UpdateService and TaskService.
@@ -271,7 +275,7 @@ func (svc *Service) startUpdate(w http.ResponseWriter, r *http.Request, f *fault
 		svc.tasks = map[string]*task{}
 	}
 	for _, t := range svc.tasks {
-		if t.state == "Running" && t.target == target.id {
+		if t.job == nil && t.state == "Running" && t.target == target.id {
 			svc.mu.Unlock()
 			rfhttp.WriteError(w, http.StatusConflict, "ResourceInUse", "An update of "+target.id+" is already running.")
 			return
@@ -305,8 +309,8 @@ func (svc *Service) startUpdate(w http.ResponseWriter, r *http.Request, f *fault
 	rfhttp.WriteJSON(w, http.StatusAccepted, svc.taskBody(t))
 }
 
-// RouteTasks serves the TaskService and its Tasks collection (the updates, oldest first); segs
-// are those after "TaskService".
+// RouteTasks serves the TaskService and its Tasks collection (the updates and jobs, oldest
+// first); segs are those after "TaskService".
 func (svc *Service) RouteTasks(w http.ResponseWriter, r *http.Request, segs []string, f faults.Faults) {
 	if !rfhttp.MethodIs(w, r, http.MethodGet) {
 		return
@@ -383,6 +387,9 @@ func (svc *Service) finishUpdate(t *task, target component, reboot time.Duration
 }
 
 func (svc *Service) taskBody(t *task) rfhttp.Obj {
+	if t.job != nil {
+		return jobBody(t)
+	}
 	pct := 100
 	if t.state == "Running" {
 		pct = min(99, int(100*time.Since(t.started)/t.duration))
