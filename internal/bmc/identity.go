@@ -81,7 +81,7 @@ func IdentityOf(err error) (*IdentityError, bool) {
 type expectKey struct{}
 
 // Expect returns b bound to one identity: every call on a system (System, Power, PreparePower,
-// SetBootOnce, SetIndicatorLED, Bios, SetBiosAttributes, BootEntries, SetBootOrder, SimpleUpdate and PushUpdate for a system, VirtualMedia, InsertMedia, EjectMedia, StorageLayout, CreateVolume, Inventory, SerialConsole) first checks that the system it reads is id, in the same read that
+// SetBootOnce, SetIndicatorLED, Bios, SetBiosAttributes, BootEntries, SetBootOrder, SimpleUpdate and PushUpdate for a system, VirtualMedia, InsertMedia, EjectMedia, StorageLayout, CreateVolume, SecureEraseDrive, InitializeVolume, Inventory, SerialConsole) first checks that the system it reads is id, in the same read that
 // precedes its request, and fails with ReasonIdentityMismatch before anything is sent when not.
 // LogEntries, a read polled for every server, takes a proof read at most proofTTL before (by any
 // call on the system through this connection) instead of reading the system again.
@@ -156,6 +156,14 @@ func (e *expecting) StorageLayout(ctx context.Context, systemID string) (Storage
 
 func (e *expecting) CreateVolume(ctx context.Context, systemID string, v VolumeRequest) error {
 	return e.BMC.CreateVolume(e.with(ctx), systemID, v)
+}
+
+func (e *expecting) SecureEraseDrive(ctx context.Context, systemID, target string) (string, error) {
+	return e.BMC.SecureEraseDrive(e.with(ctx), systemID, target)
+}
+
+func (e *expecting) InitializeVolume(ctx context.Context, systemID, target, initType string) (string, error) {
+	return e.BMC.InitializeVolume(e.with(ctx), systemID, target, initType)
 }
 
 func (e *expecting) SetIndicatorLED(ctx context.Context, systemID string, led string) error {

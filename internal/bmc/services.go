@@ -116,6 +116,16 @@ func (c *conn) CreateVolume(ctx context.Context, systemID string, v VolumeReques
 	return volumes.CreateVolume(ctx, c.wire(), systemID, v)
 }
 
+// SecureEraseDrive implements BMC.
+func (c *conn) SecureEraseDrive(ctx context.Context, systemID, target string) (string, error) {
+	return volumes.SecureErase(ctx, c.wire(), systemID, target)
+}
+
+// InitializeVolume implements BMC.
+func (c *conn) InitializeVolume(ctx context.Context, systemID, target, initType string) (string, error) {
+	return volumes.InitializeVolume(ctx, c.wire(), systemID, target, initType)
+}
+
 // SerialConsole is how a system's serial console is reached through its BMC.
 type SerialConsole = console.Access
 

@@ -68,6 +68,12 @@ type BMC interface {
 	StorageLayout(ctx context.Context, systemID string) (StorageLayout, error)
 	// CreateVolume asks a controller of the system for a volume, made at once.
 	CreateVolume(ctx context.Context, systemID string, v VolumeRequest) error
+	// SecureEraseDrive starts a drive's SecureErase (target: StorageDrive.SecureEraseTarget)
+	// and returns the task that carries it out ("" when the BMC named none).
+	SecureEraseDrive(ctx context.Context, systemID, target string) (string, error)
+	// InitializeVolume starts a volume's Initialize of initType (Slow, Fast) at target
+	// (StorageVolume.InitializeTarget) and returns its task, as SecureEraseDrive does.
+	InitializeVolume(ctx context.Context, systemID, target, initType string) (string, error)
 	// SetIndicatorLED sets the system's locator LED: Lit, Blinking or Off. Through
 	// LocationIndicatorActive where the system has it (IndicatorLED is deprecated there, and
 	// some newer BMCs refuse it), unless Blinking, which only IndicatorLED can say.

@@ -35,6 +35,15 @@ const (
 	maxMessage = 1000
 )
 
+// The methods of a cleaning done through the BMC (the Server controller writes its entry): the
+// BMC's word that it erased, with no block read back.
+const (
+	// MethodBMCSecureErase: the drive's Redfish Drive.SecureErase.
+	MethodBMCSecureErase = "RedfishSecureErase"
+	// MethodBMCVolumeInitialize: a Slow Redfish Volume.Initialize of the volume the drive is in.
+	MethodBMCVolumeInitialize = "RedfishVolumeInitialize"
+)
+
 // ObjectName is the record's ConfigMap name in the discovery namespace.
 func ObjectName(server string) string { return "cleaning-" + server }
 
@@ -198,11 +207,14 @@ func diskName(d probe.DiskCleaning) string {
 
 // Summary says what a verified entry proved, for an event or a condition message.
 func Summary(e Entry) string {
-	n, methods := 0, map[string]int{}
+	n, attested, methods := 0, 0, map[string]int{}
 	for _, d := range e.Disks {
 		if d.Proof != nil && d.Proof.Verified {
 			n++
 			methods[string(d.Proof.Method)]++
+			if d.Proof.Samples == 0 {
+				attested++
+			}
 		}
 	}
 	keys := make([]string, 0, len(methods))
@@ -210,7 +222,14 @@ func Summary(e Entry) string {
 		keys = append(keys, fmt.Sprintf("%d by %s", methods[k], k))
 	}
 	slices.Sort(keys)
-	return fmt.Sprintf("policy %s, round %s: %d disks erased and read back (%s)", e.Policy, e.Round, n, strings.Join(keys, ", "))
+	how := "erased and read back"
+	switch {
+	case attested == n && n > 0:
+		how = "erased by the BMC (its word, nothing read back)"
+	case attested > 0:
+		how = fmt.Sprintf("erased (%d read back, %d on the BMC's word)", n-attested, attested)
+	}
+	return fmt.Sprintf("policy %s, round %s: %d disks %s (%s)", e.Policy, e.Round, n, how, strings.Join(keys, ", "))
 }
 
 // ConfigMap builds the record's ConfigMap.

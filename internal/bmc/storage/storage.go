@@ -1,9 +1,10 @@
-// Package storage reads a system's storage controllers, drives and volumes as volume work needs
-// them (which RAID levels a controller makes, which drives each volume spans) and makes a RAID
-// volume through a controller's Volumes collection.
+// Package storage reads a system's storage controllers, drives and volumes as volume and erase
+// work needs them (which RAID levels a controller makes, which drives each volume spans, which
+// drives and volumes the BMC erases itself), makes a RAID volume through a controller's Volumes
+// collection, and starts a drive's SecureErase or a volume's Initialize.
 //
 // It works over a wire.Conn the bmc facade passes; it must not import package bmc, and it makes
-// no volume but the one it is asked for.
+// or erases nothing but what it is asked for.
 package storage
 
 import (
@@ -42,6 +43,8 @@ type Drive struct {
 	Model         string `json:"model,omitempty"`
 	CapacityBytes int64  `json:"capacityBytes,omitempty"`
 	MediaType     string `json:"mediaType,omitempty"`
+	// SecureEraseTarget is the drive's #Drive.SecureErase action target ("": not advertised).
+	SecureEraseTarget string `json:"secureEraseTarget,omitempty"`
 }
 
 // Volume is one volume of a controller.
@@ -52,6 +55,10 @@ type Volume struct {
 	RAIDType string `json:"raidType,omitempty"`
 	// Drives are the @odata.id of the drives it spans.
 	Drives []string `json:"drives,omitempty"`
+	// InitializeTarget is the volume's #Volume.Initialize action target ("": not advertised),
+	// and InitializeTypes the InitializeType values it allows (none listed: any).
+	InitializeTarget string   `json:"initializeTarget,omitempty"`
+	InitializeTypes  []string `json:"initializeTypes,omitempty"`
 }
 
 // Makes reports whether the controller advertises raidType.
@@ -61,6 +68,8 @@ func (c Controller) Makes(raidType string) bool {
 
 type link struct {
 	ID string `json:"@odata.id"`
+	// Target is an action's target, where the link is an action.
+	Target string `json:"target"`
 }
 
 type collection struct {
@@ -113,12 +122,16 @@ func Read(ctx context.Context, c wire.Conn, systemID string) (Layout, error) {
 				Model         string `json:"Model"`
 				CapacityBytes int64  `json:"CapacityBytes"`
 				MediaType     string `json:"MediaType"`
+				Actions       struct {
+					SecureErase link `json:"#Drive.SecureErase"`
+				} `json:"Actions"`
 			}
 			if err := wire.GetJSON(api, d.ID, &dr); err != nil {
 				return Layout{}, wire.Wrap(op, err)
 			}
 			ctl.Drives = append(ctl.Drives, Drive{ID: dr.ID, ODataID: d.ID, SerialNumber: strings.TrimSpace(dr.SerialNumber),
-				Model: strings.TrimSpace(dr.Model), CapacityBytes: dr.CapacityBytes, MediaType: dr.MediaType})
+				Model: strings.TrimSpace(dr.Model), CapacityBytes: dr.CapacityBytes, MediaType: dr.MediaType,
+				SecureEraseTarget: dr.Actions.SecureErase.Target})
 		}
 		if ctl.VolumesURI != "" {
 			var vc collection
@@ -133,11 +146,18 @@ func Read(ctx context.Context, c wire.Conn, systemID string) (Layout, error) {
 					Links    struct {
 						Drives []link `json:"Drives"`
 					} `json:"Links"`
+					Actions struct {
+						Initialize struct {
+							Target string   `json:"target"`
+							Types  []string `json:"InitializeType@Redfish.AllowableValues"`
+						} `json:"#Volume.Initialize"`
+					} `json:"Actions"`
 				}
 				if err := wire.GetJSON(api, vm.ID, &v); err != nil {
 					return Layout{}, wire.Wrap(op, err)
 				}
-				vol := Volume{ID: v.ID, ODataID: vm.ID, Name: v.Name, RAIDType: v.RAIDType}
+				vol := Volume{ID: v.ID, ODataID: vm.ID, Name: v.Name, RAIDType: v.RAIDType,
+					InitializeTarget: v.Actions.Initialize.Target, InitializeTypes: v.Actions.Initialize.Types}
 				for _, d := range v.Links.Drives {
 					vol.Drives = append(vol.Drives, d.ID)
 				}
@@ -187,6 +207,50 @@ func CreateVolume(ctx context.Context, c wire.Conn, systemID string, v VolumeReq
 	resp.Body.Close()
 	c.Log().V(1).Info("volume requested", "system", systemID, "name", v.Name, "raidType", v.RAIDType, "drives", v.Drives)
 	return nil
+}
+
+// SecureErase starts the drive's #Drive.SecureErase at target (from Drive.SecureEraseTarget)
+// and returns the task that carries it out ("" when the BMC answered without one: done).
+func SecureErase(ctx context.Context, c wire.Conn, systemID, target string) (string, error) {
+	return startAction(ctx, c, "secure erase "+target+" on "+systemID, systemID, target, map[string]any{})
+}
+
+// InitializeVolume starts the volume's #Volume.Initialize at target with initType (Slow writes
+// every block; Fast may only clear metadata) and returns its task, as SecureErase does.
+func InitializeVolume(ctx context.Context, c wire.Conn, systemID, target, initType string) (string, error) {
+	return startAction(ctx, c, "initialize ("+initType+") "+target+" on "+systemID, systemID, target, map[string]any{"InitializeType": initType})
+}
+
+// startAction POSTs an action that runs as a task and returns the task's URI: the Location of
+// the answer, else a Task as its body.
+func startAction(ctx context.Context, c wire.Conn, op, systemID, target string, body map[string]any) (string, error) {
+	if target == "" {
+		return "", wire.New(wire.ReasonUnsupported, op, "the BMC advertises no such action")
+	}
+	if _, err := c.System(ctx, systemID); err != nil {
+		return "", wire.Wrap(op, err)
+	}
+	api, err := c.Client(ctx)
+	if err != nil {
+		return "", wire.Wrap(op, err)
+	}
+	resp, err := api.Post(target, body)
+	if err != nil {
+		return "", wire.Wrap(op, err)
+	}
+	defer resp.Body.Close()
+	task := resp.Header.Get("Location")
+	if task == "" {
+		var t struct {
+			ODataID string `json:"@odata.id"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&t) == nil && strings.Contains(t.ODataID, "/Task") {
+			task = t.ODataID
+		}
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	c.Log().V(1).Info("action accepted", "system", systemID, "target", target, "task", task, "status", resp.StatusCode)
+	return task, nil
 }
 
 func jsonOf(raw []byte, v any) error { return json.Unmarshal(raw, v) }

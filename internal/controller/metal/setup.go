@@ -106,6 +106,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.DiscoveryTimeout, "discovery-timeout", o.DiscoveryTimeout, "Time after which a server without a discovery report goes back to Initial.")
 	fs.Var(cleaning.Flag(&o.CleaningPolicy), "cleaning-policy", "What is erased of a server's disks when its claim is released, before it is Available again: None, Metadata (partition tables and signatures of every disk), RootDisk (sanitize the root disk, wipe the others' metadata) or AllDisks (sanitize every disk). A server's spec.cleaningPolicy overrides it; a claim's may narrow it.")
 	fs.BoolVar(&o.CleanDiscovered, "cleaning-on-discovery", o.CleanDiscovered, "Clean a discovered server that metalhub never cleaned (by --cleaning-policy or its own) before it is first Available.")
+	fs.BoolVar(&o.CleaningBMCErase, "cleaning-bmc-erase", o.CleaningBMCErase, "Erase an AllDisks cleaning through the BMC (Drive.SecureErase, Volume.Initialize) where it offers that for every drive, instead of booting the cleaning agent; the proof is then the BMC's task outcome, with no block read back.")
 	fs.DurationVar(&o.CleaningTimeout, "cleaning-timeout", o.CleaningTimeout, "Time from a cleaning round's boot to its report after which the server is put in Error.")
 	fs.IntVar(&o.ErrorThreshold, "server-error-threshold", o.ErrorThreshold, "Consecutive BMC failures after which a server is put in Error.")
 	fs.BoolVar(&o.ExternalBootProvider, "external-boot-provider", o.ExternalBootProvider,

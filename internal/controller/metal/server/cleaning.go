@@ -86,7 +86,15 @@ func (r *Reconciler) cleaning(bctx, ctx context.Context, p *serverPass) (lifecyc
 	}
 	round, booted := parseCleaningRound(s.Annotations[serverstate.CleaningRoundAnnotation])
 	if !booted {
+		if r.Options.CleaningBMCErase && policy == metalv1alpha1.CleaningPolicyAllDisks {
+			if res, ok, err := r.startBMCErase(bctx, ctx, p); ok || err != nil {
+				return res, err
+			}
+		}
 		return r.startCleaning(bctx, ctx, p, policy)
+	}
+	if isBMCRound(round) {
+		return r.bmcErase(bctx, ctx, p, policy, round)
 	}
 	if discovery.Cleaned(s, round.id) {
 		return r.judgeCleaning(bctx, ctx, p, policy, round)
@@ -174,6 +182,12 @@ func (r *Reconciler) judgeCleaning(bctx, ctx context.Context, p *serverPass, pol
 	if good, why := cleaning.Verdict(entry, policy, expected); !good {
 		return r.cleaningFailed(bctx, ctx, p, why)
 	}
+	return r.cleaned(bctx, ctx, p, policy, entry)
+}
+
+// cleaned ends a cleaning whose entry proved it: the box off, Available, the mark gone, the
+// summary kept, in one write (an owed record it settles removed just before).
+func (r *Reconciler) cleaned(bctx, ctx context.Context, p *serverPass, policy metalv1alpha1.CleaningPolicy, entry cleaning.Entry) (lifecycle.Result, error) {
 	if err := r.settleOwed(ctx, p.Obj); err != nil {
 		return lifecycle.Result{}, err
 	}
@@ -213,6 +227,7 @@ func (r *Reconciler) cleaningFailed(bctx, ctx context.Context, p *serverPass, wh
 		lifecycle.SetAnnotation(s, serverstate.PreviousStateAnnotation, string(metalv1alpha1.ServerStateCleaning))
 		lifecycle.SetAnnotation(s, serverstate.CleaningFailedAnnotation, why)
 		lifecycle.RemoveAnnotation(s, serverstate.CleaningRoundAnnotation)
+		lifecycle.RemoveAnnotation(s, serverstate.CleaningTasksAnnotation)
 		clearDiscovery(s, r.Options.DiscoveryNamespace)
 	})
 }
@@ -224,6 +239,7 @@ func endCleaning(s *metalv1alpha1.Server, ns string) {
 	lifecycle.RemoveAnnotation(s, serverstate.CleaningRoundAnnotation)
 	lifecycle.RemoveAnnotation(s, serverstate.CleaningFailedAnnotation)
 	lifecycle.RemoveAnnotation(s, serverstate.CleaningOwedAnnotation)
+	lifecycle.RemoveAnnotation(s, serverstate.CleaningTasksAnnotation)
 	clearDiscovery(s, ns)
 }
 

@@ -597,6 +597,7 @@ func (r *Reconciler) transition(ctx context.Context, p *serverPass, to metalv1al
 			// Entering Cleaning boots a round of its own: one recorded before (a park, an
 			// Initial, a maintenance in between) may have lost its Secret on the way.
 			lifecycle.RemoveAnnotation(s, serverstate.CleaningRoundAnnotation)
+			lifecycle.RemoveAnnotation(s, serverstate.CleaningTasksAnnotation)
 		}
 		if extra != nil {
 			extra(s)

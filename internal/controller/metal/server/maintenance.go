@@ -56,6 +56,7 @@ func (r *Reconciler) maintenance(ctx context.Context, p *serverPass) (lifecycle.
 		// The maintenance boots its own configuration: a cleaning it interrupts boots its
 		// round again afterwards.
 		lifecycle.RemoveAnnotation(s, serverstate.CleaningRoundAnnotation)
+		lifecycle.RemoveAnnotation(s, serverstate.CleaningTasksAnnotation)
 	})
 }
 

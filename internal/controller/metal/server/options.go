@@ -51,6 +51,11 @@ type Options struct {
 	// Cleaning (by its policy) before it is first Available: a box bought used, or handed over
 	// by another operator, carries someone's data too.
 	CleanDiscovered bool
+	// CleaningBMCErase erases an AllDisks cleaning through the BMC (Drive.SecureErase, or a
+	// volume's Initialize for drives without it) where it advertises that for every drive of
+	// the system, and boots no agent: faster, and it reaches drives the OS never sees, but the
+	// proof is the BMC's word (its tasks' outcome), with no block read back.
+	CleaningBMCErase bool
 	// CleaningTimeout is how long a cleaning round may take from its boot to its report before
 	// the server is put in Error (a full overwrite of big spinning disks takes hours).
 	CleaningTimeout time.Duration

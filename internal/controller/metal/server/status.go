@@ -108,7 +108,9 @@ func cleanedCondition(s *metalv1alpha1.Server, state metalv1alpha1.ServerState, 
 		lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, metalv1alpha1.ReasonCleaningFailed, a[serverstate.CleaningFailedAnnotation])
 	case state == metalv1alpha1.ServerStateCleaning:
 		msg := "preparing the cleaning round, policy " + a[serverstate.CleaningAnnotation]
-		if rd, ok := parseCleaningRound(a[serverstate.CleaningRoundAnnotation]); ok {
+		if rd, ok := parseCleaningRound(a[serverstate.CleaningRoundAnnotation]); ok && isBMCRound(rd) {
+			msg = fmt.Sprintf("the BMC erasing since %s, round %s, policy %s", rd.at.UTC().Format(time.RFC3339), rd.id, a[serverstate.CleaningAnnotation])
+		} else if ok {
 			msg = fmt.Sprintf("cleaning agent booted at %s, round %s, policy %s", rd.at.UTC().Format(time.RFC3339), rd.id, a[serverstate.CleaningAnnotation])
 		}
 		lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionCleaned, metav1.ConditionFalse, metalv1alpha1.ReasonCleaningInProgress, msg)

@@ -64,6 +64,10 @@ const (
 	// CleaningFailedAnnotation says which disk could not be sanitized or verified (or that no
 	// report came): the server stays in Error until a retry, which cleans again.
 	CleaningFailedAnnotation = "lifecycle.metalhub.io/cleaning-failed"
+	// CleaningTasksAnnotation holds, for a cleaning done through the BMC (its round's id starts
+	// with "bmc-"), the task of each erase it started: JSON, action target to task URI, "done"
+	// once the task completed (a BMC may forget finished tasks).
+	CleaningTasksAnnotation = "lifecycle.metalhub.io/cleaning-tasks"
 	// CleaningOwedAnnotation marks a server sent to Cleaning by its machine's owed record
 	// (cleaning.Owed: an earlier Server of it was deleted before its release was cleaned); the
 	// record is removed before the verified cleaning's write removes the mark.
