@@ -29,8 +29,9 @@ func capabilities(d *Device) Capabilities {
 		return Capabilities{Discard: true}
 	}
 	c := Capabilities{Block: true, ZeroOut: true}
-	if strings.HasPrefix(filepath.Base(d.Path), "nvme") {
-		// Only the kernel's NVMe namespaces are asked: no other driver gets an NVMe ioctl.
+	if nvmeNamespace(filepath.Base(d.Path)) {
+		// Only the kernel's whole NVMe namespaces are asked: no other driver gets an NVMe
+		// ioctl, and a sanitize through a partition would erase the whole controller.
 		admin := ioctlAdmin(d.file)
 		if sc, err := nvmeSanicap(admin); err == nil && sc&(nvmeSanicapCrypto|nvmeSanicapBlock) != 0 {
 			c.NVMeCryptoErase, c.NVMeBlockErase = sc&nvmeSanicapCrypto != 0, sc&nvmeSanicapBlock != 0

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -19,10 +20,12 @@ const (
 	nvmeSanicapCrypto = 1 << 0
 	nvmeSanicapBlock  = 1 << 1
 
-	// Sanitize actions (CDW10 SANACT) and AUSE: a failed sanitize may be left by another one.
-	nvmeSanactBlock  = 2
-	nvmeSanactCrypto = 4
-	nvmeAUSE         = 1 << 3
+	// Sanitize actions (CDW10 SANACT) and AUSE: a failed sanitize may be left by another one,
+	// or by Exit Failure Mode, after which the namespaces take I/O again.
+	nvmeSanactExitFailure = 1
+	nvmeSanactBlock       = 2
+	nvmeSanactCrypto      = 4
+	nvmeAUSE              = 1 << 3
 
 	// The Sanitize Status log page: SSTAT bits 2:0.
 	nvmeLogSanitize       = 0x81
@@ -33,6 +36,18 @@ const (
 	nvmeSstatFailed       = 3
 	nvmeSstatDoneNoDealoc = 4
 )
+
+// nvmeNamespace reports whether a kernel device name is a whole NVMe namespace (nvme0n1, not
+// nvme0n1p1 or the controller's char device nvme0).
+func nvmeNamespace(name string) bool {
+	rest, ok := strings.CutPrefix(name, "nvme")
+	c, n, ok2 := strings.Cut(rest, "n")
+	return ok && ok2 && digits(c) && digits(n)
+}
+
+func digits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
+}
 
 // nvmeCommand is Linux's struct nvme_admin_cmd (linux/nvme_ioctl.h), 72 bytes.
 type nvmeCommand struct {
@@ -97,6 +112,11 @@ func nvmeSanitize(ctx context.Context, admin nvmeAdmin, action uint32) error {
 		case nvmeSstatDone, nvmeSstatDoneNoDealoc:
 			return nil
 		case nvmeSstatFailed:
+			// With AUSE the controller may leave failure mode; until it does it refuses all
+			// media access, so the plan's next method could not write.
+			if err := admin(&nvmeCommand{Opcode: nvmeOpSanitize, CDW10: nvmeSanactExitFailure}, nil); err != nil {
+				return fmt.Errorf("sanitize: the controller reports it failed, and leaving failure mode failed: %w", err)
+			}
 			return errors.New("sanitize: the controller reports it failed")
 		case nvmeSstatNever:
 			return errors.New("sanitize: the controller reports none was ever run")

@@ -34,6 +34,7 @@ type fakeNVMe struct {
 	fail     bool
 	commands []nvmeCommand
 	polls    int
+	exited   bool // Exit Failure Mode was sent
 }
 
 func (f *fakeNVMe) admin(cmd *nvmeCommand, data []byte) error {
@@ -45,6 +46,13 @@ func (f *fakeNVMe) admin(cmd *nvmeCommand, data []byte) error {
 		}
 		binary.LittleEndian.PutUint32(data[nvmeSanicapOffset:], f.sanicap)
 	case nvmeOpSanitize:
+		if cmd.CDW10 == nvmeSanactExitFailure {
+			f.exited = true
+			return nil
+		}
+		if cmd.CDW10&nvmeAUSE == 0 {
+			return errors.New("sanitize without AUSE")
+		}
 		if f.fail {
 			return nil // accepted; the status log says it failed
 		}
@@ -131,5 +139,17 @@ func TestNVMeSanitizeFailureFallsBack(t *testing.T) {
 	}
 	if want := "NVMeBlockErase: erasing"; len(p.Tried[0]) < len(want) || p.Tried[0][:len(want)] != want {
 		t.Fatalf("tried %q", p.Tried)
+	}
+	if !f.exited {
+		t.Fatal("the failed sanitize's failure mode was not left: a real controller refuses the next method's writes")
+	}
+}
+
+// Only whole NVMe namespaces are sent admin commands.
+func TestNVMeNamespace(t *testing.T) {
+	for name, want := range map[string]bool{"nvme0n1": true, "nvme12n3": true, "nvme0n1p1": false, "nvme0": false, "nvmen1": false, "sda": false, "nvme0n": false} {
+		if got := nvmeNamespace(name); got != want {
+			t.Errorf("%s: %v, want %v", name, got, want)
+		}
 	}
 }
