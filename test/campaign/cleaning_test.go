@@ -72,6 +72,8 @@ type cleaningWatch struct {
 	judged, cleared, erased int
 	// unhanded counts claim refs that went before their claim got the server.
 	unhanded int
+	// carried counts releases passed on to a Server made anew after its machine's was deleted.
+	carried int
 }
 
 // cleanTrack is what the model knows of one Server object (UID) towards its cleanings.
@@ -346,7 +348,9 @@ func (m *model) track(s *snapshot, name string, v *srvView) *cleanTrack {
 		r := *t.pending
 		r.adopted = "owed by the deleted Server: " + how
 		nt.pending = &r
+		w.carried++
 	case t.claimed && t.handed:
+		w.carried++
 		policy := w.fleetPolicy
 		r := &release{at: t.claimedAt, seen: s.Start, policy: policy, dirty: t.dirty, disturbed: t.stripped,
 			adopted: "deleted while claimed: " + how}
@@ -510,6 +514,6 @@ func (m *model) cleaningSummary() (string, []string) {
 	if w == nil {
 		return "not watched (the build cleans nothing)", nil
 	}
-	return fmt.Sprintf("%d releases' cleaning records judged, %d released servers seen Available with clean disks (%d of them held their tenant's data), %d claim refs gone before the server was reserved, %d excused",
-		w.judged, w.cleared, w.erased, w.unhanded, len(w.excused)), slices.Clone(w.excused)
+	return fmt.Sprintf("%d releases' cleaning records judged, %d released servers seen Available with clean disks (%d of them held their tenant's data), %d claim refs gone before the server was reserved, %d releases passed to a Server made anew, %d excused",
+		w.judged, w.cleared, w.erased, w.unhanded, w.carried, len(w.excused)), slices.Clone(w.excused)
 }
