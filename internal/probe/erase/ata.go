@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ATA commands (ACS-3; ACS-4 keeps them), sent through SAT's ATA PASS-THROUGH.
@@ -35,9 +36,10 @@ const (
 	ataStatusERR = 0x01 // STATUS bit 0
 	ataErrorABRT = 0x04 // ERROR bit 2
 
-	// SAT-4 ATA PASS-THROUGH PROTOCOL field values.
-	satNonData   = 3
-	satPIODataIn = 4
+	// SAT-4 ATA PASS-THROUGH PROTOCOL field values (hdparm's and libata's are the same).
+	satNonData    = 3
+	satPIODataIn  = 4
+	satPIODataOut = 5
 )
 
 // ataCommand is one ATA command for ATA PASS-THROUGH (16).
@@ -53,6 +55,8 @@ type ataCommand struct {
 	lba      uint64 // 48 bits
 	device   byte
 	command  byte
+	// timeout: how long the command may take (0: the transport's default); not in the CDB.
+	timeout time.Duration
 }
 
 // cdb lays c out as ATA PASS-THROUGH (16) (SAT-4): byte 1 MULTIPLE_COUNT (0),
@@ -139,8 +143,9 @@ var ataSanitizeReasons = map[byte]string{
 	3: "the device is sanitize frozen", 4: "SANITIZE FREEZE LOCK refused: antifreeze lock set",
 }
 
-// ataError is an ATA command that ended with an error, or whose SATL refused it.
-func ataError(err error) error {
+// ataError is an ATA command that ended with an error, or whose SATL refused it; the reason
+// in LBA(7:0) is read only for SANITIZE DEVICE, where it means one.
+func ataError(err error, command byte) error {
 	var cc *checkCondition
 	if !errors.As(err, &cc) {
 		return err
@@ -152,7 +157,7 @@ func ataError(err error) error {
 	msg := fmt.Sprintf("ATA status %#02x, error %#02x", r.status, r.err)
 	if reason, ok := ataAbortReason(err); ok {
 		msg += ", aborted"
-		if why, ok := ataSanitizeReasons[reason]; ok {
+		if why, ok := ataSanitizeReasons[reason]; ok && command == ataCmdSanitize {
 			msg += " (" + why + ")"
 		}
 	}
@@ -175,7 +180,7 @@ func ataAbortReason(err error) (byte, bool) {
 // ataRun sends c and returns the registers it ended with (nil where the SATL returned none,
 // as it need not without CK_COND).
 func ataRun(exec scsiExec, c ataCommand, dir int, data []byte) (*ataRegisters, error) {
-	_, err := exec(c.cdb(), dir, data)
+	_, err := exec(c.cdb(), dir, data, c.timeout)
 	if err == nil {
 		return nil, nil
 	}
@@ -184,11 +189,11 @@ func ataRun(exec scsiExec, c ataCommand, dir int, data []byte) (*ataRegisters, e
 		// ATA PASS THROUGH INFORMATION AVAILABLE: CK_COND's answer to a command that worked.
 		r := ataRegistersFrom(cc.sense)
 		if r != nil && r.status&ataStatusERR != 0 {
-			return nil, ataError(err)
+			return nil, ataError(err, c.command)
 		}
 		return r, nil
 	}
-	return nil, ataError(err)
+	return nil, ataError(err, c.command)
 }
 
 // ataIdentify reads the drive's IDENTIFY DEVICE data (PIO Data-In, one 512-byte block).

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestATAPassThroughCDBs(t *testing.T) {
@@ -108,10 +109,15 @@ func TestATARegistersFromSense(t *testing.T) {
 }
 
 // identify builds IDENTIFY DEVICE data of an ATA disk with word 59, checksummed.
-func identify(word59 uint16) []byte {
+func identify(word59 uint16) []byte { return identifyWith(map[int]uint16{59: word59}) }
+
+// identifyWith builds IDENTIFY DEVICE data of an ATA disk with those words, checksummed.
+func identifyWith(words map[int]uint16) []byte {
 	id := make([]byte, 512)
 	binary.LittleEndian.PutUint16(id[0:], 0x0040)
-	binary.LittleEndian.PutUint16(id[2*59:], word59)
+	for w, v := range words {
+		binary.LittleEndian.PutUint16(id[2*w:], v)
+	}
 	id[510] = 0xA5
 	var sum byte
 	for _, b := range id[:511] {
@@ -155,6 +161,8 @@ type fakeATA struct {
 	// (its default); fixed: everything does, as some 6.10 and stable kernels gave it.
 	fixedErrors, fixed bool
 	onPoll             func(n int)
+	// sec plays the Security feature set (nil: word 128 is zero).
+	sec *fakeSecurity
 
 	started []uint16 // the features of the sanitize commands taken
 	polls   int
@@ -179,7 +187,7 @@ func (f *fakeATA) abort(reason byte) ([]byte, error) {
 	return sense, checkConditionError(sense)
 }
 
-func (f *fakeATA) exec(cdb []byte, dir int, data []byte) ([]byte, error) {
+func (f *fakeATA) exec(cdb []byte, dir int, data []byte, timeout time.Duration) ([]byte, error) {
 	if len(cdb) != 16 || cdb[0] != 0x85 || cdb[15] != 0 {
 		return f.reject("not ATA PASS-THROUGH (16): % x", cdb)
 	}
@@ -200,8 +208,21 @@ func (f *fakeATA) exec(cdb []byte, dir int, data []byte) ([]byte, error) {
 			dir != sgDxferFromDev || len(data) != 512 {
 			return f.reject("IDENTIFY DEVICE % x (%d, %d bytes)", cdb, dir, len(data))
 		}
-		copy(data, identify(f.word59))
+		words := map[int]uint16{59: f.word59}
+		if f.sec != nil {
+			words[128], words[89], words[90] = f.sec.word128(), f.sec.word89, f.sec.word90
+		}
+		copy(data, identifyWith(words))
+		if f.sec != nil {
+			f.sec.last = ataCmdIdentify
+		}
 		return nil, nil
+	case ataCmdSecuritySetPassword, ataCmdSecurityUnlock, ataCmdSecurityErasePrepare, ataCmdSecurityEraseUnit,
+		ataCmdSecurityDisablePassword:
+		if f.sec == nil {
+			return f.abort(0)
+		}
+		return f.security(cdb, dir, data, timeout)
 	case ataCmdSanitize:
 		if protocol != 3 || !extend || tDir || bytBlok || tLength != 0 || dir != sgDxferNone || data != nil {
 			return f.reject("SANITIZE DEVICE % x (%d, %d bytes)", cdb, dir, len(data))
@@ -354,7 +375,7 @@ func TestATASanitizeOnlyWhereOffered(t *testing.T) {
 	if d.Caps.ATACryptoScramble || d.Caps.ATABlockErase || d.scsi != nil {
 		t.Fatalf("caps %+v", d.Caps)
 	}
-	corrupt := func(cdb []byte, dir int, data []byte) ([]byte, error) {
+	corrupt := func(cdb []byte, dir int, data []byte, _ time.Duration) ([]byte, error) {
 		copy(data, identify(0xB000))
 		data[100]++
 		return nil, nil

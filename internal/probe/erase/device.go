@@ -15,12 +15,17 @@ type Device struct {
 	Caps  Capabilities
 	file  *os.File
 	block bool
-	// admin sends NVMe admin commands to the device's controller (nil: not NVMe).
+	// admin sends NVMe admin commands to the device's controller (nil: not NVMe); nsid is the
+	// namespace's, which a format takes.
 	admin nvmeAdmin
+	nsid  uint32
 	// scsi sends SCSI commands to an sd disk (nil: not asked); sat: the disk is an ATA one behind
 	// a SCSI/ATA translation layer, sanitized by ATA commands passed through.
 	scsi scsiExec
 	sat  bool
+	// ataPasswordRefused: the drive refused ATASecurityPassword once; it is not asked again, its
+	// password attempts being few.
+	ataPasswordRefused error
 }
 
 // ErrUnsupported says the device cannot be erased by the method asked.
@@ -87,6 +92,23 @@ func (d *Device) Erase(ctx context.Context, m Method) error {
 			feature = ataBlockEraseExt
 		}
 		err = ataSanitize(ctx, d.scsi, feature)
+	case MethodNVMeFormatCryptoErase, MethodNVMeFormatUserDataErase:
+		if d.admin == nil || d.nsid == 0 {
+			return fmt.Errorf("%s: %w", m, ErrUnsupported)
+		}
+		ses := uint32(nvmeSESCrypto)
+		if m == MethodNVMeFormatUserDataErase {
+			ses = nvmeSESUserData
+		}
+		err = nvmeFormat(ctx, d.admin, d.nsid, ses)
+	case MethodATASecurityEraseEnhanced, MethodATASecurityErase:
+		if d.scsi == nil || !d.sat {
+			return fmt.Errorf("%s: %w", m, ErrUnsupported)
+		}
+		if err = d.ataPasswordRefused; err == nil {
+			err = ataSecurityErase(ctx, d.scsi, m == MethodATASecurityEraseEnhanced, d.Size)
+			d.notePasswordRefused(err)
+		}
 	case MethodDiscard:
 		err = d.discard(0, d.Size)
 	case MethodZeroOut:
@@ -113,6 +135,26 @@ func (d *Device) Erase(ctx context.Context, m Method) error {
 	}
 	dropCache(d)
 	return nil
+}
+
+// ready readies the device for m before its blocks are sampled: a SATA drive an interrupted
+// security erase left locked (with ATASecurityPassword) is unlocked, so that it can be read.
+func (d *Device) ready(m Method) error {
+	if (m != MethodATASecurityEraseEnhanced && m != MethodATASecurityErase) || d.scsi == nil || !d.sat {
+		return nil
+	}
+	if d.ataPasswordRefused != nil {
+		return d.ataPasswordRefused
+	}
+	err := ataUnlock(d.scsi)
+	d.notePasswordRefused(err)
+	return err
+}
+
+func (d *Device) notePasswordRefused(err error) {
+	if errors.Is(err, errATAPasswordRefused) {
+		d.ataPasswordRefused = fmt.Errorf("not asked again, as it has few password attempts: %w", err)
+	}
 }
 
 // chunk is how much one write of an overwrite covers.

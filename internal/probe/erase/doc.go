@@ -5,9 +5,11 @@
 //
 // Methods, best first: the drive's own sanitize, crypto erase before block erase (an NVMe
 // controller's Sanitize through the kernel's admin ioctl; a SCSI disk's SANITIZE, or a SATA
-// drive's SANITIZE DEVICE in ATA PASS-THROUGH, through SG_IO on whole sd disks), the kernel's
-// discard and zero-out, an overwrite. ATA security erase is not carried out: a drive without
-// the SANITIZE feature set gets the kernel's methods.
+// drive's SANITIZE DEVICE in ATA PASS-THROUGH, through SG_IO on whole sd disks); the drive's
+// older erases (NVMe Format NVM with secure erase, also where a Sanitize failed; ATA SECURITY
+// ERASE UNIT, enhanced first, only on a SATA drive without SANITIZE whose security is not
+// frozen, under the published ATASecurityPassword, which lets a drive an interrupted erase left
+// locked be unlocked); the kernel's discard and zero-out; an overwrite.
 //
 // It owns the methods, their choice, the sampling and the per-disk Proof. It must not decide
 // whether a server is cleaned (the controller does, from the proofs reported), must not shell

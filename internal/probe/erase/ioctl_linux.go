@@ -22,7 +22,7 @@ func openExclusive(path string, block bool) (*os.File, error) {
 }
 
 // capabilities reads what the device offers: a block device's discard limit in sysfs, an NVMe
-// controller's or an sd disk's sanitize. A file's discard is a punched hole, which most Linux
+// controller's sanitize and format, an sd disk's sanitize or security erase. A file's discard is a punched hole, which most Linux
 // filesystems make; where one does not, the discard fails and the plan's next method runs.
 func capabilities(d *Device) Capabilities {
 	if !d.block {
@@ -31,12 +31,8 @@ func capabilities(d *Device) Capabilities {
 	c := Capabilities{Block: true, ZeroOut: true}
 	if nvmeNamespace(filepath.Base(d.Path)) {
 		// Only the kernel's whole NVMe namespaces are asked: no other driver gets an NVMe
-		// ioctl, and a sanitize through a partition would erase the whole controller.
-		admin := ioctlAdmin(d.file)
-		if sc, err := nvmeSanicap(admin); err == nil && sc&(nvmeSanicapCrypto|nvmeSanicapBlock) != 0 {
-			c.NVMeCryptoErase, c.NVMeBlockErase = sc&nvmeSanicapCrypto != 0, sc&nvmeSanicapBlock != 0
-			d.admin = admin
-		}
+		// ioctl, and a sanitize or format through a partition would erase its whole disk.
+		nvmeCapabilities(d, &c, ioctlAdmin(d.file), func() (uint32, error) { return nvmeNSID(d.file) })
 	}
 	var st unix.Stat_t
 	if unix.Fstat(int(d.file.Fd()), &st) == nil {
@@ -81,8 +77,21 @@ func dropCache(d *Device) {
 	}
 }
 
-// nvmeIoctlAdminCmd is NVME_IOCTL_ADMIN_CMD: _IOWR('N', 0x41, struct nvme_admin_cmd).
-const nvmeIoctlAdminCmd = 0xC0484E41
+// nvmeIoctlAdminCmd is NVME_IOCTL_ADMIN_CMD: _IOWR('N', 0x41, struct nvme_admin_cmd);
+// nvmeIoctlID is NVME_IOCTL_ID: _IO('N', 0x40), the NSID of the namespace opened.
+const (
+	nvmeIoctlAdminCmd = 0xC0484E41
+	nvmeIoctlID       = 0x4E40
+)
+
+// nvmeNSID is the NSID of the NVMe namespace f is opened on.
+func nvmeNSID(f *os.File) (uint32, error) {
+	id, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), nvmeIoctlID, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return uint32(id), nil
+}
 
 // ioctlAdmin sends NVMe admin commands through the kernel's NVMe driver.
 func ioctlAdmin(f *os.File) nvmeAdmin {

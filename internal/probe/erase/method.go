@@ -23,6 +23,20 @@ const (
 	// MethodATABlockErase has a SATA drive erase every block of its media (ACS SANITIZE DEVICE,
 	// BLOCK ERASE EXT), overprovisioned ones included.
 	MethodATABlockErase Method = "ATABlockErase"
+	// MethodNVMeFormatCryptoErase has an NVMe controller format the namespace with its
+	// current LBA format and a cryptographic erase (Format NVM, SES 2): for controllers without
+	// Sanitize. Where the controller's FNA says secure erase applies to all namespaces, every
+	// namespace of the subsystem is erased, as a Sanitize would.
+	MethodNVMeFormatCryptoErase Method = "NVMeFormatCryptoErase"
+	// MethodNVMeFormatUserDataErase has an NVMe controller format the namespace with its
+	// current LBA format and a user data erase (Format NVM, SES 1).
+	MethodNVMeFormatUserDataErase Method = "NVMeFormatUserDataErase"
+	// MethodATASecurityEraseEnhanced has a SATA drive without SANITIZE erase itself by ACS
+	// SECURITY ERASE UNIT in enhanced mode, which reaches reallocated sectors too, under the
+	// password ATASecurityPassword, which the drive drops once erased.
+	MethodATASecurityEraseEnhanced Method = "ATASecurityEraseEnhanced"
+	// MethodATASecurityErase is SECURITY ERASE UNIT in normal mode: user data areas only.
+	MethodATASecurityErase Method = "ATASecurityErase"
 	// MethodZeroOut has the kernel write zeros over the whole device (BLKZEROOUT: the drive's
 	// WRITE ZEROES where it has one). Block devices only.
 	MethodZeroOut Method = "ZeroOut"
@@ -55,11 +69,19 @@ type Capabilities struct {
 	// ATACryptoScramble, ATABlockErase: a SATA drive whose SANITIZE DEVICE does that (its
 	// IDENTIFY DEVICE data).
 	ATACryptoScramble, ATABlockErase bool
+	// NVMeFormatCryptoErase, NVMeFormatUserDataErase: an NVMe controller that formats (OACS)
+	// with that secure erase (FNA says whether crypto), asked through a whole namespace.
+	NVMeFormatCryptoErase, NVMeFormatUserDataErase bool
+	// ATASecurityEraseEnhanced, ATASecurityErase: a SATA drive without SANITIZE whose Security
+	// feature set is not frozen (IDENTIFY DEVICE word 128).
+	ATASecurityEraseEnhanced, ATASecurityErase bool
 }
 
 // Plan lists the methods for a full erase of a device with c, best first: the drive's own
-// sanitize (it reaches what the OS cannot), then the kernel's discard and zero-out, then an
-// overwrite; the next one is tried where one fails or its read-back does not hold.
+// sanitize (it reaches what the OS cannot), then its older erases (NVMe Format NVM with secure
+// erase after Sanitize, as a fallback where Sanitize failed too; ATA Security Erase only where
+// no ATA sanitize is offered, as it sets a password), then the kernel's discard and zero-out,
+// then an overwrite; the next one is tried where one fails or its read-back does not hold.
 func Plan(c Capabilities) []Method {
 	var out []Method
 	if c.NVMeCryptoErase {
@@ -67,6 +89,12 @@ func Plan(c Capabilities) []Method {
 	}
 	if c.NVMeBlockErase {
 		out = append(out, MethodNVMeBlockErase)
+	}
+	if c.NVMeFormatCryptoErase {
+		out = append(out, MethodNVMeFormatCryptoErase)
+	}
+	if c.NVMeFormatUserDataErase {
+		out = append(out, MethodNVMeFormatUserDataErase)
 	}
 	if c.SCSICryptoErase {
 		out = append(out, MethodSCSICryptoErase)
@@ -79,6 +107,14 @@ func Plan(c Capabilities) []Method {
 	}
 	if c.ATABlockErase {
 		out = append(out, MethodATABlockErase)
+	}
+	if !c.ATACryptoScramble && !c.ATABlockErase {
+		if c.ATASecurityEraseEnhanced {
+			out = append(out, MethodATASecurityEraseEnhanced)
+		}
+		if c.ATASecurityErase {
+			out = append(out, MethodATASecurityErase)
+		}
 	}
 	if c.Discard {
 		out = append(out, MethodDiscard)

@@ -9,16 +9,44 @@ import (
 	"time"
 )
 
-// NVMe admin commands (NVM Express Base Specification 2.0): what a sanitize needs.
+// NVMe admin commands (NVM Express Base Specification 2.0; Format NVM's fields as in NVMe
+// 1.4 5.23, NVM Command Set 2.0 for the upper LBA format bits): what a sanitize or a format
+// with secure erase needs.
 const (
 	nvmeOpGetLogPage = 0x02
 	nvmeOpIdentify   = 0x06
+	nvmeOpFormat     = 0x80
 	nvmeOpSanitize   = 0x84
 
-	// Identify Controller: SANICAP, bit 0 crypto erase, bit 1 block erase.
+	// Identify CNS values, and the broadcast NSID.
+	nvmeCNSNamespace  = 0
+	nvmeCNSController = 1
+	nvmeNSIDAll       = 0xFFFFFFFF
+
+	// Identify Controller: OACS bit 1 Format NVM; SANICAP, bit 0 crypto erase, bit 1 block
+	// erase; FNA bit 1 secure erase applies to all namespaces, bit 2 crypto erase supported.
+	nvmeOACSOffset    = 256
+	nvmeOACSFormat    = 1 << 1
 	nvmeSanicapOffset = 328
 	nvmeSanicapCrypto = 1 << 0
 	nvmeSanicapBlock  = 1 << 1
+	nvmeFNAOffset     = 524
+	nvmeFNAEraseAll   = 1 << 1
+	nvmeFNACrypto     = 1 << 2
+
+	// Identify Namespace: NSZE, NLBAF (zero-based), FLBAS (bits 3:0 and 6:5 the format index,
+	// bit 4 extended LBAs), DPS (bits 2:0 PI type, bit 3 PI first in metadata).
+	nvmeNSZEOffset  = 0
+	nvmeNLBAFOffset = 25
+	nvmeFLBASOffset = 26
+	nvmeDPSOffset   = 29
+
+	// Format NVM SES values (CDW10 bits 11:9).
+	nvmeSESUserData = 1
+	nvmeSESCrypto   = 2
+	// nvmeFormatTimeoutMS bounds a Format, which the kernel's ioctl waits for: a user data
+	// erase may overwrite the whole media.
+	nvmeFormatTimeoutMS = 4 * 60 * 60 * 1000
 
 	// Sanitize actions (CDW10 SANACT) and AUSE: a failed sanitize may be left by another one,
 	// or by Exit Failure Mode, after which the namespaces take I/O again.
@@ -73,13 +101,93 @@ type nvmeCommand struct {
 // nvmeAdmin sends one admin command, data (nil or the command's buffer) in or out.
 type nvmeAdmin func(cmd *nvmeCommand, data []byte) error
 
-// nvmeSanicap reads which sanitize actions the controller supports (0: none, or not NVMe).
-func nvmeSanicap(admin nvmeAdmin) (uint32, error) {
+// nvmeController is what Identify Controller says of sanitize and format.
+type nvmeController struct {
+	sanicap uint32
+	oacs    uint16
+	fna     byte
+}
+
+func nvmeIdentifyController(admin nvmeAdmin) (nvmeController, error) {
 	buf := make([]byte, 4096)
-	if err := admin(&nvmeCommand{Opcode: nvmeOpIdentify, CDW10: 1, DataLen: uint32(len(buf))}, buf); err != nil {
-		return 0, fmt.Errorf("identify controller: %w", err)
+	if err := admin(&nvmeCommand{Opcode: nvmeOpIdentify, CDW10: nvmeCNSController, DataLen: uint32(len(buf))}, buf); err != nil {
+		return nvmeController{}, fmt.Errorf("identify controller: %w", err)
 	}
-	return binary.LittleEndian.Uint32(buf[nvmeSanicapOffset:]), nil
+	return nvmeController{
+		sanicap: binary.LittleEndian.Uint32(buf[nvmeSanicapOffset:]),
+		oacs:    binary.LittleEndian.Uint16(buf[nvmeOACSOffset:]),
+		fna:     buf[nvmeFNAOffset],
+	}, nil
+}
+
+// nvmeCapabilities adds to c what the controller behind admin erases, and keeps admin (and the
+// namespace's NSID, from nsid, which a format needs) in d where it erases anything. Format is
+// offered besides Sanitize, after it in the plan: a controller whose sanitize failed still gets
+// an erase of its own before the kernel's methods.
+func nvmeCapabilities(d *Device, c *Capabilities, admin nvmeAdmin, nsid func() (uint32, error)) {
+	ctrl, err := nvmeIdentifyController(admin)
+	if err != nil {
+		return
+	}
+	c.NVMeCryptoErase, c.NVMeBlockErase = ctrl.sanicap&nvmeSanicapCrypto != 0, ctrl.sanicap&nvmeSanicapBlock != 0
+	if ctrl.oacs&nvmeOACSFormat != 0 {
+		if id, err := nsid(); err == nil && id != 0 && id != nvmeNSIDAll {
+			c.NVMeFormatCryptoErase, c.NVMeFormatUserDataErase = ctrl.fna&nvmeFNACrypto != 0, true
+			d.nsid = id
+		}
+	}
+	if c.NVMeCryptoErase || c.NVMeBlockErase || c.NVMeFormatCryptoErase || c.NVMeFormatUserDataErase {
+		d.admin = admin
+	}
+}
+
+// nvmeLBAFormat is a namespace's current format, as Format NVM takes it back.
+type nvmeLBAFormat struct {
+	lbaf          uint32 // format index, 0-63
+	mset, pi, pil uint32
+}
+
+// nvmeCurrentFormat reads the format in use out of Identify Namespace data.
+func nvmeCurrentFormat(id []byte) (nvmeLBAFormat, error) {
+	if binary.LittleEndian.Uint64(id[nvmeNSZEOffset:]) == 0 {
+		return nvmeLBAFormat{}, errors.New("the namespace is not active (NSZE 0)")
+	}
+	flbas, dps := uint32(id[nvmeFLBASOffset]), uint32(id[nvmeDPSOffset])
+	f := nvmeLBAFormat{lbaf: flbas&0xF | (flbas>>5&0x3)<<4, mset: flbas >> 4 & 1, pi: dps & 0x7, pil: dps >> 3 & 1}
+	if f.lbaf > uint32(id[nvmeNLBAFOffset]) {
+		return f, fmt.Errorf("the format in use (%d) is beyond the %d the namespace lists", f.lbaf, id[nvmeNLBAFOffset]+1)
+	}
+	if f.pi > 3 {
+		return f, fmt.Errorf("protection information type %d is reserved", f.pi)
+	}
+	return f, nil
+}
+
+// cdw10 is Format NVM's CDW10 for f with secure erase ses: LBAF bits 3:0 and 13:12, MSET bit
+// 4, PI bits 7:5, PIL bit 8, SES bits 11:9.
+func (f nvmeLBAFormat) cdw10(ses uint32) uint32 {
+	return f.lbaf&0xF | f.mset<<4 | f.pi<<5 | f.pil<<8 | ses<<9 | (f.lbaf>>4&0x3)<<12
+}
+
+// nvmeFormat formats namespace nsid in the format it has, with secure erase ses. The kernel's
+// ioctl returns when the controller completes the format, so ctx cannot end it once sent.
+func nvmeFormat(ctx context.Context, admin nvmeAdmin, nsid, ses uint32) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	buf := make([]byte, 4096)
+	if err := admin(&nvmeCommand{Opcode: nvmeOpIdentify, NSID: nsid, CDW10: nvmeCNSNamespace, DataLen: uint32(len(buf))}, buf); err != nil {
+		return fmt.Errorf("identify namespace %d: %w", nsid, err)
+	}
+	f, err := nvmeCurrentFormat(buf)
+	if err != nil {
+		return fmt.Errorf("identify namespace %d: %w", nsid, err)
+	}
+	cmd := &nvmeCommand{Opcode: nvmeOpFormat, NSID: nsid, CDW10: f.cdw10(ses), TimeoutMS: nvmeFormatTimeoutMS}
+	if err := admin(cmd, nil); err != nil {
+		return fmt.Errorf("format NVM of namespace %d, secure erase %d: %w", nsid, ses, err)
+	}
+	return nil
 }
 
 // nvmeSanitizeStatus reads SSTAT's status and SPROG (progress in 1/65536).

@@ -67,11 +67,15 @@ func Sanitize(ctx context.Context, d *Device, o Options) (Proof, error) {
 		if err != nil {
 			return p, err
 		}
+		p.Method, p.Samples = m, len(offsets)
+		if err := d.ready(m); err != nil {
+			p.Tried = append(p.Tried, fmt.Sprintf("%s: %v", m, err))
+			continue
+		}
 		before, err := d.fingerprint(offsets)
 		if err != nil {
 			return p, err
 		}
-		p.Method, p.Samples = m, len(offsets)
 		if err := d.Erase(ctx, m); err != nil {
 			if ctx.Err() != nil {
 				return p, err
@@ -145,11 +149,15 @@ func (d *Device) fingerprint(offsets []int64) ([][]byte, error) {
 }
 
 // changesOnly reports the methods after which a drive answers what it likes (zeros, ones or
-// noise): their read-back proves only that no sampled block holds what it held.
+// noise): their read-back proves only that no sampled block holds what it held. A format's
+// secure erase leaves what the controller chooses; an enhanced security erase leaves a vendor
+// pattern, and a normal one, zeros by ACS, is on many SSDs their block erase, which reads
+// back ones or noise: a zero check would throw away an erase that worked.
 func changesOnly(m Method) bool {
 	switch m {
 	case MethodDiscard, MethodNVMeCryptoErase, MethodNVMeBlockErase, MethodSCSICryptoErase, MethodSCSIBlockErase,
-		MethodATACryptoScramble, MethodATABlockErase:
+		MethodATACryptoScramble, MethodATABlockErase, MethodNVMeFormatCryptoErase, MethodNVMeFormatUserDataErase,
+		MethodATASecurityEraseEnhanced, MethodATASecurityErase:
 		return true
 	}
 	return false

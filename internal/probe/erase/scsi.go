@@ -58,10 +58,10 @@ const (
 	sgDxferFromDev = -3
 )
 
-// scsiExec sends one CDB to the disk, data (nil, or the buffer dir says) in or out. A CHECK
-// CONDITION is a *checkCondition error, its sense also returned; any other error is the
-// transport's.
-type scsiExec func(cdb []byte, dir int, data []byte) (sense []byte, err error)
+// scsiExec sends one CDB to the disk, data (nil, or the buffer dir says) in or out, allowing it
+// timeout (0: sgTimeoutMS). A CHECK CONDITION is a *checkCondition error, its sense also
+// returned; any other error is the transport's.
+type scsiExec func(cdb []byte, dir int, data []byte, timeout time.Duration) (sense []byte, err error)
 
 // sgIOHdr is Linux's struct sg_io_hdr (scsi/sg.h): 88 bytes on 64-bit, 64 on 32-bit. The
 // pointers are unsafe.Pointer so that the buffers they point to stay alive through the ioctl.
@@ -221,7 +221,7 @@ func requestSenseCDB() []byte { return []byte{scsiOpRequestSense, 0, 0, 0, reque
 // SUPPORTED OPERATION CODES; a device that does not know that command supports nothing.
 func scsiSanitizeSupported(exec scsiExec, action byte) bool {
 	buf := make([]byte, 32)
-	if _, err := exec(rsocCDB(action, len(buf)), sgDxferFromDev, buf); err != nil {
+	if _, err := exec(rsocCDB(action, len(buf)), sgDxferFromDev, buf, 0); err != nil {
 		return false
 	}
 	// One-command parameter data (SPC-4 6.35): byte 1 SUPPORT, bytes 2-3 CDB SIZE, then
@@ -244,12 +244,12 @@ func scsiSanitize(ctx context.Context, exec scsiExec, action byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if _, err := exec(scsiSanitizeCDB(action), sgDxferNone, nil); err != nil {
+	if _, err := exec(scsiSanitizeCDB(action), sgDxferNone, nil, 0); err != nil {
 		return fmt.Errorf("SANITIZE: %w", err)
 	}
 	for {
 		buf := make([]byte, requestSenseLen)
-		if _, err := exec(requestSenseCDB(), sgDxferFromDev, buf); err != nil {
+		if _, err := exec(requestSenseCDB(), sgDxferFromDev, buf, 0); err != nil {
 			return fmt.Errorf("REQUEST SENSE: %w", err)
 		}
 		s, err := parseSense(buf)
@@ -267,7 +267,7 @@ func scsiSanitize(ctx context.Context, exec scsiExec, action byte) error {
 			// SANITIZE COMMAND FAILED: the device refuses media access until the failure mode is
 			// left, which AUSE allows; the next method needs it left.
 			err := fmt.Errorf("sanitize: the device reports %s", s)
-			if _, xerr := exec(scsiSanitizeCDB(scsiSanactExitFail), sgDxferNone, nil); xerr != nil {
+			if _, xerr := exec(scsiSanitizeCDB(scsiSanactExitFail), sgDxferNone, nil, 0); xerr != nil {
 				err = fmt.Errorf("%w; leaving failure mode: %v", err, xerr)
 			}
 			return err
@@ -314,7 +314,8 @@ func sgTarget(sysDev string) (vendor string, ok bool) {
 
 // sgCapabilities adds to c the sanitize of the sd disk whose sysfs directory is sysDev, asked
 // through exec: ATA SANITIZE for a SATA disk (its vendor is "ATA", libata's and SAS HBAs'
-// translation layers alike), SCSI SANITIZE for any other.
+// translation layers alike), or its security erase where it has no SANITIZE (setting a
+// password is a risk not worth taking where SANITIZE does better); SCSI SANITIZE for any other.
 func sgCapabilities(d *Device, c *Capabilities, sysDev string, exec scsiExec) {
 	vendor, ok := sgTarget(sysDev)
 	if !ok {
@@ -326,7 +327,10 @@ func sgCapabilities(d *Device, c *Capabilities, sysDev string, exec scsiExec) {
 			return
 		}
 		c.ATACryptoScramble, c.ATABlockErase = ataSanitizeCaps(id)
-		if c.ATACryptoScramble || c.ATABlockErase {
+		if !c.ATACryptoScramble && !c.ATABlockErase {
+			c.ATASecurityEraseEnhanced, c.ATASecurityErase = ataSecurityCaps(id)
+		}
+		if c.ATACryptoScramble || c.ATABlockErase || c.ATASecurityEraseEnhanced || c.ATASecurityErase {
 			d.scsi, d.sat = exec, true
 		}
 		return

@@ -3,8 +3,10 @@ package erase
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -13,8 +15,9 @@ import (
 const (
 	// sgIORequest is SG_IO (scsi/sg.h), which the sd driver takes on its block devices.
 	sgIORequest = 0x2285
-	// sgTimeoutMS bounds one command: the sanitize commands return once started (IMMED, or
-	// ATA's own), so none runs long.
+	// sgTimeoutMS bounds one command where its caller gives no bound: the sanitize commands
+	// return once started (IMMED, or ATA's own), so none runs long; SECURITY ERASE UNIT does,
+	// and says for how long.
 	sgTimeoutMS = 60_000
 	// sgSenseLen is the most sense data the kernel keeps (SCSI_SENSE_BUFFERSIZE).
 	sgSenseLen = 96
@@ -26,9 +29,13 @@ const (
 
 // sgExec sends SCSI commands to the disk f is opened on, through the kernel's SG_IO.
 func sgExec(f *os.File) scsiExec {
-	return func(cdb []byte, dir int, data []byte) ([]byte, error) {
+	return func(cdb []byte, dir int, data []byte, timeout time.Duration) ([]byte, error) {
 		if len(cdb) == 0 || (dir == sgDxferNone) != (len(data) == 0) {
 			return nil, errors.New("SG_IO: transfer direction and buffer disagree")
+		}
+		ms := uint32(sgTimeoutMS)
+		if timeout > 0 {
+			ms = uint32(min(timeout.Milliseconds(), math.MaxUint32))
 		}
 		sense := make([]byte, sgSenseLen)
 		h := sgIOHdr{
@@ -38,7 +45,7 @@ func sgExec(f *os.File) scsiExec {
 			MxSbLen:        uint8(len(sense)),
 			Cmdp:           unsafe.Pointer(&cdb[0]),
 			Sbp:            unsafe.Pointer(&sense[0]),
-			Timeout:        sgTimeoutMS,
+			Timeout:        ms,
 		}
 		if len(data) > 0 {
 			h.Dxferp, h.DxferLen = unsafe.Pointer(&data[0]), uint32(len(data))

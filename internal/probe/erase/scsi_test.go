@@ -149,7 +149,7 @@ func (f *fakeSCSI) reject(format string, args ...any) ([]byte, error) {
 	return sense, checkConditionError(sense)
 }
 
-func (f *fakeSCSI) exec(cdb []byte, dir int, data []byte) ([]byte, error) {
+func (f *fakeSCSI) exec(cdb []byte, dir int, data []byte, _ time.Duration) ([]byte, error) {
 	if len(cdb) == 0 {
 		return f.reject("empty CDB")
 	}
@@ -314,7 +314,7 @@ func TestSCSISanitizeSupportedReadsTheSupportField(t *testing.T) {
 		{"all-commands format", []byte{0, 0, 0x01, 0x03, 0x48, 0, 0, 0x03}, nil, false},
 		{"command refused", nil, checkConditionError(fixedSense(senseIllegalRequest, 0x20, 0)), false},
 	} {
-		exec := func(cdb []byte, dir int, data []byte) ([]byte, error) {
+		exec := func(cdb []byte, dir int, data []byte, _ time.Duration) ([]byte, error) {
 			copy(data, tc.reply)
 			return nil, tc.err
 		}
