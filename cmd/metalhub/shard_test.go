@@ -47,9 +47,21 @@ func TestShardsSplitAndMove(t *testing.T) {
 	ctx := context.Background()
 	fleet := bootableFleet(t, n, time.Second)
 
+	// The managers' logs outlive a failed run, for whoever reads the failure.
+	logDir, err := os.MkdirTemp("", "metalhub-shards-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("manager logs kept in %s", logDir)
+			return
+		}
+		_ = os.RemoveAll(logDir)
+	})
 	managers := make([]*managerProcess, 3)
 	for i := range managers {
-		managers[i] = &managerProcess{bin: bin, logPath: filepath.Join(t.TempDir(), fmt.Sprintf("manager-%d.log", i)), args: []string{
+		managers[i] = &managerProcess{bin: bin, logPath: filepath.Join(logDir, fmt.Sprintf("manager-%d.log", i)), args: []string{
 			"--kubeconfig", env.Kubeconfig, "--controllers", "metal", "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 			"--shards", fmt.Sprint(shards), "--shard-namespace", "default", "--shard-lease-name", lease,
 			"--leader-election-lease-duration", leaseDuration.String(), "--leader-election-renew-deadline", renewDeadline.String(), "--leader-election-retry-period", retryPeriod.String(),
@@ -119,8 +131,8 @@ func TestShardsSplitAndMove(t *testing.T) {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d/%d after %s; behind:\n%s\nthe managers' last lines on %s:\n%s", what, done, n, timeout,
-					strings.Join(behind, "\n"), first, linesAbout(first, 20, managers...))
+				t.Fatalf("%s: %d/%d after %s; behind:\n%s\nthe managers' last lines on %s:\n%s\n%s", what, done, n, timeout,
+					strings.Join(behind, "\n"), first, linesAbout(first, 20, managers...), unboundClaims(t, managers...))
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
@@ -272,4 +284,31 @@ func linesAbout(what string, last int, managers ...*managerProcess) string {
 		}
 	}
 	return strings.Join(out[max(0, len(out)-last):], "\n")
+}
+
+// unboundClaims describes the claims that are not Bound, with the managers' last lines on the
+// first of them, for a failure message.
+func unboundClaims(t *testing.T, managers ...*managerProcess) string {
+	claims := &metalv1alpha1.ServerClaimList{}
+	if err := env.Client.List(context.Background(), claims, client.InNamespace("default")); err != nil {
+		return "listing claims: " + err.Error()
+	}
+	var out []string
+	first := ""
+	for _, c := range claims.Items {
+		if c.Status.Phase == metalv1alpha1.PhaseBound && c.Spec.ServerRef != nil {
+			continue
+		}
+		first = cmp.Or(first, c.Name)
+		line := fmt.Sprintf("claim %s: phase %q serverRef %v", c.Name, c.Status.Phase, c.Spec.ServerRef)
+		for _, cd := range c.Status.Conditions {
+			line += fmt.Sprintf("; %s=%s %s: %.160s", cd.Type, cd.Status, cd.Reason, cd.Message)
+		}
+		out = append(out, line)
+	}
+	if first == "" {
+		return "every claim Bound"
+	}
+	// A claim's name is also the prefix of other claims' (shard-1, shard-10): match it quoted.
+	return strings.Join(out, "\n") + "\nthe managers' last lines on claim " + first + ":\n" + linesAbout(`"`+first+`"`, 30, managers...)
 }
