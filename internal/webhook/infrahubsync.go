@@ -3,12 +3,15 @@ package webhook
 import (
 	"context"
 	"errors"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
+	"github.com/metalhub/metalhub/internal/controller/delivery/depends"
 	"github.com/metalhub/metalhub/internal/infrahub"
 	"github.com/metalhub/metalhub/internal/webhook/rights"
 )
@@ -23,6 +26,9 @@ import (
 type InfrahubSyncValidator struct {
 	// Access decides with the writer's rights; nil checks the target date only.
 	Access *rights.Admission
+	// Reader reads the other syncs to refuse a spec.dependsOn that leads back to the sync (a
+	// cycle); nil checks no cycle (the controller reports one all the same).
+	Reader client.Reader
 }
 
 var _ admission.Validator[*infrahubv1alpha1.InfrahubSync] = InfrahubSyncValidator{}
@@ -32,7 +38,34 @@ func (v InfrahubSyncValidator) ValidateCreate(ctx context.Context, s *infrahubv1
 	if err := syncError(s, ValidateInfrahubSyncSpec(&s.Spec)); err != nil {
 		return nil, err
 	}
+	if err := v.cycle(ctx, s); err != nil {
+		return nil, err
+	}
 	return nil, v.access(ctx, nil, s, false)
+}
+
+// cycle refuses a spec.dependsOn that leads back to s, naming the cycle.
+func (v InfrahubSyncValidator) cycle(ctx context.Context, s *infrahubv1alpha1.InfrahubSync) error {
+	if v.Reader == nil || len(s.Spec.DependsOn) == 0 {
+		return nil
+	}
+	g, err := depends.Load(ctx, v.Reader)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if c := g.Cycle(s.Name, s.Spec.DependsOn); c != nil {
+		return syncError(s, field.ErrorList{field.Invalid(field.NewPath("spec", "dependsOn"), dependencyNames(s.Spec.DependsOn),
+			"leads back to this sync: "+depends.Describe(c))})
+	}
+	return nil
+}
+
+func dependencyNames(deps []infrahubv1alpha1.Dependency) []string {
+	out := make([]string, len(deps))
+	for i, d := range deps {
+		out[i] = d.Name
+	}
+	return out
 }
 
 // ValidateUpdate checks the target date only when it changes (a sync admitted before the
@@ -41,6 +74,11 @@ func (v InfrahubSyncValidator) ValidateCreate(ctx context.Context, s *infrahubv1
 func (v InfrahubSyncValidator) ValidateUpdate(ctx context.Context, old, s *infrahubv1alpha1.InfrahubSync) (admission.Warnings, error) {
 	if old.Spec.Source.TargetDate != s.Spec.Source.TargetDate {
 		if err := syncError(s, ValidateInfrahubSyncSpec(&s.Spec)); err != nil {
+			return nil, err
+		}
+	}
+	if !slices.Equal(old.Spec.DependsOn, s.Spec.DependsOn) {
+		if err := v.cycle(ctx, s); err != nil {
 			return nil, err
 		}
 	}

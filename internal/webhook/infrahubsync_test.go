@@ -2,10 +2,13 @@ package webhook
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 )
@@ -49,5 +52,42 @@ func TestInfrahubSyncValidatorUpdates(t *testing.T) {
 	}
 	if _, err := v.ValidateUpdate(ctx, sync("now-2h"), sync("now+2h")); !apierrors.IsInvalid(err) {
 		t.Fatalf("date broken by an update: %v", err)
+	}
+}
+
+// A spec.dependsOn that leads back to the sync is refused with the cycle named, on create and
+// when an update changes it; one that does not, or an update that leaves it, passes.
+func TestInfrahubSyncValidatorRefusesCycles(t *testing.T) {
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	if err := infrahubv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	on := func(s *infrahubv1alpha1.InfrahubSync, name string, deps ...string) *infrahubv1alpha1.InfrahubSync {
+		s.Name = name
+		for _, d := range deps {
+			s.Spec.DependsOn = append(s.Spec.DependsOn, infrahubv1alpha1.Dependency{Name: d})
+		}
+		return s
+	}
+	r := fake.NewClientBuilder().WithScheme(scheme).WithObjects(on(sync(""), "crds"), on(sync(""), "apps", "crds")).Build()
+	v := InfrahubSyncValidator{Reader: r}
+	if _, err := v.ValidateCreate(ctx, on(sync(""), "db", "crds")); err != nil {
+		t.Fatalf("no cycle refused: %v", err)
+	}
+	_, err := v.ValidateUpdate(ctx, on(sync(""), "crds"), on(sync(""), "crds", "apps"))
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "leads back to this sync: crds → apps → crds") {
+		t.Fatalf("cycle by update: %v", err)
+	}
+	if _, err := v.ValidateCreate(ctx, on(sync(""), "self", "self")); !apierrors.IsInvalid(err) {
+		t.Fatalf("a sync depending on itself: %v", err)
+	}
+	// A cycle already stored (made without the webhook) does not block unrelated updates.
+	r = fake.NewClientBuilder().WithScheme(scheme).WithObjects(on(sync(""), "x", "y"), on(sync(""), "y", "x")).Build()
+	v = InfrahubSyncValidator{Reader: r}
+	old, upd := on(sync(""), "x", "y"), on(sync(""), "x", "y")
+	upd.Spec.Source.ArtefactName = "b"
+	if _, err := v.ValidateUpdate(ctx, old, upd); err != nil {
+		t.Fatalf("an update leaving dependsOn alone refused: %v", err)
 	}
 }

@@ -119,7 +119,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	access := &rights.Admission{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Options: o.Delivery}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrahubv1alpha1.InfrahubSync{}).
 		WithDefaulter(InfrahubSyncDefaulter{Access: access}).
-		WithValidator(InfrahubSyncValidator{Access: access}).Complete(); err != nil {
+		WithValidator(InfrahubSyncValidator{Access: access, Reader: mgr.GetAPIReader()}).Complete(); err != nil {
 		return fmt.Errorf("registering the InfrahubSync webhook: %w", err)
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrahubv1alpha1.VidraResource{}).

@@ -12,6 +12,17 @@ const (
 	StateStale     State = "Stale"
 )
 
+// Dependency names an InfrahubSync that must be delivered and healthy before the object that
+// names it applies anything.
+type Dependency struct {
+	// Name of the InfrahubSync.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="must be an InfrahubSync name"
+	Name string `json:"name"`
+}
+
 // Destination is the cluster and namespace artifacts are applied to.
 type Destination struct {
 	// Server is the API server URL of a remote cluster. Empty, or

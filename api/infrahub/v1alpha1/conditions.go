@@ -13,6 +13,12 @@ const (
 
 // Reasons of the Ready condition.
 const (
+	// ReasonDependencyNotReady: a sync named in spec.dependsOn is not Succeeded with every
+	// VidraResource Healthy (the message names it and why); nothing is delivered or applied.
+	ReasonDependencyNotReady = "DependencyNotReady"
+	// ReasonDependencyCycle: spec.dependsOn leads back to the object itself (the message names
+	// the cycle); nothing is delivered or applied.
+	ReasonDependencyCycle     = "DependencyCycle"
 	ReasonSynced              = "Synced"
 	ReasonDeployed            = "Deployed"
 	ReasonDrifted             = "Drifted"

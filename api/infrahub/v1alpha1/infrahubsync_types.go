@@ -40,6 +40,15 @@ type InfrahubSyncSpec struct {
 	// Destination of the artifacts.
 	// +optional
 	Destination Destination `json:"destination,omitempty"`
+	// DependsOn names the InfrahubSyncs that must be Succeeded, with every VidraResource of
+	// theirs Healthy, before this sync delivers or its VidraResources apply anything; checked
+	// again on every pass. A cycle is refused at admission and reported (DependencyCycle)
+	// without it. A metalhub addition.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	DependsOn []Dependency `json:"dependsOn,omitempty"`
 }
 
 // InfrahubSyncStatus reports the last sync.
@@ -64,6 +73,10 @@ type InfrahubSyncStatus struct {
 	// ObservedGeneration is the generation the status reports on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// WaitingOn names the dependency (spec.dependsOn) the sync waits for, empty when none
+	// holds it back. A metalhub addition.
+	// +optional
+	WaitingOn string `json:"waitingOn,omitempty"`
 	// Conditions report readiness and why not.
 	// +optional
 	// +listType=map
@@ -79,6 +92,10 @@ type ResourcesSummary struct {
 	// Succeeded is how many of them report Succeeded.
 	// +optional
 	Succeeded int32 `json:"succeeded,omitempty"`
+	// Healthy is how many of them report every applied object Healthy (condition Healthy
+	// True): a sync that others depend on is ready for them once all are. A metalhub addition.
+	// +optional
+	Healthy int32 `json:"healthy,omitempty"`
 	// Failed names those that report Failed (the first 20).
 	// +optional
 	// +kubebuilder:validation:MaxItems=20
@@ -94,6 +111,8 @@ type ResourcesSummary struct {
 // +kubebuilder:printcolumn:name="Branch",type=string,JSONPath=`.spec.source.targetBranch`
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.syncState`
 // +kubebuilder:printcolumn:name="Succeeded",type=integer,JSONPath=`.status.resources.succeeded`
+// +kubebuilder:printcolumn:name="Healthy",type=integer,JSONPath=`.status.resources.healthy`,priority=1
+// +kubebuilder:printcolumn:name="Waiting On",type=string,JSONPath=`.status.waitingOn`
 // +kubebuilder:printcolumn:name="Resources",type=integer,JSONPath=`.status.resources.total`
 // +kubebuilder:printcolumn:name="Last Sync",type=date,JSONPath=`.status.lastSyncTime`
 // +kubebuilder:printcolumn:name="Error",type=string,JSONPath=`.status.lastError`

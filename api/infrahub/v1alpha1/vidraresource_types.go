@@ -14,6 +14,14 @@ type VidraResourceSpec struct {
 	// Destination of the manifest.
 	// +optional
 	Destination Destination `json:"destination,omitempty"`
+	// DependsOn names the InfrahubSyncs that must be Succeeded, with every VidraResource of
+	// theirs Healthy, before this manifest is applied; checked again on every pass. A sync
+	// writes its own spec.dependsOn here. A metalhub addition.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	DependsOn []Dependency `json:"dependsOn,omitempty"`
 	// Manifest is the artifact's content: one or more YAML or JSON documents, at most
 	// 1 MiB (1048576 characters).
 	// +optional

@@ -21,6 +21,7 @@ import (
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
+	"github.com/metalhub/metalhub/internal/controller/delivery/depends"
 	"github.com/metalhub/metalhub/internal/controller/delivery/policy"
 	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
 	"github.com/metalhub/metalhub/internal/controller/delivery/target"
@@ -33,6 +34,10 @@ const vrControllerIndex = ".metadata.controllerUID"
 
 // lagRetry is how soon a pass that found the cache behind a write it just made looks again.
 const lagRetry = time.Second
+
+// dependencyRecheck is how often a sync or VidraResource held back by spec.dependsOn looks
+// again without a dependency's change bringing it.
+const dependencyRecheck = time.Minute
 
 // InfrahubSyncReconciler keeps one VidraResource per artifact that the stored query returns:
 // it downloads only artifacts whose checksum changed, and deletes only its own VidraResources
@@ -114,21 +119,49 @@ type syncPass struct {
 	summaryOnly bool
 	summary     infrahubv1alpha1.ResourcesSummary
 	anyPending  bool
+	// waitingOn is the dependency (spec.dependsOn) that holds the sync back, cycle the
+	// dependency cycle through it: either way the pass queries and delivers nothing.
+	waitingOn *depends.NotReady
+	cycle     []string
 }
 
 func (r *InfrahubSyncReconciler) handle(ctx context.Context, lp *lifecycle.Pass[*infrahubv1alpha1.InfrahubSync]) (lifecycle.Result, error) {
 	return lifecycle.Steps(ctx, &syncPass{Pass: lp, settings: r.settings.Current(ctx)},
 		// The garbage collector removes a deleted sync's VidraResources.
 		lifecycle.OnDeletion(func(context.Context, *syncPass) (lifecycle.Result, error) { return lifecycle.Done(), nil }),
+		r.dependStep,
 		r.syncStep,
 		r.summarize,
 		r.report,
 	)
 }
 
+// dependStep holds the sync back while spec.dependsOn leads back to it or names a sync not
+// ready for it (depends.Check): nothing is queried or delivered, and the report says which.
+// The dependency's status changes bring the next pass (setup's watch).
+func (r *InfrahubSyncReconciler) dependStep(ctx context.Context, p *syncPass) (lifecycle.Result, error) {
+	deps := p.Obj.Spec.DependsOn
+	if len(deps) == 0 {
+		return lifecycle.Continue(), nil
+	}
+	g, err := depends.Load(ctx, p.Client())
+	if err != nil {
+		return lifecycle.Result{}, err
+	}
+	if p.cycle = g.Cycle(p.Obj.Name, deps); p.cycle != nil {
+		return lifecycle.Continue(), nil
+	}
+	p.waitingOn, err = depends.Check(ctx, p.Client(), deps)
+	return lifecycle.Continue(), err
+}
+
 // syncStep brings the VidraResources in line with the query; a cache behind our own writes
 // ends the pass to look again shortly, before anything is reported from it.
 func (r *InfrahubSyncReconciler) syncStep(ctx context.Context, p *syncPass) (lifecycle.Result, error) {
+	if p.waitingOn != nil || p.cycle != nil {
+		p.out.keep = true
+		return lifecycle.Continue(), nil
+	}
 	if !r.queryDue(ctx, p) {
 		p.summaryOnly = true // the last query succeeded: nothing is held
 		return r.clearPruneRecord(ctx, p, true)
@@ -233,7 +266,12 @@ func (r *InfrahubSyncReconciler) summarize(ctx context.Context, p *syncPass) (li
 	sum := infrahubv1alpha1.ResourcesSummary{Total: int32(len(owned))}
 	names := slices.Sorted(maps.Keys(owned))
 	for _, name := range names {
-		switch owned[name].Status.DeployState {
+		vr := owned[name]
+		if c := meta.FindStatusCondition(vr.Status.Conditions, infrahubv1alpha1.ConditionHealthy); c != nil && c.Status == metav1.ConditionTrue &&
+			vr.Status.ObservedGeneration == vr.Generation {
+			sum.Healthy++
+		}
+		switch vr.Status.DeployState {
 		case infrahubv1alpha1.StateSucceeded:
 			sum.Succeeded++
 		case infrahubv1alpha1.StateFailed:
@@ -265,7 +303,23 @@ func (r *InfrahubSyncReconciler) report(ctx context.Context, p *syncPass) (lifec
 		waiting = len(rec.ids) - int(p.summary.Total)
 	}
 	failed := len(p.summary.Failed) > 0
+	st.WaitingOn = ""
 	switch {
+	case p.cycle != nil:
+		st.SyncState = infrahubv1alpha1.StateFailed
+		msg := fmt.Sprintf("spec.dependsOn leads back to this sync: %s; nothing is delivered", depends.Describe(p.cycle))
+		if rep.Failed(lifecycle.Reasonf(infrahubv1alpha1.ReasonDependencyCycle, "%s", msg)) {
+			r.recorder.Eventf(s, nil, "Warning", infrahubv1alpha1.ReasonDependencyCycle, "Sync", "%s", clipNote(msg))
+		}
+		lifecycle.SetCondition(&st.Conditions, s.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, infrahubv1alpha1.ReasonDependencyCycle, clip(msg))
+	case p.waitingOn != nil:
+		st.SyncState, st.WaitingOn = infrahubv1alpha1.StatePending, p.waitingOn.Name
+		msg := "waiting on " + p.waitingOn.Error() + "; nothing is delivered until it is Succeeded and every VidraResource of it Healthy"
+		if cur := meta.FindStatusCondition(st.Conditions, infrahubv1alpha1.ConditionReady); cur == nil || cur.Reason != infrahubv1alpha1.ReasonDependencyNotReady ||
+			s.Status.WaitingOn != p.waitingOn.Name {
+			r.recorder.Eventf(s, nil, "Normal", infrahubv1alpha1.ReasonDependencyNotReady, "Sync", "%s", clipNote(msg))
+		}
+		lifecycle.SetCondition(&st.Conditions, s.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, infrahubv1alpha1.ReasonDependencyNotReady, clip(msg))
 	case out.err != nil: // a summary-only pass has none: it follows a successful query
 		st.SyncState = infrahubv1alpha1.StateFailed
 		if rep.Failed(out.err) {
@@ -304,6 +358,11 @@ func (r *InfrahubSyncReconciler) report(ctx context.Context, p *syncPass) (lifec
 	}
 	st.ObservedGeneration = s.Generation
 	next := lifecycle.RequeueAfter(lifecycle.Jitter(requeue), "sync interval")
+	if p.waitingOn != nil || p.cycle != nil {
+		// The dependencies' status changes bring the next pass (setup's watch); this is the
+		// net under it.
+		next = lifecycle.RequeueAfter(min(requeue, dependencyRecheck), "waiting on a dependency")
+	}
 	if p.summaryOnly {
 		next = lifecycle.RequeueAfter(max(time.Second, rec.at.Add(requeue).Sub(r.now())), "sync interval")
 	}

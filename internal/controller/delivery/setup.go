@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -114,6 +115,19 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		return nil, fmt.Errorf("indexing VidraResources by controller: %w", err)
 	}
 
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &infrahubv1alpha1.InfrahubSync{}, dependsOnIndex,
+		func(obj client.Object) []string {
+			return dependencyNames(obj.(*infrahubv1alpha1.InfrahubSync).Spec.DependsOn)
+		}); err != nil {
+		return nil, fmt.Errorf("indexing InfrahubSyncs by dependency: %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &infrahubv1alpha1.VidraResource{}, dependsOnIndex,
+		func(obj client.Object) []string {
+			return dependencyNames(obj.(*infrahubv1alpha1.VidraResource).Spec.DependsOn)
+		}); err != nil {
+		return nil, fmt.Errorf("indexing VidraResources by dependency: %w", err)
+	}
+
 	settings := &policy.SettingsSource{Base: o.Settings, Reader: credCache, Namespace: settingsNamespace(o)}
 	syncEvents := make(chan event.GenericEvent, eventBuffer)
 	vrEvents := make(chan event.GenericEvent, eventBuffer)
@@ -180,6 +194,18 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 				return syncsForHost(ctx, mgr.GetClient(), s.Labels[infrahubv1alpha1.InfrahubAPIURLLabel])
 			}))).
 		WatchesRawSource(source.Channel(syncEvents, &handler.EnqueueRequestForObject{})).
+		// A dependency's report brings the syncs that wait on it (spec.dependsOn).
+		Watches(&infrahubv1alpha1.InfrahubSync{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			var list infrahubv1alpha1.InfrahubSyncList
+			if err := mgr.GetClient().List(ctx, &list, client.MatchingFields{dependsOnIndex: o.GetName()}); err != nil {
+				return nil
+			}
+			out := make([]reconcile.Request, len(list.Items))
+			for i := range list.Items {
+				out[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+			}
+			return out
+		}), builder.WithPredicates(readinessChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.SyncConcurrency}).
 		Complete(sr)
 	if err != nil {
@@ -193,6 +219,18 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 			}))).
 		// Changes to applied objects, from the watches of every destination cluster.
 		WatchesRawSource(source.Channel(vrEvents, &handler.EnqueueRequestForObject{})).
+		// A dependency's report brings the VidraResources that wait on it (spec.dependsOn).
+		Watches(&infrahubv1alpha1.InfrahubSync{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			var list infrahubv1alpha1.VidraResourceList
+			if err := mgr.GetClient().List(ctx, &list, client.MatchingFields{dependsOnIndex: o.GetName()}); err != nil {
+				return nil
+			}
+			out := make([]reconcile.Request, len(list.Items))
+			for i := range list.Items {
+				out[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+			}
+			return out
+		}), builder.WithPredicates(readinessChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.ResourceConcurrency}).
 		Complete(vr)
 	if err != nil {
@@ -290,6 +328,33 @@ func syncOfResource(_ context.Context, obj client.Object) []reconcile.Request {
 }
 
 // deployStateChanged passes a VidraResource update that changed its deployState.
+// dependsOnIndex indexes InfrahubSyncs and VidraResources by the syncs their spec.dependsOn
+// names.
+const dependsOnIndex = ".spec.dependsOn.name"
+
+func dependencyNames(deps []infrahubv1alpha1.Dependency) []string {
+	out := make([]string, len(deps))
+	for i, d := range deps {
+		out[i] = d.Name
+	}
+	return out
+}
+
+// readinessChanged passes what can change whether a sync is ready for its dependents: its
+// creation and deletion, and a report that changes its state, generation or counts.
+func readinessChanged() predicate.Predicate {
+	return predicate.Funcs{
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, okO := e.ObjectOld.(*infrahubv1alpha1.InfrahubSync)
+			n, okN := e.ObjectNew.(*infrahubv1alpha1.InfrahubSync)
+			return okO && okN && (o.Status.SyncState != n.Status.SyncState || o.Status.ObservedGeneration != n.Status.ObservedGeneration ||
+				o.Generation != n.Generation || o.Status.Resources.Healthy != n.Status.Resources.Healthy ||
+				o.Status.Resources.Total != n.Status.Resources.Total || !n.DeletionTimestamp.IsZero())
+		},
+	}
+}
+
 func deployStateChanged() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc:  func(event.CreateEvent) bool { return false },
@@ -299,7 +364,13 @@ func deployStateChanged() predicate.Predicate {
 			o, okO := e.ObjectOld.(*infrahubv1alpha1.VidraResource)
 			n, okN := e.ObjectNew.(*infrahubv1alpha1.VidraResource)
 			// ObservedGeneration too: an applied rewrite frees room in its sync's apply window.
-			return okO && okN && (o.Status.DeployState != n.Status.DeployState || o.Status.ObservedGeneration != n.Status.ObservedGeneration)
+			// Health too: a sync counts its healthy VidraResources for the syncs that depend on it.
+			return okO && okN && (o.Status.DeployState != n.Status.DeployState || o.Status.ObservedGeneration != n.Status.ObservedGeneration ||
+				healthyOf(o) != healthyOf(n))
 		},
 	}
+}
+
+func healthyOf(vr *infrahubv1alpha1.VidraResource) bool {
+	return meta.IsStatusConditionTrue(vr.Status.Conditions, infrahubv1alpha1.ConditionHealthy)
 }

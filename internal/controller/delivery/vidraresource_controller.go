@@ -9,6 +9,7 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,6 +17,7 @@ import (
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
+	"github.com/metalhub/metalhub/internal/controller/delivery/depends"
 	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 	"github.com/metalhub/metalhub/internal/controller/delivery/policy"
 	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
@@ -142,6 +144,7 @@ func (r *VidraResourceReconciler) handle(ctx context.Context, lp *lifecycle.Pass
 		lifecycle.EnsureFinalizer[*deployPass](manifests.Finalizer),
 		r.planStep,
 		r.inventoryStep,
+		r.dependStep,
 		r.deployStep,
 		r.healthStep,
 		r.report,
@@ -190,6 +193,28 @@ func (r *VidraResourceReconciler) planStep(ctx context.Context, p *deployPass) (
 	return lifecycle.Continue(), nil
 }
 
+// dependStep holds the apply back while a sync named in spec.dependsOn is not ready for it
+// (depends.Check), re-checked on every pass: nothing is applied or pruned, and the report says
+// which sync it waits on. A dependency's status change brings the next pass (setup's watch).
+func (r *VidraResourceReconciler) dependStep(ctx context.Context, p *deployPass) (lifecycle.Result, error) {
+	deps := p.Obj.Spec.DependsOn
+	if len(deps) == 0 || p.planned == nil || p.out.err != nil {
+		return lifecycle.Continue(), nil
+	}
+	nr, err := depends.Check(ctx, r.client, deps)
+	if err != nil {
+		return lifecycle.Result{}, err
+	}
+	if nr != nil {
+		// Named, not described: a VidraResource may be a tenant's, and the sync it names,
+		// cluster-scoped, is not theirs to read (its message, whether it exists).
+		p.out = deployOutcome{err: lifecycle.Reasonf(infrahubv1alpha1.ReasonDependencyNotReady,
+			"waiting on InfrahubSync %s; nothing is applied until it exists, is Succeeded and every VidraResource of it is Healthy", nr.Name), keep: true}
+		p.requeue = min(p.requeue, dependencyRecheck)
+	}
+	return lifecycle.Continue(), nil
+}
+
 // deployStep applies the manifest in the mode the resource and the settings ask for.
 func (r *VidraResourceReconciler) deployStep(ctx context.Context, p *deployPass) (lifecycle.Result, error) {
 	if p.planned == nil || p.out.err != nil {
@@ -232,6 +257,13 @@ func (r *VidraResourceReconciler) report(_ context.Context, p *deployPass) (life
 		rep.Succeeded(r.now(), out.progressed)
 		lifecycle.SetCondition(&st.Conditions, vr.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionTrue, infrahubv1alpha1.ReasonDeployed,
 			fmt.Sprintf("%d objects applied", len(out.managed)))
+	case reasonOf(out.err) == infrahubv1alpha1.ReasonDependencyNotReady:
+		// Waiting, not failing: Pending, with a Normal event when what it waits on changes.
+		st.DeployState = infrahubv1alpha1.StatePending
+		if cur := meta.FindStatusCondition(st.Conditions, infrahubv1alpha1.ConditionReady); cur == nil || cur.Message != clip(out.err.Error()) {
+			r.recorder.Eventf(vr, nil, "Normal", infrahubv1alpha1.ReasonDependencyNotReady, "Deploy", "%s", clipNote(out.err.Error()))
+		}
+		lifecycle.SetCondition(&st.Conditions, vr.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionFalse, infrahubv1alpha1.ReasonDependencyNotReady, clip(out.err.Error()))
 	default:
 		st.DeployState = infrahubv1alpha1.StateFailed
 		if rep.Failed(out.err) {
