@@ -405,8 +405,11 @@ func TestOwnerGatesPasses(t *testing.T) {
 			owned = false // lost during the pass
 			return Done(), nil
 		})
-	r.Owner = func(ctx context.Context, _ client.Object) (context.Context, bool) {
-		return context.WithValue(ctx, ctxKey{}, true), owned
+	r.Owner = func(ctx context.Context, _ client.Object) (context.Context, Ownership) {
+		if !owned {
+			return ctx, NotOwned
+		}
+		return context.WithValue(ctx, ctxKey{}, true), Owned
 	}
 	before := get().ResourceVersion
 	if _, err := r.Reconcile(context.Background(), req("sharded")); err != nil {
@@ -453,7 +456,7 @@ func TestFencedRequestLooksAgainWithoutAnError(t *testing.T) {
 		return Done(), fmt.Errorf("read manager: %w", fenceRefused{})
 	}
 	r := NewReconciler(env.Client, newEP, handle)
-	r.Owner = func(ctx context.Context, _ client.Object) (context.Context, bool) { return ctx, true }
+	r.Owner = func(ctx context.Context, _ client.Object) (context.Context, Ownership) { return ctx, Owned }
 	res, err := r.Reconcile(context.Background(), req("fenced"))
 	if err != nil || res.RequeueAfter != FencedRetry {
 		t.Errorf("fenced pass: result %+v, error %v; want a look after %s and no error", res, err, FencedRetry)
@@ -461,5 +464,28 @@ func TestFencedRequestLooksAgainWithoutAnError(t *testing.T) {
 	r.Owner = nil
 	if _, err := r.Reconcile(context.Background(), req("fenced")); err == nil {
 		t.Error("without shards a fenced error (which cannot happen) vanished")
+	}
+}
+
+// An object held but not for certain this moment (a shard's renewal late) is looked at again
+// after FencedRetry, before and after its pass, never dropped: nothing else brings it back.
+func TestUncertainOwnershipLooksAgain(t *testing.T) {
+	newEndpoint(t, "uncertain")
+	passes := 0
+	own := OwnedUncertain
+	r := NewReconciler(env.Client, newEP, func(_ context.Context, p *Pass[*metalv1alpha1.Endpoint]) (Result, error) {
+		passes++
+		own = OwnedUncertain // the renewal runs late during the pass
+		return Done(), nil
+	})
+	r.Owner = func(ctx context.Context, _ client.Object) (context.Context, Ownership) { return ctx, own }
+	res, err := r.Reconcile(context.Background(), req("uncertain"))
+	if err != nil || res.RequeueAfter != FencedRetry || passes != 0 {
+		t.Fatalf("uncertain before the pass: result %+v, error %v, %d passes; want a look after %s and no pass", res, err, passes, FencedRetry)
+	}
+	own = Owned
+	res, err = r.Reconcile(context.Background(), req("uncertain"))
+	if err != nil || res.RequeueAfter != FencedRetry || passes != 1 {
+		t.Fatalf("uncertain after the pass: result %+v, error %v, %d passes; want a look after %s", res, err, passes, FencedRetry)
 	}
 }

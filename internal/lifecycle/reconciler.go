@@ -19,6 +19,19 @@ const ConflictRetry = 100 * time.Millisecond
 // shard's renewal has moved the fence on, or the shard is gone and the pass ends at once.
 const FencedRetry = time.Second
 
+// Ownership is what Reconciler.Owner says of an object.
+type Ownership int
+
+const (
+	// NotOwned: another process's to act on; left alone.
+	NotOwned Ownership = iota
+	// Owned: this process acts on it now.
+	Owned
+	// OwnedUncertain: held, but not for certain this moment (a renewal running late, a hand-over
+	// under way): looked at again after FencedRetry.
+	OwnedUncertain
+)
+
 // fenced is an error of a request its fence refused (bmc.Error with reason Fenced): not a failure
 // of anything, so no error in the logs and no backoff.
 type fenced interface{ Fenced() bool }
@@ -55,8 +68,10 @@ type Reconciler[T client.Object] struct {
 	ResyncFunc func(context.Context) time.Duration
 	// Owner, if set, says whether this process acts on obj now (internal/shard): an object it
 	// does not own is left alone, not even its pause acknowledged; one it owns is handled under
-	// the context Owner returns (which fences the pass's BMC requests).
-	Owner func(ctx context.Context, obj client.Object) (context.Context, bool)
+	// the context Owner returns (which fences the pass's BMC requests); one it holds but not for
+	// certain this moment (a renewal late) is looked at again after FencedRetry, never dropped:
+	// nothing else would bring it back while this process keeps holding it.
+	Owner func(ctx context.Context, obj client.Object) (context.Context, Ownership)
 	// Context, if set, gives the context a pass over obj runs in, its report's write included
 	// (the claim controller marks a binding's writes urgent: apilimit.Urgent).
 	Context func(ctx context.Context, obj T) context.Context
@@ -77,9 +92,12 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, err
 	}
 	if r.Owner != nil {
-		var owned bool
-		if ctx, owned = r.Owner(ctx, obj); !owned {
+		var own Ownership
+		switch ctx, own = r.Owner(ctx, obj); own {
+		case NotOwned:
 			return ctrl.Result{}, nil
+		case OwnedUncertain:
+			return ctrl.Result{RequeueAfter: FencedRetry}, nil
 		}
 	}
 	if r.Context != nil {
@@ -98,9 +116,14 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	before := statusOf(obj)
 	res, err := r.Handle(ctx, p)
 	if r.Owner != nil {
-		if _, owned := r.Owner(ctx, obj); !owned {
+		switch _, own := r.Owner(ctx, obj); own {
+		case NotOwned:
 			// Given up during the pass: its report is the new holder's to make.
 			return ctrl.Result{}, nil
+		case OwnedUncertain:
+			// Not for certain ours now: no report; the pass is made again once it is (or
+			// ends at once when the shard went).
+			return ctrl.Result{RequeueAfter: FencedRetry}, nil
 		}
 	}
 	if p.wrote == "" && statusChanged(before, p.Obj) {

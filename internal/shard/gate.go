@@ -73,16 +73,22 @@ func (f fence) Hold(deadline time.Time) (func(), <-chan struct{}, error) {
 	return f.set.Hold(f.shard, deadline)
 }
 
-func (g *gate) own(ctx context.Context, obj client.Object) (context.Context, bool) {
+func (g *gate) own(ctx context.Context, obj client.Object) (context.Context, lifecycle.Ownership) {
 	key, ok := g.key(ctx, obj)
 	if !ok {
-		return ctx, false
+		return ctx, lifecycle.NotOwned
 	}
 	i := g.set.ShardOf(key)
-	if !g.set.Owns(i) {
-		return ctx, false
+	switch held, certain := g.set.Holding(i); {
+	case !held:
+		return ctx, lifecycle.NotOwned
+	case !certain:
+		// Taken, but its renewal (or, under load, the write that took it) ran past the renew
+		// deadline: dropping the object now would lose it, since only taking a shard enqueues
+		// its objects again.
+		return ctx, lifecycle.OwnedUncertain
 	}
-	return bmc.WithFence(ctx, fence{g.set, i}), true
+	return bmc.WithFence(ctx, fence{g.set, i}), lifecycle.Owned
 }
 
 // Start implements source.Source: the shards held already are brought in once the cache has

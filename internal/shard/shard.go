@@ -220,6 +220,21 @@ func (s *Set) Owns(shard int) bool {
 	return h != nil && h.usable(s.o.Now())
 }
 
+// Holding reports whether this replica holds shard (not given up or lost) and whether for
+// certain now (Owns).
+func (s *Set) Holding(shard int) (held, certain bool) {
+	s.mu.Lock()
+	h := s.held[shard]
+	s.mu.Unlock()
+	if h == nil {
+		return false, false
+	}
+	h.mu.Lock()
+	gone := h.gone
+	h.mu.Unlock()
+	return !gone, !gone && h.usable(s.o.Now())
+}
+
 // Held lists the shards this replica holds, in order.
 func (s *Set) Held() []int {
 	s.mu.Lock()
