@@ -167,7 +167,9 @@ func (r *Reconciler) bmcErase(bctx, ctx context.Context, p *serverPass, policy m
 			return lifecycle.Result{}, fmt.Errorf("reading the task erasing %s: %w", st.what, err)
 		}
 		if !t.Done() {
-			return lifecycle.RequeueAfter(max(t.RetryAfter, r.Options.PowerPoll), "BMC erase of "+st.what+" running"), nil
+			// An erase takes minutes to hours, and each look reads the system's storage again:
+			// slow BMCs are not asked every power poll.
+			return lifecycle.RequeueAfter(max(t.RetryAfter, r.Options.PowerPoll, bmcErasePoll), "BMC erase of "+st.what+" running"), nil
 		}
 		if t.Failed() {
 			return r.cleaningFailed(bctx, ctx, p, fmt.Sprintf("the BMC's %s of %s ended %s/%s: %s", st.method, st.what, t.State, t.Status, strings.Join(t.Messages, "; ")))
@@ -194,6 +196,9 @@ func (r *Reconciler) bmcErase(bctx, ctx context.Context, p *serverPass, policy m
 	}
 	return r.cleaned(bctx, ctx, p, policy, entry)
 }
+
+// bmcErasePoll is the least time between two looks at a running BMC erase.
+const bmcErasePoll = 10 * time.Second
 
 // taskDone marks a finished erase in CleaningTasksAnnotation.
 const taskDone = "done"
