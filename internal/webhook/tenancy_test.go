@@ -363,3 +363,49 @@ func TestOnlyTheGarbageCollectorFollowsASyncsDeletion(t *testing.T) {
 		return true, ""
 	})
 }
+
+// dependsOn names syncs whose state the object then waits on and names in its status: a writer
+// must be able to read each. A tenant who may read syncs is admitted; one whose role covers only
+// VidraResources is refused, naming the right.
+func TestDependsOnNeedsTheRightToReadTheSync(t *testing.T) {
+	a, nsA, asA := tenant(t, "depends-a")
+	mustCreate(t, syncTo("dep-target-"+a, "https://infrahub-deps.example", infrahubv1alpha1.Destination{Namespace: nsA}))
+	vr := func(name string) *infrahubv1alpha1.VidraResource {
+		return &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: infrahubv1alpha1.VidraResourceSpec{Destination: infrahubv1alpha1.Destination{Namespace: nsA, ServiceAccountName: "deployer"},
+				DependsOn: []infrahubv1alpha1.Dependency{{Name: "dep-target-" + a}}}}
+	}
+	ok := vr("dep-ok-" + a)
+	if err := asA.Create(ctx(t), ok); err != nil {
+		t.Fatalf("a tenant who may read the sync refused: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx(t), ok) })
+
+	// A writer of VidraResources only.
+	user := "vr-only-" + a
+	mustCreate(t, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "vr-writer-" + user},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{infrahubv1alpha1.GroupVersion.Group},
+			Resources: []string{"vidraresources"}, Verbs: []string{"create", "get", "list", "update", "patch", "delete"}}}})
+	mustCreate(t, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "vr-writer-" + user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "vr-writer-" + user},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: user}}})
+	mustCreate(t, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "edit-" + user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: user}}})
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	asVR, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	attrs := authorizationv1.ResourceAttributes{Verb: "create", Group: infrahubv1alpha1.GroupVersion.Group, Resource: "vidraresources"}
+	testenv.Eventually(t, 10*time.Second, "the writer's bindings in effect", func() (bool, string) {
+		r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}
+		if err := asVR.Create(ctx(t), r); err != nil {
+			return false, err.Error()
+		}
+		return r.Status.Allowed, "create vidraresources not allowed yet"
+	})
+	forbidden(t, asVR.Create(ctx(t), vr("dep-refused-"+a)),
+		fmt.Sprintf(`user %q may not get infrahubsyncs.infrahub.operators.com "dep-target-%s": spec.dependsOn names it`, user, a))
+}

@@ -132,6 +132,9 @@ func (a *Admission) CheckSync(ctx context.Context, user authenticationv1.UserInf
 func (a *Admission) syncRights(ctx context.Context, user authenticationv1.UserInfo, s *infrahubv1alpha1.InfrahubSync) error {
 	admitted := strings.TrimSpace(s.Annotations[infrahubv1alpha1.AdmittedCredentialsAnnotation])
 	who := target.Claimant{Kind: "InfrahubSync", Name: s.Name, Syncs: []string{s.Name}}
+	if err := a.dependsOnRights(ctx, user, s.Spec.DependsOn, "sync"); err != nil {
+		return err
+	}
 	if err := a.checkDestination(ctx, user, s.Spec.Destination, who, false); err != nil {
 		return err
 	}
@@ -240,8 +243,26 @@ func (a *Admission) resourceClaimant(ctx context.Context, vr *infrahubv1alpha1.V
 	return who, nil
 }
 
+// dependsOnRights: user may get every InfrahubSync deps names. The object waits on their state
+// and its status names what it waits on: a writer who could not read a sync learns of it
+// nothing through the operator.
+func (a *Admission) dependsOnRights(ctx context.Context, user authenticationv1.UserInfo, deps []infrahubv1alpha1.Dependency, kind string) error {
+	for _, d := range deps {
+		r := right{verb: "get", group: infrahubv1alpha1.GroupVersion.Group, resource: "infrahubsyncs", name: d.Name}
+		if ok, err := a.allowed(ctx, user, r); err != nil {
+			return err
+		} else if !ok {
+			return refusal(user.Username, r, "spec.dependsOn names it: the "+kind+" would wait on its state")
+		}
+	}
+	return nil
+}
+
 // resourceRights: user has every right vr asks for (see CheckResource).
 func (a *Admission) resourceRights(ctx context.Context, user authenticationv1.UserInfo, vr *infrahubv1alpha1.VidraResource, who target.Claimant) error {
+	if err := a.dependsOnRights(ctx, user, vr.Spec.DependsOn, "VidraResource"); err != nil {
+		return err
+	}
 	if admitted := strings.TrimSpace(vr.Annotations[infrahubv1alpha1.AdmittedKubeconfigAnnotation]); admitted != "" {
 		if err := a.mayRead(ctx, user, admitted, infrahubv1alpha1.AdmittedKubeconfigAnnotation,
 			"the VidraResource names it as its cluster's kubeconfig"); err != nil {
