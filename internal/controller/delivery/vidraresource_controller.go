@@ -143,8 +143,8 @@ func (r *VidraResourceReconciler) handle(ctx context.Context, lp *lifecycle.Pass
 		// Before anything is applied, so that whatever gets applied is also removed.
 		lifecycle.EnsureFinalizer[*deployPass](manifests.Finalizer),
 		r.planStep,
-		r.inventoryStep,
 		r.dependStep,
+		r.inventoryStep,
 		r.deployStep,
 		r.healthStep,
 		r.report,
@@ -194,7 +194,8 @@ func (r *VidraResourceReconciler) planStep(ctx context.Context, p *deployPass) (
 }
 
 // dependStep holds the apply back while a sync named in spec.dependsOn is not ready for it
-// (depends.Check), re-checked on every pass: nothing is applied or pruned, and the report says
+// (depends.Check), re-checked on every pass: before the inventory step, so that nothing is
+// applied, recorded or pruned (a destination moved meanwhile included), and the report says
 // which sync it waits on. A dependency's status change brings the next pass (setup's watch).
 func (r *VidraResourceReconciler) dependStep(ctx context.Context, p *deployPass) (lifecycle.Result, error) {
 	deps := p.Obj.Spec.DependsOn
@@ -211,6 +212,7 @@ func (r *VidraResourceReconciler) dependStep(ctx context.Context, p *deployPass)
 		p.out = deployOutcome{err: lifecycle.Reasonf(infrahubv1alpha1.ReasonDependencyNotReady,
 			"waiting on InfrahubSync %s; nothing is applied until it exists, is Succeeded and every VidraResource of it is Healthy", nr.Name), keep: true}
 		p.requeue = min(p.requeue, dependencyRecheck)
+		p.planned = nil // nothing is applied, recorded or pruned this pass
 	}
 	return lifecycle.Continue(), nil
 }
