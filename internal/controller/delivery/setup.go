@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -195,17 +196,8 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 			}))).
 		WatchesRawSource(source.Channel(syncEvents, &handler.EnqueueRequestForObject{})).
 		// A dependency's report brings the syncs that wait on it (spec.dependsOn).
-		Watches(&infrahubv1alpha1.InfrahubSync{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			var list infrahubv1alpha1.InfrahubSyncList
-			if err := mgr.GetClient().List(ctx, &list, client.MatchingFields{dependsOnIndex: o.GetName()}); err != nil {
-				return nil
-			}
-			out := make([]reconcile.Request, len(list.Items))
-			for i := range list.Items {
-				out[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
-			}
-			return out
-		}), builder.WithPredicates(readinessChanged())).
+		Watches(&infrahubv1alpha1.InfrahubSync{}, dependents(mgr.GetClient(), func() client.ObjectList { return &infrahubv1alpha1.InfrahubSyncList{} }),
+			builder.WithPredicates(readinessChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.SyncConcurrency}).
 		Complete(sr)
 	if err != nil {
@@ -220,17 +212,8 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		// Changes to applied objects, from the watches of every destination cluster.
 		WatchesRawSource(source.Channel(vrEvents, &handler.EnqueueRequestForObject{})).
 		// A dependency's report brings the VidraResources that wait on it (spec.dependsOn).
-		Watches(&infrahubv1alpha1.InfrahubSync{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			var list infrahubv1alpha1.VidraResourceList
-			if err := mgr.GetClient().List(ctx, &list, client.MatchingFields{dependsOnIndex: o.GetName()}); err != nil {
-				return nil
-			}
-			out := make([]reconcile.Request, len(list.Items))
-			for i := range list.Items {
-				out[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
-			}
-			return out
-		}), builder.WithPredicates(readinessChanged())).
+		Watches(&infrahubv1alpha1.InfrahubSync{}, dependents(mgr.GetClient(), func() client.ObjectList { return &infrahubv1alpha1.VidraResourceList{} }),
+			builder.WithPredicates(readinessChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.ResourceConcurrency}).
 		Complete(vr)
 	if err != nil {
@@ -338,6 +321,24 @@ func dependencyNames(deps []infrahubv1alpha1.Dependency) []string {
 		out[i] = d.Name
 	}
 	return out
+}
+
+// dependents maps a sync to the objects of the list kind whose spec.dependsOn names it.
+func dependents(c client.Reader, list func() client.ObjectList) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		l := list()
+		if err := c.List(ctx, l, client.MatchingFields{dependsOnIndex: o.GetName()}); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		_ = meta.EachListItem(l, func(item runtime.Object) error {
+			if obj, ok := item.(client.Object); ok {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+			}
+			return nil
+		})
+		return out
+	})
 }
 
 // readinessChanged passes what can change whether a sync is ready for its dependents: its

@@ -35,6 +35,20 @@ func bootOf(sbc *metalv1alpha1.ServerBootConfiguration) bootRequest {
 // bootProblem is why a boot could not be prepared: the condition's reason and message.
 type bootProblem struct{ reason, message string }
 
+// noteBootProblem records err (if any) as the pass's BootMethod problem: a reasoned failure is
+// the user's to fix; any other (the BMC not answering, a 5xx) is BootPreparationFailed and
+// retried as an error.
+func (p *serverPass) noteBootProblem(err error) {
+	if err == nil {
+		return
+	}
+	reason, ok := lifecycle.ReasonOf(err)
+	if !ok {
+		reason = metalv1alpha1.ReasonBootPreparationFailed
+	}
+	p.bootProblem = &bootProblem{reason: reason, message: err.Error()}
+}
+
 // errBootUnsupported: the BMC does not advertise the boot method; nothing was sent.
 var errBootUnsupported = errors.New("boot method not supported by the BMC")
 
@@ -63,13 +77,7 @@ func (r *Reconciler) prepareBoot(bctx context.Context, p *serverPass, req bootRe
 			if errors.Is(err, errBootUnsupported) {
 				err = lifecycle.WithReason(metalv1alpha1.ReasonBootMethodUnsupported, err)
 			}
-			// A reasoned failure is the user's to fix; any other (the BMC not answering, a
-			// 5xx) is retried as an error.
-			reason, ok := lifecycle.ReasonOf(err)
-			if !ok {
-				reason = metalv1alpha1.ReasonBootPreparationFailed
-			}
-			p.bootProblem = &bootProblem{reason: reason, message: err.Error()}
+			p.noteBootProblem(err)
 		case !record:
 			p.bootPrepared = true
 		}

@@ -81,15 +81,7 @@ func (r *Reconciler) ensureRootDevice(ctx context.Context, p *serverPass, sbc *m
 	if h == nil {
 		return nil
 	}
-	defer func() {
-		if err != nil {
-			reason, ok := lifecycle.ReasonOf(err)
-			if !ok {
-				reason = metalv1alpha1.ReasonBootPreparationFailed
-			}
-			p.bootProblem = &bootProblem{reason: reason, message: err.Error()}
-		}
-	}()
+	defer func() { p.noteBootProblem(err) }()
 	drives, err := r.discoveredDrives(ctx, p.Obj)
 	if err != nil {
 		return err

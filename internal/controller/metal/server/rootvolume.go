@@ -130,15 +130,7 @@ func (r *Reconciler) ensureRootVolume(bctx context.Context, p *serverPass, sbc *
 	if rv == nil {
 		return nil
 	}
-	defer func() {
-		if err != nil {
-			reason, ok := lifecycle.ReasonOf(err)
-			if !ok {
-				reason = metalv1alpha1.ReasonBootPreparationFailed
-			}
-			p.bootProblem = &bootProblem{reason: reason, message: err.Error()}
-		}
-	}()
+	defer func() { p.noteBootProblem(err) }()
 	layout, err := p.conn.StorageLayout(bctx, p.sysID)
 	if err != nil {
 		return fmt.Errorf("reading the storage for the root volume: %w", err)
