@@ -30,13 +30,14 @@ type Addresses struct {
 	Pprof    string `json:"pprof,omitempty"`
 	Registry string `json:"registry,omitempty"`
 	Webhook  string `json:"webhook,omitempty"`
+	Receiver string `json:"receiver,omitempty"`
 }
 
 // Listeners are the manager's endpoints, bound before the manager is built. A bind address with
 // port 0 gets a port the system picks, and Addresses says which: tests and tools ask for port 0
 // and read the port, instead of guessing a free one that something else may take first.
 type Listeners struct {
-	metrics, health, pprof, registry, webhook net.Listener
+	metrics, health, pprof, registry, webhook, receiver net.Listener
 }
 
 func off(addr string) bool { return addr == "" || addr == "0" }
@@ -66,6 +67,9 @@ func Listen(o Options) (*Listeners, error) {
 	if o.Controllers.Has(FamilyMetal) && !off(o.Metal.RegistryBindAddress) {
 		errs = append(errs, bind(&l.registry, "discovery registry", o.Metal.RegistryBindAddress))
 	}
+	if o.Controllers.Has(FamilyDelivery) && !off(o.Delivery.ReceiverBindAddress) {
+		errs = append(errs, bind(&l.receiver, "Infrahub webhook receiver", o.Delivery.ReceiverBindAddress))
+	}
 	if o.Webhook.Enabled {
 		errs = append(errs, bind(&l.webhook, "webhook server", net.JoinHostPort(o.Webhook.Host, strconv.Itoa(o.Webhook.Port))))
 	}
@@ -85,13 +89,13 @@ func (l *Listeners) Addresses() Addresses {
 		return ln.Addr().String()
 	}
 	return Addresses{Metrics: addr(l.metrics), Health: addr(l.health), Pprof: addr(l.pprof),
-		Registry: addr(l.registry), Webhook: addr(l.webhook)}
+		Registry: addr(l.registry), Webhook: addr(l.webhook), Receiver: addr(l.receiver)}
 }
 
 // Close releases the listeners.
 func (l *Listeners) Close() error {
 	var errs []error
-	for _, ln := range []net.Listener{l.metrics, l.health, l.pprof, l.registry, l.webhook} {
+	for _, ln := range []net.Listener{l.metrics, l.health, l.pprof, l.registry, l.webhook, l.receiver} {
 		if ln != nil {
 			if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 				errs = append(errs, err)

@@ -293,6 +293,7 @@ func newManager(cfg *rest.Config, o Options, l *Listeners, log logr.Logger) (ctr
 		return nil, fmt.Errorf("adding readiness check: %w", err)
 	}
 	o.Delivery.OperatorNamespace = operatorNamespace(o.Namespace)
+	o.Delivery.Receiver.Listener = l.receiver
 	o.Firmware.OperatorNamespace = o.Delivery.OperatorNamespace
 	if o.Webhook.Enabled {
 		// All validators, whatever the families: the webhook configuration names them all.

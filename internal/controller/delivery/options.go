@@ -8,11 +8,13 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
 	"github.com/metalhub/metalhub/internal/controller/delivery/policy"
+	"github.com/metalhub/metalhub/internal/controller/delivery/receiver"
 	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/infrahub"
 )
@@ -97,6 +99,14 @@ type Options struct {
 	PruneAutoRelease bool
 	// Events, if set, records the family's events; setup otherwise starts a provider of its own.
 	Events *eventsink.Provider
+	// ReceiverBindAddress is where the Infrahub webhook receiver listens; "" or "0" is off. The
+	// manager binds it and sets Receiver.Listener.
+	ReceiverBindAddress string
+	// ReceiverSecret names the Secret of the receiver's shared keys, "name" in the operator's
+	// namespace or "namespace/name".
+	ReceiverSecret string
+	// Receiver configures the receiver; its Listener set turns it on.
+	Receiver receiver.Options
 }
 
 // DefaultOptions are the reference's defaults, with timeouts it lacked (defect 8) and a policy
@@ -153,6 +163,13 @@ func (o Options) withDefaults() Options {
 		o.PruneMaxFraction = d.PruneMaxFraction
 	}
 	o.Policy.OperatorNamespace = o.OperatorNamespace
+	if o.ReceiverSecret != "" && o.Receiver.Secret.Name == "" {
+		ns, name, found := strings.Cut(o.ReceiverSecret, "/")
+		if !found {
+			ns, name = InventoryNamespace(o), ns
+		}
+		o.Receiver.Secret = types.NamespacedName{Namespace: ns, Name: name}
+	}
 	return o
 }
 
@@ -240,6 +257,17 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 			"deletes nothing and holds (PruneHeld) until the sync is annotated "+infrahubv1alpha1.ConfirmPruneAnnotation+"=<token> "+
 			"or a query a sync interval later returns the same answer. 1 disables the guard; annotation "+
 			infrahubv1alpha1.PruneMaxFractionAnnotation+" lowers it per sync.")
+	fs.StringVar(&o.ReceiverBindAddress, "delivery-receiver-bind-address", o.ReceiverBindAddress,
+		"Address (host:port) of the Infrahub webhook receiver ("+receiver.Path+"): a signed artifact event wakes the "+
+			"InfrahubSyncs delivering that artifact at once. Empty or 0: off; polling alone.")
+	fs.StringVar(&o.ReceiverSecret, "delivery-receiver-secret", o.ReceiverSecret,
+		"Secret holding the shared key of Infrahub's standard webhook ('name' in the operator's namespace, or 'namespace/name'); "+
+			"every data entry is a key (two while one is rotated). Required with --delivery-receiver-bind-address.")
+	fs.DurationVar(&o.Receiver.Interval, "delivery-receiver-interval", receiver.DefaultInterval,
+		"Least time between two wakes of one InfrahubSync by webhook deliveries: a burst of events costs one pass per sync per interval.")
+	fs.DurationVar(&o.Receiver.Tolerance, "delivery-receiver-tolerance", receiver.DefaultTolerance,
+		"How far a delivery's webhook-timestamp may be from now; older or later deliveries are refused (401), and message ids are "+
+			"remembered this long to refuse replays.")
 	fs.DurationVar(&o.HealthPoll, "delivery-health-poll", o.HealthPoll, "How often a VidraResource whose applied objects are still progressing (kstatus InProgress) is looked at again.")
 }
 
@@ -280,6 +308,12 @@ func (o Options) validate() error {
 	}
 	if o.PruneMaxFraction < 0 || o.PruneMaxFraction > 1 {
 		return fmt.Errorf("--delivery-prune-max-fraction %g: want a fraction in (0, 1]", o.PruneMaxFraction)
+	}
+	if o.Receiver.Listener != nil || o.ReceiverBindAddress != "" && o.ReceiverBindAddress != "0" {
+		sec := o.Receiver.Secret
+		if sec.Name == "" || len(validation.IsDNS1123Label(sec.Namespace)) > 0 || len(validation.IsDNS1123Subdomain(sec.Name)) > 0 {
+			return fmt.Errorf("--delivery-receiver-secret %q: the receiver needs its shared key's Secret, as name or namespace/name", o.ReceiverSecret)
+		}
 	}
 	if o.Settings.RequeueSyncAfter < policy.MinInterval || o.Settings.RequeueResourcesAfter < policy.MinInterval {
 		return fmt.Errorf("delivery requeue intervals must be at least %s", policy.MinInterval)

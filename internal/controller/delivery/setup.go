@@ -30,6 +30,7 @@ import (
 	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
 	"github.com/metalhub/metalhub/internal/controller/delivery/manifests"
 	"github.com/metalhub/metalhub/internal/controller/delivery/policy"
+	"github.com/metalhub/metalhub/internal/controller/delivery/receiver"
 	"github.com/metalhub/metalhub/internal/controller/delivery/sealing"
 	"github.com/metalhub/metalhub/internal/controller/delivery/target"
 	"github.com/metalhub/metalhub/internal/eventsink"
@@ -37,7 +38,8 @@ import (
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
 
-// +kubebuilder:rbac:groups=infrahub.operators.com,resources=infrahubsyncs,verbs=get;list;watch
+// The syncs' own bookkeeping annotations (a held prune's record) and the receiver's wake.
+// +kubebuilder:rbac:groups=infrahub.operators.com,resources=infrahubsyncs,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=infrahub.operators.com,resources=infrahubsyncs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=infrahub.operators.com,resources=infrahubsyncs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=infrahub.operators.com,resources=vidraresources,verbs=get;list;watch;create;update;patch;delete
@@ -227,6 +229,9 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		Complete(setr)
 	if err != nil {
 		return nil, fmt.Errorf("setting up the delivery settings controller: %w", err)
+	}
+	if _, err := receiver.Setup(mgr, mgr.GetClient(), o.Receiver); err != nil {
+		return nil, fmt.Errorf("setting up the Infrahub webhook receiver: %w", err)
 	}
 	log.Info("delivery controllers configured", "requeueSyncAfter", o.Settings.RequeueSyncAfter.String(),
 		"requeueResourcesAfter", o.Settings.RequeueResourcesAfter.String(), "queryName", o.Settings.QueryName,
