@@ -147,3 +147,74 @@ const (
 	// (--delivery-max-objects-per-writer). The operator's own objects carry none.
 	WriterLabel = "infrahub.operators.com/writer"
 )
+
+// HealthExpression decides, with CEL, the health of the applied objects of one apiVersion and
+// kind instead of kstatus: the shape of Flux's Kustomization healthCheckExprs, so that its
+// community expressions work as written. The object's top-level fields are the expressions'
+// variables (apiVersion, kind, metadata, spec, status). Failed is evaluated first, then
+// Current, then InProgress; an object none of them holds for is InProgress. A metalhub addition.
+type HealthExpression struct {
+	// APIVersion of the objects the expressions judge (group/version, or v1).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	APIVersion string `json:"apiVersion"`
+	// Kind of the objects the expressions judge.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+	// Current is the CEL expression that is true once the object has reached the state asked
+	// for (Healthy).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Current string `json:"current"`
+	// InProgress is the CEL expression that is true while the object is on its way.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	InProgress string `json:"inProgress,omitempty"`
+	// Failed is the CEL expression that is true when the object will not get there without
+	// help; evaluated before the others.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Failed string `json:"failed,omitempty"`
+}
+
+// DriftPolicy says what a VidraResource does with an object of its that someone changed
+// after it was applied.
+// +kubebuilder:validation:Enum=Correct;Warn
+type DriftPolicy string
+
+const (
+	// DriftPolicyCorrect applies the manifest over the change (the default; empty means it).
+	DriftPolicyCorrect DriftPolicy = "Correct"
+	// DriftPolicyWarn leaves an existing object as it is when it differs from the manifest, and
+	// reports the difference (status.drift, condition Drifted, a DriftDetected event). Objects
+	// that do not exist are still created.
+	DriftPolicyWarn DriftPolicy = "Warn"
+)
+
+// MaxDriftedObjects bounds status.drift, MaxDriftFields the fields listed for each object.
+const (
+	MaxDriftedObjects = 20
+	MaxDriftFields    = 20
+)
+
+// DriftedObject is an applied object that differs from the manifest and was left as it is
+// (driftPolicy Warn). Only field paths are listed, never values: the object may be a Secret.
+type DriftedObject struct {
+	// +required
+	APIVersion string `json:"apiVersion"`
+	// +required
+	Kind string `json:"kind"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// +required
+	Name string `json:"name"`
+	// Fields are the JSON pointers (RFC 6901, as in a JSON patch) of the fields that differ,
+	// the first 20.
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	Fields []string `json:"fields,omitempty"`
+}

@@ -9,6 +9,18 @@ const (
 	// ConditionHealthy says whether every applied object is Current (kstatus); its reason is
 	// the health (Current, InProgress, Failed, NotFound).
 	ConditionHealthy = "Healthy"
+	// ConditionDrifted, carried only under driftPolicy Warn, says whether an applied object
+	// differs from the manifest and was left as it is (status.drift lists them).
+	ConditionDrifted = "Drifted"
+)
+
+// Reasons of the Drifted condition.
+const (
+	// ReasonDriftDetected: some applied object differs from the manifest; nothing was applied
+	// over it (driftPolicy Warn). Also the reason of the Warning event naming the objects.
+	ReasonDriftDetected = "DriftDetected"
+	// ReasonNoDrift: every applied object is as the manifest says.
+	ReasonNoDrift = "NoDrift"
 )
 
 // Reasons of the Ready condition.

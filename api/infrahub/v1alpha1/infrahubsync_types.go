@@ -49,6 +49,20 @@ type InfrahubSyncSpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
 	DependsOn []Dependency `json:"dependsOn,omitempty"`
+	// HealthExpressions decide the health of the objects of the kinds they name with CEL
+	// instead of kstatus (Flux's healthCheckExprs). The sync writes them into its
+	// VidraResources. A metalhub addition.
+	// +optional
+	// +listType=map
+	// +listMapKey=apiVersion
+	// +listMapKey=kind
+	// +kubebuilder:validation:MaxItems=32
+	HealthExpressions []HealthExpression `json:"healthExpressions,omitempty"`
+	// DriftPolicy says what the sync's VidraResources do with an applied object someone
+	// changed: Correct (the default) applies the manifest over it, Warn leaves it and reports
+	// the difference. The sync writes it into its VidraResources. A metalhub addition.
+	// +optional
+	DriftPolicy DriftPolicy `json:"driftPolicy,omitempty"`
 }
 
 // InfrahubSyncStatus reports the last sync.

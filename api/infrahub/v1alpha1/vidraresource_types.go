@@ -22,6 +22,21 @@ type VidraResourceSpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
 	DependsOn []Dependency `json:"dependsOn,omitempty"`
+	// HealthExpressions decide the health of the applied objects of the kinds they name with
+	// CEL instead of kstatus (Flux's healthCheckExprs). A sync writes its own here. A metalhub
+	// addition.
+	// +optional
+	// +listType=map
+	// +listMapKey=apiVersion
+	// +listMapKey=kind
+	// +kubebuilder:validation:MaxItems=32
+	HealthExpressions []HealthExpression `json:"healthExpressions,omitempty"`
+	// DriftPolicy says what to do with an applied object someone changed: Correct (the
+	// default) applies the manifest over it, Warn leaves it as it is and reports the
+	// difference (status.drift, condition Drifted). Objects that do not exist are created
+	// either way. A sync writes its own here. A metalhub addition.
+	// +optional
+	DriftPolicy DriftPolicy `json:"driftPolicy,omitempty"`
 	// Manifest is the artifact's content: one or more YAML or JSON documents, at most
 	// 1 MiB (1048576 characters).
 	// +optional
@@ -67,6 +82,12 @@ type VidraResourceStatus struct {
 	// +optional
 	// +kubebuilder:validation:Enum=Current;InProgress;Failed;NotFound;Terminating;Unknown
 	Health string `json:"health,omitempty"`
+	// Drift lists the applied objects that differ from the manifest and were left as they are
+	// (driftPolicy Warn), the first 20, with the paths of the fields that differ. A metalhub
+	// addition.
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	Drift []DriftedObject `json:"drift,omitempty"`
 	// ObservedGeneration is the generation the status reports on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -85,6 +106,7 @@ type VidraResourceStatus struct {
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.DeployState`
 // +kubebuilder:printcolumn:name="Resources",type=integer,JSONPath=`.status.managedResourceCount`
 // +kubebuilder:printcolumn:name="Health",type=string,JSONPath=`.status.health`
+// +kubebuilder:printcolumn:name="Drift",type=string,JSONPath=`.status.conditions[?(@.type=="Drifted")].status`,priority=1
 // +kubebuilder:printcolumn:name="Last Sync",type=date,JSONPath=`.status.lastSyncTime`
 // +kubebuilder:printcolumn:name="Error",type=string,JSONPath=`.status.lastError`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
