@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,6 +13,7 @@ import (
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/delivery/depends"
+	"github.com/metalhub/metalhub/internal/controller/delivery/healthexpr"
 	"github.com/metalhub/metalhub/internal/infrahub"
 	"github.com/metalhub/metalhub/internal/webhook/rights"
 )
@@ -35,7 +37,7 @@ var _ admission.Validator[*infrahubv1alpha1.InfrahubSync] = InfrahubSyncValidato
 
 // ValidateCreate checks a new sync.
 func (v InfrahubSyncValidator) ValidateCreate(ctx context.Context, s *infrahubv1alpha1.InfrahubSync) (admission.Warnings, error) {
-	if err := syncError(s, ValidateInfrahubSyncSpec(&s.Spec)); err != nil {
+	if err := syncError(s, append(ValidateInfrahubSyncSpec(&s.Spec), HealthExpressionErrors(s.Spec.HealthExpressions)...)); err != nil {
 		return nil, err
 	}
 	if err := v.cycle(ctx, s); err != nil {
@@ -74,6 +76,12 @@ func dependencyNames(deps []infrahubv1alpha1.Dependency) []string {
 func (v InfrahubSyncValidator) ValidateUpdate(ctx context.Context, old, s *infrahubv1alpha1.InfrahubSync) (admission.Warnings, error) {
 	if old.Spec.Source.TargetDate != s.Spec.Source.TargetDate {
 		if err := syncError(s, ValidateInfrahubSyncSpec(&s.Spec)); err != nil {
+			return nil, err
+		}
+	}
+	// Only when they change, as the date: a sync admitted before keeps working.
+	if !slices.Equal(old.Spec.HealthExpressions, s.Spec.HealthExpressions) {
+		if err := syncError(s, HealthExpressionErrors(s.Spec.HealthExpressions)); err != nil {
 			return nil, err
 		}
 	}
@@ -127,6 +135,19 @@ func ValidateInfrahubSyncSpec(spec *infrahubv1alpha1.InfrahubSyncSpec) field.Err
 			detail = ie.Err.Error()
 		}
 		errs = append(errs, field.Invalid(field.NewPath("spec", "source", "targetDate"), spec.Source.TargetDate, detail))
+	}
+	return errs
+}
+
+// HealthExpressionErrors refuses spec.healthExpressions entries whose CEL does not compile,
+// naming the entry, its kind and what CEL found: the controller would otherwise report the
+// objects of that kind Failed until the spec is corrected.
+func HealthExpressionErrors(list []infrahubv1alpha1.HealthExpression) field.ErrorList {
+	var errs field.ErrorList
+	for _, p := range healthexpr.Validate(list) {
+		h := list[p.Index]
+		errs = append(errs, field.Invalid(field.NewPath("spec", "healthExpressions").Index(p.Index).Child(p.Field), p.Expr,
+			fmt.Sprintf("the expression for %s %s does not compile: %v", h.APIVersion, h.Kind, p.Err)))
 	}
 	return errs
 }

@@ -91,3 +91,49 @@ func TestInfrahubSyncValidatorRefusesCycles(t *testing.T) {
 		t.Fatalf("an update leaving dependsOn alone refused: %v", err)
 	}
 }
+
+// healthExpressions whose CEL does not compile are refused on both kinds, naming the entry,
+// its kind and CEL's complaint; on update only when they change.
+func TestHealthExpressionsMustCompile(t *testing.T) {
+	ctx := context.Background()
+	good := []infrahubv1alpha1.HealthExpression{{APIVersion: "example.com/v1", Kind: "Widget", Current: "status.ready == true", Failed: "has(status.error)"}}
+	bad := []infrahubv1alpha1.HealthExpression{good[0], {APIVersion: "example.com/v1", Kind: "Gadget", Current: "true", InProgress: "status.phase =="}}
+	const want = `spec.healthExpressions[1].inProgress: Invalid value: "status.phase ==": the expression for example.com/v1 Gadget does not compile: ERROR:`
+
+	sv := InfrahubSyncValidator{}
+	s := sync("")
+	s.Spec.HealthExpressions = good
+	if _, err := sv.ValidateCreate(ctx, s); err != nil {
+		t.Fatalf("sync with good expressions refused: %v", err)
+	}
+	s.Spec.HealthExpressions = bad
+	_, err := sv.ValidateCreate(ctx, s)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("sync create: %v; want Invalid with %q", err, want)
+	}
+	old := sync("")
+	old.Spec.HealthExpressions = good
+	if _, err := sv.ValidateUpdate(ctx, old, s); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("sync update: %v", err)
+	}
+	// Unchanged (admitted before the webhook): other changes pass.
+	kept := s.DeepCopy()
+	kept.Spec.Source.ArtefactName = "b"
+	if _, err := sv.ValidateUpdate(ctx, s, kept); err != nil {
+		t.Fatalf("unchanged expressions refused: %v", err)
+	}
+
+	vv := VidraResourceValidator{}
+	vr := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "vr"}, Spec: infrahubv1alpha1.VidraResourceSpec{HealthExpressions: good}}
+	if _, err := vv.ValidateCreate(ctx, vr); err != nil {
+		t.Fatalf("VidraResource with good expressions refused: %v", err)
+	}
+	broken := vr.DeepCopy()
+	broken.Spec.HealthExpressions = bad
+	if _, err := vv.ValidateCreate(ctx, broken); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("VidraResource create: %v", err)
+	}
+	if _, err := vv.ValidateUpdate(ctx, vr, broken); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("VidraResource update: %v", err)
+	}
+}

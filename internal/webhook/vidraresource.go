@@ -2,9 +2,11 @@ package webhook
 
 import (
 	"context"
+	"slices"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
@@ -15,7 +17,8 @@ import (
 
 // VidraResourceValidator refuses a VidraResource whose writer could not do themselves what it
 // would make the operator do (rights.Admission): act as its ServiceAccount, in its
-// namespace, on its cluster; and one of a sync whose destination is not the sync's.
+// namespace, on its cluster; one of a sync whose destination is not the sync's; and
+// healthExpressions that do not compile.
 type VidraResourceValidator struct {
 	Access *rights.Admission
 }
@@ -24,6 +27,9 @@ var _ admission.Validator[*infrahubv1alpha1.VidraResource] = VidraResourceValida
 
 // ValidateCreate checks a new VidraResource.
 func (v VidraResourceValidator) ValidateCreate(ctx context.Context, vr *infrahubv1alpha1.VidraResource) (admission.Warnings, error) {
+	if err := resourceError(vr, HealthExpressionErrors(vr.Spec.HealthExpressions)); err != nil {
+		return nil, err
+	}
 	return nil, v.check(ctx, nil, vr)
 }
 
@@ -32,7 +38,19 @@ func (v VidraResourceValidator) ValidateCreate(ctx context.Context, vr *infrahub
 // annotations); labels and finalizers are written freely, and the spec of one being deleted not
 // at all (rights.Admission.CheckResource).
 func (v VidraResourceValidator) ValidateUpdate(ctx context.Context, old, vr *infrahubv1alpha1.VidraResource) (admission.Warnings, error) {
+	if !slices.Equal(old.Spec.HealthExpressions, vr.Spec.HealthExpressions) {
+		if err := resourceError(vr, HealthExpressionErrors(vr.Spec.HealthExpressions)); err != nil {
+			return nil, err
+		}
+	}
 	return nil, v.check(ctx, old, vr)
+}
+
+func resourceError(vr *infrahubv1alpha1.VidraResource, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(infrahubv1alpha1.GroupVersion.WithKind("VidraResource").GroupKind(), vr.Name, errs)
 }
 
 // ValidateDelete requires the writer to be allowed what the deletion makes the operator do:

@@ -20,6 +20,7 @@ import (
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/delivery/apply"
+	"github.com/metalhub/metalhub/internal/controller/delivery/healthexpr"
 	"github.com/metalhub/metalhub/internal/controller/delivery/target"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 )
@@ -291,15 +292,20 @@ func (r *VidraResourceReconciler) warnPrune(ctx context.Context, vr *infrahubv1a
 }
 
 // healthStep reads every planned object (uncached: the watches hold metadata only) and computes
-// its kstatus: the VidraResource reports Healthy only when all are Current, and looks again
-// soon while any is on its way.
+// its health, with spec.healthExpressions for the kinds they name and kstatus for the rest: the
+// VidraResource reports Healthy only when all are Current, and looks again soon while any is on
+// its way.
 func (r *VidraResourceReconciler) healthStep(ctx context.Context, p *deployPass) (lifecycle.Result, error) {
 	if p.planned == nil {
 		return lifecycle.Continue(), nil
 	}
 	h := apply.Health{Status: status.CurrentStatus}
+	var judge apply.Judge
+	if checks := healthexpr.For(p.Obj.Spec.HealthExpressions); checks != nil {
+		judge = checks.Evaluate
+	}
 	for _, po := range p.planned {
-		st, msg := apply.ObjectHealth(ctx, p.target, po.Ref)
+		st, msg := apply.ObjectHealth(ctx, p.target, po.Ref, judge)
 		if st == status.CurrentStatus {
 			continue
 		}

@@ -28,7 +28,12 @@ type Health struct {
 	NotReady []string // "Kind/ns/name: Status: message", worst first
 }
 
-func ObjectHealth(ctx context.Context, t *target.Target, ref target.ObjectRef) (status.Status, string) {
+// Judge decides an object's health instead of kstatus; matched false leaves it to kstatus.
+type Judge func(ctx context.Context, obj *unstructured.Unstructured) (st status.Status, msg string, matched bool)
+
+// ObjectHealth reads the object and computes its health: judge's (spec.healthExpressions) when
+// it has an opinion on the object, else kstatus's.
+func ObjectHealth(ctx context.Context, t *target.Target, ref target.ObjectRef, judge Judge) (status.Status, string) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(ref.GVK)
 	ctx, cancel := context.WithTimeout(ctx, t.Timeout)
@@ -38,6 +43,11 @@ func ObjectHealth(ctx context.Context, t *target.Target, ref target.ObjectRef) (
 			return status.NotFoundStatus, "not found"
 		}
 		return status.UnknownStatus, err.Error()
+	}
+	if judge != nil {
+		if st, msg, ok := judge(ctx, u); ok {
+			return st, msg
+		}
 	}
 	res, err := status.Compute(u)
 	if err != nil {
