@@ -319,7 +319,8 @@ func (r *InfrahubSyncReconciler) deliver(ctx context.Context, c client.Client, i
 		vr.Annotations[manifests.ManifestHashAnnotation] == hash
 	seal := r.resourceSeal(ctx, s)
 	if contentCurrent && vr.Labels[manifests.SyncLabel] == s.Name && vr.Spec.Destination == s.Spec.Destination &&
-		slices.Equal(vr.Spec.DependsOn, s.Spec.DependsOn) &&
+		slices.Equal(vr.Spec.DependsOn, s.Spec.DependsOn) && slices.Equal(vr.Spec.HealthExpressions, s.Spec.HealthExpressions) &&
+		vr.Spec.DriftPolicy == s.Spec.DriftPolicy &&
 		vr.Annotations[manifests.ArtifactNameAnnotation] == a.Name && r.sealCurrent(ctx, vr, seal) {
 		if err := budget.Take(a.ID, size); err != nil {
 			return deliverResult{err: err}
@@ -427,6 +428,8 @@ func (r *InfrahubSyncReconciler) shape(vr *infrahubv1alpha1.VidraResource, s *in
 	vr.Annotations[manifests.ArtifactNameAnnotation] = a.Name
 	vr.Spec.Destination = s.Spec.Destination
 	vr.Spec.DependsOn = slices.Clone(s.Spec.DependsOn)
+	vr.Spec.HealthExpressions = slices.Clone(s.Spec.HealthExpressions)
+	vr.Spec.DriftPolicy = s.Spec.DriftPolicy
 	if newContent {
 		vr.Annotations[manifests.ManifestHashAnnotation] = manifests.Hash(manifest)
 		vr.Spec.Manifest = manifest

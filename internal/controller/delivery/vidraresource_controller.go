@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -119,6 +120,9 @@ type deployOutcome struct {
 	reached map[string]bool
 	// gone: the objects (objectRef.key) the prune removed, found gone, or found no longer ours.
 	gone map[string]bool
+	// driftChecked: a Warn pass looked at every object it could; drifted are those it left.
+	driftChecked bool
+	drifted      []infrahubv1alpha1.DriftedObject
 }
 
 // deployPass is one pass over a VidraResource: the plan, then what the deploy step did, for the
@@ -240,6 +244,7 @@ func (r *VidraResourceReconciler) report(_ context.Context, p *deployPass) (life
 	if out.observed && out.err == nil && len(out.drift) == 0 {
 		st := vr.Status.DeepCopy()
 		reportHealth(st, vr.Generation, p.health)
+		r.reportDrift(st, vr, out)
 		if !equality.Semantic.DeepEqual(*st, vr.Status) {
 			vr.Status = *st // the Reconciler writes it
 		}
@@ -248,6 +253,7 @@ func (r *VidraResourceReconciler) report(_ context.Context, p *deployPass) (life
 	r.eventsOf(vr, out)
 	st := vr.Status.DeepCopy()
 	reportHealth(st, vr.Generation, p.health)
+	r.reportDrift(st, vr, out)
 	rep := lifecycle.Report{LastSuccess: &st.LastSyncTime, LastError: &st.LastError}
 	switch {
 	case out.err == nil && len(out.drift) > 0:
@@ -257,8 +263,11 @@ func (r *VidraResourceReconciler) report(_ context.Context, p *deployPass) (life
 	case out.err == nil:
 		st.DeployState = infrahubv1alpha1.StateSucceeded
 		rep.Succeeded(r.now(), out.progressed)
-		lifecycle.SetCondition(&st.Conditions, vr.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionTrue, infrahubv1alpha1.ReasonDeployed,
-			fmt.Sprintf("%d objects applied", len(out.managed)))
+		msg := fmt.Sprintf("%d objects applied", len(out.managed))
+		if len(out.drifted) > 0 {
+			msg += fmt.Sprintf("; %d drifted and left as they are (driftPolicy Warn, see status.drift)", len(out.drifted))
+		}
+		lifecycle.SetCondition(&st.Conditions, vr.Generation, infrahubv1alpha1.ConditionReady, metav1.ConditionTrue, infrahubv1alpha1.ReasonDeployed, msg)
 	case reasonOf(out.err) == infrahubv1alpha1.ReasonDependencyNotReady:
 		// Waiting, not failing: Pending, with a Normal event when what it waits on changes.
 		st.DeployState = infrahubv1alpha1.StatePending
@@ -285,6 +294,45 @@ func (r *VidraResourceReconciler) report(_ context.Context, p *deployPass) (life
 	}
 	vr.Status = *st // the Reconciler writes it
 	return lifecycle.RequeueAfter(lifecycle.Jitter(requeue), "status written"), nil
+}
+
+// reportDrift sets status.drift and the Drifted condition from a Warn pass, with a Warning
+// event when what drifted changes; under Correct neither is carried (drift is restored).
+func (r *VidraResourceReconciler) reportDrift(st *infrahubv1alpha1.VidraResourceStatus, vr *infrahubv1alpha1.VidraResource, out deployOutcome) {
+	if driftPolicyOf(vr) != infrahubv1alpha1.DriftPolicyWarn {
+		st.Drift = nil
+		meta.RemoveStatusCondition(&st.Conditions, infrahubv1alpha1.ConditionDrifted)
+		return
+	}
+	if !out.driftChecked {
+		return // nothing was looked at this pass: the last report stands
+	}
+	drift := slices.Clone(out.drifted)
+	slices.SortFunc(drift, func(a, b infrahubv1alpha1.DriftedObject) int {
+		return strings.Compare(a.APIVersion+"/"+a.Kind+"/"+a.Namespace+"/"+a.Name, b.APIVersion+"/"+b.Kind+"/"+b.Namespace+"/"+b.Name)
+	})
+	if len(drift) == 0 {
+		st.Drift = nil
+		lifecycle.SetCondition(&st.Conditions, vr.Generation, infrahubv1alpha1.ConditionDrifted, metav1.ConditionFalse, infrahubv1alpha1.ReasonNoDrift, "every applied object is as the manifest says")
+		return
+	}
+	var parts []string
+	for _, d := range drift {
+		name := d.Kind + "/" + d.Name
+		if d.Namespace != "" {
+			name = d.Kind + "/" + d.Namespace + "/" + d.Name
+		}
+		parts = append(parts, name+" ("+strings.Join(d.Fields, ", ")+")")
+	}
+	msg := fmt.Sprintf("%d objects differ from the manifest and were left as they are (driftPolicy Warn): %s", len(drift), strings.Join(parts, "; "))
+	if len(drift) > infrahubv1alpha1.MaxDriftedObjects {
+		drift = drift[:infrahubv1alpha1.MaxDriftedObjects]
+	}
+	if !equality.Semantic.DeepEqual(drift, st.Drift) {
+		r.recorder.Eventf(vr, nil, "Warning", infrahubv1alpha1.ReasonDriftDetected, "Deploy", "%s", clipNote(msg))
+	}
+	st.Drift = drift
+	lifecycle.SetCondition(&st.Conditions, vr.Generation, infrahubv1alpha1.ConditionDrifted, metav1.ConditionTrue, infrahubv1alpha1.ReasonDriftDetected, clip(msg))
 }
 
 // eventsOf records Normal events for what a pass applied and pruned.

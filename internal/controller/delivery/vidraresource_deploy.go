@@ -31,11 +31,14 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 	log := logf.FromContext(ctx)
 	requested := vr.Annotations[infrahubv1alpha1.RequestedAtAnnotation]
 	mem := r.memory.Get(vr.Name, vr.UID)
-	fresh := mem == nil || mem.ManifestHash != hash || mem.Target != t.ID() || mem.RequestedAt != requested
+	policy := driftPolicyOf(vr)
+	warn := policy == infrahubv1alpha1.DriftPolicyWarn
+	fresh := mem == nil || mem.ManifestHash != hash || mem.Target != t.ID() || mem.RequestedAt != requested || mem.DriftPolicy != string(policy)
 	// Outside event mode, a pass brought by a watch event before the periodic pass is due only
 	// reports drift: the user chose periodic restoration, but the status must not read
-	// Succeeded over a deleted object (defect 4).
-	if !events && !fresh && r.now().Sub(mem.CheckedAt) < interval*9/10 {
+	// Succeeded over a deleted object (defect 4). Under Warn every pass only looks at drift
+	// anyway (a dry-run), and says which fields moved.
+	if !events && !warn && !fresh && r.now().Sub(mem.CheckedAt) < interval*9/10 {
 		return r.observeDrift(ctx, t, vr, planned, mem, interval)
 	}
 	if fresh && t.Base != nil {
@@ -43,10 +46,11 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 			return deployOutcome{err: err, keep: true}
 		}
 	}
-	next := &apply.VRMemory{UID: vr.UID, ManifestHash: hash, Target: t.ID(), Cluster: t.ClusterID(), RequestedAt: requested, Tokens: map[string]string{}, CheckedAt: r.now()}
+	next := &apply.VRMemory{UID: vr.UID, ManifestHash: hash, Target: t.ID(), Cluster: t.ClusterID(), RequestedAt: requested, Tokens: map[string]string{}, CheckedAt: r.now(),
+		DriftPolicy: string(policy), Drift: map[string]apply.DriftMemo{}}
 
 	var (
-		out     = deployOutcome{reached: map[string]bool{}, gone: map[string]bool{}}
+		out     = deployOutcome{reached: map[string]bool{}, gone: map[string]bool{}, driftChecked: warn}
 		errs    []error
 		desired = map[string]bool{}
 	)
@@ -70,12 +74,44 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 			errs = append(errs, refusal)
 			continue
 		}
-		if !fresh && live != nil && mem.Tokens[po.Ref.Key()] == target.DriftToken(live) {
-			next.Tokens[po.Ref.Key()] = mem.Tokens[po.Ref.Key()]
-			out.managed = append(out.managed, apply.ToManaged(po.Ref))
-			continue
+		key := po.Ref.Key()
+		if !fresh && live != nil && mem.Tokens[key] == target.DriftToken(live) {
+			// As our last pass left it; a drift Warn left stays reported while the object does
+			// not move at all (our token does not move once another manager holds the fields).
+			if d, drifted := mem.Drift[key]; !drifted || d.ResourceVersion == live.GetResourceVersion() {
+				next.Tokens[key] = mem.Tokens[key]
+				if drifted {
+					next.Drift[key] = d
+					out.drifted = append(out.drifted, driftedObject(po.Ref, d.Fields))
+				}
+				out.managed = append(out.managed, apply.ToManaged(po.Ref))
+				continue
+			}
 		}
-		existed[po.Ref.Key()] = live != nil
+		if warn && live != nil && apply.MarksOwner(live, apply.MarkOf(vr)) && !asLeft(mem, t, key, live) {
+			// Warn: an object we applied before that someone may have changed is only dry-run.
+			// One as our last apply left it (known only while this process remembers it) takes
+			// a new manifest like any other: that is an update, not a correction.
+			fields, total, gone, err := apply.DriftOf(ctx, t, apply.Owned(po, owners), infrahubv1alpha1.MaxDriftFields)
+			switch {
+			case err != nil:
+				errs = append(errs, lifecycle.Reasonf(infrahubv1alpha1.ReasonApplyFailed, "dry-run of %s: %v", po.Ref, err))
+				out.managed = append(out.managed, apply.ToManaged(po.Ref))
+				continue
+			case gone:
+				live = nil // deleted meanwhile: created like any missing object
+			default:
+				next.Tokens[key] = target.DriftToken(live)
+				out.managed = append(out.managed, apply.ToManaged(po.Ref))
+				if total > 0 {
+					log.Info("drift left as it is (driftPolicy Warn)", "object", po.Ref.String(), "fields", fields)
+					next.Drift[key] = apply.DriftMemo{ResourceVersion: live.GetResourceVersion(), Fields: fields}
+					out.drifted = append(out.drifted, driftedObject(po.Ref, fields))
+				}
+				continue
+			}
+		}
+		existed[key] = live != nil
 		toApply = append(toApply, apply.Owned(po, owners))
 	}
 	if len(toApply) > 0 {
@@ -146,6 +182,29 @@ func (r *VidraResourceReconciler) deploy(ctx context.Context, vr *infrahubv1alph
 		out.err = lifecycle.WithReason(reasonOf(errs[0]), out.err)
 	}
 	return out
+}
+
+// driftPolicyOf is the VidraResource's drift policy, Correct when it names none.
+func driftPolicyOf(vr *infrahubv1alpha1.VidraResource) infrahubv1alpha1.DriftPolicy {
+	if vr.Spec.DriftPolicy == "" {
+		return infrahubv1alpha1.DriftPolicyCorrect
+	}
+	return vr.Spec.DriftPolicy
+}
+
+// asLeft reports whether live is as this process's last apply of it left it: our fields
+// untouched and no drift left on it.
+func asLeft(mem *apply.VRMemory, t *target.Target, key string, live *metav1.PartialObjectMetadata) bool {
+	if mem == nil || mem.Target != t.ID() || mem.Tokens[key] == "" || mem.Tokens[key] != target.DriftToken(live) {
+		return false
+	}
+	_, drifted := mem.Drift[key]
+	return !drifted
+}
+
+func driftedObject(ref target.ObjectRef, fields []string) infrahubv1alpha1.DriftedObject {
+	m := apply.ToManaged(ref)
+	return infrahubv1alpha1.DriftedObject{APIVersion: m.APIVersion, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name, Fields: slices.Clone(fields)}
 }
 
 // observeDrift compares the objects with our last apply without touching them.

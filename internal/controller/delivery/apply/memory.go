@@ -28,6 +28,19 @@ type VRMemory struct {
 	RequestedAt  string            // requested-at annotation the apply honoured
 	Tokens       map[string]string // objectRef.key() -> drift token after our apply
 	CheckedAt    time.Time         // last full pass: every object checked, restored if needed
+	// DriftPolicy the apply followed: a change to Correct must restore what Warn left, so it
+	// makes the next pass look at every object again.
+	DriftPolicy string
+	// Drift is what a Warn pass found and left, by objectRef.key: carried to the next pass
+	// while the object's resourceVersion does not move (our drift token does not, once another
+	// manager holds the fields).
+	Drift map[string]DriftMemo
+}
+
+// DriftMemo is one object left as it is under driftPolicy Warn.
+type DriftMemo struct {
+	ResourceVersion string
+	Fields          []string
 }
 
 func NewAppliedMemory() *AppliedMemory { return &AppliedMemory{byVR: map[string]*VRMemory{}} }
@@ -45,6 +58,7 @@ func (m *AppliedMemory) Get(name string, uid types.UID) *VRMemory {
 	for k, t := range v.Tokens {
 		cp.Tokens[k] = t
 	}
+	cp.Drift = maps.Clone(v.Drift)
 	return &cp
 }
 
