@@ -87,6 +87,10 @@ a local environment (dev), the fleet's web view (dashboard), everyday commands o
 		c.GroupID = "fleet"
 		root.AddCommand(c)
 	}
+	for _, c := range cli.DeliveryCommands() {
+		c.GroupID = "tools"
+		root.AddCommand(c)
+	}
 	root.SetCompletionCommandGroupID("tools")
 	root.SetHelpCommandGroupID("tools")
 	return root

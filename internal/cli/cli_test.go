@@ -29,7 +29,7 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
 func runCmd(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	root := &cobra.Command{Use: "metalhub", SilenceErrors: true, SilenceUsage: true}
-	for _, c := range FleetCommands() {
+	for _, c := range append(FleetCommands(), DeliveryCommands()...) {
 		root.AddCommand(c)
 	}
 	var out, errOut bytes.Buffer
