@@ -63,6 +63,44 @@ type InfrahubSyncSpec struct {
 	// the difference. The sync writes it into its VidraResources. A metalhub addition.
 	// +optional
 	DriftPolicy DriftPolicy `json:"driftPolicy,omitempty"`
+	// Preview follows Infrahub's open proposed changes into this sync's targetBranch: each one
+	// whose source branch changes the sync's artifacts gets a comment saying what they would do
+	// to the live objects, dry-run as the sync's VidraResources apply. A metalhub addition.
+	// +optional
+	Preview *Preview `json:"preview,omitempty"`
+}
+
+// Preview configures the preview of proposed changes.
+type Preview struct {
+	// ProposedChanges turns the comments on proposed changes on.
+	// +optional
+	ProposedChanges bool `json:"proposedChanges,omitempty"`
+}
+
+// PreviewStatus is the last preview of one proposed change.
+type PreviewStatus struct {
+	// ProposedChange is the proposed change's id in Infrahub.
+	ProposedChange string `json:"proposedChange"`
+	// Name is the proposed change's name.
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Branch is its source branch.
+	Branch string `json:"branch"`
+	// Created, Changed, Deleted and Refused count the objects by what the apply would do.
+	// +optional
+	Created int32 `json:"created,omitempty"`
+	// +optional
+	Changed int32 `json:"changed,omitempty"`
+	// +optional
+	Deleted int32 `json:"deleted,omitempty"`
+	// +optional
+	Refused int32 `json:"refused,omitempty"`
+	// Error is why the preview could not be made or posted.
+	// +optional
+	Error string `json:"error,omitempty"`
+	// Time is when the preview was made.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
 }
 
 // InfrahubSyncStatus reports the last sync.
@@ -91,6 +129,13 @@ type InfrahubSyncStatus struct {
 	// holds it back. A metalhub addition.
 	// +optional
 	WaitingOn string `json:"waitingOn,omitempty"`
+	// Previews report the last preview of each open proposed change into the sync's branch
+	// that changes its artifacts (spec.preview). A metalhub addition.
+	// +optional
+	// +listType=map
+	// +listMapKey=proposedChange
+	// +kubebuilder:validation:MaxItems=20
+	Previews []PreviewStatus `json:"previews,omitempty"`
 	// Conditions report readiness and why not.
 	// +optional
 	// +listType=map
