@@ -141,3 +141,41 @@ func (c *Client) CommentOnProposedChange(ctx context.Context, change, commentID,
 	}
 	return out.Create.Object.ID, nil
 }
+
+// Comment is one CoreChangeComment.
+type Comment struct {
+	ID   string
+	Text string
+}
+
+const changeComments = `query ChangeComments($change: ID!) {
+  CoreChangeComment(change__ids: [$change]) { edges { node { id text { value } } } }
+}`
+
+// ChangeComments lists the comments on a proposed change.
+func (c *Client) ChangeComments(ctx context.Context, change string) ([]Comment, error) {
+	var out struct {
+		CoreChangeComment *struct {
+			Edges []struct {
+				Node struct {
+					ID   string `json:"id"`
+					Text struct {
+						Value string `json:"value"`
+					} `json:"text"`
+				} `json:"node"`
+			} `json:"edges"`
+		} `json:"CoreChangeComment"`
+	}
+	op := fmt.Sprintf("list the comments of proposed change %q", change)
+	if err := c.graphql(ctx, op, changeComments, map[string]any{"change": change}, &out); err != nil {
+		return nil, err
+	}
+	if out.CoreChangeComment == nil {
+		return nil, &Error{Op: op, Kind: ErrInvalidResponse, Err: errors.New("answer has no CoreChangeComment")}
+	}
+	cs := make([]Comment, 0, len(out.CoreChangeComment.Edges))
+	for _, e := range out.CoreChangeComment.Edges {
+		cs = append(cs, Comment{ID: e.Node.ID, Text: e.Node.Text.Value})
+	}
+	return cs, nil
+}

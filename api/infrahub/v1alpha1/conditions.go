@@ -108,3 +108,11 @@ const (
 	// taken over.
 	ReasonHandoverRefused = "HandoverRefused"
 )
+
+// Event reasons of the preview of proposed changes (spec.preview).
+const (
+	// ReasonPreviewPosted: a proposed change got the preview's comment, or its comment changed.
+	ReasonPreviewPosted = "PreviewPosted"
+	// ReasonPreviewFailed: a proposed change's preview could not be made or posted.
+	ReasonPreviewFailed = "PreviewFailed"
+)

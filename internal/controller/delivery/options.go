@@ -107,6 +107,9 @@ type Options struct {
 	ReceiverSecret string
 	// Receiver configures the receiver; its Listener set turns it on.
 	Receiver receiver.Options
+	// PreviewInterval is how often the open proposed changes of a sync with spec.preview are
+	// looked at.
+	PreviewInterval time.Duration
 }
 
 // DefaultOptions are the reference's defaults, with timeouts it lacked (defect 8) and a policy
@@ -157,6 +160,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.HealthPoll <= 0 {
 		o.HealthPoll = d.HealthPoll
+	}
+	if o.PreviewInterval <= 0 {
+		o.PreviewInterval = DefaultPreviewInterval
 	}
 	o.Limits = o.Limits.WithDefaults()
 	if o.PruneMaxFraction <= 0 {
@@ -268,6 +274,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Receiver.Tolerance, "delivery-receiver-tolerance", receiver.DefaultTolerance,
 		"How far a delivery's webhook-timestamp may be from now; older or later deliveries are refused (401), and message ids are "+
 			"remembered this long to refuse replays.")
+	fs.DurationVar(&o.PreviewInterval, "delivery-preview-interval", DefaultPreviewInterval,
+		"How often the open Infrahub proposed changes of an InfrahubSync with spec.preview.proposedChanges are previewed; "+
+			"a comment is written only when its text changes.")
 	fs.DurationVar(&o.HealthPoll, "delivery-health-poll", o.HealthPoll, "How often a VidraResource whose applied objects are still progressing (kstatus InProgress) is looked at again.")
 }
 

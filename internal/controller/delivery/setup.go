@@ -230,6 +230,15 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("setting up the delivery settings controller: %w", err)
 	}
+	rs := &reconcilers{sync: sr, resource: vr, settings: setr, clusters: vr.clusters}
+	// Previews of proposed changes, one at a time: each downloads and dry-runs.
+	err = ctrl.NewControllerManagedBy(mgr).Named("infrahubsync-preview").
+		For(&infrahubv1alpha1.InfrahubSync{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		Complete(&previewReconciler{rs: rs, interval: o.PreviewInterval, now: time.Now})
+	if err != nil {
+		return nil, fmt.Errorf("setting up the preview controller: %w", err)
+	}
 	if _, err := receiver.Setup(mgr, mgr.GetClient(), o.Receiver); err != nil {
 		return nil, fmt.Errorf("setting up the Infrahub webhook receiver: %w", err)
 	}
@@ -237,7 +246,7 @@ func setup(mgr ctrl.Manager, o Options) (*reconcilers, error) {
 		"requeueResourcesAfter", o.Settings.RequeueResourcesAfter.String(), "queryName", o.Settings.QueryName,
 		"eventBasedReconcile", o.Settings.EventBasedReconcile, "allowedKinds", o.Policy.AllowedKinds,
 		"allowedNamespaces", o.Policy.AllowedNamespaces)
-	return &reconcilers{sync: sr, resource: vr, settings: setr, clusters: vr.clusters}, nil
+	return rs, nil
 }
 
 // labelledCache builds a cache of our own for a few label-selected kinds.
