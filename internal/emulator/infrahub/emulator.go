@@ -5,8 +5,12 @@
 // `at`, storage ids that survive content changes, 502 for GraphQL errors) so
 // that clients are tested against them. Used by tests, dev mode and benchmarks.
 //
-// It stands only for the remote service: it imports no metalhub package and no Kubernetes library,
-// and knows nothing of the operator that calls it.
+// It also sends Infrahub's artifact events to registered standard webhooks (webhooks.go), signed
+// as Infrahub signs them, so that a receiver is tested against real deliveries.
+//
+// It stands only for the remote service: it imports no Kubernetes library and no metalhub package
+// but internal/infrahub/webhook, which is Infrahub's own signing, and knows nothing of the
+// operator that calls it.
 package infrahub
 
 import (
@@ -62,6 +66,8 @@ type Emulator struct {
 
 	log *requestLog
 
+	hooks *webhooks // its own lock: taken under mu, never the other way round
+
 	mux  *http.ServeMux
 	done chan struct{}
 	once sync.Once
@@ -94,6 +100,7 @@ func New(o Options) *Emulator {
 		queries: map[string][]string{},
 		faults:  map[Class]*Fault{},
 		log:     newRequestLog(o.MaxLogEntries),
+		hooks:   newWebhooks(o.MaxLogEntries),
 		done:    make(chan struct{}),
 	}
 	if e.now == nil {
@@ -140,9 +147,12 @@ func (e *Emulator) URL() string {
 	return e.url
 }
 
-// Close releases hung requests and stops the server started by Start.
+// Close releases hung requests, stops sending webhooks and stops the server started by Start.
 func (e *Emulator) Close() error {
-	e.once.Do(func() { close(e.done) })
+	e.once.Do(func() {
+		close(e.done)
+		e.hooks.close()
+	})
 	e.mu.Lock()
 	srv := e.srv
 	e.mu.Unlock()
@@ -164,7 +174,16 @@ func (e *Emulator) Close() error {
 func (e *Emulator) Apply(ch Change) (Artifact, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.store.apply(ch, e.now())
+	a, prev, err := e.store.apply(ch, e.now())
+	if err != nil {
+		return a, err
+	}
+	// Queued under e.mu so that events leave in the order their changes were made; queueing
+	// never waits on a webhook target.
+	if !ch.Delete && (prev == nil || prev.Checksum != a.Checksum) {
+		e.hooks.artifactChanged(a, prev)
+	}
+	return a, nil
 }
 
 // AddArtifact creates an artifact on branch ("" = main) now.

@@ -16,6 +16,9 @@ const MainBranch = "main"
 // DefaultContentType is used for artifacts added without one.
 const DefaultContentType = "application/yaml"
 
+// DefaultTargetKind is the kind of the node an artifact is generated for when its change names none.
+const DefaultTargetKind = "InfraDevice"
+
 // Artifact is the state of one artifact on a branch at a point in time.
 type Artifact struct {
 	ID          string    `json:"id"`
@@ -26,6 +29,11 @@ type Artifact struct {
 	Content     []byte    `json:"content,omitempty"`
 	Branch      string    `json:"branch"` // where this version was written (main when inherited)
 	UpdatedAt   time.Time `json:"updated_at"`
+	// What Infrahub's artifact events name besides the artifact: its definition (one per name,
+	// as an artifact definition names its artifacts) and the node it was generated for.
+	DefinitionID string `json:"artifact_definition_id,omitempty"`
+	TargetID     string `json:"target_id,omitempty"`
+	TargetKind   string `json:"target_kind,omitempty"`
 }
 
 // Change creates, updates or deletes an artifact. Every change is kept in the
@@ -41,6 +49,10 @@ type Change struct {
 	// Checksum, when set, is claimed instead of the content's own: an Infrahub that is
 	// compromised (or broken) and reports what it does not serve.
 	Checksum string `json:"checksum,omitempty"`
+	// TargetID and TargetKind name the node a new artifact is generated for; "" derives an id
+	// from the artifact's and DefaultTargetKind. Ignored once the artifact exists.
+	TargetID   string `json:"target_id,omitempty"`
+	TargetKind string `json:"target_kind,omitempty"`
 }
 
 // ErrNotFound is returned for unknown branches and artifacts.
@@ -55,6 +67,8 @@ type version struct {
 
 type histKey struct{ branch, id string }
 
+type target struct{ id, kind string }
+
 // store is the versioned artifact database. Branches overlay main: an
 // artifact never changed on a branch is read from main. Not goroutine-safe;
 // the Emulator's lock guards it.
@@ -62,6 +76,7 @@ type store struct {
 	branches map[string]bool
 	order    []string          // artifact ids in creation order
 	storage  map[string]string // artifact id -> storage id (stable across changes, as in Infrahub)
+	targets  map[string]target // artifact id -> the node it is generated for
 	history  map[histKey][]version
 	seq      int
 }
@@ -70,6 +85,7 @@ func newStore() *store {
 	return &store{
 		branches: map[string]bool{MainBranch: true},
 		storage:  map[string]string{},
+		targets:  map[string]target{},
 		history:  map[histKey][]version{},
 	}
 }
@@ -98,12 +114,14 @@ func (s *store) list(branch string, at time.Time) []Artifact {
 	return out
 }
 
-func (s *store) apply(ch Change, now time.Time) (Artifact, error) {
+// apply records ch and returns the artifact after it and, for a create or update, the state it
+// replaced on ch's branch (nil when there was none), from which its artifact event is made.
+func (s *store) apply(ch Change, now time.Time) (Artifact, *Artifact, error) {
 	if ch.Branch == "" {
 		ch.Branch = MainBranch
 	}
 	if !s.branches[ch.Branch] {
-		return Artifact{}, fmt.Errorf("branch %q: %w", ch.Branch, ErrNotFound)
+		return Artifact{}, nil, fmt.Errorf("branch %q: %w", ch.Branch, ErrNotFound)
 	}
 	at := ch.At
 	if at.IsZero() {
@@ -117,10 +135,10 @@ func (s *store) apply(ch Change, now time.Time) (Artifact, error) {
 	}
 	if ch.Delete {
 		if cur == nil {
-			return Artifact{}, fmt.Errorf("artifact %q on branch %q: %w", ch.ID, ch.Branch, ErrNotFound)
+			return Artifact{}, nil, fmt.Errorf("artifact %q on branch %q: %w", ch.ID, ch.Branch, ErrNotFound)
 		}
 		s.record(ch.Branch, ch.ID, at, nil)
-		return *cur, nil
+		return *cur, nil, nil
 	}
 	next := Artifact{ID: ch.ID, Name: ch.Name, ContentType: ch.ContentType, Branch: ch.Branch, UpdatedAt: at}
 	switch {
@@ -133,21 +151,32 @@ func (s *store) apply(ch Change, now time.Time) (Artifact, error) {
 		}
 	case ch.Name == "":
 		if ch.ID == "" {
-			return Artifact{}, errors.New("a new artifact needs a name")
+			return Artifact{}, nil, errors.New("a new artifact needs a name")
 		}
-		return Artifact{}, fmt.Errorf("artifact %q on branch %q: %w", ch.ID, ch.Branch, ErrNotFound)
+		return Artifact{}, nil, fmt.Errorf("artifact %q on branch %q: %w", ch.ID, ch.Branch, ErrNotFound)
 	case !known:
 		s.seq++
 		if next.ID == "" {
 			next.ID = uuidFrom(fmt.Sprintf("artifact|%d|%s", s.seq, ch.Name))
 		}
 		s.storage[next.ID] = uuidFrom("storage|" + next.ID)
+		t := target{id: ch.TargetID, kind: ch.TargetKind}
+		if t.id == "" {
+			t.id = uuidFrom("target|" + next.ID)
+		}
+		if t.kind == "" {
+			t.kind = DefaultTargetKind
+		}
+		s.targets[next.ID] = t
 		s.order = append(s.order, next.ID)
 	}
 	if next.ContentType == "" {
 		next.ContentType = DefaultContentType
 	}
 	next.StorageID = s.storage[next.ID]
+	next.DefinitionID = uuidFrom("definition|" + next.Name)
+	t := s.targets[next.ID]
+	next.TargetID, next.TargetKind = t.id, t.kind
 	next.Content = append([]byte(nil), ch.Content...)
 	sum := md5.Sum(next.Content) //nolint:gosec // see import
 	next.Checksum = hex.EncodeToString(sum[:])
@@ -155,7 +184,7 @@ func (s *store) apply(ch Change, now time.Time) (Artifact, error) {
 		next.Checksum = ch.Checksum
 	}
 	s.record(ch.Branch, next.ID, at, &next)
-	return next, nil
+	return next, cur, nil
 }
 
 func (s *store) record(branch, id string, at time.Time, a *Artifact) {
