@@ -2,9 +2,11 @@ package infrahub
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -18,6 +20,11 @@ import (
 //	PUT    /emulator/faults/{class}      body: {"kind":"latency","latency":"2s","status":503,"times":1}
 //	DELETE /emulator/faults              clear all faults
 //	POST   /emulator/revoke?sessions=true   revoke access tokens (and refresh tokens)
+//	POST   /emulator/webhooks            body: Webhook; answers {"id":"..."}
+//	DELETE /emulator/webhooks/{id}       unregister a webhook (404 if unknown)
+//	GET    /emulator/webhooks/deliveries {"deliveries":[WebhookDelivery...],"total":N}
+//	POST   /emulator/webhooks/redeliver?count=N   resend the last artifact event N times (default 1);
+//	                                     answers {"queued":N}, 409 before any artifact event
 func (e *Emulator) controlRoutes(m *http.ServeMux) {
 	m.HandleFunc("GET /emulator/requests", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"requests": e.Requests(), "counters": e.Counters()})
@@ -106,5 +113,52 @@ func (e *Emulator) controlRoutes(m *http.ServeMux) {
 			e.RevokeAccessTokens()
 		}
 		w.WriteHeader(http.StatusNoContent)
+	})
+	e.webhookRoutes(m)
+}
+
+func (e *Emulator) webhookRoutes(m *http.ServeMux) {
+	m.HandleFunc("POST /emulator/webhooks", func(w http.ResponseWriter, r *http.Request) {
+		var in Webhook
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil {
+			http.Error(w, "invalid webhook: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := in.normalize(); err != nil { // AddWebhook would panic on it
+			http.Error(w, "invalid webhook: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"id": e.AddWebhook(in)})
+	})
+	m.HandleFunc("DELETE /emulator/webhooks/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if !e.RemoveWebhook(r.PathValue("id")) {
+			http.Error(w, "unknown webhook", http.StatusNotFound)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	m.HandleFunc("GET /emulator/webhooks/deliveries", func(w http.ResponseWriter, r *http.Request) {
+		ds, total := e.WebhookDeliveries()
+		writeJSON(w, http.StatusOK, map[string]any{"deliveries": ds, "total": total})
+	})
+	m.HandleFunc("POST /emulator/webhooks/redeliver", func(w http.ResponseWriter, r *http.Request) {
+		n := 1
+		if v := r.URL.Query().Get("count"); v != "" {
+			c, err := strconv.Atoi(v)
+			if err != nil || c < 0 || c > maxRedeliver {
+				http.Error(w, fmt.Sprintf("count must be a number from 0 to %d", maxRedeliver), http.StatusBadRequest)
+				return
+			}
+			n = c
+		}
+		queued, err := e.Redeliver(n)
+		switch {
+		case errors.Is(err, ErrNoEvent):
+			http.Error(w, err.Error(), http.StatusConflict)
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		default:
+			writeJSON(w, http.StatusOK, map[string]int{"queued": queued})
+		}
 	})
 }
