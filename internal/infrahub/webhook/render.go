@@ -22,13 +22,26 @@ const (
 	// PythonRepr is Python's str() of the dict: single-quoted strings, True/False/None.
 	// Infrahub's StandardWebhook signed this before it switched to json.dumps.
 	PythonRepr
+	// PythonJSONCompact is json.dumps with separators (",", ":"): compact, but still every
+	// character outside printable ASCII escaped. Infrahub's newest StandardWebhook.
+	PythonJSONCompact
 )
 
 func (s Style) String() string {
-	if s == PythonRepr {
+	switch s {
+	case PythonRepr:
 		return "python-repr"
+	case PythonJSONCompact:
+		return "python-json-compact"
 	}
 	return "python-json"
+}
+
+func (s Style) separators() (item, key string) {
+	if s == PythonJSONCompact {
+		return ",", ":"
+	}
+	return ", ", ": "
 }
 
 // maxDepth bounds the nesting a payload may have; Infrahub's events are three levels deep.
@@ -56,6 +69,7 @@ func render(dec *json.Decoder, out *bytes.Buffer, s Style, depth int) error {
 	if err != nil {
 		return fmt.Errorf("reading the payload: %w", err)
 	}
+	itemSep, keySep := s.separators()
 	switch v := tok.(type) {
 	case json.Delim:
 		switch v {
@@ -63,7 +77,7 @@ func render(dec *json.Decoder, out *bytes.Buffer, s Style, depth int) error {
 			out.WriteByte('{')
 			for i := 0; dec.More(); i++ {
 				if i > 0 {
-					out.WriteString(", ")
+					out.WriteString(itemSep)
 				}
 				key, err := dec.Token()
 				if err != nil {
@@ -74,7 +88,7 @@ func render(dec *json.Decoder, out *bytes.Buffer, s Style, depth int) error {
 					return errors.New("object key is not a string")
 				}
 				writeString(out, k, s)
-				out.WriteString(": ")
+				out.WriteString(keySep)
 				if err := render(dec, out, s, depth+1); err != nil {
 					return err
 				}
@@ -84,7 +98,7 @@ func render(dec *json.Decoder, out *bytes.Buffer, s Style, depth int) error {
 			out.WriteByte('[')
 			for i := 0; dec.More(); i++ {
 				if i > 0 {
-					out.WriteString(", ")
+					out.WriteString(itemSep)
 				}
 				if err := render(dec, out, s, depth+1); err != nil {
 					return err

@@ -79,6 +79,7 @@ func Verify(h http.Header, body []byte, keys [][]byte, now time.Time, tolerance 
 	}{
 		{"raw", func() ([]byte, error) { return body, nil }},
 		{PythonJSON.String(), func() ([]byte, error) { return Render(body, PythonJSON) }},
+		{PythonJSONCompact.String(), func() ([]byte, error) { return Render(body, PythonJSONCompact) }},
 		{PythonRepr.String(), func() ([]byte, error) { return Render(body, PythonRepr) }},
 	}
 	for _, c := range candidates {

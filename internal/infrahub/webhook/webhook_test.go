@@ -59,10 +59,7 @@ func sentAt(t *testing.T, v vector) time.Time {
 func TestRenderMatchesPython(t *testing.T) {
 	_, vs := vectors(t)
 	for _, v := range vs {
-		style := webhook.PythonJSON
-		if v.Scheme == "repr" {
-			style = webhook.PythonRepr
-		}
+		style := map[string]webhook.Style{"json": webhook.PythonJSON, "compact": webhook.PythonJSONCompact, "repr": webhook.PythonRepr}[v.Scheme]
 		got, err := webhook.Render([]byte(v.Body), style)
 		if err != nil {
 			t.Fatalf("%s %s: %v", v.ID, v.Scheme, err)
@@ -82,7 +79,11 @@ func TestVerify(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s %s: %v", v.ID, v.Scheme, err)
 		}
-		if want := map[string]string{"json": "python-json", "repr": "python-repr"}[v.Scheme]; d.Style != want || d.ID != v.ID {
+		want := map[string]string{"json": "python-json", "compact": "python-json-compact", "repr": "python-repr"}[v.Scheme]
+		if v.Signed == v.Body {
+			want = "raw" // an ASCII payload signed compact is the body itself
+		}
+		if d.Style != want || d.ID != v.ID {
 			t.Errorf("%s: matched %+v, want style %s", v.ID, d, want)
 		}
 	}

@@ -1,5 +1,5 @@
-# Generates signatures the way Infrahub's StandardWebhook does (current: json.dumps of the
-# payload; before 1.x: str() of the dict), and the body as httpx sends it (compact, raw UTF-8).
+# Generates signatures the way Infrahub's StandardWebhook does (json.dumps of the payload, with
+# default or compact separators by version; early versions: str() of the dict), and the body as httpx sends it (compact, raw UTF-8).
 import base64, hashlib, hmac, json
 key = "shh-a-shared-key"
 cases = [
@@ -14,7 +14,7 @@ for i, p in enumerate(cases):
     mid = "msg_%032x" % (i + 1)
     ts = str(1796619600 + i)
     body = json.dumps(p, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    for scheme, signed in (("json", json.dumps(p)), ("repr", str(p))):
+    for scheme, signed in (("json", json.dumps(p)), ("compact", json.dumps(p, separators=(",", ":"))), ("repr", str(p))):
         sig = hmac.new(key.encode(), f"{mid}.{ts}.{signed}".encode(), hashlib.sha256).digest()
         out.append({"scheme": scheme, "id": mid, "timestamp": ts, "body": body, "signed": signed,
                     "signature": "v1," + base64.b64encode(sig).decode()})
