@@ -25,6 +25,13 @@ import (
 //	GET    /emulator/webhooks/deliveries {"deliveries":[WebhookDelivery...],"total":N}
 //	POST   /emulator/webhooks/redeliver?count=N   resend the last artifact event N times (default 1);
 //	                                     answers {"queued":N}, 409 before any artifact event
+//	POST   /emulator/proposed-changes    body: {"name":"...","source_branch":"...","destination_branch":"..."}
+//	                                     (destination "" = main); opens one, answers {"id":"..."}
+//	PUT    /emulator/proposed-changes/{id}/state   body: {"state":"open|merged|closed|canceled"};
+//	                                     204, 404 if unknown, 400 for another state
+//	GET    /emulator/proposed-changes/{id}/comments   {"comments":[Comment...]}, oldest first
+//
+// Those proposed changes and their comments are served to clients by POST /graphql (proposed.go).
 func (e *Emulator) controlRoutes(m *http.ServeMux) {
 	m.HandleFunc("GET /emulator/requests", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"requests": e.Requests(), "counters": e.Counters()})
@@ -88,9 +95,9 @@ func (e *Emulator) controlRoutes(m *http.ServeMux) {
 		}
 		c := Class(r.PathValue("class"))
 		switch c {
-		case ClassAll, ClassAuth, ClassQuery, ClassArtifact:
+		case ClassAll, ClassAuth, ClassQuery, ClassArtifact, ClassGraphQL:
 		default:
-			http.Error(w, fmt.Sprintf("unknown class %q (all, auth, query, artifact)", c), http.StatusBadRequest)
+			http.Error(w, fmt.Sprintf("unknown class %q (all, auth, query, artifact, graphql)", c), http.StatusBadRequest)
 			return
 		}
 		switch f.Kind {

@@ -120,6 +120,7 @@ func (e *Emulator) routes() {
 	m.HandleFunc("POST /api/query/{name}", e.handleQuery)
 	m.HandleFunc("GET /api/query/{name}", e.handleQuery)
 	m.HandleFunc("GET /api/artifact/{id}", e.handleArtifact)
+	e.proposedChangeRoutes(m) // POST /graphql and /emulator/proposed-changes
 	e.controlRoutes(m)
 	e.mux = m
 }

@@ -16,7 +16,8 @@ const (
 	ClassAuth     Class = "auth"     // login and refresh
 	ClassQuery    Class = "query"    // stored queries
 	ClassArtifact Class = "artifact" // artifact downloads
-	ClassOther    Class = "other"    // any other /api path (404)
+	ClassGraphQL  Class = "graphql"  // POST /graphql (proposed changes and their comments)
+	ClassOther    Class = "other"    // any other path (404)
 	classControl  Class = "control"  // /emulator/*: never logged or faulted
 )
 
@@ -30,6 +31,8 @@ func classify(path string) Class {
 		return ClassQuery
 	case strings.HasPrefix(path, "/api/artifact/"):
 		return ClassArtifact
+	case path == "/graphql" || strings.HasPrefix(path, "/graphql/"):
+		return ClassGraphQL
 	}
 	return ClassOther
 }

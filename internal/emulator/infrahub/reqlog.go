@@ -25,6 +25,7 @@ type Counters struct {
 	Refreshes    int `json:"refreshes"`
 	Queries      int `json:"queries"`
 	Downloads    int `json:"downloads"`
+	GraphQL      int `json:"graphql"`      // requests to /graphql
 	Unauthorized int `json:"unauthorized"` // answers with status 401
 	Faulted      int `json:"faulted"`      // requests a fault was injected into
 	Total        int `json:"total"`
@@ -76,6 +77,8 @@ func (l *requestLog) add(r Request) {
 		c.Queries++
 	case r.Class == ClassArtifact:
 		c.Downloads++
+	case r.Class == ClassGraphQL:
+		c.GraphQL++
 	}
 	if r.Status == 401 {
 		c.Unauthorized++

@@ -79,6 +79,7 @@ type store struct {
 	targets  map[string]target // artifact id -> the node it is generated for
 	history  map[histKey][]version
 	seq      int
+	proposed proposedStore // proposed changes and their comments (proposed.go)
 }
 
 func newStore() *store {
