@@ -13,6 +13,7 @@ import (
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/delivery/preview"
+	emu "github.com/metalhub/metalhub/internal/emulator/infrahub"
 )
 
 // A branch edits a ConfigMap and a Secret, drops a Service and adds a Deployment the sync's
@@ -108,5 +109,111 @@ func TestPreviewOfABranch(t *testing.T) {
 	}
 	if err := exists(t, env.Client, &corev1.Service{}, ns, "pv-svc"); err != nil {
 		t.Fatalf("the Service: %v", err)
+	}
+}
+
+// Issue 45, preview: a proposed change whose branch edits a ConfigMap and deletes a Service gets
+// one comment listing exactly those, with the field diff; a change to the branch replaces the
+// comment, a pass with nothing new writes nothing, and a restarted manager posts no second one.
+func TestPreviewCommentsOnAProposedChange(t *testing.T) {
+	o := fastOptions()
+	o.PreviewInterval = 200 * time.Millisecond
+	h := startManager(t, o)
+	ns := namespace(t)
+	e, url := startInfrahub(t, nil, "pc-sync")
+	art, err := e.AddArtifact("main", "pc-art", "application/yaml", []byte(docs(configMapYAML("pc-cm", "", "one"), serviceYAML("pc-svc"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newSync(t, "pc-sync", url, "pc-art", ns, func(s *infrahubv1alpha1.InfrahubSync) {
+		s.Spec.Preview = &infrahubv1alpha1.Preview{ProposedChanges: true}
+	})
+	waitSync(t, "pc-sync", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 30*time.Second)
+	waitResource(t, art.ID, infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
+
+	untouched := e.AddProposedChange("docs only", "docs-branch", "main")
+	pc := e.AddProposedChange("bump the value", "pc-branch", "main")
+	if _, err := e.UpdateArtifact("pc-branch", art.ID, []byte(configMapYAML("pc-cm", "", "two"))); err != nil {
+		t.Fatal(err)
+	}
+	comment := waitComment(t, e, pc, func(text string) bool { return strings.Contains(text, "+ /data/value: two") })
+	for _, want := range []string{
+		"| change | ConfigMap " + ns + "/pc-cm |", "| delete | Service " + ns + "/pc-svc |",
+		"- /data/value: one", "0 to create, 1 to change, 1 to delete, 0 refused",
+	} {
+		if !strings.Contains(comment.Text, want) {
+			t.Errorf("the comment lacks %q:\n%s", want, comment.Text)
+		}
+	}
+	if n := strings.Count(comment.Text, "\n| "); n != 3 { // header and two rows
+		t.Errorf("the comment's table has %d rows, want the two objects:\n%s", n-1, comment.Text)
+	}
+	s := waitSyncPreviews(t, "pc-sync", func(ps []infrahubv1alpha1.PreviewStatus) bool { return len(ps) == 1 && ps[0].Changed == 1 })
+	if p := s.Status.Previews[0]; p.ProposedChange != pc || p.Deleted != 1 || p.Branch != "pc-branch" {
+		t.Errorf("status.previews %+v", s.Status.Previews)
+	}
+	if cs := e.Comments(untouched); len(cs) != 0 {
+		t.Errorf("a proposed change that changes none of the sync's artifacts got %d comments", len(cs))
+	}
+
+	// The branch changes again: the same comment is replaced.
+	if _, err := e.UpdateArtifact("pc-branch", art.ID, []byte(docs(configMapYAML("pc-cm", "", "three"), serviceYAML("pc-svc")))); err != nil {
+		t.Fatal(err)
+	}
+	comment = waitComment(t, e, pc, func(text string) bool { return strings.Contains(text, "+ /data/value: three") })
+	if strings.Contains(comment.Text, "pc-svc") {
+		t.Errorf("the Service is still in the comment:\n%s", comment.Text)
+	}
+	// A restart (a new manager, nothing remembered) finds its comment and leaves it.
+	h.stop()
+	gql := e.Counters().GraphQL
+	startManager(t, o)
+	waitGraphQL(t, e, gql+3) // lists, reads the comments, at least once more
+	if cs := e.Comments(pc); len(cs) != 1 || cs[0].Text != comment.Text {
+		t.Fatalf("after a restart the proposed change has %d comments", len(cs))
+	}
+}
+
+func waitComment(t *testing.T, e *emu.Emulator, pc string, ok func(string) bool) emu.Comment {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cs := e.Comments(pc)
+		if len(cs) > 1 {
+			t.Fatalf("%d comments on the proposed change, want one", len(cs))
+		}
+		if len(cs) == 1 && ok(cs[0].Text) {
+			return cs[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no such comment on the proposed change: %+v", cs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func waitGraphQL(t *testing.T, e *emu.Emulator, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for e.Counters().GraphQL < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d GraphQL requests, waited for %d", e.Counters().GraphQL, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func waitSyncPreviews(t *testing.T, name string, ok func([]infrahubv1alpha1.PreviewStatus) bool) *infrahubv1alpha1.InfrahubSync {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s := getSync(t, name)
+		if ok(s.Status.Previews) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status.previews %+v", s.Status.Previews)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
