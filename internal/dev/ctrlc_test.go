@@ -61,7 +61,7 @@ func TestPipedRunStopsEverythingOnCtrlC(t *testing.T) {
 	args := []string{bin, "dev", "--servers", "2", "--power-delay", "200ms", "--address-file", addrFile, "--log-file", "-",
 		"--emulator-control-address", "127.0.0.1:0", "--bmc-base-port", "0", "--infrahub-address", "127.0.0.1:0",
 		"--registry-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0", "--metrics-bind-address", "0",
-		"--webhook-port", "0", "--dashboard-address", "127.0.0.1:0"}
+		"--webhook-port", "0", "--dashboard-address", "127.0.0.1:0", "--receiver-address", "127.0.0.1:0"}
 	quoted := make([]string, len(args))
 	for i, a := range args {
 		quoted[i] = strconv.Quote(a)

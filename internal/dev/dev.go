@@ -37,6 +37,7 @@ import (
 	"github.com/metalhub/metalhub/config/crd"
 	"github.com/metalhub/metalhub/internal/cleaning"
 	"github.com/metalhub/metalhub/internal/cli"
+	"github.com/metalhub/metalhub/internal/controller/delivery/receiver"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcevents"
 	"github.com/metalhub/metalhub/internal/controlplane"
 	"github.com/metalhub/metalhub/internal/dashboard"
@@ -102,6 +103,9 @@ func DefaultOptions() Options {
 	m.Delivery.AllowOperatorIdentity = true
 	// The Infrahub emulator serves plain HTTP on loopback.
 	m.Delivery.AllowPlainHTTPCredentials = true
+	// And announces changed artifacts to the receiver, with the key dev keeps in this Secret.
+	m.Delivery.ReceiverBindAddress = "127.0.0.1:8084"
+	m.Delivery.ReceiverSecret = "default/" + webhookKeySecret
 	return Options{
 		Servers: 8, BMCBasePort: 18000, PowerDelay: time.Second,
 		EmulatorControlAddress: "127.0.0.1:17999", InfrahubAddress: "127.0.0.1:8300", RegistryAddress: "127.0.0.1:8082",
@@ -126,6 +130,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LogFile, "log-file", o.LogFile, "Write the logs to this file (\"-\": stderr). Default: metalhub-dev.log in the data dir while the table is on, so the table stays readable; stderr with --table=false.")
 	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port on 127.0.0.1 of the operator's admission webhooks, which the local control plane calls (0 picks a free one; off with --kubeconfig).")
 	fs.StringVar(&o.Manager.MetricsAddr, "metrics-bind-address", o.Manager.MetricsAddr, "Address of the operator's metrics endpoint; \"0\" disables it.")
+	fs.StringVar(&o.Manager.Delivery.ReceiverBindAddress, "receiver-address", o.Manager.Delivery.ReceiverBindAddress,
+		"Address of the operator's Infrahub webhook receiver, which the Infrahub emulator's webhook calls on every changed artifact; \"0\": off, the syncs poll.")
 	fs.StringVar(&o.Manager.HealthAddr, "health-probe-bind-address", o.Manager.HealthAddr, "Address of the operator's /healthz and /readyz.")
 	fs.StringVar(&o.AddressFile, "address-file", o.AddressFile, "Write the addresses this run listens on (operator endpoints, emulators, BMCs) as JSON to this file once it is up; a port 0 in any address or --bmc-base-port 0 picks free ports, which the file names.")
 	fs.StringVar(&o.DashboardAddress, "dashboard-address", o.DashboardAddress, "Address of the fleet's web view (as metalhub dashboard serves it); port 0 picks a free one, \"off\" turns it off.")
@@ -215,6 +221,9 @@ func Run(ctx context.Context, o Options, out, errOut io.Writer, zapOpts *zap.Opt
 			return err
 		}
 		defer emus.close()
+		if addrs.Receiver != "" {
+			emus.receiverURL = "http://" + addrs.Receiver + receiver.Path
+		}
 		if err := emus.register(ctx, c); err != nil {
 			return err
 		}

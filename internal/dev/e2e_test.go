@@ -1,6 +1,7 @@
 package dev
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +24,7 @@ import (
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controlplane"
+	emuinfrahub "github.com/metalhub/metalhub/internal/emulator/infrahub"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/scheme"
 	"github.com/metalhub/metalhub/internal/testenv"
@@ -32,6 +35,8 @@ type devRun struct {
 	cmd     *exec.Cmd
 	exited  chan error
 	control string
+	// infrahub is the Infrahub emulator's address.
+	infrahub string
 	// dashboard is the web view's URL.
 	dashboard string
 	c         client.Client
@@ -50,7 +55,7 @@ func startDev(t *testing.T, bin, dataDir string, args []string) *devRun {
 	cmd := exec.Command(bin, append([]string{"dev", "--data-dir", dataDir, "--address-file", addrFile,
 		"--emulator-control-address", "127.0.0.1:0", "--bmc-base-port", "0", "--infrahub-address", "127.0.0.1:0",
 		"--registry-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0", "--webhook-port", "0",
-		"--dashboard-address", "127.0.0.1:0"}, args...)...)
+		"--dashboard-address", "127.0.0.1:0", "--receiver-address", "127.0.0.1:0"}, args...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -89,6 +94,7 @@ func startDev(t *testing.T, bin, dataDir string, args []string) *devRun {
 				t.Fatalf("address file without the emulators:\n%s", b)
 			}
 			r.control = addrs.EmulatorControl
+			r.infrahub = addrs.Infrahub
 			r.dashboard = addrs.Dashboard
 			cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "kubeconfig"))
 			if err != nil {
@@ -217,6 +223,17 @@ func TestMakeRunEndToEnd(t *testing.T) {
 		}
 		return s.Status.SyncState == infrahubv1alpha1.StateSucceeded, string(s.Status.SyncState) + " " + s.Status.LastError
 	})
+	// Infrahub announces a changed artifact to the receiver: delivered well before the sync's
+	// one-minute poll.
+	changed := changeSampleArtifact(t, run.infrahub)
+	run.wait(t, "changed artifact delivered by its webhook", 20*time.Second, func() (bool, string) {
+		vr := &infrahubv1alpha1.VidraResource{}
+		if err := run.c.Get(ctx, client.ObjectKey{Name: changed.ID}, vr); err != nil {
+			return false, err.Error()
+		}
+		got := vr.Annotations["infrahub.operators.com/checksum"]
+		return got == changed.Checksum, "checksum " + got
+	})
 	// The admission webhooks are live: a claim with a selector no server could match is refused.
 	bad := &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bad-selector"},
 		Spec: metalv1alpha1.ServerClaimSpec{Power: metalv1alpha1.PowerOn, Image: "img", ServerSelector: &metav1.LabelSelector{
@@ -256,4 +273,41 @@ func TestMakeRunEndToEnd(t *testing.T) {
 		t.Errorf("second run: %d BMC actions, want none (no rediscovery, no power action): %v", len(recs), recs)
 	}
 	run.stop(t)
+}
+
+// changeSampleArtifact appends a comment to the first sample artifact through the Infrahub
+// emulator's control API and returns it as changed.
+func changeSampleArtifact(t *testing.T, addr string) emuinfrahub.Artifact {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/emulator/artifacts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Artifacts []emuinfrahub.Artifact `json:"artifacts"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	_ = resp.Body.Close()
+	if err != nil {
+		t.Fatalf("the emulator's artifacts: %v", err)
+	}
+	i := slices.IndexFunc(list.Artifacts, func(a emuinfrahub.Artifact) bool { return a.Name == "Webserver_Manifest" })
+	if i < 0 {
+		t.Fatalf("no sample artifact among %d", len(list.Artifacts))
+	}
+	a := list.Artifacts[i]
+	body, err := json.Marshal(emuinfrahub.Change{ID: a.ID, Content: append(a.Content, []byte("\n# changed\n")...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err = http.Post("http://"+addr+"/emulator/artifacts", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out emuinfrahub.Artifact
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Checksum == a.Checksum {
+		t.Fatalf("changing the artifact: %v (checksum %s)", err, out.Checksum)
+	}
+	return out
 }

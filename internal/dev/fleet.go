@@ -2,6 +2,8 @@ package dev
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +39,7 @@ type emulators struct {
 	fleet       *redfish.Emulator
 	netboot     *netboot.Netboot
 	infrahub    *emuinfrahub.Emulator
+	receiverURL string // the operator's Infrahub webhook receiver, "" when off
 	control     *http.Server
 	controlAddr string
 	state       string // file keeping the fleet's power states between runs
@@ -222,6 +225,9 @@ func (e *emulators) register(ctx context.Context, c client.Client) error {
 	}); err != nil {
 		return err
 	}
+	if err := e.registerWebhook(ctx, c); err != nil {
+		return err
+	}
 	return createOrRepoint(ctx, c, &infrahubv1alpha1.InfrahubSync{ObjectMeta: metav1.ObjectMeta{Name: "sample"},
 		Spec: infrahubv1alpha1.InfrahubSyncSpec{
 			Source:      infrahubv1alpha1.Source{InfrahubAPIURL: infrahubURL, TargetBranch: "main", ArtefactName: "Webserver_Manifest"},
@@ -271,4 +277,30 @@ func createAll(ctx context.Context, c client.Client, objs ...client.Object) erro
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// webhookKeySecret holds the key the Infrahub emulator signs its webhooks with.
+const webhookKeySecret = "infrahub-webhook-key"
+
+// registerWebhook points the Infrahub emulator's standard webhook at the operator's receiver,
+// keyed with the Secret's key (made once, kept on a resumed run): a changed artifact is
+// delivered at once, as with a real Infrahub so configured.
+func (e *emulators) registerWebhook(ctx context.Context, c client.Client) error {
+	if e.receiverURL == "" {
+		return nil
+	}
+	raw := make([]byte, 24)
+	if _, err := rand.Read(raw); err != nil {
+		return err
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: webhookKeySecret},
+		StringData: map[string]string{"key": hex.EncodeToString(raw)}}
+	if err := createOrRepoint(ctx, c, sec, func(*corev1.Secret) bool { return false }); err != nil {
+		return err
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(sec), sec); err != nil {
+		return fmt.Errorf("reading the webhook key: %w", err)
+	}
+	e.infrahub.AddWebhook(emuinfrahub.Webhook{URL: e.receiverURL, SharedKey: string(sec.Data["key"]), EventType: emuinfrahub.EventArtifactUpdated})
+	return nil
 }
