@@ -174,6 +174,7 @@ type ResourcesSummary struct {
 // +kubebuilder:printcolumn:name="Waiting On",type=string,JSONPath=`.status.waitingOn`
 // +kubebuilder:printcolumn:name="Resources",type=integer,JSONPath=`.status.resources.total`
 // +kubebuilder:printcolumn:name="Last Sync",type=date,JSONPath=`.status.lastSyncTime`
+// +kubebuilder:printcolumn:name="Requested",type=date,JSONPath=`.metadata.annotations.infrahub\.operators\.com/requested-at`,priority=1
 // +kubebuilder:printcolumn:name="Error",type=string,JSONPath=`.status.lastError`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type InfrahubSync struct {

@@ -9,9 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"encoding/json"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
@@ -87,6 +92,10 @@ func TestWebhookAppliesAChangeAtOnce(t *testing.T) {
 	ds, _ := e.WebhookDeliveries()
 	if len(ds) != 1 || ds[0].Status != http.StatusAccepted {
 		t.Fatalf("deliveries %+v", ds)
+	}
+	// kubectl get infrahubsyncs -o wide tells when the sync was last woken.
+	if cell := tableCell(t, "infrahubsyncs", "push-sync", "Requested"); cell == nil || cell == "" {
+		t.Errorf("column Requested is %v after the webhook woke the sync", cell)
 	}
 
 	// Refusals. The body names a checksum the sync does not hold: accepted, it would wake it.
@@ -208,4 +217,34 @@ func BenchmarkWebhookToApply(b *testing.B) {
 		waitValue(b, ns, "bench-cm", v, 30*time.Second)
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/change")
+}
+
+// tableCell is what kubectl get -o wide shows in column of the cluster-scoped object name: the
+// API server's own table rendering of the CRD's printer columns.
+func tableCell(t *testing.T, resource, name, column string) any {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.GroupVersion = &infrahubv1alpha1.GroupVersion
+	cfg.APIPath = "/apis"
+	cfg.NegotiatedSerializer = serializer.NewCodecFactory(runtime.NewScheme()).WithoutConversion()
+	rc, err := rest.RESTClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := rc.Get().Resource(resource).Name(name).Param("includeObject", "None").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table metav1.Table
+	if err := json.Unmarshal(raw, &table); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range table.ColumnDefinitions {
+		if c.Name == column && len(table.Rows) == 1 && i < len(table.Rows[0].Cells) {
+			return table.Rows[0].Cells[i]
+		}
+	}
+	t.Fatalf("no column %s in %+v", column, table.ColumnDefinitions)
+	return nil
 }
