@@ -62,6 +62,7 @@ func (s *System) State() SystemState {
 //	DELETE /emulator/bmcs/{i}/systems/{id}/log         clear it (health back to OK)
 //	GET    /emulator/bmcs/{i}/subscriptions            event subscriptions
 //	GET    /emulator/bmcs/{i}/deliveries               what became of the events sent
+//	GET    /emulator/bmcs/{i}/certificate              the HTTPS certificate served, one staged, a pending CSR key
 func (e *Emulator) ControlHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /emulator/bmcs", func(w http.ResponseWriter, r *http.Request) {
@@ -179,6 +180,9 @@ func (e *Emulator) ControlHandler() http.Handler {
 	}))
 	mux.HandleFunc("GET /emulator/bmcs/{i}/deliveries", withBMC(func(w http.ResponseWriter, r *http.Request, b *BMC) {
 		rfhttp.WriteJSON(w, http.StatusOK, rfhttp.NonNil(b.Deliveries()))
+	}))
+	mux.HandleFunc("GET /emulator/bmcs/{i}/certificate", withBMC(func(w http.ResponseWriter, r *http.Request, b *BMC) {
+		rfhttp.WriteJSON(w, http.StatusOK, b.CertificateState())
 	}))
 	return mux
 }

@@ -7,11 +7,12 @@
 // storage whose RAID volumes are made and deleted and whose drives and volumes the BMC
 // erases itself (Drive.SecureErase, Volume.Initialize), each erase a task of the
 // TaskService that counts, once completed, in System.Erasures and System.Initializations
-// (packages inventory and update).
+// (packages inventory and update), and a CertificateService whose GenerateCSR and
+// ReplaceCertificate change the certificate the BMC's TLS listener serves (package certs).
 //
 // This package is the one type the rest of the code uses (Emulator, BMC, System and their
 // data types) and the routing between services; each Redfish service's state and handlers
-// live in a subpackage (accounts, events, sessions, sel, sshconsole, managerattrs, inventory)
+// live in a subpackage (accounts, certs, events, sessions, sel, sshconsole, managerattrs, inventory)
 // beside the shared pieces (rfhttp, hardware, faults, tlscert). The subpackages never import
 // this one: what they need of a BMC comes through a small interface or a callback.
 package redfish
@@ -37,11 +38,11 @@ import (
 	"github.com/metalhub/metalhub/internal/emulator/redfish/managerattrs"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/media"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/sessions"
-	"github.com/metalhub/metalhub/internal/emulator/redfish/tlscert"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/update"
 
 	"github.com/go-logr/logr"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/accounts"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/certs"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/events"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/sshconsole"
 )
@@ -63,7 +64,11 @@ type Options struct {
 	// PowerDelay is how long a power transition takes (default 3s; set a
 	// negative value for instant transitions).
 	PowerDelay time.Duration
-	// TLS serves HTTPS with a self-signed certificate (see CACertPEM).
+	// TLS serves HTTPS: each BMC presents its own certificate, read for every new connection:
+	// first the self-signed one it makes at start (see CACertPEM), then the one a
+	// CertificateService.ReplaceCertificate installed (from the BMC's next reset with
+	// Faults.CertificateNeedsReset). Without it the BMCs speak plain HTTP, and their
+	// CertificateService manages a certificate no listener serves.
 	TLS bool
 	// MaxSessions caps open sessions per BMC, like real BMCs (default 16).
 	MaxSessions int
@@ -151,7 +156,6 @@ type Emulator struct {
 	bmcs    []*BMC
 	srvMu   sync.Mutex // servers: ListenAt adds to them after Start
 	servers []*http.Server
-	tlsCfg  *tls.Config
 	caPEM   []byte
 	closing chan struct{}
 	wg      sync.WaitGroup
@@ -176,13 +180,6 @@ func New(opts Options) (*Emulator, error) {
 	if opts.OnBoot != nil {
 		e.SetBootHook(opts.OnBoot)
 	}
-	if opts.TLS {
-		cfg, caPEM, err := tlscert.SelfSigned(opts.Host)
-		if err != nil {
-			return nil, fmt.Errorf("generate TLS certificate: %w", err)
-		}
-		e.tlsCfg, e.caPEM = cfg, caPEM
-	}
 	if opts.SSHConsole {
 		srv, err := sshconsole.NewServer(&e.wg)
 		if err != nil {
@@ -191,7 +188,16 @@ func New(opts Options) (*Emulator, error) {
 		e.ssh = srv
 	}
 	for i := range opts.BMCs {
-		e.bmcs = append(e.bmcs, newBMC(e, i))
+		b := newBMC(e, i)
+		if opts.TLS {
+			// Each BMC's own self-signed certificate, made now so that CACertPEM holds them all.
+			p, err := b.certs.CurrentPEM()
+			if err != nil {
+				return nil, fmt.Errorf("BMC %d: %w", i, err)
+			}
+			e.caPEM = append(e.caPEM, p...)
+		}
+		e.bmcs = append(e.bmcs, b)
 	}
 	return e, nil
 }
@@ -228,8 +234,8 @@ func (e *Emulator) Start() error {
 			sshListeners = append(sshListeners, sl)
 		}
 		scheme := "http"
-		if e.tlsCfg != nil {
-			l = tls.NewListener(l, e.tlsCfg)
+		if e.opts.TLS {
+			l = tls.NewListener(l, b.tlsConfig())
 			scheme = "https"
 		}
 		b.url = scheme + "://" + l.Addr().String()
@@ -283,8 +289,8 @@ func (b *BMC) ListenAt(addr string) error {
 		}
 		b.em.serveSSH(b, sl)
 	}
-	if b.em.tlsCfg != nil {
-		l = tls.NewListener(l, b.em.tlsCfg)
+	if b.em.opts.TLS {
+		l = tls.NewListener(l, b.tlsConfig())
 	}
 	b.em.serve(b, l)
 	return nil
@@ -344,7 +350,8 @@ func (e *Emulator) BMC(i int) *BMC {
 	return e.bmcs[i]
 }
 
-// CACertPEM is the certificate to trust when Options.TLS is set.
+// CACertPEM is what to trust when Options.TLS is set: every BMC's self-signed certificate as it
+// started, one PEM bundle (a certificate ReplaceCertificate installed is its issuer's to trust).
 func (e *Emulator) CACertPEM() []byte { return e.caPEM }
 
 // SetBootHook replaces the boot hook (nil removes it).
@@ -384,8 +391,10 @@ type BMC struct {
 	answeredBy atomic.Pointer[BMC]
 	creds      atomic.Pointer[[2]string]
 	// sshAddr is the SSH console's host:port (Options.SSHConsole).
-	sshAddr    atomic.Pointer[string]
-	accts      accounts.Service
+	sshAddr atomic.Pointer[string]
+	accts   accounts.Service
+	// certs is the CertificateService and the HTTPS certificate (package certs).
+	certs      certs.Store
 	upd        update.Service
 	powerDelay atomic.Int64 // nanoseconds
 	// lastReset is when the manager last came out of a reset (unix nanoseconds); reportsReset
@@ -429,6 +438,7 @@ func newBMC(e *Emulator, i int) *BMC {
 	b.faults.Store(&Faults{})
 	b.ev.Init(i, eventHost{b})
 	b.accts.Init(accountHost{b})
+	b.certs.Init(certHost{b}, v1+"/Managers/"+b.managerID, e.opts.Host)
 	b.upd.Init(updateHost{b})
 	style := hardware.IDStyle(r.IntN(3))
 	for k := range e.opts.SystemsPerBMC {

@@ -19,6 +19,10 @@ func (b *BMC) routeManagers(w http.ResponseWriter, r *http.Request, segs []strin
 		b.resetManager(w, r, f)
 		return
 	}
+	if len(segs) >= 2 && segs[0] == b.managerID && segs[1] == "NetworkProtocol" {
+		b.routeNetworkProtocol(w, r, segs[2:], f)
+		return
+	}
 	if len(segs) == 2 && segs[0] == b.managerID && segs[1] == "Attributes" {
 		b.serveManagerAttributes(w, r, mp+"/Attributes")
 		return
@@ -43,6 +47,7 @@ func (b *BMC) routeManagers(w http.ResponseWriter, r *http.Request, segs []strin
 			"ManagerType": "BMC", "Manufacturer": b.profile.Manufacturer, "Model": b.mgrModel,
 			"FirmwareVersion": b.FirmwareVersion(), "UUID": b.mgrUUID, "PowerState": "On", "Status": rfhttp.Status("Enabled"),
 			"EthernetInterfaces": rfhttp.Link(mp + "/EthernetInterfaces"),
+			"NetworkProtocol":    rfhttp.Link(mp + "/NetworkProtocol"),
 			"Links":              obj{"ManagerForServers": servers, "ManagerForChassis": chassis},
 			"Actions": obj{"#Manager.Reset": obj{
 				"target":                            mp + "/Actions/Manager.Reset",
@@ -98,6 +103,7 @@ func (b *BMC) resetManager(w http.ResponseWriter, r *http.Request, f *Faults) {
 	}
 	b.lastReset.Store(next.UnixNano())
 	b.activateStagedFirmware()
+	b.certs.Reset()
 	if f.ErrorAfterEffect != 0 {
 		rfhttp.WriteError(w, f.ErrorAfterEffect, "InternalError", "The request failed due to an internal service error.")
 	} else {

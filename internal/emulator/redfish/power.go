@@ -76,6 +76,11 @@ type Record struct {
 	// where its events go (without credentials).
 	Subscription string `json:"subscription,omitempty"`
 	Destination  string `json:"destination,omitempty"`
+	// Certificate is the certificate collection of a GenerateCSR, the certificate replaced by a
+	// ReplaceCertificate; CommonName the subject's common name (of the request, of the
+	// certificate installed).
+	Certificate string `json:"certificate,omitempty"`
+	CommonName  string `json:"commonName,omitempty"`
 }
 
 // Record actions.

@@ -145,6 +145,8 @@ func (b *BMC) route(w http.ResponseWriter, r *http.Request, f *Faults) {
 		b.routeSessions(w, r, segs[1:])
 	case "AccountService":
 		b.routeAccounts(w, r, segs[1:])
+	case "CertificateService":
+		b.routeCertificates(w, r, segs[1:], f)
 	case "UpdateService":
 		b.upd.Route(w, r, segs[1:], f)
 	case "EventService":
@@ -187,6 +189,9 @@ func (b *BMC) serviceRoot(f *Faults) obj {
 	}
 	if !f.NoEventService {
 		root["EventService"] = rfhttp.Link(v1 + "/EventService")
+	}
+	if !f.NoCertificateService {
+		root["CertificateService"] = rfhttp.Link(v1 + "/CertificateService")
 	}
 	if !f.NoSessionService {
 		root["SessionService"] = rfhttp.Link(v1 + "/SessionService")

@@ -83,7 +83,10 @@ func (h updateHost) Record(r *http.Request, systemID, image, device string) {
 	b.em.rec.add(Record{Time: time.Now(), BMC: b.index, Address: b.url, Via: via(r, b), SystemID: systemID, Action: ActionSimpleUpdate, Image: image, Device: device})
 }
 
-func (h updateHost) Rebooted() { h.b.lastReset.Store(time.Now().Truncate(time.Second).UnixNano()) }
+func (h updateHost) Rebooted() {
+	h.b.lastReset.Store(time.Now().Truncate(time.Second).UnixNano())
+	h.b.certs.Reset() // a certificate waiting for the BMC's restart is served from now on
+}
 
 func (h updateHost) StageBIOS(systemID, version string) {
 	if s := h.b.byID[systemID]; s != nil {

@@ -46,7 +46,8 @@ type Faults struct {
 	// BootReadbackContinuous reads a Once override back as Continuous.
 	BootReadbackContinuous bool `json:"bootReadbackContinuous,omitempty"`
 	// ErrorAfterEffect carries out every action (a system's or the manager's Reset, a
-	// SimpleUpdate, a SecureErase, a volume's Initialize or DELETE) and records it as usual,
+	// SimpleUpdate, a SecureErase, a volume's Initialize or DELETE, a GenerateCSR or
+	// ReplaceCertificate) and records it as usual,
 	// then answers this HTTP status (e.g. 500, 502) instead of success: a BMC that fails after
 	// acting, or a proxy whose upstream answer was lost. Other requests are served.
 	ErrorAfterEffect int `json:"errorAfterEffect,omitempty"`
@@ -107,6 +108,17 @@ type Faults struct {
 	NoLogServices bool `json:"noLogServices,omitempty"`
 	// NoEventService removes the EventService: no subscriptions, no events.
 	NoEventService bool `json:"noEventService,omitempty"`
+	// NoCertificateService removes the CertificateService and the manager's HTTPS certificate
+	// collection (404), as on older BMCs: the certificate can only be changed out of band.
+	NoCertificateService bool `json:"noCertificateService,omitempty"`
+	// GenerateCSRFailures answers that many GenerateCSR requests with 500, making nothing, after
+	// each setting of the faults (1: the first one fails, the next succeeds).
+	GenerateCSRFailures int `json:"generateCsrFailures,omitempty"`
+	// CertificateNeedsReset makes a ReplaceCertificate answer 200 and install the certificate for
+	// the BMC's next reset (Manager.Reset, or its restart after an update), as BMCs whose web
+	// server only reads its certificate when it starts: until then the listener serves, and the
+	// Certificate resource shows, the old one.
+	CertificateNeedsReset bool `json:"certificateNeedsReset,omitempty"`
 }
 
 // Duration is a time.Duration that reads "250ms" or nanoseconds from JSON.
