@@ -306,7 +306,10 @@ func (svc *Service) startUpdate(w http.ResponseWriter, r *http.Request, f *fault
 	}
 	w.Header().Set("Location", loc)
 	w.Header().Set("Retry-After", "1")
-	rfhttp.WriteJSON(w, http.StatusAccepted, svc.taskBody(t))
+	svc.mu.Lock() // a short task may finish while it is answered
+	body := svc.taskBody(t)
+	svc.mu.Unlock()
+	rfhttp.WriteJSON(w, http.StatusAccepted, body)
 }
 
 // RouteTasks serves the TaskService and its Tasks collection (the updates and jobs, oldest
