@@ -6,6 +6,7 @@ import (
 
 	"github.com/metalhub/metalhub/internal/bmc/accounts"
 	"github.com/metalhub/metalhub/internal/bmc/bios"
+	"github.com/metalhub/metalhub/internal/bmc/certs"
 	"github.com/metalhub/metalhub/internal/bmc/console"
 	"github.com/metalhub/metalhub/internal/bmc/events"
 	"github.com/metalhub/metalhub/internal/bmc/managerattrs"
@@ -34,6 +35,36 @@ func (c *conn) SetAccount(ctx context.Context, user, password, role string) erro
 // DeleteAccount implements BMC.
 func (c *conn) DeleteAccount(ctx context.Context, user string) error {
 	return accounts.DeleteAccount(ctx, c.wire(), user)
+}
+
+// Certificate is one HTTPS certificate of a BMC.
+type Certificate = certs.Certificate
+
+// CertificateName is a certificate's subject or issuer.
+type CertificateName = certs.Name
+
+// CSRRequest is what GenerateCSR asks the BMC for.
+type CSRRequest = certs.CSRRequest
+
+// Errors of the certificate calls; see package certs.
+var (
+	ErrNoCertificateService = certs.ErrNoCertificateService
+	ErrCertificateRefused   = certs.ErrCertificateRefused
+)
+
+// Certificates implements BMC.
+func (c *conn) Certificates(ctx context.Context) ([]Certificate, error) {
+	return certs.Certificates(ctx, c.wire())
+}
+
+// GenerateCSR implements BMC.
+func (c *conn) GenerateCSR(ctx context.Context, req CSRRequest) (string, string, error) {
+	return certs.GenerateCSR(ctx, c.wire(), req)
+}
+
+// ReplaceCertificate implements BMC.
+func (c *conn) ReplaceCertificate(ctx context.Context, certURI, certPEM string) error {
+	return certs.ReplaceCertificate(ctx, c.wire(), certURI, certPEM)
 }
 
 // Firmware is one component of the FirmwareInventory.

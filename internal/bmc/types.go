@@ -94,6 +94,23 @@ type BMC interface {
 	SetAccount(ctx context.Context, user, password, role string) error
 	// DeleteAccount removes the account user; one that does not exist is not an error.
 	DeleteAccount(ctx context.Context, user string) error
+	// Certificates lists the BMC's HTTPS certificates (its manager's NetworkProtocol, else the
+	// CertificateService's CertificateLocations), each with the fields of the certificate itself
+	// where the BMC shows it. ErrNoCertificateService (ReasonUnsupported) where it shows none.
+	Certificates(ctx context.Context) ([]Certificate, error)
+	// GenerateCSR asks the BMC for a certificate signing request (CertificateService.GenerateCSR)
+	// for req.Collection ("": its HTTPS certificates) and returns the request, PEM, and the
+	// collection the signed certificate goes to. The BMC makes and keeps the key, one at a time:
+	// a second call replaces the key of the first, whose certificate the BMC then refuses.
+	// ErrNoCertificateService (ReasonUnsupported) without a CertificateService.
+	GenerateCSR(ctx context.Context, req CSRRequest) (csrPEM, collection string, err error)
+	// ReplaceCertificate installs certPEM (a certificate signed for the newest GenerateCSR,
+	// possibly followed by its chain) in place of the certificate at certURI ("": the first HTTPS
+	// certificate). A certificate that is not PEM is refused before anything is sent
+	// (ReasonInvalidConfig); one the BMC refuses is ErrCertificateRefused (ReasonRejected, with
+	// the BMC's message). Success is the BMC's word only: some serve the certificate from their
+	// next reset (ResetManager), so a caller checks what the BMC serves.
+	ReplaceCertificate(ctx context.Context, certURI, certPEM string) error
 	// FirmwareInventory lists the firmware components and their versions (UpdateService).
 	FirmwareInventory(ctx context.Context) ([]Firmware, error)
 	// SimpleUpdate asks the BMC to install an image (UpdateService.SimpleUpdate) and returns

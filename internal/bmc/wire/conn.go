@@ -37,7 +37,9 @@ type Root struct {
 	UpdateService  Link
 	Tasks          Link // the TaskService
 	EventService   Link
-	Links          struct {
+	// CertificateService is absent on older BMCs.
+	CertificateService Link
+	Links              struct {
 		Sessions Link
 	}
 }
