@@ -16,6 +16,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/cleaning"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
@@ -142,11 +143,29 @@ func (r *Reconciler) acceptReplacement(ctx context.Context, p *serverPass) (life
 	}
 	if registry.NormalizeUUID(p.Obj.Spec.SystemUUID) != registry.NormalizeUUID(acc) {
 		old := p.Obj.Spec.SystemUUID
+		uuid := strings.ToLower(strings.TrimSpace(acc))
+		// The board accepted may be owed a cleaning by an earlier Server of it (a Server made
+		// anew while another board answered recorded that one): the write that makes it this
+		// Server's takes the debt on, so no claim sees it Available with the last tenant's disks.
+		owed, err := r.owedCleaning(ctx, &metalv1alpha1.Server{Spec: metalv1alpha1.ServerSpec{SystemUUID: uuid}})
+		if err != nil {
+			return lifecycle.Result{}, err
+		}
 		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonSystemReplaced, "Accept",
 			"replaced board accepted: system UUID %s (was %s)", p.sys.UUID, old)
-		return lifecycle.Wrote("replaced board accepted"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
-			s.Spec.SystemUUID = strings.ToLower(strings.TrimSpace(acc))
-		})
+		take := func(s *metalv1alpha1.Server) {
+			s.Spec.SystemUUID = uuid
+			if owed != nil {
+				takeOwed(s, p.state, owed)
+			}
+		}
+		if owed != nil {
+			r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonCleaningOwed, "Clean", "%s", owed.String())
+			if p.state == metalv1alpha1.ServerStateAvailable {
+				return r.transition(ctx, p, metalv1alpha1.ServerStateCleaning, "replaced board accepted, "+owed.String(), take)
+			}
+		}
+		return lifecycle.Wrote("replaced board accepted"), r.patch(ctx, p, take)
 	}
 	if p.Obj.Status.SerialNumber != "" && !strings.EqualFold(p.Obj.Status.SerialNumber, p.sys.SerialNumber) {
 		return lifecycle.Continue(), nil // observe reads the new board's inventory first
@@ -154,6 +173,29 @@ func (r *Reconciler) acceptReplacement(ctx context.Context, p *serverPass) (life
 	return lifecycle.Wrote("replacement done"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
 		lifecycle.RemoveAnnotation(s, metalv1alpha1.AcceptSystemUUIDAnnotation)
 	})
+}
+
+// takeOwed makes a cleaning owed to the machine a Server has just become the Server of part of
+// its own bookkeeping, where its state will act on it: an Available server goes to Cleaning (the
+// caller's transition), one in Cleaning starts a round of the wider policy, a Reserved one's
+// release is cleaned by it. Elsewhere (Initial, Discovery) the end of discovery reads the record.
+func takeOwed(s *metalv1alpha1.Server, state metalv1alpha1.ServerState, owed *cleaning.Owed) {
+	switch state {
+	case metalv1alpha1.ServerStateAvailable, metalv1alpha1.ServerStateCleaning, metalv1alpha1.ServerStateReserved:
+	default:
+		return
+	}
+	policy := owed.Policy
+	if mark := metalv1alpha1.CleaningPolicy(s.Annotations[serverstate.CleaningAnnotation]); cleaning.Valid(mark) {
+		policy = cleaning.Wider(policy, mark)
+	}
+	lifecycle.SetAnnotation(s, serverstate.CleaningAnnotation, string(policy))
+	lifecycle.SetAnnotation(s, serverstate.CleaningOwedAnnotation, owed.SystemUUID)
+	if state == metalv1alpha1.ServerStateCleaning {
+		// A round booted for the board before proves nothing about this one.
+		lifecycle.RemoveAnnotation(s, serverstate.CleaningRoundAnnotation)
+		lifecycle.RemoveAnnotation(s, serverstate.CleaningTasksAnnotation)
+	}
 }
 
 // isIdentityError reports whether err says another machine answered.

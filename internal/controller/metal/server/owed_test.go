@@ -136,3 +136,68 @@ func TestOwedCleaningIsDoneBeforeAvailable(t *testing.T) {
 		t.Fatalf("owed note left: %v", s.Annotations)
 	}
 }
+
+// A Server made anew while another board answered records that board; when the original comes
+// back and is accepted, the cleaning its machine is owed comes with it in the same write: an
+// Available server goes to Cleaning, a Reserved one's release is cleaned by the wider policy,
+// one in Cleaning starts its round again. A board owed nothing is accepted as before.
+func TestAcceptedBoardTakesItsOwedCleaning(t *testing.T) {
+	const swapped = "5a5a5a5a-0000-4000-8000-00000000beef"
+	for _, tc := range []struct {
+		name      string
+		state     metalv1alpha1.ServerState
+		owed      metalv1alpha1.CleaningPolicy // "" for no record
+		mark      string
+		wantState metalv1alpha1.ServerState
+		wantMark  string
+	}{
+		{name: "available", state: metalv1alpha1.ServerStateAvailable, owed: "AllDisks", wantState: metalv1alpha1.ServerStateCleaning, wantMark: "AllDisks"},
+		{name: "reserved", state: metalv1alpha1.ServerStateReserved, owed: "AllDisks", mark: "Metadata", wantState: metalv1alpha1.ServerStateReserved, wantMark: "AllDisks"},
+		{name: "cleaning-wider-mark", state: metalv1alpha1.ServerStateCleaning, owed: "Metadata", mark: "RootDisk", wantState: metalv1alpha1.ServerStateCleaning, wantMark: "RootDisk"},
+		{name: "discovery", state: metalv1alpha1.ServerStateDiscovery, owed: "AllDisks", wantState: metalv1alpha1.ServerStateDiscovery},
+		{name: "nothing-owed", state: metalv1alpha1.ServerStateAvailable, wantState: metalv1alpha1.ServerStateAvailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := fleet.Take(t)
+			sys := b.Systems()[0]
+			name := "accept-" + tc.name
+			ann := map[string]string{lifecycle.StateAnnotation: string(tc.state), metalv1alpha1.AcceptSystemUUIDAnnotation: sys.UUID()}
+			if tc.mark != "" {
+				ann[serverstate.CleaningAnnotation] = tc.mark
+			}
+			if tc.state == metalv1alpha1.ServerStateCleaning {
+				ann[serverstate.CleaningRoundAnnotation] = "c1@1"
+			}
+			objs := []client.Object{cleaningServer(name, swapped, ann)}
+			if tc.owed != "" {
+				objs = append(objs, cleaning.OwedConfigMap(testOpts.DiscoveryNamespace, cleaning.Owed{SystemUUID: sys.UUID(), Policy: tc.owed, Server: "gone", Since: time.Now()}))
+			}
+			c := metaltest.FakeClient(objs...)
+			s, actions := onePass(t, b, c, cleaningOpts(metalv1alpha1.CleaningPolicyNone), name, tc.state, func(r *Reconciler, _, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+				return r.acceptReplacement(ctx, p)
+			})
+			if len(actions) != 0 {
+				t.Errorf("the accepting pass acted on the box: %v", actions)
+			}
+			if s.Spec.SystemUUID != cleaning.NormalizeUUID(sys.UUID()) {
+				t.Fatalf("system UUID %s, want the accepted %s", s.Spec.SystemUUID, sys.UUID())
+			}
+			if got := s.Annotations[lifecycle.StateAnnotation]; got != string(tc.wantState) {
+				t.Fatalf("state %s, want %s", got, tc.wantState)
+			}
+			if got := s.Annotations[serverstate.CleaningAnnotation]; got != tc.wantMark && !(tc.wantMark == "" && got == tc.mark) {
+				t.Fatalf("mark %q, want %q", got, tc.wantMark)
+			}
+			owedNote := s.Annotations[serverstate.CleaningOwedAnnotation]
+			if want := tc.wantMark != ""; (owedNote != "") != want {
+				t.Fatalf("owed note %q, want one: %v", owedNote, want)
+			}
+			if tc.state == metalv1alpha1.ServerStateCleaning && s.Annotations[serverstate.CleaningRoundAnnotation] != "" {
+				t.Fatalf("the round booted for the other board was kept: %v", s.Annotations)
+			}
+			if _, ok := owedRecord(t, c, sys.UUID()); ok != (tc.owed != "") {
+				t.Fatalf("owed record present %v, want %v: accepting settles nothing", ok, tc.owed != "")
+			}
+		})
+	}
+}
