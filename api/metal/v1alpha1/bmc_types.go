@@ -58,6 +58,9 @@ type BMCSpec struct {
 	// Hostname of the BMC.
 	// +optional
 	Hostname *string `json:"hostname,omitempty"`
+	// Certificate puts a certificate on the BMC's HTTPS service and renews it (metalhub's own).
+	// +optional
+	Certificate *BMCCertificate `json:"certificate,omitempty"`
 }
 
 // BMCState is the state of a BMC as the controller sees it.
@@ -110,6 +113,9 @@ type BMCStatus struct {
 	// MetricsReportSubscriptionLink is the Redfish metrics report subscription, if any.
 	// +optional
 	MetricsReportSubscriptionLink string `json:"metricsReportSubscriptionLink,omitempty"`
+	// Certificate reports the certificate metalhub installed (metalhub's own).
+	// +optional
+	Certificate *BMCCertificateStatus `json:"certificate,omitempty"`
 	// Conditions report connectivity (Ready) and its reason.
 	// +optional
 	// +listType=map
@@ -131,6 +137,8 @@ type BMCStatus struct {
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="PowerState",type=string,JSONPath=`.status.powerState`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Certificate",type=string,JSONPath=`.status.conditions[?(@.type=="CertificateReady")].reason`,priority=1
+// +kubebuilder:printcolumn:name="CertNotAfter",type=string,JSONPath=`.status.certificate.notAfter`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type BMC struct {
 	metav1.TypeMeta   `json:",inline"`
