@@ -22,6 +22,7 @@ import (
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/cleaning"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmccert"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmccontroller"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcuser"
 	"github.com/metalhub/metalhub/internal/controller/metal/claim"
@@ -214,6 +215,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		RetryAfter: o.RetryAfter, RequestTimeout: o.BMCRequestTimeout, Shards: o.Shards,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("bmcuser controller: %w", err)
+	}
+	if err := (&bmccert.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: o.Events.Recorder("bmccertificate-controller"),
+		RetryAfter: o.RetryAfter, Resync: o.BMCResync, RequestTimeout: o.BMCRequestTimeout, Shards: o.Shards,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("bmc certificate controller: %w", err)
 	}
 	if err := (&server.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: o.Events.Recorder("server-controller"), Options: o.Options,

@@ -105,12 +105,18 @@ func Endpoint(ctx context.Context, c client.Reader, b *metalv1alpha1.BMC) (bmc.E
 	if err != nil {
 		return bmc.Endpoint{}, err
 	}
-	return bmc.Endpoint{
+	ep := bmc.Endpoint{
 		Address:            index.Address(b.Spec.Protocol, host),
 		Username:           user,
 		Password:           pass,
 		InsecureSkipVerify: b.Annotations[InsecureAnnotation] == "true",
-	}, nil
+	}
+	if ca := PinnedCA(b); ca != nil {
+		// The certificate metalhub installed is served: verified against its CA alone,
+		// whatever the insecure annotation says.
+		ep.CACert, ep.InsecureSkipVerify = ca, false
+	}
+	return ep, nil
 }
 
 // ServerEndpoint resolves the BMC of a Server: its BMC object, or inline access, read with c
