@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -229,7 +230,11 @@ func (r *Reconciler) report(p *certPass) lifecycle.Result {
 		if status == metav1.ConditionFalse || reason == metalv1alpha1.ReasonCertificateExpiring {
 			typ = corev1.EventTypeWarning
 		}
-		r.Recorder.Eventf(b, p.csr, typ, reason, "Certificate", "%s", msg)
+		var related runtime.Object // a nil *CertificateSigningRequest is not a nil Object
+		if p.csr != nil {
+			related = p.csr
+		}
+		r.Recorder.Eventf(b, related, typ, reason, "Certificate", "%s", msg)
 	}
 	lifecycle.SetCondition(&b.Status.Conditions, b.Generation, metalv1alpha1.ConditionCertificateReady, status, reason, msg)
 	if !equality.Semantic.DeepEqual(st, b.Status.Certificate) {

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
+	"github.com/metalhub/metalhub/internal/controller/metal/bmccert"
+	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
+	"github.com/metalhub/metalhub/internal/testenv"
+)
+
+// BMCs served with self-signed certificates get one from a CA through the certificate flow, with
+// the manager (its own process) killed with SIGKILL while each BMC's request waits for the
+// signer, and again while the signed certificates are being installed, and a BMC's status wiped
+// mid-way. Each BMC ends with exactly one certificate installed (one ReplaceCertificate), never
+// more than one request outstanding, and the manager connecting to it with TLS verified against
+// the CA alone.
+func TestCertificateSurvivesSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs and kills the manager binary")
+	}
+	const n, signer = 4, "example.com/bmc-serving"
+	purgeMetal(t)
+	bin, err := testenv.MetalhubBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c := env.Client
+	fleet, err := redfish.Start(redfish.Options{BMCs: n, TLS: true, PowerDelay: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fleet.Close()
+	ca := newTestCA(t)
+	if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bmc-ca"}, Data: map[string]string{"ca.crt": string(ca.pem)}}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bmc-ca"}}) }()
+	names := make([]string, n)
+	for i, b := range fleet.BMCs() {
+		user, pass := b.Credentials()
+		names[i] = fmt.Sprintf("cert-%d", i)
+		port, _ := strconv.Atoi(b.URL()[strings.LastIndex(b.URL(), ":")+1:])
+		if err := c.Create(ctx, &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: names[i]},
+			StringData: map[string]string{"username": user, "password": pass}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Create(ctx, &metalv1alpha1.BMC{
+			// Self-signed at first: reached with verification off, as fleets run today.
+			ObjectMeta: metav1.ObjectMeta{Name: names[i], Annotations: map[string]string{bmcaccess.InsecureAnnotation: "true"}},
+			Spec: metalv1alpha1.BMCSpec{
+				Access: &metalv1alpha1.InlineEndpoint{IP: "127.0.0.1"}, BMCSecretRef: corev1.LocalObjectReference{Name: names[i]},
+				Protocol: metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: int32(port), Scheme: "https"},
+				Certificate: &metalv1alpha1.BMCCertificate{SignerName: signer, Duration: &metav1.Duration{Duration: time.Hour},
+					CABundleRef: metalv1alpha1.CABundleReference{Namespace: "default", Name: "bmc-ca"}},
+			}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mgr := &managerProcess{bin: bin, logPath: filepath.Join(t.TempDir(), "manager.log"), args: []string{
+		"--kubeconfig", env.Kubeconfig, "--controllers", "metal",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--registry-bind-address", "0",
+		"--bmc-request-timeout", "2s", "--discovery-namespace", "default", "--graceful-shutdown-timeout", "1s",
+	}}
+	mgr.start(t)
+	defer func() {
+		mgr.kill()
+		if t.Failed() {
+			if b, err := os.ReadFile(mgr.logPath); err == nil {
+				lines := strings.Split(string(b), "\n")
+				t.Logf("last manager log lines:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
+			}
+		}
+	}()
+
+	requests := func() map[string][]certificatesv1.CertificateSigningRequest {
+		list := &certificatesv1.CertificateSigningRequestList{}
+		if err := c.List(ctx, list, client.HasLabels{bmccert.BMCLabel}); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]certificatesv1.CertificateSigningRequest{}
+		for _, r := range list.Items {
+			if r.DeletionTimestamp.IsZero() {
+				out[r.Labels[bmccert.BMCLabel]] = append(out[r.Labels[bmccert.BMCLabel]], r)
+			}
+		}
+		return out
+	}
+	// Every BMC's request is waiting for the signer: the manager dies.
+	testenv.Eventually(t, 60*time.Second, "a request per BMC", func() (bool, string) {
+		reqs := requests()
+		return len(reqs) == n, fmt.Sprintf("%d of %d BMCs have a request", len(reqs), n)
+	})
+	mgr.kill()
+	wipeStatus(t, names[0])
+	mgr.start(t)
+	// The signer signs; the manager dies again as the installs begin.
+	kills, signed := 0, 0
+	testenv.Eventually(t, 90*time.Second, "every BMC pinned", func() (bool, string) {
+		reqs := requests()
+		for name, rs := range reqs {
+			if len(rs) > 1 {
+				t.Fatalf("BMC %s has %d requests outstanding: %v", name, len(rs), rs)
+			}
+			for _, r := range rs {
+				if len(r.Status.Certificate) == 0 && !denied(r) {
+					approveAndSign(t, c, ca, r)
+					signed++
+				}
+			}
+		}
+		if signed >= n && kills == 0 {
+			kills++
+			mgr.kill()
+			wipeStatus(t, names[1])
+			mgr.start(t)
+		}
+		pinned := 0
+		for _, name := range names {
+			b := &metalv1alpha1.BMC{}
+			if err := c.Get(ctx, client.ObjectKey{Name: name}, b); err != nil {
+				return false, err.Error()
+			}
+			cond := meta.FindStatusCondition(b.Status.Conditions, metalv1alpha1.ConditionCertificateReady)
+			if b.Status.Certificate != nil && b.Status.Certificate.Pinned && cond != nil && cond.Reason == metalv1alpha1.ReasonCertificateInstalled {
+				pinned++
+			}
+		}
+		return pinned == n, fmt.Sprintf("%d of %d pinned, %d signed", pinned, n, signed)
+	})
+	if left := requests(); len(left) != 0 {
+		t.Errorf("requests left behind: %v", left)
+	}
+	replaced := map[int]int{}
+	for _, r := range fleet.Records() {
+		if r.Action == redfish.ActionReplaceCertificate {
+			replaced[r.BMC]++
+		}
+	}
+	pool := bmc.NewPool(bmc.Options{RequestTimeout: 5 * time.Second})
+	defer pool.Close()
+	for i, b := range fleet.BMCs() {
+		if replaced[i] != 1 {
+			t.Errorf("BMC %d: %d certificates installed, want 1", i, replaced[i])
+		}
+		if got := b.Certificate().Issuer.CommonName; got != "metalhub test BMC CA" {
+			t.Errorf("BMC %d serves a certificate from %q", i, got)
+		}
+		obj := &metalv1alpha1.BMC{}
+		if err := c.Get(ctx, client.ObjectKey{Name: names[i]}, obj); err != nil {
+			t.Fatal(err)
+		}
+		ep, err := bmcaccess.Endpoint(ctx, c, obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ep.InsecureSkipVerify || string(ep.CACert) != string(ca.pem) {
+			t.Errorf("BMC %d: insecure %v, CA pinned %v", i, ep.InsecureSkipVerify, string(ep.CACert) == string(ca.pem))
+			continue
+		}
+		conn, _ := pool.Get(ep)
+		if _, err := conn.Systems(ctx); err != nil {
+			t.Errorf("BMC %d: a verified connection: %v", i, err)
+		}
+	}
+	// The manager itself reaches them verified: the BMC controller still reports them connected.
+	testenv.Eventually(t, 30*time.Second, "BMCs connected", func() (bool, string) {
+		for _, name := range names {
+			b := &metalv1alpha1.BMC{}
+			if err := c.Get(ctx, client.ObjectKey{Name: name}, b); err != nil {
+				return false, err.Error()
+			}
+			if cond := meta.FindStatusCondition(b.Status.Conditions, metalv1alpha1.ConditionReady); cond == nil || cond.Reason != metalv1alpha1.ReasonConnected {
+				return false, fmt.Sprintf("%s: %v", name, cond)
+			}
+		}
+		return true, ""
+	})
+}
+
+func denied(r certificatesv1.CertificateSigningRequest) bool {
+	for _, c := range r.Status.Conditions {
+		if c.Type == certificatesv1.CertificateDenied || c.Type == certificatesv1.CertificateFailed {
+			return true
+		}
+	}
+	return false
+}
+
+// wipeStatus empties a BMC's status, as a restore without status does.
+func wipeStatus(t *testing.T, name string) {
+	t.Helper()
+	b := &metalv1alpha1.BMC{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, b); err != nil {
+		t.Fatal(err)
+	}
+	b.Status = metalv1alpha1.BMCStatus{}
+	if err := env.Client.Status().Update(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "metalhub test BMC CA"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// approveAndSign is the approver and the signer of a request: approval through its subresource,
+// the certificate (for the request's key and names, an hour) through status.
+func approveAndSign(t *testing.T, c client.Client, ca *testCA, r certificatesv1.CertificateSigningRequest) {
+	t.Helper()
+	ctx := context.Background()
+	r.Status.Conditions = append(r.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "TestApproved", Message: "approved by the test"})
+	if err := c.SubResource("approval").Update(ctx, &r); err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(r.Spec.Request)
+	req, err := x509.ParseCertificateRequest(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: req.Subject, DNSNames: req.DNSNames, IPAddresses: req.IPAddresses,
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, req.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Status.Certificate = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	if err := c.Status().Update(ctx, &r); err != nil {
+		t.Fatal(err)
+	}
+}
