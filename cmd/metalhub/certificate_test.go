@@ -58,7 +58,9 @@ func TestCertificateSurvivesSIGKILL(t *testing.T) {
 	if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bmc-ca"}, Data: map[string]string{"ca.crt": string(ca.pem)}}); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bmc-ca"}}) }()
+	defer func() {
+		_ = c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bmc-ca"}})
+	}()
 	names := make([]string, n)
 	for i, b := range fleet.BMCs() {
 		user, pass := b.Credentials()
