@@ -81,7 +81,7 @@ func IdentityOf(err error) (*IdentityError, bool) {
 type expectKey struct{}
 
 // Expect returns b bound to one identity: every call on a system (System, Power, PreparePower,
-// SetBootOnce, SetIndicatorLED, Bios, SetBiosAttributes, BootEntries, SetBootOrder, SimpleUpdate and PushUpdate for a system, VirtualMedia, InsertMedia, EjectMedia, StorageLayout, CreateVolume, SecureEraseDrive, InitializeVolume, Inventory, SerialConsole) first checks that the system it reads is id, in the same read that
+// SetBootOnce, SetIndicatorLED, Bios, SetBiosAttributes, BootEntries, SetBootOrder, SimpleUpdate and PushUpdate for a system, VirtualMedia, InsertMedia, EjectMedia, StorageLayout, CreateVolume, SecureEraseDrive, InitializeVolume, Inventory, SerialConsole, Telemetry) first checks that the system it reads is id, in the same read that
 // precedes its request, and fails with ReasonIdentityMismatch before anything is sent when not.
 // LogEntries, a read polled for every server, takes a proof read at most proofTTL before (by any
 // call on the system through this connection) instead of reading the system again.
@@ -183,6 +183,11 @@ func (e *expecting) Inventory(ctx context.Context, systemID string) (*Inventory,
 // LogEntries is checked too: another machine's log would be taken for this one's health.
 func (e *expecting) LogEntries(ctx context.Context, systemID, after string) ([]LogEntry, error) {
 	return e.BMC.LogEntries(e.with(ctx), systemID, after)
+}
+
+// Telemetry is checked too: another machine's readings would be taken for this one's.
+func (e *expecting) Telemetry(ctx context.Context, systemID string) (*Telemetry, error) {
+	return e.BMC.Telemetry(e.with(ctx), systemID)
 }
 
 func (e *expecting) LogCursor(ctx context.Context, systemID string) (string, error) {

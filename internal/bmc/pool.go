@@ -281,3 +281,31 @@ func (p *Pool) CheckCredentials(ctx context.Context, ep Endpoint) error {
 	}
 	return err
 }
+
+// Busy tells a background reader (telemetry) to leave the BMC at address alone this round: its
+// breaker is open (it is failing fast), or half or more of its request slots are taken by the
+// reconciles' work. A reader that skips it rather than queue behind that work never delays a
+// reconcile nor adds to a BMC that struggles. A BMC not pooled yet is not busy. why is
+// "unreachable" or "saturated".
+func (p *Pool) Busy(address string) (busy bool, why string) {
+	base, err := NormalizeAddress(address)
+	if err != nil {
+		return false, ""
+	}
+	p.mu.Lock()
+	c := p.conns[base]
+	p.mu.Unlock()
+	if c == nil {
+		return false, ""
+	}
+	c.brk.mu.Lock()
+	open := !c.brk.openUntil.IsZero()
+	c.brk.mu.Unlock()
+	if open {
+		return true, "unreachable"
+	}
+	if inUse := len(c.sem); inUse > 0 && inUse*2 >= cap(c.sem) {
+		return true, "saturated"
+	}
+	return false, ""
+}

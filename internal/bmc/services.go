@@ -12,6 +12,7 @@ import (
 	"github.com/metalhub/metalhub/internal/bmc/managerattrs"
 	"github.com/metalhub/metalhub/internal/bmc/media"
 	volumes "github.com/metalhub/metalhub/internal/bmc/storage"
+	"github.com/metalhub/metalhub/internal/bmc/telemetry"
 	"github.com/metalhub/metalhub/internal/bmc/update"
 )
 
@@ -234,4 +235,19 @@ func (c *conn) ManagerAttributes(ctx context.Context) (map[string]any, error) {
 // SetManagerAttributes implements BMC.
 func (c *conn) SetManagerAttributes(ctx context.Context, attrs map[string]any) error {
 	return managerattrs.Set(ctx, c.wire(), attrs)
+}
+
+// Telemetry is one system's chassis readings (see package telemetry).
+type Telemetry = telemetry.Telemetry
+
+// TelemetryPowerSupply, TelemetryTemperature and TelemetryFan are its parts.
+type (
+	TelemetryPowerSupply = telemetry.PowerSupply
+	TelemetryTemperature = telemetry.Temperature
+	TelemetryFan         = telemetry.Fan
+)
+
+// Telemetry implements BMC.
+func (c *conn) Telemetry(ctx context.Context, systemID string) (*Telemetry, error) {
+	return telemetry.Read(ctx, c.wire(), systemID)
 }

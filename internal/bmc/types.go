@@ -5,7 +5,7 @@
 //
 // This package is the one type the rest of the code uses (BMC, Pool, Error, Options and the
 // data types) and owns the connection (session, cap, breaker, fence). Each Redfish service's
-// work lives in a subpackage (logs, update, accounts, events, media, console) that works over
+// work lives in a subpackage (logs, update, accounts, events, media, console, telemetry) that works over
 // wire.Conn, a view of the connection the facade hands it; package wire holds the typed error
 // they share. The subpackages never import this one.
 package bmc
@@ -81,6 +81,11 @@ type BMC interface {
 	// Inventory reads the hardware inventory of one system, best effort per
 	// section: failed sections are listed in Inventory.FailedSections.
 	Inventory(ctx context.Context, systemID string) (*Inventory, error)
+	// Telemetry reads the system's chassis telemetry: power draw, power supplies, temperatures,
+	// fans and the memory and processor health rollups, from the legacy Power and Thermal or the
+	// newer subsystems and Sensors, each part absent where the BMC serves none. A read polled
+	// for every server, it is one system read and two to a dozen more.
+	Telemetry(ctx context.Context, systemID string) (*Telemetry, error)
 	// Manager describes the BMC itself (the manager of the first system, or
 	// the first manager of the service).
 	Manager(ctx context.Context) (*ManagerInfo, error)

@@ -19,7 +19,11 @@ import (
 
 var root = testenv.RepoRoot()
 
+// promtool is $PROMTOOL when set (a promtool built elsewhere), else the pinned one built into bin/.
 var promtool = sync.OnceValues(func() (string, error) {
+	if p := os.Getenv("PROMTOOL"); p != "" {
+		return p, nil
+	}
 	cmd := exec.Command(filepath.Join(root, "hack", "tools", "build.sh"), "promtool")
 	cmd.Stderr = os.Stderr // the first build takes a few minutes and prints progress
 	out, err := cmd.Output()

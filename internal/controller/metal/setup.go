@@ -17,6 +17,7 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
@@ -33,6 +34,7 @@ import (
 	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/metadata"
 	"github.com/metalhub/metalhub/internal/registry"
+	"github.com/metalhub/metalhub/internal/telemetry"
 )
 
 // Options configure the metal family.
@@ -70,6 +72,11 @@ type Options struct {
 	// HardwareEventsURL is where BMCs deliver Redfish events (the manager's event receiver as the
 	// BMCs reach it); set, every BMC with an EventService gets a subscription to it.
 	HardwareEventsURL string
+	// TelemetryInterval is how often every server's Redfish telemetry (power, temperatures, fans,
+	// PSU and component health) is read into Prometheus gauges (package telemetry); 0 is off.
+	TelemetryInterval time.Duration
+	// TelemetryMaxSensorsPerServer caps one server's sensor series (0: the package's default).
+	TelemetryMaxSensorsPerServer int
 }
 
 // PoolOptions are the BMC pool's options these give (bmcaccess.NewPool).
@@ -119,6 +126,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ProbeImage, "probe-image", o.ProbeImage, "Container image with metalprobe that the discovery ignition starts.")
 	fs.StringVar(&o.IgnitionTemplateFile, "discovery-ignition-template", o.IgnitionTemplateFile, "File with a Go template overriding the built-in discovery ignition.")
 	fs.DurationVar(&o.HardwareLogPoll, "hardware-log-poll-interval", o.HardwareLogPoll, "How often each server's hardware log (SEL) is read for critical events; 0 turns it off. An event from the BMC (--hardware-events-url) brings a read at once.")
+	fs.DurationVar(&o.TelemetryInterval, "telemetry-interval", o.TelemetryInterval, "How often each server's Redfish telemetry (power draw, temperatures, fans, PSU, memory and processor health) is read and exported as metalhub_server_* gauges; 0 (the default) turns it off. Reads go through the BMC pool's per-BMC cap and skip a BMC that is busy or failing fast.")
+	fs.IntVar(&o.TelemetryMaxSensorsPerServer, "telemetry-max-sensors-per-server", telemetry.DefaultMaxSensorsPerServer, "Cap on one server's sensor series (power supplies first, then fans, then temperatures); the rest is counted in metalhub_telemetry_sensors_dropped_total.")
 	fs.Var(&o.HardwareFaultPolicy, "hardware-fault-policy", "What a critical hardware event does beyond the HardwareFault condition, event and metric: None, Taint (new claims avoid the server) or TaintAndMaintenance (and a ServerMaintenance for a server no claim holds).")
 	fs.StringVar(&o.HardwareFaultMaintenanceNamespace, "hardware-fault-maintenance-namespace", o.HardwareFaultMaintenanceNamespace, "Namespace of the ServerMaintenances the fault policy opens (default: --discovery-namespace).")
 	fs.StringVar(&o.HardwareEventsURL, "hardware-events-url", o.HardwareEventsURL, "URL of the manager's Redfish event receiver (/v1/events on the registry's listener) as BMCs reach it; set, BMCs with an EventService are subscribed to it. Empty: the log is only polled.")
@@ -227,5 +236,27 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("server controller: %w", err)
 	}
+	if err := setupTelemetry(mgr, o, pool); err != nil {
+		return err
+	}
 	return setupClaims(ctx, mgr, o)
+}
+
+// setupTelemetry starts the telemetry collector (--telemetry-interval > 0) and registers its
+// gauges on controller-runtime's metrics registry.
+func setupTelemetry(mgr ctrl.Manager, o Options, pool *bmc.Pool) error {
+	if o.TelemetryInterval <= 0 {
+		return nil
+	}
+	m := telemetry.NewMetrics(o.TelemetryMaxSensorsPerServer)
+	if err := ctrlmetrics.Registry.Register(m); err != nil {
+		return fmt.Errorf("telemetry metrics: %w", err)
+	}
+	if err := mgr.Add(&telemetry.Collector{
+		Client: mgr.GetClient(), Pool: pool, Metrics: m, Interval: o.TelemetryInterval,
+		ReadTimeout: 3 * o.BMCRequestTimeout, Shards: o.Shards, Log: ctrl.Log.WithName("telemetry"),
+	}); err != nil {
+		return fmt.Errorf("telemetry collector: %w", err)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/metalhub/metalhub/internal/emulator/redfish/rfhttp"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/sel"
@@ -63,6 +64,9 @@ func (s *System) State() SystemState {
 //	GET    /emulator/bmcs/{i}/subscriptions            event subscriptions
 //	GET    /emulator/bmcs/{i}/deliveries               what became of the events sent
 //	GET    /emulator/bmcs/{i}/certificate              the HTTPS certificate served, one staged, a pending CSR key
+//	GET    /emulator/bmcs/{i}/systems/{id}/sensors     failed parts and the readings now
+//	PUT    /emulator/bmcs/{i}/systems/{id}/sensors     fail parts (SensorFaults):
+//	       {"failedPsus":["PSU2"],"stoppedFans":["Fan3"],"memoryHealth":"Critical"}; {} repairs all
 func (e *Emulator) ControlHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /emulator/bmcs", func(w http.ResponseWriter, r *http.Request) {
@@ -184,5 +188,28 @@ func (e *Emulator) ControlHandler() http.Handler {
 	mux.HandleFunc("GET /emulator/bmcs/{i}/certificate", withBMC(func(w http.ResponseWriter, r *http.Request, b *BMC) {
 		rfhttp.WriteJSON(w, http.StatusOK, b.CertificateState())
 	}))
+	mux.HandleFunc("GET /emulator/bmcs/{i}/systems/{id}/sensors", withSystem(func(w http.ResponseWriter, r *http.Request, s *System) {
+		rfhttp.WriteJSON(w, http.StatusOK, sensorState{Faults: s.SensorFaults(), Readings: s.Sensors(time.Now())})
+	}))
+	mux.HandleFunc("PUT /emulator/bmcs/{i}/systems/{id}/sensors", withSystem(func(w http.ResponseWriter, r *http.Request, s *System) {
+		var f SensorFaults
+		dec := json.NewDecoder(r.Body)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&f); err != nil {
+			http.Error(w, "invalid sensor faults: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := s.SetSensorFaults(f); err != nil {
+			http.Error(w, "invalid sensor faults: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		rfhttp.WriteJSON(w, http.StatusOK, sensorState{Faults: s.SensorFaults(), Readings: s.Sensors(time.Now())})
+	}))
 	return mux
+}
+
+// sensorState is a system's sensors on the control API.
+type sensorState struct {
+	Faults   SensorFaults   `json:"faults"`
+	Readings SensorSnapshot `json:"readings"`
 }

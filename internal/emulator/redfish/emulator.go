@@ -8,12 +8,14 @@
 // erases itself (Drive.SecureErase, Volume.Initialize), each erase a task of the
 // TaskService that counts, once completed, in System.Erasures and System.Initializations
 // (packages inventory and update), and a CertificateService whose GenerateCSR and
-// ReplaceCertificate change the certificate the BMC's TLS listener serves (package certs).
+// ReplaceCertificate change the certificate the BMC's TLS listener serves (package certs), and
+// per chassis deterministic power, temperature and fan readings with failable PSUs and fans, in
+// the legacy Power/Thermal and/or the newer PowerSubsystem/ThermalSubsystem/Sensors (package sensors).
 //
 // This package is the one type the rest of the code uses (Emulator, BMC, System and their
 // data types) and the routing between services; each Redfish service's state and handlers
 // live in a subpackage (accounts, certs, events, sessions, sel, sshconsole, managerattrs, inventory)
-// beside the shared pieces (rfhttp, hardware, faults, tlscert). The subpackages never import
+// beside the shared pieces (rfhttp, hardware, faults, tlscert, sensors). The subpackages never import
 // this one: what they need of a BMC comes through a small interface or a callback.
 package redfish
 
@@ -445,6 +447,7 @@ func newBMC(e *Emulator, i int) *BMC {
 		idx := i*e.opts.SystemsPerBMC + k
 		hw := hardware.Generate(p, r, idx, k, e.opts.SystemsPerBMC, style)
 		s := &System{bmc: b, hw: hw, power: e.opts.InitialPower, etag: 1, lastReset: b.lastReset.Load()}
+		s.sens.Index, s.sens.CPUs = idx, len(hw.CPUs)
 		for _, d := range b.profile.Media {
 			s.media = append(s.media, media.Device{MediaDevice: d})
 		}

@@ -2,11 +2,13 @@ package redfish
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"time"
 
 	"github.com/metalhub/metalhub/internal/emulator/redfish/media"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/rfhttp"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/sensors"
 )
 
 func (b *BMC) routeManagers(w http.ResponseWriter, r *http.Request, segs []string, f *Faults) {
@@ -124,19 +126,31 @@ func (b *BMC) routeChassis(w http.ResponseWriter, r *http.Request, segs []string
 		rfhttp.WriteJSON(w, http.StatusOK, rfhttp.Collection(v1+"/Chassis", "ChassisCollection", "Chassis Collection", ids))
 		return
 	}
+	f := b.Faults()
+	md := b.telemetryModel(&f)
 	for _, s := range b.systems {
-		if s.hw.ChassisID == segs[0] && len(segs) == 1 {
-			rfhttp.WriteJSON(w, http.StatusOK, obj{
-				"@odata.type": "#Chassis.v1_14_0.Chassis", "@odata.id": v1 + "/Chassis/" + s.hw.ChassisID, "Id": s.hw.ChassisID,
+		if s.hw.ChassisID != segs[0] {
+			continue
+		}
+		cp := v1 + "/Chassis/" + s.hw.ChassisID
+		if len(segs) == 1 {
+			body := obj{
+				"@odata.type": "#Chassis.v1_14_0.Chassis", "@odata.id": cp, "Id": s.hw.ChassisID,
 				"Name": "Chassis", "ChassisType": "RackMount", "Manufacturer": s.hw.Manufacturer, "Model": s.hw.Model,
 				"SerialNumber": s.SerialNumber(), "PowerState": s.PowerState(), "Status": rfhttp.Status("Enabled"),
 				"Links": obj{
 					"ComputerSystems": []obj{rfhttp.Link(v1 + "/Systems/" + s.hw.ID)},
 					"ManagedBy":       []obj{rfhttp.Link(v1 + "/Managers/" + b.managerID)},
 				},
-			})
+			}
+			maps.Copy(body, md.Links(cp))
+			rfhttp.WriteJSON(w, http.StatusOK, body)
 			return
 		}
+		if sensors.Serve(w, r, md, s.Sensors(time.Now()), cp, segs[1:]) {
+			return
+		}
+		break
 	}
 	rfhttp.NotFound(w, r)
 }

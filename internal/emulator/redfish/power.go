@@ -10,6 +10,7 @@ import (
 	"github.com/metalhub/metalhub/internal/emulator/redfish/inventory"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/media"
 	"github.com/metalhub/metalhub/internal/emulator/redfish/sel"
+	"github.com/metalhub/metalhub/internal/emulator/redfish/sensors"
 )
 
 // BootOverride is the Boot.BootSourceOverride* triple.
@@ -169,6 +170,8 @@ type System struct {
 	// sel is the system's event log and the health it drives (package sel); it has its own lock,
 	// taken after mu where both are.
 	sel sel.Log
+	// sens are the system's sensors and failed parts (package sensors).
+	sens sensors.Machine
 }
 
 // ID is the Redfish Id.

@@ -1,6 +1,7 @@
 package redfish
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -129,6 +130,8 @@ func (b *BMC) systemBody(s *System, f *Faults) obj {
 	} else {
 		reset["ResetType@Redfish.AllowableValues"] = p.ResetTypes
 	}
+	// Only the health rollups: the readings are the chassis'.
+	sf := s.sens.Faults()
 	led := s.led
 	if led == "" {
 		led = "Off"
@@ -141,9 +144,9 @@ func (b *BMC) systemBody(s *System, f *Faults) obj {
 		"PowerState": s.power, "IndicatorLED": led, "LocationIndicatorActive": led != "Off", "Status": s.sel.Status(),
 		"ProcessorSummary": obj{
 			"Count": len(h.CPUs), "Model": h.CPUs[0].Model, "CoreCount": len(h.CPUs) * h.CPUs[0].Cores,
-			"LogicalProcessorCount": 2 * len(h.CPUs) * h.CPUs[0].Cores, "Status": rfhttp.Status("Enabled"),
+			"LogicalProcessorCount": 2 * len(h.CPUs) * h.CPUs[0].Cores, "Status": componentStatus(cmp.Or(sf.ProcessorHealth, "OK")),
 		},
-		"MemorySummary": obj{"TotalSystemMemoryGiB": memGiB, "Status": rfhttp.Status("Enabled")},
+		"MemorySummary": obj{"TotalSystemMemoryGiB": memGiB, "Status": componentStatus(cmp.Or(sf.MemoryHealth, "OK"))},
 		"Boot":          boot,
 		"Processors":    rfhttp.Link(sp + "/Processors"), "Memory": rfhttp.Link(sp + "/Memory"),
 		"EthernetInterfaces": rfhttp.Link(sp + "/EthernetInterfaces"), "Bios": rfhttp.Link(sp + "/Bios"),

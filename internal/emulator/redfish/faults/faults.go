@@ -119,6 +119,11 @@ type Faults struct {
 	// server only reads its certificate when it starts: until then the listener serves, and the
 	// Certificate resource shows, the old one.
 	CertificateNeedsReset bool `json:"certificateNeedsReset,omitempty"`
+	// NoLegacyTelemetry removes the chassis' Power and Thermal resources (firmware that dropped
+	// the deprecated ones); NoTelemetrySubsystems removes PowerSubsystem, ThermalSubsystem and
+	// Sensors (older firmware). Both leave a chassis without readings.
+	NoLegacyTelemetry     bool `json:"noLegacyTelemetry,omitempty"`
+	NoTelemetrySubsystems bool `json:"noTelemetrySubsystems,omitempty"`
 }
 
 // Duration is a time.Duration that reads "250ms" or nanoseconds from JSON.

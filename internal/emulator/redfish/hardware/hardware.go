@@ -43,6 +43,11 @@ type Profile struct {
 	Media []MediaDevice
 	// httpBoot: UefiHttp is an advertised boot target and Boot has HttpBootUri.
 	HTTPBoot bool
+	// NoLegacyTelemetry: the chassis has no Power and Thermal resources (deprecated; newer
+	// OpenBMC dropped them); TelemetrySubsystems: it has PowerSubsystem, ThermalSubsystem and
+	// Sensors (newer firmware). Real fleets have all three mixes.
+	NoLegacyTelemetry   bool
+	TelemetrySubsystems bool
 }
 
 type MediaDevice struct {
@@ -85,7 +90,7 @@ var Profiles = []Profile{
 		UEFI:       true, LastReset: true, ResetStatus: 204, PatchStatus: 200,
 		CPUs:     append(append([]CPUModel{}, intelCPUs...), amdCPUs[0]),
 		Media:    []MediaDevice{{"CD", []string{"CD", "DVD"}}, {"RemovableDisk", []string{"USBStick"}}},
-		HTTPBoot: true,
+		HTTPBoot: true, TelemetrySubsystems: true,
 	},
 	{
 		Name: "hpe", Manufacturer: "HPE", Models: []string{"ProLiant DL360 Gen10 Plus", "ProLiant DL380 Gen10"},
@@ -114,7 +119,7 @@ var Profiles = []Profile{
 		UEFI:       true, LastReset: true, ResetStatus: 202, PatchStatus: 204,
 		CPUs:           intelCPUs,
 		MediaOnManager: true, Media: []MediaDevice{{"EXT1", []string{"CD", "DVD"}}, {"EXT2", []string{"USBStick"}}},
-		HTTPBoot: true,
+		HTTPBoot: true, TelemetrySubsystems: true,
 	},
 	{
 		Name: "supermicro", Manufacturer: "Supermicro", Models: []string{"SYS-1029U-TRT", "AS -1114S-WN10RT"},
@@ -142,6 +147,7 @@ var Profiles = []Profile{
 		ActionInfo: true, UEFI: true, LastReset: true, ResetStatus: 204, PatchStatus: 204,
 		CPUs:           amdCPUs,
 		MediaOnManager: true, Media: genericMedia, HTTPBoot: true,
+		NoLegacyTelemetry: true, TelemetrySubsystems: true,
 	},
 }
 
