@@ -2,14 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -54,8 +47,8 @@ func TestCertificateSurvivesSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fleet.Close()
-	ca := newTestCA(t)
-	if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bmc-ca"}, Data: map[string]string{"ca.crt": string(ca.pem)}}); err != nil {
+	ca := testenv.NewCA(t, "metalhub test BMC CA")
+	if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bmc-ca"}, Data: map[string]string{"ca.crt": string(ca.PEM)}}); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
@@ -179,8 +172,8 @@ func TestCertificateSurvivesSIGKILL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ep.InsecureSkipVerify || string(ep.CACert) != string(ca.pem) {
-			t.Errorf("BMC %d: insecure %v, CA pinned %v", i, ep.InsecureSkipVerify, string(ep.CACert) == string(ca.pem))
+		if ep.InsecureSkipVerify || string(ep.CACert) != string(ca.PEM) {
+			t.Errorf("BMC %d: insecure %v, CA pinned %v", i, ep.InsecureSkipVerify, string(ep.CACert) == string(ca.PEM))
 			continue
 		}
 		conn, _ := pool.Get(ep)
@@ -225,31 +218,9 @@ func wipeStatus(t *testing.T, name string) {
 	}
 }
 
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "metalhub test BMC CA"}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
 // approveAndSign is the approver and the signer of a request: approval through its subresource,
 // the certificate (for the request's key and names, an hour) through status.
-func approveAndSign(t *testing.T, c client.Client, ca *testCA, r certificatesv1.CertificateSigningRequest) {
+func approveAndSign(t *testing.T, c client.Client, ca *testenv.CA, r certificatesv1.CertificateSigningRequest) {
 	t.Helper()
 	ctx := context.Background()
 	r.Status.Conditions = append(r.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
@@ -257,19 +228,7 @@ func approveAndSign(t *testing.T, c client.Client, ca *testCA, r certificatesv1.
 	if err := c.SubResource("approval").Update(ctx, &r); err != nil {
 		t.Fatal(err)
 	}
-	blk, _ := pem.Decode(r.Spec.Request)
-	req, err := x509.ParseCertificateRequest(blk.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: req.Subject, DNSNames: req.DNSNames, IPAddresses: req.IPAddresses,
-		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, req.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Status.Certificate = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	r.Status.Certificate = ca.Sign(t, r.Spec.Request, time.Now().Add(-time.Minute), time.Hour)
 	if err := c.Status().Update(ctx, &r); err != nil {
 		t.Fatal(err)
 	}

@@ -2,14 +2,7 @@ package bmccert
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"os"
 	"strings"
 	"sync"
@@ -32,6 +25,7 @@ import (
 	redfish "github.com/metalhub/metalhub/internal/emulator/redfish"
 	"github.com/metalhub/metalhub/internal/lifecycle"
 	"github.com/metalhub/metalhub/internal/scheme"
+	"github.com/metalhub/metalhub/internal/testenv"
 )
 
 // The single-pass tests drive the controller pass by pass on a fake client, against BMCs of an
@@ -71,58 +65,9 @@ func takeBMC(t *testing.T) *redfish.BMC {
 	return em.BMC(taken.n - 1)
 }
 
-// testCA is a CA the signer signs with.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newCA(t *testing.T, cn string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-var serial struct {
-	sync.Mutex
-	n int64
-}
-
-// sign signs a PEM request for lifetime from notBefore, with the request's names.
-func (ca *testCA) sign(t *testing.T, request []byte, notBefore time.Time, lifetime time.Duration) []byte {
-	t.Helper()
-	blk, _ := pem.Decode(request)
-	req, err := x509.ParseCertificateRequest(blk.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial.Lock()
-	serial.n++
-	sn := big.NewInt(1000 + serial.n)
-	serial.Unlock()
-	tmpl := &x509.Certificate{SerialNumber: sn, Subject: req.Subject, DNSNames: req.DNSNames, IPAddresses: req.IPAddresses,
-		NotBefore: notBefore, NotAfter: notBefore.Add(lifetime), KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, req.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
-
 // objects are what a BMC with a certificate asked needs: the BMC (insecure: it starts
 // self-signed), its Secret, a Server of its machine (the proof), the CA bundle.
-func objects(b *redfish.BMC, name string, ca *testCA, mutate ...func(*metalv1alpha1.BMC)) []client.Object {
+func objects(b *redfish.BMC, name string, ca *testenv.CA, mutate ...func(*metalv1alpha1.BMC)) []client.Object {
 	port := 0
 	fmt.Sscanf(b.URL()[strings.LastIndex(b.URL(), ":")+1:], "%d", &port)
 	bmcObj := &metalv1alpha1.BMC{
@@ -142,7 +87,7 @@ func objects(b *redfish.BMC, name string, ca *testCA, mutate ...func(*metalv1alp
 		Data: map[string][]byte{metalv1alpha1.BMCSecretUsernameKey: []byte("admin"), metalv1alpha1.BMCSecretPasswordKey: []byte("password")}}
 	srv := &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: name + "-1"},
 		Spec: metalv1alpha1.ServerSpec{SystemUUID: strings.ToLower(b.Systems()[0].UUID()), BMCRef: &corev1.LocalObjectReference{Name: name}}}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "certs", Name: "ca-" + name}, Data: map[string]string{"ca.crt": string(ca.pem)}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "certs", Name: "ca-" + name}, Data: map[string]string{"ca.crt": string(ca.PEM)}}
 	return []client.Object{bmcObj, sec, srv, cm}
 }
 
@@ -168,7 +113,7 @@ func newRig(t *testing.T, c client.Client, name string) *rig {
 	g := &rig{t: t, c: c, name: name, now: time.Now()}
 	g.r = &Reconciler{Client: c, APIReader: c, Pool: bmc.NewPool(bmc.Options{RequestTimeout: 5 * time.Second}), Recorder: events.NewFakeRecorder(100),
 		RetryAfter: time.Second, Resync: time.Minute, RequestTimeout: 5 * time.Second, Now: func() time.Time { return g.now }}
-	g.rec = lifecycle.NewReconciler(c, func() *metalv1alpha1.BMC { return &metalv1alpha1.BMC{} }, g.r.handle)
+	g.rec = g.r.NewPasses()
 	t.Cleanup(g.r.Pool.Close)
 	return g
 }
@@ -202,7 +147,7 @@ func (g *rig) requests() []certificatesv1.CertificateSigningRequest {
 }
 
 // signAll signs every request of the BMC not signed yet, as an approver and signer would.
-func (g *rig) signAll(ca *testCA, lifetime time.Duration) int {
+func (g *rig) signAll(ca *testenv.CA, lifetime time.Duration) int {
 	g.t.Helper()
 	n := 0
 	for _, csr := range g.requests() {
@@ -216,7 +161,7 @@ func (g *rig) signAll(ca *testCA, lifetime time.Duration) int {
 		if now := time.Now(); now.Before(from) {
 			from = now
 		}
-		csr.Status.Certificate = ca.sign(g.t, csr.Spec.Request, from.Add(-time.Minute), lifetime)
+		csr.Status.Certificate = ca.Sign(g.t, csr.Spec.Request, from.Add(-time.Minute), lifetime)
 		if err := g.c.Status().Update(context.Background(), &csr); err != nil {
 			g.t.Fatal(err)
 		}
@@ -301,7 +246,7 @@ func verifiedConn(t *testing.T, c client.Client, b *metalv1alpha1.BMC) error {
 // against another CA is refused. No request is left behind.
 func TestCertificateInstalledAndPinned(t *testing.T) {
 	b := takeBMC(t)
-	ca := newCA(t, "bmc-ca")
+	ca := testenv.NewCA(t, "bmc-ca")
 	c := fakeClient(objects(b, "pin", ca)...)
 	g := newRig(t, c, "pin")
 	since := lastSeq()
@@ -335,7 +280,7 @@ func TestCertificateInstalledAndPinned(t *testing.T) {
 	}
 	// Verification is really on: the same BMC pinned to another CA is refused.
 	other := obj.DeepCopy()
-	other.Annotations[bmcaccess.CertificateCAAnnotation] = string(newCA(t, "other-ca").pem)
+	other.Annotations[bmcaccess.CertificateCAAnnotation] = string(testenv.NewCA(t, "other-ca").PEM)
 	if err := verifiedConn(t, c, other); err == nil {
 		t.Fatal("a connection pinned to another CA was accepted")
 	}
@@ -347,7 +292,7 @@ func TestCertificateInstalledAndPinned(t *testing.T) {
 // certificate installed.
 func TestCertificateSurvivesCrashesAndWipes(t *testing.T) {
 	b := takeBMC(t)
-	ca := newCA(t, "crash-ca")
+	ca := testenv.NewCA(t, "crash-ca")
 	c := fakeClient(objects(b, "crash", ca)...)
 	g := newRig(t, c, "crash")
 	since := lastSeq()
@@ -406,7 +351,7 @@ func TestCertificateSurvivesCrashesAndWipes(t *testing.T) {
 // condition warns before the certificate runs out.
 func TestCertificateRenewedBeforeExpiry(t *testing.T) {
 	b := takeBMC(t)
-	ca := newCA(t, "renew-ca")
+	ca := testenv.NewCA(t, "renew-ca")
 	c := fakeClient(objects(b, "renew", ca, func(o *metalv1alpha1.BMC) { o.Spec.Certificate.RenewBeforePercent = 50 })...)
 	g := newRig(t, c, "renew")
 	g.settle(10)
@@ -447,7 +392,7 @@ func TestCertificateRenewedBeforeExpiry(t *testing.T) {
 // BMC and a new one is made; a denied request is not asked again until the spec changes.
 func TestCertificateRefusedAndDenied(t *testing.T) {
 	b := takeBMC(t)
-	ca := newCA(t, "refuse-ca")
+	ca := testenv.NewCA(t, "refuse-ca")
 	c := fakeClient(objects(b, "refuse", ca)...)
 	g := newRig(t, c, "refuse")
 	g.settle(10)
@@ -494,7 +439,7 @@ func TestCertificateNotServedUntilReset(t *testing.T) {
 	f := b.Faults()
 	f.CertificateNeedsReset = true
 	b.SetFaults(f)
-	ca := newCA(t, "reset-ca")
+	ca := testenv.NewCA(t, "reset-ca")
 	c := fakeClient(objects(b, "reset", ca)...)
 	g := newRig(t, c, "reset")
 	g.settle(10)

@@ -99,8 +99,7 @@ type problem struct{ reason, msg string }
 // SetupWithManager registers the controller: BMCs with a certificate asked or recorded, and
 // the requests made for them.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.BMC { return &metalv1alpha1.BMC{} }, r.handle)
-	rec.Resync = r.Resync
+	rec := r.NewPasses()
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("bmccertificate").
 		For(&metalv1alpha1.BMC{}, builder.WithPredicates(predicate.NewPredicateFuncs(concerned), lifecycle.Predicate())).
@@ -115,6 +114,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2})
 	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.BMCList{} }, shardkey.ForBMC).Complete(rec)
+}
+
+// NewPasses is the controller's pass over one BMC, for a manager or a test to drive.
+func (r *Reconciler) NewPasses() *lifecycle.Reconciler[*metalv1alpha1.BMC] {
+	rec := lifecycle.NewReconciler(r.Client, func() *metalv1alpha1.BMC { return &metalv1alpha1.BMC{} }, r.handle)
+	rec.Resync = r.Resync
+	return rec
 }
 
 // concerned: a BMC asking for a certificate, or holding the bookkeeping of one.
