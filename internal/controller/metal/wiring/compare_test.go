@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	readinessv1alpha1 "github.com/metalhub/metalhub/api/readiness/v1alpha1"
@@ -203,5 +204,42 @@ func TestNormalMAC(t *testing.T) {
 		if got := NormalMAC(in); got != want {
 			t.Errorf("NormalMAC(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// Only what the comparison reads, or our condition, wakes the wirings: the server controller's
+// power, state and inventory writes do not.
+func TestServerChanged(t *testing.T) {
+	base := &metalv1alpha1.Server{Status: metalv1alpha1.ServerStatus{
+		PowerState:        metalv1alpha1.PowerStateOff,
+		NetworkInterfaces: []metalv1alpha1.NetworkInterface{nic("eno1", "aa:bb:cc:dd:ee:01", "up", nb{"leaf-01", "Ethernet1"})},
+		Conditions:        []metav1.Condition{{Type: readinessv1alpha1.ConditionNetworkReady, Status: metav1.ConditionTrue, Reason: "Match", Message: "m"}},
+	}}
+	for _, tc := range []struct {
+		name   string
+		change func(s *metalv1alpha1.Server)
+		want   bool
+	}{
+		{"power", func(s *metalv1alpha1.Server) { s.Status.PowerState = metalv1alpha1.PowerStateOn }, false},
+		{"NIC speed and IPs", func(s *metalv1alpha1.Server) {
+			s.Status.NetworkInterfaces[0].SpeedMbps, s.Status.NetworkInterfaces[0].IPs = 25000, []string{"10.0.0.1"}
+		}, false},
+		{"another condition", func(s *metalv1alpha1.Server) {
+			s.Status.Conditions = append(s.Status.Conditions, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue})
+		}, false},
+		{"MAC case only", func(s *metalv1alpha1.Server) { s.Status.NetworkInterfaces[0].MACAddress = "AA:BB:CC:DD:EE:01" }, false},
+		{"neighbour port", func(s *metalv1alpha1.Server) { s.Status.NetworkInterfaces[0].Neighbors[0].PortID = "Ethernet2" }, true},
+		{"carrier", func(s *metalv1alpha1.Server) { s.Status.NetworkInterfaces[0].CarrierStatus = "down" }, true},
+		{"NIC gone", func(s *metalv1alpha1.Server) { s.Status.NetworkInterfaces = nil }, true},
+		{"our condition removed", func(s *metalv1alpha1.Server) { s.Status.Conditions = nil }, true},
+		{"our condition changed", func(s *metalv1alpha1.Server) { s.Status.Conditions[0].Status = metav1.ConditionFalse }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := base.DeepCopy()
+			tc.change(n)
+			if got := ServerChanged().Update(event.UpdateEvent{ObjectOld: base, ObjectNew: n}); got != tc.want {
+				t.Errorf("passes: %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
