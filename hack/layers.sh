@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 base=github.com/metalhub/metalhub/internal/controller/metal
-controllers="server claim maintenance bmccontroller bmcuser bootconfig readiness"
+controllers="server claim maintenance bmccontroller bmcuser bootconfig readiness wiring"
 shared="bmcaccess index intent serverstate claimable bootrequest shardkey bmcevents health inventorywalk metaltest"
 
 fail=0

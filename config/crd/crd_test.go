@@ -142,12 +142,21 @@ func create(c context.Context, obj *unstructured.Unstructured) error {
 	if mapping.Scope.Name() == meta.RESTScopeNameNamespace && obj.GetNamespace() == "" {
 		obj.SetNamespace("default")
 	}
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		// The namespace a sample names exists in its user's cluster (the reference's chart
+		// makes metal-servers for ServerWirings); the sample itself stays as written.
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: obj.GetNamespace()}}
+		if err := env.Client.Create(c, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating namespace %s: %w", ns.Name, err)
+		}
+	}
 	return env.Client.Create(c, obj, client.FieldValidation("Strict"))
 }
 
 func isOurs(obj *unstructured.Unstructured) bool {
 	g := obj.GroupVersionKind().Group
-	return g == "metal.ironcore.dev" || g == "maintenance.metal.ironcore.dev" || g == "system.metal.ironcore.dev" || g == "baseboard.metal.ironcore.dev" || g == "infrahub.operators.com"
+	return g == "metal.ironcore.dev" || g == "maintenance.metal.ironcore.dev" || g == "system.metal.ironcore.dev" || g == "baseboard.metal.ironcore.dev" ||
+		g == "readiness.metal.ironcore.dev" || g == "infrahub.operators.com"
 }
 
 // Every sample users of the references write must be accepted, and read back with every field it
@@ -158,15 +167,9 @@ func TestSamplesAccepted(t *testing.T) {
 		filepath.Join(root, "metal-operator"), filepath.Join(root, "metal-operator", "against-emulators"),
 		filepath.Join(root, "metal-operator", "visualizer"),
 		filepath.Join(root, "vidra"), filepath.Join(root, "vidra", "against-fake"))
-	// Of the companion operator's groups metalhub serves maintenance.metal.ironcore.dev,
-	// system.metal.ironcore.dev and baseboard.metal.ironcore.dev.
-	for _, f := range []string{"maintenance_v1alpha1_servermaintenance.yaml", "system_v1alpha1_biosversion.yaml", "system_v1alpha1_biosversionset.yaml",
-		"system_v1alpha1_biossettings.yaml", "system_v1alpha1_biossettingsset.yaml",
-		"baseboard_v1alpha1_bmcversion.yaml", "baseboard_v1alpha1_bmcversionset.yaml",
-		"baseboard_v1alpha1_bmcsettings.yaml", "baseboard_v1alpha1_bmcsettingsset.yaml",
-		"serverreadinessrule-critical-event.yaml"} {
-		paths = append(paths, filepath.Join(root, "metal-maintenance-operator", f))
-	}
+	// The companion operator's samples, every one: metalhub serves all its groups
+	// (maintenance, system, baseboard and readiness .metal.ironcore.dev).
+	paths = append(paths, files(t, filepath.Join(root, "metal-maintenance-operator"))...)
 	kinds := map[string]bool{}
 	for _, path := range paths {
 		rel, _ := filepath.Rel(root, path)
@@ -199,7 +202,7 @@ func TestSamplesAccepted(t *testing.T) {
 	}
 	// One object of every kind the references' users write must have gone through.
 	for _, k := range []string{"BMC", "BMCSecret", "Endpoint", "Server", "ServerClaim", "ServerBootConfiguration",
-		"ServerMaintenance", "InfrahubSync", "VidraResource", "BIOSVersion", "BIOSVersionSet", "BIOSSettings", "BIOSSettingsSet", "BMCVersion", "BMCVersionSet", "BMCSettings", "BMCSettingsSet"} {
+		"ServerMaintenance", "InfrahubSync", "VidraResource", "BIOSVersion", "BIOSVersionSet", "BIOSSettings", "BIOSSettingsSet", "BMCVersion", "BMCVersionSet", "BMCSettings", "BMCSettingsSet", "ServerWiring", "ServerReadinessRule"} {
 		if !kinds[k] {
 			t.Errorf("no sample of kind %s was applied", k)
 		}

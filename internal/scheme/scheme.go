@@ -1,6 +1,6 @@
 // Package scheme builds the runtime.Scheme every metalhub component uses: the core Kubernetes
 // kinds, CustomResourceDefinitions and every metalhub API group (metal, maintenance, system,
-// baseboard, infrahub).
+// baseboard, infrahub, readiness).
 //
 // It only registers types: it imports no metalhub package but the api/* groups, and adds no
 // defaulting or conversion of its own.
@@ -16,6 +16,7 @@ import (
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	maintenancev1alpha1 "github.com/metalhub/metalhub/api/maintenance/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	readinessv1alpha1 "github.com/metalhub/metalhub/api/readiness/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
 )
 
@@ -29,5 +30,6 @@ func New() *runtime.Scheme {
 	utilruntime.Must(systemv1alpha1.AddToScheme(s))
 	utilruntime.Must(baseboardv1alpha1.AddToScheme(s))
 	utilruntime.Must(infrahubv1alpha1.AddToScheme(s))
+	utilruntime.Must(readinessv1alpha1.AddToScheme(s))
 	return s
 }

@@ -1,9 +1,9 @@
 // Package metal is the assembly of the metal.ironcore.dev family: its Options and flags, and
 // Setup, which starts the indexes, the discovery registry (with the metadata service), the BMC
 // event receiver, the event sink, the BMC connection pool and the family's reconcilers (BMCs,
-// BMCUsers, Servers, claims, boot configurations, maintenances and their groups, readiness rules),
-// each of which lives in a package of its own. It also lends "metalhub migrate plan" the family's
-// rules (switch.go).
+// BMCUsers, Servers, claims, boot configurations, maintenances and their groups, readiness rules,
+// ServerWirings), each of which lives in a package of its own. It also lends "metalhub migrate
+// plan" the family's rules (switch.go).
 //
 // It holds no reconciler. No controller or shared package of the family may import it
 // (hack/layers.sh checks this), so that the wiring stays above what it wires.
@@ -30,6 +30,7 @@ import (
 	"github.com/metalhub/metalhub/internal/controller/metal/health"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/controller/metal/server"
+	"github.com/metalhub/metalhub/internal/controller/metal/wiring"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/eventsink"
 	"github.com/metalhub/metalhub/internal/metadata"
@@ -238,6 +239,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	if err := setupTelemetry(mgr, o, pool); err != nil {
 		return err
+	}
+	if err := index.SetupWiring(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	if err := (&wiring.Reconciler{
+		Client: mgr.GetClient(), Recorder: o.Events.Recorder("serverwiring-controller"), Concurrency: o.Concurrency, Shards: o.Shards,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("serverwiring controller: %w", err)
 	}
 	return setupClaims(ctx, mgr, o)
 }

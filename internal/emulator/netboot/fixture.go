@@ -66,7 +66,8 @@ type FixtureNIC struct {
 	Up        bool
 	SpeedMbps int
 	IP        string // with prefix length; empty when down
-	// Switch and Port are its LLDP neighbour (empty when down).
+	// Switch and Port are its LLDP neighbour (empty when down): the same for a UUID on every
+	// run, and no two NICs of a machine on one switch port.
 	Switch, Port string
 }
 
@@ -116,8 +117,11 @@ func HardwareFor(uuid, serial string, macs []string) Hardware {
 		if k == 0 || r.IntN(2) == 0 { // the PXE NIC is up: it just booted the machine
 			nic.Up = true
 			nic.IP = fmt.Sprintf("10.%d.%d.%d/16", 20+k, sum[20], 1+int(sum[21])%254)
-			nic.Switch = fmt.Sprintf("leaf-%02d", 1+int(sum[22])%40)
-			nic.Port = fmt.Sprintf("Ethernet%d", 1+int(sum[23])%48)
+			// Cabled as a rack is: NICs alternate over the rack's pair of leaves, each NIC on a
+			// port of its own, so a ServerWiring can tell a NIC in the wrong port. From the
+			// UUID's bytes, not r, so the rest of the machine stays as it was.
+			nic.Switch = fmt.Sprintf("leaf-%02d", 1+2*(int(sum[22])%20)+k%2)
+			nic.Port = fmt.Sprintf("Ethernet%d", 1+int(sum[23])%24+24*(k/2))
 		}
 		h.NICs = append(h.NICs, nic)
 	}

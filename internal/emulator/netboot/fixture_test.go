@@ -34,6 +34,31 @@ func TestHardwareIsDeterministicAndDistinct(t *testing.T) {
 }
 
 // The probe, reading the tree, sees exactly the generated machine.
+// Every NIC that is up has an LLDP neighbour, and no two NICs of a machine share a switch port:
+// a ServerWiring written for an emulated server tells its NICs apart.
+func TestNICsCabledToPortsOfTheirOwn(t *testing.T) {
+	for i := range 50 {
+		h := HardwareFor(fmt.Sprintf("4c4c4544-0000-0000-0000-%012d", i), "S", nil)
+		ports := map[string]string{}
+		for _, n := range h.NICs {
+			if !n.Up {
+				if n.Switch != "" || n.Port != "" {
+					t.Errorf("%s: %s is down but has neighbour %s %s", h.UUID, n.Name, n.Switch, n.Port)
+				}
+				continue
+			}
+			if n.Switch == "" || n.Port == "" {
+				t.Errorf("%s: %s is up without a neighbour", h.UUID, n.Name)
+			}
+			key := n.Switch + " " + n.Port
+			if other, ok := ports[key]; ok {
+				t.Errorf("%s: %s and %s both on %s", h.UUID, other, n.Name, key)
+			}
+			ports[key] = n.Name
+		}
+	}
+}
+
 func TestTreeReadsBackThroughTheProbe(t *testing.T) {
 	for _, uuid := range []string{"11111111-0000-0000-0000-000000000001", "22222222-0000-0000-0000-000000000002", "33333333-0000-0000-0000-000000000003"} {
 		hw := HardwareFor(uuid, "SER-"+uuid[:4], nil)

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	readinessv1alpha1 "github.com/metalhub/metalhub/api/readiness/v1alpha1"
 	"github.com/metalhub/metalhub/internal/controller/metal/claimable"
 	"github.com/metalhub/metalhub/internal/metadata"
 	"github.com/metalhub/metalhub/internal/registry"
@@ -66,6 +67,9 @@ const (
 	IgnitionSecret = "spec.ignitionSecretRef.name"
 	// MaintenanceServer holds the server a maintenance targets.
 	MaintenanceServer = "spec.serverRef.name"
+	// WiringServer holds the server a ServerWiring names: a Server's change wakes only the
+	// wirings that name it.
+	WiringServer = "spec.serverRef.name"
 )
 
 // Setup registers every index of the family with the manager's cache.
@@ -134,7 +138,7 @@ type Field struct {
 
 // All are every index of the family, for a fake client that must answer the controllers'
 // lookups as the manager's cache does.
-func All() []Field { return append(bmcIndexes(), claimIndexes()...) }
+func All() []Field { return slices.Concat(bmcIndexes(), claimIndexes(), wiringIndexes()) }
 
 // SetupClaims registers the claim, boot configuration and maintenance controllers' indexes.
 func SetupClaims(ctx context.Context, idx client.FieldIndexer) error {
@@ -144,6 +148,28 @@ func SetupClaims(ctx context.Context, idx client.FieldIndexer) error {
 		}
 	}
 	return nil
+}
+
+// SetupWiring registers the index of the wiring controller.
+func SetupWiring(ctx context.Context, idx client.FieldIndexer) error {
+	for _, i := range wiringIndexes() {
+		if err := idx.IndexField(ctx, i.Obj, i.Name, i.Fn); err != nil {
+			return fmt.Errorf("indexing %T by %s: %w", i.Obj, i.Name, err)
+		}
+	}
+	return nil
+}
+
+// wiringIndexes are the indexes of the wiring controller.
+func wiringIndexes() []Field {
+	return []Field{
+		{&readinessv1alpha1.ServerWiring{}, WiringServer, func(o client.Object) []string {
+			if name := o.(*readinessv1alpha1.ServerWiring).Spec.ServerRef.Name; name != "" {
+				return []string{name}
+			}
+			return nil
+		}},
+	}
 }
 
 // claimIndexes are the indexes of the claim, boot configuration and maintenance controllers.
