@@ -472,3 +472,42 @@ func names(reqs []certificatesv1.CertificateSigningRequest) []string {
 	}
 	return out
 }
+
+// A pinned BMC that stops serving its certificate (here: someone put another CA's on it) is not
+// unpinned, which would hand its address to whatever answers: it is reported, and nothing is
+// asked of it.
+func TestPinnedBMCServingAnotherCertificateIsReported(t *testing.T) {
+	b := takeBMC(t)
+	ca := testenv.NewCA(t, "pinned-ca")
+	c := fakeClient(objects(b, "swap", ca)...)
+	g := newRig(t, c, "swap")
+	g.settle(10)
+	g.signAll(ca, time.Hour)
+	obj := g.settle(10)
+	if !obj.Status.Certificate.Pinned {
+		t.Fatalf("not pinned: %s", reason(obj))
+	}
+	// Someone else installs a certificate from another CA, over a connection of their own.
+	pool := bmc.NewPool(bmc.Options{RequestTimeout: 5 * time.Second})
+	defer pool.Close()
+	conn, _ := pool.Get(bmc.Endpoint{Address: b.URL(), Username: "admin", Password: "password", InsecureSkipVerify: true})
+	csrPEM, _, err := conn.GenerateCSR(context.Background(), bmc.CSRRequest{CommonName: "127.0.0.1", AlternativeNames: []string{"127.0.0.1"}, Organization: "o", OrganizationalUnit: "u", City: "c", State: "s", Country: "US"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, _ := conn.Certificates(context.Background())
+	if err := conn.ReplaceCertificate(context.Background(), certs[0].URI, string(testenv.NewCA(t, "rogue-ca").Sign(t, []byte(csrPEM), time.Now().Add(-time.Minute), time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	before := lastSeq()
+	obj = g.settle(10)
+	if !strings.HasPrefix(reason(obj), metalv1alpha1.ReasonCertificateNotServed) || !strings.Contains(reason(obj), "rogue-ca") {
+		t.Fatalf("condition %s", reason(obj))
+	}
+	if !obj.Status.Certificate.Pinned || bmcaccess.PinnedCA(obj) == nil {
+		t.Fatal("unpinned: the address would be trusted again")
+	}
+	if gen, rep := certActions(b, before); gen != 0 || rep != 0 || len(g.requests()) != 0 {
+		t.Fatalf("asked the BMC for more: GenerateCSR %d, ReplaceCertificate %d, requests %d", gen, rep, len(g.requests()))
+	}
+}

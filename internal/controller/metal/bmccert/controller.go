@@ -271,6 +271,8 @@ func (r *Reconciler) condition(p *certPass, now time.Time) (metav1.ConditionStat
 	switch {
 	case installed && !now.Before(rec.NotAfter):
 		return metav1.ConditionFalse, metalv1alpha1.ReasonCertificateExpired, fmt.Sprintf("certificate %s expired at %s; %s", rec.Serial, rec.NotAfter.UTC().Format(time.RFC3339), cmpStr(waiting, "no renewal under way"))
+	case installed && rec.Pinned && p.problem != nil && p.problem.reason == metalv1alpha1.ReasonCertificateNotServed:
+		return metav1.ConditionFalse, p.problem.reason, p.problem.msg
 	case installed && rec.Pinned:
 		at := renewAt(rec, spec)
 		// Expiring: a renewal is late by half of the window it had (a signer that does not

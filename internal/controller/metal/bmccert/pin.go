@@ -21,7 +21,7 @@ import (
 // then the condition says so and connections are verified as before.
 func (r *Reconciler) pinStep(ctx context.Context, p *certPass) (lifecycle.Result, error) {
 	b, rec := p.Obj, p.rec
-	if rec.Fingerprint == "" || rec.Pinned {
+	if rec.Fingerprint == "" {
 		return lifecycle.Continue(), nil
 	}
 	host, err := bmcaccess.Host(ctx, p.Client(), b)
@@ -43,6 +43,23 @@ func (r *Reconciler) pinStep(ctx context.Context, p *certPass) (lifecycle.Result
 		return r.writeRecord(ctx, p, rec, nil, "CA bundle lost: certificate requested again")
 	}
 	served, verr := handshake(p.bctx, addr, &tls.Config{RootCAs: roots, ServerName: serverName, MinVersion: tls.VersionTLS12})
+	if rec.Pinned {
+		// Pinned: a BMC that stops serving the certificate (a factory reset, a replaced BMC, or
+		// another machine at its address) is not unpinned here, which would hand the address
+		// to whatever answers; it is reported, and a person re-enrolls it.
+		if verr == nil && bmcaccess.Fingerprint(served.Raw) == rec.Fingerprint {
+			return lifecycle.Continue(), nil
+		}
+		what := "a certificate the CA did not sign"
+		if verr == nil {
+			what = fmt.Sprintf("certificate %x, also from the CA", served.SerialNumber)
+		} else if leaf, err := handshake(p.bctx, addr, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}); err == nil { //nolint:gosec // read only, to report what is served
+			what = fmt.Sprintf("certificate %x from %s", leaf.SerialNumber, leaf.Issuer)
+		} else {
+			return r.failed(p, metalv1alpha1.ReasonCertificateFailed, fmt.Errorf("verifying the BMC's TLS against its CA: %w", verr))
+		}
+		return r.failed(p, metalv1alpha1.ReasonCertificateNotServed, fmt.Errorf("the BMC no longer serves certificate %s but %s: connections to it are refused. If it was reset to factory settings or replaced, remove spec.certificate (which unpins it) and add it again to enroll it anew", rec.Serial, what))
+	}
 	if verr != nil {
 		// What does it serve? A second look, unverified, only to say so.
 		if leaf, err := handshake(p.bctx, addr, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}); err == nil { //nolint:gosec // read only, to report what is served
