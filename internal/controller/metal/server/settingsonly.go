@@ -40,8 +40,16 @@ func (r *Reconciler) settingsOnlyStep(ctx context.Context, p *serverPass) (lifec
 // share the box, and metalhub follows neither the claim's power nor its boot.
 func (r *Reconciler) settingsOnlyState(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	switch {
-	case p.state == metalv1alpha1.ServerStateInitial:
+	case p.state == metalv1alpha1.ServerStateInitial && p.stateSource == lifecycle.FromAnnotation:
 		return lifecycle.Done(), nil
+	case p.state == metalv1alpha1.ServerStateInitial:
+		// A new server: Initial is recorded, with the finalizer, as any state metalhub keeps.
+		r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonSettingsOnly, "Discover",
+			"settings-only (marked on %s): not discovered, power and boot belong to their owner", p.settingsOnly)
+		return lifecycle.Wrote("settings-only Initial"), r.patch(ctx, p, func(s *metalv1alpha1.Server) {
+			lifecycle.SetAnnotation(s, lifecycle.StateAnnotation, string(metalv1alpha1.ServerStateInitial))
+			lifecycle.AddFinalizer(s, Finalizer)
+		})
 	case p.state == metalv1alpha1.ServerStateReserved && p.Obj.Spec.ServerClaimRef != nil:
 		return lifecycle.Done(), nil
 	}
