@@ -119,6 +119,28 @@ const (
 // annotation. Without it, a system with another UUID or serial is never acted on.
 const AcceptSystemUUIDAnnotation = "metal.metalhub.io/accept-system-uuid"
 
+// SettingsOnlyAnnotation "true" on a Server, or on a BMC for each of its Servers, leaves the
+// server's power and boot to another system (a metalhub addition, metal-operator issue #1064;
+// upstream has no field for it). metalhub then never powers, boots, discovers, cleans or binds
+// it; it reads it, and BIOS/BMC settings, versions, users and certificates still apply, through
+// maintenances whose restarts the owner does (docs/servers.md, docs/firmware.md).
+const SettingsOnlyAnnotation = "metal.metalhub.io/settings-only"
+
+// SettingsOnly reports whether annotations carry the settings-only mark. Only "true" marks: a
+// typo must not half-mark a server.
+func SettingsOnly(annotations map[string]string) bool {
+	return annotations[SettingsOnlyAnnotation] == "true"
+}
+
+// Reasons of a settings-only Server's Ready condition and events.
+const (
+	// ReasonSettingsOnly: the server is settings-only; it sits in Initial, unclaimable, and
+	// nothing powers or boots it.
+	ReasonSettingsOnly = "SettingsOnly"
+	// ReasonPowerRefused: an operation that powers or boots a settings-only server was refused.
+	ReasonPowerRefused = "PowerRefused"
+)
+
 // Reasons of a claim's Bound condition.
 const (
 	ReasonBound                     = "Bound"

@@ -25,11 +25,15 @@ const (
 	ReasonOutcomeUnknown      = "OutcomeUnknown"
 	// ReasonBMCBusy: the BMC answered the flash that it runs another update of that firmware
 	// (409); the step waits for it, the box kept in maintenance, and sends its image after.
-	ReasonBMCBusy        = "BMCBusy"
-	ReasonRebooting      = "Rebooting"
-	ReasonVerifying      = "Verifying"
-	ReasonServerNotFound = "ServerNotFound"
-	ReasonBMCUnavailable = "BMCUnavailable"
+	ReasonBMCBusy   = "BMCBusy"
+	ReasonRebooting = "Rebooting"
+	// ReasonAwaitingOwnerReboot: what was staged (settings, an image) is installed by the next
+	// restart of a settings-only server (metal.metalhub.io/settings-only), which its owner does;
+	// metalhub restarts nothing and reads the result back once it shows.
+	ReasonAwaitingOwnerReboot = "AwaitingOwnerReboot"
+	ReasonVerifying           = "Verifying"
+	ReasonServerNotFound      = "ServerNotFound"
+	ReasonBMCUnavailable      = "BMCUnavailable"
 )
 
 // Reasons of ConditionRolledOut.

@@ -461,3 +461,11 @@ func normalizeEnabled(v string) string {
 	}
 	return ""
 }
+
+// HostReset resets the system the way its owner does outside this BMC's Redfish service (the
+// OS rebooting, the power button, another manager's out-of-band path): carried out as a Redfish
+// ComputerSystem.Reset of resetType is (staged BIOS settings and images installed, LastResetTime
+// moved), but not recorded, since the records are what Redfish clients asked of the BMC.
+func (s *System) HostReset(resetType string) {
+	s.reset(resetType, false, false)
+}

@@ -326,6 +326,9 @@ func settingsStatus(prev systemv1alpha1.BIOSSettingsStatus, gen int64, w *work.W
 		cond(metav1.ConditionFalse, systemv1alpha1.ReasonAwaitingMaintenance, msg)
 	case w.Rec.Phase == record.PhaseReboot:
 		cond(metav1.ConditionFalse, systemv1alpha1.ReasonRebooting, fmt.Sprintf("step %s staged; server restarting", w.Rec.Version))
+	case w.AwaitingOwner():
+		cond(metav1.ConditionFalse, systemv1alpha1.ReasonAwaitingOwnerReboot,
+			fmt.Sprintf("step %s staged; server %s is settings-only: it takes effect at the owner's next restart, which metalhub waits for", w.Rec.Version, w.ServerName))
 	case w.Rec.Phase == record.PhaseVerify:
 		cond(metav1.ConditionFalse, systemv1alpha1.ReasonVerifying, fmt.Sprintf("reading step %s back", w.Rec.Version))
 	default:

@@ -255,6 +255,9 @@ func versionStatus(prev systemv1alpha1.BIOSVersionStatus, gen int64, w *work.Wor
 		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonOutcomeUnknown, fmt.Sprintf("the answer to the flash of %s was lost; following task %s, which names no image but could not be ruled out", w.Rec.Version, w.Rec.Task))
 	case w.Rec.Phase == record.PhaseReboot:
 		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonRebooting, fmt.Sprintf("%s staged; %s restarting", w.Rec.Version, target))
+	case w.AwaitingOwner():
+		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonAwaitingOwnerReboot,
+			fmt.Sprintf("%s staged; %s is settings-only: it installs at the owner's next restart, which metalhub waits for", w.Rec.Version, target))
 	case w.Rec.Phase == record.PhaseVerify:
 		upgraded(metav1.ConditionFalse, systemv1alpha1.ReasonVerifying, fmt.Sprintf("reading the version back (want %s)", w.Rec.Version))
 	default:

@@ -19,6 +19,7 @@ import (
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/firmware/record"
 	"github.com/metalhub/metalhub/internal/controller/metal/bmcaccess"
+	"github.com/metalhub/metalhub/internal/controller/metal/claimable"
 	"github.com/metalhub/metalhub/internal/controller/metal/index"
 	"github.com/metalhub/metalhub/internal/controller/metal/intent"
 	"github.com/metalhub/metalhub/internal/lifecycle"
@@ -196,7 +197,8 @@ func (a *Actor) BMCFailed(w *Work, err error) (lifecycle.Result, error) {
 // deleted carries out no operation and answers none: its restart counts as refused, asked or
 // not, so the work ends instead of waiting forever (the image stays staged). Before the first ask, the
 // system's LastResetTime and power are recorded: what later tells a restart of unknown outcome
-// that never happened from one that did.
+// that never happened from one that did. A settings-only server's restart is its owner's: none
+// is asked, and verify waits for it (awaitOwner).
 func (a *Actor) Reboot(ctx context.Context, w *Work, what string, refusedFn func(why string) (lifecycle.Result, error)) (lifecycle.Result, error) {
 	token := w.Rec.Token(string(w.Self.GetUID()))
 	outcome, pending := OperationState(w.Server.Annotations, token)
@@ -212,6 +214,15 @@ func (a *Actor) Reboot(ctx context.Context, w *Work, what string, refusedFn func
 			next.Restart = restartUncertain
 		}
 		return a.Record(ctx, w, next)
+	}
+	only, whose, err := claimable.SettingsOnly(ctx, w.C, w.Server)
+	if err != nil {
+		return lifecycle.Result{}, err
+	}
+	if only {
+		return a.awaitOwner(ctx, w, what, whose)
+	}
+	switch {
 	case outcome != "":
 		return refusedFn("the server's restart was refused")
 	case pending:
@@ -239,8 +250,30 @@ func (a *Actor) Reboot(ctx context.Context, w *Work, what string, refusedFn func
 const (
 	restartDone      = "done"
 	restartUncertain = "uncertain"
-	noResetTime      = "-"
+	// restartOwner: the server is settings-only; its owner restarts it, whenever they do.
+	restartOwner = "owner"
+	noResetTime  = "-"
 )
+
+// awaitOwner is Reboot on a settings-only server (metalv1alpha1.SettingsOnlyAnnotation): its
+// restart is its owner's, so none is asked. The record goes to verify at once, marked as the
+// owner's restart; verify reads the result as it does after a restart of ours and waits, without
+// a timeout, until the owner's restart brings it (AwaitingOwnerReboot). What is staged stays
+// staged meanwhile: settings pending in the Bios settings object, an image the BMC holds for the
+// next reset.
+func (a *Actor) awaitOwner(ctx context.Context, w *Work, what, whose string) (lifecycle.Result, error) {
+	next := w.Rec
+	next.Phase, next.At, next.Restart, next.ResetAt = record.PhaseVerify, a.Clock().Unix(), restartOwner, 0
+	a.Recorder.Eventf(w.Self, nil, corev1.EventTypeNormal, systemv1alpha1.ReasonAwaitingOwnerReboot, "Restart",
+		"server %s is settings-only (marked on %s): nothing is restarted to %s; it takes effect at the owner's next restart", w.Server.Name, whose, what)
+	return a.Record(ctx, w, next)
+}
+
+// AwaitingOwner reports a step whose restart is the owner's (a settings-only server) and whose
+// result does not show yet: verify waits for it, and status says so (AwaitingOwnerReboot).
+func (w *Work) AwaitingOwner() bool {
+	return w.HasRec && w.Rec.Phase == record.PhaseVerify && w.Rec.Restart == restartOwner
+}
 
 // RebootAgain decides, in verify, about a step whose result does not show. A restart the Server
 // carried out counts as done: what does not show after it fails the step with what was read, and
@@ -249,6 +282,10 @@ const (
 // not moved, or it is still off after it was asked to come on). ok false: neither, keep waiting
 // (late false) or fail (late true).
 func (a *Actor) RebootAgain(ctx context.Context, w *Work, what string) (res lifecycle.Result, err error, ok, late bool) {
+	if w.Rec.Restart == restartOwner {
+		// The owner restarts when they choose: neither asked again nor timed out.
+		return lifecycle.Result{}, nil, false, false
+	}
 	elapsed := a.Clock().Sub(w.Rec.AtTime())
 	late = elapsed >= a.Options.VerifyTimeout
 	if w.Rec.Restart != restartUncertain || w.Rec.Rerequested >= maxRerequests || elapsed < a.Options.VerifyTimeout/4 {

@@ -1,7 +1,9 @@
 package work
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/firmware/record"
@@ -43,5 +45,27 @@ func TestRestartMissed(t *testing.T) {
 				t.Errorf("restartMissed = %q, want missed %v", got, tc.missed)
 			}
 		})
+	}
+}
+
+// The owner's restart of a settings-only server comes when it comes: verify neither asks for a
+// restart again nor fails the step, however long ago the settings were staged. An uncertain
+// restart of ours past the timeout is late.
+func TestRebootAgainNeverTimesOutTheOwner(t *testing.T) {
+	staged := time.Unix(1796000000, 0)
+	a := &Actor{Options: Options{VerifyTimeout: time.Minute}, Now: func() time.Time { return staged.Add(30 * 24 * time.Hour) }}
+	for _, tc := range []struct {
+		restart string
+		late    bool
+	}{{restartOwner, false}, {restartDone, true}} {
+		w := &Work{Rec: record.Record{Phase: record.PhaseVerify, At: staged.Unix(), Restart: tc.restart}, HasRec: true,
+			Sys: &bmc.SystemStatus{PowerState: bmc.PowerStateOn}}
+		_, err, again, late := a.RebootAgain(context.Background(), w, "step cpu is not in effect")
+		if err != nil || again || late != tc.late {
+			t.Errorf("restart %q: again %v, late %v (want %v), err %v", tc.restart, again, late, tc.late, err)
+		}
+		if got := w.AwaitingOwner(); got != (tc.restart == restartOwner) {
+			t.Errorf("restart %q: AwaitingOwner %v", tc.restart, got)
+		}
 	}
 }

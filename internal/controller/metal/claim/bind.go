@@ -88,6 +88,12 @@ func (r *Reconciler) bindNamed(ctx context.Context, p *lifecycle.Pass[*metalv1al
 		}
 		return r.unbound(ctx, p, metalv1alpha1.ReasonServerNotClaimable, fmt.Sprintf("server %s: its BMC %s is paused", name, s.Spec.BMCRef.Name))
 	}
+	if only, whose, err := claimable.SettingsOnly(ctx, p.Client(), s); err != nil || only {
+		if err != nil {
+			return lifecycle.Result{}, err
+		}
+		return r.unbound(ctx, p, metalv1alpha1.ReasonServerNotClaimable, fmt.Sprintf("server %s is settings-only (marked on %s): its power and boot belong to another system", name, whose))
+	}
 	if r.lockedByOther(name, c.UID) {
 		return lifecycle.RequeueAfter(lifecycle.StaleRetry, "server being bound by another claim"), nil
 	}
@@ -130,6 +136,11 @@ func (r *Reconciler) bindAny(ctx context.Context, p *lifecycle.Pass[*metalv1alph
 			if paused, err := claimable.BMCPaused(ctx, cl, s); err != nil {
 				return lifecycle.Result{}, err
 			} else if paused {
+				continue
+			}
+			if only, _, err := claimable.SettingsOnly(ctx, cl, s); err != nil {
+				return lifecycle.Result{}, err
+			} else if only {
 				continue
 			}
 			return r.claimServer(ctx, p, s.DeepCopy())

@@ -53,6 +53,11 @@ func TestClaimBindingStep(t *testing.T) {
 	tainted := func(s *metalv1alpha1.Server) {
 		s.Spec.Taints = []metalv1alpha1.Taint{{Key: "broken", Effect: metalv1alpha1.TaintEffectNoBind}}
 	}
+	// Settings-only: its own mark (out of the claimable index) or its BMC's (checked per
+	// candidate: the index sees the server alone).
+	settingsOnly := func(s *metalv1alpha1.Server) { s.Annotations[metalv1alpha1.SettingsOnlyAnnotation] = "true" }
+	behindBMC := func(s *metalv1alpha1.Server) { s.Spec.BMCRef = &corev1.LocalObjectReference{Name: "owned"} }
+	ownedBMC := &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: "owned", Annotations: map[string]string{metalv1alpha1.SettingsOnlyAnnotation: "true"}}}
 	cases := []struct {
 		name    string
 		claim   *metalv1alpha1.ServerClaim
@@ -79,6 +84,17 @@ func TestClaimBindingStep(t *testing.T) {
 				Spec: metalv1alpha1.ServerMaintenanceSpec{ServerRef: &corev1.LocalObjectReference{Name: "a"}}},
 		}, "", metalv1alpha1.ReasonNoClaimableServer},
 		{"by name: free", claim(byName("a")), []client.Object{metaltest.FreeServer("a", nil)}, "a", ""},
+		{"any: a settings-only server is never bound", claim(), []client.Object{metaltest.FreeServer("a", nil, settingsOnly)},
+			"", metalv1alpha1.ReasonNoClaimableServer},
+		{"any: a server behind a settings-only BMC is never bound", claim(), []client.Object{metaltest.FreeServer("a", nil, behindBMC), ownedBMC},
+			"", metalv1alpha1.ReasonNoClaimableServer},
+		{"any: the free one beside a settings-only one", claim(), []client.Object{
+			metaltest.FreeServer("a", nil, settingsOnly), metaltest.FreeServer("b", nil, behindBMC), ownedBMC, metaltest.FreeServer("c", nil),
+		}, "c", ""},
+		{"by name: settings-only", claim(byName("a")), []client.Object{metaltest.FreeServer("a", nil, settingsOnly)},
+			"", metalv1alpha1.ReasonServerNotClaimable},
+		{"by name: behind a settings-only BMC", claim(byName("a")), []client.Object{metaltest.FreeServer("a", nil, behindBMC), ownedBMC},
+			"", metalv1alpha1.ReasonServerNotClaimable},
 		{"by name: missing", claim(byName("nope")), nil, "", metalv1alpha1.ReasonServerNotFound},
 		{"by name: claimed by another", claim(byName("a")), []client.Object{metaltest.FreeServer("a", nil, taken)},
 			"", metalv1alpha1.ReasonServerNotClaimable},

@@ -19,7 +19,8 @@ import (
 
 // Server reports whether a claim may bind s, from the server alone: its durable state
 // (never status.state) is Available, it is observed powered off, nobody holds it, its last
-// release was cleaned and it is not being deleted or ignored. Taints, selectors and pending maintenance depend on the claim and
+// release was cleaned and it is not being deleted, ignored or settings-only by its own mark (a
+// BMC's mark is checked per candidate: SettingsOnly). Taints, selectors and pending maintenance depend on the claim and
 // are checked per candidate.
 func Server(s *metalv1alpha1.Server) bool {
 	state, src := serverstate.Store.Get(s)
@@ -32,7 +33,8 @@ func Server(s *metalv1alpha1.Server) bool {
 		s.Annotations[metalv1alpha1.OperationAnnotation] != metalv1alpha1.OperationIgnore &&
 		s.Annotations[metalv1alpha1.OperationAnnotation] != metalv1alpha1.OperationRediscover &&
 		!uncleaned(s) &&
-		!lifecycle.Paused(s)
+		!lifecycle.Paused(s) &&
+		!metalv1alpha1.SettingsOnly(s.Annotations)
 }
 
 // uncleaned reports a server whose last release has not been cleaned yet (its mark names a
@@ -54,6 +56,8 @@ func WhyNot(s *metalv1alpha1.Server) string {
 		return fmt.Sprintf("is in maintenance %s/%s", s.Spec.ServerMaintenanceRef.Namespace, s.Spec.ServerMaintenanceRef.Name)
 	case s.Spec.Unclaimable:
 		return "is marked unclaimable"
+	case metalv1alpha1.SettingsOnly(s.Annotations):
+		return "is settings-only (" + metalv1alpha1.SettingsOnlyAnnotation + "): its power and boot belong to another system"
 	case uncleaned(s):
 		return "has not been cleaned since its last claim (policy " + s.Annotations[serverstate.CleaningAnnotation] + ")"
 	case src != lifecycle.FromAnnotation || state != metalv1alpha1.ServerStateAvailable:
@@ -73,15 +77,38 @@ func WhyNot(s *metalv1alpha1.Server) string {
 // BMCPaused reports whether the BMC object a server is reached through is paused: pausing a BMC
 // pauses its Servers (no pass acts on them, no claim binds them).
 func BMCPaused(ctx context.Context, c client.Reader, s *metalv1alpha1.Server) (bool, error) {
+	b, err := bmcOf(ctx, c, s)
+	return b != nil && lifecycle.Paused(b), err
+}
+
+// SettingsOnly reports whether s is settings-only (metalv1alpha1.SettingsOnlyAnnotation), by
+// its own mark or its BMC object's, and says whose mark it is: a BMC's mark holds for each of
+// its Servers, since whoever owns the power of a BMC's boxes owns all of them.
+func SettingsOnly(ctx context.Context, c client.Reader, s *metalv1alpha1.Server) (bool, string, error) {
+	if metalv1alpha1.SettingsOnly(s.Annotations) {
+		return true, "server " + s.Name, nil
+	}
+	b, err := bmcOf(ctx, c, s)
+	if err != nil {
+		return false, "", fmt.Errorf("reading the BMC of server %s: %w", s.Name, err)
+	}
+	if b != nil && metalv1alpha1.SettingsOnly(b.Annotations) {
+		return true, "BMC " + b.Name, nil
+	}
+	return false, "", nil
+}
+
+// bmcOf reads the BMC object s is reached through; nil for none (an inline BMC, a BMC gone).
+func bmcOf(ctx context.Context, c client.Reader, s *metalv1alpha1.Server) (*metalv1alpha1.BMC, error) {
 	ref := s.Spec.BMCRef
 	if ref == nil || ref.Name == "" {
-		return false, nil
+		return nil, nil
 	}
 	b := &metalv1alpha1.BMC{}
 	if err := c.Get(ctx, client.ObjectKey{Name: ref.Name}, b); err != nil {
-		return false, client.IgnoreNotFound(err)
+		return nil, client.IgnoreNotFound(err)
 	}
-	return lifecycle.Paused(b), nil
+	return b, nil
 }
 
 // Tolerates reports whether tolerations let a claim bind a server with taints. Both effects keep

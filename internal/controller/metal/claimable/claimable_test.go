@@ -62,7 +62,10 @@ func TestServerClaimable(t *testing.T) {
 			s.Spec.ServerMaintenanceRef = &metalv1alpha1.ObjectReference{Namespace: "ns", Name: "m"}
 		},
 		"unclaimable": func(s *metalv1alpha1.Server) { s.Spec.Unclaimable = true },
-		"deleting":    func(s *metalv1alpha1.Server) { s.DeletionTimestamp = &now },
+		"settings-only": func(s *metalv1alpha1.Server) {
+			s.Annotations[metalv1alpha1.SettingsOnlyAnnotation] = "true"
+		},
+		"deleting": func(s *metalv1alpha1.Server) { s.DeletionTimestamp = &now },
 		"ignored": func(s *metalv1alpha1.Server) {
 			s.Annotations[metalv1alpha1.OperationAnnotation] = metalv1alpha1.OperationIgnore
 		},

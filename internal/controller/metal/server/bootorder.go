@@ -22,7 +22,8 @@ import (
 func (r *Reconciler) bootOrderStep(ctx context.Context, p *serverPass) (lifecycle.Result, error) {
 	entries := p.Obj.Spec.BootOrder
 	if len(entries) == 0 || p.sys == nil || len(p.sys.BootOrder) == 0 || !p.Obj.DeletionTimestamp.IsZero() ||
-		p.state == metalv1alpha1.ServerStateParked {
+		p.state == metalv1alpha1.ServerStateParked || p.settingsOnly != "" {
+		// A settings-only server boots as its owner says.
 		return lifecycle.Continue(), nil
 	}
 	options, err := p.conn.BootEntries(p.bctx, p.sysID)

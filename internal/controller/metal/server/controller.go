@@ -124,9 +124,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			claimedAheadOfItsBootConfiguration(r.Client)))).
 		Watches(&metalv1alpha1.ServerClaim{}, handler.EnqueueRequestsFromMapFunc(claimedServers(r.Client)), builder.WithPredicates(claimSpecChanged())).
 		Watches(&metalv1alpha1.ServerMaintenance{}, handler.EnqueueRequestsFromMapFunc(maintainedServer)).
-		// Pausing a BMC pauses its Servers; unpausing it brings their next pass.
+		// Pausing a BMC pauses its Servers; unpausing it brings their next pass. So does its
+		// settings-only mark, which holds for each of its Servers.
 		Watches(&metalv1alpha1.BMC{}, handler.EnqueueRequestsFromMapFunc(index.Naming(r.Client, &metalv1alpha1.ServerList{}, index.ServerBMC)),
-			builder.WithPredicates(pauseChanged())).
+			builder.WithPredicates(predicate.Or(pauseChanged(), settingsOnlyChanged()))).
 		// A claimed server powers on once its boot configuration is Ready: the boot provider's
 		// status write is the one status change of another object we wait for.
 		Watches(&metalv1alpha1.ServerBootConfiguration{}, handler.EnqueueRequestsFromMapFunc(bootConfiguredServer),
@@ -161,6 +162,19 @@ func pauseChanged() predicate.Predicate {
 		GenericFunc: func(event.GenericEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			return e.ObjectOld != nil && e.ObjectNew != nil && lifecycle.Paused(e.ObjectOld) != lifecycle.Paused(e.ObjectNew)
+		},
+	}
+}
+
+// settingsOnlyChanged passes the updates that mark or unmark an object settings-only.
+func settingsOnlyChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld != nil && e.ObjectNew != nil &&
+				metalv1alpha1.SettingsOnly(e.ObjectOld.GetAnnotations()) != metalv1alpha1.SettingsOnly(e.ObjectNew.GetAnnotations())
 		},
 	}
 }
@@ -272,6 +286,9 @@ type serverPass struct {
 	// bootPrepared says one was, which ends an earlier problem.
 	bootProblem  *bootProblem
 	bootPrepared bool
+	// settingsOnly names whose mark makes the server settings-only ("server x", "BMC y"); ""
+	// when it is not (settingsOnlyStep).
+	settingsOnly string
 }
 
 // handle is the Server's pass, as its list of steps; the first that acts ends it. Status is the
@@ -285,6 +302,7 @@ func (r *Reconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alph
 	return lifecycle.Steps(ctx, p,
 		lifecycle.DoneIf[*serverPass](serverstate.Ignored),
 		r.bmcPausedStep,
+		r.settingsOnlyStep,
 		r.persistRecovered,
 		r.reportIssued,
 		r.parkedStep,
@@ -421,6 +439,9 @@ func (r *Reconciler) stateStep(ctx context.Context, p *serverPass) (lifecycle.Re
 
 // step runs the handler of the server's state.
 func (r *Reconciler) step(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
+	if p.settingsOnly != "" && p.state != metalv1alpha1.ServerStateMaintenance {
+		return r.settingsOnlyState(ctx, p)
+	}
 	switch p.state {
 	case metalv1alpha1.ServerStateInitial:
 		return r.initial(bctx, ctx, p)
@@ -460,6 +481,9 @@ func (r *Reconciler) connect(ctx context.Context, p *serverPass) error {
 		return err
 	}
 	p.conn = bmc.Expect(conn, bmcaccess.Identity(p.Obj))
+	if p.settingsOnly != "" {
+		p.conn = bmc.WithoutPower(p.conn)
+	}
 	p.sysID = p.Obj.Spec.SystemURI
 	if p.sysID == "" {
 		if p.sysID, err = r.findSystem(ctx, p); err != nil {

@@ -42,9 +42,9 @@ func (r *Reconciler) blockDeletion(ctx context.Context, p *serverPass) (lifecycl
 }
 
 // finalize powers off a deleted server that nothing holds any more (blockDeletion ran first) and
-// lets it go.
+// lets it go; a settings-only one is let go as it runs (its owner's).
 func (r *Reconciler) finalize(bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error) {
-	if p.state != metalv1alpha1.ServerStateParked {
+	if p.state != metalv1alpha1.ServerStateParked && p.settingsOnly == "" {
 		if res, err := r.converge(ctx, p, metalv1alpha1.PowerOff, false); err != nil || !res.IsContinue() {
 			return res, err
 		}

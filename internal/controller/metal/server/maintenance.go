@@ -123,6 +123,11 @@ func (r *Reconciler) inMaintenance(bctx, ctx context.Context, p *serverPass) (li
 			lifecycle.RemoveAnnotation(s, serverstate.MaintenanceBootAnnotation)
 		})
 	}
+	if p.settingsOnly != "" {
+		// In maintenance is all the settings and firmware flows need of it: their restarts
+		// are the owner's, and so are the maintenance's power and boot configuration.
+		return lifecycle.Done(), nil
+	}
 	m, err := r.maintenanceObj(ctx, p)
 	if err != nil || m == nil {
 		return lifecycle.Done(), err

@@ -212,6 +212,9 @@ func (r *Reconciler) operation(ctx context.Context, p *serverPass) (lifecycle.Re
 	if i, ok := intent.Parse(p.Obj.Annotations[intent.Annotation], serverOperation); ok {
 		switch i.Phase {
 		case intent.Owed:
+			if p.settingsOnly != "" {
+				return r.refuseSettingsOnlyOperation(ctx, p, i, true)
+			}
 			return r.issueOperation(bctx, ctx, p, i, nil)
 		case intent.Checking:
 			// Nothing else acts on the box until it is settled.
@@ -226,6 +229,9 @@ func (r *Reconciler) operation(ctx context.Context, p *serverPass) (lifecycle.Re
 	clearOp := func(s *metalv1alpha1.Server) {
 		lifecycle.RemoveAnnotation(s, metalv1alpha1.OperationAnnotation)
 		lifecycle.RemoveAnnotation(s, intent.RequesterAnnotation)
+	}
+	if _, ok := operationActions[op]; ok && p.settingsOnly != "" {
+		return r.refuseSettingsOnlyOperation(ctx, p, intent.Intent{Op: op, By: by}, false)
 	}
 	if _, ok := operationActions[op]; ok {
 		// No other intent is pending here: reportIssued reports an issuing one first, and an owed

@@ -33,7 +33,7 @@ import (
 // goes on in the background, and a later pass adds it; the returned delay asks for that pass.
 func (r *Reconciler) observe(bctx, ctx context.Context, p *serverPass) (time.Duration, error) {
 	s := p.Obj
-	if p.state == metalv1alpha1.ServerStateInitial && s.Status.State == "" && p.bootProblem == nil {
+	if p.state == metalv1alpha1.ServerStateInitial && s.Status.State == "" && p.bootProblem == nil && p.settingsOnly == "" {
 		// A new server leaves Initial within a pass or two: its first status write waits for
 		// Discovery and carries the inventory then, one write instead of two. One whose boot
 		// cannot be prepared says why at once.
@@ -48,7 +48,12 @@ func (r *Reconciler) observe(bctx, ctx context.Context, p *serverPass) (time.Dur
 	if len(p.sys.BootOrder) > 0 {
 		st.BootOrder = p.sys.BootOrder
 	}
-	lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, metalv1alpha1.ReasonConnected, "BMC reachable")
+	if p.settingsOnly != "" {
+		lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, metalv1alpha1.ReasonSettingsOnly,
+			"BMC reachable; settings-only (marked on "+p.settingsOnly+"): its power and boot belong to their owner, and no claim binds it")
+	} else {
+		lifecycle.SetCondition(&st.Conditions, s.Generation, metalv1alpha1.ConditionReady, metav1.ConditionTrue, metalv1alpha1.ReasonConnected, "BMC reachable")
+	}
 	r.reportBoot(p, st)
 	// connect proved the machine: whatever mismatch was reported is over.
 	apimeta.RemoveStatusCondition(&st.Conditions, metalv1alpha1.ConditionIdentityMismatch)
