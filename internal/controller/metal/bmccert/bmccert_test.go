@@ -190,6 +190,19 @@ func (g *rig) settle(max int) *metalv1alpha1.BMC {
 	return b
 }
 
+// outsider is a client of b of its own, beside the controller's (verification off, like the
+// tools that change a BMC behind an operator's back).
+func outsider(t *testing.T, b *redfish.BMC) bmc.BMC {
+	t.Helper()
+	pool := bmc.NewPool(bmc.Options{RequestTimeout: 5 * time.Second})
+	t.Cleanup(pool.Close)
+	conn, err := pool.Get(bmc.Endpoint{Address: b.URL(), Username: "admin", Password: "password", InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
 func certActions(b *redfish.BMC, since int64) (gen, replace int) {
 	for _, r := range em.Records() {
 		if r.BMC != b.Index() || r.Seq <= since {
@@ -298,13 +311,7 @@ func TestCertificateSurvivesCrashesAndWipes(t *testing.T) {
 	since := lastSeq()
 	g.pass() // numbers the attempt
 	// The pass that asks for the key dies after the BMC answered: the BMC holds that key.
-	pool := bmc.NewPool(bmc.Options{RequestTimeout: 5 * time.Second})
-	defer pool.Close()
-	ep, err := bmcaccess.Endpoint(context.Background(), c, g.bmc())
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, _ := pool.Get(ep)
+	conn := outsider(t, b)
 	if _, _, err := conn.GenerateCSR(context.Background(), bmc.CSRRequest{CommonName: "127.0.0.1", Organization: "o", OrganizationalUnit: "u", City: "c", State: "s", Country: "US"}); err != nil {
 		t.Fatal(err)
 	}
@@ -398,10 +405,7 @@ func TestCertificateRefusedAndDenied(t *testing.T) {
 	g.settle(10)
 	g.signAll(ca, time.Hour)
 	// Someone else asks the BMC for a key before the install.
-	pool := bmc.NewPool(bmc.Options{RequestTimeout: 5 * time.Second})
-	defer pool.Close()
-	ep, _ := bmcaccess.Endpoint(context.Background(), c, g.bmc())
-	conn, _ := pool.Get(ep)
+	conn := outsider(t, b)
 	if _, _, err := conn.GenerateCSR(context.Background(), bmc.CSRRequest{CommonName: "x", Organization: "o", OrganizationalUnit: "u", City: "c", State: "s", Country: "US"}); err != nil {
 		t.Fatal(err)
 	}
@@ -452,10 +456,7 @@ func TestCertificateNotServedUntilReset(t *testing.T) {
 		t.Fatal("pinned before the BMC served the certificate")
 	}
 	// The user's graceful-restart-bmc operation.
-	pool := bmc.NewPool(bmc.Options{RequestTimeout: 5 * time.Second})
-	defer pool.Close()
-	ep, _ := bmcaccess.Endpoint(context.Background(), c, obj)
-	conn, _ := pool.Get(ep)
+	conn := outsider(t, b)
 	if err := conn.ResetManager(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -488,9 +489,7 @@ func TestPinnedBMCServingAnotherCertificateIsReported(t *testing.T) {
 		t.Fatalf("not pinned: %s", reason(obj))
 	}
 	// Someone else installs a certificate from another CA, over a connection of their own.
-	pool := bmc.NewPool(bmc.Options{RequestTimeout: 5 * time.Second})
-	defer pool.Close()
-	conn, _ := pool.Get(bmc.Endpoint{Address: b.URL(), Username: "admin", Password: "password", InsecureSkipVerify: true})
+	conn := outsider(t, b)
 	csrPEM, _, err := conn.GenerateCSR(context.Background(), bmc.CSRRequest{CommonName: "127.0.0.1", AlternativeNames: []string{"127.0.0.1"}, Organization: "o", OrganizationalUnit: "u", City: "c", State: "s", Country: "US"})
 	if err != nil {
 		t.Fatal(err)
