@@ -26,9 +26,6 @@ const (
 	ReasonCarrierMismatch = "CarrierMismatch"
 	// ReasonNeighborMismatch: an expected LLDP neighbour is not seen on the NIC.
 	ReasonNeighborMismatch = "NeighborMismatch"
-	// ReasonNeighborUnexpected: the NIC sees an LLDP neighbour the wiring does not list (only
-	// checked for a NIC whose neighbours are listed).
-	ReasonNeighborUnexpected = "NeighborUnexpected"
 	// ReasonServerNotFound: the Server the wiring names does not exist; nothing is compared.
 	ReasonServerNotFound = "ServerNotFound"
 )

@@ -53,8 +53,7 @@ type InterfaceMismatch struct {
 	// MACAddress of the expected interface, as the spec writes it.
 	// +required
 	MACAddress string `json:"macAddress"`
-	// Reason is InterfaceMissing, CarrierDown, CarrierMismatch, NeighborMismatch or
-	// NeighborUnexpected.
+	// Reason is InterfaceMissing, CarrierDown, CarrierMismatch or NeighborMismatch.
 	// +optional
 	Reason string `json:"reason,omitempty"`
 	// Message says what was expected and what was seen.

@@ -17,7 +17,9 @@ import (
 //     CarrierMismatch.
 //   - Neighbours expected and one of them not seen: NeighborMismatch, naming what the NIC does
 //     see (so a cable in the wrong port is one mismatch that names both ports).
-//   - All expected neighbours seen and others too: NeighborUnexpected.
+//   - Neighbours seen beside all the expected ones pass, as they do in metal-maintenance-operator:
+//     a wiring that held there holds here (a management switch or a second LLDP agent on a
+//     port is common).
 //
 // MAC addresses compare without regard to case or separator, carrier states, system names and
 // port IDs without regard to case: switches and probes spell them differently, not wrongly.
@@ -63,17 +65,6 @@ func Compare(expected []readinessv1alpha1.ExpectedInterface, seen []metalv1alpha
 		if len(missing) > 0 {
 			add(want.MACAddress, readinessv1alpha1.ReasonNeighborMismatch, "%s: expected neighbour %s not seen; seen: %s",
 				nic.Name, strings.Join(missing, ", "), seenNeighbors(nic.Neighbors))
-			continue
-		}
-		var extra []string
-		for _, n := range nic.Neighbors {
-			if !expectsNeighbor(want.Neighbors, n) {
-				extra = append(extra, neighbor(n.SystemName, n.PortID))
-			}
-		}
-		if len(extra) > 0 {
-			add(want.MACAddress, readinessv1alpha1.ReasonNeighborUnexpected, "%s: unexpected neighbour %s beside the expected %s",
-				nic.Name, strings.Join(extra, ", "), expectedNeighbors(want.Neighbors))
 		}
 	}
 	return out
@@ -82,11 +73,10 @@ func Compare(expected []readinessv1alpha1.ExpectedInterface, seen []metalv1alpha
 // reasonRank orders the mismatch reasons from gravest: the one a condition carries when an
 // interface has several.
 var reasonRank = map[string]int{
-	readinessv1alpha1.ReasonInterfaceMissing:   0,
-	readinessv1alpha1.ReasonCarrierDown:        1,
-	readinessv1alpha1.ReasonCarrierMismatch:    2,
-	readinessv1alpha1.ReasonNeighborMismatch:   3,
-	readinessv1alpha1.ReasonNeighborUnexpected: 4,
+	readinessv1alpha1.ReasonInterfaceMissing: 0,
+	readinessv1alpha1.ReasonCarrierDown:      1,
+	readinessv1alpha1.ReasonCarrierMismatch:  2,
+	readinessv1alpha1.ReasonNeighborMismatch: 3,
 }
 
 // Gravest is the reason of the gravest mismatch ("" for none).
@@ -128,29 +118,12 @@ func seesNeighbor(seen []metalv1alpha1.LLDPNeighbor, want readinessv1alpha1.Expe
 	return false
 }
 
-func expectsNeighbor(want []readinessv1alpha1.ExpectedNeighbor, n metalv1alpha1.LLDPNeighbor) bool {
-	for _, w := range want {
-		if sameNeighbor(n.SystemName, n.PortID, w.SystemName, w.PortID) {
-			return true
-		}
-	}
-	return false
-}
-
 func neighbor(system, port string) string { return orNone(system) + " port " + orNone(port) }
 
 func seenNeighbors(ns []metalv1alpha1.LLDPNeighbor) string {
 	if len(ns) == 0 {
 		return "no LLDP neighbour"
 	}
-	out := make([]string, 0, len(ns))
-	for _, n := range ns {
-		out = append(out, neighbor(n.SystemName, n.PortID))
-	}
-	return strings.Join(out, ", ")
-}
-
-func expectedNeighbors(ns []readinessv1alpha1.ExpectedNeighbor) string {
 	out := make([]string, 0, len(ns))
 	for _, n := range ns {
 		out = append(out, neighbor(n.SystemName, n.PortID))
