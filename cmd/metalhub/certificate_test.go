@@ -70,7 +70,7 @@ func TestCertificateSurvivesSIGKILL(t *testing.T) {
 				Access: &metalv1alpha1.InlineEndpoint{IP: "127.0.0.1"}, BMCSecretRef: corev1.LocalObjectReference{Name: names[i]},
 				Protocol: metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: int32(port), Scheme: "https"},
 				Certificate: &metalv1alpha1.BMCCertificate{SignerName: signer, Duration: &metav1.Duration{Duration: time.Hour},
-					CABundleRef: metalv1alpha1.CABundleReference{Namespace: "default", Name: "bmc-ca"}},
+					CABundleRef: &metalv1alpha1.CABundleReference{Namespace: "default", Name: "bmc-ca"}},
 			}}); err != nil {
 			t.Fatal(err)
 		}

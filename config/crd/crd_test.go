@@ -340,6 +340,14 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		update: "apiVersion: metal.ironcore.dev/v1alpha1\nkind: BMC\nmetadata: {name: neither}\nspec: {bmcSecretRef: {name: s}, protocol: {name: Redfish, port: 443}}",
 		want:   "exactly one of access or endpointRef must be set",
 	}, {
+		name:   "BMC certificate with a signer name and an issuer",
+		update: "apiVersion: metal.ironcore.dev/v1alpha1\nkind: BMC\nmetadata: {name: cert-both}\nspec: {access: {ip: 10.0.0.1}, bmcSecretRef: {name: s}, protocol: {name: Redfish, port: 443}, certificate: {signerName: example.com/bmc, caBundleRef: {namespace: pki, name: ca}, issuerRef: {name: i, namespace: pki}}}",
+		want:   "exactly one of signerName or issuerRef must be set",
+	}, {
+		name:   "BMC certificate with a signer name and no CA",
+		update: "apiVersion: metal.ironcore.dev/v1alpha1\nkind: BMC\nmetadata: {name: cert-noca}\nspec: {access: {ip: 10.0.0.1}, bmcSecretRef: {name: s}, protocol: {name: Redfish, port: 443}, certificate: {signerName: example.com/bmc}}",
+		want:   "caBundleRef is required with signerName",
+	}, {
 		name:    "BMC access changed",
 		initial: "apiVersion: metal.ironcore.dev/v1alpha1\nkind: BMC\nmetadata: {name: moved}\nspec: {access: {ip: 10.0.0.1}, bmcSecretRef: {name: s}, protocol: {name: Redfish, port: 443}}",
 		update:  "apiVersion: metal.ironcore.dev/v1alpha1\nkind: BMC\nmetadata: {name: moved}\nspec: {access: {ip: 10.0.0.2}, bmcSecretRef: {name: s}, protocol: {name: Redfish, port: 443}}",

@@ -46,7 +46,7 @@ func certificateScrape(t *testing.T) []*dto.MetricFamily {
 			Spec: metalv1alpha1.BMCSpec{
 				Access: &metalv1alpha1.InlineEndpoint{IP: "127.0.0.1"}, BMCSecretRef: corev1.LocalObjectReference{Name: "dash"},
 				Protocol:    metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: int32(port), Scheme: "https"},
-				Certificate: &metalv1alpha1.BMCCertificate{SignerName: "example.com/bmc", CABundleRef: metalv1alpha1.CABundleReference{Namespace: "pki", Name: "ca"}},
+				Certificate: &metalv1alpha1.BMCCertificate{SignerName: "example.com/bmc", CABundleRef: &metalv1alpha1.CABundleReference{Namespace: "pki", Name: "ca"}},
 			}},
 		&metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "dash"},
 			Data: map[string][]byte{metalv1alpha1.BMCSecretUsernameKey: []byte("admin"), metalv1alpha1.BMCSecretPasswordKey: []byte("password")}},

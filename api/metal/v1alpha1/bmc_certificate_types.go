@@ -9,18 +9,27 @@ import (
 // the request is signed through a Kubernetes CertificateSigningRequest for SignerName, and the
 // certificate goes back with ReplaceCertificate. Once the BMC serves it, the operator verifies
 // the BMC's TLS against CABundleRef alone (pinned per BMC), whatever the insecure annotation says.
+// +kubebuilder:validation:XValidation:rule="has(self.signerName) != has(self.issuerRef)",message="exactly one of signerName or issuerRef must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.signerName) || has(self.caBundleRef)",message="caBundleRef is required with signerName"
 type BMCCertificate struct {
-	// SignerName of the CertificateSigningRequests made for the BMC (an approver and a signer for
-	// it must run: the request waits for them).
-	// +required
-	// +kubebuilder:validation:MinLength=1
+	// SignerName of the Kubernetes CertificateSigningRequests made for the BMC (an approver and
+	// a signer for it must run: the request waits for them). Exactly one of SignerName and
+	// IssuerRef.
+	// +optional
 	// +kubebuilder:validation:Pattern=`^[a-z0-9.-]+/[a-zA-Z0-9._/-]+$`
-	SignerName string `json:"signerName"`
-	// CABundleRef names the signer's CA certificates (PEM) in a ConfigMap key. The bundle in use
-	// is kept with the BMC's bookkeeping when the certificate is installed, so a ConfigMap edited
-	// or gone does not unpin a BMC: a new bundle takes effect with the next certificate.
-	// +required
-	CABundleRef CABundleReference `json:"caBundleRef"`
+	SignerName string `json:"signerName,omitempty"`
+	// IssuerRef names a cert-manager Issuer or ClusterIssuer: the request is a cert-manager
+	// CertificateRequest (cert-manager must be installed when the operator starts; it is
+	// detected, not required otherwise).
+	// +optional
+	IssuerRef *CertManagerIssuerRef `json:"issuerRef,omitempty"`
+	// CABundleRef names the signer's CA certificates (PEM) in a ConfigMap key; required with
+	// SignerName. With IssuerRef it defaults to the CA cert-manager reports with the certificate.
+	// The bundle in use is kept with the BMC's bookkeeping when the certificate is installed, so
+	// a ConfigMap edited or gone does not unpin a BMC: a new bundle takes effect with the next
+	// certificate.
+	// +optional
+	CABundleRef *CABundleReference `json:"caBundleRef,omitempty"`
 	// Duration asked of the signer (the request's expirationSeconds); the signer may give less.
 	// +optional
 	Duration *metav1.Duration `json:"duration,omitempty"`
@@ -47,6 +56,25 @@ type BMCCertificate struct {
 	// +optional
 	// +kubebuilder:validation:Pattern=`^[A-Z]{2}$`
 	Country string `json:"country,omitempty"`
+}
+
+// CertManagerIssuerRef names the cert-manager issuer a BMC's CertificateRequests go to.
+type CertManagerIssuerRef struct {
+	// Name of the Issuer or ClusterIssuer.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Kind is Issuer (default) or ClusterIssuer.
+	// +optional
+	// +kubebuilder:validation:Enum=Issuer;ClusterIssuer
+	Kind string `json:"kind,omitempty"`
+	// Group of the issuer (default cert-manager.io; external issuers have their own).
+	// +optional
+	Group string `json:"group,omitempty"`
+	// Namespace the CertificateRequests are made in: the Issuer's; any for a ClusterIssuer.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Namespace string `json:"namespace"`
 }
 
 // CABundleReference names a key of a ConfigMap.

@@ -77,7 +77,7 @@ func objects(b *redfish.BMC, name string, ca *testenv.CA, mutate ...func(*metalv
 			BMCSecretRef: corev1.LocalObjectReference{Name: name},
 			Protocol:     metalv1alpha1.Protocol{Name: metalv1alpha1.ProtocolRedfish, Port: int32(port), Scheme: "https"},
 			Certificate: &metalv1alpha1.BMCCertificate{SignerName: testSigner,
-				CABundleRef: metalv1alpha1.CABundleReference{Namespace: "certs", Name: "ca-" + name}},
+				CABundleRef: &metalv1alpha1.CABundleReference{Namespace: "certs", Name: "ca-" + name}},
 		},
 	}
 	for _, m := range mutate {
@@ -180,6 +180,11 @@ func (g *rig) settle(max int) *metalv1alpha1.BMC {
 		state := b.ResourceVersion
 		for _, r := range g.requests() {
 			state += "," + r.Name + "@" + r.ResourceVersion
+		}
+		if g.r.CertManager {
+			for _, r := range g.certificateRequests() {
+				state += "," + r.GetName() + "@" + r.GetResourceVersion()
+			}
 		}
 		if state == prev {
 			return b

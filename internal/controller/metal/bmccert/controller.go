@@ -64,6 +64,9 @@ type Reconciler struct {
 	// Shards, set, limits the reconciler to the BMCs of the shards this replica holds.
 	Shards *shard.Set
 	Client client.Client
+	// CertManager says cert-manager's CertificateRequest API is served (SetupWithManager
+	// detects it): BMCs naming an issuerRef are served only then.
+	CertManager bool
 	// APIReader reads the CA ConfigMaps (not cached: any namespace, read at install only).
 	APIReader client.Reader
 	Pool      *bmc.Pool
@@ -88,8 +91,8 @@ type certPass struct {
 	*lifecycle.Pass[*metalv1alpha1.BMC]
 	bctx context.Context
 	rec  bmcaccess.CertificateRecord
-	// csr is the request of the attempt under way, when it exists.
-	csr *certificatesv1.CertificateSigningRequest
+	// req is the request of the attempt under way, when it exists.
+	req *request
 	// problem is why the last step could not go on (reported, not an error).
 	problem *problem
 }
@@ -99,20 +102,27 @@ type problem struct{ reason, msg string }
 // SetupWithManager registers the controller: BMCs with a certificate asked or recorded, and
 // the requests made for them.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if _, err := mgr.GetRESTMapper().RESTMapping(CertificateRequestGVK.GroupKind(), CertificateRequestGVK.Version); err == nil {
+		r.CertManager = true
+	}
 	rec := r.NewPasses()
+	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if name := o.GetLabels()[BMCLabel]; name != "" {
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: name}}}
+		}
+		return nil
+	})
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("bmccertificate").
 		For(&metalv1alpha1.BMC{}, builder.WithPredicates(predicate.NewPredicateFuncs(concerned), lifecycle.Predicate())).
-		Watches(&certificatesv1.CertificateSigningRequest{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if name := o.GetLabels()[BMCLabel]; name != "" {
-				return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: name}}}
-			}
-			return nil
-		})).
+		Watches(&certificatesv1.CertificateSigningRequest{}, byLabel).
 		Watches(&metalv1alpha1.BMC{}, handler.Funcs{DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object], _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			expiry.DeleteLabelValues(e.Object.GetName())
 		}}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2})
+	if r.CertManager {
+		b = b.Watches(newCertificateRequest(), byLabel)
+	}
 	return shard.Gate(r.Shards, mgr.GetCache(), b, rec, func() client.ObjectList { return &metalv1alpha1.BMCList{} }, shardkey.ForBMC).Complete(rec)
 }
 
@@ -236,9 +246,9 @@ func (r *Reconciler) report(p *certPass) lifecycle.Result {
 		if status == metav1.ConditionFalse || reason == metalv1alpha1.ReasonCertificateExpiring {
 			typ = corev1.EventTypeWarning
 		}
-		var related runtime.Object // a nil *CertificateSigningRequest is not a nil Object
-		if p.csr != nil {
-			related = p.csr
+		var related runtime.Object // a nil *request's object is not a nil Object
+		if p.req != nil {
+			related = p.req.obj
 		}
 		r.Recorder.Eventf(b, related, typ, reason, "Certificate", "%s", msg)
 	}
@@ -265,7 +275,7 @@ func (r *Reconciler) condition(p *certPass, now time.Time) (metav1.ConditionStat
 	if p.problem != nil {
 		waiting = p.problem.msg
 	} else if rec.Requesting {
-		waiting = fmt.Sprintf("CertificateSigningRequest %s waits for signer %s", requestName(p.Obj.Name, rec.Attempt), rec.Signer)
+		waiting = fmt.Sprintf("request %s waits for %s", requestName(p.Obj.Name, rec.Attempt), signerOf(spec))
 	}
 	installed := rec.Fingerprint != ""
 	switch {

@@ -15,8 +15,7 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
@@ -36,15 +35,14 @@ func (r *Reconciler) loadRequest(ctx context.Context, p *certPass) (lifecycle.Re
 	if !p.rec.Requesting {
 		return lifecycle.Continue(), nil
 	}
-	csr := &certificatesv1.CertificateSigningRequest{}
-	err := p.Client().Get(ctx, client.ObjectKey{Name: requestName(p.Obj.Name, p.rec.Attempt)}, csr)
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return lifecycle.Result{}, fmt.Errorf("reading CertificateSigningRequest %s: %w", requestName(p.Obj.Name, p.rec.Attempt), err)
-	default:
-		p.csr = csr
+	if p.Obj.Spec.Certificate.IssuerRef != nil && !r.CertManager {
+		return r.failed(p, metalv1alpha1.ReasonCertificateUnsupported, errors.New("spec.certificate.issuerRef names a cert-manager issuer, but cert-manager's CertificateRequest API was not served when the operator started: install cert-manager and restart the operator, or use signerName"))
 	}
+	q, err := signerOf(p.Obj.Spec.Certificate).get(ctx, p.Client(), requestName(p.Obj.Name, p.rec.Attempt))
+	if err != nil {
+		return lifecycle.Result{}, err
+	}
+	p.req = q
 	return lifecycle.Continue(), nil
 }
 
@@ -61,20 +59,34 @@ func (r *Reconciler) tidyRequests(ctx context.Context, p *certPass) (lifecycle.R
 	return lifecycle.Continue(), nil
 }
 
-// deleteRequests deletes the BMC's requests but attempt keep's; it says whether it deleted any.
+// deleteRequests deletes the BMC's requests (of either API) but attempt keep's; it says
+// whether it deleted any.
 func (r *Reconciler) deleteRequests(ctx context.Context, p *certPass, keep int) (bool, error) {
-	list := &certificatesv1.CertificateSigningRequestList{}
-	if err := r.Client.List(ctx, list, client.MatchingLabels{BMCLabel: p.Obj.Name}); err != nil {
+	csrs := &certificatesv1.CertificateSigningRequestList{}
+	if err := r.Client.List(ctx, csrs, client.MatchingLabels{BMCLabel: p.Obj.Name}); err != nil {
 		return false, fmt.Errorf("listing the certificate requests of BMC %s: %w", p.Obj.Name, err)
 	}
+	var objs []client.Object
+	for i := range csrs.Items {
+		objs = append(objs, &csrs.Items[i])
+	}
+	if r.CertManager {
+		crs := &unstructured.UnstructuredList{}
+		crs.SetGroupVersionKind(CertificateRequestGVK.GroupVersion().WithKind("CertificateRequestList"))
+		if err := r.Client.List(ctx, crs, client.MatchingLabels{BMCLabel: p.Obj.Name}); err != nil {
+			return false, fmt.Errorf("listing the cert-manager requests of BMC %s: %w", p.Obj.Name, err)
+		}
+		for i := range crs.Items {
+			objs = append(objs, &crs.Items[i])
+		}
+	}
 	deleted := false
-	for i := range list.Items {
-		csr := &list.Items[i]
-		if csr.Name == requestName(p.Obj.Name, keep) || !csr.DeletionTimestamp.IsZero() {
+	for _, o := range objs {
+		if o.GetName() == requestName(p.Obj.Name, keep) || o.GetDeletionTimestamp() != nil {
 			continue
 		}
-		if err := p.Client().Delete(ctx, csr); client.IgnoreNotFound(err) != nil {
-			return deleted, fmt.Errorf("removing CertificateSigningRequest %s: %w", csr.Name, err)
+		if err := p.Client().Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+			return deleted, fmt.Errorf("removing certificate request %s: %w", o.GetName(), err)
 		}
 		deleted = true
 	}
@@ -96,7 +108,7 @@ func (r *Reconciler) startStep(ctx context.Context, p *certPass) (lifecycle.Resu
 	switch {
 	case rec.Fingerprint == "":
 		why = "certificate requested"
-	case rec.Signer != spec.SignerName:
+	case rec.Signer != signerID(spec):
 		why = "signer changed: certificate requested"
 	case !r.now().Before(renewAt(rec, spec)):
 		why = "renewal requested"
@@ -104,7 +116,7 @@ func (r *Reconciler) startStep(ctx context.Context, p *certPass) (lifecycle.Resu
 		return lifecycle.Continue(), nil
 	}
 	rec.Attempt++
-	rec.Requesting, rec.Denied, rec.Spec, rec.Signer = true, false, digest, spec.SignerName
+	rec.Requesting, rec.Denied, rec.Spec, rec.Signer = true, false, digest, signerID(spec)
 	return r.writeRecord(ctx, p, rec, nil, why)
 }
 
@@ -114,18 +126,15 @@ func (r *Reconciler) requestStep(ctx context.Context, p *certPass) (lifecycle.Re
 	if !p.rec.Requesting {
 		return lifecycle.Continue(), nil
 	}
-	if p.csr == nil {
+	if p.req == nil {
 		return r.requestKey(ctx, p)
 	}
-	csr := p.csr
-	for _, c := range csr.Status.Conditions {
-		if (c.Type == certificatesv1.CertificateDenied || c.Type == certificatesv1.CertificateFailed) && c.Status == corev1.ConditionTrue {
-			rec := p.rec
-			rec.Requesting, rec.Denied = false, true
-			return r.writeRecord(ctx, p, rec, nil, "request denied")
-		}
+	if p.req.denied {
+		rec := p.rec
+		rec.Requesting, rec.Denied = false, true
+		return r.writeRecord(ctx, p, rec, nil, "request denied")
 	}
-	if len(csr.Status.Certificate) == 0 {
+	if len(p.req.cert) == 0 {
 		return lifecycle.Continue(), nil // the report says it waits; the request's change brings the next pass
 	}
 	return r.install(ctx, p)
@@ -152,25 +161,8 @@ func (r *Reconciler) requestKey(ctx context.Context, p *certPass) (lifecycle.Res
 	if err != nil {
 		return r.failed(p, metalv1alpha1.ReasonCertificateFailed, fmt.Errorf("GenerateCSR: %w", err))
 	}
-	csr := &certificatesv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            requestName(b.Name, p.rec.Attempt),
-			Labels:          map[string]string{BMCLabel: b.Name},
-			Annotations:     map[string]string{attemptAnnotation: strconv.Itoa(p.rec.Attempt), collectionAnnotation: collection},
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(b, metalv1alpha1.GroupVersion.WithKind("BMC"))},
-		},
-		Spec: certificatesv1.CertificateSigningRequestSpec{
-			Request:    []byte(pemCSR),
-			SignerName: spec.SignerName,
-			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageServerAuth},
-		},
-	}
-	if spec.Duration != nil && spec.Duration.Duration > 0 {
-		secs := int32(spec.Duration.Seconds())
-		csr.Spec.ExpirationSeconds = &secs
-	}
-	if err := p.Client().Create(ctx, csr); err != nil && !apierrors.IsAlreadyExists(err) {
-		return lifecycle.Result{}, fmt.Errorf("creating CertificateSigningRequest %s: %w", csr.Name, err)
+	if err := signerOf(spec).create(ctx, p.Client(), b, requestName(b.Name, p.rec.Attempt), []byte(pemCSR), collection, p.rec.Attempt); err != nil {
+		return lifecycle.Result{}, err
 	}
 	return lifecycle.Wrote("certificate request made"), nil
 }
@@ -205,21 +197,21 @@ func csrRequest(b *metalv1alpha1.BMC, spec *metalv1alpha1.BMCCertificate, host s
 // is recorded without a second install. One the BMC refuses (it holds another key now) starts a
 // new attempt.
 func (r *Reconciler) install(ctx context.Context, p *certPass) (lifecycle.Result, error) {
-	b, csr, spec := p.Obj, p.csr, p.Obj.Spec.Certificate
-	chain, err := parseChain(csr.Status.Certificate)
+	b, q, spec := p.Obj, p.req, p.Obj.Spec.Certificate
+	chain, err := parseChain(q.cert)
 	if err != nil {
-		return r.failed(p, metalv1alpha1.ReasonCertificateInvalid, fmt.Errorf("the certificate of %s: %w", csr.Name, err))
+		return r.failed(p, metalv1alpha1.ReasonCertificateInvalid, fmt.Errorf("the certificate of %s %s: %w", q.kind, q.name(), err))
 	}
 	leaf := chain[0]
-	if err := sameKey(csr.Spec.Request, leaf); err != nil {
-		return r.failed(p, metalv1alpha1.ReasonCertificateInvalid, fmt.Errorf("the certificate of %s: %w", csr.Name, err))
+	if err := sameKey(q.csrPEM, leaf); err != nil {
+		return r.failed(p, metalv1alpha1.ReasonCertificateInvalid, fmt.Errorf("the certificate of %s %s: %w", q.kind, q.name(), err))
 	}
-	ca, err := r.caBundle(ctx, spec.CABundleRef)
+	ca, from, err := r.caBundle(ctx, spec, q)
 	if err != nil {
 		return r.failed(p, metalv1alpha1.ReasonCertificateInvalid, err)
 	}
 	if err := verify(ca, chain, r.now()); err != nil {
-		return r.failed(p, metalv1alpha1.ReasonCertificateInvalid, fmt.Errorf("the certificate of %s is not signed by the CA of %s/%s: %w", csr.Name, spec.CABundleRef.Namespace, spec.CABundleRef.Name, err))
+		return r.failed(p, metalv1alpha1.ReasonCertificateInvalid, fmt.Errorf("the certificate of %s %s is not signed by the CA of %s: %w", q.kind, q.name(), from, err))
 	}
 	conn, err := bmcaccess.ProvenBMC(p.bctx, p.Client(), r.Pool, b)
 	if err != nil {
@@ -231,7 +223,7 @@ func (r *Reconciler) install(ctx context.Context, p *certPass) (lifecycle.Result
 		return r.failed(p, metalv1alpha1.ReasonCertificateFailed, fmt.Errorf("reading the BMC's certificates: %w", err))
 	}
 	target, already := "", false
-	coll := csr.Annotations[collectionAnnotation]
+	coll := q.collection
 	for _, c := range certs {
 		if c.Fingerprint == fp {
 			already = true
@@ -244,11 +236,11 @@ func (r *Reconciler) install(ctx context.Context, p *certPass) (lifecycle.Result
 		if target == "" {
 			return r.failed(p, metalv1alpha1.ReasonCertificateFailed, fmt.Errorf("the BMC shows no HTTPS certificate to replace in %s", coll))
 		}
-		err := conn.ReplaceCertificate(p.bctx, target, string(csr.Status.Certificate))
+		err := conn.ReplaceCertificate(p.bctx, target, string(q.cert))
 		if errors.Is(err, bmc.ErrCertificateRefused) {
 			// The BMC holds another key now (asked by someone else, or reset): a new attempt.
-			r.Recorder.Eventf(b, csr, corev1.EventTypeWarning, metalv1alpha1.ReasonCertificateFailed, "Install",
-				"the BMC refused the certificate of %s (%v): a new request is made", csr.Name, err)
+			r.Recorder.Eventf(b, q.obj, corev1.EventTypeWarning, metalv1alpha1.ReasonCertificateFailed, "Install",
+				"the BMC refused the certificate of %s %s (%v): a new request is made", q.kind, q.name(), err)
 			rec := p.rec
 			rec.Attempt++
 			return r.writeRecord(ctx, p, rec, nil, "certificate refused: new attempt")
@@ -260,33 +252,45 @@ func (r *Reconciler) install(ctx context.Context, p *certPass) (lifecycle.Result
 	rec := p.rec
 	sameCA := string(ca) == b.Annotations[bmcaccess.CertificateCAAnnotation]
 	rec.Requesting, rec.Denied = false, false
-	rec.Signer = spec.SignerName
+	rec.Signer = signerID(spec)
 	rec.Fingerprint, rec.Serial = fp, fmt.Sprintf("%x", leaf.SerialNumber)
 	rec.Issuer, rec.Subject = leaf.Issuer.String(), leaf.Subject.String()
 	rec.NotBefore, rec.NotAfter = leaf.NotBefore.UTC(), leaf.NotAfter.UTC()
 	// Still pinned only where the CA is the same one: a new CA pins once the BMC is seen
 	// serving a certificate it signed.
 	rec.Pinned = rec.Pinned && sameCA
-	r.Recorder.Eventf(b, csr, corev1.EventTypeNormal, metalv1alpha1.ReasonCertificateInstalled, "Install",
-		"certificate %s (until %s) installed from %s", rec.Serial, rec.NotAfter.Format("2006-01-02T15:04:05Z"), csr.Name)
+	r.Recorder.Eventf(b, q.obj, corev1.EventTypeNormal, metalv1alpha1.ReasonCertificateInstalled, "Install",
+		"certificate %s (until %s) installed from %s %s", rec.Serial, rec.NotAfter.Format("2006-01-02T15:04:05Z"), q.kind, q.name())
 	return r.writeRecord(ctx, p, rec, ca, "certificate installed")
 }
 
-// caBundle reads the signer's CA bundle.
-func (r *Reconciler) caBundle(ctx context.Context, ref metalv1alpha1.CABundleReference) ([]byte, error) {
+// caBundle is the CA the certificate must chain to, and where it came from: the ConfigMap the
+// spec names, else the CA the signer reported with the certificate (cert-manager's status.ca).
+func (r *Reconciler) caBundle(ctx context.Context, spec *metalv1alpha1.BMCCertificate, q *request) ([]byte, string, error) {
+	ref := spec.CABundleRef
+	if ref == nil {
+		if len(q.ca) == 0 {
+			return nil, "", fmt.Errorf("%s %s reports no CA with its certificate: name the issuer's CA in spec.certificate.caBundleRef", q.kind, q.name())
+		}
+		if _, err := parseChain(q.ca); err != nil {
+			return nil, "", fmt.Errorf("the CA %s %s reports: %w", q.kind, q.name(), err)
+		}
+		return q.ca, q.kind + " " + q.name(), nil
+	}
+	from := "ConfigMap " + ref.Namespace + "/" + ref.Name
 	cm := &corev1.ConfigMap{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, cm); err != nil {
-		return nil, fmt.Errorf("reading the CA bundle ConfigMap %s/%s: %w", ref.Namespace, ref.Name, err)
+		return nil, from, fmt.Errorf("reading the CA bundle %s: %w", from, err)
 	}
 	key := cmpStr(ref.Key, "ca.crt")
 	v := cm.Data[key]
 	if v == "" {
-		return nil, fmt.Errorf("ConfigMap %s/%s has no %s", ref.Namespace, ref.Name, key)
+		return nil, from, fmt.Errorf("%s has no %s", from, key)
 	}
 	if _, err := parseChain([]byte(v)); err != nil {
-		return nil, fmt.Errorf("ConfigMap %s/%s key %s: %w", ref.Namespace, ref.Name, key, err)
+		return nil, from, fmt.Errorf("%s key %s: %w", from, key, err)
 	}
-	return []byte(v), nil
+	return []byte(v), from, nil
 }
 
 // parseChain parses PEM certificates, leaf first.
