@@ -9,5 +9,7 @@
 // pool reports busy (breaker open, slots taken by reconciles) skipped for the round. Metrics
 // holds each server's last good reading and exports it with bounded cardinality: a label for the
 // server, normalised sensor names (lower snake case), at most MaxSensorsPerServer sensor series
-// per server; the series of a server that is gone go with the next round.
+// per server; the series of a server that is gone go with the next round. It also lends each
+// server's last reading, summed up (power, hottest sensor, failed supplies and fans), to a view
+// in the same process through latest.Source, so that the view never reads a BMC itself.
 package telemetry
