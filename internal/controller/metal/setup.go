@@ -84,6 +84,10 @@ type Options struct {
 	// this process (the dashboard under metalhub dev) can show them; Setup otherwise makes its
 	// own. Unused while TelemetryInterval is 0.
 	Telemetry *telemetry.Metrics
+	// TelemetryYield, when set and true, holds the collector's reads back (telemetry.Collector
+	// Yield): lifecycle work goes first (the manager sets apilimit's Slots.Busy: claims binding,
+	// the controllers' writes queueing).
+	TelemetryYield func() bool
 }
 
 // PoolOptions are the BMC pool's options these give (bmcaccess.NewPool).
@@ -281,7 +285,7 @@ func setupTelemetry(mgr ctrl.Manager, o Options, pool *bmc.Pool) error {
 	}
 	if err := mgr.Add(&telemetry.Collector{
 		Client: mgr.GetClient(), Pool: pool, Metrics: m, Interval: o.TelemetryInterval,
-		ReadTimeout: 3 * o.BMCRequestTimeout, Shards: o.Shards, Log: ctrl.Log.WithName("telemetry"),
+		ReadTimeout: 3 * o.BMCRequestTimeout, Shards: o.Shards, Log: ctrl.Log.WithName("telemetry"), Yield: o.TelemetryYield,
 	}); err != nil {
 		return fmt.Errorf("telemetry collector: %w", err)
 	}

@@ -400,6 +400,8 @@ func startOperator(b *testing.B, env *testenv.Env, tune func(*metal.Options)) *o
 		b.Fatal(err)
 	}
 	opts.Events = events
+	// And telemetry's reads wait for the urgent writes, as the operator's (internal/manager).
+	opts.TelemetryYield = slots.Busy
 	if v, err := strconv.Atoi(os.Getenv("BENCH_CLAIM_CONCURRENCY")); err == nil {
 		opts.Claims.Concurrency = v
 	}
