@@ -34,7 +34,9 @@ import (
 //
 // Each run has its own control plane, emulated fleet (a child process) and manager; runs
 // alternate off, on, off, on, ... (BENCH_TELEMETRY_PAIRS pairs, default 2) so that a load that
-// comes and goes on the machine falls on both, and the figures pool every run's claims.
+// comes and goes on the machine falls on both; each pair's ratios are logged, and the metrics
+// pool every run's claims. On a shared machine two runs alike differ by more than 10%: compare
+// the pairs before the pooled figure.
 // BENCH_TELEMETRY_SERVERS sets another fleet size, BENCH_TELEMETRY_INTERVAL another interval
 // (default 5s).
 //
@@ -65,8 +67,10 @@ func BenchmarkTelemetryClaims(b *testing.B) {
 				n := runTelemetryClaims(b, servers, interval)
 				on.add(n)
 				reads += n.reads
-				b.Logf("pair %d, telemetry every %s: %s, %.0f telemetry reads while the claims ran (%.2f per server)",
-					p+1, interval, n, n.reads, n.reads/float64(servers))
+				b.Logf("pair %d, telemetry every %s: %s, %.0f telemetry reads while the claims ran (%.2f per server); on/off: to Bound p50 %.3f p95 %.3f, to On p50 %.3f p95 %.3f",
+					p+1, interval, n, n.reads, n.reads/float64(servers),
+					n.q(n.bound, 0.5).Seconds()/o.q(o.bound, 0.5).Seconds(), n.q(n.bound, 0.95).Seconds()/o.q(o.bound, 0.95).Seconds(),
+					n.q(n.on, 0.5).Seconds()/o.q(o.on, 0.5).Seconds(), n.q(n.on, 0.95).Seconds()/o.q(o.on, 0.95).Seconds())
 			}
 			ratio := func(on, off time.Duration) float64 { return on.Seconds() / off.Seconds() }
 			b.ReportMetric(off.q(off.bound, 0.5).Seconds(), "off-s-bound-p50")
