@@ -32,10 +32,11 @@ import (
 //     the servers (rounds overlapping the claims), so a ratio near 1 is not one of a collector
 //     that never ran.
 //
-// Each run has its own control plane, emulated fleet (a child process) and manager; runs
-// alternate off, on, off, on, ... (BENCH_TELEMETRY_PAIRS pairs, default 2) so that a load that
-// comes and goes on the machine falls on both; each pair's ratios are logged, and the metrics
-// pool every run's claims. On a shared machine two runs alike differ by more than 10%: compare
+// Each run has its own control plane, emulated fleet (a child process) and manager; runs come
+// in pairs, off then on, then on then off, ... (BENCH_TELEMETRY_PAIRS pairs, default 2) so that
+// a load that comes and goes on the machine falls on both; each pair's ratios are logged, and
+// the metrics pool every run's claims. BENCH_TELEMETRY_NO_YIELD=1 runs the collector without
+// its Yield (the manager's Slots.Busy), for comparison. On a shared machine two runs alike differ by more than 10%: compare
 // the pairs before the pooled figure.
 // BENCH_TELEMETRY_SERVERS sets another fleet size, BENCH_TELEMETRY_INTERVAL another interval
 // (default 5s).
@@ -56,15 +57,27 @@ func BenchmarkTelemetryClaims(b *testing.B) {
 	if v, err := time.ParseDuration(os.Getenv("BENCH_TELEMETRY_INTERVAL")); err == nil && v > 0 {
 		interval = v
 	}
+	// BENCH_TELEMETRY_NO_YIELD=1 measures the collector without Yield: reading through the
+	// claims.
+	yield := os.Getenv("BENCH_TELEMETRY_NO_YIELD") == ""
+	b.Logf("telemetry every %s, yielding to lifecycle work: %t", interval, yield)
 	b.Run(fmt.Sprintf("servers=%d", servers), func(b *testing.B) {
 		for range b.N {
 			var off, on claimLatencies
 			var reads float64
 			for p := range pairs {
-				o := runTelemetryClaims(b, servers, 0)
+				// Every other pair runs telemetry on first: a run's place in the process (the
+				// first has the freshest heap and machine) falls on both alike.
+				var o, n *claimLatencies
+				if p%2 == 0 {
+					o = runTelemetryClaims(b, servers, 0, yield)
+					n = runTelemetryClaims(b, servers, interval, yield)
+				} else {
+					n = runTelemetryClaims(b, servers, interval, yield)
+					o = runTelemetryClaims(b, servers, 0, yield)
+				}
 				off.add(o)
 				b.Logf("pair %d, telemetry off: %s", p+1, o)
-				n := runTelemetryClaims(b, servers, interval)
 				on.add(n)
 				reads += n.reads
 				b.Logf("pair %d, telemetry every %s: %s, %.0f telemetry reads while the claims ran (%.2f per server); on/off: to Bound p50 %.3f p95 %.3f, to On p50 %.3f p95 %.3f",
@@ -133,8 +146,8 @@ func (l *claimLatencies) String() string {
 }
 
 // runTelemetryClaims binds servers/2 claims on a fresh fleet with telemetry read every
-// interval (0: off) and returns each claim's latency.
-func runTelemetryClaims(b *testing.B, servers int, interval time.Duration) *claimLatencies {
+// interval (0: off), yielding to lifecycle work or not, and returns each claim's latency.
+func runTelemetryClaims(b *testing.B, servers int, interval time.Duration, yield bool) *claimLatencies {
 	b.StopTimer()
 	claims := servers / 2
 	env, err := testenv.Start()
@@ -147,6 +160,9 @@ func runTelemetryClaims(b *testing.B, servers int, interval time.Duration) *clai
 		o.TelemetryInterval = interval
 		if interval > 0 {
 			o.Telemetry = telemetry.NewMetrics(0)
+		}
+		if !yield {
+			o.TelemetryYield = nil
 		}
 	})
 	defer op.stop()
