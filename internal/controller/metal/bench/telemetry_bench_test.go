@@ -155,7 +155,9 @@ func runTelemetryClaims(b *testing.B, servers int, interval time.Duration, yield
 		b.Fatal(err)
 	}
 	defer func() { _ = env.Stop() }()
-	fleet := startEmulator(b, servers)
+	em := startFleet(b, strconv.Itoa(servers))
+	defer em.stop()
+	fleet := em.systems
 	op := startOperator(b, env, func(o *metal.Options) {
 		o.TelemetryInterval = interval
 		if interval > 0 {
