@@ -119,6 +119,10 @@ bench-scale: envtest-assets ## The claim benchmark's fleet at 1,000 and 10,000 s
 	METALHUB_BENCH_SCALE=1 KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 150m ./internal/controller/metal/bench/
 	METALHUB_BENCH_SERVERS=10000 METALHUB_BENCH_SYSTEMS_PER_BMC=8 METALHUB_BENCH_STEADY=1m KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test -run '^$$' -bench '^BenchmarkFleetToAvailable$$' -benchtime 1x -timeout 150m ./cmd/metalhub/
 
+.PHONY: bench-telemetry
+bench-telemetry: envtest-assets ## Claims' latency at 1,000 servers with telemetry off and on every 5s, alternating (docs/scale.md).
+	METALHUB_BENCH_TELEMETRY=1 KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test -run '^$$' -bench '^BenchmarkTelemetryClaims$$' -benchtime 1x -timeout 60m ./internal/controller/metal/bench/
+
 .PHONY: help
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'

@@ -96,6 +96,19 @@ func (s *Slots) Urgent() bool {
 	return s.urgent()
 }
 
+// Busy reports whether background work that makes no writes of its own (telemetry's reads)
+// should wait: urgent writes are coming (Urgent), or the controllers' writes hold half the
+// slots or more, or wait for one. Their work is then what the process's CPU, the API server
+// and the BMCs are for.
+func (s *Slots) Busy() bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.urgent() || (s.size-s.free)*2 >= s.size || len(s.queues[Normal])+len(s.queues[High]) > 0
+}
+
 func (s *Slots) urgent() bool {
 	return !s.lastUrgent.IsZero() && s.now().Sub(s.lastUrgent) < UrgentWindow
 }

@@ -272,3 +272,39 @@ func TestNormalWritesHeldBackWhileUrgent(t *testing.T) {
 		t.Errorf("%d slots taken after all released", got)
 	}
 }
+
+// Busy while half the slots or more are taken, and while urgent writes are coming.
+func TestBusy(t *testing.T) {
+	if (*Slots)(nil).Busy() {
+		t.Error("no bound is busy")
+	}
+	now := time.Unix(1000, 0)
+	s := NewSlots(4)
+	s.now = func() time.Time { return now }
+	ctx := context.Background()
+	for i, want := range []bool{false, true, true} { // 1, 2, 3 normal writes in flight
+		if err := s.Acquire(ctx, Normal); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Busy(); got != want {
+			t.Errorf("%d of 4 slots taken: busy %t, want %t", i+1, got, want)
+		}
+	}
+	for range 3 {
+		s.Release(Normal)
+	}
+	if s.Busy() {
+		t.Error("busy with every slot free")
+	}
+	if err := s.Acquire(ctx, High); err != nil {
+		t.Fatal(err)
+	}
+	s.Release(High)
+	if !s.Busy() {
+		t.Error("not busy right after an urgent write")
+	}
+	now = now.Add(UrgentWindow)
+	if s.Busy() {
+		t.Error("still busy once the urgent window passed")
+	}
+}

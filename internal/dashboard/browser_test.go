@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/dashboard/browsertest"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/telemetry/latest"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
 
@@ -237,4 +239,58 @@ func TestBrowserActionAsksForToken(t *testing.T) {
 	if unclaimable(t, "bt-s1") {
 		t.Error("still cordoned after Uncordon")
 	}
+}
+
+// A tile shows its server's power draw and hottest temperature, and a badge naming the failed
+// power supply, from the telemetry the dashboard is given.
+func TestBrowserTileTelemetry(t *testing.T) {
+	bctx := browsertest.New(t) // before creating anything: skips without a browser
+	create(t, newServer("btm-s1", nil), newServer("btm-s2", nil))
+	t.Cleanup(func() {
+		_ = env.Client.Delete(ctx(), newServer("btm-s1", nil))
+		_ = env.Client.Delete(ctx(), newServer("btm-s2", nil))
+	})
+	tel := &fakeTelemetry{}
+	tel.set("btm-s1", latest.Reading{At: time.Now(), PowerWatts: watts(312.4), HottestCelsius: watts(61.6), HottestSensor: "CPU1 Temp",
+		FailedPSUs: []string{"PSU2"}})
+	srv := start(t, Options{Telemetry: tel, TelemetryRefresh: 50 * time.Millisecond})
+	run := func(timeout time.Duration, a chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		c, cancel := context.WithTimeout(bctx, timeout)
+		defer cancel()
+		if _, err := chromedp.Run(c, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(15*time.Second, chromedp.Navigate(srv.URL()))
+	run(15*time.Second, chromedp.Poll[chromedp.Void](
+		`document.querySelector('#conn').dataset.status === 'live' && !!document.querySelector('[data-server="btm-s2"]') &&
+		 document.querySelector('[data-server="btm-s1"] .tel')?.textContent === '312W 62°'`,
+		chromedp.WithPollingInterval(50*time.Millisecond)))
+	type tile struct {
+		Tel, Badge, Title string
+		BadgeShown        bool
+	}
+	c, cancel := context.WithTimeout(bctx, 10*time.Second)
+	tiles, err := chromedp.Run(c, chromedp.Evaluate[map[string]tile](`Object.fromEntries(['btm-s1', 'btm-s2'].map(n => {
+		const e = document.querySelector('[data-server="' + n + '"]'), b = e.querySelector('.i.hw');
+		return [n, {Tel: e.querySelector('.tel').textContent, Badge: b.title, BadgeShown: getComputedStyle(b).display !== 'none', Title: e.title}];
+	}))`))
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tiles["btm-s1"]; !got.BadgeShown || got.Badge != "failed: PSU PSU2" || !strings.Contains(got.Title, "hottest CPU1 Temp 62 °C") {
+		t.Errorf("btm-s1's tile: %+v", got)
+	}
+	if got := tiles["btm-s2"]; got.Tel != "" || got.BadgeShown {
+		t.Errorf("btm-s2 (no reading) shows %+v", got)
+	}
+
+	// Repaired: the badge goes with the next reading.
+	tel.set("btm-s1", latest.Reading{At: time.Now(), PowerWatts: watts(290), HottestCelsius: watts(55)})
+	run(5*time.Second, chromedp.Poll[chromedp.Void](
+		`document.querySelector('[data-server="btm-s1"] .tel').textContent === '290W 55°' &&
+		 getComputedStyle(document.querySelector('[data-server="btm-s1"] .i.hw')).display === 'none'`,
+		chromedp.WithPollingInterval(20*time.Millisecond)))
 }

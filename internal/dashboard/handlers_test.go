@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/telemetry/latest"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
 
@@ -148,6 +151,92 @@ func TestSnapshotStreamDetails(t *testing.T) {
 	waitBatch(t, evs, func(b Batch) bool {
 		return b.Changes[collServers] != nil && fmt.Sprint(b.Changes[collServers].Delete) == "[h-s1]"
 	})
+}
+
+// fakeTelemetry is a collector's readings, set by the test.
+type fakeTelemetry struct {
+	mu       sync.Mutex
+	readings map[string]latest.Reading
+}
+
+func (f *fakeTelemetry) set(server string, r latest.Reading) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.readings == nil {
+		f.readings = map[string]latest.Reading{}
+	}
+	f.readings[server] = r
+}
+
+func (f *fakeTelemetry) Latest(server string) (latest.Reading, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.readings[server]
+	return r, ok
+}
+
+func watts(v float64) *float64 { return &v }
+
+// A tile carries its server's latest telemetry reading (whole watts and degrees, the failed
+// supplies and fans) and takes the next one without any watch event; a server without a
+// reading, or a dashboard without telemetry, shows none.
+func TestTileTelemetry(t *testing.T) {
+	tel := &fakeTelemetry{}
+	at := time.Unix(1700000000, 0)
+	tel.set("tm-s1", latest.Reading{At: at, PowerWatts: watts(312.4), HottestCelsius: watts(61.6), HottestSensor: "CPU1 Temp",
+		FailedPSUs: []string{"PSU2"}, FailedFans: []string{"Fan3"}})
+	create(t, newServer("tm-s1", nil), newServer("tm-s2", nil))
+	s := start(t, Options{Telemetry: tel, TelemetryRefresh: 50 * time.Millisecond})
+	plain := start(t, Options{})
+
+	want := TileTelemetry{At: at.Unix(), PowerWatts: watts(312), HottestCelsius: watts(62), HottestSensor: "CPU1 Temp",
+		FailedPSUs: []string{"PSU2"}, FailedFans: []string{"Fan3"}}
+	testenv.Eventually(t, 10*time.Second, "tm-s1's tile with its reading", func() (bool, string) {
+		var snap Snapshot
+		getJSON(t, s.URL()+"api/snapshot", &snap)
+		got := summaries(snap)["tm-s1"].Telemetry
+		return got != nil && reflect.DeepEqual(*got, want), fmt.Sprintf("%+v", got)
+	})
+	var snap Snapshot
+	getJSON(t, s.URL()+"api/snapshot", &snap)
+	if got, ok := summaries(snap)["tm-s2"]; !ok || got.Telemetry != nil {
+		t.Errorf("tm-s2 (no reading): %+v, shown %t", got.Telemetry, ok)
+	}
+
+	// The next round: the power moved, the supply and the fan were replaced.
+	evs := stream(t, s)
+	if first := next(t, evs, 5*time.Second); first.name != "snapshot" {
+		t.Fatalf("first stream event %s", first.name)
+	}
+	tel.set("tm-s1", latest.Reading{At: at.Add(time.Minute), PowerWatts: watts(401), HottestCelsius: watts(58), HottestSensor: "CPU2 Temp"})
+	waitBatch(t, evs, func(b Batch) bool {
+		d := b.Changes[collServers]
+		if d == nil {
+			return false
+		}
+		for _, raw := range d.Upsert {
+			var sum Summary
+			_ = json.Unmarshal(raw, &sum)
+			if tm := sum.Telemetry; sum.Name == "tm-s1" && tm != nil && *tm.PowerWatts == 401 {
+				if tm.FailedPSUs != nil || tm.FailedFans != nil || *tm.HottestCelsius != 58 {
+					t.Errorf("after the repair: %+v", tm)
+				}
+				return true
+			}
+		}
+		return false
+	})
+
+	testenv.Eventually(t, 10*time.Second, "the plain dashboard shows tm-s1", func() (bool, string) {
+		var snap Snapshot
+		getJSON(t, plain.URL()+"api/snapshot", &snap)
+		_, ok := summaries(snap)["tm-s1"]
+		return ok, ""
+	})
+	getJSON(t, plain.URL()+"api/snapshot", &snap)
+	if got := summaries(snap)["tm-s1"].Telemetry; got != nil {
+		t.Errorf("a dashboard without telemetry shows %+v", got)
+	}
 }
 
 func waitBatch(t testing.TB, evs <-chan sseEvent, match func(Batch) bool) {

@@ -7,7 +7,17 @@
 // uses the operator's identity.
 package dashboard
 
-import "github.com/spf13/pflag"
+import (
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/metalhub/metalhub/internal/telemetry/latest"
+)
+
+// DefaultTelemetryRefresh is how often tiles take the telemetry readings again by default: the
+// collector reads each server every --telemetry-interval, at the least a few seconds.
+const DefaultTelemetryRefresh = 5 * time.Second
 
 // Options configure the dashboard.
 type Options struct {
@@ -28,6 +38,13 @@ type Options struct {
 	// RecorderURL is the base URL of the BMC emulator's control endpoint (development only):
 	// a server's details then show the power and boot actions its BMC recorded.
 	RecorderURL string
+	// Telemetry, when set, gives each server's latest telemetry reading (the operator's
+	// collector, in the same process: metalhub dev), which its tile shows: power draw, hottest
+	// temperature and a badge for a failed power supply or fan. The dashboard never reads a
+	// BMC itself. Nil: tiles show no telemetry.
+	Telemetry latest.Source
+	// TelemetryRefresh is how often the tiles take the readings again (default 5s).
+	TelemetryRefresh time.Duration
 }
 
 // DefaultOptions are loopback-only and read-only.

@@ -92,7 +92,7 @@ func New(cfg *rest.Config, o Options, log logr.Logger) (*Server, error) {
 	}
 	s := &Server{opts: o, log: log, c: c, ln: ln, hub: newHub(batchInterval), assets: assets,
 		records: &http.Client{Timeout: 3 * time.Second}, url: pageURL, hosts: hosts, auth: auth}
-	s.watch = newWatcher(c, s.hub)
+	s.watch = newWatcher(c, s.hub, o.Telemetry, o.TelemetryRefresh)
 	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
 	return s, nil
 }

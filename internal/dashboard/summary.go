@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/fleetops"
+	"github.com/metalhub/metalhub/internal/telemetry/latest"
 )
 
 // Placement labels, as the metal-operator's visualizer reads them.
@@ -96,6 +98,38 @@ type Summary struct {
 	// proof, the one in progress, or the disk that failed).
 	Cleaned   string    `json:"cleaned,omitempty"`
 	Placement Placement `json:"placement"`
+	// Telemetry is the server's latest telemetry reading, when the dashboard is given the
+	// collector's (Options.Telemetry) and it has one for the server.
+	Telemetry *TileTelemetry `json:"telemetry,omitempty"`
+}
+
+// TileTelemetry is a server's latest telemetry reading as its tile shows it.
+type TileTelemetry struct {
+	// At is when it was read (Unix seconds): a BMC that stopped answering leaves its last
+	// reading, which the tile then says is old.
+	At int64 `json:"at"`
+	// PowerWatts and HottestCelsius are whole: what the tile shows, and a change below it is no
+	// change to send.
+	PowerWatts     *float64 `json:"powerWatts,omitempty"`
+	HottestCelsius *float64 `json:"hottestCelsius,omitempty"`
+	HottestSensor  string   `json:"hottestSensor,omitempty"`
+	// FailedPSUs and FailedFans name the power supplies and fans whose health is Warning or
+	// Critical: the tile's failure badge.
+	FailedPSUs []string `json:"failedPSUs,omitempty"`
+	FailedFans []string `json:"failedFans,omitempty"`
+}
+
+// tileTelemetry is r as a tile shows it.
+func tileTelemetry(r latest.Reading) *TileTelemetry {
+	whole := func(v *float64) *float64 {
+		if v == nil {
+			return nil
+		}
+		w := math.Round(*v)
+		return &w
+	}
+	return &TileTelemetry{At: r.At.Unix(), PowerWatts: whole(r.PowerWatts), HottestCelsius: whole(r.HottestCelsius),
+		HottestSensor: r.HottestSensor, FailedPSUs: r.FailedPSUs, FailedFans: r.FailedFans}
 }
 
 // summarize builds a server's tile; bmc is its BMC as watched, nil when unseen.

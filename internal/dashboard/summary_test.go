@@ -1,7 +1,9 @@
 package dashboard
 
 import (
+	"reflect"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -9,6 +11,7 @@ import (
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/telemetry/latest"
 )
 
 func TestParsePlacement(t *testing.T) {
@@ -127,5 +130,19 @@ func TestConditionWord(t *testing.T) {
 		if got := conditionWord(conds, typ); got != want {
 			t.Errorf("conditionWord(%s) = %q, want %q", typ, got, want)
 		}
+	}
+}
+
+// A tile's reading is whole watts and degrees; what the BMC does not report stays out.
+func TestTileTelemetryOf(t *testing.T) {
+	at := time.Unix(1700000000, 900_000_000)
+	got := tileTelemetry(latest.Reading{At: at, PowerWatts: watts(249.5), HottestCelsius: watts(70.49), HottestSensor: "CPU1 Temp",
+		FailedPSUs: []string{"PSU1"}})
+	want := TileTelemetry{At: 1700000000, PowerWatts: watts(250), HottestCelsius: watts(70), HottestSensor: "CPU1 Temp", FailedPSUs: []string{"PSU1"}}
+	if !reflect.DeepEqual(*got, want) {
+		t.Errorf("tileTelemetry = %+v, want %+v", *got, want)
+	}
+	if got := tileTelemetry(latest.Reading{At: at}); got.PowerWatts != nil || got.HottestCelsius != nil {
+		t.Errorf("no power nor temperature reported, shown %+v", got)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	infrahubv1alpha1 "github.com/metalhub/metalhub/api/infrahub/v1alpha1"
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/telemetry/latest"
 )
 
 // Watched kinds, as the snapshot's access map names them.
@@ -40,6 +41,9 @@ const (
 type watcher struct {
 	c   client.WithWatch
 	hub *hub
+	// telemetry, if set, gives the servers' readings, taken again every refresh.
+	telemetry latest.Source
+	refresh   time.Duration
 
 	servers, claims, maintenances, bmcs, syncs, resources, events cache.SharedIndexInformer
 
@@ -92,8 +96,11 @@ func (w *watcher) noteAccess(kind string, err error) {
 	}
 }
 
-func newWatcher(c client.WithWatch, h *hub) *watcher {
-	w := &watcher{c: c, hub: h}
+func newWatcher(c client.WithWatch, h *hub, telemetry latest.Source, refresh time.Duration) *watcher {
+	if refresh <= 0 {
+		refresh = DefaultTelemetryRefresh
+	}
+	w := &watcher{c: c, hub: h, telemetry: telemetry, refresh: refresh}
 	inf := func(kind string, obj runtime.Object, newList func() client.ObjectList, fieldSelector string, idx cache.Indexers) cache.SharedIndexInformer {
 		h.setAccess(kind, "loading")
 		i := cache.NewSharedIndexInformer(w.listWatch(kind, newList, fieldSelector), obj, 0, idx)
@@ -169,7 +176,27 @@ func (w *watcher) run(ctx context.Context) {
 	for _, i := range w.informers() {
 		wg.Go(func() { i.RunWithContext(ctx) })
 	}
+	if w.telemetry != nil {
+		wg.Go(func() { w.refreshTelemetry(ctx) })
+	}
 	wg.Wait()
+}
+
+// refreshTelemetry publishes every server again each refresh, for the readings: no watch says
+// when the collector read a server. Unchanged tiles send nothing (hub.set).
+func (w *watcher) refreshTelemetry(ctx context.Context) {
+	t := time.NewTicker(w.refresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, name := range w.servers.GetStore().ListKeys() {
+			w.server(name)
+		}
+	}
 }
 
 // on calls f with the old and the new object of every change (a label or owner that moved
@@ -225,7 +252,13 @@ func (w *watcher) server(name string) {
 			bmc = o.(*metalv1alpha1.BMC)
 		}
 	}
-	_ = w.hub.set(collServers, name, summarize(s, bmc))
+	sum := summarize(s, bmc)
+	if w.telemetry != nil {
+		if r, ok := w.telemetry.Latest(name); ok {
+			sum.Telemetry = tileTelemetry(r)
+		}
+	}
+	_ = w.hub.set(collServers, name, sum)
 }
 
 func (w *watcher) simple(coll string, i cache.SharedIndexInformer, key string) {

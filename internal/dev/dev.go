@@ -43,6 +43,7 @@ import (
 	"github.com/metalhub/metalhub/internal/dashboard"
 	"github.com/metalhub/metalhub/internal/manager"
 	"github.com/metalhub/metalhub/internal/scheme"
+	"github.com/metalhub/metalhub/internal/telemetry"
 	"github.com/metalhub/metalhub/internal/webhook"
 )
 
@@ -139,6 +140,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Var(cleaning.Flag(&o.Manager.Metal.CleaningPolicy), "cleaning-policy", "What is erased of a released server's emulated disks before it is Available again: None, Metadata, RootDisk or AllDisks (see the operator's flag).")
 	fs.Var(&o.Manager.Controllers, "controllers", "Controller families to run: metal, delivery, or both.")
 	fs.DurationVar(&o.Manager.Metal.HardwareLogPoll, "hardware-log-poll-interval", o.Manager.Metal.HardwareLogPoll, "How often each server's hardware log (SEL) is read; the emulated BMCs also send events, which bring a read at once.")
+	fs.DurationVar(&o.Manager.Metal.TelemetryInterval, "telemetry-interval", o.Manager.Metal.TelemetryInterval, "How often each emulated server's Redfish telemetry is read (see the operator's flag); the dashboard's tiles then show its power draw, hottest temperature and failed power supplies or fans. 0: off.")
 	fs.Var(&o.Manager.Metal.HardwareFaultPolicy, "hardware-fault-policy", "What a critical hardware event does: None, Taint or TaintAndMaintenance (see the operator's flag).")
 }
 
@@ -235,9 +237,16 @@ func Run(ctx context.Context, o Options, out, errOut io.Writer, zapOpts *zap.Opt
 			}
 		}
 	}
+	if o.Manager.Metal.TelemetryInterval > 0 && o.Manager.Metal.Telemetry == nil {
+		// The collector's readings, which the dashboard's tiles show: it runs in this process.
+		o.Manager.Metal.Telemetry = telemetry.NewMetrics(o.Manager.Metal.TelemetryMaxSensorsPerServer)
+	}
 	dashboardURL := ""
 	if o.DashboardAddress != "off" {
 		do := dashboard.Options{Address: o.DashboardAddress, AllowActions: o.DashboardActions}
+		if o.Manager.Metal.TelemetryInterval > 0 {
+			do.Telemetry = o.Manager.Metal.Telemetry
+		}
 		if addrs.EmulatorControl != "" {
 			do.RecorderURL = "http://" + addrs.EmulatorControl
 		}

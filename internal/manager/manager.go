@@ -319,6 +319,8 @@ func newManager(cfg *rest.Config, o Options, l *Listeners, log logr.Logger) (ctr
 		return nil, err
 	}
 	o.Metal.Events, o.Delivery.Events = events, events
+	// Telemetry's reads wait while claims bind or the controllers' writes queue up.
+	o.Metal.TelemetryYield = slots.Busy
 	if o.Shards > 0 {
 		set, err := newShardSet(cfg, mgr, o, log.WithName("shards"))
 		if err != nil {

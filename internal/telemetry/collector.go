@@ -44,7 +44,16 @@ type Collector struct {
 	Log    logr.Logger
 	// Now is the clock of the reads' timestamps (default time.Now).
 	Now func() time.Time
+	// Yield, when set and true, holds back the reads not yet started: lifecycle work is going
+	// on (the manager's: claims binding, the controllers' writes queueing), and on a fleet's
+	// scale the reads' CPU and requests would slow it down. They go on once it is false again
+	// (checked every YieldCheck); a round then ends later, and the next starts at the next tick
+	// after it.
+	Yield func() bool
 }
+
+// YieldCheck is how often a collector held back by Yield looks whether it may go on.
+const YieldCheck = 100 * time.Millisecond
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: with shards every replica reads
 // its own servers, without them only the leader reads (once per fleet).
@@ -74,7 +83,9 @@ type work struct {
 // parallel up to Concurrency, the servers of one BMC one after the other.
 func (c *Collector) Round(ctx context.Context) {
 	list := &metalv1alpha1.ServerList{}
-	if err := c.Client.List(ctx, list); err != nil {
+	// The cache's own objects: a round only reads them, and copying a fleet's every round was
+	// most of what the listing cost.
+	if err := c.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		c.Log.Error(err, "listing servers for telemetry")
 		return
 	}
@@ -117,7 +128,7 @@ func (c *Collector) Round(ctx context.Context) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			for _, w := range ws {
-				if ctx.Err() != nil {
+				if !c.yield(ctx) {
 					return
 				}
 				c.read(ctx, addr, w)
@@ -125,6 +136,23 @@ func (c *Collector) Round(ctx context.Context) {
 		}(addr, byBMC[addr])
 	}
 	wg.Wait()
+}
+
+// yield waits while Yield says lifecycle work goes first; false when ctx ended meanwhile.
+func (c *Collector) yield(ctx context.Context) bool {
+	if c.Yield == nil || !c.Yield() {
+		return ctx.Err() == nil
+	}
+	t := time.NewTicker(YieldCheck)
+	defer t.Stop()
+	for c.Yield() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return ctx.Err() == nil
 }
 
 func (c *Collector) concurrency() int {

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -210,5 +211,48 @@ func TestRoundSkipsBrokenBMC(t *testing.T) {
 	}
 	if _, ok := value(mfs, "metalhub_server_power_watts", map[string]string{"server": "s1-0"}); !ok {
 		t.Error("the last reading of a server whose BMC stopped answering is gone")
+	}
+}
+
+// While Yield holds the collector back no read starts; once it lets go, the round reads every
+// server.
+func TestRoundYields(t *testing.T) {
+	f := newFleet(t, 2, 1)
+	m := telemetry.NewMetrics(0)
+	c := f.collector(t, m, 2*time.Second)
+	const held = 5 // looks that hold it back
+	var (
+		mu            sync.Mutex // one look at a time: a read starts only after a look let it go
+		looks         int
+		readWhileHeld []string
+	)
+	c.Yield = func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		looks++
+		if looks <= held && len(m.Servers()) > 0 {
+			readWhileHeld = m.Servers()
+		}
+		return looks <= held
+	}
+	c.Round(context.Background())
+	if readWhileHeld != nil {
+		t.Errorf("read while held back: %v", readWhileHeld)
+	}
+	if looks <= held {
+		t.Errorf("%d looks, want more than %d", looks, held)
+	}
+	if got := strings.Join(m.Servers(), ","); got != "s0-0,s1-0" {
+		t.Errorf("servers read once let go: %s", got)
+	}
+
+	// A round held back when its context ends stops without reading.
+	m = telemetry.NewMetrics(0)
+	c = f.collector(t, m, 2*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	c.Yield = func() bool { cancel(); return true }
+	c.Round(ctx)
+	if got := m.Servers(); len(got) != 0 {
+		t.Errorf("read after the context ended: %v", got)
 	}
 }

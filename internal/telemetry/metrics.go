@@ -3,10 +3,12 @@ package telemetry
 import (
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/metalhub/metalhub/internal/bmc"
+	"github.com/metalhub/metalhub/internal/telemetry/latest"
 )
 
 // DefaultMaxSensorsPerServer bounds the sensor series (power supplies, fans, temperatures) of
@@ -40,8 +42,10 @@ var (
 		"When the server's telemetry was last read (Unix time): its other series are that old.", []string{"server"}, nil)
 )
 
-// sample is one server's exported telemetry, already named and capped.
+// sample is one server's exported telemetry, already named and capped, and its reading as a
+// view shows it.
 type sample struct {
+	reading    latest.Reading
 	at         float64
 	power      *float64
 	temps      []value
@@ -98,7 +102,7 @@ func (m *Metrics) Count(result string) { m.reads.WithLabelValues(result).Inc() }
 // Set replaces server's exported telemetry with t, read at unix time at. Power supplies are
 // kept first, then fans, then temperatures, up to the cap; the rest is counted as dropped.
 func (m *Metrics) Set(server string, at float64, t *bmc.Telemetry) {
-	s := sample{at: at, power: t.PowerWatts}
+	s := sample{at: at, power: t.PowerWatts, reading: readingOf(at, t)}
 	budget := m.max
 	take := func(n int) int {
 		k := min(n, budget)
@@ -149,6 +153,40 @@ func (m *Metrics) Set(server string, at float64, t *bmc.Telemetry) {
 	m.mu.Lock()
 	m.servers[server] = s
 	m.mu.Unlock()
+}
+
+// readingOf sums t up for a view: over every sensor, the cap being the scrape's, not the view's.
+func readingOf(at float64, t *bmc.Telemetry) latest.Reading {
+	r := latest.Reading{At: time.UnixMilli(int64(at * 1000)), PowerWatts: t.PowerWatts}
+	for _, tp := range t.Temperatures {
+		if r.HottestCelsius == nil || tp.Celsius > *r.HottestCelsius {
+			r.HottestCelsius, r.HottestSensor = &tp.Celsius, tp.Name
+		}
+	}
+	for _, p := range t.PowerSupplies {
+		if healthy(p.Health) == 0 {
+			r.FailedPSUs = append(r.FailedPSUs, p.Name)
+		}
+	}
+	for _, f := range t.Fans {
+		if healthy(f.Health) == 0 {
+			r.FailedFans = append(r.FailedFans, f.Name)
+		}
+	}
+	sort.Strings(r.FailedPSUs)
+	sort.Strings(r.FailedFans)
+	return r
+}
+
+var _ latest.Source = (*Metrics)(nil)
+
+// Latest implements latest.Source: the server's last good reading, which stays while its BMC
+// is skipped or fails and goes with the server's series.
+func (m *Metrics) Latest(server string) (latest.Reading, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.servers[server]
+	return s.reading, ok
 }
 
 // healthy is a Redfish health as 1 (OK, or unsaid) or 0 (Warning, Critical).

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -50,5 +51,36 @@ func TestMetricsCap(t *testing.T) {
 	m.Set("a", 1, tel)
 	if got := testutil.CollectAndCount(m, "metalhub_server_fan_rpm"); got != 1 {
 		t.Errorf("%d fan_rpm series, want 1", got)
+	}
+}
+
+// A view's reading is over every sensor, the capped ones too, and goes with the server.
+func TestLatest(t *testing.T) {
+	m := NewMetrics(2) // the two PSUs only: the fans and temperatures are not exported
+	if _, ok := m.Latest("a"); ok {
+		t.Fatal("a reading before any read")
+	}
+	m.Set("a", 1700000000.5, &bmc.Telemetry{
+		PowerWatts:    ptr(250),
+		PowerSupplies: []bmc.TelemetryPowerSupply{{Name: "PSU2", Health: "Critical"}, {Name: "PSU1", Health: "OK"}},
+		Fans:          []bmc.TelemetryFan{{Name: "Fan3", Health: "Warning"}, {Name: "Fan1"}},
+		Temperatures:  []bmc.TelemetryTemperature{{Name: "Inlet Temp", Celsius: 21}, {Name: "CPU1 Temp", Celsius: 64.5}, {Name: "CPU2 Temp", Celsius: 60}},
+	})
+	r, ok := m.Latest("a")
+	if !ok {
+		t.Fatal("no reading after a read")
+	}
+	if r.At.UnixMilli() != 1700000000500 || r.PowerWatts == nil || *r.PowerWatts != 250 {
+		t.Errorf("at %v power %v", r.At, r.PowerWatts)
+	}
+	if r.HottestCelsius == nil || *r.HottestCelsius != 64.5 || r.HottestSensor != "CPU1 Temp" {
+		t.Errorf("hottest %v %q, want 64.5 CPU1 Temp", r.HottestCelsius, r.HottestSensor)
+	}
+	if !slices.Equal(r.FailedPSUs, []string{"PSU2"}) || !slices.Equal(r.FailedFans, []string{"Fan3"}) {
+		t.Errorf("failed PSUs %v fans %v", r.FailedPSUs, r.FailedFans)
+	}
+	m.Retain(map[string]bool{})
+	if _, ok := m.Latest("a"); ok {
+		t.Error("a reading of a server no longer read")
 	}
 }

@@ -11,11 +11,13 @@ package metal
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -78,6 +80,14 @@ type Options struct {
 	TelemetryInterval time.Duration
 	// TelemetryMaxSensorsPerServer caps one server's sensor series (0: the package's default).
 	TelemetryMaxSensorsPerServer int
+	// Telemetry, if set, is where the collector keeps its readings, so that another part of
+	// this process (the dashboard under metalhub dev) can show them; Setup otherwise makes its
+	// own. Unused while TelemetryInterval is 0.
+	Telemetry *telemetry.Metrics
+	// TelemetryYield, when set and true, holds the collector's reads back (telemetry.Collector
+	// Yield): lifecycle work goes first (the manager sets apilimit's Slots.Busy: claims binding,
+	// the controllers' writes queueing).
+	TelemetryYield func() bool
 }
 
 // PoolOptions are the BMC pool's options these give (bmcaccess.NewPool).
@@ -257,13 +267,25 @@ func setupTelemetry(mgr ctrl.Manager, o Options, pool *bmc.Pool) error {
 	if o.TelemetryInterval <= 0 {
 		return nil
 	}
-	m := telemetry.NewMetrics(o.TelemetryMaxSensorsPerServer)
+	m := o.Telemetry
+	if m == nil {
+		m = telemetry.NewMetrics(o.TelemetryMaxSensorsPerServer)
+	}
 	if err := ctrlmetrics.Registry.Register(m); err != nil {
-		return fmt.Errorf("telemetry metrics: %w", err)
+		// A process that sets the family up again (the benchmarks: a manager per run) shows
+		// the newest collector's readings, not the stopped one's.
+		var dup prometheus.AlreadyRegisteredError
+		if !errors.As(err, &dup) {
+			return fmt.Errorf("telemetry metrics: %w", err)
+		}
+		ctrlmetrics.Registry.Unregister(dup.ExistingCollector)
+		if err := ctrlmetrics.Registry.Register(m); err != nil {
+			return fmt.Errorf("telemetry metrics: %w", err)
+		}
 	}
 	if err := mgr.Add(&telemetry.Collector{
 		Client: mgr.GetClient(), Pool: pool, Metrics: m, Interval: o.TelemetryInterval,
-		ReadTimeout: 3 * o.BMCRequestTimeout, Shards: o.Shards, Log: ctrl.Log.WithName("telemetry"),
+		ReadTimeout: 3 * o.BMCRequestTimeout, Shards: o.Shards, Log: ctrl.Log.WithName("telemetry"), Yield: o.TelemetryYield,
 	}); err != nil {
 		return fmt.Errorf("telemetry collector: %w", err)
 	}

@@ -111,9 +111,11 @@ function renderServer(name) {
   if (!t) {
     const e = el("div", { class: "tile", "data-server": name, tabindex: "0" },
       el("span", { class: "name", text: name }),
+      el("span", { class: "tel" }),
       el("span", { class: "ind" },
         el("i", { class: "i power" }), el("i", { class: "i claim" }), el("i", { class: "i led" }),
-        el("i", { class: "i bmc" }), el("i", { class: "i maint" }), el("i", { class: "i cordon" }), el("i", { class: "i health" })));
+        el("i", { class: "i bmc" }), el("i", { class: "i maint" }), el("i", { class: "i cordon" }), el("i", { class: "i health" }),
+        el("i", { class: "i hw" })));
     t = { el: e, rackKey: null, sum: null };
     tiles.set(name, t);
   }
@@ -127,6 +129,24 @@ function healthText(h) {
   return h.split(",").map(x => x === "fault" ? "critical hardware event (HardwareFault)" : "less hardware than its baseline (InventoryDrift)").join("; ");
 }
 
+// The collector's latest reading (only where the dashboard is given one): "312W 61°" on the
+// tile, the sensor and when it was read in its title, failed supplies and fans as a badge.
+function telemetryText(t) {
+  if (!t) return "";
+  return [t.powerWatts != null && `${t.powerWatts}W`, t.hottestCelsius != null && `${t.hottestCelsius}°`].filter(Boolean).join(" ");
+}
+
+function telemetryFailed(t) {
+  if (!t) return "";
+  const parts = [...(t.failedPSUs || []).map(n => "PSU " + n), ...(t.failedFans || []).map(n => "fan " + n)];
+  return parts.length ? "failed: " + parts.join(", ") : "";
+}
+
+function telemetryTip(t) {
+  return [t.powerWatts != null && `draws ${t.powerWatts} W`, t.hottestCelsius != null && `hottest ${t.hottestSensor || "sensor"} ${t.hottestCelsius} °C`,
+    telemetryFailed(t), `read ${new Date(t.at * 1000).toLocaleTimeString()}`].filter(Boolean).join(", ");
+}
+
 function setInd(e, on, v, title) {
   e.classList.toggle("on", !!on);
   if (v !== undefined && e.dataset.v !== v) e.dataset.v = v;
@@ -137,7 +157,7 @@ function updateTile(t, s) {
   const e = t.el;
   if (t.sum && JSON.stringify(t.sum) === JSON.stringify(s)) return;
   if (e.dataset.state !== s.state) e.dataset.state = s.state;
-  const [power, claim, led, bmc, maint, cordon, health] = e.querySelectorAll(".ind .i");
+  const [power, claim, led, bmc, maint, cordon, health, hw] = e.querySelectorAll(".ind .i");
   setInd(power, !!s.power, s.power || "", "power " + (s.power || "unknown"));
   setInd(claim, !!s.claim, undefined, s.claim ? "claimed by " + s.claim : "");
   setInd(led, s.led === "Lit" || s.led === "Blinking", s.led || "", "LED " + (s.led || ""));
@@ -145,8 +165,14 @@ function updateTile(t, s) {
   setInd(maint, !!s.maintenance, undefined, s.maintenance ? "maintenance " + s.maintenance : "");
   setInd(cordon, s.cordoned, undefined, s.cordoned ? "cordoned (unclaimable)" : "");
   setInd(health, !!s.health, s.health && s.health.includes("fault") ? "fault" : "drift", healthText(s.health));
-  const tip = [s.name, s.state, s.power && "power " + s.power, s.claim && "claim " + s.claim, s.pending && "pending " + s.pending]
-    .filter(Boolean).join(" · ");
+  const tm = s.telemetry;
+  const failed = telemetryFailed(tm);
+  setInd(hw, !!failed, undefined, failed);
+  const tel = e.querySelector(".tel");
+  const telText = telemetryText(tm);
+  if (tel.textContent !== telText) tel.textContent = telText;
+  const tip = [s.name, s.state, s.power && "power " + s.power, s.claim && "claim " + s.claim, s.pending && "pending " + s.pending,
+    tm && telemetryTip(tm)].filter(Boolean).join(" · ");
   e.title = tip;
 }
 
@@ -377,6 +403,7 @@ function panelContent(name, d, keepResult) {
   row("Maintenance", s.maintenance || "—");
   row("Cordoned", s.cordoned ? "yes (unclaimable)" : "no");
   row("Health", s.health ? healthText(s.health) : "ok");
+  if (s.telemetry) row("Telemetry", telemetryTip(s.telemetry));
   row("Cleaned", s.cleaned || "—");
   row("Parked", s.parked ? "yes" : "no");
   row("Pending operation", s.pending);
@@ -524,7 +551,8 @@ function init() {
     el("span", {}, el("i", { class: "i maint on" }), "maintenance"),
     el("span", {}, el("i", { class: "i cordon on" }), "cordoned"),
     el("span", {}, el("i", { class: "i health on", "data-v": "fault" }), "hardware fault"),
-    el("span", {}, el("i", { class: "i health on", "data-v": "drift" }), "hardware missing"));
+    el("span", {}, el("i", { class: "i health on", "data-v": "drift" }), "hardware missing"),
+    el("span", {}, el("i", { class: "i hw on" }), "PSU or fan failed"));
   rackFor("unplaced", {});
   document.addEventListener("click", ev => {
     const t = ev.target.closest(".tile");

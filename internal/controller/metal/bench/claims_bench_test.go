@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -110,6 +111,9 @@ type emulator struct {
 	systems []system
 	in      io.Writer
 	out     *json.Decoder
+	// stop ends the child (at the latest when the benchmark ends): a benchmark of several
+	// runs stops each run's, which would otherwise hold its thousand listeners meanwhile.
+	stop func()
 }
 
 // requests asks the child for the Redfish requests its BMCs served so far.
@@ -146,8 +150,10 @@ func startFleet(b *testing.B, size string) *emulator {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
 	e := &emulator{in: stdin, out: json.NewDecoder(stdout)}
+	var once sync.Once
+	e.stop = func() { once.Do(func() { _ = stdin.Close(); _ = cmd.Wait() }) }
+	b.Cleanup(e.stop)
 	if err := e.out.Decode(&e.systems); err != nil {
 		b.Fatalf("reading the emulator's fleet: %v", err)
 	}
@@ -400,6 +406,8 @@ func startOperator(b *testing.B, env *testenv.Env, tune func(*metal.Options)) *o
 		b.Fatal(err)
 	}
 	opts.Events = events
+	// And telemetry's reads wait for the urgent writes, as the operator's (internal/manager).
+	opts.TelemetryYield = slots.Busy
 	if v, err := strconv.Atoi(os.Getenv("BENCH_CLAIM_CONCURRENCY")); err == nil {
 		opts.Claims.Concurrency = v
 	}
