@@ -107,6 +107,8 @@ func DefaultOptions() Options {
 	// And announces changed artifacts to the receiver, with the key dev keeps in this Secret.
 	m.Delivery.ReceiverBindAddress = "127.0.0.1:8084"
 	m.Delivery.ReceiverSecret = "default/" + webhookKeySecret
+	// The emulated servers' power and temperatures, on the dashboard's tiles and /metrics.
+	m.Metal.TelemetryInterval = 15 * time.Second
 	return Options{
 		Servers: 8, BMCBasePort: 18000, PowerDelay: time.Second,
 		EmulatorControlAddress: "127.0.0.1:17999", InfrahubAddress: "127.0.0.1:8300", RegistryAddress: "127.0.0.1:8082",
@@ -140,7 +142,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Var(cleaning.Flag(&o.Manager.Metal.CleaningPolicy), "cleaning-policy", "What is erased of a released server's emulated disks before it is Available again: None, Metadata, RootDisk or AllDisks (see the operator's flag).")
 	fs.Var(&o.Manager.Controllers, "controllers", "Controller families to run: metal, delivery, or both.")
 	fs.DurationVar(&o.Manager.Metal.HardwareLogPoll, "hardware-log-poll-interval", o.Manager.Metal.HardwareLogPoll, "How often each server's hardware log (SEL) is read; the emulated BMCs also send events, which bring a read at once.")
-	fs.DurationVar(&o.Manager.Metal.TelemetryInterval, "telemetry-interval", o.Manager.Metal.TelemetryInterval, "How often each emulated server's Redfish telemetry is read (see the operator's flag); the dashboard's tiles then show its power draw, hottest temperature and failed power supplies or fans. 0: off.")
+	fs.DurationVar(&o.Manager.Metal.TelemetryInterval, "telemetry-interval", o.Manager.Metal.TelemetryInterval, "How often each emulated server's Redfish telemetry is read (see the operator's flag): the dashboard's tiles show its power draw, hottest temperature and failed power supplies or fans. 0: off.")
 	fs.Var(&o.Manager.Metal.HardwareFaultPolicy, "hardware-fault-policy", "What a critical hardware event does: None, Taint or TaintAndMaintenance (see the operator's flag).")
 }
 
