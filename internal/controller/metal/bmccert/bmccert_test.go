@@ -99,6 +99,16 @@ func fakeClient(objs ...client.Object) client.Client {
 	return fb.Build()
 }
 
+// setup gives a test a BMC of its own, a CA, and the rig for a BMC object named name asking for a
+// certificate from that CA.
+func setup(t *testing.T, name, caName string, mutate ...func(*metalv1alpha1.BMC)) (*redfish.BMC, *testenv.CA, client.Client, *rig) {
+	t.Helper()
+	b := takeBMC(t)
+	ca := testenv.NewCA(t, caName)
+	c := fakeClient(objects(b, name, ca, mutate...)...)
+	return b, ca, c, newRig(t, c, name)
+}
+
 // rig is one BMC's controller on a fake client, passes driven by the test.
 type rig struct {
 	t    *testing.T
@@ -263,10 +273,7 @@ func verifiedConn(t *testing.T, c client.Client, b *metalv1alpha1.BMC) error {
 // pinned; from then on connections verify the BMC against the CA alone, and one verified
 // against another CA is refused. No request is left behind.
 func TestCertificateInstalledAndPinned(t *testing.T) {
-	b := takeBMC(t)
-	ca := testenv.NewCA(t, "bmc-ca")
-	c := fakeClient(objects(b, "pin", ca)...)
-	g := newRig(t, c, "pin")
+	b, ca, c, g := setup(t, "pin", "bmc-ca")
 	since := lastSeq()
 	obj := g.settle(10)
 	if got := len(g.requests()); got != 1 {
@@ -309,10 +316,7 @@ func TestCertificateInstalledAndPinned(t *testing.T) {
 // without a second install; a wiped status asks for nothing. Exactly one request at a time, one
 // certificate installed.
 func TestCertificateSurvivesCrashesAndWipes(t *testing.T) {
-	b := takeBMC(t)
-	ca := testenv.NewCA(t, "crash-ca")
-	c := fakeClient(objects(b, "crash", ca)...)
-	g := newRig(t, c, "crash")
+	b, ca, c, g := setup(t, "crash", "crash-ca")
 	since := lastSeq()
 	g.pass() // numbers the attempt
 	// The pass that asks for the key dies after the BMC answered: the BMC holds that key.
@@ -362,10 +366,7 @@ func TestCertificateSurvivesCrashesAndWipes(t *testing.T) {
 // BMC stays pinned across it (same CA). Past the renewal time with the signer silent, the
 // condition warns before the certificate runs out.
 func TestCertificateRenewedBeforeExpiry(t *testing.T) {
-	b := takeBMC(t)
-	ca := testenv.NewCA(t, "renew-ca")
-	c := fakeClient(objects(b, "renew", ca, func(o *metalv1alpha1.BMC) { o.Spec.Certificate.RenewBeforePercent = 50 })...)
-	g := newRig(t, c, "renew")
+	b, ca, c, g := setup(t, "renew", "renew-ca", func(o *metalv1alpha1.BMC) { o.Spec.Certificate.RenewBeforePercent = 50 })
 	g.settle(10)
 	g.signAll(ca, 10*time.Minute)
 	first := g.settle(10)
@@ -403,10 +404,7 @@ func TestCertificateRenewedBeforeExpiry(t *testing.T) {
 // A request the BMC no longer holds the key for (someone asked it for another) is refused by the
 // BMC and a new one is made; a denied request is not asked again until the spec changes.
 func TestCertificateRefusedAndDenied(t *testing.T) {
-	b := takeBMC(t)
-	ca := testenv.NewCA(t, "refuse-ca")
-	c := fakeClient(objects(b, "refuse", ca)...)
-	g := newRig(t, c, "refuse")
+	b, ca, c, g := setup(t, "refuse", "refuse-ca")
 	g.settle(10)
 	g.signAll(ca, time.Hour)
 	// Someone else asks the BMC for a key before the install.
@@ -483,10 +481,7 @@ func names(reqs []certificatesv1.CertificateSigningRequest) []string {
 // unpinned, which would hand its address to whatever answers: it is reported, and nothing is
 // asked of it.
 func TestPinnedBMCServingAnotherCertificateIsReported(t *testing.T) {
-	b := takeBMC(t)
-	ca := testenv.NewCA(t, "pinned-ca")
-	c := fakeClient(objects(b, "swap", ca)...)
-	g := newRig(t, c, "swap")
+	b, ca, _, g := setup(t, "swap", "pinned-ca")
 	g.settle(10)
 	g.signAll(ca, time.Hour)
 	obj := g.settle(10)
