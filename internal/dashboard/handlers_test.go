@@ -419,3 +419,34 @@ func TestAssets(t *testing.T) {
 		t.Errorf("unknown asset: %d", code)
 	}
 }
+
+// metalhub dashboard runs apart from the operator: with --prometheus-url its tiles take the
+// collector's readings from the Prometheus that scrapes the operator (a stand-in for its query
+// API here, answering the collector's series).
+func TestTileTelemetryFromPrometheus(t *testing.T) {
+	series := map[string]string{
+		"metalhub_server_telemetry_timestamp_seconds":               `{"metric":{"server":"pm-s1"},"value":[1700000000,"1700000000"]}`,
+		"metalhub_server_power_watts":                               `{"metric":{"server":"pm-s1"},"value":[1700000000,"250"]}`,
+		"topk by (server) (1, metalhub_server_temperature_celsius)": `{"metric":{"server":"pm-s1","sensor":"inlet"},"value":[1700000000,"31"]}`,
+		"metalhub_server_psu_healthy == 0":                          `{"metric":{"server":"pm-s1","psu":"psu1"},"value":[1700000000,"0"]}`,
+		"metalhub_server_fan_healthy == 0":                          ``,
+	}
+	prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res, ok := series[r.URL.Query().Get("query")]
+		if r.URL.Path != "/api/v1/query" || !ok {
+			http.Error(w, `{"status":"error","error":"unexpected query"}`, http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintf(w, `{"status":"success","data":{"resultType":"vector","result":[%s]}}`, res)
+	}))
+	t.Cleanup(prom.Close)
+	create(t, newServer("pm-s1", nil))
+	s := start(t, Options{PrometheusURL: prom.URL, TelemetryRefresh: 50 * time.Millisecond})
+	want := TileTelemetry{At: 1700000000, PowerWatts: watts(250), HottestCelsius: watts(31), HottestSensor: "inlet", FailedPSUs: []string{"psu1"}}
+	testenv.Eventually(t, 10*time.Second, "pm-s1's tile with the reading from Prometheus", func() (bool, string) {
+		var snap Snapshot
+		getJSON(t, s.URL()+"api/snapshot", &snap)
+		got := summaries(snap)["pm-s1"].Telemetry
+		return got != nil && reflect.DeepEqual(*got, want), fmt.Sprintf("%+v", got)
+	})
+}

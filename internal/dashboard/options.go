@@ -45,6 +45,10 @@ type Options struct {
 	Telemetry latest.Source
 	// TelemetryRefresh is how often the tiles take the readings again (default 5s).
 	TelemetryRefresh time.Duration
+	// PrometheusURL, when Telemetry is nil, is a Prometheus server that scrapes the operator:
+	// the tiles then take the collector's readings from it (metalhub dashboard runs apart from
+	// the operator and cannot borrow its memory).
+	PrometheusURL string
 }
 
 // DefaultOptions are loopback-only and read-only.
@@ -64,6 +68,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Accept the requester's own Kubernetes bearer token for actions, checked by TokenReview and a SubjectAccessReview for patch on the server (your kubeconfig's user needs create on both).")
 	fs.StringSliceVar(&o.AllowedHosts, "allowed-hosts", o.AllowedHosts,
 		"Host names the page may be opened under besides the listen address's own (name or name:port, comma-separated); any other Host header is refused, against DNS rebinding.")
+	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL,
+		"Base URL of a Prometheus server that scrapes the operator: the tiles then show each server's power draw, hottest temperature and failed power supplies or fans, from the telemetry collector's metalhub_server_* gauges (--telemetry-interval on the operator).")
 	fs.StringVar(&o.RecorderURL, "recorder-url", o.RecorderURL,
 		"Development only: base URL of the BMC emulator's control endpoint; a server's details then list the power and boot actions its BMC recorded.")
 }

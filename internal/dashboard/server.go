@@ -18,6 +18,7 @@ import (
 
 	"github.com/metalhub/metalhub/internal/fleetops"
 	"github.com/metalhub/metalhub/internal/scheme"
+	"github.com/metalhub/metalhub/internal/telemetry/latest"
 )
 
 const (
@@ -92,7 +93,11 @@ func New(cfg *rest.Config, o Options, log logr.Logger) (*Server, error) {
 	}
 	s := &Server{opts: o, log: log, c: c, ln: ln, hub: newHub(batchInterval), assets: assets,
 		records: &http.Client{Timeout: 3 * time.Second}, url: pageURL, hosts: hosts, auth: auth}
-	s.watch = newWatcher(c, s.hub, o.Telemetry, o.TelemetryRefresh)
+	src := o.Telemetry
+	if src == nil && o.PrometheusURL != "" {
+		src = &latest.Prometheus{URL: o.PrometheusURL}
+	}
+	s.watch = newWatcher(c, s.hub, src, o.TelemetryRefresh)
 	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
 	return s, nil
 }
