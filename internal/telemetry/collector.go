@@ -48,7 +48,8 @@ type Collector struct {
 	// on (the manager's: claims binding, the controllers' writes queueing), and on a fleet's
 	// scale the reads' CPU and requests would slow it down. They go on once it is false again
 	// (checked every YieldCheck); a round then ends later, and the next starts at the next tick
-	// after it.
+	// after it. A round held back longer than Interval reads on regardless, one server at a
+	// time: a fleet that never stops working still gets its readings (and its PSU alerts).
 	Yield func() bool
 }
 
@@ -115,6 +116,8 @@ func (c *Collector) Round(ctx context.Context) {
 	c.Metrics.Retain(keep)
 
 	sem := make(chan struct{}, c.concurrency())
+	overdue := c.now().Add(c.Interval)
+	trickle := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	for _, addr := range order {
 		select {
@@ -128,31 +131,46 @@ func (c *Collector) Round(ctx context.Context) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			for _, w := range ws {
-				if !c.yield(ctx) {
+				release, ok := c.yield(ctx, overdue, trickle)
+				if !ok {
 					return
 				}
 				c.read(ctx, addr, w)
+				release()
 			}
 		}(addr, byBMC[addr])
 	}
 	wg.Wait()
 }
 
-// yield waits while Yield says lifecycle work goes first; false when ctx ended meanwhile.
-func (c *Collector) yield(ctx context.Context) bool {
+// yield waits while Yield says lifecycle work goes first; false when ctx ended meanwhile. Past
+// overdue it lets reads through one at a time (trickle) while Yield still holds: the returned
+// release frees the next.
+func (c *Collector) yield(ctx context.Context, overdue time.Time, trickle chan struct{}) (release func(), ok bool) {
+	none := func() {}
 	if c.Yield == nil || !c.Yield() {
-		return ctx.Err() == nil
+		return none, ctx.Err() == nil
 	}
 	t := time.NewTicker(YieldCheck)
 	defer t.Stop()
 	for c.Yield() {
+		if !c.now().Before(overdue) {
+			select {
+			case trickle <- struct{}{}:
+				return func() { <-trickle }, true
+			case <-ctx.Done():
+				return none, false
+			case <-t.C:
+				continue
+			}
+		}
 		select {
 		case <-ctx.Done():
-			return false
+			return none, false
 		case <-t.C:
 		}
 	}
-	return ctx.Err() == nil
+	return none, ctx.Err() == nil
 }
 
 func (c *Collector) concurrency() int {

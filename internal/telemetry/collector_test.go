@@ -256,3 +256,33 @@ func TestRoundYields(t *testing.T) {
 		t.Errorf("read after the context ended: %v", got)
 	}
 }
+
+// A fleet that never stops working still gets its readings: a round held back for longer than
+// its interval reads on, one server at a time.
+func TestRoundHeldPastItsIntervalReadsOn(t *testing.T) {
+	f := newFleet(t, 3, 1)
+	m := telemetry.NewMetrics(0)
+	c := f.collector(t, m, 2*time.Second)
+	start := time.Now()
+	var (
+		mu    sync.Mutex
+		calls int
+	)
+	// The round's start, then an hour later: past its interval at once.
+	c.Now = func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls == 1 {
+			return start
+		}
+		return start.Add(time.Hour)
+	}
+	c.Yield = func() bool { return true } // lifecycle work never stops
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c.Round(ctx) // a round that waited for the work to stop would end with the context, unread
+	if got := strings.Join(m.Servers(), ","); got != "s0-0,s1-0,s2-0" {
+		t.Errorf("servers read past the interval: %q", got)
+	}
+}
