@@ -181,9 +181,30 @@ func TestCertificateSurvivesSIGKILL(t *testing.T) {
 			t.Errorf("BMC %d: a verified connection: %v", i, err)
 		}
 	}
-	// The manager itself reaches them verified: the BMC controller still reports them connected.
-	testenv.Eventually(t, 30*time.Second, "BMCs connected", func() (bool, string) {
-		for _, name := range names {
+	// The manager itself reaches them verified, with verification off nowhere: the insecure
+	// annotation goes (the step a fleet takes once its BMCs are pinned), which brings a pass of
+	// the BMC controller. Its requests arrive over connections made after the pin (a pinned
+	// endpoint is a new connection in the pool), and it still reports the BMCs connected.
+	before := make([]int64, n)
+	for i, b := range fleet.BMCs() {
+		before[i] = b.Stats().Requests
+	}
+	for _, name := range names {
+		b := &metalv1alpha1.BMC{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, b); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(b.DeepCopy())
+		delete(b.Annotations, bmcaccess.InsecureAnnotation)
+		if err := c.Patch(ctx, b, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, "BMCs reached and connected without the insecure annotation", func() (bool, string) {
+		for i, name := range names {
+			if got := fleet.BMC(i).Stats().Requests; got <= before[i] {
+				return false, fmt.Sprintf("%s: no request since the annotation went", name)
+			}
 			b := &metalv1alpha1.BMC{}
 			if err := c.Get(ctx, client.ObjectKey{Name: name}, b); err != nil {
 				return false, err.Error()
