@@ -48,13 +48,18 @@ type Collector struct {
 	// on (the manager's: claims binding, the controllers' writes queueing), and on a fleet's
 	// scale the reads' CPU and requests would slow it down. They go on once it is false again
 	// (checked every YieldCheck); a round then ends later, and the next starts at the next tick
-	// after it. A round held back longer than Interval reads on regardless, one server at a
-	// time: a fleet that never stops working still gets its readings (and its PSU alerts).
+	// after it. A round held back longer than Interval (and at least MinHold) reads on
+	// regardless, one server at a time and at most one read per YieldCheck: a fleet that never
+	// stops working still gets its readings (and its PSU alerts), at a bounded cost.
 	Yield func() bool
 }
 
 // YieldCheck is how often a collector held back by Yield looks whether it may go on.
 const YieldCheck = 100 * time.Millisecond
+
+// MinHold is the least a round yields before it reads on regardless: bursts of lifecycle work
+// (a wave of claims) pass without a read.
+const MinHold = time.Minute
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: with shards every replica reads
 // its own servers, without them only the leader reads (once per fleet).
@@ -116,7 +121,7 @@ func (c *Collector) Round(ctx context.Context) {
 	c.Metrics.Retain(keep)
 
 	sem := make(chan struct{}, c.concurrency())
-	overdue := c.now().Add(c.Interval)
+	overdue := c.now().Add(max(c.Interval, MinHold))
 	trickle := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	for _, addr := range order {
@@ -144,8 +149,8 @@ func (c *Collector) Round(ctx context.Context) {
 }
 
 // yield waits while Yield says lifecycle work goes first; false when ctx ended meanwhile. Past
-// overdue it lets reads through one at a time (trickle) while Yield still holds: the returned
-// release frees the next.
+// overdue it lets reads through one at a time (trickle), at most one per tick, while Yield
+// still holds: the returned release frees the next.
 func (c *Collector) yield(ctx context.Context, overdue time.Time, trickle chan struct{}) (release func(), ok bool) {
 	none := func() {}
 	if c.Yield == nil || !c.Yield() {
@@ -154,20 +159,18 @@ func (c *Collector) yield(ctx context.Context, overdue time.Time, trickle chan s
 	t := time.NewTicker(YieldCheck)
 	defer t.Stop()
 	for c.Yield() {
-		if !c.now().Before(overdue) {
-			select {
-			case trickle <- struct{}{}:
-				return func() { <-trickle }, true
-			case <-ctx.Done():
-				return none, false
-			case <-t.C:
-				continue
-			}
-		}
 		select {
 		case <-ctx.Done():
 			return none, false
 		case <-t.C:
+		}
+		if !c.now().Before(overdue) {
+			// One read in flight at most, and one started per tick.
+			select {
+			case trickle <- struct{}{}:
+				return func() { <-trickle }, true
+			default:
+			}
 		}
 	}
 	return none, ctx.Err() == nil
