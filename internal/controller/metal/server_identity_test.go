@@ -22,14 +22,10 @@ import (
 
 // Issue 23: a Server acts only on its own machine, proven before every action.
 
-// identityWatch is how long a mismatch is watched for actions: the acceptance's five minutes
-// (ten resync periods of this suite), shorter under -short.
-func identityWatch() time.Duration {
-	if testing.Short() {
-		return 20 * time.Second
-	}
-	return 5 * time.Minute
-}
+// identityPasses is how many passes of the mismatched Server (and of its BMC object) a test
+// watches for actions: the acceptance's ten resync periods, each brought on at once by a change
+// to the objects instead of waited for, and each seen to reach the machine behind the address.
+const identityPasses = 10
 
 // availableServer registers a BMC and waits until its server is Available (and Off).
 func availableServer(t *testing.T, prefix string) (string, *redfish.BMC) {
@@ -79,13 +75,27 @@ func forgetPowerRecord(t *testing.T, name string) {
 	})
 }
 
-// watchUntouched watches for a while that nothing reaches the claimed box behind b (it stays
-// On), and that the Available server name, whose address reaches it, keeps reporting the
-// mismatch and keeps its state.
-func watchUntouched(t *testing.T, b *redfish.BMC, name string, start time.Time, window time.Duration) {
+// watchUntouched checks, through passes passes of the Server name and of its BMC object bmcName
+// and then a while of wall time (past a hardware-log poll), that nothing reaches the claimed box
+// behind b (it stays On), and that name, whose address addr reaches it, keeps reporting the
+// mismatch and keeps its state. Each pass is brought on by a change to the objects' annotations (poke)
+// and counted only once a request of it arrived at b through addr: a pass that did not reach the
+// box would prove nothing.
+func watchUntouched(t *testing.T, b *redfish.BMC, addr, name, bmcName string, start time.Time, passes int) {
 	t.Helper()
-	deadline := time.Now().Add(window)
-	for time.Now().Before(deadline) {
+	b.JournalRequests(true)
+	t.Cleanup(func() { b.JournalRequests(false) })
+	through := func() int {
+		n := 0
+		for _, s := range b.RequestSpans() {
+			if s.Host == addr {
+				n++
+			}
+		}
+		return n
+	}
+	check := func() {
+		t.Helper()
 		if recs := suite.Since(fleet.BoxActions(b), start); len(recs) != 0 {
 			t.Fatalf("actions on the claimed box through another server's address: %+v", recs)
 		}
@@ -99,6 +109,20 @@ func watchUntouched(t *testing.T, b *redfish.BMC, name string, start time.Time, 
 		if durableState(s) != string(metalv1alpha1.ServerStateAvailable) {
 			t.Fatalf("%s left Available: %s", name, durableState(s))
 		}
+	}
+	for i := 1; i <= passes; i++ {
+		before := through()
+		poke(t, &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		poke(t, &metalv1alpha1.BMC{ObjectMeta: metav1.ObjectMeta{Name: bmcName}})
+		testenv.Eventually(t, 30*time.Second, fmt.Sprintf("pass %d of %s reaches %s", i, name, addr), func() (bool, string) {
+			n := through()
+			return n > before, fmt.Sprintf("%d requests through %s", n, addr)
+		})
+		check()
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		check()
 		time.Sleep(time.Second) // the window being watched, not a synchronisation
 	}
 }
@@ -158,8 +182,7 @@ func TestAddressHandedToAnotherMachineActsOnNothing(t *testing.T) {
 
 	waitMismatch(t, idle, systemOf(bClaimed).UUID())
 	bmcReason(t, "reuse-idle", metalv1alpha1.ReasonIdentityMismatch)
-	// Past a resync; the Endpoint test watches five minutes.
-	watchUntouched(t, bClaimed, idle, start, 20*time.Second)
+	watchUntouched(t, bClaimed, fmt.Sprintf("127.0.0.1:%d", suite.Port(bIdle)), idle, "reuse-idle", start, identityPasses)
 	if s := suite.Server(env, claimed); durableState(s) != string(metalv1alpha1.ServerStateReserved) {
 		t.Errorf("the claimed server left Reserved: %s", durableState(s))
 	}
@@ -180,7 +203,7 @@ func TestAddressHandedToAnotherMachineActsOnNothing(t *testing.T) {
 // The acceptance: an Endpoint edited to point at another BMC whose box is claimed and On. The
 // emulated BMCs all answer on 127.0.0.1, each on its own port; the claimed box's BMC answers on
 // 127.0.0.2 too, at the idle BMC's port, as BMCs in a data centre share a port at their own IPs.
-// For five minutes (ten resyncs) no action reaches the claimed box and the edited server says
+// Through ten passes (the acceptance's five minutes, ten resyncs) no action reaches the claimed box and the edited server says
 // why; edited back, it resumes with no action. On 3d9e66d the idle server forced the claimed box
 // off at its next pass.
 func TestEndpointEditedOntoAClaimedBoxActsOnNothing(t *testing.T) {
@@ -217,7 +240,7 @@ func TestEndpointEditedOntoAClaimedBoxActsOnNothing(t *testing.T) {
 	start := time.Now()
 	setIP("127.0.0.2")
 	waitMismatch(t, idle, systemOf(bClaimed).UUID())
-	watchUntouched(t, bClaimed, idle, start, identityWatch())
+	watchUntouched(t, bClaimed, fmt.Sprintf("127.0.0.2:%d", suite.Port(bIdle)), idle, "ep-idle", start, identityPasses)
 	if s := suite.Server(env, claimed); durableState(s) != string(metalv1alpha1.ServerStateReserved) {
 		t.Errorf("the claimed server left Reserved: %s", durableState(s))
 	}

@@ -17,6 +17,9 @@ type RequestSpan struct {
 	Start, End   time.Time
 	Method, Path string
 	UserAgent    string
+	// Host is the address the request was sent to (its Host header): the BMC's own, or another
+	// address that reaches it (a second listener, an address handed over).
+	Host string
 }
 
 // Journal records spans while on; off by default, as a fleet's steady state would grow it
@@ -29,7 +32,7 @@ type Journal struct {
 
 // Add records r, which started at start and ends now.
 func (j *Journal) Add(r *http.Request, start time.Time) {
-	s := RequestSpan{Start: start, End: time.Now(), Method: r.Method, Path: r.URL.Path, UserAgent: r.UserAgent()}
+	s := RequestSpan{Start: start, End: time.Now(), Method: r.Method, Path: r.URL.Path, UserAgent: r.UserAgent(), Host: r.Host}
 	j.mu.Lock()
 	j.spans = append(j.spans, s)
 	j.mu.Unlock()
