@@ -60,6 +60,40 @@ func TestMain(m *testing.M) {
 	}))
 }
 
+// resync is the managers' steady-state interval: short, so that a window in which nothing may
+// happen holds many passes (see watchPasses) without many seconds.
+const resync = time.Second
+
+// watchPasses calls check about once a second for passes resync periods and until each laid-out
+// BMC has answered at least passes requests since the call: every steady-state pass of a server
+// or its BMC object reads the BMC, so the window holds that many passes of each, counted rather
+// than assumed from the clock.
+func watchPasses(t *testing.T, objs []laidOut, passes int64, check func()) {
+	t.Helper()
+	from := map[int]int64{}
+	for _, l := range objs {
+		from[l.bmc.Index()] = l.bmc.Stats().Requests
+	}
+	start := time.Now()
+	deadline := start.Add(time.Duration(passes) * 10 * resync)
+	for {
+		check()
+		least := int64(-1)
+		for _, l := range objs {
+			if n := l.bmc.Stats().Requests - from[l.bmc.Index()]; least < 0 || n < least {
+				least = n
+			}
+		}
+		if least >= passes && time.Since(start) >= time.Duration(passes)*resync {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a BMC answered only %d requests in the window, want %d passes of each", least, passes)
+		}
+		time.Sleep(time.Second) // the window being watched, not a synchronisation
+	}
+}
+
 // startMetalhub runs metalhub's metal family on env until the test ends.
 func startMetalhub(t *testing.T) { startMetalhubOn(t, env) }
 
@@ -70,8 +104,8 @@ func startMetalhubOn(t *testing.T, e *testenv.Env) {
 	o.BMCRequestTimeout = 2 * time.Second
 	o.PowerPoll = 100 * time.Millisecond
 	o.RetryAfter = 500 * time.Millisecond
-	o.ServerResync = 5 * time.Second
-	o.BMCResync = 5 * time.Second
+	o.ServerResync = resync
+	o.BMCResync = resync
 	o.RegistryBindAddress = "0"
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
 		Scheme: scheme.New(), Logger: logr.Discard(),
@@ -115,8 +149,9 @@ func bootOf(r redfish.Record) string {
 
 // The acceptance of the switch: a fleet laid out exactly as metal-operator leaves it (one
 // claimed server powered On, one Parked, one in Maintenance, the rest Available); metalhub
-// starts on it; for 2 minutes no power and no boot-override action reaches a BMC; there is one
-// Server per system; states and the claim are kept; deleting the claimed server is held.
+// starts on it; through 24 passes of each (two minutes at its resync) no power and no
+// boot-override action reaches a BMC; there is one Server per system; states and the claim
+// are kept; deleting the claimed server is held.
 func TestSwitchFromMetalOperatorIssuesNoBMCAction(t *testing.T) {
 	c := env.Client
 	ctx := context.Background()
@@ -161,10 +196,10 @@ func TestSwitchFromMetalOperatorIssuesNoBMCAction(t *testing.T) {
 		}
 		return true, ""
 	})
-	// ...and for 2 minutes no power or boot action reaches a BMC, nothing is duplicated, nothing
-	// changes state, the claim stays Bound.
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
+	// ...and through 24 passes of each (what two minutes held at the reference's five-second
+	// resync) no power or boot action reaches a BMC, nothing is duplicated, nothing changes
+	// state, the claim stays Bound.
+	watchPasses(t, fleetObjs, 24, func() {
 		if a := actions(fleetObjs); len(a) > 0 {
 			t.Fatalf("BMC actions after the switch: %s", strings.Join(a, "; "))
 		}
@@ -187,8 +222,7 @@ func TestSwitchFromMetalOperatorIssuesNoBMCAction(t *testing.T) {
 		if claim.Status.Phase != metalv1alpha1.PhaseBound || claim.Spec.ServerRef == nil || claim.Spec.ServerRef.Name != fleetObjs[0].server {
 			t.Fatalf("claim %s: phase %q, serverRef %v", claim.Name, claim.Status.Phase, claim.Spec.ServerRef)
 		}
-		time.Sleep(time.Second)
-	}
+	})
 
 	// The newer group's maintenance is carried out by a metal.ironcore.dev one of its name.
 	newer := &maintenancev1alpha1.ServerMaintenance{}
@@ -373,13 +407,13 @@ func TestMoveFiftyServersToAnotherCluster(t *testing.T) {
 	startMetalhubOn(t, target)
 	arrived(target.Client, "states on the target")
 
-	// Both managers run: the source's is paused, the target's acts on nothing.
-	for range 30 {
+	// Both managers run: the source's is paused, the target's acts on nothing, through six
+	// passes of each (what thirty seconds held at the reference's five-second resync).
+	watchPasses(t, objs, 6, func() {
 		if a := actions(objs); len(a) > 0 {
 			t.Fatalf("BMC actions after the move: %s", strings.Join(a, "; "))
 		}
-		time.Sleep(time.Second)
-	}
+	})
 	for _, l := range objs {
 		if l.role != claimed {
 			continue
