@@ -58,6 +58,7 @@ func faultCondition(s *metalv1alpha1.Server) *metav1.Condition {
 // (TaintAndMaintenance, the suite's policy) its maintenance is opened, once. Cleared, it does
 // not come back from the log.
 func TestCriticalEventOnUnclaimedServer(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	b.SetFaults(redfish.Faults{NoEventService: true})
 	t.Cleanup(b.ClearFaults)
@@ -136,6 +137,7 @@ func TestCriticalEventOnUnclaimedServer(t *testing.T) {
 // A claimed server with a critical event gets the fault and the taint, no maintenance: the
 // workload's owner decides.
 func TestCriticalEventOnClaimedServer(t *testing.T) {
+	t.Parallel()
 	name, b, _ := claimedOn(t, "selcl")
 	origin := "/redfish/v1/Systems/" + systemOf(b).ID() + "/Processors/GPU3"
 	systemOf(b).InjectLogEntry(redfish.LogEntry{Severity: redfish.SeverityCritical, SensorType: "Add-in Card", Message: "GPU 3 fell off the bus", Origin: origin})
@@ -163,6 +165,7 @@ func TestCriticalEventOnClaimedServer(t *testing.T) {
 // made twice) after a wiped status, a stale one of ours to an older URL replaced, another
 // client's left alone.
 func TestBMCEventSubscriptionKeptOnce(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	name := fleet.RegisterBMC(t, b, "subs")
 	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
@@ -222,6 +225,7 @@ func TestBMCEventSubscriptionKeptOnce(t *testing.T) {
 // server discovered before metalhub read logs): its first read takes the log as history — a
 // critical entry already there is not raised — and later entries are news.
 func TestFirstLogReadIsHistory(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	b.SetFaults(redfish.Faults{NoLogServices: true, NoEventService: true})
 	t.Cleanup(b.ClearFaults)

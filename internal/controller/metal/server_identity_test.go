@@ -173,6 +173,7 @@ func bmcReason(t *testing.T, name, want string) {
 // DHCP lease or IPAM swap): the Available server must not force that box off. On 3d9e66d it did
 // at its next pass.
 func TestAddressHandedToAnotherMachineActsOnNothing(t *testing.T) {
+	t.Parallel()
 	idle, bIdle := availableServer(t, "reuse-idle")
 	claimed, bClaimed := claimedOnLike(t, "reuse-claimed", bIdle)
 	forgetPowerRecord(t, idle)
@@ -207,6 +208,7 @@ func TestAddressHandedToAnotherMachineActsOnNothing(t *testing.T) {
 // why; edited back, it resumes with no action. On 3d9e66d the idle server forced the claimed box
 // off at its next pass.
 func TestEndpointEditedOntoAClaimedBoxActsOnNothing(t *testing.T) {
+	t.Parallel()
 	bIdle := fleet.Take(t)
 	user, pass := bIdle.Credentials()
 	ep := &metalv1alpha1.Endpoint{ObjectMeta: metav1.ObjectMeta{Name: "ep-idle"}, Spec: metalv1alpha1.EndpointSpec{IP: "127.0.0.1"}}
@@ -259,6 +261,7 @@ func TestEndpointEditedOntoAClaimedBoxActsOnNothing(t *testing.T) {
 // BMC's server reports the mismatch and acts on nothing; the BMC it now points at keeps its
 // Servers and goes on; the edit undone, everything resumes with no action.
 func TestEditedAddressActsOnNothing(t *testing.T) {
+	t.Parallel()
 	idle, bIdle := availableServer(t, "edit-idle")
 	claimed, bClaimed := claimedOnLike(t, "edit-claimed", bIdle)
 	claim := &metalv1alpha1.ServerClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "edit-claimed-claim"}}
@@ -310,6 +313,7 @@ func TestEditedAddressActsOnNothing(t *testing.T) {
 // action on it, even one its claim asks for, until the user accepts it with the annotation; then
 // it is the Server's machine, its inventory is read anew, and the claim's power follows.
 func TestReplacedBoardNeedsTheAnnotation(t *testing.T) {
+	t.Parallel()
 	name, b, claim := claimedOn(t, "board")
 	sys := systemOf(b)
 	newUUID, newSerial := "0b0a4d00-0000-4000-8000-00000000b0a4", "SWAPPED01"
@@ -374,6 +378,7 @@ func createInlineServer(t *testing.T, name, uuid string, b *redfish.BMC, secret 
 // in another spelling): both report it, neither acts; once the copy is deleted (it lets go
 // without touching the box) the first resumes.
 func TestServerTwiceActsThroughNeither(t *testing.T) {
+	t.Parallel()
 	name, b := availableServer(t, "twice")
 	sys := systemOf(b)
 	twin := createInlineServer(t, "twice-by-hand", "{"+strings.ToUpper(sys.UUID())+"}", b, "twice")
@@ -401,6 +406,7 @@ func TestServerTwiceActsThroughNeither(t *testing.T) {
 // A BMC object for a machine that is already a Server registered inline never creates a second
 // Server (on 3d9e66d it created <bmc>-<system>, whose Initial step forced the box off).
 func TestBMCForAnInlineServerCreatesNothing(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	user, pass := b.Credentials()
 	sec := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "inline-first"}, StringData: map[string]string{"username": user, "password": pass}}
@@ -432,6 +438,7 @@ func TestBMCForAnInlineServerCreatesNothing(t *testing.T) {
 // when its Endpoint and Secret appear it takes nothing. On 3d9e66d it created a second Server
 // for the claimed machine.
 func TestOlderEmptyBMCNeverTakesHeldServers(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	older := suite.BMCObject(b, "late-a")
 	older.Spec.Access, older.Spec.EndpointRef = nil, &corev1.LocalObjectReference{Name: "late-a"}
@@ -469,6 +476,7 @@ func TestOlderEmptyBMCNeverTakesHeldServers(t *testing.T) {
 // Once the claim lets go, the old Server goes without touching the box and the newcomer is the
 // machine's only Server. (Found by the campaign, seed 24: the newcomer forced a claimed box off.)
 func TestDeletedClaimedServerKeepsItsMachineFromANewcomer(t *testing.T) {
+	t.Parallel()
 	name, b, claim := claimedOn(t, "held-twin")
 	sys := systemOf(b)
 	if err := env.Client.Delete(ctx(), suite.Server(env, name)); err != nil {
