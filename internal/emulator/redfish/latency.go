@@ -201,3 +201,13 @@ func raise(v *atomic.Int64, n int64) {
 		}
 	}
 }
+
+// Floor is the least time one BMC of this model needs to answer requestsPerServer requests for
+// each of its systemsPerBMC systems: every answer at the median, every slot busy throughout. 0
+// for a model that adds no answer time or has no cap (nothing then bounds a BMC but the CPU).
+func (m LatencyModel) Floor(requestsPerServer float64, systemsPerBMC int) time.Duration {
+	if m.Median <= 0 || m.Concurrency <= 0 {
+		return 0
+	}
+	return time.Duration(requestsPerServer * float64(m.Median) * float64(systemsPerBMC) / float64(m.Concurrency))
+}

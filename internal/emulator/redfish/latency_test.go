@@ -222,3 +222,24 @@ func TestResetSilence(t *testing.T) {
 		})
 	}
 }
+
+func TestLatencyFloor(t *testing.T) {
+	typical, _ := redfish.Preset(redfish.LatencyTypical)
+	fast, _ := redfish.Preset(redfish.LatencyFast)
+	for _, tc := range []struct {
+		m       redfish.LatencyModel
+		perServ float64
+		perBMC  int
+		want    time.Duration
+	}{
+		// 10 requests for each of 8 systems at 250 ms, 4 at a time.
+		{typical, 10, 8, 5 * time.Second},
+		{typical, 0, 8, 0},
+		{fast, 10, 8, 0},
+		{redfish.LatencyModel{Median: time.Second}, 10, 8, 0}, // no cap: no floor
+	} {
+		if got := tc.m.Floor(tc.perServ, tc.perBMC); got != tc.want {
+			t.Errorf("%s.Floor(%v, %d) = %s, want %s", tc.m, tc.perServ, tc.perBMC, got, tc.want)
+		}
+	}
+}
