@@ -234,7 +234,6 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		steady0 := fleetStats(fleet)
 		time.Sleep(steady)
 		steadyBMC := fleetStats(fleet).since(steady0)
-		r0, r1 := int64(0), steadyBMC.requests
 		rss := peakRSSMiB(mgr.pid())
 
 		// The benchmark's own creates (a BMCSecret and a BMC per server) are not the operator's.
@@ -243,11 +242,11 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		b.ReportMetric(writesPerServer, "api-writes/server")
 		b.ReportMetric(ratio, "available/max-floor")
 		b.ReportMetric(toServer, "server-object-writes/server")
-		b.ReportMetric(float64(r1-r0)/float64(n)/steady.Minutes(), "redfish-req/server/min")
+		b.ReportMetric(float64(steadyBMC.requests)/float64(n)/steady.Minutes(), "redfish-req/server/min")
 		b.ReportMetric(rss, "manager-peak-MiB")
 		b.ReportMetric(seqRate, "apiserver-seq-writes/s")
 		fmt.Printf("fleet of %d: all Available in %s; %.1f API writes per server (%.1f to the Server object); steady state %.2f Redfish requests per server per minute; manager peak RSS %.0f MiB; API server sequential write rate %.0f/s\n",
-			n, wall.Round(100*time.Millisecond), writesPerServer, toServer, float64(r1-r0)/float64(n)/steady.Minutes(), rss, seqRate)
+			n, wall.Round(100*time.Millisecond), writesPerServer, toServer, float64(steadyBMC.requests)/float64(n)/steady.Minutes(), rss, seqRate)
 
 		fmt.Printf("BMC creation to all Available: %s; BMC floor %s (%.1f requests per server x median %s x %d systems per BMC / %d at once, latency %s), API write floor %s (%.0f writes at %.0f/s, 16 writers); %.2f x the larger floor; BMC queue: %s\n",
 			wall.Round(100*time.Millisecond), bmcFloor.Round(time.Millisecond), perServer, latency.Median, k, latency.Concurrency, latency,
