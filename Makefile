@@ -110,14 +110,17 @@ campaign: envtest-assets ## Fault campaign: SEEDS=N runs seeds 1..N (SEED_FROM=k
 	  $(GO) test -count=1 -run '^TestCampaign$$' -v -timeout $$(( $(or $(SEEDS),4) * 3 + 10 ))m ./test/campaign/ || rc=$$?; \
 	cat "$$summary"; rm -f "$$summary"; exit $$rc
 
+# The emulated BMCs' latency preset for the benchmarks (fast, typical, slow: docs/scale.md).
 .PHONY: bench
-bench: envtest-assets ## Benchmarks (print their figures).
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
+bench: METALHUB_BENCH_LATENCY ?= fast
+bench: envtest-assets ## Benchmarks (print their figures), the BMCs answering at once (METALHUB_BENCH_LATENCY=fast).
+	METALHUB_BENCH_LATENCY=$(METALHUB_BENCH_LATENCY) KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
 
 .PHONY: bench-scale
-bench-scale: envtest-assets ## The claim benchmark's fleet at 1,000 and 10,000 servers, with its floor, and 10,000 servers through real discovery (docs/scale.md).
-	METALHUB_BENCH_SCALE=1 KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 150m ./internal/controller/metal/bench/
-	METALHUB_BENCH_SERVERS=10000 METALHUB_BENCH_SYSTEMS_PER_BMC=8 METALHUB_BENCH_STEADY=1m KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test -run '^$$' -bench '^BenchmarkFleetToAvailable$$' -benchtime 1x -timeout 150m ./cmd/metalhub/
+bench-scale: METALHUB_BENCH_LATENCY ?= typical
+bench-scale: envtest-assets ## The claim benchmark's fleet at 1,000 and 10,000 servers, with its floors, and 10,000 servers through real discovery, the BMCs as typical ones (docs/scale.md).
+	METALHUB_BENCH_LATENCY=$(METALHUB_BENCH_LATENCY) METALHUB_BENCH_SCALE=1 KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 150m ./internal/controller/metal/bench/
+	METALHUB_BENCH_LATENCY=$(METALHUB_BENCH_LATENCY) METALHUB_BENCH_SERVERS=10000 METALHUB_BENCH_SYSTEMS_PER_BMC=8 METALHUB_BENCH_STEADY=1m KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test -run '^$$' -bench '^BenchmarkFleetToAvailable$$' -benchtime 1x -timeout 150m ./cmd/metalhub/
 
 .PHONY: bench-telemetry
 bench-telemetry: envtest-assets ## Claims' latency at 1,000 servers with telemetry off and on every 5s, alternating (docs/scale.md).

@@ -82,7 +82,14 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 	// METALHUB_BENCH_SYSTEMS_PER_BMC serves several systems per emulated BMC, as chassis
 	// managers do: ten thousand BMCs of one system each would take more file descriptors than
 	// a test process may hold.
-	k := 1
+	// METALHUB_BENCH_LATENCY (fast, typical, slow; default fast) is how the BMCs answer; a
+	// preset with a chassis serves its systems per BMC unless METALHUB_BENCH_SYSTEMS_PER_BMC
+	// says otherwise.
+	latency, err := redfish.Preset(os.Getenv("METALHUB_BENCH_LATENCY"))
+	if err != nil {
+		b.Fatalf("METALHUB_BENCH_LATENCY: %v", err)
+	}
+	k := max(latency.SystemsPerBMC, 1)
 	if v, err := strconv.Atoi(os.Getenv("METALHUB_BENCH_SYSTEMS_PER_BMC")); err == nil && v > 0 {
 		k = v
 	}
@@ -112,12 +119,16 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 			}
 		}
 		seqRate := seq / time.Since(start).Seconds()
+		// And its parallel rate, with as many writers as the manager has writes in flight: the
+		// API write floor is the run's writes at this rate. ConfigMaps cost the API server less
+		// than custom resources, so the floor is a low one.
+		parRate := parallelCreates(b, 16, 2000)
 
 		nb, err := netboot.New(netboot.Options{Client: env.Client, Namespace: "default", MaxConcurrent: 16, ProbeInterval: time.Second, Logger: logr.Discard()})
 		if err != nil {
 			b.Fatal(err)
 		}
-		fleet, err := redfish.Start(redfish.Options{BMCs: n / k, SystemsPerBMC: k, PowerDelay: -1, OnBoot: nb.OnBoot, MaxSessions: 4})
+		fleet, err := redfish.Start(redfish.Options{BMCs: n / k, SystemsPerBMC: k, PowerDelay: -1, OnBoot: nb.OnBoot, MaxSessions: 4, Latency: latency})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -130,6 +141,7 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		}}
 		mgr.args = append(mgr.args, "--registry-url", registryFront(b, mgr))
 		writes0 := apiWrites(b)
+		bmc0 := fleetStats(fleet)
 		b.ResetTimer()
 		start = time.Now()
 		mgr.start(b)
@@ -194,6 +206,7 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		}
 		wall := time.Since(start)
 		b.StopTimer()
+		bmcUp := fleetStats(fleet).since(bmc0)
 		cpu := sampleCPU(mgr.pid()).since(cpu0)
 		summary := managerSummary(metricsAddr, n)
 		// METALHUB_BENCH_HEAP names a file for the manager's heap profile at this point.
@@ -204,30 +217,45 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		all, breakdown := testenv.WritesPer(writes0, writes1, n, nil)
 		toServer, _ := testenv.WritesPer(writes0, writes1, n, toServers)
 
+		// The floors: the busiest BMC's (the requests a server needed, at the median answer
+		// time, for each system of a BMC, its slots all busy) and the API server's (every
+		// client's writes at its parallel rate).
+		perServer := float64(bmcUp.requests) / float64(n)
+		bmcFloor := latency.Floor(perServer, k)
+		writesUp := 0.0
+		for key, v := range writes1 {
+			writesUp += v - writes0[key]
+		}
+		apiFloor := time.Duration(writesUp / parRate * float64(time.Second))
+		ratio := wall.Seconds() / max(bmcFloor, apiFloor, time.Nanosecond).Seconds()
+
 		// Steady state: Redfish requests per server per minute once everything has settled.
 		time.Sleep(10 * time.Second)
-		var r0 int64
-		for _, bm := range fleet.BMCs() {
-			r0 += bm.Stats().Requests
-		}
+		steady0 := fleetStats(fleet)
 		time.Sleep(steady)
-		var r1 int64
-		for _, bm := range fleet.BMCs() {
-			r1 += bm.Stats().Requests
-		}
+		steadyBMC := fleetStats(fleet).since(steady0)
 		rss := peakRSSMiB(mgr.pid())
 
 		// The benchmark's own creates (a BMCSecret and a BMC per server) are not the operator's.
-		perServer := all - 2/float64(k) // the benchmark's own BMCSecret and BMC
+		writesPerServer := all - 2/float64(k) // the benchmark's own BMCSecret and BMC
 		b.ReportMetric(wall.Seconds(), "s-to-all-available")
-		b.ReportMetric(perServer, "api-writes/server")
+		b.ReportMetric(writesPerServer, "api-writes/server")
+		b.ReportMetric(ratio, "available/max-floor")
 		b.ReportMetric(toServer, "server-object-writes/server")
-		b.ReportMetric(float64(r1-r0)/float64(n)/steady.Minutes(), "redfish-req/server/min")
+		b.ReportMetric(float64(steadyBMC.requests)/float64(n)/steady.Minutes(), "redfish-req/server/min")
 		b.ReportMetric(rss, "manager-peak-MiB")
 		b.ReportMetric(seqRate, "apiserver-seq-writes/s")
 		fmt.Printf("fleet of %d: all Available in %s; %.1f API writes per server (%.1f to the Server object); steady state %.2f Redfish requests per server per minute; manager peak RSS %.0f MiB; API server sequential write rate %.0f/s\n",
-			n, wall.Round(100*time.Millisecond), perServer, toServer, float64(r1-r0)/float64(n)/steady.Minutes(), rss, seqRate)
+			n, wall.Round(100*time.Millisecond), writesPerServer, toServer, float64(steadyBMC.requests)/float64(n)/steady.Minutes(), rss, seqRate)
 
+		fmt.Printf("BMC creation to all Available: %s; BMC floor %s (%.1f requests per server x median %s x %d systems per BMC / %d at once, latency %s), API write floor %s (%.0f writes at %.0f/s, 16 writers); %.2f x the larger floor; BMC queue: %s\n",
+			wall.Round(100*time.Millisecond), bmcFloor.Round(time.Millisecond), perServer, latency.Median, k, latency.Concurrency, latency,
+			apiFloor.Round(time.Millisecond), writesUp, parRate, ratio, bmcUp.queue())
+		busy := 0.0
+		if latency.Concurrency > 0 {
+			busy = float64(steadyBMC.requests) * latency.Median.Seconds() / (float64(n/k*latency.Concurrency) * steady.Seconds())
+		}
+		fmt.Printf("steady state: the BMCs' slots %.2f%% busy at the median answer time; BMC queue: %s\n", 100*busy, steadyBMC.queue())
 		fmt.Printf("manager to all Available: %s\n", summary)
 		fmt.Printf("API writes per server by resource and verb (the benchmark's own included): %s\n", breakdown)
 		fmt.Printf("CPU seconds to all Available (2 cores, %.0f s of wall time): %s\n", wall.Seconds(), cpu)
@@ -236,6 +264,59 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		_ = fleet.Close()
 		_ = env.Client.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace("default"))
 	}
+}
+
+// bmcStats are the fleet's request counters, summed over its BMCs; the maxima are the largest
+// of any BMC since the last read (which starts them over).
+type bmcStats struct {
+	requests, waited       int64
+	queueWait, maxWait     time.Duration
+	maxInFlight, maxQueued int64
+}
+
+func fleetStats(e *redfish.Emulator) bmcStats {
+	var s bmcStats
+	for _, b := range e.BMCs() {
+		st := b.Stats()
+		b.ResetMaxima()
+		s.requests += st.Requests
+		s.waited += st.Waited
+		s.queueWait += st.QueueWait
+		s.maxWait = max(s.maxWait, st.MaxQueueWait)
+		s.maxInFlight, s.maxQueued = max(s.maxInFlight, st.MaxInFlight), max(s.maxQueued, st.MaxQueued)
+	}
+	return s
+}
+
+// since is what happened between before and s: counts as differences, maxima as read in s.
+func (s bmcStats) since(before bmcStats) bmcStats {
+	s.requests -= before.requests
+	s.waited -= before.waited
+	s.queueWait -= before.queueWait
+	return s
+}
+
+func (s bmcStats) queue() string {
+	mean := time.Duration(0)
+	if s.waited > 0 {
+		mean = s.queueWait / time.Duration(s.waited)
+	}
+	return fmt.Sprintf("%d of %d requests waited for a slot (mean %s, max %s), at most %d served and %d queued at once at one BMC",
+		s.waited, s.requests, mean.Round(time.Millisecond), s.maxWait.Round(time.Millisecond), s.maxInFlight, s.maxQueued)
+}
+
+// parallelCreates is the API server's rate of ConfigMap creates from writers in parallel, each
+// creating as soon as its last returned, n in all.
+func parallelCreates(b *testing.B, writers, n int) float64 {
+	b.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	if err := testenv.Parallel(n, writers, func(i int) error {
+		return env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("bench-par-%d", i)}})
+	}); err != nil {
+		b.Fatal(err)
+	}
+	return float64(n) / time.Since(start).Seconds()
 }
 
 // queueDepths reads the manager's workqueue depths, for the progress log.

@@ -62,6 +62,9 @@ type Options struct {
 	BMCBasePort int
 	// PowerDelay is how long an emulated power transition takes.
 	PowerDelay time.Duration
+	// BMCLatency is the emulated BMCs' latency preset (fast, typical, slow: redfish.Preset);
+	// dev keeps one system per BMC whatever the preset's chassis.
+	BMCLatency string
 	// EmulatorControlAddress serves the BMC emulator's recorder and fault menu.
 	EmulatorControlAddress string
 	// InfrahubAddress is where the Infrahub emulator listens.
@@ -110,7 +113,7 @@ func DefaultOptions() Options {
 	// The emulated servers' power and temperatures, on the dashboard's tiles and /metrics.
 	m.Metal.TelemetryInterval = 15 * time.Second
 	return Options{
-		Servers: 8, BMCBasePort: 18000, PowerDelay: time.Second,
+		Servers: 8, BMCBasePort: 18000, PowerDelay: time.Second, BMCLatency: "fast",
 		EmulatorControlAddress: "127.0.0.1:17999", InfrahubAddress: "127.0.0.1:8300", RegistryAddress: "127.0.0.1:8082",
 		Table: true, Manager: m, WebhookPort: webhook.DefaultPort,
 		// A local run is one admin's, who came to try things: the buttons are on.
@@ -126,6 +129,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.NoEmulators, "no-emulators", o.NoEmulators, "Run only the control plane and the operator: no emulated BMCs or Infrahub.")
 	fs.IntVar(&o.BMCBasePort, "bmc-base-port", o.BMCBasePort, "Emulated BMC i listens on 127.0.0.1:<port+i>; 0 picks a free port for each.")
 	fs.DurationVar(&o.PowerDelay, "power-delay", o.PowerDelay, "How long an emulated power transition takes.")
+	fs.StringVar(&o.BMCLatency, "bmc-latency", o.BMCLatency, "How fast and how much at once the emulated BMCs answer: fast (at once), "+
+		"typical (median 250ms, 4 requests at once, 30s silent after a reset) or slow (median 1s, 2 at once, 60s silent).")
 	fs.StringVar(&o.EmulatorControlAddress, "emulator-control-address", o.EmulatorControlAddress, "Address of the BMC emulator's recorder and fault menu (/emulator/...).")
 	fs.StringVar(&o.InfrahubAddress, "infrahub-address", o.InfrahubAddress, "Address of the Infrahub emulator.")
 	fs.StringVar(&o.RegistryAddress, "registry-address", o.RegistryAddress, "Address of the discovery registry the emulated servers report to.")

@@ -57,8 +57,13 @@ func startEmulators(o Options, c client.Client, out io.Writer, log logr.Logger) 
 		MetadataURL: o.Manager.Metal.RegistryURL, TenantData: true, Logger: log.WithName("netboot")}); err != nil {
 		return nil, err
 	}
+	latency, err := redfish.Preset(o.BMCLatency)
+	if err != nil {
+		e.close()
+		return nil, fmt.Errorf("--bmc-latency: %w", err)
+	}
 	if e.fleet, err = redfish.Start(redfish.Options{
-		BMCs: o.Servers, BasePort: o.BMCBasePort, Seed: 1, PowerDelay: o.PowerDelay,
+		BMCs: o.Servers, SystemsPerBMC: 1, Latency: latency, BasePort: o.BMCBasePort, Seed: 1, PowerDelay: o.PowerDelay,
 		OnBoot: e.netboot.OnBoot, Logger: log.WithName("redfish"), SSHConsole: true,
 	}); err != nil {
 		e.close()

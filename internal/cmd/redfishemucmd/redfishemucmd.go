@@ -51,7 +51,7 @@ serial console.`,
 	}
 	fs := c.Flags()
 	fs.IntVar(&f.servers, "servers", 1, "number of BMCs")
-	fs.IntVar(&f.perBMC, "systems-per-bmc", 1, "systems behind each BMC")
+	fs.IntVar(&f.perBMC, "systems-per-bmc", 0, "systems behind each BMC (default: the --latency preset's, 1 for fast)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8000", "address of BMC 0; BMC i uses port+i (port 0: free ports)")
 	fs.StringVar(&f.control, "control", "", "address for the control API (faults, records), e.g. 127.0.0.1:7999; empty: off")
 	fs.StringVar(&f.username, "username", "admin", "username every BMC accepts")
@@ -60,6 +60,9 @@ serial console.`,
 	fs.Uint64Var(&f.seed, "seed", 1, "seed for the generated inventory")
 	fs.BoolVar(&f.tls, "tls", false, "serve HTTPS with a self-signed certificate (printed)")
 	fs.IntVar(&f.maxSessions, "max-sessions", 16, "open sessions each BMC allows")
+	fs.StringVar(&f.latency, "latency", redfish.LatencyFast, "how fast and how much at once each BMC answers: "+
+		"fast (at once, no cap), typical (median 250ms within 100ms-2s, 4 at once, 30s silent after a reset, 8 systems per BMC) "+
+		"or slow (median 1s up to 5s, 2 at once, 60s silent after a reset, 16 systems per BMC)")
 	fs.BoolVar(&f.sshConsole, "ssh-console", false, "give each BMC an SSH serial console on a free port (printed, with the host key fingerprint): "+
 		"log in with the BMC's credentials and run \"console <systemID>\"")
 	return c
@@ -98,7 +101,7 @@ func (f *flags) run(ctx context.Context, stdout, stderr io.Writer) error {
 	if opts.PowerDelay > 0 {
 		delay = opts.PowerDelay.String()
 	}
-	fmt.Fprintf(out, "emulating %d BMCs with %d system(s) each, power delay %s\n", opts.BMCs, opts.SystemsPerBMC, delay)
+	fmt.Fprintf(out, "emulating %d BMCs with %d system(s) each, power delay %s, latency %s\n", opts.BMCs, em.Options().SystemsPerBMC, delay, opts.Latency)
 	for _, b := range em.BMCs() {
 		i := b.Info()
 		fmt.Fprintf(out, "bmc %d %s username=%s password=%s vendor=%s systems=%s\n",
@@ -129,11 +132,16 @@ type flags struct {
 	tls                bool
 	maxSessions        int
 	sshConsole         bool
+	latency            string
 }
 
 func (f *flags) options() (redfish.Options, error) {
-	if f.servers < 1 || f.perBMC < 1 {
-		return redfish.Options{}, errors.New("--servers and --systems-per-bmc must be at least 1")
+	if f.servers < 1 || f.perBMC < 0 {
+		return redfish.Options{}, errors.New("--servers must be at least 1, --systems-per-bmc not negative")
+	}
+	latency, err := redfish.Preset(f.latency)
+	if err != nil {
+		return redfish.Options{}, fmt.Errorf("--latency: %w", err)
 	}
 	host, portStr, err := net.SplitHostPort(f.listen)
 	if err != nil {
@@ -150,6 +158,6 @@ func (f *flags) options() (redfish.Options, error) {
 	return redfish.Options{
 		BMCs: f.servers, SystemsPerBMC: f.perBMC, Host: host, BasePort: port, Seed: f.seed,
 		Username: f.username, Password: f.password, PowerDelay: delay, TLS: f.tls, MaxSessions: f.maxSessions,
-		SSHConsole: f.sshConsole,
+		SSHConsole: f.sshConsole, Latency: latency,
 	}, nil
 }

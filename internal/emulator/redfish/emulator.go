@@ -12,6 +12,24 @@
 // per chassis deterministic power, temperature and fan readings with failable PSUs and fans, in
 // the legacy Power/Thermal and/or the newer PowerSubsystem/ThermalSubsystem/Sensors (package sensors).
 //
+// How fast the BMCs answer is Options.Latency (LatencyModel, Preset). The default, "fast", is
+// the emulator as it always was: answers in a few milliseconds, as many at once as asked. Real
+// BMCs answer in 100 ms to 2 s, serve 2 to 4 requests at a time, answer nothing for tens of
+// seconds while they reset, and a chassis manager serves 8 to 16 systems through one BMC (vendor
+// BMCs as operators of large fleets describe them; metal3's baremetal-operator, as OpenShift
+// ships it, is sized for 500 to 1,500 hosts per operator and, by default, 10 BMC operations at
+// once at 1,000 hosts). The presets:
+//
+//	preset   answer time: median, p95 [min, max]   at once   silent after a reset   systems per BMC
+//	fast     none                                  no cap    0                      1
+//	typical  250 ms, 1 s [100 ms, 2 s]             4         30 s                   8
+//	slow     1 s, 3 s [250 ms, 5 s]                2         60 s                   16
+//
+// Answer times are log-normal (median and p95), clamped to [min, max], each BMC's drawn from its
+// own stream of Options.Seed. A request beyond the cap waits in a queue, holding no slot; the
+// answer time is spent holding one, as on a BMC with that many sessions or worker threads.
+// BMC.Stats counts the waits (Queued, Waited, QueueWait) and the peak served at once.
+//
 // This package is the one type the rest of the code uses (Emulator, BMC, System and their
 // data types) and the routing between services; each Redfish service's state and handlers
 // live in a subpackage (accounts, certs, events, sessions, sel, sshconsole, managerattrs, inventory)
@@ -53,8 +71,13 @@ import (
 type Options struct {
 	// BMCs is the number of BMCs (default 1).
 	BMCs int
-	// SystemsPerBMC is the number of systems behind each BMC (default 1).
+	// SystemsPerBMC is the number of systems behind each BMC (default Latency.SystemsPerBMC,
+	// else 1).
 	SystemsPerBMC int
+	// Latency is how fast and how much at once each BMC answers (Preset; the zero model, the
+	// default, answers at once and in parallel). Each BMC draws its answer times from its own
+	// stream of Seed.
+	Latency LatencyModel
 	// Host is the listen address (default 127.0.0.1).
 	Host string
 	// BasePort > 0 puts BMC i on BasePort+i; 0 picks free ports.
@@ -106,7 +129,7 @@ func (o Options) withDefaults() Options {
 		o.BMCs = 1
 	}
 	if o.SystemsPerBMC <= 0 {
-		o.SystemsPerBMC = 1
+		o.SystemsPerBMC = max(o.Latency.SystemsPerBMC, 1)
 	}
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
@@ -409,8 +432,17 @@ type BMC struct {
 	// sess holds the BMC's sessions and their counters (package sessions).
 	sess *sessions.Store
 
+	// inFlight counts the requests being served (holding a slot, with Latency.Concurrency).
 	requests, inFlight, maxInFlight atomic.Int64
-	tasks                           atomic.Int64
+	// latency draws the answer times; slots caps the requests served at once (nil: no cap).
+	latency *Sampler
+	slots   chan struct{}
+	// queued counts the requests waiting for a slot; waited those that had to, queueWait and
+	// maxQueueWait their waits (nanoseconds).
+	queued, maxQueued, waited, queueWait, maxQueueWait atomic.Int64
+	// silentUntil: after a manager reset the BMC answers nothing until then (unix nanoseconds).
+	silentUntil atomic.Int64
+	tasks       atomic.Int64
 	// mattrs are the manager's own settings (package managerattrs).
 	mattrs managerattrs.Store
 	// ev is the EventService: subscriptions and their deliveries (package events).
@@ -431,6 +463,10 @@ func newBMC(e *Emulator, i int) *BMC {
 		mgrUUID: hardware.UUID(r, 0x40000000+i),
 		byID:    map[string]*System{},
 		sess:    sessions.NewStore(e.opts.MaxSessions, e.opts.SessionTimeout),
+		latency: e.opts.Latency.NewSampler(e.opts.Seed, latencyStream(i)),
+	}
+	if n := e.opts.Latency.Concurrency; n > 0 {
+		b.slots = make(chan struct{}, n)
 	}
 	b.creds.Store(&[2]string{e.opts.Username, e.opts.Password})
 	b.powerDelay.Store(int64(e.opts.PowerDelay))
@@ -542,13 +578,22 @@ func (b *BMC) ClearFaults() { b.faults.Store(&Faults{}) }
 
 // Stats are request and session counters for one BMC.
 type Stats struct {
-	Requests        int64 `json:"requests"`
-	InFlight        int64 `json:"inFlight"`
-	MaxInFlight     int64 `json:"maxInFlight"`
-	SessionsCreated int64 `json:"sessionsCreated"`
-	SessionsDeleted int64 `json:"sessionsDeleted"`
-	ActiveSessions  int   `json:"activeSessions"`
-	Unauthorized    int64 `json:"unauthorized"`
+	Requests int64 `json:"requests"`
+	// InFlight and MaxInFlight count the requests being served (at most
+	// Latency.Concurrency); Queued and MaxQueued those waiting for one of those slots.
+	InFlight    int64 `json:"inFlight"`
+	MaxInFlight int64 `json:"maxInFlight"`
+	Queued      int64 `json:"queued"`
+	MaxQueued   int64 `json:"maxQueued"`
+	// Waited counts the requests that found every slot taken; QueueWait is the sum of their
+	// waits, MaxQueueWait the longest (nanoseconds in JSON).
+	Waited          int64         `json:"waited"`
+	QueueWait       time.Duration `json:"queueWait"`
+	MaxQueueWait    time.Duration `json:"maxQueueWait"`
+	SessionsCreated int64         `json:"sessionsCreated"`
+	SessionsDeleted int64         `json:"sessionsDeleted"`
+	ActiveSessions  int           `json:"activeSessions"`
+	Unauthorized    int64         `json:"unauthorized"`
 }
 
 // Stats returns the counters.
@@ -556,6 +601,8 @@ func (b *BMC) Stats() Stats {
 	active := b.sess.Active()
 	return Stats{
 		Requests: b.requests.Load(), InFlight: b.inFlight.Load(), MaxInFlight: b.maxInFlight.Load(),
+		Queued: b.queued.Load(), MaxQueued: b.maxQueued.Load(), Waited: b.waited.Load(),
+		QueueWait: time.Duration(b.queueWait.Load()), MaxQueueWait: time.Duration(b.maxQueueWait.Load()),
 		SessionsCreated: b.sess.Created.Load(), SessionsDeleted: b.sess.Deleted.Load(),
 		ActiveSessions: active, Unauthorized: b.sess.Unauthorized.Load(),
 	}
@@ -564,10 +611,20 @@ func (b *BMC) Stats() Stats {
 // ResetStats zeroes the counters (not the open sessions).
 func (b *BMC) ResetStats() {
 	b.requests.Store(0)
-	b.maxInFlight.Store(b.inFlight.Load())
+	b.waited.Store(0)
+	b.queueWait.Store(0)
+	b.ResetMaxima()
 	b.sess.Created.Store(0)
 	b.sess.Deleted.Store(0)
 	b.sess.Unauthorized.Store(0)
+}
+
+// ResetMaxima starts the maxima (in flight, queued, queue wait) over from now, leaving the
+// other counters: a benchmark's phase measures its own peaks.
+func (b *BMC) ResetMaxima() {
+	b.maxInFlight.Store(b.inFlight.Load())
+	b.maxQueued.Store(b.queued.Load())
+	b.maxQueueWait.Store(0)
 }
 
 // ExpireSessions deletes every open session, as a BMC reboot or session

@@ -112,6 +112,8 @@ func (b *BMC) resetManager(w http.ResponseWriter, r *http.Request, f *Faults) {
 		w.WriteHeader(http.StatusNoContent)
 	}
 	b.ExpireSessions()
+	// Answered first, then down while it restarts, as a real BMC.
+	b.silence(b.em.opts.Latency.ResetSilence)
 }
 
 func (b *BMC) routeChassis(w http.ResponseWriter, r *http.Request, segs []string) {

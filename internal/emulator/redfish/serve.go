@@ -36,14 +36,18 @@ func (b *BMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if b.journal.On.Load() {
 		defer b.journal.Add(r, time.Now())
 	}
+	if !b.rebooting() {
+		// A request slot, then the answer time while holding it (Options.Latency); a BMC that
+		// is down drops the request below without either.
+		release, ok := b.admit(r)
+		if !ok {
+			return
+		}
+		defer release()
+	}
 	n := b.inFlight.Add(1)
 	defer b.inFlight.Add(-1)
-	for {
-		m := b.maxInFlight.Load()
-		if n <= m || b.maxInFlight.CompareAndSwap(m, n) {
-			break
-		}
-	}
+	raise(&b.maxInFlight, n)
 
 	f := b.faults.Load()
 	if f.Latency > 0 {

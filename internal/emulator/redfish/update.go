@@ -26,8 +26,9 @@ func (b *BMC) SetFirmwareVersion(v string) { b.upd.SetFirmware(v) }
 // activateStagedFirmware installs a BMC image that waited for the manager's reset.
 func (b *BMC) activateStagedFirmware() { b.upd.ActivateStaged() }
 
-// rebooting reports whether the BMC is down for an update's reboot.
-func (b *BMC) rebooting() bool { return b.upd.Down() }
+// rebooting reports whether the BMC is down: for an update's reboot, or after a manager reset
+// (LatencyModel.ResetSilence).
+func (b *BMC) rebooting() bool { return b.silent() || b.upd.Down() }
 
 // BIOSVersion is the system's BIOS version as it reports it.
 func (s *System) BIOSVersion() string {

@@ -63,8 +63,9 @@ type system struct {
 }
 
 // runEmulator is the child process: it starts the BMCs arg names ("n" BMCs of one system, or
-// "n,k": n BMCs of k systems each), prints their systems as JSON, and then answers each line
-// on stdin ("requests") with the Redfish requests served so far, as JSON, until stdin closes.
+// "n,k": n BMCs of k systems each) at the latency METALHUB_BENCH_LATENCY names, prints their
+// systems as JSON, and then answers each line on stdin ("stats") with its BMCs' request
+// counters (fleetStats, the maxima since the last line), as JSON, until stdin closes.
 func runEmulator(arg string) int {
 	nStr, kStr, _ := strings.Cut(arg, ",")
 	n, err := strconv.Atoi(nStr)
@@ -76,7 +77,12 @@ func runEmulator(arg string) int {
 		fmt.Fprintln(os.Stderr, "emulator: bad size:", arg)
 		return 2
 	}
-	e, err := redfish.Start(redfish.Options{BMCs: n, SystemsPerBMC: k, PowerDelay: powerDelay, Seed: 1})
+	latency, err := redfish.Preset(os.Getenv(latencyEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "emulator:", err)
+		return 2
+	}
+	e, err := redfish.Start(redfish.Options{BMCs: n, SystemsPerBMC: k, PowerDelay: powerDelay, Seed: 1, Latency: latency})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "emulator:", err)
 		return 1
@@ -95,11 +101,17 @@ func runEmulator(arg string) int {
 	}
 	lines := bufio.NewScanner(os.Stdin)
 	for lines.Scan() {
-		var requests int64
+		var fs fleetStats
 		for _, b := range e.BMCs() {
-			requests += b.Stats().Requests
+			st := b.Stats()
+			b.ResetMaxima()
+			fs.Requests += st.Requests
+			fs.Waited += st.Waited
+			fs.QueueWait += st.QueueWait
+			fs.MaxInFlight, fs.MaxQueued = max(fs.MaxInFlight, st.MaxInFlight), max(fs.MaxQueued, st.MaxQueued)
+			fs.MaxQueueWait = max(fs.MaxQueueWait, st.MaxQueueWait)
 		}
-		if err := enc.Encode(requests); err != nil {
+		if err := enc.Encode(fs); err != nil {
 			return 1
 		}
 	}
@@ -117,20 +129,19 @@ type emulator struct {
 }
 
 // requests asks the child for the Redfish requests its BMCs served so far.
-func (e *emulator) requests(b *testing.B) int64 {
+func (e *emulator) requests(b *testing.B) int64 { return e.stats(b).Requests }
+
+// stats asks the child for its BMCs' request counters (the maxima since the last ask).
+func (e *emulator) stats(b *testing.B) fleetStats {
 	b.Helper()
-	if _, err := io.WriteString(e.in, "requests\n"); err != nil {
+	if _, err := io.WriteString(e.in, "stats\n"); err != nil {
 		b.Fatal(err)
 	}
-	var n int64
-	if err := e.out.Decode(&n); err != nil {
-		b.Fatalf("reading the emulator's request count: %v", err)
+	var st fleetStats
+	if err := e.out.Decode(&st); err != nil {
+		b.Fatalf("reading the emulator's request counters: %v", err)
 	}
-	return n
-}
-
-func startEmulator(b *testing.B, n int) []system {
-	return startFleet(b, strconv.Itoa(n)).systems
+	return st
 }
 
 // startFleet starts the child process with size as runEmulator reads it.
@@ -207,6 +218,8 @@ func cpuSeconds() float64 {
 //     the built-in boot provider adds its Ready status (1 per claim), which the IronCore
 //     boot-operator writes instead where it runs (--external-boot-provider)
 //   - writes/claim: API writes of all controllers per claim (the Server controller's too)
+//   - bound/max-floor, on/max-floor: the time over the larger of the BMC floor and the API
+//     write floor (phase), logged with both
 //   - cpu-s/claim: CPU seconds of this process (controllers and the benchmark's own claim
 //     creation and cache reads; the emulator runs in a child process, kube-apiserver and etcd
 //     in their own) per claim, which should stay flat across fleet sizes.
@@ -217,23 +230,29 @@ func cpuSeconds() float64 {
 // Run: KUBEBUILDER_ASSETS=... go test -run '^$' -bench Claims -benchtime 1x ./internal/controller/metal/bench/
 // (BENCH_CLAIM_CONCURRENCY=n sets --claim-concurrency for experiments.)
 func BenchmarkClaims(b *testing.B) {
+	// The BMCs answer at METALHUB_BENCH_LATENCY (default fast: at once, one system each); a
+	// preset with a chassis serves its number of systems per BMC.
+	perBMC := max(benchLatency(b).SystemsPerBMC, 1)
 	for _, n := range []int{250, 500, 1000} {
 		b.Run(fmt.Sprintf("servers=%d", n), func(b *testing.B) {
 			for range b.N {
-				runClaims(b, n, n/2)
+				servers := n / perBMC * perBMC
+				runClaims(b, servers, servers/2, perBMC)
 			}
 		})
 	}
 }
 
-func runClaims(b *testing.B, servers, claims int) {
+func runClaims(b *testing.B, servers, claims, perBMC int) {
 	b.StopTimer()
+	latency := benchLatency(b)
 	env, err := testenv.Start()
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer func() { _ = env.Stop() }()
-	fleet := startEmulator(b, servers)
+	em := startFleet(b, fmt.Sprintf("%d,%d", servers/perBMC, perBMC))
+	fleet := em.systems
 
 	op := startOperator(b, env, nil)
 	defer op.stop()
@@ -258,6 +277,13 @@ func runClaims(b *testing.B, servers, claims int) {
 	})
 	setup := time.Since(setupStart)
 	time.Sleep(2 * time.Second) // let the set-up's stragglers settle before measuring
+	// The API write floor: the binding's writes at the API server's parallel rate, measured
+	// now (shorter than BenchmarkScale's probe: this one runs at three sizes).
+	like := &metalv1alpha1.Server{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: fleetServerName(fleet[0])}, like); err != nil {
+		b.Fatal(err)
+	}
+	rate := claimWriteRate(b, env.Client, apilimit.DefaultWritesInFlight, 1000, 5*time.Second, like)
 
 	const ns = "bench"
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -280,6 +306,7 @@ func runClaims(b *testing.B, servers, claims int) {
 	// METALHUB_BENCH_CPU names a file for this process's CPU profile from the first claim to
 	// the last server On.
 	stopProfile := profileCPU(b, os.Getenv("METALHUB_BENCH_CPU"))
+	bmc0 := em.stats(b)
 	b.StartTimer()
 	start := time.Now()
 	if err := testenv.Parallel(claims, 32, func(i int) error {
@@ -296,6 +323,7 @@ func runClaims(b *testing.B, servers, claims int) {
 		return n == claims, fmt.Sprintf("%d/%d", n, claims)
 	})
 	toBound := time.Since(start)
+	bmcBound := em.stats(b)
 	waitFor(b, 5*time.Minute, "claimed servers On", func() (bool, string) {
 		n := tl.count("server On")
 		return n == claims, fmt.Sprintf("%d/%d", n, claims)
@@ -303,6 +331,7 @@ func runClaims(b *testing.B, servers, claims int) {
 	toOn := time.Since(start)
 	b.StopTimer()
 	stopProfile()
+	bmcOn, writesOn := em.stats(b), apiWrites(b, env)
 	cpu := cpuSeconds() - cpu0
 	eventsLeft := events.Pending()
 	waitFor(b, 5*time.Minute, "events written", func() (bool, string) {
@@ -340,9 +369,15 @@ func runClaims(b *testing.B, servers, claims int) {
 	b.ReportMetric(perClaim(float64(total)), "writes/claim")
 	b.ReportMetric(perClaim(cpu), "cpu-s/claim")
 	b.ReportMetric(perClaim(serverPasses), "server-passes/claim")
+	bound := phase{name: "claims Bound", took: toBound, servers: claims, fleet: bmcBound.since(bmc0),
+		apiFloor: apiFloor(float64(claims*writesBeforeBound), rate)}
+	on := phase{name: "claims On", took: toOn, servers: claims, fleet: bmcOn.since(bmc0).peaks(bmcBound),
+		apiFloor: apiFloor(writesBetween(req0, writesOn), rate)}
 	// Go shows ten log lines of a benchmark without -v: the figures first, the timeline last.
 	b.Logf("%d servers Available and off in %s; %d claims: created in %s, all Bound after %s (target <= 5s), all On after %s (target <= 15s)",
 		servers, setup.Round(time.Millisecond), claims, created.Round(time.Millisecond), toBound.Round(time.Millisecond), toOn.Round(time.Millisecond))
+	b.ReportMetric(bound.report(b, latency, perBMC), "bound/max-floor")
+	b.ReportMetric(on.report(b, latency, perBMC), "on/max-floor")
 	b.Logf("API writes per claim by controller: %s; claim controller %.2f (target <= 5), with boot provider and maintenance %.2f, all %.2f",
 		strings.Join(breakdown, ", "), perClaim(float64(counts["serverclaim"])), perClaim(float64(family)), perClaim(float64(total)))
 	b.Logf("CPU %.2f s in all, %.4f s per claim; %d writes, %s on average (waiting for a write slot included); events still to write when all were On: %d; watches the API server closed as unresponsive: %.0f",

@@ -24,8 +24,9 @@ import (
 	"github.com/metalhub/metalhub/internal/testenv"
 )
 
-// systemsPerBMC is how many systems each emulated BMC serves at scale: a chassis manager's
-// share, and it keeps the emulator's listeners within the file-descriptor limit.
+// systemsPerBMC is how many systems each emulated BMC serves at scale unless the latency
+// preset models another chassis: a chassis manager's share, and it keeps the emulator's
+// listeners within the file-descriptor limit.
 const systemsPerBMC = 8
 
 // writesBeforeBound are the API writes every claim needs before the last one is Bound: its
@@ -34,7 +35,8 @@ const systemsPerBMC = 8
 const writesBeforeBound = 5
 
 // BenchmarkScale runs a whole fleet's day at 1,000 and 10,000 servers (BENCH_SCALE_SERVERS
-// lists others, e.g. "10000"), 8 systems per BMC, and prints:
+// lists others, e.g. "10000"), 8 systems per BMC (or the latency preset's), the BMCs answering
+// at METALHUB_BENCH_LATENCY (default fast), and prints:
 //
 //   - bring-up: Servers and BMCs created on the fast path (durable state Available, no
 //     discovery) until all are observed Available and off;
@@ -46,6 +48,8 @@ const writesBeforeBound = 5
 //   - every claim deleted: to all servers Available and off again;
 //   - steady state over the longest resync period plus a minute (BENCH_STEADY sets another
 //     window): Redfish requests per server per minute, API writes per minute, manager CPU;
+//   - per phase, the BMC floor and the API write floor, and the time over the larger (phase);
+//     for the steady state how busy it keeps the BMCs' request slots;
 //   - the process's RSS and Go heap at the end (METALHUB_BENCH_HEAP names a file for a heap
 //     profile; METALHUB_BENCH_CPU one for the CPU profile of the claims).
 //
@@ -55,12 +59,16 @@ func BenchmarkScale(b *testing.B) {
 	if os.Getenv("METALHUB_BENCH_SCALE") == "" {
 		b.Skip("an hour at 10,000 servers: make bench-scale runs it (METALHUB_BENCH_SCALE=1)")
 	}
+	perBMC := systemsPerBMC
+	if k := benchLatency(b).SystemsPerBMC; k > 0 {
+		perBMC = k
+	}
 	sizes := []int{1000, 10000}
 	if v := os.Getenv("BENCH_SCALE_SERVERS"); v != "" {
 		sizes = nil
 		for _, f := range strings.Split(v, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < systemsPerBMC {
+			if err != nil || n < perBMC {
 				b.Fatalf("BENCH_SCALE_SERVERS: %q is not a fleet size", f)
 			}
 			sizes = append(sizes, n)
@@ -69,21 +77,22 @@ func BenchmarkScale(b *testing.B) {
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("servers=%d", n), func(b *testing.B) {
 			for range b.N {
-				runScale(b, n/systemsPerBMC*systemsPerBMC)
+				runScale(b, n/perBMC*perBMC, perBMC)
 			}
 		})
 	}
 }
 
-func runScale(b *testing.B, servers int) {
+func runScale(b *testing.B, servers, perBMC int) {
 	b.StopTimer()
 	claims := servers / 2
+	latency := benchLatency(b)
 	env, err := testenv.Start()
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer func() { _ = env.Stop() }()
-	fleet := startFleet(b, fmt.Sprintf("%d,%d", servers/systemsPerBMC, systemsPerBMC))
+	fleet := startFleet(b, fmt.Sprintf("%d,%d", servers/perBMC, perBMC))
 	op := startOperator(b, env, nil)
 	defer op.stop()
 	ctx, cache, counter := op.ctx, op.mgr.GetCache(), op.counter
@@ -97,6 +106,7 @@ func runScale(b *testing.B, servers int) {
 	}
 
 	// Bring-up.
+	bmcUp0, writesUp0 := fleet.stats(b), apiWrites(b, env)
 	start := time.Now()
 	createFleet(b, env.Client, fleet.systems)
 	waitFor(b, 30*time.Minute, "fleet Available and off", func() (bool, string) {
@@ -106,8 +116,9 @@ func runScale(b *testing.B, servers int) {
 		return n == servers, fmt.Sprintf("%d/%d", n, servers)
 	})
 	bringUp := time.Since(start)
-	b.Logf("%d servers (%d BMCs): Available and off %s after their creation (fast path, no discovery)",
-		servers, servers/systemsPerBMC, bringUp.Round(time.Millisecond))
+	bmcUp, writesUp := fleet.stats(b).since(bmcUp0), apiWrites(b, env)
+	b.Logf("%d servers (%d BMCs, latency %s): Available and off %s after their creation (fast path, no discovery)",
+		servers, servers/perBMC, latency, bringUp.Round(time.Millisecond))
 	settle(b, op)
 
 	// The floor, measured now on the same API server: the rate of the binding's own writes (on
@@ -158,6 +169,7 @@ func runScale(b *testing.B, servers int) {
 		defer stacks.Stop()
 	}
 	writes0 := apiWrites(b, env)
+	bmc0 := fleet.stats(b)
 	b.StartTimer()
 	start = time.Now()
 	if err := testenv.Parallel(claims, 32, func(i int) error {
@@ -176,12 +188,14 @@ func runScale(b *testing.B, servers int) {
 	claimStart := start
 	toBound := time.Since(start)
 	writesBound := apiWrites(b, env)
+	bmcBound := fleet.stats(b)
 	waitFor(b, 30*time.Minute, "claimed servers On", func() (bool, string) {
 		n := tl.count("server On")
 		return n == claims, fmt.Sprintf("%d/%d", n, claims)
 	})
 	toOn := time.Since(start)
 	b.StopTimer()
+	bmcOn, writesOn := fleet.stats(b), apiWrites(b, env)
 	stopProfile()
 	claimCPU := cpuSeconds() - cpu0
 	queues := sampleQueues(b).since(queues0)
@@ -198,10 +212,18 @@ func runScale(b *testing.B, servers int) {
 	// the users' creates too), against the five per claim the floor counts.
 	boundWrites, boundBreakdown := testenv.WritesPer(writes0, writesBound, claims, nil)
 	b.Logf("API server writes per claim until all Bound: %.2f = %s", boundWrites, boundBreakdown)
+	// Each phase against the BMCs' floor and the API server's (its writes at the probe's rate).
+	upPhase := phase{name: "bring-up", took: bringUp, servers: servers, fleet: bmcUp,
+		apiFloor: apiFloor(writesBetween(writesUp0, writesUp), rate)}
+	boundPhase := phase{name: "claims Bound", took: toBound, servers: claims, fleet: bmcBound.since(bmc0), apiFloor: floor}
+	onPhase := phase{name: "claims On", took: toOn, servers: claims, fleet: bmcOn.since(bmc0).peaks(bmcBound),
+		apiFloor: apiFloor(writesBetween(writes0, writesOn), rate)}
+	upRatio, boundRatio, onRatio := upPhase.report(b, latency, perBMC), boundPhase.report(b, latency, perBMC), onPhase.report(b, latency, perBMC)
 	b.Logf("queues, mean wait and pass (passes): %s", queues)
 	tl.report(b, claimStart)
 
 	// Release.
+	bmcRel0, writesRel0 := fleet.stats(b), apiWrites(b, env)
 	start = time.Now()
 	// One by one: a collection delete of thousands outlasts the API server's request timeout.
 	if err := testenv.Parallel(claims, 32, func(i int) error {
@@ -217,15 +239,19 @@ func runScale(b *testing.B, servers int) {
 		return n == servers, fmt.Sprintf("%d/%d", n, servers)
 	})
 	toReleased := time.Since(start)
+	relPhase := phase{name: "release", took: toReleased, servers: claims, fleet: fleet.stats(b).since(bmcRel0),
+		apiFloor: apiFloor(writesBetween(writesRel0, apiWrites(b, env)), rate)}
+	relRatio := relPhase.report(b, latency, perBMC)
 	settle(b, op)
 	releaseCounts, _ := counter.Reset()
 	b.Logf("all claims deleted: every server Available and off after %s, %.2f API writes per server released (%s)",
 		toReleased.Round(time.Millisecond), perClaim(float64(total(releaseCounts))), byController(releaseCounts, claims))
 
 	// Steady state: nothing asked of the fleet for a whole window.
-	req0, cpu0 := fleet.requests(b), cpuSeconds()
+	steady0, cpu0 := fleet.stats(b), cpuSeconds()
 	time.Sleep(window) // the measurement is what happens in this window
-	requests, steadyCPU := fleet.requests(b)-req0, cpuSeconds()-cpu0
+	steady, steadyCPU := fleet.stats(b).since(steady0), cpuSeconds()-cpu0
+	requests := steady.Requests
 	steadyCounts, _ := counter.Reset()
 	minutes := window.Minutes()
 
@@ -238,6 +264,10 @@ func runScale(b *testing.B, servers int) {
 	b.ReportMetric(toBound.Seconds()/leaseFloor.Seconds(), "bound/lease-floor")
 	b.ReportMetric(toOn.Seconds(), "s-to-on")
 	b.ReportMetric(toReleased.Seconds(), "s-to-released")
+	b.ReportMetric(upRatio, "bring-up/max-floor")
+	b.ReportMetric(boundRatio, "bound/max-floor")
+	b.ReportMetric(onRatio, "on/max-floor")
+	b.ReportMetric(relRatio, "released/max-floor")
 	b.ReportMetric(perClaim(float64(total(counts))), "writes/claim")
 	b.ReportMetric(perClaim(claimCPU), "cpu-s/claim")
 	b.ReportMetric(float64(requests)/float64(servers)/minutes, "redfish-req/server/min")
@@ -246,6 +276,9 @@ func runScale(b *testing.B, servers int) {
 	b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
 	b.Logf("steady state over %s: %.3f Redfish requests per server per minute (target <= 1), %.1f API writes per minute, CPU %.1f%% of a core",
 		window, float64(requests)/float64(servers)/minutes, float64(total(steadyCounts))/minutes, 100*steadyCPU/window.Seconds())
+	// A steady state has no end to hold against a floor: how busy it keeps the BMCs instead.
+	b.Logf("steady state: the BMCs' slots %.2f%% busy at the median answer time (latency %s); BMC queue: %s",
+		100*busy(latency, requests, servers/perBMC, window), latency, steady.queue())
 	b.Logf("memory after the run: RSS %d MiB, Go heap in use %d MiB (the benchmark's own client and timeline included)", rss>>20, heap>>20)
 }
 
