@@ -259,6 +259,15 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		fmt.Printf("manager to all Available: %s\n", summary)
 		fmt.Printf("API writes per server by resource and verb (the benchmark's own included): %s\n", breakdown)
 		fmt.Printf("CPU seconds to all Available (2 cores, %.0f s of wall time): %s\n", wall.Seconds(), cpu)
+		// METALHUB_AUDIT_LOG has the API server log every write: what each one changed, and the
+		// events by reason.
+		if env.AuditLog != "" {
+			report, err := env.AuditWrites(start, start.Add(wall), n)
+			if err != nil {
+				b.Logf("audit: %v", err)
+			}
+			fmt.Print(report)
+		}
 		mgr.kill()
 		nb.Close()
 		_ = fleet.Close()

@@ -49,6 +49,11 @@ const (
 // every one of those delays the binds behind it. So while urgent writes are coming (one was
 // asked for within UrgentWindow), normal writes keep to NormalWhileUrgent slots; they are not
 // stopped, and have every slot again once the burst is over.
+//
+// Held back is not starved: a steady burst always has urgent writes waiting, and served strictly
+// by priority the normal ones (a bound claim's power-on among them) would get no slot until it
+// ends. So normal writes are guaranteed a share (guaranteed) for as long as they wait: while
+// they hold fewer, a freed slot goes to them before the urgent ones.
 type Slots struct {
 	mu     sync.Mutex
 	free   int
@@ -118,6 +123,17 @@ func (s *Slots) admits(p Priority) bool {
 	return p == High || s.normal < NormalWhileUrgent || !s.urgent()
 }
 
+// guaranteed is how many slots normal writes get ahead of urgent ones: NormalWhileUrgent, but
+// no more than an eighth of the slots, so a small bound still serves urgent writes first.
+func (s *Slots) guaranteed() int {
+	return min(NormalWhileUrgent, s.size/8)
+}
+
+// owedNormal reports whether a normal write is owed a slot before the urgent ones waiting.
+func (s *Slots) owedNormal() bool {
+	return s.normal < s.guaranteed()
+}
+
 // Acquire waits for a slot; waiting ends with ctx. Release it, with the same priority, when
 // the write returns.
 func (s *Slots) Acquire(ctx context.Context, p Priority) error {
@@ -125,7 +141,11 @@ func (s *Slots) Acquire(ctx context.Context, p Priority) error {
 	if p == High {
 		s.lastUrgent = s.now()
 	}
-	if s.free > 0 && !s.waitersFrom(p) && s.admits(p) {
+	ahead := s.waitersFrom(p)
+	if p == Normal && len(s.queues[Normal]) == 0 && s.owedNormal() {
+		ahead = false
+	}
+	if s.free > 0 && !ahead && s.admits(p) {
 		s.take(p)
 		s.mu.Unlock()
 		return nil
@@ -194,9 +214,15 @@ func (s *Slots) drop(p Priority, ch chan struct{}) bool {
 	return false
 }
 
-// handOut gives free slots to the waiters, highest priority first, each in order, as far as
-// admits lets them.
+// handOut gives free slots to the waiters: normal ones first up to their guaranteed share, then
+// highest priority first, each in order, as far as admits lets them.
 func (s *Slots) handOut() {
+	for s.free > 0 && len(s.queues[Normal]) > 0 && s.owedNormal() {
+		ch := s.queues[Normal][0]
+		s.queues[Normal] = s.queues[Normal][1:]
+		s.take(Normal)
+		close(ch)
+	}
 	for p := High; p >= Normal; p-- {
 		for s.free > 0 && len(s.queues[p]) > 0 && s.admits(p) {
 			ch := s.queues[p][0]

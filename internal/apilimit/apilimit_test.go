@@ -273,6 +273,70 @@ func TestNormalWritesHeldBackWhileUrgent(t *testing.T) {
 	}
 }
 
+// A steady burst of urgent writes, always some waiting, does not starve the normal ones: they
+// get their guaranteed share of the slots as they free up, before the urgent writes queued.
+func TestNormalWritesGuaranteedShareWhileUrgentWait(t *testing.T) {
+	const n = 16
+	s := NewSlots(n)
+	ctx := context.Background()
+	for range n {
+		if err := s.Acquire(ctx, High); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queued := func(p Priority) int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.queues[p])
+	}
+	var normals atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			if err := s.Acquire(ctx, High); err != nil {
+				t.Error(err)
+			}
+		})
+		waitFor(t, "urgent write queued", func() bool { return queued(High) == i+1 })
+	}
+	for i := range NormalWhileUrgent + 1 {
+		wg.Go(func() {
+			if err := s.Acquire(ctx, Normal); err != nil {
+				t.Error(err)
+			}
+			normals.Add(1)
+		})
+		waitFor(t, "normal write queued", func() bool { return queued(Normal) == i+1 })
+	}
+	// Each urgent write that returns frees a slot: the normal writes take the first ones, up
+	// to their share; the urgent writes queued take the rest.
+	for range NormalWhileUrgent {
+		s.Release(High)
+	}
+	waitFor(t, "normal writes granted their share", func() bool { return normals.Load() == NormalWhileUrgent })
+	if got := queued(High); got != 4 {
+		t.Errorf("%d urgent writes waiting, want 4: they took the normal writes' share", got)
+	}
+	for range 4 {
+		s.Release(High)
+	}
+	waitFor(t, "urgent writes granted", func() bool { return queued(High) == 0 })
+	if got := normals.Load(); got != NormalWhileUrgent {
+		t.Errorf("%d normal writes granted, want %d: past their share while urgent writes come", got, NormalWhileUrgent)
+	}
+	// Past the urgent window the last normal write goes too.
+	for range n - NormalWhileUrgent {
+		s.Release(High)
+	}
+	wg.Wait()
+	for range NormalWhileUrgent + 1 {
+		s.Release(Normal)
+	}
+	if got := s.InFlight(); got != 0 {
+		t.Errorf("%d slots taken after all released", got)
+	}
+}
+
 // Busy while half the slots or more are taken, and while urgent writes are coming.
 func TestBusy(t *testing.T) {
 	if (*Slots)(nil).Busy() {

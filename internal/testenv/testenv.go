@@ -32,6 +32,8 @@ type Env struct {
 	Kubeconfig string
 	// AssetsDir holds kube-apiserver, etcd and kubectl.
 	AssetsDir string
+	// AuditLog is the API server's audit log of writes, when it keeps one (METALHUB_AUDIT_LOG).
+	AuditLog string
 
 	cp  *controlplane.ControlPlane
 	dir string
@@ -44,12 +46,17 @@ func RepoRoot() string { return controlplane.RepoRoot() }
 func Start() (*Env, error) { return StartWith(controlplane.Options{}) }
 
 // StartWith starts a control plane with o (kube-controller-manager, say).
+//
+// METALHUB_AUDIT_LOG names a file for the API server's audit log of writes (AuditWrites reads it).
 func StartWith(o controlplane.Options) (*Env, error) {
+	if o.AuditLog == "" {
+		o.AuditLog = os.Getenv("METALHUB_AUDIT_LOG")
+	}
 	cp, err := controlplane.Start(o)
 	if err != nil {
 		return nil, err
 	}
-	env := &Env{Config: cp.Config, AssetsDir: cp.AssetsDir, cp: cp}
+	env := &Env{Config: cp.Config, AssetsDir: cp.AssetsDir, AuditLog: o.AuditLog, cp: cp}
 	if err := env.init(); err != nil {
 		_ = env.Stop()
 		return nil, err

@@ -320,6 +320,20 @@ func (r *Reconciler) ensureServers(ctx context.Context, c client.Client, b *meta
 			missing = append(missing, sys)
 		}
 	}
+	// One event for the Servers a pass creates: a chassis manager's systems come at once, and
+	// an event each would be as many writes again as the Servers themselves.
+	var created []string
+	var first *metalv1alpha1.Server
+	firstSys := ""
+	defer func() {
+		switch len(created) {
+		case 0:
+		case 1:
+			r.Recorder.Eventf(b, first, corev1.EventTypeNormal, "ServerCreated", "Discover", "system %s became Server %s", firstSys, created[0])
+		default:
+			r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "ServerCreated", "Discover", "%d systems became Servers: %s", len(created), shortList(created))
+		}
+	}()
 	for _, sys := range missing {
 		name := ServerName(b.Name, sys.ID)
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, &metalv1alpha1.Server{}); err == nil {
@@ -349,9 +363,27 @@ func (r *Reconciler) ensureServers(ctx context.Context, c client.Client, b *meta
 		if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating Server %s: %w", name, err)
 		}
-		r.Recorder.Eventf(b, s, corev1.EventTypeNormal, "ServerCreated", "Discover", "system %s became Server %s", sys.ID, name)
+		if first == nil {
+			first, firstSys = s, sys.ID
+		}
+		created = append(created, name)
 	}
 	return nil
+}
+
+// shortList names the created Servers within an event note's size (1 KiB).
+func shortList(created []string) string {
+	var names []string
+	size := 0
+	for i, n := range created {
+		if size+len(n) > 800 {
+			names = append(names, fmt.Sprintf("and %d more", len(created)-i))
+			break
+		}
+		names = append(names, n)
+		size += len(n) + 2
+	}
+	return strings.Join(names, ", ")
 }
 
 // firstWithSystem fails with DuplicateIdentity when sys (by UUID) is already the machine of a

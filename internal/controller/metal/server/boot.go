@@ -173,7 +173,7 @@ func (r *Reconciler) bootEvent(p *serverPass, req bootRequest, format string, ar
 	if req.regarding != nil {
 		related = req.regarding
 	}
-	r.Recorder.Eventf(p.Obj, related, corev1.EventTypeNormal, "BootOnce", "SetBootOnce", format, args...)
+	r.actionEvent(p, related, "BootOnce", "SetBootOnce", format, args...)
 }
 
 // writeMediaRecord writes the virtual media record prepareBoot asked for and ends the pass.

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -289,6 +290,29 @@ type serverPass struct {
 	// settingsOnly names whose mark makes the server settings-only ("server x", "BMC y"); ""
 	// when it is not (settingsOnlyStep).
 	settingsOnly string
+	// actions are the events of what the pass had the BMC do (a power action, a one-time boot),
+	// held until it ends: a transition written by the same pass tells them in its own event,
+	// one event for one step of the lifecycle; otherwise they go out as they are.
+	actions []actionEvent
+}
+
+type actionEvent struct {
+	related        runtime.Object
+	reason, action string
+	note           string
+}
+
+// actionEvent holds the event of an action the BMC was asked for until the pass ends.
+func (r *Reconciler) actionEvent(p *serverPass, related runtime.Object, reason, action, format string, args ...any) {
+	p.actions = append(p.actions, actionEvent{related: related, reason: reason, action: action, note: fmt.Sprintf(format, args...)})
+}
+
+// flushActions sends the action events no transition told.
+func (r *Reconciler) flushActions(p *serverPass) {
+	for _, a := range p.actions {
+		r.Recorder.Eventf(p.Obj, a.related, corev1.EventTypeNormal, a.reason, a.action, "%s", a.note)
+	}
+	p.actions = nil
 }
 
 // handle is the Server's pass, as its list of steps; the first that acts ends it. Status is the
@@ -298,6 +322,7 @@ func (r *Reconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alph
 	bctx, cancel := context.WithTimeout(ctx, r.Options.BMCRequestTimeout)
 	defer cancel()
 	p := &serverPass{Pass: lp, c: lp.Client(), bctx: bctx}
+	defer r.flushActions(p)
 	p.state, p.stateSource = serverstate.Store.Get(lp.Obj)
 	return lifecycle.Steps(ctx, p,
 		lifecycle.DoneIf[*serverPass](serverstate.Ignored),
@@ -634,6 +659,10 @@ func (r *Reconciler) transition(ctx context.Context, p *serverPass, to metalv1al
 	if to == metalv1alpha1.ServerStateError {
 		typ = corev1.EventTypeWarning
 	}
+	for _, a := range p.actions {
+		why += "; " + a.note
+	}
+	p.actions = nil
 	r.Recorder.Eventf(p.Obj, nil, typ, "Transition", string(to), "%s -> %s: %s", from, to, why)
 	return lifecycle.Wrote(string(to)), nil
 }

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/bmc"
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
@@ -60,7 +58,7 @@ func (r *Reconciler) powerAction(ctx context.Context, p *serverPass, want metalv
 	if err := p.conn.Power(ctx, p.sysID, action, opts...); err != nil {
 		return false, false, fmt.Errorf("power %s: %w", action, err)
 	}
-	r.Recorder.Eventf(p.Obj, nil, corev1.EventTypeNormal, "Power"+string(want), string(action), "power %s requested (was %s)", action, p.sys.PowerState)
+	r.actionEvent(p, nil, "Power"+string(want), string(action), "power %s requested (was %s)", action, p.sys.PowerState)
 	return true, true, nil
 }
 
