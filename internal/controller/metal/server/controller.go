@@ -35,6 +35,7 @@ import (
 	"github.com/metalhub/metalhub/internal/controller/metal/serverstate"
 	"github.com/metalhub/metalhub/internal/controller/metal/shardkey"
 	"github.com/metalhub/metalhub/internal/lifecycle"
+	"github.com/metalhub/metalhub/internal/registry"
 	"github.com/metalhub/metalhub/internal/shard"
 )
 
@@ -123,6 +124,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("server").
 		For(&metalv1alpha1.Server{}, builder.WithPredicates(predicate.And(predicate.Or(lifecycle.Predicate(), mirrorDrifted()),
 			claimedAheadOfItsBootConfiguration(r.Client)))).
+		// A Server gone no longer keeps its twins from acting (uniqueStep): they go on at once,
+		// not at their next resync.
+		Watches(&metalv1alpha1.Server{}, handler.EnqueueRequestsFromMapFunc(twinsOfGone(r.Client)), builder.WithPredicates(goneOnly())).
 		Watches(&metalv1alpha1.ServerClaim{}, handler.EnqueueRequestsFromMapFunc(claimedServers(r.Client)), builder.WithPredicates(claimSpecChanged())).
 		Watches(&metalv1alpha1.ServerMaintenance{}, handler.EnqueueRequestsFromMapFunc(maintainedServer)).
 		// Pausing a BMC pauses its Servers; unpausing it brings their next pass. So does its
@@ -256,6 +260,37 @@ func bootStateChanged(external bool) predicate.Predicate {
 			}
 			return external || o.Status.State != "" || n.Status.State != metalv1alpha1.ServerBootConfigurationStateReady
 		},
+	}
+}
+
+// twinsOfGone names the Servers that share a deleted Server's system UUID.
+func twinsOfGone(c client.Reader) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []ctrl.Request {
+		s := o.(*metalv1alpha1.Server)
+		u := registry.NormalizeUUID(s.Spec.SystemUUID)
+		if u == "" {
+			return nil
+		}
+		list := &metalv1alpha1.ServerList{}
+		if err := c.List(ctx, list, client.MatchingFields{index.ServerUUID: u}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil
+		}
+		var reqs []ctrl.Request
+		for i := range list.Items {
+			if list.Items[i].UID != s.UID {
+				reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKey{Name: list.Items[i].Name}})
+			}
+		}
+		return reqs
+	}
+}
+
+// goneOnly passes deletions only.
+func goneOnly() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
 }
 
