@@ -181,6 +181,9 @@ func TestAddressHandedToAnotherMachineActsOnNothing(t *testing.T) {
 	bIdle.AnswerAs(bClaimed)
 	t.Cleanup(func() { bIdle.AnswerAs(nil) })
 
+	// Nothing tells the operator of a swapped lease: its next pass finds out, brought on here
+	// rather than waited for.
+	poke(t, &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: idle}})
 	waitMismatch(t, idle, systemOf(bClaimed).UUID())
 	bmcReason(t, "reuse-idle", metalv1alpha1.ReasonIdentityMismatch)
 	watchUntouched(t, bClaimed, fmt.Sprintf("127.0.0.1:%d", suite.Port(bIdle)), idle, "reuse-idle", start, identityPasses)
@@ -191,6 +194,7 @@ func TestAddressHandedToAnotherMachineActsOnNothing(t *testing.T) {
 	// The address comes back: the idle server resumes without acting (its box is Off already).
 	back := time.Now()
 	bIdle.AnswerAs(nil)
+	poke(t, &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: idle}})
 	waitVerified(t, idle)
 	bmcReason(t, "reuse-idle", metalv1alpha1.ReasonConnected)
 	if recs := suite.Since(fleet.BoxActions(bIdle), back); len(recs) != 0 {
