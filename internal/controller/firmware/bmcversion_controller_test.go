@@ -69,6 +69,7 @@ func slowReconciles(t *testing.T, controller string, seconds float64) (slow, tot
 // A BMC upgrade during which the BMC answers nothing for a minute (it restarts into the new
 // image): one flash, the version read back once it is back, and no pass ever waited on it.
 func TestBMCVersionThroughAMinuteOfSilence(t *testing.T) {
+	t.Parallel() // waits out BMC timings on BMCs of its own (suite_test.go)
 	_, bmcs := availableServers(t, "bmcv-down", 1)
 	b := bmcs[0]
 	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(updateDuration), BMCRebootDuration: redfish.Duration(time.Minute)})

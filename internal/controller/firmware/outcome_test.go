@@ -50,6 +50,7 @@ func firstSimpleUpdate(t *testing.T, b *redfish.BMC) time.Time {
 // version never shows): one SimpleUpdate, one restart, and the object Failed naming what it
 // read; the restart the BMC accepted is not asked again.
 func TestBIOSVersionThatNeverShowsFailsAfterOneRestart(t *testing.T) {
+	t.Parallel() // waits out BMC timings on BMCs of its own (suite_test.go)
 	names, bmcs := availableServers(t, "biosv-inert", 1)
 	b := bmcs[0]
 	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(updateDuration), UpdateChangesNothing: true})
@@ -152,6 +153,7 @@ func TestBIOSVersionRestoredFromBeforeItsFlashIsNotFlashedAgain(t *testing.T) {
 // that the record no longer knows) answers the flash 409: the step waits for it, the box kept in
 // maintenance and the attempt not failed, then sends its image once.
 func TestBIOSVersionWaitsForABMCBusyWithAnotherUpdate(t *testing.T) {
+	t.Parallel() // waits out BMC timings on BMCs of its own (suite_test.go)
 	names, bmcs := availableServers(t, "biosv-busy", 1)
 	b := bmcs[0]
 	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(6 * time.Second)})
@@ -204,6 +206,7 @@ func updateByHand(t *testing.T, b *redfish.BMC, image string) {
 // attempt (with the default one attempt, the BIOSVersion), saying so, and the step's image is
 // never sent to a BMC that is still busy.
 func TestBIOSVersionGivesUpOnAnotherUpdateThatOutlastsTheVerifyTimeout(t *testing.T) {
+	t.Parallel() // waits out BMC timings on BMCs of its own (suite_test.go)
 	names, bmcs := availableServers(t, "biosv-busylong", 1)
 	b := bmcs[0]
 	b.SetFaults(redfish.Faults{UpdateDuration: redfish.Duration(3 * time.Minute)})

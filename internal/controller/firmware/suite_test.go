@@ -73,6 +73,13 @@ const (
 	updateDuration = 400 * time.Millisecond
 )
 
+// The tests marked parallel spend most of their time waiting out BMC timings (a minute of
+// silence, verify timeouts, another update running): they run together once the serial tests are
+// done, each on servers and BMCs of its own. TestBMCVersionThroughAMinuteOfSilence holds every
+// bmcversion pass of the package to a bound; the others make no bmcversion pass, so they cannot
+// move its figure. A test that kills the manager, changes the suite's options, or samples
+// package-wide counters stays serial.
+
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env, runSuite)) }
 
 func runSuite(m *testing.M) int {
