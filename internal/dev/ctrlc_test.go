@@ -49,6 +49,7 @@ func alive(pid int) bool {
 // (in process groups of their own, the signal does not reach them) instead of dying of SIGPIPE
 // on its next log line and leaving them running.
 func TestPipedRunStopsEverythingOnCtrlC(t *testing.T) {
+	t.Parallel() // a run of its own: every address on port 0, its own data directory
 	if testing.Short() {
 		t.Skip("end to end")
 	}

@@ -188,6 +188,7 @@ func (r *devRun) states(t *testing.T) map[string]string {
 // InfrahubSync synced, the sample claim binds a server and powers it on; a second run on the same
 // data dir resumes everything with no rediscovery and no power action.
 func TestMakeRunEndToEnd(t *testing.T) {
+	t.Parallel() // a run of its own: every address on port 0, its own data directory
 	if testing.Short() {
 		t.Skip("end to end")
 	}

@@ -75,6 +75,7 @@ func (r *devRun) server(t *testing.T, name string) *metalv1alpha1.Server {
 // one is pending is refused; a claim applied with kubectl shows Reserved on the page within 2 s
 // of the operator binding it, without a reload.
 func TestFleetCommandsAndDashboardEndToEnd(t *testing.T) {
+	t.Parallel() // a run of its own: every address on port 0, its own data directory
 	if testing.Short() {
 		t.Skip("end to end")
 	}

@@ -42,6 +42,7 @@ func (r *devRun) injectLogEntry(t *testing.T, s *metalv1alpha1.Server, entry str
 // conditions within 10 s; under the TaintAndMaintenance policy an unclaimed server gets its
 // maintenance (and the taint), a claimed one only the taint.
 func TestHardwareHealthEndToEnd(t *testing.T) {
+	t.Parallel() // a run of its own: every address on port 0, its own data directory
 	if testing.Short() {
 		t.Skip("end to end")
 	}

@@ -25,6 +25,7 @@ import (
 // and the labels derived from them, and a claim selecting GPU model and count binds a server
 // that has them, while one asking for GPUs no server has stays unbound.
 func TestDiscoveredGPUsSelectClaims(t *testing.T) {
+	t.Parallel() // a run of its own: every address on port 0, its own data directory
 	if testing.Short() {
 		t.Skip("end to end")
 	}
