@@ -203,13 +203,42 @@ func startManager(t testing.TB, o Options) *harness {
 			}
 		})
 	}
-	t.Cleanup(stop)
+	stopAtEnd(t, stop)
 	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
 	defer scancel()
 	if !mgr.GetCache().WaitForCacheSync(sctx) {
 		t.Fatal("manager cache did not sync")
 	}
 	return &harness{mgr: mgr, rs: rs, writes: wc, stop: stop}
+}
+
+var (
+	stopsMu sync.Mutex
+	stops   = map[testing.TB]*[]func(){}
+)
+
+// stopAtEnd stops a test's managers once its other cleanups have run. The first manager's stop
+// is registered before the test creates its objects; one started later (a restart) joins it
+// rather than registering its own, which would run first and leave the objects' cleanup with no
+// manager to take their finalizers off.
+func stopAtEnd(t testing.TB, stop func()) {
+	stopsMu.Lock()
+	defer stopsMu.Unlock()
+	if list, ok := stops[t]; ok {
+		*list = append(*list, stop)
+		return
+	}
+	list := &[]func(){stop}
+	stops[t] = list
+	t.Cleanup(func() {
+		stopsMu.Lock()
+		delete(stops, t)
+		fs := *list
+		stopsMu.Unlock()
+		for i := len(fs) - 1; i >= 0; i-- {
+			fs[i]()
+		}
+	})
 }
 
 // startInfrahub runs an emulator on loopback and a credentials Secret for it, labelled with the
