@@ -412,8 +412,15 @@ func deleteResource(t testing.TB, name string) {
 	_ = env.Client.Delete(ctx, vr)
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, vr); apierrors.IsNotFound(err) {
+		err := env.Client.Get(ctx, client.ObjectKey{Name: name}, vr)
+		if apierrors.IsNotFound(err) {
 			return
+		}
+		// The controller said it cannot remove what it applied (an unusable destination or
+		// identity); its next try comes after cleanupRetry, past this wait.
+		if c := meta.FindStatusCondition(vr.Status.Conditions, infrahubv1alpha1.ConditionReady); err == nil &&
+			!vr.DeletionTimestamp.IsZero() && c != nil && c.Reason == infrahubv1alpha1.ReasonCleanupFailed {
+			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
