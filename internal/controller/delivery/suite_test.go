@@ -47,6 +47,10 @@ var (
 	remoteErr  error
 )
 
+// Tests that start no manager call t.Parallel: they work on fakes or on objects of their own.
+// Those that start one stay serial: a test's manager acts on every InfrahubSync and
+// VidraResource of the control plane with that test's options, and emulators number their
+// artifacts alike, so tests at once would reconcile, and name, each other's objects.
 func TestMain(m *testing.M) { os.Exit(runTests(m)) }
 
 func runTests(m *testing.M) int {

@@ -316,6 +316,7 @@ subjects:
 
 // Defect 11 (RBAC side): the generated role grants no wildcard.
 func TestDefect11_GeneratedRoleHasNoWildcards(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "role.yaml"))
 	if err != nil {
 		t.Fatal(err)
