@@ -52,6 +52,7 @@ func TestApplyReadsTheManifestTheCacheDrops(t *testing.T) {
 // The digest the sync compares comes from the cache's own record, which an annotation written
 // on the API server cannot pass for; without a record it is the manifest's.
 func TestManifestDigest(t *testing.T) {
+	t.Parallel()
 	vr := &infrahubv1alpha1.VidraResource{ObjectMeta: metav1.ObjectMeta{Name: "d"}, Spec: infrahubv1alpha1.VidraResourceSpec{Manifest: "kind: X\n"}}
 	want := manifests.Hash("kind: X\n")
 	if h, n := manifests.Digest(vr); h != want || n != 8 {

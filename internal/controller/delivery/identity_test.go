@@ -24,6 +24,7 @@ import (
 )
 
 func TestServiceAccountFor(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		d                infrahubv1alpha1.Destination
 		defaultSA        string
@@ -133,6 +134,7 @@ func TestWriterNamedServiceAccountNeedsAdmission(t *testing.T) {
 
 // The identity decision, with the webhook guard and the operator's own user as given.
 func TestIdentityActAs(t *testing.T) {
+	t.Parallel()
 	serving := func(context.Context) error { return nil }
 	notServing := func(context.Context) error { return errors.New("no configuration") }
 	self := &target.SelfUser{Name: "system:serviceaccount:metalhub-system:metalhub-controller-manager"}
@@ -178,6 +180,7 @@ func TestIdentityActAs(t *testing.T) {
 // The generated configuration guards both kinds; one that leaves out deletes, fails open or
 // exempts objects does not.
 func TestWebhooksGuard(t *testing.T) {
+	t.Parallel()
 	gen, err := webhookconfig.ValidatingWebhookConfiguration()
 	if err != nil {
 		t.Fatal(err)

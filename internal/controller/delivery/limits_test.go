@@ -16,6 +16,7 @@ import (
 )
 
 func TestLimitsPerSync(t *testing.T) {
+	t.Parallel()
 	flags := policy.Limits{MaxArtifacts: 100, MaxSyncBytes: 1 << 20}.WithDefaults()
 	for _, tc := range []struct {
 		ann       map[string]string

@@ -8,6 +8,7 @@ import (
 )
 
 func TestDecodeManifest(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		manifest string

@@ -47,6 +47,7 @@ func sealedResource() *infrahubv1alpha1.VidraResource {
 // A seal verifies on the object it was written for and stops verifying when anything it covers
 // changes; what it does not cover (what the operator does not act on) may change.
 func TestSealCoversWhatTheObjectAsks(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
 	now := time.Unix(1_800_000_100, 0)
@@ -146,6 +147,7 @@ func setAnn(o client.Object, k, v string) {
 // A seal written on create (no UID yet) holds for the object created then, not for a namesake
 // created later with a copy of it; one written with another key holds for nothing.
 func TestSealOnCreateAndAnotherKey(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
 	created := time.Unix(1_800_000_000, 0)
@@ -175,6 +177,7 @@ func TestSealOnCreateAndAnotherKey(t *testing.T) {
 // The key is made once, in the operator's namespace, and shared by every replica; a Secret
 // holding no usable key is an error, not a key.
 func TestSealKey(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
 	a, b := sealing.NewKeys(c, c, "ops"), sealing.NewKeys(c, c, "ops")
@@ -206,6 +209,7 @@ func TestSealKey(t *testing.T) {
 // VidraResource the operator sealed for that sync (or admission sealed), and to any while it is
 // being deleted (its finalizer removes only what carries its own mark).
 func TestForgedControllerReferenceLendsNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := sealedSync()
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(s).Build()

@@ -26,6 +26,7 @@ import (
 // the operator's namespace still first; within a namespace tier host_port before host; a tie an
 // error.
 func TestSecretPrecedence(t *testing.T) {
+	t.Parallel()
 	const (
 		key = infrahubv1alpha1.InfrahubAPIURLLabel
 		url = "https://infrahub.example.net:8443"
@@ -86,6 +87,7 @@ func TestSecretPrecedence(t *testing.T) {
 // A kubeconfig that would run a program or read a file in the operator's pod is refused, unless
 // the insecure flag allows it; embedded data is fine.
 func TestKubeconfigReachingOutsideIsRefused(t *testing.T) {
+	t.Parallel()
 	kubeconfig := func(mutate func(*clientcmdapi.Cluster, *clientcmdapi.AuthInfo)) []byte {
 		cl := &clientcmdapi.Cluster{Server: "https://remote.example.net:6443", CertificateAuthorityData: []byte("ca")}
 		u := &clientcmdapi.AuthInfo{Token: "t"}
@@ -202,6 +204,7 @@ func TestKubeconfigExecPluginNeverRuns(t *testing.T) {
 // What a credentials Secret states it is for, and whether a sync's URL is that: the exact
 // scheme, host and port, a legacy label meaning https.
 func TestCredentialsEndpointMatch(t *testing.T) {
+	t.Parallel()
 	secret := func(label, url string) *corev1.Secret {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{infrahubv1alpha1.InfrahubAPIURLLabel: label}}}
 		if url != "" {
@@ -252,6 +255,7 @@ func TestCredentialsEndpointMatch(t *testing.T) {
 // Which Secrets serve whom: those that name the object (or its sync), and the one its admission
 // named, only when that annotation is trusted (credentials.syncClaimant decides).
 func TestSecretBinding(t *testing.T) {
+	t.Parallel()
 	secret := func(ns, name string, ann map[string]string) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: ann}}
 	}

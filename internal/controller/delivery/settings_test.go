@@ -17,6 +17,7 @@ import (
 )
 
 func TestSettingsOverlay(t *testing.T) {
+	t.Parallel()
 	base := policy.DefaultSettings()
 	tests := []struct {
 		name     string
@@ -52,6 +53,7 @@ func TestSettingsOverlay(t *testing.T) {
 }
 
 func TestOptionsDefaultsAndValidation(t *testing.T) {
+	t.Parallel()
 	o := Options{}.withDefaults()
 	if o.Settings != policy.DefaultSettings() || o.InfrahubTimeout <= 0 || o.ClusterTimeout <= 0 {
 		t.Fatalf("zero options not defaulted: %+v", o)
@@ -66,6 +68,7 @@ func TestOptionsDefaultsAndValidation(t *testing.T) {
 }
 
 func TestBindFlags(t *testing.T) {
+	t.Parallel()
 	var o Options
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	o.BindFlags(fs)
@@ -95,6 +98,7 @@ func TestBindFlags(t *testing.T) {
 // The settings come from the settings namespace only, and two ConfigMaps there are a conflict
 // under which the flags apply: no tenant's ConfigMap sorts its way in.
 func TestSettingsOnlyFromTheirNamespace(t *testing.T) {
+	t.Parallel()
 	cm := func(ns, name, interval string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{manifests.SettingsLabel: manifests.SettingsLabelValue}},
 			Data: map[string]string{"requeueSyncAfter": interval}}

@@ -47,6 +47,10 @@ var (
 	remoteErr  error
 )
 
+// Tests that start no manager call t.Parallel: they work on fakes or on objects of their own.
+// Those that start one stay serial: a test's manager acts on every InfrahubSync and
+// VidraResource of the control plane with that test's options, and emulators number their
+// artifacts alike, so tests at once would reconcile, and name, each other's objects.
 func TestMain(m *testing.M) { os.Exit(runTests(m)) }
 
 func runTests(m *testing.M) int {
@@ -203,13 +207,42 @@ func startManager(t testing.TB, o Options) *harness {
 			}
 		})
 	}
-	t.Cleanup(stop)
+	stopAtEnd(t, stop)
 	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
 	defer scancel()
 	if !mgr.GetCache().WaitForCacheSync(sctx) {
 		t.Fatal("manager cache did not sync")
 	}
 	return &harness{mgr: mgr, rs: rs, writes: wc, stop: stop}
+}
+
+var (
+	stopsMu sync.Mutex
+	stops   = map[testing.TB]*[]func(){}
+)
+
+// stopAtEnd stops a test's managers once its other cleanups have run. The first manager's stop
+// is registered before the test creates its objects; one started later (a restart) joins it
+// rather than registering its own, which would run first and leave the objects' cleanup with no
+// manager to take their finalizers off.
+func stopAtEnd(t testing.TB, stop func()) {
+	stopsMu.Lock()
+	defer stopsMu.Unlock()
+	if list, ok := stops[t]; ok {
+		*list = append(*list, stop)
+		return
+	}
+	list := &[]func(){stop}
+	stops[t] = list
+	t.Cleanup(func() {
+		stopsMu.Lock()
+		delete(stops, t)
+		fs := *list
+		stopsMu.Unlock()
+		for i := len(fs) - 1; i >= 0; i-- {
+			fs[i]()
+		}
+	})
 }
 
 // startInfrahub runs an emulator on loopback and a credentials Secret for it, labelled with the
@@ -383,8 +416,15 @@ func deleteResource(t testing.TB, name string) {
 	_ = env.Client.Delete(ctx, vr)
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, vr); apierrors.IsNotFound(err) {
+		err := env.Client.Get(ctx, client.ObjectKey{Name: name}, vr)
+		if apierrors.IsNotFound(err) {
 			return
+		}
+		// The controller said it cannot remove what it applied (an unusable destination or
+		// identity); its next try comes after cleanupRetry, past this wait.
+		if c := meta.FindStatusCondition(vr.Status.Conditions, infrahubv1alpha1.ConditionReady); err == nil &&
+			!vr.DeletionTimestamp.IsZero() && c != nil && c.Reason == infrahubv1alpha1.ReasonCleanupFailed {
+			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -48,6 +48,7 @@ var unlistableKinds = []schema.GroupVersionKind{
 // whose list is refused is known at once, from one request, and not asked again on the next
 // pass. The timeout here is an hour, so a watch that waits for it never returns in the test.
 func TestUnlistableKindsDoNotHoldTheWorker(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var requests atomic.Int64

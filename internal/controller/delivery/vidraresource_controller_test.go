@@ -97,7 +97,14 @@ func TestDefect04_AnnotationsTriggerStatusEditsDoNot(t *testing.T) {
 	_, _ = e.AddArtifact("", "web", "", []byte(configMapYAML("pred", "", "1")))
 	newSync(t, "d04-pred", url, "web", ns)
 	waitSync(t, "d04-pred", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonSynced, 30*time.Second)
-	time.Sleep(500 * time.Millisecond) // let passes caused by the VidraResource's creation finish
+	// The passes the VidraResource's creation and report bring: once the sync summarises it as
+	// Succeeded its cache holds it, and no later pass queries for it.
+	eventually(t, 10*time.Second, func() error {
+		if r := getSync(t, "d04-pred").Status.Resources; r.Total != 1 || r.Succeeded != 1 {
+			return fmt.Errorf("sync summarises %+v, want its one VidraResource Succeeded", r)
+		}
+		return nil
+	})
 	queries := e.Counters().Queries
 
 	s := getSync(t, "d04-pred")
@@ -128,7 +135,7 @@ func TestDefect04_AnnotationsTriggerStatusEditsDoNot(t *testing.T) {
 // owned-by annotation is set once and never grows, and two VidraResources do not fight over an
 // object — the second one is refused with a reason.
 func TestDefect06_ServerSideApplyOwnershipNoClobbering(t *testing.T) {
-	startManager(t, fastOptions())
+	h := startManager(t, fastOptions())
 	ns := namespace(t)
 	newResource(t, "d06-a", ns, configMapYAML("shared", "", "a"))
 	waitResource(t, "d06-a", infrahubv1alpha1.StateSucceeded, infrahubv1alpha1.ReasonDeployed, 30*time.Second)
@@ -145,8 +152,16 @@ func TestDefect06_ServerSideApplyOwnershipNoClobbering(t *testing.T) {
 	// Our manifest changes, and a few forced passes follow.
 	updateResourceManifest(t, "d06-a", configMapYAML("shared", "", "b"))
 	for range 3 {
-		requestSync(t, getResource(t, "d06-a"))
-		time.Sleep(200 * time.Millisecond)
+		vr := getResource(t, "d06-a")
+		requestSync(t, vr)
+		// One pass per request: the next waits until this one has applied.
+		requested := vr.Annotations[infrahubv1alpha1.RequestedAtAnnotation]
+		eventually(t, 5*time.Second, func() error {
+			if m := h.rs.resource.memory.Get(vr.Name, vr.UID); m == nil || m.RequestedAt != requested {
+				return fmt.Errorf("the pass requested at %s has not applied", requested)
+			}
+			return nil
+		})
 	}
 	eventually(t, 5*time.Second, func() error {
 		cm := &corev1.ConfigMap{}
@@ -301,6 +316,7 @@ subjects:
 
 // Defect 11 (RBAC side): the generated role grants no wildcard.
 func TestDefect11_GeneratedRoleHasNoWildcards(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "role.yaml"))
 	if err != nil {
 		t.Fatal(err)
