@@ -80,12 +80,18 @@ type Options struct {
 	ExternalBootProvider bool
 }
 
+// DefaultConcurrency is the metal controllers' workers. A pass waits on its BMC's answers, a
+// quarter of a second to two seconds each on real BMCs, a dozen or more of them for a first
+// inventory; the per-BMC request cap and the API write slots bound what the workers ask of the
+// BMCs and the API server, so idle workers cost nothing and too few leave both waiting.
+const DefaultConcurrency = 256
+
 // DefaultOptions are the Server controller's settings for a real fleet.
 func DefaultOptions() Options {
 	return Options{
 		BMCRequestTimeout:   10 * time.Second,
 		BMCResetSettle:      intent.DefaultResetSettle,
-		Concurrency:         16,
+		Concurrency:         DefaultConcurrency,
 		ServerResync:        2 * time.Minute,
 		RetryAfter:          15 * time.Second,
 		PowerPoll:           2 * time.Second,
