@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,6 +88,12 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	code := m.Run()
+	// The parallel tests cannot read writes.Violations (another test's pass may be the one that
+	// wrote twice) and run after the serial tests that do: the package fails on any such pass.
+	if v := writes.Violations(); len(v) > 0 {
+		fmt.Fprintf(os.Stderr, "passes that wrote their object twice:\n%s\n", strings.Join(v, "\n"))
+		code = 1
+	}
 	mgr.Stop()
 	return code
 }
