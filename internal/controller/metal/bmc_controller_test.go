@@ -178,6 +178,7 @@ func TestBMCBadInputAndFaults(t *testing.T) {
 // Server of the first: it reports DuplicateIdentity and creates no Server (a second Server
 // would power and PXE-boot the first one's box).
 func TestBMCRegisteredTwiceCreatesNoSecondServer(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	first := fleet.RegisterBMC(t, b, "twice-a")
 	suite.WaitServerState(t, env, first, metalv1alpha1.ServerStateAvailable, time.Minute)
@@ -370,6 +371,7 @@ func TestBMCPassIsBounded(t *testing.T) {
 // A paused object gets no pass: an operation asked of a paused Server reaches the BMC only once
 // the pause is lifted ("metalhub move" relies on it for a fleet in transit).
 func TestPausedServerIsNotActedOn(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	name := fleet.RegisterBMC(t, b, "paused")
 	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, time.Minute)

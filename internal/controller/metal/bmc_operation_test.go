@@ -84,6 +84,7 @@ func eventReasons(t *testing.T, regarding string) []string {
 // where its outcome would be unknown and it would never be repeated: it stays owed while the
 // BMC does not answer, and is carried out once, when it does.
 func TestBMCResetAskedWhileBMCHangsIsIssuedOnceItAnswers(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	name := fleet.RegisterBMC(t, b, "bmchang")
 	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
@@ -116,6 +117,7 @@ func TestBMCResetAskedWhileBMCHangsIsIssuedOnceItAnswers(t *testing.T) {
 // moved, it was carried out and is not repeated; unchanged after the settle time, it never
 // arrived and is issued once more; a BMC that reports none leaves it uncertain, not repeated.
 func TestBMCResetLeftIssuingByACrashIsSettledByLastResetTime(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name        string
 		reports     bool

@@ -29,6 +29,7 @@ func bmcSecret(t *testing.T, name string) *metalv1alpha1.BMCSecret {
 // the BMCSecret's write): the old password no longer opens the BMC, the new one is written
 // aside, and the next pass proves it and commits it. Access is never lost.
 func TestRotationCutOffAfterTheBMCTookThePassword(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	name := fleet.RegisterBMC(t, b, "rotcut")
 	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
@@ -55,6 +56,7 @@ func TestRotationCutOffAfterTheBMCTookThePassword(t *testing.T) {
 
 // Nothing is sent for a rotation whose BMCSecret is immutable: a Warning says why.
 func TestRotationOfAnImmutableSecretIsRefused(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	name := fleet.RegisterBMC(t, b, "rotimm")
 	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
@@ -82,6 +84,7 @@ func TestRotationOfAnImmutableSecretIsRefused(t *testing.T) {
 // credentials: the new password is written aside, and nothing is sent to the stranger; once the
 // address is the BMC's again, the rotation completes there.
 func TestRotationNeverReachesAnotherBMC(t *testing.T) {
+	t.Parallel()
 	own, stranger := bmcAtAStrangersAddress(t, "rotaddr")
 	user, pass := own.Credentials()
 	start := time.Now()
@@ -152,6 +155,7 @@ func waitConnected(t *testing.T, name string) {
 // Secret, it is refused with a message saying how to split the Secret, and neither BMC's
 // account is touched; both stay connected with the Secret as it was.
 func TestRotationOfASharedSecretIsRefused(t *testing.T) {
+	t.Parallel()
 	first, second := twoBMCsOnOneSecret(t, "rotsh")
 	_, pass := first.Credentials()
 	start := time.Now()
@@ -181,6 +185,7 @@ func TestRotationOfASharedSecretIsRefused(t *testing.T) {
 // same Secret (registered while the rotation was under way) never sends it, and keeps
 // connecting with the password the Secret has.
 func TestAPendingRotationIsOnlyItsOwnBMCs(t *testing.T) {
+	t.Parallel()
 	first, second := twoBMCsOnOneSecret(t, "rotown")
 	_, pass := first.Credentials()
 	start := time.Now()

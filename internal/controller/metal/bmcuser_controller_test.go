@@ -44,6 +44,7 @@ func hasAccount(b *redfish.BMC, user string) bool {
 // password is set again, an unchanged BMCUser sends nothing more; a deleted BMCUser takes its
 // account off the BMC.
 func TestBMCUserKeepsItsAccount(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	fleet.RegisterBMC(t, b, "bmcuser")
 	start := time.Now()
@@ -115,6 +116,8 @@ func TestBMCUserKeepsItsAccount(t *testing.T) {
 
 // A BMCUser without a BMCSecret gets a generated password in a BMCSecret of its own, rotated
 // every rotationPeriod: written aside first, then set, then committed.
+// Serial: beside the parallel tests its rotation once did not come within the wait, for a
+// reason not yet found.
 func TestBMCUserGeneratedAndRotatedPassword(t *testing.T) {
 	b := fleet.Take(t)
 	fleet.RegisterBMC(t, b, "bmcrot")
@@ -154,6 +157,7 @@ func TestBMCUserGeneratedAndRotatedPassword(t *testing.T) {
 // A BMCUser whose BMC's address reaches another BMC (same factory credentials) creates no
 // account there: the condition says why, and the account goes on the BMC once it answers again.
 func TestBMCUserNeverReachesAnotherBMC(t *testing.T) {
+	t.Parallel()
 	own, stranger := bmcAtAStrangersAddress(t, "bmcuaddr")
 	start := time.Now()
 	own.AnswerAs(stranger)
@@ -218,6 +222,7 @@ func deleteBMCUser(t *testing.T, name string) {
 // A renamed account goes from the BMC before the new name is created; the generated BMCSecret
 // follows the new name, and deleting the BMCUser leaves neither.
 func TestBMCUserRenameRemovesTheOldAccount(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	fleet.RegisterBMC(t, b, "bmcren")
 	start := time.Now()
@@ -249,6 +254,7 @@ func TestBMCUserRenameRemovesTheOldAccount(t *testing.T) {
 // A BMCUser moved to another BMC takes its account off the old one first; deleting it then
 // removes the account on the new one.
 func TestBMCUserMovedRemovesTheAccountFromTheOldBMC(t *testing.T) {
+	t.Parallel()
 	from, to := fleet.Take(t), fleet.Take(t)
 	fleet.RegisterBMC(t, from, "bmcmovefrom")
 	fleet.RegisterBMC(t, to, "bmcmoveto")
@@ -272,6 +278,7 @@ func TestBMCUserMovedRemovesTheAccountFromTheOldBMC(t *testing.T) {
 // account left on a BMC that cannot be proven (its address answers as another BMC) holds the
 // deletion until it is removed, and the other BMC is never sent anything.
 func TestBMCUserDeletionRemovesEveryAccountItMade(t *testing.T) {
+	t.Parallel()
 	own, stranger := bmcAtAStrangersAddress(t, "bmcdelown")
 	other := fleet.Take(t)
 	fleet.RegisterBMC(t, other, "bmcdelother")
@@ -326,6 +333,7 @@ func TestBMCUserDeletionRemovesEveryAccountItMade(t *testing.T) {
 // A password the BMC refuses is not repeated in the condition or an event, even when the BMC's
 // message quotes it (as the Redfish base registry's PropertyValueFormatError does).
 func TestBMCUserPasswordNeverReported(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	fleet.RegisterBMC(t, b, "bmcpwleak")
 	const pw = "Xq7-pw" // shorter than the BMC's policy allows

@@ -9,6 +9,7 @@ import (
 // hands to the boot configuration controller: no second copy that a caller could set and see
 // ignored.
 func TestExternalBootProviderFlagLandsOnce(t *testing.T) {
+	t.Parallel()
 	o := DefaultOptions()
 	fs := flag.NewFlagSet("metalhub", flag.ContinueOnError)
 	o.BindFlags(fs)

@@ -35,6 +35,7 @@ func setPause(t *testing.T, o client.Object, value string) {
 // Issue 23: a pause is acknowledged by the pass that saw it, and then nothing binds the server:
 // not a claim naming it, not one selecting any server.
 func TestPausedServerIsAcknowledgedAndNeverBound(t *testing.T) {
+	t.Parallel()
 	name, _ := availableServer(t, "pause-bind")
 	s := suite.Server(env, name)
 	setPause(t, s, "move-1")
@@ -61,6 +62,7 @@ func TestPausedServerIsAcknowledgedAndNeverBound(t *testing.T) {
 // Pausing a BMC pauses its Servers: a claimed server whose claim asks for power Off is not
 // turned off while its BMC is paused, and is once it is unpaused.
 func TestPausedBMCPausesItsServers(t *testing.T) {
+	t.Parallel()
 	name, b, claim := claimedOn(t, "pause-bmc")
 	bmcObj := &metalv1alpha1.BMC{}
 	bmcObj.Name = "pause-bmc"

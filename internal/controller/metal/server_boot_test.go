@@ -83,6 +83,7 @@ func wantActions(t *testing.T, b *redfish.BMC, start time.Time, want string) {
 // power On; the medium is ejected once the claim is gone. The record of the medium is written
 // before it goes in, so the release ejects it whatever happened in between.
 func TestClaimBootsFromVirtualMedia(t *testing.T) {
+	t.Parallel()
 	const iso = "http://images.example/os.iso"
 	b := fleet.Take(t)
 	server := availableOn(t, b, "vmboot")
@@ -118,6 +119,7 @@ func TestClaimBootsFromVirtualMedia(t *testing.T) {
 // The same with UEFI HTTP boot: a one-time UefiHttp override with the claim's URI before every
 // power-on.
 func TestClaimBootsOverUEFIHTTP(t *testing.T) {
+	t.Parallel()
 	const uri = "https://boot.example/shim.efi"
 	b := takeBMCWhere(t, func(b *redfish.BMC) bool { return b.Vendor() != "supermicro" })
 	server := availableOn(t, b, "httpboot")
@@ -140,6 +142,7 @@ func TestClaimBootsOverUEFIHTTP(t *testing.T) {
 // A BMC that advertises neither method: the claim's server gets a BootMethod condition (and a
 // warning), and no boot action and no power-on reach the box.
 func TestUnsupportedBootMethodIsAConditionNotAPXEBoot(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		method metalv1alpha1.BootMethod
@@ -187,6 +190,7 @@ func TestUnsupportedBootMethodIsAConditionNotAPXEBoot(t *testing.T) {
 // event, and looks again calmly, without a pass that fails, is logged as "Reconciler error" and
 // retried with backoff. Once the BMC can, that calm look boots the box.
 func TestUserFixableBootProblemIsNotAReconcileError(t *testing.T) {
+	t.Parallel()
 	const iso, uri = "http://images.example/os.iso", "https://boot.example/shim.efi"
 	for _, tc := range []struct {
 		name   string
@@ -277,6 +281,7 @@ func warnings(t *testing.T, regarding, reason string) int {
 // A status wipe mid-boot (the medium in, the power-on on its way) changes nothing on the BMC:
 // the medium is bookkeeping, the power-on's record too.
 func TestStatusWipeMidVirtualMediaBoot(t *testing.T) {
+	t.Parallel()
 	const iso = "http://images.example/os.iso"
 	b := fleet.Take(t)
 	server := availableOn(t, b, "vmwipe")
@@ -315,6 +320,7 @@ func TestStatusWipeMidVirtualMediaBoot(t *testing.T) {
 // the box off with the BootMethod condition saying so, and a claim asking for a root volume and
 // hints at once is refused by the API server.
 func TestClaimRootDeviceHints(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	server := availableOn(t, b, "rdhint")
 	var drives []metalv1alpha1.StorageDrive

@@ -14,6 +14,7 @@ import (
 
 // spec.bootOrder reaches the BMC once and status reports the order the BMC has.
 func TestBootOrderApplied(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	name := fleet.RegisterBMC(t, b, "bootorder")
 	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)

@@ -53,6 +53,7 @@ func waitPower(t *testing.T, name string, want metalv1alpha1.PowerState, timeout
 // A BMC becomes a Server that goes Initial -> Discovery -> Available: one PXE override, one power
 // on, one power off, inventory in status, discovery objects cleaned up.
 func TestDiscoveryToAvailable(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	name := fleet.RegisterBMC(t, b, "disc")
 	s := suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
@@ -92,6 +93,7 @@ func TestDiscoveryToAvailable(t *testing.T) {
 // Discovery does not boot a server whose round's boot configuration is in Error (nor, with an
 // external boot provider, one not Ready yet): the box would PXE-boot nothing and only time out.
 func TestDiscoveryWaitsForBootConfiguration(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	name := bmccontroller.ServerName("discwait", b.SystemIDs()[0])
 	// The round's boot configuration exists already, and its provider reports Error: its
@@ -156,6 +158,7 @@ func waitEvent(t *testing.T, regarding, reason string) {
 // from the durable state: no power action, no boot override, and a deleted wiped Server in
 // Maintenance stays blocked.
 func TestStatusWipeChangesNothing(t *testing.T) {
+	t.Parallel()
 	type box struct {
 		state metalv1alpha1.ServerState
 		bmc   *redfish.BMC
@@ -272,6 +275,7 @@ func TestStatusWipeChangesNothing(t *testing.T) {
 // A Server restored from a backup (metadata and spec, a claim ref) comes up Reserved with its
 // power untouched; one migrated from the reference (status.state only) is adopted as it is.
 func TestRestoreAndMigration(t *testing.T) {
+	t.Parallel()
 	restored, migrated := fleet.Take(t), fleet.Take(t)
 	systemOf(restored).SetPowerState("On") // running its workload
 	// Restored with its binding, as a backup of a bound claim has it.

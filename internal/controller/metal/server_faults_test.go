@@ -60,6 +60,7 @@ func countResets(recs []redfish.Record, resetType string) int {
 // `kubectl delete -f` of a manifest with a BMC and its BMCSecret: the claimed server loses its
 // BMC access while being deleted, and must stay held, powered and unguarded by nobody.
 func TestBMCDeletedWithItsSecretKeepsClaimedServer(t *testing.T) {
+	t.Parallel()
 	name, b, claim := claimedOn(t, "delbmc")
 	start := time.Now()
 	for _, o := range []client.Object{
@@ -107,6 +108,7 @@ func hasFinalizer(o client.Object, f string) bool {
 // A hard restart asked for while other writers keep the Server's resourceVersion moving (a
 // conflict on every write that follows the action): the box is restarted exactly once.
 func TestOperationUnderWriteConflictsRunsOnce(t *testing.T) {
+	t.Parallel()
 	name, b, _ := claimedOn(t, "opconflict")
 	time.Sleep(500 * time.Millisecond) // the power-on settles
 	b.SetFaults(redfish.Faults{Latency: redfish.Duration(300 * time.Millisecond)})
@@ -161,6 +163,7 @@ func TestOperationUnderWriteConflictsRunsOnce(t *testing.T) {
 // Parking a claimed, running server and unparking it returns it to Reserved: no power-off, no
 // boot override, no rediscovery.
 func TestUnparkKeepsClaimedServerReserved(t *testing.T) {
+	t.Parallel()
 	name, b, _ := claimedOn(t, "unpark")
 	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationPark)
 	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateParked, 10*time.Second)
@@ -180,6 +183,7 @@ func TestUnparkKeepsClaimedServerReserved(t *testing.T) {
 // A wiped status on a BMC whose inventory walk outlasts the pass (every answer slow, as on a big
 // machine with many DIMMs and drives): state and power come back at once, inventory after.
 func TestWipedStatusWithSlowInventoryReportsStateFirst(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	name := fleet.RegisterBMC(t, b, "slowinv")
 	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
@@ -206,6 +210,7 @@ func TestWipedStatusWithSlowInventoryReportsStateFirst(t *testing.T) {
 // its state annotation was lost): the pass records the state and does not try to add a
 // finalizer the API server refuses, which would fail every retry.
 func TestDeletingServerWithoutOurFinalizerDoesNotLoop(t *testing.T) {
+	t.Parallel()
 	name := "nofinalizer"
 	s := &metalv1alpha1.Server{
 		// Ignored until it is deleting, so that our finalizer never got on it.
@@ -246,6 +251,7 @@ func TestDeletingServerWithoutOurFinalizerDoesNotLoop(t *testing.T) {
 // An approved maintenance with a boot configuration boots the server into it once it is Ready:
 // a one-time PXE override and one restart of the running box, not repeated.
 func TestMaintenanceBootsItsBootConfigurationOnce(t *testing.T) {
+	t.Parallel()
 	name, b, _ := claimedOn(t, "mboot")
 	time.Sleep(500 * time.Millisecond) // the power-on settles
 	start := time.Now()
@@ -274,6 +280,7 @@ func TestMaintenanceBootsItsBootConfigurationOnce(t *testing.T) {
 // password on the BMC (AccountService) and in its BMCSecret, and the BMC and its server stay
 // reachable; an operation a BMC has no use for is refused with a Warning and removed.
 func TestBMCOperationsCarriedOutOrRefused(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	name := fleet.RegisterBMC(t, b, "bmcop")
 	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
@@ -336,6 +343,7 @@ func TestBMCOperationsCarriedOutOrRefused(t *testing.T) {
 // A claim deleted while its server is parked, or held by a maintenance, lets go: neither powers
 // the box off for it. The box is powered off once it is handed back, unclaimed.
 func TestClaimDeletedWhileServerParkedLetsGo(t *testing.T) {
+	t.Parallel()
 	name, b, claim := claimedOn(t, "parkdel")
 	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationPark)
 	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateParked, 10*time.Second)
@@ -358,6 +366,7 @@ func TestClaimDeletedWhileServerParkedLetsGo(t *testing.T) {
 // Campaign seed 60: park (and retry) are lifecycle transitions and need no BMC; a server whose
 // BMC hangs is parked at once instead of when the BMC answers again.
 func TestParkNeedsNoBMC(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	name := fleet.RegisterBMC(t, b, "parkdead")
 	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)

@@ -24,6 +24,7 @@ import (
 // drift annotation) survives a wiped status, its drift shows as a condition, rediscover runs a
 // new discovery round on an Available server, and accept-inventory ends the drift.
 func TestInventoryDriftRediscoverAndAccept(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	name := fleet.RegisterBMC(t, b, "drift")
 	suite.WaitServerState(t, env, name, metalv1alpha1.ServerStateAvailable, 30*time.Second)
@@ -109,6 +110,7 @@ func TestInventoryDriftRediscoverAndAccept(t *testing.T) {
 
 // rediscover is refused on a claimed server: its workload is not rebooted into discovery.
 func TestRediscoverRefusedWhenClaimed(t *testing.T) {
+	t.Parallel()
 	name, b, _ := claimedOn(t, "rediscl")
 	start := time.Now()
 	annotate(t, name, metalv1alpha1.OperationAnnotation, metalv1alpha1.OperationRediscover)

@@ -20,6 +20,7 @@ import (
 // spec.indicatorLED is set through the BMC and reported in status.indicatorLED: once per change
 // (the recorder shows each write), none while it is as asked, none when the field is cleared.
 func TestIndicatorLEDFollowsSpec(t *testing.T) {
+	t.Parallel()
 	names, bmcs := availableServers(t, "led", 1, func(int) map[string]string { return map[string]string{"pool": "led"} })
 	name, b := names[0], bmcs[0]
 	start := time.Now()

@@ -37,6 +37,7 @@ func waitServerOperationDone(t *testing.T, name string, timeout time.Duration) {
 // LastResetTime, its move says the restart happened; where it does not, the operation is
 // reported uncertain and left alone.
 func TestServerOperationAnswered500AfterItsEffectRunsOnce(t *testing.T) {
+	t.Parallel()
 	for k, tc := range []struct {
 		name        string
 		reports     bool
@@ -71,6 +72,7 @@ func TestServerOperationAnswered500AfterItsEffectRunsOnce(t *testing.T) {
 // A graceful-restart-bmc answered 500 after the BMC reset itself is settled by the BMC's
 // LastResetTime, which moved: one reset, not a second.
 func TestBMCResetAnswered500AfterItsEffectRunsOnce(t *testing.T) {
+	t.Parallel()
 	b := fleet.Take(t)
 	b.SetReportsLastResetTime(true)
 	name := fleet.RegisterBMC(t, b, "bmc500")
@@ -94,6 +96,7 @@ func TestBMCResetAnswered500AfterItsEffectRunsOnce(t *testing.T) {
 // LastResetTime, compared with what it said before: moved, it was carried out and is not
 // repeated; unchanged past the settle time, it never arrived and is issued once more.
 func TestServerOperationLeftIssuingByACrashIsSettledByLastResetTime(t *testing.T) {
+	t.Parallel()
 	for k, tc := range []struct {
 		name        string
 		baseline    func(now time.Time) string // the LastResetTime before the issue; now is the system's

@@ -148,6 +148,7 @@ func TestClaimAdoptsAndRepairs(t *testing.T) {
 // The built-in boot provider marks boot configurations Ready or Error and looks again when the
 // ignition Secret appears.
 func TestBootConfigurationProvider(t *testing.T) {
+	t.Parallel()
 	const ns = "default"
 	mk := func(name, image, secret string) {
 		sbc := &metalv1alpha1.ServerBootConfiguration{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -188,6 +189,7 @@ func TestBootConfigurationProvider(t *testing.T) {
 // A claimed server is powered on only once its boot configuration is Ready: before, its boot
 // provider serves nothing and the box would boot whatever is on its disk.
 func TestClaimPowerWaitsForBootConfiguration(t *testing.T) {
+	t.Parallel()
 	const ns = "default"
 	names, bmcs := availableServers(t, "bootwait", 1, func(int) map[string]string { return map[string]string{"pool": "bootwait"} })
 	// A boot configuration of the claim's name that is not the claim's (the claim reports the

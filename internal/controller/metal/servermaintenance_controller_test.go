@@ -237,6 +237,7 @@ func TestMaintenancePriorityAndBootConfiguration(t *testing.T) {
 // ServerDeleting instead, whether its ref was set before the deletion or the server was already
 // going when it came; and the box is not touched for it.
 func TestMaintenanceOfADeletedHeldServerSaysServerDeleting(t *testing.T) {
+	t.Parallel()
 	name, b, claim := claimedOn(t, "mdel")
 	if err := env.Client.Delete(ctx(), &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		t.Fatal(err)
@@ -289,6 +290,7 @@ func TestMaintenanceOfADeletedHeldServerSaysServerDeleting(t *testing.T) {
 // keeping its power (the newer kind has none), the state shows on both, and deleting it hands
 // the server back. One whose name a foreign metal.ironcore.dev maintenance has is refused.
 func TestMaintenanceOfTheNewerGroup(t *testing.T) {
+	t.Parallel()
 	const ns = "default"
 	names, bmcs := availableServers(t, "mgroup", 2, func(i int) map[string]string { return map[string]string{"pool": fmt.Sprintf("mgroup-%d", i)} })
 	boundClaims(t, ns, "mgroup", names, bmcs)

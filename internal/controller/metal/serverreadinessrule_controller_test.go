@@ -21,6 +21,7 @@ import (
 // (recorded on the Server), again with Continuous when they regress. Deleting the rule takes
 // its taint and records off.
 func TestReadinessRuleTaintsUntilConditionsHold(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []metalv1alpha1.EnforcementMode{metalv1alpha1.EnforcementBootstrapOnly, metalv1alpha1.EnforcementContinuous} {
 		t.Run(string(mode), func(t *testing.T) {
 			prefix := "ready-" + map[metalv1alpha1.EnforcementMode]string{metalv1alpha1.EnforcementBootstrapOnly: "boot", metalv1alpha1.EnforcementContinuous: "cont"}[mode]

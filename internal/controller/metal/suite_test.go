@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +25,14 @@ import (
 
 // One control plane, one emulated fleet and one manager for the whole package: tests take their
 // own BMCs from the fleet so they do not see each other's servers.
+//
+// A test that only waits on its own BMCs and objects runs in parallel (t.Parallel). These stay
+// serial, because a test beside them would break them or they it: those that read package-wide
+// state (writes.Violations through checkNoDoubleWrites, the manager's metrics), those that time
+// the manager against a bound or load it on purpose (many servers at once, dead BMCs, claim
+// races, pass deadlines), those whose claims select servers by labels another test's servers
+// could carry, and those that change testOpts, the manager or the fleet as a whole. Go runs the
+// serial tests first, alone, then the parallel ones together.
 var (
 	env   *testenv.Env
 	fleet *suite.Fleet
@@ -87,6 +96,12 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	code := m.Run()
+	// The parallel tests cannot read writes.Violations (another test's pass may be the one that
+	// wrote twice) and run after the serial tests that do: the package fails on any such pass.
+	if v := writes.Violations(); len(v) > 0 {
+		fmt.Fprintf(os.Stderr, "passes that wrote their object twice:\n%s\n", strings.Join(v, "\n"))
+		code = 1
+	}
 	mgr.Stop()
 	return code
 }
