@@ -395,6 +395,13 @@ func TestServerTwiceActsThroughNeither(t *testing.T) {
 	start := time.Now()
 	sys.SetPowerState(redfish.PowerOn)
 	noActions(t, b, start, 40*time.Second, "actions on a machine with two Servers") // past a resync of each
+	// The copy's deletion wakes the first at once: paused meanwhile, the first cannot act, so
+	// whatever reaches the machine until the copy is gone is the deletion's.
+	setPause(t, &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: name}}, "twice")
+	testenv.Eventually(t, 30*time.Second, "the pause acknowledged", func() (bool, string) {
+		s := suite.Server(env, name)
+		return s.Annotations[lifecycle.PauseAckAnnotation] == "twice", fmt.Sprint(s.Annotations)
+	})
 	if err := env.Client.Delete(ctx(), twin); err != nil {
 		t.Fatal(err)
 	}
@@ -403,6 +410,7 @@ func TestServerTwiceActsThroughNeither(t *testing.T) {
 		t.Fatalf("the copy's deletion acted on the machine: %+v", recs)
 	}
 	// The first resumes: Available turns the box off again.
+	setPause(t, &metalv1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Name: name}}, "")
 	waitPower(t, name, metalv1alpha1.PowerStateOff, 60*time.Second)
 	waitVerified(t, name)
 }
