@@ -135,7 +135,7 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		mgr := &managerProcess{bin: bin, logPath: filepath.Join(b.TempDir(), "manager.log"), args: []string{
 			"--kubeconfig", env.Kubeconfig, "--controllers", "metal", "--zap-log-level", "error",
 			"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "0", "--registry-bind-address", "127.0.0.1:0",
-			"--discovery-namespace", "default", "--kube-api-qps", "500", "--kube-api-burst", "1000", "--metal-concurrency", "32",
+			"--discovery-namespace", "default", "--kube-api-qps", "500", "--kube-api-burst", "1000",
 			"--pprof-bind-address", "127.0.0.1:0",
 			"--server-resync", serverResync.String(), "--bmc-resync", bmcResync.String(),
 		}}
