@@ -134,11 +134,15 @@ func Start(o Options) (*ControlPlane, error) {
 	return c, nil
 }
 
-// auditPolicy logs writes with their bodies and nothing else.
+// auditPolicy logs writes with their bodies and nothing else; a Secret's write is logged
+// without its body, which holds credentials and tokens.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
+- level: Metadata
+  resources: [{group: "", resources: ["secrets"]}]
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
 - level: Request
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
 - level: None
