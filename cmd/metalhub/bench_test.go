@@ -141,7 +141,7 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		}}
 		mgr.args = append(mgr.args, "--registry-url", registryFront(b, mgr))
 		writes0 := apiWrites(b)
-		bmc0 := fleetStats(fleet)
+		bmc0 := fleet.TotalStats()
 		b.ResetTimer()
 		start = time.Now()
 		mgr.start(b)
@@ -206,7 +206,7 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		}
 		wall := time.Since(start)
 		b.StopTimer()
-		bmcUp := fleetStats(fleet).since(bmc0)
+		bmcUp := fleet.TotalStats().Since(bmc0)
 		cpu := sampleCPU(mgr.pid()).since(cpu0)
 		summary := managerSummary(metricsAddr, n)
 		// METALHUB_BENCH_HEAP names a file for the manager's heap profile at this point.
@@ -220,7 +220,7 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		// The floors: the busiest BMC's (the requests a server needed, at the median answer
 		// time, for each system of a BMC, its slots all busy) and the API server's (every
 		// client's writes at its parallel rate).
-		perServer := float64(bmcUp.requests) / float64(n)
+		perServer := float64(bmcUp.Requests) / float64(n)
 		bmcFloor := latency.Floor(perServer, k)
 		writesUp := 0.0
 		for key, v := range writes1 {
@@ -231,9 +231,9 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 
 		// Steady state: Redfish requests per server per minute once everything has settled.
 		time.Sleep(10 * time.Second)
-		steady0 := fleetStats(fleet)
+		steady0 := fleet.TotalStats()
 		time.Sleep(steady)
-		steadyBMC := fleetStats(fleet).since(steady0)
+		steadyBMC := fleet.TotalStats().Since(steady0)
 		rss := peakRSSMiB(mgr.pid())
 
 		// The benchmark's own creates (a BMCSecret and a BMC per server) are not the operator's.
@@ -242,20 +242,17 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		b.ReportMetric(writesPerServer, "api-writes/server")
 		b.ReportMetric(ratio, "available/max-floor")
 		b.ReportMetric(toServer, "server-object-writes/server")
-		b.ReportMetric(float64(steadyBMC.requests)/float64(n)/steady.Minutes(), "redfish-req/server/min")
+		b.ReportMetric(float64(steadyBMC.Requests)/float64(n)/steady.Minutes(), "redfish-req/server/min")
 		b.ReportMetric(rss, "manager-peak-MiB")
 		b.ReportMetric(seqRate, "apiserver-seq-writes/s")
 		fmt.Printf("fleet of %d: all Available in %s; %.1f API writes per server (%.1f to the Server object); steady state %.2f Redfish requests per server per minute; manager peak RSS %.0f MiB; API server sequential write rate %.0f/s\n",
-			n, wall.Round(100*time.Millisecond), writesPerServer, toServer, float64(steadyBMC.requests)/float64(n)/steady.Minutes(), rss, seqRate)
+			n, wall.Round(100*time.Millisecond), writesPerServer, toServer, float64(steadyBMC.Requests)/float64(n)/steady.Minutes(), rss, seqRate)
 
 		fmt.Printf("BMC creation to all Available: %s; BMC floor %s (%.1f requests per server x median %s x %d systems per BMC / %d at once, latency %s), API write floor %s (%.0f writes at %.0f/s, 16 writers); %.2f x the larger floor; BMC queue: %s\n",
 			wall.Round(100*time.Millisecond), bmcFloor.Round(time.Millisecond), perServer, latency.Median, k, latency.Concurrency, latency,
-			apiFloor.Round(time.Millisecond), writesUp, parRate, ratio, bmcUp.queue())
-		busy := 0.0
-		if latency.Concurrency > 0 {
-			busy = float64(steadyBMC.requests) * latency.Median.Seconds() / (float64(n/k*latency.Concurrency) * steady.Seconds())
-		}
-		fmt.Printf("steady state: the BMCs' slots %.2f%% busy at the median answer time; BMC queue: %s\n", 100*busy, steadyBMC.queue())
+			apiFloor.Round(time.Millisecond), writesUp, parRate, ratio, bmcUp.QueueSummary())
+		busy := latency.Busy(steadyBMC.Requests, n/k, steady)
+		fmt.Printf("steady state: the BMCs' slots %.2f%% busy at the median answer time; BMC queue: %s\n", 100*busy, steadyBMC.QueueSummary())
 		fmt.Printf("manager to all Available: %s\n", summary)
 		fmt.Printf("API writes per server by resource and verb (the benchmark's own included): %s\n", breakdown)
 		fmt.Printf("CPU seconds to all Available (2 cores, %.0f s of wall time): %s\n", wall.Seconds(), cpu)
@@ -273,45 +270,6 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		_ = fleet.Close()
 		_ = env.Client.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace("default"))
 	}
-}
-
-// bmcStats are the fleet's request counters, summed over its BMCs; the maxima are the largest
-// of any BMC since the last read (which starts them over).
-type bmcStats struct {
-	requests, waited       int64
-	queueWait, maxWait     time.Duration
-	maxInFlight, maxQueued int64
-}
-
-func fleetStats(e *redfish.Emulator) bmcStats {
-	var s bmcStats
-	for _, b := range e.BMCs() {
-		st := b.Stats()
-		b.ResetMaxima()
-		s.requests += st.Requests
-		s.waited += st.Waited
-		s.queueWait += st.QueueWait
-		s.maxWait = max(s.maxWait, st.MaxQueueWait)
-		s.maxInFlight, s.maxQueued = max(s.maxInFlight, st.MaxInFlight), max(s.maxQueued, st.MaxQueued)
-	}
-	return s
-}
-
-// since is what happened between before and s: counts as differences, maxima as read in s.
-func (s bmcStats) since(before bmcStats) bmcStats {
-	s.requests -= before.requests
-	s.waited -= before.waited
-	s.queueWait -= before.queueWait
-	return s
-}
-
-func (s bmcStats) queue() string {
-	mean := time.Duration(0)
-	if s.waited > 0 {
-		mean = s.queueWait / time.Duration(s.waited)
-	}
-	return fmt.Sprintf("%d of %d requests waited for a slot (mean %s, max %s), at most %d served and %d queued at once at one BMC",
-		s.waited, s.requests, mean.Round(time.Millisecond), s.maxWait.Round(time.Millisecond), s.maxInFlight, s.maxQueued)
 }
 
 // parallelCreates is the API server's rate of ConfigMap creates from writers in parallel, each

@@ -211,3 +211,12 @@ func (m LatencyModel) Floor(requestsPerServer float64, systemsPerBMC int) time.D
 	}
 	return time.Duration(requestsPerServer * float64(m.Median) * float64(systemsPerBMC) / float64(m.Concurrency))
 }
+
+// Busy is the share of bmcs' request slots that requests over window keep busy, each answered
+// at the median: how close a steady load comes to what the BMCs can serve.
+func (m LatencyModel) Busy(requests int64, bmcs int, window time.Duration) float64 {
+	if m.Median <= 0 || m.Concurrency <= 0 || bmcs <= 0 || window <= 0 {
+		return 0
+	}
+	return float64(requests) * m.Median.Seconds() / (float64(bmcs*m.Concurrency) * window.Seconds())
+}

@@ -243,3 +243,44 @@ func TestLatencyFloor(t *testing.T) {
 		}
 	}
 }
+
+func TestLatencyBusy(t *testing.T) {
+	typical, _ := redfish.Preset(redfish.LatencyTypical)
+	fast, _ := redfish.Preset(redfish.LatencyFast)
+	for _, tc := range []struct {
+		m        redfish.LatencyModel
+		requests int64
+		bmcs     int
+		window   time.Duration
+		want     float64
+	}{
+		// 160 requests at 250 ms over 10 s on 2 BMCs of 4 slots: 40 s of 80 slot-seconds.
+		{typical, 160, 2, 10 * time.Second, 0.5},
+		{typical, 0, 2, 10 * time.Second, 0},
+		{typical, 160, 0, 10 * time.Second, 0},
+		{fast, 160, 2, 10 * time.Second, 0},
+	} {
+		if got := tc.m.Busy(tc.requests, tc.bmcs, tc.window); got != tc.want {
+			t.Errorf("%s.Busy(%d, %d, %s) = %v, want %v", tc.m, tc.requests, tc.bmcs, tc.window, got, tc.want)
+		}
+	}
+}
+
+func TestStatsArithmetic(t *testing.T) {
+	a := redfish.Stats{Requests: 10, Waited: 2, QueueWait: 3 * time.Second, MaxInFlight: 4, MaxQueued: 1, MaxQueueWait: 2 * time.Second}
+	b := redfish.Stats{Requests: 5, Waited: 1, QueueWait: time.Second, MaxInFlight: 2, MaxQueued: 3, MaxQueueWait: time.Second}
+	sum := a.Add(b)
+	if want := (redfish.Stats{Requests: 15, Waited: 3, QueueWait: 4 * time.Second, MaxInFlight: 4, MaxQueued: 3, MaxQueueWait: 2 * time.Second}); sum != want {
+		t.Errorf("Add = %+v, want %+v", sum, want)
+	}
+	later := redfish.Stats{Requests: 25, Waited: 3, QueueWait: 5 * time.Second, MaxInFlight: 1, MaxQueued: 0, MaxQueueWait: 0}
+	if got, want := later.Since(sum), (redfish.Stats{Requests: 10, QueueWait: time.Second, MaxInFlight: 1}); got != want {
+		t.Errorf("Since = %+v, want %+v", got, want)
+	}
+	if got, want := later.Peaks(sum), (redfish.Stats{Requests: 25, Waited: 3, QueueWait: 5 * time.Second, MaxInFlight: 4, MaxQueued: 3, MaxQueueWait: 2 * time.Second}); got != want {
+		t.Errorf("Peaks = %+v, want %+v", got, want)
+	}
+	if got, want := sum.QueueSummary(), "3 of 15 requests waited for a slot (mean 1.333s, max 2s), at most 4 served and 3 queued at once at one BMC"; got != want {
+		t.Errorf("QueueSummary = %q, want %q", got, want)
+	}
+}

@@ -65,7 +65,7 @@ type system struct {
 // runEmulator is the child process: it starts the BMCs arg names ("n" BMCs of one system, or
 // "n,k": n BMCs of k systems each) at the latency METALHUB_BENCH_LATENCY names, prints their
 // systems as JSON, and then answers each line on stdin ("stats") with its BMCs' request
-// counters (fleetStats, the maxima since the last line), as JSON, until stdin closes.
+// counters (the maxima since the last line), as JSON, until stdin closes.
 func runEmulator(arg string) int {
 	nStr, kStr, _ := strings.Cut(arg, ",")
 	n, err := strconv.Atoi(nStr)
@@ -101,16 +101,7 @@ func runEmulator(arg string) int {
 	}
 	lines := bufio.NewScanner(os.Stdin)
 	for lines.Scan() {
-		var fs fleetStats
-		for _, b := range e.BMCs() {
-			st := b.Stats()
-			b.ResetMaxima()
-			fs.Requests += st.Requests
-			fs.Waited += st.Waited
-			fs.QueueWait += st.QueueWait
-			fs.MaxInFlight, fs.MaxQueued = max(fs.MaxInFlight, st.MaxInFlight), max(fs.MaxQueued, st.MaxQueued)
-			fs.MaxQueueWait = max(fs.MaxQueueWait, st.MaxQueueWait)
-		}
+		fs := e.TotalStats()
 		if err := enc.Encode(fs); err != nil {
 			return 1
 		}
@@ -132,12 +123,12 @@ type emulator struct {
 func (e *emulator) requests(b *testing.B) int64 { return e.stats(b).Requests }
 
 // stats asks the child for its BMCs' request counters (the maxima since the last ask).
-func (e *emulator) stats(b *testing.B) fleetStats {
+func (e *emulator) stats(b *testing.B) redfish.Stats {
 	b.Helper()
 	if _, err := io.WriteString(e.in, "stats\n"); err != nil {
 		b.Fatal(err)
 	}
-	var st fleetStats
+	var st redfish.Stats
 	if err := e.out.Decode(&st); err != nil {
 		b.Fatalf("reading the emulator's request counters: %v", err)
 	}
@@ -369,9 +360,9 @@ func runClaims(b *testing.B, servers, claims, perBMC int) {
 	b.ReportMetric(perClaim(float64(total)), "writes/claim")
 	b.ReportMetric(perClaim(cpu), "cpu-s/claim")
 	b.ReportMetric(perClaim(serverPasses), "server-passes/claim")
-	bound := phase{name: "claims Bound", took: toBound, servers: claims, fleet: bmcBound.since(bmc0),
+	bound := phase{name: "claims Bound", took: toBound, servers: claims, fleet: bmcBound.Since(bmc0),
 		apiFloor: apiFloor(float64(claims*writesBeforeBound), rate)}
-	on := phase{name: "claims On", took: toOn, servers: claims, fleet: bmcOn.since(bmc0).peaks(bmcBound),
+	on := phase{name: "claims On", took: toOn, servers: claims, fleet: bmcOn.Since(bmc0).Peaks(bmcBound),
 		apiFloor: apiFloor(writesBetween(req0, writesOn), rate)}
 	// Go shows ten log lines of a benchmark without -v: the figures first, the timeline last.
 	b.Logf("%d servers Available and off in %s; %d claims: created in %s, all Bound after %s (target <= 5s), all On after %s (target <= 15s)",

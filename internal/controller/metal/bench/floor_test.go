@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -22,35 +21,12 @@ func benchLatency(b *testing.B) redfish.LatencyModel {
 	return m
 }
 
-// fleetStats are the emulated fleet's request counters, summed over its BMCs; the maxima are
-// the largest of any BMC since the last read.
-type fleetStats struct {
-	Requests, Waited       int64
-	QueueWait              time.Duration
-	MaxInFlight, MaxQueued int64
-	MaxQueueWait           time.Duration
-}
-
-// since is what happened between before and s: counts as differences, maxima as read in s.
-func (s fleetStats) since(before fleetStats) fleetStats {
-	s.Requests -= before.Requests
-	s.Waited -= before.Waited
-	s.QueueWait -= before.QueueWait
-	return s
-}
-
-// peaks keeps the larger maxima of s and o (a phase read in two parts).
-func (s fleetStats) peaks(o fleetStats) fleetStats {
-	s.MaxInFlight, s.MaxQueued, s.MaxQueueWait = max(s.MaxInFlight, o.MaxInFlight), max(s.MaxQueued, o.MaxQueued), max(s.MaxQueueWait, o.MaxQueueWait)
-	return s
-}
-
 // phase is one measured phase of a benchmark against its two floors.
 type phase struct {
 	name    string
 	took    time.Duration
 	servers int // the servers the phase works on
-	fleet   fleetStats
+	fleet   redfish.Stats
 	// apiFloor is the phase's API writes over the API server's measured parallel write rate.
 	apiFloor time.Duration
 }
@@ -73,18 +49,8 @@ func (p phase) report(b *testing.B, m redfish.LatencyModel, perBMC int) float64 
 	}
 	b.Logf("%s: %s; BMC floor %s (%.1f requests per server x median %s x %d systems per BMC / %d at once, latency %s), API write floor %s; %.2f x the larger floor; BMC queue: %s",
 		p.name, p.took.Round(time.Millisecond), floor.Round(time.Millisecond), perServer, m.Median, perBMC, m.Concurrency, m,
-		p.apiFloor.Round(time.Millisecond), ratio, p.fleet.queue())
+		p.apiFloor.Round(time.Millisecond), ratio, p.fleet.QueueSummary())
 	return ratio
-}
-
-// queue says how the BMCs' request slots held up.
-func (s fleetStats) queue() string {
-	mean := time.Duration(0)
-	if s.Waited > 0 {
-		mean = s.QueueWait / time.Duration(s.Waited)
-	}
-	return fmt.Sprintf("%d of %d requests waited for a slot (mean %s, max %s), at most %d served and %d queued at once at one BMC",
-		s.Waited, s.Requests, mean.Round(time.Millisecond), s.MaxQueueWait.Round(time.Millisecond), s.MaxInFlight, s.MaxQueued)
 }
 
 // apiFloor is writes at rate (per second).
@@ -102,12 +68,4 @@ func writesBetween(before, after map[string]float64) float64 {
 		n += v - before[k]
 	}
 	return n
-}
-
-// busy is the share of the BMCs' slots a steady load keeps busy at the median answer time.
-func busy(m redfish.LatencyModel, requests int64, bmcs int, window time.Duration) float64 {
-	if m.Concurrency <= 0 || bmcs <= 0 || window <= 0 {
-		return 0
-	}
-	return float64(requests) * m.Median.Seconds() / (float64(bmcs*m.Concurrency) * window.Seconds())
 }

@@ -116,7 +116,7 @@ func runScale(b *testing.B, servers, perBMC int) {
 		return n == servers, fmt.Sprintf("%d/%d", n, servers)
 	})
 	bringUp := time.Since(start)
-	bmcUp, writesUp := fleet.stats(b).since(bmcUp0), apiWrites(b, env)
+	bmcUp, writesUp := fleet.stats(b).Since(bmcUp0), apiWrites(b, env)
 	b.Logf("%d servers (%d BMCs, latency %s): Available and off %s after their creation (fast path, no discovery)",
 		servers, servers/perBMC, latency, bringUp.Round(time.Millisecond))
 	settle(b, op)
@@ -215,8 +215,8 @@ func runScale(b *testing.B, servers, perBMC int) {
 	// Each phase against the BMCs' floor and the API server's (its writes at the probe's rate).
 	upPhase := phase{name: "bring-up", took: bringUp, servers: servers, fleet: bmcUp,
 		apiFloor: apiFloor(writesBetween(writesUp0, writesUp), rate)}
-	boundPhase := phase{name: "claims Bound", took: toBound, servers: claims, fleet: bmcBound.since(bmc0), apiFloor: floor}
-	onPhase := phase{name: "claims On", took: toOn, servers: claims, fleet: bmcOn.since(bmc0).peaks(bmcBound),
+	boundPhase := phase{name: "claims Bound", took: toBound, servers: claims, fleet: bmcBound.Since(bmc0), apiFloor: floor}
+	onPhase := phase{name: "claims On", took: toOn, servers: claims, fleet: bmcOn.Since(bmc0).Peaks(bmcBound),
 		apiFloor: apiFloor(writesBetween(writes0, writesOn), rate)}
 	upRatio, boundRatio, onRatio := upPhase.report(b, latency, perBMC), boundPhase.report(b, latency, perBMC), onPhase.report(b, latency, perBMC)
 	b.Logf("queues, mean wait and pass (passes): %s", queues)
@@ -239,7 +239,7 @@ func runScale(b *testing.B, servers, perBMC int) {
 		return n == servers, fmt.Sprintf("%d/%d", n, servers)
 	})
 	toReleased := time.Since(start)
-	relPhase := phase{name: "release", took: toReleased, servers: claims, fleet: fleet.stats(b).since(bmcRel0),
+	relPhase := phase{name: "release", took: toReleased, servers: claims, fleet: fleet.stats(b).Since(bmcRel0),
 		apiFloor: apiFloor(writesBetween(writesRel0, apiWrites(b, env)), rate)}
 	relRatio := relPhase.report(b, latency, perBMC)
 	settle(b, op)
@@ -250,7 +250,7 @@ func runScale(b *testing.B, servers, perBMC int) {
 	// Steady state: nothing asked of the fleet for a whole window.
 	steady0, cpu0 := fleet.stats(b), cpuSeconds()
 	time.Sleep(window) // the measurement is what happens in this window
-	steady, steadyCPU := fleet.stats(b).since(steady0), cpuSeconds()-cpu0
+	steady, steadyCPU := fleet.stats(b).Since(steady0), cpuSeconds()-cpu0
 	requests := steady.Requests
 	steadyCounts, _ := counter.Reset()
 	minutes := window.Minutes()
@@ -278,7 +278,7 @@ func runScale(b *testing.B, servers, perBMC int) {
 		window, float64(requests)/float64(servers)/minutes, float64(total(steadyCounts))/minutes, 100*steadyCPU/window.Seconds())
 	// A steady state has no end to hold against a floor: how busy it keeps the BMCs instead.
 	b.Logf("steady state: the BMCs' slots %.2f%% busy at the median answer time (latency %s); BMC queue: %s",
-		100*busy(latency, requests, servers/perBMC, window), latency, steady.queue())
+		100*latency.Busy(requests, servers/perBMC, window), latency, steady.QueueSummary())
 	b.Logf("memory after the run: RSS %d MiB, Go heap in use %d MiB (the benchmark's own client and timeline included)", rss>>20, heap>>20)
 }
 
