@@ -7,10 +7,12 @@ BIN           := $(CURDIR)/bin
 CONTROLLER_GEN = $(BIN)/controller-gen
 ENVTEST_ASSETS = $(BIN)/k8s/current
 # -parallel: the tests marked parallel mostly wait on BMC timings and passes, not on the cores.
-GO_TEST_FLAGS ?= -count=1 -timeout 20m -parallel 8
+# -p 3: three packages at once; with two, the cores sat a third idle while the envtest packages
+# waited on emulated BMCs and passes.
+GO_TEST_FLAGS ?= -count=1 -timeout 20m -parallel 8 -p 3
 # The longest packages first, so that no long one starts last and runs alone at the end.
 TEST_PACKAGES ?= ./test/campaign/ ./internal/controller/metal/ ./internal/controller/delivery/ ./cmd/metalhub/ \
-	./internal/controller/firmware/ ./test/migration/ ./internal/dev/ ./...
+	./internal/controller/firmware/ ./test/migration/ ./internal/dev/ ./test/deploy/ ./internal/dashboard/ ./...
 RUN_ARGS      ?=
 IMG           ?= metalhub:latest
 PROBE_IMG     ?= metalprobe:latest
