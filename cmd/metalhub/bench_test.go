@@ -140,6 +140,12 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 			"--server-resync", serverResync.String(), "--bmc-resync", bmcResync.String(),
 		}}
 		mgr.args = append(mgr.args, "--registry-url", registryFront(b, mgr))
+		// METALHUB_BENCH_MANAGER_ARGS adds (or overrides) the manager's flags: a large fleet's
+		// settings, such as its workers and its API request rate (docs/scale.md).
+		if extra := strings.Fields(os.Getenv("METALHUB_BENCH_MANAGER_ARGS")); len(extra) > 0 {
+			mgr.args = append(mgr.args, extra...)
+			fmt.Printf("manager flags added: %s\n", strings.Join(extra, " "))
+		}
 		writes0 := apiWrites(b)
 		bmc0 := fleet.TotalStats()
 		b.ResetTimer()
