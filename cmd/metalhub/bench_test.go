@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -13,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,7 +129,9 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		// Real machines each run their own probe; the emulated ones share this process, whose
 		// cap keeps a burst of boots from starving the rest. It grows with the fleet so that at
 		// 10,000 the harness's probes are not what bounds the bring-up.
-		nb, err := netboot.New(netboot.Options{Client: env.Client, Namespace: "default", MaxConcurrent: max(16, n/64), ProbeInterval: time.Second, Logger: logr.Discard()})
+		failed := &bootFailures{reasons: map[string]int{}}
+		nb, err := netboot.New(netboot.Options{Client: env.Client, Namespace: "default", MaxConcurrent: max(16, n/64), ProbeInterval: time.Second,
+			Logger: logr.Discard(), OnResult: failed.add})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -170,7 +174,7 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		tookGoroutines := false
 		for available < n {
 			if time.Now().After(deadline) {
-				b.Fatalf("%d/%d Available after %s", available, n, limit)
+				b.Fatalf("%d/%d Available after %s; emulated boots without a report: %s", available, n, limit, failed)
 			}
 			// The poll shares the machine with what it measures: metadata only (the state is an
 			// annotation), from the API server's watch cache, once a second per 2,000 servers
@@ -211,7 +215,7 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 			// The shape of the run over time tells which step is the bottleneck.
 			if testing.Verbose() && time.Since(lastProgress) >= 5*time.Second {
 				lastProgress = time.Now()
-				b.Logf("%5.1fs: %d servers %v queues %s", time.Since(start).Seconds(), len(list.Items), states, queueDepths(metricsAddr))
+				b.Logf("%5.1fs: %d servers %v queues %s; boots without a report: %s", time.Since(start).Seconds(), len(list.Items), states, queueDepths(metricsAddr), failed)
 			}
 		}
 		wall := time.Since(start)
@@ -264,6 +268,7 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		busy := latency.Busy(steadyBMC.Requests, n/k, steady)
 		fmt.Printf("steady state: the BMCs' slots %.2f%% busy at the median answer time; BMC queue: %s\n", 100*busy, steadyBMC.QueueSummary())
 		fmt.Printf("manager to all Available: %s\n", summary)
+		fmt.Printf("emulated boots without a report: %s\n", failed)
 		fmt.Printf("API writes per server by resource and verb (the benchmark's own included): %s\n", breakdown)
 		fmt.Printf("CPU seconds to all Available (2 cores, %.0f s of wall time): %s\n", wall.Seconds(), cpu)
 		// METALHUB_AUDIT_LOG has the API server log every write: what each one changed, and the
@@ -280,6 +285,42 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		_ = fleet.Close()
 		_ = env.Client.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace("default"))
 	}
+}
+
+// bootFailures counts the emulated boots that ended without the registry confirming their
+// report, by error: a server whose probe gave up waits in Discovery for the discovery timeout,
+// which the progress line alone cannot tell from a slow operator.
+type bootFailures struct {
+	mu      sync.Mutex
+	reasons map[string]int
+}
+
+func (f *bootFailures) add(r netboot.Result) {
+	if r.Err == nil {
+		return
+	}
+	// The error names the server or the object it missed; the reason is what is left.
+	reason := r.Err.Error()
+	if i := strings.LastIndex(reason, ": "); i >= 0 {
+		reason = reason[i+2:]
+	}
+	f.mu.Lock()
+	f.reasons[reason]++
+	f.mu.Unlock()
+}
+
+func (f *bootFailures) String() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.reasons) == 0 {
+		return "none"
+	}
+	out := make([]string, 0, len(f.reasons))
+	for r, c := range f.reasons {
+		out = append(out, fmt.Sprintf("%d %q", c, r))
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
 }
 
 // parallelCreates is the API server's rate of ConfigMap creates from writers in parallel, each
@@ -459,5 +500,19 @@ func saveProfile(b *testing.B, url, path string) {
 	}
 	if err != nil {
 		b.Logf("profile: %v", err)
+	}
+}
+
+func TestBootFailuresTally(t *testing.T) {
+	f := &bootFailures{reasons: map[string]int{}}
+	if got := f.String(); got != "none" {
+		t.Errorf("empty tally = %q, want none", got)
+	}
+	f.add(netboot.Result{UUID: "a"})
+	f.add(netboot.Result{UUID: "b", Err: fmt.Errorf("no ServerBootConfiguration default/x: %w", context.DeadlineExceeded)})
+	f.add(netboot.Result{UUID: "c", Err: fmt.Errorf("no ServerBootConfiguration default/y: %w", context.DeadlineExceeded)})
+	f.add(netboot.Result{UUID: "d", Err: errors.New("metalprobe: registry refused")})
+	if got, want := f.String(), `1 "registry refused", 2 "context deadline exceeded"`; got != want {
+		t.Errorf("tally = %q, want %q", got, want)
 	}
 }
