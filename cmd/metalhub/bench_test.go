@@ -22,7 +22,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
@@ -129,19 +128,12 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 
 		// Real machines each run their own probe; the emulated ones share this process, whose
 		// cap keeps a burst of boots from starving the rest. It grows with the fleet so that at
-		// 10,000 the harness's probes are not what bounds the bring-up.
-		// The emulated machines read their boot configurations through a client of their own,
-		// without client-go's default rate limit: sharing the benchmark's, 2,115 of 10,000 boots
-		// waited on it past their lookup timeout and never reported.
-		nbCfg := rest.CopyConfig(env.Config)
-		nbCfg.QPS, nbCfg.Burst = -1, 0
-		nbClient, err := client.New(nbCfg, client.Options{Scheme: env.Client.Scheme()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		failed := &bootFailures{reasons: map[string]int{}}
-		nb, err := netboot.New(netboot.Options{Client: nbClient, Namespace: "default", MaxConcurrent: max(16, n/64), ProbeInterval: time.Second,
-			Logger: logr.Discard(), OnResult: failed.add})
+		// 10,000 the harness's probes are not what bounds the bring-up. They read their boot
+		// configurations unthrottled: through the benchmark's rate-limited client, 2,115 of
+		// 10,000 boots waited on it past their lookup timeout and never reported.
+		failed := &bootFailures{}
+		nb, err := netboot.New(netboot.Options{Client: unthrottledClient(b), Namespace: "default", MaxConcurrent: max(16, n/64),
+			ProbeInterval: time.Second, Logger: logr.Discard(), OnResult: failed.add})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -315,6 +307,9 @@ func (f *bootFailures) add(r netboot.Result) {
 		reason = reason[i+2:]
 	}
 	f.mu.Lock()
+	if f.reasons == nil {
+		f.reasons = map[string]int{}
+	}
 	f.reasons[reason]++
 	f.mu.Unlock()
 }
@@ -514,7 +509,7 @@ func saveProfile(b *testing.B, url, path string) {
 }
 
 func TestBootFailuresTally(t *testing.T) {
-	f := &bootFailures{reasons: map[string]int{}}
+	f := &bootFailures{}
 	if got := f.String(); got != "none" {
 		t.Errorf("empty tally = %q, want none", got)
 	}

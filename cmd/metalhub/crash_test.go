@@ -153,6 +153,20 @@ func (m *managerProcess) kill() {
 	<-exited
 }
 
+// unthrottledClient is a client on env without client-go's default rate limit, for what a
+// timed run does beside the operator (registering the fleet, the emulated machines' lookups):
+// throttled, it would be the slow part of the run.
+func unthrottledClient(t testing.TB) client.Client {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // registerFleet creates a BMCSecret and a BMC named <prefix>-<i> for every emulated BMC and
 // returns the names of the Servers their systems become.
 func registerFleet(t testing.TB, fleet *redfish.Emulator, prefix string) []string {
@@ -160,15 +174,10 @@ func registerFleet(t testing.TB, fleet *redfish.Emulator, prefix string) []strin
 	ctx := context.Background()
 	// The registration is what a user's `kubectl apply` of the fleet does; it must not be the
 	// slow part of a timed run, so it is parallel and not throttled on the client side.
-	cfg := rest.CopyConfig(env.Config)
-	cfg.QPS, cfg.Burst = -1, 0
-	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := unthrottledClient(t)
 	bmcs := fleet.BMCs()
 	names := make([]string, len(bmcs))
-	err = testenv.Parallel(len(bmcs), 8, func(i int) error {
+	err := testenv.Parallel(len(bmcs), 8, func(i int) error {
 		b := bmcs[i]
 		user, pass := b.Credentials()
 		name := fmt.Sprintf("%s-%d", prefix, i)
