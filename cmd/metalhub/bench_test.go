@@ -22,6 +22,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
@@ -129,10 +130,20 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		// Real machines each run their own probe; the emulated ones share this process, whose
 		// cap keeps a burst of boots from starving the rest. It grows with the fleet so that at
 		// 10,000 the harness's probes are not what bounds the bring-up. They read their boot
-		// configurations unthrottled: through the benchmark's rate-limited client, 2,115 of
-		// 10,000 boots waited on it past their lookup timeout and never reported.
+		// configurations unthrottled (through the benchmark's rate-limited client, 2,115 of
+		// 10,000 boots waited on it past their lookup timeout and never reported) and from a
+		// cache indexed by UUID, as a boot server keeps one (label-selected lists of 10,000
+		// boot configurations, one per waiting boot every 250 ms, were a good part of the API
+		// server's CPU).
 		failed := &bootFailures{}
-		nb, err := netboot.New(netboot.Options{Client: unthrottledClient(b), Namespace: "default", MaxConcurrent: max(16, n/64),
+		nbCtx, nbStop := context.WithCancel(ctx)
+		unthrottled := rest.CopyConfig(env.Config)
+		unthrottled.QPS, unthrottled.Burst = -1, 0
+		nbClient, err := netboot.IndexedClient(nbCtx, unthrottled, env.Client.Scheme(), "default")
+		if err != nil {
+			b.Fatal(err)
+		}
+		nb, err := netboot.New(netboot.Options{Client: nbClient, Indexed: true, Namespace: "default", MaxConcurrent: max(16, n/64),
 			ProbeInterval: time.Second, Logger: logr.Discard(), OnResult: failed.add})
 		if err != nil {
 			b.Fatal(err)
@@ -284,6 +295,7 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 		}
 		mgr.kill()
 		nb.Close()
+		nbStop()
 		_ = fleet.Close()
 		_ = env.Client.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace("default"))
 	}

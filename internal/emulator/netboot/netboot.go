@@ -38,6 +38,13 @@ import (
 type Options struct {
 	// Client reads Servers, ServerBootConfigurations and Secrets (required).
 	Client client.Reader
+	// Indexed says Client reads ServerBootConfigurations from a cache with IndexByUUID
+	// registered, as a boot server keeps its own index: a boot finds its configuration by the
+	// index and never scans the Servers. Off, it lists by label from the API server and, when
+	// that finds nothing, scans the Servers (at ten thousand servers the lookups of a wave of
+	// boots were a good part of the API server's work). The index knows discovery boots only,
+	// so it does not go with MetadataURL.
+	Indexed bool
 	// Namespace holds the discovery ServerBootConfigurations and Secrets (required).
 	Namespace string
 	// WorkDir holds the generated hardware trees while their probes run (default: a new
@@ -111,6 +118,9 @@ type boot struct{ cancel context.CancelFunc }
 func New(o Options) (*Netboot, error) {
 	if o.Client == nil || o.Namespace == "" {
 		return nil, errors.New("netboot: a client and a namespace are required")
+	}
+	if o.Indexed && o.MetadataURL != "" {
+		return nil, errors.New("netboot: an indexed lookup finds discovery boots only, not a claim's OS boot (MetadataURL)")
 	}
 	if o.MaxConcurrent <= 0 {
 		o.MaxConcurrent = 8
@@ -338,6 +348,25 @@ func (n *Netboot) configuration(ctx context.Context, uuid string) (string, disco
 // configuration (one small list, as a boot server keeps an index), else by scanning the Servers.
 func (n *Netboot) serverFor(ctx context.Context, uuid string) (*metalv1alpha1.Server, error) {
 	var sbcs metalv1alpha1.ServerBootConfigurationList
+	if n.opts.Indexed {
+		// The configuration names its Server; a cache that has not seen it yet is asked again
+		// on the next poll.
+		if err := n.opts.Client.List(ctx, &sbcs, client.InNamespace(n.opts.Namespace),
+			client.MatchingFields{UUIDField: strings.ToLower(uuid)}); err != nil {
+			return nil, fmt.Errorf("looking up the boot configuration of %s: %w", uuid, err)
+		}
+		if len(sbcs.Items) != 1 || sbcs.Items[0].Spec.ServerRef.Name == "" {
+			return nil, fmt.Errorf("%w: %d boot configurations for UUID %s", ErrNoBootConfiguration, len(sbcs.Items), uuid)
+		}
+		srv := &metalv1alpha1.Server{}
+		if err := n.opts.Client.Get(ctx, client.ObjectKey{Name: sbcs.Items[0].Spec.ServerRef.Name}, srv); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("%w: no server %s", ErrNoBootConfiguration, sbcs.Items[0].Spec.ServerRef.Name)
+			}
+			return nil, fmt.Errorf("reading server %s: %w", sbcs.Items[0].Spec.ServerRef.Name, err)
+		}
+		return srv, nil
+	}
 	if err := n.opts.Client.List(ctx, &sbcs, client.InNamespace(n.opts.Namespace),
 		client.MatchingLabels{discovery.SystemUUIDLabel: strings.ToLower(uuid)}); err == nil && len(sbcs.Items) == 1 {
 		srv := &metalv1alpha1.Server{}

@@ -73,7 +73,7 @@ func startRegistry(t *testing.T) string {
 // enterDiscovery does by hand what the Server controller does on entering Discovery: a round,
 // its Secret with token and ignition, a ServerBootConfiguration pointing at it, the round
 // annotation.
-func enterDiscovery(t *testing.T, name, uuid, registryURL string) {
+func enterDiscovery(t *testing.T, name, uuid, registryURL string, labelUUID bool) {
 	t.Helper()
 	ctx := context.Background()
 	round, token, err := discovery.NewRound()
@@ -91,13 +91,18 @@ func enterDiscovery(t *testing.T, name, uuid, registryURL string) {
 		t.Fatal(err)
 	}
 	labels := map[string]string{discovery.ServerLabel: name, discovery.RoundLabel: round}
+	sbcLabels := map[string]string{discovery.ServerLabel: name}
+	if labelUUID {
+		labels[discovery.SystemUUIDLabel] = strings.ToLower(uuid)
+		sbcLabels[discovery.SystemUUIDLabel] = strings.ToLower(uuid)
+	}
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: discovery.ObjectName(name), Namespace: namespace, Labels: labels},
 		Data: map[string][]byte{discovery.TokenKey: []byte(token), discovery.IgnitionKey: ign,
 			discovery.IgnitionFormatKey: []byte(discovery.IgnitionFormat)},
 	}
 	sbc := &metalv1alpha1.ServerBootConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: discovery.ObjectName(name), Namespace: namespace, Labels: map[string]string{discovery.ServerLabel: name}},
+		ObjectMeta: metav1.ObjectMeta{Name: discovery.ObjectName(name), Namespace: namespace, Labels: sbcLabels},
 		Spec: metalv1alpha1.ServerBootConfigurationSpec{ServerRef: corev1.LocalObjectReference{Name: name},
 			Image: "ghcr.io/metalhub/discovery-os:test", IgnitionSecretRef: &corev1.LocalObjectReference{Name: sec.Name}},
 	}
@@ -145,11 +150,21 @@ func (r *results) wait(t *testing.T, uuid string) Result {
 	}
 }
 
-func setup(t *testing.T, bmcs int, lookup time.Duration) (*redfish.Emulator, *results, string) {
+func setup(t *testing.T, bmcs int, lookup time.Duration, indexed bool) (*redfish.Emulator, *results, string) {
 	t.Helper()
 	url := startRegistry(t)
 	res := &results{}
-	nb, err := New(Options{Client: env.Client, Namespace: namespace, LookupTimeout: lookup, ProbeInterval: 200 * time.Millisecond,
+	var reader client.Reader = env.Client
+	if indexed {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		c, err := IndexedClient(ctx, env.Config, env.Client.Scheme(), namespace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reader = c
+	}
+	nb, err := New(Options{Client: reader, Indexed: indexed, Namespace: namespace, LookupTimeout: lookup, ProbeInterval: 200 * time.Millisecond,
 		Logger: testr.New(t), OnResult: func(r Result) { res.chanFor(r.UUID) <- r }})
 	if err != nil {
 		t.Fatal(err)
@@ -180,22 +195,29 @@ func pxePowerOn(t *testing.T, pool *bmc.Pool, b *redfish.BMC) {
 	}
 }
 
+// Without the index the boot scans the Servers (the boot configurations carry no UUID label);
+// with it, it finds its configuration by the label in its own cache.
 func TestPXEBootDiscoversServers(t *testing.T) {
-	em, res, url := setup(t, 3, 10*time.Second)
+	t.Run("scan", func(t *testing.T) { testPXEBootDiscoversServers(t, false, "netboot-") })
+	t.Run("indexed", func(t *testing.T) { testPXEBootDiscoversServers(t, true, "netboot-indexed-") })
+}
+
+func testPXEBootDiscoversServers(t *testing.T, indexed bool, prefix string) {
+	em, res, url := setup(t, 3, 10*time.Second, indexed)
 	pool := bmc.NewPool(bmc.Options{})
 	defer pool.Close()
 	for i, b := range em.BMCs() {
 		sys := b.Systems()[0]
-		name := "netboot-" + string(rune('a'+i))
+		name := prefix + string(rune('a'+i))
 		// The Server has the UUID in lower case, the kernel's way; the BMC prints it in upper case.
-		enterDiscovery(t, name, strings.ToLower(sys.UUID()), url)
+		enterDiscovery(t, name, strings.ToLower(sys.UUID()), url, indexed)
 	}
 	for _, b := range em.BMCs() {
 		pxePowerOn(t, pool, b)
 	}
 	for i, b := range em.BMCs() {
 		sys := b.Systems()[0]
-		name := "netboot-" + string(rune('a'+i))
+		name := prefix + string(rune('a'+i))
 		if r := res.wait(t, sys.UUID()); r.Err != nil || r.Server != name {
 			t.Fatalf("%s: %+v", name, r)
 		}
@@ -242,7 +264,7 @@ func TestPXEBootDiscoversServers(t *testing.T) {
 
 // A system that PXE-boots without a Server and boot configuration finds nothing to boot.
 func TestPXEBootWithoutConfiguration(t *testing.T) {
-	em, res, _ := setup(t, 1, 500*time.Millisecond)
+	em, res, _ := setup(t, 1, 500*time.Millisecond, false)
 	pool := bmc.NewPool(bmc.Options{})
 	defer pool.Close()
 	start := time.Now()
@@ -269,5 +291,13 @@ func TestOnBootReturnsAtOnce(t *testing.T) {
 	}
 	if d := time.Since(start); d > 100*time.Millisecond {
 		t.Fatalf("20 boot hooks took %v", d)
+	}
+}
+
+// The index knows discovery boots only: asking for it together with a claim's OS boot is refused.
+func TestIndexedRefusesMetadataURL(t *testing.T) {
+	_, err := New(Options{Client: env.Client, Namespace: namespace, Indexed: true, MetadataURL: "http://127.0.0.1:1"})
+	if err == nil || !strings.Contains(err.Error(), "discovery boots only") {
+		t.Fatalf("New: %v, want a refusal", err)
 	}
 }
