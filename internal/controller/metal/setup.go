@@ -109,7 +109,8 @@ func DefaultOptions() Options {
 
 // BindFlags registers the family's flags.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
-	fs.DurationVar(&o.BMCRequestTimeout, "bmc-request-timeout", o.BMCRequestTimeout, "Timeout of every Redfish request.")
+	fs.DurationVar(&o.BMCRequestTimeout, "bmc-request-timeout", o.BMCRequestTimeout, "Timeout of every Redfish request, from the moment it has one of the BMC's request slots (--bmc-max-concurrent-requests) until its answer.")
+	fs.DurationVar(&o.BMCPassTimeout, "bmc-pass-timeout", o.BMCPassTimeout, "Timeout of one pass's Redfish requests together (a server's, a BMC's), the waits for the BMC's request slots included: a pass makes several requests in turn, and the systems of a chassis manager share its slots. At least --bmc-request-timeout.")
 	fs.DurationVar(&o.BMCResetSettle, "bmc-reset-settle", o.BMCResetSettle, "How long after a reset of unknown outcome (a timeout, a 5xx answer, a crash) an unchanged LastResetTime (the BMC's Manager, or a server's ComputerSystem for its forced restarts) means it never arrived, so it is issued again.")
 	fs.IntVar(&o.BMCMaxConcurrentRequests, "bmc-max-concurrent-requests", o.BMCMaxConcurrentRequests, "Cap on in-flight Redfish requests per BMC.")
 	fs.IntVar(&o.Concurrency, "metal-concurrency", o.Concurrency, "Parallel reconciles per metal controller.")
@@ -158,6 +159,14 @@ func (o *Options) validateDiscoveryBoot() error {
 	return nil
 }
 
+// validateTimeouts checks that a pass can wait for at least one request's answer.
+func (o *Options) validateTimeouts() error {
+	if o.BMCPassTimeout > 0 && o.BMCPassTimeout < o.BMCRequestTimeout {
+		return fmt.Errorf("--bmc-pass-timeout %s is shorter than --bmc-request-timeout %s: a pass could not wait for one request's answer", o.BMCPassTimeout, o.BMCRequestTimeout)
+	}
+	return nil
+}
+
 // ignition builds the discovery ignition renderer; the template is checked now so a bad one
 // fails at start-up, not at the first discovery.
 func (o *Options) ignition() error {
@@ -198,6 +207,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := o.validateDiscoveryBoot(); err != nil {
 		return err
 	}
+	if err := o.validateTimeouts(); err != nil {
+		return err
+	}
 	if o.HardwareEvents == nil {
 		o.HardwareEvents = health.NewEventReceiver(mgr.GetClient(), ctrl.Log.WithName("bmc-events"))
 	}
@@ -225,7 +237,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	if err := (&bmccontroller.Reconciler{
 		Client: mgr.GetClient(), Pool: pool, Recorder: o.Events.Recorder("bmc-controller"),
-		Resync: o.BMCResync, RetryAfter: o.RetryAfter, RequestTimeout: o.BMCRequestTimeout,
+		Resync: o.BMCResync, RetryAfter: o.RetryAfter, RequestTimeout: o.BMCRequestTimeout, PassTimeout: o.PassTimeout(),
 		ResetSettle: o.BMCResetSettle, EventsURL: o.HardwareEventsURL, Shards: o.Shards,
 	}).SetupWithManager(mgr, o.Concurrency); err != nil {
 		return fmt.Errorf("bmc controller: %w", err)

@@ -66,6 +66,7 @@ func runSuite(m *testing.M) int {
 
 	testOpts = DefaultOptions()
 	testOpts.BMCRequestTimeout = 2 * time.Second
+	testOpts.BMCPassTimeout = 3 * testOpts.BMCRequestTimeout
 	testOpts.BMCResetSettle = 3 * time.Second
 	testOpts.PowerPoll = 100 * time.Millisecond
 	testOpts.RetryAfter = 500 * time.Millisecond

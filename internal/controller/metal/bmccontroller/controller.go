@@ -70,8 +70,12 @@ type Reconciler struct {
 	// RetryAfter is the look after a failure; it doubles with each consecutive failure up to
 	// Resync, and a BMC that is failing fast is not looked at before it is tried again.
 	RetryAfter time.Duration
-	// RequestTimeout bounds every pass's BMC calls together: no pass outlasts it.
+	// RequestTimeout bounds one Redfish request (a reset that must not be cut short gets at
+	// least this much of the pass's time).
 	RequestTimeout time.Duration
+	// PassTimeout bounds every pass's BMC calls together, waits for the BMC's request slots
+	// included: no pass outlasts it (zero: the request timeout).
+	PassTimeout time.Duration
 	// ResetSettle is how long after a BMC reset of unknown outcome an unchanged LastResetTime
 	// is taken to mean it never arrived (a BMC that took it may answer for a moment before it
 	// goes down). Zero means DefaultResetSettle.
@@ -128,7 +132,7 @@ type bmcPass struct {
 
 // handle is the BMC's pass, as its list of steps; the first that acts ends it.
 func (r *Reconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.BMC]) (lifecycle.Result, error) {
-	bctx, cancel := context.WithTimeout(ctx, r.requestTimeout())
+	bctx, cancel := context.WithTimeout(ctx, max(r.PassTimeout, r.requestTimeout()))
 	defer cancel()
 	return lifecycle.Steps(ctx, &bmcPass{Pass: lp, bctx: bctx},
 		lifecycle.OnDeletion(func(ctx context.Context, p *bmcPass) (lifecycle.Result, error) { return r.finalize(ctx, p.Pass) }),

@@ -353,8 +353,8 @@ func (r *Reconciler) flushActions(p *serverPass) {
 // handle is the Server's pass, as its list of steps; the first that acts ends it. Status is the
 // report of the pass that found nothing to do or waits (stateStep): the Reconciler writes it.
 func (r *Reconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.Server]) (lifecycle.Result, error) {
-	// Every BMC call of the pass shares one deadline: no pass outlasts the request timeout.
-	bctx, cancel := context.WithTimeout(ctx, r.Options.BMCRequestTimeout)
+	// Every BMC call of the pass shares one deadline: no pass waits longer on its BMC.
+	bctx, cancel := context.WithTimeout(ctx, r.Options.PassTimeout())
 	defer cancel()
 	p := &serverPass{Pass: lp, c: lp.Client(), bctx: bctx}
 	defer r.flushActions(p)

@@ -11,8 +11,15 @@ import (
 
 // Options configure the Server controller.
 type Options struct {
-	// BMCRequestTimeout bounds every Redfish request; no reconcile waits longer on a BMC.
+	// BMCRequestTimeout bounds every Redfish request, from the moment it has one of the BMC's
+	// request slots until its answer.
 	BMCRequestTimeout time.Duration
+	// BMCPassTimeout bounds one pass's BMC calls together, the waits for the BMC's request
+	// slots included: no pass waits longer on a BMC (zero: DefaultBMCPassTimeout). A pass
+	// makes several requests in turn, and a real BMC answers each in up to seconds and serves
+	// a few at a time to every system it manages; a pass bounded by one request's time ran out
+	// of it on BMCs that were merely busy, which counted as their failure.
+	BMCPassTimeout time.Duration
 	// BMCResetSettle is how long after a reset of unknown outcome (a BMC's, or a server's
 	// restart) an unchanged LastResetTime means it never arrived (and it is issued again).
 	BMCResetSettle time.Duration
@@ -86,10 +93,23 @@ type Options struct {
 // BMCs and the API server, so idle workers cost nothing and too few leave both waiting.
 const DefaultConcurrency = 256
 
+// DefaultBMCPassTimeout is the default BMCPassTimeout: a pass of a dozen requests to a
+// chassis manager whose few slots its systems share, each request answered in a second or two.
+const DefaultBMCPassTimeout = 2 * time.Minute
+
+// PassTimeout is BMCPassTimeout, or its default when unset.
+func (o Options) PassTimeout() time.Duration {
+	if o.BMCPassTimeout > 0 {
+		return o.BMCPassTimeout
+	}
+	return DefaultBMCPassTimeout
+}
+
 // DefaultOptions are the Server controller's settings for a real fleet.
 func DefaultOptions() Options {
 	return Options{
 		BMCRequestTimeout:   10 * time.Second,
+		BMCPassTimeout:      DefaultBMCPassTimeout,
 		BMCResetSettle:      intent.DefaultResetSettle,
 		Concurrency:         DefaultConcurrency,
 		ServerResync:        2 * time.Minute,
