@@ -54,7 +54,8 @@ type Options struct {
 	MaxConcurrent int
 	// LookupTimeout is how long a boot waits for its boot configuration to exist (default 30s).
 	LookupTimeout time.Duration
-	// BootTimeout bounds one boot's probe run (default 10m), like a discovery timeout.
+	// BootTimeout bounds one boot's probe run (default 10m), like a discovery timeout, from the
+	// moment it runs: the wait for MaxConcurrent is the emulator's, not the machine's.
 	BootTimeout time.Duration
 	// ProbeInterval is the agent's pause between reports while not done (default 2s).
 	ProbeInterval time.Duration
@@ -160,7 +161,9 @@ func (n *Netboot) OnBoot(ev redfish.BootEvent) {
 	if prev := n.running[key]; prev != nil {
 		prev.cancel() // the machine rebooted: its previous OS, and probe, are gone
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, n.opts.BootTimeout)
+	// BootTimeout starts once the probe runs (boot): a boot waiting for MaxConcurrent has not
+	// started yet, and a real machine runs its own probe at once.
+	ctx, cancel := context.WithCancel(n.ctx)
 	b := &boot{cancel: cancel}
 	n.running[key] = b
 	n.wg.Add(1)
@@ -206,6 +209,8 @@ func (n *Netboot) boot(ctx context.Context, ev redfish.BootEvent) Result {
 	case <-ctx.Done():
 		return Result{UUID: ev.UUID, Err: ctx.Err()}
 	}
+	ctx, cancel := context.WithTimeout(ctx, n.opts.BootTimeout)
+	defer cancel()
 	if n.opts.MetadataURL != "" {
 		if res, ok := n.osBoot(ctx, ev); ok {
 			return res

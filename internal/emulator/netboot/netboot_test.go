@@ -301,3 +301,36 @@ func TestIndexedRefusesMetadataURL(t *testing.T) {
 		t.Fatalf("New: %v, want a refusal", err)
 	}
 }
+
+// A boot waiting for one of MaxConcurrent has not started: its BootTimeout counts from when its
+// probe runs, not from the power-on (with a thousand machines booting at once, the last ones
+// used to run out of time in the emulator's queue and never report).
+func TestBootTimeoutStartsWhenTheProbeRuns(t *testing.T) {
+	const lookup = 700 * time.Millisecond
+	done := make(chan Result, 2)
+	nb, err := New(Options{Client: env.Client, Namespace: namespace, MaxConcurrent: 1, LookupTimeout: lookup,
+		BootTimeout: lookup + 300*time.Millisecond, Logger: logr.Discard(), OnResult: func(r Result) { done <- r }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nb.Close()
+	start := time.Now()
+	// No configuration exists for either: each boot looks for one for the whole lookup timeout,
+	// the second only once the first has given up its slot.
+	nb.OnBoot(redfish.BootEvent{UUID: "eeeeeeee-0000-0000-0000-000000000001"})
+	nb.OnBoot(redfish.BootEvent{UUID: "eeeeeeee-0000-0000-0000-000000000002"})
+	for range 2 {
+		select {
+		case r := <-done:
+			if r.Err == nil {
+				t.Fatalf("boot %s found a configuration; none exists", r.UUID)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("boots did not end")
+		}
+	}
+	// The second boot's own deadline would have cut its lookup short a third of the way in.
+	if d := time.Since(start); d < 2*lookup {
+		t.Fatalf("both boots ended after %s: the second did not get its full lookup of %s", d, lookup)
+	}
+}

@@ -437,6 +437,11 @@ func startOperator(b *testing.B, env *testenv.Env, tune func(*metal.Options)) *o
 	if v, err := strconv.Atoi(os.Getenv("BENCH_CLAIM_CONCURRENCY")); err == nil {
 		opts.Claims.Concurrency = v
 	}
+	// BENCH_METAL_CONCURRENCY is --metal-concurrency: a fleet of 10,000 wants more workers
+	// than the default (docs/scale.md, knobs).
+	if v, err := strconv.Atoi(os.Getenv("BENCH_METAL_CONCURRENCY")); err == nil {
+		opts.Concurrency = v
+	}
 	if tune != nil {
 		tune(&opts)
 	}
