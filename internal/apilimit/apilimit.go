@@ -36,6 +36,9 @@ type Priority int
 const (
 	// Normal is every write not marked otherwise.
 	Normal Priority = iota
+	// Ahead is for writes a caller outside the process waits on with a deadline of its own
+	// (see Prompt): they wait ahead of the normal writes, and are otherwise like them.
+	Ahead
 	// High is for writes a user waits on (see Urgent).
 	High
 )
@@ -59,7 +62,7 @@ type Slots struct {
 	free   int
 	size   int
 	queues [High + 1][]chan struct{}
-	// normal is the number of slots normal writes hold.
+	// normal is the number of slots normal and ahead writes hold.
 	normal int
 	// lastUrgent is when an urgent write last asked for a slot.
 	lastUrgent time.Time
@@ -111,7 +114,7 @@ func (s *Slots) Busy() bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.urgent() || (s.size-s.free)*2 >= s.size || len(s.queues[Normal])+len(s.queues[High]) > 0
+	return s.urgent() || (s.size-s.free)*2 >= s.size || s.waitersFrom(Normal)
 }
 
 func (s *Slots) urgent() bool {
@@ -142,7 +145,7 @@ func (s *Slots) Acquire(ctx context.Context, p Priority) error {
 		s.lastUrgent = s.now()
 	}
 	ahead := s.waitersFrom(p)
-	if p == Normal && len(s.queues[Normal]) == 0 && s.owedNormal() {
+	if p != High && !s.waitersBetween(p, Ahead) && s.owedNormal() {
 		ahead = false
 	}
 	if s.free > 0 && !ahead && s.admits(p) {
@@ -178,7 +181,7 @@ func (s *Slots) Release(p Priority) {
 // take hands a free slot to a write of priority p.
 func (s *Slots) take(p Priority) {
 	s.free--
-	if p == Normal {
+	if p != High {
 		s.normal++
 	}
 }
@@ -186,7 +189,7 @@ func (s *Slots) take(p Priority) {
 // give returns the slot of a write of priority p and hands out what may go now.
 func (s *Slots) give(p Priority) {
 	s.free++
-	if p == Normal {
+	if p != High {
 		s.normal--
 	}
 	s.handOut()
@@ -194,7 +197,12 @@ func (s *Slots) give(p Priority) {
 
 // waitersFrom reports whether anyone of priority p or higher waits: they go first.
 func (s *Slots) waitersFrom(p Priority) bool {
-	for q := p; q <= High; q++ {
+	return s.waitersBetween(p, High)
+}
+
+// waitersBetween reports whether anyone of priority from to to waits.
+func (s *Slots) waitersBetween(from, to Priority) bool {
+	for q := from; q <= to; q++ {
 		if len(s.queues[q]) > 0 {
 			return true
 		}
@@ -214,13 +222,17 @@ func (s *Slots) drop(p Priority, ch chan struct{}) bool {
 	return false
 }
 
-// handOut gives free slots to the waiters: normal ones first up to their guaranteed share, then
-// highest priority first, each in order, as far as admits lets them.
+// handOut gives free slots to the waiters: normal ones (ahead first) up to their guaranteed
+// share, then highest priority first, each in order, as far as admits lets them.
 func (s *Slots) handOut() {
-	for s.free > 0 && len(s.queues[Normal]) > 0 && s.owedNormal() {
-		ch := s.queues[Normal][0]
-		s.queues[Normal] = s.queues[Normal][1:]
-		s.take(Normal)
+	for s.free > 0 && s.waitersBetween(Normal, Ahead) && s.owedNormal() {
+		p := Ahead
+		if len(s.queues[Ahead]) == 0 {
+			p = Normal
+		}
+		ch := s.queues[p][0]
+		s.queues[p] = s.queues[p][1:]
+		s.take(p)
 		close(ch)
 	}
 	for p := High; p >= Normal; p-- {
@@ -237,7 +249,7 @@ func (s *Slots) handOut() {
 // wakeLater makes sure normal waiters held back by the urgent window are handed slots when it
 // has passed, even if no write returns meanwhile to do it.
 func (s *Slots) wakeLater() {
-	if len(s.queues[Normal]) == 0 || !s.urgent() || s.timer != nil {
+	if !s.waitersBetween(Normal, Ahead) || !s.urgent() || s.timer != nil {
 		return
 	}
 	s.timer = time.AfterFunc(UrgentWindow-s.now().Sub(s.lastUrgent), func() {
@@ -276,12 +288,25 @@ type urgentKey struct{}
 // seconds of hardware time anyway.
 func Urgent(ctx context.Context) context.Context { return context.WithValue(ctx, urgentKey{}, true) }
 
-// IsUrgent reports whether ctx marks its writes urgent.
-func IsUrgent(ctx context.Context) bool { return priorityOf(ctx) == High }
+type promptKey struct{}
 
-func priorityOf(ctx context.Context) Priority {
+// Prompt marks the writes made with ctx as ones a caller outside the process waits on with a
+// deadline of its own: a machine's discovery report, answered once its hardware is written.
+// They wait ahead of the controllers' writes (which a pass retries by itself) but hold nothing
+// back: on a busy API server a report behind a fleet's passes outwaited its caller, which then
+// sent it again, all of it redone. Urgent wins where both are set.
+func Prompt(ctx context.Context) context.Context { return context.WithValue(ctx, promptKey{}, true) }
+
+// IsUrgent reports whether ctx marks its writes urgent.
+func IsUrgent(ctx context.Context) bool { return PriorityOf(ctx) == High }
+
+// PriorityOf is the priority ctx gives its writes.
+func PriorityOf(ctx context.Context) Priority {
 	if v, _ := ctx.Value(urgentKey{}).(bool); v {
 		return High
+	}
+	if v, _ := ctx.Value(promptKey{}).(bool); v {
+		return Ahead
 	}
 	return Normal
 }
@@ -293,7 +318,7 @@ type limited struct {
 
 // do runs write in a free slot; waiting ends with ctx.
 func (l *limited) do(ctx context.Context, write func() error) error {
-	p := priorityOf(ctx)
+	p := PriorityOf(ctx)
 	if err := l.slots.Acquire(ctx, p); err != nil {
 		return fmt.Errorf("waiting for a free API write slot: %w", err)
 	}

@@ -372,3 +372,65 @@ func TestBusy(t *testing.T) {
 		t.Error("still busy once the urgent window passed")
 	}
 }
+
+// Writes marked Prompt wait ahead of the normal ones and behind the urgent ones, and hold no
+// normal write back: no urgent window opens for them.
+func TestAheadWritesWaitBeforeNormal(t *testing.T) {
+	s := NewSlots(1)
+	if err := s.Acquire(context.Background(), Normal); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []Priority
+	var wg sync.WaitGroup
+	waiting := func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.queues[Normal]) + len(s.queues[Ahead]) + len(s.queues[High])
+	}
+	for i, p := range []Priority{Normal, Ahead, High, Normal, Ahead} {
+		wg.Go(func() {
+			if err := s.Acquire(context.Background(), p); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, p)
+			mu.Unlock()
+			s.Release(p)
+		})
+		waitFor(t, "waiter queued", func() bool { return waiting() == i+1 })
+	}
+	s.Release(Normal)
+	wg.Wait()
+	if want := []Priority{High, Ahead, Ahead, Normal, Normal}; fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Errorf("served in order %v, want %v", order, want)
+	}
+
+	// Alone, ahead writes open no urgent window: normal writes take every free slot.
+	s = NewSlots(4)
+	ctx := Prompt(context.Background())
+	if p := PriorityOf(ctx); p != Ahead {
+		t.Fatalf("Prompt gives priority %v, want Ahead", p)
+	}
+	if p := PriorityOf(Urgent(ctx)); p != High {
+		t.Fatalf("Urgent over Prompt gives priority %v, want High", p)
+	}
+	if err := s.Acquire(ctx, PriorityOf(ctx)); err != nil {
+		t.Fatal(err)
+	}
+	if s.Urgent() {
+		t.Error("an ahead write opened the urgent window")
+	}
+	for range 3 {
+		held, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := s.Acquire(held, Normal)
+		cancel()
+		if err != nil {
+			t.Fatalf("a normal write was held back beside an ahead write: %v", err)
+		}
+	}
+	if s.InFlight() != 4 {
+		t.Errorf("%d of 4 slots taken, want all", s.InFlight())
+	}
+}

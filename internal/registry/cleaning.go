@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/apilimit"
 	"github.com/metalhub/metalhub/internal/cleaning"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/probe"
@@ -58,7 +59,9 @@ func (r *Registry) clean(w http.ResponseWriter, req *http.Request) (*outcome, st
 		return out, rep.SystemUUID
 	}
 	defer release()
-	ctx, cancel := context.WithTimeout(req.Context(), r.opts.RequestTimeout)
+	// The machine waits for the answer with a deadline of its own: its writes go ahead of the
+	// controllers' (a report that outwaits its caller is sent again and all of it redone).
+	ctx, cancel := context.WithTimeout(apilimit.Prompt(req.Context()), r.opts.RequestTimeout)
 	defer cancel()
 	return r.acceptCleaning(ctx, &rep, token), rep.SystemUUID
 }

@@ -23,6 +23,7 @@ import (
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	systemv1alpha1 "github.com/metalhub/metalhub/api/system/v1alpha1"
+	"github.com/metalhub/metalhub/internal/apilimit"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/inventory"
 	"github.com/metalhub/metalhub/internal/probe"
@@ -136,7 +137,9 @@ func (r *Registry) register(w http.ResponseWriter, req *http.Request) (*outcome,
 		return out, rep.SystemUUID
 	}
 	defer release()
-	ctx, cancel := context.WithTimeout(req.Context(), r.opts.RequestTimeout)
+	// The machine waits for the answer with a deadline of its own: its writes go ahead of the
+	// controllers' (a report that outwaits its caller is sent again and all of it redone).
+	ctx, cancel := context.WithTimeout(apilimit.Prompt(req.Context()), r.opts.RequestTimeout)
 	defer cancel()
 	return r.accept(ctx, rep, token), rep.SystemUUID
 }

@@ -29,6 +29,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
+	"github.com/metalhub/metalhub/internal/apilimit"
 	"github.com/metalhub/metalhub/internal/discovery"
 	"github.com/metalhub/metalhub/internal/probe"
 	"github.com/metalhub/metalhub/internal/scheme"
@@ -398,6 +399,44 @@ func TestConcurrentWriteIsRetried(t *testing.T) {
 	s := get(t, rd.server.Name)
 	if !discovery.Fresh(s) || s.Labels["touched"] != "yes" || len(s.Status.Processors) != 2 {
 		t.Fatalf("labels %v annotations %v processors %d", s.Labels, s.Annotations, len(s.Status.Processors))
+	}
+}
+
+// A report's writes wait ahead of the controllers' for the manager's API write slots: the
+// machine waits on them with a deadline of its own.
+func TestReportWritesGoAhead(t *testing.T) {
+	var mu sync.Mutex
+	var prios []apilimit.Priority
+	note := func(ctx context.Context) {
+		mu.Lock()
+		prios = append(prios, apilimit.PriorityOf(ctx))
+		mu.Unlock()
+	}
+	r := startRegistry(t, func(c client.Client) client.Client {
+		return interceptor.NewClient(noWatch{c}, interceptor.Funcs{
+			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+				note(ctx)
+				return c.Patch(ctx, obj, p, opts...)
+			},
+			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+				note(ctx)
+				return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+			},
+		})
+	})
+	rd := newServerInDiscovery(t, r, "report-ahead", "e0e0e0e0-0000-0000-0000-0000000000a1")
+	if code, body := post(t, r.url, "Bearer "+rd.token, encode(t, sampleReport(rd.server.Spec.SystemUUID))); code != http.StatusOK {
+		t.Fatalf("got %d %s", code, body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(prios) < 2 {
+		t.Fatalf("%d patches seen, want the status and the reported annotation", len(prios))
+	}
+	for i, p := range prios {
+		if p != apilimit.Ahead {
+			t.Errorf("patch %d went out with priority %v, want Ahead", i, p)
+		}
 	}
 }
 
