@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -55,6 +56,12 @@ type running struct {
 // startRegistry runs a manager with only the registry; wrap may intercept the registry's client.
 func startRegistry(t *testing.T, wrap func(client.Client) client.Client) *running {
 	t.Helper()
+	return startRegistryReading(t, wrap, nil)
+}
+
+// startRegistryReading is startRegistry with the registry's live reads (APIReader) wrapped too.
+func startRegistryReading(t *testing.T, wrap func(client.Client) client.Client, wrapReader func(client.Reader) client.Reader) *running {
+	t.Helper()
 	nsOnce.Do(func() {
 		err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -77,8 +84,12 @@ func startRegistry(t *testing.T, wrap func(client.Client) client.Client) *runnin
 	if wrap != nil {
 		c = wrap(c)
 	}
+	var reader client.Reader = mgr.GetAPIReader()
+	if wrapReader != nil {
+		reader = wrapReader(reader)
+	}
 	reg, err := New(c, Options{BindAddress: "127.0.0.1:0", DiscoveryNamespace: namespace,
-		APIReader: mgr.GetAPIReader(), Logger: testr.New(t), MaxBodyBytes: 64 << 10,
+		APIReader: reader, Logger: testr.New(t), MaxBodyBytes: 64 << 10,
 		Recorder: mgr.GetEventRecorder("discovery-registry")})
 	if err != nil {
 		t.Fatal(err)
@@ -437,6 +448,65 @@ func TestReportWritesGoAhead(t *testing.T) {
 		if p != apilimit.Ahead {
 			t.Errorf("patch %d went out with priority %v, want Ahead", i, p)
 		}
+	}
+}
+
+// countingReader counts the live reads by kind.
+type countingReader struct {
+	client.Reader
+	mu    sync.Mutex
+	reads map[string]int
+}
+
+func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.mu.Lock()
+	c.reads[fmt.Sprintf("%T", obj)]++
+	c.mu.Unlock()
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+func (c *countingReader) count(obj client.Object) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads[fmt.Sprintf("%T", obj)]
+}
+
+// A report for a server whose round is not recorded yet (its box powered on before the write
+// that records the round) is refused after one live read of the Server, without reading the
+// round Secret: a fleet's probes ask again and again while those writes wait.
+func TestReportBeforeItsRoundReadsNoSecret(t *testing.T) {
+	reads := &countingReader{reads: map[string]int{}}
+	r := startRegistryReading(t, nil, func(rd client.Reader) client.Reader { reads.Reader = rd; return reads })
+	rd := newServerInDiscovery(t, r, "no-round-yet", "e0e0e0e0-0000-0000-0000-0000000000b1")
+	srv := get(t, rd.server.Name)
+	patch := client.MergeFrom(srv.DeepCopy())
+	delete(srv.Annotations, discovery.RoundAnnotation)
+	if err := env.Client.Patch(context.Background(), srv, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitCached(t, r, srv.Name, func(s *metalv1alpha1.Server) bool { return s.Annotations[discovery.RoundAnnotation] == "" })
+	secrets, servers := reads.count(&corev1.Secret{}), reads.count(&metalv1alpha1.Server{})
+	if code, body := post(t, r.url, "Bearer "+rd.token, encode(t, sampleReport(rd.server.Spec.SystemUUID))); code != http.StatusUnauthorized {
+		t.Fatalf("got %d %s, want 401", code, body)
+	}
+	if n := reads.count(&corev1.Secret{}) - secrets; n != 0 {
+		t.Errorf("%d live reads of the round Secret, want none", n)
+	}
+	if n := reads.count(&metalv1alpha1.Server{}) - servers; n != 1 {
+		t.Errorf("%d live reads of the Server, want one (the cache may be behind)", n)
+	}
+	// Once the round is recorded the same report is accepted.
+	srv = get(t, rd.server.Name)
+	patch = client.MergeFrom(srv.DeepCopy())
+	if srv.Annotations == nil {
+		srv.Annotations = map[string]string{}
+	}
+	srv.Annotations[discovery.RoundAnnotation] = rd.id
+	if err := env.Client.Patch(context.Background(), srv, patch); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := post(t, r.url, "Bearer "+rd.token, encode(t, sampleReport(rd.server.Spec.SystemUUID))); code != http.StatusOK {
+		t.Fatalf("after the round was recorded: got %d %s", code, body)
 	}
 }
 
