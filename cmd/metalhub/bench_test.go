@@ -144,7 +144,8 @@ func BenchmarkFleetToAvailable(b *testing.B) {
 			b.Fatal(err)
 		}
 		nb, err := netboot.New(netboot.Options{Client: nbClient, Indexed: true, Namespace: "default", MaxConcurrent: max(16, n/64),
-			ProbeInterval: time.Second, Logger: logr.Discard(), OnResult: failed.add})
+			ProbeInterval: time.Second, ReportBackoff: time.Second, ReportMaxBackoff: 30 * time.Second, // metalprobe's
+			Logger: logr.Discard(), OnResult: failed.add})
 		if err != nil {
 			b.Fatal(err)
 		}

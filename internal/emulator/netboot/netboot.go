@@ -59,6 +59,11 @@ type Options struct {
 	BootTimeout time.Duration
 	// ProbeInterval is the agent's pause between reports while not done (default 2s).
 	ProbeInterval time.Duration
+	// ReportBackoff and ReportMaxBackoff are the agent's first and longest wait between the
+	// tries of one report the registry refused for now (default 200ms and 2s, quicker than
+	// metalprobe's 1s and 30s so that tests do not wait; a benchmark of a fleet wants
+	// metalprobe's, or its probes ask the API server far more often than real ones would).
+	ReportBackoff, ReportMaxBackoff time.Duration
 	// HTTPClient is the agent's (default: 10s timeout).
 	HTTPClient *http.Client
 	// MetadataURL, when set, makes a claimed server's boot an OS boot: the booted OS reads its
@@ -134,6 +139,12 @@ func New(o Options) (*Netboot, error) {
 	}
 	if o.ProbeInterval <= 0 {
 		o.ProbeInterval = 2 * time.Second
+	}
+	if o.ReportBackoff <= 0 {
+		o.ReportBackoff = 200 * time.Millisecond
+	}
+	if o.ReportMaxBackoff <= 0 {
+		o.ReportMaxBackoff = 2 * time.Second
 	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: 10 * time.Second}
@@ -240,7 +251,7 @@ func (n *Netboot) discoveryBoot(ctx context.Context, ev redfish.BootEvent) (stri
 	}
 	agent := &probe.Agent{
 		Client: &probe.Client{RegistryURL: params.RegistryURL, Token: params.Token, HTTPClient: n.opts.HTTPClient,
-			Backoff: 200 * time.Millisecond, MaxBackoff: 2 * time.Second, Logger: log},
+			Backoff: n.opts.ReportBackoff, MaxBackoff: n.opts.ReportMaxBackoff, Logger: log},
 		Collect: func(ctx context.Context) (*probe.Report, error) {
 			r, err := probe.Collect(ctx, probe.Options{Root: root, Logger: log})
 			if err != nil {
@@ -270,7 +281,7 @@ func (n *Netboot) cleaningBoot(ctx context.Context, hw Hardware, root string, pa
 		return fmt.Errorf("metalprobe --clean: %w", err)
 	}
 	c := &probe.Client{RegistryURL: params.RegistryURL, Token: params.Token, HTTPClient: n.opts.HTTPClient,
-		Backoff: 200 * time.Millisecond, MaxBackoff: 2 * time.Second, Logger: log}
+		Backoff: n.opts.ReportBackoff, MaxBackoff: n.opts.ReportMaxBackoff, Logger: log}
 	if err := clean.Deliver(ctx, c, rep, n.opts.ProbeInterval, log); err != nil {
 		return fmt.Errorf("metalprobe --clean: %w", err)
 	}
