@@ -252,7 +252,7 @@ func (w *world) scrapeLoop(ctx context.Context, done chan<- struct{}) {
 	}
 }
 
-// checkPasses: no reconcile pass took longer than the request timeout plus a margin, and none
+// checkPasses: no reconcile pass took longer than the pass timeout plus a margin, and none
 // panicked. Called with w.m.mu held.
 func (w *world) checkPasses() {
 	total, over, panics := passTotals(w.slots)
@@ -267,8 +267,8 @@ func (w *world) checkPasses() {
 	for _, c := range controllers {
 		w.m.checks[invPassBound] += int(total[c])
 		if over[c] > 0 {
-			w.m.breach(invPassBound, "controller "+c, "%.0f of %.0f passes of the %s controller took longer than %s (request timeout %s plus margin)",
-				over[c], total[c], c, passBoundValue, bmcRequestTimeout)
+			w.m.breach(invPassBound, "controller "+c, "%.0f of %.0f passes of the %s controller took longer than %s (pass timeout %s plus margin)",
+				over[c], total[c], c, passBoundValue, bmcPassTimeout)
 		}
 		if panics[c] > 0 {
 			w.m.breach(invPassBound, "controller "+c+" panics", "%.0f reconcile panics in the %s controller", panics[c], c)

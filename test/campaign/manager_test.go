@@ -26,10 +26,12 @@ import (
 // production (every value is a flag users set too).
 const (
 	bmcRequestTimeout = 2 * time.Second
-	// passBound is the longest reconcile pass the campaign accepts: the request timeout plus a
+	// bmcPassTimeout bounds one pass's BMC calls together (--bmc-pass-timeout).
+	bmcPassTimeout = 2 * bmcRequestTimeout
+	// passBound is the longest reconcile pass the campaign accepts: the pass timeout plus a
 	// margin for API writes; it must be a bucket of controller_runtime_reconcile_time_seconds.
-	passBound      = "5"
-	passBoundValue = 5 * time.Second
+	passBound      = "7"
+	passBoundValue = 7 * time.Second
 	leaseDuration  = 4 * time.Second
 	leaseID        = "metalhub-campaign"
 	// shardSet names the shard Leases of sharded seeds (metalhub-campaign-shards-0 and -1).
@@ -100,7 +102,7 @@ func managerArgs(f features, registryPort, metricsPort int, addressFile string, 
 		"--registry-bind-address", fmt.Sprintf("127.0.0.1:%d", registryPort),
 		"--registry-url", fmt.Sprintf("http://127.0.0.1:%d", registryPort),
 		"--discovery-namespace", "default",
-		"--power-poll", "100ms", "--power-timeout", "5s", "--bmc-request-timeout", bmcRequestTimeout.String(),
+		"--power-poll", "100ms", "--power-timeout", "5s", "--bmc-request-timeout", bmcRequestTimeout.String(), "--bmc-pass-timeout", bmcPassTimeout.String(),
 		"--server-resync", "3s", "--bmc-resync", "3s", "--claim-resync", "3s", "--discovery-timeout", "15s",
 		"--metal-concurrency", "4", "--graceful-shutdown-timeout", "1s",
 	), extra...)

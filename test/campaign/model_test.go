@@ -42,10 +42,10 @@ const (
 var invariants = []string{invUnasked, invOnce, invHeld, invUnique, invConverge, invPassBound, invHealthy, invIdentity, invPaused, invAccounts, invWave, invFenced, invClean}
 
 // Windows of the model. A BMC action is judged against what the API said from decideWindow before
-// it until the first observation after it: the manager decided at most one pass (the request
+// it until the first observation after it: the manager decided at most one pass (the pass
 // timeout) before the BMC recorded the action, on a cache at most a moment behind the API.
 const (
-	decideWindow = bmcRequestTimeout + 2*time.Second
+	decideWindow = bmcPassTimeout + 2*time.Second
 	// duplicateWindow is how long after an operation was carried out a second one counts as the
 	// same operation run twice (a crash between action and bookkeeping, then a lease handover).
 	duplicateWindow = 15 * time.Second

@@ -322,9 +322,10 @@ func TestModelFlagsAnActionWhileRegisteredTwice(t *testing.T) {
 		unregister bool
 		want       int
 	}{
-		{"long after the twin appeared", 50, false, 1},
+		// Long after: past the longest pass (passBoundValue) and a second.
+		{"long after the twin appeared", int((passBoundValue + 3*time.Second) / (150 * time.Millisecond)), false, 1},
 		{"right after it appeared", 3, false, 0},
-		{"after it was deleted", 50, true, 0},
+		{"after it was deleted", int((passBoundValue + 3*time.Second) / (150 * time.Millisecond)), true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
