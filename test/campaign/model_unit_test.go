@@ -268,8 +268,8 @@ func TestModelFlagsTwoServersForOneSystem(t *testing.T) {
 
 func TestParseMetricsCountsSlowPasses(t *testing.T) {
 	text := `# HELP controller_runtime_reconcile_time_seconds Length of time per reconciliation per controller
-controller_runtime_reconcile_time_seconds_bucket{controller="bmc",le="4.5"} 10
-controller_runtime_reconcile_time_seconds_bucket{controller="bmc",le="5"} 11
+controller_runtime_reconcile_time_seconds_bucket{controller="bmc",le="6"} 10
+controller_runtime_reconcile_time_seconds_bucket{controller="bmc",le="` + passBound + `"} 11
 controller_runtime_reconcile_time_seconds_bucket{controller="bmc",le="+Inf"} 13
 controller_runtime_reconcile_time_seconds_count{controller="bmc"} 13
 controller_runtime_reconcile_panics_total{controller="bmc"} 0

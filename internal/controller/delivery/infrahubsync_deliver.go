@@ -71,7 +71,11 @@ func (r *InfrahubSyncReconciler) sync(ctx context.Context, c client.Client, s *i
 	}
 
 	handover := apply.PairRenamed(arts, owned)
-	slots := policy.NewWriteSlots(limits.ApplyWindow - policy.Unsettled(owned))
+	unsettled, err := r.unsettled(ctx, s, owned, limits.ApplyWindow)
+	if err != nil {
+		return syncOutcome{err: lifecycle.WithReason(infrahubv1alpha1.ReasonInternal, err), keep: true}
+	}
+	slots := policy.NewWriteSlots(limits.ApplyWindow - unsettled)
 	results := r.deliverAll(ctx, c, ic, s, arts, target, handover, policy.NewByteBudget(limits.MaxSyncBytes), slots)
 	var (
 		out     syncOutcome
@@ -249,6 +253,28 @@ func (r *InfrahubSyncReconciler) ownedResources(ctx context.Context, c client.Cl
 		}
 	}
 	return out, nil
+}
+
+// unsettled is how many of the sync's VidraResources wait for their apply. The cache may not
+// have seen the previous pass's writes yet, and counted from it a pass right after one that
+// wrote found too few waiting and wrote past the window; so while the cache leaves room, the
+// API server is asked too, and the larger count holds.
+func (r *InfrahubSyncReconciler) unsettled(ctx context.Context, s *infrahubv1alpha1.InfrahubSync, owned map[string]*infrahubv1alpha1.VidraResource, window int) (int, error) {
+	n := policy.Unsettled(owned)
+	if n >= window || r.apiReader == nil {
+		return n, nil
+	}
+	var list infrahubv1alpha1.VidraResourceList
+	if err := r.apiReader.List(ctx, &list, client.MatchingLabels{manifests.SyncLabel: s.Name}); err != nil {
+		return 0, fmt.Errorf("listing VidraResources of %s: %w", s.Name, err)
+	}
+	live := make(map[string]*infrahubv1alpha1.VidraResource, len(list.Items))
+	for i := range list.Items {
+		if apply.OwnedBy(&list.Items[i], s) {
+			live[list.Items[i].Name] = &list.Items[i]
+		}
+	}
+	return max(n, policy.Unsettled(live)), nil
 }
 
 // deliverResult is what became of one artifact.
