@@ -273,6 +273,9 @@ func (m *model) checkCleaning(s *snapshot) {
 				}
 			}
 		case r != nil && r.disturbed != "":
+			// Excused, and so are the sightings after it while the same data is on the disks:
+			// the release that would have erased it is resolved now, its bookkeeping lost.
+			t.tainted = fmt.Sprintf("its release's bookkeeping was lost (%s); disks %v hold that tenant's data", r.disturbed, left)
 		case t.tainted != "":
 		default:
 			rel := "no release of it pending"

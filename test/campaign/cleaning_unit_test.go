@@ -392,6 +392,14 @@ func TestModelExcusesOnlyWhatTheHarnessDestroyed(t *testing.T) {
 			f.poll(with(s0("Initial", "", ""), nil))
 			f.poll(with(s0("Available", "", ""), nil))
 		}, false},
+		{"stripped in Cleaning, Available on the data seen again", func(f *cleanFixture) {
+			f.claimAndRelease()
+			f.m.disturbCleaning("s0", "Cleaning", "stripped")
+			f.poll(with(s0("Initial", "", ""), nil))
+			for range 3 {
+				f.poll(with(s0("Available", "", ""), nil))
+			}
+		}, false},
 		{"stripped while Reserved, released and never cleaned", func(f *cleanFixture) {
 			f.poll(with(s0("Reserved", "AllDisks", "default/c0"), liveClaim()))
 			f.m.disturbCleaning("s0", "Reserved", "stripped")
