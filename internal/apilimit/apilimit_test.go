@@ -178,8 +178,10 @@ func TestNoBound(t *testing.T) {
 	}
 }
 
-func TestSlotsServeByPriority(t *testing.T) {
-	s := NewSlots(1)
+// serveOrder queues writers of the given priorities, in turn, behind the one slot of s that a
+// normal write holds, then frees it and returns the order they were served in.
+func serveOrder(t *testing.T, s *Slots, arrivals []Priority) []Priority {
+	t.Helper()
 	if err := s.Acquire(context.Background(), Normal); err != nil {
 		t.Fatal(err)
 	}
@@ -189,9 +191,13 @@ func TestSlotsServeByPriority(t *testing.T) {
 	waiting := func() int {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return len(s.queues[Normal]) + len(s.queues[High])
+		n := 0
+		for _, q := range s.queues {
+			n += len(q)
+		}
+		return n
 	}
-	for i, p := range []Priority{Normal, High, Normal, High} {
+	for i, p := range arrivals {
 		wg.Go(func() {
 			if err := s.Acquire(context.Background(), p); err != nil {
 				t.Error(err)
@@ -206,6 +212,12 @@ func TestSlotsServeByPriority(t *testing.T) {
 	}
 	s.Release(Normal)
 	wg.Wait()
+	return order
+}
+
+func TestSlotsServeByPriority(t *testing.T) {
+	s := NewSlots(1)
+	order := serveOrder(t, s, []Priority{Normal, High, Normal, High})
 	if want := []Priority{High, High, Normal, Normal}; fmt.Sprint(order) != fmt.Sprint(want) {
 		t.Errorf("served in order %v, want %v", order, want)
 	}
@@ -376,39 +388,13 @@ func TestBusy(t *testing.T) {
 // Writes marked Prompt wait ahead of the normal ones and behind the urgent ones, and hold no
 // normal write back: no urgent window opens for them.
 func TestAheadWritesWaitBeforeNormal(t *testing.T) {
-	s := NewSlots(1)
-	if err := s.Acquire(context.Background(), Normal); err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var order []Priority
-	var wg sync.WaitGroup
-	waiting := func() int {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return len(s.queues[Normal]) + len(s.queues[Ahead]) + len(s.queues[High])
-	}
-	for i, p := range []Priority{Normal, Ahead, High, Normal, Ahead} {
-		wg.Go(func() {
-			if err := s.Acquire(context.Background(), p); err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			order = append(order, p)
-			mu.Unlock()
-			s.Release(p)
-		})
-		waitFor(t, "waiter queued", func() bool { return waiting() == i+1 })
-	}
-	s.Release(Normal)
-	wg.Wait()
+	order := serveOrder(t, NewSlots(1), []Priority{Normal, Ahead, High, Normal, Ahead})
 	if want := []Priority{High, Ahead, Ahead, Normal, Normal}; fmt.Sprint(order) != fmt.Sprint(want) {
 		t.Errorf("served in order %v, want %v", order, want)
 	}
 
 	// Alone, ahead writes open no urgent window: normal writes take every free slot.
-	s = NewSlots(4)
+	s := NewSlots(4)
 	ctx := Prompt(context.Background())
 	if p := PriorityOf(ctx); p != Ahead {
 		t.Fatalf("Prompt gives priority %v, want Ahead", p)
