@@ -114,6 +114,43 @@ func TestBMCUserKeepsItsAccount(t *testing.T) {
 	}
 }
 
+// A BMCUser's pass makes several requests in turn: on a BMC that answers each in a quarter of
+// the request timeout, but not a whole pass's within one, the account is still made (the pass
+// timeout bounds the pass, as it does the BMC's and the Server's passes).
+func TestBMCUserOnASlowBMC(t *testing.T) {
+	t.Parallel()
+	b := fleet.Take(t)
+	fleet.RegisterBMC(t, b, "bmcuser-slow")
+	b.SetFaults(redfish.Faults{Latency: redfish.Duration(testOpts.BMCRequestTimeout / 4)})
+	t.Cleanup(func() { b.SetFaults(redfish.Faults{}) })
+	sec := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "bmcuser-slow-ops"},
+		StringData: map[string]string{"username": "slowops", "password": "Slow-pass1"}}
+	if err := env.Client.Create(ctx(), sec); err != nil {
+		t.Fatal(err)
+	}
+	u := &metalv1alpha1.BMCUser{ObjectMeta: metav1.ObjectMeta{Name: "slowops"}, Spec: metalv1alpha1.BMCUserSpec{
+		UserName: "slowops", RoleID: "Operator", BMCRef: &corev1.LocalObjectReference{Name: "bmcuser-slow"},
+		BMCSecretRef: &corev1.LocalObjectReference{Name: "bmcuser-slow-ops"}}}
+	if err := env.Client.Create(ctx(), u); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 4*testOpts.BMCPassTimeout, "the account on the slow BMC", func() (bool, string) {
+		got := &metalv1alpha1.BMCUser{}
+		if err := env.Client.Get(ctx(), client.ObjectKey{Name: "slowops"}, got); err != nil {
+			return false, err.Error()
+		}
+		c := apimeta.FindStatusCondition(got.Status.Conditions, metalv1alpha1.ConditionReady)
+		if c == nil {
+			return false, "no condition"
+		}
+		return c.Status == metav1.ConditionTrue && b.CanLogin("slowops", "Slow-pass1"), c.Reason + ": " + c.Message
+	})
+	deleteBMCUser(t, "slowops")
+	if hasAccount(b, "slowops") {
+		t.Error("the account outlived its BMCUser")
+	}
+}
+
 // A BMCUser without a BMCSecret gets a generated password in a BMCSecret of its own, rotated
 // every rotationPeriod: written aside first, then set, then committed.
 // Serial: beside the parallel tests its rotation once did not come within the wait, for a

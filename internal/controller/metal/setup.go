@@ -110,7 +110,7 @@ func DefaultOptions() Options {
 // BindFlags registers the family's flags.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.BMCRequestTimeout, "bmc-request-timeout", o.BMCRequestTimeout, "Timeout of every Redfish request, from the moment it has one of the BMC's request slots (--bmc-max-concurrent-requests) until its answer.")
-	fs.DurationVar(&o.BMCPassTimeout, "bmc-pass-timeout", o.BMCPassTimeout, "Timeout of one pass's Redfish requests together (a server's, a BMC's), the waits for the BMC's request slots included: a pass makes several requests in turn, and the systems of a chassis manager share its slots. At least --bmc-request-timeout.")
+	fs.DurationVar(&o.BMCPassTimeout, "bmc-pass-timeout", o.BMCPassTimeout, "Timeout of one pass's Redfish requests together (a server's, a BMC's, a BMCUser's, a BMC certificate's), the waits for the BMC's request slots included: a pass makes several requests in turn, and the systems of a chassis manager share its slots. At least --bmc-request-timeout.")
 	fs.DurationVar(&o.BMCResetSettle, "bmc-reset-settle", o.BMCResetSettle, "How long after a reset of unknown outcome (a timeout, a 5xx answer, a crash) an unchanged LastResetTime (the BMC's Manager, or a server's ComputerSystem for its forced restarts) means it never arrived, so it is issued again.")
 	fs.IntVar(&o.BMCMaxConcurrentRequests, "bmc-max-concurrent-requests", o.BMCMaxConcurrentRequests, "Cap on in-flight Redfish requests per BMC.")
 	fs.IntVar(&o.Concurrency, "metal-concurrency", o.Concurrency, "Parallel reconciles per metal controller.")
@@ -244,13 +244,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	if err := (&bmcuser.Reconciler{
 		Client: mgr.GetClient(), Pool: pool, Recorder: o.Events.Recorder("bmcuser-controller"),
-		RetryAfter: o.RetryAfter, RequestTimeout: o.BMCRequestTimeout, Shards: o.Shards,
+		RetryAfter: o.RetryAfter, RequestTimeout: o.BMCRequestTimeout, PassTimeout: o.PassTimeout(), Shards: o.Shards,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("bmcuser controller: %w", err)
 	}
 	if err := (&bmccert.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, Recorder: o.Events.Recorder("bmccertificate-controller"),
-		RetryAfter: o.RetryAfter, Resync: o.BMCResync, RequestTimeout: o.BMCRequestTimeout, Shards: o.Shards,
+		RetryAfter: o.RetryAfter, Resync: o.BMCResync, RequestTimeout: o.BMCRequestTimeout, PassTimeout: o.PassTimeout(), Shards: o.Shards,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("bmc certificate controller: %w", err)
 	}

@@ -39,7 +39,7 @@ var em *redfish.Emulator
 
 func TestMain(m *testing.M) {
 	var err error
-	if em, err = redfish.Start(redfish.Options{BMCs: 12, TLS: true, PowerDelay: -1}); err != nil {
+	if em, err = redfish.Start(redfish.Options{BMCs: 13, TLS: true, PowerDelay: -1}); err != nil {
 		fmt.Fprintln(os.Stderr, "emulator:", err)
 		os.Exit(1)
 	}
@@ -120,9 +120,14 @@ type rig struct {
 }
 
 func newRig(t *testing.T, c client.Client, name string) *rig {
+	return newRigWith(t, c, name, 5*time.Second, 0)
+}
+
+// newRigWith is newRig with the request and pass timeouts given.
+func newRigWith(t *testing.T, c client.Client, name string, request, pass time.Duration) *rig {
 	g := &rig{t: t, c: c, name: name, now: time.Now()}
-	g.r = &Reconciler{Client: c, APIReader: c, Pool: bmc.NewPool(bmc.Options{RequestTimeout: 5 * time.Second}), Recorder: events.NewFakeRecorder(100),
-		RetryAfter: time.Second, Resync: time.Minute, RequestTimeout: 5 * time.Second, Now: func() time.Time { return g.now }}
+	g.r = &Reconciler{Client: c, APIReader: c, Pool: bmc.NewPool(bmc.Options{RequestTimeout: request}), Recorder: events.NewFakeRecorder(100),
+		RetryAfter: time.Second, Resync: time.Minute, RequestTimeout: request, PassTimeout: pass, Now: func() time.Time { return g.now }}
 	g.rec = g.r.NewPasses()
 	t.Cleanup(g.r.Pool.Close)
 	return g
@@ -308,6 +313,30 @@ func TestCertificateInstalledAndPinned(t *testing.T) {
 	other.Annotations[bmcaccess.CertificateCAAnnotation] = string(testenv.NewCA(t, "other-ca").PEM)
 	if err := verifiedConn(t, c, other); err == nil {
 		t.Fatal("a connection pinned to another CA was accepted")
+	}
+}
+
+// A pass makes several requests in turn: on a BMC that answers each within the request timeout,
+// but not all of a pass's within one, the certificate is still asked for and installed (the
+// pass timeout bounds the pass, as it does the BMC's and the Server's passes).
+func TestCertificateOnASlowBMC(t *testing.T) {
+	b := takeBMC(t)
+	ca := testenv.NewCA(t, "slow-ca")
+	c := fakeClient(objects(b, "slow", ca)...)
+	const request = 400 * time.Millisecond
+	g := newRigWith(t, c, "slow", request, 10*request)
+	b.SetFaults(redfish.Faults{Latency: redfish.Duration(request * 3 / 4)})
+	t.Cleanup(func() { b.SetFaults(redfish.Faults{}) })
+	obj := g.settle(10)
+	if got := len(g.requests()); got != 1 {
+		t.Fatalf("%d requests, want 1 waiting for the signer; %s", got, reason(obj))
+	}
+	g.signAll(ca, time.Hour)
+	if obj = g.settle(10); !strings.HasPrefix(reason(obj), metalv1alpha1.ReasonCertificateInstalled) {
+		t.Fatalf("condition %s", reason(obj))
+	}
+	if got := b.Certificate().Issuer.CommonName; got != "slow-ca" {
+		t.Fatalf("the BMC serves a certificate from %q", got)
 	}
 }
 

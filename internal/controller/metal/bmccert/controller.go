@@ -74,8 +74,10 @@ type Reconciler struct {
 	// RetryAfter is the look after a failure; Resync the steady look.
 	RetryAfter time.Duration
 	Resync     time.Duration
-	// RequestTimeout bounds a pass's BMC calls.
+	// RequestTimeout bounds one Redfish request; PassTimeout a pass's requests together, the
+	// waits for the BMC's request slots included. The larger bounds the pass.
 	RequestTimeout time.Duration
+	PassTimeout    time.Duration
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 }
@@ -143,7 +145,7 @@ func (r *Reconciler) handle(ctx context.Context, lp *lifecycle.Pass[*metalv1alph
 	if !concerned(lp.Obj) || !lp.Obj.DeletionTimestamp.IsZero() {
 		return lifecycle.Done(), nil // a deleted BMC's requests go with it (owner references)
 	}
-	bctx, cancel := context.WithTimeout(ctx, r.RequestTimeout)
+	bctx, cancel := context.WithTimeout(ctx, max(r.PassTimeout, r.RequestTimeout))
 	defer cancel()
 	p := &certPass{Pass: lp, bctx: bctx, rec: bmcaccess.CertificateRecordOf(lp.Obj)}
 	res, err := lifecycle.Steps(ctx, p,

@@ -67,8 +67,11 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// RetryAfter is the look after a failure.
 	RetryAfter time.Duration
-	// RequestTimeout bounds a pass's BMC calls.
+	// RequestTimeout bounds one Redfish request; PassTimeout a pass's requests together, the
+	// waits for the BMC's request slots included (a pass makes several in turn, and a chassis
+	// manager's systems share its slots). The larger bounds the pass; 30s when neither is set.
 	RequestTimeout time.Duration
+	PassTimeout    time.Duration
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 }
@@ -241,7 +244,7 @@ func (r *Reconciler) removeMade(ctx context.Context, p *bmcUserPass, made []made
 	if err != nil {
 		return r.failed(p, fmt.Errorf("removing account %s from BMC %s: %w", a.User, a.BMC, err))
 	}
-	bctx, cancel := context.WithTimeout(ctx, cmpDuration(r.RequestTimeout, 30*time.Second))
+	bctx, cancel := context.WithTimeout(ctx, r.passTimeout())
 	defer cancel()
 	if err := r.prove(ctx, bctx, p, b, conn); err != nil {
 		return r.failed(p, fmt.Errorf("removing account %s from BMC %s: %w", a.User, a.BMC, err))
@@ -324,7 +327,7 @@ func parseApplied(s string) (appliedRecord, bool) {
 // sent; the account set and the record of it.
 func (r *Reconciler) apply(ctx context.Context, p *bmcUserPass) (lifecycle.Result, error) {
 	u := p.Obj
-	bctx, cancel := context.WithTimeout(ctx, cmpDuration(r.RequestTimeout, 30*time.Second))
+	bctx, cancel := context.WithTimeout(ctx, r.passTimeout())
 	defer cancel()
 	b, conn, adminUser, sec, err := r.target(ctx, p)
 	if err != nil {
@@ -440,6 +443,14 @@ func (r *Reconciler) prove(ctx, bctx context.Context, p *bmcUserPass, b *metalv1
 		return err
 	}
 	return bmcaccess.Prove(ctx, p.Client(), b, systems)
+}
+
+// passTimeout bounds a pass's BMC calls.
+func (r *Reconciler) passTimeout() time.Duration {
+	if d := max(r.PassTimeout, r.RequestTimeout); d > 0 {
+		return d
+	}
+	return 30 * time.Second
 }
 
 func cmpDuration(d, def time.Duration) time.Duration {
