@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -189,6 +190,16 @@ func (e *Env) ClosedWatches() (float64, error) {
 // APIWrites reads the API server's own request counter: writes (every client's) by "VERB
 // resource[/subresource]", e.g. "PATCH servers" or "PUT servers/status".
 func (e *Env) APIWrites() (map[string]float64, error) {
+	return e.apiRequests("POST", "PUT", "PATCH", "DELETE", "APPLY", "CREATE", "UPDATE", "DELETECOLLECTION")
+}
+
+// APIReads is APIWrites for the reads that reach the API server (GET and LIST, every client's;
+// a LIST from the watch cache counts too): what a run costs it besides its writes.
+func (e *Env) APIReads() (map[string]float64, error) {
+	return e.apiRequests("GET", "LIST")
+}
+
+func (e *Env) apiRequests(verbs ...string) (map[string]float64, error) {
 	families, err := e.apiMetrics()
 	if err != nil {
 		return nil, err
@@ -200,9 +211,7 @@ func (e *Env) APIWrites() (map[string]float64, error) {
 			for _, p := range m.Label {
 				l[p.GetName()] = p.GetValue()
 			}
-			switch l["verb"] {
-			case "POST", "PUT", "PATCH", "DELETE", "APPLY", "CREATE", "UPDATE", "DELETECOLLECTION":
-			default:
+			if !slices.Contains(verbs, l["verb"]) {
 				continue
 			}
 			key := l["verb"] + " " + l["resource"]

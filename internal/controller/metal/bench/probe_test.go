@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -39,7 +38,7 @@ func claimWriteRate(b *testing.B, c client.Client, writers, servers int, d time.
 	ctx := context.Background()
 	gv := schema.GroupVersion{Group: probeGroup, Version: metalv1alpha1.GroupVersion.Version}
 	for _, plural := range []string{"servers", "serverclaims", "serverbootconfigurations"} {
-		copyCRD(b, ctx, c, plural)
+		testenv.CopyCRD(b, ctx, c, plural, metalv1alpha1.GroupVersion.Group, probeGroup)
 	}
 	const ns = "claim-write-probe"
 	if err := c.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
@@ -83,7 +82,7 @@ func claimWriteRate(b *testing.B, c client.Client, writers, servers int, d time.
 		b.Fatal(err)
 	}
 
-	rate, ranOut := parallelRate(b, writers, d, int64(servers), func(i int64, n *atomic.Int64) error {
+	rate, ranOut := testenv.ParallelRate(b, writers, d, int64(servers), func(i int64, n *atomic.Int64) error {
 		name := fmt.Sprintf("probe-%05d", i)
 		claim := obj("ServerClaim", name, true)
 		claim.Object["spec"] = map[string]any{"power": string(metalv1alpha1.PowerOn), "image": "os-image:latest"}
@@ -131,36 +130,4 @@ func claimWriteRate(b *testing.B, c client.Client, writers, servers int, d time.
 		b.Logf("claim-write probe ran out of its %d servers before %s", servers, d)
 	}
 	return rate
-}
-
-// copyCRD installs a copy of the metal kind plural in probeGroup, with the same schema and
-// validation, and waits until it is served.
-func copyCRD(b *testing.B, ctx context.Context, c client.Client, plural string) {
-	b.Helper()
-	orig := &apiextensionsv1.CustomResourceDefinition{}
-	if err := c.Get(ctx, client.ObjectKey{Name: plural + "." + metalv1alpha1.GroupVersion.Group}, orig); err != nil {
-		b.Fatal(err)
-	}
-	cp := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + probeGroup},
-		Spec:       *orig.Spec.DeepCopy(),
-	}
-	cp.Spec.Group = probeGroup
-	cp.Spec.Names.ShortNames = nil
-	cp.Spec.Names.Categories = nil
-	cp.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
-	if err := c.Create(ctx, cp); err != nil {
-		b.Fatal(err)
-	}
-	waitFor(b, time.Minute, plural+" copy served", func() (bool, string) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(cp), cp); err != nil {
-			return false, err.Error()
-		}
-		for _, cond := range cp.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				return true, ""
-			}
-		}
-		return false, "not established"
-	})
 }

@@ -318,7 +318,7 @@ func writeRate(b *testing.B, c client.Client, writers int, d time.Duration) floa
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		b.Fatal(err)
 	}
-	rate, _ := parallelRate(b, writers, d, 0, func(i int64, n *atomic.Int64) error {
+	rate, _ := testenv.ParallelRate(b, writers, d, 0, func(i int64, n *atomic.Int64) error {
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("probe-%d", i)}}
 		if err := c.Create(ctx, l); err != nil {
 			return err
@@ -327,32 +327,6 @@ func writeRate(b *testing.B, c client.Client, writers int, d time.Duration) floa
 		return nil
 	})
 	return rate
-}
-
-// parallelRate has writers run rounds, each starting the next as soon as its last returned,
-// until d is over or, with limit > 0, limit rounds have started. A round counts its writes in
-// n as each returns. It returns the writes per second of all writers together, and whether the
-// rounds ran out before d did.
-func parallelRate(b *testing.B, writers int, d time.Duration, limit int64, round func(i int64, n *atomic.Int64) error) (float64, bool) {
-	b.Helper()
-	var n, seq atomic.Int64
-	deadline := time.Now().Add(d)
-	start := time.Now()
-	if err := testenv.Parallel(writers, writers, func(int) error {
-		for time.Now().Before(deadline) {
-			i := seq.Add(1) - 1
-			if limit > 0 && i >= limit {
-				return nil
-			}
-			if err := round(i, &n); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		b.Fatal(err)
-	}
-	return float64(n.Load()) / time.Since(start).Seconds(), limit > 0 && seq.Load() >= limit
 }
 
 // memory is the process's resident set and the Go heap in use after a collection; with
