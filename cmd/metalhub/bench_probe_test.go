@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,9 +21,6 @@ import (
 	"github.com/metalhub/metalhub/internal/testenv"
 )
 
-// probeGroup holds copies of the metal kinds that no controller watches.
-const probeGroup = "probe.bench.metalhub.io"
-
 // discoveryWriteRate measures how many of a discovery's own writes per second the API server
 // takes from writers in parallel, each writing as soon as its last write returned. A round is
 // one server's discovery as the operator writes it (docs/scale.md lists them): the Server
@@ -32,7 +28,7 @@ const probeGroup = "probe.bench.metalhub.io"
 // the move to Discovery (annotations, finalizer, boot reference), its event, the report (the
 // inventory into status, the inventory record, the reported labels), the move to Available
 // and its event, the Secret and boot configuration deleted, the status mirror. The Servers and
-// boot configurations are copies of the kinds in probeGroup that nothing watches (same schema
+// boot configurations are copies of the kinds in testenv.ProbeGroup that nothing watches (same schema
 // and validation), the Secrets, ConfigMaps and events in a namespace of the probe's; each
 // write is of the size the fleet's is, its objects modelled on like (a discovered server). What
 // the probe leaves out (the watches' fan-out, reads, every other process on the cores) makes it
@@ -41,22 +37,12 @@ const probeGroup = "probe.bench.metalhub.io"
 func discoveryWriteRate(b *testing.B, c client.Client, writers int, d time.Duration, like *metalv1alpha1.Server) (rate float64, perRound int) {
 	b.Helper()
 	ctx := context.Background()
-	gv := schema.GroupVersion{Group: probeGroup, Version: metalv1alpha1.GroupVersion.Version}
 	for _, plural := range []string{"servers", "serverbootconfigurations"} {
-		testenv.CopyCRD(b, ctx, c, plural, metalv1alpha1.GroupVersion.Group, probeGroup)
+		testenv.CopyCRD(b, ctx, c, plural, metalv1alpha1.GroupVersion.Group, testenv.ProbeGroup)
 	}
 	ns := fmt.Sprintf("discovery-write-probe-%d", time.Now().UnixNano())
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		b.Fatal(err)
-	}
-	obj := func(kind, name string, namespaced bool) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(gv.WithKind(kind))
-		u.SetName(name)
-		if namespaced {
-			u.SetNamespace(ns)
-		}
-		return u
 	}
 	tmpl, err := runtime.DefaultUnstructuredConverter.ToUnstructured(like)
 	if err != nil {
@@ -86,7 +72,7 @@ func discoveryWriteRate(b *testing.B, c client.Client, writers int, d time.Durat
 			n.Add(1)
 			return nil
 		}
-		srv := obj("Server", name, false)
+		srv := testenv.ProbeObject("Server", name, "")
 		srv.Object["spec"] = runtime.DeepCopyJSONValue(tmpl["spec"])
 		unstructured.RemoveNestedField(srv.Object, "spec", "bootConfigurationRef")
 		if err := unstructured.SetNestedField(srv.Object, fmt.Sprintf("00000000-0000-0000-%04x-%012d", i>>32, i&0xffffffff), "spec", "systemUUID"); err != nil {
@@ -99,7 +85,7 @@ func discoveryWriteRate(b *testing.B, c client.Client, writers int, d time.Durat
 		if err := w("round secret", c.Create(ctx, secret)); err != nil {
 			return err
 		}
-		sbc := obj("ServerBootConfiguration", name, true)
+		sbc := testenv.ProbeObject("ServerBootConfiguration", name, ns)
 		sbc.Object["spec"] = map[string]any{"serverRef": map[string]any{"name": name}, "image": "discovery:latest",
 			"ignitionSecretRef": map[string]any{"name": name}}
 		if err := w("boot configuration", c.Create(ctx, sbc)); err != nil {

@@ -10,8 +10,24 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
+
+// ProbeGroup holds the copies of the metal kinds that a benchmark's write probe writes to
+// (CopyCRD): the same schema and validation, and no controller watches them.
+const ProbeGroup = "probe.bench.metalhub.io"
+
+// ProbeObject is an object of kind in ProbeGroup (version v1alpha1) named name, in namespace
+// ("" for a cluster-scoped kind), for a write probe to fill in.
+func ProbeObject(kind, name, namespace string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersionKind{Group: ProbeGroup, Version: "v1alpha1", Kind: kind})
+	u.SetName(name)
+	u.SetNamespace(namespace)
+	return u
+}
 
 // CopyCRD serves a copy of the kind plural of group in the group to, with the same schema and
 // validation, so that a benchmark's write probe writes objects as costly to the API server as

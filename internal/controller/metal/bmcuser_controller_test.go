@@ -48,30 +48,10 @@ func TestBMCUserKeepsItsAccount(t *testing.T) {
 	b := fleet.Take(t)
 	fleet.RegisterBMC(t, b, "bmcuser")
 	start := time.Now()
-	sec := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "bmcuser-ops"},
-		StringData: map[string]string{"username": "ops", "password": "First-pass1"}}
-	if err := env.Client.Create(ctx(), sec); err != nil {
-		t.Fatal(err)
-	}
-	u := &metalv1alpha1.BMCUser{ObjectMeta: metav1.ObjectMeta{Name: "ops"}, Spec: metalv1alpha1.BMCUserSpec{
-		UserName: "ops", RoleID: "Operator", BMCRef: &corev1.LocalObjectReference{Name: "bmcuser"},
-		BMCSecretRef: &corev1.LocalObjectReference{Name: "bmcuser-ops"}}}
-	if err := env.Client.Create(ctx(), u); err != nil {
-		t.Fatal(err)
-	}
+	u := createBMCUser(t, "ops", "bmcuser", "bmcuser-ops", "First-pass1")
 	ready := func() {
 		t.Helper()
-		testenv.Eventually(t, 20*time.Second, "BMCUser Ready", func() (bool, string) {
-			got := &metalv1alpha1.BMCUser{}
-			if err := env.Client.Get(ctx(), client.ObjectKey{Name: "ops"}, got); err != nil {
-				return false, err.Error()
-			}
-			c := apimeta.FindStatusCondition(got.Status.Conditions, metalv1alpha1.ConditionReady)
-			if c == nil {
-				return false, "no condition"
-			}
-			return c.Status == metav1.ConditionTrue && got.Annotations[bmcuser.AccountAppliedAnnotation] != "", c.Reason + ": " + c.Message
-		})
+		testenv.Eventually(t, 20*time.Second, "BMCUser Ready", func() (bool, string) { return bmcUserReady("ops") })
 	}
 	ready()
 	if !b.CanLogin("ops", "First-pass1") {
@@ -123,27 +103,12 @@ func TestBMCUserOnASlowBMC(t *testing.T) {
 	fleet.RegisterBMC(t, b, "bmcuser-slow")
 	b.SetFaults(redfish.Faults{Latency: redfish.Duration(testOpts.BMCRequestTimeout / 4)})
 	t.Cleanup(func() { b.SetFaults(redfish.Faults{}) })
-	sec := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: "bmcuser-slow-ops"},
-		StringData: map[string]string{"username": "slowops", "password": "Slow-pass1"}}
-	if err := env.Client.Create(ctx(), sec); err != nil {
-		t.Fatal(err)
-	}
-	u := &metalv1alpha1.BMCUser{ObjectMeta: metav1.ObjectMeta{Name: "slowops"}, Spec: metalv1alpha1.BMCUserSpec{
-		UserName: "slowops", RoleID: "Operator", BMCRef: &corev1.LocalObjectReference{Name: "bmcuser-slow"},
-		BMCSecretRef: &corev1.LocalObjectReference{Name: "bmcuser-slow-ops"}}}
-	if err := env.Client.Create(ctx(), u); err != nil {
-		t.Fatal(err)
-	}
+	createBMCUser(t, "slowops", "bmcuser-slow", "bmcuser-slow-ops", "Slow-pass1")
 	testenv.Eventually(t, 4*testOpts.BMCPassTimeout, "the account on the slow BMC", func() (bool, string) {
-		got := &metalv1alpha1.BMCUser{}
-		if err := env.Client.Get(ctx(), client.ObjectKey{Name: "slowops"}, got); err != nil {
-			return false, err.Error()
+		if ok, why := bmcUserReady("slowops"); !ok {
+			return false, why
 		}
-		c := apimeta.FindStatusCondition(got.Status.Conditions, metalv1alpha1.ConditionReady)
-		if c == nil {
-			return false, "no condition"
-		}
-		return c.Status == metav1.ConditionTrue && b.CanLogin("slowops", "Slow-pass1"), c.Reason + ": " + c.Message
+		return b.CanLogin("slowops", "Slow-pass1"), "the account does not open the BMC"
 	})
 	deleteBMCUser(t, "slowops")
 	if hasAccount(b, "slowops") {
@@ -222,6 +187,37 @@ func TestBMCUserNeverReachesAnotherBMC(t *testing.T) {
 }
 
 // present reports whether user has an account on b at all, enabled or not.
+// createBMCUser creates BMCUser name for the account of that name on BMC bmcName, its password
+// in a BMCSecret of its own (secret).
+func createBMCUser(t *testing.T, name, bmcName, secret, password string) *metalv1alpha1.BMCUser {
+	t.Helper()
+	sec := &metalv1alpha1.BMCSecret{ObjectMeta: metav1.ObjectMeta{Name: secret},
+		StringData: map[string]string{"username": name, "password": password}}
+	if err := env.Client.Create(ctx(), sec); err != nil {
+		t.Fatal(err)
+	}
+	u := &metalv1alpha1.BMCUser{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: metalv1alpha1.BMCUserSpec{
+		UserName: name, RoleID: "Operator", BMCRef: &corev1.LocalObjectReference{Name: bmcName},
+		BMCSecretRef: &corev1.LocalObjectReference{Name: secret}}}
+	if err := env.Client.Create(ctx(), u); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// bmcUserReady reports whether BMCUser name is Ready with its account applied, and if not, why.
+func bmcUserReady(name string) (bool, string) {
+	got := &metalv1alpha1.BMCUser{}
+	if err := env.Client.Get(ctx(), client.ObjectKey{Name: name}, got); err != nil {
+		return false, err.Error()
+	}
+	c := apimeta.FindStatusCondition(got.Status.Conditions, metalv1alpha1.ConditionReady)
+	if c == nil {
+		return false, "no condition"
+	}
+	return c.Status == metav1.ConditionTrue && got.Annotations[bmcuser.AccountAppliedAnnotation] != "", c.Reason + ": " + c.Message
+}
+
 func present(b *redfish.BMC, user string) bool {
 	for _, a := range b.Accounts() {
 		if a.UserName == user {

@@ -11,17 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/testenv"
 )
-
-// probeGroup holds copies of the metal kinds that no controller watches: the claim-write probe
-// writes to them what a claim's binding writes, at the same schema, validation and size.
-const probeGroup = "probe.bench.metalhub.io"
 
 // claimWriteRate measures how many of a binding's own writes per second the API server takes
 // from writers in parallel, each writing as soon as its last write returned: the five writes
@@ -36,23 +31,13 @@ const probeGroup = "probe.bench.metalhub.io"
 func claimWriteRate(b *testing.B, c client.Client, writers, servers int, d time.Duration, like *metalv1alpha1.Server) float64 {
 	b.Helper()
 	ctx := context.Background()
-	gv := schema.GroupVersion{Group: probeGroup, Version: metalv1alpha1.GroupVersion.Version}
 	for _, plural := range []string{"servers", "serverclaims", "serverbootconfigurations"} {
-		testenv.CopyCRD(b, ctx, c, plural, metalv1alpha1.GroupVersion.Group, probeGroup)
+		testenv.CopyCRD(b, ctx, c, plural, metalv1alpha1.GroupVersion.Group, testenv.ProbeGroup)
 	}
 	const ns = "claim-write-probe"
 	if err := c.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}); err != nil {
 		b.Fatal(err)
-	}
-	obj := func(kind, name string, namespaced bool) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(gv.WithKind(kind))
-		u.SetName(name)
-		if namespaced {
-			u.SetNamespace(ns)
-		}
-		return u
 	}
 	// The servers, set up beforehand, as the fleet is: not counted. Their resourceVersions are
 	// what the lock is conditioned on (the controller reads them from its cache).
@@ -62,7 +47,7 @@ func claimWriteRate(b *testing.B, c client.Client, writers, servers int, d time.
 	}
 	versions := make([]string, servers)
 	if err := testenv.Parallel(servers, 32, func(i int) error {
-		s := obj("Server", fmt.Sprintf("probe-%05d", i), false)
+		s := testenv.ProbeObject("Server", fmt.Sprintf("probe-%05d", i), "")
 		s.SetLabels(like.Labels)
 		s.SetAnnotations(like.Annotations)
 		s.Object["spec"] = runtime.DeepCopyJSONValue(tmpl["spec"])
@@ -84,23 +69,23 @@ func claimWriteRate(b *testing.B, c client.Client, writers, servers int, d time.
 
 	rate, ranOut := testenv.ParallelRate(b, writers, d, int64(servers), func(i int64, n *atomic.Int64) error {
 		name := fmt.Sprintf("probe-%05d", i)
-		claim := obj("ServerClaim", name, true)
+		claim := testenv.ProbeObject("ServerClaim", name, ns)
 		claim.Object["spec"] = map[string]any{"power": string(metalv1alpha1.PowerOn), "image": "os-image:latest"}
 		if err := c.Create(ctx, claim); err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
 		n.Add(1)
 		// The lock: the server's refs, optimistically locked on what was read.
-		srv := obj("Server", name, false)
+		srv := testenv.ProbeObject("Server", name, "")
 		lock := fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"spec":{"serverClaimRef":{"namespace":%q,"name":%q},"bootConfigurationRef":{"namespace":%q,"name":%q}}}`,
 			versions[i], ns, name, ns, name)
 		if err := c.Patch(ctx, srv, client.RawPatch(types.MergePatchType, []byte(lock))); err != nil {
 			return fmt.Errorf("server: %w", err)
 		}
 		n.Add(1)
-		sbc := obj("ServerBootConfiguration", name, true)
+		sbc := testenv.ProbeObject("ServerBootConfiguration", name, ns)
 		sbc.Object["spec"] = map[string]any{"serverRef": map[string]any{"name": name}, "image": "os-image:latest"}
-		sbc.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: gv.String(), Kind: "ServerClaim", Name: name,
+		sbc.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: testenv.ProbeGroup + "/" + metalv1alpha1.GroupVersion.Version, Kind: "ServerClaim", Name: name,
 			UID: claim.GetUID(), Controller: new(true), BlockOwnerDeletion: new(true)}})
 		if err := c.Create(ctx, sbc); err != nil {
 			return fmt.Errorf("boot configuration: %w", err)
