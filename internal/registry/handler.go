@@ -271,22 +271,14 @@ func (r *Registry) authenticate(ctx context.Context, srv *metalv1alpha1.Server, 
 	unauthorized := func(err error) (string, *outcome) {
 		return "", reject(http.StatusUnauthorized, resultUnauthorized, "token not valid for this server's discovery round", err)
 	}
-	// A server without a round is refused before its round Secret is read: its box powers on
-	// before the write that records the round, and on a busy API server that write waits while
-	// the probe reports again and again (at 10,000 servers, some 60,000 refusals in one bring-up,
-	// each of which read the Secret and the Server from the API server).
+	// A server without a round is refused on what the cache says, before anything is read from
+	// the API server: its box powers on before the write that records the round, and on a busy
+	// API server that write waits while the probe reports again and again (at 10,000 servers,
+	// tens of thousands of refusals in one bring-up). A report that comes between the write and
+	// the cache's sight of it is refused too; the probe's next try, a second or more later,
+	// finds the round.
 	if srv.Annotations[discovery.RoundAnnotation] == "" {
-		if *fromCache {
-			*fromCache = false
-			fresh := &metalv1alpha1.Server{}
-			if err := r.reader.Get(ctx, client.ObjectKey{Name: srv.Name}, fresh); err != nil {
-				return unauthorized(fmt.Errorf("server has no discovery round (%w)", err))
-			}
-			*srv = *fresh
-		}
-		if srv.Annotations[discovery.RoundAnnotation] == "" {
-			return unauthorized(errors.New("server has no discovery round"))
-		}
+		return unauthorized(errors.New("server has no discovery round"))
 	}
 	var secret corev1.Secret
 	key := client.ObjectKey{Namespace: r.opts.DiscoveryNamespace, Name: discovery.ObjectName(srv.Name)}
