@@ -120,7 +120,8 @@ func (r *Reconciler) createOwned(ctx context.Context, p *serverPass, o client.Ob
 	return nil
 }
 
-// deleteRound removes a server's discovery objects.
+// deleteRound removes a server's discovery objects, the boot configuration first: once it is
+// gone, Available (deleteLeftRound) takes the round for gone.
 func (r *Reconciler) deleteRound(ctx context.Context, p *serverPass) error {
 	name := discovery.ObjectName(p.Obj.Name)
 	for _, o := range []client.Object{
@@ -132,6 +133,23 @@ func (r *Reconciler) deleteRound(ctx context.Context, p *serverPass) error {
 		}
 	}
 	return nil
+}
+
+// deleteLeftRound removes a round's objects an Available server still has: a cleaning's, which
+// ends with the move to Available, or a discovery's whose move was written by an older
+// version. The boot configuration, cached and deleted before the Secret, says whether there is
+// one, so the pass reads nothing past the cache; one deleted a moment ago and still cached costs
+// two deletes that find nothing.
+func (r *Reconciler) deleteLeftRound(ctx context.Context, p *serverPass) error {
+	sbc := &metalv1alpha1.ServerBootConfiguration{}
+	err := p.c.Get(ctx, client.ObjectKey{Namespace: r.Options.DiscoveryNamespace, Name: discovery.ObjectName(p.Obj.Name)}, sbc)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the round's boot configuration: %w", err)
+	}
+	return r.deleteRound(ctx, p)
 }
 
 func (r *Reconciler) discoveryRef() *metalv1alpha1.ObjectReference {
@@ -208,6 +226,15 @@ func (r *Reconciler) discovery(bctx, ctx context.Context, p *serverPass) (lifecy
 			policy = cleaning.Wider(policy, owed.Policy)
 			to, why = metalv1alpha1.ServerStateCleaning, "hardware report received, "+owed.String()
 			r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, metalv1alpha1.ReasonCleaningOwed, "Clean", "%s", owed.String())
+		}
+		if to == metalv1alpha1.ServerStateAvailable {
+			// The round is over: its objects go in this pass, so the first pass in Available
+			// has nothing left to write but the status, and reads nothing past the cache.
+			// After a crash before the write below, the next pass finds the report fresh and
+			// deletes again (gone is fine).
+			if err := r.deleteRound(ctx, p); err != nil {
+				return lifecycle.Result{}, err
+			}
 		}
 		return r.transition(ctx, p, to, why, func(s *metalv1alpha1.Server) {
 			if to == metalv1alpha1.ServerStateCleaning {

@@ -26,12 +26,8 @@ func (r *Reconciler) available(bctx, ctx context.Context, p *serverPass) (lifecy
 	if p.Obj.Spec.ServerClaimRef != nil {
 		return r.reserve(bctx, ctx, p)
 	}
-	if sec, err := r.roundSecret(ctx, p); err != nil {
+	if err := r.deleteLeftRound(ctx, p); err != nil {
 		return lifecycle.Result{}, err
-	} else if sec != nil {
-		if err := r.deleteRound(ctx, p); err != nil {
-			return lifecycle.Result{}, err
-		}
 	}
 	if res, err := r.converge(ctx, p, metalv1alpha1.PowerOff, false); err != nil || !res.IsContinue() {
 		return res, err
