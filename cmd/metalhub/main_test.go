@@ -15,6 +15,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/metalhub/metalhub/internal/syncbuf"
 	"github.com/metalhub/metalhub/internal/testenv"
@@ -22,7 +24,12 @@ import (
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
+func TestMain(m *testing.M) {
+	// The tests' own clients log API warnings (the manager is another process): to stderr,
+	// instead of controller-runtime's complaint that no logger was set.
+	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	os.Exit(testenv.Main(m, &env))
+}
 
 func waitHTTP200(url string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
