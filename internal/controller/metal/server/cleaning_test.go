@@ -31,12 +31,19 @@ import (
 func onePass(t *testing.T, b *redfish.BMC, c client.Client, opts Options, name string, state metalv1alpha1.ServerState,
 	step func(r *Reconciler, bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error)) (*metalv1alpha1.Server, []string) {
 	t.Helper()
+	return onePassReading(t, b, c, c, opts, name, state, step)
+}
+
+// onePassReading is onePass with live the pass's reader past the cache.
+func onePassReading(t *testing.T, b *redfish.BMC, c client.Client, live client.Reader, opts Options, name string, state metalv1alpha1.ServerState,
+	step func(r *Reconciler, bctx, ctx context.Context, p *serverPass) (lifecycle.Result, error)) (*metalv1alpha1.Server, []string) {
+	t.Helper()
 	pool, conn := suite.Connect(t, b)
 	systems, err := conn.Systems(ctx())
 	if err != nil || len(systems) == 0 {
 		t.Fatalf("systems: %v %v", systems, err)
 	}
-	r := &Reconciler{Client: c, APIReader: c, Pool: pool, Recorder: events.NewFakeRecorder(100), Options: opts, Now: time.Now}
+	r := &Reconciler{Client: c, APIReader: live, Pool: pool, Recorder: events.NewFakeRecorder(100), Options: opts, Now: time.Now}
 	start := time.Now()
 	rec := lifecycle.NewReconciler[*metalv1alpha1.Server](c, func() *metalv1alpha1.Server { return &metalv1alpha1.Server{} },
 		func(ctx context.Context, lp *lifecycle.Pass[*metalv1alpha1.Server]) (lifecycle.Result, error) {
