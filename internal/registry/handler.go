@@ -339,13 +339,16 @@ func tokenEqual(want []byte, got string) bool {
 // once, so a retry compares with the same baseline and finds the same drift.
 func (r *Registry) write(ctx context.Context, srv *metalv1alpha1.Server, rep *probe.Report, round string) error {
 	before := srv.DeepCopy()
+	// A status without processors has never held a report (or was wiped): its record most
+	// likely does not exist yet.
+	first := len(srv.Status.Processors) == 0
 	applyReport(&srv.Status, rep)
 	if !equality.Semantic.DeepEqual(before.Status, srv.Status) {
 		if err := r.client.Status().Patch(ctx, srv, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			return fmt.Errorf("writing hardware into the status of server %s: %w", srv.Name, err)
 		}
 	}
-	drift, err := r.record(ctx, srv, rep, round)
+	drift, err := r.record(ctx, srv, rep, round, first)
 	if err != nil {
 		return err
 	}
@@ -390,13 +393,28 @@ func (r *Registry) write(ctx context.Context, srv *metalv1alpha1.Server, rep *pr
 // record writes the round's inventory into the server's record and returns the drift from its
 // baseline. The record is read past the cache and written with its resourceVersion: two reports
 // racing (a retry) cannot both move the baseline. A record already of this round is not
-// written again.
-func (r *Registry) record(ctx context.Context, srv *metalv1alpha1.Server, rep *probe.Report, round string) (string, error) {
+// written again. first (a server that most likely has no record) creates the record before
+// reading anything, as a bring-up's servers do: a create the API server refuses because there
+// is a record falls back to the read.
+func (r *Registry) record(ctx context.Context, srv *metalv1alpha1.Server, rep *probe.Report, round string, first bool) (string, error) {
 	var st metalv1alpha1.ServerStatus
 	applyReport(&st, rep)
 	now := inventory.FromStatus(&st)
 	now.BIOSVersion = rep.System.BIOSVersion
 	key := client.ObjectKey{Namespace: r.opts.DiscoveryNamespace, Name: inventory.ObjectName(srv.Name)}
+	if first {
+		next, drift := inventory.Next(nil, now, round)
+		cm, err := r.recordObject(srv, next)
+		if err != nil {
+			return "", err
+		}
+		switch err := r.client.Create(ctx, cm); {
+		case err == nil:
+			return drift, nil
+		case !apierrors.IsAlreadyExists(err):
+			return "", fmt.Errorf("creating the inventory record of server %s: %w", srv.Name, err)
+		}
+	}
 	cur := &corev1.ConfigMap{}
 	var prev *inventory.Record
 	switch err := r.reader.Get(ctx, key, cur); {
@@ -432,12 +450,9 @@ func (r *Registry) record(ctx context.Context, srv *metalv1alpha1.Server, rep *p
 		return drift, nil
 	}
 	next, drift := inventory.Next(prev, now, round)
-	cm, err := inventory.ConfigMap(r.opts.DiscoveryNamespace, srv.Name, next)
+	cm, err := r.recordObject(srv, next)
 	if err != nil {
 		return "", err
-	}
-	if err := controllerutil.SetOwnerReference(srv, cm, r.client.Scheme()); err != nil {
-		return "", fmt.Errorf("owning the inventory record of server %s: %w", srv.Name, err)
 	}
 	if cur == nil {
 		if err := r.client.Create(ctx, cm); err != nil {
@@ -453,6 +468,18 @@ func (r *Registry) record(ctx context.Context, srv *metalv1alpha1.Server, rep *p
 		return "", fmt.Errorf("updating the inventory record of server %s: %w", srv.Name, err)
 	}
 	return drift, nil
+}
+
+// recordObject is the inventory record rec of srv, owned by it.
+func (r *Registry) recordObject(srv *metalv1alpha1.Server, rec inventory.Record) (*corev1.ConfigMap, error) {
+	cm, err := inventory.ConfigMap(r.opts.DiscoveryNamespace, srv.Name, rec)
+	if err != nil {
+		return nil, err
+	}
+	if err := controllerutil.SetOwnerReference(srv, cm, r.client.Scheme()); err != nil {
+		return nil, fmt.Errorf("owning the inventory record of server %s: %w", srv.Name, err)
+	}
+	return cm, nil
 }
 
 // biosVersionsAsked lists the versions BIOSVersion objects ask for on the server (read past the

@@ -115,6 +115,34 @@ func TestInventoryRecordOfFormerServer(t *testing.T) {
 	}
 }
 
+// A server's first report creates its record without reading one (a bring-up's servers have
+// none); a later discovery reads the record it compares with.
+func TestFirstRecordReadsNothing(t *testing.T) {
+	reads := &countingReader{reads: map[string]int{}}
+	r := startRegistryReading(t, nil, func(rd client.Reader) client.Reader { reads.Reader = rd; return reads })
+	const uuid = "d71f0000-0000-0000-0000-000000000004"
+	rd := newServerInDiscovery(t, r, "first-record", uuid)
+	if code, body := post(t, r.url, "Bearer "+rd.token, encode(t, withGPUs(sampleReport(uuid), 2))); code != http.StatusOK {
+		t.Fatalf("report: %d %s", code, body)
+	}
+	if n := reads.count(&corev1.ConfigMap{}); n != 0 {
+		t.Errorf("%d live reads of the inventory record on the first report, want none", n)
+	}
+	if rec := record(t, "first-record"); rec.Round != rd.id || len(rec.Baseline.GPUs) != 2 {
+		t.Fatalf("record after the first discovery: %+v", rec)
+	}
+	rd2 := startNewRound(t, rd)
+	if code, body := post(t, r.url, "Bearer "+rd2.token, encode(t, withGPUs(sampleReport(uuid), 1))); code != http.StatusOK {
+		t.Fatalf("second report: %d %s", code, body)
+	}
+	if n := reads.count(&corev1.ConfigMap{}); n != 1 {
+		t.Errorf("%d live reads of the inventory record by the second discovery, want one", n)
+	}
+	if d := get(t, "first-record").Annotations[metalv1alpha1.InventoryDriftAnnotation]; !strings.Contains(d, "1 of 2 GPUs missing") {
+		t.Errorf("the second discovery compared with no baseline: drift %q", d)
+	}
+}
+
 // A BIOS version changed behind our back is drift; one a BIOSVersion of ours asked for is not.
 func TestInventoryFirmwareDrift(t *testing.T) {
 	r := startRegistry(t, nil)
