@@ -540,6 +540,17 @@ func managerSummary(metricsAddr string, servers int) string {
 			}
 		}
 	}
+	// Reports refused (a round not recorded or not yet cached) cost the probes a back-off each.
+	if fam := families["metalhub_discovery_reports_total"]; fam != nil {
+		var parts []string
+		for _, m := range fam.Metric {
+			if v := m.GetCounter().GetValue(); v > 0 {
+				parts = append(parts, fmt.Sprintf("%s %.2f", labels(m)["result"], v/float64(servers)))
+			}
+		}
+		sort.Strings(parts)
+		out = append(out, "reports per server: "+strings.Join(parts, ", "))
+	}
 	if fam := families["metalhub_events_dropped_total"]; fam != nil && len(fam.Metric) > 0 {
 		out = append(out, fmt.Sprintf("events dropped %.0f", fam.Metric[0].GetCounter().GetValue()))
 	}
