@@ -132,6 +132,7 @@ func (r *Registry) register(w http.ResponseWriter, req *http.Request) (*outcome,
 			errors.New("report without a DMI system UUID")), rep.SystemUUID
 	}
 
+	r.awaitRound(req.Context(), rep.SystemUUID)
 	release, out := r.admit(req)
 	if out != nil {
 		return out, rep.SystemUUID
@@ -271,12 +272,11 @@ func (r *Registry) authenticate(ctx context.Context, srv *metalv1alpha1.Server, 
 	unauthorized := func(err error) (string, *outcome) {
 		return "", reject(http.StatusUnauthorized, resultUnauthorized, "token not valid for this server's discovery round", err)
 	}
-	// A server without a round is refused on what the cache says, before anything is read from
-	// the API server: its box powers on before the write that records the round, and on a busy
-	// API server that write waits while the probe reports again and again (at 10,000 servers,
-	// tens of thousands of refusals in one bring-up). A report that comes between the write and
-	// the cache's sight of it is refused too; the probe's next try, a second or more later,
-	// finds the round.
+	// A server without a round is refused on what the cache says, after the report waited for
+	// it (awaitRound), before anything is read from the API server: its box powers on before
+	// the write that records the round, and on a busy API server that write waits while the
+	// probe reports again and again (at 10,000 servers, tens of thousands of refusals in one
+	// bring-up, each of which read the Server from the API server).
 	if srv.Annotations[discovery.RoundAnnotation] == "" {
 		return unauthorized(errors.New("server has no discovery round"))
 	}

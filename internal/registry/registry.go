@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
 	"github.com/metalhub/metalhub/internal/probe"
 )
 
@@ -70,6 +71,10 @@ type Options struct {
 	// Recorder receives the Warning events of refused reports that name a Server (nil: logs
 	// only). Setup defaults it to the manager's recorder.
 	Recorder events.EventRecorder
+	// RoundWait bounds how long a report waits for its server's round to show in the cache
+	// before it is refused (default 10s, below a probe's request timeout; negative: no wait).
+	// It waits only with WatchRounds, which Setup calls.
+	RoundWait time.Duration
 }
 
 // ReasonReportFromWrongMachine is the reason of the Warning event on a Server whose discovery
@@ -89,6 +94,9 @@ func (o Options) withDefaults() Options {
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 30 * time.Second
 	}
+	if o.RoundWait == 0 {
+		o.RoundWait = 10 * time.Second
+	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = ctrl.Log.WithName("discovery-registry")
 	}
@@ -106,6 +114,7 @@ type Registry struct {
 	sem    chan struct{}
 
 	mu        sync.Mutex
+	rounds    *roundWaits // nil: reports do not wait for their round (WatchRounds)
 	addr      net.Addr
 	ln        net.Listener // bound by the caller (UseListener); nil: Start binds BindAddress
 	listening chan struct{}
@@ -149,6 +158,13 @@ func Setup(ctx context.Context, mgr manager.Manager, o Options) (*Registry, erro
 	}
 	r, err := New(mgr.GetClient(), o)
 	if err != nil {
+		return nil, err
+	}
+	inf, err := mgr.GetCache().GetInformer(ctx, &metalv1alpha1.Server{})
+	if err != nil {
+		return nil, fmt.Errorf("the discovery registry's Server informer: %w", err)
+	}
+	if err := r.WatchRounds(inf); err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(r); err != nil {

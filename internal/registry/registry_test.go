@@ -62,6 +62,16 @@ func startRegistry(t *testing.T, wrap func(client.Client) client.Client) *runnin
 // startRegistryReading is startRegistry with the registry's live reads (APIReader) wrapped too.
 func startRegistryReading(t *testing.T, wrap func(client.Client) client.Client, wrapReader func(client.Reader) client.Reader) *running {
 	t.Helper()
+	return startRegistryWith(t, wrap, wrapReader, testRoundWait)
+}
+
+// testRoundWait is the tests' Options.RoundWait: short, so that a report refused for want of a
+// round is refused soon.
+const testRoundWait = 300 * time.Millisecond
+
+// startRegistryWith is startRegistryReading with the registry's RoundWait.
+func startRegistryWith(t *testing.T, wrap func(client.Client) client.Client, wrapReader func(client.Reader) client.Reader, roundWait time.Duration) *running {
+	t.Helper()
 	nsOnce.Do(func() {
 		err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -90,8 +100,15 @@ func startRegistryReading(t *testing.T, wrap func(client.Client) client.Client, 
 	}
 	reg, err := New(c, Options{BindAddress: "127.0.0.1:0", DiscoveryNamespace: namespace,
 		APIReader: reader, Logger: testr.New(t), MaxBodyBytes: 64 << 10,
-		Recorder: mgr.GetEventRecorder("discovery-registry")})
+		Recorder: mgr.GetEventRecorder("discovery-registry"), RoundWait: roundWait})
 	if err != nil {
+		t.Fatal(err)
+	}
+	inf, err := mgr.GetCache().GetInformer(ctx, &metalv1alpha1.Server{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.WatchRounds(inf); err != nil {
 		t.Fatal(err)
 	}
 	if err := mgr.Add(reg); err != nil {
@@ -509,6 +526,68 @@ func TestReportBeforeItsRoundReadsNoSecret(t *testing.T) {
 	waitCached(t, r, srv.Name, func(s *metalv1alpha1.Server) bool { return s.Annotations[discovery.RoundAnnotation] == rd.id })
 	if code, body := post(t, r.url, "Bearer "+rd.token, encode(t, sampleReport(rd.server.Spec.SystemUUID))); code != http.StatusOK {
 		t.Fatalf("after the round was recorded: got %d %s", code, body)
+	}
+}
+
+// A report that comes before its round is recorded (the box powered on before the write that
+// records it) waits for the round to show in the cache and is accepted then, with no refusal
+// for the probe to back off from and nothing read from the API server.
+func TestReportWaitsForItsRound(t *testing.T) {
+	reads := &countingReader{reads: map[string]int{}}
+	r := startRegistryWith(t, nil, func(rd client.Reader) client.Reader { reads.Reader = rd; return reads }, time.Minute)
+	rd := newServerInDiscovery(t, r, "round-later", "e0e0e0e0-0000-0000-0000-0000000000b2")
+	srv := get(t, rd.server.Name)
+	patch := client.MergeFrom(srv.DeepCopy())
+	delete(srv.Annotations, discovery.RoundAnnotation)
+	if err := env.Client.Patch(context.Background(), srv, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitCached(t, r, srv.Name, func(s *metalv1alpha1.Server) bool { return s.Annotations[discovery.RoundAnnotation] == "" })
+	servers := reads.count(&metalv1alpha1.Server{})
+	type answer struct {
+		code int
+		body string
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		code, body := post(t, r.url, "Bearer "+rd.token, encode(t, sampleReport(rd.server.Spec.SystemUUID)))
+		answered <- answer{code, body}
+	}()
+	testenv.Eventually(t, 10*time.Second, "the report waiting for its round", func() (bool, string) {
+		r.reg.mu.Lock()
+		w := r.reg.rounds
+		r.reg.mu.Unlock()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.waiting[srv.Name]) == 1, fmt.Sprint(w.waiting)
+	})
+	select {
+	case a := <-answered:
+		t.Fatalf("answered %d %s before the round was recorded", a.code, a.body)
+	default:
+	}
+	srv = get(t, rd.server.Name)
+	patch = client.MergeFrom(srv.DeepCopy())
+	if srv.Annotations == nil {
+		srv.Annotations = map[string]string{}
+	}
+	srv.Annotations[discovery.RoundAnnotation] = rd.id
+	if err := env.Client.Patch(context.Background(), srv, patch); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-answered:
+		if a.code != http.StatusOK {
+			t.Fatalf("got %d %s once the round was recorded, want 200", a.code, a.body)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the report still waits after its round was recorded")
+	}
+	if n := reads.count(&metalv1alpha1.Server{}) - servers; n != 0 {
+		t.Errorf("%d live reads of the Server, want none", n)
+	}
+	if !discovery.Fresh(get(t, rd.server.Name)) {
+		t.Error("round not marked reported")
 	}
 }
 
