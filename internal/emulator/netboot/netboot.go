@@ -64,7 +64,8 @@ type Options struct {
 	// metalprobe's 1s and 30s so that tests do not wait; a benchmark of a fleet wants
 	// metalprobe's, or its probes ask the API server far more often than real ones would).
 	ReportBackoff, ReportMaxBackoff time.Duration
-	// HTTPClient is the agent's (default: 10s timeout).
+	// HTTPClient is the agent's (default: metalprobe's 30s timeout, which a report the registry
+	// holds for its round, registry.Options.RoundWait, fits in).
 	HTTPClient *http.Client
 	// MetadataURL, when set, makes a claimed server's boot an OS boot: the booted OS reads its
 	// metadata and user data from the metadata service at this base URL (the registry's), with
@@ -147,7 +148,7 @@ func New(o Options) (*Netboot, error) {
 		o.ReportMaxBackoff = 2 * time.Second
 	}
 	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+		o.HTTPClient = &http.Client{Timeout: 30 * time.Second}
 	}
 	n := &Netboot{opts: o, log: o.Logger, sem: make(chan struct{}, o.MaxConcurrent), running: map[string]*boot{}}
 	if n.opts.WorkDir == "" {
