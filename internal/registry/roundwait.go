@@ -14,24 +14,37 @@ import (
 	"github.com/metalhub/metalhub/internal/discovery"
 )
 
+// maxRoundWaits bounds the reports waiting at once: a waiting report holds a connection and is
+// not authenticated yet (its token is checked against the round it waits for), so whoever knows
+// servers' UUIDs could otherwise pile up connections. A fleet's bring-up needs about one per
+// booting server whose round is not recorded yet; beyond the bound a report is judged at once.
+const maxRoundWaits = 4096
+
 // roundWaits holds the reports that wait for their server's round to show in the cache, by
 // server name; the cache's Server handler wakes them.
 type roundWaits struct {
 	mu      sync.Mutex
 	waiting map[string][]chan struct{}
+	n, max  int
 }
 
+// add registers a wait for server name's round, or returns nil when max reports wait already.
 func (w *roundWaits) add(name string) chan struct{} {
-	ch := make(chan struct{})
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.n >= w.max {
+		return nil
+	}
+	ch := make(chan struct{})
 	w.waiting[name] = append(w.waiting[name], ch)
+	w.n++
 	return ch
 }
 
 func (w *roundWaits) remove(name string, ch chan struct{}) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.n--
 	left := slices.DeleteFunc(w.waiting[name], func(c chan struct{}) bool { return c == ch })
 	if len(left) == 0 {
 		delete(w.waiting, name)
@@ -61,7 +74,7 @@ func (r *Registry) WatchRounds(inf cache.Informer) error {
 	if r.opts.RoundWait <= 0 {
 		return nil
 	}
-	w := &roundWaits{waiting: map[string][]chan struct{}{}}
+	w := &roundWaits{waiting: map[string][]chan struct{}{}, max: maxRoundWaits}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    w.wake,
 		UpdateFunc: func(_, obj any) { w.wake(obj) },
@@ -91,6 +104,9 @@ func (r *Registry) awaitRound(ctx context.Context, uuid string) {
 		return
 	}
 	ch := w.add(srv.Name)
+	if ch == nil {
+		return
+	}
 	defer w.remove(srv.Name, ch)
 	// Written between the lookup and add: the wake is gone, the cache has it.
 	if srv, out = r.lookup(ctx, uuid); out != nil || srv.Annotations[discovery.RoundAnnotation] != "" {
