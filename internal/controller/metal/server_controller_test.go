@@ -205,11 +205,7 @@ func TestStatusWipeChangesNothing(t *testing.T) {
 
 	wiped := time.Now()
 	for _, bx := range boxes {
-		s := suite.Server(env, bx.name)
-		s.Status = metalv1alpha1.ServerStatus{}
-		if err := testenv.WriteStatus(ctx(), env.Client, s); err != nil {
-			t.Fatal(err)
-		}
+		suite.WipeStatus(t, env, bx.name)
 	}
 	for _, bx := range boxes {
 		s := suite.WaitServerState(t, env, bx.name, bx.state, 10*time.Second)

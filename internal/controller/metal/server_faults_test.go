@@ -190,11 +190,7 @@ func TestWipedStatusWithSlowInventoryReportsStateFirst(t *testing.T) {
 	waitPower(t, name, metalv1alpha1.PowerStateOff, 10*time.Second)
 	b.SetFaults(redfish.Faults{Latency: redfish.Duration(250 * time.Millisecond)})
 	defer b.ClearFaults()
-	s := suite.Server(env, name)
-	s.Status = metalv1alpha1.ServerStatus{}
-	if err := testenv.WriteStatus(ctx(), env.Client, s); err != nil {
-		t.Fatal(err)
-	}
+	suite.WipeStatus(t, env, name)
 	testenv.Eventually(t, 10*time.Second, "state and power rebuilt", func() (bool, string) {
 		s := suite.Server(env, name)
 		return s.Status.State == metalv1alpha1.ServerStateAvailable && s.Status.PowerState == metalv1alpha1.PowerStateOff,

@@ -60,11 +60,7 @@ func TestInventoryDriftRediscoverAndAccept(t *testing.T) {
 	})
 
 	// A wiped status gets the condition back, and the probe's inventory (GPUs) from the record.
-	s = suite.Server(env, name)
-	s.Status = metalv1alpha1.ServerStatus{}
-	if err := testenv.WriteStatus(ctx(), env.Client, s); err != nil {
-		t.Fatal(err)
-	}
+	suite.WipeStatus(t, env, name)
 	testenv.Eventually(t, 15*time.Second, "status rebuilt with GPUs and drift", func() (bool, string) {
 		s := suite.Server(env, name)
 		c := driftCondition(s)

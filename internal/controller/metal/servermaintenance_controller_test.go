@@ -109,11 +109,7 @@ func TestMaintenanceEnforcedAndApproval(t *testing.T) {
 
 	// Wipe every status involved: nothing moves.
 	wiped := time.Now()
-	s := suite.Server(env, names[0])
-	s.Status = metalv1alpha1.ServerStatus{}
-	if err := testenv.WriteStatus(ctx(), env.Client, s); err != nil {
-		t.Fatal(err)
-	}
+	suite.WipeStatus(t, env, names[0])
 	m := getMaintenance(ns, "maint-enforced")
 	m.Status = metalv1alpha1.ServerMaintenanceStatus{}
 	if err := testenv.WriteStatus(ctx(), env.Client, m); err != nil {

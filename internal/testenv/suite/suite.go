@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/metalhub/metalhub/api/metal/v1alpha1"
@@ -216,6 +217,22 @@ func Server(env *testenv.Env, name string) *metalv1alpha1.Server {
 		return nil
 	}
 	return s
+}
+
+// WipeStatus empties the status of Server name, as a restore or a migration would. The
+// controllers may write it meanwhile: the wipe is read and written again on a conflict.
+func WipeStatus(tb testing.TB, env *testenv.Env, name string) {
+	tb.Helper()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s := &metalv1alpha1.Server{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, s); err != nil {
+			return err
+		}
+		s.Status = metalv1alpha1.ServerStatus{}
+		return testenv.WriteStatus(context.Background(), env.Client, s)
+	}); err != nil {
+		tb.Fatalf("wiping the status of server %s: %v", name, err)
+	}
 }
 
 // WaitServerState waits until the server's durable state (its annotation) and its status mirror
