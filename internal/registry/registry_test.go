@@ -496,12 +496,7 @@ func TestReportBeforeItsRoundReadsNoSecret(t *testing.T) {
 	reads := &countingReader{reads: map[string]int{}}
 	r := startRegistryReading(t, nil, func(rd client.Reader) client.Reader { reads.Reader = rd; return reads })
 	rd := newServerInDiscovery(t, r, "no-round-yet", "e0e0e0e0-0000-0000-0000-0000000000b1")
-	srv := get(t, rd.server.Name)
-	patch := client.MergeFrom(srv.DeepCopy())
-	delete(srv.Annotations, discovery.RoundAnnotation)
-	if err := env.Client.Patch(context.Background(), srv, patch); err != nil {
-		t.Fatal(err)
-	}
+	srv := patchRound(t, rd.server.Name, "")
 	waitCached(t, r, srv.Name, func(s *metalv1alpha1.Server) bool { return s.Annotations[discovery.RoundAnnotation] == "" })
 	secrets, servers := reads.count(&corev1.Secret{}), reads.count(&metalv1alpha1.Server{})
 	if code, body := post(t, r.url, "Bearer "+rd.token, encode(t, sampleReport(rd.server.Spec.SystemUUID))); code != http.StatusUnauthorized {
@@ -514,15 +509,7 @@ func TestReportBeforeItsRoundReadsNoSecret(t *testing.T) {
 		t.Errorf("%d live reads of the Server, want none", n)
 	}
 	// Once the round is recorded and cached, the same report is accepted.
-	srv = get(t, rd.server.Name)
-	patch = client.MergeFrom(srv.DeepCopy())
-	if srv.Annotations == nil {
-		srv.Annotations = map[string]string{}
-	}
-	srv.Annotations[discovery.RoundAnnotation] = rd.id
-	if err := env.Client.Patch(context.Background(), srv, patch); err != nil {
-		t.Fatal(err)
-	}
+	patchRound(t, rd.server.Name, rd.id)
 	waitCached(t, r, srv.Name, func(s *metalv1alpha1.Server) bool { return s.Annotations[discovery.RoundAnnotation] == rd.id })
 	if code, body := post(t, r.url, "Bearer "+rd.token, encode(t, sampleReport(rd.server.Spec.SystemUUID))); code != http.StatusOK {
 		t.Fatalf("after the round was recorded: got %d %s", code, body)
@@ -536,12 +523,7 @@ func TestReportWaitsForItsRound(t *testing.T) {
 	reads := &countingReader{reads: map[string]int{}}
 	r := startRegistryWith(t, nil, func(rd client.Reader) client.Reader { reads.Reader = rd; return reads }, time.Minute)
 	rd := newServerInDiscovery(t, r, "round-later", "e0e0e0e0-0000-0000-0000-0000000000b2")
-	srv := get(t, rd.server.Name)
-	patch := client.MergeFrom(srv.DeepCopy())
-	delete(srv.Annotations, discovery.RoundAnnotation)
-	if err := env.Client.Patch(context.Background(), srv, patch); err != nil {
-		t.Fatal(err)
-	}
+	srv := patchRound(t, rd.server.Name, "")
 	waitCached(t, r, srv.Name, func(s *metalv1alpha1.Server) bool { return s.Annotations[discovery.RoundAnnotation] == "" })
 	servers := reads.count(&metalv1alpha1.Server{})
 	type answer struct {
@@ -566,15 +548,7 @@ func TestReportWaitsForItsRound(t *testing.T) {
 		t.Fatalf("answered %d %s before the round was recorded", a.code, a.body)
 	default:
 	}
-	srv = get(t, rd.server.Name)
-	patch = client.MergeFrom(srv.DeepCopy())
-	if srv.Annotations == nil {
-		srv.Annotations = map[string]string{}
-	}
-	srv.Annotations[discovery.RoundAnnotation] = rd.id
-	if err := env.Client.Patch(context.Background(), srv, patch); err != nil {
-		t.Fatal(err)
-	}
+	patchRound(t, rd.server.Name, rd.id)
 	select {
 	case a := <-answered:
 		if a.code != http.StatusOK {
@@ -589,6 +563,26 @@ func TestReportWaitsForItsRound(t *testing.T) {
 	if !discovery.Fresh(get(t, rd.server.Name)) {
 		t.Error("round not marked reported")
 	}
+}
+
+// patchRound sets the round annotation of server name (round "": removes it), as the Server
+// controller's write does, and returns the Server.
+func patchRound(t *testing.T, name, round string) *metalv1alpha1.Server {
+	t.Helper()
+	srv := get(t, name)
+	patch := client.MergeFrom(srv.DeepCopy())
+	if round == "" {
+		delete(srv.Annotations, discovery.RoundAnnotation)
+	} else {
+		if srv.Annotations == nil {
+			srv.Annotations = map[string]string{}
+		}
+		srv.Annotations[discovery.RoundAnnotation] = round
+	}
+	if err := env.Client.Patch(context.Background(), srv, patch); err != nil {
+		t.Fatal(err)
+	}
+	return srv
 }
 
 // A round restarted between authentication and write must not receive the old round's report.

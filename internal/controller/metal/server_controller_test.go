@@ -225,11 +225,8 @@ func TestStatusWipeChangesNothing(t *testing.T) {
 
 	// Deleting the wiped server in Maintenance stays blocked while the maintenance exists.
 	m := boxes[3]
+	suite.WipeStatus(t, env, m.name)
 	s := suite.Server(env, m.name)
-	s.Status = metalv1alpha1.ServerStatus{}
-	if err := testenv.WriteStatus(ctx(), env.Client, s); err != nil {
-		t.Fatal(err)
-	}
 	if err := env.Client.Delete(ctx(), s); err != nil {
 		t.Fatal(err)
 	}
